@@ -1,0 +1,42 @@
+"""labledger: a local-first ledger for ML experiments.
+
+Record every run down to each microbatch and sample, keep every prediction, compute metrics whose
+definitions travel with their values, and publish it all as a static site.
+
+>>> import tempfile, labledger
+>>> d = tempfile.mkdtemp()
+>>> with labledger.start_run("first", ledger=d) as run:
+...     run.log(1, loss=0.7)
+>>> [r.name for r in labledger.open_ledger(d).runs()]
+['first']
+"""
+
+from __future__ import annotations
+
+import os
+
+from labledger.errors import LedgerError, RecordError, RunNotFoundError
+from labledger.store import Ledger, Run, RunInfo, RunView, start_run
+
+__version__ = "0.1.0"
+
+
+def open_ledger(path: str | os.PathLike[str] | None = None, *, create: bool = False) -> Ledger:
+    """Open the ledger at ``path`` (else ``$LABLEDGER_DIR``, else ``./.labledger``).
+
+    Raises :class:`labledger.errors.LedgerNotFoundError` when there is none, unless ``create``.
+    """
+    return Ledger(path, create=create)
+
+
+def __getattr__(name: str):
+    # The evaluation engine is imported on first use so `import labledger` stays light.
+    if name in ("evaluate", "compare"):
+        from labledger import evaluate as _evaluate_module
+
+        return getattr(_evaluate_module, name)
+    raise AttributeError(f"module 'labledger' has no attribute {name!r}")
+
+
+__all__ = ["Ledger", "LedgerError", "RecordError", "Run", "RunInfo", "RunNotFoundError", "RunView",
+           "evaluate", "compare", "open_ledger", "start_run", "__version__"]

@@ -1,0 +1,86 @@
+"""Shared pieces of the command line: the root group, common options, output and errors.
+
+The CLI is the only place that prints and picks exit codes: ``LedgerError`` -> ``Error: ...`` on
+stderr and exit 1; usage errors (click) -> exit 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+from rich.console import Console
+
+from labledger.errors import LedgerError
+
+#: Rich console for tables and summaries (stdout). Never used when ``--json`` is given.
+console = Console(highlight=False, soft_wrap=False)
+#: Console for warnings (stderr), so that ``--json`` output on stdout stays one clean document.
+err_console = Console(stderr=True, highlight=False)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="labledger")
+def main() -> None:
+    """labledger: a local-first ledger for ML experiments.
+
+    Every command reads the ledger from --ledger DIR, else $LABLEDGER_DIR, else ./.labledger.
+    """
+
+
+def resolve_ledger_path(value: str | None) -> str:
+    """The ledger location: the option, else ``$LABLEDGER_DIR``, else ``./.labledger``."""
+    if value:
+        return value
+    return os.environ.get("LABLEDGER_DIR") or str(Path(".labledger"))
+
+
+ledger_option = click.option(
+    "--ledger", "ledger_path", metavar="DIR", default=None,
+    help="Ledger folder (default: $LABLEDGER_DIR, else ./.labledger).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+
+
+def emit_json(obj: Any) -> None:
+    """Print one JSON document on stdout (numpy scalars/arrays and NaN handled)."""
+    data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+                        | orjson.OPT_NON_STR_KEYS, default=_json_default)
+    sys.stdout.buffer.write(data + b"\n")
+    sys.stdout.flush()
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    raise TypeError(f"cannot serialise {type(obj).__name__}")
+
+
+def warn(message: str) -> None:
+    """A warning on stderr."""
+    err_console.print(f"[yellow]Warning:[/yellow] {message}", markup=True, highlight=False)
+
+
+def handle_errors(fn):
+    """Turn ``LedgerError`` into ``Error: ...`` on stderr with its exit code (1 unless stated)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except LedgerError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(getattr(exc, "exit_code", 1))
+        except BrokenPipeError:  # `labledger runs | head`
+            sys.exit(0)
+
+    return wrapper

@@ -1,0 +1,233 @@
+"""``labledger runs``, ``show`` and ``export``: list runs, look inside one, get its records out."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
+    resolve_ledger_path
+
+
+def open_for_cli(ledger_path: str | None):
+    """The ledger for a read command (``--ledger``, ``$LABLEDGER_DIR``, ``./.labledger``)."""
+    from labledger import open_ledger
+
+    return open_ledger(resolve_ledger_path(ledger_path))
+
+
+def fmt_time(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def fmt_num(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return "-" if v is None else str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.4e}"
+    return str(v)
+
+
+STATUS_STYLE = {"finished": "green", "running": "cyan", "failed": "red", "crashed": "red bold",
+                "killed": "yellow"}
+
+
+def headline(summary: dict[str, Any], limit: int = 3) -> str:
+    """The run's headline values: ``set_summary`` values first, then last scalars."""
+    items = list((summary.get("headline") or {}).items())
+    last = summary.get("last") or {}
+    items += [(k, v) for k, v in last.items() if k not in dict(items)]
+    return "  ".join(f"{k}={fmt_num(v)}" for k, v in items[:limit])
+
+
+@click.command("runs")
+@click.option("--group", help="Only runs in this group.")
+@click.option("--tag", help="Only runs with this tag.")
+@click.option("--status", type=click.Choice(["running", "finished", "failed", "crashed", "killed"]),
+              help="Only runs with this status.")
+@click.option("--name", help="Only runs with this exact name.")
+@ledger_option
+@json_option
+@handle_errors
+def runs_cmd(group, tag, status, name, ledger_path, as_json):
+    """List runs: id, name, group, status, steps, started, duration, headline metrics."""
+    ledger = open_for_cli(ledger_path)
+    infos = ledger.runs(name=name, group=group, tag=tag, status=status)
+    if as_json:
+        emit_json({"ledger": str(ledger.root), "runs": [i.to_dict() for i in infos]})
+        return
+    if not infos:
+        console.print(f"No runs in {ledger.root} match.")
+        return
+    table = Table(title=f"Runs in {ledger.root}", title_justify="left")
+    for col in ("id", "name", "group", "status", "steps", "started", "duration", "headline"):
+        table.add_column(col, justify="right" if col in ("steps",) else "left",
+                         no_wrap=col in ("id", "started"))
+    for i in infos:
+        steps = i.summary.get("steps")
+        table.add_row(i.id, i.name, i.group or "-", f"[{STATUS_STYLE.get(i.status, '')}]{i.status}[/]",
+                      fmt_num(steps), fmt_time(i.started), fmt_duration(i.duration), headline(i.summary))
+    console.print(table)
+
+
+@click.command("show")
+@click.argument("run")
+@ledger_option
+@json_option
+@handle_errors
+def show_cmd(run, ledger_path, as_json):
+    """Show one run: meta, config, files, counts, last scalars, checkpoints (sha256)."""
+    ledger = open_for_cli(ledger_path)
+    view = ledger.run(run)
+    meta = view.meta
+    doc = {
+        "id": view.id, "name": view.name, "group": view.group, "tags": view.tags, "status": view.status,
+        "dir": str(view.dir), "meta": meta, "config": view.config, "counts": view.counts(),
+        "last_scalars": view.last_scalars(), "headline": (view.summary.get("headline") or {}),
+        "checkpoints": list(view.checkpoints()), "results": view.results_names(),
+        "evaluations": ledger.evaluations(view.id), "files": view.files(),
+        "notes": [n["text"] for n in view.notes()],
+    }
+    if as_json:
+        emit_json(doc)
+        return
+    status = f"[{STATUS_STYLE.get(view.status, '')}]{view.status}[/]"
+    console.print(f"[bold]{view.name}[/]  {view.id}  {status}")
+    git = meta.get("git") or {}
+    lines = [
+        ("group", view.group or "-"), ("tags", ", ".join(view.tags) or "-"),
+        ("started", fmt_time(meta.get("started"))), ("ended", fmt_time(meta.get("ended"))),
+        ("duration", fmt_duration(view.info.duration)),
+        ("host", f"{meta.get('host')} (pid {meta.get('pid')}, user {meta.get('user')})"),
+        ("python", f"{meta.get('python')}  " + "  ".join(f"{k} {v}" for k, v in (meta.get("packages") or {}).items())),
+        ("git", f"{git.get('commit') or '-'}" + (" (dirty)" if git.get("dirty") else "")),
+        ("folder", str(view.dir)),
+    ]
+    if meta.get("error"):
+        lines.append(("error", meta["error"]))
+    for k, v in lines:
+        console.print(f"  [dim]{k:>9}[/]  {v}", markup=True, highlight=False)
+    if doc["config"]:
+        t = Table(title="config", title_justify="left", show_header=False)
+        t.add_column("key")
+        t.add_column("value")
+        for k, v in _flat_items(doc["config"]):
+            t.add_row(k, str(v))
+        console.print(t)
+    t = Table(title="records", title_justify="left")
+    t.add_column("kind")
+    t.add_column("count", justify="right")
+    for k, v in doc["counts"].items():
+        t.add_row(k, f"{v:,}")
+    console.print(t)
+    if doc["last_scalars"] or doc["headline"]:
+        t = Table(title="last values", title_justify="left")
+        t.add_column("name")
+        t.add_column("value", justify="right")
+        t.add_column("step", justify="right")
+        for k, v in doc["headline"].items():
+            t.add_row(k, fmt_num(v), "summary")
+        for k, v in doc["last_scalars"].items():
+            t.add_row(k, fmt_num(v["value"]), fmt_num(v["step"]))
+        console.print(t)
+    if doc["checkpoints"]:
+        t = Table(title="checkpoints", title_justify="left")
+        for col in ("step", "path", "size", "sha256"):
+            t.add_column(col, overflow="fold")
+        for c in doc["checkpoints"]:
+            t.add_row(fmt_num(c.get("step")), c["path"], f"{c['size']:,}", c["sha256"])
+        console.print(t)
+    if doc["results"] or doc["evaluations"]:
+        console.print("  [dim]results[/]  " + (", ".join(doc["results"]) or "-"))
+        evals = sorted({e["name"] for e in doc["evaluations"] if e["kind"] != "results"})
+        console.print("  [dim]evaluations[/]  " + (", ".join(evals) or "-"))
+    if doc["files"]:
+        shown = doc["files"][:8]
+        more = len(doc["files"]) - len(shown)
+        console.print("  [dim]files[/]  " + ", ".join(shown) + (f", ... ({more} more)" if more > 0 else ""))
+    for n in doc["notes"]:
+        console.print("  note: " + n, markup=False, highlight=False)
+
+
+def _flat_items(d: dict[str, Any], prefix: str = ""):
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            yield from _flat_items(v, key + ".")
+        else:
+            yield key, v
+
+
+EXPORT_FORMATS = ("jsonl", "parquet", "csv")
+
+
+@click.command("export")
+@click.argument("run")
+@click.option("--what", required=True, metavar="KIND",
+              help="scalars, batches, samples, history, checkpoints, notes, or results[:NAME].")
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default=None,
+              help="Output format (default: from --out's suffix, else jsonl).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file.")
+@ledger_option
+@json_option
+@handle_errors
+def export_cmd(run, what, fmt, out, ledger_path, as_json):
+    """Export a run's records as JSONL (exactly as logged), Parquet or CSV (flattened)."""
+    kind = what.partition(":")[0]
+    if kind not in ("scalars", "batches", "samples", "history", "checkpoints", "notes", "results"):
+        raise click.BadParameter(f"unknown kind {what!r}; choose scalars, batches, samples, history, "
+                                 f"checkpoints, notes or results[:NAME]", param_hint="--what")
+    out_path = Path(out)
+    if fmt is None:
+        suffix = out_path.suffix.lstrip(".").lower()
+        fmt = suffix if suffix in EXPORT_FORMATS else "jsonl"
+    ledger = open_for_cli(ledger_path)
+    view = ledger.run(run)
+    if fmt == "jsonl":
+        import orjson
+
+        n = 0
+        with open(out_path, "wb") as f:
+            for rec in view.records(what):
+                f.write(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS))
+                n += 1
+    else:
+        table = view.table(what)
+        n = table.num_rows
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, out_path)
+        else:
+            import pyarrow.csv as pacsv
+
+            pacsv.write_csv(table, out_path)
+    doc = {"run": view.id, "what": what, "format": fmt, "rows": n, "out": str(out_path.resolve())}
+    if as_json:
+        emit_json(doc)
+    else:
+        console.print(f"Wrote {n:,} {what} records of run {view.id} to {out_path} ({fmt}).")
+
+
+for _cmd in (runs_cmd, show_cmd, export_cmd):
+    main.add_command(_cmd)

@@ -1,0 +1,97 @@
+"""Every user-facing failure in labledger is a subclass of :class:`LedgerError`.
+
+The library raises these; only ``labledger.cli`` turns them into ``Error: ...`` lines and exit codes.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class LedgerError(Exception):
+    """Base class of every error labledger reports to a user."""
+
+    exit_code = 1
+
+
+class RecordError(LedgerError):
+    """A record (a logged dict or a line of a file) does not match its schema.
+
+    The message names the source (file and line, when the record came from a file) and the field.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None,
+                 field: str | None = None):
+        self.source = source
+        self.line = line
+        self.field = field
+        self.detail = message
+        where = ""
+        if source is not None:
+            where = f"{source}:{line}: " if line is not None else f"{source}: "
+        if field is not None:
+            message = f"field '{field}' {message}" if not message.startswith("field ") else message
+        super().__init__(where + message)
+
+
+class LedgerNotFoundError(LedgerError):
+    """No ledger exists at the given location."""
+
+
+class RunNotFoundError(LedgerError):
+    """No run matches the given id, prefix or name (or more than one does)."""
+
+
+class RunStateError(LedgerError):
+    """The operation is not allowed in the run's current state (e.g. logging to a finished run)."""
+
+
+class UnknownNameError(LedgerError):
+    """A name (metric, method, format, ...) is not known; the message suggests the nearest ones."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str]):
+        known = sorted(known)
+        self.kind, self.name, self.known = kind, name, known
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+        msg = f"Unknown {kind} '{name}'."
+        if close:
+            msg += " Did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
+        else:
+            msg += " Known: " + ", ".join(known) + "."
+        super().__init__(msg)
+
+
+class UnknownMetricError(UnknownNameError):
+    """A metric name is not in the registry."""
+
+    def __init__(self, name: str, known: Iterable[str]):
+        super().__init__("metric", name, known)
+
+
+class MetricInputError(LedgerError):
+    """Inputs to a metric are inconsistent (lengths, kinds, values outside their range)."""
+
+
+class ComparisonError(LedgerError):
+    """Two things cannot be compared as asked (different item sets, different tasks, ...)."""
+
+
+class ForensicsError(LedgerError):
+    """A forensic reconstruction was asked with impossible or inconsistent inputs."""
+
+
+class CalibrationError(LedgerError):
+    """A calibration recipe is malformed, does not fit the data, or was already applied."""
+
+
+class CheckpointError(LedgerError):
+    """Checkpoints cannot be hashed, read or averaged as asked (names the first mismatch)."""
+
+
+class ImportSourceError(LedgerError):
+    """A source to import is malformed, unsupported, or was already imported."""
+
+
+class GateError(LedgerError):
+    """A threshold-sweep gate expression is malformed or names an unknown class or slice."""

@@ -1,0 +1,406 @@
+"""The ledger: a folder with an SQLite index (WAL) and one folder per run.
+
+```
+<ledger>/ledger.db             index: runs, tags, checkpoints, evaluations, metric values
+<ledger>/runs/<run_id>/        run.json, config.json, metrics.jsonl, batches.jsonl, history.jsonl,
+                               checkpoints.jsonl, notes.jsonl, files/, evals/<name>/...
+```
+
+The run folders are the record; the index makes listing and filtering fast and holds what is
+derived from records (summaries, metric values). Writes to the index are short ``BEGIN IMMEDIATE``
+transactions, so many processes can share one ledger.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from labledger.errors import LedgerError, LedgerNotFoundError, RunNotFoundError
+from labledger.store.jsonl import read_json, write_json
+from labledger.store.migrations import migrate
+
+DB_NAME = "ledger.db"
+RUN_STATUSES = ("running", "finished", "failed", "crashed", "killed")
+
+
+def default_ledger_path() -> Path:
+    """``$LABLEDGER_DIR`` if set, else ``./.labledger``."""
+    return Path(os.environ.get("LABLEDGER_DIR") or ".labledger")
+
+
+@dataclass
+class RunInfo:
+    """One row of the run index."""
+
+    id: str
+    name: str
+    group: str | None
+    tags: list[str]
+    status: str
+    started: float
+    ended: float | None
+    host: str | None
+    pid: int | None
+    git_commit: str | None
+    git_dirty: bool | None
+    error: str | None
+    summary: dict[str, Any] = field(default_factory=dict)
+    dir: Path | None = None
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from start to end (to now while running)."""
+        end = self.ended if self.ended is not None else (time.time() if self.status == "running" else None)
+        return None if end is None else max(0.0, end - self.started)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "group": self.group, "tags": self.tags,
+                "status": self.status, "started": self.started, "ended": self.ended,
+                "duration": self.duration, "host": self.host, "pid": self.pid,
+                "git_commit": self.git_commit, "git_dirty": self.git_dirty, "error": self.error,
+                "summary": self.summary, "dir": str(self.dir) if self.dir else None}
+
+
+def lock_is_held(lock_path: Path) -> bool:
+    """True when a live process holds the run's lock (a ``flock`` dies with its process)."""
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+class Ledger:
+    """A ledger folder. Use :func:`labledger.open_ledger` to get one.
+
+    >>> import tempfile, labledger
+    >>> ledger = labledger.open_ledger(tempfile.mkdtemp(), create=True)
+    >>> ledger.runs()
+    []
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, *, create: bool = False):
+        self.root = Path(root) if root is not None else default_ledger_path()
+        db_path = self.root / DB_NAME
+        if not db_path.exists():
+            if not create:
+                raise LedgerNotFoundError(
+                    f"No ledger at {self.root} (no {DB_NAME}). Log a run with labledger.start_run "
+                    f"or run `labledger demo` to create one, or pass --ledger DIR.")
+            if self.root.exists() and not self.root.is_dir():
+                raise LedgerError(f"{self.root} exists and is not a folder")
+            (self.root / "runs").mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(db_path, timeout=60, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA busy_timeout = 60000")
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self.db.execute("PRAGMA synchronous = NORMAL")
+            self.db.execute("PRAGMA foreign_keys = ON")
+            migrate(self.db)
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"{db_path}: cannot open the ledger index ({exc})") from None
+        self.host = socket.gethostname()
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.root)!r})"
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``): all or nothing."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.root / "runs" / run_id
+
+    # -- runs -----------------------------------------------------------------------------------
+    def register_run(self, meta: dict[str, Any]) -> None:
+        """Insert a new run into the index (called by :class:`labledger.Run`)."""
+        git = meta.get("git") or {}
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO runs (id, name, grp, status, started, host, pid, git_commit, git_dirty, "
+                "summary, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', ?)",
+                (meta["id"], meta["name"], meta.get("group"), meta["status"], meta["started"],
+                 meta.get("host"), meta.get("pid"), git.get("commit"),
+                 None if git.get("dirty") is None else int(git["dirty"]), time.time()))
+            db.executemany("INSERT INTO run_tags (run_id, tag) VALUES (?, ?)",
+                           [(meta["id"], t) for t in meta.get("tags", ())])
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        """Update index columns of one run (``summary`` is a dict, stored as JSON)."""
+        if "summary" in fields:
+            fields["summary"] = orjson.dumps(fields["summary"], option=orjson.OPT_SERIALIZE_NUMPY).decode()
+        if "group" in fields:
+            fields["grp"] = fields.pop("group")
+        fields["updated"] = time.time()
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        with self.transaction() as db:
+            db.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id))
+
+    def _rows_to_info(self, rows: list[tuple]) -> list[RunInfo]:
+        ids = [r[0] for r in rows]
+        tags: dict[str, list[str]] = {i: [] for i in ids}
+        for chunk in range(0, len(ids), 500):
+            part = ids[chunk:chunk + 500]
+            q = f"SELECT run_id, tag FROM run_tags WHERE run_id IN ({','.join('?' * len(part))}) ORDER BY tag"
+            for run_id, tag in self.db.execute(q, part):
+                tags[run_id].append(tag)
+        out = []
+        for (rid, name, grp, status, started, ended, host, pid, commit, dirty, error, summary) in rows:
+            out.append(RunInfo(id=rid, name=name, group=grp, tags=tags[rid], status=status,
+                               started=started, ended=ended, host=host, pid=pid, git_commit=commit,
+                               git_dirty=None if dirty is None else bool(dirty), error=error,
+                               summary=orjson.loads(summary or "{}"), dir=self.run_dir(rid)))
+        return out
+
+    _COLUMNS = "id, name, grp, status, started, ended, host, pid, git_commit, git_dirty, error, summary"
+
+    def reap(self) -> list[str]:
+        """Mark runs whose process died (no lock holder on this host) as ``crashed``; return their ids."""
+        crashed = []
+        for run_id, host in self.db.execute("SELECT id, host FROM runs WHERE status = 'running'").fetchall():
+            if host not in (None, self.host):
+                continue  # another machine's run: its lock is not visible from here
+            if lock_is_held(self.run_dir(run_id) / ".lock"):
+                continue
+            crashed.append(run_id)
+        for run_id in crashed:
+            self._mark_crashed(run_id)
+        return crashed
+
+    def _mark_crashed(self, run_id: str) -> None:
+        run_dir = self.run_dir(run_id)
+        meta_path = run_dir / "run.json"
+        ended = None
+        try:
+            meta = read_json(meta_path)
+        except (OSError, LedgerError):
+            meta = None
+        # The last sign of life: the newest modification time among the run's files.
+        try:
+            ended = max(p.stat().st_mtime for p in run_dir.iterdir() if p.is_file())
+        except ValueError:
+            ended = time.time()
+        error = "the logging process ended without finishing the run (killed or crashed)"
+        summary = summarize_run_dir(run_dir)
+        with self.transaction() as db:
+            cur = db.execute("UPDATE runs SET status = 'crashed', ended = ?, error = ?, summary = ?, "
+                             "updated = ? WHERE id = ? AND status = 'running'",
+                             (ended, error, orjson.dumps(summary).decode(), time.time(), run_id))
+            changed = cur.rowcount
+        if changed and meta is not None:
+            meta.update(status="crashed", ended=ended, error=error)
+            write_json(meta_path, meta)
+
+    def runs(self, *, name: str | None = None, group: str | None = None, tag: str | None = None,
+             status: str | None = None) -> list[RunInfo]:
+        """Runs in the index, newest first, filtered by exact name, group, tag and status."""
+        self.reap()
+        where, params = [], []
+        if name is not None:
+            where.append("name = ?")
+            params.append(name)
+        if group is not None:
+            where.append("grp = ?")
+            params.append(group)
+        if status is not None:
+            where.append("status = ?")
+            params.append(status)
+        if tag is not None:
+            where.append("id IN (SELECT run_id FROM run_tags WHERE tag = ?)")
+            params.append(tag)
+        q = f"SELECT {self._COLUMNS} FROM runs"
+        if where:
+            q += " WHERE " + " AND ".join(where)
+        q += " ORDER BY started DESC, id DESC"
+        return self._rows_to_info(self.db.execute(q, params).fetchall())
+
+    def resolve(self, ref: str) -> str:
+        """The id of the run named by ``ref``: an id, a unique id prefix, or a unique run name."""
+        ref = str(ref).strip()
+        if not ref:
+            raise RunNotFoundError("empty run reference")
+        if self.db.execute("SELECT 1 FROM runs WHERE id = ?", (ref,)).fetchone():
+            return ref
+        by_prefix = [r[0] for r in self.db.execute(
+            "SELECT id FROM runs WHERE substr(id, 1, ?) = ? ORDER BY started DESC", (len(ref), ref))]
+        if len(by_prefix) == 1:
+            return by_prefix[0]
+        by_name = [r[0] for r in self.db.execute(
+            "SELECT id FROM runs WHERE name = ? ORDER BY started DESC", (ref,))]
+        if len(by_name) == 1:
+            return by_name[0]
+        matches = by_prefix or by_name
+        if matches:
+            raise RunNotFoundError(
+                f"'{ref}' matches {len(matches)} runs ({', '.join(matches[:5])}"
+                f"{', ...' if len(matches) > 5 else ''}); give a run id")
+        known = [r[0] for r in self.db.execute("SELECT name FROM runs ORDER BY started DESC LIMIT 200")]
+        import difflib
+        close = difflib.get_close_matches(ref, known, n=3)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise RunNotFoundError(f"No run '{ref}' in {self.root}.{hint} (`labledger runs` lists them)")
+
+    def info(self, ref: str) -> RunInfo:
+        """The index row of one run."""
+        self.reap()
+        run_id = self.resolve(ref)
+        rows = self.db.execute(f"SELECT {self._COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchall()
+        return self._rows_to_info(rows)[0]
+
+    def run(self, ref: str) -> "RunView":
+        """A read-only view of one run's records (see :class:`labledger.store.view.RunView`)."""
+        from labledger.store.view import RunView
+
+        return RunView(self, self.info(ref))
+
+    # -- evaluations ----------------------------------------------------------------------------
+    def save_evaluation(self, run_ref: str, name: str, document: dict[str, Any], *,
+                        kind: str = "evaluation") -> Path:
+        """Store an evaluation document under ``evals/<name>/<kind>.json`` and index its values.
+
+        Metric values are read from ``document["tasks"][task]["metrics"]`` (a list of dicts with
+        ``metric``, ``params``, ``value``, ``ci_low``, ``ci_high``, ``n``, ``definition``) and
+        ``document["tasks"][task]["slices"][field][value]["metrics"]`` when present.
+        """
+        from labledger.store.run import check_name
+
+        check_name(name, "evaluation name")
+        run_id = self.resolve(run_ref)
+        out_dir = self.run_dir(run_id) / "evals" / name
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"{kind}.json"
+        rows = list(iter_metric_values(document))
+        with self.transaction() as db:
+            old = db.execute("SELECT id FROM evaluations WHERE run_id = ? AND name = ? AND kind = ?",
+                             (run_id, name, kind)).fetchone()
+            if old:
+                db.execute("DELETE FROM metric_values WHERE eval_id = ?", (old[0],))
+                db.execute("DELETE FROM evaluations WHERE id = ?", (old[0],))
+            cur = db.execute("INSERT INTO evaluations (run_id, name, kind, created, n_rows) "
+                             "VALUES (?, ?, ?, ?, ?)", (run_id, name, kind, time.time(), document.get("n")))
+            eval_id = cur.lastrowid
+            db.executemany(
+                "INSERT INTO metric_values (eval_id, task, slice, metric, params, value, ci_low, "
+                "ci_high, n, definition) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(eval_id, *r) for r in rows])
+            write_json(path, document)
+        return path
+
+    def evaluations(self, run_ref: str) -> list[dict[str, Any]]:
+        """Stored evaluations of a run: name, kind, created, path."""
+        run_id = self.resolve(run_ref)
+        out = []
+        for name, kind, created, n_rows in self.db.execute(
+                "SELECT name, kind, created, n_rows FROM evaluations WHERE run_id = ? ORDER BY created",
+                (run_id,)):
+            out.append({"name": name, "kind": kind, "created": created, "n": n_rows,
+                        "path": str(self.run_dir(run_id) / "evals" / name / f"{kind}.json")})
+        return out
+
+    def metric_values(self, run_ref: str) -> list[dict[str, Any]]:
+        """Every indexed metric value of a run's stored evaluations."""
+        run_id = self.resolve(run_ref)
+        q = ("SELECT e.name, m.task, m.slice, m.metric, m.params, m.value, m.ci_low, m.ci_high, m.n, "
+             "m.definition FROM metric_values m JOIN evaluations e ON e.id = m.eval_id "
+             "WHERE e.run_id = ? ORDER BY e.created, m.rowid")
+        keys = ("evaluation", "task", "slice", "metric", "params", "value", "ci_low", "ci_high", "n",
+                "definition")
+        out = []
+        for row in self.db.execute(q, (run_id,)):
+            d = dict(zip(keys, row))
+            d["params"] = orjson.loads(d["params"])
+            out.append(d)
+        return out
+
+
+def iter_metric_values(document: dict[str, Any]) -> Iterator[tuple]:
+    """(task, slice, metric, params, value, ci_low, ci_high, n, definition) rows of a document."""
+    tasks = document.get("tasks") if isinstance(document, dict) else None
+    if not isinstance(tasks, dict):
+        return
+    for task, body in tasks.items():
+        if not isinstance(body, dict):
+            continue
+        yield from _metric_rows(task, "", body.get("metrics"))
+        slices = body.get("slices")
+        if isinstance(slices, dict):
+            for fld, values in slices.items():
+                if not isinstance(values, dict):
+                    continue
+                for val, sbody in values.items():
+                    if isinstance(sbody, dict):
+                        yield from _metric_rows(task, f"{fld}={val}", sbody.get("metrics"))
+
+
+def _metric_rows(task: str, slice_: str, metrics: Any) -> Iterator[tuple]:
+    if not isinstance(metrics, list):
+        return
+    for m in metrics:
+        if not isinstance(m, dict) or "metric" not in m:
+            continue
+        value = m.get("value")
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue  # tables (confusion matrices, per-class) live in the document only
+        yield (task, slice_, m["metric"], orjson.dumps(m.get("params") or {}, option=orjson.OPT_SORT_KEYS).decode(),
+               value, m.get("ci_low"), m.get("ci_high"), m.get("n"), m.get("definition"))
+
+
+def summarize_run_dir(run_dir: Path) -> dict[str, Any]:
+    """Counts and last scalars recomputed from a run's files (for crashed runs and ``show``)."""
+    from labledger.store.jsonl import iter_lines
+
+    summary: dict[str, Any] = {}
+    last: dict[str, Any] = {}
+    steps = None
+    n = 0
+    for _, raw in iter_lines(run_dir / "metrics.jsonl"):
+        rec = orjson.loads(raw)
+        n += 1
+        step = rec.pop("step", None)
+        rec.pop("time", None)
+        if step is not None:
+            steps = step if steps is None else max(steps, step)
+        last.update(rec)
+    summary["scalar_records"] = n
+    summary["steps"] = steps
+    summary["last"] = last
+    for key, fname in (("batches", "batches.jsonl"), ("history", "history.jsonl"),
+                       ("checkpoints", "checkpoints.jsonl")):
+        summary[key] = sum(1 for _ in iter_lines(run_dir / fname))
+    return summary

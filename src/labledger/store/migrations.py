@@ -1,0 +1,105 @@
+"""Named, append-only schema migrations for the ledger's SQLite index.
+
+Each migration is a function ``mNNN_name(db)`` registered with :func:`migration`. Applied names are
+recorded in the ``_migrations`` table of the database itself; :func:`migrate` applies the missing
+ones in order, each in its own transaction. Never edit a migration that has shipped: add one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+
+MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = []
+
+
+def migration(fn: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
+    """Register ``fn`` as the next migration (its ``__name__`` is its permanent name)."""
+    MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+def migrate(db: sqlite3.Connection) -> list[str]:
+    """Apply every migration not yet recorded in ``db``; returns the names applied now."""
+    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)")
+    done = {row[0] for row in db.execute("SELECT name FROM _migrations")}
+    applied = []
+    for name, fn in MIGRATIONS:
+        if name in done:
+            continue
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have applied it while we waited for the write lock.
+            if db.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone():
+                db.execute("COMMIT")
+                continue
+            fn(db)
+            db.execute("INSERT INTO _migrations (name, applied) VALUES (?, ?)", (name, time.time()))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied
+
+
+@migration
+def m001_initial(db: sqlite3.Connection) -> None:
+    db.execute("""
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            grp TEXT,
+            status TEXT NOT NULL,
+            started REAL NOT NULL,
+            ended REAL,
+            host TEXT,
+            pid INTEGER,
+            git_commit TEXT,
+            git_dirty INTEGER,
+            error TEXT,
+            summary TEXT NOT NULL DEFAULT '{}',
+            updated REAL NOT NULL
+        )""")
+    db.execute("CREATE INDEX runs_name ON runs(name)")
+    db.execute("CREATE INDEX runs_grp ON runs(grp)")
+    db.execute("CREATE INDEX runs_status ON runs(status)")
+    db.execute("CREATE TABLE run_tags (run_id TEXT NOT NULL REFERENCES runs(id), tag TEXT NOT NULL, "
+               "PRIMARY KEY (run_id, tag))")
+    db.execute("CREATE INDEX run_tags_tag ON run_tags(tag)")
+    db.execute("""
+        CREATE TABLE checkpoints (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            step INTEGER,
+            path TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            created REAL NOT NULL
+        )""")
+    db.execute("CREATE INDEX checkpoints_sha ON checkpoints(sha256)")
+    db.execute("""
+        CREATE TABLE evaluations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            created REAL NOT NULL,
+            n_rows INTEGER,
+            sha256 TEXT,
+            UNIQUE (run_id, name, kind)
+        )""")
+    db.execute("""
+        CREATE TABLE metric_values (
+            eval_id INTEGER NOT NULL REFERENCES evaluations(id),
+            task TEXT NOT NULL,
+            slice TEXT NOT NULL DEFAULT '',
+            metric TEXT NOT NULL,
+            params TEXT NOT NULL DEFAULT '{}',
+            value REAL,
+            ci_low REAL,
+            ci_high REAL,
+            n INTEGER,
+            definition TEXT
+        )""")
+    db.execute("CREATE INDEX metric_values_eval ON metric_values(eval_id)")

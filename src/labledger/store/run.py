@@ -1,0 +1,387 @@
+"""A run being logged: append-only writers for every record kind, checkpoints, results, finish/crash.
+
+The hot paths (:meth:`Run.log` and :meth:`Run.log_batch`) validate, serialise with orjson and hand
+the line to the kernel with one ``write(2)``: nothing is buffered in user space, so a ``kill -9``
+loses nothing that a ``log_*`` call had acknowledged. Files are fsynced at checkpoints, at finish
+and every ``sync_interval`` seconds, when the index summary is refreshed too.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import time
+import traceback
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from labledger.errors import LedgerError, RecordError, RunStateError
+from labledger.records import clean_scalars, validate_batch
+from labledger.store.environment import environment
+from labledger.store.jsonl import DUMP_OPTIONS, Appender, atomic_write, dumps_line, write_all, write_json
+from labledger.store.ledger import Ledger, default_ledger_path
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_FILE_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+#: Chunk size for streamed hashing and copying.
+CHUNK = 1 << 20
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """Names of evaluations and result sets: letters, digits, ``.``, ``-``, ``_`` (no paths)."""
+    if not isinstance(name, str) or not _NAME_RE.match(name) or ".." in name:
+        raise LedgerError(f"{what} {name!r} must be 1-128 letters, digits, '.', '-' or '_' "
+                          f"(starting with a letter or digit)")
+    return name
+
+
+def check_relative_path(name: str) -> Path:
+    """A relative path of safe components (for ``log_file``): no ``..``, no absolute paths."""
+    parts = str(name).replace("\\", "/").split("/")
+    if not name or name.startswith("/") or any(p in ("", ".", "..") or not _FILE_RE.match(p)
+                                                 or p.startswith(".") for p in parts):
+        raise LedgerError(f"file name {name!r} must be a relative path of letters, digits, '.', '-', "
+                          f"'_' components separated by '/' (no '..', no hidden or absolute paths)")
+    return Path(*parts)
+
+
+def sha256_file(path: str | os.PathLike[str]) -> tuple[str, int]:
+    """Streamed ``(sha256 hex, size in bytes)`` of a file (1 MiB at a time)."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def new_run_id() -> str:
+    """Time-sortable, unique: ``YYYYmmdd-HHMMSS-xxxxxx``."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+class Run:
+    """A run being logged. Create it with :func:`labledger.start_run`.
+
+    >>> import tempfile, labledger
+    >>> with labledger.start_run("demo", ledger=tempfile.mkdtemp()) as run:
+    ...     run.log(1, loss=0.9, lr=1e-3)
+    >>> run.status
+    'finished'
+    """
+
+    #: Seconds between background fsyncs + index summary refreshes (checked on each log call).
+    sync_interval = 5.0
+
+    def __init__(self, name: str, *, group: str | None = None, tags: Iterable[str] = (),
+                 config: Mapping[str, Any] | None = None, notes: str | None = None,
+                 ledger: Ledger | str | os.PathLike[str] | None = None):
+        if not isinstance(name, str) or not name.strip():
+            raise LedgerError("a run needs a non-empty name")
+        self._owns_ledger = not isinstance(ledger, Ledger)
+        self.ledger = ledger if isinstance(ledger, Ledger) else Ledger(
+            ledger if ledger is not None else default_ledger_path(), create=True)
+        self.id = new_run_id()
+        self.name = name
+        self.group = group
+        self.tags = sorted({str(t) for t in tags})
+        self.dir = self.ledger.run_dir(self.id)
+        self.dir.mkdir(parents=True)
+        # The lock lives as long as this process: a dead process releases it, which is how a
+        # reader tells "crashed" from "running".
+        self._lock_fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            config_json = orjson.loads(orjson.dumps(dict(config or {}), option=orjson.OPT_SERIALIZE_NUMPY
+                                                    | orjson.OPT_NON_STR_KEYS))
+        except TypeError as exc:
+            raise RecordError(f"must be JSON-serialisable ({exc})", field="config") from None
+        env = environment()
+        self.meta: dict[str, Any] = {
+            "id": self.id, "name": name, "group": group, "tags": self.tags, "status": "running",
+            "started": time.time(), "ended": None, "notes": notes, "error": None, **env,
+        }
+        write_json(self.dir / "config.json", config_json)
+        write_json(self.dir / "run.json", self.meta)
+        self.ledger.register_run(self.meta)
+        self.config = config_json
+        self.summary: dict[str, Any] = {}
+        self.status = "running"
+        self._scalars = Appender(self.dir / "metrics.jsonl")
+        self._batches = Appender(self.dir / "batches.jsonl")
+        self._history: Appender | None = None
+        self._checkpoints: Appender | None = None
+        self._notes: Appender | None = None
+        self._last: dict[str, Any] = {}
+        self._max_step: int | None = None
+        self._n_scalars = 0
+        self._n_batches = 0
+        self._n_history = 0
+        self._n_checkpoints = 0
+        self._last_microbatch: int | None = None
+        self._next_sync = time.monotonic() + self.sync_interval
+        if notes:
+            self.note(notes)
+
+    # -- context manager ------------------------------------------------------------------------
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self.status != "running":
+            return
+        if exc is None:
+            self.finish("finished")
+        elif isinstance(exc, KeyboardInterrupt):
+            self.finish("killed", error="KeyboardInterrupt")
+        else:
+            summary = "".join(traceback.format_exception_only(exc_type, exc)).strip()
+            self.finish("failed", error=summary)
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} {self.name!r} {self.status}>"
+
+    def _check_open(self) -> None:
+        if self.status != "running":
+            raise RunStateError(f"run {self.id} is {self.status}; it takes no more records")
+
+    def _maybe_sync(self, now: float) -> None:
+        if now >= self._next_sync:
+            self.sync()
+
+    # -- hot paths ------------------------------------------------------------------------------
+    def log(self, step: int, **scalars: Any) -> None:
+        """Log per-step scalars (loss, lr, grad_norm, ...) at ``step``.
+
+        Values must be numbers (numpy scalars and 0-d tensors are unwrapped); NaN and infinities
+        are stored as JSON ``null`` and read back as NaN.
+        """
+        if self.status != "running":
+            self._check_open()
+        if type(step) is not int:
+            if isinstance(step, bool) or not isinstance(step, int):
+                raise RecordError(f"must be an integer; got {step!r}", field="step")
+            step = int(step)
+        for v in scalars.values():
+            t = type(v)
+            if t is not float and t is not int:
+                scalars = clean_scalars(scalars)
+                break
+        now = time.time()
+        rec = {"step": step, "time": now}
+        rec.update(scalars)
+        write_all(self._scalars.fd, orjson.dumps(rec, option=DUMP_OPTIONS))
+        self._last.update(scalars)
+        self._n_scalars += 1
+        if self._max_step is None or step > self._max_step:
+            self._max_step = step
+        if time.monotonic() >= self._next_sync:
+            self.sync()
+
+    def log_batch(self, record: Mapping[str, Any]) -> None:
+        """Log one microbatch record with its samples (schema: :mod:`labledger.records`).
+
+        ``time`` is filled in when absent. Unknown keys are kept verbatim. A record that fails
+        validation raises :class:`RecordError` naming the field and is not written.
+        """
+        if self.status != "running":
+            self._check_open()
+        mb = validate_batch(record, last_microbatch=self._last_microbatch)
+        if "time" not in record:
+            record = {**record, "time": time.time()}
+        try:
+            line = orjson.dumps(record, option=DUMP_OPTIONS)
+        except TypeError as exc:
+            raise RecordError(f"a batch record must be JSON-serialisable ({exc})") from None
+        write_all(self._batches.fd, line)
+        self._last_microbatch = mb
+        self._n_batches += 1
+        if time.monotonic() >= self._next_sync:
+            self.sync()
+
+    # -- other records --------------------------------------------------------------------------
+    def log_history(self, entry: Mapping[str, Any]) -> None:
+        """Log one trainer logging-interval entry (loss over the interval, lr, grad norm, epoch...)."""
+        self._check_open()
+        if not isinstance(entry, Mapping):
+            raise RecordError(f"a history entry must be a mapping; got {type(entry).__name__}")
+        try:
+            line = dumps_line(dict(entry))
+        except TypeError as exc:
+            raise RecordError(f"a history entry must be JSON-serialisable ({exc})") from None
+        if self._history is None:
+            self._history = Appender(self.dir / "history.jsonl")
+        self._history.append_bytes(line)
+        self._n_history += 1
+
+    def log_checkpoint(self, path: str | os.PathLike[str], *, step: int | None = None,
+                       metrics: Mapping[str, Any] | None = None, copy: bool = False) -> dict[str, Any]:
+        """Record a checkpoint file: streamed sha256 and size; referenced in place unless ``copy``.
+
+        Returns the stored record (``path``, ``sha256``, ``size``, ``step``, ``metrics``, ...).
+        """
+        self._check_open()
+        src = Path(path)
+        if not src.is_file():
+            raise LedgerError(f"checkpoint {src} does not exist or is not a file")
+        digest, size = sha256_file(src)
+        stored = src.resolve()
+        if copy:
+            dest_dir = self.dir / "checkpoints"
+            dest_dir.mkdir(exist_ok=True)
+            stored = dest_dir / src.name
+            if stored.exists():
+                raise LedgerError(f"checkpoint {stored} already exists in the run")
+            shutil.copyfile(src, stored)
+        rec = {"path": str(stored), "source": str(src.resolve()), "sha256": digest, "size": size,
+               "step": step, "metrics": clean_scalars(metrics or {}), "copied": copy, "time": time.time()}
+        if self._checkpoints is None:
+            self._checkpoints = Appender(self.dir / "checkpoints.jsonl")
+        self._checkpoints.append(rec)
+        self._n_checkpoints += 1
+        with self.ledger.transaction() as db:
+            db.execute("INSERT INTO checkpoints (run_id, step, path, sha256, size, created) "
+                       "VALUES (?, ?, ?, ?, ?, ?)", (self.id, step, str(stored), digest, size, rec["time"]))
+        self.sync()
+        return rec
+
+    def log_results(self, name: str, rows_or_path: Iterable[Mapping[str, Any]] | str | os.PathLike[str],
+                    **meta: Any) -> Path:
+        """Store per-item predictions whole (every row, every extra field) as result set ``name``.
+
+        ``rows_or_path`` is an iterable of row dicts or a ``results.jsonl`` file (copied byte for
+        byte after validation). Rows are validated first (see :mod:`labledger.results`); a bad row
+        raises with file, line and field, and nothing is stored. Returns the stored file's path.
+        """
+        from labledger.results import validate_rows
+
+        self._check_open()
+        check_name(name, "result set name")
+        out_dir = self.dir / "evals" / name
+        target = out_dir / "results.jsonl"
+        if target.exists():
+            raise LedgerError(f"run {self.id} already has results '{name}'")
+        if isinstance(rows_or_path, (str, os.PathLike)):
+            src = Path(rows_or_path)
+            data = src.read_bytes()
+            from labledger.store.jsonl import iter_lines
+
+            rows = []
+            for lineno, raw in iter_lines(src):
+                try:
+                    rows.append(orjson.loads(raw))
+                except orjson.JSONDecodeError as exc:
+                    raise RecordError(f"not valid JSON ({exc})", source=str(src), line=lineno) from None
+            validate_rows(rows, source=str(src))
+            origin = str(src.resolve())
+        else:
+            rows = [dict(r) for r in rows_or_path]
+            validate_rows(rows, source=f"results '{name}'")
+            try:
+                data = b"".join(dumps_line(r) for r in rows)
+            except TypeError as exc:
+                raise RecordError(f"results rows must be JSON-serialisable ({exc})") from None
+            origin = None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, data)
+        info = {"name": name, "rows": len(rows), "sha256": hashlib.sha256(data).hexdigest(),
+                "source": origin, "created": time.time(), **meta}
+        write_json(out_dir / "meta.json", info)
+        with self.ledger.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO evaluations (run_id, name, kind, created, n_rows, sha256) "
+                       "VALUES (?, ?, 'results', ?, ?, ?)", (self.id, name, info["created"], len(rows),
+                                                              info["sha256"]))
+        return target
+
+    def log_file(self, name: str, data: bytes | str | os.PathLike[str]) -> Path:
+        """Store a file under the run's ``files/`` (``name`` may contain ``/``). Returns its path.
+
+        ``data`` is the content (bytes) or the path of a file to copy.
+        """
+        self._check_open()
+        rel = check_relative_path(name)
+        target = self.dir / "files" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            atomic_write(target, bytes(data), fsync=False)
+        else:
+            src = Path(data)
+            if not src.is_file():
+                raise LedgerError(f"{src} does not exist or is not a file")
+            shutil.copyfile(src, target)
+        return target
+
+    def note(self, text: str) -> None:
+        """Append a free-text note (observations, limits of interpretation, ...)."""
+        self._check_open()
+        if self._notes is None:
+            self._notes = Appender(self.dir / "notes.jsonl")
+        self._notes.append({"time": time.time(), "text": str(text)})
+
+    def set_summary(self, **values: Any) -> None:
+        """Headline values shown in ``labledger runs`` (e.g. ``test_accuracy``)."""
+        self.summary.update(clean_scalars(values))
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def _summary(self) -> dict[str, Any]:
+        return {"steps": self._max_step, "scalar_records": self._n_scalars, "batches": self._n_batches,
+                "history": self._n_history, "checkpoints": self._n_checkpoints, "last": dict(self._last),
+                "headline": dict(self.summary)}
+
+    def _appenders(self) -> list[Appender]:
+        return [a for a in (self._scalars, self._batches, self._history, self._checkpoints, self._notes)
+                if a is not None]
+
+    def sync(self) -> None:
+        """fsync every file and refresh the index summary (also done on an interval)."""
+        for a in self._appenders():
+            a.fsync()
+        self.ledger.update_run(self.id, summary=self._summary())
+        self._next_sync = time.monotonic() + self.sync_interval
+
+    def finish(self, status: str = "finished", *, error: str | None = None) -> None:
+        """End the run with ``status`` (finished, failed, killed); fsyncs everything."""
+        if self.status != "running":
+            return
+        if status not in ("finished", "failed", "killed"):
+            raise LedgerError(f"status must be finished, failed or killed; got {status!r}")
+        for a in self._appenders():
+            a.fsync()
+            a.close()
+        self.status = status
+        self.meta.update(status=status, ended=time.time(), error=error)
+        write_json(self.dir / "run.json", self.meta)
+        self.ledger.update_run(self.id, status=status, ended=self.meta["ended"], error=error,
+                               summary=self._summary())
+        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        os.close(self._lock_fd)
+        if self._owns_ledger:
+            self.ledger.close()
+
+
+def start_run(name: str, *, group: str | None = None, tags: Iterable[str] = (),
+              config: Mapping[str, Any] | None = None, notes: str | None = None,
+              ledger: Ledger | str | os.PathLike[str] | None = None) -> Run:
+    """Start a run; use it as a context manager.
+
+    An exception inside the ``with`` block marks the run ``failed`` with the exception's summary
+    and re-raises it. The ledger is ``ledger`` (a path or :class:`Ledger`), else ``$LABLEDGER_DIR``,
+    else ``./.labledger``; it is created if missing.
+
+    >>> import tempfile, labledger
+    >>> ledger_dir = tempfile.mkdtemp()
+    >>> with labledger.start_run("mlp", group="sweep", config={"lr": 1e-3}, ledger=ledger_dir) as run:
+    ...     for step in range(1, 4):
+    ...         run.log(step, loss=1.0 / step)
+    >>> labledger.open_ledger(ledger_dir).run(run.id).status
+    'finished'
+    """
+    return Run(name, group=group, tags=tags, config=config, notes=notes, ledger=ledger)

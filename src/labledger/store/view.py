@@ -1,0 +1,249 @@
+"""Read-only access to one run's records: lazy iterators, Arrow tables and pandas DataFrames."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pyarrow as pa
+
+from labledger.errors import LedgerError, UnknownNameError
+from labledger.store.jsonl import read_json, read_jsonl
+
+if TYPE_CHECKING:
+    from labledger.store.ledger import Ledger, RunInfo
+
+#: What ``table()``/``export`` can produce.
+TABLE_KINDS = ("scalars", "batches", "samples", "history", "checkpoints", "notes", "results")
+
+
+class RunView:
+    """A run in the ledger, read lazily from its folder.
+
+    >>> import tempfile, labledger
+    >>> d = tempfile.mkdtemp()
+    >>> with labledger.start_run("r", ledger=d) as run:
+    ...     run.log(1, loss=0.5)
+    >>> view = labledger.open_ledger(d).run(run.id)
+    >>> [r["loss"] for r in view.scalars()]
+    [0.5]
+    """
+
+    def __init__(self, ledger: Ledger, info: RunInfo):
+        self.ledger = ledger
+        self.info = info
+        self.id = info.id
+        self.dir: Path = ledger.run_dir(info.id)
+
+    def __repr__(self) -> str:
+        return f"<RunView {self.id} {self.name!r} {self.status}>"
+
+    # -- metadata -------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def group(self) -> str | None:
+        return self.info.group
+
+    @property
+    def tags(self) -> list[str]:
+        return self.info.tags
+
+    @property
+    def status(self) -> str:
+        return self.info.status
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """``run.json`` with the index's status (which knows about crashes)."""
+        meta = read_json(self.dir / "run.json")
+        meta["status"] = self.info.status
+        if self.info.ended is not None:
+            meta["ended"] = self.info.ended
+        if self.info.error:
+            meta["error"] = self.info.error
+        return meta
+
+    @property
+    def config(self) -> dict[str, Any]:
+        path = self.dir / "config.json"
+        return read_json(path) if path.exists() else {}
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return self.info.summary
+
+    def _file(self, name: str) -> Path:
+        return self.dir / name
+
+    def _display(self, name: str) -> str:
+        return str(self.dir / name)
+
+    # -- records --------------------------------------------------------------------------------
+    def scalars(self) -> Iterator[dict[str, Any]]:
+        """Per-step scalar records (``step``, ``time`` and the logged values)."""
+        for rec in read_jsonl(self._file("metrics.jsonl")):
+            yield {k: (math.nan if v is None and k not in ("step", "time") else v) for k, v in rec.items()}
+
+    def batches(self) -> Iterator[dict[str, Any]]:
+        """Microbatch records, each with its samples, exactly as logged."""
+        return read_jsonl(self._file("batches.jsonl"))
+
+    def history(self) -> Iterator[dict[str, Any]]:
+        """Trainer logging-interval entries."""
+        return read_jsonl(self._file("history.jsonl"))
+
+    def checkpoints(self) -> Iterator[dict[str, Any]]:
+        return read_jsonl(self._file("checkpoints.jsonl"))
+
+    def notes(self) -> Iterator[dict[str, Any]]:
+        return read_jsonl(self._file("notes.jsonl"))
+
+    def results_names(self) -> list[str]:
+        """Names of the result sets stored in the run."""
+        evals = self.dir / "evals"
+        if not evals.is_dir():
+            return []
+        return sorted(p.name for p in evals.iterdir() if (p / "results.jsonl").exists())
+
+    def results_path(self, name: str) -> Path:
+        """Path of a stored ``results.jsonl`` (raises naming the known ones)."""
+        path = self.dir / "evals" / name / "results.jsonl"
+        if not path.exists():
+            raise UnknownNameError(f"result set of run {self.id}", name, self.results_names())
+        return path
+
+    def results(self, name: str) -> Iterator[dict[str, Any]]:
+        """Stored result rows of ``name``, exactly as stored."""
+        return read_jsonl(self.results_path(name))
+
+    def evaluation(self, name: str, kind: str = "evaluation") -> dict[str, Any]:
+        """A stored evaluation document (see :meth:`Ledger.save_evaluation`)."""
+        path = self.dir / "evals" / name / f"{kind}.json"
+        if not path.exists():
+            known = [p.parent.name for p in (self.dir / "evals").glob(f"*/{kind}.json")]
+            raise UnknownNameError(f"{kind} of run {self.id}", name, known)
+        return read_json(path)
+
+    def files(self) -> list[str]:
+        """Relative paths of files stored with :meth:`Run.log_file`."""
+        root = self.dir / "files"
+        if not root.is_dir():
+            return []
+        return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+    def file_path(self, name: str) -> Path:
+        return self.dir / "files" / name
+
+    def counts(self) -> dict[str, int]:
+        """Number of records of each kind (read from the files, so exact even after a crash)."""
+        from labledger.store.jsonl import iter_lines
+
+        out = {}
+        for key, fname in (("scalars", "metrics.jsonl"), ("batches", "batches.jsonl"),
+                           ("history", "history.jsonl"), ("checkpoints", "checkpoints.jsonl"),
+                           ("notes", "notes.jsonl")):
+            out[key] = sum(1 for _ in iter_lines(self._file(fname)))
+        for name in self.results_names():
+            out[f"results:{name}"] = sum(1 for _ in iter_lines(self.results_path(name)))
+        return out
+
+    def last_scalars(self) -> dict[str, Any]:
+        """The last value logged for each scalar key."""
+        last: dict[str, Any] = {}
+        for rec in self.scalars():
+            step = rec.pop("step", None)
+            rec.pop("time", None)
+            for k, v in rec.items():
+                last[k] = {"value": v, "step": step}
+        return last
+
+    # -- tables ---------------------------------------------------------------------------------
+    def records(self, what: str) -> Iterator[dict[str, Any]]:
+        """Records of kind ``what`` (``scalars``, ``batches``, ``samples``, ``history``,
+        ``checkpoints``, ``notes``, ``results:<name>``), as dicts."""
+        kind, _, arg = what.partition(":")
+        if kind == "scalars":
+            return self.scalars()
+        if kind == "batches":
+            return self.batches()
+        if kind == "samples":
+            return _samples(self.batches())
+        if kind == "history":
+            return self.history()
+        if kind == "checkpoints":
+            return self.checkpoints()
+        if kind == "notes":
+            return self.notes()
+        if kind == "results":
+            names = self.results_names()
+            if not arg:
+                if len(names) != 1:
+                    raise LedgerError(f"run {self.id} has result sets {names}; say which: results:<name>")
+                arg = names[0]
+            return self.results(arg)
+        raise UnknownNameError("record kind", what, TABLE_KINDS)
+
+    def table(self, what: str) -> pa.Table:
+        """An Arrow table of records of kind ``what`` (see :meth:`records`).
+
+        Nested values (sample inputs, probability maps, samples of a batch) are flattened where
+        they are flat mappings of numbers (``probabilities.<label>``) and kept as JSON text otherwise.
+        """
+        return records_to_table(self.records(what))
+
+    def dataframe(self, what: str):
+        """A pandas DataFrame of records of kind ``what`` (needs pandas)."""
+        return self.table(what).to_pandas()
+
+
+def _samples(batches: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """One record per sample, with its batch's fields (``microbatch``, ``optimizer_step``, ...)."""
+    for b in batches:
+        base = {k: v for k, v in b.items() if k != "samples"}
+        for i, s in enumerate(b.get("samples") or ()):
+            rec = {**base, "sample_index": i}
+            for k, v in s.items():
+                rec[k if k not in base else f"sample.{k}"] = v
+            yield rec
+
+
+def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in rec.items():
+        if isinstance(v, dict):
+            if v and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v.values()):
+                for kk, vv in v.items():
+                    out[f"{k}.{kk}"] = float(vv)
+            else:
+                out[k] = orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
+        elif isinstance(v, list):
+            out[k] = orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
+        else:
+            out[k] = v
+    return out
+
+
+def records_to_table(records) -> pa.Table:
+    """Flatten records (see :meth:`RunView.table`) into an Arrow table with a unified schema."""
+    rows = [_flatten(r) for r in records]
+    if not rows:
+        return pa.table({})
+    columns: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            columns.setdefault(k, None)
+    data = {}
+    for col in columns:
+        values = [r.get(col) for r in rows]
+        try:
+            data[col] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            data[col] = pa.array([None if v is None else (v if isinstance(v, str) else
+                                  orjson.dumps(v).decode()) for v in values], type=pa.string())
+    return pa.table(data)
