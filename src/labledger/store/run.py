@@ -63,6 +63,23 @@ def sha256_file(path: str | os.PathLike[str]) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
+def _as_step(step: Any) -> int:
+    """An integer step from an int-like value (numpy integers, 0-d integer tensors)."""
+    import numbers
+
+    if isinstance(step, numbers.Integral) and not isinstance(step, bool):
+        return int(step)
+    item = getattr(step, "item", None)
+    if item is not None:
+        try:
+            value = item()
+        except Exception:  # noqa: BLE001
+            value = None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    raise RecordError(f"must be an integer; got {step!r}", field="step")
+
+
 def new_run_id() -> str:
     """Time-sortable, unique: ``YYYYmmdd-HHMMSS-xxxxxx``."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
@@ -153,10 +170,6 @@ class Run:
         if self.status != "running":
             raise RunStateError(f"run {self.id} is {self.status}; it takes no more records")
 
-    def _maybe_sync(self, now: float) -> None:
-        if now >= self._next_sync:
-            self.sync()
-
     # -- hot paths ------------------------------------------------------------------------------
     def log(self, step: int, **scalars: Any) -> None:
         """Log per-step scalars (loss, lr, grad_norm, ...) at ``step``.
@@ -167,9 +180,7 @@ class Run:
         if self.status != "running":
             self._check_open()
         if type(step) is not int:
-            if isinstance(step, bool) or not isinstance(step, int):
-                raise RecordError(f"must be an integer; got {step!r}", field="step")
-            step = int(step)
+            step = _as_step(step)
         for v in scalars.values():
             t = type(v)
             if t is not float and t is not int:
