@@ -19,7 +19,8 @@ from rich.console import Console
 from labledger.errors import LedgerError
 
 #: Rich console for tables and summaries (stdout). Never used when ``--json`` is given.
-console = Console(highlight=False, soft_wrap=False)
+console = Console(highlight=False, soft_wrap=False,
+                  width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "150")))
 #: Console for warnings (stderr), so that ``--json`` output on stdout stays one clean document.
 err_console = Console(stderr=True, highlight=False)
 
