@@ -95,3 +95,11 @@ class ImportSourceError(LedgerError):
 
 class GateError(LedgerError):
     """A threshold-sweep gate expression is malformed or names an unknown class or slice."""
+
+
+class SiteError(LedgerError):
+    """The static site cannot be built as asked (output folder, data file, run selection)."""
+
+
+class PNGError(LedgerError):
+    """Bytes or pixels that the demo's grayscale PNG encoder/decoder cannot handle."""
