@@ -289,6 +289,78 @@ class Ledger:
 
         return RunView(self, self.info(ref))
 
+    # -- imports ------------------------------------------------------------------------------
+    @contextmanager
+    def staging(self) -> Iterator[Ledger]:
+        """A scratch ledger inside this one; runs logged there become visible only by :meth:`adopt`.
+
+        The folder is removed on exit, whatever happened: an import that fails part-way leaves
+        this ledger exactly as it was.
+        """
+        import shutil
+        import secrets
+
+        path = self.root / ".staging" / secrets.token_hex(6)
+        stage = Ledger(path, create=True)
+        try:
+            yield stage
+        finally:
+            stage.close()
+            shutil.rmtree(path, ignore_errors=True)
+
+    def previous_import(self, sha256: str) -> dict[str, Any] | None:
+        """The earlier import of a source with this content hash, if any."""
+        row = self.db.execute("SELECT source, format, run_id, created FROM imports WHERE sha256 = ? "
+                              "ORDER BY id LIMIT 1", (sha256,)).fetchone()
+        return None if row is None else dict(zip(("source", "format", "run_id", "created"), row))
+
+    def adopt(self, stage: Ledger, *, source: str | None = None, sha256: str | None = None,
+              fmt: str = "") -> list[str]:
+        """Move every run of ``stage`` into this ledger in one transaction (index rows and folders).
+
+        With ``sha256``, the import is recorded so that the same content is recognised later.
+        """
+        run_ids = [r[0] for r in stage.db.execute("SELECT id FROM runs ORDER BY started")]
+        moved: list[tuple[Path, Path]] = []
+        self.db.execute("ATTACH DATABASE ? AS stage", (str(stage.root / DB_NAME),))
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                marks = ",".join("?" * len(run_ids))
+                for table in ("runs", "run_tags", "checkpoints"):
+                    key = "id" if table == "runs" else "run_id"
+                    self.db.execute(f"INSERT INTO main.{table} SELECT * FROM stage.{table} WHERE {key} IN ({marks})",
+                                    run_ids)
+                cols = "run_id, name, kind, created, n_rows, sha256"
+                for old_id, *values in self.db.execute(
+                        f"SELECT id, {cols} FROM stage.evaluations WHERE run_id IN ({marks})", run_ids).fetchall():
+                    new_id = self.db.execute(f"INSERT INTO main.evaluations ({cols}) VALUES (?, ?, ?, ?, ?, ?)",
+                                             values).lastrowid
+                    self.db.execute(
+                        "INSERT INTO main.metric_values SELECT ?, task, slice, metric, params, value, ci_low, "
+                        "ci_high, n, definition FROM stage.metric_values WHERE eval_id = ?", (new_id, old_id))
+                bcols = ("model, suite, benchmark, category, metric, params, variant, value, n, ci_low, ci_high, "
+                         "run_id, evaluation, results_path, source, created")
+                self.db.execute(f"INSERT INTO main.benchmark_entries ({bcols}) SELECT {bcols} FROM "
+                                f"stage.benchmark_entries")
+                if sha256 is not None:
+                    self.db.executemany(
+                        "INSERT INTO main.imports (source, sha256, format, run_id, created) VALUES (?, ?, ?, ?, ?)",
+                        [(source or "", sha256, fmt, rid, time.time()) for rid in run_ids])
+                for rid in run_ids:
+                    src, dst = stage.run_dir(rid), self.run_dir(rid)
+                    os.replace(src, dst)
+                    moved.append((src, dst))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                for src, dst in reversed(moved):
+                    os.replace(dst, src)
+                raise
+        finally:
+            self.db.execute("DETACH DATABASE stage")
+        return run_ids
+
     # -- evaluations ----------------------------------------------------------------------------
     def save_evaluation(self, run_ref: str, name: str, document: dict[str, Any], *,
                         kind: str = "evaluation") -> Path:

@@ -100,7 +100,8 @@ class Run:
 
     def __init__(self, name: str, *, group: str | None = None, tags: Iterable[str] = (),
                  config: Mapping[str, Any] | None = None, notes: str | None = None,
-                 ledger: Ledger | str | os.PathLike[str] | None = None):
+                 ledger: Ledger | str | os.PathLike[str] | None = None, started: float | None = None,
+                 extra_meta: Mapping[str, Any] | None = None):
         if not isinstance(name, str) or not name.strip():
             raise LedgerError("a run needs a non-empty name")
         self._owns_ledger = not isinstance(ledger, Ledger)
@@ -124,7 +125,8 @@ class Run:
         env = environment()
         self.meta: dict[str, Any] = {
             "id": self.id, "name": name, "group": group, "tags": self.tags, "status": "running",
-            "started": time.time(), "ended": None, "notes": notes, "error": None, **env,
+            "started": time.time() if started is None else float(started), "ended": None, "notes": notes,
+            "error": None, **env, **dict(extra_meta or {}),
         }
         write_json(self.dir / "config.json", config_json)
         write_json(self.dir / "run.json", self.meta)
@@ -358,7 +360,7 @@ class Run:
         self.ledger.update_run(self.id, summary=self._summary())
         self._next_sync = time.monotonic() + self.sync_interval
 
-    def finish(self, status: str = "finished", *, error: str | None = None) -> None:
+    def finish(self, status: str = "finished", *, error: str | None = None, ended: float | None = None) -> None:
         """End the run with ``status`` (finished, failed, killed); fsyncs everything."""
         if self.status != "running":
             return
@@ -368,7 +370,7 @@ class Run:
             a.fsync()
             a.close()
         self.status = status
-        self.meta.update(status=status, ended=time.time(), error=error)
+        self.meta.update(status=status, ended=time.time() if ended is None else float(ended), error=error)
         write_json(self.dir / "run.json", self.meta)
         self.ledger.update_run(self.id, status=status, ended=self.meta["ended"], error=error,
                                summary=self._summary())
