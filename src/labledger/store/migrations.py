@@ -103,3 +103,42 @@ def m001_initial(db: sqlite3.Connection) -> None:
             definition TEXT
         )""")
     db.execute("CREATE INDEX metric_values_eval ON metric_values(eval_id)")
+
+
+@migration
+def m002_benchmark_entries(db: sqlite3.Connection) -> None:
+    db.execute("""
+        CREATE TABLE benchmark_entries (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            model TEXT NOT NULL,
+            suite TEXT NOT NULL,
+            benchmark TEXT NOT NULL,
+            category TEXT NOT NULL DEFAULT '',
+            metric TEXT NOT NULL,
+            params TEXT NOT NULL DEFAULT '{}',
+            variant TEXT NOT NULL DEFAULT 'raw',
+            value REAL NOT NULL,
+            n INTEGER,
+            ci_low REAL,
+            ci_high REAL,
+            run_id TEXT,
+            evaluation TEXT,
+            results_path TEXT,
+            source TEXT,
+            created REAL NOT NULL
+        )""")
+    db.execute("CREATE INDEX benchmark_entries_key ON benchmark_entries(suite, model, benchmark, variant)")
+
+
+@migration
+def m003_imports(db: sqlite3.Connection) -> None:
+    db.execute("""
+        CREATE TABLE imports (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            source TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            format TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            created REAL NOT NULL
+        )""")
+    db.execute("CREATE INDEX imports_sha ON imports(sha256)")
