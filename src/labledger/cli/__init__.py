@@ -8,3 +8,4 @@ from labledger.cli import runs  # noqa: E402,F401
 __all__ = ["main"]
 from labledger.cli import demo  # noqa: E402,F401
 from labledger.cli import checkpoints  # noqa: E402,F401
+from labledger.cli import site  # noqa: E402,F401

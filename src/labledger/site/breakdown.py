@@ -1,0 +1,94 @@
+"""Test breakdowns (seed 004): ``files/<name>/summary.json`` with ``cells[target][current]`` and
+``files/<name>/images.jsonl`` with per-image predictions, probabilities and episodes.
+
+The summary goes to ``data/tests/<run>/<name>.js`` (the grid renders from it alone); the image
+lines are split by their ``target`` into ``data/tests/<run>/<name>/<part>.js`` so that opening a
+cell loads only the images of that target (lines without a ``target`` go to parts of at most
+``PART_IMAGES`` lines, all loaded on the first click).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from typing import Any
+
+import orjson
+
+from labledger.errors import LedgerError, RecordError
+from labledger.site.batches import ImageIndex, image_refs
+from labledger.site.output import SiteWriter, js_assignment
+from labledger.store.jsonl import iter_lines, read_json
+from labledger.store.view import RunView
+
+#: Image lines per part when lines carry no ``target``.
+PART_IMAGES = 200
+_PART_RE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def breakdown_names(view: RunView) -> list[str]:
+    """Folders under the run's ``files/`` whose ``summary.json`` has a ``cells`` mapping."""
+    root = view.dir / "files"
+    if not root.is_dir():
+        return []
+    names = []
+    for path in sorted(root.glob("*/summary.json")):
+        try:
+            doc = read_json(path)
+        except LedgerError:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("cells"), dict):
+            names.append(path.parent.name)
+    return names
+
+
+def _part_name(target: Any) -> str:
+    text = target if isinstance(target, str) else orjson.dumps(target).decode()
+    safe = _PART_RE.sub("_", text)[:40]
+    return f"t-{safe}" if safe == text else f"t-{safe}-{zlib.crc32(text.encode()):08x}"
+
+
+def write_breakdown(writer: SiteWriter, view: RunView, name: str, images: ImageIndex) -> dict[str, Any]:
+    """Write one test breakdown's data files; return its line for the run page."""
+    folder = view.dir / "files" / name
+    summary = read_json(folder / "summary.json")
+    parts: dict[str, list[bytes]] = {}
+    part_of_target: dict[str, str] = {}
+    refs_by_part: dict[str, set[str]] = {}
+    n_images = 0
+    untargeted = 0
+    lines_path = folder / "images.jsonl"
+    for lineno, raw in iter_lines(lines_path):
+        try:
+            rec = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise RecordError(f"not valid JSON ({exc})", source=str(lines_path), line=lineno) from None
+        if not isinstance(rec, dict):
+            continue
+        n_images += 1
+        target = rec.get("target")
+        if target is None:
+            part = f"p-{untargeted // PART_IMAGES}"
+            untargeted += 1
+        else:
+            key = target if isinstance(target, str) else orjson.dumps(target).decode()
+            part = part_of_target.setdefault(key, _part_name(target))
+        parts.setdefault(part, []).append(raw.rstrip(b"\r\n"))
+        refs = refs_by_part.setdefault(part, set())
+        for k in ("image", "input", "model_input"):
+            if k in rec:
+                image_refs(rec[k], refs)
+    for part, lines in parts.items():
+        head = orjson.dumps({"run": view.id, "name": name, "part": part,
+                             "images": images.check(refs_by_part[part])})
+        raw = head[:-1] + b',"items":[' + b",".join(lines) + b"]}"
+        writer.write(f"data/tests/{view.id}/{name}/{part}.js",
+                     js_assignment(f"tests/{view.id}/{name}/{part}", raw_json=raw))
+    payload = {"run": view.id, "run_name": view.name, "name": name, "summary": summary,
+               "images": n_images, "parts": sorted(parts), "part_of_target": part_of_target,
+               "untargeted_parts": sorted(p for p in parts if p.startswith("p-"))}
+    writer.write_data(f"data/tests/{view.id}/{name}.js", f"tests/{view.id}/{name}", payload)
+    analysis = summary.get("analysis") if isinstance(summary, dict) else None
+    return {"name": name, "images": n_images,
+            "analysis": {k: v for k, v in (analysis or {}).items()
+                         if isinstance(v, (int, float)) and not isinstance(v, bool)}}

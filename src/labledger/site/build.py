@@ -1,0 +1,285 @@
+"""``build_site``: a folder that opens from ``file://`` and shows every run, batch, sample and
+evaluation of a ledger.
+
+Layout (seed 004, extended to many runs)::
+
+    OUT/index.html run.html batches.html eval.html test.html     pages (no data inside)
+    OUT/static/...                                              scripts, styles, vendored uPlot
+    OUT/data/catalog.js                                         every run of the site
+    OUT/data/runs/<run>.js                                      config, curves, history, ...
+    OUT/data/batches/<run>/<index>.js, toc.js, loss.js          microbatches, loaded on demand
+    OUT/data/evals/<run>/<name>.js (+ <name>.logits.js)         evaluation pages
+    OUT/data/tests/<run>/<name>.js, <name>/<part>.js            test breakdowns (cells grid)
+    OUT/images/<run>/<path under the run's files/>              images the samples refer to
+    OUT/.labledger-site.json                                    manifest for incremental builds
+
+Pages read their data with ``<script>`` tags (no fetch, no server, no network) and build the DOM
+with ``textContent``, so every string from a run shows as text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from labledger.errors import SiteError
+from labledger.site.batches import CHUNK_BYTES, CHUNK_RECORDS, ImageIndex, write_batches
+from labledger.site.breakdown import breakdown_names, write_breakdown
+from labledger.site.evaluations import eval_names, eval_payload, eval_summary
+from labledger.site.output import FORMAT, SiteWriter
+from labledger.site.rundata import run_basics, run_payload
+from labledger.store.ledger import Ledger, RunInfo
+
+PACKAGE = Path(__file__).resolve().parent
+STATIC = PACKAGE / "static"
+TEMPLATES = PACKAGE / "templates"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+#: The pages: file, template, title, whether it draws charts.
+PAGES = (("index.html", "catalog", "Runs", False),
+         ("run.html", "run", "Run", True),
+         ("batches.html", "batches", "Microbatches", False),
+         ("eval.html", "eval", "Evaluation", True),
+         ("test.html", "test", "Test breakdown", False))
+
+
+@dataclass
+class SiteBuild:
+    """What :func:`build_site` did.
+
+    ``written`` are the files (re)written by this build, ``unchanged`` the number of files that
+    already had the right content, ``removed`` the files of a previous build that are gone now.
+    """
+
+    out: Path
+    index: Path
+    runs: list[str]
+    written: list[Path] = field(default_factory=list)
+    unchanged: int = 0
+    removed: list[Path] = field(default_factory=list)
+    rebuilt_runs: list[str] = field(default_factory=list)
+    skipped_runs: list[str] = field(default_factory=list)
+    bytes_written: int = 0
+    elapsed_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"out": str(self.out), "index": str(self.index), "runs": self.runs,
+                "written": [str(p) for p in self.written], "n_written": len(self.written),
+                "unchanged": self.unchanged, "removed": [str(p) for p in self.removed],
+                "rebuilt_runs": self.rebuilt_runs, "skipped_runs": self.skipped_runs,
+                "bytes_written": self.bytes_written, "elapsed_s": self.elapsed_s,
+                "warnings": self.warnings}
+
+
+def builder_fingerprint() -> str:
+    """A hash of the builder's code, templates and static files: a new builder rebuilds all."""
+    h = hashlib.sha256(f"format {FORMAT}".encode())
+    for root in (PACKAGE,):
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and path.suffix in (".py", ".html", ".js", ".css") and "__pycache__" not in path.parts:
+                h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _render_pages() -> dict[str, bytes]:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    from labledger import __version__
+
+    out = {}
+    for filename, page, title, charts in PAGES:
+        template = env.get_template(f"{page}.html")
+        out[filename] = template.render(page=page, title=title, charts=charts,
+                                        version=__version__).encode()
+    return out
+
+
+def _static_files() -> list[tuple[str, Path]]:
+    return [(f"static/{p.relative_to(STATIC).as_posix()}", p) for p in sorted(STATIC.rglob("*"))
+            if p.is_file() and not p.name.startswith(".")]
+
+
+def _select_runs(ledger: Ledger, runs: list[str] | tuple[str, ...] | None, group: str | None) -> list[RunInfo]:
+    infos = ledger.runs(group=group)
+    if runs:
+        wanted = [ledger.resolve(r) for r in runs]
+        by_id = {i.id: i for i in infos}
+        missing = [w for w in wanted if w not in by_id]
+        if missing:
+            raise SiteError(f"run {missing[0]} is not in group '{group}'" if group
+                            else f"run {missing[0]} is not in the ledger index")
+        seen: set[str] = set()
+        infos = [by_id[w] for w in wanted if not (w in seen or seen.add(w))]
+    return infos
+
+
+def _stat_line(h: Any, rel: str, path: Path) -> None:
+    st = path.stat()
+    h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+
+
+def _signatures(run_dir: Path, info: RunInfo, fingerprint: str, chunking: tuple[int, int]) -> tuple[str, str]:
+    """(run signature, batches signature) from the run's files' sizes and mtimes and its index row."""
+    run_h = hashlib.sha256(fingerprint.encode())
+    row = {k: v for k, v in info.to_dict().items() if k not in ("duration", "dir")}
+    run_h.update(orjson.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
+    files_h = hashlib.sha256()
+    for path in sorted(run_dir.rglob("*")):
+        if path.name == ".lock" or not path.is_file():
+            continue
+        rel = path.relative_to(run_dir).as_posix()
+        if rel == "batches.jsonl":
+            continue
+        _stat_line(run_h, rel, path)
+        if rel.startswith("files/"):
+            _stat_line(files_h, rel, path)
+    batch_h = hashlib.sha256(f"{fingerprint}\0{chunking}\0{files_h.hexdigest()}".encode())
+    batches = run_dir / "batches.jsonl"
+    if batches.exists():
+        _stat_line(batch_h, "batches.jsonl", batches)
+    run_h.update(batch_h.digest())
+    return run_h.hexdigest(), batch_h.hexdigest()
+
+
+def build_site(ledger: Ledger | str | os.PathLike[str], out: str | os.PathLike[str], *,
+               runs: list[str] | tuple[str, ...] | None = None, group: str | None = None,
+               chunk_records: int = CHUNK_RECORDS, chunk_bytes: int = CHUNK_BYTES) -> SiteBuild:
+    """Build (or update) the static site of ``ledger`` in the folder ``out``.
+
+    ``runs`` (ids, unique id prefixes or names) and ``group`` choose the runs; by default every run.
+    Files whose content did not change are not rewritten, and a run whose ledger files did not
+    change since the last build into ``out`` is not read again. ``out`` must be new, empty, or a
+    site built before (it is never cleared otherwise).
+
+    >>> import tempfile, pathlib, labledger
+    >>> d = tempfile.mkdtemp()
+    >>> with labledger.start_run("demo", ledger=d) as run:
+    ...     run.log(1, loss=0.5)
+    >>> site = build_site(d, pathlib.Path(d) / "site")
+    >>> site.index.name, len(site.runs)
+    ('index.html', 1)
+    """
+    started = time.perf_counter()
+    owns = not isinstance(ledger, Ledger)
+    book = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
+    out_path = Path(out)
+    try:
+        infos = _select_runs(book, runs, group)
+        writer = SiteWriter(out_path)
+        out_path.mkdir(parents=True, exist_ok=True)
+        fingerprint = builder_fingerprint()
+        result = SiteBuild(out=out_path, index=out_path / "index.html", runs=[])
+        for filename, data in _render_pages().items():
+            writer.write(filename, data)
+        for rel, src in _static_files():
+            writer.copy(rel, src)
+        catalog_runs = []
+        for info in infos:
+            if not _SAFE_NAME.match(info.id):
+                result.warnings.append(f"run id {info.id!r} is not a safe file name; left out")
+                continue
+            if not (book.run_dir(info.id) / "run.json").is_file():
+                result.warnings.append(f"run {info.id} is in the index but its folder "
+                                       f"{book.run_dir(info.id)} is missing or has no run.json; left out")
+                continue
+            entry = _build_run(writer, book, info, fingerprint, (chunk_records, chunk_bytes), result)
+            catalog_runs.append(entry["catalog"])
+            result.runs.append(info.id)
+        catalog = {"ledger": book.root.resolve().name, "runs": catalog_runs,
+                   "groups": sorted({r["group"] for r in catalog_runs if r["group"]}),
+                   "tags": sorted({t for r in catalog_runs for t in r["tags"]}),
+                   "comparisons": [], "labledger": _version()}
+        writer.write_data("data/catalog.js", "catalog", catalog)
+        writer.save({"fingerprint": fingerprint})
+        result.written = [out_path / rel for rel in writer.written]
+        result.unchanged = len(writer.unchanged)
+        result.removed = [out_path / rel for rel in writer.removed]
+        result.bytes_written = writer.bytes_written
+        result.elapsed_s = time.perf_counter() - started
+        return result
+    finally:
+        if owns:
+            book.close()
+
+
+def _version() -> str:
+    from labledger import __version__
+
+    return __version__
+
+
+def _build_run(writer: SiteWriter, ledger: Ledger, info: RunInfo, fingerprint: str,
+               chunking: tuple[int, int], result: SiteBuild) -> dict[str, Any]:
+    view = ledger.run(info.id)
+    run_id = info.id
+    sig, batch_sig = _signatures(view.dir, info, fingerprint, chunking)
+    old = writer.old_runs.get(run_id)
+    if old and old.get("sig") == sig and writer.keep(old.get("outputs", [])):
+        writer.runs[run_id] = old
+        result.skipped_runs.append(run_id)
+        return old
+    result.rebuilt_runs.append(run_id)
+    mark = writer.mark()
+    images = ImageIndex(view.dir / "files")
+    batches_path = view.dir / "batches.jsonl"
+    batch_summary = None
+    batch_images: list[str] = []
+    batch_outputs: list[str] = []
+    if batches_path.exists() and batches_path.stat().st_size > 0:
+        if (old and old.get("batch_sig") == batch_sig and old.get("batches") is not None
+                and writer.keep(old.get("batch_outputs", []))):
+            batch_summary = old["batches"]
+            batch_images = old.get("batch_images", [])
+            batch_outputs = old.get("batch_outputs", [])
+        else:
+            bmark = writer.mark()
+            index = write_batches(writer, run_id, batches_path, images, chunk_records=chunking[0],
+                                  chunk_bytes=chunking[1])
+            toc = index.toc(run_id)
+            batch_summary = {k: v for k, v in toc.items() if k != "chunks"}
+            batch_summary["chunks"] = len(index.chunks)
+            batch_images = images.found()
+            batch_outputs = writer.produced_since(bmark)
+        if not batch_summary.get("count"):
+            batch_summary = None
+    evaluations = []
+    for name in eval_names(view):
+        if not _SAFE_NAME.match(name):
+            result.warnings.append(f"run {run_id}: evaluation folder {name!r} left out (unsafe name)")
+            continue
+        payload, logits = eval_payload(view, name)
+        if logits is not None:
+            writer.write_data(f"data/evals/{run_id}/{name}.logits.js", f"evals/{run_id}/{name}/logits",
+                              logits)
+        writer.write_data(f"data/evals/{run_id}/{name}.js", f"evals/{run_id}/{name}", payload)
+        evaluations.append(eval_summary(payload))
+    tests = []
+    for name in breakdown_names(view):
+        if not _SAFE_NAME.match(name):
+            result.warnings.append(f"run {run_id}: test folder {name!r} left out (unsafe name)")
+            continue
+        tests.append(write_breakdown(writer, view, name, images))
+    for ref in sorted(set(batch_images) | set(images.found())):
+        writer.copy(f"images/{run_id}/{ref}", view.dir / "files" / ref)
+    payload = run_payload(view, info, batches=batch_summary, evaluations=evaluations, tests=tests)
+    writer.write_data(f"data/runs/{run_id}.js", f"runs/{run_id}", payload)
+    catalog = {**run_basics(info), "batches": batch_summary["count"] if batch_summary else 0,
+               "samples": batch_summary["samples"] if batch_summary else 0,
+               "evaluations": [e["name"] for e in evaluations], "tests": [t["name"] for t in tests],
+               "history": len(payload["history"]), "checkpoints": len(payload["checkpoints"]),
+               "scalars": list(payload["scalars"])}
+    entry = {"sig": sig, "batch_sig": batch_sig, "batches": batch_summary,
+             "batch_images": batch_images, "batch_outputs": batch_outputs,
+             "outputs": writer.produced_since(mark), "catalog": catalog}
+    writer.runs[run_id] = entry
+    return entry

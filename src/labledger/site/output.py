@@ -1,0 +1,201 @@
+"""Writing a site folder: JavaScript data files, write-if-changed, and the build manifest.
+
+Every data file is one JavaScript assignment::
+
+    (window.LABLEDGER=window.LABLEDGER||{})["runs/<id>"]={...};
+
+so that a page opened from ``file://`` loads it with a ``<script>`` tag (no fetch, no server). The
+JSON inside is made safe for any context: ``<`` is written ``\\u003c`` and U+2028/U+2029 as
+escapes, which changes no value.
+
+The manifest (``OUT/.labledger-site.json``) records the sha256 and size of every file the builder
+wrote and, per run, a signature of the ledger files it was built from. A file whose new content has
+the recorded hash (and is still there with the recorded size) is not rewritten; a file the new
+build no longer produces is removed. Only files listed in the manifest are ever removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from labledger.errors import SiteError
+from labledger.store.jsonl import atomic_write
+
+MANIFEST = ".labledger-site.json"
+#: Bumped when the layout of data files changes: a new format rebuilds everything.
+FORMAT = 1
+_PREFIX = b"(window.LABLEDGER=window.LABLEDGER||{})["
+_JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+def js_safe(json_bytes: bytes) -> bytes:
+    """Escape ``<``, U+2028 and U+2029 inside JSON text (they only occur inside strings)."""
+    return (json_bytes.replace(b"<", b"\\u003c").replace(b"\xe2\x80\xa8", b"\\u2028")
+            .replace(b"\xe2\x80\xa9", b"\\u2029"))
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    raise TypeError(f"cannot serialise {type(obj).__name__}")
+
+
+def dumps(payload: Any) -> bytes:
+    """JSON bytes for a payload (NaN and infinities become ``null``)."""
+    return orjson.dumps(payload, option=_JSON_OPTIONS, default=_default)
+
+
+def js_assignment(key: str, payload: Any = None, *, raw_json: bytes | None = None) -> bytes:
+    """The bytes of a data file that stores ``payload`` (or ready JSON ``raw_json``) under ``key``.
+
+    >>> js_assignment("catalog", {"runs": ["<b>"]})
+    b'(window.LABLEDGER=window.LABLEDGER||{})["catalog"]={"runs":["\\\\u003cb>"]};\\n'
+    """
+    body = raw_json if raw_json is not None else dumps(payload)
+    return _PREFIX + orjson.dumps(key) + b"]=" + js_safe(body) + b";\n"
+
+
+def load_data_file(path: str | os.PathLike[str]) -> tuple[str, Any]:
+    """Read a data file written by :func:`js_assignment` back into ``(key, payload)``.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.js"
+    >>> _ = p.write_bytes(js_assignment("k", {"a": "<i>"}))
+    >>> load_data_file(p)
+    ('k', {'a': '<i>'})
+    """
+    data = Path(path).read_bytes()
+    if not data.startswith(_PREFIX) or not data.endswith(b";\n"):
+        raise SiteError(f"{path}: not a labledger site data file")
+    rest = data[len(_PREFIX):-2]
+    end = rest.index(b"]=")
+    return orjson.loads(rest[:end]), orjson.loads(rest[end + 2:])
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class SiteWriter:
+    """Writes files under ``out`` only when their content changed, and keeps the manifest."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.old = self._read_manifest()
+        same_format = self.old.get("format") == FORMAT
+        self.old_files: dict[str, dict[str, Any]] = self.old.get("files", {}) if same_format else {}
+        self.old_runs: dict[str, dict[str, Any]] = self.old.get("runs", {}) if same_format else {}
+        self.files: dict[str, dict[str, Any]] = {}
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.written: list[str] = []
+        self.unchanged: list[str] = []
+        self.removed: list[str] = []
+        self.bytes_written = 0
+
+    # -- manifest -------------------------------------------------------------------------------
+    def _read_manifest(self) -> dict[str, Any]:
+        path = self.out / MANIFEST
+        if self.out.exists() and not self.out.is_dir():
+            raise SiteError(f"{self.out} exists and is not a folder")
+        if not path.exists():
+            if self.out.is_dir() and any(self.out.iterdir()):
+                raise SiteError(f"{self.out} is not empty and holds no labledger site ({MANIFEST} is "
+                                f"missing); choose an empty or new folder so nothing of yours is "
+                                f"overwritten")
+            return {}
+        try:
+            manifest = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError:
+            return {}  # a damaged manifest: rebuild everything (nothing is removed)
+        return manifest if isinstance(manifest, dict) else {}
+
+    def save(self, extra: dict[str, Any]) -> None:
+        """Remove files of the old build that this build did not produce, then save the manifest."""
+        for rel in sorted(set(self.old_files) - set(self.files)):
+            path = self.out / rel
+            if path.is_file():
+                path.unlink()
+                self.removed.append(rel)
+                self._prune(path.parent)
+        manifest = {"format": FORMAT, **extra, "runs": self.runs, "files": self.files}
+        atomic_write(self.out / MANIFEST, orjson.dumps(manifest), fsync=False)
+
+    def _prune(self, folder: Path) -> None:
+        out = self.out.resolve()
+        while folder.resolve() != out and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+            folder = folder.parent
+
+    # -- writing --------------------------------------------------------------------------------
+    def _unchanged(self, rel: str, entry: dict[str, Any]) -> bool:
+        old = self.old_files.get(rel)
+        if old != entry:
+            return False
+        try:
+            return (self.out / rel).stat().st_size == entry["size"]
+        except FileNotFoundError:
+            return False
+
+    def write(self, rel: str, data: bytes) -> bool:
+        """Write ``data`` to ``out/rel`` unless the same bytes are already there. True if written."""
+        entry = {"sha256": sha256_bytes(data), "size": len(data)}
+        self.files[rel] = entry
+        if self._unchanged(rel, entry):
+            self.unchanged.append(rel)
+            return False
+        path = self.out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, data, fsync=False)
+        self.written.append(rel)
+        self.bytes_written += len(data)
+        return True
+
+    def write_data(self, rel: str, key: str, payload: Any = None, *, raw_json: bytes | None = None) -> bool:
+        """Write a JavaScript data file (see :func:`js_assignment`)."""
+        return self.write(rel, js_assignment(key, payload, raw_json=raw_json))
+
+    def copy(self, rel: str, src: Path) -> bool:
+        """Copy ``src`` to ``out/rel`` unless a copy of the same source (size, mtime) is there."""
+        st = src.stat()
+        entry = {"src_size": st.st_size, "src_mtime_ns": st.st_mtime_ns, "size": st.st_size}
+        self.files[rel] = entry
+        if self._unchanged(rel, entry):
+            self.unchanged.append(rel)
+            return False
+        path = self.out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, path)
+        self.written.append(rel)
+        self.bytes_written += st.st_size
+        return True
+
+    def keep(self, rels: Iterable[str]) -> bool:
+        """Carry files of an unchanged run over from the last build; False if any is missing."""
+        entries = {}
+        for rel in rels:
+            entry = self.old_files.get(rel)
+            if entry is None or not self._unchanged(rel, entry):
+                return False
+            entries[rel] = entry
+        self.files.update(entries)
+        self.unchanged.extend(entries)
+        return True
+
+    def mark(self) -> int:
+        """A position in the list of produced files (see :meth:`produced_since`)."""
+        return len(self.files)
+
+    def produced_since(self, mark: int) -> list[str]:
+        """Files produced (written or unchanged) since ``mark``, in order."""
+        return list(self.files)[mark:]

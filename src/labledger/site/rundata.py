@@ -1,0 +1,231 @@
+"""The run page's data: config, curves of every scalar, trainer history, validation per epoch with
+the selected epoch, checkpoints, notes and files (``data/runs/<run>.js``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from labledger.store.ledger import RunInfo
+from labledger.store.view import RunView
+
+#: Prefixes and kinds that mark a history entry as a validation (evaluation) entry.
+VALIDATION_PREFIXES = ("eval_", "val_", "validation_", "valid_")
+VALIDATION_KINDS = ("eval", "evaluation", "val", "valid", "validation")
+#: Unprefixed metric names that make an entry a validation entry when nothing else does (seed 000).
+PLAIN_METRICS = ("accuracy", "f1", "roc_auc", "precision", "recall", "auc", "macro_f1", "mcc")
+#: Keys of history entries that locate an entry rather than measure it.
+POSITION_KEYS = ("step", "epoch", "epoch_index", "examples_seen", "microbatches", "global_step")
+#: Words that make a metric lower-is-better when selecting an epoch.
+LOWER_IS_BETTER = ("loss", "error", "mae", "rmse", "mse", "ece", "brier", "perplexity", "runtime")
+#: Files listed individually on the run page (the rest are counted per folder).
+MAX_FILES_LISTED = 500
+
+
+def is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def higher_is_better(metric: str) -> bool:
+    """Whether a larger value of ``metric`` is better (by its name).
+
+    >>> higher_is_better("eval_accuracy"), higher_is_better("eval_loss")
+    (True, False)
+    """
+    name = metric.lower()
+    return not any(word in name for word in LOWER_IS_BETTER)
+
+
+def scalar_series(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, list]]:
+    """Per-key ``{"x": steps, "y": values}`` (sorted by step, stable), keys in first-seen order."""
+    series: dict[str, dict[str, list]] = {}
+    unsorted = False
+    for rec in records:
+        step = rec.get("step")
+        if not is_number(step):
+            continue
+        for key, value in rec.items():
+            if key in ("step", "time") or not (is_number(value) or value is None):
+                continue
+            s = series.get(key)
+            if s is None:
+                s = series[key] = {"x": [], "y": []}
+            elif s["x"] and step < s["x"][-1]:
+                unsorted = True
+            s["x"].append(step)
+            s["y"].append(None if value is None or (isinstance(value, float) and not math.isfinite(value))
+                          else value)
+    if unsorted:
+        for s in series.values():
+            order = sorted(range(len(s["x"])), key=s["x"].__getitem__)
+            s["x"] = [s["x"][i] for i in order]
+            s["y"] = [s["y"][i] for i in order]
+    return series
+
+
+def share_steps(series: dict[str, dict[str, list]]) -> tuple[dict[str, dict[str, Any]], list[list]]:
+    """Store each distinct step list once: ``x`` becomes an index into the returned list.
+
+    >>> share_steps({"a": {"x": [1, 2], "y": [0.5, 0.4]}, "b": {"x": [1, 2], "y": [3, 4]}})
+    ({'a': {'x': 0, 'y': [0.5, 0.4]}, 'b': {'x': 0, 'y': [3, 4]}}, [[1, 2]])
+    """
+    steps: list[list] = []
+    out = {}
+    for key, s in series.items():
+        try:
+            i = steps.index(s["x"])
+        except ValueError:
+            i = len(steps)
+            steps.append(s["x"])
+        out[key] = {"x": i, "y": s["y"]}
+    return out, steps
+
+
+def _is_validation(entry: Mapping[str, Any]) -> bool:
+    kind = entry.get("kind")
+    if isinstance(kind, str) and kind.lower() in VALIDATION_KINDS:
+        return True
+    return any(isinstance(k, str) and k.startswith(VALIDATION_PREFIXES) and is_number(v)
+               for k, v in entry.items())
+
+
+def validation_view(history: list[dict[str, Any]], meta: Mapping[str, Any],
+                    config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The validation entries of a history, their metrics, and the selected epoch.
+
+    The selected epoch is the one the run says it selected (an entry with ``selected: true``, or
+    ``selected_epoch``/``best_epoch`` in the run's meta or config); otherwise the best entry by a
+    default metric (F1, then accuracy, then loss), ties to the earliest entry, as
+    :func:`labledger.metrics.sweep.select_epoch` does. The page lets the reader pick another metric.
+    """
+    rows = [i for i, e in enumerate(history) if _is_validation(e)]
+    if not rows:
+        rows = [i for i, e in enumerate(history) if any(is_number(e.get(m)) for m in PLAIN_METRICS)]
+    if not rows:
+        return None
+    entries = [history[i] for i in rows]
+    metrics: list[str] = []
+    for e in entries:
+        for k, v in e.items():
+            if is_number(v) and k not in POSITION_KEYS and k not in metrics and k != "selected":
+                metrics.append(k)
+    epoch_key = next((k for k in ("epoch_index", "epoch", "step")
+                      if all(is_number(e.get(k)) for e in entries)), None)
+    out: dict[str, Any] = {"rows": rows, "metrics": metrics, "epoch_key": epoch_key,
+                           "selected": None}
+    explicit = next((j for j, e in enumerate(entries) if e.get("selected") is True), None)
+    if explicit is None:
+        for source in (meta, config):
+            for key in ("selected_epoch", "best_epoch"):
+                want = source.get(key) if isinstance(source, Mapping) else None
+                if want is not None and epoch_key is not None:
+                    explicit = next((j for j, e in enumerate(entries) if e.get(epoch_key) == want), None)
+                if explicit is not None:
+                    break
+            if explicit is not None:
+                break
+    if explicit is not None:
+        out["selected"] = {"position": explicit, "metric": None, "source": "recorded by the run",
+                           "rule": "the epoch the run recorded as selected"}
+        return out
+    metric = _default_metric(metrics)
+    if metric is None:
+        return out
+    hib = higher_is_better(metric)
+    position = _select(entries, metric, hib)
+    if position is not None:
+        best = "highest" if hib else "lowest"
+        out["selected"] = {"position": position, "metric": metric, "higher_is_better": hib,
+                           "source": "computed by the site builder",
+                           "rule": f"{best} {metric}; ties go to the earliest entry"}
+    return out
+
+
+def _default_metric(metrics: list[str]) -> str | None:
+    for word in ("f1", "accuracy", "auc", "loss"):
+        for m in metrics:
+            if word in m.lower() and "runtime" not in m.lower():
+                return m
+    return metrics[0] if metrics else None
+
+
+def _select(entries: list[dict[str, Any]], metric: str, hib: bool) -> int | None:
+    try:
+        from labledger.metrics.sweep import select_epoch
+    except ImportError:  # pragma: no cover - the metrics package ships with labledger
+        select_epoch = None
+    usable = [(j, e[metric]) for j, e in enumerate(entries)
+              if is_number(e.get(metric)) and math.isfinite(e[metric])]
+    if not usable:
+        return None
+    if select_epoch is not None:
+        chosen = select_epoch(entries, metric=metric, higher_is_better=hib)
+        return next(j for j, e in enumerate(entries) if e is chosen.entry or e == chosen.entry)
+    best = max(v for _, v in usable) if hib else min(v for _, v in usable)
+    return next(j for j, v in usable if v == best)
+
+
+def files_view(view: RunView) -> dict[str, Any]:
+    """The run's stored files: a listing (capped), counts per top folder and total size."""
+    root = view.dir / "files"
+    listed: list[list[Any]] = []
+    folders: dict[str, list[int]] = {}
+    count = total = 0
+    if root.is_dir():
+        for path in sorted(root.rglob("*")):
+            if not path.is_file():
+                continue
+            rel = path.relative_to(root).as_posix()
+            size = path.stat().st_size
+            count += 1
+            total += size
+            top = rel.split("/", 1)[0] if "/" in rel else ""
+            f = folders.setdefault(top, [0, 0])
+            f[0] += 1
+            f[1] += size
+            if len(listed) < MAX_FILES_LISTED:
+                listed.append([rel, size])
+    return {"count": count, "bytes": total, "listed": listed,
+            "folders": [[k, v[0], v[1]] for k, v in sorted(folders.items())]}
+
+
+def run_basics(info: RunInfo) -> dict[str, Any]:
+    """The fields of a run the catalog and every page show."""
+    summary = info.summary or {}
+    return {"id": info.id, "name": info.name, "group": info.group, "tags": list(info.tags),
+            "status": info.status, "started": info.started, "ended": info.ended,
+            "duration": info.duration if info.status != "running" else None,
+            "error": info.error, "steps": summary.get("steps"),
+            "headline": summary.get("headline") or {}, "last": summary.get("last") or {}}
+
+
+def run_payload(view: RunView, info: RunInfo, *, batches: dict[str, Any] | None,
+                evaluations: list[dict[str, Any]], tests: list[dict[str, Any]]) -> dict[str, Any]:
+    """Everything ``run.html`` shows, as one JSON-ready dict."""
+    meta = view.meta
+    config = view.config
+    history = list(view.history())
+    checkpoints = list(view.checkpoints())
+    validation = validation_view(history, meta, config)
+    if validation and validation["selected"] is not None:
+        chosen = history[validation["rows"][validation["selected"]["position"]]]
+        for c in checkpoints:
+            if c.get("step") is not None and c.get("step") == chosen.get("step"):
+                c["selected"] = True
+    scalars, steps = share_steps(scalar_series(view.scalars()))
+    return {
+        **run_basics(info),
+        "meta": {k: v for k, v in meta.items() if k not in ("notes",)},
+        "config": config,
+        "scalars": scalars,
+        "scalar_steps": steps,
+        "history": history,
+        "validation": validation,
+        "checkpoints": checkpoints,
+        "notes": list(view.notes()),
+        "files": files_view(view),
+        "batches": batches,
+        "evaluations": evaluations,
+        "tests": tests,
+    }
