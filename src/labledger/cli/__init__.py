@@ -9,3 +9,4 @@ __all__ = ["main"]
 from labledger.cli import demo  # noqa: E402,F401
 from labledger.cli import checkpoints  # noqa: E402,F401
 from labledger.cli import site  # noqa: E402,F401
+from labledger.cli import importing  # noqa: E402,F401

@@ -155,7 +155,7 @@ def show_cmd(run, ledger_path, as_json):
         for col in ("step", "path", "size", "sha256"):
             t.add_column(col, overflow="fold")
         for c in doc["checkpoints"]:
-            t.add_row(fmt_num(c.get("step")), c["path"], f"{c['size']:,}", c["sha256"])
+            t.add_row(fmt_num(c.get("step")), c["path"], "-" if c.get("size") is None else f"{c['size']:,}", c["sha256"])
         console.print(t)
     if doc["results"] or doc["evaluations"]:
         console.print("  [dim]results[/]  " + (", ".join(doc["results"]) or "-"))

@@ -192,6 +192,8 @@ class Run:
         rec = {"step": step, "time": now}
         rec.update(scalars)
         write_all(self._scalars.fd, orjson.dumps(rec, option=DUMP_OPTIONS))
+        if "time" in scalars:  # an explicit wall time (imports) is not a scalar to summarise
+            scalars = {k: v for k, v in scalars.items() if k != "time"}
         self._last.update(scalars)
         self._n_scalars += 1
         if self._max_step is None or step > self._max_step:
@@ -254,7 +256,10 @@ class Run:
             if stored.exists():
                 raise LedgerError(f"checkpoint {stored} already exists in the run")
             shutil.copyfile(src, stored)
-        rec = {"path": str(stored), "source": str(src.resolve()), "sha256": digest, "size": size,
+        # A copied checkpoint is recorded relative to the run folder, so the record stays true when the
+        # folder moves (imports adopted from a staging ledger, a ledger copied to another machine).
+        shown = str(stored.relative_to(self.dir)) if copy else str(stored)
+        rec = {"path": shown, "source": str(src.resolve()), "sha256": digest, "size": size,
                "step": step, "metrics": clean_scalars(metrics or {}), "copied": copy, "time": time.time()}
         if self._checkpoints is None:
             self._checkpoints = Appender(self.dir / "checkpoints.jsonl")
@@ -262,9 +267,69 @@ class Run:
         self._n_checkpoints += 1
         with self.ledger.transaction() as db:
             db.execute("INSERT INTO checkpoints (run_id, step, path, sha256, size, created) "
-                       "VALUES (?, ?, ?, ?, ?, ?)", (self.id, step, str(stored), digest, size, rec["time"]))
+                       "VALUES (?, ?, ?, ?, ?, ?)", (self.id, step, shown, digest, size, rec["time"]))
+        self.sync()
+        return {**rec, "path": str(stored)}
+
+    def log_checkpoint_reference(self, path: str | os.PathLike[str], sha256: str, *, size: int | None = None,
+                                 step: int | None = None,
+                                 metrics: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Record a checkpoint known only by its hash (a report names it; the file is elsewhere or gone).
+
+        Nothing is read: ``path`` is kept as given and ``sha256`` as stated, with ``reference: true``
+        in the record. ``size`` is ``None`` when unknown (the index, whose column is NOT NULL,
+        stores -1 then).
+
+        >>> import tempfile, labledger
+        >>> with labledger.start_run("r", ledger=tempfile.mkdtemp()) as run:
+        ...     rec = run.log_checkpoint_reference("runs/head.pt", "ab" * 32)
+        >>> rec["reference"], rec["size"]
+        (True, None)
+        """
+        self._check_open()
+        digest = sha256.lower() if isinstance(sha256, str) else sha256
+        if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise RecordError(f"must be 64 hexadecimal digits; got {sha256!r}", field="sha256")
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+            raise RecordError(f"must be an integer >= 0 or None; got {size!r}", field="size")
+        if step is not None:
+            step = _as_step(step)
+        rec = {"path": str(path), "source": str(path), "sha256": digest, "size": size, "step": step,
+               "metrics": clean_scalars(metrics or {}), "copied": False, "reference": True,
+               "time": time.time()}
+        if self._checkpoints is None:
+            self._checkpoints = Appender(self.dir / "checkpoints.jsonl")
+        self._checkpoints.append(rec)
+        self._n_checkpoints += 1
+        with self.ledger.transaction() as db:
+            db.execute("INSERT INTO checkpoints (run_id, step, path, sha256, size, created) "
+                       "VALUES (?, ?, ?, ?, ?, ?)",
+                       (self.id, step, str(path), digest, -1 if size is None else size, rec["time"]))
         self.sync()
         return rec
+
+    def update_config(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge ``values`` into the run's config (top-level keys; new values win); returns the config.
+
+        For loggers that learn hyperparameters after the run started (Lightning's
+        ``log_hyperparams``). ``config.json`` is rewritten atomically.
+
+        >>> import tempfile, labledger
+        >>> with labledger.start_run("r", config={"lr": 0.1}, ledger=tempfile.mkdtemp()) as run:
+        ...     run.update_config({"batch_size": 8})["batch_size"]
+        8
+        """
+        self._check_open()
+        if not isinstance(values, Mapping):
+            raise RecordError(f"must be a mapping; got {type(values).__name__}", field="config")
+        try:
+            new = orjson.loads(orjson.dumps(dict(values), option=orjson.OPT_SERIALIZE_NUMPY
+                                            | orjson.OPT_NON_STR_KEYS))
+        except TypeError as exc:
+            raise RecordError(f"must be JSON-serialisable ({exc})", field="config") from None
+        self.config = {**self.config, **new}
+        write_json(self.dir / "config.json", self.config)
+        return self.config
 
     def log_results(self, name: str, rows_or_path: Iterable[Mapping[str, Any]] | str | os.PathLike[str],
                     **meta: Any) -> Path:

@@ -99,7 +99,12 @@ class RunView:
         return read_jsonl(self._file("history.jsonl"))
 
     def checkpoints(self) -> Iterator[dict[str, Any]]:
-        return read_jsonl(self._file("checkpoints.jsonl"))
+        """Checkpoint records; a copied checkpoint's relative ``path`` is resolved in the run folder."""
+        for rec in read_jsonl(self._file("checkpoints.jsonl")):
+            path = rec.get("path")
+            if rec.get("copied") and path and not Path(path).is_absolute():
+                rec["path"] = str(self.dir / path)
+            yield rec
 
     def notes(self) -> Iterator[dict[str, Any]]:
         return read_jsonl(self._file("notes.jsonl"))

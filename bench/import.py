@@ -1,0 +1,266 @@
+#!/usr/bin/env python
+"""Import speed and memory (issue 8): ``labledger import`` of a TensorBoard log and of an MLflow store
+of 1,000,000 scalar points each, side by side with reading the same data with the tools' own readers.
+
+* TensorBoard: a log of 4 tags x 250,000 steps written by ``torch.utils.tensorboard.SummaryWriter``
+  (one event per point, as ``add_scalar`` writes them). Read by labledger's importer (TensorBoard's
+  ``RawEventFileLoader`` + ``Event`` protobuf, one scalar record per event, staged and adopted into a
+  fresh ledger) and by TensorBoard's ``EventAccumulator`` (``size_guidance={"scalars": 0}``, i.e.
+  keep every point; ``Reload()`` then ``Scalars(tag)`` for every tag).
+* MLflow: an SQLite store (``mlflow.db``) with one run of 4 metrics x 250,000 steps. The run, its
+  params and each metric's first point are logged with MLflow's client; the other points are
+  inserted into MLflow's own ``metrics`` table with ``sqlite3.executemany`` (``log_batch`` takes
+  ~100 us per point here, ~2 minutes for 1M) and ``latest_metrics`` is set to the last points, so
+  MLflow's client reads the store as if it had logged them. Read by labledger's importer (MLflow's
+  client on a snapshot of the database) and by ``mlflow.search_runs`` + ``MlflowClient.get_metric_history``
+  for every metric.
+
+Each reader runs in its own fresh subprocess; the time is the wall time of the read/import only
+(imports of the libraries are done before the clock starts; MLflow's client creation is inside it,
+for both). Memory: the process's peak RSS (``VmHWM``) and its rise over the RSS measured just
+before the clock started. Every reader's point count is checked against the points written.
+
+    python bench/import.py                  # 1M points each (~3-4 minutes on 2 cores)
+    python bench/import.py --points 200000  # smaller
+    python bench/import.py --markdown       # also print the table as Markdown (for RESULTS.md)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+TAGS = ("loss", "learning_rate", "grad_norm", "accuracy")
+T0_MS = 1_700_000_000_000
+
+
+def value(tag_index: int, step: int) -> float:
+    return (tag_index + 1) / (step + 1) + 1e-7 * step
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def peak_mib() -> float:
+    """Peak RSS of this process image (``VmHWM``; ``ru_maxrss`` would keep the parent's peak)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def dir_mib(path: Path) -> float:
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file()) / 2**20
+
+
+# -- writing the sources -----------------------------------------------------------------------------
+
+def write_tensorboard(logdir: Path, steps: int) -> float:
+    from torch.utils.tensorboard import SummaryWriter
+
+    t0 = time.perf_counter()
+    w = SummaryWriter(str(logdir), max_queue=10_000, flush_secs=3600)
+    for s in range(steps):
+        for i, tag in enumerate(TAGS):
+            w.add_scalar(f"train/{tag}", value(i, s), s, walltime=T0_MS / 1000 + s)
+    w.close()
+    return time.perf_counter() - t0
+
+
+def write_mlflow(store: Path, steps: int) -> float:
+    from mlflow.tracking import MlflowClient
+
+    t0 = time.perf_counter()
+    store.mkdir(parents=True)
+    db = store / "mlflow.db"
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp = client.create_experiment("bench", artifact_location=(store / "artifacts").as_uri())
+    run = client.create_run(exp, run_name="bench-run", start_time=T0_MS)
+    run_id = run.info.run_id
+    client.log_param(run_id, "lr", "0.001")
+    for i, tag in enumerate(TAGS):
+        client.log_metric(run_id, tag, value(i, 0), timestamp=T0_MS, step=0)
+    client.set_terminated(run_id, "FINISHED", end_time=T0_MS + 1000 * steps)
+    con = sqlite3.connect(db)
+    with con:
+        for i, tag in enumerate(TAGS):
+            con.executemany(
+                "INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan) VALUES (?, ?, ?, ?, ?, 0)",
+                ((tag, value(i, s), T0_MS + 1000 * s, run_id, s) for s in range(1, steps)))
+            con.execute("UPDATE latest_metrics SET value = ?, timestamp = ?, step = ? WHERE key = ? AND run_uuid = ?",
+                        (value(i, steps - 1), T0_MS + 1000 * (steps - 1), steps - 1, tag, run_id))
+    con.close()
+    return time.perf_counter() - t0
+
+
+# -- the readers (each in its own subprocess) ------------------------------------------------------
+
+def child(case: str, source: str, out: str) -> dict:
+    os.environ.setdefault("MLFLOW_TRACKING_URI", "sqlite:///:memory:")
+    if case.startswith("labledger"):
+        import labledger.importers  # noqa: F401
+        if case == "labledger-tensorboard":
+            from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader  # noqa: F401
+            from tensorboard.compat.proto import event_pb2  # noqa: F401
+        else:
+            from mlflow.tracking import MlflowClient  # noqa: F401
+        from labledger.importers import import_path
+    elif case == "tensorboard-eventaccumulator":
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    else:
+        import mlflow
+        from mlflow.tracking import MlflowClient
+    base = rss_mib()
+    t0 = time.perf_counter()
+    if case.startswith("labledger"):
+        result = import_path(source, out)
+        elapsed = time.perf_counter() - t0
+        import labledger
+
+        ledger = labledger.open_ledger(out)
+        points = 0
+        for rid in result.run_ids:
+            for rec in ledger.run(rid).scalars():
+                points += len(rec) - 2
+        records = sum(r.counts.get("scalars", 0) for r in result.runs)
+        stored = dir_mib(Path(out) / "runs")
+    elif case == "tensorboard-eventaccumulator":
+        acc = EventAccumulator(source, size_guidance={"scalars": 0})
+        acc.Reload()
+        series = {tag: acc.Scalars(tag) for tag in acc.Tags()["scalars"]}
+        elapsed = time.perf_counter() - t0
+        points = sum(len(s) for s in series.values())
+        records, stored = None, None
+    else:
+        uri = f"sqlite:///{Path(source) / 'mlflow.db'}"
+        client = MlflowClient(tracking_uri=uri)
+        mlflow.set_tracking_uri(uri)
+        exps = [e.experiment_id for e in client.search_experiments()]
+        runs = mlflow.search_runs(experiment_ids=exps)
+        history = {(rid, key): client.get_metric_history(rid, key)
+                   for rid in runs["run_id"] for key in (c[len("metrics."):] for c in runs.columns
+                                                         if c.startswith("metrics."))}
+        elapsed = time.perf_counter() - t0
+        points = sum(len(h) for h in history.values())
+        records, stored = None, None
+    return {"case": case, "seconds": elapsed, "points": points, "records": records, "stored_mib": stored,
+            "base_rss_mib": base, "peak_rss_mib": peak_mib()}
+
+
+def run_child(case: str, source: Path, out: Path) -> dict:
+    cmd = [sys.executable, __file__, "--child", case, "--source", str(source), "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if res.returncode != 0:
+        return {"case": case, "error": (res.stderr.strip().splitlines() or ["?"])[-1]}
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+# -- main ----------------------------------------------------------------------------------------------
+
+CASES = [
+    ("TensorBoard log", "labledger import", "labledger-tensorboard", "tb"),
+    ("TensorBoard log", "EventAccumulator (all scalars)", "tensorboard-eventaccumulator", "tb"),
+    ("MLflow SQLite store", "labledger import", "labledger-mlflow", "mlflow"),
+    ("MLflow SQLite store", "search_runs + get_metric_history", "mlflow-client", "mlflow"),
+]
+
+
+def table(rows: list[dict], points: int) -> list[list[str]]:
+    head = ["source", "reader", "points read", "scalar records", "seconds", "points/s", "peak RSS (MiB)",
+            "RSS rise (MiB)", "stored (MiB)"]
+    out = [head]
+    for r in rows:
+        if "error" in r:
+            out.append([r["source"], r["reader"], "failed: " + r["error"], "", "", "", "", "", ""])
+            continue
+        ok = "" if r["points"] == points else f" (expected {points:,})"
+        out.append([r["source"], r["reader"], f"{r['points']:,}{ok}",
+                    "-" if r["records"] is None else f"{r['records']:,}", f"{r['seconds']:.1f}",
+                    f"{r['points'] / r['seconds']:,.0f}", f"{r['peak_rss_mib']:.0f}",
+                    f"{r['peak_rss_mib'] - r['base_rss_mib']:.0f}",
+                    "-" if r["stored_mib"] is None else f"{r['stored_mib']:.0f}"])
+    return out
+
+
+def print_table(rows: list[list[str]], markdown: bool) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for j, r in enumerate(rows):
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+        if j == 0:
+            print("  ".join("-" * w for w in widths))
+    if markdown:
+        print()
+        for j, r in enumerate(rows):
+            print("| " + " | ".join(r) + " |")
+            if j == 0:
+                print("|" + "|".join("---" for _ in r) + "|")
+
+
+def versions() -> str:
+    out = []
+    for dist in ("labledger", "tensorboard", "mlflow-skinny", "sqlalchemy", "protobuf", "torch"):
+        try:
+            out.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return ", ".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--points", type=int, default=1_000_000, help="scalar points per source (default 1M)")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--json", help="also write the raw numbers here")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--source", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.source, args.out)))
+        return
+    steps = args.points // len(TAGS)
+    points = steps * len(TAGS)
+    print(f"# import bench: {points:,} points per source ({len(TAGS)} tags x {steps:,} steps); "
+          f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    print(f"# {versions()}")
+    tmp = Path(tempfile.mkdtemp(prefix="labledger-bench-import-"))
+    try:
+        tb, ml = tmp / "tb" / "run1", tmp / "mlflow"
+        t_tb = write_tensorboard(tb, steps)
+        print(f"# wrote the TensorBoard log in {t_tb:.1f} s ({dir_mib(tb):.0f} MiB)")
+        t_ml = write_mlflow(ml, steps)
+        print(f"# wrote the MLflow store in {t_ml:.1f} s ({dir_mib(ml):.0f} MiB)")
+        rows = []
+        for i, (source, reader, case, which) in enumerate(CASES):
+            src = tb if which == "tb" else ml
+            r = run_child(case, src, tmp / f"ledger{i}")
+            r.update(source=source, reader=reader)
+            rows.append(r)
+            shutil.rmtree(tmp / f"ledger{i}", ignore_errors=True)
+        print(f"# load after: {os.getloadavg()[0]:.1f}")
+        print_table(table(rows, points), args.markdown)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"points": points, "rows": rows, "write_seconds":
+                                                   {"tensorboard": t_tb, "mlflow": t_ml}}, indent=2))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

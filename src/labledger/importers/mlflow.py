@@ -1,0 +1,304 @@
+"""Import an MLflow tracking store: experiments, runs, params, metrics (steps, timestamps), tags.
+
+The store is a SQLite database (``mlflow.db``, or any SQLite file with MLflow's tables) or a
+file store folder (``mlruns/``), read with MLflow's own client (``MlflowClient(tracking_uri=...)``).
+The original is never opened for writing: a database is read from a snapshot taken with SQLite's
+backup API (MLflow would otherwise create or check tables in it), and a file store from a copy of
+its metadata (artifacts excluded) in a temporary folder. The content hash covers the database (and
+its ``-wal`` file) or every file of the store outside ``artifacts/`` folders.
+
+Each active MLflow run becomes one ledger run:
+
+| MLflow | ledger |
+|---|---|
+| run name (``--name`` when the store has one run; ``NAME/run name`` when it has several) | run name |
+| experiment name (unless ``--group``) | group |
+| params (strings, as MLflow stores them) | config |
+| tags | ``run.json`` ``mlflow.tags`` (all of them); user tags also as ledger tags ``key=value``; ``mlflow.note.content`` as a note; ``mlflow.user`` / ``mlflow.source.*`` as the run's user, argv and git |
+| metrics, every point | scalar records: one per (step, timestamp), ``time`` = timestamp / 1000, values keyed by metric name |
+| status FINISHED / FAILED / KILLED | finished / failed / killed; RUNNING or SCHEDULED becomes killed with an error saying the run had not ended |
+| start_time / end_time (ms) | started / ended |
+| artifacts | referenced (``artifact_uri``), or with ``--copy`` copied under ``files/artifacts/`` when local |
+| dataset inputs | ``run.json`` ``mlflow.dataset_inputs`` |
+
+Deleted runs and experiments are not imported (a note on each imported run counts them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+
+from labledger.errors import ImportSourceError
+from labledger.importers.source import (
+    ImportedRun, ImportOptions, Source, finish_import, new_run, safe_relpath, walk_files,
+)
+from labledger.store.ledger import Ledger
+
+FORMAT = "mlflow"
+DB_NAMES = ("mlflow.db",)
+SQLITE_MAGIC = b"SQLite format 3\x00"
+#: Tables whose presence marks an SQLite file as an MLflow store.
+MLFLOW_TABLES = {"experiments", "runs", "metrics", "params", "tags"}
+STATUS = {"FINISHED": "finished", "FAILED": "failed", "KILLED": "killed"}
+RESERVED = ("step", "time")
+PAGE = 1000
+
+
+def _client_cls():
+    try:
+        from mlflow.entities import ViewType
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        raise ImportSourceError(
+            "reading an MLflow store needs MLflow's client: pip install mlflow-skinny sqlalchemy alembic "
+            "(or mlflow), or pip install 'labledger[importers]'") from None
+    return MlflowClient, ViewType
+
+
+def is_sqlite_store(path: Path) -> bool:
+    """An SQLite file with MLflow's tables (read-only check)."""
+    if not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as f:
+            if f.read(16) != SQLITE_MAGIC:
+                return False
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            con.close()
+    except (OSError, sqlite3.DatabaseError):
+        return False
+    return MLFLOW_TABLES <= names
+
+
+def is_file_store(path: Path) -> bool:
+    """An ``mlruns/`` folder: experiment folders with a ``meta.yaml`` each."""
+    if not path.is_dir():
+        return False
+    return any((p / "meta.yaml").is_file() for p in path.iterdir() if p.is_dir() and p.name != ".trash")
+
+
+def store_path(path: Path) -> Path | None:
+    """The store at ``path``: itself, or an ``mlflow.db`` / ``mlruns`` inside it."""
+    if is_sqlite_store(path) or is_file_store(path):
+        return path
+    if path.is_dir():
+        for name in DB_NAMES:
+            if is_sqlite_store(path / name):
+                return path / name
+        if is_file_store(path / "mlruns"):
+            return path / "mlruns"
+    return None
+
+
+def detect(path: Path) -> bool:
+    return store_path(path) is not None
+
+
+def make_source(path: Path) -> Source:
+    store = store_path(path)
+    if store is None:
+        raise ImportSourceError(f"{path}: not an MLflow store (no mlflow.db with MLflow's tables, no mlruns/ "
+                                "folder of experiments with meta.yaml)")
+    if store.is_file():
+        files = [store] + [p for p in (Path(f"{store}-wal"),) if p.is_file()]
+        return Source(store, FORMAT, files)
+    return Source(store, FORMAT, walk_files(store, skip_dirs=("artifacts",)))
+
+
+@contextmanager
+def _snapshot(store: Path) -> Iterator[str]:
+    """A tracking URI for a private copy of the store (the original is only read)."""
+    with tempfile.TemporaryDirectory(prefix="labledger-mlflow-") as tmp:
+        if store.is_file():
+            copy = Path(tmp) / "mlflow.db"
+            try:
+                src = sqlite3.connect(f"{store.resolve().as_uri()}?mode=ro", uri=True)
+                dst = sqlite3.connect(copy)
+                try:
+                    src.backup(dst)
+                finally:
+                    dst.close()
+                    src.close()
+            except sqlite3.DatabaseError:
+                shutil.copyfile(store, copy)
+                if Path(f"{store}-wal").is_file():
+                    shutil.copyfile(f"{store}-wal", f"{copy}-wal")
+            yield f"sqlite:///{copy}"
+        else:
+            copy = Path(tmp) / "mlruns"
+            # Artifact folders are kept (MLflow checks that a run folder has one) but left empty.
+            shutil.copytree(store, copy, symlinks=True,
+                            ignore=lambda d, names: names if os.path.basename(d) == "artifacts" else [])
+            old = os.environ.get("MLFLOW_ALLOW_FILE_STORE")
+            os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+            try:
+                yield copy.as_uri()
+            finally:
+                if old is None:
+                    os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
+                else:
+                    os.environ["MLFLOW_ALLOW_FILE_STORE"] = old
+
+
+def _paged(fetch) -> Iterator[Any]:
+    token = None
+    while True:
+        page = fetch(token)
+        yield from page
+        token = getattr(page, "token", None)
+        if not token:
+            return
+
+
+def _metric_arrays(client: Any, run_id: str, keys: list[str]) -> tuple[np.ndarray, ...]:
+    """(key index, step, timestamp ms, value) of every point of every metric, as compact arrays."""
+    ks, steps, stamps, values = [], [], [], []
+    for i, key in enumerate(keys):
+        history = client.get_metric_history(run_id, key)
+        n = len(history)
+        ks.append(np.full(n, i, dtype=np.int32))
+        steps.append(np.fromiter((m.step for m in history), dtype=np.int64, count=n))
+        stamps.append(np.fromiter((m.timestamp for m in history), dtype=np.int64, count=n))
+        values.append(np.fromiter((m.value for m in history), dtype=np.float64, count=n))
+        del history
+    if not ks:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, np.zeros(0)
+    return np.concatenate(ks), np.concatenate(steps), np.concatenate(stamps), np.concatenate(values)
+
+
+def _log_metrics(run: Any, keys: list[str], arrays: tuple[np.ndarray, ...]) -> int:
+    """One scalar record per (step, timestamp); returns the number of records."""
+    k, step, stamp, value = arrays
+    if k.size == 0:
+        return 0
+    order = np.lexsort((k, stamp, step))
+    k, step, stamp, value = k[order].tolist(), step[order].tolist(), stamp[order].tolist(), value[order].tolist()
+    names = [name + "_" if name in RESERVED else name for name in keys]
+    n = 0
+    cur_step, cur_stamp, values = step[0], stamp[0], {}
+    for ki, s, t, v in zip(k, step, stamp, value):
+        name = names[ki]
+        if s != cur_step or t != cur_stamp or name in values:
+            run.log(cur_step, time=cur_stamp / 1000.0, **values)
+            n += 1
+            cur_step, cur_stamp, values = s, t, {}
+        values[name] = v
+    run.log(cur_step, time=cur_stamp / 1000.0, **values)
+    return n + 1
+
+
+def _local_path(uri: str | None) -> Path | None:
+    if not uri:
+        return None
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path))
+    if parsed.scheme == "" and uri.startswith("/"):
+        return Path(uri)
+    return None
+
+
+def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
+    """One ledger run per active MLflow run (see the module docstring)."""
+    client_cls, view_type = _client_cls()
+    out: list[ImportedRun] = []
+    with _snapshot(source.path) as uri:
+        client = client_cls(tracking_uri=uri)
+        experiments = list(_paged(lambda token: client.search_experiments(
+            view_type=view_type.ALL, max_results=PAGE, page_token=token)))
+        active = [e for e in experiments if e.lifecycle_stage == "active"]
+        runs = []
+        deleted_runs = 0
+        for exp in active:
+            for r in _paged(lambda token, exp=exp: client.search_runs(
+                    [exp.experiment_id], run_view_type=view_type.ALL, max_results=PAGE, page_token=token)):
+                if r.info.lifecycle_stage == "active":
+                    runs.append((exp, r))
+                else:
+                    deleted_runs += 1
+        skipped_note = None
+        if deleted_runs or len(active) < len(experiments):
+            skipped_note = (f"Not imported from the MLflow store: {len(experiments) - len(active)} deleted "
+                            f"experiment(s) and {deleted_runs} deleted run(s) of active experiments.")
+        several = len(runs) > 1
+        for exp, r in runs:
+            out.append(_import_run(client, source, stage, opts, exp, r, several, skipped_note))
+    return out
+
+
+def _import_run(client: Any, source: Source, stage: Ledger, opts: ImportOptions, exp: Any, r: Any,
+                several: bool, skipped_note: str | None) -> ImportedRun:
+    info, data = r.info, r.data
+    tags = dict(data.tags)
+    run_name = info.run_name or tags.get("mlflow.runName") or info.run_id
+    name = (f"{opts.name}/{run_name}" if several else opts.name) if opts.name else run_name
+    user_tags = sorted(f"{k}={v}" for k, v in tags.items() if not k.startswith("mlflow."))
+    env = {"user": info.user_id or tags.get("mlflow.user"),
+           "argv": [tags["mlflow.source.name"]] if tags.get("mlflow.source.name") else None,
+           "git": {"commit": tags.get("mlflow.source.git.commit"), "dirty": None,
+                   "branch": tags.get("mlflow.source.git.branch")}}
+    inputs = getattr(r, "inputs", None)
+    datasets = [{"name": d.dataset.name, "digest": d.dataset.digest, "source_type": d.dataset.source_type,
+                 "context": {t.key: t.value for t in d.tags}}
+                for d in (getattr(inputs, "dataset_inputs", None) or [])]
+    started = info.start_time / 1000.0 if info.start_time is not None else None
+    ended = info.end_time / 1000.0 if info.end_time is not None else None
+    files = None
+    if source.path.is_dir():  # a file store: this run's own files and its experiment's meta.yaml
+        mine = (f"{info.experiment_id}/{info.run_id}/", f"{info.experiment_id}/meta.yaml")
+        files = [f for f in source.files if source.rel(f).startswith(mine)]
+    run = new_run(stage, name, source=source, opts=opts, config=dict(data.params), started=started,
+                  group=exp.name, tags=user_tags, environment=env, files=files,
+                  times_from="MLflow start_time and end_time",
+                  meta={"mlflow": {"run_id": info.run_id, "experiment_id": info.experiment_id,
+                          "experiment_name": exp.name, "experiment_tags": dict(exp.tags or {}),
+                          "status": info.status, "lifecycle_stage": info.lifecycle_stage,
+                          "artifact_uri": info.artifact_uri, "tags": tags, "dataset_inputs": datasets}})
+    notes: list[str] = []
+    keys = sorted(data.metrics)
+    fields = {"params": f"config ({len(data.params)} params)",
+              "tags": f"run.json mlflow.tags ({len(tags)}); {len(user_tags)} user tag(s) as ledger tags"}
+    with run:
+        n = _log_metrics(run, keys, _metric_arrays(client, info.run_id, keys))
+        fields["metrics"] = f"scalars ({len(keys)} metrics in {n} records, one per step and timestamp)"
+        if tags.get("mlflow.note.content"):
+            notes.append(tags["mlflow.note.content"])
+            fields["tags"] += "; mlflow.note.content as a note"
+        renamed = [k for k in keys if k in RESERVED]
+        if renamed:
+            notes.append("Metrics renamed because step and time are the record's own fields: "
+                         + ", ".join(f"{k} -> {k}_" for k in renamed) + ".")
+        art = _local_path(info.artifact_uri)
+        if opts.copy and art is not None and art.is_dir():
+            files = walk_files(art)
+            for f in files:
+                run.log_file(f"artifacts/{safe_relpath(f.relative_to(art).as_posix())}", f)
+            fields["artifacts"] = f"{len(files)} file(s) copied under files/artifacts/"
+        else:
+            fields["artifacts"] = "referenced (run.json mlflow.artifact_uri)"
+        if skipped_note:
+            notes.append(skipped_note)
+        status = STATUS.get(info.status)
+        error = None
+        if status is None:
+            status = "killed"
+            error = f"MLflow status was {info.status} when imported: the run had not ended"
+        for text in notes:
+            run.note(text)
+        finish_import(run, fields, ended=ended, status=status, error=error)
+    return ImportedRun(run.id, run.name, run.group, {"scalars": n, "params": len(data.params),
+                                                     "notes": len(notes)}, fields, notes)

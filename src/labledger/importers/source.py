@@ -1,0 +1,234 @@
+"""What every importer shares: the source's files and content hash, copy-or-reference, run creation.
+
+A :class:`Source` is the path being imported with the list of files that make up its content. Its
+:meth:`~Source.sha256` is the hash of that content (one file: the file's own sha256; a folder: the
+sha256 of ``relative path NUL sha256 LF`` lines in path order), so re-importing the same content is
+recognised wherever it lies. Originals are never written: they are referenced (path, sha256 and
+size recorded in the run's ``run.json`` under ``imported_from``) or copied into the run's
+``files/source/`` with :meth:`labledger.Run.log_file`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from labledger.errors import ImportSourceError, RecordError
+from labledger.store.jsonl import iter_lines
+from labledger.store.ledger import Ledger
+from labledger.store.run import Run, sha256_file
+
+#: Keys of ``run.json`` that describe the process that logged a run. An imported run did not run
+#: here, so they are set from the source where it says (MLflow's user, git commit...) and to None
+#: otherwise; the importing process is recorded under ``imported_from.importer``.
+ENVIRONMENT_KEYS = ("host", "user", "pid", "python", "platform", "argv", "cwd", "packages", "git")
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclass
+class ImportOptions:
+    """What the user asked for: run name and group, copy or reference."""
+
+    name: str | None = None
+    group: str | None = None
+    copy: bool = False
+    tags: tuple[str, ...] = ()
+
+
+@dataclass
+class ImportedRun:
+    """One run made by an import: its id, name, what each part of the source became."""
+
+    id: str
+    name: str
+    group: str | None
+    counts: dict[str, int] = field(default_factory=dict)
+    fields: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "group": self.group, "counts": self.counts,
+                "fields": self.fields, "notes": self.notes}
+
+
+class Source:
+    """The files of one import and their content hash.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "a.txt").write_text("hi")
+    2
+    >>> Source(d / "a.txt", "results").sha256() == hashlib.sha256(b"hi").hexdigest()
+    True
+    """
+
+    def __init__(self, path: str | os.PathLike[str], fmt: str, files: Iterable[Path] | None = None):
+        self.path = Path(path).resolve()
+        self.fmt = fmt
+        self.root = self.path if self.path.is_dir() else self.path.parent
+        if files is None:
+            files = [self.path] if self.path.is_file() else walk_files(self.path)
+        self.files = sorted({Path(f).resolve() for f in files}, key=lambda p: self.rel(p))
+        self._digests: dict[Path, tuple[str, int]] = {}
+
+    def rel(self, path: Path) -> str:
+        """``path`` relative to the source's folder, with ``/`` separators."""
+        try:
+            return Path(path).resolve().relative_to(self.root).as_posix()
+        except ValueError:
+            return Path(path).as_posix()
+
+    def digest(self, path: Path) -> tuple[str, int]:
+        """``(sha256, size)`` of one file of the source (computed once)."""
+        path = Path(path).resolve()
+        if path not in self._digests:
+            try:
+                self._digests[path] = sha256_file(path)
+            except OSError as exc:
+                raise ImportSourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        return self._digests[path]
+
+    def sha256(self) -> str:
+        """The content hash of the whole source (see the module docstring)."""
+        if self.path.is_file() and self.files == [self.path]:
+            return self.digest(self.path)[0]
+        h = hashlib.sha256()
+        for f in self.files:
+            h.update(f"{self.rel(f)}\0{self.digest(f)[0]}\n".encode())
+        return h.hexdigest()
+
+    def file_entries(self, files: Iterable[Path] | None = None) -> list[dict[str, Any]]:
+        """``[{"path", "sha256", "size"}]`` of ``files`` (default: all), paths relative to the source."""
+        out = []
+        for f in (self.files if files is None else files):
+            digest, size = self.digest(f)
+            out.append({"path": self.rel(f), "sha256": digest, "size": size})
+        return out
+
+    def origin(self, *, mode: str, files: Iterable[Path] | None = None, **extra: Any) -> dict[str, Any]:
+        """The ``imported_from`` block of an imported run's ``run.json``."""
+        from labledger import __version__
+        from labledger.store.environment import environment
+
+        env = environment()
+        return {"format": self.fmt, "source": str(self.path), "sha256": self.sha256(), "mode": mode,
+                "files": self.file_entries(files),
+                "importer": {"time": time.time(), "host": env["host"], "user": env["user"],
+                             "labledger": __version__, "argv": env["argv"]},
+                **extra}
+
+    def copy_into(self, run: Run, files: Iterable[Path] | None = None, *, prefix: str = "source") -> dict[str, str]:
+        """Copy ``files`` (default: all) into the run under ``files/<prefix>/``; returns
+        ``{original relative path: stored name}`` (names are made safe for the ledger)."""
+        stored: dict[str, str] = {}
+        for f in (self.files if files is None else files):
+            rel = self.rel(f)
+            name = f"{prefix}/{safe_relpath(rel)}" if prefix else safe_relpath(rel)
+            run.log_file(name, f)
+            stored[rel] = name
+        return stored
+
+
+def walk_files(root: Path, *, skip_dirs: Iterable[str] = ()) -> list[Path]:
+    """Every regular file under ``root`` (symlinks to files included), sorted; hidden files and
+    folders (``.lock``, ``.trash``, ``.DS_Store``) and folders named in ``skip_dirs`` are left out."""
+    skip = set(skip_dirs)
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
+        for name in filenames:
+            if name.startswith("."):
+                continue
+            p = Path(dirpath) / name
+            if p.is_file():
+                out.append(p)
+    return sorted(out)
+
+
+def safe_relpath(rel: str) -> str:
+    """A relative path whose components the ledger accepts for ``log_file`` (letters, digits,
+    ``.-_``; no hidden components).
+
+    >>> safe_relpath("logs/run 1/.hidden/ev@1")
+    'logs/run_1/_hidden/ev_1'
+    """
+    parts = []
+    for part in rel.replace("\\", "/").split("/"):
+        if part in ("", ".", ".."):
+            continue
+        part = _UNSAFE.sub("_", part)
+        if part.startswith("."):
+            part = "_" + part[1:]
+        parts.append(part or "_")
+    return "/".join(parts) or "_"
+
+
+def new_run(stage: Ledger, name: str, *, source: Source, opts: ImportOptions, config: Mapping[str, Any] | None,
+            started: float | None, group: str | None = None, tags: Iterable[str] = (),
+            environment: Mapping[str, Any] | None = None, files: Iterable[Path] | None = None,
+            meta: Mapping[str, Any] | None = None, **origin_extra: Any) -> Run:
+    """A run in the staging ledger for an import, with ``imported_from`` (plus ``origin_extra``) and
+    ``meta`` in its ``run.json``, and the environment keys set from ``environment`` (what the source
+    says) or None."""
+    env = {k: None for k in ENVIRONMENT_KEYS}
+    env.update(environment or {})
+    mode = "copy" if opts.copy else "reference"
+    meta = {**env, **dict(meta or {}),
+            "imported_from": source.origin(mode=mode, files=files, **origin_extra)}
+    return Run(name, group=opts.group if opts.group is not None else group,
+               tags=(*opts.tags, *tags), config=config, ledger=stage, started=started, extra_meta=meta)
+
+
+def finish_import(run: Run, fields: Mapping[str, str], *, ended: float | None, status: str = "finished",
+                  error: str | None = None) -> None:
+    """Finish an imported run, recording in ``run.json`` what each part of the source became."""
+    run.meta["imported_from"]["fields"] = dict(fields)
+    run.finish(status, ended=ended, error=error)
+
+
+def load_jsonl(path: Path, *, display: str | None = None) -> Iterator[tuple[int, Any]]:
+    """``(line number, decoded value)`` for each line; a bad line raises naming file and line."""
+    name = display or str(path)
+    for lineno, raw in iter_lines(path, display=name):
+        try:
+            yield lineno, orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise RecordError(f"not valid JSON ({exc})", source=name, line=lineno) from None
+
+
+def load_json(path: Path) -> Any:
+    """One JSON document; a malformed one raises naming the file and the line of the fault."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ImportSourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        line = getattr(exc, "lineno", None)
+        raise RecordError(f"not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})", source=str(path),
+                          line=line) from None
+
+
+def relocate(exc: RecordError, *, source: str, line: int | None = None, prefix: str = "") -> RecordError:
+    """The same validation error, told against a file (and line) of the source."""
+    fld = f"{prefix}{exc.field}" if exc.field else (prefix.rstrip(".") or None)
+    return RecordError(exc.detail, source=source, line=line if line is not None else exc.line, field=fld)
+
+
+def is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def file_times(files: Iterable[Path]) -> tuple[float | None, float | None]:
+    """Earliest and latest modification time of ``files`` (None when there are none)."""
+    times = [f.stat().st_mtime for f in files]
+    return (min(times), max(times)) if times else (None, None)
