@@ -18,24 +18,22 @@ import os
 from labledger.errors import LedgerError, RecordError, RunNotFoundError
 from labledger.store import Ledger, Run, RunInfo, RunView, start_run
 
+# `labledger.evaluate(...)` and `labledger.compare(...)`: the module labledger.evaluate is itself
+# callable too, so both spellings work in any import order.
+from labledger.evaluate import compare, evaluate  # noqa: E402
+
 __version__ = "0.1.0"
 
 
-def open_ledger(path: str | os.PathLike[str] | None = None, *, create: bool = False) -> Ledger:
+def open_ledger(path: str | os.PathLike[str] | None = None, *, create: bool = False,
+                artifacts: str | os.PathLike[str] | None = None) -> Ledger:
     """Open the ledger at ``path`` (else ``$LABLEDGER_DIR``, else ``./.labledger``).
 
+    ``path`` may be a ``postgresql://user@host/db`` URL (team mode: the index in PostgreSQL); run
+    files then live in ``artifacts`` (else ``$LABLEDGER_ARTIFACTS``), a folder every machine mounts.
     Raises :class:`labledger.errors.LedgerNotFoundError` when there is none, unless ``create``.
     """
-    return Ledger(path, create=create)
-
-
-def __getattr__(name: str):
-    # The evaluation engine is imported on first use so `import labledger` stays light.
-    if name in ("evaluate", "compare"):
-        from labledger import evaluate as _evaluate_module
-
-        return getattr(_evaluate_module, name)
-    raise AttributeError(f"module 'labledger' has no attribute {name!r}")
+    return Ledger(path, create=create, artifacts=artifacts)
 
 
 __all__ = ["Ledger", "LedgerError", "RecordError", "Run", "RunInfo", "RunNotFoundError", "RunView",

@@ -1,0 +1,293 @@
+"""The columnar fast path of :func:`labledger.results.read_results` (``pyarrow.json``).
+
+It handles files whose tasks are classification (``probs``), binary (``score``) or regression
+(numeric ``gold``/``pred``) and whose columns have one type each. Whenever the file falls outside
+that shape, or any check fails, it returns ``None`` and the caller re-reads the file row by row,
+which raises the precise error (file, line, field). Measured on 1,000,000 binary rows with two
+slices (115 MB): ~0.9 s here against ~4 s to merely ``orjson.loads`` every line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from labledger.results import (
+    ResultSet,
+    TaskData,
+    _negative_label,
+    _positive_of,
+    _Strict,
+    canonical_codes,
+)
+from labledger.errors import RecordError
+
+_CORE = frozenset(("id", "task", "gold", "probs", "score", "scores", "pred", "slices", "group", "positive"))
+
+
+class _Fallback(Exception):
+    """The file is outside the fast path's shape: read it row by row."""
+
+
+class LazyColumns(Mapping):
+    """Extra fields of a task, converted from Arrow to Python lists on first access."""
+
+    def __init__(self, columns: dict[str, pa.Array]):
+        self._arrow = columns
+        self._done: dict[str, list] = {}
+
+    def __getitem__(self, key: str) -> list:
+        if key not in self._done:
+            self._done[key] = self._arrow[key].to_pylist()
+        return self._done[key]
+
+    def __iter__(self):
+        return iter(self._arrow)
+
+    def __len__(self) -> int:
+        return len(self._arrow)
+
+
+def _is_num(t: pa.DataType) -> bool:
+    return pa.types.is_int64(t) or pa.types.is_float64(t)
+
+
+def _labels(arr: pa.Array) -> pa.Array:
+    """Gold values as label strings (the same rule as the row checker's)."""
+    t = arr.type
+    if pa.types.is_string(t):
+        return arr
+    if pa.types.is_int64(t):
+        return pc.cast(arr, pa.string())
+    if pa.types.is_boolean(t):
+        return pc.if_else(arr, "true", "false")
+    raise _Fallback
+
+
+def _numbers(arr: pa.Array) -> np.ndarray:
+    if not _is_num(arr.type) or arr.null_count:
+        raise _Fallback
+    return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+
+
+def _valid(table: pa.Table, name: str, idx: pa.Array) -> np.ndarray:
+    if name not in table.column_names:
+        return np.zeros(len(idx), dtype=bool)
+    col = table.column(name).take(idx)
+    return col.is_valid().to_numpy(zero_copy_only=False)
+
+
+def read_arrow(path: Path, name: str, tolerance: float, positive: Any) -> ResultSet | None:
+    """The file as a :class:`ResultSet`, or ``None`` when it must be read row by row."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if not data or data.isspace():
+        return None
+    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    try:
+        table = pj.read_json(pa.BufferReader(data))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if table.num_rows != n_lines:  # blank lines: line numbers would not match rows
+        return None
+    try:
+        table = table.combine_chunks()
+        return _read_table(table, name, tolerance, positive)
+    except _Fallback:
+        return None
+
+
+def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any) -> ResultSet:
+    cols = set(table.column_names)
+    if not {"id", "task", "gold"} <= cols or "scores" in cols:
+        raise _Fallback
+    task_col = table.column("task").chunk(0) if table.column("task").num_chunks else pa.array([], pa.string())
+    if not pa.types.is_string(task_col.type) or task_col.null_count:
+        raise _Fallback
+    ids = table.column("id").chunk(0)
+    if pa.types.is_int64(ids.type):
+        ids = pc.cast(ids, pa.string())
+    if not pa.types.is_string(ids.type) or ids.null_count:
+        raise _Fallback
+    enc = pc.dictionary_encode(task_col)
+    codes = enc.indices.to_numpy(zero_copy_only=False)
+    names = enc.dictionary.to_pylist()
+    if any(not t for t in names):
+        raise _Fallback
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    tasks: dict[str, TaskData] = {}
+    for t, task in enumerate(names):
+        idx_np = order[bounds[t]:bounds[t + 1]]
+        idx = pa.array(idx_np)
+        tasks[task] = _read_task(table, task, idx_np, idx, ids, tolerance, _positive_of(positive, task), name)
+    return ResultSet(tasks, source=name)
+
+
+def _read_task(table: pa.Table, task: str, idx_np: np.ndarray, idx: pa.Array, ids_all: pa.Array,
+               tol: float, positive: str | None, source: str) -> TaskData:
+    n = len(idx_np)
+    ids = ids_all.take(idx)
+    if len(pc.unique(ids)) != n:
+        raise _Fallback
+    id_arr = np.empty(n, dtype=object)
+    id_arr[:] = ids.to_pylist()  # ~5x faster than Array.to_numpy for strings
+    td = TaskData(task=task, kind="", ids=id_arr, lines=idx_np.astype(np.int64) + 1)
+    has_probs = _valid(table, "probs", idx)
+    has_score = _valid(table, "score", idx)
+    has_pred = _valid(table, "pred", idx)
+    gold = table.column("gold").chunk(0).take(idx)
+    if gold.null_count:
+        raise _Fallback
+    if has_probs.all():
+        td.kind = "classification"
+        _classification(td, table.column("probs").chunk(0).take(idx), gold, tol, positive)
+    elif not has_probs.any() and has_score.all():
+        td.kind = "binary"
+        _binary(td, table, idx, gold, positive, source)
+    elif not has_probs.any() and not has_score.any() and has_pred.all():
+        td.kind = "regression"
+        td.gold_value = _numbers(gold)
+        td.pred_value = _numbers(table.column("pred").chunk(0).take(idx))
+        if not (np.isfinite(td.gold_value).all() and np.isfinite(td.pred_value).all()):
+            raise _Fallback
+    else:
+        raise _Fallback
+    if "positive" in table.column_names and td.kind != "binary":
+        pos = table.column("positive").chunk(0).take(idx)
+        if pos.null_count != n:
+            raise _Fallback  # rare: let the row checker judge it
+    _slices_group_extras(td, table, idx)
+    return td
+
+
+def _classification(td: TaskData, probs: pa.StructArray, gold: pa.Array, tol: float, positive: str | None) -> None:
+    if not pa.types.is_struct(probs.type):
+        raise _Fallback
+    n = len(probs)
+    fields = {}
+    for i in range(probs.type.num_fields):
+        f = probs.type.field(i)
+        child = probs.field(i)
+        if child.null_count == n:
+            continue  # a label of another task
+        if child.null_count or not _is_num(f.type):
+            raise _Fallback
+        fields[f.name] = child
+    if not fields:
+        raise _Fallback
+    labels = sorted(fields)
+    mat = np.empty((n, len(labels)), dtype=np.float64)
+    for j, lab in enumerate(labels):
+        mat[:, j] = fields[lab].to_numpy(zero_copy_only=False)
+    if not (np.isfinite(mat).all() and (mat >= 0).all() and (mat <= 1).all()):
+        raise _Fallback
+    if n and np.abs(mat.sum(axis=1) - 1.0).max() > tol:
+        raise _Fallback
+    gold_idx = pc.index_in(_labels(gold), value_set=pa.array(labels, pa.string()))
+    if gold_idx.null_count:
+        raise _Fallback
+    td.labels = tuple(labels)
+    td.probs = mat
+    td.gold_index = gold_idx.to_numpy(zero_copy_only=False).astype(np.int64)
+    td.pred_index = mat.argmax(axis=1).astype(np.int64) if n else np.zeros(0, np.int64)
+    if positive is not None and (positive in labels or isinstance(positive, _Strict)):
+        if positive not in labels:
+            raise _Fallback
+        td.positive = positive
+        if len(labels) == 2:
+            td.score = mat[:, labels.index(positive)].copy()
+
+
+def _binary(td: TaskData, table: pa.Table, idx: pa.Array, gold: pa.Array, positive: str | None,
+            source: str) -> None:
+    from labledger.results import _positive_for
+
+    score = _numbers(table.column("score").chunk(0).take(idx))
+    if not (np.isfinite(score).all() and (score >= 0).all() and (score <= 1).all()):
+        raise _Fallback
+    g = _labels(gold)
+    enc = pc.dictionary_encode(g)
+    golds = set(enc.dictionary.to_pylist())
+    row_pos = None
+    if "positive" in table.column_names:
+        pos_col = table.column("positive").chunk(0).take(idx)
+        if pos_col.null_count not in (0, len(pos_col)):
+            raise _Fallback
+        if pos_col.null_count == 0:
+            vals = set(_labels(pc.unique(pos_col)).to_pylist())
+            if len(vals) != 1:
+                raise _Fallback
+            row_pos = vals.pop()
+    try:
+        pos = _positive_for(td.task, golds, positive or row_pos, source, int(td.lines[0]) if td.n else 0)
+    except RecordError:
+        raise _Fallback from None
+    if len(golds - {pos}) > 1:
+        raise _Fallback
+    neg = _negative_label(pos, golds)
+    labels = tuple(sorted((pos, neg)))
+    pj_ = labels.index(pos)
+    probs = np.empty((len(score), 2), dtype=np.float64)
+    probs[:, pj_] = score
+    probs[:, 1 - pj_] = 1.0 - score
+    gold_pos = pc.equal(g, pos).to_numpy(zero_copy_only=False)
+    td.labels, td.positive, td.score, td.probs = labels, pos, score, probs
+    td.gold_index = np.where(gold_pos, pj_, 1 - pj_).astype(np.int64)
+    td.pred_index = np.where(score >= 0.5, pj_, 1 - pj_).astype(np.int64)
+
+
+def _scalar_type(t: pa.DataType) -> bool:
+    return (pa.types.is_string(t) or pa.types.is_int64(t) or pa.types.is_float64(t) or pa.types.is_boolean(t)
+            or pa.types.is_null(t))
+
+
+def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array) -> None:
+    n = td.n
+    if "slices" in table.column_names:
+        sl = table.column("slices").chunk(0).take(idx)
+        if not pa.types.is_struct(sl.type):
+            if sl.null_count != n:
+                raise _Fallback
+        else:
+            for i in range(sl.type.num_fields):
+                f = sl.type.field(i)
+                child = sl.field(i)
+                if sl.null_count:
+                    child = pc.if_else(sl.is_valid(), child, pa.scalar(None, child.type))
+                if child.null_count == n:
+                    continue
+                if not _scalar_type(f.type) or pa.types.is_null(f.type):
+                    raise _Fallback
+                enc = pc.dictionary_encode(child, null_encoding="encode")
+                codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+                td.slice_columns[f.name] = (codes, enc.dictionary.to_pylist())
+    if "group" in table.column_names:
+        grp = table.column("group").chunk(0).take(idx)
+        if grp.null_count != n:
+            if not (pa.types.is_string(grp.type) or pa.types.is_int64(grp.type)):
+                raise _Fallback
+            enc = pc.dictionary_encode(grp)
+            codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+            valid = grp.is_valid().to_numpy(zero_copy_only=False)
+            if not valid.all():
+                codes = codes.copy()
+                missing = np.flatnonzero(~valid)
+                codes[missing] = len(enc.dictionary) + np.arange(len(missing))
+            td.group = canonical_codes(codes)
+    extras = {}
+    for name in table.column_names:
+        if name in _CORE:
+            continue
+        col = table.column(name).chunk(0).take(idx)
+        if col.null_count != n:
+            extras[name] = col
+    td.extras = LazyColumns(extras)  # type: ignore[assignment]

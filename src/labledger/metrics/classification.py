@@ -1,0 +1,652 @@
+"""Classification metrics: pure functions over labels and probabilities (numpy, no I/O).
+
+Arguments are keyword-only and named for what they are (``gold=``, ``pred=``, ``probs=``,
+``score=``), so truth and prediction cannot be swapped by position (seed 003's bug).
+
+Undefined values (0/0) follow one documented rule per metric, like scikit-learn's ``zero_division``:
+
+- precision / recall / F1: a label whose denominator is 0 gets ``zero_division`` (default 0.0; 1.0
+  or nan are allowed; nan values are left out of averages). F1 is ``2 tp / (2 tp + fp + fn)``,
+  undefined only for a label with no gold and no predicted items.
+- macro averages run over the labels that occur in gold or pred (scikit-learn's default), unless
+  an explicit ``labels=`` list is given to the function, which is then used as is.
+- MCC is 0 when a marginal is constant (scikit-learn); Cohen's kappa is nan when chance agreement
+  is 1; balanced accuracy averages the recall of the labels present in gold.
+- ROC-AUC and average precision are nan when a class has no positive (or no negative) item;
+  multiclass one-vs-rest macro averages run over the classes where they are defined.
+- log loss clips probabilities to [eps, 1 - eps] (eps = float64 machine epsilon), as scikit-learn.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from labledger.errors import MetricInputError
+from labledger.metrics._inputs import encode, numbers, prob_matrix, same_length, score_inputs
+from labledger.metrics.registry import ALIASES, Metric, Prepared, register
+
+EPS = float(np.finfo(np.float64).eps)
+LABEL_KINDS = ("classification", "binary", "match")
+PROB_KINDS = ("classification", "binary")
+
+
+# ------------------------------------------------------------------------------------------------
+# Batched functions of count tables: tables is (B, K*K), row-major (gold, pred).
+
+
+def _parts(tables: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    t = np.asarray(tables, dtype=np.float64).reshape(-1, k, k)
+    tp = np.diagonal(t, axis1=1, axis2=2)
+    true_sum = t.sum(axis=2)
+    pred_sum = t.sum(axis=1)
+    return t, tp, true_sum, pred_sum
+
+
+def _div(num: np.ndarray, den: np.ndarray, zd: float) -> np.ndarray:
+    out = np.full(np.broadcast(num, den).shape, zd, dtype=np.float64)
+    np.divide(num, den, out=out, where=den > 0)
+    return out
+
+
+def _accuracy_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
+    def fn(tables):
+        t, tp, _, _ = _parts(tables, k)
+        return _div(tp.sum(axis=1), t.sum(axis=(1, 2)), math.nan)
+    return fn
+
+
+def _balanced_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
+    def fn(tables):
+        _, tp, true_sum, _ = _parts(tables, k)
+        rec = _div(tp, true_sum, math.nan)
+        present = true_sum > 0
+        with np.errstate(invalid="ignore"):
+            return np.where(present.any(axis=1), np.where(present, rec, 0).sum(axis=1) / present.sum(axis=1), math.nan)
+    return fn
+
+
+def _per_label(stat: str, tp, true_sum, pred_sum, zd):
+    if stat == "precision":
+        return _div(tp, pred_sum, zd)
+    if stat == "recall":
+        return _div(tp, true_sum, zd)
+    return _div(2 * tp, true_sum + pred_sum, zd)
+
+
+def _prf_t(k: int, stat: str, average: str, pos: int | None, zd: float,
+           label_mask: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
+    def fn(tables):
+        _, tp, true_sum, pred_sum = _parts(tables, k)
+        if average == "binary":
+            return _per_label(stat, tp[:, pos], true_sum[:, pos], pred_sum[:, pos], zd)
+        if label_mask is not None:
+            tp, true_sum, pred_sum = tp[:, label_mask], true_sum[:, label_mask], pred_sum[:, label_mask]
+        if average == "micro":
+            return _per_label(stat, tp.sum(axis=1), true_sum.sum(axis=1), pred_sum.sum(axis=1), zd)
+        vals = _per_label(stat, tp, true_sum, pred_sum, zd)
+        use = ~np.isnan(vals)  # zero_division=nan leaves undefined labels out of the average
+        if label_mask is None:
+            use &= (true_sum + pred_sum) > 0  # labels present in gold or pred
+        v = np.where(use, vals, 0.0)
+        mean = _div(v.sum(axis=1), use.sum(axis=1), math.nan)
+        if average == "macro":
+            return mean
+        w = np.where(use, true_sum, 0.0)  # weighted by gold support; all-zero weights: plain mean
+        sw = w.sum(axis=1)
+        return np.where(sw > 0, _div((v * w).sum(axis=1), sw, math.nan), mean)
+    return fn
+
+
+def _mcc_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
+    def fn(tables):
+        t, tp, true_sum, pred_sum = _parts(tables, k)
+        n = t.sum(axis=(1, 2))
+        correct = tp.sum(axis=1)
+        cov_ytyp = correct * n - (true_sum * pred_sum).sum(axis=1)
+        cov_ypyp = n * n - (pred_sum * pred_sum).sum(axis=1)
+        cov_ytyt = n * n - (true_sum * true_sum).sum(axis=1)
+        # a constant side has a zero variance term; with fractional weights it can come out as
+        # rounding noise, so anything below 1e-12 of n^2 counts as zero (MCC is then 0)
+        tiny = 1e-12 * n * n
+        ok = (cov_ytyt > tiny) & (cov_ypyp > tiny)
+        den = np.where(ok, cov_ytyt * cov_ypyp, 1.0)
+        return np.where(ok, cov_ytyp / np.sqrt(den), 0.0)
+    return fn
+
+
+def _kappa_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
+    def fn(tables):
+        t, tp, true_sum, pred_sum = _parts(tables, k)
+        n = t.sum(axis=(1, 2))
+        observed = n - tp.sum(axis=1)                                  # sum(w * C), w = 1 - I
+        expected = _div(n * n - (true_sum * pred_sum).sum(axis=1), n, math.nan)  # sum(w * E)
+        return 1.0 - _div(observed, expected, math.nan)
+    return fn
+
+
+def _per_class_t(k: int, zd: float) -> Callable[[np.ndarray], np.ndarray]:
+    def fn(tables):
+        _, tp, true_sum, pred_sum = _parts(tables, k)
+        cols = [_per_label(s, tp, true_sum, pred_sum, zd) for s in ("precision", "recall", "f1")]
+        cols.append(true_sum)
+        return np.stack(cols, axis=2).reshape(len(tp), -1)  # label-major: label0 P,R,F,support, ...
+    return fn
+
+
+# ------------------------------------------------------------------------------------------------
+# Building Prepared objects from encoded inputs
+
+
+def label_prepared(name: str, params: dict[str, Any], gold: np.ndarray, pred: np.ndarray,
+                   labels: Sequence[Any], *, pos: int | None = None, label_mask: np.ndarray | None = None) -> Prepared:
+    """A :class:`Prepared` for a confusion-matrix metric over encoded ``gold``/``pred`` indices."""
+    k = len(labels)
+    n = len(gold)
+    common = dict(metric=name, params=params, n=n, n_used=n, strategy="table", parts=(gold, pred, k),
+                  n_cells=k * k)
+    if name == "accuracy":
+        return Prepared(**common, from_tables=_accuracy_t(k))
+    if name == "balanced_accuracy":
+        return Prepared(**common, from_tables=_balanced_t(k))
+    if name in ("precision", "recall", "f1"):
+        avg = params["average"]
+        if avg == "binary" and pos is None:
+            raise MetricInputError(f"{name} with average='binary' needs pos_label= (the positive label)")
+        return Prepared(**common, from_tables=_prf_t(k, name, avg, pos, params["zero_division"], label_mask))
+    if name == "mcc":
+        return Prepared(**common, from_tables=_mcc_t(k))
+    if name == "cohen_kappa":
+        return Prepared(**common, from_tables=_kappa_t(k))
+    if name == "per_class":
+        cols = tuple(f"{s}[{lab}]" for lab in labels for s in ("precision", "recall", "f1", "support"))
+        return Prepared(**common, from_tables=_per_class_t(k, params["zero_division"]), columns=cols)
+    if name == "confusion_matrix":
+        cols = tuple(f"{g}->{p}" for g in labels for p in labels)
+        return Prepared(**common, from_tables=lambda t: np.asarray(t, dtype=np.float64), columns=cols)
+    raise MetricInputError(f"{name} is not a label metric")
+
+
+def resolve_average(params: dict[str, Any], pos_known: bool) -> dict[str, Any]:
+    """``average='auto'`` becomes ``binary`` when a positive label is known, else ``macro``."""
+    if params.get("average") == "auto":
+        params = {**params, "average": "binary" if pos_known else "macro"}
+    return params
+
+
+def _checked(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    from labledger.metrics.registry import get_metric
+
+    return get_metric(name).resolve(params)
+
+
+def _raw_labels(name: str, gold, pred, labels, params) -> Prepared:
+    params = _checked(name, params)
+    same_length(gold=gold, pred=pred)
+    pos_label = params.get("pos_label")
+    params = resolve_average(params, pos_label is not None)
+    (g, p), names = encode(gold, pred, labels=labels, extra=(pos_label,) if pos_label is not None else ())
+    pos = None
+    if pos_label is not None:
+        if pos_label not in names:
+            raise MetricInputError(f"pos_label {pos_label!r} is not one of the labels ({', '.join(map(repr, names))})")
+        pos = names.index(pos_label)
+    mask = None
+    if labels is not None and params.get("average") in ("macro", "micro", "weighted"):
+        mask = np.ones(len(names), dtype=bool)
+    return label_prepared(name, params, g, p, names, pos=pos, label_mask=mask)
+
+
+# ------------------------------------------------------------------------------------------------
+# Probability metrics (strategy "weights" or "mean")
+
+
+def _sorted_groups(score: np.ndarray, descending: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Sort order (any order among equal scores: ties are grouped) and tie-group starts (None: no ties)."""
+    order = np.argsort(-score if descending else score)
+    s = score[order]
+    if len(s) < 2:
+        return order, None
+    differs = s[1:] != s[:-1]
+    if np.count_nonzero(differs) == len(s) - 1:
+        return order, None  # no ties
+    return order, np.concatenate([[0], np.flatnonzero(differs) + 1])
+
+
+def _group_sum(x: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
+    return x if starts is None else np.add.reduceat(x, starts, axis=1)
+
+
+def _auc_w(score: np.ndarray, is_pos: np.ndarray, sorted_: tuple | None = None) -> Callable[[np.ndarray], np.ndarray]:
+    order, starts = sorted_ if sorted_ is not None else _sorted_groups(score, descending=False)
+    cache: dict[str, np.ndarray] = {}
+
+    def fn(w, exchangeable=False):
+        if "pos_f" not in cache:  # built on first use: a point value alone never needs it
+            cache["pos_f"] = is_pos[order].astype(np.float64)
+        pos_f = cache["pos_f"]
+        # exchangeable: w is a fresh bootstrap draw, whose columns may be taken in any order
+        ws = w if exchangeable else np.take(w, order, axis=1)
+        pw = ws * pos_f
+        nw = np.subtract(ws, pw, out=ws)
+        if starts is None:  # no tied scores: an item is either positive or negative
+            below = np.cumsum(nw, axis=1)
+            u = np.einsum("ij,ij->i", pw, below)
+        else:
+            pw = np.add.reduceat(pw, starts, axis=1)
+            nw = np.add.reduceat(nw, starts, axis=1)
+            below = np.cumsum(nw, axis=1)
+            below -= 0.5 * nw
+            u = np.einsum("ij,ij->i", pw, below)
+        p, q = pw.sum(axis=1), nw.sum(axis=1)
+        return _div(u, p * q, math.nan)
+    return fn
+
+
+def _reverse_ranking(a: np.ndarray, b: np.ndarray, order_b: np.ndarray) -> bool:
+    """True when ``a`` orders the items exactly as ``-b`` does (same ties): e.g. a = 1 - b."""
+    if len(b) < 2:
+        return True
+    a_s, b_s = a[order_b], b[order_b]
+    db, da = np.diff(b_s), np.diff(a_s)
+    return bool(np.all(da <= 0) and np.array_equal(db == 0, da == 0))
+
+
+def _auc_point(is_pos: np.ndarray, sorted_: tuple) -> Callable[[], float]:
+    """Unweighted ROC-AUC from mid-ranks (Mann-Whitney U) in exact integer arithmetic."""
+    def fn():
+        order, starts = sorted_
+        y = is_pos[order]
+        n, p = len(y), int(np.count_nonzero(y))
+        q = n - p
+        if p == 0 or q == 0:
+            return math.nan
+        if starts is None:
+            twice_rank_sum = 2 * int(np.flatnonzero(y).sum(dtype=np.int64)) + 2 * p  # ranks 1..n
+        else:
+            ends = np.r_[starts[1:], n]
+            pos_in_group = np.add.reduceat(y.astype(np.int64), starts)
+            twice_rank_sum = int((pos_in_group * (starts + 1 + ends)).sum(dtype=np.int64))  # 2 x mid-rank
+        u2 = twice_rank_sum - p * (p + 1)
+        return (u2 / 2) / (p * q) if u2 % 2 == 0 else u2 / (2 * p * q)
+    return fn
+
+
+def _ap_w(score: np.ndarray, is_pos: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    order, starts = _sorted_groups(score, descending=True)
+    pos_f = is_pos[order].astype(np.float64)
+
+    def fn(w, exchangeable=False):
+        ws = w if exchangeable else np.take(w, order, axis=1)
+        tp = ws * pos_f
+        if starts is not None:
+            tp = np.add.reduceat(tp, starts, axis=1)
+            ws = np.add.reduceat(ws, starts, axis=1)
+        call = np.cumsum(ws, axis=1, out=ws)
+        ctp = np.cumsum(tp, axis=1)
+        prec = _div(ctp, call, 0.0)
+        p = ctp[:, -1] if ctp.shape[1] else np.zeros(len(w))
+        return _div(np.einsum("ij,ij->i", tp, prec), p, math.nan)
+    return fn
+
+
+def _ovr_w(make, probs: np.ndarray, gold: np.ndarray, classes: Sequence[int]):
+    fns = [make(probs[:, c], gold == c) for c in classes]
+
+    def fn(w, exchangeable=False):
+        vals = np.stack([f(w) for f in fns], axis=1)
+        ok = ~np.isnan(vals)
+        return _div(np.where(ok, vals, 0).sum(axis=1), ok.sum(axis=1), math.nan)
+    return fn
+
+
+def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str):
+    n = len(conf)
+    if strategy == "uniform":
+        bins = np.minimum((conf * n_bins).astype(np.int64), n_bins - 1)
+        order = np.argsort(bins, kind="stable")
+        b_sorted = bins[order]
+        starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]]) if n else np.zeros(0, np.int64)
+        c_s, k_s = conf[order], correct[order].astype(np.float64)
+
+        def fn(w, exchangeable=False):
+            ws = w if exchangeable else np.take(w, order, axis=1)
+            tot = np.add.reduceat(ws, starts, axis=1)
+            gap = np.add.reduceat(ws * (k_s - c_s), starts, axis=1)
+            return _div(np.abs(gap).sum(axis=1), tot.sum(axis=1), math.nan)
+        return fn
+    order = np.argsort(conf, kind="stable")
+    diff = (correct[order].astype(np.float64) - conf[order])
+
+    def fn_q(w, exchangeable=False):
+        ws = w if exchangeable else np.take(w, order, axis=1)
+        total = ws.sum(axis=1, keepdims=True)
+        before = np.cumsum(ws, axis=1) - ws
+        with np.errstate(invalid="ignore", divide="ignore"):
+            bins = np.minimum((before * n_bins / total).astype(np.int64), n_bins - 1)
+        b = ws.shape[0]
+        flat = (bins + n_bins * np.arange(b)[:, None]).ravel()
+        gap = np.bincount(flat, weights=(ws * diff).ravel(), minlength=b * n_bins).reshape(b, n_bins)
+        return _div(np.abs(gap).sum(axis=1), total[:, 0], math.nan)
+    return fn_q
+
+
+def score_prepared(name: str, params: dict[str, Any], is_pos: np.ndarray, score: np.ndarray,
+                   pred_pos: np.ndarray | None = None) -> Prepared:
+    """A :class:`Prepared` for a binary probability metric from P(positive) (no (n, 2) matrix)."""
+    n = len(score)
+    common = dict(metric=name, params=params, n=n, n_used=n)
+    if name == "roc_auc":
+        sorted_ = _sorted_groups(score, descending=False)
+        return Prepared(**common, strategy="weights", from_weights=_auc_w(score, is_pos, sorted_),
+                        point=_auc_point(is_pos, sorted_))
+    if name == "average_precision":
+        return Prepared(**common, strategy="weights", from_weights=_ap_w(score, is_pos))
+    if name == "log_loss":
+        p = np.clip(np.where(is_pos, score, 1.0 - score), EPS, 1 - EPS)
+        return Prepared(**common, strategy="mean", values=-np.log(p))
+    if name == "brier":  # the two-label form halved: (P(positive) - y)^2
+        return Prepared(**common, strategy="mean", values=(score - is_pos) ** 2)
+    if name == "ece":
+        if pred_pos is None:
+            pred_pos = score >= 0.5
+        conf = np.where(pred_pos, score, 1.0 - score)
+        return Prepared(**common, strategy="weights",
+                        from_weights=_ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]))
+    raise MetricInputError(f"{name} is not a probability metric")
+
+
+def prob_prepared(name: str, params: dict[str, Any], gold: np.ndarray, probs: np.ndarray, labels: Sequence[Any],
+                  *, pos: int | None, pred: np.ndarray | None = None) -> Prepared:
+    """A :class:`Prepared` for a probability metric: ``gold`` indices, ``probs`` (n, K) keyed by ``labels``."""
+    n, k = probs.shape
+    common = dict(metric=name, params=params, n=n, n_used=n)
+    if name in ("roc_auc", "average_precision"):
+        make = _auc_w if name == "roc_auc" else _ap_w
+        if params["average"] == "binary":
+            if pos is None:
+                raise MetricInputError(f"{name} with average='binary' needs pos_label= (the positive label)")
+            return score_prepared(name, params, gold == pos, np.ascontiguousarray(probs[:, pos]))
+        if name == "roc_auc" and k == 2:
+            sorted_ = _sorted_groups(probs[:, 1], descending=False)
+            if _reverse_ranking(probs[:, 0], probs[:, 1], sorted_[0]):
+                # P(label 0) ranks the items exactly in reverse: both one-vs-rest AUCs are equal (when
+                # both are defined), so their macro mean is the AUC of label 1, computed once
+                return Prepared(**common, strategy="weights", from_weights=_auc_w(probs[:, 1], gold == 1, sorted_),
+                                point=_auc_point(gold == 1, sorted_))
+        return Prepared(**common, strategy="weights", from_weights=_ovr_w(make, probs, gold, range(k)))
+    if name == "log_loss":
+        p = np.clip(probs[np.arange(n), gold], EPS, 1 - EPS)
+        return Prepared(**common, strategy="mean", values=-np.log(p))
+    if name == "brier":
+        onehot = np.zeros_like(probs)
+        onehot[np.arange(n), gold] = 1.0
+        v = ((probs - onehot) ** 2).sum(axis=1)
+        if k < 3:
+            v *= 0.5
+        return Prepared(**common, strategy="mean", values=v)
+    if name == "ece":
+        if pred is None:
+            pred = probs.argmax(axis=1)
+        conf = probs[np.arange(n), pred]
+        return Prepared(**common, strategy="weights",
+                        from_weights=_ece_w(conf, pred == gold, params["n_bins"], params["strategy"]))
+    raise MetricInputError(f"{name} is not a probability metric")
+
+
+def _raw_probs(name: str, gold, probs, score, labels, params) -> Prepared:
+    params = _checked(name, params)
+    if (probs is None) == (score is None):
+        raise MetricInputError(f"{name} needs exactly one of probs= (items x labels) or score= (P(positive))")
+    pos_label = params.get("pos_label")
+    if score is not None:
+        is_pos, s, pos_label = score_inputs(gold, score, pos_label)
+        params = {**params, "pos_label": pos_label} if "pos_label" in params else params
+        params = resolve_average(params, True)
+        if params.get("average") == "macro":  # one-vs-rest over the two labels
+            probs = np.column_stack([1.0 - s, s])
+            return prob_prepared(name, params, is_pos.astype(np.int64), probs, ("negative", pos_label), pos=1)
+        return score_prepared(name, params, is_pos, s)
+    mat, names = prob_matrix(probs, labels)
+    same_length(gold=gold, probs=mat)
+    (g,), _ = encode(gold, labels=names)
+    pos = None
+    if pos_label is not None:
+        if pos_label not in names:
+            raise MetricInputError(f"pos_label {pos_label!r} is not one of the labels ({', '.join(map(repr, names))})")
+        pos = names.index(pos_label)
+    params = resolve_average(params, pos is not None)
+    return prob_prepared(name, params, g, mat, names, pos=pos)
+
+
+# ------------------------------------------------------------------------------------------------
+# Public functions (keyword-only)
+
+_ZD = 0.0
+
+
+def accuracy(*, gold, pred, sample_weight=None) -> float:
+    """Fraction of items whose predicted label equals the gold label.
+
+    >>> accuracy(gold=["a", "b", "b"], pred=["a", "b", "a"])
+    0.6666666666666666
+    """
+    return _raw_labels("accuracy", gold, pred, None, {}).value(sample_weight)
+
+
+def balanced_accuracy(*, gold, pred, sample_weight=None) -> float:
+    """Mean recall over the labels present in gold.
+
+    >>> balanced_accuracy(gold=[0, 0, 0, 1], pred=[0, 0, 0, 0])
+    0.5
+    """
+    return _raw_labels("balanced_accuracy", gold, pred, None, {}).value(sample_weight)
+
+
+def precision(*, gold, pred, average="auto", pos_label=None, labels=None, zero_division=_ZD,
+              sample_weight=None) -> float:
+    """Precision ``tp / (tp + fp)``, per label then averaged (``average``: binary/macro/micro/weighted/auto).
+
+    >>> precision(gold=[1, 0, 1], pred=[1, 1, 1], average="binary", pos_label=1)
+    0.6666666666666666
+    """
+    params = {"average": average, "pos_label": pos_label, "zero_division": float(zero_division)}
+    return _raw_labels("precision", gold, pred, labels, params).value(sample_weight)
+
+
+def recall(*, gold, pred, average="auto", pos_label=None, labels=None, zero_division=_ZD,
+           sample_weight=None) -> float:
+    """Recall ``tp / (tp + fn)``, per label then averaged.
+
+    >>> recall(gold=["x", "y", "y"], pred=["x", "x", "y"], average="macro")
+    0.75
+    """
+    params = {"average": average, "pos_label": pos_label, "zero_division": float(zero_division)}
+    return _raw_labels("recall", gold, pred, labels, params).value(sample_weight)
+
+
+def f1(*, gold, pred, average="auto", pos_label=None, labels=None, zero_division=_ZD, sample_weight=None) -> float:
+    """F1 ``2 tp / (2 tp + fp + fn)``, per label then averaged.
+
+    >>> round(f1(gold=[1, 1, 0, 0], pred=[1, 0, 0, 0], average="weighted"), 4)
+    0.7333
+    """
+    params = {"average": average, "pos_label": pos_label, "zero_division": float(zero_division)}
+    return _raw_labels("f1", gold, pred, labels, params).value(sample_weight)
+
+
+def per_class(*, gold, pred, labels=None, zero_division=_ZD, sample_weight=None) -> dict[str, float]:
+    """Precision, recall, F1 and support of every label: ``{"recall[a]": ..., ...}``.
+
+    >>> per_class(gold=["a", "b"], pred=["a", "a"])["recall[b]"]
+    0.0
+    """
+    return _raw_labels("per_class", gold, pred, labels, {"zero_division": float(zero_division)}).value(sample_weight)
+
+
+def mcc(*, gold, pred, sample_weight=None) -> float:
+    """Matthews correlation coefficient (multiclass form; 0 when a marginal is constant).
+
+    >>> mcc(gold=[1, 0, 1, 0], pred=[1, 0, 0, 0])
+    0.5773502691896258
+    """
+    return _raw_labels("mcc", gold, pred, None, {}).value(sample_weight)
+
+
+def cohen_kappa(*, gold, pred, sample_weight=None) -> float:
+    """Cohen's kappa ``(p_o - p_e) / (1 - p_e)`` (nan when chance agreement is 1).
+
+    >>> cohen_kappa(gold=[1, 0, 1, 0], pred=[1, 0, 0, 0])
+    0.5
+    """
+    return _raw_labels("cohen_kappa", gold, pred, None, {}).value(sample_weight)
+
+
+def confusion_matrix(*, gold, pred, labels=None, sample_weight=None) -> np.ndarray:
+    """K x K counts: row = gold label, column = predicted label (labels sorted unless given).
+
+    >>> confusion_matrix(gold=["a", "b", "b"], pred=["a", "a", "b"]).tolist()
+    [[1.0, 0.0], [1.0, 1.0]]
+    """
+    same_length(gold=gold, pred=pred)
+    (g, p), names = encode(gold, pred, labels=labels)
+    prep = label_prepared("confusion_matrix", {}, g, p, names)
+    w = np.ones(len(g)) if sample_weight is None else numbers(sample_weight, "sample_weight")
+    return prep.tables(w[None, :])[0].reshape(len(names), len(names))
+
+
+def roc_auc(*, gold, score=None, probs=None, labels=None, average="auto", pos_label=None, sample_weight=None) -> float:
+    """Area under the ROC curve: binary from ``score`` = P(positive) (or ``probs`` with ``pos_label``),
+    else the one-vs-rest macro mean over labels.
+
+    >>> roc_auc(gold=[0, 0, 1, 1], score=[0.1, 0.4, 0.35, 0.8])
+    0.75
+    """
+    params = {"average": average, "pos_label": pos_label}
+    return _raw_probs("roc_auc", gold, probs, score, labels, params).value(sample_weight)
+
+
+def average_precision(*, gold, score=None, probs=None, labels=None, average="auto", pos_label=None,
+                      sample_weight=None) -> float:
+    """Average precision ``sum_n (R_n - R_(n-1)) P_n`` over score thresholds (binary or one-vs-rest macro).
+
+    >>> round(average_precision(gold=[0, 0, 1, 1], score=[0.1, 0.4, 0.35, 0.8]), 4)
+    0.8333
+    """
+    params = {"average": average, "pos_label": pos_label}
+    return _raw_probs("average_precision", gold, probs, score, labels, params).value(sample_weight)
+
+
+def log_loss(*, gold, probs=None, score=None, labels=None, pos_label=None, sample_weight=None) -> float:
+    """Mean of ``-ln p(gold)`` (natural log; p clipped to [eps, 1 - eps]).
+
+    >>> round(log_loss(gold=["a", "b"], probs=[{"a": 0.9, "b": 0.1}, {"a": 0.2, "b": 0.8}]), 6)
+    0.164252
+    """
+    return _raw_probs("log_loss", gold, probs, score, labels, {"pos_label": pos_label}).value(sample_weight)
+
+
+def brier(*, gold, probs=None, score=None, labels=None, pos_label=None, sample_weight=None) -> float:
+    """Mean of ``sum_k (p_k - 1[gold = k])^2``, halved when there are two labels (= ``(p - y)^2``).
+
+    >>> brier(gold=[1, 0], score=[0.8, 0.4])
+    0.1
+    """
+    return _raw_probs("brier", gold, probs, score, labels, {"pos_label": pos_label}).value(sample_weight)
+
+
+def ece(*, gold, probs=None, score=None, labels=None, pos_label=None, n_bins=15, strategy="uniform",
+        sample_weight=None) -> float:
+    """Expected calibration error of the top label: ``sum_b (n_b / n) |acc_b - conf_b|``.
+
+    >>> round(ece(gold=[1, 0, 1, 1], score=[0.9, 0.2, 0.6, 0.7], n_bins=5), 4)
+    0.25
+    """
+    params = {"pos_label": pos_label, "n_bins": n_bins, "strategy": strategy}
+    return _raw_probs("ece", gold, probs, score, labels, params).value(sample_weight)
+
+
+# ------------------------------------------------------------------------------------------------
+# Registry entries
+
+_AVG = ("auto", "binary", "macro", "micro", "weighted")
+_PRF = {"average": "auto", "pos_label": None, "zero_division": 0.0}
+_PRF_NOTE = ("average=binary scores the pos_label only; macro is the unweighted mean over labels present in gold "
+             "or pred; micro pools the counts; weighted weights each label by its gold support; auto is binary "
+             "when the task has a positive label, else macro; a 0/0 is zero_division")
+
+
+def _label_prep(name):
+    def prep(*, gold, pred, labels=None, **params):
+        return _raw_labels(name, gold, pred, labels, params)
+    return prep
+
+
+def _prob_prep(name):
+    def prep(*, gold, probs=None, score=None, labels=None, **params):
+        return _raw_probs(name, gold, probs, score, labels, params)
+    return prep
+
+
+def _reg(name, definition, hib, fn, *, needs="labels", params=None, choices=None, strategy="table",
+         table=False, undefined=""):
+    kinds = LABEL_KINDS if needs == "labels" else PROB_KINDS
+    prep = _label_prep(name) if needs == "labels" else _prob_prep(name)
+    register(Metric(name=name, definition=definition, higher_is_better=hib, needs=needs, kinds=kinds,
+                    prepare=prep, fn=fn, params=params or {}, choices=choices or {}, strategy=strategy,
+                    table=table, undefined=undefined))
+
+
+_reg("accuracy", "Fraction of items whose predicted label (argmax of probs; score >= 0.5 for binary) equals "
+     "the gold label.", True, accuracy)
+_reg("balanced_accuracy", "Unweighted mean of per-label recall over the labels present in gold.",
+     True, balanced_accuracy)
+_reg("precision", "Precision tp / (tp + fp) with average={average} (pos_label={pos_label}, "
+     "zero_division={zero_division}): " + _PRF_NOTE + ".", True, precision, params=_PRF,
+     choices={"average": _AVG}, undefined="zero_division")
+_reg("recall", "Recall tp / (tp + fn) with average={average} (pos_label={pos_label}, "
+     "zero_division={zero_division}): " + _PRF_NOTE + ".", True, recall, params=_PRF,
+     choices={"average": _AVG}, undefined="zero_division")
+_reg("f1", "F1 = 2 tp / (2 tp + fp + fn) with average={average} (pos_label={pos_label}, "
+     "zero_division={zero_division}): " + _PRF_NOTE + ".", True, f1, params=_PRF,
+     choices={"average": _AVG}, undefined="zero_division")
+_reg("per_class", "Precision, recall, F1 and gold support of every label, one-vs-rest (zero_division={zero_division}).",
+     True, per_class, params={"zero_division": 0.0}, table=True, undefined="zero_division")
+_reg("mcc", "Matthews correlation coefficient, multiclass form (cov(gold, pred) over the confusion matrix); "
+     "0 when gold or pred is constant.", True, mcc, undefined="0")
+_reg("cohen_kappa", "Cohen's kappa (p_o - p_e) / (1 - p_e) between gold and predicted labels; nan when p_e = 1.",
+     True, cohen_kappa, undefined="nan")
+_reg("confusion_matrix", "Counts of items by (gold label, predicted label); rows are gold, columns predicted.",
+     True, confusion_matrix, table=True)
+_reg("roc_auc", "Area under the ROC curve (ties count one half) with average={average}: binary uses "
+     "P(pos_label={pos_label}); macro is the one-vs-rest mean over labels that have positive and negative items; "
+     "auto is binary when the task has a positive label.", True, roc_auc, needs="probs",
+     params={"average": "auto", "pos_label": None}, choices={"average": ("auto", "binary", "macro")},
+     strategy="weights", undefined="nan")
+_reg("average_precision", "Average precision sum_n (R_n - R_(n-1)) P_n over distinct score thresholds with "
+     "average={average} (binary on P(pos_label={pos_label}), or the one-vs-rest macro mean).", True,
+     average_precision, needs="probs", params={"average": "auto", "pos_label": None},
+     choices={"average": ("auto", "binary", "macro")}, strategy="weights", undefined="nan")
+_reg("log_loss", "Mean over items of -ln p(gold), with p clipped to [eps, 1 - eps] (eps = 2.2e-16).", False,
+     log_loss, needs="probs", params={"pos_label": None}, strategy="mean")
+_reg("brier", "Mean over items of sum_k (p_k - 1[gold = k])^2, halved when the task has two labels "
+     "(so binary = mean (P(positive) - y)^2).", False, brier, needs="probs", params={"pos_label": None},
+     strategy="mean")
+_reg("ece", "Expected calibration error of the top label: items binned by confidence (max probability) into "
+     "n_bins={n_bins} bins (strategy={strategy}: uniform = equal-width bins on [0, 1]; quantile = equal-mass "
+     "bins, item i of n in confidence order going to bin floor(n_bins * i / n)); sum over bins of "
+     "(bin share) * |accuracy - mean confidence|.", False, ece, needs="probs",
+     params={"pos_label": None, "n_bins": 15, "strategy": "uniform"},
+     choices={"strategy": ("uniform", "quantile")}, strategy="weights")
+
+for _avg in ("macro", "micro", "weighted"):
+    for _m in ("precision", "recall", "f1"):
+        ALIASES[f"{_avg}_{_m}"] = (_m, {"average": _avg})
+ALIASES["binary_f1"] = ("f1", {"average": "binary"})
+
+__all__ = ["accuracy", "average_precision", "balanced_accuracy", "brier", "cohen_kappa", "confusion_matrix", "ece",
+           "f1", "label_prepared", "log_loss", "mcc", "per_class", "precision", "prob_prepared", "recall",
+           "resolve_average", "roc_auc"]
