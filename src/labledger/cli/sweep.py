@@ -1,0 +1,324 @@
+"""``labledger sweep``, ``select-epoch`` and ``forensics``: thresholds under gates, epochs, audits."""
+
+from __future__ import annotations
+
+import math
+import sys
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import orjson
+from rich.markup import escape
+from rich.table import Table
+
+from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
+    resolve_ledger_path, warn
+from labledger.errors import LedgerError, MetricInputError, UnknownNameError
+from labledger.metrics.sweep import OBJECTIVES, parse_thresholds
+
+#: Exit code of ``sweep --strict`` when no threshold passes every gate.
+EXIT_NO_THRESHOLD = 3
+
+
+def _thresholds_param(ctx, param, value):
+    try:
+        parse_thresholds(value)
+    except MetricInputError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+def _fmt(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.{digits}f}"
+    return str(v)
+
+
+def _results_path(ref: str, ledger_path: str | None) -> tuple[Path, str]:
+    """A results file, or ``RUN:NAME`` (a run's stored results); returns (path, how to show it)."""
+    path = Path(ref)
+    if path.exists() or ":" not in ref:
+        return path, ref
+    from labledger import open_ledger
+
+    run, _, name = ref.partition(":")
+    view = open_ledger(resolve_ledger_path(ledger_path)).run(run)
+    return view.results_path(name), f"{ref} ({view.results_path(name)})"
+
+
+def _binary_task(ref: str, ledger_path: str | None, positive: str | None, task: str | None,
+                 single_ok: bool = False):
+    """The task's gold labels, scores, slices and labels from a results file or RUN:NAME.
+
+    ``single_ok``: a file with one task stands for ``task`` even under another name (a paired
+    test file)."""
+    from labledger.results import read_results
+
+    path, shown = _results_path(ref, ledger_path)
+    rs = read_results(path, positive=positive, display=str(path))
+    if single_ok and task not in rs and len(rs) == 1:
+        task = None
+    if task is None:
+        if len(rs) != 1:
+            raise MetricInputError(f"{shown} holds {len(rs)} tasks ({', '.join(rs)}); "
+                                   "pass --task.")
+        task = next(iter(rs))
+    td = rs[task]
+    if td.kind not in ("binary", "classification") or len(td.labels) != 2:
+        raise MetricInputError(f"task '{task}' in {shown} is {td.kind} with {len(td.labels)} labels; "
+                               "a sweep needs a binary task (a 'score', or 'probs' over two labels).")
+    if positive is not None and positive not in td.labels:
+        raise UnknownNameError(f"label of task '{task}'", positive, td.labels)
+    pos = td.positive or positive
+    if td.score is None or pos is None:
+        raise MetricInputError(f"task '{task}' in {shown}: --positive LABEL names the positive class "
+                               f"(labels: {', '.join(td.labels)}).")
+    if pos not in td.labels:
+        raise UnknownNameError(f"label of task '{task}'", pos, td.labels)
+    neg = next(lab for lab in td.labels if lab != pos)
+    gold = np.asarray(td.labels)[td.gold_index]
+    return {"gold": gold, "score": td.score, "slices": dict(td.slice_columns), "positive": pos,
+            "negative": neg, "task": task, "source": shown, "n": td.n}
+
+
+def _shown_rows(count: int, selected: int, limit: int) -> list[int]:
+    if count <= limit:
+        return list(range(count))
+    rows = set(np.linspace(0, count - 1, limit - 1).round().astype(int).tolist()) | {selected}
+    return sorted(rows)
+
+
+def _print_report(report, data: dict[str, Any], max_rows: int) -> None:
+    d = report.to_dict()
+    trials, sel = d["threshold_trials"], d["threshold_selection"]
+    skip = {"threshold", "roc_auc", "passed_gates"}
+    columns = [k for k in trials[0] if k not in skip]
+    gate_cols = {g.column for g in report.gates}
+    table = Table(title=escape(f"Threshold sweep: task '{data['task']}' in {data['source']}, "
+                               f"n={d['n']:,} (positive '{d['positive']}' when score >= threshold)"),
+                  title_justify="left")
+    table.add_column("threshold", justify="right")
+    for c in columns:
+        table.add_column(escape(c) + (" (gate)" if c in gate_cols else ""), justify="right")
+    if report.gates:
+        table.add_column("gates", justify="center")
+    shown = _shown_rows(len(trials), report.selected, max_rows)
+    for i in shown:
+        t = trials[i]
+        cells = [f"{t['threshold']:g}"] + [_fmt(t[c]) for c in columns]
+        if report.gates:
+            cells.append("pass" if t["passed_gates"] else "fail")
+        if i == report.selected:
+            cells[0] = "> " + cells[0]
+        table.add_row(*cells, style="bold reverse" if i == report.selected else None)
+    auc = trials[0]["roc_auc"]
+    caption = [f"ROC-AUC {_fmt(auc)} (the same at every threshold)."]
+    if len(shown) < len(trials):
+        caption.append(f"Showing {len(shown)} of {len(trials):,} thresholds; --out or --json has all.")
+    table.caption = escape(" ".join(caption))
+    table.caption_justify = "left"
+    console.print(table)
+    if report.gates:
+        console.print("Gates: " + "; ".join(
+            f"{g} ({'pass' if v['passed'] else 'FAIL'} at {sel['threshold']:g}: {_fmt(v['value'])})"
+            for g, v in sel["gates"].items()), markup=False, highlight=False)
+    metrics = escape(", ".join(f"{k} {_fmt(sel[k])}" for k in columns))
+    if sel["recall_gate_passed"]:
+        console.print(f"[bold green]Selected threshold {sel['threshold']:g}[/]: {metrics}.")
+    else:
+        console.print(f"[bold red]No threshold passes every gate.[/] Fallback (ungated best "
+                      f"{d['objective']}): {sel['threshold']:g}: {metrics}.")
+    console.print(f"Rule: {sel['selected_by']}. Ties: {d['tie_break']}.",
+                  markup=False, highlight=False)
+    if len(sel["tied_thresholds"]) > 1:
+        console.print("Tied on " + d["objective"] + ": "
+                      + ", ".join(f"{t:g}" for t in sel["tied_thresholds"]), markup=False)
+    paired = d.get("paired_test")
+    if paired:
+        line = ", ".join(f"{k} {_fmt(paired[k])}" for k in columns if k in paired)
+        gates = ""
+        if "recall_gate_passed" in paired:
+            gates = f"; gates {'pass' if paired['recall_gate_passed'] else 'FAIL'}"
+        console.print(f"Paired test ({data['test_source']}, n={paired['n']:,}) at "
+                      f"{paired['threshold']:g}: {line}, roc_auc {_fmt(paired['roc_auc'])}{gates}.",
+                      markup=False, highlight=False)
+
+
+@main.command("sweep")
+@click.argument("results", metavar="RESULTS")
+@click.option("--positive", metavar="LABEL", help="The positive class (score = P(LABEL)).")
+@click.option("--thresholds", default="0.05:0.95:0.025", show_default=True,
+              callback=_thresholds_param, metavar="SPEC",
+              help="START:STOP:STEP (inclusive), a comma list, or 'all' (every distinct score).")
+@click.option("--select", "objective", default="f1", show_default=True,
+              type=click.Choice(list(OBJECTIVES)), help="The objective maximised under the gates.")
+@click.option("--gate", "gates", multiple=True, metavar="EXPR",
+              help="e.g. 'recall[single_symbol]>=0.97', 'recall[length=long]>=0.9' (repeatable).")
+@click.option("--task", help="The task to sweep (needed when RESULTS holds several).")
+@click.option("--test", "test_ref", metavar="PAIRED",
+              help="A second results file (or RUN:NAME) scored at the selected threshold.")
+@click.option("--center", default=0.5, show_default=True, type=float,
+              help="Tie-break: among equal objectives, the threshold closest to this wins.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the report (JSON) here.")
+@click.option("--strict", is_flag=True, help=f"Exit {EXIT_NO_THRESHOLD} when no threshold passes "
+                                             "every gate.")
+@click.option("--max-rows", default=40, show_default=True, type=click.IntRange(2),
+              help="Most table rows to print (the selected one is always shown).")
+@ledger_option
+@json_option
+@handle_errors
+def sweep_cmd(results, positive, thresholds, objective, gates, task, test_ref, center, out, strict,
+              max_rows, ledger_path, as_json):
+    """Sweep a decision threshold over RESULTS and select one under gates (seed 000's report).
+
+    RESULTS is a results.jsonl file or RUN:NAME (results stored in a run). An item is predicted
+    positive when its score (the 'score' field, or probs[POSITIVE]) is >= the threshold.
+    """
+    from labledger.metrics.sweep import threshold_sweep
+
+    data = _binary_task(results, ledger_path, positive, task)
+    test: dict[str, Any] = {}
+    if test_ref:
+        t = _binary_task(test_ref, ledger_path, data["positive"], data["task"], single_ok=True)
+        if set((t["positive"], t["negative"])) != {data["positive"], data["negative"]}:
+            raise MetricInputError(f"{t['source']} has labels {t['negative']!r}, {t['positive']!r}; "
+                                   f"{data['source']} has {data['negative']!r}, {data['positive']!r}.")
+        test = {"test_gold": t["gold"], "test_score": t["score"], "test_slices": t["slices"]}
+        data["test_source"] = t["source"]
+    report = threshold_sweep(gold=data["gold"], score=data["score"], thresholds=thresholds,
+                             positive=data["positive"], negative=data["negative"],
+                             slices=data["slices"], gates=gates, objective=objective,
+                             center=center, **test)
+    doc = {"source": data["source"], "task": data["task"], **report.to_dict()}
+    if test_ref:
+        doc["paired_test"] = {"source": data["test_source"], **doc["paired_test"]}
+    if out:
+        try:
+            Path(out).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        except OSError as exc:
+            raise LedgerError(f"cannot write the report to {out}: {exc.strerror}") from None
+    if as_json:
+        emit_json(doc)
+    else:
+        _print_report(report, data, max_rows)
+        if out:
+            console.print(f"Report written to {out}.", markup=False, highlight=False)
+    if strict and not report.gate_passed:
+        click.echo(f"Error: no threshold passes every gate ({', '.join(g.text for g in report.gates)})"
+                   "; --strict.", err=True)
+        sys.exit(EXIT_NO_THRESHOLD)
+
+
+@main.command("select-epoch")
+@click.argument("run")
+@click.option("--metric", default="f1", show_default=True, help="The history field to optimise.")
+@click.option("--lower-is-better", is_flag=True, help="Pick the lowest value (e.g. loss).")
+@ledger_option
+@json_option
+@handle_errors
+def select_epoch_cmd(run, metric, lower_is_better, ledger_path, as_json):
+    """Pick the epoch of RUN's history with the best METRIC (ties: the earliest)."""
+    from labledger import open_ledger
+    from labledger.metrics.sweep import select_epoch
+
+    view = open_ledger(resolve_ledger_path(ledger_path)).run(run)
+    history = list(view.history())
+    sel = select_epoch(history, metric=metric, higher_is_better=not lower_is_better)
+    if as_json:
+        emit_json({"run": view.id, "name": view.name, **sel.to_dict()})
+        return
+    keys = [k for k, v in sel.entry.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    keys = ["epoch"] + [k for k in keys if k != "epoch"] if "epoch" in keys else keys
+    keys = keys[:10]
+    table = Table(title=f"History of {view.name} ({view.id}): {sel.tie_break}", title_justify="left")
+    for k in keys:
+        table.add_column(k, justify="right")
+    for i, entry in enumerate(history):
+        if not isinstance(entry.get(metric), (int, float)):
+            continue
+        style = "bold reverse" if i == sel.index else None
+        table.add_row(*[_fmt(entry.get(k)) if isinstance(entry.get(k), float) else
+                        str(entry.get(k, "-")) for k in keys], style=style)
+    console.print(table)
+    tied = f" (tied: {', '.join(map(str, sel.tied_epochs))})" if len(sel.tied_epochs) > 1 else ""
+    console.print(f"Selected epoch {sel.epoch}: {metric} {_fmt(sel.value)}{tied}.",
+                  markup=False, highlight=False)
+
+
+def _support_param(ctx, param, value):
+    try:
+        pos, neg = (int(x) for x in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected POS,NEG (two whole counts); got {value!r}") from None
+    return pos, neg
+
+
+def _recorded_param(ctx, param, value):
+    """A recorded number and the decimals it was written with ("0.8330" -> (0.833, 4))."""
+    if value is None:
+        return None
+    try:
+        d = Decimal(value.strip())
+    except InvalidOperation:
+        d = None
+    if d is None or not d.is_finite():
+        raise click.BadParameter(f"expected a number; got {value!r}")
+    return float(d), max(0, -int(d.as_tuple().exponent))
+
+
+@main.command("forensics")
+@click.option("--support", required=True, callback=_support_param, metavar="POS,NEG",
+              help="True counts of the positive and the negative class.")
+@click.option("--accuracy", required=True, metavar="ACC", callback=_recorded_param,
+              help="The recorded accuracy.")
+@click.option("--weighted-f1", "weighted_f1", required=True, metavar="F1", callback=_recorded_param,
+              help="The recorded weighted F1.")
+@click.option("--swapped/--not-swapped", default=True, show_default=True,
+              help="Was the F1 recorded as f1_score(pred, truth) (arguments swapped)?")
+@click.option("--decimals", type=click.IntRange(0), default=None,
+              help="Decimals of the recorded F1 (default: as many as written).")
+@click.option("--accuracy-decimals", type=click.IntRange(0), default=None,
+              help="Decimals of the recorded accuracy (default: as many as written).")
+@json_option
+@handle_errors
+def forensics_cmd(support, accuracy, weighted_f1, swapped, decimals, accuracy_decimals, as_json):
+    """Every binary confusion matrix consistent with recorded accuracy and weighted F1 (seed 003)."""
+    from labledger.metrics.forensics import reconstruct_confusion
+
+    (acc, acc_written), (f1, f1_written) = accuracy, weighted_f1
+    r = reconstruct_confusion(
+        support=support, accuracy=acc, weighted_f1=f1, swapped=swapped,
+        decimals=f1_written if decimals is None else decimals,
+        accuracy_decimals=acc_written if accuracy_decimals is None else accuracy_decimals)
+    if as_json:
+        emit_json(r.to_dict())
+        return
+    kind = "swapped F1 (recorded kind)" if swapped else "recorded-kind F1"
+    table = Table(title=f"Confusion matrices with {support[0]:,} positives and {support[1]:,} "
+                        f"negatives, accuracy {acc:.{acc_written}f}, weighted F1 "
+                        f"{f1:.{f1_written}f}"
+                        f" ({'arguments swapped' if swapped else 'arguments in order'})",
+                  title_justify="left")
+    for col in ("tp", "fn", "fp", "tn", "accuracy", kind, "correct weighted F1"):
+        table.add_column(col, justify="right")
+    for c in r.candidates:
+        recorded = c.weighted_f1_swapped if swapped else c.weighted_f1
+        table.add_row(f"{c.tp:,}", f"{c.fn:,}", f"{c.fp:,}", f"{c.tn:,}", f"{c.accuracy:.6f}",
+                      f"{recorded:.6f}", f"{c.weighted_f1:.6f}")
+    console.print(table)
+    if not r.candidates:
+        warn("no confusion matrix with these class counts gives both recorded values"
+             + ("; try --not-swapped" if swapped else "; try --swapped")
+             + " or check the supports and decimals.")
+        return
+    console.print(f"Correct weighted F1 (f1_score(truth, pred, average='weighted')) over "
+                  f"{len(r.candidates)} candidate(s): {r.weighted_f1_min:.4f} to "
+                  f"{r.weighted_f1_max:.4f} (exact: {r.weighted_f1_min:.6f} to "
+                  f"{r.weighted_f1_max:.6f}).", markup=False, highlight=False)

@@ -1,0 +1,664 @@
+"""Binary threshold sweeps from one sort, gated threshold selection, and epoch selection.
+
+An item is predicted positive when ``score >= threshold``. :func:`threshold_sweep` sorts the scores
+once; every threshold's confusion counts (overall, per class and per gated slice) are then read off
+that order with ``searchsorted`` on the positions of the positives, and ROC-AUC comes from the same
+order (Mann-Whitney U with ties counted one half, in exact integers). No metric is recomputed per
+threshold.
+
+Thresholds
+    ``"0.05:0.95:0.025"`` is the grid ``start + i * step`` for ``i = 0, 1, ...`` up to and including
+    ``stop``, computed in decimal arithmetic and rounded once to the nearest double: the report says
+    ``0.225`` where ``np.arange`` would give ``0.22499999999999998`` (seed 000), and the threshold in
+    the report is exactly the value the scores were compared with. ``"0.3,0.5,0.7"`` is a list and
+    ``"all"`` is every distinct score.
+
+Gates
+    ``METRIC[TARGET] OP NUMBER`` with ``OP`` one of ``>= > <= <``. ``METRIC`` is ``recall``,
+    ``precision``, ``f1`` (of a class: the positive one unless ``TARGET`` names a class),
+    ``accuracy``, ``balanced_accuracy`` or ``mcc``. ``TARGET`` is a class (``recall[single_symbol]``),
+    a slice (``recall[length=long]``: the metric on the items whose ``slices["length"] == "long"``),
+    or both (``recall[single_symbol,length=long]``); without brackets the metric is the overall one.
+    Gates compare exact floats (no tolerance).
+
+Selection
+    Among the thresholds that pass every gate, the highest objective wins; ties (equal floats) go to
+    the threshold closest to ``center`` (0.5 by default), then to the lowest threshold. When none
+    passes, the best ungated threshold is selected by the same rule and the report says so
+    (``recall_gate_passed: false``, ``fallback: true``).
+
+Zero division gives 0.0, as scikit-learn's default does; ROC-AUC with one class absent is NaN
+(``null`` in JSON).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import numpy as np
+
+from labledger.errors import MetricInputError, UnknownMetricError
+from labledger.metrics.gates import (  # noqa: F401 - Gate and parse_gate are part of this API
+    _CLASS_METRICS,
+    OBJECTIVES,
+    Gate,
+    _check_labels,
+    _py,
+    _slice_mask,
+    parse_gate,
+)
+
+__all__ = [
+    "OBJECTIVES",
+    "EpochSelection",
+    "Gate",
+    "SweepReport",
+    "evaluate_threshold",
+    "parse_gate",
+    "parse_thresholds",
+    "select_epoch",
+    "threshold_sweep",
+]
+
+#: Largest grid that ``parse_thresholds`` expands (guards against a typo like ``0:1:1e-9``).
+MAX_GRID = 1_000_000
+_BLOCK = 1 << 20
+
+# ----------------------------------------------------------------------------------------------
+# Parsing thresholds
+
+
+def parse_thresholds(spec: str | Sequence[float] | np.ndarray) -> np.ndarray | str:
+    """Thresholds from a grid spec, a list, or ``"all"``; returns a sorted float array or ``"all"``.
+
+    >>> parse_thresholds("0.05:0.95:0.025").tolist()[6:9]
+    [0.2, 0.225, 0.25]
+    >>> parse_thresholds("0.7,0.5").tolist()
+    [0.5, 0.7]
+    >>> parse_thresholds("all")
+    'all'
+    """
+    if isinstance(spec, str):
+        text = spec.strip()
+        if text.lower() == "all":
+            return "all"
+        if ":" in text:
+            return _grid(text)
+        parts = [p for p in text.split(",") if p.strip()]
+        values = [_decimal(p, text) for p in parts]
+        if not values:
+            raise MetricInputError(f"Thresholds '{spec}': expected START:STOP:STEP, a list or 'all'.")
+        return np.unique(np.array([float(v) for v in values], dtype=np.float64))
+    arr = np.asarray(spec, dtype=np.float64).ravel()
+    if arr.size == 0 or not np.isfinite(arr).all():
+        raise MetricInputError("Thresholds must be a non-empty list of finite numbers.")
+    return np.unique(arr)
+
+
+def _decimal(text: str, spec: str) -> Decimal:
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation:
+        value = None
+    if value is None or not value.is_finite():
+        raise MetricInputError(
+            f"Thresholds '{spec}': '{text.strip()}' is not a finite number; "
+            "expected START:STOP:STEP (e.g. 0.05:0.95:0.025), a comma list, or 'all'.")
+    return value
+
+
+def _grid(spec: str) -> np.ndarray:
+    parts = spec.split(":")
+    if len(parts) != 3:
+        raise MetricInputError(
+            f"Thresholds '{spec}': a grid is START:STOP:STEP (e.g. 0.05:0.95:0.025).")
+    start, stop, step = (_decimal(p, spec) for p in parts)
+    if step <= 0:
+        raise MetricInputError(f"Thresholds '{spec}': STEP must be > 0; got {step}.")
+    if stop < start:
+        raise MetricInputError(f"Thresholds '{spec}': STOP ({stop}) is below START ({start}).")
+    count = int((stop - start) / step) + 1
+    if count > MAX_GRID:
+        raise MetricInputError(
+            f"Thresholds '{spec}': {count:,} points; at most {MAX_GRID:,} (use 'all' for every score).")
+    return np.array([float(start + i * step) for i in range(count)], dtype=np.float64)
+
+
+# ----------------------------------------------------------------------------------------------
+# Counting from one sort
+
+
+def _sort_once(score: np.ndarray, is_pos: np.ndarray, makers: Mapping[tuple, Any]
+               ) -> tuple[np.ndarray, np.ndarray, dict[tuple, np.ndarray]]:
+    """Sort the scores once; return them with the class flags and each slice mask in that order.
+
+    Masks are made one at a time (``makers``: key -> callable) and only their sorted copies kept,
+    so the peak memory is the order, the sorted scores and one byte per item per mask."""
+    order = np.argsort(score)
+    y = is_pos[order]
+    masks: dict[tuple, np.ndarray] = {}
+    for key, make in makers.items():
+        m = make()
+        if m is not None:
+            masks[key] = m[order]
+        del m
+    sorted_score = score[order]
+    del order
+    return sorted_score, y, masks
+
+
+def _below(flags: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Number of True values in ``flags[:i]`` for each ``i`` in ``idx``."""
+    positions = np.flatnonzero(flags)
+    return np.searchsorted(positions, idx, side="left").astype(np.int64)
+
+
+def _roc_auc_sorted(s: np.ndarray, y: np.ndarray) -> float:
+    """ROC-AUC from sorted scores ``s`` and class flags ``y`` in the same order.
+
+    With ranks 0..n-1 and a tied group occupying [start, end), twice the Mann-Whitney U is
+    sum over positives of (start + end) - P**2; computed in integers, divided once.
+    """
+    n = int(s.size)
+    pos = int(np.count_nonzero(y))
+    neg = n - pos
+    if pos == 0 or neg == 0:
+        return math.nan
+    is_start = np.empty(n + 1, dtype=bool)
+    is_start[0] = is_start[n] = True
+    np.not_equal(s[1:], s[:-1], out=is_start[1:n])
+    total = 0
+    if is_start.all():  # no ties: start + end = 2 * rank + 1
+        del is_start
+        for a in range(0, n, _BLOCK):
+            p = np.flatnonzero(y[a:a + _BLOCK])
+            total += 2 * (int(p.sum()) + a * int(p.size)) + int(p.size)
+    else:
+        starts = np.flatnonzero(is_start)
+        del is_start
+        for a in range(0, n, _BLOCK):
+            p = np.flatnonzero(y[a:a + _BLOCK])
+            p += a
+            j = np.searchsorted(starts, p, side="right")
+            total += int(starts[j - 1].sum()) + int(starts[j].sum())
+    return (total - pos * pos) / (2 * pos * neg)
+
+
+def _distinct(s: np.ndarray) -> np.ndarray:
+    if s.size == 0:
+        return s.copy()
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
+@dataclass
+class _Counts:
+    tp: np.ndarray
+    fp: np.ndarray
+    fn: np.ndarray
+    tn: np.ndarray
+
+    def flipped(self) -> _Counts:  # the negative class seen as the positive one
+        return _Counts(tp=self.tn, fp=self.fn, fn=self.fp, tn=self.tp)
+
+
+def _counts(idx: np.ndarray, n: int, n_pos: int, pos_below: np.ndarray) -> _Counts:
+    tp = n_pos - pos_below
+    predicted = n - idx.astype(np.int64)
+    fp = predicted - tp
+    fn = pos_below
+    tn = (n - n_pos) - fp
+    return _Counts(tp=tp, fp=fp, fn=fn, tn=tn)
+
+
+def _div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    num = np.asarray(num, dtype=np.float64)
+    den = np.asarray(den, dtype=np.float64)
+    out = np.zeros(np.broadcast(num, den).shape, dtype=np.float64)
+    np.divide(num, den, out=out, where=den != 0)
+    return out
+
+
+def _metric(name: str, c: _Counts) -> np.ndarray:
+    if name == "recall":
+        return _div(c.tp, c.tp + c.fn)
+    if name == "precision":
+        return _div(c.tp, c.tp + c.fp)
+    if name == "f1":
+        return _div(2 * c.tp, 2 * c.tp + c.fp + c.fn)
+    n = c.tp + c.fp + c.fn + c.tn
+    if name == "accuracy":
+        return _div(c.tp + c.tn, n)
+    if name == "balanced_accuracy":
+        has_pos, has_neg = (c.tp + c.fn) > 0, (c.tn + c.fp) > 0
+        r_pos, r_neg = _div(c.tp, c.tp + c.fn), _div(c.tn, c.tn + c.fp)
+        both = (r_pos + r_neg) / 2
+        return np.where(has_pos & has_neg, both, np.where(has_pos, r_pos, r_neg))
+    if name == "mcc":  # scikit-learn's covariance form, in float64
+        tp, fp, fn, tn = (np.asarray(x, dtype=np.float64) for x in (c.tp, c.fp, c.fn, c.tn))
+        n = tp + fp + fn + tn
+        t_pos, t_neg, p_pos, p_neg = tp + fn, tn + fp, tp + fp, tn + fn
+        cov_tp = (tp + tn) * n - (t_neg * p_neg + t_pos * p_pos)
+        cov_pp = n ** 2 - (p_neg * p_neg + p_pos * p_pos)
+        cov_tt = n ** 2 - (t_neg * t_neg + t_pos * t_pos)
+        den = cov_pp * cov_tt
+        out = np.zeros_like(n)
+        np.divide(cov_tp, np.sqrt(den), out=out, where=den != 0)
+        return out
+    raise UnknownMetricError(name, OBJECTIVES)
+
+
+# ----------------------------------------------------------------------------------------------
+# Inputs
+
+
+def _binary_gold(gold: Any, positive: Any, negative: Any) -> tuple[np.ndarray, Any, Any]:
+    g = np.asarray(gold)
+    if g.ndim != 1:
+        raise MetricInputError(f"gold must be one-dimensional; got shape {g.shape}.")
+    if positive is None:
+        if g.dtype == bool:
+            positive = True
+            negative = False if negative is None else negative
+        elif g.dtype.kind in "iuf" and g.size and bool(np.isin(g, (0, 1)).all()):
+            positive = 1
+            negative = 0 if negative is None else negative
+        else:
+            raise MetricInputError("positive= is required unless gold is boolean or 0/1.")
+    is_pos = g == positive
+    if not isinstance(is_pos, np.ndarray):  # comparison of incompatible types
+        is_pos = np.array([x == positive for x in g], dtype=bool)
+    rest = ~is_pos
+    if negative is None:
+        first = np.flatnonzero(rest)
+        if first.size == 0:
+            raise MetricInputError(
+                f"gold holds only the positive class {positive!r}; pass negative= to name the other.")
+        negative = _py(g[first[0]])
+    bad = rest & (g != negative)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise MetricInputError(f"gold[{i}] is {_py(g[i])!r}; a binary sweep expects only "
+                               f"{_py(negative)!r} and {_py(positive)!r}.")
+    return is_pos, positive, negative
+
+
+def _scores(score: Any, n: int, name: str = "score") -> np.ndarray:
+    s = np.asarray(score, dtype=np.float64)
+    if s.ndim != 1 or s.size != n:
+        raise MetricInputError(f"{name} has {s.size} values; gold has {n}.")
+    nan = np.isnan(s)
+    if nan.any():
+        raise MetricInputError(f"{name}[{int(np.flatnonzero(nan)[0])}] is NaN.")
+    return s
+
+
+# ----------------------------------------------------------------------------------------------
+# The sweep
+
+
+@dataclass
+class SweepReport:
+    """The result of :func:`threshold_sweep`; ``to_dict()`` has seed 000's keys."""
+
+    n: int
+    positive: str
+    negative: str
+    support: dict[str, int]
+    objective: str
+    gates: tuple[Gate, ...]
+    center: float
+    thresholds_spec: str
+    thresholds: np.ndarray
+    columns: dict[str, np.ndarray]
+    counts: dict[str, np.ndarray]
+    passed: np.ndarray
+    selected: int
+    gate_passed: bool
+    definitions: dict[str, str]
+    paired_test: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def threshold(self) -> float:
+        """The selected threshold."""
+        return float(self.thresholds[self.selected])
+
+    @property
+    def selection_rule(self) -> str:
+        return (f"highest {self.objective} among the thresholds passing every gate; when none "
+                f"passes, highest {self.objective} over all thresholds (marked as a fallback)")
+
+    @property
+    def tie_break(self) -> str:
+        return (f"equal {self.objective} values (exact floats): the threshold closest to "
+                f"{self.center:g} wins, then the lowest threshold")
+
+    def row(self, i: int) -> dict[str, Any]:
+        """Trial ``i`` as a dict (threshold first, then every column)."""
+        out: dict[str, Any] = {"threshold": float(self.thresholds[i])}
+        for name, col in self.columns.items():
+            out[name] = _clean(col[i])
+        if self.gates:
+            out["passed_gates"] = bool(self.passed[i])
+        return out
+
+    @property
+    def trials(self) -> list[dict[str, Any]]:
+        return [self.row(i) for i in range(self.thresholds.size)]
+
+    @property
+    def selection(self) -> dict[str, Any]:
+        i = self.selected
+        out = self.row(i)
+        out.pop("passed_gates", None)
+        out["recall_gate_passed"] = bool(self.gate_passed)
+        out["gates"] = {g.text: {"value": _clean(self.columns[g.column][i]),
+                                 "passed": bool(g.passes(self.columns[g.column][i:i + 1])[0])}
+                        for g in self.gates}
+        out["confusion"] = {k: int(v[i]) for k, v in self.counts.items()}
+        objective = self.columns[self.objective]
+        pool = np.flatnonzero(self.passed) if self.gate_passed else np.arange(self.thresholds.size)
+        tied = pool[objective[pool] == objective[i]]
+        out["tied_thresholds"] = [float(self.thresholds[j]) for j in tied]
+        out["n_passing"] = int(np.count_nonzero(self.passed))
+        out["fallback"] = not self.gate_passed
+        out["selected_by"] = (
+            f"highest {self.objective} among {out['n_passing']} of {self.thresholds.size} "
+            "thresholds passing every gate" if self.gate_passed and self.gates else
+            f"highest {self.objective} over all {self.thresholds.size} thresholds" if not self.gates
+            else f"fallback: highest {self.objective} over all {self.thresholds.size} thresholds, "
+                 "ungated, because no threshold passes every gate")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain JSON-ready data (NaN becomes None)."""
+        out: dict[str, Any] = {
+            "n": self.n,
+            "positive": self.positive,
+            "negative": self.negative,
+            "support": dict(self.support),
+            "decision": f"predict '{self.positive}' when score >= threshold (score = P({self.positive}))",
+            "thresholds": self.thresholds_spec,
+            "objective": self.objective,
+            "gates": [g.text for g in self.gates],
+            "selection_rule": self.selection_rule,
+            "tie_break": self.tie_break,
+            "definition": dict(self.definitions),
+            "threshold_selection": self.selection,
+            "threshold_trials": self.trials,
+        }
+        if self.paired_test is not None:
+            out["paired_test"] = self.paired_test
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, (np.floating, float)):
+        return None if math.isnan(x) else float(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def _definitions(positive: str, negative: str, objective: str, columns: Iterable[str],
+                 gates: Sequence[Gate]) -> dict[str, str]:
+    d = {
+        "threshold": f"an item is predicted '{positive}' when score >= threshold, else '{negative}'",
+        "accuracy": "(TP + TN) / n",
+        "f1": f"F1 of the positive class '{positive}' = 2 TP / (2 TP + FP + FN); 0 when the "
+              "denominator is 0 (scikit-learn f1_score(gold, pred, pos_label=positive))",
+        "precision": f"TP / (TP + FP) for '{positive}'; 0 when nothing is predicted positive",
+        "roc_auc": "area under the ROC curve of the score (Mann-Whitney U / (P * N), ties count one "
+                   "half; equals scikit-learn roc_auc_score); the same at every threshold",
+        f"{negative}_recall": f"recall of '{negative}': share of gold '{negative}' items predicted "
+                              f"'{negative}' (score < threshold)",
+        f"{positive}_recall": f"recall of '{positive}': share of gold '{positive}' items predicted "
+                              f"'{positive}' (score >= threshold)",
+    }
+    if objective not in d:
+        d[objective] = OBJECTIVES[objective]
+    for g in gates:
+        if g.column in d:
+            continue
+        cls = g.label or positive
+        what = f"{g.metric} of class '{cls}'" if g.metric in _CLASS_METRICS else g.metric
+        where = f" on the items whose slice {g.field} == '{g.value}'" if g.field else ""
+        d[g.column] = f"{what}{where}: {OBJECTIVES[g.metric]}"
+    return {k: v for k, v in d.items() if k == "threshold" or k in columns}
+
+
+def _evaluate(s: np.ndarray, y: np.ndarray, masks: dict[tuple, np.ndarray], thr: np.ndarray,
+              gates: Sequence[Gate], objective: str, positive: str, negative: str,
+              auc: float) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Every column at every threshold from sorted scores ``s`` and flags in the same order."""
+    n = int(s.size)
+    idx = np.searchsorted(s, thr, side="left")  # items with score < threshold
+    n_pos = int(np.count_nonzero(y))
+    c = _counts(idx, n, n_pos, _below(y, idx))
+    cols: dict[str, np.ndarray] = {
+        "accuracy": _metric("accuracy", c),
+        "f1": _metric("f1", c),
+        "roc_auc": np.full(thr.size, auc),
+        f"{negative}_recall": _metric("recall", c.flipped()),
+        f"{positive}_recall": _metric("recall", c),
+        "precision": _metric("precision", c),
+    }
+    if objective not in cols:
+        cols[objective] = _metric(objective, c)
+    slice_counts: dict[tuple, _Counts] = {}
+    for g in gates:
+        if g.column in cols:
+            continue
+        cc = c
+        if g.field is not None:
+            key = (g.field, g.value)
+            if key not in masks:
+                continue
+            if key not in slice_counts:
+                m = masks[key]
+                m_pos = m & y
+                slice_counts[key] = _counts(_below(m, idx), int(np.count_nonzero(m)),
+                                            int(np.count_nonzero(m_pos)), _below(m_pos, idx))
+                del m_pos
+            cc = slice_counts[key]
+        if g.label is not None and g.label != positive:
+            cc = cc.flipped()
+        cols[g.column] = _metric(g.metric, cc)
+    counts = {"tp": c.tp, "fp": c.fp, "fn": c.fn, "tn": c.tn}
+    return cols, counts
+
+
+def _prepare(gold, score, positive, negative, slices, gates, strict_slices=True):
+    is_pos, positive, negative = _binary_gold(gold, positive, negative)
+    n = int(is_pos.size)
+    s = _scores(score, n)
+    labels = [str(negative), str(positive)]
+    _check_labels(gates, labels, slices)
+    makers: dict[tuple, Any] = {}
+    for g in gates:
+        if g.field is not None and (g.field, g.value) not in makers:
+            if strict_slices and g.field not in (slices or {}):
+                _slice_mask(g, slices, n, labels)  # raises naming the known fields
+            makers[(g.field, g.value)] = functools.partial(_slice_mask, g, slices, n, labels,
+                                                           strict_slices)
+    return is_pos, s, makers, positive, negative
+
+
+def threshold_sweep(*, gold: Any, score: Any, thresholds: Any = "0.05:0.95:0.025",
+                    positive: Any = None, negative: Any = None,
+                    slices: Mapping[str, Any] | None = None, gates: Iterable[str | Gate] = (),
+                    objective: str = "f1", center: float = 0.5, test_gold: Any = None,
+                    test_score: Any = None, test_slices: Mapping[str, Any] | None = None
+                    ) -> SweepReport:
+    """Sweep a decision threshold over binary scores and select one under gates.
+
+    ``gold``: labels (two values); ``score``: P(positive) or any score where higher means positive;
+    ``thresholds``: a spec for :func:`parse_thresholds` or a list; ``slices``: ``{field: values}``
+    with one value per item, used by slice gates; ``gates``: expressions for :func:`parse_gate`;
+    ``objective``: one of :data:`OBJECTIVES`; ``center``: the tie-break point. ``test_gold`` and
+    ``test_score`` (and ``test_slices``): a second data set scored at the selected threshold.
+
+    >>> r = threshold_sweep(gold=["a", "b", "b", "a"], score=[0.1, 0.8, 0.6, 0.4],
+    ...                     positive="b", thresholds="0.3:0.7:0.2", gates=["recall[a]>=1"])
+    >>> r.threshold, r.to_dict()["threshold_selection"]["f1"]
+    (0.5, 1.0)
+    """
+    gates = tuple(parse_gate(g) for g in gates)
+    if objective not in OBJECTIVES:
+        raise UnknownMetricError(objective, OBJECTIVES)
+    is_pos, s, makers, positive, negative = _prepare(gold, score, positive, negative, slices, gates)
+    n = int(s.size)
+    if n == 0:
+        raise MetricInputError("threshold_sweep needs at least one item.")
+    spec = thresholds if isinstance(thresholds, str) else "list"
+    thr = parse_thresholds(thresholds)
+    n_pos = int(np.count_nonzero(is_pos))
+    s_sorted, y, sorted_masks = _sort_once(s, is_pos, makers)
+    if isinstance(thr, str):
+        thr = _distinct(s_sorted)
+    auc = _roc_auc_sorted(s_sorted, y)
+    pos_name, neg_name = str(positive), str(negative)
+    cols, counts = _evaluate(s_sorted, y, sorted_masks, thr, gates, objective, pos_name, neg_name,
+                             auc)
+    del s_sorted, y, sorted_masks
+    passed = np.ones(thr.size, dtype=bool)
+    for g in gates:
+        passed &= g.passes(cols[g.column])
+    gate_passed = bool(passed.any())
+    pool = np.flatnonzero(passed) if gate_passed else np.arange(thr.size)
+    selected = _select(cols[objective][pool], thr[pool], center)
+    selected = int(pool[selected])
+    report = SweepReport(
+        n=n, positive=pos_name, negative=neg_name, support={neg_name: n - n_pos, pos_name: n_pos},
+        objective=objective, gates=gates, center=center, thresholds_spec=spec, thresholds=thr,
+        columns=cols, counts=counts, passed=passed, selected=selected, gate_passed=gate_passed,
+        definitions=_definitions(pos_name, neg_name, objective, ["threshold", *cols], gates))
+    if not gate_passed:
+        report.notes.append("No threshold passes every gate; the selection is the best ungated "
+                            "threshold and must not be used as if it met the gates.")
+    if test_gold is not None or test_score is not None:
+        if test_gold is None or test_score is None:
+            raise MetricInputError("A paired test needs both test_gold and test_score.")
+        report.paired_test = evaluate_threshold(
+            gold=test_gold, score=test_score, threshold=report.threshold, positive=positive,
+            negative=negative, slices=test_slices, gates=gates, objective=objective)
+    return report
+
+
+def _select(values: np.ndarray, thr: np.ndarray, center: float) -> int:
+    """Index of the highest value; ties: closest to center (to 1e-12), then lowest threshold."""
+    v = np.where(np.isnan(values), -np.inf, values)
+    tied = np.flatnonzero(v == v.max())
+    dist = np.round(np.abs(thr[tied] - center), 12)  # 0.3 and 0.7 are equally close to 0.5
+    return int(tied[np.lexsort((thr[tied], dist))[0]])
+
+
+def evaluate_threshold(*, gold: Any, score: Any, threshold: float, positive: Any = None,
+                       negative: Any = None, slices: Mapping[str, Any] | None = None,
+                       gates: Iterable[str | Gate] = (), objective: str = "f1") -> dict[str, Any]:
+    """The sweep's columns at one threshold (e.g. the selected one applied to a paired test set).
+
+    Slice gates whose field is missing from ``slices`` are skipped and listed under
+    ``gates_not_evaluated``.
+
+    >>> evaluate_threshold(gold=[0, 1, 1, 0], score=[0.2, 0.9, 0.4, 0.6], threshold=0.5)["accuracy"]
+    0.5
+    """
+    gates = tuple(parse_gate(g) for g in gates)
+    is_pos, s, makers, positive, negative = _prepare(gold, score, positive, negative, slices, gates,
+                                                     strict_slices=False)
+    if s.size == 0:
+        raise MetricInputError("evaluate_threshold needs at least one item.")
+    s_sorted, y, masks = _sort_once(s, is_pos, makers)
+    thr = np.array([float(threshold)])
+    auc = _roc_auc_sorted(s_sorted, y)
+    cols, counts = _evaluate(s_sorted, y, masks, thr, gates, objective, str(positive),
+                             str(negative), auc)
+    out: dict[str, Any] = {"threshold": float(threshold)}
+    out.update({k: _clean(v[0]) for k, v in cols.items()})
+    out["n"] = int(s.size)
+    out["confusion"] = {k: int(v[0]) for k, v in counts.items()}
+    evaluated = [g for g in gates if g.column in cols]
+    if gates:
+        out["recall_gate_passed"] = all(bool(g.passes(cols[g.column])[0]) for g in evaluated)
+        missing = [g.text for g in gates if g.column not in cols]
+        if missing:
+            out["gates_not_evaluated"] = missing
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Epoch selection
+
+
+@dataclass
+class EpochSelection:
+    """The epoch picked from a run's history by one metric."""
+
+    entry: dict[str, Any]
+    metric: str
+    higher_is_better: bool
+    value: float
+    epoch: Any
+    tied_epochs: list[Any]
+    considered: int
+    index: int  #: position of the selected entry in the history (0-based)
+
+    @property
+    def tie_break(self) -> str:
+        best = "highest" if self.higher_is_better else "lowest"
+        return f"{best} {self.metric}; ties (equal values) go to the earliest entry"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"selected": dict(self.entry), "metric": self.metric,
+                "higher_is_better": self.higher_is_better, "value": self.value,
+                "epoch": self.epoch, "tied_epochs": list(self.tied_epochs),
+                "considered": self.considered, "index": self.index, "tie_break": self.tie_break}
+
+
+def select_epoch(history_entries: Iterable[Mapping[str, Any]], metric: str = "f1",
+                 higher_is_better: bool = True, epoch_key: str = "epoch") -> EpochSelection:
+    """Pick the history entry with the best ``metric`` (seed 000's ``selected``).
+
+    Entries without a finite numeric ``metric`` (e.g. training-loss lines) are skipped. Ties go to
+    the earliest entry in the history, like a trainer that keeps the first best checkpoint.
+
+    >>> h = [{"epoch": 1, "f1": 0.8}, {"epoch": 2, "f1": 0.9}, {"epoch": 3, "f1": 0.9}]
+    >>> sel = select_epoch(h, metric="f1")
+    >>> sel.epoch, sel.tied_epochs
+    (2, [2, 3])
+    """
+    entries = [dict(e) for e in history_entries]
+    usable: list[tuple[int, float]] = []
+    seen_keys: set[str] = set()
+    for i, e in enumerate(entries):
+        seen_keys.update(k for k, v in e.items()
+                         if isinstance(v, (int, float)) and not isinstance(v, bool))
+        v = e.get(metric)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            usable.append((i, float(v)))
+    if not usable:
+        if not entries:
+            raise MetricInputError("The history is empty; there is no epoch to select.")
+        raise UnknownMetricError(metric, seen_keys or {"(no numeric fields)"})
+    values = np.array([v for _, v in usable])
+    best = values.max() if higher_is_better else values.min()
+    tied = [usable[k][0] for k in np.flatnonzero(values == best)]
+    chosen = entries[tied[0]]
+
+    def label(i: int) -> Any:
+        return entries[i].get(epoch_key, i + 1)
+
+    return EpochSelection(entry=chosen, metric=metric, higher_is_better=higher_is_better,
+                          value=float(best), epoch=label(tied[0]), tied_epochs=[label(i) for i in tied],
+                          considered=len(usable), index=tied[0])
