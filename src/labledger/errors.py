@@ -103,3 +103,11 @@ class SiteError(LedgerError):
 
 class PNGError(LedgerError):
     """Bytes or pixels that the demo's grayscale PNG encoder/decoder cannot handle."""
+
+
+class IndexUnavailableError(LedgerError):
+    """The ledger's index database (PostgreSQL in team mode) could not be reached within the retry window."""
+
+
+class PushError(LedgerError):
+    """An upload to a labledger server was refused, cut off, or stored with a different sha256."""

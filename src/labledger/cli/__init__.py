@@ -8,5 +8,9 @@ from labledger.cli import runs  # noqa: E402,F401
 __all__ = ["main"]
 from labledger.cli import demo  # noqa: E402,F401
 from labledger.cli import checkpoints  # noqa: E402,F401
+from labledger.cli import tables  # noqa: E402,F401
+from labledger.cli import sweep  # noqa: E402,F401
 from labledger.cli import site  # noqa: E402,F401
+from labledger.cli import evaluation  # noqa: E402,F401
 from labledger.cli import importing  # noqa: E402,F401
+from labledger.cli import groups  # noqa: E402,F401

@@ -9,6 +9,11 @@
 The run folders are the record; the index makes listing and filtering fast and holds what is
 derived from records (summaries, metric values). Writes to the index are short ``BEGIN IMMEDIATE``
 transactions, so many processes can share one ledger.
+
+Team mode: ``Ledger("postgresql://user@host/db", artifacts=DIR)`` keeps the index in PostgreSQL
+(same migrations, same API; see :mod:`labledger.store.dialect`) and the run folders in ``DIR``, a
+folder every machine mounts. Live runs there also stamp a heartbeat, so that a run whose machine
+died shows as crashed on every other machine.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from typing import Any
 
 import orjson
 
-from labledger.errors import LedgerError, LedgerNotFoundError, RunNotFoundError
+from labledger.errors import IndexUnavailableError, LedgerError, LedgerNotFoundError, RunNotFoundError
+from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.jsonl import read_json, write_json
 from labledger.store.migrations import migrate
 
@@ -34,9 +40,10 @@ DB_NAME = "ledger.db"
 RUN_STATUSES = ("running", "finished", "failed", "crashed", "killed")
 
 
-def default_ledger_path() -> Path:
-    """``$LABLEDGER_DIR`` if set, else ``./.labledger``."""
-    return Path(os.environ.get("LABLEDGER_DIR") or ".labledger")
+def default_ledger_path() -> Path | str:
+    """``$LABLEDGER_DIR`` if set, else ``./.labledger`` (a ``postgresql://`` URL stays a string)."""
+    value = os.environ.get("LABLEDGER_DIR") or ".labledger"
+    return value if is_database_url(value) else Path(value)
 
 
 @dataclass
@@ -98,8 +105,27 @@ class Ledger:
     []
     """
 
-    def __init__(self, root: str | os.PathLike[str] | None = None, *, create: bool = False):
-        self.root = Path(root) if root is not None else default_ledger_path()
+    #: Team mode: seconds between heartbeats of live runs (the run's sync interval).
+    heartbeat_interval = 5.0
+    #: Team mode: a running run of another host whose heartbeat is older than this is crashed.
+    heartbeat_timeout = 60.0
+    #: Team mode: seconds to keep retrying when PostgreSQL is unreachable before failing loudly.
+    retry_timeout = 30.0
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, *, create: bool = False,
+                 artifacts: str | os.PathLike[str] | None = None):
+        if root is None:
+            root = default_ledger_path()
+        self.url: str | None = None
+        self.dialect = "sqlite"
+        self.host = socket.gethostname()
+        self._heartbeat: Heartbeat | None = None
+        if is_database_url(root):
+            self._open_postgres(str(root), artifacts, create)
+            return
+        if artifacts is not None:
+            raise LedgerError("artifacts= is for a postgresql:// ledger; a ledger folder keeps its runs inside it")
+        self.root = Path(root)
         db_path = self.root / DB_NAME
         if not db_path.exists():
             if not create:
@@ -118,10 +144,35 @@ class Ledger:
             migrate(self.db)
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"{db_path}: cannot open the ledger index ({exc})") from None
-        self.host = socket.gethostname()
+
+    def _open_postgres(self, url: str, artifacts: str | os.PathLike[str] | None, create: bool) -> None:
+        artifacts = artifacts if artifacts is not None else os.environ.get("LABLEDGER_ARTIFACTS")
+        if not artifacts:
+            raise LedgerError(f"a PostgreSQL ledger ({display_url(url)}) needs a folder for run files that every "
+                              f"machine mounts: pass artifacts=DIR (--artifacts DIR) or set $LABLEDGER_ARTIFACTS")
+        self.url = url
+        self.dialect = "postgresql"
+        self.root = Path(artifacts)
+        if not (self.root / "runs").is_dir():
+            if not create:
+                raise LedgerNotFoundError(
+                    f"No run folder at {self.root / 'runs'} for the PostgreSQL ledger {display_url(url)}: "
+                    f"pass the shared artifacts folder, or log a run to create it.")
+            if self.root.exists() and not self.root.is_dir():
+                raise LedgerError(f"{self.root} exists and is not a folder")
+            (self.root / "runs").mkdir(parents=True, exist_ok=True)
+        self.db = PostgresIndex(url, retry_timeout=self.retry_timeout)
+        try:
+            migrate(self.db)
+        except BaseException:
+            self.db.close()
+            raise
 
     # -- plumbing -------------------------------------------------------------------------------
     def close(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
         self.db.close()
 
     def __enter__(self) -> Ledger:
@@ -131,11 +182,13 @@ class Ledger:
         self.close()
 
     def __repr__(self) -> str:
+        if self.url is not None:
+            return f"Ledger({display_url(self.url)!r}, artifacts={str(self.root)!r})"
         return f"Ledger({str(self.root)!r})"
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction (``BEGIN IMMEDIATE``): all or nothing."""
+        """A write transaction (``BEGIN IMMEDIATE``; on PostgreSQL ``BEGIN`` + the ledger's write lock)."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield self.db
@@ -144,6 +197,19 @@ class Ledger:
             raise
         self.db.execute("COMMIT")
 
+    def _write(self, body) -> Any:
+        """Run ``body(db)`` in a transaction; in team mode, replay it when the connection was lost
+        (PostgreSQL restarted) until ``retry_timeout`` has passed. ``body`` must be idempotent."""
+        deadline = time.monotonic() + self.retry_timeout
+        while True:
+            try:
+                with self.transaction() as db:
+                    return body(db)
+            except IndexUnavailableError:
+                if self.dialect != "postgresql" or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
+
     def run_dir(self, run_id: str) -> Path:
         return self.root / "runs" / run_id
 
@@ -151,7 +217,10 @@ class Ledger:
     def register_run(self, meta: dict[str, Any]) -> None:
         """Insert a new run into the index (called by :class:`labledger.Run`)."""
         git = meta.get("git") or {}
-        with self.transaction() as db:
+
+        def insert(db) -> None:
+            if db.execute("SELECT 1 FROM runs WHERE id = ?", (meta["id"],)).fetchone():
+                return  # a replay after a lost connection whose COMMIT had gone through
             db.execute(
                 "INSERT INTO runs (id, name, grp, status, started, host, pid, git_commit, git_dirty, "
                 "summary, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', ?)",
@@ -160,6 +229,15 @@ class Ledger:
                  None if git.get("dirty") is None else int(git["dirty"]), time.time()))
             db.executemany("INSERT INTO run_tags (run_id, tag) VALUES (?, ?)",
                            [(meta["id"], t) for t in meta.get("tags", ())])
+            if self.dialect == "postgresql":
+                db.execute("UPDATE runs SET heartbeat = extract(epoch from clock_timestamp()) WHERE id = ?",
+                           (meta["id"],))
+
+        self._write(insert)
+        if self.dialect == "postgresql" and meta["status"] == "running":
+            if self._heartbeat is None:
+                self._heartbeat = Heartbeat(self.url, self.heartbeat_interval)
+            self._heartbeat.add(meta["id"])
 
     def update_run(self, run_id: str, **fields: Any) -> None:
         """Update index columns of one run (``summary`` is a dict, stored as JSON)."""
@@ -169,8 +247,9 @@ class Ledger:
             fields["grp"] = fields.pop("group")
         fields["updated"] = time.time()
         cols = ", ".join(f"{k} = ?" for k in fields)
-        with self.transaction() as db:
-            db.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id))
+        self._write(lambda db: db.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id)))
+        if self._heartbeat is not None and fields.get("status", "running") != "running":
+            self._heartbeat.discard(run_id)
 
     def _rows_to_info(self, rows: list[tuple]) -> list[RunInfo]:
         ids = [r[0] for r in rows]
@@ -191,19 +270,36 @@ class Ledger:
     _COLUMNS = "id, name, grp, status, started, ended, host, pid, git_commit, git_dirty, error, summary"
 
     def reap(self) -> list[str]:
-        """Mark runs whose process died (no lock holder on this host) as ``crashed``; return their ids."""
+        """Mark runs whose process died as ``crashed``; return their ids.
+
+        A run of this host is dead when no process holds its ``flock``. In team mode, a run of
+        another host (whose lock is not visible from here) is dead when its heartbeat, stamped
+        with the database server's clock, is older than ``heartbeat_timeout`` seconds.
+        """
         crashed = []
-        for run_id, host in self.db.execute("SELECT id, host FROM runs WHERE status = 'running'").fetchall():
+        stale: list[tuple[str, str | None, float]] = []
+        team = self.dialect == "postgresql"
+        now = self.db.server_now() if team else None
+        rows = self.db.execute("SELECT id, host, heartbeat FROM runs WHERE status = 'running'").fetchall()
+        for run_id, host, heartbeat in rows:
             if host not in (None, self.host):
-                continue  # another machine's run: its lock is not visible from here
+                # another machine's run: its lock is not visible from here
+                if team and heartbeat is not None and now - heartbeat > self.heartbeat_timeout:
+                    stale.append((run_id, host, now - self.heartbeat_timeout))
+                continue
             if lock_is_held(self.run_dir(run_id) / ".lock"):
                 continue
             crashed.append(run_id)
         for run_id in crashed:
             self._mark_crashed(run_id)
+        for run_id, host, cutoff in stale:
+            if self._mark_crashed(run_id, stale_before=cutoff, error=(
+                    f"{STALE_HEARTBEAT_ERROR} from host {host} for over {self.heartbeat_timeout:g} s: "
+                    f"its logging process stopped or lost the index (killed, crashed, or cut off)")):
+                crashed.append(run_id)
         return crashed
 
-    def _mark_crashed(self, run_id: str) -> None:
+    def _mark_crashed(self, run_id: str, *, stale_before: float | None = None, error: str | None = None) -> bool:
         run_dir = self.run_dir(run_id)
         meta_path = run_dir / "run.json"
         ended = None
@@ -216,16 +312,19 @@ class Ledger:
             ended = max(p.stat().st_mtime for p in run_dir.iterdir() if p.is_file())
         except ValueError:
             ended = time.time()
-        error = "the logging process ended without finishing the run (killed or crashed)"
+        error = error or "the logging process ended without finishing the run (killed or crashed)"
         summary = summarize_run_dir(run_dir)
-        with self.transaction() as db:
-            cur = db.execute("UPDATE runs SET status = 'crashed', ended = ?, error = ?, summary = ?, "
-                             "updated = ? WHERE id = ? AND status = 'running'",
-                             (ended, error, orjson.dumps(summary).decode(), time.time(), run_id))
-            changed = cur.rowcount
+        q = ("UPDATE runs SET status = 'crashed', ended = ?, error = ?, summary = ?, updated = ? "
+             "WHERE id = ? AND status = 'running'")
+        params: tuple = (ended, error, orjson.dumps(summary).decode(), time.time(), run_id)
+        if stale_before is not None:  # unless it beat meanwhile
+            q += " AND (heartbeat IS NULL OR heartbeat < ?)"
+            params += (stale_before,)
+        changed = self._write(lambda db: db.execute(q, params).rowcount)
         if changed and meta is not None:
             meta.update(status="crashed", ended=ended, error=error)
             write_json(meta_path, meta)
+        return bool(changed)
 
     def runs(self, *, name: str | None = None, group: str | None = None, tag: str | None = None,
              status: str | None = None) -> list[RunInfo]:
@@ -321,6 +420,8 @@ class Ledger:
         With ``sha256``, the import is recorded so that the same content is recognised later.
         """
         run_ids = [r[0] for r in stage.db.execute("SELECT id FROM runs ORDER BY started")]
+        if self.dialect == "postgresql":
+            return self._adopt_through_python(stage, run_ids, source=source, sha256=sha256, fmt=fmt)
         moved: list[tuple[Path, Path]] = []
         self.db.execute("ATTACH DATABASE ? AS stage", (str(stage.root / DB_NAME),))
         try:
@@ -361,14 +462,65 @@ class Ledger:
             self.db.execute("DETACH DATABASE stage")
         return run_ids
 
+    def _common_columns(self, stage: Ledger, table: str, *, skip: tuple[str, ...] = ()) -> list[str]:
+        ours = set(self.db.columns(table))
+        return [r[1] for r in stage.db.execute(f"PRAGMA table_info({table})")
+                if r[1] in ours and r[1] not in skip and r[1] != "rowid"]
+
+    def _adopt_through_python(self, stage: Ledger, run_ids: list[str], *, source: str | None,
+                              sha256: str | None, fmt: str) -> list[str]:
+        """:meth:`adopt` for a PostgreSQL index: the staging SQLite's rows are copied in one transaction."""
+        moved: list[tuple[Path, Path]] = []
+        marks = ",".join("?" * len(run_ids))
+        try:
+            with self.transaction() as db:
+                for table, key in (("runs", "id"), ("run_tags", "run_id"), ("checkpoints", "run_id")):
+                    cols = self._common_columns(stage, table)
+                    rows = stage.db.execute(f"SELECT {', '.join(cols)} FROM {table} WHERE {key} IN ({marks})",
+                                            run_ids).fetchall()
+                    db.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({','.join('?' * len(cols))})",
+                                   rows)
+                ecols = self._common_columns(stage, "evaluations", skip=("id",))
+                mcols = self._common_columns(stage, "metric_values", skip=("eval_id",))
+                for old_id, *values in stage.db.execute(
+                        f"SELECT id, {', '.join(ecols)} FROM evaluations WHERE run_id IN ({marks})", run_ids).fetchall():
+                    new_id = db.execute(f"INSERT INTO evaluations ({', '.join(ecols)}) VALUES "
+                                        f"({','.join('?' * len(ecols))}) RETURNING id", values).fetchone()[0]
+                    rows = stage.db.execute(f"SELECT {', '.join(mcols)} FROM metric_values WHERE eval_id = ? "
+                                            f"ORDER BY rowid", (old_id,)).fetchall()
+                    db.executemany(f"INSERT INTO metric_values (eval_id, {', '.join(mcols)}) VALUES "
+                                   f"({','.join('?' * (len(mcols) + 1))})", [(new_id, *r) for r in rows])
+                bcols = self._common_columns(stage, "benchmark_entries", skip=("id",))
+                rows = stage.db.execute(f"SELECT {', '.join(bcols)} FROM benchmark_entries ORDER BY id").fetchall()
+                db.executemany(f"INSERT INTO benchmark_entries ({', '.join(bcols)}) VALUES "
+                               f"({','.join('?' * len(bcols))})", rows)
+                if sha256 is not None:
+                    db.executemany(
+                        "INSERT INTO imports (source, sha256, format, run_id, created) VALUES (?, ?, ?, ?, ?)",
+                        [(source or "", sha256, fmt, rid, time.time()) for rid in run_ids])
+                for rid in run_ids:
+                    src, dst = stage.run_dir(rid), self.run_dir(rid)
+                    os.replace(src, dst)
+                    moved.append((src, dst))
+        except BaseException:
+            for src, dst in reversed(moved):
+                os.replace(dst, src)
+            raise
+        return run_ids
+
     # -- evaluations ----------------------------------------------------------------------------
     def save_evaluation(self, run_ref: str, name: str, document: dict[str, Any], *,
-                        kind: str = "evaluation") -> Path:
+                        kind: str = "evaluation", model: str | None = None, suite: str = "public",
+                        variant: str = "raw", results_path: str | None = None) -> Path:
         """Store an evaluation document under ``evals/<name>/<kind>.json`` and index its values.
 
         Metric values are read from ``document["tasks"][task]["metrics"]`` (a list of dicts with
         ``metric``, ``params``, ``value``, ``ci_low``, ``ci_high``, ``n``, ``definition``) and
         ``document["tasks"][task]["slices"][field][value]["metrics"]`` when present.
+
+        With ``model``, each task's headline value also becomes a benchmark entry (model, ``suite``,
+        benchmark = task, ``variant``) pointing at this evaluation and at ``results_path`` (the
+        predictions it was computed from), so version tables can test deltas on paired items.
         """
         from labledger.store.run import check_name
 
@@ -378,20 +530,31 @@ class Ledger:
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{kind}.json"
         rows = list(iter_metric_values(document))
-        with self.transaction() as db:
+
+        def store(db) -> None:
             old = db.execute("SELECT id FROM evaluations WHERE run_id = ? AND name = ? AND kind = ?",
                              (run_id, name, kind)).fetchone()
             if old:
                 db.execute("DELETE FROM metric_values WHERE eval_id = ?", (old[0],))
                 db.execute("DELETE FROM evaluations WHERE id = ?", (old[0],))
-            cur = db.execute("INSERT INTO evaluations (run_id, name, kind, created, n_rows) "
-                             "VALUES (?, ?, ?, ?, ?)", (run_id, name, kind, time.time(), document.get("n")))
-            eval_id = cur.lastrowid
+            q = "INSERT INTO evaluations (run_id, name, kind, created, n_rows) VALUES (?, ?, ?, ?, ?)"
+            values = (run_id, name, kind, time.time(), document.get("n"))
+            if self.dialect == "sqlite":
+                eval_id = db.execute(q, values).lastrowid
+            else:
+                eval_id = db.execute(q + " RETURNING id", values).fetchone()[0]
             db.executemany(
                 "INSERT INTO metric_values (eval_id, task, slice, metric, params, value, ci_low, "
                 "ci_high, n, definition) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(eval_id, *r) for r in rows])
             write_json(path, document)
+
+        self._write(store)
+        if model is not None:
+            from labledger.benchmarks import add_entries, entries_from_evaluation
+
+            add_entries(self, entries_from_evaluation(document, model=model, suite=suite, variant=variant,
+                                                      run_id=run_id, evaluation=name, results_path=results_path))
         return path
 
     def evaluations(self, run_ref: str) -> list[dict[str, Any]]:

@@ -1,8 +1,12 @@
-"""Named, append-only schema migrations for the ledger's SQLite index.
+"""Named, append-only schema migrations for the ledger's index (SQLite, or PostgreSQL in team mode).
 
 Each migration is a function ``mNNN_name(db)`` registered with :func:`migration`. Applied names are
 recorded in the ``_migrations`` table of the database itself; :func:`migrate` applies the missing
 ones in order, each in its own transaction. Never edit a migration that has shipped: add one.
+
+Migrations are written in SQLite's dialect; on PostgreSQL ``db`` is a
+:class:`labledger.store.dialect.PostgresIndex`, which translates each statement (types, identity
+columns, placeholders), so both databases get the same named migrations.
 """
 
 from __future__ import annotations
@@ -10,19 +14,34 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
+from typing import Any
 
-MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = []
+#: A ``sqlite3.Connection`` or a :class:`labledger.store.dialect.PostgresIndex`.
+Connection = Any
+MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = []
 
 
-def migration(fn: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
+def migration(fn: Callable[[Connection], None]) -> Callable[[Connection], None]:
     """Register ``fn`` as the next migration (its ``__name__`` is its permanent name)."""
     MIGRATIONS.append((fn.__name__, fn))
     return fn
 
 
-def migrate(db: sqlite3.Connection) -> list[str]:
+def migrate(db: Connection) -> list[str]:
     """Apply every migration not yet recorded in ``db``; returns the names applied now."""
-    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)")
+    create = "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)"
+    if getattr(db, "dialect", "sqlite") == "postgresql":
+        # Under the ledger's write lock: two machines opening a new PostgreSQL ledger at once must
+        # not race on creating the table (IF NOT EXISTS is not atomic there).
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute(create)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+    else:
+        db.execute(create)
     done = {row[0] for row in db.execute("SELECT name FROM _migrations")}
     applied = []
     for name, fn in MIGRATIONS:
@@ -142,3 +161,10 @@ def m003_imports(db: sqlite3.Connection) -> None:
             created REAL NOT NULL
         )""")
     db.execute("CREATE INDEX imports_sha ON imports(sha256)")
+
+
+@migration
+def m004_run_heartbeat(db: sqlite3.Connection) -> None:
+    # Team mode: live runs stamp this with the database server's clock on an interval, so that a
+    # host that cannot see a run's flock (another machine) can still tell a dead run (issue 7).
+    db.execute("ALTER TABLE runs ADD COLUMN heartbeat REAL")

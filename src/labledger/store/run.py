@@ -348,17 +348,15 @@ class Run:
         if target.exists():
             raise LedgerError(f"run {self.id} already has results '{name}'")
         if isinstance(rows_or_path, (str, os.PathLike)):
-            src = Path(rows_or_path)
-            data = src.read_bytes()
-            from labledger.store.jsonl import iter_lines
+            from labledger.results import iter_rows
 
-            rows = []
-            for lineno, raw in iter_lines(src):
-                try:
-                    rows.append(orjson.loads(raw))
-                except orjson.JSONDecodeError as exc:
-                    raise RecordError(f"not valid JSON ({exc})", source=str(src), line=lineno) from None
-            validate_rows(rows, source=str(src))
+            src = Path(rows_or_path)
+            numbered = list(iter_rows(src))
+            rows = [row for _, row in numbered]
+            validate_rows(rows, source=str(src), lines=[n for n, _ in numbered])
+            data = src.read_bytes()
+            if data and not data.endswith(b"\n"):
+                data += b"\n"  # a valid last line without its newline: complete it, or readers see it torn
             origin = str(src.resolve())
         else:
             rows = [dict(r) for r in rows_or_path]
