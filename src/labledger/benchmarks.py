@@ -1,0 +1,478 @@
+"""The benchmark ledger: one entry per (model, suite, benchmark, metric, variant) value, and the
+version tables of seed 001 built from it, with a mean row, deltas and significance marks.
+
+Entries come from saved evaluations (with their predictions, so deltas get paired confidence
+intervals) or from ``labledger table import`` of CSV, JSONL or a Markdown table like seed 001's.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from labledger.errors import LedgerError, RecordError
+
+#: Metric names as people write them in tables -> (registry metric, parameters).
+METRIC_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "acc": ("accuracy", {}), "acc.": ("accuracy", {}), "accuracy": ("accuracy", {}),
+    "macro-f1": ("f1", {"average": "macro"}), "macro f1": ("f1", {"average": "macro"}),
+    "f1 (macro)": ("f1", {"average": "macro"}), "micro-f1": ("f1", {"average": "micro"}),
+    "weighted-f1": ("f1", {"average": "weighted"}), "f1": ("f1", {"average": "binary"}),
+    "f1 halluc.": ("f1", {"average": "binary", "pos_label": "hallucinated"}),
+    "exact match": ("exact_match", {}), "em": ("exact_match", {}),
+    "per-review f1": ("set_f1", {}), "set f1": ("set_f1", {}),
+    "mcc": ("mcc", {}), "auc": ("roc_auc", {}), "roc-auc": ("roc_auc", {}),
+}
+_NDCG = re.compile(r"^ndcg@(\d+)$", re.I)
+#: Stated vs recomputed mean rows of an imported table: two roundings to 0.01 points.
+ROUNDING_TOLERANCE = 0.0001 + 1e-9
+_AGGREGATE = re.compile(r"(\bmean\b|\baverage\b|\bavg\b|평균)", re.I)
+
+
+@dataclass
+class Entry:
+    """One value of the benchmark ledger."""
+
+    model: str
+    suite: str
+    benchmark: str
+    metric: str
+    value: float
+    category: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    variant: str = "raw"
+    n: int | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    run_id: str | None = None
+    evaluation: str | None = None
+    results_path: str | None = None
+    source: str | None = None
+
+    @property
+    def metric_id(self) -> str:
+        if not self.params:
+            return self.metric
+        return self.metric + "(" + ", ".join(f"{k}={v}" for k, v in sorted(self.params.items())) + ")"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["metric_id"] = self.metric_id
+        return d
+
+
+def parse_metric(text: str) -> tuple[str, dict[str, Any]]:
+    """A registry metric and its parameters from a table's label (``Macro-F1`` -> f1, macro)."""
+    t = text.strip().strip("()").strip()
+    m = _NDCG.match(t.replace(" ", ""))
+    if m:
+        return "ndcg", {"k": int(m.group(1))}
+    alias = METRIC_ALIASES.get(t.lower())
+    if alias:
+        return alias[0], dict(alias[1])
+    return t, {}
+
+
+# -- storage -------------------------------------------------------------------------------------
+_COLS = ("model", "suite", "benchmark", "category", "metric", "params", "variant", "value", "n", "ci_low",
+         "ci_high", "run_id", "evaluation", "results_path", "source")
+
+
+def add_entries(ledger, entries: Iterable[Entry]) -> int:
+    """Add entries in one transaction (all or nothing). Later entries supersede earlier ones with
+    the same model, suite, benchmark and variant in tables; nothing is deleted."""
+    rows = []
+    now = time.time()
+    for e in entries:
+        if not isinstance(e.value, (int, float)) or isinstance(e.value, bool) or not math.isfinite(e.value):
+            raise RecordError(f"must be a finite number; got {e.value!r} for {e.model}/{e.benchmark}",
+                              field="value")
+        rows.append((e.model, e.suite, e.benchmark, e.category, e.metric,
+                     orjson.dumps(e.params, option=orjson.OPT_SORT_KEYS).decode(), e.variant, float(e.value),
+                     e.n, e.ci_low, e.ci_high, e.run_id, e.evaluation, e.results_path, e.source, now))
+    with ledger.transaction() as db:
+        db.executemany(f"INSERT INTO benchmark_entries ({', '.join(_COLS)}, created) VALUES "
+                       f"({', '.join('?' * (len(_COLS) + 1))})", rows)
+    return len(rows)
+
+
+def read_entries(ledger, *, suite: str | None = None, models: Sequence[str] | None = None,
+                 variants: Sequence[str] | None = None) -> list[Entry]:
+    """The current entries (latest per model, suite, benchmark, variant)."""
+    q = (f"SELECT {', '.join(_COLS)} FROM benchmark_entries WHERE id IN (SELECT MAX(id) FROM benchmark_entries "
+         f"GROUP BY model, suite, benchmark, variant)")
+    params: list[Any] = []
+    if suite is not None:
+        q += " AND suite = ?"
+        params.append(suite)
+    if models:
+        q += f" AND model IN ({','.join('?' * len(models))})"
+        params.extend(models)
+    if variants:
+        q += f" AND variant IN ({','.join('?' * len(variants))})"
+        params.extend(variants)
+    q += " ORDER BY id"
+    out = []
+    for row in ledger.db.execute(q, params):
+        d = dict(zip(_COLS, row))
+        d["params"] = orjson.loads(d["params"])
+        out.append(Entry(**d))
+    return out
+
+
+def entries_from_evaluation(document: dict[str, Any], *, model: str, suite: str, variant: str = "raw",
+                            run_id: str | None = None, evaluation: str | None = None,
+                            results_path: str | None = None, category: str = "") -> list[Entry]:
+    """One entry per task of an evaluation document: its headline metric, with n and CI."""
+    out = []
+    for task, body in (document.get("tasks") or {}).items():
+        head = body.get("headline")
+        m = next((x for x in body.get("metrics") or () if x.get("key") == head), None)
+        if m is None or not isinstance(m.get("value"), (int, float)):
+            continue
+        out.append(Entry(model=model, suite=suite, benchmark=task, category=category, metric=m["metric"],
+                         params=dict(m.get("params") or {}), variant=variant, value=float(m["value"]),
+                         n=m.get("n"), ci_low=m.get("ci_low"), ci_high=m.get("ci_high"), run_id=run_id,
+                         evaluation=evaluation, results_path=results_path, source="evaluation"))
+    return out
+
+
+# -- import --------------------------------------------------------------------------------------
+@dataclass
+class ImportResult:
+    entries: list[Entry]
+    aggregates: list[dict[str, Any]] = field(default_factory=list)  # stated vs recomputed mean rows
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entries": [e.to_dict() for e in self.entries], "aggregates": self.aggregates,
+                "warnings": self.warnings}
+
+
+def _num(cell: str, *, percent: bool, source: str, line: int, fld: str) -> float | None:
+    c = cell.strip().strip("*`").replace(",", "")
+    if c in ("", "—", "-", "–", "n/a", "N/A"):
+        return None
+    is_pct = c.endswith("%")
+    try:
+        v = float(c.rstrip("%"))
+    except ValueError:
+        raise RecordError(f"must be a number or a percentage; got {cell.strip()!r}", source=source, line=line,
+                          field=fld) from None
+    return v / 100.0 if (is_pct or percent) else v
+
+
+def _split_md_row(line: str) -> list[str] | None:
+    s = line.strip()
+    s = s.replace("\\|", "|")
+    if not s.startswith("|"):
+        return None
+    cells = [c.strip() for c in s.strip("|").split("|")]
+    return cells
+
+
+def import_markdown(path: str | Path, *, suite: str, columns: dict[str, str] | None = None,
+                    category_suites: dict[str, str] | None = None) -> ImportResult:
+    """Entries from a Markdown table like seed 001's: category, ``Benchmark (Metric)``, model columns.
+
+    ``columns`` maps a header (exactly, or a prefix before a space/parenthesis) to ``model`` or
+    ``model:variant``; without it, every column whose cells are percentages is a model named by
+    its header. Aggregate rows (mean/average) are not entries: their stated values are compared
+    with the recomputed macro mean over the rows above them (``aggregates``). Rows of a category
+    listed in ``category_suites`` go to that suite.
+    """
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    table_rows: list[tuple[int, list[str]]] = []
+    for i, line in enumerate(lines, 1):
+        cells = _split_md_row(line)
+        if cells is None:
+            if table_rows:
+                break
+            continue
+        table_rows.append((i, cells))
+    if len(table_rows) < 3:
+        raise RecordError("no Markdown table found (a header row, a --- row and data rows)", source=str(path))
+    header_line, header = table_rows[0]
+    body = [(i, c) for i, c in table_rows[1:] if not all(re.fullmatch(r":?-{3,}:?", x) for x in c if x)]
+    bench_col = next((j for j, h in enumerate(header) if re.search(r"benchmark|벤치마크|task", h, re.I)), 1)
+    cat_col = 0 if bench_col > 0 else None
+    model_cols: dict[int, tuple[str, str]] = {}
+    for j, h in enumerate(header):
+        if j <= bench_col:
+            continue
+        spec = None
+        if columns:
+            for key, val in columns.items():
+                if spec_matches(h, key):
+                    spec = val
+                    break
+            if spec is None:
+                continue
+        else:
+            sample = [c[j] for _, c in body if j < len(c) and c[j]]
+            if not sample or not all(s.strip().endswith("%") or s.strip() in ("—", "-") for s in sample):
+                continue
+            spec = h
+        model, _, variant = spec.partition(":")
+        model_cols[j] = (model.strip(), (variant or "raw").strip())
+    if not model_cols:
+        raise RecordError(f"no model columns found in the header {header}; name them with --column HEADER=MODEL",
+                          source=str(path), line=header_line)
+    if columns:
+        missing = [k for k in columns if not any(spec_matches(h, k) for h in header)]
+        if missing:
+            raise RecordError(f"column(s) {missing} not in the header {header}", source=str(path), line=header_line)
+    entries: list[Entry] = []
+    aggregates: list[dict[str, Any]] = []
+    category = ""
+    block: list[Entry] = []
+    for lineno, cells in body:
+        if cat_col is not None and cat_col < len(cells) and cells[cat_col]:
+            category = cells[cat_col]
+        label = cells[bench_col] if bench_col < len(cells) else ""
+        this_suite = (category_suites or {}).get(category, suite)
+        if _AGGREGATE.search(label) or _AGGREGATE.search(category):
+            stated = {}
+            for j, (model, variant) in model_cols.items():
+                v = _num(cells[j], percent=False, source=str(path), line=lineno, fld=header[j]) if j < len(cells) else None
+                if v is not None:
+                    vals = [e.value for e in block if e.model == model and e.variant == variant]
+                    mean = sum(vals) / len(vals) if vals else None
+                    # cells are rounded to 0.01 points: the mean of rounded cells can be off by 0.005
+                    # points, and the stated mean by another 0.005 (0.0001 as a fraction)
+                    aggregates.append({"row": label, "line": lineno, "model": model, "variant": variant,
+                                       "stated": v, "recomputed": mean, "n": len(vals),
+                                       "difference": None if mean is None else mean - v,
+                                       "consistent": None if mean is None else abs(mean - v) <= ROUNDING_TOLERANCE})
+                    stated[header[j]] = v
+            block = []
+            continue
+        m = re.match(r"^(.*?)\s*\(([^()]*)\)\s*$", label)
+        bench, metric_text = (m.group(1), m.group(2)) if m else (label, "")
+        metric, params = parse_metric(metric_text) if metric_text else ("value", {})
+        for j, (model, variant) in model_cols.items():
+            if j >= len(cells):
+                continue
+            v = _num(cells[j], percent=False, source=str(path), line=lineno, fld=header[j])
+            if v is None:
+                continue
+            e = Entry(model=model, suite=this_suite, benchmark=bench.strip(), category=category, metric=metric,
+                      params=params, variant=variant, value=v, source=f"{path.name}:{lineno}")
+            entries.append(e)
+            if this_suite == suite:
+                block.append(e)
+    return ImportResult(entries=entries, aggregates=aggregates)
+
+
+def spec_matches(header: str, key: str) -> bool:
+    """A header matches a --column key exactly or by its part before a space or parenthesis."""
+    return header == key or header.startswith(key + " ") or header.startswith(key + "(") or header.split(" (")[0] == key
+
+
+def import_records(path: str | Path) -> ImportResult:
+    """Entries from CSV or JSONL with keys model, suite, benchmark, category, metric, variant, value (n)."""
+    path = Path(path)
+    required = ("model", "suite", "benchmark", "metric", "value")
+    rows: list[tuple[int, dict[str, Any]]] = []
+    if path.suffix.lower() == ".csv":
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            for i, row in enumerate(reader, 2):
+                rows.append((i, row))
+    else:
+        from labledger.store.jsonl import iter_lines
+
+        for i, raw in iter_lines(path):
+            try:
+                rows.append((i, orjson.loads(raw)))
+            except orjson.JSONDecodeError as exc:
+                raise RecordError(f"not valid JSON ({exc})", source=str(path), line=i) from None
+    entries = []
+    for i, row in rows:
+        for k in required:
+            if row.get(k) in (None, ""):
+                raise RecordError("is missing", source=str(path), line=i, field=k)
+        value = row["value"]
+        if isinstance(value, str):
+            value = _num(value, percent=False, source=str(path), line=i, fld="value")
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise RecordError(f"must be a number; got {row['value']!r}", source=str(path), line=i, field="value")
+        metric, params = parse_metric(str(row["metric"]))
+        if isinstance(row.get("params"), dict):
+            params.update(row["params"])
+        n = row.get("n")
+        try:
+            n = int(n) if n not in (None, "") else None
+        except ValueError:
+            raise RecordError(f"must be an integer; got {n!r}", source=str(path), line=i, field="n") from None
+        entries.append(Entry(model=str(row["model"]), suite=str(row["suite"]), benchmark=str(row["benchmark"]),
+                             category=str(row.get("category") or ""), metric=metric, params=params,
+                             variant=str(row.get("variant") or "raw"), value=float(value), n=n,
+                             source=f"{path.name}:{i}"))
+    return ImportResult(entries=entries)
+
+
+# -- version tables ------------------------------------------------------------------------------
+@dataclass
+class VersionTable:
+    """Rows = benchmarks grouped by category; columns = model/variant; a mean row and a delta."""
+
+    suite: str
+    columns: list[tuple[str, str]]
+    rows: list[dict[str, Any]]
+    mean: dict[str, Any]
+    delta_from: tuple[str, str] | None
+    delta_to: tuple[str, str] | None
+    warnings: list[str]
+
+    @staticmethod
+    def col_name(col: tuple[str, str]) -> str:
+        return col[0] if col[1] == "raw" else f"{col[0]} ({col[1]})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"suite": self.suite, "columns": [self.col_name(c) for c in self.columns],
+                "rows": self.rows, "mean": self.mean,
+                "delta": None if not self.delta_from else {"from": self.col_name(self.delta_from),
+                                                           "to": self.col_name(self.delta_to)},
+                "warnings": self.warnings,
+                "definition": "mean = macro average over the benchmarks present in every column; "
+                              "delta = last column minus the --delta-from column; '*' marks a delta whose "
+                              "paired 95% bootstrap CI (from stored predictions on the same items) excludes "
+                              "0, 'n.s.' one whose CI includes 0; no mark = no stored predictions to test"}
+
+    def _cells(self, pct: bool = True):
+        def fmt(v):
+            return "—" if v is None else (f"{v * 100:.2f}%" if pct else f"{v:.4f}")
+
+        head = ["category", "benchmark (metric)"] + [self.col_name(c) for c in self.columns]
+        if self.delta_from:
+            head.append(f"Δ {self.col_name(self.delta_to)} − {self.col_name(self.delta_from)}")
+        body = []
+        last_cat = None
+        for r in self.rows:
+            cat = r["category"] if r["category"] != last_cat else ""
+            last_cat = r["category"]
+            cells = [cat, f"{r['benchmark']} ({r['metric_id']})"] + [fmt(r["values"].get(self.col_name(c)))
+                                                                     for c in self.columns]
+            if self.delta_from:
+                d = r.get("delta")
+                mark = {"significant": " *", "not significant": " n.s."}.get(r.get("significance") or "", "")
+                cells.append("—" if d is None else f"{d * 100:+.2f}pp{mark}")
+            body.append(cells)
+        mean_cells = ["", f"Mean ({self.mean['n']} benchmarks)"] + [fmt(self.mean["values"].get(self.col_name(c)))
+                                                                   for c in self.columns]
+        if self.delta_from:
+            d = self.mean.get("delta")
+            mean_cells.append("—" if d is None else f"{d * 100:+.2f}pp")
+        body.append(mean_cells)
+        return head, body
+
+    def to_markdown(self) -> str:
+        head, body = self._cells()
+        out = io.StringIO()
+        out.write("| " + " | ".join(head) + " |\n")
+        out.write("| " + " | ".join([":---", ":---"] + ["---:"] * (len(head) - 2)) + " |\n")
+        for cells in body:
+            out.write("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |\n")
+        return out.getvalue()
+
+    def to_csv(self) -> str:
+        head, body = self._cells()
+        out = io.StringIO()
+        w = csv.writer(out)
+        w.writerow(head)
+        w.writerows(body)
+        return out.getvalue()
+
+    def to_html(self) -> str:
+        head, body = self._cells()
+        e = html.escape
+        rows = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>\n" for cells in body)
+        return (f"<table class=\"version-table\">\n<thead><tr>{''.join(f'<th>{e(h)}</th>' for h in head)}"
+                f"</tr></thead>\n<tbody>\n{rows}</tbody>\n</table>\n")
+
+
+PairedTest = Callable[[Entry, Entry], dict[str, Any] | None]
+
+
+def version_table(entries: Sequence[Entry], *, suite: str, models: Sequence[str],
+                  variants: Sequence[str] = ("raw",), delta_from: str | None = None,
+                  paired_test: PairedTest | None = None) -> VersionTable:
+    """Build the table for ``models`` x ``variants`` of ``suite`` (see :class:`VersionTable`)."""
+    columns = [(m, v) for m in models for v in variants]
+    by_key: dict[tuple[str, str, str], Entry] = {}
+    for e in entries:
+        if e.suite == suite:
+            by_key[(e.benchmark, e.model, e.variant)] = e
+    present_cols = [c for c in columns if any((b, c[0], c[1]) in by_key for b, _, _ in by_key)]
+    warnings = [f"no entries for {VersionTable.col_name(c)} in suite '{suite}'" for c in columns
+                if c not in present_cols]
+    columns = present_cols
+    if not columns:
+        raise LedgerError(f"no benchmark entries for models {list(models)} in suite '{suite}'")
+    benchmarks: list[tuple[str, str]] = []
+    for e in entries:
+        if e.suite == suite and (e.model, e.variant) in columns and (e.category, e.benchmark) not in benchmarks:
+            if not any(b == e.benchmark for _, b in benchmarks):
+                benchmarks.append((e.category, e.benchmark))
+    # keep categories together, in first-seen order
+    cat_order = list(dict.fromkeys(c for c, _ in benchmarks))
+    benchmarks.sort(key=lambda cb: cat_order.index(cb[0]))
+    dfrom = dto = None
+    if delta_from:
+        base_model, _, base_var = delta_from.partition(":")
+        dfrom = (base_model, base_var or "raw")
+        if dfrom not in columns:
+            raise LedgerError(f"--delta-from {delta_from}: no entries for it in suite '{suite}'")
+        dto = columns[-1] if columns[-1] != dfrom else None
+    rows = []
+    common = []
+    for cat, bench in benchmarks:
+        cells = {c: by_key.get((bench, *c)) for c in columns}
+        present = [x for x in cells.values() if x is not None]
+        metric_ids = sorted({x.metric_id for x in present})
+        if len(metric_ids) > 1:
+            warnings.append(f"'{bench}' is measured with different metrics across models: {', '.join(metric_ids)}")
+        ns = sorted({x.n for x in present if x.n is not None})
+        if len(ns) > 1:
+            warnings.append(f"'{bench}' has different n across models: {', '.join(map(str, ns))}")
+        row = {"category": cat, "benchmark": bench, "metric_id": present[0].metric_id if present else "",
+               "values": {VersionTable.col_name(c): (x.value if x else None) for c, x in cells.items()},
+               "ci": {VersionTable.col_name(c): ([x.ci_low, x.ci_high] if x and x.ci_low is not None else None)
+                      for c, x in cells.items()},
+               "n": {VersionTable.col_name(c): (x.n if x else None) for c, x in cells.items()}}
+        if dfrom and dto and cells.get(dfrom) and cells.get(dto):
+            row["delta"] = cells[dto].value - cells[dfrom].value
+            test = paired_test(cells[dto], cells[dfrom]) if paired_test else None
+            if test:
+                row["delta_ci"] = [test["ci_low"], test["ci_high"]]
+                row["p_value"] = test.get("p_value")
+                row["significance"] = "significant" if (test["ci_low"] > 0 or test["ci_high"] < 0) else "not significant"
+        if all(x is not None for x in cells.values()):
+            common.append(row)
+        else:
+            lacking = [VersionTable.col_name(c) for c, x in cells.items() if x is None]
+            warnings.append(f"'{bench}' is missing for {', '.join(lacking)}: left out of the mean")
+        rows.append(row)
+    mean_vals = {}
+    for c in columns:
+        name = VersionTable.col_name(c)
+        vals = [r["values"][name] for r in common]
+        mean_vals[name] = sum(vals) / len(vals) if vals else None
+    mean = {"n": len(common), "values": mean_vals}
+    if dfrom and dto:
+        a, b = mean_vals.get(VersionTable.col_name(dto)), mean_vals.get(VersionTable.col_name(dfrom))
+        mean["delta"] = None if a is None or b is None else a - b
+    return VersionTable(suite=suite, columns=columns, rows=rows, mean=mean, delta_from=dfrom, delta_to=dto,
+                        warnings=warnings)

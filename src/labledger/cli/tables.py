@@ -1,0 +1,115 @@
+"""``labledger table``: version tables from the benchmark ledger; ``table import`` to fill it."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
+    resolve_ledger_path, warn
+
+
+def _pairs(values, opt):
+    out = {}
+    for v in values:
+        if "=" not in v:
+            raise click.BadParameter(f"expected KEY=VALUE; got {v!r}", param_hint=opt)
+        k, _, val = v.partition("=")
+        out[k.strip()] = val.strip()
+    return out
+
+
+def _csv_list(value):
+    return [x.strip() for x in value.split(",") if x.strip()] if value else []
+
+
+@main.group("table", invoke_without_command=True)
+@click.option("--suite", default="public", show_default=True, help="Benchmark suite.")
+@click.option("--models", default=None, help="Comma-separated models, in column order (default: all).")
+@click.option("--variant", "variants", default="raw", show_default=True,
+              help="Comma-separated variants (raw, calibrated, ...).")
+@click.option("--delta-from", default=None, metavar="MODEL[:VARIANT]",
+              help="Add a delta column: last column minus this one.")
+@click.option("--format", "fmt", type=click.Choice(["md", "html", "csv", "json"]), default=None,
+              help="Print the table in this format (default: a terminal table).")
+@ledger_option
+@json_option
+@click.pass_context
+@handle_errors
+def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_json):
+    """Version table: benchmarks by category x models, with a mean row and deltas (seed 001)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from labledger import open_ledger
+    from labledger.benchmarks import read_entries, version_table
+    from labledger.groups import paired_entry_test
+
+    if as_json:
+        fmt = "json"
+    ledger = open_ledger(resolve_ledger_path(ledger_path))
+    model_list = _csv_list(models)
+    variant_list = _csv_list(variants) or ["raw"]
+    entries = read_entries(ledger, suite=suite, models=model_list or None, variants=variant_list)
+    if not model_list:
+        model_list = list(dict.fromkeys(e.model for e in entries))
+    table = version_table(entries, suite=suite, models=model_list, variants=variant_list,
+                          delta_from=delta_from, paired_test=paired_entry_test)
+    for w in table.warnings:
+        warn(w)
+    if fmt == "json":
+        emit_json(table.to_dict())
+    elif fmt == "md":
+        click.echo(table.to_markdown(), nl=False)
+    elif fmt == "csv":
+        click.echo(table.to_csv(), nl=False)
+    elif fmt == "html":
+        click.echo(table.to_html(), nl=False)
+    else:
+        head, body = table._cells()
+        t = Table(title=f"suite '{suite}'", title_justify="left")
+        for i, h in enumerate(head):
+            t.add_column(h, justify="left" if i < 2 else "right")
+        for i, cells in enumerate(body):
+            t.add_row(*cells, style="bold" if i == len(body) - 1 else None)
+        console.print(t)
+        console.print("[dim]" + table.to_dict()["definition"] + "[/]")
+
+
+@table_cmd.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--suite", default="public", show_default=True, help="Suite of the imported rows.")
+@click.option("--column", "columns", multiple=True, metavar="HEADER=MODEL[:VARIANT]",
+              help="Markdown only: which columns are models (default: every percentage column).")
+@click.option("--category-suite", "category_suites", multiple=True, metavar="CATEGORY=SUITE",
+              help="Markdown only: rows of CATEGORY go to SUITE (e.g. held-out rows).")
+@click.option("--dry-run", is_flag=True, help="Parse and check, store nothing.")
+@ledger_option
+@json_option
+@handle_errors
+def table_import_cmd(file, suite, columns, category_suites, dry_run, ledger_path, as_json):
+    """Add benchmark entries from CSV/JSONL (model, suite, benchmark, category, metric, variant,
+    value[, n]) or from a Markdown table like seed 001's (values in percent)."""
+    from labledger import open_ledger
+    from labledger.benchmarks import add_entries, import_markdown, import_records
+
+    if file.lower().endswith((".csv", ".jsonl", ".json")):
+        if columns or category_suites:
+            raise click.UsageError("--column and --category-suite apply to Markdown tables only")
+        result = import_records(file)
+    else:
+        result = import_markdown(file, suite=suite, columns=_pairs(columns, "--column") or None,
+                                 category_suites=_pairs(category_suites, "--category-suite") or None)
+    added = 0
+    if not dry_run:
+        ledger = open_ledger(resolve_ledger_path(ledger_path), create=True)
+        added = add_entries(ledger, result.entries)
+    doc = {"file": file, "entries": len(result.entries), "added": added, "aggregates": result.aggregates}
+    if as_json:
+        emit_json(doc)
+        return
+    console.print(f"{'Parsed' if dry_run else 'Added'} {len(result.entries)} entries from {file}.")
+    for a in result.aggregates:
+        ok = "[green]consistent[/]" if a["consistent"] else "[red]INCONSISTENT[/]"
+        rec = "-" if a["recomputed"] is None else f"{a['recomputed'] * 100:.4f}%"
+        console.print(f"  {a['row']} ({a['model']}, {a['variant']}): stated {a['stated'] * 100:.2f}%, "
+                      f"recomputed from {a['n']} rows {rec}: {ok} within rounding")

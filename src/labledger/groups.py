@@ -1,0 +1,161 @@
+"""Comparisons across runs: paired tests behind version-table deltas, and groups of runs against a
+baseline group (seed 003: "0617 FD-router vs 0615 mean").
+
+Values come from stored predictions whenever a run has them, so every number uses the registry's
+definition of the metric; otherwise from what the run recorded (its summary, history or scalars),
+and the table says so.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from labledger.errors import ComparisonError, LedgerError
+
+
+def _spec(metric: str, params: dict[str, Any]) -> str:
+    return metric if not params else metric + ":" + ",".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def paired_entry_test(a, b, *, ci: float = 0.95, resamples: int = 1000, seed: int = 0) -> dict[str, Any] | None:
+    """Paired bootstrap of ``a - b`` for two benchmark entries that kept their predictions.
+
+    Returns ``{"diff", "ci_low", "ci_high", "p_value", "n"}``, or ``None`` when either entry has no
+    stored predictions, the metrics differ, or the two prediction sets cover different items.
+    """
+    from labledger.evaluate import compare
+
+    if not a.results_path or not b.results_path or a.metric_id != b.metric_id:
+        return None
+    try:
+        doc = compare(a.results_path, b.results_path, metrics=[_spec(a.metric, a.params)], task=a.benchmark,
+                      ci=ci, resamples=resamples, seed=seed).to_dict()
+    except ComparisonError:
+        return None
+    metrics = doc["tasks"][a.benchmark]["metrics"]
+    if not metrics:
+        return None
+    m = metrics[0]
+    return {"diff": m["diff"], "ci_low": m["ci_low"], "ci_high": m["ci_high"], "p_value": m["p_value"], "n": m["n"]}
+
+
+def _norm(key: str) -> str:
+    k = re.sub(r"[^a-z0-9@]", "", key.lower())
+    return k[:-5] if k.endswith("score") else k
+
+
+def recorded_value(view, metric: str) -> tuple[float, str] | None:
+    """The value a run recorded for ``metric`` (name compared loosely: ``Has0_F1_score`` = has0_f1).
+
+    Looked up in the run's summary, then its last history entry that has it, then its last scalar.
+    """
+    want = _norm(metric)
+    for k, v in (view.summary.get("headline") or {}).items():
+        if _norm(k) == want and isinstance(v, (int, float)):
+            return float(v), "recorded (summary)"
+    found = None
+    for entry in view.history():
+        for k, v in entry.items():
+            if _norm(k) == want and isinstance(v, (int, float)) and not isinstance(v, bool):
+                found = float(v)
+    if found is not None:
+        return found, "recorded (history)"
+    for k, v in (view.summary.get("last") or {}).items():
+        if _norm(k) == want and isinstance(v, (int, float)):
+            return float(v), "recorded (scalars)"
+    return None
+
+
+@dataclass
+class GroupComparison:
+    """Per group and metric: mean, spread, number of runs, difference from the baseline's mean."""
+
+    baseline: str
+    groups: list[str]
+    metrics: list[str]
+    summary: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"baseline": self.baseline, "groups": self.groups, "metrics": self.metrics,
+                "summary": self.summary, "runs": self.runs, "warnings": self.warnings,
+                "definition": "mean and sample standard deviation over the group's runs; diff = group mean "
+                              "- baseline mean; 'predictions' values are recomputed from stored results with "
+                              "the registry's definition, 'recorded' values are what the run logged"}
+
+
+def compare_groups(ledger, *, baseline: str, groups: Sequence[str], metrics: Sequence[str],
+                   results: str | None = None, task: str | None = None) -> GroupComparison:
+    """Compare groups of runs with a baseline group on ``metrics`` (see :class:`GroupComparison`).
+
+    >>> # compare_groups(open_ledger(), baseline="0615", groups=["0617-main"], metrics=["has0_f1"])
+    """
+    from labledger.evaluate import evaluate
+    from labledger.metrics.registry import metric_key, parse_metric
+
+    if not metrics:
+        raise LedgerError("name at least one metric")
+    names = [baseline, *[g for g in groups if g != baseline]]
+    out = GroupComparison(baseline=baseline, groups=names[1:], metrics=list(metrics))
+    values: dict[tuple[str, str], list[float]] = {}
+    for g in names:
+        infos = [i for i in ledger.runs(group=g) if i.status in ("finished", "crashed", "killed")]
+        if not infos:
+            raise LedgerError(f"group '{g}' has no finished runs in {ledger.root}")
+        for info in reversed(infos):
+            view = ledger.run(info.id)
+            row: dict[str, Any] = {"group": g, "run": info.id, "name": info.name, "values": {}, "sources": {}}
+            stored = view.results_names()
+            source_name = results if results in stored else (stored[0] if len(stored) == 1 and results is None else None)
+            ev = None
+            for metric in metrics:
+                value, source = None, None
+                if source_name is not None:
+                    spec = parse_metric(metric)
+                    if ev is None:
+                        ev = evaluate(view.results_path(source_name), metrics=list(metrics), resamples=0, task=task)
+                    tasks = list(ev.tasks)
+                    if len(tasks) != 1:
+                        raise LedgerError(f"run {info.id} results '{source_name}' have tasks {tasks}; pass task=")
+                    key = metric_key(spec.metric.name, dict(spec.params))
+                    try:
+                        value = ev.value(tasks[0], key)
+                    except (KeyError, LedgerError):
+                        value = None
+                    source = f"predictions ({source_name})"
+                if value is None:
+                    rec = recorded_value(view, metric)
+                    if rec is not None:
+                        value, source = rec
+                if value is None:
+                    out.warnings.append(f"run {info.id} ({info.name}) has no value for {metric}")
+                    continue
+                row["values"][metric] = value
+                row["sources"][metric] = source
+                values.setdefault((g, metric), []).append(value)
+            out.runs.append(row)
+    for metric in metrics:
+        base = values.get((baseline, metric), [])
+        base_mean = statistics.fmean(base) if base else None
+        for g in names:
+            vals = values.get((g, metric), [])
+            mean = statistics.fmean(vals) if vals else None
+            sources = sorted({r["sources"][metric] for r in out.runs if r["group"] == g and metric in r["sources"]})
+            out.summary.append({
+                "group": g, "metric": metric, "runs": len(vals), "mean": mean,
+                "std": statistics.stdev(vals) if len(vals) > 1 else None,
+                "min": min(vals) if vals else None, "max": max(vals) if vals else None,
+                "diff": None if mean is None or base_mean is None or g == baseline else mean - base_mean,
+                "sources": sources})
+            if any(s.startswith("recorded") for s in sources) and any(s.startswith("predictions") for s in sources):
+                out.warnings.append(f"group '{g}' mixes recomputed and recorded values of {metric}")
+    for s in out.summary:
+        if s["mean"] is not None and not math.isfinite(s["mean"]):
+            out.warnings.append(f"group '{s['group']}' {s['metric']} mean is not finite")
+    return out
