@@ -45,7 +45,7 @@ def sign_label(target: int, current: int) -> str:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     ledger_dir = tmp_path_factory.mktemp("demo") / "ledger"
-    summary = run_demo(ledger_dir, quick=True)
+    summary = run_demo(ledger_dir, quick=True, site=ledger_dir.parent / "site", resamples=200)
     ledger = labledger.open_ledger(ledger_dir)
     yield summary, ledger
     ledger.close()
@@ -412,12 +412,74 @@ def test_summary_matches_the_ledger(demo, views, batches):
         assert view.summary.get("headline", {}).get("test_accuracy") == run.test_accuracy
 
 
+# -- evaluation, comparison and site (issues 3 and 6) -------------------------------------------
+
+
+def test_full_tests_are_evaluated_with_cis_by_current_state(demo, views):
+    from sklearn.metrics import accuracy_score, f1_score, recall_score
+
+    summary, ledger = demo
+    for view in views:
+        doc = view.evaluation("full_test")
+        body = doc["tasks"]["digit_step"]
+        rows = list(view.results("full_test"))
+        gold = [r["gold"] for r in rows]
+        pred = [max(r["probs"], key=r["probs"].get) for r in rows]
+        by_key = {m["key"]: m for m in body["metrics"]}
+        acc = by_key["accuracy"]
+        assert acc["value"] == pytest.approx(accuracy_score(gold, pred), abs=1e-12)
+        assert acc["ci_low"] <= acc["value"] <= acc["ci_high"] and acc["n"] == len(rows)
+        assert body["clusters"] == len({r["group"] for r in rows})  # images are resampled, not items
+        macro = next(m for k, m in by_key.items() if k.startswith("f1[average=macro"))
+        assert macro["value"] == pytest.approx(f1_score(gold, pred, average="macro"), abs=1e-12)
+        recalls = {c["label"]: c["recall"]["value"] for c in body["per_class"]["labels"]}
+        for label in ("-1", "0", "+1"):
+            assert recalls[label] == pytest.approx(recall_score(gold, pred, labels=[label], average="macro"))
+        assert set(body["slices"]["current"]) == {str(s) for s in range(10)}
+        # indexed in the ledger and entered in the benchmark ledger under the run's name
+        assert any(v["metric"] == "accuracy" for v in ledger.metric_values(view.id))
+    from labledger.benchmarks import read_entries
+
+    entries = read_entries(ledger, suite="digits-test")
+    assert {e.model for e in entries} == {v.name for v in views}
+
+
+def test_the_two_runs_are_compared_on_the_same_items(demo, views):
+    summary, ledger = demo
+    body = summary.comparison["tasks"]["digit_step"]
+    assert body["paired"] and body["n"] == len(list(views[0].results("full_test")))
+    acc = next(m for m in body["metrics"] if m["key"] == "accuracy")
+    runs = {r.id: r for r in summary.runs}
+    assert acc["diff"] == pytest.approx(runs[views[1].id].test_accuracy - runs[views[0].id].test_accuracy)
+    assert acc["mcnemar"] is not None
+    assert views[1].evaluation(f"compare-{views[0].name}", kind="comparison")["tasks"]
+
+
+def test_validation_predictions_are_stored_for_calibration(demo, views):
+    summary, _ = demo
+    for view in views:
+        rows = list(view.results("validation"))
+        assert len(rows) == summary.split["validation"] * 10
+        assert all("logits" in r for r in rows)
+        assert not {r["image_id"] for r in rows} & {r["image_id"] for r in view.results("full_test")}
+
+
+def test_the_site_is_built(demo):
+    summary, _ = demo
+    assert summary.site_index is not None and summary.site_index.is_file()
+    data = summary.site_index.parent / "data"
+    assert (data / "catalog.js").is_file()
+    for run_id in summary.run_ids:
+        assert (data / "runs" / f"{run_id}.js").is_file()
+
+
 # -- the command --------------------------------------------------------------------------------
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args,code,expected", [
-    (["--quick"], 0, ["Ledger:", "test accuracy", "episode success", "Runs (id, folder):"]),
+    (["--quick"], 0, ["Ledger:", "test accuracy", "episode success", "Runs (id, folder):",
+                      "[95% CI]", "same items", "Site:", "index.html"]),
     (["--quick", "--json"], 0, ['"run_ids"', '"test_accuracy"']),
     (["--seed", "x"], 2, ["Invalid value"]),
     (["--seed", "-1"], 2, ["Invalid value"]),

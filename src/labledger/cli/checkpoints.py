@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
@@ -61,7 +62,7 @@ def soup_cmd(checkpoints, weights, out, normalize, integers, record, name, group
     for col in ("weight", "input", "sha256"):
         t.add_column(col, overflow="fold")
     for i in res.inputs:
-        t.add_row(f"{i['weight']:.4g}", i["path"], i["sha256"])
+        t.add_row(f"{i['weight']:.4g}", escape(i["path"]), i["sha256"])
     t.add_row("=", res.out, res.sha256, style="bold")
     console.print(t)
     console.print(f"{res.tensors} tensors ({len(res.integer_tensors)} integer, not averaged); "
@@ -118,7 +119,7 @@ def mixture_cmd(run, tolerance, strict, ledger_path, as_json):
         for col in ("dataset", "intended", "actual", "ratio", "examples", ""):
             t.add_column(col, justify="left" if col in ("dataset", "") else "right")
         for r in audit.rows:
-            t.add_row(r["dataset"], f"{r['intended_share']:.1%}", f"{r['actual_share']:.1%}",
+            t.add_row(escape(r["dataset"]), f"{r['intended_share']:.1%}", f"{r['actual_share']:.1%}",
                       f"{r['ratio']:.2f}", f"{r['examples']:,}",
                       "[red bold]OFF[/]" if r["flagged"] else "ok")
         console.print(t)

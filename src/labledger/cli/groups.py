@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
@@ -43,7 +44,7 @@ def compare_groups_cmd(baseline, groups, metrics, results, task, ledger_path, as
     for col in ("group", "metric", "runs", "mean", "std", "min", "max", "diff vs baseline", "from"):
         t.add_column(col, justify="left" if col in ("group", "metric", "from") else "right")
     for s in res.summary:
-        t.add_row(s["group"], s["metric"], str(s["runs"]), f(s["mean"]), f(s["std"]), f(s["min"]), f(s["max"]),
+        t.add_row(escape(s["group"]), escape(s["metric"]), str(s["runs"]), f(s["mean"]), f(s["std"]), f(s["min"]), f(s["max"]),
                   f(s["diff"], sign=True), ", ".join(s["sources"]),
                   style="bold" if s["group"] == baseline else None)
     console.print(t)
@@ -51,9 +52,9 @@ def compare_groups_cmd(baseline, groups, metrics, results, task, ledger_path, as
     pr.add_column("group")
     pr.add_column("run")
     for m in res.metrics:
-        pr.add_column(m, justify="right")
+        pr.add_column(escape(m), justify="right")
     for r in res.runs:
-        pr.add_row(r["group"], r["name"], *[f(r["values"].get(m)) + ("" if r["sources"].get(m, "").startswith(
+        pr.add_row(escape(r["group"]), escape(r["name"]), *[f(r["values"].get(m)) + ("" if r["sources"].get(m, "").startswith(
             "predictions") or m not in r["values"] else " (rec.)") for m in res.metrics])
     console.print(pr)
     console.print("[dim](rec.) = recorded by the run, not recomputed from predictions[/]")

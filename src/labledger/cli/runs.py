@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
@@ -85,8 +86,8 @@ def runs_cmd(group, tag, status, name, ledger_path, as_json):
                          no_wrap=col in ("id", "started"))
     for i in infos:
         steps = i.summary.get("steps")
-        table.add_row(i.id, i.name, i.group or "-", f"[{STATUS_STYLE.get(i.status, '')}]{i.status}[/]",
-                      fmt_num(steps), fmt_time(i.started), fmt_duration(i.duration), headline(i.summary))
+        table.add_row(i.id, escape(i.name), escape(i.group or "-"), f"[{STATUS_STYLE.get(i.status, '')}]{i.status}[/]",
+                      fmt_num(steps), fmt_time(i.started), fmt_duration(i.duration), escape(headline(i.summary)))
     console.print(table)
 
 
@@ -112,7 +113,7 @@ def show_cmd(run, ledger_path, as_json):
         emit_json(doc)
         return
     status = f"[{STATUS_STYLE.get(view.status, '')}]{view.status}[/]"
-    console.print(f"[bold]{view.name}[/]  {view.id}  {status}")
+    console.print(f"[bold]{escape(view.name)}[/]  {view.id}  {status}")
     git = meta.get("git") or {}
     lines = [
         ("group", view.group or "-"), ("tags", ", ".join(view.tags) or "-"),
@@ -126,13 +127,13 @@ def show_cmd(run, ledger_path, as_json):
     if meta.get("error"):
         lines.append(("error", meta["error"]))
     for k, v in lines:
-        console.print(f"  [dim]{k:>9}[/]  {v}", markup=True, highlight=False)
+        console.print(f"  [dim]{k:>9}[/]  {escape(str(v))}", markup=True, highlight=False)
     if doc["config"]:
         t = Table(title="config", title_justify="left", show_header=False)
         t.add_column("key")
         t.add_column("value")
         for k, v in _flat_items(doc["config"]):
-            t.add_row(k, str(v))
+            t.add_row(escape(k), escape(str(v)))
         console.print(t)
     t = Table(title="records", title_justify="left")
     t.add_column("kind")
@@ -146,16 +147,16 @@ def show_cmd(run, ledger_path, as_json):
         t.add_column("value", justify="right")
         t.add_column("step", justify="right")
         for k, v in doc["headline"].items():
-            t.add_row(k, fmt_num(v), "summary")
+            t.add_row(escape(k), fmt_num(v), "summary")
         for k, v in doc["last_scalars"].items():
-            t.add_row(k, fmt_num(v["value"]), fmt_num(v["step"]))
+            t.add_row(escape(k), fmt_num(v["value"]), fmt_num(v["step"]))
         console.print(t)
     if doc["checkpoints"]:
         t = Table(title="checkpoints", title_justify="left")
         for col in ("step", "path", "size", "sha256"):
             t.add_column(col, overflow="fold")
         for c in doc["checkpoints"]:
-            t.add_row(fmt_num(c.get("step")), c["path"], "-" if c.get("size") is None else f"{c['size']:,}", c["sha256"])
+            t.add_row(fmt_num(c.get("step")), escape(c["path"]), "-" if c.get("size") is None else f"{c['size']:,}", c["sha256"])
         console.print(t)
     if doc["results"] or doc["evaluations"]:
         console.print("  [dim]results[/]  " + (", ".join(doc["results"]) or "-"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
@@ -68,9 +69,9 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_jso
         head, body = table._cells()
         t = Table(title=f"suite '{suite}'", title_justify="left")
         for i, h in enumerate(head):
-            t.add_column(h, justify="left" if i < 2 else "right")
+            t.add_column(escape(h), justify="left" if i < 2 else "right")
         for i, cells in enumerate(body):
-            t.add_row(*cells, style="bold" if i == len(body) - 1 else None)
+            t.add_row(*map(escape, cells), style="bold" if i == len(body) - 1 else None)
         console.print(t)
         console.print("[dim]" + table.to_dict()["definition"] + "[/]")
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from labledger.demo.png import digit_png
 from labledger.demo.task import (
-    ACTIONS, RESULTS_NAME, SOURCE, TASK_NAME, DigitsData, RowPool, image_ref,
+    ACTIONS, RESULTS_NAME, SOURCE, TASK_NAME, VALIDATION_NAME, DigitsData, RowPool, image_ref,
 )
 
 DEMO_GROUP = "digits-step"
@@ -86,6 +86,12 @@ class DemoSummary:
     split: dict[str, int]
     #: Name of each run's stored full test (``RunView.results(results_name)``), for later steps.
     results_name: str = RESULTS_NAME
+    #: Each run's evaluation document of its full test (``labledger.evaluate``), by run id.
+    evaluations: dict[str, Any] = field(default_factory=dict)
+    #: The paired comparison of the two runs' full tests (first run = A, second = B).
+    comparison: dict[str, Any] | None = None
+    #: ``index.html`` of the static site, when it was built.
+    site_index: Path | None = None
 
     @property
     def run_ids(self) -> list[str]:
@@ -95,7 +101,9 @@ class DemoSummary:
     def to_dict(self) -> dict[str, Any]:
         return {"ledger": str(self.ledger), "group": self.group, "quick": self.quick,
                 "seed": self.seed, "elapsed_s": self.elapsed_s, "split": self.split,
-                "results_name": self.results_name,
+                "results_name": self.results_name, "validation_name": VALIDATION_NAME,
+                "evaluations": self.evaluations, "comparison": self.comparison,
+                "site_index": None if self.site_index is None else str(self.site_index),
                 "run_ids": self.run_ids, "runs": [r.to_dict() for r in self.runs]}
 
 
@@ -110,7 +118,8 @@ def log_digit_images(run: Any, data: DigitsData, image_ids: np.ndarray) -> int:
 
 def run_demo(ledger: Any = None, *, quick: bool = False, seed: int = 0,
              on_progress: Callable[[str], None] | None = None,
-             threads: int | None = 1) -> DemoSummary:
+             threads: int | None = 1, site: str | Path | None = None,
+             resamples: int = 1000) -> DemoSummary:
     """Train the digit stepping task twice (two widths, one group) and log it all into ``ledger``.
 
     ``ledger`` is a path, a :class:`labledger.store.ledger.Ledger` or None (``$LABLEDGER_DIR``,
@@ -118,7 +127,10 @@ def run_demo(ledger: Any = None, *, quick: bool = False, seed: int = 0,
     width differs; the held-out split is fixed, so both runs are tested on the same images.
     ``threads`` sets torch's CPU threads while the demo runs (default 1: the microbatches are
     tiny, so more threads only add overhead; None leaves torch's setting). ``on_progress``
-    receives one line per stage (the library itself never prints).
+    receives one line per stage (the library itself never prints). After training, each run's
+    full test is evaluated (accuracy, macro F1, per-class recall with ``resamples`` bootstrap
+    95% CIs, also by ``current`` state), the two runs are compared on the same items, and with
+    ``site`` (a folder) the static site is built there.
 
     >>> import tempfile
     >>> summary = run_demo(tempfile.mkdtemp(), quick=True)   # doctest: +SKIP
@@ -128,7 +140,8 @@ def run_demo(ledger: Any = None, *, quick: bool = False, seed: int = 0,
     import torch
 
     import labledger
-    from labledger.demo.fulltest import log_full_test, run_full_test
+    from labledger.demo.evaluation import build_demo_site, compare_runs, evaluate_runs
+    from labledger.demo.fulltest import log_full_test, results_rows, run_full_test
     from labledger.demo.train import TrainConfig, train
     from labledger.store.ledger import Ledger, default_ledger_path
 
@@ -172,6 +185,10 @@ def run_demo(ledger: Any = None, *, quick: bool = False, seed: int = 0,
                 trained = train(run, data, pool, split.validation, config, on_progress=say)
                 test = run_full_test(trained.model, data, split.test, device=config.device)
                 summary = log_full_test(run, test)
+                # Validation predictions too (every image x state, with logits): what calibration
+                # is fitted on, so that the full test stays untouched for reporting.
+                validation = run_full_test(trained.model, data, split.validation, device=config.device)
+                run.log_results(VALIDATION_NAME, results_rows(validation))
                 analysis = summary["analysis"]
                 headline = {"test_accuracy": analysis["action_accuracy"],
                             "episode_success": analysis["episode_success_rate"]}
@@ -196,9 +213,18 @@ def run_demo(ledger: Any = None, *, quick: bool = False, seed: int = 0,
                     elapsed_s=trained.elapsed_s))
             say(f"{name}: test accuracy {analysis['action_accuracy']:.3f}, episode success "
                 f"{analysis['episode_success_rate']:.3f}")
+        ids = [r.id for r in runs]
+        say("evaluating the full tests (bootstrap 95% CIs, by current state) and comparing the runs")
+        evaluations = evaluate_runs(book, ids, results=RESULTS_NAME, resamples=resamples, seed=seed)
+        comparison = compare_runs(book, ids[0], ids[-1], results=RESULTS_NAME, resamples=resamples, seed=seed)
+        site_index = None
+        if site is not None:
+            say("building the static site")
+            site_index = build_demo_site(book, Path(site), ids).index
         return DemoSummary(ledger=Path(book.root).resolve(), group=DEMO_GROUP, quick=quick,
                            seed=seed, runs=runs, elapsed_s=time.perf_counter() - started,
-                           split=split.sizes())
+                           split=split.sizes(), evaluations=evaluations, comparison=comparison,
+                           site_index=None if site_index is None else Path(site_index).resolve())
     finally:
         torch.set_num_threads(old_threads)
         if owns:

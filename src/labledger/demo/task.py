@@ -24,6 +24,8 @@ SOURCE = "sklearn-digits"
 TASK_NAME = "digit_step"
 #: Name of the result set that holds a run's full test.
 RESULTS_NAME = "full_test"
+#: Name of the validation predictions (every validation image x state), what calibration fits on.
+VALIDATION_NAME = "validation"
 
 #: Why an episode ended.
 TERMINATIONS = ("reached_target", "left_range", "stalled", "loop", "step_limit")
