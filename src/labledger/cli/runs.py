@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -22,10 +23,10 @@ def open_for_cli(ledger_path: str | None):
     return open_ledger(resolve_ledger_path(ledger_path))
 
 
-def fmt_time(ts: float | None) -> str:
+def fmt_time(ts: float | None, *, seconds: bool = True) -> str:
     if ts is None:
         return "-"
-    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -58,7 +59,7 @@ def headline(summary: dict[str, Any], limit: int = 3) -> str:
     items = list((summary.get("headline") or {}).items())
     last = summary.get("last") or {}
     items += [(k, v) for k, v in last.items() if k not in dict(items)]
-    return "  ".join(f"{k}={fmt_num(v)}" for k, v in items[:limit])
+    return "\n".join(f"{k}={fmt_num(v)}" for k, v in items[:limit])
 
 
 @click.command("runs")
@@ -80,14 +81,15 @@ def runs_cmd(group, tag, status, name, ledger_path, as_json):
     if not infos:
         console.print(f"No runs in {ledger.root} match.")
         return
-    table = Table(title=f"Runs in {ledger.root}", title_justify="left")
+    table = Table(title=f"Runs in {ledger.root}", title_justify="left", box=box.SIMPLE_HEAD)
     for col in ("id", "name", "group", "status", "steps", "started", "duration", "headline"):
         table.add_column(col, justify="right" if col in ("steps",) else "left",
-                         no_wrap=col in ("id", "started"))
+                         no_wrap=col != "headline", ratio=1 if col == "headline" else None)
     for i in infos:
         steps = i.summary.get("steps")
         table.add_row(i.id, escape(i.name), escape(i.group or "-"), f"[{STATUS_STYLE.get(i.status, '')}]{i.status}[/]",
-                      fmt_num(steps), fmt_time(i.started), fmt_duration(i.duration), escape(headline(i.summary)))
+                      fmt_num(steps), fmt_time(i.started, seconds=False), fmt_duration(i.duration),
+                      escape(headline(i.summary)))
     console.print(table)
 
 
