@@ -154,11 +154,14 @@ def show_cmd(run, ledger_path, as_json):
             t.add_row(escape(k), fmt_num(v["value"]), fmt_num(v["step"]))
         console.print(t)
     if doc["checkpoints"]:
-        t = Table(title="checkpoints", title_justify="left")
+        t = Table(title="checkpoints (paths relative to the run folder when inside it)", title_justify="left")
         for col in ("step", "path", "size", "sha256"):
-            t.add_column(col, overflow="fold")
+            t.add_column(col, overflow="fold", no_wrap=col == "sha256", justify="right" if col in ("step", "size") else "left")
         for c in doc["checkpoints"]:
-            t.add_row(fmt_num(c.get("step")), escape(c["path"]), "-" if c.get("size") is None else f"{c['size']:,}", c["sha256"])
+            shown = c["path"]
+            if shown.startswith(str(view.dir.resolve()) + "/"):
+                shown = shown[len(str(view.dir.resolve())) + 1:]
+            t.add_row(fmt_num(c.get("step")), escape(shown), "-" if c.get("size") is None else f"{c['size']:,}", c["sha256"])
         console.print(t)
     if doc["results"] or doc["evaluations"]:
         console.print("  [dim]results[/]  " + (", ".join(doc["results"]) or "-"))
