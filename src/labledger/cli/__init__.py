@@ -13,4 +13,5 @@ from labledger.cli import sweep  # noqa: E402,F401
 from labledger.cli import site  # noqa: E402,F401
 from labledger.cli import evaluation  # noqa: E402,F401
 from labledger.cli import importing  # noqa: E402,F401
+from labledger.cli import serve  # noqa: E402,F401
 from labledger.cli import groups  # noqa: E402,F401

@@ -1,0 +1,145 @@
+"""What every request handler shares: the ledger (one connection per worker thread), the uploads
+folder, the live site, the runs opened through the API, and the token checks."""
+
+from __future__ import annotations
+
+import hmac
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+
+from labledger.server.envelope import ApiError
+from labledger.server.lines import LineIndexes
+from labledger.store.dialect import is_database_url
+from labledger.store.ledger import Ledger
+from labledger.store.run import Run
+
+#: Cookie that carries the token for browsers in ``--private`` mode (set by ``POST /login``).
+TOKEN_COOKIE = "labledger_token"
+
+
+@dataclass
+class OpenRun:
+    """A run started through ``POST /api/runs``: this server holds it (and its lock) until finish."""
+
+    run: Run
+    ledger: Ledger
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class ServerContext:
+    """Configuration and shared state of one server (see :func:`labledger.server.create_app`)."""
+
+    def __init__(self, ledger: str | os.PathLike[str], *, artifacts: str | os.PathLike[str] | None,
+                 token: str | None, private: bool, max_upload: int, max_body: int):
+        self.location = str(ledger) if is_database_url(str(ledger)) else Path(ledger)
+        self.artifacts = artifacts
+        self.token = token or None
+        self.private = private
+        self.max_upload = max_upload
+        self.max_body = max_body
+        self.lines = LineIndexes()
+        self.open_runs: dict[str, OpenRun] = {}
+        self.open_runs_lock = threading.Lock()
+        self._local = threading.local()
+        self._ledgers: list[Ledger] = []
+        self._ledgers_lock = threading.Lock()
+        # Open (and create, migrate) the ledger once up front: a wrong path fails at start.
+        self.root = self.ledger().root
+
+    # -- the ledger -----------------------------------------------------------------------------
+    def new_ledger(self) -> Ledger:
+        return Ledger(self.location, create=True, artifacts=self.artifacts)
+
+    def ledger(self) -> Ledger:
+        """This thread's connection to the ledger (a ``Ledger`` is not shared between threads)."""
+        book = getattr(self._local, "ledger", None)
+        if book is None:
+            book = self._local.ledger = self.new_ledger()
+            with self._ledgers_lock:
+                self._ledgers.append(book)
+        return book
+
+    def close(self) -> None:
+        """Finish runs still open through the API (``killed``) and close every connection."""
+        with self.open_runs_lock:
+            runs = list(self.open_runs.values())
+            self.open_runs.clear()
+        for entry in runs:
+            with entry.lock:
+                try:
+                    entry.run.finish("killed", error="the server stopped before the client finished the run")
+                finally:
+                    entry.ledger.close()
+        with self._ledgers_lock:
+            for book in self._ledgers:
+                try:
+                    book.close()
+                except Exception:  # noqa: BLE001 - closing at shutdown; nothing left to report to
+                    pass
+            self._ledgers.clear()
+
+    # -- tokens ---------------------------------------------------------------------------------
+    def _presented(self, request: Request, *, cookie: bool) -> str | None:
+        auth = request.headers.get("authorization")
+        if auth is not None:
+            scheme, _, value = auth.partition(" ")
+            if scheme.lower() != "bearer" or not value.strip():
+                raise ApiError(401, "the Authorization header must be 'Bearer <token>'",
+                               headers={"WWW-Authenticate": 'Bearer realm="labledger"'})
+            return value.strip()
+        if cookie:
+            return request.cookies.get(TOKEN_COOKIE)
+        return None
+
+    def token_matches(self, presented: str | None) -> bool:
+        return (self.token is not None and presented is not None
+                and hmac.compare_digest(presented.encode(), self.token.encode()))
+
+    def require_write(self, request: Request) -> None:
+        """Uploads and API writes: a ``Bearer`` token (never a cookie: no cross-site writes)."""
+        if self.token is None:
+            raise ApiError(403, "writes are disabled: this server was started without a token "
+                                "(labledger serve --token T, or $LABLEDGER_TOKEN)")
+        presented = self._presented(request, cookie=False)
+        if presented is None:
+            raise ApiError(401, "this needs a token: send 'Authorization: Bearer <token>'",
+                           headers={"WWW-Authenticate": 'Bearer realm="labledger"'})
+        if not self.token_matches(presented):
+            raise ApiError(403, "the token is not valid for this server")
+
+    def require_read(self, request: Request) -> None:
+        """Reads: public unless ``--private``; then the token (header, or the login cookie)."""
+        if not self.private:
+            return
+        presented = self._presented(request, cookie=True)
+        if presented is None:
+            raise ApiError(401, "this server is private: send 'Authorization: Bearer <token>' (browsers: /login)",
+                           headers={"WWW-Authenticate": 'Bearer realm="labledger"'})
+        if not self.token_matches(presented):
+            raise ApiError(403, "the token is not valid for this server")
+
+    # -- runs opened through the API ------------------------------------------------------------
+    def open_run(self, run_id: str) -> OpenRun:
+        with self.open_runs_lock:
+            entry = self.open_runs.get(run_id)
+        if entry is None:
+            raise ApiError(409, f"run {run_id} is not open in this server: only runs started with POST /api/runs "
+                                f"on this server take records through the API, until they finish")
+        return entry
+
+    def redact(self, message: str) -> str:
+        """``message`` without the server's own paths (the ledger folder is ``<ledger>`` to clients)."""
+        root = self.root
+        for form in sorted({str(root.resolve()), str(root.absolute())}, key=len, reverse=True):
+            if len(form) > 1:
+                message = message.replace(form, "<ledger>")
+        return message
+
+    def info(self) -> dict[str, Any]:
+        return {"private": self.private, "writes": self.token is not None, "max_upload": self.max_upload,
+                "team": isinstance(self.location, str)}

@@ -1,0 +1,85 @@
+"""A real ``uvicorn`` server of a ledger in a subprocess on 127.0.0.1 and a free port, for the tests
+that need sockets (load, faults, the browser, ``push``). Started and stopped by the test."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+SCRIPT = """
+import json, sys, uvicorn
+from labledger.server import create_app
+args = json.loads(sys.argv[1])
+port = args.pop("port")
+app = create_app(args.pop("ledger"), **args)
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", server_header=False)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """``labledger.server.create_app(ledger, **options)`` served by uvicorn in a child process."""
+
+    def __init__(self, ledger: str | Path, *, port: int | None = None, **options):
+        self.ledger = str(ledger)
+        self.options = {k: (str(v) if isinstance(v, Path) else v) for k, v in options.items()}
+        self.port = port or free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> ServerProcess:
+        args = json.dumps({"ledger": self.ledger, "port": self.port, **self.options})
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-c", SCRIPT, args], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                out = self.proc.stdout.read().decode(errors="replace")
+                raise RuntimeError(f"the server exited with {self.proc.returncode}:\n{out}")
+            try:
+                if httpx.get(self.url + "/openapi.json", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError("the server did not start in time")
+
+    def kill(self) -> None:
+        """SIGKILL: the server dies wherever it is."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        """SIGTERM (graceful shutdown), SIGKILL if it takes more than 20 s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
