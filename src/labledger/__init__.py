@@ -21,6 +21,7 @@ from labledger.store import Ledger, Run, RunInfo, RunView, start_run
 # `labledger.evaluate(...)` and `labledger.compare(...)`: the module labledger.evaluate is itself
 # callable too, so both spellings work in any import order.
 from labledger.evaluate import compare, evaluate  # noqa: E402
+from labledger import calibrate  # noqa: E402  (labledger.calibrate.fit / apply / report)
 
 __version__ = "0.1.0"
 
@@ -37,4 +38,4 @@ def open_ledger(path: str | os.PathLike[str] | None = None, *, create: bool = Fa
 
 
 __all__ = ["Ledger", "LedgerError", "RecordError", "Run", "RunInfo", "RunNotFoundError", "RunView",
-           "evaluate", "compare", "open_ledger", "start_run", "__version__"]
+           "calibrate", "evaluate", "compare", "open_ledger", "start_run", "__version__"]

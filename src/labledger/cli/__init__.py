@@ -15,3 +15,4 @@ from labledger.cli import evaluation  # noqa: E402,F401
 from labledger.cli import importing  # noqa: E402,F401
 from labledger.cli import serve  # noqa: E402,F401
 from labledger.cli import groups  # noqa: E402,F401
+from labledger.cli import calibrate  # noqa: E402,F401

@@ -68,6 +68,7 @@ def demo_cmd(ledger_path, quick, seed, site_dir, no_site, open_site, as_json):
     console.print("Latency: " + ", ".join(f"{r.name} {r.latency_p50_ms:.3f}" for r in summary.runs)
                   + " ms per test image (median; 10 states)")
     _print_evaluation(summary)
+    _print_calibration(summary)
     console.print("Runs (id, folder):")
     for r in summary.runs:
         console.print(f"  {r.id}  {r.dir}", soft_wrap=True)
@@ -87,6 +88,26 @@ def _ci(m: dict) -> str:
     if m.get("ci_low") is None:
         return f"{m['value']:.4f}"
     return f"{m['value']:.4f} [{m['ci_low']:.4f}, {m['ci_high']:.4f}]"
+
+
+def _print_calibration(summary) -> None:
+    """Raw vs calibrated on the full test: a temperature then a prior multiplier fitted on validation."""
+    cals = getattr(summary, "calibrations", None)
+    if not cals:
+        return
+    t = Table(title="Calibration (temperature, then prior multiplier), fitted on validation, reported on the "
+                    "held-out full test; paired 95% CIs",
+              title_justify="left", show_edge=False, header_style="bold")
+    for col in ("run", "metric", "raw", "calibrated", "difference [95% CI]"):
+        t.add_column(col, justify="left" if col in ("run", "metric") else "right", no_wrap=True)
+    for c in cals.values():
+        for i, r in enumerate(c["rows"]):
+            ci = "" if r["ci_low"] is None else f" [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]"
+            t.add_row(c["name"] if i == 0 else "", escape(r["metric"]), f"{r['raw']:.4f}", f"{r['calibrated']:.4f}",
+                      f"{r['diff']:+.4f}{ci}")
+    console.print(t)
+    for c in cals.values():
+        console.print(f"  {c['name']}: recipe {c['recipe']}: {c['steps']}", markup=False, highlight=False)
 
 
 def _print_evaluation(summary) -> None:

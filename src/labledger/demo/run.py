@@ -92,6 +92,8 @@ class DemoSummary:
     comparison: dict[str, Any] | None = None
     #: ``index.html`` of the static site, when it was built.
     site_index: Path | None = None
+    #: Each run's calibration (fitted on validation, reported on the full test), by run id.
+    calibrations: dict[str, Any] = field(default_factory=dict)
 
     @property
     def run_ids(self) -> list[str]:
@@ -104,6 +106,7 @@ class DemoSummary:
                 "results_name": self.results_name, "validation_name": VALIDATION_NAME,
                 "evaluations": self.evaluations, "comparison": self.comparison,
                 "site_index": None if self.site_index is None else str(self.site_index),
+                "calibrations": self.calibrations,
                 "run_ids": self.run_ids, "runs": [r.to_dict() for r in self.runs]}
 
 
@@ -217,6 +220,11 @@ def run_demo(ledger: Any = None, *, quick: bool = False, seed: int = 0,
         say("evaluating the full tests (bootstrap 95% CIs, by current state) and comparing the runs")
         evaluations = evaluate_runs(book, ids, results=RESULTS_NAME, resamples=resamples, seed=seed)
         comparison = compare_runs(book, ids[0], ids[-1], results=RESULTS_NAME, resamples=resamples, seed=seed)
+        say("calibrating: a temperature and a prior multiplier fitted on validation, reported on the full test")
+        from labledger.demo.calibration import calibrate_runs
+
+        calibrations = calibrate_runs(book, ids, fit_on=VALIDATION_NAME, report_on=RESULTS_NAME,
+                                      resamples=resamples, seed=seed)
         site_index = None
         if site is not None:
             say("building the static site")
@@ -224,6 +232,7 @@ def run_demo(ledger: Any = None, *, quick: bool = False, seed: int = 0,
         return DemoSummary(ledger=Path(book.root).resolve(), group=DEMO_GROUP, quick=quick,
                            seed=seed, runs=runs, elapsed_s=time.perf_counter() - started,
                            split=split.sizes(), evaluations=evaluations, comparison=comparison,
+                           calibrations=calibrations,
                            site_index=None if site_index is None else Path(site_index).resolve())
     finally:
         torch.set_num_threads(old_threads)

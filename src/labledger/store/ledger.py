@@ -557,6 +557,17 @@ class Ledger:
                                                       run_id=run_id, evaluation=name, results_path=results_path))
         return path
 
+    def evaluation_file(self, run_ref: str, name: str, filename: str) -> Path:
+        """Where a file derived from a stored evaluation or result set goes (``evals/<name>/<filename>``),
+        e.g. calibrated results written beside the raw ones. Names are checked; the folder is made."""
+        from labledger.store.run import check_name, check_relative_path
+
+        check_name(name, "evaluation name")
+        rel = check_relative_path(filename)
+        path = self.run_dir(self.resolve(run_ref)) / "evals" / name / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
     def evaluations(self, run_ref: str) -> list[dict[str, Any]]:
         """Stored evaluations of a run: name, kind, created, path."""
         run_id = self.resolve(run_ref)

@@ -1,0 +1,442 @@
+"""``report``: raw against calibrated on the same items, with paired CIs, and whether it is honest.
+
+For each task of the recipe the report decides which items to evaluate and what that means:
+
+- the file the recipe was fitted on (same sha256), fitted on a split: the *other* items (held out);
+- the same file, fitted on every item: every item, labelled "fitted on the evaluated items
+  (optimistic)", with the cross-fitted figure beside it (the recipe's steps refitted on K - 1
+  folds and applied to the held-out fold, pooled; the recipe's K, seed and grids), which the
+  table shows as the honest number;
+- another file: every item; a sketch of the fit items' (task, id, gold) hashes tells whether the
+  fit items are among them (all: in-sample; some: partly), and then the cross-fitted figure is
+  shown too;
+- a hand-written recipe (no fit record): every item, provenance unknown, cross-fitted beside it.
+
+Every metric comes from the registry on the same items raw, calibrated and cross-fitted, resampled
+together (paired bootstrap, by cluster when rows have a ``group``): value CIs, differences with
+their CIs and shifted-bootstrap p-values. Also ECE with equal-width and equal-mass bins, Brier
+and log loss before and after, and reliability-diagram bins (top-label confidence, equal width).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Any
+
+import numpy as np
+
+from labledger.calibrate.applying import check_tasks, reading_positive
+from labledger.calibrate.fitting import crossfit_scores, load_results, split_mask
+from labledger.calibrate.methods import Scores, TaskArrays, apply_steps, task_arrays
+from labledger.calibrate.recipe import Recipe, TaskRecipe, item_hashes, load_recipe, sketch_overlap
+from labledger.calibrate.search import Objective, objective_from_key, resolve_objective
+from labledger.errors import CalibrationError
+from labledger.evaluate import HEADLINE
+from labledger.metrics.resample import _p_value, percentile_interval, resample_values, rng_for
+
+OPTIMISTIC = "fitted on the evaluated items (optimistic)"
+HONEST = "cross-fitted (honest)"
+HELD_OUT = "held out"
+VARIANTS = ("raw", "calibrated", "cross-fitted")
+
+
+def _seed(seed: int, *parts: str) -> list[int]:
+    return [int(seed)] + [zlib.crc32(p.encode()) for p in parts]
+
+
+def _num(x: Any) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+class CalibrationReport:
+    """The result of :func:`report`: a JSON-ready document, Markdown, and accessors."""
+
+    def __init__(self, document: dict[str, Any]):
+        self.document = document
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.document
+
+    def value(self, task: str, metric: str, variant: str = "calibrated") -> float | None:
+        """The value of ``metric`` (a key or bare name) for ``variant`` (raw, calibrated, cross-fitted)."""
+        body = self.document["tasks"][task]["slices"]["variant"][variant]
+        found = [e for e in body["metrics"] if e["key"] == metric or e["metric"] == metric]
+        if not found:
+            raise KeyError(f"no metric {metric!r} for {task}/{variant}")
+        return found[0]["value"]
+
+    def to_markdown(self) -> str:
+        return markdown(self.document)
+
+    def __repr__(self) -> str:
+        return f"CalibrationReport({self.document['source']!r}, recipe {self.document['recipe_id']})"
+
+
+# ------------------------------------------------------------------------------------------------
+# Which items, and how honest
+
+
+def _provenance(td, t: TaskRecipe, sha: str | None, source: str) -> dict[str, Any]:
+    fit = t.fit
+    mask = np.ones(td.n, dtype=bool)
+    if not fit:
+        return {"mask": mask, "in_sample": "unknown", "fitted_on": "unknown (hand-written recipe, no fit record)",
+                "status": "provenance unknown: if these parameters were chosen on these items, the calibrated "
+                          "figure is optimistic"}
+    split = fit.get("split", "all")
+    fitted_on = f"{fit.get('source', '?')} ({split}, n={fit.get('n', '?')})"
+    left_out = ""
+    if split != "all":
+        try:
+            in_split = split_mask(td, split)
+        except CalibrationError:
+            in_split = None  # this file has no such field (or no such items): nothing to leave out
+        if in_split is not None:
+            mask = ~in_split
+            if not mask.any():
+                raise CalibrationError(f"task '{td.task}': every item of {source} has {split}, the split the "
+                                       f"recipe was fitted on; nothing is held out to report on")
+            left_out = f"; the {int(in_split.sum()):,} items with {split} are left out"
+    if sha is not None and fit.get("sha256") == sha:
+        if split != "all":
+            return {"mask": mask, "in_sample": "no", "fitted_on": fitted_on,
+                    "status": f"{HELD_OUT} (fitted on {split} of this file, reported on the other items)"}
+        return {"mask": mask, "in_sample": "yes", "fitted_on": fitted_on, "status": OPTIMISTIC}
+    sketch = fit.get("ids_sketch")
+    if not sketch:
+        return {"mask": mask, "in_sample": "unknown", "fitted_on": fitted_on,
+                "status": f"fit items unknown (no id sketch in the recipe){left_out}"}
+    gold = np.asarray(td.labels, dtype=object)[td.gold_index[mask]]
+    hits, size = sketch_overlap(sketch, item_hashes(td.task, td.ids[mask], gold))
+    if hits == 0:
+        return {"mask": mask, "in_sample": "no", "fitted_on": fitted_on,
+                "status": f"{HELD_OUT} (none of a {size}-item sample of the fit items is among the evaluated "
+                          f"items{left_out})"}
+    if hits == size:
+        return {"mask": mask, "in_sample": "yes", "fitted_on": fitted_on,
+                "status": f"{OPTIMISTIC}: all {size} sampled fit items are among them{left_out}"}
+    return {"mask": mask, "in_sample": "partly", "fitted_on": fitted_on,
+            "status": f"partly fitted on the evaluated items (optimistic): {hits} of {size} sampled fit items "
+                      f"(~{hits / size:.0%}) are among them{left_out}"}
+
+
+# ------------------------------------------------------------------------------------------------
+# Metrics
+
+
+def _metric_specs(head: Objective, arr: TaskArrays, bins: int) -> list[str]:
+    specs = [head.key]
+    for s in ("accuracy", "log_loss", "brier", f"ece:n_bins={bins},strategy=uniform",
+              f"ece:n_bins={bins},strategy=quantile"):
+        specs.append(s)
+    return specs
+
+
+def reliability(arr: TaskArrays, s: Scores, bins: int) -> list[dict[str, Any]]:
+    """Equal-width bins of top-label confidence: ``low, high, count, confidence, accuracy``."""
+    conf = s.p[np.arange(arr.n), s.pred]
+    correct = (s.pred == arr.gold).astype(np.float64)
+    b = np.minimum((conf * bins).astype(np.int64), bins - 1)
+    count = np.bincount(b, minlength=bins)
+    sconf = np.bincount(b, weights=conf, minlength=bins)
+    sacc = np.bincount(b, weights=correct, minlength=bins)
+    out = []
+    for i in range(bins):
+        c = int(count[i])
+        out.append({"low": i / bins, "high": (i + 1) / bins, "count": c,
+                    "confidence": float(sconf[i] / c) if c else None, "accuracy": float(sacc[i] / c) if c else None})
+    return out
+
+
+def _display(obj: Objective) -> str:
+    """The name a metric is shown under (the two ECEs apart)."""
+    if obj.metric.name == "ece":
+        return f"ece ({obj.params['n_bins']} equal-{'width' if obj.params['strategy'] == 'uniform' else 'mass'} bins)"
+    return obj.metric.name
+
+
+def _entries(task: str, arr: TaskArrays, variants: dict[str, Scores], specs: list[str], head: Objective,
+             steps, *, ci: float, resamples: int, seed: int) -> tuple[dict, list[dict], dict]:
+    """Per-variant entries, difference entries, and the headline's difference draws."""
+    per_variant: dict[str, list[dict]] = {v: [] for v in variants}
+    diffs: list[dict] = []
+    head_draws: dict[str, np.ndarray] = {}
+    seen = set()
+    for spec in specs:
+        obj = head if spec == head.key else resolve_objective(spec, arr, [s.method for s in steps],
+                                                              positive=head.positive, item_field=head.item_field)
+        if obj.key in seen:
+            continue
+        seen.add(obj.key)
+        names = list(variants)
+        preps = [obj.prepared(arr, variants[v]) for v in names]
+        values = [float(p.value()) for p in preps]
+        groups = None if obj.mode == "items" else arr.group
+        draws = None
+        if resamples and preps[0].n:
+            draws = resample_values(preps, resamples, rng_for(_seed(seed, task, obj.key)), groups)
+        unit = "items (rows grouped by '" + str(obj.item_field) + "')" if obj.mode == "items" else (
+            "clusters" if groups is not None else "items")
+        for i, v in enumerate(names):
+            lo = hi = None
+            if draws is not None:
+                lo, hi, _ = percentile_interval(draws[i], ci)
+            per_variant[v].append({"metric": _display(obj), "key": obj.key, "params": dict(obj.params),
+                                   "definition": obj.definition(), "higher_is_better": obj.higher_is_better,
+                                   "value": _num(values[i]), "ci_low": _num(lo), "ci_high": _num(hi), "ci": ci,
+                                   "resamples": resamples, "n": int(preps[i].n_used)})
+            if i == 0:
+                continue
+            diff = values[i] - values[0]
+            lo = hi = p = None
+            if draws is not None:
+                d = draws[i] - draws[0]
+                lo, hi, _ = percentile_interval(d, ci)
+                p = _p_value(d, diff)
+                if obj.key == head.key:
+                    head_draws[v] = d
+            diffs.append({"metric": f"{_display(obj)} Δ ({v} − raw)", "key": f"{obj.key} Δ {v}",
+                          "base_metric": obj.key, "variant": v, "params": dict(obj.params),
+                          "definition": f"{v} minus raw on the same {arr.n:,} rows: {obj.definition()}",
+                          "higher_is_better": obj.higher_is_better, "raw": _num(values[0]),
+                          "calibrated": _num(values[i]), "value": _num(diff), "ci_low": _num(lo), "ci_high": _num(hi),
+                          "p_value": p, "ci": ci, "resamples": resamples, "n": int(preps[i].n_used),
+                          "method": f"paired percentile bootstrap over {unit}; p-value: shifted bootstrap, "
+                                    f"two-sided"})
+    return per_variant, diffs, head_draws
+
+
+# ------------------------------------------------------------------------------------------------
+# report
+
+
+def report(results: Any, recipe: Recipe | str | Any, *, task: str | list[str] | None = None, ci: float = 0.95,
+           resamples: int = 1000, seed: int = 0, bins: int = 15, crossfit: int = 5,
+           display: str | None = None) -> CalibrationReport:
+    """Raw vs calibrated for every task of ``recipe`` on ``results`` (path, rows or ResultSet).
+
+    ``bins``: ECE bins (equal-width and equal-mass) and reliability bins; ``crossfit``: folds of
+    the cross-fitted figure when the recipe does not record its own.
+
+    >>> rows = [{"id": i, "task": "t", "gold": "yes" if i % 3 == 0 else "no", "split": "dev" if i < 30 else "test",
+    ...          "probs": {"yes": 0.35 + 0.3 * (i % 3 == 0), "no": 0.65 - 0.3 * (i % 3 == 0)}} for i in range(60)]
+    >>> from labledger.calibrate import fit
+    >>> rec = fit(rows, method="threshold", positive="yes", fit_split="split=dev")
+    >>> rep = report(rows, rec, resamples=0)
+    >>> rep.document["tasks"]["t"]["in_sample"], rep.value("t", "accuracy", "calibrated")
+    ('no', 1.0)
+    """
+    recipe = load_recipe(recipe)
+    rs, source, sha = load_results(results, positive=reading_positive(recipe), display=display)
+    check_tasks(rs, recipe, keep_other_tasks=True)
+    names = list(recipe.tasks) if task is None else ([task] if isinstance(task, str) else list(task))
+    for name in names:
+        if name not in recipe.tasks:
+            raise CalibrationError(f"recipe {recipe.id} does not calibrate task '{name}' "
+                                   f"(it has {', '.join(map(repr, recipe.tasks))})")
+    doc: dict[str, Any] = {"kind": "calibration", "version": 1, "source": source, "sha256": sha,
+                           "recipe_id": recipe.id, "ci": ci, "resamples": resamples, "seed": seed, "bins": bins,
+                           "tasks": {}, "table": [], "raw": {}, "calibrated": {}}
+    heads: dict[str, dict[str, Any]] = {}
+    for name in names:
+        body, head_info = _task_report(rs[name], recipe.tasks[name], sha=sha, source=source, ci=ci,
+                                       resamples=resamples, seed=seed, bins=bins, crossfit=crossfit)
+        doc["tasks"][name] = body
+        heads[name] = head_info
+    doc["n"] = sum(b["n"] for b in doc["tasks"].values())
+    doc["mean"] = _mean(heads, ci)
+    _flat_and_table(doc, heads)
+    doc["recipe"] = recipe.to_dict()
+    doc["definitions"] = {
+        "raw": "the predictions as stored (argmax of probs; score >= 0.5 for a binary task)",
+        "calibrated": "the recipe applied to the evaluated items",
+        "cross-fitted": "the recipe's steps refitted on K - 1 folds and applied to the held-out fold, pooled "
+                        "(folds by group when rows have one): the honest estimate when the recipe was fitted on "
+                        "the evaluated items",
+        "ece (uniform)": f"expected calibration error over {bins} equal-width confidence bins",
+        "ece (quantile)": f"expected calibration error over {bins} equal-mass confidence bins",
+        "reliability": f"{bins} equal-width bins of top-label confidence: mean confidence, accuracy and count",
+    }
+    return CalibrationReport(doc)
+
+
+def _task_report(td, t: TaskRecipe, *, sha, source, ci, resamples, seed, bins, crossfit):
+    prov = _provenance(td, t, sha, source)
+    arr = task_arrays(td, t.steps).take(prov["mask"])
+    key = t.objective
+    if key is None:
+        key = "set_f1" if "positive_threshold" in t.methods else (
+            "log_loss" if t.methods == ["temperature"] else HEADLINE[arr.kind])
+    head = objective_from_key(key, arr, t.steps)
+    raw = arr.scores()
+    variants = {"raw": raw, "calibrated": apply_steps(t.steps, raw, arr, where=f"task '{td.task}'")}
+    cross = None
+    if prov["in_sample"] != "no":
+        fit = t.fit or {}
+        k = int(fit.get("crossfit_k", crossfit))
+        kseed = int(fit.get("crossfit_seed", seed))
+        grids = [None if (g or "").startswith("default") or not g else g for g in fit.get("grids", [])] or None
+        try:
+            variants["cross-fitted"], folds_by = crossfit_scores(t.steps, arr, head, k=k, seed=kseed, grids=grids)
+            cross = {"k": k, "seed": kseed, "folds_by": folds_by}
+        except CalibrationError as exc:
+            cross = {"k": k, "error": f"not cross-fitted: {exc}"}
+    per_variant, diffs, head_draws = _entries(td.task, arr, variants, _metric_specs(head, arr, bins), head, t.steps,
+                                              ci=ci, resamples=resamples, seed=seed)
+    honest = "cross-fitted" if "cross-fitted" in variants else "calibrated"
+    body: dict[str, Any] = {
+        "method": t.method, "steps": t.describe(), "transductive": t.transductive,
+        "fitted_on": prov["fitted_on"], "in_sample": prov["in_sample"], "status": prov["status"],
+        "n": arr.n, "clusters": None if arr.group is None else int(arr.group.max()) + 1 if arr.n else 0,
+        "headline": head.key, "honest": honest, "metrics": diffs,
+        "slices": {"variant": {v: {"n": arr.n, "metrics": per_variant[v]} for v in variants}},
+        "reliability": {"bins": reliability(arr, variants["calibrated"], bins), "strategy": "uniform",
+                        "raw_bins": reliability(arr, raw, bins),
+                        "note": f"top-label confidence in {bins} equal-width bins: 'bins' calibrated, 'raw_bins' raw"
+                                + (", 'cross_fitted_bins' cross-fitted" if "cross-fitted" in variants else "")},
+    }
+    if "cross-fitted" in variants:
+        body["reliability"]["cross_fitted_bins"] = reliability(arr, variants["cross-fitted"], bins)
+    if t.transductive:
+        body["transductive_note"] = ("em_prior_shift re-estimates the label priors on the evaluated items "
+                                     "(label-free): each item's calibrated prediction depends on the others")
+        body["em"] = variants["calibrated"].info.get("em")
+    if cross is not None:
+        body["crossfit"] = cross
+    head_info = {"key": head.key, "higher": head.higher_is_better, "status": prov["status"],
+                 "in_sample": prov["in_sample"], "honest": honest, "draws": head_draws,
+                 "values": {v: next(e["value"] for e in per_variant[v] if e["key"] == head.key) for v in variants},
+                 "diffs": {e["variant"]: e for e in diffs if e["base_metric"] == head.key}, "method": t.describe(),
+                 "cross": cross, "fitted_on": prov["fitted_on"], "n": arr.n,
+                 "others": {v: {e["metric"]: e["value"] for e in per_variant[v] if e["key"] != head.key}
+                            for v in variants}}
+    return body, head_info
+
+
+def _mean(heads: dict[str, dict[str, Any]], ci: float) -> dict[str, Any] | None:
+    used = {t: h for t, h in heads.items() if h["higher"] and all(x is not None for x in h["values"].values())}
+    if not used:
+        return None
+    out: dict[str, Any] = {"tasks": sorted(used), "excluded": sorted(set(heads) - set(used)),
+                           "definition": "unweighted mean over tasks of each task's headline metric; the honest "
+                                         "figure is cross-fitted where a task was fitted on its evaluated items; "
+                                         "CI from the mean of independent per-task paired bootstrap draws "
+                                         "(lower-is-better headlines are left out)"}
+    raw = float(np.mean([h["values"]["raw"] for h in used.values()]))
+    for name, pick in (("honest", lambda h: h["honest"]), ("calibrated", lambda h: "calibrated")):
+        vals = [h["values"][pick(h)] for h in used.values()]
+        draws = [h["draws"].get(pick(h)) for h in used.values()]
+        lo = hi = None
+        if all(d is not None for d in draws) and draws and len({len(d) for d in draws}) == 1:
+            lo, hi, _ = percentile_interval(np.mean(np.stack(draws), axis=0), ci)
+        out[name] = {"raw": raw, "value": float(np.mean(vals)), "diff": float(np.mean(vals)) - raw,
+                     "ci_low": _num(lo), "ci_high": _num(hi)}
+    out["any_in_sample"] = any(h["in_sample"] != "no" for h in used.values())
+    return out
+
+
+def _label(h: dict[str, Any], variant: str) -> str:
+    if variant == "cross-fitted":
+        c = h["cross"] or {}
+        return f"{HONEST}, {c.get('k')} folds by {c.get('folds_by')}"
+    return {"no": HELD_OUT, "yes": OPTIMISTIC, "partly": f"partly {OPTIMISTIC}",
+            "unknown": "provenance unknown"}[h["in_sample"]]
+
+
+def _flat_and_table(doc: dict[str, Any], heads: dict[str, dict[str, Any]]) -> None:
+    for task, h in heads.items():
+        for variant in [v for v in ("calibrated", "cross-fitted") if v in h["values"]]:
+            e = h["diffs"].get(variant, {})
+            row = {"task": task, "method": h["method"], "metric": h["key"], "variant": variant,
+                   "fitted": _label(h, variant), "raw": h["values"]["raw"], "calibrated": h["values"][variant],
+                   "diff": e.get("value"), "ci_low": e.get("ci_low"), "ci_high": e.get("ci_high"),
+                   "p_value": e.get("p_value"), "n": e.get("n", h["n"]), "honest": variant == h["honest"]}
+            doc["table"].append(row)
+            tag = "honest" if variant == h["honest"] and variant == "cross-fitted" else (
+                "optimistic" if variant == "calibrated" and h["in_sample"] in ("yes", "partly") else
+                "held out" if variant == "calibrated" and h["in_sample"] == "no" else "provenance unknown")
+            k = f"{task} · {h['key']} ({variant}, {tag})"
+            doc["raw"][k] = h["values"]["raw"]
+            doc["calibrated"][k] = h["values"][variant]
+        honest = h["honest"]
+        tag = {"yes": "cross-fitted" if honest == "cross-fitted" else "optimistic",
+               "partly": "cross-fitted" if honest == "cross-fitted" else "optimistic",
+               "no": "held out", "unknown": "cross-fitted" if honest == "cross-fitted" else "provenance unknown"}
+        for name, raw_value in h["others"]["raw"].items():
+            k = f"{task} · {name} ({tag[h['in_sample']]})"
+            doc["raw"][k] = raw_value
+            doc["calibrated"][k] = h["others"][honest][name]
+    m = doc.get("mean")
+    if m:
+        doc["raw"]["mean of headlines (honest)"] = m["honest"]["raw"]
+        doc["calibrated"]["mean of headlines (honest)"] = m["honest"]["value"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Markdown
+
+
+def _f(v: Any, signed: bool = False) -> str:
+    if v is None:
+        return "–"
+    return f"{v:+.4f}" if signed else f"{v:.4f}"
+
+
+def _ci(lo: Any, hi: Any) -> str:
+    return "–" if lo is None or hi is None else f"[{lo:+.4f}, {hi:+.4f}]"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The report as Markdown: the raw-vs-calibrated table, then the probability metrics."""
+    level = f"{doc['ci']:.0%}"
+    out = [f"# Calibration: {doc['source']}", "",
+           f"Recipe `{doc['recipe_id']}`. Paired {level} CIs from {doc['resamples']:,} bootstrap resamples "
+           f"(seed {doc['seed']}; clusters when rows have a group). Δ = calibrated − raw on the same items.", "",
+           f"| task | method | metric | raw | calibrated | Δ | {level} CI of Δ | p | n | fitted |",
+           "|---|---|---|---:|---:|---:|---|---:|---:|---|"]
+    shown = set()
+    for r in doc["table"]:
+        key = r["metric"].replace(",zero_division=0]", "]")
+        name = f"**{key}**" if r["honest"] else key
+        p = "–" if r["p_value"] is None else f"{r['p_value']:.3g}"
+        task, method = (r["task"], r["method"]) if r["task"] not in shown else ("", "")
+        shown.add(r["task"])
+        out.append(f"| {task} | {method} | {name} | {_f(r['raw'])} | {_f(r['calibrated'])} | "
+                   f"{_f(r['diff'], True)} | {_ci(r['ci_low'], r['ci_high'])} | {p} | {r['n']:,} | {r['fitted']} |")
+    m = doc.get("mean")
+    if m and len(doc["tasks"]) > 1:
+        h = m["honest"]
+        out.append(f"| **mean** ({len(m['tasks'])} tasks) | | headline (honest) | {_f(h['raw'])} | {_f(h['value'])} | "
+                   f"{_f(h['diff'], True)} | {_ci(h['ci_low'], h['ci_high'])} | – | | |")
+        if m["any_in_sample"]:
+            c = m["calibrated"]
+            out.append(f"| mean ({len(m['tasks'])} tasks) | | headline (as fitted, optimistic where in-sample) | "
+                       f"{_f(c['raw'])} | {_f(c['value'])} | {_f(c['diff'], True)} | {_ci(c['ci_low'], c['ci_high'])} "
+                       f"| – | | |")
+    out += ["", "Bold: the honest figure of each task (held out, or cross-fitted when the recipe was fitted on the "
+                "evaluated items).", "",
+            f"## Probabilities (ECE over {doc['bins']} equal-width and {doc['bins']} equal-mass bins)", "",
+            "| task | figure | log loss | Brier | ECE (equal-width) | ECE (equal-mass) |", "|---|---|---|---|---|---|"]
+    for task, body in doc["tasks"].items():
+        variants = body["slices"]["variant"]
+        values = {v: {e["key"]: e["value"] for e in variants[v]["metrics"]} for v in variants}
+        for v in variants:
+            def get(prefix, strategy=None):
+                for k, x in values[v].items():
+                    if k.startswith(prefix) and (strategy is None or f"strategy={strategy}" in k):
+                        return _f(x)
+                return "–"
+            out.append(f"| {task} | {v} | {get('log_loss')} | {get('brier')} | {get('ece', 'uniform')} | "
+                       f"{get('ece', 'quantile')} |")
+    notes = [f"- {task}: {b['status']}; fitted on {b['fitted_on']}." for task, b in doc["tasks"].items()]
+    notes += [f"- {task}: {b['transductive_note']}." for task, b in doc["tasks"].items() if b.get("transductive")]
+    notes += [f"- {task}: {b['crossfit']['error']}." for task, b in doc["tasks"].items()
+              if (b.get("crossfit") or {}).get("error")]
+    return "\n".join(out + ["", *notes, ""])
+
+
+__all__ = ["CalibrationReport", "HONEST", "OPTIMISTIC", "markdown", "reliability", "report"]
