@@ -16,3 +16,4 @@ from labledger.cli import importing  # noqa: E402,F401
 from labledger.cli import serve  # noqa: E402,F401
 from labledger.cli import groups  # noqa: E402,F401
 from labledger.cli import calibrate  # noqa: E402,F401
+from labledger.cli import report  # noqa: E402,F401

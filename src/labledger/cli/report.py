@@ -1,0 +1,35 @@
+"""``labledger report``: the Markdown hand-off of seed 001, from the ledger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from labledger.cli.base import console, handle_errors, ledger_option, main, resolve_ledger_path
+
+
+@main.command("report")
+@click.option("--models", required=True, help="Comma-separated models (version names), in column order.")
+@click.option("--suite", default="public", show_default=True, help="The main suite; other suites follow.")
+@click.option("--variant", "variants", default="raw,calibrated", show_default=True,
+              help="Comma-separated variants to show.")
+@click.option("--run", "runs", multiple=True, metavar="RUN", help="Also include this run (repeatable).")
+@click.option("--title", default=None, help="The report's title.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write to FILE (default: stdout).")
+@ledger_option
+@handle_errors
+def report_cmd(models, suite, variants, runs, title, out, ledger_path):
+    """Write a Markdown hand-off: version tables, calibration recipes with provenance and in-sample
+    flags, metric definitions, checkpoints and soup lineage, mixture audits, notes and limits."""
+    from labledger import open_ledger
+    from labledger.report import handoff
+
+    model_list = [m.strip() for m in models.split(",") if m.strip()]
+    text = handoff(open_ledger(resolve_ledger_path(ledger_path)), models=model_list, suite=suite,
+                   variants=[v.strip() for v in variants.split(",") if v.strip()], runs=runs, title=title)
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+        console.print(f"Wrote {out} ({len(text.splitlines())} lines).")
+    else:
+        click.echo(text, nl=False)
