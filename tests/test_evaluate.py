@@ -204,3 +204,18 @@ def test_a_resultset_is_accepted(tmp_path):
     rs = read_results(write(tmp_path / "r.jsonl", mosi_rows()))
     assert evaluate(rs, metrics=["mae"], resamples=0).value("mosi", "mae") == \
         evaluate(mosi_rows(), metrics=["mae"], resamples=0).value("mosi", "mae")
+
+
+def test_item_resample_budget_caps_weight_metrics_and_says_so():
+    rng = np.random.default_rng(5)
+    rows = [{"id": i, "task": "t", "gold": "yes" if g else "no", "score": float(s)}
+            for i, (g, s) in enumerate(zip(rng.integers(0, 2, 400), rng.random(400)))]
+    doc = evaluate(rows, metrics=["accuracy", "roc_auc"], resamples=1000, positive="yes",
+                   item_draw_budget=400 * 250).to_dict()
+    by = {m["metric"]: m for m in doc["tasks"]["t"]["metrics"]}
+    assert by["accuracy"]["resamples"] == 1000 and "resamples_requested" not in by["accuracy"]
+    assert by["roc_auc"]["resamples"] == 250 and by["roc_auc"]["resamples_requested"] == 1000
+    assert "250 resamples instead of 1000" in by["roc_auc"]["resamples_note"]
+    assert by["roc_auc"]["ci_low"] < by["roc_auc"]["value"] < by["roc_auc"]["ci_high"]
+    doc = evaluate(rows, metrics=["roc_auc"], resamples=1000, positive="yes", item_draw_budget=None).to_dict()
+    assert doc["tasks"]["t"]["metrics"][0]["resamples"] == 1000

@@ -129,6 +129,30 @@ def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: _T
     raise MetricInputError(f"metric '{metric.name}' cannot be bound to task '{td.task}'")
 
 
+#: Metrics without a count-table or mean form (ROC-AUC, AP, ECE, Pearson, Spearman...) are recomputed on
+#: every resample: n x resamples item-draws. Past this many draws the number of resamples is reduced
+#: (never below MIN_RESAMPLES), and the stored value says so (``resamples``, ``resamples_requested``).
+#: At 1M items that is 200 resamples: seconds instead of a minute. None: no cap.
+ITEM_RESAMPLE_BUDGET: float | None = 2e8
+MIN_RESAMPLES = 200
+
+
+def resamples_for(prep: Prepared, resamples: int, groups: np.ndarray | None = None, *,
+                  budget: float | None = ITEM_RESAMPLE_BUDGET) -> int:
+    """How many bootstrap resamples a prepared metric gets (see :data:`ITEM_RESAMPLE_BUDGET`).
+
+    >>> from labledger.metrics import prepare
+    >>> resamples_for(prepare("accuracy", gold=[0, 1] * 10, pred=[0, 1] * 10), 1000)
+    1000
+    """
+    if not resamples or budget is None or prep.strategy != "weights":
+        return resamples
+    units = prep.n if groups is None else max(prep.n, 1)
+    if units * resamples <= budget:
+        return resamples
+    return max(min(resamples, MIN_RESAMPLES), int(budget // units))
+
+
 def _value_entry(metric: Metric, params: dict[str, Any], iv, *, extra: Mapping[str, Any] | None = None) -> dict:
     return {"metric": metric.name, "key": metric_key(metric.name, params), "params": _json_params(params),
             "definition": metric.describe(params), "higher_is_better": metric.higher_is_better,
@@ -203,7 +227,7 @@ def _check_applicable(rs: ResultSet, metrics: Any) -> None:
 
 
 def _compute(td: TaskData, specs: list[MetricSpec], *, ci: float, resamples: int, seed: int, where: str,
-             keep: set[str] | None = None) -> tuple[list[dict], dict[str, Any], dict[str, np.ndarray]]:
+             keep: set[str] | None = None, budget: float | None = ITEM_RESAMPLE_BUDGET) -> tuple[list[dict], dict[str, Any], dict[str, np.ndarray]]:
     """Scalar metric entries, table sections (per_class, confusion_matrix) and kept samples."""
     cache = _TaskCache(td)
     entries: list[dict] = []
@@ -230,8 +254,9 @@ def _compute(td: TaskData, specs: list[MetricSpec], *, ci: float, resamples: int
             continue
         if metric.name == "per_class" and where != "":
             continue
-        draws = bootstrap_samples(prep, resamples=resamples, seed=_seed(seed, td.task, where, key), groups=td.group)
-        iv = interval(prep, prep.value(), draws, ci=ci, resamples=resamples, groups=td.group)
+        used = resamples_for(prep, resamples, td.group, budget=budget)
+        draws = bootstrap_samples(prep, resamples=used, seed=_seed(seed, td.task, where, key), groups=td.group)
+        iv = interval(prep, prep.value(), draws, ci=ci, resamples=used, groups=td.group)
         if metric.name == "per_class":
             rows = []
             for lab in td.labels:
@@ -244,7 +269,12 @@ def _compute(td: TaskData, specs: list[MetricSpec], *, ci: float, resamples: int
                                    "ci": ci, "resamples": resamples, "method": iv[next(iter(iv))].method,
                                    "labels": rows}
             continue
-        entries.append(_value_entry(metric, params, iv))
+        entries.append(_value_entry(metric, params, iv, extra=None if used == resamples else {
+            "resamples_requested": resamples,
+            "resamples_note": f"{used} resamples instead of {resamples}: this metric is recomputed on every "
+                              f"resampled item set (n={prep.n:,}), capped at {budget:.0e} item-draws; "
+                              f"evaluate(..., item_draw_budget=None) or `labledger eval --all-resamples` "
+                              f"computes them all"}))
         if keep is not None and key in keep and draws is not None:
             samples[key] = draws
     return entries, tables, samples
@@ -253,7 +283,7 @@ def _compute(td: TaskData, specs: list[MetricSpec], *, ci: float, resamples: int
 def evaluate(source: Any, *, metrics: Any = None, by: str | Sequence[str] | None = None, ci: float = 0.95,
              resamples: int = 1000, seed: int = 0, task: str | Sequence[str] | None = None,
              headline: Mapping[str, str] | None = None, positive: str | Mapping[str, str] | None = None,
-             tolerance: float = TOLERANCE) -> Evaluation:
+             tolerance: float = TOLERANCE, item_draw_budget: float | None = ITEM_RESAMPLE_BUDGET) -> Evaluation:
     """Evaluate rows, a ``results.jsonl`` path or a :class:`~labledger.results.ResultSet`.
 
     ``metrics``: metric specs (``"f1:average=macro"``, ``"ndcg@10"``...) applied to every task they
@@ -261,6 +291,9 @@ def evaluate(source: Any, *, metrics: Any = None, by: str | Sequence[str] | None
     field(s), each evaluated separately. Every value gets a ``ci`` percentile bootstrap interval
     over ``resamples`` resamples (clusters when rows carry ``group``); ``resamples=0`` skips them.
     ``headline``: ``{task: spec}`` overriding :data:`HEADLINE` for the suite mean.
+    ``item_draw_budget``: metrics recomputed on every resampled item set (ROC-AUC, AP, ECE,
+    correlations) get fewer resamples past this many item-draws (never under 200), and say so in
+    their stored value; None computes every resample.
 
     >>> ev = evaluate([{"id": 1, "task": "r", "gold": 1.0, "pred": 0.5},
     ...                {"id": 2, "task": "r", "gold": -1.0, "pred": -1.5}], metrics=["mae"], resamples=0)
@@ -289,6 +322,7 @@ def evaluate(source: Any, *, metrics: Any = None, by: str | Sequence[str] | None
             if head_key not in keys:
                 specs = specs + [head_spec]
         entries, tables, kept = _compute(td, specs, ci=ci, resamples=resamples, seed=seed, where="",
+                                         budget=item_draw_budget,
                                          keep={head_key} if head_key else None)
         body: dict[str, Any] = {"kind": td.kind, "n": td.n, "labels": list(td.labels) or None,
                                 "positive": td.positive,
@@ -299,7 +333,8 @@ def evaluate(source: Any, *, metrics: Any = None, by: str | Sequence[str] | None
             if entry is not None:
                 headline_samples[name] = (entry, kept.get(head_key))
         if fields:
-            body["slices"] = _slices(td, specs, fields, ci=ci, resamples=resamples, seed=seed)
+            body["slices"] = _slices(td, specs, fields, ci=ci, resamples=resamples, seed=seed,
+                                     budget=item_draw_budget)
         doc["tasks"][name] = body
     doc["suite"] = _suite(headline_samples, ci) if len(tasks) > 1 else None
     return Evaluation(doc)
@@ -315,7 +350,7 @@ def _select_tasks(rs: ResultSet, task: str | Sequence[str] | None) -> list[str]:
 
 
 def _slices(td: TaskData, specs: list[MetricSpec], fields: list[str], *, ci: float, resamples: int,
-            seed: int) -> dict[str, Any]:
+            seed: int, budget: float | None = ITEM_RESAMPLE_BUDGET) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fld in fields:
         if fld not in td.slice_columns:
@@ -330,7 +365,8 @@ def _slices(td: TaskData, specs: list[MetricSpec], fields: list[str], *, ci: flo
             label = _MISSING if values[j] is None else (str(values[j]).lower() if isinstance(values[j], bool)
                                                          else str(values[j]))
             sub = td.subset(mask)
-            entries, _, _ = _compute(sub, specs, ci=ci, resamples=resamples, seed=seed, where=f"{fld}={label}")
+            entries, _, _ = _compute(sub, specs, ci=ci, resamples=resamples, seed=seed, where=f"{fld}={label}",
+                                     budget=budget)
             per[label] = {"n": sub.n, "metrics": entries}
         out[fld] = per
     return out

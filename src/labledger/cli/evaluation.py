@@ -126,6 +126,10 @@ def _print_evaluation(doc: dict[str, Any], definitions: bool, shown: str) -> Non
         if suite["excluded"]:
             console.print(f"[dim]Left out of the mean (lower-is-better or undefined headline): "
                           f"{escape(', '.join(suite['excluded']))}[/dim]")
+    reduced = sorted({m["key"]: m for t in doc["tasks"].values() for m in t.get("metrics", [])
+                      if m.get("resamples_requested")}.items())
+    for key, m in reduced:
+        console.print(f"[dim]{escape(key)}: {escape(m['resamples_note'])}[/]")
     console.print(f"[dim]{doc['resamples']:,} bootstrap resamples, seed {doc['seed']}; * = headline metric. "
                   f"--definitions shows what each number means.[/dim]")
 
@@ -142,6 +146,9 @@ def _print_evaluation(doc: dict[str, Any], definitions: bool, shown: str) -> Non
 @click.option("--resamples", type=click.IntRange(min=0), default=1000, show_default=True,
               help="Bootstrap resamples (0: no intervals).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option("--all-resamples", is_flag=True,
+              help="Never reduce the resamples of metrics recomputed per resample (ROC-AUC, AP, ECE, "
+                   "correlations) on large inputs (by default capped at 2e8 item-draws, never under 200).")
 @click.option("--positive", metavar="LABEL", default=None,
               help="Positive label of binary tasks that give 'score' (when the rows do not say).")
 @click.option("--definitions", is_flag=True, help="Show each metric's definition.")
@@ -154,7 +161,8 @@ def _print_evaluation(doc: dict[str, Any], definitions: bool, shown: str) -> Non
 @ledger_option
 @handle_errors
 def eval_command(results: str, tasks: tuple[str, ...], metrics: tuple[str, ...], by: tuple[str, ...], ci: float,
-                 resamples: int, seed: int, positive: str | None, definitions: bool, save: str | None,
+                 resamples: int, seed: int, all_resamples: bool, positive: str | None, definitions: bool,
+                 save: str | None,
                  model: str | None, suite: str, variant: str, as_json: bool, ledger_path: str | None) -> None:
     """Metrics of RESULTS (a results.jsonl, or RUN:NAME of a run's stored results) with bootstrap CIs.
 
@@ -173,7 +181,8 @@ def eval_command(results: str, tasks: tuple[str, ...], metrics: tuple[str, ...],
         raise click.UsageError("--model needs --save RUN:NAME (entries point at a stored evaluation)")
     path, shown = _source(results, ledger_path)
     ev = evaluate(path, metrics=list(metrics) or None, by=list(by) or None, ci=ci, resamples=resamples, seed=seed,
-                  task=list(tasks) or None, positive=positive)
+                  task=list(tasks) or None, positive=positive,
+                  **({"item_draw_budget": None} if all_resamples else {}))
     doc = ev.to_dict()
     doc["source"] = shown
     saved = None
