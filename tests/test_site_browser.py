@@ -1,7 +1,8 @@
 """The static site in a real browser (issue 6): Playwright driving Debian's headless Chromium on
 ``file://`` URLs. Every page renders without console errors at 1280x800 and at phone width;
 catalog -> run -> batch -> sample; the loss curve links to its batch; keyboard navigation; the
-cells grid opens an episode trace; strings from runs show as text and no script of theirs runs.
+cells grid opens an episode trace; strings from runs show as text and no script of theirs runs; the
+Comparisons page shows significance marks and mean rows; a damaged run shows as unreadable.
 Screenshots go to test-artifacts/screenshots/ (CI keeps that folder).
 """
 
@@ -15,7 +16,7 @@ import pytest
 from labledger.site import build_site, load_data_file
 
 from conftest import ARTIFACTS
-from test_site_build import CHUNK, XSS, make_site_ledger
+from test_site_build import CHUNK, XSS, make_compare_ledger, make_site_ledger
 
 CHROMIUM = Path("/usr/bin/chromium")
 try:
@@ -286,3 +287,92 @@ def test_catalog_filter_and_sort(tab, site):
     names = page.locator("table.runs tbody tr a.runlink").all_inner_texts()
     assert names == sorted(names, key=str.lower) or names == sorted(names)
     tab.check()
+
+
+# -- Comparisons page ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def compare_site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("browser-compare")
+    ids = make_compare_ledger(root / "ledger")
+    build_site(root / "ledger", root / "out")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return {"out": root / "out", "ids": ids}
+
+
+@pytest.mark.parametrize("viewport", ["desktop", "phone"])
+def test_compare_page_renders_marks_and_mean_rows(browser, compare_site, viewport):
+    t = Tab(browser, compare_site, viewport)
+    try:
+        page = t.open("compare.html")
+        assert page.locator("h1").inner_text() == "Comparisons" and page.locator(".callout.error").count() == 0
+        page.screenshot(path=str(SHOTS / f"compare-{VIEWPORTS[viewport]['width']}.png"), full_page=True)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1, f"compare is {overflow}px wider than a {viewport} window"
+        assert page.locator("table.version-table").count() == 3
+        paired = page.locator("table.version-table").first
+        marks = paired.locator(".sig-mark").all_inner_texts()
+        assert marks == ["*", "n.s."]                       # digit_step, same_items; the rest untested
+        sig = paired.locator("tbody tr", has=page.locator(".sig-mark.sig"))
+        assert "digit_step" in sig.inner_text()
+        title = sig.locator("td.delta").get_attribute("title")
+        assert "paired 95% bootstrap CI" in title and "p = " in title
+        assert paired.locator("tr.mean").inner_text().startswith("Mean (4 benchmarks)")
+        assert page.locator("tr.mean").count() == 3
+        assert paired.locator("tr.cat").all_inner_texts() == ["Steps", "Other"]
+        assert "no paired test" in page.locator(".table-warnings").first.inner_text()
+        docs = page.locator("#documents table.comparison tbody tr")
+        assert docs.count() == 1 and "paired (same items)" in docs.first.inner_text()
+        groups = page.locator("#groups")
+        assert "recorded values" in groups.inner_text() and "test_accuracy" in groups.inner_text()
+        t.check()
+    finally:
+        t.close()
+
+
+def test_compare_page_shows_xss_names_as_text(tab, compare_site):
+    tab.site = compare_site
+    page = tab.open("compare.html")
+    text = page.locator("main").inner_text()
+    for s in XSS:
+        assert s in text, f"{s!r} does not show as text on the Comparisons page"
+    xss_table = page.locator("table.version-table").nth(2)
+    assert XSS[0] in xss_table.locator("thead").inner_text()     # a model named <script>...
+    assert XSS[0] in xss_table.locator("tbody th .bench").first.inner_text()   # a benchmark named <script>...
+    assert page.locator('img[src="x"]').count() == 0
+    assert page.locator("script:not([src])").count() == 0
+    page.wait_for_timeout(200)
+    tab.check()
+
+
+def test_catalog_links_to_the_comparisons_page(tab, compare_site):
+    tab.site = compare_site
+    page = tab.open("index.html")
+    section = page.locator("#comparisons")
+    assert "3 suites" in section.inner_text() and "1 document" in section.inner_text()
+    section.locator("#compare-link").click()
+    tab.ready()
+    assert page.url.endswith("compare.html") and page.locator("table.version-table").count() == 3
+    tab.check()
+
+
+def test_a_damaged_run_shows_as_unreadable(browser, tmp_path):
+    ids = make_site_ledger(tmp_path / "ledger", batches=20)
+    metrics = tmp_path / "ledger" / "runs" / ids["alpha"] / "metrics.jsonl"
+    lines = metrics.read_bytes().splitlines(keepends=True)
+    lines[0] = b"{not json\n"
+    metrics.write_bytes(b"".join(lines))
+    build_site(tmp_path / "ledger", tmp_path / "out")
+    t = Tab(browser, {"out": tmp_path / "out"})
+    try:
+        page = t.open("index.html")
+        row = page.locator("table.runs tbody tr", has_text="alpha")
+        assert "could not be read: " in row.inner_text() and "metrics.jsonl:1" in row.inner_text()
+        assert row.locator("a.runlink").count() == 0
+        assert page.locator("table.runs a.runlink").count() == 1   # the other run still links
+        page.screenshot(path=str(SHOTS / "catalog-unreadable-1280.png"), full_page=True)
+        t.check()
+        page.goto(t.url(f"run.html#run={ids['alpha']}"))
+        page.wait_for_selector(".callout.error", timeout=15000)
+        assert "could not be read" in page.locator(".callout.error").inner_text()
+    finally:
+        t.close()

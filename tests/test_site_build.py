@@ -186,10 +186,10 @@ def site(tmp_path_factory):
 
 def test_layout_follows_seed_004(site):
     out, a, x = site["out"], site["ids"]["alpha"], site["ids"]["xss"]
-    for page in ("index.html", "run.html", "batches.html", "eval.html", "test.html"):
+    for page in ("index.html", "run.html", "batches.html", "eval.html", "test.html", "compare.html"):
         assert (out / page).is_file()
     for rel in ("static/js/common.js", "static/css/site.css", "static/vendor/uplot/uPlot.iife.min.js",
-                "static/vendor/uplot/LICENSE", "data/catalog.js", f"data/runs/{a}.js", f"data/runs/{x}.js",
+                "static/vendor/uplot/LICENSE", "data/catalog.js", "data/compare.js", f"data/runs/{a}.js", f"data/runs/{x}.js",
                 f"data/batches/{a}/toc.js", f"data/batches/{a}/loss.js", f"data/batches/{a}/0.js",
                 f"data/evals/{a}/full_test.js", f"data/evals/{a}/full_test.logits.js",
                 f"data/evals/{a}/boundary.js", f"data/tests/{a}/full_test.js", f"images/{a}/images/1-1.png"):
@@ -427,3 +427,193 @@ def test_a_run_whose_folder_is_gone_is_left_out_with_a_warning(tmp_path):
     result = build_site(ledger_dir, tmp_path / "out")
     assert result.runs == [ids["alpha"]]
     assert any(ids["xss"] in w and "missing" in w for w in result.warnings)
+
+
+# -- Comparisons page (data/compare.js) ---------------------------------------------------------
+def _improved(rows: list[dict]) -> list[dict]:
+    """The same items with the gold label's logit raised: a clearly better model."""
+    out = []
+    for r in rows:
+        z = dict(r["logits"])
+        z[r["gold"]] += 4.0
+        p = _softmax([z[a] for a in ACTIONS])
+        out.append({**r, "logits": z, "probs": dict(zip(ACTIONS, p))})
+    return out
+
+
+def _accuracy(rows: list[dict]) -> float:
+    return sum(max(r["probs"], key=r["probs"].get) == r["gold"] for r in rows) / len(rows)
+
+
+def make_compare_ledger(root: Path) -> dict[str, str]:
+    """Two runs of one group whose results are paired (same items), benchmark entries pointing at
+    those results (one clearly better, one identical), a stored comparison document, a seed-001-like
+    imported table with categories, a calibrated variant and a gap, and XSS names."""
+    from labledger.benchmarks import Entry, add_entries
+    from labledger.evaluate import compare
+
+    ledger = labledger.open_ledger(root, create=True)
+    base_rows = results_rows(n=200, seed=3)
+    ids, paths = {}, {}
+    for name, rows, acc in (("old", base_rows, None), ("new", _improved(base_rows), None)):
+        with labledger.start_run(name, group="ablation", ledger=ledger) as run:
+            run.log(1, loss=1.0)
+            run.log_results("test", rows)
+            run.log_results("same", [{**r, "task": "same_items"} for r in base_rows])
+            run.set_summary(test_accuracy=_accuracy(rows), episode_success=0.5 if name == "old" else 0.7)
+            ids[name] = run.id
+        view = ledger.run(ids[name])
+        paths[name] = {"test": str(view.results_path("test")), "same": str(view.results_path("same"))}
+    entries = []
+    for name in ("old", "new"):
+        rows = base_rows if name == "old" else _improved(base_rows)
+        entries.append(Entry(model=name, suite="paired", benchmark="digit_step", metric="accuracy",
+                             value=_accuracy(rows), category="Steps", n=len(rows), run_id=ids[name],
+                             results_path=paths[name]["test"]))
+    # identical predictions on both sides: the delta is 0 and its CI includes 0 (n.s.)
+    entries += [Entry(model=m, suite="paired", benchmark="same_items", metric="accuracy",
+                      value=_accuracy(base_rows), category="Steps", n=len(base_rows), results_path=paths[m]["same"])
+                for m in ("old", "new")]
+    # predictions stored, but not of this benchmark's task: no mark, and a warning says why
+    entries += [Entry(model=m, suite="paired", benchmark="other_task", metric="accuracy", value=0.5,
+                      category="Other", results_path=paths[m]["test"]) for m in ("old", "new")]
+    # no stored predictions: a delta without a mark
+    entries += [Entry(model=m, suite="paired", benchmark="recorded_only", metric="accuracy", value=v,
+                      category="Other") for m, v in (("old", 0.5), ("new", 0.6))]
+    # seed 001 shape: categories, five columns with a calibrated variant, one value missing
+    table = {"Home Appliance": ("Public Core", [0.4659, 0.8068, 0.9432], 0.9432),
+             "CLINC150+OOS": ("Public Core", [0.8839, 0.8979, 0.9083], 0.9083),
+             "VAST": ("Public Transfer", [0.8010, 0.8196, 0.8095], 0.7899),
+             "HoVer": ("Public Transfer", [None, 0.69, 0.71], 0.71)}
+    for bench, (cat, raw, cal) in table.items():
+        for model, v in zip(("base", "v3", "v5"), raw):
+            if v is not None:
+                entries.append(Entry(model=model, suite="public", benchmark=bench, metric="accuracy", value=v,
+                                     category=cat, source="seed-001.md"))
+        entries.append(Entry(model="v5", suite="public", benchmark=bench, metric="accuracy", value=cal,
+                             category=cat, variant="calibrated", source="seed-001.md"))
+    entries += [Entry(model=XSS[0], suite="xss", benchmark=XSS[0], metric="accuracy", value=0.5, category=XSS[1]),
+                Entry(model="plain", suite="xss", benchmark=XSS[0], metric="accuracy", value=0.7, category=XSS[1])]
+    add_entries(ledger, entries)
+    doc = compare(paths["new"]["test"], paths["old"]["test"], metrics=["accuracy"], resamples=300).to_dict()
+    doc["names"] = {"a": "new", "b": XSS[0]}
+    ledger.save_evaluation(ids["new"], "compare-old", doc, kind="comparison")
+    ledger.close()
+    return ids
+
+
+@pytest.fixture(scope="module")
+def compare_site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compare")
+    ids = make_compare_ledger(root / "ledger")
+    result = build_site(root / "ledger", root / "out")
+    return {"ledger": root / "ledger", "out": root / "out", "ids": ids, "result": result}
+
+
+def test_compare_data_has_a_version_table_per_suite(compare_site):
+    out = compare_site["out"]
+    assert (out / "compare.html").is_file()
+    key, doc = load_data_file(out / "data/compare.js")
+    assert key == "compare"
+    tables = {t["suite"]: t for t in doc["tables"]}
+    assert list(tables) == ["paired", "public", "xss"]   # entry order
+
+    paired = tables["paired"]
+    assert paired["columns"] == ["old", "new"] and paired["delta"] == {"from": "old", "to": "new"}
+    rows = {r["benchmark"]: r for r in paired["rows"]}
+    assert rows["digit_step"]["significance"] == "significant"
+    lo, hi = rows["digit_step"]["delta_ci"]
+    assert 0 < lo <= rows["digit_step"]["delta"] <= hi
+    assert rows["same_items"]["significance"] == "not significant" and rows["same_items"]["delta"] == 0
+    assert "significance" not in rows["recorded_only"] and rows["recorded_only"]["delta"] == pytest.approx(0.1)
+    assert "significance" not in rows["other_task"]
+    assert any("'other_task': no paired test" in w for w in paired["warnings"])
+    assert [r["category"] for r in paired["rows"]] == ["Steps", "Steps", "Other", "Other"]
+    assert paired["mean"]["n"] == 4
+    assert paired["mean"]["values"]["old"] == pytest.approx(sum(r["values"]["old"] for r in paired["rows"]) / 4)
+    assert "paired 95% bootstrap CI" in paired["definition"]
+
+    public = tables["public"]
+    assert public["columns"] == ["base", "v3", "v5", "v5 (calibrated)"]
+    assert public["delta"] == {"from": "base", "to": "v5 (calibrated)"}
+    assert [r["category"] for r in public["rows"]] == ["Public Core"] * 2 + ["Public Transfer"] * 2
+    assert public["mean"]["n"] == 3          # HoVer has no base value: left out of the mean, with a warning
+    assert any("HoVer" in w and "base" in w for w in public["warnings"])
+    assert not any("no entries for" in w for w in public["warnings"])   # base has no calibrated variant: expected
+    assert all("significance" not in r for r in public["rows"])          # imported: no predictions, no mark
+
+
+def test_compare_data_has_stored_comparisons_and_group_summaries(compare_site):
+    out, ids = compare_site["out"], compare_site["ids"]
+    doc = data(out, "data/compare.js")
+    [c] = doc["comparisons"]
+    assert c["run"] == ids["new"] and c["name"] == "compare-old" and c["names"] == {"a": "new", "b": XSS[0]}
+    [task] = c["tasks"]
+    assert task["paired"] is True and task["n"] == 200
+    [m] = task["metrics"]
+    assert m["metric"] == "accuracy" and m["ci_low"] <= m["diff"] <= m["ci_high"] and m["mcnemar"]["p_value"] < 0.05
+    [g] = doc["groups"]
+    assert g["group"] == "ablation" and [r["id"] for r in g["runs"]] == [ids["old"], ids["new"]]
+    acc = next(x for x in g["metrics"] if x["key"] == "test_accuracy")
+    values = [v for _, v in acc["values"]]
+    assert acc["n"] == 2 and acc["mean"] == pytest.approx(np.mean(values))
+    assert acc["std"] == pytest.approx(np.std(values, ddof=1))
+    assert (acc["min"], acc["max"]) == (min(values), max(values))
+    assert "recorded values" in doc["group_definition"]
+    catalog = data(out, "data/catalog.js")
+    assert catalog["comparisons"] == {"tables": ["paired", "public", "xss"], "documents": 1, "groups": ["ablation"]}
+    # XSS names reach the data file escaped
+    raw = (out / "data/compare.js").read_bytes()
+    assert b"<script>" not in raw and b"\\u003cscript>alert(1)\\u003c/script>" in raw
+
+
+def test_compare_data_is_rewritten_only_when_it_changes(compare_site, tmp_path):
+    out = tmp_path / "out"
+    build_site(compare_site["ledger"], out)
+    again = build_site(compare_site["ledger"], out)
+    assert again.written == []
+    with labledger.start_run("loner", group="solo", ledger=compare_site["ledger"]) as run:
+        run.log(1, loss=0.1)
+    result = build_site(compare_site["ledger"], out)
+    written = {p.relative_to(out).as_posix() for p in result.written}
+    assert "data/compare.js" not in written          # a one-run group adds nothing to compare
+    with labledger.start_run("third", group="ablation", ledger=compare_site["ledger"]) as run:
+        run.set_summary(test_accuracy=0.25)
+    result = build_site(compare_site["ledger"], out)
+    assert "data/compare.js" in {p.relative_to(out).as_posix() for p in result.written}
+    [g] = data(out, "data/compare.js")["groups"]
+    assert len(g["runs"]) == 3
+
+
+# -- a damaged run folder does not stop the build -----------------------------------------------
+@pytest.mark.parametrize("damage", ["corrupt-metrics-line", "corrupt-history-line", "missing-run-json"])
+def test_a_damaged_run_is_left_out_and_the_others_are_built(tmp_path, damage):
+    ledger_dir = tmp_path / "ledger"
+    ids = make_site_ledger(ledger_dir, batches=60)
+    out = tmp_path / "out"
+    build_site(ledger_dir, out, chunk_records=CHUNK)      # a good build first: the run's old pages go away
+    run_dir = ledger_dir / "runs" / ids["alpha"]
+    if damage == "missing-run-json":
+        (run_dir / "run.json").unlink()
+    else:
+        path = run_dir / ("metrics.jsonl" if damage == "corrupt-metrics-line" else "history.jsonl")
+        lines = path.read_bytes().splitlines(keepends=True)
+        assert len(lines) >= 3
+        lines[1] = b'{"step": 2, "loss": \n'      # a damaged line in the middle, not a torn last line
+        path.write_bytes(b"".join(lines))
+    result = build_site(ledger_dir, out, chunk_records=CHUNK)
+    assert result.runs == [ids["xss"]]
+    [warning] = [w for w in result.warnings if ids["alpha"] in w]
+    assert "alpha" in warning
+    if damage != "missing-run-json":
+        assert path.name in warning and ":2" in warning
+    catalog = data(out, "data/catalog.js")
+    entry = next(r for r in catalog["runs"] if r["id"] == ids["alpha"])
+    assert entry["unreadable"] and (path.name in entry["unreadable"] if damage != "missing-run-json"
+                                    else "run.json" in entry["unreadable"])
+    assert not (out / f"data/runs/{ids['alpha']}.js").exists()
+    assert not (out / f"data/batches/{ids['alpha']}").exists()
+    assert (out / f"data/runs/{ids['xss']}.js").is_file()
+    manifest = json.loads((out / MANIFEST).read_bytes())
+    assert all(ids["alpha"] not in rel for rel in manifest["files"])
+    assert ids["alpha"] not in manifest["runs"]

@@ -10,6 +10,7 @@ Layout (seed 004, extended to many runs)::
     OUT/data/batches/<run>/<index>.js, toc.js, loss.js          microbatches, loaded on demand
     OUT/data/evals/<run>/<name>.js (+ <name>.logits.js)         evaluation pages
     OUT/data/tests/<run>/<name>.js, <name>/<part>.js            test breakdowns (cells grid)
+    OUT/data/compare.js                                         version tables, comparisons, groups
     OUT/images/<run>/<path under the run's files/>              images the samples refer to
     OUT/.labledger-site.json                                    manifest for incremental builds
 
@@ -29,9 +30,10 @@ from typing import Any
 
 import orjson
 
-from labledger.errors import SiteError
+from labledger.errors import LedgerError, SiteError
 from labledger.site.batches import CHUNK_BYTES, CHUNK_RECORDS, ImageIndex, write_batches
 from labledger.site.breakdown import breakdown_names, write_breakdown
+from labledger.site.comparisons import PairedTestCache, compare_payload
 from labledger.site.evaluations import eval_names, eval_payload, eval_summary
 from labledger.site.output import FORMAT, SiteWriter
 from labledger.site.rundata import run_basics, run_payload
@@ -47,7 +49,10 @@ PAGES = (("index.html", "catalog", "Runs", False),
          ("run.html", "run", "Run", True),
          ("batches.html", "batches", "Microbatches", False),
          ("eval.html", "eval", "Evaluation", True),
-         ("test.html", "test", "Test breakdown", False))
+         ("test.html", "test", "Test breakdown", False),
+         ("compare.html", "compare", "Comparisons", False))
+#: What a run folder that cannot be read raises while its pages are built (the run is left out).
+_UNREADABLE = (LedgerError, OSError, ValueError, KeyError, TypeError)
 
 
 @dataclass
@@ -161,6 +166,10 @@ def build_site(ledger: Ledger | str | os.PathLike[str], out: str | os.PathLike[s
     change since the last build into ``out`` is not read again. ``out`` must be new, empty, or a
     site built before (it is never cleared otherwise).
 
+    A run whose folder cannot be read (no ``run.json``, a corrupt line inside a JSONL file, ...)
+    does not stop the build: its pages are left out, ``warnings`` names the run and the error, and
+    the catalog lists it as "could not be read: <reason>".
+
     >>> import tempfile, pathlib, labledger
     >>> d = tempfile.mkdtemp()
     >>> with labledger.start_run("demo", ledger=d) as run:
@@ -184,23 +193,46 @@ def build_site(ledger: Ledger | str | os.PathLike[str], out: str | os.PathLike[s
         for rel, src in _static_files():
             writer.copy(rel, src)
         catalog_runs = []
+        readable: dict[str, Path] = {}
         for info in infos:
             if not _SAFE_NAME.match(info.id):
                 result.warnings.append(f"run id {info.id!r} is not a safe file name; left out")
                 continue
-            if not (book.run_dir(info.id) / "run.json").is_file():
-                result.warnings.append(f"run {info.id} is in the index but its folder "
-                                       f"{book.run_dir(info.id)} is missing or has no run.json; left out")
+            run_dir = book.run_dir(info.id)
+            if not (run_dir / "run.json").is_file():
+                reason = f"its folder {run_dir} is missing or has no run.json"
+                result.warnings.append(f"run {info.id} ({info.name}) is in the index but {reason}; left out")
+                catalog_runs.append({**run_basics(info), "unreadable": _short(reason, run_dir)})
                 continue
-            entry = _build_run(writer, book, info, fingerprint, (chunk_records, chunk_bytes), result)
+            mark = writer.mark()
+            try:
+                entry = _build_run(writer, book, info, fingerprint, (chunk_records, chunk_bytes), result)
+            except _UNREADABLE as exc:
+                reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, LedgerError) else str(exc)
+                result.warnings.append(f"run {info.id} ({info.name}) could not be read; its pages are left "
+                                       f"out: {reason}")
+                writer.forget_since(mark)
+                writer.runs.pop(info.id, None)
+                if info.id in result.rebuilt_runs:
+                    result.rebuilt_runs.remove(info.id)
+                catalog_runs.append({**run_basics(info), "unreadable": _short(reason, run_dir)})
+                continue
             catalog_runs.append(entry["catalog"])
             result.runs.append(info.id)
+            readable[info.id] = run_dir
+        paired = PairedTestCache(writer.old.get("paired_tests")
+                                 if writer.old.get("fingerprint") == fingerprint else None)
+        compare = compare_payload(book, infos, readable, paired, result.warnings)
+        writer.write_data("data/compare.js", "compare", compare)
         catalog = {"ledger": book.root.resolve().name, "runs": catalog_runs,
                    "groups": sorted({r["group"] for r in catalog_runs if r["group"]}),
                    "tags": sorted({t for r in catalog_runs for t in r["tags"]}),
-                   "comparisons": [], "labledger": _version()}
+                   "comparisons": {"tables": [t["suite"] for t in compare["tables"]],
+                                   "documents": len(compare["comparisons"]),
+                                   "groups": [g["group"] for g in compare["groups"]]},
+                   "labledger": _version()}
         writer.write_data("data/catalog.js", "catalog", catalog)
-        writer.save({"fingerprint": fingerprint})
+        writer.save({"fingerprint": fingerprint, "paired_tests": paired.new})
         result.written = [out_path / rel for rel in writer.written]
         result.unchanged = len(writer.unchanged)
         result.removed = [out_path / rel for rel in writer.removed]
@@ -210,6 +242,12 @@ def build_site(ledger: Ledger | str | os.PathLike[str], out: str | os.PathLike[s
     finally:
         if owns:
             book.close()
+
+
+def _short(reason: str, run_dir: Path) -> str:
+    """``reason`` with the run folder's path written relative to the ledger (the site is shared)."""
+    rel = f"runs/{run_dir.name}"
+    return reason.replace(str(run_dir) + os.sep, "").replace(str(run_dir), rel)
 
 
 def _version() -> str:

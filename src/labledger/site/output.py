@@ -199,3 +199,21 @@ class SiteWriter:
     def produced_since(self, mark: int) -> list[str]:
         """Files produced (written or unchanged) since ``mark``, in order."""
         return list(self.files)[mark:]
+
+    def forget_since(self, mark: int) -> None:
+        """Drop the files produced since ``mark`` (a run that failed half-way): files this build
+        wrote are deleted now, files of an earlier build are removed by :meth:`save`."""
+        dropped = list(self.files)[mark:]
+        written = set(self.written)
+        for rel in dropped:
+            entry = self.files.pop(rel)
+            if rel in written:
+                self.bytes_written -= entry.get("size", 0)
+            if rel in written and rel not in self.old_files:
+                path = self.out / rel
+                if path.is_file():
+                    path.unlink()
+                    self._prune(path.parent)
+        gone = set(dropped)
+        self.written = [r for r in self.written if r not in gone]
+        self.unchanged = [r for r in self.unchanged if r not in gone]

@@ -46,6 +46,11 @@
       var keys = headlineKeys(runs);
       var cols = [
         {key: "name", label: "Run", render: function (r) {
+          if (r.unreadable) {
+            return h("div", null, h("span", {class: "runname"}, r.name),
+              h("div", {class: "muted mono", style: {fontSize: "12px"}}, r.id),
+              h("div", {class: "unreadable", role: "note"}, "could not be read: " + r.unreadable));
+          }
           return h("div", null, h("a", {href: LL.link("run.html", {run: r.id}), class: "runlink"}, r.name),
             h("div", {class: "muted mono", style: {fontSize: "12px"}}, r.id));
         }},
@@ -58,7 +63,7 @@
         {key: "duration", label: "Duration", num: true, className: "hide-narrow", render: function (r) { return LL.fmt.duration(r.duration); }},
         {key: "steps", label: "Steps", num: true},
         {key: "batches", label: "Microbatches", num: true, render: function (r) {
-          return r.batches ? h("a", {href: LL.link("batches.html", {run: r.id})}, LL.fmt.num(r.batches)) : "–";
+          return r.batches && !r.unreadable ? h("a", {href: LL.link("batches.html", {run: r.id})}, LL.fmt.num(r.batches)) : "–";
         }}
       ];
       keys.forEach(function (k) {
@@ -104,12 +109,21 @@
       main.appendChild(LL.section("All runs", "runs", table));
       count.textContent = runs.filter(matches).length + " of " + runs.length + " shown";
 
-      var comps = cat.comparisons || [];
+      var comps = cat.comparisons || {};
+      var nTables = (comps.tables || []).length, nDocs = comps.documents || 0, nGroups = (comps.groups || []).length;
+      var items = [];
+      if (nTables) items.push(h("li", null, h("a", {href: "compare.html#tables"}, "Version tables"),
+        ": " + nTables + " suite" + (nTables === 1 ? "" : "s") + " (", (comps.tables || []).join(", "), ")"));
+      if (nDocs) items.push(h("li", null, h("a", {href: "compare.html#documents"}, "Stored comparisons"),
+        ": " + nDocs + " document" + (nDocs === 1 ? "" : "s")));
+      if (nGroups) items.push(h("li", null, h("a", {href: "compare.html#groups"}, "Group summaries"),
+        ": " + nGroups + " group" + (nGroups === 1 ? "" : "s") + " with two or more runs (recorded values)"));
       main.appendChild(LL.section("Comparisons", "comparisons",
-        comps.length ? comps.map(function (c) { return LL.jsonTree(c, 2); }) :
-          h("p", {class: "muted"}, "Version tables and group comparisons with significance marks will appear here " +
-            "once runs store them (labledger compare / benchmark). Nothing is stored yet for these runs.")));
-      document.getElementById("comparisons").classList.add("placeholder");
+        items.length ? [h("p", null, h("a", {href: "compare.html", id: "compare-link"}, "Open the Comparisons page"),
+          " — version tables with significance marks, stored comparisons and group summaries."), h("ul", null, items)] :
+          h("p", {class: "muted"}, "Nothing to compare yet: no benchmark entries (labledger table import, or evaluations " +
+            "saved with a model), no stored comparison documents, and no group with two or more runs. ",
+            h("a", {href: "compare.html"}, "The Comparisons page"), " fills in when they exist.")));
     });
   });
 })();

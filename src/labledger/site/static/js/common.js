@@ -47,7 +47,7 @@
 
   /* Links only ever point at this site's pages, anchors or files. */
   LL.safeHref = function (href) {
-    if (/^(index|run|batches|eval|test)\.html(#.*)?$/.test(href) || /^#/.test(href)) return href;
+    if (/^(index|run|batches|eval|test|compare)\.html(#.*)?$/.test(href) || /^#/.test(href)) return href;
     if (/^images\//.test(href) && href.indexOf("..") < 0) return href;
     return "#";
   };
@@ -86,6 +86,7 @@
   }
   LL.data = {
     catalog: function () { return LL.load("catalog", "data/catalog.js"); },
+    compare: function () { return LL.load("compare", "data/compare.js"); },
     run: function (id) { checkId(id); return LL.load("runs/" + id, "data/runs/" + id + ".js"); },
     toc: function (id) { checkId(id); return LL.load("batches/" + id + "/toc", "data/batches/" + id + "/toc.js"); },
     loss: function (id) { checkId(id); return LL.load("batches/" + id + "/loss", "data/batches/" + id + "/loss.js"); },
@@ -116,6 +117,7 @@
   LL.findRun = function (catalog, id) {
     var run = (catalog.runs || []).filter(function (r) { return r.id === id; })[0];
     if (!run) throw new Error("This site has no run " + JSON.stringify(id || "") + ". Open the run list to choose one.");
+    if (run.unreadable) throw new Error("Run " + JSON.stringify(id) + " could not be read when this site was built: " + run.unreadable);
     return run;
   };
   LL.imageSrc = function (runId, ref) {
