@@ -81,7 +81,7 @@ def test_runs_json_is_one_document(ledger):
 
 def test_show_json(ledger):
     d, rid, _ = ledger
-    res = CliRunner().invoke(main, ["show", rid[:-2], "--json", "--ledger", str(d)])
+    res = CliRunner().invoke(main, ["show", rid[:-1], "--json", "--ledger", str(d)])
     doc = json.loads(res.stdout)
     assert doc["id"] == rid
     assert doc["counts"] == {"scalars": 5, "batches": 3, "history": 1, "checkpoints": 1, "notes": 0}

@@ -98,3 +98,51 @@ def test_version_table_marks_significance_from_stored_predictions(tmp_path):
     res = CliRunner().invoke(main, ["table", "--suite", "public", "--models", "base,v2b", "--delta-from", "base",
                                     "--ledger", str(ledger_dir), "--format", "md"])
     assert res.exit_code == 0 and "n.s." in res.output
+
+
+def test_metrics_with_parameters_are_found_in_predictions(tmp_path):
+    from sklearn.metrics import f1_score, recall_score
+
+    rng = np.random.default_rng(11)
+    expected = {}
+    for group in ("a", "b"):
+        gold = rng.integers(0, 3, 300)
+        pred = np.where(rng.random(300) < 0.7, gold, rng.integers(0, 3, 300))
+        labels = ["neg", "neu", "pos"]
+        rows = [{"id": f"{group}{i}", "task": "t", "gold": labels[g],
+                 "probs": {lab: (0.8 if j == p else 0.1) for j, lab in enumerate(labels)}}
+                for i, (g, p) in enumerate(zip(gold, pred))]
+        with labledger.start_run(f"{group}-0", group=group, ledger=tmp_path) as run:
+            run.log_results("test", rows)
+            run.log(1, f1=0.123)  # a recorded value that must not be used instead
+        expected[group] = (f1_score(gold, pred, average="macro"), recall_score(gold, pred, average="macro"))
+    res = compare_groups(labledger.open_ledger(tmp_path), baseline="a", groups=["b"],
+                         metrics=["f1:average=macro", "recall:average=macro"])
+    by = {(s["group"], s["metric"]): s for s in res.summary}
+    for group, (f1, rec) in expected.items():
+        assert by[(group, "f1:average=macro")]["mean"] == pytest.approx(f1, abs=1e-12)
+        assert by[(group, "recall:average=macro")]["mean"] == pytest.approx(rec, abs=1e-12)
+        assert by[(group, "f1:average=macro")]["sources"] == ["predictions (test)"]
+    assert res.warnings == []
+
+
+def test_unfinished_runs_are_left_out_unless_asked(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    for group, value in (("base", 0.9), ("new", 0.9)):
+        with labledger.start_run(f"{group}-ok", group=group, ledger=tmp_path) as run:
+            run.log_history({"acc": value})
+    script = ("import labledger, os\n"
+              f"run = labledger.start_run('new-crashed', group='new', ledger={str(tmp_path)!r})\n"
+              "run.log_history({'acc': 0.10})\nos._exit(0)\n")
+    subprocess.run([sys.executable, "-c", script], check=True, env={**os.environ})
+    ledger = labledger.open_ledger(tmp_path)
+    res = compare_groups(ledger, baseline="base", groups=["new"], metrics=["acc"])
+    new = next(s for s in res.summary if s["group"] == "new")
+    assert new["runs"] == 1 and new["mean"] == pytest.approx(0.9)
+    res = compare_groups(ledger, baseline="base", groups=["new"], metrics=["acc"], include_unfinished=True)
+    new = next(s for s in res.summary if s["group"] == "new")
+    assert new["runs"] == 2 and new["mean"] == pytest.approx(0.5)
+    assert any("which is crashed" in w for w in res.warnings)

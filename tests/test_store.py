@@ -162,3 +162,21 @@ def test_tables_and_dataframes(ledger_dir):
     df = view.dataframe("batches")
     assert isinstance(df, pd.DataFrame) and len(df) == 3
     json.loads(df["samples"].iloc[0])  # nested samples kept as JSON text
+
+
+def test_log_results_from_a_file_with_a_torn_last_line(ledger_dir, tmp_path):
+    src = tmp_path / "torn.jsonl"
+    src.write_bytes(b'{"id":1,"task":"t","gold":1.0,"pred":0.5}\n{"id":2,"task":"t","gold":2.0,"pred":1.5}\n'
+                    b'{"id":3,"task":"t","go')
+    with labledger.start_run("r", ledger=ledger_dir) as run:
+        with pytest.warns(Warning, match=r"torn\.jsonl:3: torn last line left out"):
+            path = run.log_results("test", src)
+    stored = list(labledger.open_ledger(ledger_dir).run(run.id).results("test"))
+    assert [r["id"] for r in stored] == [1, 2]
+    assert path.read_bytes().endswith(b"\n")
+    assert labledger.evaluate(str(path), metrics=["mae"], resamples=0).value("t", "mae") == 0.5
+    # a valid last line without its newline is kept and completed
+    src.write_bytes(b'{"id":1,"task":"t","gold":1.0,"pred":0.5}')
+    with labledger.start_run("r2", ledger=ledger_dir) as run:
+        path = run.log_results("test", src)
+    assert path.read_bytes() == b'{"id":1,"task":"t","gold":1.0,"pred":0.5}\n'

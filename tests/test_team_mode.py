@@ -110,7 +110,7 @@ def test_the_same_api_on_postgres(team, tmp_path):
     assert [r.name for r in ledger.runs()] == ["beta", "alpha"]
     assert [r.name for r in ledger.runs(tag="y")] == ["alpha"]
     assert [r.name for r in ledger.runs(group="h", status="finished")] == ["beta"]
-    assert ledger.resolve("alpha") == ledger.resolve(run.id[:17]) == run.id
+    assert ledger.resolve("alpha") == ledger.resolve(run.id[:-1]) == run.id  # a unique prefix
     info = ledger.info(run.id)
     assert info.summary["batches"] == 20 and info.summary["headline"] == {"test_accuracy": 0.5}
     assert info.started == pytest.approx(run.meta["started"], abs=1e-6)  # double precision

@@ -90,14 +90,30 @@ class GroupComparison:
                               "the registry's definition, 'recorded' values are what the run logged"}
 
 
+def _computed_value(doc: dict[str, Any], task: str, spec) -> float | None:
+    """The value of ``spec`` in an evaluation document: same metric, and every parameter the user
+    gave equal to the stored one (the document also lists the defaults it filled in)."""
+    for m in doc["tasks"][task]["metrics"]:
+        if m["metric"] != spec.metric.name:
+            continue
+        params = m.get("params") or {}
+        if all(str(params.get(k)) == str(v) for k, v in spec.params):
+            return m.get("value")
+    return None
+
+
 def compare_groups(ledger, *, baseline: str, groups: Sequence[str], metrics: Sequence[str],
-                   results: str | None = None, task: str | None = None) -> GroupComparison:
+                   results: str | None = None, task: str | None = None,
+                   include_unfinished: bool = False) -> GroupComparison:
     """Compare groups of runs with a baseline group on ``metrics`` (see :class:`GroupComparison`).
+
+    Only finished runs count unless ``include_unfinished`` (crashed, killed or failed runs then
+    count too, each named in a warning: what they recorded may come from early in training).
 
     >>> # compare_groups(open_ledger(), baseline="0615", groups=["0617-main"], metrics=["has0_f1"])
     """
     from labledger.evaluate import evaluate
-    from labledger.metrics.registry import metric_key, parse_metric
+    from labledger.metrics.registry import parse_metric
 
     if not metrics:
         raise LedgerError("name at least one metric")
@@ -105,9 +121,15 @@ def compare_groups(ledger, *, baseline: str, groups: Sequence[str], metrics: Seq
     out = GroupComparison(baseline=baseline, groups=names[1:], metrics=list(metrics))
     values: dict[tuple[str, str], list[float]] = {}
     for g in names:
-        infos = [i for i in ledger.runs(group=g) if i.status in ("finished", "crashed", "killed")]
+        all_runs = ledger.runs(group=g)
+        infos = [i for i in all_runs if i.status == "finished" or (include_unfinished and i.status != "running")]
         if not infos:
-            raise LedgerError(f"group '{g}' has no finished runs in {ledger.root}")
+            statuses = ", ".join(sorted({i.status for i in all_runs})) or "none"
+            raise LedgerError(f"group '{g}' has no finished runs in {ledger.root} (runs there: {statuses})")
+        for i in infos:
+            if i.status != "finished":
+                out.warnings.append(f"group '{g}' includes run {i.id} ({i.name}), which is {i.status}: its values "
+                                    f"may come from before it stopped")
         for info in reversed(infos):
             view = ledger.run(info.id)
             row: dict[str, Any] = {"group": g, "run": info.id, "name": info.name, "values": {}, "sources": {}}
@@ -119,15 +141,12 @@ def compare_groups(ledger, *, baseline: str, groups: Sequence[str], metrics: Seq
                 if source_name is not None:
                     spec = parse_metric(metric)
                     if ev is None:
-                        ev = evaluate(view.results_path(source_name), metrics=list(metrics), resamples=0, task=task)
-                    tasks = list(ev.tasks)
+                        ev = evaluate(view.results_path(source_name), metrics=list(metrics), resamples=0,
+                                      task=task).to_dict()
+                    tasks = list(ev["tasks"])
                     if len(tasks) != 1:
                         raise LedgerError(f"run {info.id} results '{source_name}' have tasks {tasks}; pass task=")
-                    key = metric_key(spec.metric.name, dict(spec.params))
-                    try:
-                        value = ev.value(tasks[0], key)
-                    except (KeyError, LedgerError):
-                        value = None
+                    value = _computed_value(ev, tasks[0], spec)
                     source = f"predictions ({source_name})"
                 if value is None:
                     rec = recorded_value(view, metric)

@@ -17,10 +17,12 @@ from labledger.cli.base import console, emit_json, handle_errors, json_option, l
               help="A registry metric (e.g. has0_f1, non0_f1, f1:average=macro); repeatable.")
 @click.option("--results", default=None, metavar="NAME", help="Which stored result set of each run to use.")
 @click.option("--task", default=None, help="Task within the result sets (when they hold several).")
+@click.option("--include-unfinished", is_flag=True,
+              help="Also count crashed, killed and failed runs (each is named in a warning).")
 @ledger_option
 @json_option
 @handle_errors
-def compare_groups_cmd(baseline, groups, metrics, results, task, ledger_path, as_json):
+def compare_groups_cmd(baseline, groups, metrics, results, task, include_unfinished, ledger_path, as_json):
     """Mean, spread and run count of each metric per group, and the difference from the baseline.
 
     Values are recomputed from stored predictions when runs have them (the registry's definition),
@@ -30,7 +32,8 @@ def compare_groups_cmd(baseline, groups, metrics, results, task, ledger_path, as
     from labledger.groups import compare_groups
 
     res = compare_groups(open_ledger(resolve_ledger_path(ledger_path)), baseline=baseline, groups=list(groups),
-                         metrics=list(metrics), results=results, task=task)
+                         metrics=list(metrics), results=results, task=task,
+                         include_unfinished=include_unfinished)
     for w in res.warnings:
         warn(w)
     if as_json:

@@ -312,19 +312,25 @@ class Ledger:
             ended = max(p.stat().st_mtime for p in run_dir.iterdir() if p.is_file())
         except ValueError:
             ended = time.time()
-        error = error or "the logging process ended without finishing the run (killed or crashed)"
         summary = summarize_run_dir(run_dir)
-        q = ("UPDATE runs SET status = 'crashed', ended = ?, error = ?, summary = ?, updated = ? "
+        status = "crashed"
+        if meta is not None and meta.get("status") in ("finished", "failed", "killed"):
+            # run.json is written (atomically) before the index at finish: the process finished the
+            # run and only the index update was lost. Trust the run folder; do not call it crashed.
+            status, ended, error = meta["status"], meta.get("ended") or ended, meta.get("error")
+        else:
+            error = error or "the logging process ended without finishing the run (killed or crashed)"
+        q = ("UPDATE runs SET status = ?, ended = ?, error = ?, summary = ?, updated = ? "
              "WHERE id = ? AND status = 'running'")
-        params: tuple = (ended, error, orjson.dumps(summary).decode(), time.time(), run_id)
+        params: tuple = (status, ended, error, orjson.dumps(summary).decode(), time.time(), run_id)
         if stale_before is not None:  # unless it beat meanwhile
             q += " AND (heartbeat IS NULL OR heartbeat < ?)"
             params += (stale_before,)
         changed = self._write(lambda db: db.execute(q, params).rowcount)
-        if changed and meta is not None:
+        if changed and meta is not None and status == "crashed":
             meta.update(status="crashed", ended=ended, error=error)
             write_json(meta_path, meta)
-        return bool(changed)
+        return bool(changed) and status == "crashed"
 
     def runs(self, *, name: str | None = None, group: str | None = None, tag: str | None = None,
              status: str | None = None) -> list[RunInfo]:

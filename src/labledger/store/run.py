@@ -80,6 +80,35 @@ def _as_step(step: Any) -> int:
     raise RecordError(f"must be an integer; got {step!r}", field="step")
 
 
+def _rows_from_bytes(data: bytes, source: str) -> tuple[list[Any], list[int], bytes]:
+    """Rows, their line numbers and the bytes to store, from one results file's content.
+
+    A last line without its newline is kept (and completed) when it is valid JSON; a torn one (a
+    writer that died mid-line) is left out of both the rows and the stored bytes, with a warning.
+    """
+    import warnings
+
+    from labledger.store.jsonl import TornLineWarning
+
+    rows, lines = [], []
+    parts = data.split(b"\n")
+    for lineno, raw in enumerate(parts, 1):
+        if not raw.strip():
+            continue
+        try:
+            rows.append(orjson.loads(raw))
+        except orjson.JSONDecodeError as exc:
+            if lineno == len(parts):  # the last line, with no newline after it
+                warnings.warn(f"{source}:{lineno}: torn last line left out ({len(raw)} bytes, not valid JSON)",
+                              TornLineWarning, stacklevel=3)
+                return rows, lines, data[: len(data) - len(raw)]
+            raise RecordError(f"not valid JSON ({exc})", source=source, line=lineno) from None
+        lines.append(lineno)
+    if data and not data.endswith(b"\n"):
+        data += b"\n"  # a valid last line without its newline: complete it, or readers see it torn
+    return rows, lines, data
+
+
 def new_run_id() -> str:
     """Time-sortable, unique: ``YYYYmmdd-HHMMSS-xxxxxx``."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
@@ -348,15 +377,13 @@ class Run:
         if target.exists():
             raise LedgerError(f"run {self.id} already has results '{name}'")
         if isinstance(rows_or_path, (str, os.PathLike)):
-            from labledger.results import iter_rows
-
             src = Path(rows_or_path)
-            numbered = list(iter_rows(src))
-            rows = [row for _, row in numbered]
-            validate_rows(rows, source=str(src), lines=[n for n, _ in numbered])
-            data = src.read_bytes()
-            if data and not data.endswith(b"\n"):
-                data += b"\n"  # a valid last line without its newline: complete it, or readers see it torn
+            try:
+                data = src.read_bytes()  # read once: what is validated is what is stored
+            except OSError as exc:
+                raise RecordError(f"cannot read ({exc.strerror})", source=str(src)) from None
+            rows, lines, data = _rows_from_bytes(data, str(src))
+            validate_rows(rows, source=str(src), lines=lines)
             origin = str(src.resolve())
         else:
             rows = [dict(r) for r in rows_or_path]
@@ -366,15 +393,21 @@ class Run:
             except TypeError as exc:
                 raise RecordError(f"results rows must be JSON-serialisable ({exc})") from None
             origin = None
-        out_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, data)
-        info = {"name": name, "rows": len(rows), "sha256": hashlib.sha256(data).hexdigest(),
-                "source": origin, "created": time.time(), **meta}
-        write_json(out_dir / "meta.json", info)
+        info = {**meta, "name": name, "rows": len(rows), "sha256": hashlib.sha256(data).hexdigest(),
+                "source": origin, "created": time.time()}
+        # The files are written inside the index transaction: if either fails, neither is kept.
         with self.ledger.transaction() as db:
             db.execute("INSERT OR REPLACE INTO evaluations (run_id, name, kind, created, n_rows, sha256) "
                        "VALUES (?, ?, 'results', ?, ?, ?)", (self.id, name, info["created"], len(rows),
                                                               info["sha256"]))
+            out_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                write_json(out_dir / "meta.json", info)
+                atomic_write(target, data)
+            except BaseException:
+                for leftover in (target, out_dir / "meta.json"):
+                    leftover.unlink(missing_ok=True)
+                raise
         return target
 
     def log_file(self, name: str, data: bytes | str | os.PathLike[str]) -> Path:
