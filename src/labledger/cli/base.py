@@ -36,9 +36,9 @@ def main() -> None:
 
 def resolve_ledger_path(value: str | None) -> str:
     """The ledger location: the option, else ``$LABLEDGER_DIR``, else ``./.labledger``."""
-    if value:
-        return value
-    return os.environ.get("LABLEDGER_DIR") or str(Path(".labledger"))
+    from labledger.store.ledger import default_ledger_path
+
+    return value or str(default_ledger_path())
 
 
 ledger_option = click.option(
@@ -46,6 +46,11 @@ ledger_option = click.option(
     help="Ledger folder (default: $LABLEDGER_DIR, else ./.labledger).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+
+
+def csv_list(value: str | None) -> list[str]:
+    """``"a, b,,c"`` -> ``["a", "b", "c"]`` (options like ``--models base,v3``)."""
+    return [x.strip() for x in value.split(",") if x.strip()] if value else []
 
 
 def emit_json(obj: Any) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from labledger.cli.base import console, handle_errors, ledger_option, main, resolve_ledger_path
+from labledger.cli.base import console, csv_list, handle_errors, ledger_option, main, resolve_ledger_path
 
 
 @main.command("report")
@@ -25,9 +25,9 @@ def report_cmd(models, suite, variants, runs, title, out, ledger_path):
     from labledger import open_ledger
     from labledger.report import handoff
 
-    model_list = [m.strip() for m in models.split(",") if m.strip()]
+    model_list = csv_list(models)
     text = handoff(open_ledger(resolve_ledger_path(ledger_path)), models=model_list, suite=suite,
-                   variants=[v.strip() for v in variants.split(",") if v.strip()], runs=runs, title=title)
+                   variants=csv_list(variants), runs=runs, title=title)
     if out:
         Path(out).write_text(text, encoding="utf-8")
         console.print(f"Wrote {out} ({len(text.splitlines())} lines).")

@@ -6,7 +6,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
+from labledger.cli.base import console, csv_list, emit_json, handle_errors, json_option, ledger_option, main, \
     resolve_ledger_path, warn
 
 
@@ -18,10 +18,6 @@ def _pairs(values, opt):
         k, _, val = v.partition("=")
         out[k.strip()] = val.strip()
     return out
-
-
-def _csv_list(value):
-    return [x.strip() for x in value.split(",") if x.strip()] if value else []
 
 
 @main.group("table", invoke_without_command=True)
@@ -48,8 +44,8 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_jso
     if as_json:
         fmt = "json"
     ledger = open_ledger(resolve_ledger_path(ledger_path))
-    model_list = _csv_list(models)
-    variant_list = _csv_list(variants) or ["raw"]
+    model_list = csv_list(models)
+    variant_list = csv_list(variants) or ["raw"]
     entries = read_entries(ledger, suite=suite, models=model_list or None, variants=variant_list)
     if not model_list:
         model_list = list(dict.fromkeys(e.model for e in entries))

@@ -26,6 +26,11 @@ from labledger.errors import RecordError
 DUMP_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
+#: Where each kind of run record lives in a run folder (one append-only JSONL file per kind).
+RECORD_FILES = {"scalars": "metrics.jsonl", "batches": "batches.jsonl", "history": "history.jsonl",
+                "checkpoints": "checkpoints.jsonl", "notes": "notes.jsonl"}
+
+
 class TornLineWarning(UserWarning):
     """A JSONL file ends in an incomplete line (its writer died mid-write); the line was skipped."""
 
@@ -90,6 +95,11 @@ def iter_lines(path: str | os.PathLike[str], *, display: str | None = None) -> I
                 return
             if raw.strip():
                 yield lineno, raw
+
+
+def count_lines(path: str | os.PathLike[str]) -> int:
+    """Number of complete records in a JSONL file (0 when it does not exist); nothing is decoded."""
+    return sum(1 for _ in iter_lines(path))
 
 
 def read_jsonl(path: str | os.PathLike[str], *, display: str | None = None) -> Iterator[dict[str, Any]]:

@@ -635,13 +635,13 @@ def _metric_rows(task: str, slice_: str, metrics: Any) -> Iterator[tuple]:
 
 def summarize_run_dir(run_dir: Path) -> dict[str, Any]:
     """Counts and last scalars recomputed from a run's files (for crashed runs and ``show``)."""
-    from labledger.store.jsonl import iter_lines
+    from labledger.store.jsonl import RECORD_FILES, count_lines, iter_lines
 
     summary: dict[str, Any] = {}
     last: dict[str, Any] = {}
     steps = None
     n = 0
-    for _, raw in iter_lines(run_dir / "metrics.jsonl"):
+    for _, raw in iter_lines(run_dir / RECORD_FILES["scalars"]):
         rec = orjson.loads(raw)
         n += 1
         step = rec.pop("step", None)
@@ -652,7 +652,6 @@ def summarize_run_dir(run_dir: Path) -> dict[str, Any]:
     summary["scalar_records"] = n
     summary["steps"] = steps
     summary["last"] = last
-    for key, fname in (("batches", "batches.jsonl"), ("history", "history.jsonl"),
-                       ("checkpoints", "checkpoints.jsonl")):
-        summary[key] = sum(1 for _ in iter_lines(run_dir / fname))
+    for key in ("batches", "history", "checkpoints"):
+        summary[key] = count_lines(run_dir / RECORD_FILES[key])
     return summary

@@ -25,7 +25,7 @@ import orjson
 from labledger.errors import LedgerError, RecordError, RunStateError
 from labledger.records import clean_scalars, validate_batch
 from labledger.store.environment import environment
-from labledger.store.jsonl import DUMP_OPTIONS, Appender, atomic_write, dumps_line, write_all, write_json
+from labledger.store.jsonl import DUMP_OPTIONS, RECORD_FILES, Appender, atomic_write, dumps_line, write_all, write_json
 from labledger.store.ledger import Ledger, default_ledger_path
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -163,8 +163,8 @@ class Run:
         self.config = config_json
         self.summary: dict[str, Any] = {}
         self.status = "running"
-        self._scalars = Appender(self.dir / "metrics.jsonl")
-        self._batches = Appender(self.dir / "batches.jsonl")
+        self._scalars = Appender(self.dir / RECORD_FILES["scalars"])
+        self._batches = Appender(self.dir / RECORD_FILES["batches"])
         self._history: Appender | None = None
         self._checkpoints: Appender | None = None
         self._notes: Appender | None = None
@@ -175,7 +175,7 @@ class Run:
         self._n_history = 0
         self._n_checkpoints = 0
         self._last_microbatch: int | None = None
-        self._next_sync = time.monotonic() + self.sync_interval
+        self._next_sync = time.time() + self.sync_interval
         if notes:
             self.note(notes)
 
@@ -219,15 +219,13 @@ class Run:
                 break
         now = time.time()
         rec = {"step": step, "time": now}
-        rec.update(scalars)
+        rec.update(scalars)  # an explicit time= (imports) overrides the wall time
         write_all(self._scalars.fd, orjson.dumps(rec, option=DUMP_OPTIONS))
-        if "time" in scalars:  # an explicit wall time (imports) is not a scalar to summarise
-            scalars = {k: v for k, v in scalars.items() if k != "time"}
         self._last.update(scalars)
         self._n_scalars += 1
         if self._max_step is None or step > self._max_step:
             self._max_step = step
-        if time.monotonic() >= self._next_sync:
+        if now >= self._next_sync:
             self.sync()
 
     def log_batch(self, record: Mapping[str, Any]) -> None:
@@ -248,7 +246,7 @@ class Run:
         write_all(self._batches.fd, line)
         self._last_microbatch = mb
         self._n_batches += 1
-        if time.monotonic() >= self._next_sync:
+        if time.time() >= self._next_sync:
             self.sync()
 
     # -- other records --------------------------------------------------------------------------
@@ -262,7 +260,7 @@ class Run:
         except TypeError as exc:
             raise RecordError(f"a history entry must be JSON-serialisable ({exc})") from None
         if self._history is None:
-            self._history = Appender(self.dir / "history.jsonl")
+            self._history = Appender(self.dir / RECORD_FILES["history"])
         self._history.append_bytes(line)
         self._n_history += 1
 
@@ -288,16 +286,8 @@ class Run:
         # A copied checkpoint is recorded relative to the run folder, so the record stays true when the
         # folder moves (imports adopted from a staging ledger, a ledger copied to another machine).
         shown = str(stored.relative_to(self.dir)) if copy else str(stored)
-        rec = {"path": shown, "source": str(src.resolve()), "sha256": digest, "size": size,
-               "step": step, "metrics": clean_scalars(metrics or {}), "copied": copy, "time": time.time()}
-        if self._checkpoints is None:
-            self._checkpoints = Appender(self.dir / "checkpoints.jsonl")
-        self._checkpoints.append(rec)
-        self._n_checkpoints += 1
-        with self.ledger.transaction() as db:
-            db.execute("INSERT INTO checkpoints (run_id, step, path, sha256, size, created) "
-                       "VALUES (?, ?, ?, ?, ?, ?)", (self.id, step, shown, digest, size, rec["time"]))
-        self.sync()
+        rec = self._append_checkpoint({"path": shown, "source": str(src.resolve()), "sha256": digest,
+                                       "size": size, "step": step, "metrics": metrics, "copied": copy})
         return {**rec, "path": str(stored)}
 
     def log_checkpoint_reference(self, path: str | os.PathLike[str], sha256: str, *, size: int | None = None,
@@ -321,19 +311,23 @@ class Run:
             raise RecordError(f"must be 64 hexadecimal digits; got {sha256!r}", field="sha256")
         if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
             raise RecordError(f"must be an integer >= 0 or None; got {size!r}", field="size")
-        if step is not None:
-            step = _as_step(step)
-        rec = {"path": str(path), "source": str(path), "sha256": digest, "size": size, "step": step,
-               "metrics": clean_scalars(metrics or {}), "copied": False, "reference": True,
-               "time": time.time()}
+        return self._append_checkpoint({"path": str(path), "source": str(path), "sha256": digest, "size": size,
+                                        "step": step, "metrics": metrics, "copied": False, "reference": True})
+
+    def _append_checkpoint(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """Write a checkpoint record to checkpoints.jsonl and the index, then fsync (both log_checkpoint*)."""
+        rec["step"] = None if rec["step"] is None else _as_step(rec["step"])
+        rec["metrics"] = clean_scalars(rec["metrics"] or {})
+        rec["time"] = time.time()
         if self._checkpoints is None:
-            self._checkpoints = Appender(self.dir / "checkpoints.jsonl")
+            self._checkpoints = Appender(self.dir / RECORD_FILES["checkpoints"])
         self._checkpoints.append(rec)
         self._n_checkpoints += 1
-        with self.ledger.transaction() as db:
+        size = rec["size"]
+        with self.ledger.transaction() as db:  # the index column is NOT NULL: -1 = size unknown
             db.execute("INSERT INTO checkpoints (run_id, step, path, sha256, size, created) "
                        "VALUES (?, ?, ?, ?, ?, ?)",
-                       (self.id, step, str(path), digest, -1 if size is None else size, rec["time"]))
+                       (self.id, rec["step"], rec["path"], rec["sha256"], -1 if size is None else size, rec["time"]))
         self.sync()
         return rec
 
@@ -432,7 +426,7 @@ class Run:
         """Append a free-text note (observations, limits of interpretation, ...)."""
         self._check_open()
         if self._notes is None:
-            self._notes = Appender(self.dir / "notes.jsonl")
+            self._notes = Appender(self.dir / RECORD_FILES["notes"])
         self._notes.append({"time": time.time(), "text": str(text)})
 
     def set_summary(self, **values: Any) -> None:
@@ -442,7 +436,8 @@ class Run:
     # -- lifecycle ------------------------------------------------------------------------------
     def _summary(self) -> dict[str, Any]:
         return {"steps": self._max_step, "scalar_records": self._n_scalars, "batches": self._n_batches,
-                "history": self._n_history, "checkpoints": self._n_checkpoints, "last": dict(self._last),
+                "history": self._n_history, "checkpoints": self._n_checkpoints,
+                "last": {k: v for k, v in self._last.items() if k != "time"},
                 "headline": dict(self.summary)}
 
     def _appenders(self) -> list[Appender]:
@@ -454,7 +449,7 @@ class Run:
         for a in self._appenders():
             a.fsync()
         self.ledger.update_run(self.id, summary=self._summary())
-        self._next_sync = time.monotonic() + self.sync_interval
+        self._next_sync = time.time() + self.sync_interval
 
     def finish(self, status: str = "finished", *, error: str | None = None, ended: float | None = None) -> None:
         """End the run with ``status`` (finished, failed, killed); fsyncs everything."""

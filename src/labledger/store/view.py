@@ -11,7 +11,7 @@ import orjson
 import pyarrow as pa
 
 from labledger.errors import LedgerError, UnknownNameError
-from labledger.store.jsonl import read_json, read_jsonl
+from labledger.store.jsonl import RECORD_FILES, count_lines, read_json, read_jsonl
 
 if TYPE_CHECKING:
     from labledger.store.ledger import Ledger, RunInfo
@@ -87,27 +87,27 @@ class RunView:
     # -- records --------------------------------------------------------------------------------
     def scalars(self) -> Iterator[dict[str, Any]]:
         """Per-step scalar records (``step``, ``time`` and the logged values)."""
-        for rec in read_jsonl(self._file("metrics.jsonl")):
+        for rec in read_jsonl(self._file(RECORD_FILES["scalars"])):
             yield {k: (math.nan if v is None and k not in ("step", "time") else v) for k, v in rec.items()}
 
     def batches(self) -> Iterator[dict[str, Any]]:
         """Microbatch records, each with its samples, exactly as logged."""
-        return read_jsonl(self._file("batches.jsonl"))
+        return read_jsonl(self._file(RECORD_FILES["batches"]))
 
     def history(self) -> Iterator[dict[str, Any]]:
         """Trainer logging-interval entries."""
-        return read_jsonl(self._file("history.jsonl"))
+        return read_jsonl(self._file(RECORD_FILES["history"]))
 
     def checkpoints(self) -> Iterator[dict[str, Any]]:
         """Checkpoint records; a copied checkpoint's relative ``path`` is resolved in the run folder."""
-        for rec in read_jsonl(self._file("checkpoints.jsonl")):
+        for rec in read_jsonl(self._file(RECORD_FILES["checkpoints"])):
             path = rec.get("path")
             if rec.get("copied") and path and not Path(path).is_absolute():
                 rec["path"] = str(self.dir / path)
             yield rec
 
     def notes(self) -> Iterator[dict[str, Any]]:
-        return read_jsonl(self._file("notes.jsonl"))
+        return read_jsonl(self._file(RECORD_FILES["notes"]))
 
     def results_names(self) -> list[str]:
         """Names of the result sets stored in the run."""
@@ -147,15 +147,9 @@ class RunView:
 
     def counts(self) -> dict[str, int]:
         """Number of records of each kind (read from the files, so exact even after a crash)."""
-        from labledger.store.jsonl import iter_lines
-
-        out = {}
-        for key, fname in (("scalars", "metrics.jsonl"), ("batches", "batches.jsonl"),
-                           ("history", "history.jsonl"), ("checkpoints", "checkpoints.jsonl"),
-                           ("notes", "notes.jsonl")):
-            out[key] = sum(1 for _ in iter_lines(self._file(fname)))
+        out = {kind: count_lines(self._file(fname)) for kind, fname in RECORD_FILES.items()}
         for name in self.results_names():
-            out[f"results:{name}"] = sum(1 for _ in iter_lines(self.results_path(name)))
+            out[f"results:{name}"] = count_lines(self.results_path(name))
         return out
 
     def last_scalars(self) -> dict[str, Any]:
