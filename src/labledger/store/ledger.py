@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -35,6 +35,9 @@ from labledger.errors import IndexUnavailableError, LedgerError, LedgerNotFoundE
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.jsonl import read_json, write_json
 from labledger.store.migrations import migrate
+
+if TYPE_CHECKING:
+    from labledger.store.view import RunView
 
 DB_NAME = "ledger.db"
 RUN_STATUSES = ("running", "finished", "failed", "crashed", "killed")
@@ -388,7 +391,7 @@ class Ledger:
         rows = self.db.execute(f"SELECT {self._COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchall()
         return self._rows_to_info(rows)[0]
 
-    def run(self, ref: str) -> "RunView":
+    def run(self, ref: str) -> RunView:
         """A read-only view of one run's records (see :class:`labledger.store.view.RunView`)."""
         from labledger.store.view import RunView
 
