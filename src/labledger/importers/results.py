@@ -12,9 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from labledger.importers.source import (
-    ImportedRun, ImportOptions, Source, file_times, finish_import, new_run, safe_relpath,
+    ImportedRun, ImportOptions, Source, file_times, finish_import, log_results_file, new_run, safe_relpath,
 )
-from labledger.store.jsonl import read_json
 from labledger.store.ledger import Ledger
 
 FORMAT = "results"
@@ -43,8 +42,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
     run = new_run(stage, opts.name or default, source=source, opts=opts, config={}, started=started,
                   times_from="the file's modification time (a results file records no run times)")
     with run:
-        stored = run.log_results(set_name, path)
-        n = read_json(stored.parent / "meta.json")["rows"]
+        n = log_results_file(run, set_name, path)
         if opts.copy:
             source.copy_into(run)
         fields = {source.rel(path): f"result set '{set_name}' ({n} rows, stored byte for byte)"}

@@ -24,8 +24,8 @@ from typing import Any
 
 from labledger.errors import RecordError
 from labledger.importers.source import (
-    ImportedRun, ImportOptions, Source, file_times, finish_import, is_number, load_json, load_jsonl, new_run,
-    relocate,
+    ImportedRun, ImportOptions, Source, file_times, finish_import, is_number, load_json, load_jsonl,
+    log_results_file, new_run, relocate,
 )
 from labledger.store.ledger import Ledger
 
@@ -110,8 +110,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
             fields[CHECKPOINTS] = f"checkpoints ({counts['checkpoints']} records)"
         for results in sorted(root.glob("evals/*/results.jsonl")):
             set_name = results.parent.name
-            run.log_results(set_name, results)
-            counts[f"results:{set_name}"] = sum(1 for _ in load_jsonl(results))
+            counts[f"results:{set_name}"] = log_results_file(run, set_name, results)
             fields[source.rel(results)] = f"result set '{set_name}'"
         if (root / NOTES).is_file():
             for lineno, rec in load_jsonl(root / NOTES):
@@ -270,8 +269,6 @@ def _log_metrics(run, path: Path) -> tuple[int, float | None]:
 
 
 def _log_checkpoints(run, path: Path, source: Source) -> int:
-    from labledger.store.run import sha256_file
-
     n = 0
     for lineno, rec in load_jsonl(path):
         if not isinstance(rec, dict) or not isinstance(rec.get("path"), str):
@@ -282,7 +279,7 @@ def _log_checkpoints(run, path: Path, source: Source) -> int:
             file = source.root / file
         step, metrics, sha = rec.get("step"), rec.get("metrics") or {}, rec.get("sha256")
         try:
-            if file.is_file() and (sha is None or sha256_file(file)[0] == sha):
+            if file.is_file() and (sha is None or source.digest(file)[0] == sha):
                 run.log_checkpoint(file, step=step, metrics=metrics)
             else:
                 run.log_checkpoint_reference(rec["path"], sha, size=rec.get("size"), step=step, metrics=metrics)

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from labledger.errors import ImportSourceError, RecordError
-from labledger.store.jsonl import iter_lines
+from labledger.store.jsonl import iter_lines, read_json
 from labledger.store.ledger import Ledger
 from labledger.store.run import Run, sha256_file
 
@@ -185,6 +185,13 @@ def new_run(stage: Ledger, name: str, *, source: Source, opts: ImportOptions, co
             "imported_from": source.origin(mode=mode, files=files, **origin_extra)}
     return Run(name, group=opts.group if opts.group is not None else group,
                tags=(*opts.tags, *tags), config=config, ledger=stage, started=started, extra_meta=meta)
+
+
+def log_results_file(run: Run, name: str, path: Path) -> int:
+    """Store ``path`` as the run's result set ``name`` (validated, stored byte for byte); returns
+    the number of rows stored (from the set's ``meta.json``, so the file is read only once)."""
+    stored = run.log_results(name, path)
+    return read_json(stored.parent / "meta.json")["rows"]
 
 
 def finish_import(run: Run, fields: Mapping[str, str], *, ended: float | None, status: str = "finished",

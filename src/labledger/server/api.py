@@ -37,6 +37,7 @@ from labledger.errors import RecordError
 from labledger.records import clean_scalars, validate_batch
 from labledger.server.context import OpenRun, ServerContext
 from labledger.server.envelope import ApiError, JSONResponse, dumps, ok
+from labledger.store.jsonl import read_json
 from labledger.store.ledger import RUN_STATUSES
 from labledger.store.run import Run, check_name
 
@@ -54,6 +55,13 @@ _KIND_NAMES = {str: "string", dict: "JSON object", list: "list"}
 
 def ctx_of(request: Request) -> ServerContext:
     return request.app.state.ctx
+
+
+def reader_ctx(request: Request) -> ServerContext:
+    """The server's context, once the request may read (see :meth:`ServerContext.require_read`)."""
+    ctx = ctx_of(request)
+    ctx.require_read(request)
+    return ctx
 
 
 def run_info_dict(info) -> dict[str, Any]:
@@ -158,8 +166,7 @@ def _field(doc: dict[str, Any], name: str, kinds: tuple[type, ...], *, required:
 
 # -- reads -------------------------------------------------------------------------------------
 async def list_runs(request: Request) -> Response:
-    ctx = ctx_of(request)
-    ctx.require_read(request)
+    ctx = reader_ctx(request)
     q = request.query_params
     status = q.get("status") or None
     if status is not None and status not in RUN_STATUSES:
@@ -177,8 +184,7 @@ async def list_runs(request: Request) -> Response:
 
 
 async def get_run(request: Request) -> Response:
-    ctx = ctx_of(request)
-    ctx.require_read(request)
+    ctx = reader_ctx(request)
     ref = request.path_params["run"]
 
     def work():
@@ -186,15 +192,19 @@ async def get_run(request: Request) -> Response:
         view = book.run(ref)
         return {"run": run_info_dict(view.info), "meta": view.meta, "config": view.config,
                 "counts": view.counts(), "results": view.results_names(),
-                "evaluations": [{k: v for k, v in e.items() if k != "path"} for e in book.evaluations(view.id)],
+                "evaluations": _indexed_evaluations(book, view.id),
                 "files": view.files()[:1000], "last": view.last_scalars()}
 
     return ok(await run_in_threadpool(work))
 
 
+def _indexed_evaluations(book, run_id: str) -> list[dict[str, Any]]:
+    """The run's indexed evaluations without their server path (nothing a client can use)."""
+    return [{k: v for k, v in e.items() if k != "path"} for e in book.evaluations(run_id)]
+
+
 async def run_records(request: Request) -> Response:
-    ctx = ctx_of(request)
-    ctx.require_read(request)
+    ctx = reader_ctx(request)
     kind = request.path_params["kind"]
     if kind not in RECORD_KINDS:
         raise ApiError(404, f"no record kind '{kind[:40]}' (known: {', '.join(RECORD_KINDS)}, evals)")
@@ -213,11 +223,16 @@ async def run_records(request: Request) -> Response:
                            "count": len(lines)}, kind, lines)
 
 
-def _page(ctx: ServerContext, path, offset: int, limit: int) -> tuple[list[bytes], int]:
+def _server_read(ctx: ServerContext, read, *args: Any) -> Any:
+    """``read(*args)`` of a ledger file; a damaged file is the server's fault (500), not the client's."""
     try:
-        return ctx.lines.page(path, offset, limit)
-    except RecordError as exc:  # a damaged file on the server, not the client's fault
+        return read(*args)
+    except RecordError as exc:
         raise ApiError(500, ctx.redact(str(exc))) from None
+
+
+def _page(ctx: ServerContext, path, offset: int, limit: int) -> tuple[list[bytes], int]:
+    return _server_read(ctx, ctx.lines.page, path, offset, limit)
 
 
 def _page_response(head: dict[str, Any], key: str, lines: list[bytes]) -> Response:
@@ -226,8 +241,7 @@ def _page_response(head: dict[str, Any], key: str, lines: list[bytes]) -> Respon
 
 
 async def list_evals(request: Request) -> Response:
-    ctx = ctx_of(request)
-    ctx.require_read(request)
+    ctx = reader_ctx(request)
     ref = request.path_params["run"]
 
     def work():
@@ -236,14 +250,13 @@ async def list_evals(request: Request) -> Response:
         names = sorted({p.name for p in (view.dir / "evals").iterdir() if p.is_dir()}) \
             if (view.dir / "evals").is_dir() else []
         return {"run": view.id, "evals": names, "results": view.results_names(),
-                "indexed": [{k: v for k, v in e.items() if k != "path"} for e in book.evaluations(view.id)]}
+                "indexed": _indexed_evaluations(book, view.id)}
 
     return ok(await run_in_threadpool(work))
 
 
 async def get_eval(request: Request) -> Response:
-    ctx = ctx_of(request)
-    ctx.require_read(request)
+    ctx = reader_ctx(request)
     ref, name = request.path_params["run"], request.path_params["name"]
     check_name(name, "evaluation name")
 
@@ -256,11 +269,11 @@ async def get_eval(request: Request) -> Response:
         documents = {}
         for path in sorted(folder.glob("*.json")):
             if path.name != "meta.json":
-                documents[path.stem] = orjson.loads(path.read_bytes())
+                documents[path.stem] = _server_read(ctx, read_json, path)
         results = None
         if (folder / "results.jsonl").exists():
             meta_path = folder / "meta.json"
-            meta = orjson.loads(meta_path.read_bytes()) if meta_path.exists() else {}
+            meta = _server_read(ctx, read_json, meta_path) if meta_path.exists() else {}
             results = {"rows": meta.get("rows"), "sha256": meta.get("sha256"), "meta": meta,
                        "url": f"/api/runs/{run_id}/evals/{name}/results"}
         return {"run": run_id, "name": name, "evaluation": documents.get("evaluation"),
@@ -270,8 +283,7 @@ async def get_eval(request: Request) -> Response:
 
 
 async def eval_results(request: Request) -> Response:
-    ctx = ctx_of(request)
-    ctx.require_read(request)
+    ctx = reader_ctx(request)
     ref, name = request.path_params["run"], request.path_params["name"]
     check_name(name, "result set name")
     offset = int_param(request, "offset", 0, low=0, high=10**12)
@@ -291,8 +303,7 @@ async def eval_results(request: Request) -> Response:
 
 
 async def get_table(request: Request) -> Response:
-    ctx = ctx_of(request)
-    ctx.require_read(request)
+    ctx = reader_ctx(request)
     suite = request.query_params.get("suite") or "public"
     models = csv_param(request, "models")
     variants = csv_param(request, "variant") or ["raw"]
@@ -352,12 +363,16 @@ def _with_source(exc: RecordError, line: int) -> RecordError:
     return RecordError(exc.detail, source=BODY_SOURCE, line=line, field=exc.field)
 
 
-async def _records_for(request: Request) -> tuple[ServerContext, OpenRun, list[dict[str, Any]]]:
+async def _open_entry(request: Request) -> tuple[ServerContext, OpenRun]:
+    """The context and the open run a write request names (after the token check)."""
     ctx = ctx_of(request)
     ctx.require_write(request)
-    entry = await run_in_threadpool(_entry, ctx, request.path_params["run"])
-    records = parse_records(await read_body(request, ctx.max_body))
-    return ctx, entry, records
+    return ctx, await run_in_threadpool(_entry, ctx, request.path_params["run"])
+
+
+async def _records_for(request: Request) -> tuple[OpenRun, list[dict[str, Any]]]:
+    ctx, entry = await _open_entry(request)
+    return entry, parse_records(await read_body(request, ctx.max_body))
 
 
 def _entry(ctx: ServerContext, run_id: str) -> OpenRun:
@@ -380,7 +395,7 @@ async def _apply(entry: OpenRun, fn) -> None:
 
 
 async def post_scalars(request: Request) -> Response:
-    _ctx, entry, records = await _records_for(request)
+    entry, records = await _records_for(request)
     clean = []
     for i, rec in enumerate(records, 1):
         step = rec.get("step")
@@ -401,7 +416,7 @@ async def post_scalars(request: Request) -> Response:
 
 
 async def post_batches(request: Request) -> Response:
-    _ctx, entry, records = await _records_for(request)
+    entry, records = await _records_for(request)
     last = None
     for i, rec in enumerate(records, 1):
         last = validate_batch(rec, last_microbatch=last, source=BODY_SOURCE, line=i)
@@ -418,7 +433,7 @@ async def post_batches(request: Request) -> Response:
 
 
 async def post_history(request: Request) -> Response:
-    _ctx, entry, records = await _records_for(request)
+    entry, records = await _records_for(request)
 
     def log_all(run: Run) -> None:
         for rec in records:
@@ -429,9 +444,7 @@ async def post_history(request: Request) -> Response:
 
 
 async def post_note(request: Request) -> Response:
-    ctx = ctx_of(request)
-    ctx.require_write(request)
-    entry = await run_in_threadpool(_entry, ctx, request.path_params["run"])
+    ctx, entry = await _open_entry(request)
     doc = parse_object(await read_body(request, ctx.max_body))
     text = _field(doc, "text", (str,), required=True)
     await _apply(entry, lambda run: run.note(text))
@@ -439,9 +452,7 @@ async def post_note(request: Request) -> Response:
 
 
 async def finish_run(request: Request) -> Response:
-    ctx = ctx_of(request)
-    ctx.require_write(request)
-    entry = await run_in_threadpool(_entry, ctx, request.path_params["run"])
+    ctx, entry = await _open_entry(request)
     doc = parse_object(await read_body(request, ctx.max_body), required=False)
     status = _field(doc, "status", (str,)) or "finished"
     if status not in ("finished", "failed", "killed"):

@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from labledger.errors import RecordError
 from labledger.server.envelope import ApiError
-from labledger.store.jsonl import atomic_write
+from labledger.store.jsonl import read_json, write_all, write_json
 
 _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}$")
 _CONTENT_TYPE = re.compile(r"^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+(\s*;\s*[A-Za-z0-9_.+-]+=(\"[^\"\\]*\"|[A-Za-z0-9_.+-]+))*$")
@@ -121,10 +120,7 @@ class TempUpload:
     def write(self, data: bytes) -> None:
         self.hash.update(data)
         self.size += len(data)
-        view = memoryview(data)
-        while view:
-            n = os.write(self.fd, view)
-            view = view[n:]
+        write_all(self.fd, data)
 
     def finish(self) -> None:
         os.fsync(self.fd)
@@ -224,8 +220,8 @@ class UploadStore:
         return stored, replaced
 
     def _write_meta(self, stored: Stored, st: os.stat_result) -> None:
-        meta = {**stored.to_dict(), "ino": st.st_ino, "mtime_ns": st.st_mtime_ns}
-        atomic_write(self._meta_path(stored.path.name), orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+        write_json(self._meta_path(stored.path.name),
+                   {**stored.to_dict(), "ino": st.st_ino, "mtime_ns": st.st_mtime_ns})
 
     def open(self, name: str) -> tuple[int, Stored]:
         """An open file descriptor of upload ``name`` and its metadata, consistent with each other.
@@ -257,8 +253,8 @@ class UploadStore:
 
     def _read_meta(self, name: str) -> dict[str, Any] | None:
         try:
-            meta = orjson.loads(self._meta_path(name).read_bytes())
-        except (FileNotFoundError, orjson.JSONDecodeError):
+            meta = read_json(self._meta_path(name))
+        except (FileNotFoundError, RecordError):
             return None
         return meta if isinstance(meta, dict) and isinstance(meta.get("sha256"), str) else None
 
@@ -373,13 +369,12 @@ async def get_upload(request):
     headers = {"ETag": f'"{stored.sha256}"', "X-Content-SHA256": stored.sha256,
                "Content-Length": str(stored.size), "Last-Modified": formatdate(stored.uploaded, usegmt=True),
                "Cache-Control": "no-cache", "Accept-Ranges": "none", "Content-Security-Policy": UPLOAD_CSP}
-    if request.method == "HEAD" or _etag_matches(request.headers.get("if-none-match"), stored.sha256):
+    not_modified = request.method != "HEAD" and _etag_matches(request.headers.get("if-none-match"), stored.sha256)
+    if request.method == "HEAD" or not_modified:
         os.close(fd)
-        status = 304 if request.method != "HEAD" and _etag_matches(request.headers.get("if-none-match"),
-                                                                     stored.sha256) else 200
-        if status == 304:
+        if not_modified:
             headers.pop("Content-Length")
-        response = Response(status_code=status, headers=headers, media_type=None)
+        response = Response(status_code=304 if not_modified else 200, headers=headers, media_type=None)
         response.headers["content-type"] = stored.content_type
         return response
 

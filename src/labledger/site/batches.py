@@ -135,17 +135,24 @@ def loss_payload_json(index: BatchIndex, run_id: str) -> bytes:
     return b"".join(parts)
 
 
-def iter_records(path: Path) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
-    """``(line, raw JSON, record)`` for each complete line of ``batches.jsonl``."""
+def iter_json_lines(path: Path) -> Iterator[tuple[int, bytes, Any]]:
+    """``(line, raw JSON without its newline, decoded value)`` for each complete line of a JSONL
+    file; a line that is not JSON raises naming the file and line."""
     for lineno, raw in iter_lines(path):
         try:
-            rec = orjson.loads(raw)
+            value = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise RecordError(f"not valid JSON ({exc})", source=str(path), line=lineno) from None
+        yield lineno, raw.rstrip(b"\r\n"), value
+
+
+def iter_records(path: Path) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
+    """``(line, raw JSON, record)`` for each complete line of ``batches.jsonl``."""
+    for lineno, raw, rec in iter_json_lines(path):
         if not isinstance(rec, dict):
             raise RecordError(f"a batch record must be a JSON object; got {type(rec).__name__}",
                               source=str(path), line=lineno)
-        yield lineno, raw.rstrip(b"\r\n"), rec
+        yield lineno, raw, rec
 
 
 def write_batches(writer: SiteWriter, run_id: str, path: Path, images: ImageIndex, *,

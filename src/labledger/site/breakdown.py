@@ -15,10 +15,10 @@ from typing import Any
 
 import orjson
 
-from labledger.errors import LedgerError, RecordError
-from labledger.site.batches import ImageIndex, image_refs
+from labledger.errors import LedgerError
+from labledger.site.batches import ImageIndex, image_refs, iter_json_lines
 from labledger.site.output import SiteWriter, js_assignment
-from labledger.store.jsonl import iter_lines, read_json
+from labledger.store.jsonl import read_json
 from labledger.store.view import RunView
 
 #: Image lines per part when lines carry no ``target``.
@@ -26,20 +26,21 @@ PART_IMAGES = 200
 _PART_RE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def breakdown_names(view: RunView) -> list[str]:
-    """Folders under the run's ``files/`` whose ``summary.json`` has a ``cells`` mapping."""
+def breakdown_summaries(view: RunView) -> dict[str, dict[str, Any]]:
+    """``{folder: summary}`` of the folders under the run's ``files/`` whose ``summary.json`` has a
+    ``cells`` mapping (in name order)."""
     root = view.dir / "files"
     if not root.is_dir():
-        return []
-    names = []
+        return {}
+    summaries = {}
     for path in sorted(root.glob("*/summary.json")):
         try:
             doc = read_json(path)
         except LedgerError:
             continue
         if isinstance(doc, dict) and isinstance(doc.get("cells"), dict):
-            names.append(path.parent.name)
-    return names
+            summaries[path.parent.name] = doc
+    return summaries
 
 
 def _part_name(target: Any) -> str:
@@ -48,21 +49,16 @@ def _part_name(target: Any) -> str:
     return f"t-{safe}" if safe == text else f"t-{safe}-{zlib.crc32(text.encode()):08x}"
 
 
-def write_breakdown(writer: SiteWriter, view: RunView, name: str, images: ImageIndex) -> dict[str, Any]:
-    """Write one test breakdown's data files; return its line for the run page."""
-    folder = view.dir / "files" / name
-    summary = read_json(folder / "summary.json")
+def write_breakdown(writer: SiteWriter, view: RunView, name: str, summary: dict[str, Any],
+                    images: ImageIndex) -> dict[str, Any]:
+    """Write the data files of test breakdown ``name`` (its ``summary.json`` already read, see
+    :func:`breakdown_summaries`); return its line for the run page."""
     parts: dict[str, list[bytes]] = {}
     part_of_target: dict[str, str] = {}
     refs_by_part: dict[str, set[str]] = {}
     n_images = 0
     untargeted = 0
-    lines_path = folder / "images.jsonl"
-    for lineno, raw in iter_lines(lines_path):
-        try:
-            rec = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise RecordError(f"not valid JSON ({exc})", source=str(lines_path), line=lineno) from None
+    for _lineno, raw, rec in iter_json_lines(view.dir / "files" / name / "images.jsonl"):
         if not isinstance(rec, dict):
             continue
         n_images += 1
@@ -73,7 +69,7 @@ def write_breakdown(writer: SiteWriter, view: RunView, name: str, images: ImageI
         else:
             key = target if isinstance(target, str) else orjson.dumps(target).decode()
             part = part_of_target.setdefault(key, _part_name(target))
-        parts.setdefault(part, []).append(raw.rstrip(b"\r\n"))
+        parts.setdefault(part, []).append(raw)
         refs = refs_by_part.setdefault(part, set())
         for k in ("image", "input", "model_input"):
             if k in rec:
@@ -88,7 +84,7 @@ def write_breakdown(writer: SiteWriter, view: RunView, name: str, images: ImageI
                "images": n_images, "parts": sorted(parts), "part_of_target": part_of_target,
                "untargeted_parts": sorted(p for p in parts if p.startswith("p-"))}
     writer.write_data(f"data/tests/{view.id}/{name}.js", f"tests/{view.id}/{name}", payload)
-    analysis = summary.get("analysis") if isinstance(summary, dict) else None
+    analysis = summary.get("analysis")
     return {"name": name, "images": n_images,
             "analysis": {k: v for k, v in (analysis or {}).items()
                          if isinstance(v, (int, float)) and not isinstance(v, bool)}}

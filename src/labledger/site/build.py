@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,17 +31,18 @@ import orjson
 
 from labledger.errors import LedgerError, SiteError
 from labledger.site.batches import CHUNK_BYTES, CHUNK_RECORDS, ImageIndex, write_batches
-from labledger.site.breakdown import breakdown_names, write_breakdown
+from labledger.site.breakdown import breakdown_summaries, write_breakdown
 from labledger.site.comparisons import PairedTestCache, compare_payload
 from labledger.site.evaluations import eval_names, eval_payload, eval_summary
 from labledger.site.output import FORMAT, SiteWriter
 from labledger.site.rundata import run_basics, run_payload
 from labledger.store.ledger import Ledger, RunInfo
+from labledger.store.run import check_name
+from labledger.store.view import RunView
 
 PACKAGE = Path(__file__).resolve().parent
 STATIC = PACKAGE / "static"
 TEMPLATES = PACKAGE / "templates"
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 #: The pages: file, template, title, whether it draws charts.
 PAGES = (("index.html", "catalog", "Runs", False),
@@ -128,6 +128,15 @@ def _select_runs(ledger: Ledger, runs: list[str] | tuple[str, ...] | None, group
     return infos
 
 
+def _safe_name(name: str) -> bool:
+    """Whether ``name`` (a run id, an evaluation or test folder) can name files of the site."""
+    try:
+        check_name(name)
+    except LedgerError:
+        return False
+    return True
+
+
 def _stat_line(h: Any, rel: str, path: Path) -> None:
     st = path.stat()
     h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
@@ -195,7 +204,7 @@ def build_site(ledger: Ledger | str | os.PathLike[str], out: str | os.PathLike[s
         catalog_runs = []
         readable: dict[str, Path] = {}
         for info in infos:
-            if not _SAFE_NAME.match(info.id):
+            if not _safe_name(info.id):
                 result.warnings.append(f"run id {info.id!r} is not a safe file name; left out")
                 continue
             run_dir = book.run_dir(info.id)
@@ -258,7 +267,7 @@ def _version() -> str:
 
 def _build_run(writer: SiteWriter, ledger: Ledger, info: RunInfo, fingerprint: str,
                chunking: tuple[int, int], result: SiteBuild) -> dict[str, Any]:
-    view = ledger.run(info.id)
+    view = RunView(ledger, info)  # ``info`` is the index row just listed: no second look-up
     run_id = info.id
     sig, batch_sig = _signatures(view.dir, info, fingerprint, chunking)
     old = writer.old_runs.get(run_id)
@@ -292,7 +301,7 @@ def _build_run(writer: SiteWriter, ledger: Ledger, info: RunInfo, fingerprint: s
             batch_summary = None
     evaluations = []
     for name in eval_names(view):
-        if not _SAFE_NAME.match(name):
+        if not _safe_name(name):
             result.warnings.append(f"run {run_id}: evaluation folder {name!r} left out (unsafe name)")
             continue
         payload, logits = eval_payload(view, name)
@@ -302,11 +311,11 @@ def _build_run(writer: SiteWriter, ledger: Ledger, info: RunInfo, fingerprint: s
         writer.write_data(f"data/evals/{run_id}/{name}.js", f"evals/{run_id}/{name}", payload)
         evaluations.append(eval_summary(payload))
     tests = []
-    for name in breakdown_names(view):
-        if not _SAFE_NAME.match(name):
+    for name, summary in breakdown_summaries(view).items():
+        if not _safe_name(name):
             result.warnings.append(f"run {run_id}: test folder {name!r} left out (unsafe name)")
             continue
-        tests.append(write_breakdown(writer, view, name, images))
+        tests.append(write_breakdown(writer, view, name, summary, images))
     for ref in sorted(set(batch_images) | set(images.found())):
         writer.copy(f"images/{run_id}/{ref}", view.dir / "files" / ref)
     payload = run_payload(view, info, batches=batch_summary, evaluations=evaluations, tests=tests)
