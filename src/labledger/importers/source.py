@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from labledger.errors import ImportSourceError, RecordError
-from labledger.store.jsonl import iter_lines, read_json
+from labledger.store.jsonl import iter_decoded, read_json
 from labledger.store.ledger import Ledger
 from labledger.store.run import Run, sha256_file
 
@@ -203,12 +203,8 @@ def finish_import(run: Run, fields: Mapping[str, str], *, ended: float | None, s
 
 def load_jsonl(path: Path, *, display: str | None = None) -> Iterator[tuple[int, Any]]:
     """``(line number, decoded value)`` for each line; a bad line raises naming file and line."""
-    name = display or str(path)
-    for lineno, raw in iter_lines(path, display=name):
-        try:
-            yield lineno, orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise RecordError(f"not valid JSON ({exc})", source=name, line=lineno) from None
+    for lineno, _, value in iter_decoded(path, display=display):
+        yield lineno, value
 
 
 def load_json(path: Path) -> Any:

@@ -27,7 +27,7 @@ import orjson
 
 from labledger.errors import RecordError
 from labledger.site.output import SiteWriter, js_assignment
-from labledger.store.jsonl import iter_lines
+from labledger.store.jsonl import iter_decoded
 
 #: Records per chunk file (at most).
 CHUNK_RECORDS = 100
@@ -138,12 +138,7 @@ def loss_payload_json(index: BatchIndex, run_id: str) -> bytes:
 def iter_json_lines(path: Path) -> Iterator[tuple[int, bytes, Any]]:
     """``(line, raw JSON without its newline, decoded value)`` for each complete line of a JSONL
     file; a line that is not JSON raises naming the file and line."""
-    for lineno, raw in iter_lines(path):
-        try:
-            value = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise RecordError(f"not valid JSON ({exc})", source=str(path), line=lineno) from None
-        yield lineno, raw.rstrip(b"\r\n"), value
+    return iter_decoded(path)
 
 
 def iter_records(path: Path) -> Iterator[tuple[int, bytes, dict[str, Any]]]:

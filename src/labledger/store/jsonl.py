@@ -102,14 +102,25 @@ def count_lines(path: str | os.PathLike[str]) -> int:
     return sum(1 for _ in iter_lines(path))
 
 
-def read_jsonl(path: str | os.PathLike[str], *, display: str | None = None) -> Iterator[dict[str, Any]]:
-    """Yield each record of a JSONL file; a bad line raises :class:`RecordError` with file and line."""
+def iter_decoded(path: str | os.PathLike[str], *, display: str | None = None) -> Iterator[tuple[int, bytes, Any]]:
+    """``(line number, raw line without its newline, decoded value)`` for each complete line.
+
+    A line that is not JSON raises :class:`RecordError` with file and line; a torn last line is
+    skipped with a warning (see :func:`iter_lines`).
+    """
     name = display or str(path)
     for lineno, raw in iter_lines(path, display=name):
         try:
-            yield orjson.loads(raw)
+            value = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise RecordError(f"not valid JSON ({exc})", source=name, line=lineno) from None
+        yield lineno, raw.rstrip(b"\r\n"), value
+
+
+def read_jsonl(path: str | os.PathLike[str], *, display: str | None = None) -> Iterator[dict[str, Any]]:
+    """Yield each record of a JSONL file; a bad line raises :class:`RecordError` with file and line."""
+    for _, _, value in iter_decoded(path, display=display):
+        yield value
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> None:
