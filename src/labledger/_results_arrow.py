@@ -18,17 +18,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from labledger.errors import RecordError
 from labledger.results import (
+    _CORE,
     ResultSet,
     TaskData,
-    _negative_label,
+    _positive_for,
     _positive_of,
-    _Strict,
+    _set_binary_columns,
+    _set_positive_column,
     canonical_codes,
 )
-from labledger.errors import RecordError
-
-_CORE = frozenset(("id", "task", "gold", "probs", "score", "scores", "pred", "slices", "group", "positive"))
 
 
 class _Fallback(Exception):
@@ -199,18 +199,14 @@ def _classification(td: TaskData, probs: pa.StructArray, gold: pa.Array, tol: fl
     td.probs = mat
     td.gold_index = gold_idx.to_numpy(zero_copy_only=False).astype(np.int64)
     td.pred_index = mat.argmax(axis=1).astype(np.int64) if n else np.zeros(0, np.int64)
-    if positive is not None and (positive in labels or isinstance(positive, _Strict)):
-        if positive not in labels:
-            raise _Fallback
-        td.positive = positive
-        if len(labels) == 2:
-            td.score = mat[:, labels.index(positive)].copy()
+    try:
+        _set_positive_column(td, positive, "")
+    except RecordError:
+        raise _Fallback from None  # the row checker raises it, with the file's name
 
 
 def _binary(td: TaskData, table: pa.Table, idx: pa.Array, gold: pa.Array, positive: str | None,
             source: str) -> None:
-    from labledger.results import _positive_for
-
     score = _numbers(table.column("score").chunk(0).take(idx))
     if not (np.isfinite(score).all() and (score >= 0).all() and (score <= 1).all()):
         raise _Fallback
@@ -233,16 +229,7 @@ def _binary(td: TaskData, table: pa.Table, idx: pa.Array, gold: pa.Array, positi
         raise _Fallback from None
     if len(golds - {pos}) > 1:
         raise _Fallback
-    neg = _negative_label(pos, golds)
-    labels = tuple(sorted((pos, neg)))
-    pj_ = labels.index(pos)
-    probs = np.empty((len(score), 2), dtype=np.float64)
-    probs[:, pj_] = score
-    probs[:, 1 - pj_] = 1.0 - score
-    gold_pos = pc.equal(g, pos).to_numpy(zero_copy_only=False)
-    td.labels, td.positive, td.score, td.probs = labels, pos, score, probs
-    td.gold_index = np.where(gold_pos, pj_, 1 - pj_).astype(np.int64)
-    td.pred_index = np.where(score >= 0.5, pj_, 1 - pj_).astype(np.int64)
+    _set_binary_columns(td, pos, golds, score, pc.equal(g, pos).to_numpy(zero_copy_only=False))
 
 
 def _scalar_type(t: pa.DataType) -> bool:

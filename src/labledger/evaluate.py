@@ -117,9 +117,8 @@ def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: _T
     if metric.needs == "ranking":
         return ranking_prepared(metric.name, params, cache.ranking)
     if metric.name == "set_f1":
-        prep = Prepared(metric="set_f1", params=params, n=td.n, n_used=td.n, strategy="mean",
+        return Prepared(metric="set_f1", params=params, n=td.n, n_used=td.n, strategy="mean",
                         values=set_f1_values(td.gold_items, td.pred_items))
-        return prep
     if metric.name == "exact_match":
         if td.kind == "sets":
             hits = np.fromiter((g == p for g, p in zip(td.gold_items, td.pred_items)), dtype=np.float64, count=td.n)
@@ -147,10 +146,10 @@ def resamples_for(prep: Prepared, resamples: int, groups: np.ndarray | None = No
     """
     if not resamples or budget is None or prep.strategy != "weights":
         return resamples
-    units = prep.n if groups is None else max(prep.n, 1)
-    if units * resamples <= budget:
+    # clusters are expanded to item weights, so the cost is items x resamples either way
+    if prep.n * resamples <= budget:
         return resamples
-    return max(min(resamples, MIN_RESAMPLES), int(budget // units))
+    return max(min(resamples, MIN_RESAMPLES), int(budget // max(prep.n, 1)))
 
 
 def _value_entry(metric: Metric, params: dict[str, Any], iv, *, extra: Mapping[str, Any] | None = None) -> dict:
@@ -161,6 +160,14 @@ def _value_entry(metric: Metric, params: dict[str, Any], iv, *, extra: Mapping[s
             "undefined_resamples": iv.undefined_resamples, **(extra or {})}
 
 
+def _entry(entries: list[dict[str, Any]], task: str, key: str) -> dict[str, Any]:
+    """The one entry whose ``key`` is ``key``, else the one whose bare metric name is ``key``."""
+    found = [e for e in entries if e["key"] == key] or [e for e in entries if e["metric"] == key]
+    if len(found) != 1:
+        raise UnknownNameError(f"metric of task '{task}'", key, [e["key"] for e in entries])
+    return found[0]
+
+
 # ------------------------------------------------------------------------------------------------
 # evaluate
 
@@ -168,9 +175,8 @@ def _value_entry(metric: Metric, params: dict[str, Any], iv, *, extra: Mapping[s
 class Evaluation:
     """The result of :func:`evaluate`: a JSON-ready document plus accessors."""
 
-    def __init__(self, document: dict[str, Any], samples: dict[tuple[str, str], np.ndarray] | None = None):
+    def __init__(self, document: dict[str, Any]):
         self.document = document
-        self._samples = samples or {}
 
     def to_dict(self) -> dict[str, Any]:
         """The evaluation as one JSON-ready dict (what ``labledger eval --json`` prints)."""
@@ -186,13 +192,7 @@ class Evaluation:
         if slice is not None:
             fld, _, val = slice.partition("=")
             body = body["slices"][fld][val]
-        entries = body["metrics"]
-        exact = [e for e in entries if e["key"] == key]
-        if not exact:
-            exact = [e for e in entries if e["metric"] == key]
-        if len(exact) != 1:
-            raise UnknownNameError(f"metric of task '{task}'", key, [e["key"] for e in entries])
-        return exact[0]
+        return _entry(body["metrics"], task, key)
 
     def value(self, task: str, key: str, *, slice: str | None = None) -> float | None:
         """The value of metric ``key`` for ``task`` (optionally in slice ``field=value``)."""
@@ -210,15 +210,18 @@ def _specs_for(td: TaskData, metrics: Any) -> list[MetricSpec]:
         if chosen is None:
             return [parse_metric(m) for m in DEFAULT_METRICS[td.kind]]
         metrics = chosen
-    if isinstance(metrics, (str, MetricSpec, Metric)):
-        metrics = [metrics]
-    return [parse_metric(m) for m in metrics]
+    return _parse_specs(metrics)
+
+
+def _parse_specs(metrics: Any) -> list[MetricSpec]:
+    """One spec or a list of them, parsed."""
+    return [parse_metric(m) for m in ([metrics] if isinstance(metrics, (str, MetricSpec, Metric)) else metrics)]
 
 
 def _check_applicable(rs: ResultSet, metrics: Any) -> None:
     if metrics is None or isinstance(metrics, Mapping):
         return
-    specs = [parse_metric(m) for m in ([metrics] if isinstance(metrics, (str, MetricSpec, Metric)) else metrics)]
+    specs = _parse_specs(metrics)
     kinds = {td.kind for td in rs.values()}
     for spec in specs:
         if not kinds & set(spec.metric.kinds):
@@ -407,11 +410,7 @@ class Comparison:
         return self.document
 
     def metric(self, task: str, key: str) -> dict[str, Any]:
-        entries = self.document["tasks"][task]["metrics"]
-        found = [e for e in entries if e["key"] == key] or [e for e in entries if e["metric"] == key]
-        if len(found) != 1:
-            raise UnknownNameError(f"metric of task '{task}'", key, [e["key"] for e in entries])
-        return found[0]
+        return _entry(self.document["tasks"][task]["metrics"], task, key)
 
     def __repr__(self) -> str:
         return f"Comparison({self.document['a']!r} vs {self.document['b']!r})"
@@ -516,9 +515,8 @@ def compare(a: Any, b: Any, *, metrics: Any = None, unpaired: bool = False, ci: 
                                   f"{', '.join(sorted(only_b)) or 'none'} (pass task= to compare one)")
         tasks = list(ra)
     else:
-        tasks = [task] if isinstance(task, str) else list(task)
-        for t in tasks:
-            ra[t], rb[t]
+        tasks = _select_tasks(ra, task)
+        _select_tasks(rb, task)
     _check_applicable(ra, metrics)
     doc: dict[str, Any] = {"kind": "comparison", "version": 1, "a": ra.source, "b": rb.source, "ci": ci,
                            "resamples": resamples, "seed": seed, "tasks": {}}

@@ -38,6 +38,7 @@ import numpy as np
 import orjson
 
 from labledger.errors import RecordError, UnknownNameError
+from labledger.store.jsonl import TornLineWarning  # the ledger's one warning for a torn last line
 
 #: Default tolerance for ``|sum(probs) - 1|``.
 TOLERANCE = 1e-3
@@ -47,10 +48,6 @@ _KIND_FIELD = {"classification": "probs", "binary": "score", "ranking": "scores"
                "sets": "pred", "match": "pred"}
 _CORE = frozenset(("id", "task", "gold", "probs", "score", "scores", "pred", "slices", "group", "positive"))
 _NUM = (int, float)
-
-
-class TornLineWarning(UserWarning):
-    """A results file ends in an undecodable line without a newline (a writer died); it was skipped."""
 
 
 @dataclass
@@ -375,27 +372,23 @@ class _Checker:
         b.gold.append(g)
         b.pred.append(pred)
         b.group.append(grp)
-        if slices:
-            for k, v in slices.items():
-                if v is None:
-                    continue
-                col = b.slices.get(k)
-                if col is None:
-                    col = b.slices[k] = [None] * i
-                col.append(v)
-        for col in b.slices.values():
-            if len(col) == i:
-                col.append(None)
-        if len(row) > 4:
-            for k, v in row.items():
-                if k not in _CORE and v is not None:
-                    col = b.extras.get(k)
-                    if col is None:
-                        col = b.extras[k] = [None] * i
-                    col.append(v)
-        for col in b.extras.values():
-            if len(col) == i:
-                col.append(None)
+        _append_sparse(b.slices, slices.items() if slices else (), i)
+        _append_sparse(b.extras, ((k, v) for k, v in row.items() if k not in _CORE) if len(row) > 4 else (), i)
+
+
+def _append_sparse(columns: dict[str, list], items: Iterable[tuple[str, Any]], i: int) -> None:
+    """Append row ``i``'s values to sparse ``columns``: a new column starts with ``i`` Nones, a
+    column the row lacks (or gives as null) gets a None."""
+    for k, v in items:
+        if v is None:
+            continue
+        col = columns.get(k)
+        if col is None:
+            col = columns[k] = [None] * i
+        col.append(v)
+    for col in columns.values():
+        if len(col) == i:
+            col.append(None)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -418,6 +411,34 @@ def _negative_label(positive: str, golds: set[str]) -> str:
     if others:
         return others[0]
     return {"true": "false", "1": "0"}.get(positive, f"not_{positive}")
+
+
+def _set_binary_columns(td: TaskData, pos: str, golds: set[str], score: np.ndarray, gold_pos: np.ndarray) -> None:
+    """Fill a binary task's labels, positive, score, two-column probs and indices from P(positive)."""
+    labels = tuple(sorted((pos, _negative_label(pos, golds))))
+    pj = labels.index(pos)
+    probs = np.empty((len(score), 2), dtype=np.float64)
+    probs[:, pj] = score
+    probs[:, 1 - pj] = 1.0 - score
+    td.labels, td.positive, td.score, td.probs = labels, pos, score, probs
+    td.gold_index = np.where(gold_pos, pj, 1 - pj).astype(np.int64)
+    td.pred_index = np.where(score >= 0.5, pj, 1 - pj).astype(np.int64)
+
+
+def _set_positive_column(td: TaskData, positive: str | None, source: str) -> None:
+    """A classification task's ``positive`` (and, with two labels, ``score``) when one is given.
+
+    A global ``positive=`` that is not a label of this task is skipped; one given for this very
+    task (:class:`_Strict`) raises :class:`RecordError`.
+    """
+    if positive is None or (positive not in td.labels and not isinstance(positive, _Strict)):
+        return
+    if positive not in td.labels:
+        raise RecordError(f"positive label {positive!r} is not a label of task '{td.task}' "
+                          f"({', '.join(td.labels)})", source=source, field="positive")
+    td.positive = positive
+    if len(td.labels) == 2:
+        td.score = td.probs[:, td.labels.index(positive)].copy()
 
 
 def canonical_codes(codes: np.ndarray) -> np.ndarray:
@@ -484,13 +505,7 @@ def _build(b: _TaskBuilder, source: str, positive: str | None) -> TaskData:
         td.probs = probs
         td.gold_index = np.fromiter((index[g] for g in b.gold), dtype=np.int64, count=n)
         td.pred_index = probs.argmax(axis=1).astype(np.int64) if n else np.zeros(0, np.int64)
-        if positive is not None and (positive in index or isinstance(positive, _Strict)):
-            if positive not in index:
-                raise RecordError(f"positive label {positive!r} is not a label of task '{b.task}' "
-                                  f"({', '.join(labels)})", source=source, field="positive")
-            td.positive = positive
-            if len(labels) == 2:
-                td.score = probs[:, index[positive]].copy()
+        _set_positive_column(td, positive, source)
     elif b.kind == "binary":
         golds = set(b.gold)
         pos = _positive_for(b.task, golds, positive or b.positive, source, b.first_line)
@@ -499,17 +514,8 @@ def _build(b: _TaskBuilder, source: str, positive: str | None) -> TaskData:
             raise RecordError(f"task '{b.task}' gives 'score' (binary) but gold has {len(golds | {pos})} labels "
                               f"({', '.join(sorted(golds | {pos}))})", source=source, line=b.first_line,
                               field="gold")
-        neg = _negative_label(pos, golds)
-        labels = tuple(sorted((pos, neg)))
-        pj = labels.index(pos)
-        score = np.asarray(b.pred, dtype=np.float64)
-        probs = np.empty((n, 2), dtype=np.float64)
-        probs[:, pj] = score
-        probs[:, 1 - pj] = 1.0 - score
-        td.labels, td.positive, td.score, td.probs = labels, pos, score, probs
-        gold_pos = np.fromiter((g == pos for g in b.gold), dtype=bool, count=n)
-        td.gold_index = np.where(gold_pos, pj, 1 - pj).astype(np.int64)
-        td.pred_index = np.where(score >= 0.5, pj, 1 - pj).astype(np.int64)
+        _set_binary_columns(td, pos, golds, np.asarray(b.pred, dtype=np.float64),
+                            np.fromiter((g == pos for g in b.gold), dtype=bool, count=n))
     elif b.kind == "regression":
         td.gold_value = np.asarray(b.gold, dtype=np.float64)
         td.pred_value = np.asarray(b.pred, dtype=np.float64)
@@ -597,6 +603,12 @@ def iter_rows(path: str | os.PathLike[str], *, display: str | None = None) -> It
         raise RecordError("no such file", source=name) from None
     except IsADirectoryError:
         raise RecordError("is a folder, not a results file", source=name) from None
+    yield from rows_in(data, name)
+
+
+def rows_in(data: bytes, name: str) -> Iterator[tuple[int, Any]]:
+    """``(line_number, row)`` for each non-blank line of a results file's content (see
+    :func:`iter_rows`): the one parser behind reading a results file and storing one."""
     lines = data.split(b"\n")
     last = len(lines)
     for lineno, raw in enumerate(lines, 1):
@@ -606,8 +618,8 @@ def iter_rows(path: str | os.PathLike[str], *, display: str | None = None) -> It
             row = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             if lineno == last:  # no newline after it
-                warnings.warn(f"{name}:{lineno}: torn last line skipped ({len(raw)} bytes, not valid JSON)",
-                              TornLineWarning, stacklevel=2)
+                warnings.warn(f"{name}:{lineno}: torn last line left out ({len(raw)} bytes, not valid JSON)",
+                              TornLineWarning, stacklevel=3)
                 return
             raise RecordError(f"not valid JSON ({exc})", source=name, line=lineno) from None
         yield lineno, row

@@ -16,7 +16,6 @@ twice), a recipe task the file does not have, and a file task the recipe does no
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from labledger.calibrate.methods import apply_steps, task_arrays
 from labledger.calibrate.recipe import Recipe, load_recipe
 from labledger.errors import CalibrationError
 from labledger.results import ResultSet, TaskData, read_results
+from labledger.store.jsonl import atomic_write
 
 FIELD = "calibrated"
 
@@ -189,8 +189,8 @@ def apply(results: str | os.PathLike[str], recipe: Recipe | str | os.PathLike[st
         for i, line in zip(index, new):
             lines[i] = line
         summary["tasks"][task] = info
-    chunks = lines
-    _atomic_write(dst, b"\n".join(chunks))
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(dst, b"\n".join(lines))
     summary["rows"] = sum(td.n for td in rs.values())
     return summary
 
@@ -204,19 +204,6 @@ def _insert(raw: bytes, field_json: bytes, source: str, line: int) -> bytes:
                                f"the calibrated field")
     sep = b"" if body[:end].rstrip().endswith(b"{") else b", "
     return raw[:end] + sep + b'"' + FIELD.encode() + b'": ' + field_json + raw[end:]
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def calibrated_results(path: str | os.PathLike[str], *, display: str | None = None) -> ResultSet:

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,8 +24,10 @@ from labledger.calibrate.methods import (
 )
 from labledger.calibrate.recipe import Recipe, TaskRecipe, id_sketch, item_hashes
 from labledger.calibrate.search import Objective, StepSpec, fit_step, resolve_objective
-from labledger.errors import CalibrationError, UnknownNameError
+from labledger.errors import CalibrationError, RecordError, UnknownNameError
+from labledger.evaluate import _num
 from labledger.results import TOLERANCE, ResultSet, TaskData, read_results, results_from_rows
+from labledger.store.run import sha256_file
 
 #: Methods whose grid is one list of values (the rest: prior_multiplier's LABEL=VALUES).
 SCALAR_GRID = ("threshold", "positive_threshold", "option_damping", "temperature")
@@ -41,22 +42,12 @@ def load_results(results: Any, *, positive: Any = None, display: str | None = No
         path = Path(results)
         name = display or str(results)
         try:
-            sha = file_sha256(path)
+            sha = sha256_file(path)[0]
         except FileNotFoundError:
-            from labledger.errors import RecordError
-
             raise RecordError("no such results file", source=name) from None
         return read_results(path, positive=positive, display=name, tolerance=tolerance), name, sha
     rs = results_from_rows(results, positive=positive, tolerance=tolerance)
     return rs, display or rs.source, None
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def parse_methods(method: str | Sequence[str]) -> list[str]:
@@ -244,10 +235,6 @@ def crossfit_scores(steps: list[Step], arr: TaskArrays, obj: Objective, *, k: in
     return out_of_fold(per_row, arr, fold, k), folds_by
 
 
-def _num(x: float) -> float | None:
-    return float(x) if np.isfinite(x) else None
-
-
 def fit_task(td: TaskData, methods: list[str], grids: list[Any], *, objective: str | None, positive: str | None,
              pattern: str | None, field: str | None, item_field: str | None, source_prior: Any,
              fit_split: str | None, crossfit: int | None, seed: int, source: str,
@@ -349,5 +336,5 @@ def fit(results: Any, *, method: str | Sequence[str], task: str | Sequence[str] 
     return Recipe(out)
 
 
-__all__ = ["assign_grids", "crossfit_scores", "file_sha256", "fit", "fit_chain", "fit_task", "fold_units",
+__all__ = ["assign_grids", "crossfit_scores", "fit", "fit_chain", "fit_task", "fold_units",
            "grid_from_options", "load_results", "make_folds", "out_of_fold", "parse_methods", "split_mask"]

@@ -20,8 +20,6 @@ and log loss before and after, and reliability-diagram bins (top-label confidenc
 
 from __future__ import annotations
 
-import math
-import zlib
 from typing import Any
 
 import numpy as np
@@ -32,24 +30,13 @@ from labledger.calibrate.methods import Scores, TaskArrays, apply_steps, task_ar
 from labledger.calibrate.recipe import Recipe, TaskRecipe, item_hashes, load_recipe, sketch_overlap
 from labledger.calibrate.search import Objective, objective_from_key, resolve_objective
 from labledger.errors import CalibrationError
-from labledger.evaluate import HEADLINE
+from labledger.evaluate import HEADLINE, _num, _seed
 from labledger.metrics.resample import _p_value, percentile_interval, resample_values, rng_for
 
 OPTIMISTIC = "fitted on the evaluated items (optimistic)"
 HONEST = "cross-fitted (honest)"
 HELD_OUT = "held out"
 VARIANTS = ("raw", "calibrated", "cross-fitted")
-
-
-def _seed(seed: int, *parts: str) -> list[int]:
-    return [int(seed)] + [zlib.crc32(p.encode()) for p in parts]
-
-
-def _num(x: Any) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
 
 
 class CalibrationReport:

@@ -12,25 +12,11 @@ from rich.table import Table
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
     resolve_ledger_path
-from labledger.errors import CalibrationError, RecordError
+from labledger.cli.evaluation import resolve_results
+from labledger.errors import CalibrationError
 
 _METHODS_HELP = ("threshold, positive_threshold, prior_multiplier, option_damping, temperature, em_prior_shift; "
                  "a chain runs in order: temperature,prior_multiplier")
-
-
-def _results(ref: str, ledger_path: str | None) -> tuple[str, str, str | None, str | None]:
-    """``(path, display, run id, results name)`` of a file or ``RUN:NAME``."""
-    path = Path(ref)
-    if path.exists() or ":" not in ref:
-        if not path.exists():
-            raise RecordError("no such results file (or RUN:NAME of a run's stored results)", source=ref)
-        return str(path), ref, None, None
-    from labledger import open_ledger
-
-    run, _, name = ref.partition(":")
-    with open_ledger(resolve_ledger_path(ledger_path)) as ledger:
-        view = ledger.run(run)
-        return str(view.results_path(name)), ref, view.id, name
 
 
 def _recipe(ref: str, ledger_path: str | None):
@@ -124,7 +110,7 @@ def fit_cmd(results, tasks, method, grids, positive, pattern, option_field, item
     out_path = Path(out)
     if out_path.exists() and not (merge or force):
         raise CalibrationError(f"{out} exists; pass --merge to add these tasks to it, or --force to replace it")
-    path, display, run_id, _ = _results(results, ledger_path)
+    path, display, run_id, _ = resolve_results(results, ledger_path)
     methods = parse_methods(method)
     recipe = fit(path, method=methods, task=list(tasks) or None, grids=grid_from_options(methods, grids),
                  objective=objective, positive=positive, pattern=pattern, field=option_field, item_field=item_field,
@@ -181,7 +167,7 @@ def apply_cmd(results, recipe_ref, out, keep_other_tasks, ledger_path, as_json):
     """Write --out: every row of RESULTS byte for byte, plus a 'calibrated' field."""
     from labledger.calibrate import apply
 
-    path, display, _, _ = _results(results, ledger_path)
+    path, display, _, _ = resolve_results(results, ledger_path)
     recipe = _recipe(recipe_ref, ledger_path)
     summary = apply(path, recipe, out, keep_other_tasks=keep_other_tasks, display=display)
     if as_json:
@@ -221,7 +207,7 @@ def report_cmd(results, recipe_ref, tasks, fmt, ci, resamples, seed, bins, cross
     from labledger.calibrate import report
 
     target = _save_target(save) if save else None
-    path, display, run_id, res_name = _results(results, ledger_path)
+    path, display, run_id, res_name = resolve_results(results, ledger_path)
     recipe = _recipe(recipe_ref, ledger_path)
     rep = report(path, recipe, task=list(tasks) or None, ci=ci, resamples=resamples, seed=seed, bins=bins,
                  crossfit=crossfit, display=display)

@@ -15,18 +15,25 @@ from labledger.cli.base import console, emit_json, handle_errors, json_option, l
 from labledger.errors import RecordError
 
 
-def _source(ref: str, ledger_path: str | None) -> tuple[str, str]:
-    """A results file, or ``RUN:NAME`` (a run's stored results): (path, how to show it)."""
+def resolve_results(ref: str, ledger_path: str | None) -> tuple[str, str, str | None, str | None]:
+    """A results file, or ``RUN:NAME`` (a run's stored results): ``(path, how to show it, run id,
+    results name)``; the last two are ``None`` for a plain file."""
     path = Path(ref)
     if path.exists() or ":" not in ref:
         if not path.exists():
             raise RecordError("no such results file (or RUN:NAME of a run's stored results)", source=ref)
-        return str(path), ref
+        return str(path), ref, None, None
     from labledger import open_ledger
 
     run, _, name = ref.partition(":")
-    stored = open_ledger(resolve_ledger_path(ledger_path)).run(run).results_path(name)
-    return str(stored), ref
+    with open_ledger(resolve_ledger_path(ledger_path)) as ledger:
+        view = ledger.run(run)
+        return str(view.results_path(name)), ref, view.id, name
+
+
+def _source(ref: str, ledger_path: str | None) -> tuple[str, str]:
+    """``(path, how to show it)`` of a results file or ``RUN:NAME``."""
+    return resolve_results(ref, ledger_path)[:2]
 
 
 def _fmt(v: Any, digits: int = 4) -> str:

@@ -129,12 +129,16 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, fsync: bool = Tru
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        write_all(fd, data)
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            write_all(fd, data)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a failed write leaves neither half a file nor a temporary one
+        raise
 
 
 def write_json(path: str | os.PathLike[str], obj: Any, *, fsync: bool = True) -> None:

@@ -83,30 +83,19 @@ def _as_step(step: Any) -> int:
 def _rows_from_bytes(data: bytes, source: str) -> tuple[list[Any], list[int], bytes]:
     """Rows, their line numbers and the bytes to store, from one results file's content.
 
-    A last line without its newline is kept (and completed) when it is valid JSON; a torn one (a
-    writer that died mid-line) is left out of both the rows and the stored bytes, with a warning.
+    Parsed by :func:`labledger.results.rows_in`: a valid last line without its newline is kept (and
+    completed), a torn one is left out of both the rows and the stored bytes, with a warning.
     """
-    import warnings
+    from labledger.results import rows_in
 
-    from labledger.store.jsonl import TornLineWarning
-
-    rows, lines = [], []
-    parts = data.split(b"\n")
-    for lineno, raw in enumerate(parts, 1):
-        if not raw.strip():
-            continue
-        try:
-            rows.append(orjson.loads(raw))
-        except orjson.JSONDecodeError as exc:
-            if lineno == len(parts):  # the last line, with no newline after it
-                warnings.warn(f"{source}:{lineno}: torn last line left out ({len(raw)} bytes, not valid JSON)",
-                              TornLineWarning, stacklevel=3)
-                return rows, lines, data[: len(data) - len(raw)]
-            raise RecordError(f"not valid JSON ({exc})", source=source, line=lineno) from None
-        lines.append(lineno)
+    numbered = list(rows_in(data, source))
     if data and not data.endswith(b"\n"):
-        data += b"\n"  # a valid last line without its newline: complete it, or readers see it torn
-    return rows, lines, data
+        last = data.count(b"\n") + 1
+        if numbered and numbered[-1][0] == last:
+            data += b"\n"  # a valid last line: complete it, or readers see it torn
+        else:
+            data = data[: data.rfind(b"\n") + 1]  # the torn tail is not stored
+    return [row for _, row in numbered], [n for n, _ in numbered], data
 
 
 def new_run_id() -> str:
