@@ -43,14 +43,12 @@ def _fmt(v: Any, digits: int = 4) -> str:
 
 def _results_path(ref: str, ledger_path: str | None) -> tuple[Path, str]:
     """A results file, or ``RUN:NAME`` (a run's stored results); returns (path, how to show it)."""
-    path = Path(ref)
-    if path.exists() or ":" not in ref:
-        return path, ref
-    from labledger import open_ledger
+    from labledger.cli.evaluation import resolve_results
 
-    run, _, name = ref.partition(":")
-    view = open_ledger(resolve_ledger_path(ledger_path)).run(run)
-    return view.results_path(name), f"{ref} ({view.results_path(name)})"
+    if Path(ref).exists() or ":" not in ref:
+        return Path(ref), ref  # a missing file is reported by read_results, naming it
+    path, shown, run_id, _ = resolve_results(ref, ledger_path)
+    return Path(path), shown if run_id is None else f"{shown} ({path})"
 
 
 def _binary_task(ref: str, ledger_path: str | None, positive: str | None, task: str | None,
