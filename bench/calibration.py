@@ -36,24 +36,24 @@ from pathlib import Path
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)  # bench/logging.py (the logging bench) would shadow the standard library's
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
 
-import numpy as np  # noqa: E402
-import orjson  # noqa: E402
-import sklearn  # noqa: E402
-from sklearn.metrics import f1_score  # noqa: E402
+import numpy as np
+import orjson
+import sklearn
+from sklearn.metrics import f1_score
 
-import labledger.calibrate as cal  # noqa: E402
-from labledger.calibrate.fitting import make_folds  # noqa: E402
-from labledger.calibrate.methods import task_arrays  # noqa: E402
-from labledger.calibrate.search import argmax_tables, resolve_objective, _table_values  # noqa: E402
-from labledger.metrics.sweep import parse_thresholds  # noqa: E402
-from labledger.results import read_results  # noqa: E402
+import labledger.calibrate as cal
+from labledger.calibrate.fitting import make_folds
+from labledger.calibrate.methods import task_arrays
+from labledger.calibrate.search import _table_values, argmax_tables, resolve_objective
+from labledger.inputs.results import read_results
+from labledger.metrics.sweep import parse_thresholds
 
 LABELS = ("Negative", "Neutral", "Positive")
 GRID_SPEC = "0.5:2.5:0.02"
@@ -71,16 +71,30 @@ def make_file(path: Path, n: int, seed: int = 0) -> None:
     p /= p.sum(axis=1, keepdims=True)
     with open(path, "wb") as fh:
         for i in range(n):
-            fh.write(orjson.dumps({"id": f"fin-{i}", "task": "finentity", "gold": LABELS[gold[i]],
-                                   "probs": {LABELS[0]: float(p[i, 0]), LABELS[1]: float(p[i, 1]),
-                                             LABELS[2]: float(p[i, 2])},
-                                   "group": f"doc-{i // 4}"}) + b"\n")
+            fh.write(
+                orjson.dumps(
+                    {
+                        "id": f"fin-{i}",
+                        "task": "finentity",
+                        "gold": LABELS[gold[i]],
+                        "probs": {LABELS[0]: float(p[i, 0]), LABELS[1]: float(p[i, 1]), LABELS[2]: float(p[i, 2])},
+                        "group": f"doc-{i // 4}",
+                    }
+                )
+                + b"\n"
+            )
 
 
 def ours(path: Path, out: Path) -> dict:
     t0 = time.perf_counter()
-    recipe = cal.fit(path, method="prior_multiplier", grid={"Neutral": GRID_SPEC}, objective="f1:average=macro",
-                     crossfit=K, seed=SEED)
+    recipe = cal.fit(
+        path,
+        method="prior_multiplier",
+        grid={"Neutral": GRID_SPEC},
+        objective="f1:average=macro",
+        crossfit=K,
+        seed=SEED,
+    )
     t1 = time.perf_counter()
     cal.apply(path, recipe, out)
     t2 = time.perf_counter()
@@ -134,12 +148,23 @@ def sklearn_way(path: Path, out: Path, points: int, full: bool, fold: np.ndarray
     q /= q.sum(axis=1, keepdims=True)
     with open(out, "w", encoding="utf-8") as fh:
         for r, pr, qr in zip(rows, np.argmax(q, axis=1).tolist(), q.tolist()):
-            r["calibrated"] = {"recipe": "r", "method": "prior_multiplier", "prediction": LABELS[pr],
-                               "probs": dict(zip(LABELS, qr))}
+            r["calibrated"] = {
+                "recipe": "r",
+                "method": "prior_multiplier",
+                "prediction": LABELS[pr],
+                "probs": dict(zip(LABELS, qr)),
+            }
             fh.write(json.dumps(r) + "\n")
     t_apply = time.perf_counter() - t
-    return {"load": t_load, "fit": fit_time, "apply": t_apply, "calls": calls, "per_call": per_call,
-            "values": values, "extrapolated": not full}
+    return {
+        "load": t_load,
+        "fit": fit_time,
+        "apply": t_apply,
+        "calls": calls,
+        "per_call": per_call,
+        "values": values,
+        "extrapolated": not full,
+    }
 
 
 def main() -> None:
@@ -158,37 +183,51 @@ def main() -> None:
         t = time.perf_counter()
         read_results(path)
         t_read = time.perf_counter() - t
-        core, values, fold, arr = ours_core(path)
+        core, values, fold, _arr = ours_core(path)
         w_best = best["recipe"].tasks["finentity"].steps[0].params["weights"]["Neutral"]
         sk = sklearn_way(path, d / "cal_sk.jsonl", args.sk_points, args.full, fold, w_best)
     diff = max(abs(values[r, g] - v) for (r, g), v in sk["values"].items())
     rec = best["recipe"].tasks["finentity"]
     ours_total = best["fit"] + best["apply"]
     machine = platform.processor() or platform.machine()
-    print(f"{args.n:,} rows ({size / 2**20:.0f} MiB), 3 classes, groups of 4; {machine}, "
-          f"{os.cpu_count()} CPUs; Python {platform.python_version()}, numpy {np.__version__}, "
-          f"scikit-learn {sklearn.__version__}")
-    print(f"recipe: {rec.describe()}; macro F1 raw {rec.values['raw']:.4f}, in-sample {rec.values['in_sample']:.4f}, "
-          f"cross-fitted {rec.values['crossfit']:.4f}")
+    print(
+        f"{args.n:,} rows ({size / 2**20:.0f} MiB), 3 classes, groups of 4; {machine}, "
+        f"{os.cpu_count()} CPUs; Python {platform.python_version()}, numpy {np.__version__}, "
+        f"scikit-learn {sklearn.__version__}"
+    )
+    print(
+        f"recipe: {rec.describe()}; macro F1 raw {rec.values['raw']:.4f}, in-sample {rec.values['in_sample']:.4f}, "
+        f"cross-fitted {rec.values['crossfit']:.4f}"
+    )
     print()
     sk_fit, sk_apply = sk["load"] + sk["fit"], sk["load"] + sk["apply"]
     sk_total = sk_fit + sk_apply
     ext = " (extrapolated)" if sk["extrapolated"] else ""
     print("| step | labledger (s) | scikit-learn, the obvious way (s) | speed-up |")
     print("|---|---:|---:|---:|")
-    print(f"| fit: read the file, 6 fits x 101 grid points, in-sample and out-of-fold figures | {best['fit']:.2f} | "
-          f"{sk_fit:.1f}{ext} | {sk_fit / best['fit']:.0f}x |")
-    print(f"| of which: read the file | {t_read:.2f} | {sk['load']:.1f} (json.loads per line) | "
-          f"{sk['load'] / t_read:.1f}x |")
-    print(f"| of which: the 606 macro F1s on arrays | {core:.2f} | {sk['fit']:.1f} "
-          f"({sk['per_call'] * 1000:.0f} ms per f1_score call{', extrapolated' if sk['extrapolated'] else ''}) | "
-          f"{sk['fit'] / core:.0f}x |")
-    print(f"| apply: read the file, write it with the calibrated field | {best['apply']:.2f} | {sk_apply:.1f} | "
-          f"{sk_apply / best['apply']:.1f}x |")
+    print(
+        f"| fit: read the file, 6 fits x 101 grid points, in-sample and out-of-fold figures | {best['fit']:.2f} | "
+        f"{sk_fit:.1f}{ext} | {sk_fit / best['fit']:.0f}x |"
+    )
+    print(
+        f"| of which: read the file | {t_read:.2f} | {sk['load']:.1f} (json.loads per line) | "
+        f"{sk['load'] / t_read:.1f}x |"
+    )
+    print(
+        f"| of which: the 606 macro F1s on arrays | {core:.2f} | {sk['fit']:.1f} "
+        f"({sk['per_call'] * 1000:.0f} ms per f1_score call{', extrapolated' if sk['extrapolated'] else ''}) | "
+        f"{sk['fit'] / core:.0f}x |"
+    )
+    print(
+        f"| apply: read the file, write it with the calibrated field | {best['apply']:.2f} | {sk_apply:.1f} | "
+        f"{sk_apply / best['apply']:.1f}x |"
+    )
     print(f"| total (fit, then apply) | {ours_total:.2f} | {sk_total:.1f}{ext} | {sk_total / ours_total:.0f}x |")
     print()
-    print(f"scikit-learn calls timed: {sk['calls']} of 606; largest |macro F1 (labledger) - macro F1 (scikit-learn)| "
-          f"over them: {diff:.1e}")
+    print(
+        f"scikit-learn calls timed: {sk['calls']} of 606; largest |macro F1 (labledger) - macro F1 (scikit-learn)| "
+        f"over them: {diff:.1e}"
+    )
 
 
 if __name__ == "__main__":

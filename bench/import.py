@@ -28,6 +28,7 @@ before the clock started. Every reader's point count is checked against the poin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -71,6 +72,7 @@ def dir_mib(path: Path) -> float:
 
 # -- writing the sources -----------------------------------------------------------------------------
 
+
 def write_tensorboard(logdir: Path, steps: int) -> float:
     from torch.utils.tensorboard import SummaryWriter
 
@@ -102,24 +104,29 @@ def write_mlflow(store: Path, steps: int) -> float:
         for i, tag in enumerate(TAGS):
             con.executemany(
                 "INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan) VALUES (?, ?, ?, ?, ?, 0)",
-                ((tag, value(i, s), T0_MS + 1000 * s, run_id, s) for s in range(1, steps)))
-            con.execute("UPDATE latest_metrics SET value = ?, timestamp = ?, step = ? WHERE key = ? AND run_uuid = ?",
-                        (value(i, steps - 1), T0_MS + 1000 * (steps - 1), steps - 1, tag, run_id))
+                ((tag, value(i, s), T0_MS + 1000 * s, run_id, s) for s in range(1, steps)),
+            )
+            con.execute(
+                "UPDATE latest_metrics SET value = ?, timestamp = ?, step = ? WHERE key = ? AND run_uuid = ?",
+                (value(i, steps - 1), T0_MS + 1000 * (steps - 1), steps - 1, tag, run_id),
+            )
     con.close()
     return time.perf_counter() - t0
 
 
 # -- the readers (each in its own subprocess) ------------------------------------------------------
 
+
 def child(case: str, source: str, out: str) -> dict:
     os.environ.setdefault("MLFLOW_TRACKING_URI", "sqlite:///:memory:")
     if case.startswith("labledger"):
-        import labledger.importers  # noqa: F401
+        import labledger.importers
+
         if case == "labledger-tensorboard":
             from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader  # noqa: F401
             from tensorboard.compat.proto import event_pb2  # noqa: F401
         else:
-            from mlflow.tracking import MlflowClient  # noqa: F401
+            from mlflow.tracking import MlflowClient
         from labledger.importers import import_path
     elif case == "tensorboard-eventaccumulator":
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -153,14 +160,23 @@ def child(case: str, source: str, out: str) -> dict:
         mlflow.set_tracking_uri(uri)
         exps = [e.experiment_id for e in client.search_experiments()]
         runs = mlflow.search_runs(experiment_ids=exps)
-        history = {(rid, key): client.get_metric_history(rid, key)
-                   for rid in runs["run_id"] for key in (c[len("metrics."):] for c in runs.columns
-                                                         if c.startswith("metrics."))}
+        history = {
+            (rid, key): client.get_metric_history(rid, key)
+            for rid in runs["run_id"]
+            for key in (c[len("metrics.") :] for c in runs.columns if c.startswith("metrics."))
+        }
         elapsed = time.perf_counter() - t0
         points = sum(len(h) for h in history.values())
         records, stored = None, None
-    return {"case": case, "seconds": elapsed, "points": points, "records": records, "stored_mib": stored,
-            "base_rss_mib": base, "peak_rss_mib": peak_mib()}
+    return {
+        "case": case,
+        "seconds": elapsed,
+        "points": points,
+        "records": records,
+        "stored_mib": stored,
+        "base_rss_mib": base,
+        "peak_rss_mib": peak_mib(),
+    }
 
 
 def run_child(case: str, source: Path, out: Path) -> dict:
@@ -182,19 +198,36 @@ CASES = [
 
 
 def table(rows: list[dict], points: int) -> list[list[str]]:
-    head = ["source", "reader", "points read", "scalar records", "seconds", "points/s", "peak RSS (MiB)",
-            "RSS rise (MiB)", "stored (MiB)"]
+    head = [
+        "source",
+        "reader",
+        "points read",
+        "scalar records",
+        "seconds",
+        "points/s",
+        "peak RSS (MiB)",
+        "RSS rise (MiB)",
+        "stored (MiB)",
+    ]
     out = [head]
     for r in rows:
         if "error" in r:
             out.append([r["source"], r["reader"], "failed: " + r["error"], "", "", "", "", "", ""])
             continue
         ok = "" if r["points"] == points else f" (expected {points:,})"
-        out.append([r["source"], r["reader"], f"{r['points']:,}{ok}",
-                    "-" if r["records"] is None else f"{r['records']:,}", f"{r['seconds']:.1f}",
-                    f"{r['points'] / r['seconds']:,.0f}", f"{r['peak_rss_mib']:.0f}",
-                    f"{r['peak_rss_mib'] - r['base_rss_mib']:.0f}",
-                    "-" if r["stored_mib"] is None else f"{r['stored_mib']:.0f}"])
+        out.append(
+            [
+                r["source"],
+                r["reader"],
+                f"{r['points']:,}{ok}",
+                "-" if r["records"] is None else f"{r['records']:,}",
+                f"{r['seconds']:.1f}",
+                f"{r['points'] / r['seconds']:,.0f}",
+                f"{r['peak_rss_mib']:.0f}",
+                f"{r['peak_rss_mib'] - r['base_rss_mib']:.0f}",
+                "-" if r["stored_mib"] is None else f"{r['stored_mib']:.0f}",
+            ]
+        )
     return out
 
 
@@ -215,10 +248,8 @@ def print_table(rows: list[list[str]], markdown: bool) -> None:
 def versions() -> str:
     out = []
     for dist in ("labledger", "tensorboard", "mlflow-skinny", "sqlalchemy", "protobuf", "torch"):
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out.append(f"{dist} {metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            pass
     return ", ".join(out)
 
 
@@ -236,8 +267,10 @@ def main() -> None:
         return
     steps = args.points // len(TAGS)
     points = steps * len(TAGS)
-    print(f"# import bench: {points:,} points per source ({len(TAGS)} tags x {steps:,} steps); "
-          f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"# import bench: {points:,} points per source ({len(TAGS)} tags x {steps:,} steps); "
+        f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+    )
     print(f"# {versions()}")
     tmp = Path(tempfile.mkdtemp(prefix="labledger-bench-import-"))
     try:
@@ -256,8 +289,11 @@ def main() -> None:
         print(f"# load after: {os.getloadavg()[0]:.1f}")
         print_table(table(rows, points), args.markdown)
         if args.json:
-            Path(args.json).write_text(json.dumps({"points": points, "rows": rows, "write_seconds":
-                                                   {"tensorboard": t_tb, "mlflow": t_ml}}, indent=2))
+            Path(args.json).write_text(
+                json.dumps(
+                    {"points": points, "rows": rows, "write_seconds": {"tensorboard": t_tb, "mlflow": t_ml}}, indent=2
+                )
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

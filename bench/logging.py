@@ -45,25 +45,37 @@ if __name__ == "logging":
 else:
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE]
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import platform  # noqa: E402
-import random  # noqa: E402
-import re  # noqa: E402
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from functools import partial  # noqa: E402
-from importlib import metadata  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+import math
+import platform
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from functools import partial
+from importlib import metadata
+from pathlib import Path
 
 LABELS = ("-1", "0", "+1")
 SAMPLES = 16
 TEXT_LEN = 200
-WORDS = ("the target digit is", "current number", "move toward", "seven", "three", "state",
-         "action", "image", "reference", "left", "right", "stay")
+WORDS = (
+    "the target digit is",
+    "current number",
+    "move toward",
+    "seven",
+    "three",
+    "state",
+    "action",
+    "image",
+    "reference",
+    "left",
+    "right",
+    "stay",
+)
 #: Marker in each record's last sample text: lets the bench count records a store really holds.
 MARK_RE = re.compile(rb"mb(\d{8})s15")
 
@@ -71,11 +83,20 @@ MARK_RE = re.compile(rb"mb(\d{8})s15")
 HOME_DIR = "home"
 #: Environment for every child: no network, no telemetry, nothing interactive.
 QUIET_ENV = {
-    "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_CONSOLE": "off",
-    "WANDB_DISABLE_GIT": "true", "WANDB_DISABLE_CODE": "true", "WANDB_ERROR_REPORTING": "false",
-    "WANDB_DISABLE_SENTRY": "true", "WANDB_ANONYMOUS": "never",
-    "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1", "MLFLOW_ENABLE_ASYNC_LOGGING": "false",
-    "GIT_PYTHON_REFRESH": "quiet", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore",
+    "WANDB_MODE": "offline",
+    "WANDB_SILENT": "true",
+    "WANDB_CONSOLE": "off",
+    "WANDB_DISABLE_GIT": "true",
+    "WANDB_DISABLE_CODE": "true",
+    "WANDB_ERROR_REPORTING": "false",
+    "WANDB_DISABLE_SENTRY": "true",
+    "WANDB_ANONYMOUS": "never",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "DO_NOT_TRACK": "1",
+    "MLFLOW_ENABLE_ASYNC_LOGGING": "false",
+    "GIT_PYTHON_REFRESH": "quiet",
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+    "PYTHONWARNINGS": "ignore",
 }
 
 
@@ -94,26 +115,37 @@ def make_record(mb: int) -> dict:
         text = f"mb{mb:08d}s{i:02d}:"
         while len(text) < TEXT_LEN:
             text += " " + rng.choice(WORDS)
-        samples.append({
-            "input": {"text": text[:TEXT_LEN], "image": f"images/{mb}-{i}.png"},
-            "gold": gold,
-            "prediction": max(probs, key=probs.get),
-            "probabilities": probs,
-            "cross_entropy": -math.log(probs[gold]),
-            "source": "bench",
-            "training_row": mb * SAMPLES + i,
-        })
-    return {"microbatch": mb, "optimizer_step": (mb - 1) // 8 + 1, "examples_seen": mb * SAMPLES,
-            "batch_size": SAMPLES, "loss": sum(s["cross_entropy"] for s in samples) / SAMPLES,
-            "samples": samples, "forward_ms": 1.5, "gpu_allocated_mib": 0.0,
-            "gpu_peak_allocated_mib": 0.0}
+        samples.append(
+            {
+                "input": {"text": text[:TEXT_LEN], "image": f"images/{mb}-{i}.png"},
+                "gold": gold,
+                "prediction": max(probs, key=probs.get),
+                "probabilities": probs,
+                "cross_entropy": -math.log(probs[gold]),
+                "source": "bench",
+                "training_row": mb * SAMPLES + i,
+            }
+        )
+    return {
+        "microbatch": mb,
+        "optimizer_step": (mb - 1) // 8 + 1,
+        "examples_seen": mb * SAMPLES,
+        "batch_size": SAMPLES,
+        "loss": sum(s["cross_entropy"] for s in samples) / SAMPLES,
+        "samples": samples,
+        "forward_ms": 1.5,
+        "gpu_allocated_mib": 0.0,
+        "gpu_peak_allocated_mib": 0.0,
+    }
 
 
 def scalar_values(n: int) -> tuple[list[float], list[float], list[float]]:
     rng = random.Random(0)
-    return ([2.3 * math.exp(-i / 5000) + rng.random() * 0.01 for i in range(n)],
-            [1e-3 * (1 - i / (n + 1)) for i in range(n)],
-            [rng.random() * 3 for _ in range(n)])
+    return (
+        [2.3 * math.exp(-i / 5000) + rng.random() * 0.01 for i in range(n)],
+        [1e-3 * (1 - i / (n + 1)) for i in range(n)],
+        [rng.random() * 3 for _ in range(n)],
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -146,8 +178,14 @@ def summarise(ts: list[int], overhead: int, per: int = 1) -> dict:
     def q(p: float) -> float:
         return max(s[min(n - 1, math.ceil(p * n) - 1)] - overhead, 0) / 1000 / per
 
-    return {"calls": n, "mean_us": max(sum(s) / n - overhead, 0) / 1000 / per, "p50_us": q(0.50),
-            "p99_us": q(0.99), "max_us": q(1.0), "harness_ns": overhead}
+    return {
+        "calls": n,
+        "mean_us": max(sum(s) / n - overhead, 0) / 1000 / per,
+        "p50_us": q(0.50),
+        "p99_us": q(0.99),
+        "max_us": q(1.0),
+        "harness_ns": overhead,
+    }
 
 
 def store_bytes(root: Path) -> tuple[int, bytes]:
@@ -194,8 +232,7 @@ def records_found(root: Path, first: int, last: int) -> int:
 # cases: each returns (call, close, info); `call` takes make(i)'s value
 # ------------------------------------------------------------------------------------------------
 class Case:
-    def __init__(self, key, workload, logger, api, n, quick_n, setup, package=None, per=1,
-                 reaches_os="", timeout=240):
+    def __init__(self, key, workload, logger, api, n, quick_n, setup, package=None, per=1, reaches_os="", timeout=240):
         self.key, self.workload, self.logger, self.api = key, workload, logger, api
         self.n, self.quick_n, self.setup, self.package, self.per = n, quick_n, setup, package, per
         self.reaches_os, self.timeout = reaches_os, timeout
@@ -231,8 +268,15 @@ def setup_orjson_step(tmp, n):
     orjson, fd, info = _orjson_fd(tmp)
     L, LR, G = scalar_values(n)
     dumps, write, now, opt = orjson.dumps, os.write, time.time, orjson.OPT_APPEND_NEWLINE
-    return (lambda i: write(fd, dumps({"step": i, "time": now(), "loss": L[i], "lr": LR[i],
-                                       "grad_norm": G[i]}, option=opt))), (lambda: os.close(fd)), info
+    return (
+        (
+            lambda i: write(
+                fd, dumps({"step": i, "time": now(), "loss": L[i], "lr": LR[i], "grad_norm": G[i]}, option=opt)
+            )
+        ),
+        (lambda: os.close(fd)),
+        info,
+    )
 
 
 def setup_orjson_record(tmp, n):
@@ -250,13 +294,16 @@ def _mlflow(tmp: Path, store: str):
         mlflow.set_tracking_uri((tmp / "mlruns").as_uri())
     # else: MLflow's own default for a local run (cwd is tmp), recorded below.
     run = mlflow.start_run()
-    info = {"mlflow": metadata.version("mlflow"), "tracking_uri": mlflow.get_tracking_uri(),
-            "artifact_uri": mlflow.get_artifact_uri()}
+    info = {
+        "mlflow": metadata.version("mlflow"),
+        "tracking_uri": mlflow.get_tracking_uri(),
+        "artifact_uri": mlflow.get_artifact_uri(),
+    }
     return mlflow, run, info
 
 
 def setup_mlflow_step(tmp, n, store="default"):
-    mlflow, run, info = _mlflow(tmp, store)
+    mlflow, _run, info = _mlflow(tmp, store)
     L, LR, G = scalar_values(n)
     log = mlflow.log_metrics
     return (lambda i: log({"loss": L[i], "lr": LR[i], "grad_norm": G[i]}, step=i)), mlflow.end_run, info
@@ -278,8 +325,7 @@ def setup_mlflow_batch_chunks(tmp, n):
         ts = int(time.time() * 1000)
         metrics = []
         for i in range(c * CHUNK, (c + 1) * CHUNK):
-            metrics += [Metric("loss", L[i], ts, i), Metric("lr", LR[i], ts, i),
-                        Metric("grad_norm", G[i], ts, i)]
+            metrics += [Metric("loss", L[i], ts, i), Metric("lr", LR[i], ts, i), Metric("grad_norm", G[i], ts, i)]
         client.log_batch(run_id, metrics=metrics, synchronous=True)
 
     info["note_chunk"] = CHUNK
@@ -287,7 +333,7 @@ def setup_mlflow_batch_chunks(tmp, n):
 
 
 def setup_mlflow_record(tmp, n):
-    mlflow, run, info = _mlflow(tmp, "default")
+    mlflow, _run, info = _mlflow(tmp, "default")
     log_dict = mlflow.log_dict
     return (lambda rec: log_dict(rec, f"batches/mb{rec['microbatch']:08d}.json")), mlflow.end_run, info
 
@@ -328,8 +374,15 @@ def _setup_tb_record(tmp, n, flavour):
 def _wandb(tmp: Path):
     import wandb
 
-    settings = wandb.Settings(mode="offline", console="off", save_code=False, disable_git=True,
-                              x_disable_stats=True, x_disable_meta=True, silent=True)
+    settings = wandb.Settings(
+        mode="offline",
+        console="off",
+        save_code=False,
+        disable_git=True,
+        x_disable_stats=True,
+        x_disable_meta=True,
+        silent=True,
+    )
     run = wandb.init(project="bench", dir=str(tmp), settings=settings)
     return wandb, run, {"wandb": metadata.version("wandb"), "mode": run.settings.mode}
 
@@ -350,13 +403,31 @@ def setup_wandb_record(tmp, n):
 def setup_wandb_table(tmp, n):
     wandb, run, info = _wandb(tmp)
     log, Table = run.log, wandb.Table
-    columns = ["text", "image", "gold", "prediction", *(f"p({lab})" for lab in LABELS),
-               "cross_entropy", "source", "training_row"]
+    columns = [
+        "text",
+        "image",
+        "gold",
+        "prediction",
+        *(f"p({lab})" for lab in LABELS),
+        "cross_entropy",
+        "source",
+        "training_row",
+    ]
 
     def call(rec):
-        rows = [[s["input"]["text"], s["input"]["image"], s["gold"], s["prediction"],
-                 *(s["probabilities"][lab] for lab in LABELS), s["cross_entropy"], s["source"],
-                 s["training_row"]] for s in rec["samples"]]
+        rows = [
+            [
+                s["input"]["text"],
+                s["input"]["image"],
+                s["gold"],
+                s["prediction"],
+                *(s["probabilities"][lab] for lab in LABELS),
+                s["cross_entropy"],
+                s["source"],
+                s["training_row"],
+            ]
+            for s in rec["samples"]
+        ]
         scalars = {k: v for k, v in rec.items() if k != "samples"}
         log({"samples": Table(columns=columns, data=rows), **scalars}, step=rec["microbatch"])
 
@@ -366,8 +437,13 @@ def setup_wandb_table(tmp, n):
 def _aim(tmp: Path):
     import aim
 
-    run = aim.Run(repo=str(tmp / "aim"), experiment="bench", system_tracking_interval=None,
-                  log_system_params=False, capture_terminal_logs=False)
+    run = aim.Run(
+        repo=str(tmp / "aim"),
+        experiment="bench",
+        system_tracking_interval=None,
+        log_system_params=False,
+        capture_terminal_logs=False,
+    )
     return aim, run, {"aim": metadata.version("aim")}
 
 
@@ -383,8 +459,7 @@ def setup_aim_record(tmp, n):
 
     aim, run, info = _aim(tmp)
     track, Text, dumps = run.track, aim.Text, orjson.dumps
-    return (lambda rec: track(Text(dumps(rec).decode()), name="batch", step=rec["microbatch"])), \
-        run.close, info
+    return (lambda rec: track(Text(dumps(rec).decode()), name="batch", step=rec["microbatch"])), run.close, info
 
 
 TB_OS = "no: queued for a writer thread (max_queue=10, flush_secs=120); kill -9 loses the queue"
@@ -392,53 +467,193 @@ WANDB_OS = "no: handed to the wandb-core process over a socket, written asynchro
 AIM_OS = "yes: a RocksDB write (WAL, default options) per call, in-process"
 CASES = [
     # -- 3 scalars per step --------------------------------------------------------------------
-    Case("labledger-step", "step", "labledger", "Run.log(step, loss=, lr=, grad_norm=)", 50000, 5000,
-         setup_labledger_step, reaches_os="yes: one write(2) per call"),
-    Case("orjson-step", "step", "orjson append (baseline)", "os.write(fd, orjson.dumps(row))", 50000,
-         5000, setup_orjson_step, package="orjson", reaches_os="yes: one write(2) per call"),
-    Case("wandb-step", "step", "W&B offline", "wandb.log({3 scalars}, step=)", 20000, 2000,
-         setup_wandb_step, package="wandb",
-         reaches_os=WANDB_OS),
-    Case("tbx-step", "step", "tensorboardX", "3x SummaryWriter.add_scalar", 20000, 2000,
-         partial(_setup_tb_step, flavour="tensorboardX"), package="tensorboardX",
-         reaches_os=TB_OS),
-    Case("torchtb-step", "step", "torch.utils.tensorboard", "3x SummaryWriter.add_scalar", 20000, 2000,
-         partial(_setup_tb_step, flavour="torch"), package="torch",
-         reaches_os=TB_OS),
-    Case("aim-step", "step", "Aim", "run.track({3 scalars}, step=)", 5000, 500, setup_aim_step,
-         package="aim", reaches_os=AIM_OS),
-    Case("mlflow-step", "step", "MLflow (default store)", "mlflow.log_metrics({3}, step=)", 1000, 100,
-         setup_mlflow_step, package="mlflow", reaches_os="yes: one SQLite transaction per call"),
-    Case("mlflow-file-step", "step", "MLflow (file store)", "mlflow.log_metrics({3}, step=)", 2000, 200,
-         partial(setup_mlflow_step, store="file"), package="mlflow",
-         reaches_os="yes: appends to one file per metric"),
-    Case("mlflow-chunks", "step", f"MLflow log_batch ({CHUNK} steps/chunk)",
-         f"MlflowClient.log_batch({3 * CHUNK} Metrics), per step", 50, 10, setup_mlflow_batch_chunks,
-         package="mlflow", per=CHUNK,
-         reaches_os=f"only every {CHUNK} steps: up to {CHUNK - 1} steps held in the caller"),
+    Case(
+        "labledger-step",
+        "step",
+        "labledger",
+        "Run.log(step, loss=, lr=, grad_norm=)",
+        50000,
+        5000,
+        setup_labledger_step,
+        reaches_os="yes: one write(2) per call",
+    ),
+    Case(
+        "orjson-step",
+        "step",
+        "orjson append (baseline)",
+        "os.write(fd, orjson.dumps(row))",
+        50000,
+        5000,
+        setup_orjson_step,
+        package="orjson",
+        reaches_os="yes: one write(2) per call",
+    ),
+    Case(
+        "wandb-step",
+        "step",
+        "W&B offline",
+        "wandb.log({3 scalars}, step=)",
+        20000,
+        2000,
+        setup_wandb_step,
+        package="wandb",
+        reaches_os=WANDB_OS,
+    ),
+    Case(
+        "tbx-step",
+        "step",
+        "tensorboardX",
+        "3x SummaryWriter.add_scalar",
+        20000,
+        2000,
+        partial(_setup_tb_step, flavour="tensorboardX"),
+        package="tensorboardX",
+        reaches_os=TB_OS,
+    ),
+    Case(
+        "torchtb-step",
+        "step",
+        "torch.utils.tensorboard",
+        "3x SummaryWriter.add_scalar",
+        20000,
+        2000,
+        partial(_setup_tb_step, flavour="torch"),
+        package="torch",
+        reaches_os=TB_OS,
+    ),
+    Case(
+        "aim-step",
+        "step",
+        "Aim",
+        "run.track({3 scalars}, step=)",
+        5000,
+        500,
+        setup_aim_step,
+        package="aim",
+        reaches_os=AIM_OS,
+    ),
+    Case(
+        "mlflow-step",
+        "step",
+        "MLflow (default store)",
+        "mlflow.log_metrics({3}, step=)",
+        1000,
+        100,
+        setup_mlflow_step,
+        package="mlflow",
+        reaches_os="yes: one SQLite transaction per call",
+    ),
+    Case(
+        "mlflow-file-step",
+        "step",
+        "MLflow (file store)",
+        "mlflow.log_metrics({3}, step=)",
+        2000,
+        200,
+        partial(setup_mlflow_step, store="file"),
+        package="mlflow",
+        reaches_os="yes: appends to one file per metric",
+    ),
+    Case(
+        "mlflow-chunks",
+        "step",
+        f"MLflow log_batch ({CHUNK} steps/chunk)",
+        f"MlflowClient.log_batch({3 * CHUNK} Metrics), per step",
+        50,
+        10,
+        setup_mlflow_batch_chunks,
+        package="mlflow",
+        per=CHUNK,
+        reaches_os=f"only every {CHUNK} steps: up to {CHUNK - 1} steps held in the caller",
+    ),
     # -- one 16-sample microbatch record ---------------------------------------------------------
-    Case("labledger-record", "record", "labledger", "Run.log_batch(record) (validated)", 20000, 2000,
-         setup_labledger_record, reaches_os="yes: one write(2) per call"),
-    Case("orjson-record", "record", "orjson append (baseline)", "os.write(fd, orjson.dumps(record))",
-         20000, 2000, setup_orjson_record, package="orjson",
-         reaches_os="yes: one write(2) per call (no validation)"),
-    Case("tbx-record", "record", "tensorboardX", "add_text('batch', orjson JSON, step)", 5000, 500,
-         partial(_setup_tb_record, flavour="tensorboardX"), package="tensorboardX",
-         reaches_os=TB_OS),
-    Case("torchtb-record", "record", "torch.utils.tensorboard", "add_text('batch', orjson JSON, step)",
-         5000, 500, partial(_setup_tb_record, flavour="torch"), package="torch",
-         reaches_os=TB_OS),
-    Case("aim-record", "record", "Aim", "run.track(aim.Text(orjson JSON), name='batch')", 2000, 200,
-         setup_aim_record, package="aim", reaches_os=AIM_OS),
-    Case("wandb-record", "record", "W&B offline", "wandb.log({'batch': record}) (nested dict)", 2000,
-         200, setup_wandb_record, package="wandb",
-         reaches_os=WANDB_OS),
-    Case("wandb-table", "record", "W&B offline", "wandb.log({'samples': wandb.Table(16 rows), scalars})",
-         300, 50, setup_wandb_table, package="wandb",
-         reaches_os=WANDB_OS + "; the table JSON file is written in-process"),
-    Case("mlflow-record", "record", "MLflow (default store)", "mlflow.log_dict(record, 'batches/mbN.json')",
-         500, 50, setup_mlflow_record, package="mlflow",
-         reaches_os="yes: one artifact file per record + a tracking-store call"),
+    Case(
+        "labledger-record",
+        "record",
+        "labledger",
+        "Run.log_batch(record) (validated)",
+        20000,
+        2000,
+        setup_labledger_record,
+        reaches_os="yes: one write(2) per call",
+    ),
+    Case(
+        "orjson-record",
+        "record",
+        "orjson append (baseline)",
+        "os.write(fd, orjson.dumps(record))",
+        20000,
+        2000,
+        setup_orjson_record,
+        package="orjson",
+        reaches_os="yes: one write(2) per call (no validation)",
+    ),
+    Case(
+        "tbx-record",
+        "record",
+        "tensorboardX",
+        "add_text('batch', orjson JSON, step)",
+        5000,
+        500,
+        partial(_setup_tb_record, flavour="tensorboardX"),
+        package="tensorboardX",
+        reaches_os=TB_OS,
+    ),
+    Case(
+        "torchtb-record",
+        "record",
+        "torch.utils.tensorboard",
+        "add_text('batch', orjson JSON, step)",
+        5000,
+        500,
+        partial(_setup_tb_record, flavour="torch"),
+        package="torch",
+        reaches_os=TB_OS,
+    ),
+    Case(
+        "aim-record",
+        "record",
+        "Aim",
+        "run.track(aim.Text(orjson JSON), name='batch')",
+        2000,
+        200,
+        setup_aim_record,
+        package="aim",
+        reaches_os=AIM_OS,
+    ),
+    Case(
+        "wandb-record",
+        "record",
+        "W&B offline",
+        "wandb.log({'batch': record}) (nested dict)",
+        2000,
+        200,
+        setup_wandb_record,
+        package="wandb",
+        reaches_os=WANDB_OS,
+    ),
+    Case(
+        "wandb-table",
+        "record",
+        "W&B offline",
+        "wandb.log({'samples': wandb.Table(16 rows), scalars})",
+        300,
+        50,
+        setup_wandb_table,
+        package="wandb",
+        reaches_os=WANDB_OS + "; the table JSON file is written in-process",
+    ),
+    Case(
+        "mlflow-record",
+        "record",
+        "MLflow (default store)",
+        "mlflow.log_dict(record, 'batches/mbN.json')",
+        500,
+        50,
+        setup_mlflow_record,
+        package="mlflow",
+        reaches_os="yes: one artifact file per record + a tracking-store call",
+    ),
 ]
 BY_KEY = {c.key: c for c in CASES}
 
@@ -519,8 +734,13 @@ def child_memory(steps: int, tmp: Path, out: Path, trace: bool) -> None:
                 step += 1
             rss, hwm = _rss_kib()
             elapsed = time.perf_counter() - start
-            row = {"steps": step, "rss_mib": rss / 1024, "peak_rss_mib": hwm / 1024,
-                   "elapsed_s": elapsed, "us_per_step": elapsed / step * 1e6}
+            row = {
+                "steps": step,
+                "rss_mib": rss / 1024,
+                "peak_rss_mib": hwm / 1024,
+                "elapsed_s": elapsed,
+                "us_per_step": elapsed / step * 1e6,
+            }
             if trace:
                 cur, peak = tracemalloc.get_traced_memory()
                 row.update(traced_kib=cur / 1024, traced_peak_kib=peak / 1024)
@@ -537,13 +757,24 @@ def run_child(args: list[str], tmp: Path, timeout: float) -> dict:
     out = tmp / "result.json"
     # HOME and XDG folders point into tmp too, so that no peer leaves caches or logs behind.
     home = tmp / HOME_DIR
-    env = {**os.environ, **QUIET_ENV, "WANDB_DIR": str(tmp), "HOME": str(home),
-           "XDG_CACHE_HOME": str(home / ".cache"), "XDG_CONFIG_HOME": str(home / ".config"),
-           "XDG_DATA_HOME": str(home / ".local")}
+    env = {
+        **os.environ,
+        **QUIET_ENV,
+        "WANDB_DIR": str(tmp),
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local"),
+    }
     try:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), *args, "--out", str(out),
-                               "--tmp", str(tmp)], cwd=tmp, env=env, timeout=timeout,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), *args, "--out", str(out), "--tmp", str(tmp)],
+            cwd=tmp,
+            env=env,
+            timeout=timeout,
+            capture_output=True,
+            text=True,
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     if out.exists():
@@ -571,8 +802,9 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return (f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}")
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    )
 
 
 def fmt_us(v: float | None) -> str:
@@ -588,28 +820,38 @@ def build_rows(results: dict[str, dict]) -> list[dict]:
         if case.key not in results:
             continue
         r = results[case.key]
-        row = {"workload": case.workload, "logger": case.logger, "api": case.api,
-               "reaches_os": case.reaches_os}
+        row = {"workload": case.workload, "logger": case.logger, "api": case.api, "reaches_os": case.reaches_os}
         if "skipped" in r or "error" in r:
             row["note"] = r.get("skipped") or f"failed: {r['error']}"
             rows.append(row)
             continue
         b = base[case.workload]
-        row.update(calls=r["calls"], mean=r["mean_us"], p50=r["p50_us"], p99=r["p99_us"],
-                   ratio=(r["mean_us"] / b) if b else None, close_s=r.get("close_s"))
+        row.update(
+            calls=r["calls"],
+            mean=r["mean_us"],
+            p50=r["p50_us"],
+            p99=r["p99_us"],
+            ratio=(r["mean_us"] / b) if b else None,
+            close_s=r.get("close_s"),
+        )
         notes = []
         if r.get("calls_unit"):
             notes.append(r["calls_unit"])
         if case.workload == "record":
             n = r["calls"]
-            notes.append(f"stored {r['stored']}/{n} records ({r['store_bytes'] / n / 1024:.1f} KiB each "
-                         f"on disk, record JSON {r['record_json_bytes'] / 1024:.1f} KiB); "
-                         f"{r['on_disk_before_close']}/{n} on disk before close")
+            notes.append(
+                f"stored {r['stored']}/{n} records ({r['store_bytes'] / n / 1024:.1f} KiB each "
+                f"on disk, record JSON {r['record_json_bytes'] / 1024:.1f} KiB); "
+                f"{r['on_disk_before_close']}/{n} on disk before close"
+            )
         info = r.get("info", {})
         if "tracking_uri" in info:
             uri = info["tracking_uri"]
-            notes.append("MLflow's default store, sqlite:///mlflow.db" if uri.startswith("sqlite")
-                         else f"store {uri.split(':', 1)[0]}:<tmp>/mlruns")
+            notes.append(
+                "MLflow's default store, sqlite:///mlflow.db"
+                if uri.startswith("sqlite")
+                else f"store {uri.split(':', 1)[0]}:<tmp>/mlruns"
+            )
         row["note"] = "; ".join(notes)
         row["stored_all"] = case.workload != "record" or r.get("stored") == r["calls"]
         rows.append(row)
@@ -626,13 +868,25 @@ def merge_memory(plain: dict, traced: dict) -> dict:
     return {"rows": rows, "file_mib": plain["file_mib"]}
 
 
-MEMORY_COLUMNS = ("Steps", "RSS MiB", "Peak RSS MiB", "Mean µs/step so far", "tracemalloc current KiB",
-                  "tracemalloc peak KiB")
+MEMORY_COLUMNS = (
+    "Steps",
+    "RSS MiB",
+    "Peak RSS MiB",
+    "Mean µs/step so far",
+    "tracemalloc current KiB",
+    "tracemalloc peak KiB",
+)
 
 
 def memory_cells(r: dict) -> list[str]:
-    return [f"{r['steps']:,}", f"{r['rss_mib']:.1f}", f"{r['peak_rss_mib']:.1f}", f"{r['us_per_step']:.2f}",
-            f"{r['traced_kib']:.1f}", f"{r['traced_peak_kib']:.1f}"]
+    return [
+        f"{r['steps']:,}",
+        f"{r['rss_mib']:.1f}",
+        f"{r['peak_rss_mib']:.1f}",
+        f"{r['us_per_step']:.2f}",
+        f"{r['traced_kib']:.1f}",
+        f"{r['traced_peak_kib']:.1f}",
+    ]
 
 
 def print_tables(rows: list[dict], memory: dict | None, markdown: bool) -> None:
@@ -641,22 +895,41 @@ def print_tables(rows: list[dict], memory: dict | None, markdown: bool) -> None:
     from rich.table import Table
 
     console = Console(width=200)
-    titles = {"step": "One training step: 3 scalars (microseconds per step)",
-              "record": "One 16-sample microbatch record (microseconds per record)"}
+    titles = {
+        "step": "One training step: 3 scalars (microseconds per step)",
+        "record": "One 16-sample microbatch record (microseconds per record)",
+    }
     for workload, title in titles.items():
         t = Table(title=title, title_justify="left")
-        for col, just in (("Logger", "left"), ("API", "left"), ("Calls", "right"), ("Mean", "right"),
-                          ("p50", "right"), ("p99", "right"), ("x labledger", "right"),
-                          ("Close s", "right"), ("Reaches the OS before return", "left"),
-                          ("Notes", "left")):
+        for col, just in (
+            ("Logger", "left"),
+            ("API", "left"),
+            ("Calls", "right"),
+            ("Mean", "right"),
+            ("p50", "right"),
+            ("p99", "right"),
+            ("x labledger", "right"),
+            ("Close s", "right"),
+            ("Reaches the OS before return", "left"),
+            ("Notes", "left"),
+        ):
             t.add_column(col, justify=just, overflow="fold")
         for r in (r for r in rows if r["workload"] == workload):
             if "mean" not in r:
                 cells = [r["logger"], r["api"], "-", "-", "-", "-", "-", "-", r["reaches_os"], r["note"]]
             else:
-                cells = [r["logger"], r["api"], f"{r['calls']:,}", fmt_us(r["mean"]), fmt_us(r["p50"]),
-                         fmt_us(r["p99"]), f"{r['ratio']:.1f}x" if r["ratio"] else "-",
-                         f"{r['close_s']:.2f}", r["reaches_os"], r["note"]]
+                cells = [
+                    r["logger"],
+                    r["api"],
+                    f"{r['calls']:,}",
+                    fmt_us(r["mean"]),
+                    fmt_us(r["p50"]),
+                    fmt_us(r["p99"]),
+                    f"{r['ratio']:.1f}x" if r["ratio"] else "-",
+                    f"{r['close_s']:.2f}",
+                    r["reaches_os"],
+                    r["note"],
+                ]
             t.add_row(*map(escape, cells))
         console.print(t)
     if memory:
@@ -672,27 +945,39 @@ def print_tables(rows: list[dict], memory: dict | None, markdown: bool) -> None:
 
 def markdown_tables(rows: list[dict], memory: dict | None) -> str:
     out = []
-    titles = {"step": "One training step, 3 scalars (µs per step)",
-              "record": "One 16-sample microbatch record (µs per record)"}
+    titles = {
+        "step": "One training step, 3 scalars (µs per step)",
+        "record": "One 16-sample microbatch record (µs per record)",
+    }
     for workload, title in titles.items():
-        out += [f"**{title}**", "",
-                "| Logger | API | Calls | Mean | p50 | p99 | × labledger | Close s "
-                "| Reaches the OS before return | Notes |",
-                "|---|---|--:|--:|--:|--:|--:|--:|---|---|"]
+        out += [
+            f"**{title}**",
+            "",
+            "| Logger | API | Calls | Mean | p50 | p99 | × labledger | Close s "
+            "| Reaches the OS before return | Notes |",
+            "|---|---|--:|--:|--:|--:|--:|--:|---|---|",
+        ]
         for r in (r for r in rows if r["workload"] == workload):
             if "mean" not in r:
-                out.append(f"| {r['logger']} | `{r['api']}` | - | - | - | - | - | - "
-                           f"| {r['reaches_os']} | {r['note']} |")
+                out.append(
+                    f"| {r['logger']} | `{r['api']}` | - | - | - | - | - | - | {r['reaches_os']} | {r['note']} |"
+                )
                 continue
-            out.append(f"| {r['logger']} | `{r['api']}` | {r['calls']:,} | {fmt_us(r['mean'])} | "
-                       f"{fmt_us(r['p50'])} | {fmt_us(r['p99'])} | "
-                       f"{(str(round(r['ratio'], 1)) + 'x') if r['ratio'] else '-'} | "
-                       f"{r['close_s']:.2f} | {r['reaches_os']} | {r['note']} |")
+            out.append(
+                f"| {r['logger']} | `{r['api']}` | {r['calls']:,} | {fmt_us(r['mean'])} | "
+                f"{fmt_us(r['p50'])} | {fmt_us(r['p99'])} | "
+                f"{(str(round(r['ratio'], 1)) + 'x') if r['ratio'] else '-'} | "
+                f"{r['close_s']:.2f} | {r['reaches_os']} | {r['note']} |"
+            )
         out.append("")
     if memory:
-        out += ["**labledger `Run.log` memory over a long run** (3 scalars per step; RSS and time from "
-                "an untraced run, tracemalloc from a second, traced run)", "",
-                "| " + " | ".join(MEMORY_COLUMNS) + " |", "|" + "--:|" * len(MEMORY_COLUMNS)]
+        out += [
+            "**labledger `Run.log` memory over a long run** (3 scalars per step; RSS and time from "
+            "an untraced run, tracemalloc from a second, traced run)",
+            "",
+            "| " + " | ".join(MEMORY_COLUMNS) + " |",
+            "|" + "--:|" * len(MEMORY_COLUMNS),
+        ]
         for r in memory["rows"]:
             out.append("| " + " | ".join(memory_cells(r)) + " |")
         out.append(f"\nmetrics.jsonl at the end: {memory['file_mib']:.1f} MiB.")
@@ -701,41 +986,49 @@ def markdown_tables(rows: list[dict], memory: dict | None) -> str:
 
 def goals(rows: list[dict]) -> list[str]:
     """The issue's goals, checked against this run's numbers."""
+
     def get(workload, logger):
-        return next((r for r in rows if r["workload"] == workload and r["logger"] == logger
-                     and "mean" in r), None)
+        return next((r for r in rows if r["workload"] == workload and r["logger"] == logger and "mean" in r), None)
 
     lines = []
     step, rec = get("step", "labledger"), get("record", "labledger")
     peers = [r for r in rows if "mean" in r and r["logger"] not in ("labledger", "orjson append (baseline)")]
     if step:
-        lines.append(f"{'PASS' if step['mean'] <= 5 else 'FAIL'}: Run.log {step['mean']:.2f} us per "
-                     f"3-scalar step (goal <= 5 us, one write(2) per call)")
+        lines.append(
+            f"{'PASS' if step['mean'] <= 5 else 'FAIL'}: Run.log {step['mean']:.2f} us per "
+            f"3-scalar step (goal <= 5 us, one write(2) per call)"
+        )
         sp = [r for r in peers if r["workload"] == "step"]
         if sp:
             fastest = min(sp, key=lambda r: r["mean"])
-            lines.append(f"{'PASS' if fastest['ratio'] >= 20 else 'FAIL'}: {fastest['ratio']:.0f}x faster "
-                         f"than the fastest peer, {fastest['logger']} ({fastest['mean']:.1f} us) (goal >= 20x; "
-                         f"by p50: {fastest['p50'] / step['p50']:.0f}x)")
+            lines.append(
+                f"{'PASS' if fastest['ratio'] >= 20 else 'FAIL'}: {fastest['ratio']:.0f}x faster "
+                f"than the fastest peer, {fastest['logger']} ({fastest['mean']:.1f} us) (goal >= 20x; "
+                f"by p50: {fastest['p50'] / step['p50']:.0f}x)"
+            )
     if rec:
-        lines.append(f"{'PASS' if rec['mean'] <= 150 else 'FAIL'}: Run.log_batch {rec['mean']:.1f} us per "
-                     f"16-sample record (goal <= 150 us)")
+        lines.append(
+            f"{'PASS' if rec['mean'] <= 150 else 'FAIL'}: Run.log_batch {rec['mean']:.1f} us per "
+            f"16-sample record (goal <= 150 us)"
+        )
         storing = [r for r in peers if r["workload"] == "record" and r.get("stored_all")]
         if storing:
             fastest = min(storing, key=lambda r: r["mean"])
             ok = fastest["mean"] > rec["mean"]
-            lines.append(f"{'PASS' if ok else 'FAIL'}: faster than every peer that stored every record; "
-                         f"the fastest, {fastest['logger']} `{fastest['api']}`, takes {fastest['mean']:.1f} us "
-                         f"({fastest['ratio']:.1f}x labledger)")
+            lines.append(
+                f"{'PASS' if ok else 'FAIL'}: faster than every peer that stored every record; "
+                f"the fastest, {fastest['logger']} `{fastest['api']}`, takes {fastest['mean']:.1f} us "
+                f"({fastest['ratio']:.1f}x labledger)"
+            )
     return lines
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="10x fewer calls, 100k memory steps")
-    ap.add_argument("--only", help="comma-separated case keys or logger prefixes: " +
-                    ", ".join(c.key for c in CASES))
+    ap.add_argument("--only", help="comma-separated case keys or logger prefixes: " + ", ".join(c.key for c in CASES))
     ap.add_argument("--no-memory", action="store_true", help="skip the long-run memory check")
     ap.add_argument("--memory-steps", type=int, default=None, help="steps of the memory run (1,000,000)")
     ap.add_argument("--markdown", action="store_true", help="also print the tables as Markdown")
@@ -770,7 +1063,7 @@ def main() -> None:
             t0 = time.perf_counter()
             results[case.key] = run_child(["--child", case.key, "--n", str(n)], tmp, case.timeout)
             r = results[case.key]
-            state = (r.get("skipped") or r.get("error") or f"mean {r['mean_us']:.2f} us")
+            state = r.get("skipped") or r.get("error") or f"mean {r['mean_us']:.2f} us"
             print(f"  {case.key:<18} {time.perf_counter() - t0:6.1f} s  {state}", file=sys.stderr)
             shutil.rmtree(tmp, ignore_errors=True)
         memory = None
@@ -796,16 +1089,21 @@ def main() -> None:
     print(f"\nlabledger logging benchmark, {time.strftime('%Y-%m-%d')}, {machine()}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()))
     harness = next((r["harness_ns"] for r in results.values() if "harness_ns" in r), 0)
-    print(f"harness overhead subtracted: ~{harness} ns per call; "
-          f"total bench time {time.perf_counter() - started:.0f} s; 1-min load average {load_before:.2f} "
-          f"before, {os.getloadavg()[0]:.2f} after (other processes share these cores)\n")
+    print(
+        f"harness overhead subtracted: ~{harness} ns per call; "
+        f"total bench time {time.perf_counter() - started:.0f} s; 1-min load average {load_before:.2f} "
+        f"before, {os.getloadavg()[0]:.2f} after (other processes share these cores)\n"
+    )
     print_tables(rows, memory, args.markdown)
     print()
     for line in goals(rows):
         print(line)
     if args.json:
-        args.json.write_text(json.dumps({"results": results, "memory": memory, "versions": vers,
-                                         "machine": machine(), "rows": rows}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"results": results, "memory": memory, "versions": vers, "machine": machine(), "rows": rows}, indent=2
+            )
+        )
 
 
 if __name__ == "__main__":

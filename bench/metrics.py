@@ -29,22 +29,22 @@ from pathlib import Path
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)  # bench/logging.py would shadow the standard library's logging
 
-import argparse  # noqa: E402
-import datetime as dt  # noqa: E402
-import gc  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import tracemalloc  # noqa: E402
+import argparse
+import datetime as dt
+import gc
+import os
+import platform
+import tempfile
+import time
+import tracemalloc
 
-import numpy as np  # noqa: E402
-import orjson  # noqa: E402
-import sklearn  # noqa: E402
-from sklearn.metrics import accuracy_score, f1_score, recall_score, roc_auc_score  # noqa: E402
+import numpy as np
+import orjson
+import sklearn
+from sklearn.metrics import accuracy_score, f1_score, recall_score, roc_auc_score
 
-from labledger.metrics import f1, prepare, roc_auc  # noqa: E402
-from labledger.metrics.resample import paired_bootstrap  # noqa: E402
+from labledger.metrics import f1, prepare, roc_auc
+from labledger.metrics.resample import paired_bootstrap
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 HEADING = "## Metrics (issue 3)"
@@ -103,13 +103,25 @@ def bench_point(n: int, repeat: int) -> list[list[str]]:
     def sk_auc():
         return [roc_auc_score(gold, score)] + [roc_auc_score(gold[m], score[m]) for m in masks]
 
-    for name, ours, theirs in (("F1 (binary), overall + 2 slices", ours_f1, sk_f1),
-                               ("ROC-AUC, overall + 2 slices", ours_auc, sk_auc)):
+    for name, ours, theirs in (
+        ("F1 (binary), overall + 2 slices", ours_f1, sk_f1),
+        ("ROC-AUC, overall + 2 slices", ours_auc, sk_auc),
+    ):
         t_o, m_o, v_o = measure(ours, repeat)
         t_s, m_s, v_s = measure(theirs, repeat)
         diff = max(abs(a - b) for a, b in zip(v_o, v_s))
-        rows.append([f"{name}, n={n:,}", secs(t_o), secs(t_s), f"{t_s / t_o:.1f}x", f"{diff:.1e}",
-                     f"{mb(m_o)} ({m_o / inputs:.1f}x inputs)", mb(m_s), mb(inputs)])
+        rows.append(
+            [
+                f"{name}, n={n:,}",
+                secs(t_o),
+                secs(t_s),
+                f"{t_s / t_o:.1f}x",
+                f"{diff:.1e}",
+                f"{mb(m_o)} ({m_o / inputs:.1f}x inputs)",
+                mb(m_s),
+                mb(inputs),
+            ]
+        )
     return rows
 
 
@@ -120,8 +132,10 @@ def bench_bootstrap(n: int, resamples: int, loop_iters: int) -> list[list[str]]:
     pb = np.where(rng.random(n) < 0.83, gold, 1 - gold).astype(np.int8)
     inputs = gold.nbytes + pa.nbytes + pb.nbytes
     rows = []
-    specs = {"accuracy": ({}, lambda g, p, w=None: accuracy_score(g, p, sample_weight=w)),
-             "F1 (binary)": ({"pos_label": 1}, lambda g, p, w=None: f1_score(g, p, sample_weight=w))}
+    specs = {
+        "accuracy": ({}, lambda g, p, w=None: accuracy_score(g, p, sample_weight=w)),
+        "F1 (binary)": ({"pos_label": 1}, lambda g, p, w=None: f1_score(g, p, sample_weight=w)),
+    }
     for label, (params, sk) in specs.items():
         name = "accuracy" if label == "accuracy" else "f1"
         prep_a = prepare(name, gold=gold, pred=pa, **params)
@@ -141,11 +155,19 @@ def bench_bootstrap(n: int, resamples: int, loop_iters: int) -> list[list[str]]:
         w = np.stack([np.bincount(idx, minlength=n) for idx in draws]).astype(float)
         ours_same = prep_a.weighted(w) - prep_b.weighted(w)
         diff = float(np.max(np.abs(ours_same - np.array(loop_vals))))
-        rows.append([f"paired bootstrap, {resamples:,} resamples, n={n:,}: {label} A - B "
-                     f"(CI [{res.low:.4f}, {res.high:.4f}], p={res.p_value:.3g})",
-                     secs(t_o), f"{secs(per_iter * resamples)} (extrapolated from {loop_iters} loop iterations)",
-                     f"{per_iter * resamples / t_o:.0f}x", f"{diff:.1e} (same {loop_iters} draws)",
-                     f"{mb(m_o)} ({m_o / inputs:.1f}x inputs)", "-", mb(inputs)])
+        rows.append(
+            [
+                f"paired bootstrap, {resamples:,} resamples, n={n:,}: {label} A - B "
+                f"(CI [{res.low:.4f}, {res.high:.4f}], p={res.p_value:.3g})",
+                secs(t_o),
+                f"{secs(per_iter * resamples)} (extrapolated from {loop_iters} loop iterations)",
+                f"{per_iter * resamples / t_o:.0f}x",
+                f"{diff:.1e} (same {loop_iters} draws)",
+                f"{mb(m_o)} ({m_o / inputs:.1f}x inputs)",
+                "-",
+                mb(inputs),
+            ]
+        )
     return rows
 
 
@@ -160,8 +182,9 @@ def bench_sweep(n: int) -> list[list[str]]:
     inputs = gold.nbytes + score.nbytes + sl.nbytes
 
     def ours():
-        return threshold_sweep(gold=gold, score=score, positive=1, negative=0, thresholds="0.05:0.95:0.025",
-                               slices=slices, gates=gates)
+        return threshold_sweep(
+            gold=gold, score=score, positive=1, negative=0, thresholds="0.05:0.95:0.025", slices=slices, gates=gates
+        )
 
     t_o, m_o, report = measure(ours)
     thr = np.asarray(report.thresholds)
@@ -189,14 +212,23 @@ def bench_sweep(n: int) -> list[list[str]]:
     diffs += [abs(c["recall[length=long]"] - a) for c, a in zip(cols, ref["long"])]
     diffs += [abs(c["recall[length=short]"] - a) for c, a in zip(cols, ref["short"])]
     diffs += [abs(cols[0]["roc_auc"] - ref["auc"])]
-    return [[f"37-threshold sweep (accuracy, F1, ROC-AUC, 2 class recalls, 2 slice recalls), n={n:,}",
-             secs(t_o), secs(t_s), f"{t_s / t_o:.1f}x", f"{max(diffs):.1e}",
-             f"{mb(m_o)} ({m_o / inputs:.1f}x inputs)", mb(m_s), mb(inputs)]]
+    return [
+        [
+            f"37-threshold sweep (accuracy, F1, ROC-AUC, 2 class recalls, 2 slice recalls), n={n:,}",
+            secs(t_o),
+            secs(t_s),
+            f"{t_s / t_o:.1f}x",
+            f"{max(diffs):.1e}",
+            f"{mb(m_o)} ({m_o / inputs:.1f}x inputs)",
+            mb(m_s),
+            mb(inputs),
+        ]
+    ]
 
 
 def bench_files(n: int) -> list[list[str]]:
-    from labledger.evaluate import evaluate
-    from labledger.results import read_results
+    from labledger.analysis.evaluation import evaluate
+    from labledger.inputs.results import read_results
 
     gold, score, sl = make_binary(n, seed=4)
     with tempfile.TemporaryDirectory() as tmp:
@@ -204,33 +236,83 @@ def bench_files(n: int) -> list[list[str]]:
         with open(path, "wb") as f:
             for i in range(n):
                 p = round(float(score[i]), 6)
-                f.write(orjson.dumps({"id": f"x{i}", "task": "t", "gold": "pos" if gold[i] else "neg",
-                                      "probs": {"pos": p, "neg": round(1 - p, 6)},
-                                      "slices": {"length": "long" if sl[i] else "short"}}) + b"\n")
+                f.write(
+                    orjson.dumps(
+                        {
+                            "id": f"x{i}",
+                            "task": "t",
+                            "gold": "pos" if gold[i] else "neg",
+                            "probs": {"pos": p, "neg": round(1 - p, 6)},
+                            "slices": {"length": "long" if sl[i] else "short"},
+                        }
+                    )
+                    + b"\n"
+                )
         size = path.stat().st_size
         read_results(path)  # warm the page cache
         t_arrow, m_arrow, fast = measure(lambda: read_results(path))
         t_rows, _, slow = measure(lambda: read_results(path, engine="rows"))
         a, b = fast["t"], slow["t"]
-        same = (a.labels == b.labels and np.array_equal(a.gold_index, b.gold_index)
-                and np.array_equal(a.ids, b.ids) and a.slices["length"].tolist() == b.slices["length"].tolist())
+        same = (
+            a.labels == b.labels
+            and np.array_equal(a.gold_index, b.gold_index)
+            and np.array_equal(a.ids, b.ids)
+            and a.slices["length"].tolist() == b.slices["length"].tolist()
+        )
         diff = float(np.max(np.abs(a.probs - b.probs))) if same else float("nan")
-        rows = [[f"read {n:,}-row results.jsonl ({size / 2**20:,.0f} MB; Arrow path vs row by row)",
-                 secs(t_arrow), f"{secs(t_rows)} (orjson row by row)", f"{t_rows / t_arrow:.1f}x",
-                 f"{diff:.1e} (probs; labels, ids, slices equal)" if same else "DIFFERENT",
-                 mb(m_arrow), "-", f"{size / 2**20:,.0f} MB file"]]
+        rows = [
+            [
+                f"read {n:,}-row results.jsonl ({size / 2**20:,.0f} MB; Arrow path vs row by row)",
+                secs(t_arrow),
+                f"{secs(t_rows)} (orjson row by row)",
+                f"{t_rows / t_arrow:.1f}x",
+                f"{diff:.1e} (probs; labels, ids, slices equal)" if same else "DIFFERENT",
+                mb(m_arrow),
+                "-",
+                f"{size / 2**20:,.0f} MB file",
+            ]
+        ]
         spec = ["accuracy", "f1", "precision", "recall"]
         t_ev, m_ev, _ = measure(lambda: evaluate(path, metrics=spec, by="length", resamples=1000))
-        rows.append([f"evaluate {n:,} rows: accuracy, F1, precision, recall, each with 1,000-resample CIs, "
-                     f"overall + by a 2-value slice (incl. reading)", secs(t_ev), "-", "-", "-", mb(m_ev), "-", "-"])
+        rows.append(
+            [
+                f"evaluate {n:,} rows: accuracy, F1, precision, recall, each with 1,000-resample CIs, "
+                f"overall + by a 2-value slice (incl. reading)",
+                secs(t_ev),
+                "-",
+                "-",
+                "-",
+                mb(m_ev),
+                "-",
+                "-",
+            ]
+        )
         t_auc, m_auc, _ = measure(lambda: evaluate(path, metrics=["roc_auc"], resamples=1000))
-        rows.append([f"evaluate {n:,} rows: ROC-AUC with a 1,000-resample CI (resample-weight matrix, "
-                     f"incl. reading)", secs(t_auc), "-", "-", "-", mb(m_auc), "-", "-"])
+        rows.append(
+            [
+                f"evaluate {n:,} rows: ROC-AUC with a 1,000-resample CI (resample-weight matrix, incl. reading)",
+                secs(t_auc),
+                "-",
+                "-",
+                "-",
+                mb(m_auc),
+                "-",
+                "-",
+            ]
+        )
     return rows
 
 
-HEAD = ["what", "labledger", "scikit-learn (or baseline)", "speed-up", "max abs diff", "labledger peak memory",
-        "scikit-learn peak", "inputs"]
+HEAD = [
+    "what",
+    "labledger",
+    "scikit-learn (or baseline)",
+    "speed-up",
+    "max abs diff",
+    "labledger peak memory",
+    "scikit-learn peak",
+    "inputs",
+]
 
 
 def markdown(rows: list[list[str]]) -> str:
@@ -264,22 +346,26 @@ def main() -> None:
         rows += bench_files(args.file_n)
         print("done: files", file=sys.stderr)
 
-    env = (f"{dt.date.today().isoformat()}, {platform.machine()} with {os.cpu_count()} CPUs, Python "
-           f"{platform.python_version()}, numpy {np.__version__}, scikit-learn {sklearn.__version__}")
+    env = (
+        f"{dt.date.today().isoformat()}, {platform.machine()} with {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, numpy {np.__version__}, scikit-learn {sklearn.__version__}"
+    )
     table = markdown(rows)
     print(table)
     print(f"\n{env}")
     if args.write:
-        section = (f"{HEADING}\n\n`python bench/metrics.py` ({env}). Times are the best of "
-                   f"{args.repeat} runs for the point metrics, one run otherwise; memory is tracemalloc's peak "
-                   "during the call. The scikit-learn bootstrap loop ran fewer iterations and is "
-                   "extrapolated to the same number of resamples, as the row says; its max abs diff compares "
-                   "both on the loop's own draws.\n\n" + table + "\n")
+        section = (
+            f"{HEADING}\n\n`python bench/metrics.py` ({env}). Times are the best of "
+            f"{args.repeat} runs for the point metrics, one run otherwise; memory is tracemalloc's peak "
+            "during the call. The scikit-learn bootstrap loop ran fewer iterations and is "
+            "extrapolated to the same number of resamples, as the row says; its max abs diff compares "
+            "both on the loop's own draws.\n\n" + table + "\n"
+        )
         text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
         if HEADING in text:
             head, rest = text.split(HEADING, 1)
             nxt = rest.find("\n## ")
-            tail = rest[nxt + 1:] if nxt >= 0 else ""
+            tail = rest[nxt + 1 :] if nxt >= 0 else ""
             text = head + section + ("\n" + tail if tail else "")
         else:
             text = text.rstrip("\n") + "\n\n" + section

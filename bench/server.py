@@ -25,6 +25,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE]
 
 import argparse
+import contextlib
 import json
 import platform
 import re
@@ -80,8 +81,13 @@ def seed_labledger(ledger: Path, n: int, steps: int) -> None:
 
     book = labledger.open_ledger(ledger, create=True)
     for i in range(n):
-        with labledger.start_run(f"run-{i:04d}", group=f"g{i % 10}", tags=("bench", f"t{i % 3}"),
-                                 config={"lr": 1e-3 * (1 + i % 5), "hidden": 64 * (1 + i % 4)}, ledger=book) as run:
+        with labledger.start_run(
+            f"run-{i:04d}",
+            group=f"g{i % 10}",
+            tags=("bench", f"t{i % 3}"),
+            config={"lr": 1e-3 * (1 + i % 5), "hidden": 64 * (1 + i % 4)},
+            ledger=book,
+        ) as run:
             for step in range(1, steps + 1):
                 run.log(step, loss=1.0 / step, lr=1e-3)
     book.close()
@@ -91,20 +97,38 @@ def seed_mlflow(url: str, n: int, steps: int) -> None:
     with httpx.Client(base_url=url, timeout=60) as c:
         for i in range(n):
             now = int(time.time() * 1000)
-            r = c.post("/api/2.0/mlflow/runs/create", json={
-                "experiment_id": "0", "run_name": f"run-{i:04d}", "start_time": now,
-                "tags": [{"key": "group", "value": f"g{i % 10}"}, {"key": "bench", "value": "1"}]})
+            r = c.post(
+                "/api/2.0/mlflow/runs/create",
+                json={
+                    "experiment_id": "0",
+                    "run_name": f"run-{i:04d}",
+                    "start_time": now,
+                    "tags": [{"key": "group", "value": f"g{i % 10}"}, {"key": "bench", "value": "1"}],
+                },
+            )
             r.raise_for_status()
             run_id = r.json()["run"]["info"]["run_id"]
-            metrics = [{"key": k, "value": v, "timestamp": now, "step": s}
-                       for s in range(1, steps + 1) for k, v in (("loss", 1.0 / s), ("lr", 1e-3))]
-            params = [{"key": "lr", "value": str(1e-3 * (1 + i % 5))}, {"key": "hidden", "value": str(64 * (1 + i % 4))}]
+            metrics = [
+                {"key": k, "value": v, "timestamp": now, "step": s}
+                for s in range(1, steps + 1)
+                for k, v in (("loss", 1.0 / s), ("lr", 1e-3))
+            ]
+            params = [
+                {"key": "lr", "value": str(1e-3 * (1 + i % 5))},
+                {"key": "hidden", "value": str(64 * (1 + i % 4))},
+            ]
             for start in range(0, len(metrics), 1000):
-                c.post("/api/2.0/mlflow/runs/log-batch", json={
-                    "run_id": run_id, "metrics": metrics[start:start + 1000],
-                    "params": params if start == 0 else []}).raise_for_status()
-            c.post("/api/2.0/mlflow/runs/update", json={"run_id": run_id, "status": "FINISHED",
-                                                          "end_time": now + 1}).raise_for_status()
+                c.post(
+                    "/api/2.0/mlflow/runs/log-batch",
+                    json={
+                        "run_id": run_id,
+                        "metrics": metrics[start : start + 1000],
+                        "params": params if start == 0 else [],
+                    },
+                ).raise_for_status()
+            c.post(
+                "/api/2.0/mlflow/runs/update", json={"run_id": run_id, "status": "FINISHED", "end_time": now + 1}
+            ).raise_for_status()
 
 
 # -- measuring -----------------------------------------------------------------------------------
@@ -144,11 +168,17 @@ def measure(base: str, request, *, clients: int, total: int, max_seconds: float)
     wall = time.perf_counter() - t0
     latencies.sort()
     n = len(latencies)
-    return {"clients": clients, "requests": n, "errors": len(errors), "first_error": errors[0] if errors else None,
-            "wall_s": wall, "rps": n / wall if wall else 0.0,
-            "p50_ms": 1000 * latencies[n // 2] if n else None,
-            "p99_ms": 1000 * latencies[min(n - 1, int(n * 0.99))] if n else None,
-            "mean_ms": 1000 * statistics.fmean(latencies) if n else None}
+    return {
+        "clients": clients,
+        "requests": n,
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
+        "wall_s": wall,
+        "rps": n / wall if wall else 0.0,
+        "p50_ms": 1000 * latencies[n // 2] if n else None,
+        "p99_ms": 1000 * latencies[min(n - 1, int(n * 0.99))] if n else None,
+        "mean_ms": 1000 * statistics.fmean(latencies) if n else None,
+    }
 
 
 def labledger_list(expected: int):
@@ -157,6 +187,7 @@ def labledger_list(expected: int):
         r.raise_for_status()
         if r.json()["total"] != expected:
             raise RuntimeError(f"listed {r.json()['total']} runs, expected {expected}")
+
     return request
 
 
@@ -167,23 +198,32 @@ def mlflow_list(expected: int):
         got = len(r.json().get("runs", []))
         if got != expected:
             raise RuntimeError(f"listed {got} runs, expected {expected}")
+
     return request
 
 
 def labledger_upload(payload: bytes, tag: str):
     def request(c: httpx.Client, i: int) -> None:
-        r = c.post(f"/upload?filename=bench-{tag}-{i}.bin", content=payload,
-                   headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/octet-stream"})
+        r = c.post(
+            f"/upload?filename=bench-{tag}-{i}.bin",
+            content=payload,
+            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/octet-stream"},
+        )
         if i >= 0:
             r.raise_for_status()
+
     return request
 
 
 def mlflow_upload(payload: bytes, tag: str):
     def request(c: httpx.Client, i: int) -> None:
-        r = c.put(f"/api/2.0/mlflow-artifacts/artifacts/bench/{tag}-{i}.bin", content=payload,
-                  headers={"Content-Type": "application/octet-stream"})
+        r = c.put(
+            f"/api/2.0/mlflow-artifacts/artifacts/bench/{tag}-{i}.bin",
+            content=payload,
+            headers={"Content-Type": "application/octet-stream"},
+        )
         r.raise_for_status()
+
     return request
 
 
@@ -201,8 +241,9 @@ def main() -> None:
     ap.add_argument("--mlflow-workers", default="1,4", help="mlflow server --workers values to measure")
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
-    ap.add_argument("--write-results", action="store_true",
-                    help="replace the '## Server (issue 7)' section of bench/RESULTS.md")
+    ap.add_argument(
+        "--write-results", action="store_true", help="replace the '## Server (issue 7)' section of bench/RESULTS.md"
+    )
     ap.add_argument("--json", default=None, help="also save the raw numbers here")
     args = ap.parse_args()
     clients = [int(x) for x in args.clients.split(",")]
@@ -218,26 +259,60 @@ def main() -> None:
         seed_labledger(tmp / "ledger", args.runs, args.steps)
         print(f"seeded labledger with {args.runs} runs in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "labledger", "serve", "--ledger", str(tmp / "ledger"),
-                                 "--port", str(port), "--uploads", str(tmp / "uploads"), "--max-upload", "8MB",
-                                 "--log-level", "warning"], env={**os.environ, "LABLEDGER_TOKEN": TOKEN},
-                                stdout=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "labledger",
+                "serve",
+                "--ledger",
+                str(tmp / "ledger"),
+                "--port",
+                str(port),
+                "--uploads",
+                str(tmp / "uploads"),
+                "--max-upload",
+                "8MB",
+                "--log-level",
+                "warning",
+            ],
+            env={**os.environ, "LABLEDGER_TOKEN": TOKEN},
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         procs.append(proc)
         base = f"http://127.0.0.1:{port}"
         wait_up(base + "/api", proc)
-        from labledger import __version__
         import starlette
         import uvicorn
 
+        from labledger import __version__
+
         versions.update(labledger=__version__, starlette=starlette.__version__, uvicorn=uvicorn.__version__)
         for c in clients:
-            rows.append({"server": "labledger serve", "what": f"list {args.runs} runs (GET /api/runs)",
-                         **measure(base, labledger_list(args.runs), clients=c, total=args.requests,
-                                   max_seconds=args.max_seconds)})
+            rows.append(
+                {
+                    "server": "labledger serve",
+                    "what": f"list {args.runs} runs (GET /api/runs)",
+                    **measure(
+                        base, labledger_list(args.runs), clients=c, total=args.requests, max_seconds=args.max_seconds
+                    ),
+                }
+            )
         for c in upload_clients:
-            rows.append({"server": "labledger serve", "what": "upload 1 MiB (POST /upload)",
-                         **measure(base, labledger_upload(payload, f"c{c}"), clients=c, total=args.uploads,
-                                   max_seconds=args.max_seconds)})
+            rows.append(
+                {
+                    "server": "labledger serve",
+                    "what": "upload 1 MiB (POST /upload)",
+                    **measure(
+                        base,
+                        labledger_upload(payload, f"c{c}"),
+                        clients=c,
+                        total=args.uploads,
+                        max_seconds=args.max_seconds,
+                    ),
+                }
+            )
         stop(proc)
 
         # mlflow
@@ -247,56 +322,99 @@ def main() -> None:
         elif not os.path.exists(mlflow):
             rows.append({"server": "mlflow server", "what": f"skipped: {args.mlflow} not found"})
         else:
-            versions["mlflow"] = subprocess.run([mlflow, "--version"], capture_output=True, text=True,
-                                                timeout=120).stdout.strip().split()[-1]
+            versions["mlflow"] = (
+                subprocess.run([mlflow, "--version"], capture_output=True, text=True, timeout=120)
+                .stdout.strip()
+                .split()[-1]
+            )
             for workers in [int(w) for w in args.mlflow_workers.split(",")]:
                 home = tmp / f"mlflow-{workers}"
                 home.mkdir()
                 port = free_port()
-                proc = subprocess.Popen([mlflow, "server", "--backend-store-uri", f"sqlite:///{home}/mlflow.db",
-                                         "--artifacts-destination", str(home / "artifacts"), "--host", "127.0.0.1",
-                                         "--port", str(port), "--workers", str(workers)], cwd=home,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
+                proc = subprocess.Popen(
+                    [
+                        mlflow,
+                        "server",
+                        "--backend-store-uri",
+                        f"sqlite:///{home}/mlflow.db",
+                        "--artifacts-destination",
+                        str(home / "artifacts"),
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(port),
+                        "--workers",
+                        str(workers),
+                    ],
+                    cwd=home,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
                 procs.append(proc)
                 base = f"http://127.0.0.1:{port}"
                 wait_up(base + "/health", proc)
                 t0 = time.perf_counter()
                 seed_mlflow(base, args.runs, args.steps)
-                print(f"seeded mlflow ({workers} workers) with {args.runs} runs in "
-                      f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+                print(
+                    f"seeded mlflow ({workers} workers) with {args.runs} runs in {time.perf_counter() - t0:.1f} s",
+                    file=sys.stderr,
+                )
                 name = f"mlflow server --workers {workers}"
                 for c in clients:
-                    rows.append({"server": name, "what": f"list {args.runs} runs (POST runs/search)",
-                                 **measure(base, mlflow_list(args.runs), clients=c, total=args.requests,
-                                           max_seconds=args.max_seconds)})
+                    rows.append(
+                        {
+                            "server": name,
+                            "what": f"list {args.runs} runs (POST runs/search)",
+                            **measure(
+                                base,
+                                mlflow_list(args.runs),
+                                clients=c,
+                                total=args.requests,
+                                max_seconds=args.max_seconds,
+                            ),
+                        }
+                    )
                 for c in upload_clients:
-                    rows.append({"server": name, "what": "upload 1 MiB (PUT mlflow-artifacts)",
-                                 **measure(base, mlflow_upload(payload, f"c{c}"), clients=c, total=args.uploads,
-                                           max_seconds=args.max_seconds)})
+                    rows.append(
+                        {
+                            "server": name,
+                            "what": "upload 1 MiB (PUT mlflow-artifacts)",
+                            **measure(
+                                base,
+                                mlflow_upload(payload, f"c{c}"),
+                                clients=c,
+                                total=args.uploads,
+                                max_seconds=args.max_seconds,
+                            ),
+                        }
+                    )
                 stop(proc)
     finally:
         for proc in procs:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 stop(proc)
-            except ProcessLookupError:
-                pass
         shutil.rmtree(tmp, ignore_errors=True)
 
-    fs_type = subprocess.run(["stat", "-f", "-c", "%T", tempfile.gettempdir()], capture_output=True,
-                             text=True).stdout.strip() or "unknown"
+    fs_type = (
+        subprocess.run(["stat", "-f", "-c", "%T", tempfile.gettempdir()], capture_output=True, text=True).stdout.strip()
+        or "unknown"
+    )
     table = render(rows)
     print(table)
-    meta = (f"`python bench/server.py` ({time.strftime('%Y-%m-%d')}; {os.cpu_count()} CPUs shared by clients and "
-            f"server; Python {versions['python']}, labledger {versions.get('labledger')}, Starlette "
-            f"{versions.get('starlette')}, uvicorn {versions.get('uvicorn')}"
-            + (f", MLflow {versions['mlflow']} from the bench venv" if "mlflow" in versions else "") + "). "
-            f"Both servers seeded with the same {args.runs} runs ({args.steps} steps of 2 scalars, 2 params/config "
-            f"values, tags); loopback, keep-alive clients in threads on the same machine; {args.requests} list "
-            f"requests and {args.uploads} uploads per row, each row bounded to {args.max_seconds:.0f} s. "
-            f"`labledger serve` is one uvicorn process; MLflow is measured with 1 worker and with its default 4. "
-            f"A labledger upload streams to a hidden temporary file while hashing, fsyncs it, links it into place, "
-            f"writes its sidecar and fsyncs the folder before answering (file system here: {fs_type})." )
+    meta = (
+        f"`python bench/server.py` ({time.strftime('%Y-%m-%d')}; {os.cpu_count()} CPUs shared by clients and "
+        f"server; Python {versions['python']}, labledger {versions.get('labledger')}, Starlette "
+        f"{versions.get('starlette')}, uvicorn {versions.get('uvicorn')}"
+        + (f", MLflow {versions['mlflow']} from the bench venv" if "mlflow" in versions else "")
+        + "). "
+        f"Both servers seeded with the same {args.runs} runs ({args.steps} steps of 2 scalars, 2 params/config "
+        f"values, tags); loopback, keep-alive clients in threads on the same machine; {args.requests} list "
+        f"requests and {args.uploads} uploads per row, each row bounded to {args.max_seconds:.0f} s. "
+        f"`labledger serve` is one uvicorn process; MLflow is measured with 1 worker and with its default 4. "
+        f"A labledger upload streams to a hidden temporary file while hashing, fsyncs it, links it into place, "
+        f"writes its sidecar and fsyncs the folder before answering (file system here: {fs_type})."
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, "versions": versions, "rows": rows}, indent=2))
     if args.write_results:
@@ -304,15 +422,19 @@ def main() -> None:
 
 
 def render(rows: list[dict]) -> str:
-    lines = ["| server | request | clients | requests | errors | req/s | p50 | p99 |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| server | request | clients | requests | errors | req/s | p50 | p99 |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         if "rps" not in r:
             lines.append(f"| {r['server']} | {r['what']} | | | | | | |")
             continue
         ms = lambda v: "—" if v is None else f"{v:.1f} ms"  # noqa: E731
-        lines.append(f"| {r['server']} | {r['what']} | {r['clients']} | {r['requests']} | {r['errors']} | "
-                     f"{r['rps']:.1f} | {ms(r['p50_ms'])} | {ms(r['p99_ms'])} |")
+        lines.append(
+            f"| {r['server']} | {r['what']} | {r['clients']} | {r['requests']} | {r['errors']} | "
+            f"{r['rps']:.1f} | {ms(r['p50_ms'])} | {ms(r['p99_ms'])} |"
+        )
     return "\n".join(lines)
 
 

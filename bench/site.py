@@ -49,8 +49,14 @@ SAMPLES = 16
 ACCUM = 8
 IMAGES = 256
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 HERE = Path(__file__).resolve().parent
 
 
@@ -65,8 +71,12 @@ def _png(seed: int) -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 8, 0, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 8, 0, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 def _sample_pool(n: int = 2048, seed: int = 0) -> list[dict]:
@@ -80,11 +90,22 @@ def _sample_pool(n: int = 2048, seed: int = 0) -> list[dict]:
         probs = {lab: v / s for lab, v in zip(LABELS, e)}
         gold = LABELS[rng.randrange(3)]
         current = rng.randrange(10)
-        pool.append({"source": "bench", "image_id": i % IMAGES, "current": current, "training_row": i,
-                     "input": {"image": f"images/{i % IMAGES}.png",
-                               "state": f"The current number is {current}. Move it toward the digit in the image."},
-                     "gold": gold, "prediction": max(probs, key=probs.get), "probabilities": probs,
-                     "cross_entropy": -math.log(probs[gold])})
+        pool.append(
+            {
+                "source": "bench",
+                "image_id": i % IMAGES,
+                "current": current,
+                "training_row": i,
+                "input": {
+                    "image": f"images/{i % IMAGES}.png",
+                    "state": f"The current number is {current}. Move it toward the digit in the image.",
+                },
+                "gold": gold,
+                "prediction": max(probs, key=probs.get),
+                "probabilities": probs,
+                "cross_entropy": -math.log(probs[gold]),
+            }
+        )
     return pool
 
 
@@ -95,9 +116,13 @@ def make_ledger(root: Path, microbatches: int, seed: int = 0) -> tuple[str, floa
     rng = random.Random(seed)
     pool = _sample_pool(seed=seed)
     t0 = time.perf_counter()
-    with labledger.start_run(f"bench-{microbatches}", group="bench", tags=("bench",),
-                             config={"microbatches": microbatches, "samples": SAMPLES, "accum": ACCUM},
-                             ledger=root) as run:
+    with labledger.start_run(
+        f"bench-{microbatches}",
+        group="bench",
+        tags=("bench",),
+        config={"microbatches": microbatches, "samples": SAMPLES, "accum": ACCUM},
+        ledger=root,
+    ) as run:
         for i in range(IMAGES):
             run.log_file(f"images/{i}.png", _png(i))
         step_losses = []
@@ -105,13 +130,27 @@ def make_ledger(root: Path, microbatches: int, seed: int = 0) -> tuple[str, floa
             samples = [pool[rng.randrange(len(pool))] for _ in range(SAMPLES)]
             loss = sum(s["cross_entropy"] for s in samples) / SAMPLES
             step = (mb - 1) // ACCUM + 1
-            run.log_batch({"microbatch": mb, "optimizer_step": step, "examples_seen": mb * SAMPLES,
-                           "batch_size": SAMPLES, "loss": loss, "samples": samples, "forward_ms": 1.0,
-                           "gpu_allocated_mib": 0.0, "gpu_peak_allocated_mib": 0.0})
+            run.log_batch(
+                {
+                    "microbatch": mb,
+                    "optimizer_step": step,
+                    "examples_seen": mb * SAMPLES,
+                    "batch_size": SAMPLES,
+                    "loss": loss,
+                    "samples": samples,
+                    "forward_ms": 1.0,
+                    "gpu_allocated_mib": 0.0,
+                    "gpu_peak_allocated_mib": 0.0,
+                }
+            )
             step_losses.append(loss)
             if mb % ACCUM == 0:
-                run.log(step, loss=sum(step_losses) / len(step_losses), lr=1e-3 / math.sqrt(step),
-                        grad_norm=1.0 + rng.random())
+                run.log(
+                    step,
+                    loss=sum(step_losses) / len(step_losses),
+                    lr=1e-3 / math.sqrt(step),
+                    grad_norm=1.0 + rng.random(),
+                )
                 step_losses = []
                 if step % 100 == 0:
                     run.log_history({"kind": "train", "step": step, "epoch": step / 1000, "loss": loss})
@@ -132,13 +171,23 @@ def _child_build(ledger: str, out: str) -> None:
     result = build_site(ledger, out)
     elapsed = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"elapsed_s": elapsed, "peak_rss": peak, "written": len(result.written),
-                      "unchanged": result.unchanged, "rebuilt_runs": len(result.rebuilt_runs)}))
+    print(
+        json.dumps(
+            {
+                "elapsed_s": elapsed,
+                "peak_rss": peak,
+                "written": len(result.written),
+                "unchanged": result.unchanged,
+                "rebuilt_runs": len(result.rebuilt_runs),
+            }
+        )
+    )
 
 
 def build(ledger: Path, out: Path) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--child-build", str(ledger), str(out)],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child-build", str(ledger), str(out)], capture_output=True, text=True, check=True
+    )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -146,8 +195,11 @@ def build(ledger: Path, out: Path) -> dict:
 def render_times(out: Path, run_id: str, microbatches: int, repeats: int = 3) -> dict:
     from playwright.sync_api import sync_playwright
 
-    pages = {"run": f"run.html#run={run_id}", "batches": f"batches.html#run={run_id}&mb={microbatches // 2}",
-             "catalog": "index.html"}
+    pages = {
+        "run": f"run.html#run={run_id}",
+        "batches": f"batches.html#run={run_id}&mb={microbatches // 2}",
+        "catalog": "index.html",
+    }
     res: dict = {}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -157,23 +209,33 @@ def render_times(out: Path, run_id: str, microbatches: int, repeats: int = 3) ->
                 page = browser.new_page(viewport={"width": 1280, "height": 800})
                 errors = []
                 page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
-                page.goto((out / rel.split("#")[0]).as_uri() + "#" + rel.split("#")[1] if "#" in rel else (out / rel).as_uri())
+                page.goto(
+                    (out / rel.split("#")[0]).as_uri() + "#" + rel.split("#")[1] if "#" in rel else (out / rel).as_uri()
+                )
                 page.wait_for_selector("body[data-ready='1']", timeout=120000)
                 times.append(page.evaluate("LL.readyAt"))
                 # What the page had loaded when it became useful: its static files and the data
                 # files whose payloads are in window.LABLEDGER (each key is data/<key>.js).
-                static = page.evaluate("Array.from(document.querySelectorAll('script[src^=\"static/\"], "
-                                       "link[href^=\"static/\"]')).map(e => e.getAttribute('src') || e.getAttribute('href'))")
+                static = page.evaluate(
+                    'Array.from(document.querySelectorAll(\'script[src^="static/"], '
+                    "link[href^=\"static/\"]')).map(e => e.getAttribute('src') || e.getAttribute('href'))"
+                )
                 keys = page.evaluate("LL.readyKeys")
-                loaded = (sum((out / f).stat().st_size for f in static)
-                          + sum((out / f"data/{k}.js").stat().st_size for k in keys))
+                loaded = sum((out / f).stat().st_size for f in static) + sum(
+                    (out / f"data/{k}.js").stat().st_size for k in keys
+                )
                 if name == "run":  # charts draw on the next frame; the microbatch loss loads after that
-                    page.wait_for_function("() => document.querySelector('#curve-charts figure.chart') &&"
-                                           " document.querySelector('#curve-charts figure.chart').drawnAt",
-                                           timeout=120000)
+                    page.wait_for_function(
+                        "() => document.querySelector('#curve-charts figure.chart') &&"
+                        " document.querySelector('#curve-charts figure.chart').drawnAt",
+                        timeout=120000,
+                    )
                     curve.append(page.evaluate("document.querySelector('#curve-charts figure.chart').drawnAt"))
-                    page.wait_for_function("() => document.getElementById('mbloss-chart') &&"
-                                           " document.getElementById('mbloss-chart').drawnAt", timeout=120000)
+                    page.wait_for_function(
+                        "() => document.getElementById('mbloss-chart') &&"
+                        " document.getElementById('mbloss-chart').drawnAt",
+                        timeout=120000,
+                    )
                     extra.append(page.evaluate("document.getElementById('mbloss-chart').drawnAt"))
                 if errors:
                     raise RuntimeError(f"{name}: console errors {errors[:3]}")
@@ -187,7 +249,7 @@ def render_times(out: Path, run_id: str, microbatches: int, repeats: int = 3) ->
 
 
 # ------------------------------------------------------------------------------ peers
-PEER_WRITE = r'''
+PEER_WRITE = r"""
 import json, math, os, sys, time
 kind, src, dest = sys.argv[1], sys.argv[2], sys.argv[3]
 steps = [json.loads(l) for l in open(src)]
@@ -219,7 +281,7 @@ else:
         client.log_batch(run.info.run_id, metrics=batch)
     client.set_terminated(run.info.run_id)
     print(json.dumps({"write_s": time.perf_counter() - t0, "experiment": exp, "run": run.info.run_id}))
-'''
+"""
 
 
 def _free_port() -> int:
@@ -243,8 +305,9 @@ def _wait_http(url: str, seconds: float = 120) -> None:
 
 def peer_times(peer_python: str, ledger: Path, run_id: str, work: Path) -> dict:
     """Time until each peer's UI shows the loss curve of the same scalars (or why it could not)."""
-    import labledger
     from playwright.sync_api import sync_playwright
+
+    import labledger
 
     view = labledger.open_ledger(ledger).run(run_id)
     work.mkdir(parents=True, exist_ok=True)
@@ -260,8 +323,13 @@ def peer_times(peer_python: str, ledger: Path, run_id: str, work: Path) -> dict:
         dest = work / kind
         shutil.rmtree(dest, ignore_errors=True)
         try:
-            w = subprocess.run([peer_python, str(script), kind, str(src), str(dest)], capture_output=True,
-                               text=True, timeout=900, env=env)
+            w = subprocess.run(
+                [peer_python, str(script), kind, str(src), str(dest)],
+                capture_output=True,
+                text=True,
+                timeout=900,
+                env=env,
+            )
             if w.returncode != 0:
                 out[kind] = {"error": (w.stderr.strip().splitlines() or ["?"])[-1][:160]}
                 continue
@@ -273,18 +341,33 @@ def peer_times(peer_python: str, ledger: Path, run_id: str, work: Path) -> dict:
                 # The SCALARS dashboard draws SVG (the TIME SERIES one draws on a canvas that a
                 # script cannot inspect); only the loss tag is shown.
                 url = f"http://127.0.0.1:{port}/#scalars&tagFilter=%5Eloss%24"
-                ready_js = ("() => { const walk = (root) => Array.from(root.querySelectorAll('*')).some(el =>"
-                            " (el.tagName === 'path' && el.classList.contains('line')"
-                            " && (el.getAttribute('d') || '').length > 200) || (el.shadowRoot && walk(el.shadowRoot)));"
-                            " return walk(document); }")
+                ready_js = (
+                    "() => { const walk = (root) => Array.from(root.querySelectorAll('*')).some(el =>"
+                    " (el.tagName === 'path' && el.classList.contains('line')"
+                    " && (el.getAttribute('d') || '').length > 200) || (el.shadowRoot && walk(el.shadowRoot)));"
+                    " return walk(document); }"
+                )
             else:
-                cmd = [str(bindir / "mlflow"), "ui", "--backend-store-uri", f"file://{dest}", "--port", str(port),
-                       "--host", "127.0.0.1", "--workers", "1"]
+                cmd = [
+                    str(bindir / "mlflow"),
+                    "ui",
+                    "--backend-store-uri",
+                    f"file://{dest}",
+                    "--port",
+                    str(port),
+                    "--host",
+                    "127.0.0.1",
+                    "--workers",
+                    "1",
+                ]
                 url = f"http://127.0.0.1:{port}/#/experiments/{info['experiment']}/runs/{info['run']}/model-metrics"
-                ready_js = ("() => Array.from(document.querySelectorAll('.js-plotly-plot path.js-line'))"
-                            ".some(p => (p.getAttribute('d') || '').length > 50)")
-            server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                                      start_new_session=True)
+                ready_js = (
+                    "() => Array.from(document.querySelectorAll('.js-plotly-plot path.js-line'))"
+                    ".some(p => (p.getAttribute('d') || '').length > 50)"
+                )
+            server = subprocess.Popen(
+                cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True
+            )
             try:
                 _wait_http(f"http://127.0.0.1:{port}/")
                 with sync_playwright() as p:
@@ -364,23 +447,42 @@ def main() -> None:
             with labledger.start_run("one-more", ledger=root) as extra:
                 extra.log(1, loss=0.5)
             newrun = build(root, out)
-            row = {"microbatches": n, "samples": n * SAMPLES, "gen_s": gen_s, "source_bytes": src_bytes,
-                   "cold": cold, "site_bytes": size, "site_files": files, "again": again, "newrun": newrun,
-                   "run_id": run_id, "out": out, "ledger": root}
+            row = {
+                "microbatches": n,
+                "samples": n * SAMPLES,
+                "gen_s": gen_s,
+                "source_bytes": src_bytes,
+                "cold": cold,
+                "site_bytes": size,
+                "site_files": files,
+                "again": again,
+                "newrun": newrun,
+                "run_id": run_id,
+                "out": out,
+                "ledger": root,
+            }
             if browser_ok:
                 row["render"] = render_times(out, run_id, n)
             results.append(row)
-            print(f"{n:>7} microbatches: ledger {gen_s:.1f} s, build {cold['elapsed_s']:.1f} s "
-                  f"(peak {fmt_bytes(cold['peak_rss'])}), site {fmt_bytes(size)} in {files} files", flush=True)
+            print(
+                f"{n:>7} microbatches: ledger {gen_s:.1f} s, build {cold['elapsed_s']:.1f} s "
+                f"(peak {fmt_bytes(cold['peak_rss'])}), site {fmt_bytes(size)} in {files} files",
+                flush=True,
+            )
         peers = None
         if not args.no_peers and browser_ok:
             if Path(args.peers).exists():
                 target = next((r for r in results if r["microbatches"] == args.peer_size), results[-1])
-                peers = {"size": target["microbatches"],
-                         **peer_times(args.peers, target["ledger"], target["run_id"], work / "peers")}
+                peers = {
+                    "size": target["microbatches"],
+                    **peer_times(args.peers, target["ledger"], target["run_id"], work / "peers"),
+                }
             else:
-                peers = {"size": None, "tensorboard": {"error": f"{args.peers} not found"},
-                         "mlflow": {"error": f"{args.peers} not found"}}
+                peers = {
+                    "size": None,
+                    "tensorboard": {"error": f"{args.peers} not found"},
+                    "mlflow": {"error": f"{args.peers} not found"},
+                }
         report(results, peers, args.markdown)
     finally:
         if not args.keep:
@@ -391,18 +493,43 @@ def report(results: list[dict], peers: dict | None, markdown: bool) -> None:
     import labledger
 
     print()
-    print(f"labledger {labledger.__version__}, Python {platform.python_version()}, {platform.machine()}, "
-          f"{os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}")
+    print(
+        f"labledger {labledger.__version__}, Python {platform.python_version()}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}"
+    )
     print()
     rows = []
     for r in results:
-        rows.append([f"{r['microbatches']:,}", f"{r['samples']:,}", fmt_bytes(r["source_bytes"]),
-                     f"{r['cold']['elapsed_s']:.1f} s", fmt_bytes(r["cold"]["peak_rss"]),
-                     fmt_bytes(r["site_bytes"]), f"{r['site_files']:,}",
-                     f"{r['again']['elapsed_s']:.2f} s ({r['again']['written']} written)",
-                     f"{r['newrun']['elapsed_s']:.2f} s ({r['newrun']['written']} written)"])
-    print(table(["microbatches", "samples", "batches.jsonl", "build (cold)", "peak RSS", "site size", "files",
-                 "rebuild, no change", "rebuild, +1 run"], rows, markdown))
+        rows.append(
+            [
+                f"{r['microbatches']:,}",
+                f"{r['samples']:,}",
+                fmt_bytes(r["source_bytes"]),
+                f"{r['cold']['elapsed_s']:.1f} s",
+                fmt_bytes(r["cold"]["peak_rss"]),
+                fmt_bytes(r["site_bytes"]),
+                f"{r['site_files']:,}",
+                f"{r['again']['elapsed_s']:.2f} s ({r['again']['written']} written)",
+                f"{r['newrun']['elapsed_s']:.2f} s ({r['newrun']['written']} written)",
+            ]
+        )
+    print(
+        table(
+            [
+                "microbatches",
+                "samples",
+                "batches.jsonl",
+                "build (cold)",
+                "peak RSS",
+                "site size",
+                "files",
+                "rebuild, no change",
+                "rebuild, +1 run",
+            ],
+            rows,
+            markdown,
+        )
+    )
     if any("render" in r for r in results):
         print()
         rows = []
@@ -410,21 +537,47 @@ def report(results: list[dict], peers: dict | None, markdown: bool) -> None:
             if "render" not in r:
                 continue
             rd = r["render"]
-            rows.append([f"{r['microbatches']:,}", f"{rd['catalog']['ms']:.0f} ms ({fmt_bytes(rd['catalog']['bytes'])})",
-                         f"{rd['run']['ms']:.0f} ms ({fmt_bytes(rd['run']['bytes'])})",
-                         f"{rd['run_curve']['ms']:.0f} ms", f"{rd['run_mbloss']['ms']:.0f} ms",
-                         f"{rd['batches']['ms']:.0f} ms ({fmt_bytes(rd['batches']['bytes'])})"])
-        print(table(["microbatches", "catalog ready (loaded)", "run page ready (loaded)", "first curve drawn",
-                     "microbatch-loss chart drawn", "batch page ready (loaded)"], rows, markdown))
+            rows.append(
+                [
+                    f"{r['microbatches']:,}",
+                    f"{rd['catalog']['ms']:.0f} ms ({fmt_bytes(rd['catalog']['bytes'])})",
+                    f"{rd['run']['ms']:.0f} ms ({fmt_bytes(rd['run']['bytes'])})",
+                    f"{rd['run_curve']['ms']:.0f} ms",
+                    f"{rd['run_mbloss']['ms']:.0f} ms",
+                    f"{rd['batches']['ms']:.0f} ms ({fmt_bytes(rd['batches']['bytes'])})",
+                ]
+            )
+        print(
+            table(
+                [
+                    "microbatches",
+                    "catalog ready (loaded)",
+                    "run page ready (loaded)",
+                    "first curve drawn",
+                    "microbatch-loss chart drawn",
+                    "batch page ready (loaded)",
+                ],
+                rows,
+                markdown,
+            )
+        )
     if peers:
         print()
         n = peers.get("size")
         rows = []
         ours = next((r for r in results if r["microbatches"] == n), None)
         if ours and "render" in ours:
-            rows.append(["labledger site (file://)", f"{ours['render']['run_curve']['ms']:.0f} ms",
-                         f"static build {ours['cold']['elapsed_s']:.1f} s (whole site, all microbatches)"])
-        for kind, label in (("tensorboard", "TensorBoard (scalars dashboard)"), ("mlflow", "MLflow UI (run's metrics)")):
+            rows.append(
+                [
+                    "labledger site (file://)",
+                    f"{ours['render']['run_curve']['ms']:.0f} ms",
+                    f"static build {ours['cold']['elapsed_s']:.1f} s (whole site, all microbatches)",
+                ]
+            )
+        for kind, label in (
+            ("tensorboard", "TensorBoard (scalars dashboard)"),
+            ("mlflow", "MLflow UI (run's metrics)"),
+        ):
             v = peers.get(kind) or {}
             if "ms" in v:
                 rows.append([label, f"{v['ms']:.0f} ms", f"writing the scalars {v['write_s']:.1f} s + a server"])

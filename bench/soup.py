@@ -44,7 +44,7 @@ t0 = time.perf_counter()
 if mode == "idle":
     pass
 elif mode == "labledger":
-    from labledger.checkpoints import soup
+    from labledger.analysis.checkpoints import soup
     soup(inputs, weights, out)
 else:
     sds = [torch.load(p, map_location="cpu", weights_only=True) for p in inputs]
@@ -84,8 +84,9 @@ def make_inputs(folder: Path, gb: float, fmt: str) -> list[Path]:
 
 
 def run(mode: str, out: Path, inputs: list[Path]) -> dict:
-    res = subprocess.run([sys.executable, "-c", CHILD, mode, str(out), *map(str, inputs)],
-                         capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [sys.executable, "-c", CHILD, mode, str(out), *map(str, inputs)], capture_output=True, text=True, check=True
+    )
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -99,8 +100,10 @@ def main() -> None:
         st = make_inputs(tmp, args.gb, "safetensors")
         pt = make_inputs(tmp, args.gb, "pt")
         size = st[0].stat().st_size
-        print(f"inputs: 3 x {size / 2**30:.2f} GiB float32 (safetensors and .pt), written in "
-              f"{time.perf_counter() - t0:.1f} s")
+        print(
+            f"inputs: 3 x {size / 2**30:.2f} GiB float32 (safetensors and .pt), written in "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
         rows = [
             ("python + torch imported, nothing else (baseline)", run("idle", tmp / "x", st)),
             ("labledger soup, safetensors in, safetensors out", run("labledger", tmp / "a.safetensors", st)),
@@ -109,18 +112,24 @@ def main() -> None:
         ]
     gib = 2**20
     print()
-    print("| soup of 3 x %.2f GiB | time (s) | peak anonymous RSS (GiB) | peak file-backed RSS (GiB) | VmHWM (GiB) |"
-          % (size / 2**30))
+    print(
+        "| soup of 3 x %.2f GiB | time (s) | peak anonymous RSS (GiB) | peak file-backed RSS (GiB) | VmHWM (GiB) |"
+        % (size / 2**30)
+    )
     print("|---|---:|---:|---:|---:|")
     for name, r in rows:
-        print(f"| {name} | {r['seconds']:.1f} | {r['anon_kib'] / gib:.2f} | {r['file_kib'] / gib:.2f} | "
-              f"{r['hwm_kib'] / gib:.2f} |")
+        print(
+            f"| {name} | {r['seconds']:.1f} | {r['anon_kib'] / gib:.2f} | {r['file_kib'] / gib:.2f} | "
+            f"{r['hwm_kib'] / gib:.2f} |"
+        )
     idle, base = rows[0][1]["anon_kib"], rows[3][1]
     for name, r in rows[1:3]:
-        print(f"\n{name}: {(base['anon_kib'] - idle) / max(r['anon_kib'] - idle, 1):.1f}x less anonymous memory "
-              f"above the baseline ({(r['anon_kib'] - idle) / gib:.2f} vs {(base['anon_kib'] - idle) / gib:.2f} GiB; "
-              f"the output is {size / 2**30:.2f} GiB), {base['seconds'] / r['seconds']:.1f}x the speed of the "
-              f"obvious way")
+        print(
+            f"\n{name}: {(base['anon_kib'] - idle) / max(r['anon_kib'] - idle, 1):.1f}x less anonymous memory "
+            f"above the baseline ({(r['anon_kib'] - idle) / gib:.2f} vs {(base['anon_kib'] - idle) / gib:.2f} GiB; "
+            f"the output is {size / 2**30:.2f} GiB), {base['seconds'] / r['seconds']:.1f}x the speed of the "
+            f"obvious way"
+        )
 
 
 if __name__ == "__main__":

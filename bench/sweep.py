@@ -19,17 +19,17 @@ from pathlib import Path
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)  # bench/logging.py (the logging bench) would shadow the standard library's
 
-import argparse  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import time  # noqa: E402
-import tracemalloc  # noqa: E402
+import argparse
+import os
+import platform
+import time
+import tracemalloc
 
-import numpy as np  # noqa: E402
-import sklearn  # noqa: E402
-from sklearn.metrics import accuracy_score, f1_score, recall_score, roc_auc_score  # noqa: E402
+import numpy as np
+import sklearn
+from sklearn.metrics import accuracy_score, f1_score, recall_score, roc_auc_score
 
-from labledger.metrics.sweep import threshold_sweep  # noqa: E402
+from labledger.metrics.sweep import threshold_sweep
 
 GRID = "0.05:0.95:0.025"
 SLICES = {"length": ["long", "short"], "source": ["real", "synthetic"]}
@@ -39,8 +39,7 @@ def make_data(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     gold = (rng.random(n) < 0.4).astype(np.int8)
     score = np.clip(np.where(gold == 1, rng.beta(5, 2, n), rng.beta(2, 5, n)), 0, 1)
-    slices = {name: (rng.integers(0, len(values), n).astype(np.int8), values)
-              for name, values in SLICES.items()}
+    slices = {name: (rng.integers(0, len(values), n).astype(np.int8), values) for name, values in SLICES.items()}
     return gold, score, slices
 
 
@@ -49,15 +48,16 @@ def gates():
 
 
 def run_labledger(gold, score, slices):
-    return threshold_sweep(gold=gold, score=score, positive=1, negative=0, thresholds=GRID,
-                           slices=slices, gates=gates())
+    return threshold_sweep(
+        gold=gold, score=score, positive=1, negative=0, thresholds=GRID, slices=slices, gates=gates()
+    )
 
 
 def run_sklearn(gold, score, slices, thresholds):
-    masks = {f"recall[{name}={v}]": codes == j for name, (codes, values) in slices.items()
-             for j, v in enumerate(values)}
-    cols: dict[str, list[float]] = {k: [] for k in ("accuracy", "f1", "0_recall", "1_recall",
-                                                    *masks)}
+    masks = {
+        f"recall[{name}={v}]": codes == j for name, (codes, values) in slices.items() for j, v in enumerate(values)
+    }
+    cols: dict[str, list[float]] = {k: [] for k in ("accuracy", "f1", "0_recall", "1_recall", *masks)}
     auc = roc_auc_score(gold, score)
     for t in thresholds:
         pred = (score >= t).astype(np.int8)
@@ -109,11 +109,18 @@ def bench(n: int, repeat: int) -> dict:
     t0 = time.perf_counter()
     ref = run_sklearn(gold, score, slices, report.thresholds)
     t_sklearn = time.perf_counter() - t0
-    diff = max(float(np.max(np.abs(np.asarray(report.columns[k]) - np.asarray(v))))
-               for k, v in ref.items())
-    return {"n": n, "ours": min(times), "sklearn": t_sklearn, "diff": diff, "peak": peak, "rss": rss,
-            "input": input_bytes, "thresholds": report.thresholds.size,
-            "numbers": sum(len(v) for v in ref.values())}
+    diff = max(float(np.max(np.abs(np.asarray(report.columns[k]) - np.asarray(v)))) for k, v in ref.items())
+    return {
+        "n": n,
+        "ours": min(times),
+        "sklearn": t_sklearn,
+        "diff": diff,
+        "peak": peak,
+        "rss": rss,
+        "input": input_bytes,
+        "thresholds": report.thresholds.size,
+        "numbers": sum(len(v) for v in ref.values()),
+    }
 
 
 def main() -> None:
@@ -122,21 +129,27 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="Best of R runs of the sweep.")
     args = ap.parse_args()
     rows = [bench(int(s), args.repeat) for s in args.sizes.split(",")]
-    mib = 2 ** 20
-    print(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
-          f"Python {platform.python_version()}, numpy {np.__version__}, "
-          f"scikit-learn {sklearn.__version__}. Sweep: best of {args.repeat}; sklearn loop: once.")
+    mib = 2**20
+    print(
+        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
+        f"Python {platform.python_version()}, numpy {np.__version__}, "
+        f"scikit-learn {sklearn.__version__}. Sweep: best of {args.repeat}; sklearn loop: once."
+    )
     print()
-    print("| n | thresholds | numbers compared | labledger sweep (s) | sklearn loop (s) | speed-up "
-          "| max abs diff | peak memory, tracemalloc (MiB) | peak RSS rise (MiB) "
-          "| 3x input arrays (MiB) |")
+    print(
+        "| n | thresholds | numbers compared | labledger sweep (s) | sklearn loop (s) | speed-up "
+        "| max abs diff | peak memory, tracemalloc (MiB) | peak RSS rise (MiB) "
+        "| 3x input arrays (MiB) |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['n']:,} | {r['thresholds']} | {r['numbers']:,} | {r['ours']:.3f} | "
-              f"{r['sklearn']:.1f} | {r['sklearn'] / r['ours']:.0f}x | {r['diff']:.1e} | "
-              f"{r['peak'] / mib:.0f} | "
-              f"{'-' if r['rss'] is None else format(r['rss'] / mib, '.0f')} | "
-              f"{3 * r['input'] / mib:.0f} |")
+        print(
+            f"| {r['n']:,} | {r['thresholds']} | {r['numbers']:,} | {r['ours']:.3f} | "
+            f"{r['sklearn']:.1f} | {r['sklearn'] / r['ours']:.0f}x | {r['diff']:.1e} | "
+            f"{r['peak'] / mib:.0f} | "
+            f"{'-' if r['rss'] is None else format(r['rss'] / mib, '.0f')} | "
+            f"{3 * r['input'] / mib:.0f} |"
+        )
 
 
 if __name__ == "__main__":

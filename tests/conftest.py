@@ -13,8 +13,15 @@ SEEDS = SHARED / "seeds"
 ARTIFACTS = Path(__import__("os").environ.get("LABLEDGER_TEST_ARTIFACTS", REPO / "test-artifacts"))
 
 
-def make_batch(mb: int, *, n: int = 4, step: int | None = None, text_len: int = 40,
-               labels=("-1", "0", "+1"), rng: random.Random | None = None) -> dict:
+def make_batch(
+    mb: int,
+    *,
+    n: int = 4,
+    step: int | None = None,
+    text_len: int = 40,
+    labels=("-1", "0", "+1"),
+    rng: random.Random | None = None,
+) -> dict:
     """A valid microbatch record in the seed-004 schema, with n samples."""
     rng = rng or random.Random(mb)
     samples = []
@@ -23,18 +30,28 @@ def make_batch(mb: int, *, n: int = 4, step: int | None = None, text_len: int = 
         total = sum(raw)
         probs = {lab: r / total for lab, r in zip(labels, raw)}
         gold = labels[rng.randrange(len(labels))]
-        samples.append({
-            "input": {"text": "x" * text_len, "image": f"images/{mb}-{i}.png"},
-            "gold": gold,
-            "prediction": max(probs, key=probs.get),
-            "probabilities": probs,
-            "cross_entropy": -math.log(probs[gold]),
-            "source": "test",
-            "training_row": mb * n + i,
-        })
-    return {"microbatch": mb, "optimizer_step": step if step is not None else (mb - 1) // 8 + 1,
-            "examples_seen": mb * n, "batch_size": n, "loss": 0.5, "samples": samples,
-            "forward_ms": 1.5, "gpu_allocated_mib": 0.0, "gpu_peak_allocated_mib": 0.0}
+        samples.append(
+            {
+                "input": {"text": "x" * text_len, "image": f"images/{mb}-{i}.png"},
+                "gold": gold,
+                "prediction": max(probs, key=probs.get),
+                "probabilities": probs,
+                "cross_entropy": -math.log(probs[gold]),
+                "source": "test",
+                "training_row": mb * n + i,
+            }
+        )
+    return {
+        "microbatch": mb,
+        "optimizer_step": step if step is not None else (mb - 1) // 8 + 1,
+        "examples_seen": mb * n,
+        "batch_size": n,
+        "loss": 0.5,
+        "samples": samples,
+        "forward_ms": 1.5,
+        "gpu_allocated_mib": 0.0,
+        "gpu_peak_allocated_mib": 0.0,
+    }
 
 
 @pytest.fixture

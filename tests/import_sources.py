@@ -11,7 +11,6 @@ import sqlite3
 from pathlib import Path
 
 import orjson
-
 from conftest import make_batch
 
 LABELS = ("-1", "0", "+1")
@@ -43,12 +42,29 @@ def image_lines(n_images: int = 6, seed: int = 0) -> list[dict]:
             preds.append(max(p, key=p.get))
             gold.append(_sign_action(target, s))
             ok = rng.random() < 0.7
-            episodes.append({"start": s, "success": ok, "termination": "reached_target" if ok else "loop",
-                             "trace": [{"before": s, "action": preds[-1], "after": s}],
-                             "extra_moves": rng.randrange(3) if ok else None})
-        lines.append({"image_id": 100 + image_id, "source": "mnist-test", "split": "test", "target": target,
-                      "image": f"images/{100 + image_id}.png", "gold": gold, "predictions": preds,
-                      "probabilities": probs, "episodes": episodes, "latency_ms": 1.5 + image_id})
+            episodes.append(
+                {
+                    "start": s,
+                    "success": ok,
+                    "termination": "reached_target" if ok else "loop",
+                    "trace": [{"before": s, "action": preds[-1], "after": s}],
+                    "extra_moves": rng.randrange(3) if ok else None,
+                }
+            )
+        lines.append(
+            {
+                "image_id": 100 + image_id,
+                "source": "mnist-test",
+                "split": "test",
+                "target": target,
+                "image": f"images/{100 + image_id}.png",
+                "gold": gold,
+                "predictions": preds,
+                "probabilities": probs,
+                "episodes": episodes,
+                "latency_ms": 1.5 + image_id,
+            }
+        )
     return lines
 
 
@@ -85,13 +101,15 @@ def write_seed_run(root: Path, *, n_batches: int = 6, n_images: int = 6) -> Path
     """A seed-004 run folder with every file the seed names, plus two extra files."""
     root.mkdir(parents=True)
     write_jsonl(root / "batches.jsonl", seed_batches(n_batches))
-    (root / "training_history.json").write_bytes(orjson.dumps(
-        {"log_history": SEED_HISTORY, "global_step": 3, "best_metric": 0.6, "logging_steps": 1}))
+    (root / "training_history.json").write_bytes(
+        orjson.dumps({"log_history": SEED_HISTORY, "global_step": 3, "best_metric": 0.6, "logging_steps": 1})
+    )
     (root / "config.json").write_bytes(orjson.dumps({"task": "digit_step", "lr": 0.001, "grad_accum": 2}))
     lines = image_lines(n_images)
     write_jsonl(root / "full_test" / "images.jsonl", lines)
-    (root / "full_test" / "summary.json").write_bytes(orjson.dumps(
-        {"cells": summary_cells(lines), "analysis": {"images": len(lines)}}))
+    (root / "full_test" / "summary.json").write_bytes(
+        orjson.dumps({"cells": summary_cells(lines), "analysis": {"images": len(lines)}})
+    )
     (root / "images").mkdir()
     (root / "images" / "100.png").write_bytes(b"\x89PNG fake")
     (root / "README.txt").write_text("what this run was\n")
@@ -103,9 +121,14 @@ def report_doc(checkpoint: str, sha256: str, *, epochs: int = 5, seed: int = 0) 
     rng = random.Random(seed)
 
     def scores(threshold: float) -> dict:
-        return {"threshold": threshold, "accuracy": rng.uniform(0.8, 1), "f1": rng.uniform(0.8, 1),
-                "roc_auc": 0.99, "single_symbol_recall": rng.uniform(0.6, 1),
-                "cross_boundary_recall": rng.uniform(0.7, 1)}
+        return {
+            "threshold": threshold,
+            "accuracy": rng.uniform(0.8, 1),
+            "f1": rng.uniform(0.8, 1),
+            "roc_auc": 0.99,
+            "single_symbol_recall": rng.uniform(0.6, 1),
+            "cross_boundary_recall": rng.uniform(0.7, 1),
+        }
 
     history = [{"epoch": e, "loss": 1.0 / e, **scores(0.5)} for e in range(1, epochs + 1)]
     trials = [scores(0.05 + 0.025 * i) for i in range(37)]
@@ -138,9 +161,16 @@ def results_rows(n: int = 20, seed: int = 0) -> list[dict]:
     rows = []
     for i in range(n):
         p = rng.random()
-        rows.append({"id": f"item{i}", "task": "hover", "gold": rng.choice(["SUPPORTED", "NOT_SUPPORTED"]),
-                     "probs": {"SUPPORTED": p, "NOT_SUPPORTED": 1 - p}, "slices": {"len": "long" if i % 2 else "short"},
-                     "group": f"doc{i // 3}"})
+        rows.append(
+            {
+                "id": f"item{i}",
+                "task": "hover",
+                "gold": rng.choice(["SUPPORTED", "NOT_SUPPORTED"]),
+                "probs": {"SUPPORTED": p, "NOT_SUPPORTED": 1 - p},
+                "slices": {"len": "long" if i % 2 else "short"},
+                "group": f"doc{i // 3}",
+            }
+        )
     return rows
 
 
@@ -153,7 +183,7 @@ def write_tensorboard(logdir: Path, *, steps: int = 12) -> Path:
     for s in range(steps):
         w.add_scalar("train/loss", 1.0 / (s + 1), s)
         if s % 2 == 0:
-            w.add_scalar("train/lr", 0.1 * 0.9 ** s, s)
+            w.add_scalar("train/lr", 0.1 * 0.9**s, s)
     w.add_scalar("time", 7.0, 3)  # a tag that collides with the record's own field
     w.add_scalars("pair", {"a": 1.0, "b": 2.0}, 5)
     w.add_histogram("weights", np.arange(10), 1)
@@ -180,8 +210,12 @@ def write_mlflow(store: Path, *, kind: str = "sqlite", steps: int = 6) -> tuple[
     ids = {}
     exp_a = client.create_experiment("exp-a", artifact_location=(store / "artifacts").as_uri())
     exp_b = client.create_experiment("exp-b", artifact_location=(store / "artifacts").as_uri())
-    r = client.create_run(exp_a, run_name="baseline", tags={"team": "vision", "mlflow.note.content": "first try"},
-                          start_time=int(T0 * 1000))
+    r = client.create_run(
+        exp_a,
+        run_name="baseline",
+        tags={"team": "vision", "mlflow.note.content": "first try"},
+        start_time=int(T0 * 1000),
+    )
     ids["baseline"] = r.info.run_id
     client.log_param(r.info.run_id, "lr", "0.1")
     client.log_param(r.info.run_id, "batch_size", "32")
@@ -215,12 +249,15 @@ def tree_hashes(path: Path) -> dict[str, str]:
 def snapshot(root: Path) -> tuple:
     """The ledger's file list (index files aside) and its index rows: equal before and after a
     failed import."""
-    files = sorted(str(p.relative_to(root)) for p in root.rglob("*")
-                   if p.is_file() and not p.name.startswith("ledger.db"))
+    files = sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and not p.name.startswith("ledger.db")
+    )
     con = sqlite3.connect(root / "ledger.db")
     try:
-        rows = tuple(tuple(con.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall())
-                     for t in ("runs", "run_tags", "checkpoints", "evaluations", "metric_values", "imports"))
+        rows = tuple(
+            tuple(con.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall())
+            for t in ("runs", "run_tags", "checkpoints", "evaluations", "metric_values", "imports")
+        )
     finally:
         con.close()
     return files, rows

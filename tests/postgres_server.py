@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-INSTALL_HINT = ("PostgreSQL server binaries (initdb, pg_ctl) not found: install them with "
-                "`apt-get install -y postgresql` (Debian/Ubuntu) or set LABLEDGER_PG_BIN to their folder")
+INSTALL_HINT = (
+    "PostgreSQL server binaries (initdb, pg_ctl) not found: install them with "
+    "`apt-get install -y postgresql` (Debian/Ubuntu) or set LABLEDGER_PG_BIN to their folder"
+)
 
 
 def find_bin() -> Path | None:
@@ -28,8 +30,10 @@ def find_bin() -> Path | None:
     candidates = []
     if os.environ.get("LABLEDGER_PG_BIN"):
         candidates.append(Path(os.environ["LABLEDGER_PG_BIN"]))
-    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin"),
-                      key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0)
+    versions = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"),
+        key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0,
+    )
     candidates += [Path(p) for p in reversed(versions)]
     on_path = shutil.which("initdb")
     if on_path:
@@ -58,8 +62,7 @@ class Cluster:
         self.as_root = os.geteuid() == 0
         if self.as_root:
             shutil.chown(self.base, "postgres", "postgres")
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--no-locale",
-                  "-E", "UTF8")
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--no-locale", "-E", "UTF8")
         self.start()
 
     def _run(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -73,8 +76,10 @@ class Cluster:
         return res
 
     def start(self) -> None:
-        opts = (f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off "
-                f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=150")
+        opts = (
+            f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off "
+            f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=150"
+        )
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o", opts, "start")
 
     def stop(self, mode: str = "fast") -> None:

@@ -46,8 +46,9 @@ class ServerProcess:
     def start(self, timeout: float = 30.0) -> ServerProcess:
         args = json.dumps({"ledger": self.ledger, "port": self.port, **self.options})
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen([sys.executable, "-c", SCRIPT, args], env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

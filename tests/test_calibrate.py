@@ -19,11 +19,16 @@ from labledger.calibrate import Recipe, Step, TaskRecipe
 from labledger.calibrate.fitting import make_folds
 from labledger.calibrate.methods import apply_steps, em_priors, task_arrays
 from labledger.calibrate.search import (
-    _table_values, argmax_tables, item_f1, item_f1_grid, resolve_objective, threshold_tables,
+    _table_values,
+    argmax_tables,
+    item_f1,
+    item_f1_grid,
+    resolve_objective,
+    threshold_tables,
 )
 from labledger.errors import CalibrationError
+from labledger.inputs.results import results_from_rows
 from labledger.metrics import ece, log_loss, set_f1
-from labledger.results import results_from_rows
 
 FAST = settings(max_examples=40, deadline=None)
 LABELS = ("Negative", "Neutral", "Positive")
@@ -39,13 +44,19 @@ def shifted(n: int, seed: int = 0, prior=(0.2, 0.6, 0.2), scale: float = 1.0, sp
     rng = np.random.default_rng(seed)
     gold = rng.choice(3, size=n, p=prior)
     x = np.eye(3)[gold] * 1.5 + rng.normal(size=(n, 3))
-    z = (x * 1.5 - 0.5 * 1.5 ** 2) * scale
+    z = (x * 1.5 - 0.5 * 1.5**2) * scale
     p = np.exp(z - z.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
     rows = []
     for i in range(n):
-        row = {"id": f"r{i}", "task": "fin", "gold": LABELS[gold[i]], "probs": dict(zip(LABELS, p[i].tolist())),
-               "logits": dict(zip(LABELS, z[i].tolist())), "group": f"g{i // 2}"}
+        row = {
+            "id": f"r{i}",
+            "task": "fin",
+            "gold": LABELS[gold[i]],
+            "probs": dict(zip(LABELS, p[i].tolist())),
+            "logits": dict(zip(LABELS, z[i].tolist())),
+            "group": f"g{i // 2}",
+        }
         if split:
             row["slices"] = {"split": "dev" if (i // 2) % 2 else "test"}
         rows.append(row)
@@ -67,9 +78,12 @@ def run(steps, rows, task, positive=None):
 
 
 def test_threshold_by_hand():
-    rows = [{"id": i, "task": "hover", "gold": g, "score": s, "positive": "NOT_SUPPORTED"}
-            for i, (g, s) in enumerate([("NOT_SUPPORTED", 0.46), ("SUPPORTED", 0.45), ("NOT_SUPPORTED", 0.3),
-                                        ("SUPPORTED", 0.7)])]
+    rows = [
+        {"id": i, "task": "hover", "gold": g, "score": s, "positive": "NOT_SUPPORTED"}
+        for i, (g, s) in enumerate(
+            [("NOT_SUPPORTED", 0.46), ("SUPPORTED", 0.45), ("NOT_SUPPORTED", 0.3), ("SUPPORTED", 0.7)]
+        )
+    ]
     arr, s = run([Step("threshold", {"positive": "NOT_SUPPORTED", "tau": 0.46})], rows, "hover")
     assert [arr.labels[j] for j in s.pred] == ["NOT_SUPPORTED", "SUPPORTED", "SUPPORTED", "NOT_SUPPORTED"]
     assert not s.changed and s.p is arr.probs  # probabilities untouched
@@ -77,10 +91,18 @@ def test_threshold_by_hand():
 
 def test_positive_threshold_by_hand():
     # two reviews of three questions each; "yes" when P(yes) >= 0.3
-    spec = [("a", "yes", 0.35), ("a", "no", 0.31), ("a", "no", 0.1), ("b", "yes", 0.2), ("b", "no", 0.05),
-            ("b", "no", 0.4)]
-    rows = [{"id": i, "task": "acos", "gold": g, "probs": {"yes": p, "no": 1 - p}, "group": grp}
-            for i, (grp, g, p) in enumerate(spec)]
+    spec = [
+        ("a", "yes", 0.35),
+        ("a", "no", 0.31),
+        ("a", "no", 0.1),
+        ("b", "yes", 0.2),
+        ("b", "no", 0.05),
+        ("b", "no", 0.4),
+    ]
+    rows = [
+        {"id": i, "task": "acos", "gold": g, "probs": {"yes": p, "no": 1 - p}, "group": grp}
+        for i, (grp, g, p) in enumerate(spec)
+    ]
     step = Step("positive_threshold", {"positive": "yes", "tau": 0.3, "item_field": "group"})
     arr, s = run([step], rows, "acos")
     assert [arr.labels[j] for j in s.pred] == ["yes", "yes", "no", "no", "no", "yes"]
@@ -93,8 +115,9 @@ def test_positive_threshold_by_hand():
 def test_prior_multiplier_by_hand():
     rows = [{"id": 1, "task": "fin", "gold": "Neutral", "probs": {"Negative": 0.5, "Neutral": 0.3, "Positive": 0.2}}]
     # weights keyed by label name, in an order unlike the labels'
-    arr, s = run([Step("prior_multiplier", {"weights": {"Positive": 0.6, "Negative": 0.6, "Neutral": 1.5}})],
-                 rows, "fin")
+    arr, s = run(
+        [Step("prior_multiplier", {"weights": {"Positive": 0.6, "Negative": 0.6, "Neutral": 1.5}})], rows, "fin"
+    )
     q = np.array([0.5 * 0.6, 0.3 * 1.5, 0.2 * 0.6])
     assert s.p[0].tolist() == pytest.approx((q / q.sum()).tolist(), abs=1e-15)
     assert arr.labels[s.pred[0]] == "Neutral" and arr.labels[arr.pred[0]] == "Negative"
@@ -102,8 +125,15 @@ def test_prior_multiplier_by_hand():
 
 def test_option_damping_by_hand_pattern_and_field():
     tool = '{"name": "get_weather", "arguments": {}}'
-    rows = [{"id": 1, "task": "w2c", "gold": "Which city?", "probs": {tool: 0.5, "Which city?": 0.4, "No.": 0.1},
-             "kinds": {tool: "tool_call", "Which city?": "ask_info", "No.": "cannot_answer"}}]
+    rows = [
+        {
+            "id": 1,
+            "task": "w2c",
+            "gold": "Which city?",
+            "probs": {tool: 0.5, "Which city?": 0.4, "No.": 0.1},
+            "kinds": {tool: "tool_call", "Which city?": "ask_info", "No.": "cannot_answer"},
+        }
+    ]
     for params in ({"pattern": r"^\s*\{", "alpha": 0.3}, {"field": "kinds", "pattern": "^tool_call$", "alpha": 0.3}):
         arr, s = run([Step("option_damping", params)], rows, "w2c")
         j = arr.labels.index(tool)
@@ -115,13 +145,20 @@ def test_option_damping_by_hand_pattern_and_field():
 
 def test_temperature_by_hand_logits_and_log_probabilities():
     e = math.e
-    rows = [{"id": 1, "task": "t", "gold": "a", "probs": {"a": e ** 2 / (e ** 2 + 1), "b": 1 / (e ** 2 + 1)},
-             "logits": {"a": 2.0, "b": 0.0}}]
+    rows = [
+        {
+            "id": 1,
+            "task": "t",
+            "gold": "a",
+            "probs": {"a": e**2 / (e**2 + 1), "b": 1 / (e**2 + 1)},
+            "logits": {"a": 2.0, "b": 0.0},
+        }
+    ]
     want = [e / (e + 1), 1 / (e + 1)]  # softmax((2, 0) / 2)
     arr, s = run([Step("temperature", {"T": 2.0})], rows, "t")
     assert s.p[0].tolist() == pytest.approx(want, abs=1e-15)
     del rows[0]["logits"]  # log-probabilities differ from the logits by a constant: the same result
-    arr, s = run([Step("temperature", {"T": 2.0})], rows, "t")
+    _arr, s = run([Step("temperature", {"T": 2.0})], rows, "t")
     assert s.p[0].tolist() == pytest.approx(want, abs=1e-12)
 
 
@@ -132,8 +169,9 @@ def test_em_prior_shift_by_hand_fixed_point():
     got, _, ok = em_priors(np.column_stack([p0, 1 - p0]), np.array([0.5, 0.5]), tol=1e-13, max_iter=10_000)
     assert ok and got[0] == pytest.approx(pi, abs=1e-9)
     rows = [{"id": i, "task": "t", "gold": "a", "probs": {"a": float(p), "b": float(1 - p)}} for i, p in enumerate(p0)]
-    arr, s = run([Step("em_prior_shift", {"source_prior": {"a": 0.5, "b": 0.5}, "tol": 1e-13, "max_iter": 10_000})],
-                 rows, "t")
+    arr, s = run(
+        [Step("em_prior_shift", {"source_prior": {"a": 0.5, "b": 0.5}, "tol": 1e-13, "max_iter": 10_000})], rows, "t"
+    )
     w = np.array([pi, 1 - pi]) / 0.5
     q = arr.probs * w
     np.testing.assert_allclose(s.p, q / q.sum(1, keepdims=True), atol=1e-8)
@@ -142,7 +180,7 @@ def test_em_prior_shift_by_hand_fixed_point():
 
 def test_em_recovers_a_known_prior_shift():
     rows = shifted(20_000, seed=3, prior=(0.15, 0.7, 0.15))
-    arr, s = run([Step("em_prior_shift", {"source_prior": dict.fromkeys(LABELS, 1 / 3)})], rows, "fin")
+    _arr, s = run([Step("em_prior_shift", {"source_prior": dict.fromkeys(LABELS, 1 / 3)})], rows, "fin")
     got = s.info["em"]["target_prior"]
     assert got["Neutral"] == pytest.approx(0.7, abs=0.02) and got["Negative"] == pytest.approx(0.15, abs=0.02)
 
@@ -156,8 +194,10 @@ def test_threshold_tables_match_sklearn_per_fold_and_threshold():
     n, k = 600, 4
     gold = rng.integers(0, 2, n)
     score = np.round(np.clip(rng.normal(0.35 + 0.3 * gold, 0.2), 0, 1), 2)  # ties on the grid
-    rows = [{"id": i, "task": "t", "gold": ["no", "yes"][g], "probs": {"yes": s, "no": 1 - s}}
-            for i, (g, s) in enumerate(zip(gold.tolist(), score.tolist()))]
+    rows = [
+        {"id": i, "task": "t", "gold": ["no", "yes"][g], "probs": {"yes": s, "no": 1 - s}}
+        for i, (g, s) in enumerate(zip(gold.tolist(), score.tolist()))
+    ]
     arr = task_arrays(td_of(rows, "t", positive="yes"), [])
     obj = resolve_objective("f1:average=binary,pos_label=yes", arr, ["threshold"], positive="yes", item_field=None)
     taus = np.round(np.arange(0, 1.0001, 0.05), 2)
@@ -200,8 +240,9 @@ def test_item_f1_grid_matches_set_f1():
 
 def test_fitted_multiplier_recovers_a_known_prior_shift():
     rows = shifted(20_000, seed=0, prior=(0.2, 0.6, 0.2))
-    recipe = cal.fit(rows, method="prior_multiplier", objective="log_loss",
-                     grid={"Neutral": "1:5:0.05", "Positive": "0.5:2:0.05"})
+    recipe = cal.fit(
+        rows, method="prior_multiplier", objective="log_loss", grid={"Neutral": "1:5:0.05", "Positive": "0.5:2:0.05"}
+    )
     w = recipe.tasks["fin"].steps[0].params["weights"]
     # Bayes: the model assumes uniform priors, the data has (0.2, 0.6, 0.2): w = (1, 3, 1)
     assert w["Neutral"] / w["Negative"] == pytest.approx(3.0, abs=0.25)
@@ -212,8 +253,13 @@ def test_cross_fitted_gains_are_smaller_than_in_sample_gains():
     # little data, a fine grid: fitting on the evaluated items flatters; cross-fitting does not
     gains = []
     for seed in range(4):
-        recipe = cal.fit(shifted(240, seed=seed, prior=(1 / 3, 1 / 3, 1 / 3)), method="prior_multiplier",
-                         grid={"Neutral": "0.5:2:0.02", "Positive": "0.5:2:0.1"}, crossfit=5, seed=seed)
+        recipe = cal.fit(
+            shifted(240, seed=seed, prior=(1 / 3, 1 / 3, 1 / 3)),
+            method="prior_multiplier",
+            grid={"Neutral": "0.5:2:0.02", "Positive": "0.5:2:0.1"},
+            crossfit=5,
+            seed=seed,
+        )
         v = recipe.tasks["fin"].values
         gains.append((v["in_sample"] - v["raw"], v["crossfit"] - v["raw"]))
     assert all(ins >= 0 for ins, _ in gains)  # the grid contains no change: in-sample can only gain
@@ -231,8 +277,16 @@ def test_temperature_never_changes_the_argmax(seed, k, t):
     labels = [f"l{i}" for i in range(k)]
     p = np.exp(z - z.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
-    rows = [{"id": i, "task": "t", "gold": labels[0], "probs": dict(zip(labels, p[i].tolist())),
-             "logits": dict(zip(labels, z[i].tolist()))} for i in range(30)]
+    rows = [
+        {
+            "id": i,
+            "task": "t",
+            "gold": labels[0],
+            "probs": dict(zip(labels, p[i].tolist())),
+            "logits": dict(zip(labels, z[i].tolist())),
+        }
+        for i in range(30)
+    ]
     arr, s = run([Step("temperature", {"T": t})], rows, "t")
     assert np.array_equal(s.pred, arr.pred)
 
@@ -243,8 +297,12 @@ def test_temperature_fit_cools_an_overconfident_model():
     t = recipe.tasks["fin"]
     grid = np.exp(np.linspace(np.log(0.5), np.log(5), 2001))
     arr = task_arrays(td_of(rows, "fin"), t.steps)
-    nll = [log_loss(gold=arr.gold, probs=apply_steps([Step("temperature", {"T": g})], arr.scores(), arr).p,
-                    labels=range(3)) for g in grid[::50]]
+    nll = [
+        log_loss(
+            gold=arr.gold, probs=apply_steps([Step("temperature", {"T": g})], arr.scores(), arr).p, labels=range(3)
+        )
+        for g in grid[::50]
+    ]
     assert t.steps[0].params["T"] == pytest.approx(grid[::50][int(np.argmin(nll))], rel=0.1)
     assert t.steps[0].params["T"] == pytest.approx(2.5, rel=0.15)
     assert t.values["in_sample"] < t.values["raw"] and t.values["crossfit"] < t.values["raw"]
@@ -273,26 +331,33 @@ def test_recipe_round_trips_with_a_stable_id(tmp_path):
 BASE = 'format = "labledger-calibration-recipe"\nversion = 1\n'
 MALFORMED = [
     ("", "key 'tasks' is missing"),
-    ('[tasks.t]\nmethod = "treshold"\npositive = "y"\ntau = 0.4\n', "key 'tasks.t.method' is 'treshold', not a "
-                                                                     "calibration method. Did you mean 'threshold'?"),
+    (
+        '[tasks.t]\nmethod = "treshold"\npositive = "y"\ntau = 0.4\n',
+        "key 'tasks.t.method' is 'treshold', not a calibration method. Did you mean 'threshold'?",
+    ),
     ('[tasks.t]\nmethod = "threshold"\npositive = "y"\ntau = "0.4"\n', "key 'tasks.t.tau' must be a number; got '0.4'"),
     ('[tasks.t]\nmethod = "threshold"\npositive = "y"\ntau = 1.4\n', "key 'tasks.t.tau' must be a number in [0, 1]"),
-    ('[tasks.t]\nmethod = "threshold"\npositive = "y"\ntua = 0.4\n', "key 'tasks.t.tua' is not a recipe key here. "
-                                                                     "Did you mean 'tau'?"),
+    (
+        '[tasks.t]\nmethod = "threshold"\npositive = "y"\ntua = 0.4\n',
+        "key 'tasks.t.tua' is not a recipe key here. Did you mean 'tau'?",
+    ),
     ('[tasks.t]\nmethod = "threshold"\ntau = 0.4\n', "key 'tasks.t.positive' is missing"),
     ('[tasks.t]\nmethod = "prior_multiplier"\nweights = { a = 1.0, b = -2 }\n', "key 'tasks.t.weights.b' must be > 0"),
-    ('[tasks.t]\nmethod = "option_damping"\nalpha = 0.3\npattern = "(["\n', "key 'tasks.t.pattern' is not a valid "
-                                                                             "regular expression"),
+    (
+        '[tasks.t]\nmethod = "option_damping"\nalpha = 0.3\npattern = "(["\n',
+        "key 'tasks.t.pattern' is not a valid regular expression",
+    ),
     ('[tasks.t]\nmethod = "option_damping"\nalpha = 0.3\n', "key 'tasks.t.pattern' is missing"),
     ('[tasks.t]\nmethod = "temperature"\nT = 1.0\nsteps = []\n', "are both given"),
-    ('[tasks.t]\nsteps = []\n', "key 'tasks.t.steps' must be a non-empty list"),
+    ("[tasks.t]\nsteps = []\n", "key 'tasks.t.steps' must be a non-empty list"),
     ('[tasks.t]\nsteps = [{ method = "temperature", T = 0 }]\n', "key 'tasks.t.steps[0].T' must be > 0"),
     ('[tasks.t]\nmethod = "temperature"\nT = 1.0\ntransductive = true\n', "key 'tasks.t.transductive' is true but"),
     ('[tasks.t]\nmethod = "temperature"\nT = 1.0\nobjective = "f1score"\n', "key 'tasks.t.objective' is not a metric"),
-    ('[tasks.t]\nmethod = "temperature"\nT = 1.0\n[tasks.t.fit]\nn = "12"\n', "key 'tasks.t.fit.n' must be an "
-                                                                              "integer"),
-    ('[tasks.t]\nmethod = "em_prior_shift"\nsource_prior = { a = 0.5, b = 0.6 }\n', "key 'tasks.t.source_prior' "
-                                                                                    "must sum to 1"),
+    ('[tasks.t]\nmethod = "temperature"\nT = 1.0\n[tasks.t.fit]\nn = "12"\n', "key 'tasks.t.fit.n' must be an integer"),
+    (
+        '[tasks.t]\nmethod = "em_prior_shift"\nsource_prior = { a = 0.5, b = 0.6 }\n',
+        "key 'tasks.t.source_prior' must sum to 1",
+    ),
     ('id = "0123456789abcdef"\n[tasks.t]\nmethod = "temperature"\nT = 1.0\n', "key 'id' is '0123456789abcdef' but"),
     ('version = 9\n[tasks.t]\nmethod = "temperature"\nT = 1.0\n', "key 'version' is 9: this recipe is newer"),
     ('colour = 1\n[tasks.t]\nmethod = "temperature"\nT = 1.0\n', "key 'colour' is not a recipe key here"),
@@ -303,7 +368,7 @@ MALFORMED = [
 @pytest.mark.parametrize("text,message", MALFORMED)
 def test_malformed_recipes_name_the_key(tmp_path, text, message):
     path = tmp_path / "recipe.toml"
-    path.write_text(text if text.startswith("version = 9") or text.startswith("[tasks.t\n") else BASE + text)
+    path.write_text(text if text.startswith(("version = 9", "[tasks.t\n")) else BASE + text)
     with pytest.raises(CalibrationError) as exc:
         Recipe.load(path)
     assert str(exc.value).startswith(f"{path}: ") and message in str(exc.value)
@@ -337,8 +402,9 @@ RAW_LINES = [
 def test_apply_keeps_every_raw_byte(tmp_path):
     src = tmp_path / "results.jsonl"
     src.write_bytes(b"\n".join(RAW_LINES) + b"\n")
-    recipe = Recipe({"fin": TaskRecipe([Step("prior_multiplier",
-                                             {"weights": {"Negative": 0.6, "Neutral": 1.5, "Positive": 0.6}})])})
+    recipe = Recipe(
+        {"fin": TaskRecipe([Step("prior_multiplier", {"weights": {"Negative": 0.6, "Neutral": 1.5, "Positive": 0.6}})])}
+    )
     with pytest.raises(CalibrationError, match="task\\(s\\) 'other' that recipe .* does not know"):
         cal.apply(src, recipe, tmp_path / "out.jsonl")
     summary = cal.apply(src, recipe, tmp_path / "out.jsonl", keep_other_tasks=True)
@@ -380,7 +446,9 @@ def test_calibrated_results_evaluate_to_the_report_numbers(tmp_path):
     cal.apply(src, recipe, tmp_path / "c.jsonl")
     rs = cal.calibrated_results(tmp_path / "c.jsonl")
     test = rs["fin"].subset(rs["fin"].slices["split"] == "test")
-    ev = labledger.evaluate(labledger.results.ResultSet({"fin": test}), metrics=["accuracy", "log_loss"], resamples=0)
+    ev = labledger.evaluate(
+        labledger.inputs.results.ResultSet({"fin": test}), metrics=["accuracy", "log_loss"], resamples=0
+    )
     rep = cal.report(src, recipe, resamples=0)
     assert rep.document["tasks"]["fin"]["in_sample"] == "no" and rep.document["tasks"]["fin"]["n"] == test.n
     assert rep.value("fin", "accuracy") == pytest.approx(ev.value("fin", "accuracy"), abs=1e-12)
@@ -404,8 +472,10 @@ def test_in_sample_report_shows_the_cross_fitted_figure(tmp_path):
     assert head("cross-fitted") == pytest.approx(values["crossfit"], abs=1e-12)
     assert head("calibrated") == pytest.approx(values["in_sample"], abs=1e-12)
     rows = [r for r in doc["table"] if r["task"] == "fin"]
-    assert [r["fitted"] for r in rows] == ["fitted on the evaluated items (optimistic)",
-                                           "cross-fitted (honest), 5 folds by group"]
+    assert [r["fitted"] for r in rows] == [
+        "fitted on the evaluated items (optimistic)",
+        "cross-fitted (honest), 5 folds by group",
+    ]
     assert [r["honest"] for r in rows] == [False, True]
     md = cal.report(src, recipe, resamples=0).to_markdown()
     assert "fitted on the evaluated items (optimistic)" in md and "**accuracy**" in md
@@ -426,9 +496,17 @@ def test_report_finds_the_fit_items_in_a_rewritten_copy(tmp_path):
 
 def test_report_probabilities_bins_and_mean_row(tmp_path):
     rows = shifted(400, seed=10, split=True, scale=2.0)
-    hover = [{"id": i, "task": "hover", "gold": "yes" if i % 3 == 0 else "no", "score": 0.3 + 0.3 * (i % 3 == 0)
-              + 0.1 * (i % 5 == 0), "positive": "yes", "slices": {"split": "dev" if i % 2 else "test"}}
-             for i in range(200)]
+    hover = [
+        {
+            "id": i,
+            "task": "hover",
+            "gold": "yes" if i % 3 == 0 else "no",
+            "score": 0.3 + 0.3 * (i % 3 == 0) + 0.1 * (i % 5 == 0),
+            "positive": "yes",
+            "slices": {"split": "dev" if i % 2 else "test"},
+        }
+        for i in range(200)
+    ]
     src = write(tmp_path / "r.jsonl", rows + hover)
     r1 = cal.fit(src, task="fin", method="temperature", fit_split="split=dev")
     r2 = cal.fit(src, task="hover", method="threshold", fit_split="split=dev")
@@ -448,16 +526,19 @@ def test_report_probabilities_bins_and_mean_row(tmp_path):
     for strategy in ("uniform", "quantile"):
         key = f"ece[n_bins=10,strategy={strategy}]"
         assert rep.value("fin", key, "raw") == pytest.approx(
-            ece(gold=td.gold_index, probs=td.probs, labels=range(3), n_bins=10, strategy=strategy), abs=1e-12)
+            ece(gold=td.gold_index, probs=td.probs, labels=range(3), n_bins=10, strategy=strategy), abs=1e-12
+        )
         assert rep.value("fin", key) == pytest.approx(
-            ece(gold=td.gold_index, probs=calp, labels=range(3), n_bins=10, strategy=strategy), abs=1e-12)
+            ece(gold=td.gold_index, probs=calp, labels=range(3), n_bins=10, strategy=strategy), abs=1e-12
+        )
     assert rep.value("fin", "accuracy") == rep.value("fin", "accuracy", "raw")  # a temperature keeps decisions
     assert rep.value("fin", "log_loss") < rep.value("fin", "log_loss", "raw")
     assert doc["mean"]["tasks"] == ["hover"] and doc["mean"]["excluded"] == ["fin"]  # log loss: lower is better
     hv = doc["tasks"]["hover"]
-    want = f1_score([r["gold"] == "yes" for r in hover if r["slices"]["split"] == "test"],
-                    [r["score"] >= recipe.tasks["hover"].steps[0].params["tau"] for r in hover
-                     if r["slices"]["split"] == "test"])
+    want = f1_score(
+        [r["gold"] == "yes" for r in hover if r["slices"]["split"] == "test"],
+        [r["score"] >= recipe.tasks["hover"].steps[0].params["tau"] for r in hover if r["slices"]["split"] == "test"],
+    )
     assert rep.value("hover", hv["headline"]) == pytest.approx(want, abs=1e-12)
 
 
@@ -473,8 +554,9 @@ def test_transductive_em_is_marked_in_recipe_and_report(tmp_path):
 def test_hand_written_recipe_is_reported_with_unknown_provenance(tmp_path):
     src = write(tmp_path / "r.jsonl", shifted(300, seed=12))
     path = tmp_path / "v4.toml"
-    path.write_text('[tasks.fin]\nmethod = "prior_multiplier"\nweights = { Negative = 0.6, Neutral = 1.5, '
-                    'Positive = 0.6 }\n')
+    path.write_text(
+        '[tasks.fin]\nmethod = "prior_multiplier"\nweights = { Negative = 0.6, Neutral = 1.5, Positive = 0.6 }\n'
+    )
     body = cal.report(src, path, resamples=0).document["tasks"]["fin"]
     assert body["in_sample"] == "unknown" and "provenance unknown" in body["status"]
     assert body["honest"] == "cross-fitted"
@@ -522,12 +604,16 @@ def test_many_labels_fall_back_to_coordinate_ascent_and_thresholds_need_decision
     z = np.eye(6)[gold] * 2 + rng.normal(size=(900, 6))
     p = np.exp(z - z.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
-    rows = [{"id": i, "task": "t", "gold": labels[g], "probs": dict(zip(labels, p[i].tolist()))}
-            for i, g in enumerate(gold.tolist())]
+    rows = [
+        {"id": i, "task": "t", "gold": labels[g], "probs": dict(zip(labels, p[i].tolist()))}
+        for i, g in enumerate(gold.tolist())
+    ]
     t = cal.fit(rows, method="prior_multiplier", crossfit=3).tasks["t"]
     assert t.fit["search"][0].startswith("coordinate ascent over 5 labels")
     assert t.values["in_sample"] > t.values["raw"]
-    binary = [{"id": i, "task": "h", "gold": "y" if i % 3 == 0 else "n", "score": (i % 10) / 10, "positive": "y"}
-              for i in range(60)]
+    binary = [
+        {"id": i, "task": "h", "gold": "y" if i % 3 == 0 else "n", "score": (i % 10) / 10, "positive": "y"}
+        for i in range(60)
+    ]
     with pytest.raises(CalibrationError, match="a threshold does not change"):
         cal.fit(binary, method="threshold", objective="log_loss")

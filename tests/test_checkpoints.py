@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 import labledger  # noqa: E402
-from labledger.checkpoints import hash_files, logit_diff, soup  # noqa: E402
+from labledger.analysis.checkpoints import hash_files, logit_diff, soup  # noqa: E402
 from labledger.cli import main  # noqa: E402
 from labledger.errors import CheckpointError  # noqa: E402
 
@@ -26,8 +26,10 @@ def _model(seed: int):
 
 
 def _save(model, path, fmt, dtype=None):
-    sd = {k: (v.to(dtype) if dtype is not None and v.is_floating_point() else v).contiguous()
-          for k, v in model.state_dict().items()}
+    sd = {
+        k: (v.to(dtype) if dtype is not None and v.is_floating_point() else v).contiguous()
+        for k, v in model.state_dict().items()
+    }
     if fmt == "safetensors":
         safetensors_torch.save_file(sd, str(path))
     else:
@@ -79,14 +81,14 @@ def test_soup_bf16_accumulates_in_float32(tmp_path):
     soup(paths, [0.5, 0.5], out, integers="first")
     got = safetensors_torch.load_file(str(out))
     key = "0.weight"
-    expected = ((sds[0][key].float() * 0.5 + sds[1][key].float() * 0.5)).to(torch.bfloat16)
+    expected = (sds[0][key].float() * 0.5 + sds[1][key].float() * 0.5).to(torch.bfloat16)
     assert got[key].dtype == torch.bfloat16 and torch.equal(got[key], expected)
 
 
 def test_mismatches_fail_clearly(tmp_path):
     a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
     _save(_model(0), a, "safetensors")
-    sd = {k: v for k, v in _model(1).state_dict().items()}
+    sd = dict(_model(1).state_dict().items())
     sd["0.weight"] = torch.zeros(16, 9)
     safetensors_torch.save_file(sd, str(b))
     with pytest.raises(CheckpointError, match=r"tensor '0.weight': shape \[16, 9\]"):
@@ -119,23 +121,41 @@ def test_soup_cli(tmp_path):
         _save(_model(i), p, "safetensors")
         paths.append(str(p))
     runner = CliRunner()
-    res = runner.invoke(main, ["soup", *paths, "--weights", "0.08 0.32 0.60", "--out", str(tmp_path / "s.safetensors"),
-                               "--integers", "first", "--ledger", str(tmp_path / "l"), "--json"])
+    res = runner.invoke(
+        main,
+        [
+            "soup",
+            *paths,
+            "--weights",
+            "0.08 0.32 0.60",
+            "--out",
+            str(tmp_path / "s.safetensors"),
+            "--integers",
+            "first",
+            "--ledger",
+            str(tmp_path / "l"),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["run_id"] and len(doc["inputs"]) == 3
     res = runner.invoke(main, ["soup", *paths, "--weights", "0.5 0.5", "--out", str(tmp_path / "x.safetensors")])
     assert res.exit_code == 2 and "3 checkpoints but 2 weights" in res.output
-    res = runner.invoke(main, ["soup", *paths, "--weights", "0.5 0.5 0.5", "--out", str(tmp_path / "x.safetensors"),
-                               "--no-record"])
+    res = runner.invoke(
+        main, ["soup", *paths, "--weights", "0.5 0.5 0.5", "--out", str(tmp_path / "x.safetensors"), "--no-record"]
+    )
     assert res.exit_code == 1 and "Error: weights sum to 1.5" in res.output
 
 
 def test_hash_cli(tmp_path):
     p = tmp_path / "f.bin"
     p.write_bytes(b"x" * 3_000_000)
-    assert hash_files([p])[0] == {"path": str(p), "sha256": hashlib.sha256(b"x" * 3_000_000).hexdigest(),
-                                  "size": 3_000_000}
+    assert hash_files([p])[0] == {
+        "path": str(p),
+        "sha256": hashlib.sha256(b"x" * 3_000_000).hexdigest(),
+        "size": 3_000_000,
+    }
     res = CliRunner().invoke(main, ["hash", str(p)])
     assert res.exit_code == 0 and hashlib.sha256(b"x" * 3_000_000).hexdigest() in res.output
     res = CliRunner().invoke(main, ["hash", str(tmp_path / "nope")])
@@ -153,7 +173,9 @@ def test_logit_diff_arrays_and_results(tmp_path):
     assert res["heads"]["exact"]["max_abs"] == 0.0
     assert res["heads"]["family"]["max_abs"] == pytest.approx(0.51)
     rows_a = [{"id": f"i{i}", "task": "t", "gold": "x", "logits": {"x": float(i), "y": 0.0}} for i in range(5)]
-    rows_b = [dict(r, logits={"x": r["logits"]["x"] + (0.25 if i == 2 else 0.0), "y": 0.0}) for i, r in enumerate(rows_a)]
+    rows_b = [
+        dict(r, logits={"x": r["logits"]["x"] + (0.25 if i == 2 else 0.0), "y": 0.0}) for i, r in enumerate(rows_a)
+    ]
     for name, rows in (("a.jsonl", rows_a), ("b.jsonl", list(reversed(rows_b)))):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
     res = logit_diff(tmp_path / "a.jsonl", tmp_path / "b.jsonl")

@@ -24,8 +24,15 @@ def _rows(seed: int, n: int = 120, flip: float = 0.0, start: int = 0) -> list[di
         if rng.random() < flip:
             p = 1 - p
         other = LABELS[1 - i % 2]
-        rows.append({"id": f"h{i}", "task": "hover", "gold": gold, "probs": {gold: round(p, 4), other: round(1 - p, 4)},
-                     "slices": {"current": ["-1", "0", "+1"][i % 3]}})
+        rows.append(
+            {
+                "id": f"h{i}",
+                "task": "hover",
+                "gold": gold,
+                "probs": {gold: round(p, 4), other: round(1 - p, 4)},
+                "slices": {"current": ["-1", "0", "+1"][i % 3]},
+            }
+        )
     return rows
 
 
@@ -48,16 +55,38 @@ def env(tmp_path):
 
 
 CASES = [
-    (["eval", "{a}"], 0, ["task 'hover' (classification, n=120)", "accuracy *", "95% CI", "per label",
-                          "confusion matrix", "1,000 bootstrap resamples"]),
-    (["eval", "{a}", "--metric", "accuracy", "--metric", "f1:average=macro", "--by", "current"], 0,
-     ["f1[average=macro]", "by current", "current=+1 (n=40)", "current=-1 (n=40)"]),
-    (["eval", "{a}", "--metric", "accuracy", "--definitions", "--resamples", "0"], 0,
-     ["Fraction of items whose predicted label"]),
-    (["eval", "{a}", "--metric", "recall:average=binary,pos_label=SUPPORTED", "--ci", "0.9"], 0,
-     ["recall[average=binary,pos_label=SUPPORTED]", "90% CI"]),
-    (["eval", "{run}:test", "--metric", "accuracy", "--ledger", "{ledger}"], 0,
-     ["Results: {run}:test", "task 'hover'"]),
+    (
+        ["eval", "{a}"],
+        0,
+        [
+            "task 'hover' (classification, n=120)",
+            "accuracy *",
+            "95% CI",
+            "per label",
+            "confusion matrix",
+            "1,000 bootstrap resamples",
+        ],
+    ),
+    (
+        ["eval", "{a}", "--metric", "accuracy", "--metric", "f1:average=macro", "--by", "current"],
+        0,
+        ["f1[average=macro]", "by current", "current=+1 (n=40)", "current=-1 (n=40)"],
+    ),
+    (
+        ["eval", "{a}", "--metric", "accuracy", "--definitions", "--resamples", "0"],
+        0,
+        ["Fraction of items whose predicted label"],
+    ),
+    (
+        ["eval", "{a}", "--metric", "recall:average=binary,pos_label=SUPPORTED", "--ci", "0.9"],
+        0,
+        ["recall[average=binary,pos_label=SUPPORTED]", "90% CI"],
+    ),
+    (
+        ["eval", "{run}:test", "--metric", "accuracy", "--ledger", "{ledger}"],
+        0,
+        ["Results: {run}:test", "task 'hover'"],
+    ),
     (["eval", "{a}", "--metric", "f1score"], 1, ["Error: Unknown metric 'f1score'. Did you mean 'f1'?"]),
     (["eval", "{a}", "--metric", "mae"], 1, ["Error: metric 'mae' applies to regression tasks"]),
     (["eval", "{a}", "--by", "curent"], 1, ["Error: Unknown slice field 'curent'. Did you mean 'current'?"]),
@@ -66,10 +95,16 @@ CASES = [
     (["eval", "{run}:nope", "--ledger", "{ledger}"], 1, ["Error: Unknown result set"]),
     (["eval", "{a}", "--ci", "1.5"], 2, ["Invalid value for '--ci'"]),
     (["eval", "{a}", "--save", "nocolon"], 2, ["expected RUN:NAME"]),
-    (["compare", "{a}", "{b}", "--metric", "accuracy", "--metric", "macro_f1"], 0,
-     ["paired, n=120", "A - B", "McNemar p", "(b="]),
-    (["compare", "{a}", "{other}", "--metric", "accuracy"], 1,
-     ["Error: task 'hover': the item sets differ", "6 only in A", "'h0', 'h1', 'h2', 'h3', 'h4'", "--unpaired"]),
+    (
+        ["compare", "{a}", "{b}", "--metric", "accuracy", "--metric", "macro_f1"],
+        0,
+        ["paired, n=120", "A - B", "McNemar p", "(b="],
+    ),
+    (
+        ["compare", "{a}", "{other}", "--metric", "accuracy"],
+        1,
+        ["Error: task 'hover': the item sets differ", "6 only in A", "'h0', 'h1', 'h2', 'h3', 'h4'", "--unpaired"],
+    ),
     (["compare", "{a}", "{other}", "--metric", "accuracy", "--unpaired"], 0, ["unpaired, n_A=120, n_B=120"]),
     (["compare", "{a}", "{b}", "--metric", "acuracy"], 1, ["Did you mean 'accuracy'"]),
 ]
@@ -95,8 +130,21 @@ def test_eval_json_is_one_document(env):
 
 
 def test_eval_save_stores_the_evaluation(env):
-    result = CliRunner().invoke(main, ["eval", f"{env['run']}:test", "--metric", "accuracy", "--metric", "macro_f1",
-                                       "--save", f"{env['run']}:test-eval", "--ledger", env["ledger"]])
+    result = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            f"{env['run']}:test",
+            "--metric",
+            "accuracy",
+            "--metric",
+            "macro_f1",
+            "--save",
+            f"{env['run']}:test-eval",
+            "--ledger",
+            env["ledger"],
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "Saved evaluation" in result.output
     ledger = labledger.open_ledger(env["ledger"])

@@ -10,13 +10,19 @@ from pathlib import Path
 import orjson
 import pytest
 from click.testing import CliRunner
+from import_sources import (
+    report_doc,
+    results_rows,
+    seed_batches,
+    snapshot,
+    tree_hashes,
+    write_jsonl,
+    write_seed_run,
+    write_tensorboard,
+)
 
 import labledger
 from labledger.cli import main
-
-from import_sources import (
-    report_doc, results_rows, seed_batches, snapshot, tree_hashes, write_jsonl, write_seed_run, write_tensorboard,
-)
 
 
 @pytest.fixture
@@ -38,8 +44,16 @@ def sources(tmp_path):
 
 
 CASES = [
-    (["import", "{seed}"], 0, ["Imported", "(seed-run,", "seed-run: 6 batches, 4 history, 60 results:full_test",
-                               "note: full_test/summary.json: all 180 counts of summary.cells agree"]),
+    (
+        ["import", "{seed}"],
+        0,
+        [
+            "Imported",
+            "(seed-run,",
+            "seed-run: 6 batches, 4 history, 60 results:full_test",
+            "note: full_test/summary.json: all 180 counts of summary.cells agree",
+        ],
+    ),
     (["import", "{seed}", "--name", "renamed", "--group", "g", "--copy"], 0, ["renamed [g]", "originals copied"]),
     (["import", "{results}"], 0, ["(results,", "v5: 20 results:results"]),
     (["import", "{report}"], 0, ["(report,", "P-TEST-BOUNDARY-SMOKE-001", "Interpretation limit:"]),
@@ -66,8 +80,7 @@ def test_import_table(sources, args, code, expected):
 
 
 def test_json_is_one_document_and_matches_the_ledger(sources):
-    res = CliRunner().invoke(main, ["import", sources["report"], "--ledger", sources["ledger"],
-                                                    "--json"])
+    res = CliRunner().invoke(main, ["import", sources["report"], "--ledger", sources["ledger"], "--json"])
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["format"] == "report" and doc["mode"] == "reference" and doc["again"] is False

@@ -9,11 +9,10 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from conftest import make_batch
 
 import labledger
 from labledger.cli import main
-
-from conftest import make_batch
 
 
 @pytest.fixture
@@ -29,10 +28,9 @@ def ledger(tmp_path):
         ck.write_bytes(b"weights")
         run.log_checkpoint(ck, step=5)
         run.set_summary(test_accuracy=0.875)
-    with pytest.raises(RuntimeError):
-        with labledger.start_run("beta", group="g2", ledger=d) as run2:
-            run2.log(1, loss=2.0)
-            raise RuntimeError("out of memory")
+    with pytest.raises(RuntimeError), labledger.start_run("beta", group="g2", ledger=d) as run2:
+        run2.log(1, loss=2.0)
+        raise RuntimeError("out of memory")
     return d, run.id, run2.id
 
 
@@ -95,8 +93,9 @@ def test_show_json(ledger):
 def test_export_round_trip(ledger, tmp_path, what, fmt):
     d, rid, _ = ledger
     out = tmp_path / f"out.{fmt}"
-    res = CliRunner().invoke(main, ["export", rid, "--what", what, "--format", fmt, "--out", str(out),
-                                    "--ledger", str(d)])
+    res = CliRunner().invoke(
+        main, ["export", rid, "--what", what, "--format", fmt, "--out", str(out), "--ledger", str(d)]
+    )
     assert res.exit_code == 0, res.output
     view = labledger.open_ledger(d).run(rid)
     expected = list(view.records(what))
@@ -115,7 +114,8 @@ def test_python_m_entry_point(ledger):
     import sys
 
     d, _, _ = ledger
-    res = subprocess.run([sys.executable, "-m", "labledger", "runs", "--ledger", str(d), "--json"],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "labledger", "runs", "--ledger", str(d), "--json"], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stderr
     assert len(json.loads(res.stdout)["runs"]) == 2

@@ -6,11 +6,10 @@ import multiprocessing as mp
 import os
 
 import orjson
+from conftest import make_batch
 
 import labledger
 from labledger.store.jsonl import Appender, iter_lines
-
-from conftest import make_batch
 
 N = 5000
 

@@ -106,11 +106,13 @@ def test_a_finish_whose_index_update_was_lost_is_not_called_a_crash(tmp_path):
     import sys
 
     # the process writes run.json as finished, then dies before updating the index
-    script = ("import labledger, os\n"
-              f"run = labledger.start_run('almost', ledger={str(tmp_path)!r})\n"
-              "run.log(1, loss=0.5)\n"
-              "run.ledger.update_run = lambda *a, **k: os._exit(0)\n"
-              "run.finish()\n")
+    script = (
+        "import labledger, os\n"
+        f"run = labledger.start_run('almost', ledger={str(tmp_path)!r})\n"
+        "run.log(1, loss=0.5)\n"
+        "run.ledger.update_run = lambda *a, **k: os._exit(0)\n"
+        "run.finish()\n"
+    )
     subprocess.run([sys.executable, "-c", script], check=True)
     info = labledger.open_ledger(tmp_path).runs()[0]
     assert info.status == "finished" and info.error is None

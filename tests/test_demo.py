@@ -29,10 +29,15 @@ from labledger.cli import main  # noqa: E402
 from labledger.demo import DEMO_GROUP, run_demo  # noqa: E402
 from labledger.demo.model import StepperMLP, encode_inputs  # noqa: E402
 from labledger.demo.png import decode_gray_png, digit_png, encode_gray_png  # noqa: E402
-from labledger.errors import PNGError  # noqa: E402
 from labledger.demo.task import (  # noqa: E402
-    ACTIONS, DigitsData, RowPool, gold_action, replay_episode, state_text,
+    ACTIONS,
+    DigitsData,
+    RowPool,
+    gold_action,
+    replay_episode,
+    state_text,
 )
+from labledger.errors import PNGError  # noqa: E402
 
 DIGITS = sklearn_datasets.load_digits()
 DELTA = {"-1": -1, "0": 0, "+1": 1}
@@ -65,9 +70,17 @@ def batches(views):
 # -- the task, standalone ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("target,current,expected", [
-    (7, 3, "+1"), (3, 7, "-1"), (5, 5, "0"), (0, 9, "-1"), (9, 0, "+1"), (0, 0, "0"),
-])
+@pytest.mark.parametrize(
+    "target,current,expected",
+    [
+        (7, 3, "+1"),
+        (3, 7, "-1"),
+        (5, 5, "0"),
+        (0, 9, "-1"),
+        (9, 0, "+1"),
+        (0, 0, "0"),
+    ],
+)
 def test_gold_action_is_the_sign(target, current, expected):
     assert gold_action(target, current) == expected == sign_label(target, current)
 
@@ -106,15 +119,18 @@ def test_row_pool_is_balanced_and_covers_every_pair():
     assert natural["0"] == len(ids)  # one current in ten is the target
 
 
-@pytest.mark.parametrize("predictions,target,start,success,termination,steps", [
-    (["+1"] * 5 + ["-1"] * 5, 4, 1, True, "reached_target", 3),
-    (["+1"] * 5 + ["-1"] * 5, 6, 9, True, "reached_target", 3),
-    (["+1"] * 10, 4, 4, True, "reached_target", 0),
-    (["+1"] * 10, 4, 7, False, "left_range", 3),
-    (["-1"] * 10, 4, 2, False, "left_range", 3),
-    (["0"] * 10, 4, 2, False, "stalled", 1),
-    (["+1", "+1", "-1", "+1", "+1", "+1", "+1", "+1", "+1", "+1"], 5, 0, False, "loop", 3),
-])
+@pytest.mark.parametrize(
+    "predictions,target,start,success,termination,steps",
+    [
+        (["+1"] * 5 + ["-1"] * 5, 4, 1, True, "reached_target", 3),
+        (["+1"] * 5 + ["-1"] * 5, 6, 9, True, "reached_target", 3),
+        (["+1"] * 10, 4, 4, True, "reached_target", 0),
+        (["+1"] * 10, 4, 7, False, "left_range", 3),
+        (["-1"] * 10, 4, 2, False, "left_range", 3),
+        (["0"] * 10, 4, 2, False, "stalled", 1),
+        (["+1", "+1", "-1", "+1", "+1", "+1", "+1", "+1", "+1", "+1"], 5, 0, False, "loop", 3),
+    ],
+)
 def test_replay_episode_table(predictions, target, start, success, termination, steps):
     ep = replay_episode(predictions, target=target, start=start)
     assert (ep["success"], ep["termination"], len(ep["trace"])) == (success, termination, steps)
@@ -137,15 +153,18 @@ def test_png_round_trip(pixels):
     width, height, depth, color = struct.unpack(">IIBB", data[16:26])
     assert (height, width, depth, color) == (*pixels.shape, 8, 0)
     idat_len = struct.unpack(">I", data[33:37])[0]
-    raw = zlib.decompress(data[41:41 + idat_len])
+    raw = zlib.decompress(data[41 : 41 + idat_len])
     rows = np.frombuffer(raw, dtype=np.uint8).reshape(height, width + 1)
     assert (rows[:, 0] == 0).all() and np.array_equal(rows[:, 1:], pixels)
 
 
-@pytest.mark.parametrize("data,message", [
-    (b"GIF89a", "signature"),
-    (encode_gray_png(np.zeros((2, 2), np.uint8))[:-20] + b"\0" * 20, "bad CRC"),
-])
+@pytest.mark.parametrize(
+    "data,message",
+    [
+        (b"GIF89a", "signature"),
+        (encode_gray_png(np.zeros((2, 2), np.uint8))[:-20] + b"\0" * 20, "bad CRC"),
+    ],
+)
 def test_png_decoder_names_the_fault(data, message):
     with pytest.raises(PNGError, match=message):
         decode_gray_png(data)
@@ -193,7 +212,7 @@ def test_every_microbatch_with_every_sample(views, batches):
 
 
 def test_each_sample_is_consistent(demo, views, batches):
-    summary, _ = demo
+    _summary, _ = demo
     for view in views:
         pool_size = view.config["row_pool"]["size"]
         files = set(view.files())
@@ -268,7 +287,7 @@ def test_history_has_training_intervals_and_validation_every_epoch(views, batche
         # The interval loss is the mean over the interval's microbatches, not the last one.
         losses = [r["loss"] for r in batches[view.id]]
         first = train[0]
-        assert math.isclose(first["loss"], np.mean(losses[:first["microbatches"]]), abs_tol=1e-9)
+        assert math.isclose(first["loss"], np.mean(losses[: first["microbatches"]]), abs_tol=1e-9)
 
 
 def test_checkpoints_hash_and_reproduce_the_full_test(views):
@@ -286,8 +305,7 @@ def test_checkpoints_hash_and_reproduce_the_full_test(views):
         model.load_state_dict(torch.load(cks[-1]["path"], weights_only=True))
         model.eval()
         rows = list(view.results("full_test"))[:50]
-        x = encode_inputs(DIGITS.images[[r["image_id"] for r in rows]],
-                          np.array([r["current"] for r in rows]))
+        x = encode_inputs(DIGITS.images[[r["image_id"] for r in rows]], np.array([r["current"] for r in rows]))
         with torch.no_grad():
             logits = model(x).numpy()
         stored = np.array([[r["logits"][a] for a in ACTIONS] for r in rows])
@@ -299,8 +317,7 @@ def test_full_test_rows(demo, views):
         split = orjson.loads(view.file_path("split.json").read_bytes())
         rows = list(view.results("full_test"))
         assert len(rows) == len(split["test"]) * 10
-        assert {(r["image_id"], r["current"]) for r in rows} == {
-            (i, c) for i in split["test"] for c in range(10)}
+        assert {(r["image_id"], r["current"]) for r in rows} == {(i, c) for i in split["test"] for c in range(10)}
         assert len({r["id"] for r in rows}) == len(rows)
         for r in rows:
             target = int(DIGITS.target[r["image_id"]])
@@ -314,8 +331,7 @@ def test_full_test_rows(demo, views):
 
 
 def _images_jsonl(view):
-    return [orjson.loads(line) for line in
-            view.file_path("full_test/images.jsonl").read_bytes().splitlines() if line]
+    return [orjson.loads(line) for line in view.file_path("full_test/images.jsonl").read_bytes().splitlines() if line]
 
 
 def _replay(predictions, target, start, max_steps):
@@ -374,8 +390,7 @@ def test_summary_cells_agree_with_the_rows(views):
         for t in map(str, range(10)):
             for c in map(str, range(10)):
                 cell = summary["cells"][t][c]
-                assert cell == {"images": images[(t, c)], "errors": errors[(t, c)],
-                                "failed_episodes": failed[(t, c)]}
+                assert cell == {"images": images[(t, c)], "errors": errors[(t, c)], "failed_episodes": failed[(t, c)]}
         analysis = summary["analysis"]
         assert analysis["action_errors"] == sum(errors.values())
         assert math.isclose(analysis["action_accuracy"], 1 - sum(errors.values()) / len(rows))
@@ -389,7 +404,7 @@ def test_images_are_real_pngs_of_the_digits(views, batches):
         names = [n for n in view.files() if n.startswith("images/")]
         split = orjson.loads(view.file_path("split.json").read_bytes())
         used = set(split["train"]) | set(split["validation"]) | set(split["test"])
-        assert {int(n[len("images/"):-len(".png")]) for n in names} == used
+        assert {int(n[len("images/") : -len(".png")]) for n in names} == used
         for image_id in sorted(used)[:20]:
             pixels = decode_gray_png(view.file_path(f"images/{image_id}.png").read_bytes())
             assert pixels.shape == (32, 32)
@@ -418,7 +433,7 @@ def test_summary_matches_the_ledger(demo, views, batches):
 def test_full_tests_are_evaluated_with_cis_by_current_state(demo, views):
     from sklearn.metrics import accuracy_score, f1_score, recall_score
 
-    summary, ledger = demo
+    _summary, ledger = demo
     for view in views:
         doc = view.evaluation("full_test")
         body = doc["tasks"]["digit_step"]
@@ -438,14 +453,14 @@ def test_full_tests_are_evaluated_with_cis_by_current_state(demo, views):
         assert set(body["slices"]["current"]) == {str(s) for s in range(10)}
         # indexed in the ledger and entered in the benchmark ledger under the run's name
         assert any(v["metric"] == "accuracy" for v in ledger.metric_values(view.id))
-    from labledger.benchmarks import read_entries
+    from labledger.analysis.benchmarks import read_entries
 
     entries = read_entries(ledger, suite="digits-test")
     assert {e.model for e in entries} == {v.name for v in views}
 
 
 def test_the_two_runs_are_compared_on_the_same_items(demo, views):
-    summary, ledger = demo
+    summary, _ledger = demo
     body = summary.comparison["tasks"]["digit_step"]
     assert body["paired"] and body["n"] == len(list(views[0].results("full_test")))
     acc = next(m for m in body["metrics"] if m["key"] == "accuracy")
@@ -477,13 +492,28 @@ def test_the_site_is_built(demo):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args,code,expected", [
-    (["--quick"], 0, ["Ledger:", "test accuracy", "episode success", "Runs (id, folder):",
-                      "[95% CI]", "same items", "Site:", "index.html"]),
-    (["--quick", "--json"], 0, ['"run_ids"', '"test_accuracy"']),
-    (["--seed", "x"], 2, ["Invalid value"]),
-    (["--seed", "-1"], 2, ["Invalid value"]),
-])
+@pytest.mark.parametrize(
+    "args,code,expected",
+    [
+        (
+            ["--quick"],
+            0,
+            [
+                "Ledger:",
+                "test accuracy",
+                "episode success",
+                "Runs (id, folder):",
+                "[95% CI]",
+                "same items",
+                "Site:",
+                "index.html",
+            ],
+        ),
+        (["--quick", "--json"], 0, ['"run_ids"', '"test_accuracy"']),
+        (["--seed", "x"], 2, ["Invalid value"]),
+        (["--seed", "-1"], 2, ["Invalid value"]),
+    ],
+)
 def test_cli_demo(tmp_path, args, code, expected):
     result = CliRunner().invoke(main, ["demo", "--ledger", str(tmp_path / "l"), *args])
     assert result.exit_code == code, result.output

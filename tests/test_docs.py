@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from labledger.cli import main
-
 from conftest import REPO
+
+from labledger.cli import main
 
 
 def _commands():

@@ -6,13 +6,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from conftest import make_batch
 from starlette.testclient import TestClient
 
 import labledger
 from labledger.server import create_app
 from labledger.server.openapi import openapi_document
-
-from conftest import make_batch
 
 TOKEN = "error-shape-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -35,13 +34,23 @@ def world(tmp_path_factory):
     readonly = create_app(ledger, uploads_dir=root / "uploads-ro")
     private = create_app(ledger, uploads_dir=root / "uploads-private", token=TOKEN, private=True)
     damaged = create_app(root / "damaged", uploads_dir=root / "uploads-damaged")
-    with TestClient(app, raise_server_exceptions=False) as client, \
-            TestClient(readonly, raise_server_exceptions=False) as ro, \
-            TestClient(private, raise_server_exceptions=False) as priv, \
-            TestClient(damaged, raise_server_exceptions=False) as dmg:
+    with (
+        TestClient(app, raise_server_exceptions=False) as client,
+        TestClient(readonly, raise_server_exceptions=False) as ro,
+        TestClient(private, raise_server_exceptions=False) as priv,
+        TestClient(damaged, raise_server_exceptions=False) as dmg,
+    ):
         client.post("/upload?filename=taken.txt", content=b"x", headers=AUTH).raise_for_status()
         started = client.post("/api/runs", json={"name": "live"}, headers=AUTH).json()["run"]["id"]
-        yield {"client": client, "ro": ro, "private": priv, "damaged": dmg, "run": run.id, "broken": broken.id, "live": started}
+        yield {
+            "client": client,
+            "ro": ro,
+            "private": priv,
+            "damaged": dmg,
+            "run": run.id,
+            "broken": broken.id,
+            "live": started,
+        }
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -63,8 +72,15 @@ CASES = [
     ("post checkpoints", "client", "POST", "/api/runs/{live}/checkpoints", AUTH, b"[]", 405),
     ("upload without token", "client", "POST", "/upload?filename=a.txt", None, b"x", 401),
     ("start run without token", "client", "POST", "/api/runs", None, b'{"name": "x"}', 401),
-    ("basic auth instead of bearer", "client", "POST", "/upload?filename=a.txt",
-     {"Authorization": "Basic dXNlcjpwYXNz"}, b"x", 401),
+    (
+        "basic auth instead of bearer",
+        "client",
+        "POST",
+        "/upload?filename=a.txt",
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+        b"x",
+        401,
+    ),
     ("private read without token", "private", "GET", "/api/runs", None, None, 401),
     ("private page without token", "private", "GET", "/", None, None, 401),
     ("wrong token", "client", "POST", "/upload?filename=a.txt", {"Authorization": "Bearer nope"}, b"x", 403),
@@ -118,8 +134,11 @@ def test_the_openapi_error_schema_is_the_envelope():
 
 def test_messages_name_what_was_wrong(world):
     client, live = world["client"], world["live"]
-    r = client.post(f"/api/runs/{live}/batches", headers=AUTH,
-                    content=b'{"microbatch": 1, "loss": 0.5}\n{"microbatch": 2, "loss": "x"}\n')
+    r = client.post(
+        f"/api/runs/{live}/batches",
+        headers=AUTH,
+        content=b'{"microbatch": 1, "loss": 0.5}\n{"microbatch": 2, "loss": "x"}\n',
+    )
     assert r.status_code == 400 and r.json()["error"] == "request body:2: field 'loss' must be a number; got 'x'"
     r = client.get(f"/api/runs/{world['run']}/batches?limit=100000")
     assert "'limit' must be between 1 and 1000" in r.json()["error"]

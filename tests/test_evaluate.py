@@ -9,9 +9,9 @@ import orjson
 import pytest
 import sklearn.metrics as skm
 
+from labledger.analysis.evaluation import compare, evaluate
 from labledger.errors import ComparisonError, MetricInputError, UnknownMetricError, UnknownNameError
-from labledger.evaluate import compare, evaluate
-from labledger.results import read_results
+from labledger.inputs.results import read_results
 
 LABELS = ("SUPPORTED", "NOT_SUPPORTED")
 
@@ -23,9 +23,16 @@ def hover_rows(seed=0, n=300, skill=0.75, task="hover", ids=None):
         gold = LABELS[int(rng.random() < 0.4)]
         p_gold = float(np.clip(rng.normal(skill, 0.2), 0.01, 0.99))
         other = LABELS[1 - LABELS.index(gold)]
-        rows.append({"id": f"h{i}" if ids is None else ids[i], "task": task, "gold": gold,
-                     "probs": {other: round(1 - p_gold, 6), gold: round(p_gold, 6)},  # key order varies
-                     "slices": {"length": "long" if i % 3 else "short"}, "group": f"doc{i // 4}"})
+        rows.append(
+            {
+                "id": f"h{i}" if ids is None else ids[i],
+                "task": task,
+                "gold": gold,
+                "probs": {other: round(1 - p_gold, 6), gold: round(p_gold, 6)},  # key order varies
+                "slices": {"length": "long" if i % 3 else "short"},
+                "group": f"doc{i // 4}",
+            }
+        )
     return rows
 
 
@@ -53,18 +60,32 @@ def test_document_shape_and_values_match_sklearn(tmp_path):
     pred = [max(r["probs"], key=r["probs"].get) for r in rows]
     assert ev.value("hover", "accuracy") == pytest.approx(skm.accuracy_score(gold, pred), abs=1e-12)
     assert ev.value("hover", "f1[average=macro,zero_division=0]") == pytest.approx(
-        skm.f1_score(gold, pred, average="macro"), abs=1e-12)
+        skm.f1_score(gold, pred, average="macro"), abs=1e-12
+    )
     for entry in body["metrics"]:
-        assert {"metric", "key", "params", "definition", "value", "ci_low", "ci_high", "ci", "resamples", "method",
-                "n", "higher_is_better"} <= set(entry)
+        assert {
+            "metric",
+            "key",
+            "params",
+            "definition",
+            "value",
+            "ci_low",
+            "ci_high",
+            "ci",
+            "resamples",
+            "method",
+            "n",
+            "higher_is_better",
+        } <= set(entry)
         assert entry["ci_low"] <= entry["value"] <= entry["ci_high"], entry["key"]
         assert "clusters" in entry["method"] and entry["clusters"] == 75
     cm = body["confusion_matrix"]
     assert cm["labels"] == sorted(LABELS)
     assert cm["matrix"] == skm.confusion_matrix(gold, pred, labels=sorted(LABELS)).tolist()
     recall = {r["label"]: r["recall"]["value"] for r in body["per_class"]["labels"]}
-    assert recall == pytest.approx(dict(zip(sorted(LABELS), skm.recall_score(gold, pred, average=None,
-                                                                              labels=sorted(LABELS)))))
+    assert recall == pytest.approx(
+        dict(zip(sorted(LABELS), skm.recall_score(gold, pred, average=None, labels=sorted(LABELS))))
+    )
     orjson.dumps(doc)  # JSON-ready
 
 
@@ -72,8 +93,9 @@ def test_slices_equal_evaluating_the_subset():
     rows = hover_rows()
     ev = evaluate(rows, metrics=["accuracy", "macro_f1"], by="length", resamples=100)
     for value in ("long", "short"):
-        sub = evaluate([r for r in rows if r["slices"]["length"] == value], metrics=["accuracy", "macro_f1"],
-                       resamples=0)
+        sub = evaluate(
+            [r for r in rows if r["slices"]["length"] == value], metrics=["accuracy", "macro_f1"], resamples=0
+        )
         body = ev.tasks["hover"]["slices"]["length"][value]
         assert body["n"] == sub.tasks["hover"]["n"]
         assert ev.value("hover", "accuracy", slice=f"length={value}") == sub.value("hover", "accuracy")
@@ -83,12 +105,22 @@ def test_slices_equal_evaluating_the_subset():
 def test_regression_defaults_and_positive_binary():
     ev = evaluate(mosi_rows(), resamples=100)
     keys = [e["key"] for e in ev.tasks["mosi"]["metrics"]]
-    assert keys == ["mae", "rmse", "pearson", "spearman", "has0_acc", "has0_f1", "non0_acc", "non0_f1", "zero_f1",
-                    "acc5", "acc7"]
+    assert keys == [
+        "mae",
+        "rmse",
+        "pearson",
+        "spearman",
+        "has0_acc",
+        "has0_f1",
+        "non0_acc",
+        "non0_f1",
+        "zero_f1",
+        "acc5",
+        "acc7",
+    ]
     nz = next(e for e in ev.tasks["mosi"]["metrics"] if e["key"] == "non0_f1")
     assert nz["n"] == sum(1 for r in mosi_rows() if r["gold"] != 0)
-    rows = [{"id": i, "task": "b", "gold": "cross" if i % 2 else "single", "score": (i % 10) / 10}
-            for i in range(100)]
+    rows = [{"id": i, "task": "b", "gold": "cross" if i % 2 else "single", "score": (i % 10) / 10} for i in range(100)]
     ev = evaluate(rows, positive="cross", resamples=0)
     f1 = ev.metric("b", "f1")
     assert f1["params"] == {"average": "binary", "pos_label": "cross", "zero_division": 0.0}
@@ -107,8 +139,12 @@ def test_reproducible_and_independent_of_other_metrics():
 
 def test_suite_mean_of_headlines():
     rows = hover_rows() + hover_rows(seed=5, task="vast", skill=0.6) + mosi_rows()
-    ev = evaluate(rows, metrics={"hover": ["accuracy"], "vast": ["accuracy"], "mosi": ["mae"]}, resamples=200,
-                  headline={"mosi": "mae"})
+    ev = evaluate(
+        rows,
+        metrics={"hover": ["accuracy"], "vast": ["accuracy"], "mosi": ["mae"]},
+        resamples=200,
+        headline={"mosi": "mae"},
+    )
     suite = ev.to_dict()["suite"]
     assert suite["tasks"] == {"hover": "accuracy", "vast": "accuracy"} and suite["excluded"] == ["mosi"]
     assert suite["value"] == pytest.approx((ev.value("hover", "accuracy") + ev.value("vast", "accuracy")) / 2)
@@ -117,26 +153,33 @@ def test_suite_mean_of_headlines():
     assert ev2.to_dict()["suite"]["tasks"]["mosi"] == "pearson"  # the default headline is added
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    ({"metrics": ["f1score"]}, UnknownMetricError, "Did you mean 'f1'"),
-    ({"metrics": ["mae"]}, MetricInputError, "applies to regression tasks"),
-    ({"by": "lenght"}, UnknownNameError, "Did you mean 'length'"),
-    ({"task": "hovr"}, UnknownNameError, "Did you mean 'hover'"),
-    ({"metrics": ["f1:pos_label=MAYBE"]}, UnknownNameError, "MAYBE"),
-    ({"metrics": ["f1:average=binary"]}, MetricInputError, "needs pos_label"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"metrics": ["f1score"]}, UnknownMetricError, "Did you mean 'f1'"),
+        ({"metrics": ["mae"]}, MetricInputError, "applies to regression tasks"),
+        ({"by": "lenght"}, UnknownNameError, "Did you mean 'length'"),
+        ({"task": "hovr"}, UnknownNameError, "Did you mean 'hover'"),
+        ({"metrics": ["f1:pos_label=MAYBE"]}, UnknownNameError, "MAYBE"),
+        ({"metrics": ["f1:average=binary"]}, MetricInputError, "needs pos_label"),
+    ],
+)
 def test_evaluate_errors(kwargs, error, message):
     with pytest.raises(error, match=message):
         evaluate(hover_rows(n=20), resamples=0, **kwargs)
 
 
 def test_ranking_sets_and_match_tasks():
-    rows = [{"id": i, "task": "toolret", "gold": {f"d{i % 3}": 1}, "scores": {"d0": 0.5, "d1": 0.4, "d2": 0.1}}
-            for i in range(30)]
-    rows += [{"id": i, "task": "acos", "gold": [["a", "pos"]], "pred": [["a", "pos"]] if i % 2 else []}
-             for i in range(30)]
-    rows += [{"id": i, "task": "bfcl", "gold": {"name": "f"}, "pred": {"name": "f" if i % 3 else "g"}}
-             for i in range(30)]
+    rows = [
+        {"id": i, "task": "toolret", "gold": {f"d{i % 3}": 1}, "scores": {"d0": 0.5, "d1": 0.4, "d2": 0.1}}
+        for i in range(30)
+    ]
+    rows += [
+        {"id": i, "task": "acos", "gold": [["a", "pos"]], "pred": [["a", "pos"]] if i % 2 else []} for i in range(30)
+    ]
+    rows += [
+        {"id": i, "task": "bfcl", "gold": {"name": "f"}, "pred": {"name": "f" if i % 3 else "g"}} for i in range(30)
+    ]
     ev = evaluate(rows, resamples=100)
     assert ev.value("toolret", "mrr") == pytest.approx((1 + 1 / 2 + 1 / 3) / 3)
     assert ev.value("acos", "set_f1") == 0.5 and ev.value("acos", "exact_match") == 0.5
@@ -202,16 +245,20 @@ def test_compare_matches_labels_by_name():
 
 def test_a_resultset_is_accepted(tmp_path):
     rs = read_results(write(tmp_path / "r.jsonl", mosi_rows()))
-    assert evaluate(rs, metrics=["mae"], resamples=0).value("mosi", "mae") == \
-        evaluate(mosi_rows(), metrics=["mae"], resamples=0).value("mosi", "mae")
+    assert evaluate(rs, metrics=["mae"], resamples=0).value("mosi", "mae") == evaluate(
+        mosi_rows(), metrics=["mae"], resamples=0
+    ).value("mosi", "mae")
 
 
 def test_item_resample_budget_caps_weight_metrics_and_says_so():
     rng = np.random.default_rng(5)
-    rows = [{"id": i, "task": "t", "gold": "yes" if g else "no", "score": float(s)}
-            for i, (g, s) in enumerate(zip(rng.integers(0, 2, 400), rng.random(400)))]
-    doc = evaluate(rows, metrics=["accuracy", "roc_auc"], resamples=1000, positive="yes",
-                   item_draw_budget=400 * 250).to_dict()
+    rows = [
+        {"id": i, "task": "t", "gold": "yes" if g else "no", "score": float(s)}
+        for i, (g, s) in enumerate(zip(rng.integers(0, 2, 400), rng.random(400)))
+    ]
+    doc = evaluate(
+        rows, metrics=["accuracy", "roc_auc"], resamples=1000, positive="yes", item_draw_budget=400 * 250
+    ).to_dict()
     by = {m["metric"]: m for m in doc["tasks"]["t"]["metrics"]}
     assert by["accuracy"]["resamples"] == 1000 and "resamples_requested" not in by["accuracy"]
     assert by["roc_auc"]["resamples"] == 250 and by["roc_auc"]["resamples_requested"] == 1000

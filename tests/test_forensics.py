@@ -28,19 +28,22 @@ def matrices(draw):
 
 
 @settings(max_examples=150, deadline=None)
-@given(m=matrices(), swapped=st.booleans(), decimals=st.integers(2, 6),
-       acc_decimals=st.sampled_from([None, 3, 4, 6]))
+@given(m=matrices(), swapped=st.booleans(), decimals=st.integers(2, 6), acc_decimals=st.sampled_from([None, 3, 4, 6]))
 def test_true_matrix_is_always_a_candidate(m, swapped, decimals, acc_decimals):
     tp, fn, fp, tn = m
     truth, pred = _arrays(*m)
     acc = accuracy_score(truth, pred)
-    recorded = (f1_score(pred, truth, average="weighted") if swapped
-                else f1_score(truth, pred, average="weighted"))
+    recorded = f1_score(pred, truth, average="weighted") if swapped else f1_score(truth, pred, average="weighted")
     correct = f1_score(truth, pred, average="weighted")
     acc_recorded = round(acc, acc_decimals) if acc_decimals is not None else acc
-    r = reconstruct_confusion(support=(tp + fn, fp + tn), accuracy=acc_recorded,
-                              weighted_f1=round(recorded, decimals), swapped=swapped,
-                              decimals=decimals, accuracy_decimals=acc_decimals)
+    r = reconstruct_confusion(
+        support=(tp + fn, fp + tn),
+        accuracy=acc_recorded,
+        weighted_f1=round(recorded, decimals),
+        swapped=swapped,
+        decimals=decimals,
+        accuracy_decimals=acc_decimals,
+    )
     found = [c for c in r.candidates if (c.tp, c.fn, c.fp, c.tn) == m]
     assert len(found) == 1
     assert abs(found[0].weighted_f1 - correct) <= 1e-12
@@ -55,10 +58,10 @@ def test_true_matrix_is_always_a_candidate(m, swapped, decimals, acc_decimals):
 def test_weighted_f1_matches_sklearn(m):
     truth, pred = _arrays(*m)
     tp, fn, fp, tn = m
-    assert abs(weighted_f1(tp=tp, fn=fn, fp=fp, tn=tn)
-               - f1_score(truth, pred, average="weighted")) <= 1e-15
-    assert abs(weighted_f1(tp=tp, fn=fn, fp=fp, tn=tn, swapped=True)
-               - f1_score(pred, truth, average="weighted")) <= 1e-15
+    assert abs(weighted_f1(tp=tp, fn=fn, fp=fp, tn=tn) - f1_score(truth, pred, average="weighted")) <= 1e-15
+    assert (
+        abs(weighted_f1(tp=tp, fn=fn, fp=fp, tn=tn, swapped=True) - f1_score(pred, truth, average="weighted")) <= 1e-15
+    )
 
 
 def test_realistic_swapped_case():
@@ -68,8 +71,7 @@ def test_realistic_swapped_case():
     acc = round(accuracy_score(truth, pred), 4)
     recorded = round(f1_score(pred, truth, average="weighted"), 4)
     correct = f1_score(truth, pred, average="weighted")
-    r = reconstruct_confusion(support=(379, 307), accuracy=acc, weighted_f1=recorded,
-                              decimals=4, accuracy_decimals=4)
+    r = reconstruct_confusion(support=(379, 307), accuracy=acc, weighted_f1=recorded, decimals=4, accuracy_decimals=4)
     assert (acc, recorded) == (0.8324, 0.8330)
     # two very different matrices fit, yet they agree on the correct weighted F1 to 1e-5
     assert [(c.tp, c.fn, c.fp, c.tn) for c in r.candidates] == [(276, 103, 12, 295), true_m]
@@ -96,16 +98,14 @@ def test_seed003_has0_ranges_under_an_assumed_support(run, acc, f1, expected):
     """Seed 003 gives no supports. Assuming a test set of 4,659 items of which 3,300 have
     truth >= 0 (an assumption, sized like a common sentiment benchmark), the reconstruction
     gives the same standard Has0_F1 ranges the report wrote."""
-    r = reconstruct_confusion(support=(3300, 1359), accuracy=acc, weighted_f1=f1, decimals=4,
-                              accuracy_decimals=4)
+    r = reconstruct_confusion(support=(3300, 1359), accuracy=acc, weighted_f1=f1, decimals=4, accuracy_decimals=4)
     assert r.candidates
     assert (round(r.weighted_f1_min, 4), round(r.weighted_f1_max, 4)) == expected
     assert all(c.weighted_f1 > c.weighted_f1_swapped for c in r.candidates)
 
 
 def test_not_swapped_candidates_reproduce_the_recorded_value():
-    r = reconstruct_confusion(support=(50, 50), accuracy=0.8, weighted_f1=0.8, swapped=False,
-                              decimals=2)
+    r = reconstruct_confusion(support=(50, 50), accuracy=0.8, weighted_f1=0.8, swapped=False, decimals=2)
     assert r.candidates
     assert all(abs(c.weighted_f1 - 0.8) <= 0.005 + 1e-9 for c in r.candidates)
 
@@ -122,18 +122,21 @@ def test_no_candidate_is_an_empty_result_not_an_error():
     assert r.to_dict()["n_candidates"] == 0
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(support=(-1, 5), accuracy=0.5, weighted_f1=0.5), "non-negative"),
-    (dict(support=(0, 0), accuracy=0.5, weighted_f1=0.5), "no items"),
-    (dict(support=(2.5, 5), accuracy=0.5, weighted_f1=0.5), "whole counts"),
-    (dict(support=("a", 5), accuracy=0.5, weighted_f1=0.5), "two counts"),
-    (dict(support=(5,), accuracy=0.5, weighted_f1=0.5), "two counts"),
-    (dict(support=(5, 5), accuracy=1.2, weighted_f1=0.5), r"accuracy must be a number in \[0, 1\]"),
-    (dict(support=(5, 5), accuracy=0.5, weighted_f1=-0.1), "weighted F1 must be"),
-    (dict(support=(5, 5), accuracy=float("nan"), weighted_f1=0.5), "accuracy must be"),
-    (dict(support=(5, 5), accuracy=0.5, weighted_f1=0.5, decimals=-1), "decimals"),
-    (dict(support=(5, 5), accuracy=0.5, weighted_f1=0.5, accuracy_decimals=-2), "accuracy_decimals"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(support=(-1, 5), accuracy=0.5, weighted_f1=0.5), "non-negative"),
+        (dict(support=(0, 0), accuracy=0.5, weighted_f1=0.5), "no items"),
+        (dict(support=(2.5, 5), accuracy=0.5, weighted_f1=0.5), "whole counts"),
+        (dict(support=("a", 5), accuracy=0.5, weighted_f1=0.5), "two counts"),
+        (dict(support=(5,), accuracy=0.5, weighted_f1=0.5), "two counts"),
+        (dict(support=(5, 5), accuracy=1.2, weighted_f1=0.5), r"accuracy must be a number in \[0, 1\]"),
+        (dict(support=(5, 5), accuracy=0.5, weighted_f1=-0.1), "weighted F1 must be"),
+        (dict(support=(5, 5), accuracy=float("nan"), weighted_f1=0.5), "accuracy must be"),
+        (dict(support=(5, 5), accuracy=0.5, weighted_f1=0.5, decimals=-1), "decimals"),
+        (dict(support=(5, 5), accuracy=0.5, weighted_f1=0.5, accuracy_decimals=-2), "accuracy_decimals"),
+    ],
+)
 def test_impossible_inputs(kwargs, match):
     with pytest.raises(ForensicsError, match=match):
         reconstruct_confusion(**kwargs)

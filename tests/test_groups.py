@@ -10,20 +10,36 @@ from click.testing import CliRunner
 from sklearn.metrics import f1_score
 
 import labledger
+from labledger.analysis.groups import compare_groups
 from labledger.cli import main
-from labledger.groups import compare_groups
 
 # Seed 003's per-run tables: (run, Has0_F1, Non0_F1) as each run recorded them.
 SEED_003 = {
-    "0617-main": [("comp_has0_l02_h128_lr8e5_b12_d12", 0.8278, 0.8797), ("comp_has0_l02_h160_lr5e5_b8_d15", 0.8434, 0.8869),
-                  ("has0_h128_lr8e5_b12_d12", 0.8267, 0.8743), ("has0_h160_lr5e5_b8_d15", 0.8434, 0.8869)],
-    "0617-fd-router": [("fd_router_h128_s025_lr8e5_b12_d12", 0.8359, 0.8776), ("fd_router_h128_s050_lr8e5_b12_d12", 0.8303, 0.8762),
-                       ("fd_router_h160_s025_lr5e5_b8_d15", 0.8397, 0.8820), ("fd_router_h160_s050_lr5e5_b8_d15", 0.8333, 0.8764)],
-    "0618-fd-query-boost": [("fdqboost_h128_a15_lr8e5_b12_d12", 0.8439, 0.8843), ("fdqboost_h128_a20_lr8e5_b12_d12", 0.8403, 0.8790),
-                            ("fdqboost_h160_a15_lr5e5_b8_d15", 0.8437, 0.8833), ("fdqboost_h160_a20_lr5e5_b8_d15", 0.8416, 0.8820)],
+    "0617-main": [
+        ("comp_has0_l02_h128_lr8e5_b12_d12", 0.8278, 0.8797),
+        ("comp_has0_l02_h160_lr5e5_b8_d15", 0.8434, 0.8869),
+        ("has0_h128_lr8e5_b12_d12", 0.8267, 0.8743),
+        ("has0_h160_lr5e5_b8_d15", 0.8434, 0.8869),
+    ],
+    "0617-fd-router": [
+        ("fd_router_h128_s025_lr8e5_b12_d12", 0.8359, 0.8776),
+        ("fd_router_h128_s050_lr8e5_b12_d12", 0.8303, 0.8762),
+        ("fd_router_h160_s025_lr5e5_b8_d15", 0.8397, 0.8820),
+        ("fd_router_h160_s050_lr5e5_b8_d15", 0.8333, 0.8764),
+    ],
+    "0618-fd-query-boost": [
+        ("fdqboost_h128_a15_lr8e5_b12_d12", 0.8439, 0.8843),
+        ("fdqboost_h128_a20_lr8e5_b12_d12", 0.8403, 0.8790),
+        ("fdqboost_h160_a15_lr5e5_b8_d15", 0.8437, 0.8833),
+        ("fdqboost_h160_a20_lr5e5_b8_d15", 0.8416, 0.8820),
+    ],
 }
 # ... and the group means the seed's authors computed by hand.
-SEED_003_MEANS = {"0617-main": (0.8353, 0.8820), "0617-fd-router": (0.8348, 0.8780), "0618-fd-query-boost": (0.8424, 0.8821)}
+SEED_003_MEANS = {
+    "0617-main": (0.8353, 0.8820),
+    "0617-fd-router": (0.8348, 0.8780),
+    "0618-fd-query-boost": (0.8424, 0.8821),
+}
 
 
 def test_group_means_from_recorded_values(tmp_path):
@@ -31,8 +47,12 @@ def test_group_means_from_recorded_values(tmp_path):
         for name, has0, non0 in runs:
             with labledger.start_run(name, group=group, ledger=tmp_path) as run:
                 run.log_history({"epoch": 4, "Has0_F1_score": has0, "Non0_F1_score": non0})
-    res = compare_groups(labledger.open_ledger(tmp_path), baseline="0617-main",
-                         groups=["0617-fd-router", "0618-fd-query-boost"], metrics=["has0_f1", "non0_f1"])
+    res = compare_groups(
+        labledger.open_ledger(tmp_path),
+        baseline="0617-main",
+        groups=["0617-fd-router", "0618-fd-query-boost"],
+        metrics=["has0_f1", "non0_f1"],
+    )
     by = {(s["group"], s["metric"]): s for s in res.summary}
     for group, (has0, non0) in SEED_003_MEANS.items():
         assert round(by[(group, "has0_f1")]["mean"], 4) == has0
@@ -41,16 +61,34 @@ def test_group_means_from_recorded_values(tmp_path):
         assert by[(group, "has0_f1")]["sources"] == ["recorded (history)"]
     assert by[("0618-fd-query-boost", "has0_f1")]["diff"] == pytest.approx(0.842375 - 0.835325)
     assert by[("0617-main", "has0_f1")]["diff"] is None
-    res = CliRunner().invoke(main, ["compare-groups", "--baseline", "0617-main", "--group", "0617-fd-router",
-                                    "--metric", "has0_f1", "--ledger", str(tmp_path)])
+    res = CliRunner().invoke(
+        main,
+        [
+            "compare-groups",
+            "--baseline",
+            "0617-main",
+            "--group",
+            "0617-fd-router",
+            "--metric",
+            "has0_f1",
+            "--ledger",
+            str(tmp_path),
+        ],
+    )
     assert res.exit_code == 0 and "0.8353" in res.output and "(rec.)" in res.output
 
 
 def _regression_rows(rng, n=400, noise=0.6):
     truth = np.round(rng.normal(0, 1.5, n) * 3) / 3
     pred = truth + rng.normal(0, noise, n)
-    return truth, pred, [{"id": f"s{i}", "task": "mosi", "gold": float(t), "pred": float(p)}
-                         for i, (t, p) in enumerate(zip(truth, pred))]
+    return (
+        truth,
+        pred,
+        [
+            {"id": f"s{i}", "task": "mosi", "gold": float(t), "pred": float(p)}
+            for i, (t, p) in enumerate(zip(truth, pred))
+        ],
+    )
 
 
 def test_predictions_use_the_registry_definition_not_the_swapped_one(tmp_path):
@@ -81,22 +119,72 @@ def test_version_table_marks_significance_from_stored_predictions(tmp_path):
     for model, acc in (("base", 0.70), ("v2", 0.80), ("v2b", 0.705)):
         correct = rng.random(2000) < acc
         pred = np.where(correct, gold, 1 - gold)
-        rows = [{"id": f"i{i}", "task": "hover", "gold": ["no", "yes"][g],
-                 "probs": {"yes": 0.9 if p else 0.1, "no": 0.1 if p else 0.9}} for i, (g, p) in enumerate(zip(gold, pred))]
+        rows = [
+            {
+                "id": f"i{i}",
+                "task": "hover",
+                "gold": ["no", "yes"][g],
+                "probs": {"yes": 0.9 if p else 0.1, "no": 0.1 if p else 0.9},
+            }
+            for i, (g, p) in enumerate(zip(gold, pred))
+        ]
         with labledger.start_run(model, ledger=ledger_dir) as run:
             paths[model] = run.log_results("public", rows)
-        res = CliRunner().invoke(main, ["eval", f"{run.id}:public", "--metric", "accuracy", "--resamples", "200",
-                                        "--save", f"{run.id}:public-eval", "--model", model, "--suite", "public",
-                                        "--ledger", str(ledger_dir)])
+        res = CliRunner().invoke(
+            main,
+            [
+                "eval",
+                f"{run.id}:public",
+                "--metric",
+                "accuracy",
+                "--resamples",
+                "200",
+                "--save",
+                f"{run.id}:public-eval",
+                "--model",
+                model,
+                "--suite",
+                "public",
+                "--ledger",
+                str(ledger_dir),
+            ],
+        )
         assert res.exit_code == 0, res.output
-    res = CliRunner().invoke(main, ["table", "--suite", "public", "--models", "base,v2", "--delta-from", "base",
-                                    "--ledger", str(ledger_dir), "--json"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "table",
+            "--suite",
+            "public",
+            "--models",
+            "base,v2",
+            "--delta-from",
+            "base",
+            "--ledger",
+            str(ledger_dir),
+            "--json",
+        ],
+    )
     doc = json.loads(res.stdout)
     [row] = doc["rows"]
     assert row["significance"] == "significant" and row["delta_ci"][0] > 0
     assert row["n"]["base"] == 2000
-    res = CliRunner().invoke(main, ["table", "--suite", "public", "--models", "base,v2b", "--delta-from", "base",
-                                    "--ledger", str(ledger_dir), "--format", "md"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "table",
+            "--suite",
+            "public",
+            "--models",
+            "base,v2b",
+            "--delta-from",
+            "base",
+            "--ledger",
+            str(ledger_dir),
+            "--format",
+            "md",
+        ],
+    )
     assert res.exit_code == 0 and "n.s." in res.output
 
 
@@ -109,15 +197,25 @@ def test_metrics_with_parameters_are_found_in_predictions(tmp_path):
         gold = rng.integers(0, 3, 300)
         pred = np.where(rng.random(300) < 0.7, gold, rng.integers(0, 3, 300))
         labels = ["neg", "neu", "pos"]
-        rows = [{"id": f"{group}{i}", "task": "t", "gold": labels[g],
-                 "probs": {lab: (0.8 if j == p else 0.1) for j, lab in enumerate(labels)}}
-                for i, (g, p) in enumerate(zip(gold, pred))]
+        rows = [
+            {
+                "id": f"{group}{i}",
+                "task": "t",
+                "gold": labels[g],
+                "probs": {lab: (0.8 if j == p else 0.1) for j, lab in enumerate(labels)},
+            }
+            for i, (g, p) in enumerate(zip(gold, pred))
+        ]
         with labledger.start_run(f"{group}-0", group=group, ledger=tmp_path) as run:
             run.log_results("test", rows)
             run.log(1, f1=0.123)  # a recorded value that must not be used instead
         expected[group] = (f1_score(gold, pred, average="macro"), recall_score(gold, pred, average="macro"))
-    res = compare_groups(labledger.open_ledger(tmp_path), baseline="a", groups=["b"],
-                         metrics=["f1:average=macro", "recall:average=macro"])
+    res = compare_groups(
+        labledger.open_ledger(tmp_path),
+        baseline="a",
+        groups=["b"],
+        metrics=["f1:average=macro", "recall:average=macro"],
+    )
     by = {(s["group"], s["metric"]): s for s in res.summary}
     for group, (f1, rec) in expected.items():
         assert by[(group, "f1:average=macro")]["mean"] == pytest.approx(f1, abs=1e-12)
@@ -134,9 +232,11 @@ def test_unfinished_runs_are_left_out_unless_asked(tmp_path):
     for group, value in (("base", 0.9), ("new", 0.9)):
         with labledger.start_run(f"{group}-ok", group=group, ledger=tmp_path) as run:
             run.log_history({"acc": value})
-    script = ("import labledger, os\n"
-              f"run = labledger.start_run('new-crashed', group='new', ledger={str(tmp_path)!r})\n"
-              "run.log_history({'acc': 0.10})\nos._exit(0)\n")
+    script = (
+        "import labledger, os\n"
+        f"run = labledger.start_run('new-crashed', group='new', ledger={str(tmp_path)!r})\n"
+        "run.log_history({'acc': 0.10})\nos._exit(0)\n"
+    )
     subprocess.run([sys.executable, "-c", script], check=True, env={**os.environ})
     ledger = labledger.open_ledger(tmp_path)
     res = compare_groups(ledger, baseline="base", groups=["new"], metrics=["acc"])

@@ -11,16 +11,26 @@ import shutil
 
 import orjson
 import pytest
+from conftest import SEEDS
+from import_sources import (
+    SEED_HISTORY,
+    T0,
+    image_lines,
+    is_close,
+    report_doc,
+    results_rows,
+    seed_batches,
+    snapshot,
+    tree_hashes,
+    write_jsonl,
+    write_mlflow,
+    write_seed_run,
+    write_tensorboard,
+)
 
 import labledger
 from labledger.errors import ImportSourceError, RecordError, UnknownNameError
 from labledger.importers import FORMATS, detect_format, import_path
-
-from conftest import SEEDS
-from import_sources import (
-    SEED_HISTORY, T0, image_lines, is_close, report_doc, results_rows, seed_batches, snapshot, tree_hashes,
-    write_jsonl, write_mlflow, write_seed_run, write_tensorboard,
-)
 
 SEED_000 = next(SEEDS.glob("000_*.txt"))
 
@@ -32,6 +42,7 @@ def _only_run(ledger_dir):
 
 
 # -- seed-004 run folder -----------------------------------------------------------------------------
+
 
 def test_seed_run_every_file_accounted_for(tmp_path):
     src = write_seed_run(tmp_path / "run-a")
@@ -69,7 +80,8 @@ def test_seed_run_every_file_accounted_for(tmp_path):
     origin = view.meta["imported_from"]
     assert origin["format"] == "seed-run" and origin["mode"] == "reference"
     assert {f["path"]: f["sha256"] for f in origin["files"]} == {
-        k.removeprefix(str(src) + "/"): v for k, v in before.items()}
+        k.removeprefix(str(src) + "/"): v for k, v in before.items()
+    }
     assert view.meta["host"] is None and view.meta["git"] is None  # not the importer's
     assert ledger.previous_import(result.sha256)["run_id"] == view.id
 
@@ -120,8 +132,9 @@ def test_round_trip_of_a_demo_like_run_through_the_ledger_layout(tmp_path):
     assert view.config == orig.config
     assert [n["text"] for n in view.notes()] == ["a note"]
     keep = ("path", "sha256", "size", "step", "metrics")
-    assert [{k: c[k] for k in keep} for c in view.checkpoints()] == [{k: c[k] for k in keep}
-                                                                       for c in orig.checkpoints()]
+    assert [{k: c[k] for k in keep} for c in view.checkpoints()] == [
+        {k: c[k] for k in keep} for c in orig.checkpoints()
+    ]
     assert list(view.results("val")) == list(orig.results("val"))
     for key in ("started", "ended", "status", "host", "user", "git", "packages", "tags", "group"):
         assert view.meta[key] == orig.meta[key], key
@@ -129,6 +142,7 @@ def test_round_trip_of_a_demo_like_run_through_the_ledger_layout(tmp_path):
 
 
 # -- seed-000 report ---------------------------------------------------------------------------------
+
 
 def test_generated_report_has_the_shape_of_seed_000():
     real = json.loads(SEED_000.read_text())
@@ -161,8 +175,18 @@ def test_report_every_field_accounted_for(tmp_path):
     # history verbatim
     assert list(view.history()) == doc["history"]
     # config: the scalars, and the selected epoch for the site
-    for key in ("experiment", "generated_at", "device", "cuda_device", "base_model_version",
-                "adapter_model_version", "training_samples", "validation_samples", "track", "product_validation"):
+    for key in (
+        "experiment",
+        "generated_at",
+        "device",
+        "cuda_device",
+        "base_model_version",
+        "adapter_model_version",
+        "training_samples",
+        "validation_samples",
+        "track",
+        "product_validation",
+    ):
         assert view.config[key] == doc[key]
     assert view.config["selected_epoch"] == doc["selected"]["epoch"]
     assert "interpretation_limit" not in view.config
@@ -221,6 +245,7 @@ def test_real_seed_000_imports_with_every_field_accounted_for(tmp_path):
 
 # -- results.jsonl -------------------------------------------------------------------------------------
 
+
 def test_results_file_becomes_a_stored_result_set(tmp_path):
     path = write_jsonl(tmp_path / "v5" / "results.jsonl", results_rows())
     result = import_path(path, tmp_path / "ledger")
@@ -232,6 +257,7 @@ def test_results_file_becomes_a_stored_result_set(tmp_path):
 
 
 # -- TensorBoard -----------------------------------------------------------------------------------------
+
 
 def test_tensorboard_scalars_match_tensorboards_own_reader(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -251,10 +277,14 @@ def test_tensorboard_scalars_match_tensorboards_own_reader(tmp_path):
         assert view.group == "tb"
         acc = EventAccumulator(str(d), size_guidance={"scalars": 0})
         acc.Reload()
-        expected = sorted((e.step, e.wall_time, tag if tag != "time" else "time_", e.value)
-                          for tag in acc.Tags()["scalars"] for e in acc.Scalars(tag))
-        got = sorted((r["step"], r["time"], k, v) for r in view.scalars() for k, v in r.items()
-                     if k not in ("step", "time"))
+        expected = sorted(
+            (e.step, e.wall_time, tag if tag != "time" else "time_", e.value)
+            for tag in acc.Tags()["scalars"]
+            for e in acc.Scalars(tag)
+        )
+        got = sorted(
+            (r["step"], r["time"], k, v) for r in view.scalars() for k, v in r.items() if k not in ("step", "time")
+        )
         assert got == expected
         assert view.meta["started"] <= min(t for _, t, _, _ in got) <= view.meta["ended"]
     root = views["tb/exp1"]
@@ -267,16 +297,16 @@ def test_tensorboard_scalars_match_tensorboards_own_reader(tmp_path):
 
 def test_tensorboard_torn_tail_is_noted_and_the_rest_imported(tmp_path):
     logdir = write_tensorboard(tmp_path / "tb", steps=4)
-    [main_file] = [p for p in logdir.glob("*tfevents*")]
+    [main_file] = list(logdir.glob("*tfevents*"))
     main_file.write_bytes(main_file.read_bytes() + b"\x10\x00\x00")
     import_path(main_file, tmp_path / "ledger")
     _, view = _only_run(tmp_path / "ledger")
     assert any("the last 3 bytes are not a complete record" in n["text"] for n in view.notes())
-    assert [r["train/loss"] for r in view.scalars() if "train/loss" in r] == pytest.approx(
-        [1.0, 0.5, 1 / 3, 0.25])
+    assert [r["train/loss"] for r in view.scalars() if "train/loss" in r] == pytest.approx([1.0, 0.5, 1 / 3, 0.25])
 
 
 # -- MLflow ----------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", ["sqlite", "file"])
 def test_mlflow_store_runs_params_metrics_tags(tmp_path, monkeypatch, kind):
@@ -306,10 +336,17 @@ def test_mlflow_store_runs_params_metrics_tags(tmp_path, monkeypatch, kind):
         assert view.meta["mlflow"]["run_id"] == run_id
         assert view.meta["started"] == mrun.info.start_time / 1000
         assert view.meta["ended"] == mrun.info.end_time / 1000
-        expected = sorted((m.step, m.timestamp, m.key if m.key != "step" else "step_", m.value)
-                          for key in mrun.data.metrics for m in client.get_metric_history(run_id, key))
-        got = sorted((r["step"], round(r["time"] * 1000), k, v) for r in view.scalars() for k, v in r.items()
-                     if k not in ("step", "time"))
+        expected = sorted(
+            (m.step, m.timestamp, m.key if m.key != "step" else "step_", m.value)
+            for key in mrun.data.metrics
+            for m in client.get_metric_history(run_id, key)
+        )
+        got = sorted(
+            (r["step"], round(r["time"] * 1000), k, v)
+            for r in view.scalars()
+            for k, v in r.items()
+            if k not in ("step", "time")
+        )
         assert len(got) == len(expected)
         for g, e in zip(got, expected):
             assert g[:3] == e[:3] and is_close(g[3], e[3])
@@ -335,6 +372,7 @@ def test_mlflow_copy_brings_local_artifacts(tmp_path, monkeypatch):
 
 # -- duplicates, detection, broken sources ---------------------------------------------------------------
 
+
 def test_reimport_is_refused_unless_again(tmp_path):
     path = write_jsonl(tmp_path / "results.jsonl", results_rows())
     first = import_path(path, tmp_path / "ledger")
@@ -348,12 +386,17 @@ def test_reimport_is_refused_unless_again(tmp_path):
     assert len(labledger.open_ledger(tmp_path / "ledger").runs()) == 2
 
 
-@pytest.mark.parametrize("make,expected", [
-    (lambda p: write_seed_run(p / "x"), "seed-run"),
-    (lambda p: write_jsonl(p / "r.jsonl", results_rows()), "results"),
-    (lambda p: (p / "rep.json").write_bytes(orjson.dumps(report_doc("a.pt", "0" * 64))) and p / "rep.json",
-     "report"),
-])
+@pytest.mark.parametrize(
+    "make,expected",
+    [
+        (lambda p: write_seed_run(p / "x"), "seed-run"),
+        (lambda p: write_jsonl(p / "r.jsonl", results_rows()), "results"),
+        (
+            lambda p: (p / "rep.json").write_bytes(orjson.dumps(report_doc("a.pt", "0" * 64))) and p / "rep.json",
+            "report",
+        ),
+    ],
+)
 def test_detect_format(tmp_path, make, expected):
     assert detect_format(make(tmp_path)) == expected
 
@@ -425,12 +468,15 @@ def test_broken_seed_run_fails_naming_file_line_field_and_changes_nothing(tmp_pa
     assert not any((tmp_path / "ledger" / ".staging").iterdir())
 
 
-@pytest.mark.parametrize("doc_change,message", [
-    (lambda d: d.update(checkpoint_sha256="xyz"), "field 'checkpoint_sha256' must be 64 hexadecimal digits"),
-    (lambda d: d["threshold_trials"][7].update(threshold="0.2"), "field 'threshold_trials[7].threshold'"),
-    (lambda d: d["history"].append(3), "field 'history[5]' must be an object"),
-    (lambda d: d.update(generated_at="yesterday"), "field 'generated_at' must be an ISO 8601 time"),
-])
+@pytest.mark.parametrize(
+    "doc_change,message",
+    [
+        (lambda d: d.update(checkpoint_sha256="xyz"), "field 'checkpoint_sha256' must be 64 hexadecimal digits"),
+        (lambda d: d["threshold_trials"][7].update(threshold="0.2"), "field 'threshold_trials[7].threshold'"),
+        (lambda d: d["history"].append(3), "field 'history[5]' must be an object"),
+        (lambda d: d.update(generated_at="yesterday"), "field 'generated_at' must be an ISO 8601 time"),
+    ],
+)
 def test_broken_report_fails_naming_field(tmp_path, doc_change, message):
     doc = report_doc("a.pt", "0" * 64)
     doc_change(doc)

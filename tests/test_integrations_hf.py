@@ -16,7 +16,12 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from click.testing import CliRunner  # noqa: E402
 from transformers import (  # noqa: E402
-    BertConfig, BertForSequenceClassification, BertTokenizerFast, TrainerCallback, TrainerControl, TrainerState,
+    BertConfig,
+    BertForSequenceClassification,
+    BertTokenizerFast,
+    TrainerCallback,
+    TrainerControl,
+    TrainerState,
     TrainingArguments,
 )
 
@@ -59,25 +64,49 @@ class TextDataset(torch.utils.data.Dataset):
         return len(self.rows)
 
     def __getitem__(self, i):
-        return {"input_ids": torch.tensor(self.enc["input_ids"][i]),
-                "attention_mask": torch.tensor(self.enc["attention_mask"][i]),
-                "labels": torch.tensor(self.rows[i][1])}
+        return {
+            "input_ids": torch.tensor(self.enc["input_ids"][i]),
+            "attention_mask": torch.tensor(self.enc["attention_mask"][i]),
+            "labels": torch.tensor(self.rows[i][1]),
+        }
 
 
 def make_model():
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=5 + len(WORDS) + len(KEYWORD), hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32, num_labels=3,
-                        id2label=ID2LABEL, label2id={v: k for k, v in ID2LABEL.items()},
-                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = BertConfig(
+        vocab_size=5 + len(WORDS) + len(KEYWORD),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        num_labels=3,
+        id2label=ID2LABEL,
+        label2id={v: k for k, v in ID2LABEL.items()},
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     return BertForSequenceClassification(config)
 
 
 def make_args(out, **kw):
-    base = dict(output_dir=str(out), per_device_train_batch_size=4, gradient_accumulation_steps=GA,
-                max_steps=STEPS, logging_steps=2, eval_strategy="steps", eval_steps=3, save_strategy="steps",
-                save_steps=3, report_to="none", use_cpu=True, seed=0, disable_tqdm=True, learning_rate=1e-3,
-                dataloader_num_workers=0)
+    base = dict(
+        output_dir=str(out),
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=GA,
+        max_steps=STEPS,
+        logging_steps=2,
+        eval_strategy="steps",
+        eval_steps=3,
+        save_strategy="steps",
+        save_steps=3,
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
+        learning_rate=1e-3,
+        dataloader_num_workers=0,
+    )
     base.update(kw)
     return TrainingArguments(**base)
 
@@ -89,9 +118,14 @@ def trained(tmp_path_factory):
     tok = make_tokenizer(tmp)
     train_rows, eval_rows = make_rows(64, 0), make_rows(16, 1)
     cb = LedgerCallback("tiny-bert", group="hf", tags=("test",), ledger=tmp / "ledger")
-    trainer = LedgerTrainer(model=make_model(), args=make_args(tmp / "out"),
-                            train_dataset=TextDataset(train_rows, tok), eval_dataset=TextDataset(eval_rows, tok),
-                            processing_class=tok, callbacks=[cb])
+    trainer = LedgerTrainer(
+        model=make_model(),
+        args=make_args(tmp / "out"),
+        train_dataset=TextDataset(train_rows, tok),
+        eval_dataset=TextDataset(eval_rows, tok),
+        processing_class=tok,
+        callbacks=[cb],
+    )
     trainer.train()
     view = labledger.open_ledger(tmp / "ledger").run(cb.run.id)
     return {"tmp": tmp, "tok": tok, "trainer": trainer, "cb": cb, "view": view, "train_rows": train_rows}
@@ -179,8 +213,7 @@ def test_probabilities_recomputed_from_the_saved_checkpoint(trained):
     model.load_state_dict(load_file(ck["path"]), strict=False)
     model.eval()
     for b in (b for b in view.batches() if b["optimizer_step"] == 4):
-        enc = tok([s["input"] for s in b["samples"]], padding="max_length", max_length=MAX_LEN,
-                  return_tensors="pt")
+        enc = tok([s["input"] for s in b["samples"]], padding="max_length", max_length=MAX_LEN, return_tensors="pt")
         with torch.no_grad():
             probs = torch.softmax(model(**enc).logits.double(), -1).numpy()
         for s, p in zip(b["samples"], probs):
@@ -205,8 +238,9 @@ def test_round_trip_export_then_import(trained, tmp_path):
     folder.mkdir()
     runner = CliRunner()
     for what, name in (("batches", "batches.jsonl"), ("history", "history.jsonl")):
-        res = runner.invoke(main, ["export", view.id, "--what", what, "--out", str(folder / name),
-                                   "--ledger", str(view.ledger.root)])
+        res = runner.invoke(
+            main, ["export", view.id, "--what", what, "--out", str(folder / name), "--ledger", str(view.ledger.root)]
+        )
         assert res.exit_code == 0, res.output
     res = runner.invoke(main, ["import", str(folder), "--ledger", str(tmp_path / "fresh"), "--json"])
     assert res.exit_code == 0, res.output
@@ -227,10 +261,13 @@ class Boom(TrainerCallback):
 def test_failure_marks_the_run_failed(tmp_path):
     tok = make_tokenizer(tmp_path)
     cb = LedgerCallback("boom", ledger=tmp_path / "ledger")
-    trainer = LedgerTrainer(model=make_model(), args=make_args(tmp_path / "out", eval_strategy="no",
-                                                               save_strategy="no"),
-                            train_dataset=TextDataset(make_rows(32, 2), tok), processing_class=tok,
-                            callbacks=[cb, Boom()])
+    trainer = LedgerTrainer(
+        model=make_model(),
+        args=make_args(tmp_path / "out", eval_strategy="no", save_strategy="no"),
+        train_dataset=TextDataset(make_rows(32, 2), tok),
+        processing_class=tok,
+        callbacks=[cb, Boom()],
+    )
     with pytest.raises(RuntimeError, match="simulated"):
         trainer.train()
     view = labledger.open_ledger(tmp_path / "ledger").run(cb.run.id)
@@ -259,10 +296,13 @@ def test_plain_callback_as_context_manager_marks_failure(tmp_path):
 
     with pytest.raises(RuntimeError, match="simulated"):
         with LedgerCallback("ctx", ledger=tmp_path / "ledger", finish_on_train_end=False) as cb:
-            trainer = Trainer(model=make_model(), args=make_args(tmp_path / "out", eval_strategy="no",
-                                                                 save_strategy="no", logging_steps=1),
-                              train_dataset=TextDataset(make_rows(32, 3), tok), processing_class=tok,
-                              callbacks=[cb, Boom()])
+            trainer = Trainer(
+                model=make_model(),
+                args=make_args(tmp_path / "out", eval_strategy="no", save_strategy="no", logging_steps=1),
+                train_dataset=TextDataset(make_rows(32, 3), tok),
+                processing_class=tok,
+                callbacks=[cb, Boom()],
+            )
             trainer.train()
     view = labledger.open_ledger(tmp_path / "ledger").run(cb.run.id)
     assert view.status == "failed"

@@ -60,9 +60,16 @@ def fit(tmp_path, **logger_kw):
     ledger_logger = LedgerLogger("tiny-text", ledger=tmp_path / "ledger", **logger_kw)
     csv_logger = CSVLogger(str(tmp_path / "csv"))
     ckpt = pl.callbacks.ModelCheckpoint(monitor="val_loss", save_top_k=2, save_last=True)
-    trainer = pl.Trainer(max_epochs=3, logger=[ledger_logger, csv_logger], callbacks=[ckpt], log_every_n_steps=2,
-                         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
-                         default_root_dir=str(tmp_path / "root"))
+    trainer = pl.Trainer(
+        max_epochs=3,
+        logger=[ledger_logger, csv_logger],
+        callbacks=[ckpt],
+        log_every_n_steps=2,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        default_root_dir=str(tmp_path / "root"),
+    )
     return trainer, ledger_logger, csv_logger, ckpt
 
 
@@ -120,8 +127,9 @@ def test_round_trip_export_then_import(trained, tmp_path):
     folder.mkdir()
     runner = CliRunner()
     for what, name in (("scalars", "metrics.jsonl"), ("checkpoints", "checkpoints.jsonl")):
-        res = runner.invoke(main, ["export", view.id, "--what", what, "--out", str(folder / name),
-                                   "--ledger", str(view.ledger.root)])
+        res = runner.invoke(
+            main, ["export", view.id, "--what", what, "--out", str(folder / name), "--ledger", str(view.ledger.root)]
+        )
         assert res.exit_code == 0, res.output
     res = runner.invoke(main, ["import", str(folder), "--ledger", str(tmp_path / "fresh"), "--name", "again"])
     assert res.exit_code == 0, res.output
@@ -129,8 +137,9 @@ def test_round_trip_export_then_import(trained, tmp_path):
     copy = fresh.run("again")
     assert list(copy.scalars()) == list(view.scalars())
     keep = ("path", "sha256", "size", "step", "metrics")
-    assert [{k: c[k] for k in keep} for c in copy.checkpoints()] == [{k: c[k] for k in keep}
-                                                                       for c in view.checkpoints()]
+    assert [{k: c[k] for k in keep} for c in copy.checkpoints()] == [
+        {k: c[k] for k in keep} for c in view.checkpoints()
+    ]
 
 
 def test_failure_marks_the_run_failed(tmp_path):

@@ -94,8 +94,10 @@ def test_explicit_labels_average_over_exactly_those(data):
     gold, pred = data
     labels = [0, 1, 2, 3]
     for avg in ("macro", "weighted", "micro"):
-        assert close(M.f1(gold=gold, pred=pred, labels=labels, average=avg),
-                     sk(skm.f1_score, gold, pred, labels=labels, average=avg))
+        assert close(
+            M.f1(gold=gold, pred=pred, labels=labels, average=avg),
+            sk(skm.f1_score, gold, pred, labels=labels, average=avg),
+        )
 
 
 @FAST
@@ -116,12 +118,19 @@ def test_per_class_and_confusion_matrix(data):
 def test_sample_weights_match_sklearn(data):
     gold, pred, w = data
     assert close(M.accuracy(gold=gold, pred=pred, sample_weight=w), sk(skm.accuracy_score, gold, pred, sample_weight=w))
-    assert close(M.f1(gold=gold, pred=pred, average="macro", sample_weight=w),
-                 sk(skm.f1_score, gold, pred, average="macro", sample_weight=w), 1e-10)
-    assert close(M.mcc(gold=gold, pred=pred, sample_weight=w), sk(skm.matthews_corrcoef, gold, pred, sample_weight=w),
-                 1e-10)
-    assert close(M.cohen_kappa(gold=gold, pred=pred, sample_weight=w),
-                 sk(skm.cohen_kappa_score, gold, pred, sample_weight=w), 1e-10)
+    assert close(
+        M.f1(gold=gold, pred=pred, average="macro", sample_weight=w),
+        sk(skm.f1_score, gold, pred, average="macro", sample_weight=w),
+        1e-10,
+    )
+    assert close(
+        M.mcc(gold=gold, pred=pred, sample_weight=w), sk(skm.matthews_corrcoef, gold, pred, sample_weight=w), 1e-10
+    )
+    assert close(
+        M.cohen_kappa(gold=gold, pred=pred, sample_weight=w),
+        sk(skm.cohen_kappa_score, gold, pred, sample_weight=w),
+        1e-10,
+    )
 
 
 @st.composite
@@ -140,8 +149,11 @@ def scored(draw, ties=True):
 def test_binary_probability_metrics(data):
     gold, score = data
     assert close(M.brier(gold=gold, score=score), sk(skm.brier_score_loss, gold, score))
-    assert close(M.log_loss(gold=gold, score=score), sk(skm.log_loss, gold, np.column_stack([1 - score, score]),
-                                                       labels=[0, 1]), 1e-10)
+    assert close(
+        M.log_loss(gold=gold, score=score),
+        sk(skm.log_loss, gold, np.column_stack([1 - score, score]), labels=[0, 1]),
+        1e-10,
+    )
     if 0 < gold.sum() < len(gold):
         assert close(M.roc_auc(gold=gold, score=score), sk(skm.roc_auc_score, gold, score))
         assert close(M.average_precision(gold=gold, score=score), sk(skm.average_precision_score, gold, score))
@@ -170,10 +182,14 @@ def multiclass_probs(draw):
 def test_multiclass_probability_metrics(data):
     gold, probs = data
     labels = list(range(probs.shape[1]))
-    assert close(M.roc_auc(gold=gold, probs=probs, labels=labels),
-                 sk(skm.roc_auc_score, gold, probs, multi_class="ovr", average="macro"))
-    assert close(M.average_precision(gold=gold, probs=probs, labels=labels),
-                 sk(skm.average_precision_score, np.eye(len(labels))[gold], probs, average="macro"))
+    assert close(
+        M.roc_auc(gold=gold, probs=probs, labels=labels),
+        sk(skm.roc_auc_score, gold, probs, multi_class="ovr", average="macro"),
+    )
+    assert close(
+        M.average_precision(gold=gold, probs=probs, labels=labels),
+        sk(skm.average_precision_score, np.eye(len(labels))[gold], probs, average="macro"),
+    )
     assert close(M.log_loss(gold=gold, probs=probs, labels=labels), sk(skm.log_loss, gold, probs), 1e-10)
     assert close(M.brier(gold=gold, probs=probs, labels=labels), sk(skm.brier_score_loss, gold, probs), 1e-10)
 
@@ -208,9 +224,9 @@ def test_ece_against_a_direct_implementation(data, strategy, n_bins):
 def test_labels_by_name_from_mappings():
     probs = [{"b": 0.7, "a": 0.3}, {"a": 0.9, "b": 0.1}, {"b": 0.2, "a": 0.8}]
     gold = ["b", "a", "b"]
-    assert M.roc_auc(gold=gold, probs=probs) == M.roc_auc(gold=gold, probs=np.array([[0.3, 0.7], [0.9, 0.1],
-                                                                                      [0.8, 0.2]]),
-                                                          labels=["a", "b"])
+    assert M.roc_auc(gold=gold, probs=probs) == M.roc_auc(
+        gold=gold, probs=np.array([[0.3, 0.7], [0.9, 0.1], [0.8, 0.2]]), labels=["a", "b"]
+    )
     assert M.roc_auc(gold=gold, probs=probs, pos_label="b") == 1.0
 
 
@@ -225,14 +241,32 @@ EDGE = [
     ("one class present, all correct", [1, 1, 1], [1, 1, 1], "f1", {"average": "macro"}, 1.0),
     ("one class present: mcc", [1, 1, 1], [1, 1, 1], "mcc", {}, 0.0),
     ("one class present: balanced accuracy", [1, 1, 1], [1, 0, 1], "balanced_accuracy", {}, 2 / 3),
-    ("no predicted positive: precision 0/0", [1, 0, 1], [0, 0, 0], "precision",
-     {"average": "binary", "pos_label": 1}, 0.0),
-    ("no predicted positive, zero_division=1", [1, 0, 1], [0, 0, 0], "precision",
-     {"average": "binary", "pos_label": 1, "zero_division": 1}, 1.0),
+    (
+        "no predicted positive: precision 0/0",
+        [1, 0, 1],
+        [0, 0, 0],
+        "precision",
+        {"average": "binary", "pos_label": 1},
+        0.0,
+    ),
+    (
+        "no predicted positive, zero_division=1",
+        [1, 0, 1],
+        [0, 0, 0],
+        "precision",
+        {"average": "binary", "pos_label": 1, "zero_division": 1},
+        1.0,
+    ),
     ("no gold positive: recall 0/0", [0, 0], [1, 0], "recall", {"average": "binary", "pos_label": 1}, 0.0),
     ("positive nowhere: f1 0/0", [0, 0], [0, 0], "f1", {"average": "binary", "pos_label": 1}, 0.0),
-    ("positive nowhere, zero_division=nan", [0, 0], [0, 0], "f1",
-     {"average": "binary", "pos_label": 1, "zero_division": math.nan}, math.nan),
+    (
+        "positive nowhere, zero_division=nan",
+        [0, 0],
+        [0, 0],
+        "f1",
+        {"average": "binary", "pos_label": 1, "zero_division": math.nan},
+        math.nan,
+    ),
     ("kappa with one identical label", [1, 1], [1, 1], "cohen_kappa", {}, math.nan),
 ]
 
@@ -241,9 +275,14 @@ EDGE = [
 def test_edge_cases_match_sklearn(name, gold, pred, metric, kwargs, expected):
     ours = getattr(M, metric)(gold=gold, pred=pred, **kwargs)
     assert close(ours, expected)
-    fn = {"f1": skm.f1_score, "precision": skm.precision_score, "recall": skm.recall_score,
-          "mcc": skm.matthews_corrcoef,
-          "balanced_accuracy": skm.balanced_accuracy_score, "cohen_kappa": skm.cohen_kappa_score}[metric]
+    fn = {
+        "f1": skm.f1_score,
+        "precision": skm.precision_score,
+        "recall": skm.recall_score,
+        "mcc": skm.matthews_corrcoef,
+        "balanced_accuracy": skm.balanced_accuracy_score,
+        "cohen_kappa": skm.cohen_kappa_score,
+    }[metric]
     theirs = sk(fn, gold, pred, **kwargs)
     assert close(ours, theirs)
 
@@ -264,17 +303,20 @@ def test_seed_003_swapped_arguments_cannot_happen_by_position():
         M.f1(truth, pred)  # positional arguments are refused
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: M.f1(gold=[1, 2], pred=[1]), "differ in length"),
-    (lambda: M.f1(gold=["a", "b"], pred=["a", "b"], average="binary"), "needs pos_label"),
-    (lambda: M.f1(gold=["a", "b"], pred=["a", "b"], average="mean"), "average must be one of"),
-    (lambda: M.f1(gold=["a"], pred=["a"], zero_division=0.5), "zero_division must be"),
-    (lambda: M.roc_auc(gold=["a", "b"], score=[0.1, 0.2]), "give pos_label"),
-    (lambda: M.roc_auc(gold=[0, 1], probs=[[0.5, 0.5], [0.5, 0.5]]), "needs labels"),
-    (lambda: M.brier(gold=[0, 1], score=[0.5, 1.5]), "outside [0, 1]"),
-    (lambda: M.ece(gold=[0, 1], score=[0.5, 0.5], n_bins=0), "n_bins must be"),
-    (lambda: M.f1(gold=["a"], pred=["b"], labels=["a"]), "not in labels"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: M.f1(gold=[1, 2], pred=[1]), "differ in length"),
+        (lambda: M.f1(gold=["a", "b"], pred=["a", "b"], average="binary"), "needs pos_label"),
+        (lambda: M.f1(gold=["a", "b"], pred=["a", "b"], average="mean"), "average must be one of"),
+        (lambda: M.f1(gold=["a"], pred=["a"], zero_division=0.5), "zero_division must be"),
+        (lambda: M.roc_auc(gold=["a", "b"], score=[0.1, 0.2]), "give pos_label"),
+        (lambda: M.roc_auc(gold=[0, 1], probs=[[0.5, 0.5], [0.5, 0.5]]), "needs labels"),
+        (lambda: M.brier(gold=[0, 1], score=[0.5, 1.5]), "outside [0, 1]"),
+        (lambda: M.ece(gold=[0, 1], score=[0.5, 0.5], n_bins=0), "n_bins must be"),
+        (lambda: M.f1(gold=["a"], pred=["b"], labels=["a"]), "not in labels"),
+    ],
+)
 def test_bad_inputs_raise_metric_input_error(call, message):
     with pytest.raises(MetricInputError, match=message.replace("[", r"\[")):
         call()

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from labledger.errors import MetricInputError, UnknownMetricError
+from labledger.inputs.results import KINDS
 from labledger.metrics import get_metric, list_metrics, metric_key, parse_metric, prepare
-from labledger.results import KINDS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
 ALL = [m.name for m in list_metrics()]
@@ -33,11 +33,15 @@ def inputs(metric, rng: np.random.Generator, n: int = 40) -> dict:
     if metric.needs == "ranking":
         rel = rng.integers(0, 3, (n, 5))
         sc = rng.integers(0, 4, (n, 5)) / 2
-        return {"gold": [{f"d{j}": int(rel[i, j]) for j in range(5) if rel[i, j]} for i in range(n)],
-                "scores": [{f"d{j}": float(sc[i, j]) for j in range(5)} for i in range(n)]}
+        return {
+            "gold": [{f"d{j}": int(rel[i, j]) for j in range(5) if rel[i, j]} for i in range(n)],
+            "scores": [{f"d{j}": float(sc[i, j]) for j in range(5)} for i in range(n)],
+        }
     if metric.needs == "sets":
-        return {"gold": [list(rng.choice(5, rng.integers(0, 3), replace=False)) for _ in range(n)],
-                "pred": [list(rng.choice(5, rng.integers(0, 3), replace=False)) for _ in range(n)]}
+        return {
+            "gold": [list(rng.choice(5, rng.integers(0, 3), replace=False)) for _ in range(n)],
+            "pred": [list(rng.choice(5, rng.integers(0, 3), replace=False)) for _ in range(n)],
+        }
     return {"gold": list(rng.choice(["x", "y", "z"], n)), "pred": list(rng.choice(["x", "y", "z"], n))}
 
 
@@ -121,32 +125,39 @@ def test_key_round_trips_through_the_parser(name):
     m = get_metric(name)
     params = m.resolve({})
     spec = parse_metric(metric_key(name, params))
-    assert spec.metric is m and m.resolve(dict(spec.params)) == params or any(
-        isinstance(v, float) and math.isnan(v) for v in params.values())
+    assert (spec.metric is m and m.resolve(dict(spec.params)) == params) or any(
+        isinstance(v, float) and math.isnan(v) for v in params.values()
+    )
 
 
-@pytest.mark.parametrize("text, name, params", [
-    ("f1", "f1", {}),
-    ("f1:average=macro", "f1", {"average": "macro"}),
-    ("f1[average=binary,pos_label=yes]", "f1", {"average": "binary", "pos_label": "yes"}),
-    ("macro_f1", "f1", {"average": "macro"}),
-    ("ndcg@10", "ndcg", {"k": 10}),
-    ("recall@5", "recall_at_k", {"k": 5}),
-    ("ece:n_bins=10,strategy=quantile", "ece", {"n_bins": 10, "strategy": "quantile"}),
-])
+@pytest.mark.parametrize(
+    "text, name, params",
+    [
+        ("f1", "f1", {}),
+        ("f1:average=macro", "f1", {"average": "macro"}),
+        ("f1[average=binary,pos_label=yes]", "f1", {"average": "binary", "pos_label": "yes"}),
+        ("macro_f1", "f1", {"average": "macro"}),
+        ("ndcg@10", "ndcg", {"k": 10}),
+        ("recall@5", "recall_at_k", {"k": 5}),
+        ("ece:n_bins=10,strategy=quantile", "ece", {"n_bins": 10, "strategy": "quantile"}),
+    ],
+)
 def test_metric_specs(text, name, params):
     spec = parse_metric(text)
     assert spec.name == name and dict(spec.params) == params
 
 
-@pytest.mark.parametrize("text, error, message", [
-    ("f1score", UnknownMetricError, "Did you mean 'f1'?"),
-    ("acuracy", UnknownMetricError, "Did you mean 'accuracy'"),
-    ("f1:mode=macro", MetricInputError, "has no parameter 'mode'"),
-    ("f1:average=mean", MetricInputError, "average must be one of"),
-    ("ndcg@0", MetricInputError, "k must be an integer >= 1"),
-    ("f1:average", MetricInputError, "name=value"),
-])
+@pytest.mark.parametrize(
+    "text, error, message",
+    [
+        ("f1score", UnknownMetricError, "Did you mean 'f1'?"),
+        ("acuracy", UnknownMetricError, "Did you mean 'accuracy'"),
+        ("f1:mode=macro", MetricInputError, "has no parameter 'mode'"),
+        ("f1:average=mean", MetricInputError, "average must be one of"),
+        ("ndcg@0", MetricInputError, "k must be an integer >= 1"),
+        ("f1:average", MetricInputError, "name=value"),
+    ],
+)
 def test_bad_specs(text, error, message):
     with pytest.raises(error, match=re.escape(message)):
         parse_metric(text)
@@ -160,14 +171,25 @@ def test_docs_list_every_metric_with_its_definition():
     assert start in text and end in text, f"{DOCS} lost its generated table markers"
     block = text.split(start, 1)[1].split(end, 1)[0].strip()
     assert block == metrics_markdown().strip(), (
-        f"{DOCS} is out of date with the registry: run `python docs/gen_metrics.py`")
+        f"{DOCS} is out of date with the registry: run `python docs/gen_metrics.py`"
+    )
     for name in ALL:
         assert f"`{name}`" in block, f"metric {name} is missing from {DOCS}"
 
 
-@pytest.mark.parametrize("module", ["labledger.results", "labledger.metrics", "labledger.metrics.registry",
-                                    "labledger.metrics.classification", "labledger.metrics.regression",
-                                    "labledger.metrics.ranking", "labledger.metrics.resample", "labledger.evaluate"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "labledger.inputs.results",
+        "labledger.metrics",
+        "labledger.metrics.registry",
+        "labledger.metrics.classification",
+        "labledger.metrics.regression",
+        "labledger.metrics.ranking",
+        "labledger.metrics.resample",
+        "labledger.analysis.evaluation",
+    ],
+)
 def test_docstring_examples_run(module):
     import doctest
     import importlib

@@ -70,21 +70,29 @@ def test_documents_not_retrieved_count_in_ideal_and_recall():
     assert M.mrr(gold=gold, scores=scores) == 1.0
 
 
-@pytest.mark.parametrize("gold, scores, metric, kwargs, expected", [
-    ([{}], [{"a": 1.0}], "ndcg", {"k": 5}, 0.0),                   # no relevant document
-    ([{}], [{"a": 1.0}], "mrr", {}, 0.0),
-    ([{"a": 1}], [{}], "recall_at_k", {"k": 3}, 0.0),               # nothing retrieved
-    ([{"a": 1}], [{"a": 0.5, "b": 0.5}], "mrr", {}, 0.5),           # tie broken against the relevant one
-    ([{"a": 1}], [{"a": 0.5, "b": 0.5}], "recall_at_k", {"k": 1}, 0.0),
-    ([{"a": 2, "b": 1}], [{"a": 0.9, "b": 0.1}], "ndcg", {"k": 2}, 1.0),
-])
+@pytest.mark.parametrize(
+    "gold, scores, metric, kwargs, expected",
+    [
+        ([{}], [{"a": 1.0}], "ndcg", {"k": 5}, 0.0),  # no relevant document
+        ([{}], [{"a": 1.0}], "mrr", {}, 0.0),
+        ([{"a": 1}], [{}], "recall_at_k", {"k": 3}, 0.0),  # nothing retrieved
+        ([{"a": 1}], [{"a": 0.5, "b": 0.5}], "mrr", {}, 0.5),  # tie broken against the relevant one
+        ([{"a": 1}], [{"a": 0.5, "b": 0.5}], "recall_at_k", {"k": 1}, 0.0),
+        ([{"a": 2, "b": 1}], [{"a": 0.9, "b": 0.1}], "ndcg", {"k": 2}, 1.0),
+    ],
+)
 def test_ranking_edge_cases(gold, scores, metric, kwargs, expected):
     assert getattr(M, metric)(gold=gold, scores=scores, **kwargs) == pytest.approx(expected)
 
 
 @FAST
-@given(st.lists(st.tuples(st.lists(st.integers(0, 5), max_size=4), st.lists(st.integers(0, 5), max_size=4)),
-                min_size=1, max_size=20))
+@given(
+    st.lists(
+        st.tuples(st.lists(st.integers(0, 5), max_size=4), st.lists(st.integers(0, 5), max_size=4)),
+        min_size=1,
+        max_size=20,
+    )
+)
 def test_set_f1_and_exact_match(pairs):
     gold = [g for g, _ in pairs]
     pred = [p for _, p in pairs]
@@ -106,12 +114,15 @@ def test_exact_match_is_exact():
     assert M.exact_match(gold=["Paris", "1", 1], pred=["paris", "1", "1"]) == pytest.approx(1 / 3)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: M.ndcg(gold=[{"a": 1}], scores=[{"a": 1.0}], k=0), "k must be"),
-    (lambda: M.ndcg(gold=[{"a": -1}], scores=[{"a": 1.0}]), ">= 0"),
-    (lambda: M.mrr(gold=[{"a": 1}], scores=[{"a": math.nan}]), "NaN"),
-    (lambda: M.mrr(gold=[{"a": 1}], scores=[]), "differ in length"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: M.ndcg(gold=[{"a": 1}], scores=[{"a": 1.0}], k=0), "k must be"),
+        (lambda: M.ndcg(gold=[{"a": -1}], scores=[{"a": 1.0}]), ">= 0"),
+        (lambda: M.mrr(gold=[{"a": 1}], scores=[{"a": math.nan}]), "NaN"),
+        (lambda: M.mrr(gold=[{"a": 1}], scores=[]), "differ in length"),
+    ],
+)
 def test_bad_ranking_inputs(call, message):
     with pytest.raises(MetricInputError, match=message):
         call()

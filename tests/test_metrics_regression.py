@@ -126,11 +126,14 @@ def test_zero_f1_definition_is_weighted_f1_of_is_zero():
     assert "weighted f1" in M.get_metric("zero_f1").definition.lower()
 
 
-@pytest.mark.parametrize("gold, pred, message", [
-    ([1.0, math.nan], [1.0, 2.0], "NaN"),
-    ([1.0, 2.0], [1.0], "differ in length"),
-    (["a"], [1.0], "must be numbers"),
-])
+@pytest.mark.parametrize(
+    "gold, pred, message",
+    [
+        ([1.0, math.nan], [1.0, 2.0], "NaN"),
+        ([1.0, 2.0], [1.0], "differ in length"),
+        (["a"], [1.0], "must be numbers"),
+    ],
+)
 def test_bad_inputs(gold, pred, message):
     with pytest.raises(MetricInputError, match=message):
         M.mae(gold=gold, pred=pred)

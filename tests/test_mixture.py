@@ -9,16 +9,24 @@ import pytest
 from click.testing import CliRunner
 
 import labledger
-import labledger.mixture
+import labledger.analysis.mixture
+from labledger.analysis.mixture import audit_counts
 from labledger.cli import main
-from labledger.mixture import audit_counts
 
 # Seed 001: row counts of the fine-tuning datasets it names, and an intended mixture in which the
 # small, hard CLadder set gets 26.5% of the training examples.
-SIZES = {"fmt-acos-calibrated": 6_175, "fmt-home-sim-hard": 27_850, "fmt-contractnli-dual": 14_672,
-         "fmt-hover-multihop": 15_329, "fmt-when2call-aligned": 7_995, "fmt-cladder-hard": 3_362,
-         "fmt-nli4ct-aligned": 1_688, "fmt-ragtruth-aligned": 9_059, "fmt-hellaswag": 5_000,
-         "anchor-replay": 10_260}
+SIZES = {
+    "fmt-acos-calibrated": 6_175,
+    "fmt-home-sim-hard": 27_850,
+    "fmt-contractnli-dual": 14_672,
+    "fmt-hover-multihop": 15_329,
+    "fmt-when2call-aligned": 7_995,
+    "fmt-cladder-hard": 3_362,
+    "fmt-nli4ct-aligned": 1_688,
+    "fmt-ragtruth-aligned": 9_059,
+    "fmt-hellaswag": 5_000,
+    "anchor-replay": 10_260,
+}
 OTHERS = [k for k in SIZES if k != "fmt-cladder-hard"]
 INTENDED = {"fmt-cladder-hard": 0.265, **{k: 0.735 / len(OTHERS) for k in OTHERS}}
 
@@ -40,8 +48,14 @@ def log_training(ledger, probs, *, steps=400, seed=0, mixture=INTENDED):
             for _ in range(4):  # gradient accumulation 4
                 mb += 1
                 picks = rng.choice(len(names), size=16, p=p)
-                run.log_batch({"microbatch": mb, "optimizer_step": step, "loss": 1.0,
-                               "samples": [{"dataset": names[i], "input": "x"} for i in picks]})
+                run.log_batch(
+                    {
+                        "microbatch": mb,
+                        "optimizer_step": step,
+                        "loss": 1.0,
+                        "samples": [{"dataset": names[i], "input": "x"} for i in picks],
+                    }
+                )
     return run.id
 
 
@@ -55,7 +69,7 @@ def test_seed_001_bug_a_is_caught(tmp_path):
     probs = temperature_probs(INTENDED, SIZES, lo)
     assert probs["fmt-cladder-hard"] == pytest.approx(0.030, abs=1e-6)
     run_id = log_training(tmp_path, probs)
-    audit = labledger.mixture.audit_run(labledger.open_ledger(tmp_path).run(run_id))
+    audit = labledger.analysis.mixture.audit_run(labledger.open_ledger(tmp_path).run(run_id))
     cladder = next(r for r in audit.rows if r["dataset"] == "fmt-cladder-hard")
     assert cladder["intended_share"] == pytest.approx(0.265)
     assert cladder["actual_share"] == pytest.approx(0.030, abs=0.006)  # 25,600 samples drawn
@@ -76,7 +90,7 @@ def test_the_fix_passes(tmp_path):
     # mix_temperature = 0: the weights alone control the budget, as seed 001's fix does.
     probs = temperature_probs(INTENDED, SIZES, 0.0)
     run_id = log_training(tmp_path, probs, seed=1)
-    audit = labledger.mixture.audit_run(labledger.open_ledger(tmp_path).run(run_id))
+    audit = labledger.analysis.mixture.audit_run(labledger.open_ledger(tmp_path).run(run_id))
     assert audit.flagged == []
 
 

@@ -6,12 +6,11 @@ import copy
 import math
 
 import pytest
+from conftest import make_batch
 
 import labledger
 from labledger.errors import RecordError
-from labledger.records import validate_batch
-
-from conftest import make_batch
+from labledger.inputs.records import validate_batch
 
 
 def _mutate(path, value):

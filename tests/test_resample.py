@@ -49,8 +49,7 @@ def test_count_table_path_equals_item_weights_on_the_same_draws():
     w = weight_rows(300, 20, rng)
     via_tables = prep.from_tables(prep.tables(w))
     for b in range(20):
-        assert via_tables[b] == pytest.approx(skm.f1_score(gold, pred, average="macro", sample_weight=w[b]),
-                                              abs=1e-12)
+        assert via_tables[b] == pytest.approx(skm.f1_score(gold, pred, average="macro", sample_weight=w[b]), abs=1e-12)
 
 
 def test_multinomial_cells_and_item_weights_give_the_same_distribution():
@@ -64,12 +63,19 @@ def test_multinomial_cells_and_item_weights_give_the_same_distribution():
     assert fast.std() == pytest.approx(slow.std(), rel=0.08)
 
 
-@pytest.mark.parametrize("metric, make", [
-    ("accuracy", lambda rng, n: dict(gold=np.ones(n, int), pred=(rng.random(n) < 0.7).astype(int))),
-    ("mae", lambda rng, n: dict(gold=np.zeros(n), pred=rng.exponential(1.0, n))),
-    ("roc_auc", lambda rng, n: (lambda g: dict(gold=g, score=np.clip(0.3 * g + rng.random(n) * 0.7, 0, 1)))(
-        rng.integers(0, 2, n))),
-])
+@pytest.mark.parametrize(
+    "metric, make",
+    [
+        ("accuracy", lambda rng, n: dict(gold=np.ones(n, int), pred=(rng.random(n) < 0.7).astype(int))),
+        ("mae", lambda rng, n: dict(gold=np.zeros(n), pred=rng.exponential(1.0, n))),
+        (
+            "roc_auc",
+            lambda rng, n: (lambda g: dict(gold=g, score=np.clip(0.3 * g + rng.random(n) * 0.7, 0, 1)))(
+                rng.integers(0, 2, n)
+            ),
+        ),
+    ],
+)
 def test_interval_covers_the_true_value_at_about_the_nominal_rate(metric, make):
     true = {"accuracy": 0.7, "mae": 1.0, "roc_auc": None}[metric]
     rng = np.random.default_rng(7)
@@ -158,8 +164,11 @@ def test_paired_p_value_is_calibrated_under_the_null():
         gold = rng.integers(0, 2, 200)
         a = np.where(rng.random(200) < 0.8, gold, 1 - gold)
         b = np.where(rng.random(200) < 0.8, gold, 1 - gold)
-        ps.append(paired_bootstrap(prepare("accuracy", gold=gold, pred=a), prepare("accuracy", gold=gold, pred=b),
-                                   resamples=300, seed=s).p_value)
+        ps.append(
+            paired_bootstrap(
+                prepare("accuracy", gold=gold, pred=a), prepare("accuracy", gold=gold, pred=b), resamples=300, seed=s
+            ).p_value
+        )
     assert 0.01 <= np.mean(np.array(ps) < 0.05) <= 0.12
 
 

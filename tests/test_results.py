@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from labledger.errors import RecordError
-from labledger.results import (
+from labledger.inputs.results import (
     TornLineWarning,
     read_results,
     results_from_rows,
@@ -35,8 +35,10 @@ def cls_row(i, gold="yes", p=0.8, task="t", **extra):
 
 
 def test_probs_columns_follow_label_names_not_key_order(tmp_path):
-    rows = [{"id": 1, "task": "t", "gold": "b", "probs": {"a": 0.2, "b": 0.7, "c": 0.1}},
-            {"id": 2, "task": "t", "gold": "a", "probs": {"c": 0.3, "a": 0.6, "b": 0.1}}]
+    rows = [
+        {"id": 1, "task": "t", "gold": "b", "probs": {"a": 0.2, "b": 0.7, "c": 0.1}},
+        {"id": 2, "task": "t", "gold": "a", "probs": {"c": 0.3, "a": 0.6, "b": 0.1}},
+    ]
     for engine in ("auto", "rows"):
         td = read_results(write(tmp_path / "r.jsonl", rows), engine=engine)["t"]
         assert td.labels == ("a", "b", "c")
@@ -48,8 +50,12 @@ def test_probs_columns_follow_label_names_not_key_order(tmp_path):
 
 
 def test_missing_label_in_one_row_counts_as_zero():
-    td = results_from_rows([{"id": 1, "task": "t", "gold": "a", "probs": {"a": 1.0}},
-                            {"id": 2, "task": "t", "gold": "b", "probs": {"a": 0.4, "b": 0.6}}])["t"]
+    td = results_from_rows(
+        [
+            {"id": 1, "task": "t", "gold": "a", "probs": {"a": 1.0}},
+            {"id": 2, "task": "t", "gold": "b", "probs": {"a": 0.4, "b": 0.6}},
+        ]
+    )["t"]
     assert td.probs.tolist() == [[1.0, 0.0], [0.4, 0.6]]
 
 
@@ -63,8 +69,14 @@ def test_kinds_of_every_task(tmp_path):
         {"id": "a1", "task": "acos", "gold": [["food", "pos"], ["staff", "neg"]], "pred": [["food", "pos"]]},
     ]
     rs = read_results(write(tmp_path / "r.jsonl", rows))
-    assert {t: rs[t].kind for t in rs} == {"t": "classification", "bin": "binary", "mosi": "regression",
-                                          "toolret": "ranking", "bfcl": "match", "acos": "sets"}
+    assert {t: rs[t].kind for t in rs} == {
+        "t": "classification",
+        "bin": "binary",
+        "mosi": "regression",
+        "toolret": "ranking",
+        "bfcl": "match",
+        "acos": "sets",
+    }
     assert rs["bin"].labels == ("false", "true") and rs["bin"].positive == "true"
     assert rs["bin"].probs.tolist() == [[pytest.approx(0.3), 0.7]]
     assert rs["mosi"].gold_value.tolist() == [-1.4] and rs["mosi"].pred_value.tolist() == [-0.8]
@@ -75,26 +87,35 @@ def test_kinds_of_every_task(tmp_path):
 
 
 def test_match_distinguishes_number_from_string():
-    td = results_from_rows([{"id": 1, "task": "m", "gold": 1, "pred": "1"},
-                            {"id": 2, "task": "m", "gold": "a", "pred": "a"}])["m"]
+    td = results_from_rows(
+        [{"id": 1, "task": "m", "gold": 1, "pred": "1"}, {"id": 2, "task": "m", "gold": "a", "pred": "a"}]
+    )["m"]
     assert (td.gold_index == td.pred_index).tolist() == [False, True]
 
 
-@pytest.mark.parametrize("rows, positive, expected_labels, expected_pos", [
-    ([{"gold": "cross", "score": 0.9}, {"gold": "single", "score": 0.2}], "cross", ("cross", "single"), "cross"),
-    ([{"gold": "cross", "score": 0.9, "positive": "cross"}, {"gold": "single", "score": 0.2}], None,
-     ("cross", "single"), "cross"),
-    ([{"gold": 1, "score": 0.9}, {"gold": 0, "score": 0.2}], None, ("0", "1"), "1"),
-    ([{"gold": "yes", "score": 0.9}], "yes", ("not_yes", "yes"), "yes"),  # one class present
-    ([{"gold": "no", "score": 0.9}], "yes", ("no", "yes"), "yes"),
-])
+@pytest.mark.parametrize(
+    "rows, positive, expected_labels, expected_pos",
+    [
+        ([{"gold": "cross", "score": 0.9}, {"gold": "single", "score": 0.2}], "cross", ("cross", "single"), "cross"),
+        (
+            [{"gold": "cross", "score": 0.9, "positive": "cross"}, {"gold": "single", "score": 0.2}],
+            None,
+            ("cross", "single"),
+            "cross",
+        ),
+        ([{"gold": 1, "score": 0.9}, {"gold": 0, "score": 0.2}], None, ("0", "1"), "1"),
+        ([{"gold": "yes", "score": 0.9}], "yes", ("not_yes", "yes"), "yes"),  # one class present
+        ([{"gold": "no", "score": 0.9}], "yes", ("no", "yes"), "yes"),
+    ],
+)
 def test_binary_positive_label(rows, positive, expected_labels, expected_pos):
     rows = [dict(r, id=i, task="b") for i, r in enumerate(rows)]
     td = results_from_rows(rows, positive=positive)["b"]
     assert td.labels == expected_labels and td.positive == expected_pos
     assert np.allclose(td.column(expected_pos), td.score)
-    assert td.pred_index.tolist() == [td.labels.index(expected_pos) if s >= 0.5 else 1 - td.labels.index(expected_pos)
-                                      for s in td.score]
+    assert td.pred_index.tolist() == [
+        td.labels.index(expected_pos) if s >= 0.5 else 1 - td.labels.index(expected_pos) for s in td.score
+    ]
 
 
 def test_positive_for_a_two_label_probs_task_gives_score():
@@ -107,8 +128,10 @@ def test_positive_for_a_two_label_probs_task_gives_score():
 
 
 def test_slices_group_and_extras_are_kept(tmp_path):
-    rows = [cls_row(i, slices={"len": "long" if i % 2 else "short", "src": i % 3}, group=f"doc{i // 2}",
-                    note=f"n{i}") for i in range(6)]
+    rows = [
+        cls_row(i, slices={"len": "long" if i % 2 else "short", "src": i % 3}, group=f"doc{i // 2}", note=f"n{i}")
+        for i in range(6)
+    ]
     rows[5].pop("group")
     for engine in ("auto", "rows"):
         td = read_results(write(tmp_path / "r.jsonl", rows), engine=engine)["t"]
@@ -164,10 +187,13 @@ def test_tolerance_is_configurable():
 
 BAD = [
     ("unknown gold label", cls_row(1, gold="maybe"), "gold", "must be one of the labels"),
-    ("probability above 1", {"id": 1, "task": "t", "gold": "a", "probs": {"a": 1.2, "b": -0.2}}, "probs",
-     "numbers in [0, 1]"),
-    ("probability as a string", {"id": 1, "task": "t", "gold": "a", "probs": {"a": "0.7", "b": 0.3}}, "probs",
-     '"0.7"'),
+    (
+        "probability above 1",
+        {"id": 1, "task": "t", "gold": "a", "probs": {"a": 1.2, "b": -0.2}},
+        "probs",
+        "numbers in [0, 1]",
+    ),
+    ("probability as a string", {"id": 1, "task": "t", "gold": "a", "probs": {"a": "0.7", "b": 0.3}}, "probs", '"0.7"'),
     ("probability null", {"id": 1, "task": "t", "gold": "a", "probs": {"a": None, "b": 1.0}}, "probs", "null"),
     ("sum not 1", {"id": 1, "task": "t", "gold": "a", "probs": {"a": 0.6, "b": 0.6}}, "probs", "must sum to 1"),
     ("empty probs", {"id": 1, "task": "t", "gold": "a", "probs": {}}, "probs", "must map labels"),
@@ -180,8 +206,12 @@ BAD = [
     ("slices not a mapping", cls_row(1, slices=["a"]), "slices", "must map slice names"),
     ("slice value a list", cls_row(1, slices={"a": [1]}), "slices", "strings, numbers or booleans"),
     ("group a float", cls_row(1, group=1.5), "group", "bootstrap cluster"),
-    ("ranking gold not a mapping", {"id": 1, "task": "t", "gold": "d1", "scores": {"d1": 1}}, "gold",
-     "graded relevance"),
+    (
+        "ranking gold not a mapping",
+        {"id": 1, "task": "t", "gold": "d1", "scores": {"d1": 1}},
+        "gold",
+        "graded relevance",
+    ),
     ("negative relevance", {"id": 1, "task": "t", "gold": {"d1": -1}, "scores": {"d1": 1}}, "gold", ">= 0"),
     ("list vs string", {"id": 1, "task": "t", "gold": ["a"], "pred": "a"}, "pred", "both be lists"),
 ]
@@ -203,10 +233,12 @@ def test_bad_row_named_with_line_and_field(tmp_path, name, row, field, text):
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_nan_and_inf_in_python_rows(value):
-    for row, fld in [({"id": 1, "task": "t", "gold": "a", "probs": {"a": value, "b": 0.0}}, "probs"),
-                     ({"id": 1, "task": "t", "gold": 1.0, "pred": value}, "pred"),
-                     ({"id": 1, "task": "t", "gold": value, "pred": 1.0}, "gold"),
-                     ({"id": 1, "task": "t", "gold": "a", "score": value, "positive": "a"}, "score")]:
+    for row, fld in [
+        ({"id": 1, "task": "t", "gold": "a", "probs": {"a": value, "b": 0.0}}, "probs"),
+        ({"id": 1, "task": "t", "gold": 1.0, "pred": value}, "pred"),
+        ({"id": 1, "task": "t", "gold": value, "pred": 1.0}, "gold"),
+        ({"id": 1, "task": "t", "gold": "a", "score": value, "positive": "a"}, "score"),
+    ]:
         with pytest.raises(RecordError, match=f"field '{fld}'"):
             results_from_rows([row])
 
@@ -215,8 +247,9 @@ def test_duplicate_ids_name_both_lines(tmp_path):
     rows = [cls_row(1), cls_row(2), cls_row(1), cls_row(1, task="other")]  # same id in another task is fine
     path = write(tmp_path / "r.jsonl", rows[:3])
     for engine in ("auto", "rows"):
-        with pytest.raises(RecordError,
-                           match=r"r.jsonl:3: field 'id' duplicate id 'r1' in task 't' \(also on line 1\)"):
+        with pytest.raises(
+            RecordError, match=r"r.jsonl:3: field 'id' duplicate id 'r1' in task 't' \(also on line 1\)"
+        ):
             read_results(path, engine=engine)
     assert validate_rows([rows[0], rows[3]])["other"]["n"] == 1
 
@@ -227,10 +260,13 @@ def test_task_mixing_kinds(tmp_path):
         read_results(write(tmp_path / "r.jsonl", rows))
 
 
-@pytest.mark.parametrize("line, message", [
-    ("not json", "not valid JSON"),
-    ("[1, 2]", "must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+    ],
+)
 def test_non_json_or_non_object_lines(tmp_path, line, message):
     path = write(tmp_path / "r.jsonl", [cls_row(1)], raw_lines=[line, orjson.dumps(cls_row(2)).decode()])
     with pytest.raises(RecordError, match=rf"r.jsonl:2: .*{message}"):
@@ -244,11 +280,11 @@ def test_missing_file():
 
 def test_binary_score_without_positive_label():
     with pytest.raises(RecordError, match="no positive label: pass positive="):
-        results_from_rows([{"id": 1, "task": "b", "gold": "x", "score": 0.3},
-                           {"id": 2, "task": "b", "gold": "y", "score": 0.3}])
+        results_from_rows(
+            [{"id": 1, "task": "b", "gold": "x", "score": 0.3}, {"id": 2, "task": "b", "gold": "y", "score": 0.3}]
+        )
     with pytest.raises(RecordError, match="has 3 labels"):
-        results_from_rows([{"id": i, "task": "b", "gold": g, "score": 0.3} for i, g in enumerate("xyz")],
-                          positive="x")
+        results_from_rows([{"id": i, "task": "b", "gold": g, "score": 0.3} for i, g in enumerate("xyz")], positive="x")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -290,7 +326,7 @@ def result_files(draw):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=result_files())
 def test_arrow_and_row_engines_agree(tmp_path, rows):
-    from labledger._results_arrow import read_arrow
+    from labledger.inputs.arrow import read_arrow
 
     path = write(tmp_path / "r.jsonl", rows)
     a = read_arrow(path, str(path), 1e-3, None)
@@ -306,12 +342,13 @@ def test_arrow_and_row_engines_agree(tmp_path, rows):
             assert (u is None) == (v is None), f
             if u is not None:
                 np.testing.assert_array_equal(u, v, err_msg=f)
-        assert {k: [vals[c] for c in codes] for k, (codes, vals) in x.slice_columns.items()} == \
-               {k: [vals[c] for c in codes] for k, (codes, vals) in y.slice_columns.items()}
+        assert {k: [vals[c] for c in codes] for k, (codes, vals) in x.slice_columns.items()} == {
+            k: [vals[c] for c in codes] for k, (codes, vals) in y.slice_columns.items()
+        }
 
 
 def test_arrow_engine_is_used_for_plain_files(tmp_path):
-    from labledger._results_arrow import LazyColumns
+    from labledger.inputs.arrow import LazyColumns
 
     path = write(tmp_path / "r.jsonl", [cls_row(i, note="x") for i in range(5)])
     assert isinstance(read_results(path)["t"].extras, LazyColumns)

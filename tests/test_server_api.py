@@ -11,23 +11,37 @@ from pathlib import Path
 
 import orjson
 import pytest
+from conftest import make_batch
+from server_process import ServerProcess
 from starlette.routing import Route
 from starlette.testclient import TestClient
+from test_site_build import XSS, make_site_ledger, results_rows
 
 import labledger
-from labledger.benchmarks import Entry, add_entries, read_entries, version_table
+from labledger.analysis.benchmarks import Entry, add_entries, read_entries, version_table
 from labledger.server import create_app
 from labledger.site.output import load_data_file
 
-from conftest import make_batch
-from server_process import ServerProcess
-from test_site_build import XSS, make_site_ledger, results_rows
-
 TOKEN = "api-test-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-EVAL_DOC = {"n": 60, "tasks": {"digit_step": {"metrics": [
-    {"metric": "accuracy", "params": {}, "value": 0.75, "ci_low": 0.6, "ci_high": 0.85, "n": 60,
-     "definition": "share of items whose prediction equals gold"}]}}}
+EVAL_DOC = {
+    "n": 60,
+    "tasks": {
+        "digit_step": {
+            "metrics": [
+                {
+                    "metric": "accuracy",
+                    "params": {},
+                    "value": 0.75,
+                    "ci_low": 0.6,
+                    "ci_high": 0.85,
+                    "n": 60,
+                    "definition": "share of items whose prediction equals gold",
+                }
+            ]
+        }
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +49,7 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("api")
     ledger = root / "ledger"
     ids = {}
-    with labledger.start_run("alpha", group="g1", tags=("demo", "best"), config={"lr": 0.01},
-                             ledger=ledger) as run:
+    with labledger.start_run("alpha", group="g1", tags=("demo", "best"), config={"lr": 0.01}, ledger=ledger) as run:
         for mb in range(1, 601):
             run.log_batch(make_batch(mb, n=2))
             if mb % 10 == 0:
@@ -52,9 +65,13 @@ def world(tmp_path_factory):
     with pytest.raises(RuntimeError), labledger.start_run("gamma", group="g2", ledger=ledger) as run:
         ids["gamma"] = run.id
         raise RuntimeError("boom")
-    add_entries(book, [Entry(model=m, suite="public", benchmark=b, category="c", metric="accuracy", value=v)
-                       for m, b, v in (("v1", "hover", 0.6), ("v2", "hover", 0.7), ("v1", "mosi", 0.5),
-                                       ("v2", "mosi", 0.45))])
+    add_entries(
+        book,
+        [
+            Entry(model=m, suite="public", benchmark=b, category="c", metric="accuracy", value=v)
+            for m, b, v in (("v1", "hover", 0.6), ("v2", "hover", 0.7), ("v1", "mosi", 0.5), ("v2", "mosi", 0.45))
+        ],
+    )
     book.close()
     app = create_app(ledger, uploads_dir=root / "uploads", token=TOKEN, site_refresh=0.0)
     with TestClient(app) as client:
@@ -67,9 +84,15 @@ def test_list_runs_with_filters(world):
     assert doc["ok"] and doc["total"] == 3
     assert [r["name"] for r in doc["runs"]] == ["gamma", "beta", "alpha"]  # newest first
     assert "dir" not in doc["runs"][0]
-    for query, names in [("group=g2", ["gamma", "beta"]), ("tag=best", ["alpha"]), ("status=failed", ["gamma"]),
-                         ("name=beta", ["beta"]), ("group=g2&status=finished", ["beta"]), ("tag=nope", []),
-                         ("limit=1&offset=1", ["beta"])]:
+    for query, names in [
+        ("group=g2", ["gamma", "beta"]),
+        ("tag=best", ["alpha"]),
+        ("status=failed", ["gamma"]),
+        ("name=beta", ["beta"]),
+        ("group=g2&status=finished", ["beta"]),
+        ("tag=nope", []),
+        ("limit=1&offset=1", ["beta"]),
+    ]:
         assert [r["name"] for r in c.get(f"/api/runs?{query}").json()["runs"]] == names, query
     gamma = c.get("/api/runs?name=gamma").json()["runs"][0]
     assert gamma["status"] == "failed" and "boom" in gamma["error"] and gamma["id"] == ids["gamma"]
@@ -159,8 +182,9 @@ def test_version_table_matches_the_library(world):
     c = world["client"]
     doc = c.get("/api/table?suite=public&models=v1,v2&delta_from=v1").json()
     book = labledger.open_ledger(world["ledger"])
-    expected = version_table(read_entries(book, suite="public", models=["v1", "v2"]), suite="public",
-                             models=["v1", "v2"], delta_from="v1")
+    expected = version_table(
+        read_entries(book, suite="public", models=["v1", "v2"]), suite="public", models=["v1", "v2"], delta_from="v1"
+    )
     assert doc["table"] == orjson.loads(orjson.dumps(expected.to_dict()))
     assert doc["table"]["mean"]["values"] == {"v1": pytest.approx(0.55), "v2": pytest.approx(0.575)}
     assert "| hover (accuracy) |" in doc["markdown"].replace("| c ", "| ").replace("|  |", "|")
@@ -169,8 +193,9 @@ def test_version_table_matches_the_library(world):
 
 def test_log_a_run_through_the_api(world):
     c = world["client"]
-    r = c.post("/api/runs", json={"name": "remote", "group": "api", "tags": ["http"], "config": {"lr": 0.1}},
-               headers=AUTH)
+    r = c.post(
+        "/api/runs", json={"name": "remote", "group": "api", "tags": ["http"], "config": {"lr": 0.1}}, headers=AUTH
+    )
     assert r.status_code == 201, r.text
     run = r.json()["run"]
     assert run["status"] == "running" and r.headers["location"] == f"/api/runs/{run['id']}"
@@ -178,8 +203,9 @@ def test_log_a_run_through_the_api(world):
     assert c.post(f"/api/runs/{run['id']}/scalars", json=scalars, headers=AUTH).json()["accepted"] == 20
     batches = [make_batch(mb, n=3) for mb in range(1, 11)]
     lines = b"".join(orjson.dumps(b) + b"\n" for b in batches)
-    r = c.post(f"/api/runs/{run['id']}/batches", content=lines,
-               headers={**AUTH, "Content-Type": "application/x-ndjson"})
+    r = c.post(
+        f"/api/runs/{run['id']}/batches", content=lines, headers={**AUTH, "Content-Type": "application/x-ndjson"}
+    )
     assert r.json() == {"ok": True, "run": run["id"], "accepted": 10}
     # a bad record anywhere: 400 naming record and field, and none of that request is stored
     bad = [make_batch(11), {**make_batch(12), "batch_size": 99}]
@@ -212,18 +238,22 @@ def test_openapi_document_describes_every_route_and_only_those(world):
     assert doc["openapi"].startswith("3.") and doc["info"]["title"] == "labledger server"
     app_paths = set()
     for route in world["client"].app.routes:
-        if isinstance(route, Route) and not route.path.startswith(("/static", "/data", "/images", "/login", "/favicon")) \
-                and route.path not in ("/", "/{page}.html"):
+        if (
+            isinstance(route, Route)
+            and not route.path.startswith(("/static", "/data", "/images", "/login", "/favicon"))
+            and route.path not in ("/", "/{page}.html")
+        ):
             app_paths.add(route.path)
     described = {p for p in doc["paths"] if "{kind}" not in p}
-    concrete = {p.replace("{kind}", k) for p in app_paths for k in ("batches", "scalars", "history",
-                                                                     "checkpoints", "notes")}
+    concrete = {
+        p.replace("{kind}", k) for p in app_paths for k in ("batches", "scalars", "history", "checkpoints", "notes")
+    }
     assert app_paths - {"/api/runs/{run}/{kind}"} <= described
     assert described <= concrete
     for path, item in doc["paths"].items():
         for method, op in item.items():
             assert op["responses"], (method, path)
-            if method == "post" and path not in ("/api/runs",) or path == "/upload":
+            if (method == "post" and path not in ("/api/runs",)) or path == "/upload":
                 assert op.get("security") == [{"bearer": []}] or path == "/api/runs", (method, path)
 
 
@@ -273,8 +303,13 @@ def test_a_new_run_shows_and_a_running_runs_curves_grow_without_a_rebuild(world,
 
 def test_page_paths_cannot_leave_the_site(world):
     c = world["client"]
-    for path in ("/data/..%2f..%2fledger.db", "/static/%2e%2e/%2e%2e/ledger.db", "/data/.labledger-site.json",
-                 "/%2e%2e.html", "/images/..%2fx"):
+    for path in (
+        "/data/..%2f..%2fledger.db",
+        "/static/%2e%2e/%2e%2e/ledger.db",
+        "/data/.labledger-site.json",
+        "/%2e%2e.html",
+        "/images/..%2fx",
+    ):
         r = c.get(path)
         assert r.status_code == 404 and r.json()["ok"] is False, path
 
@@ -291,8 +326,12 @@ def test_strings_from_runs_are_escaped_when_served(xss_site, tmp_path):
     with TestClient(create_app(root / "ledger", uploads_dir=root / "uploads")) as c:
         for page in ("/", "/index.html", "/run.html", "/batches.html", "/eval.html", "/test.html"):
             assert "alert(1)" not in c.get(page).text
-        served = [c.get("/data/catalog.js"), c.get(f"/data/runs/{ids['xss']}.js"),
-                  c.get(f"/data/runs/{ids['alpha']}.js"), c.get(f"/data/batches/{ids['alpha']}/0.js")]
+        served = [
+            c.get("/data/catalog.js"),
+            c.get(f"/data/runs/{ids['xss']}.js"),
+            c.get(f"/data/runs/{ids['alpha']}.js"),
+            c.get(f"/data/batches/{ids['alpha']}/0.js"),
+        ]
         for r in served:
             assert r.status_code == 200 and b"<" not in r.content
         _, catalog = data_of(served[0], tmp_path)
@@ -315,8 +354,11 @@ def test_xss_cases_in_a_real_browser_over_http(xss_site):
     with ServerProcess(root / "ledger", uploads_dir=root / "uploads") as srv, playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(chromium), args=["--no-sandbox", "--disable-gpu"])
         try:
-            for rel, expected in (("index.html", XSS), (f"run.html#run={ids['xss']}", XSS),
-                                  (f"batches.html#run={ids['alpha']}&mb=1&sample=1", XSS)):
+            for rel, expected in (
+                ("index.html", XSS),
+                (f"run.html#run={ids['xss']}", XSS),
+                (f"batches.html#run={ids['alpha']}&mb=1&sample=1", XSS),
+            ):
                 page = browser.new_page()
                 dialogs, errors = [], []
                 page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))

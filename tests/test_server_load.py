@@ -11,11 +11,10 @@ import time
 
 import httpx
 import orjson
-
-import labledger
-
 from conftest import make_batch
 from server_process import ServerProcess
+
+import labledger
 
 TOKEN = "load-test-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -61,7 +60,7 @@ def test_concurrent_uploads_readers_and_api_logging_lose_nothing(tmp_path):
             r = c.post("/api/runs", json={"name": "under-load", "group": "load"})
             run_id.append(r.json()["run"]["id"])
             for start in range(0, RECORDS, PER_REQUEST):
-                body = b"".join(orjson.dumps(rec) + b"\n" for rec in sent_records[start:start + PER_REQUEST])
+                body = b"".join(orjson.dumps(rec) + b"\n" for rec in sent_records[start : start + PER_REQUEST])
                 r = c.post(f"/api/runs/{run_id[0]}/batches", content=body)
                 if r.status_code != 200 or r.json()["accepted"] != PER_REQUEST:
                     errors.append(f"batches {start}: {r.status_code} {r.text[:200]}")
@@ -80,8 +79,9 @@ def test_concurrent_uploads_readers_and_api_logging_lose_nothing(tmp_path):
                     errors.append(f"reader {k}: {runs}")
                 if not run_id:
                     continue
-                page = c.get(f"/api/runs/{run_id[0]}/batches?offset={rng.randrange(0, max(1, last_total))}"
-                             f"&limit=50").json()
+                page = c.get(
+                    f"/api/runs/{run_id[0]}/batches?offset={rng.randrange(0, max(1, last_total))}&limit=50"
+                ).json()
                 if page["total"] < last_total:
                     errors.append(f"reader {k}: total went back from {last_total} to {page['total']}")
                 last_total = page["total"]

@@ -16,13 +16,12 @@ from urllib.parse import quote
 import orjson
 import pytest
 from click.testing import CliRunner
+from server_process import ServerProcess
 from starlette.testclient import TestClient
 
 import labledger
 from labledger.cli import main
 from labledger.server import create_app
-
-from server_process import ServerProcess
 
 TOKEN = "upload-test-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -57,8 +56,11 @@ def temp_files(folder: Path) -> list[str]:
 # -- the basics ---------------------------------------------------------------------------------
 def test_upload_then_get_and_head_with_length_type_and_sha256_etag(client, tmp_path):
     data = "# AWDE 0617/0618 F1 异常排查\n\n| Run | F1 |\n| --- | ---: |\n".encode()
-    r = client.post("/upload?filename=AWDE_0617_0618_F1_INVESTIGATION.md", content=data,
-                    headers={**AUTH, "Content-Type": "text/markdown; charset=utf-8"})
+    r = client.post(
+        "/upload?filename=AWDE_0617_0618_F1_INVESTIGATION.md",
+        content=data,
+        headers={**AUTH, "Content-Type": "text/markdown; charset=utf-8"},
+    )
     assert r.status_code == 201, r.text
     doc = r.json()
     assert doc["ok"] and doc["sha256"] == sha(data) and doc["size"] == len(data) and not doc["replaced"]
@@ -80,14 +82,17 @@ def test_upload_then_get_and_head_with_length_type_and_sha256_etag(client, tmp_p
     assert [u["name"] for u in client.get("/api/uploads").json()["uploads"]] == ["AWDE_0617_0618_F1_INVESTIGATION.md"]
 
 
-@pytest.mark.parametrize("name,declared,recorded", [
-    ("report.md", None, "text/markdown; charset=utf-8"),
-    ("report.md", "application/x-www-form-urlencoded", "text/markdown; charset=utf-8"),  # curl's default
-    ("table.csv", None, "text/csv; charset=utf-8"),
-    ("weights.bin", None, "application/octet-stream"),
-    ("page.html", "text/html", "text/html"),
-    ("data.json", "application/json", "application/json"),
-])
+@pytest.mark.parametrize(
+    "name,declared,recorded",
+    [
+        ("report.md", None, "text/markdown; charset=utf-8"),
+        ("report.md", "application/x-www-form-urlencoded", "text/markdown; charset=utf-8"),  # curl's default
+        ("table.csv", None, "text/csv; charset=utf-8"),
+        ("weights.bin", None, "application/octet-stream"),
+        ("page.html", "text/html", "text/html"),
+        ("data.json", "application/json", "application/json"),
+    ],
+)
 def test_content_type_is_the_declared_one_or_a_guess_from_the_name(client, name, declared, recorded):
     headers = {**AUTH, **({"Content-Type": declared} if declared else {})}
     r = client.post(f"/upload?filename={name}", content=b"x,y\n1,2\n", headers=headers)
@@ -117,10 +122,34 @@ def test_a_sidecar_lost_in_a_crash_is_rebuilt_from_the_file(client, tmp_path):
 
 
 # -- bad input: each gets its 4xx, and nothing is written outside the uploads folder ------------
-BAD_NAMES = ["../x", "..", ".", "/etc/passwd", "a/b", "a\\b", ".hidden", "x/../../y", "", "x" * 256, "nul\x00byte",
-             "sp ace.md", "semi;colon", "..%2fx", "%2e%2e%2fx", "C:\\windows\\x"]
-RAW_QUERIES = ["filename=%2e%2e%2fx", "filename=..%2F..%2Fetc%2Fpasswd", "filename=%2Fetc%2Fpasswd",
-               "filename=%252e%252e%252fx", "filename=a%2Fb", "filename=%2E%2E", "filename=x&filename=../y", ""]
+BAD_NAMES = [
+    "../x",
+    "..",
+    ".",
+    "/etc/passwd",
+    "a/b",
+    "a\\b",
+    ".hidden",
+    "x/../../y",
+    "",
+    "x" * 256,
+    "nul\x00byte",
+    "sp ace.md",
+    "semi;colon",
+    "..%2fx",
+    "%2e%2e%2fx",
+    "C:\\windows\\x",
+]
+RAW_QUERIES = [
+    "filename=%2e%2e%2fx",
+    "filename=..%2F..%2Fetc%2Fpasswd",
+    "filename=%2Fetc%2Fpasswd",
+    "filename=%252e%252e%252fx",
+    "filename=a%2Fb",
+    "filename=%2E%2E",
+    "filename=x&filename=../y",
+    "",
+]
 
 
 def tree(root: Path, skip: Path) -> dict[str, tuple[int, int]]:
@@ -146,8 +175,13 @@ def test_path_traversal_and_bad_names_are_refused_and_nothing_is_written_anywher
         r = client.post(f"/upload?{query}", content=b"pwned", headers=AUTH)
         statuses[query] = r.status_code
     assert set(statuses.values()) == {400}, statuses
-    for path in ("/uploads/%2e%2e", "/uploads/..%2f..%2fetc%2fpasswd", "/uploads/%2e%2e%2fledger%2fledger.db",
-                 "/uploads/.meta", "/uploads/%2Emeta"):
+    for path in (
+        "/uploads/%2e%2e",
+        "/uploads/..%2f..%2fetc%2fpasswd",
+        "/uploads/%2e%2e%2fledger%2fledger.db",
+        "/uploads/.meta",
+        "/uploads/%2Emeta",
+    ):
         r = client.get(path)
         assert 400 <= r.status_code < 500 and b"root:" not in r.content and b"SQLite" not in r.content, path
     assert tree(tmp_path, uploads) == before
@@ -174,10 +208,16 @@ def test_empty_and_oversized_bodies(client, tmp_path):
     assert visible(uploads) == ["cap.bin"] and temp_files(uploads) == []
 
 
-@pytest.mark.parametrize("headers,status", [
-    ({}, 401), ({"Authorization": "Bearer wrong"}, 403), ({"Authorization": "Basic eDp5"}, 401),
-    ({"Authorization": "Bearer"}, 401), ({"Authorization": f"bearer {TOKEN}"}, 201),
-])
+@pytest.mark.parametrize(
+    "headers,status",
+    [
+        ({}, 401),
+        ({"Authorization": "Bearer wrong"}, 403),
+        ({"Authorization": "Basic eDp5"}, 401),
+        ({"Authorization": "Bearer"}, 401),
+        ({"Authorization": f"bearer {TOKEN}"}, 201),
+    ],
+)
 def test_uploads_need_the_token(client, tmp_path, headers, status):
     r = client.post("/upload?filename=t.txt", content=b"x", headers=headers)
     assert r.status_code == status
@@ -190,10 +230,18 @@ def test_private_server_needs_the_token_for_reads_and_browsers_sign_in(tmp_path,
         c.post("/upload?filename=p.txt", content=b"secret", headers=AUTH).raise_for_status()
         assert c.get("/uploads/p.txt").status_code == 401
         assert c.get("/uploads/p.txt", headers=AUTH).content == b"secret"
-        assert c.post("/login", content=b"token=wrong",
-                      headers={"Content-Type": "application/x-www-form-urlencoded"}).status_code == 403
-        r = c.post("/login", content=f"token={TOKEN}".encode(), follow_redirects=False,
-                   headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert (
+            c.post(
+                "/login", content=b"token=wrong", headers={"Content-Type": "application/x-www-form-urlencoded"}
+            ).status_code
+            == 403
+        )
+        r = c.post(
+            "/login",
+            content=f"token={TOKEN}".encode(),
+            follow_redirects=False,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
         assert r.status_code == 303 and "httponly" in r.headers["set-cookie"].lower()
         assert c.get("/uploads/p.txt").content == b"secret"  # the cookie reads ...
         assert c.post("/upload?filename=q.txt", content=b"x").status_code == 401  # ... but never writes
@@ -218,13 +266,28 @@ def server(tmp_path, ledger):
 def test_seed_003_curl_workflow(server, tmp_path):
     report = tmp_path / "AWDE_0617_0618_F1_INVESTIGATION.md"
     report.write_text("# AWDE 0617/0618 F1 异常排查\n结论：0617、0618 没有 F1 崩掉。\n", encoding="utf-8")
-    out = subprocess.run(["curl", "-sS", "-X", "POST", "-H", "Content-Type: text/markdown; charset=utf-8",
-                          "-H", f"Authorization: Bearer {TOKEN}", "--data-binary", f"@{report}",
-                          f"{server.url}/upload?filename={report.name}"], capture_output=True, timeout=30)
+    out = subprocess.run(
+        [
+            "curl",
+            "-sS",
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: text/markdown; charset=utf-8",
+            "-H",
+            f"Authorization: Bearer {TOKEN}",
+            "--data-binary",
+            f"@{report}",
+            f"{server.url}/upload?filename={report.name}",
+        ],
+        capture_output=True,
+        timeout=30,
+    )
     doc = orjson.loads(out.stdout)
     assert doc["ok"] and doc["sha256"] == sha(report.read_bytes())
-    head = subprocess.run(["curl", "-sS", "-I", f"{server.url}/uploads/{report.name}"], capture_output=True,
-                          text=True, timeout=30).stdout
+    head = subprocess.run(
+        ["curl", "-sS", "-I", f"{server.url}/uploads/{report.name}"], capture_output=True, text=True, timeout=30
+    ).stdout
     lines = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in head.splitlines()[1:] if ":" in line)}
     assert head.startswith("HTTP/1.1 200")
     assert lines["content-length"] == str(report.stat().st_size)
@@ -235,8 +298,10 @@ def test_seed_003_curl_workflow(server, tmp_path):
 def partial_upload(srv: ServerProcess, name: str, total: int, sent: int) -> socket.socket:
     """Open a raw upload of ``total`` bytes and send only ``sent`` of them."""
     sock = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
-    sock.sendall(f"POST /upload?filename={name} HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n"
-                 f"Authorization: Bearer {TOKEN}\r\nContent-Length: {total}\r\n\r\n".encode())
+    sock.sendall(
+        f"POST /upload?filename={name} HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nContent-Length: {total}\r\n\r\n".encode()
+    )
     sock.sendall(b"p" * sent)
     return sock
 
@@ -269,8 +334,7 @@ def _file(tmp_path: Path, name: str, size: int, seed: int = 0) -> Path:
     return path
 
 
-def test_server_killed_mid_upload_leaves_no_partial_file_and_a_restart_serves_every_acknowledged_one(
-        tmp_path, ledger):
+def test_server_killed_mid_upload_leaves_no_partial_file_and_a_restart_serves_every_acknowledged_one(tmp_path, ledger):
     uploads = tmp_path / "uploads"
     srv = ServerProcess(ledger, uploads_dir=uploads, token=TOKEN).start()
     acknowledged = {}
@@ -307,8 +371,11 @@ def test_push_verifies_the_sha256_and_reports_refusals(server, tmp_path):
     assert f"{server.url}/uploads/model-card.md" in result.output
     result = runner.invoke(main, ["push", str(path), "--to", server.url, "--token", TOKEN])
     assert result.exit_code == 1 and "409" in result.output and "overwrite" in result.output
-    result = runner.invoke(main, ["push", str(path), "--to", server.url + "/upload", "--overwrite", "--json"],
-                           env={"LABLEDGER_TOKEN": TOKEN})
+    result = runner.invoke(
+        main,
+        ["push", str(path), "--to", server.url + "/upload", "--overwrite", "--json"],
+        env={"LABLEDGER_TOKEN": TOKEN},
+    )
     assert result.exit_code == 0, result.output
     doc = orjson.loads(result.stdout)
     assert doc["verified"] is True and doc["replaced"] is True and doc["size"] == path.stat().st_size
@@ -318,12 +385,15 @@ def test_push_verifies_the_sha256_and_reports_refusals(server, tmp_path):
     assert result.exit_code == 1 and "http(s) URL" in result.output
 
 
-@pytest.mark.parametrize("args,code,expected", [
-    (["serve", "--host", "0.0.0.0"], 2, "without a token"),
-    (["serve", "--host", "192.0.2.10", "--port", "9"], 2, "without a token"),
-    (["serve", "--private"], 2, "--private needs a token"),
-    (["serve", "--max-upload", "lots", "--token", "t"], 2, "is not a size"),
-])
+@pytest.mark.parametrize(
+    "args,code,expected",
+    [
+        (["serve", "--host", "0.0.0.0"], 2, "without a token"),
+        (["serve", "--host", "192.0.2.10", "--port", "9"], 2, "without a token"),
+        (["serve", "--private"], 2, "--private needs a token"),
+        (["serve", "--max-upload", "lots", "--token", "t"], 2, "is not a size"),
+    ],
+)
 def test_serve_refuses_unsafe_settings(tmp_path, args, code, expected):
     result = CliRunner().invoke(main, [*args, "--ledger", str(tmp_path / "ledger")], env={"LABLEDGER_TOKEN": ""})
     assert result.exit_code == code, result.output
@@ -333,8 +403,12 @@ def test_serve_refuses_unsafe_settings(tmp_path, args, code, expected):
 def test_serve_binds_loopback_by_default_and_refuses_foreign_host_headers(tmp_path, ledger):
     port = ServerProcess(ledger).port
     env = {**os.environ, "LABLEDGER_TOKEN": ""}
-    proc = subprocess.Popen(["labledger", "serve", "--ledger", str(ledger), "--port", str(port),
-                             "--log-level", "warning"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        ["labledger", "serve", "--ledger", str(ledger), "--port", str(port), "--log-level", "warning"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         import httpx
 
@@ -348,8 +422,11 @@ def test_serve_binds_loopback_by_default_and_refuses_foreign_host_headers(tmp_pa
         assert httpx.get(f"http://127.0.0.1:{port}/api").json()["writes"] is False
         rebinding = httpx.get(f"http://127.0.0.1:{port}/api/runs", headers={"Host": f"evil.example:{port}"})
         assert rebinding.status_code == 400 and rebinding.json()["ok"] is False
-        listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout \
-            if shutil.which("ss") else ""
+        listening = (
+            subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
+            if shutil.which("ss")
+            else ""
+        )
         for line in listening.splitlines():  # State Recv-Q Send-Q Local:Port Peer:Port
             assert line.split()[3] == f"127.0.0.1:{port}", line
     finally:

@@ -12,11 +12,10 @@ import re
 from pathlib import Path
 
 import pytest
-
-from labledger.site import build_site, load_data_file
-
 from conftest import ARTIFACTS
 from test_site_build import CHUNK, XSS, make_compare_ledger, make_site_ledger
+
+from labledger.site import build_site, load_data_file
 
 CHROMIUM = Path("/usr/bin/chromium")
 try:
@@ -30,8 +29,14 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is missing (apt-get install chromium)"),
 ]
 
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SHOTS = ARTIFACTS / "screenshots"
 VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 
@@ -99,9 +104,15 @@ def tab(browser, site):
 
 def pages(site) -> dict[str, str]:
     a = site["ids"]["alpha"]
-    return {"catalog": "index.html", "run": f"run.html#run={a}", "batches": f"batches.html#run={a}&mb=1&sample=1",
-            "eval": f"eval.html#run={a}&name=full_test", "sweep": f"eval.html#run={a}&name=boundary",
-            "test": f"test.html#run={a}&name=full_test&cell=3,7", "xss-run": f"run.html#run={site['ids']['xss']}"}
+    return {
+        "catalog": "index.html",
+        "run": f"run.html#run={a}",
+        "batches": f"batches.html#run={a}&mb=1&sample=1",
+        "eval": f"eval.html#run={a}&name=full_test",
+        "sweep": f"eval.html#run={a}&name=boundary",
+        "test": f"test.html#run={a}&name=full_test&cell=3,7",
+        "xss-run": f"run.html#run={site['ids']['xss']}",
+    }
 
 
 @pytest.mark.parametrize("viewport", ["desktop", "phone"])
@@ -187,11 +198,14 @@ def test_keyboard_navigation_in_the_batch_browser(tab, site):
     assert position.inner_text().startswith(f"Microbatch {CHUNK - 1} (")
     for key, expected in (("j", CHUNK), ("ArrowRight", CHUNK + 1), ("k", CHUNK), ("ArrowLeft", CHUNK - 1)):
         page.keyboard.press(key)
-        page.wait_for_function("(want) => document.getElementById('position').textContent.startsWith(want)",
-                               arg=f"Microbatch {expected} (")
+        page.wait_for_function(
+            "(want) => document.getElementById('position').textContent.startsWith(want)", arg=f"Microbatch {expected} ("
+        )
     page.keyboard.press("s")
-    ce = [float(v) for v in page.locator("#samples tbody tr td:last-child .num").evaluate_all(
-        "els => els.map(e => e.title)")]
+    ce = [
+        float(v)
+        for v in page.locator("#samples tbody tr td:last-child .num").evaluate_all("els => els.map(e => e.title)")
+    ]
     assert ce == sorted(ce, reverse=True) and page.locator("#sort").input_value() == "ce-desc"
     page.keyboard.press("ArrowDown")
     page.locator("#sample-detail").wait_for()
@@ -206,8 +220,12 @@ def test_keyboard_navigation_in_the_batch_browser(tab, site):
 def test_cells_grid_opens_items_and_episode_traces(tab, site):
     test = load_data_file(site["out"] / f"data/tests/{site['ids']['alpha']}/full_test.js")[1]
     cells = test["summary"]["cells"]
-    target, current = next((t, c) for t in sorted(cells) for c in sorted(cells[t])
-                           if cells[t][c]["errors"] or cells[t][c]["failed_episodes"])
+    target, current = next(
+        (t, c)
+        for t in sorted(cells)
+        for c in sorted(cells[t])
+        if cells[t][c]["errors"] or cells[t][c]["failed_episodes"]
+    )
     page = tab.open(f"test.html#run={site['ids']['alpha']}&name=full_test")
     page.locator(f'button.cell[data-target="{target}"][data-current="{current}"]').click()
     detail = page.locator("#cell-detail")
@@ -216,7 +234,10 @@ def test_cells_grid_opens_items_and_episode_traces(tab, site):
     item = detail.locator("article.item").first
     assert item.locator("ol.trace li").count() >= 1
     assert f"cell={target}%2C{current}" in page.url or f"cell={target},{current}" in page.url
-    assert page.locator(f'button.cell[data-target="{target}"][data-current="{current}"]').get_attribute("aria-pressed") == "true"
+    assert (
+        page.locator(f'button.cell[data-target="{target}"][data-current="{current}"]').get_attribute("aria-pressed")
+        == "true"
+    )
     page.screenshot(path=str(SHOTS / "test-cell-detail-1280.png"), full_page=True)
     # Heat map colours come from viridis (colour-blind safe): every cell has an rgb() background.
     colours = page.locator("button.cell").evaluate_all("els => els.map(e => e.style.background)")
@@ -259,8 +280,8 @@ def test_temperature_widget_is_an_illustration_apart_from_measured_results(tab, 
     box.locator("#t-slider").evaluate("el => { el.value = 1; el.dispatchEvent(new Event('input')); }")
     assert box.locator("#t-value").inner_text() == "T = 2.000"
     at1, at2 = column(1), column(2)
-    assert at1[0] != at2[0]          # mean -log p(gold) moves with T
-    assert at1[3] == at2[3]          # accuracy never does
+    assert at1[0] != at2[0]  # mean -log p(gold) moves with T
+    assert at1[3] == at2[3]  # accuracy never does
     box.screenshot(path=str(SHOTS / "eval-temperature-1280.png"))
     tab.check()
 
@@ -311,7 +332,7 @@ def test_compare_page_renders_marks_and_mean_rows(browser, compare_site, viewpor
         assert page.locator("table.version-table").count() == 3
         paired = page.locator("table.version-table").first
         marks = paired.locator(".sig-mark").all_inner_texts()
-        assert marks == ["*", "n.s."]                       # digit_step, same_items; the rest untested
+        assert marks == ["*", "n.s."]  # digit_step, same_items; the rest untested
         sig = paired.locator("tbody tr", has=page.locator(".sig-mark.sig"))
         assert "digit_step" in sig.inner_text()
         title = sig.locator("td.delta").get_attribute("title")
@@ -336,8 +357,8 @@ def test_compare_page_shows_xss_names_as_text(tab, compare_site):
     for s in XSS:
         assert s in text, f"{s!r} does not show as text on the Comparisons page"
     xss_table = page.locator("table.version-table").nth(2)
-    assert XSS[0] in xss_table.locator("thead").inner_text()     # a model named <script>...
-    assert XSS[0] in xss_table.locator("tbody th .bench").first.inner_text()   # a benchmark named <script>...
+    assert XSS[0] in xss_table.locator("thead").inner_text()  # a model named <script>...
+    assert XSS[0] in xss_table.locator("tbody th .bench").first.inner_text()  # a benchmark named <script>...
     assert page.locator('img[src="x"]').count() == 0
     assert page.locator("script:not([src])").count() == 0
     page.wait_for_timeout(200)
@@ -368,7 +389,7 @@ def test_a_damaged_run_shows_as_unreadable(browser, tmp_path):
         row = page.locator("table.runs tbody tr", has_text="alpha")
         assert "could not be read: " in row.inner_text() and "metrics.jsonl:1" in row.inner_text()
         assert row.locator("a.runlink").count() == 0
-        assert page.locator("table.runs a.runlink").count() == 1   # the other run still links
+        assert page.locator("table.runs a.runlink").count() == 1  # the other run still links
         page.screenshot(path=str(SHOTS / "catalog-unreadable-1280.png"), full_page=True)
         t.check()
         page.goto(t.url(f"run.html#run={ids['alpha']}"))

@@ -18,14 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import make_batch
 
 import labledger
 from labledger.cli import main
 from labledger.errors import RunNotFoundError, SiteError
 from labledger.site import build_site, load_data_file
 from labledger.site.output import MANIFEST
-
-from conftest import make_batch
 
 XSS = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
 ACTIONS = ("-1", "0", "+1")
@@ -42,8 +41,12 @@ def tiny_png(seed: int, size: int = 8) -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", size, size, 8, 0, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", size, size, 8, 0, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 def _softmax(z: list[float]) -> list[float]:
@@ -61,9 +64,17 @@ def results_rows(n: int = 60, seed: int = 0) -> list[dict]:
         z = rng.normal(size=3).tolist()
         z[ACTIONS.index(gold)] += 1.5
         p = _softmax(z)
-        rows.append({"id": XSS[0] if i == 0 else f"item-{i}", "task": "digit_step", "gold": gold,
-                     "probs": dict(zip(ACTIONS, p)), "logits": dict(zip(ACTIONS, z)),
-                     "slices": {"current": str(i % 4)}, "group": f"img{i // 2}"})
+        rows.append(
+            {
+                "id": XSS[0] if i == 0 else f"item-{i}",
+                "task": "digit_step",
+                "gold": gold,
+                "probs": dict(zip(ACTIONS, p)),
+                "logits": dict(zip(ACTIONS, z)),
+                "slices": {"current": str(i % 4)},
+                "group": f"img{i // 2}",
+            }
+        )
     return rows
 
 
@@ -78,8 +89,11 @@ def full_test_files(n_images: int = 20) -> tuple[bytes, bytes]:
             pred = gold if (image_id + s) % 7 else ACTIONS[(ACTIONS.index(gold) + 1) % 3]
             golds.append(gold)
             preds.append(pred)
-            probs.append({"+1": 0.2, "-1": 0.1, "0": 0.7} if pred == "0" else
-                         ({"0": 0.1, "+1": 0.8, "-1": 0.1} if pred == "+1" else {"-1": 0.8, "+1": 0.1, "0": 0.1}))
+            probs.append(
+                {"+1": 0.2, "-1": 0.1, "0": 0.7}
+                if pred == "0"
+                else ({"0": 0.1, "+1": 0.8, "-1": 0.1} if pred == "+1" else {"-1": 0.8, "+1": 0.1, "0": 0.1})
+            )
         for s in range(10):
             trace, cur = [], s
             ok = True
@@ -94,24 +108,52 @@ def full_test_files(n_images: int = 20) -> tuple[bytes, bytes]:
                     break
                 cur = nxt
             ok = ok and cur == target
-            episodes.append({"start": s, "success": ok, "termination": "reached_target" if ok else "stalled",
-                             "steps": len(trace), "shortest": abs(target - s),
-                             "extra_moves": len(trace) - abs(target - s) if ok else None, "trace": trace})
-            cell = cells.setdefault(str(target), {}).setdefault(str(s), {"images": 0, "errors": 0,
-                                                                          "failed_episodes": 0})
+            episodes.append(
+                {
+                    "start": s,
+                    "success": ok,
+                    "termination": "reached_target" if ok else "stalled",
+                    "steps": len(trace),
+                    "shortest": abs(target - s),
+                    "extra_moves": len(trace) - abs(target - s) if ok else None,
+                    "trace": trace,
+                }
+            )
+            cell = cells.setdefault(str(target), {}).setdefault(
+                str(s), {"images": 0, "errors": 0, "failed_episodes": 0}
+            )
             cell["images"] += 1
             cell["errors"] += int(preds[s] != golds[s])
             cell["failed_episodes"] += int(not ok)
-        lines.append(json.dumps({"image_id": image_id, "target": target, "image": f"images/{image_id}.png",
-                                 "gold": golds, "predictions": preds, "probabilities": probs,
-                                 "episodes": episodes, "note": XSS[1]}))
-    summary = {"task": "digit_step", "images": n_images, "cells": cells,
-               "analysis": {"action_accuracy": 0.9, "note": XSS[0]}, "latency": {"mean_ms": 0.1}}
+        lines.append(
+            json.dumps(
+                {
+                    "image_id": image_id,
+                    "target": target,
+                    "image": f"images/{image_id}.png",
+                    "gold": golds,
+                    "predictions": preds,
+                    "probabilities": probs,
+                    "episodes": episodes,
+                    "note": XSS[1],
+                }
+            )
+        )
+    summary = {
+        "task": "digit_step",
+        "images": n_images,
+        "cells": cells,
+        "analysis": {"action_accuracy": 0.9, "note": XSS[0]},
+        "latency": {"mean_ms": 0.1},
+    }
     return json.dumps(summary).encode(), ("\n".join(lines) + "\n").encode()
 
 
 SWEEP_DOC = {
-    "n": 60, "positive": "+1", "objective": "f1", "gates": ["recall[-1]>=0.5"],
+    "n": 60,
+    "positive": "+1",
+    "objective": "f1",
+    "gates": ["recall[-1]>=0.5"],
     "threshold_selection": {"threshold": 0.5, "accuracy": 0.8, "f1": 0.7, "recall_gate_passed": True},
     "threshold_trials": [{"threshold": t / 10, "accuracy": 0.5 + t / 40, "f1": 0.4 + t / 30} for t in range(1, 10)],
     "definition": {"f1": "F1 of '+1'", "note": XSS[0]},
@@ -123,8 +165,9 @@ def make_site_ledger(root: Path, *, batches: int = 230, with_second: bool = True
     saved sweep, a full test) and one minimal run whose name and group are XSS strings."""
     ledger = labledger.open_ledger(root, create=True)
     ids = {}
-    with labledger.start_run("alpha", group="g1", tags=("demo", XSS[1]),
-                             config={"lr": 0.01, "comment": XSS[0]}, notes=XSS[0], ledger=ledger) as run:
+    with labledger.start_run(
+        "alpha", group="g1", tags=("demo", XSS[1]), config={"lr": 0.01, "comment": XSS[0]}, notes=XSS[0], ledger=ledger
+    ) as run:
         for mb in range(1, batches + 1):
             rec = make_batch(mb, n=4)
             rec["loss"] = sum(s["cross_entropy"] for s in rec["samples"]) / 4
@@ -141,8 +184,16 @@ def make_site_ledger(root: Path, *, batches: int = 230, with_second: bool = True
                 run.log_file(f"images/{mb}-{i}.png", tiny_png(mb * 10 + i))
         for epoch in (1, 2, 3):
             run.log_history({"kind": "train", "step": epoch * 9, "epoch": epoch - 0.5, "loss": 1.0 / epoch})
-            run.log_history({"kind": "eval", "step": epoch * 9, "epoch": float(epoch), "epoch_index": epoch,
-                             "eval_loss": [0.9, 0.5, 0.6][epoch - 1], "eval_accuracy": [0.6, 0.8, 0.7][epoch - 1]})
+            run.log_history(
+                {
+                    "kind": "eval",
+                    "step": epoch * 9,
+                    "epoch": float(epoch),
+                    "epoch_index": epoch,
+                    "eval_loss": [0.9, 0.5, 0.6][epoch - 1],
+                    "eval_accuracy": [0.6, 0.8, 0.7][epoch - 1],
+                }
+            )
             ckpt = root.parent / f"ckpt-{epoch}.bin"
             ckpt.write_bytes(bytes([epoch]) * 100)
             run.log_checkpoint(ckpt, step=epoch * 9, metrics={"epoch": epoch})
@@ -171,8 +222,11 @@ def data(out: Path, rel: str):
 
 def snapshot(out: Path) -> dict[str, tuple[int, str]]:
     """(mtime_ns, sha256) of every file in the site."""
-    return {p.relative_to(out).as_posix(): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
-            for p in out.rglob("*") if p.is_file() and p.name != MANIFEST}
+    return {
+        p.relative_to(out).as_posix(): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in out.rglob("*")
+        if p.is_file() and p.name != MANIFEST
+    }
 
 
 @pytest.fixture(scope="module")
@@ -188,11 +242,24 @@ def test_layout_follows_seed_004(site):
     out, a, x = site["out"], site["ids"]["alpha"], site["ids"]["xss"]
     for page in ("index.html", "run.html", "batches.html", "eval.html", "test.html", "compare.html"):
         assert (out / page).is_file()
-    for rel in ("static/js/common.js", "static/css/site.css", "static/vendor/uplot/uPlot.iife.min.js",
-                "static/vendor/uplot/LICENSE", "data/catalog.js", "data/compare.js", f"data/runs/{a}.js", f"data/runs/{x}.js",
-                f"data/batches/{a}/toc.js", f"data/batches/{a}/loss.js", f"data/batches/{a}/0.js",
-                f"data/evals/{a}/full_test.js", f"data/evals/{a}/full_test.logits.js",
-                f"data/evals/{a}/boundary.js", f"data/tests/{a}/full_test.js", f"images/{a}/images/1-1.png"):
+    for rel in (
+        "static/js/common.js",
+        "static/css/site.css",
+        "static/vendor/uplot/uPlot.iife.min.js",
+        "static/vendor/uplot/LICENSE",
+        "data/catalog.js",
+        "data/compare.js",
+        f"data/runs/{a}.js",
+        f"data/runs/{x}.js",
+        f"data/batches/{a}/toc.js",
+        f"data/batches/{a}/loss.js",
+        f"data/batches/{a}/0.js",
+        f"data/evals/{a}/full_test.js",
+        f"data/evals/{a}/full_test.logits.js",
+        f"data/evals/{a}/boundary.js",
+        f"data/tests/{a}/full_test.js",
+        f"images/{a}/images/1-1.png",
+    ):
         assert (out / rel).is_file(), rel
     assert site["result"].index == out / "index.html"
     key, catalog = load_data_file(out / "data/catalog.js")
@@ -242,8 +309,7 @@ def test_chunk_lists_only_images_that_exist_and_copies_them(site):
     out, a = site["out"], site["ids"]["alpha"]
     chunk = data(out, f"data/batches/{a}/0.js")
     # images/1-0.png is stored but its sample's input was replaced by a string: not referenced.
-    assert chunk["images"] == sorted(f"images/{mb}-{i}.png" for mb in (1, 2, 3) for i in range(4)
-                                     if (mb, i) != (1, 0))
+    assert chunk["images"] == sorted(f"images/{mb}-{i}.png" for mb in (1, 2, 3) for i in range(4) if (mb, i) != (1, 0))
     assert not (out / f"images/{a}/images/1-0.png").exists()
     src = site["ledger"] / "runs" / a / "files" / "images" / "2-3.png"
     assert (out / f"images/{a}/images/2-3.png").read_bytes() == src.read_bytes()
@@ -299,7 +365,7 @@ def test_evaluation_page_data(site):
     assert sum(b["count"] for b in task["reliability"]["bins"]) == 60
     engine = ev["documents"][0]
     try:
-        import labledger.evaluate  # noqa: F401
+        import labledger.analysis.evaluation  # noqa: F401
     except ImportError:
         assert engine["origin"] == "unavailable" and "not installed" in engine["error"]
     else:
@@ -345,9 +411,14 @@ def test_rebuild_after_a_new_run_rewrites_only_what_changed(tmp_path):
     after = snapshot(out)
     written = {p.relative_to(out).as_posix() for p in result.written}
     assert result.rebuilt_runs == [run.id]
-    assert written == {"data/catalog.js", f"data/runs/{run.id}.js", f"data/batches/{run.id}/toc.js",
-                       f"data/batches/{run.id}/loss.js", f"data/batches/{run.id}/0.js",
-                       f"data/batches/{run.id}/1.js"}
+    assert written == {
+        "data/catalog.js",
+        f"data/runs/{run.id}.js",
+        f"data/batches/{run.id}/toc.js",
+        f"data/batches/{run.id}/loss.js",
+        f"data/batches/{run.id}/0.js",
+        f"data/batches/{run.id}/1.js",
+    }
     changed = {k for k in after if before.get(k) != after[k]}
     assert changed == written  # nothing else was touched, not even rewritten with the same bytes
 
@@ -367,8 +438,13 @@ def test_appended_batches_rewrite_only_the_last_chunk(tmp_path):
     result = build_site(ledger_dir, out, chunk_records=CHUNK)
     run.finish()
     written = {p.relative_to(out).as_posix() for p in result.written}
-    assert written == {"data/catalog.js", f"data/runs/{run.id}.js", f"data/batches/{run.id}/toc.js",
-                       f"data/batches/{run.id}/loss.js", f"data/batches/{run.id}/2.js"}
+    assert written == {
+        "data/catalog.js",
+        f"data/runs/{run.id}.js",
+        f"data/batches/{run.id}/toc.js",
+        f"data/batches/{run.id}/loss.js",
+        f"data/batches/{run.id}/2.js",
+    }
     after = snapshot(out)
     assert after[f"data/batches/{run.id}/0.js"] == before[f"data/batches/{run.id}/0.js"]
     assert data(out, f"data/batches/{run.id}/toc.js")["count"] == 130
@@ -398,13 +474,16 @@ def test_refuses_to_write_into_a_folder_that_is_not_a_site(site, tmp_path):
     assert (tmp_path / "mine.txt").read_text() == "keep me"
 
 
-@pytest.mark.parametrize("args, code, expected", [
-    (["site", "{out}", "--ledger", "{ledger}"], 0, "Site:"),
-    (["site", "{out}", "--ledger", "{ledger}", "--runs", "alpha"], 0, "Runs:    1 "),
-    (["site", "{out}", "--ledger", "{ledger}", "--runs", "nope"], 1, "Error: No run 'nope'"),
-    (["site", "{out}", "--ledger", "{missing}"], 1, "Error: No ledger at"),
-    (["site"], 2, "Missing argument 'OUT'"),
-])
+@pytest.mark.parametrize(
+    "args, code, expected",
+    [
+        (["site", "{out}", "--ledger", "{ledger}"], 0, "Site:"),
+        (["site", "{out}", "--ledger", "{ledger}", "--runs", "alpha"], 0, "Runs:    1 "),
+        (["site", "{out}", "--ledger", "{ledger}", "--runs", "nope"], 1, "Error: No run 'nope'"),
+        (["site", "{out}", "--ledger", "{missing}"], 1, "Error: No ledger at"),
+        (["site"], 2, "Missing argument 'OUT'"),
+    ],
+)
 def test_cli(site, tmp_path, args, code, expected):
     fill = {"out": str(tmp_path / "out"), "ledger": str(site["ledger"]), "missing": str(tmp_path / "none")}
     result = CliRunner().invoke(main, [a.format(**fill) for a in args])
@@ -449,13 +528,13 @@ def make_compare_ledger(root: Path) -> dict[str, str]:
     """Two runs of one group whose results are paired (same items), benchmark entries pointing at
     those results (one clearly better, one identical), a stored comparison document, a seed-001-like
     imported table with categories, a calibrated variant and a gap, and XSS names."""
-    from labledger.benchmarks import Entry, add_entries
-    from labledger.evaluate import compare
+    from labledger.analysis.benchmarks import Entry, add_entries
+    from labledger.analysis.evaluation import compare
 
     ledger = labledger.open_ledger(root, create=True)
     base_rows = results_rows(n=200, seed=3)
     ids, paths = {}, {}
-    for name, rows, acc in (("old", base_rows, None), ("new", _improved(base_rows), None)):
+    for name, rows, _acc in (("old", base_rows, None), ("new", _improved(base_rows), None)):
         with labledger.start_run(name, group="ablation", ledger=ledger) as run:
             run.log(1, loss=1.0)
             run.log_results("test", rows)
@@ -467,33 +546,88 @@ def make_compare_ledger(root: Path) -> dict[str, str]:
     entries = []
     for name in ("old", "new"):
         rows = base_rows if name == "old" else _improved(base_rows)
-        entries.append(Entry(model=name, suite="paired", benchmark="digit_step", metric="accuracy",
-                             value=_accuracy(rows), category="Steps", n=len(rows), run_id=ids[name],
-                             results_path=paths[name]["test"]))
+        entries.append(
+            Entry(
+                model=name,
+                suite="paired",
+                benchmark="digit_step",
+                metric="accuracy",
+                value=_accuracy(rows),
+                category="Steps",
+                n=len(rows),
+                run_id=ids[name],
+                results_path=paths[name]["test"],
+            )
+        )
     # identical predictions on both sides: the delta is 0 and its CI includes 0 (n.s.)
-    entries += [Entry(model=m, suite="paired", benchmark="same_items", metric="accuracy",
-                      value=_accuracy(base_rows), category="Steps", n=len(base_rows), results_path=paths[m]["same"])
-                for m in ("old", "new")]
+    entries += [
+        Entry(
+            model=m,
+            suite="paired",
+            benchmark="same_items",
+            metric="accuracy",
+            value=_accuracy(base_rows),
+            category="Steps",
+            n=len(base_rows),
+            results_path=paths[m]["same"],
+        )
+        for m in ("old", "new")
+    ]
     # predictions stored, but not of this benchmark's task: no mark, and a warning says why
-    entries += [Entry(model=m, suite="paired", benchmark="other_task", metric="accuracy", value=0.5,
-                      category="Other", results_path=paths[m]["test"]) for m in ("old", "new")]
+    entries += [
+        Entry(
+            model=m,
+            suite="paired",
+            benchmark="other_task",
+            metric="accuracy",
+            value=0.5,
+            category="Other",
+            results_path=paths[m]["test"],
+        )
+        for m in ("old", "new")
+    ]
     # no stored predictions: a delta without a mark
-    entries += [Entry(model=m, suite="paired", benchmark="recorded_only", metric="accuracy", value=v,
-                      category="Other") for m, v in (("old", 0.5), ("new", 0.6))]
+    entries += [
+        Entry(model=m, suite="paired", benchmark="recorded_only", metric="accuracy", value=v, category="Other")
+        for m, v in (("old", 0.5), ("new", 0.6))
+    ]
     # seed 001 shape: categories, five columns with a calibrated variant, one value missing
-    table = {"Home Appliance": ("Public Core", [0.4659, 0.8068, 0.9432], 0.9432),
-             "CLINC150+OOS": ("Public Core", [0.8839, 0.8979, 0.9083], 0.9083),
-             "VAST": ("Public Transfer", [0.8010, 0.8196, 0.8095], 0.7899),
-             "HoVer": ("Public Transfer", [None, 0.69, 0.71], 0.71)}
+    table = {
+        "Home Appliance": ("Public Core", [0.4659, 0.8068, 0.9432], 0.9432),
+        "CLINC150+OOS": ("Public Core", [0.8839, 0.8979, 0.9083], 0.9083),
+        "VAST": ("Public Transfer", [0.8010, 0.8196, 0.8095], 0.7899),
+        "HoVer": ("Public Transfer", [None, 0.69, 0.71], 0.71),
+    }
     for bench, (cat, raw, cal) in table.items():
         for model, v in zip(("base", "v3", "v5"), raw):
             if v is not None:
-                entries.append(Entry(model=model, suite="public", benchmark=bench, metric="accuracy", value=v,
-                                     category=cat, source="seed-001.md"))
-        entries.append(Entry(model="v5", suite="public", benchmark=bench, metric="accuracy", value=cal,
-                             category=cat, variant="calibrated", source="seed-001.md"))
-    entries += [Entry(model=XSS[0], suite="xss", benchmark=XSS[0], metric="accuracy", value=0.5, category=XSS[1]),
-                Entry(model="plain", suite="xss", benchmark=XSS[0], metric="accuracy", value=0.7, category=XSS[1])]
+                entries.append(
+                    Entry(
+                        model=model,
+                        suite="public",
+                        benchmark=bench,
+                        metric="accuracy",
+                        value=v,
+                        category=cat,
+                        source="seed-001.md",
+                    )
+                )
+        entries.append(
+            Entry(
+                model="v5",
+                suite="public",
+                benchmark=bench,
+                metric="accuracy",
+                value=cal,
+                category=cat,
+                variant="calibrated",
+                source="seed-001.md",
+            )
+        )
+    entries += [
+        Entry(model=XSS[0], suite="xss", benchmark=XSS[0], metric="accuracy", value=0.5, category=XSS[1]),
+        Entry(model="plain", suite="xss", benchmark=XSS[0], metric="accuracy", value=0.7, category=XSS[1]),
+    ]
     add_entries(ledger, entries)
     doc = compare(paths["new"]["test"], paths["old"]["test"], metrics=["accuracy"], resamples=300).to_dict()
     doc["names"] = {"a": "new", "b": XSS[0]}
@@ -516,7 +650,7 @@ def test_compare_data_has_a_version_table_per_suite(compare_site):
     key, doc = load_data_file(out / "data/compare.js")
     assert key == "compare"
     tables = {t["suite"]: t for t in doc["tables"]}
-    assert list(tables) == ["paired", "public", "xss"]   # entry order
+    assert list(tables) == ["paired", "public", "xss"]  # entry order
 
     paired = tables["paired"]
     assert paired["columns"] == ["old", "new"] and paired["delta"] == {"from": "old", "to": "new"}
@@ -537,10 +671,10 @@ def test_compare_data_has_a_version_table_per_suite(compare_site):
     assert public["columns"] == ["base", "v3", "v5", "v5 (calibrated)"]
     assert public["delta"] == {"from": "base", "to": "v5 (calibrated)"}
     assert [r["category"] for r in public["rows"]] == ["Public Core"] * 2 + ["Public Transfer"] * 2
-    assert public["mean"]["n"] == 3          # HoVer has no base value: left out of the mean, with a warning
+    assert public["mean"]["n"] == 3  # HoVer has no base value: left out of the mean, with a warning
     assert any("HoVer" in w and "base" in w for w in public["warnings"])
-    assert not any("no entries for" in w for w in public["warnings"])   # base has no calibrated variant: expected
-    assert all("significance" not in r for r in public["rows"])          # imported: no predictions, no mark
+    assert not any("no entries for" in w for w in public["warnings"])  # base has no calibrated variant: expected
+    assert all("significance" not in r for r in public["rows"])  # imported: no predictions, no mark
 
 
 def test_compare_data_has_stored_comparisons_and_group_summaries(compare_site):
@@ -576,7 +710,7 @@ def test_compare_data_is_rewritten_only_when_it_changes(compare_site, tmp_path):
         run.log(1, loss=0.1)
     result = build_site(compare_site["ledger"], out)
     written = {p.relative_to(out).as_posix() for p in result.written}
-    assert "data/compare.js" not in written          # a one-run group adds nothing to compare
+    assert "data/compare.js" not in written  # a one-run group adds nothing to compare
     with labledger.start_run("third", group="ablation", ledger=compare_site["ledger"]) as run:
         run.set_summary(test_accuracy=0.25)
     result = build_site(compare_site["ledger"], out)
@@ -591,7 +725,7 @@ def test_a_damaged_run_is_left_out_and_the_others_are_built(tmp_path, damage):
     ledger_dir = tmp_path / "ledger"
     ids = make_site_ledger(ledger_dir, batches=60)
     out = tmp_path / "out"
-    build_site(ledger_dir, out, chunk_records=CHUNK)      # a good build first: the run's old pages go away
+    build_site(ledger_dir, out, chunk_records=CHUNK)  # a good build first: the run's old pages go away
     run_dir = ledger_dir / "runs" / ids["alpha"]
     if damage == "missing-run-json":
         (run_dir / "run.json").unlink()
@@ -599,7 +733,7 @@ def test_a_damaged_run_is_left_out_and_the_others_are_built(tmp_path, damage):
         path = run_dir / ("metrics.jsonl" if damage == "corrupt-metrics-line" else "history.jsonl")
         lines = path.read_bytes().splitlines(keepends=True)
         assert len(lines) >= 3
-        lines[1] = b'{"step": 2, "loss": \n'      # a damaged line in the middle, not a torn last line
+        lines[1] = b'{"step": 2, "loss": \n'  # a damaged line in the middle, not a torn last line
         path.write_bytes(b"".join(lines))
     result = build_site(ledger_dir, out, chunk_records=CHUNK)
     assert result.runs == [ids["xss"]]
@@ -609,8 +743,9 @@ def test_a_damaged_run_is_left_out_and_the_others_are_built(tmp_path, damage):
         assert path.name in warning and ":2" in warning
     catalog = data(out, "data/catalog.js")
     entry = next(r for r in catalog["runs"] if r["id"] == ids["alpha"])
-    assert entry["unreadable"] and (path.name in entry["unreadable"] if damage != "missing-run-json"
-                                    else "run.json" in entry["unreadable"])
+    assert entry["unreadable"] and (
+        path.name in entry["unreadable"] if damage != "missing-run-json" else "run.json" in entry["unreadable"]
+    )
     assert not (out / f"data/runs/{ids['alpha']}.js").exists()
     assert not (out / f"data/batches/{ids['alpha']}").exists()
     assert (out / f"data/runs/{ids['xss']}.js").is_file()

@@ -19,8 +19,9 @@ def _snapshot(root):
 def test_adopt_moves_runs_with_their_records(tmp_path):
     ledger = labledger.open_ledger(tmp_path, create=True)
     with ledger.staging() as stage:
-        with Run("imported", group="old", ledger=stage, started=1_000.0,
-                 extra_meta={"imported_from": {"path": "events.out"}}) as run:
+        with Run(
+            "imported", group="old", ledger=stage, started=1_000.0, extra_meta={"imported_from": {"path": "events.out"}}
+        ) as run:
             run.log(1, loss=0.5, time=1_001.0)
             run.log_history({"epoch": 1, "loss": 0.5})
         assert ledger.runs() == []  # not visible before adopt
@@ -39,10 +40,9 @@ def test_failure_before_adopt_leaves_the_ledger_unchanged(tmp_path):
         run.log(1, loss=1.0)
     before = _snapshot(tmp_path)
     ledger = labledger.open_ledger(tmp_path)
-    with pytest.raises(labledger.RecordError):
-        with ledger.staging() as stage:
-            with Run("half", ledger=stage) as r:
-                r.log(1, loss=0.5)
-                r.log_batch({"microbatch": "one"})  # a bad record part-way through
-            ledger.adopt(stage)
+    with pytest.raises(labledger.RecordError), ledger.staging() as stage:
+        with Run("half", ledger=stage) as r:
+            r.log(1, loss=0.5)
+            r.log_batch({"microbatch": "one"})  # a bad record part-way through
+        ledger.adopt(stage)
     assert _snapshot(tmp_path) == before

@@ -6,17 +6,22 @@ import hashlib
 import json
 
 import pytest
+from conftest import make_batch
 
 import labledger
 from labledger.errors import LedgerError, LedgerNotFoundError, RecordError, RunNotFoundError, RunStateError
 from labledger.store.migrations import MIGRATIONS, migrate
 
-from conftest import make_batch
-
 
 def test_start_run_records_everything(ledger_dir):
-    with labledger.start_run("mlp", group="sweep", tags=("b", "a"), config={"lr": 1e-3, "layers": [2, 3]},
-                             notes="first try", ledger=ledger_dir) as run:
+    with labledger.start_run(
+        "mlp",
+        group="sweep",
+        tags=("b", "a"),
+        config={"lr": 1e-3, "layers": [2, 3]},
+        notes="first try",
+        ledger=ledger_dir,
+    ) as run:
         for step in range(1, 11):
             run.log(step, loss=1.0 / step, lr=1e-3, grad_norm=0.5)
         run.log_batch(make_batch(1))
@@ -37,7 +42,7 @@ def test_start_run_records_everything(ledger_dir):
     assert [s["step"] for s in scalars] == list(range(1, 11))
     assert scalars[-1]["loss"] == pytest.approx(0.1)
     assert [b["microbatch"] for b in view.batches()] == [1, 2]
-    assert list(view.history())[0]["epoch"] == 0.5
+    assert next(iter(view.history()))["epoch"] == 0.5
     assert [n["text"] for n in view.notes()] == ["first try", "loss looks fine"]
 
 
@@ -56,10 +61,9 @@ def test_extra_keys_are_kept_verbatim(ledger_dir):
 
 
 def test_exception_marks_run_failed_and_reraises(ledger_dir):
-    with pytest.raises(ZeroDivisionError):
-        with labledger.start_run("boom", ledger=ledger_dir) as run:
-            run.log(1, loss=1.0)
-            1 / 0
+    with pytest.raises(ZeroDivisionError), labledger.start_run("boom", ledger=ledger_dir) as run:
+        run.log(1, loss=1.0)
+        1 / 0
     info = labledger.open_ledger(ledger_dir).info(run.id)
     assert info.status == "failed"
     assert "ZeroDivisionError" in info.error
@@ -157,7 +161,8 @@ def test_tables_and_dataframes(ledger_dir):
     samples = view.table("samples")
     assert samples.num_rows == 9
     assert {"probabilities.-1", "probabilities.0", "probabilities.+1", "cross_entropy", "microbatch"} <= set(
-        samples.column_names)
+        samples.column_names
+    )
     pd = pytest.importorskip("pandas")
     df = view.dataframe("batches")
     assert isinstance(df, pd.DataFrame) and len(df) == 3
@@ -166,8 +171,9 @@ def test_tables_and_dataframes(ledger_dir):
 
 def test_log_results_from_a_file_with_a_torn_last_line(ledger_dir, tmp_path):
     src = tmp_path / "torn.jsonl"
-    src.write_bytes(b'{"id":1,"task":"t","gold":1.0,"pred":0.5}\n{"id":2,"task":"t","gold":2.0,"pred":1.5}\n'
-                    b'{"id":3,"task":"t","go')
+    src.write_bytes(
+        b'{"id":1,"task":"t","gold":1.0,"pred":0.5}\n{"id":2,"task":"t","gold":2.0,"pred":1.5}\n{"id":3,"task":"t","go'
+    )
     with labledger.start_run("r", ledger=ledger_dir) as run:
         with pytest.warns(Warning, match=r"torn\.jsonl:3: torn last line left out"):
             path = run.log_results("test", src)

@@ -6,13 +6,12 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from conftest import SEEDS
 
 import labledger
-from labledger.benchmarks import Entry, add_entries, import_markdown, read_entries, version_table
+from labledger.analysis.benchmarks import Entry, add_entries, import_markdown, read_entries, version_table
 from labledger.cli import main
 from labledger.errors import RecordError
-
-from conftest import SEEDS
 
 SEED_001 = SEEDS / "001_90666e8fb933fee6.txt"
 COLUMNS = ["Base=base", "V3 Raw=v3", "V4 Raw=v4", "V5 Raw=v5", "V5 Calibrated=v5:calibrated"]
@@ -21,14 +20,22 @@ needs_seed = pytest.mark.skipif(not SEED_001.exists(), reason="../shared/seeds i
 
 @needs_seed
 def test_seed_001_mean_row_is_reproduced(tmp_path):
-    res = import_markdown(SEED_001, suite="public",
-                          columns=dict(c.split("=") for c in COLUMNS),
-                          category_suites={"미공개 일반화 평가": "heldout"})
+    res = import_markdown(
+        SEED_001,
+        suite="public",
+        columns=dict(c.split("=") for c in COLUMNS),
+        category_suites={"미공개 일반화 평가": "heldout"},
+    )
     public = [e for e in res.entries if e.suite == "public"]
     assert len({e.benchmark for e in public}) == 16
     assert {e.benchmark for e in res.entries if e.suite == "heldout"} == {"All Heldout", "JevAlt-en", "Fast-Decisions"}
-    table = version_table(res.entries, suite="public", models=["base", "v3", "v4", "v5"],
-                          variants=["raw", "calibrated"], delta_from="base")
+    table = version_table(
+        res.entries,
+        suite="public",
+        models=["base", "v3", "v4", "v5"],
+        variants=["raw", "calibrated"],
+        delta_from="base",
+    )
     means = table.mean["values"]
     stated = {"base": 62.70, "v3": 66.74, "v4": 68.21, "v5": 68.84, "v5 (calibrated)": 69.83}
     for col, value in stated.items():
@@ -55,23 +62,49 @@ def test_seed_001_mean_row_is_reproduced(tmp_path):
 def test_cli_import_and_table(tmp_path):
     ledger = tmp_path / "ledger"
     runner = CliRunner()
-    args = ["table", "import", str(SEED_001), "--suite", "public", "--ledger", str(ledger),
-            "--category-suite", "미공개 일반화 평가=heldout"]
+    args = [
+        "table",
+        "import",
+        str(SEED_001),
+        "--suite",
+        "public",
+        "--ledger",
+        str(ledger),
+        "--category-suite",
+        "미공개 일반화 평가=heldout",
+    ]
     for c in COLUMNS:
         args += ["--column", c]
     res = runner.invoke(main, args)
     assert res.exit_code == 0, res.output
     assert "Added 92 entries" in res.output and "consistent" in res.output
-    res = runner.invoke(main, ["table", "--suite", "public", "--models", "base,v3,v4,v5", "--delta-from", "base",
-                               "--ledger", str(ledger), "--json"])
+    res = runner.invoke(
+        main,
+        [
+            "table",
+            "--suite",
+            "public",
+            "--models",
+            "base,v3,v4,v5",
+            "--delta-from",
+            "base",
+            "--ledger",
+            str(ledger),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["columns"] == ["base", "v3", "v4", "v5"]
     assert [round(doc["mean"]["values"][m] * 100, 2) for m in ("v3", "v4", "v5")] == [66.74, 68.21, 68.84]
-    for fmt, needle in (("md", "| Mean (16 benchmarks) |"), ("csv", "Mean (16 benchmarks)"),
-                        ("html", "<table class=\"version-table\">")):
-        res = runner.invoke(main, ["table", "--suite", "public", "--models", "base,v5", "--format", fmt,
-                                   "--ledger", str(ledger)])
+    for fmt, needle in (
+        ("md", "| Mean (16 benchmarks) |"),
+        ("csv", "Mean (16 benchmarks)"),
+        ("html", '<table class="version-table">'),
+    ):
+        res = runner.invoke(
+            main, ["table", "--suite", "public", "--models", "base,v5", "--format", fmt, "--ledger", str(ledger)]
+        )
         assert res.exit_code == 0 and needle in res.output
     res = runner.invoke(main, ["table", "--suite", "heldout", "--models", "base,v5", "--ledger", str(ledger)])
     assert res.exit_code == 0 and "JevAlt-en" in res.output
@@ -81,11 +114,14 @@ def test_cli_import_and_table(tmp_path):
 
 def test_warnings_for_different_metrics_and_n(tmp_path):
     ledger = labledger.open_ledger(tmp_path, create=True)
-    add_entries(ledger, [
-        Entry(model="a", suite="s", benchmark="b1", metric="accuracy", value=0.5, n=100),
-        Entry(model="b", suite="s", benchmark="b1", metric="f1", params={"average": "macro"}, value=0.6, n=90),
-        Entry(model="a", suite="s", benchmark="b2", metric="accuracy", value=0.7),
-    ])
+    add_entries(
+        ledger,
+        [
+            Entry(model="a", suite="s", benchmark="b1", metric="accuracy", value=0.5, n=100),
+            Entry(model="b", suite="s", benchmark="b1", metric="f1", params={"average": "macro"}, value=0.6, n=90),
+            Entry(model="a", suite="s", benchmark="b2", metric="accuracy", value=0.7),
+        ],
+    )
     table = version_table(read_entries(ledger, suite="s"), suite="s", models=["a", "b"])
     text = " ".join(table.warnings)
     assert "different metrics" in text and "different n" in text and "'b2' is missing for b" in text
@@ -101,6 +137,6 @@ def test_csv_import_errors_name_line_and_field(tmp_path):
     assert not (tmp_path / "l").exists() or read_entries(labledger.open_ledger(tmp_path / "l")) == []
     p.write_text("model,suite,benchmark,value\nm,s,b,0.5\n")
     with pytest.raises(RecordError, match="t.csv:2: field 'metric' is missing"):
-        from labledger.benchmarks import import_records
+        from labledger.analysis.benchmarks import import_records
 
         import_records(p)

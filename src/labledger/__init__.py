@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import os
 
+from labledger import calibrate  # labledger.calibrate.fit / apply / report
+from labledger.analysis.evaluation import compare, evaluate
 from labledger.errors import LedgerError, RecordError, RunNotFoundError
 from labledger.store import Ledger, Run, RunInfo, RunView, start_run
-
-# `labledger.evaluate(...)` and `labledger.compare(...)`: the module labledger.evaluate is itself
-# callable too, so both spellings work in any import order.
-from labledger.evaluate import compare, evaluate  # noqa: E402
-from labledger import calibrate  # noqa: E402  (labledger.calibrate.fit / apply / report)
 
 __version__ = "0.1.0"
 
 
-def open_ledger(path: str | os.PathLike[str] | None = None, *, create: bool = False,
-                artifacts: str | os.PathLike[str] | None = None) -> Ledger:
+def open_ledger(
+    path: str | os.PathLike[str] | None = None, *, create: bool = False, artifacts: str | os.PathLike[str] | None = None
+) -> Ledger:
     """Open the ledger at ``path`` (else ``$LABLEDGER_DIR``, else ``./.labledger``).
 
     ``path`` may be a ``postgresql://user@host/db`` URL (team mode: the index in PostgreSQL); run
@@ -37,5 +35,18 @@ def open_ledger(path: str | os.PathLike[str] | None = None, *, create: bool = Fa
     return Ledger(path, create=create, artifacts=artifacts)
 
 
-__all__ = ["Ledger", "LedgerError", "RecordError", "Run", "RunInfo", "RunNotFoundError", "RunView",
-           "calibrate", "evaluate", "compare", "open_ledger", "start_run", "__version__"]
+__all__ = [
+    "Ledger",
+    "LedgerError",
+    "RecordError",
+    "Run",
+    "RunInfo",
+    "RunNotFoundError",
+    "RunView",
+    "__version__",
+    "calibrate",
+    "compare",
+    "evaluate",
+    "open_ledger",
+    "start_run",
+]

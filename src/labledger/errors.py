@@ -21,8 +21,7 @@ class RecordError(LedgerError):
     The message names the source (file and line, when the record came from a file) and the field.
     """
 
-    def __init__(self, message: str, *, source: str | None = None, line: int | None = None,
-                 field: str | None = None):
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None, field: str | None = None):
         self.source = source
         self.line = line
         self.field = field
@@ -111,3 +110,7 @@ class IndexUnavailableError(LedgerError):
 
 class PushError(LedgerError):
     """An upload to a labledger server was refused, cut off, or stored with a different sha256."""
+
+
+class TornLineWarning(UserWarning):
+    """A JSONL file ends in an incomplete line (its writer died mid-write); the line was skipped."""

@@ -25,5 +25,16 @@ from labledger.calibrate.methods import DESCRIPTIONS, METHODS, Step
 from labledger.calibrate.recipe import Recipe, TaskRecipe, load_recipe
 from labledger.calibrate.reporting import CalibrationReport, report
 
-__all__ = ["CalibrationReport", "DESCRIPTIONS", "METHODS", "Recipe", "Step", "TaskRecipe", "apply",
-           "calibrated_results", "fit", "load_recipe", "report"]
+__all__ = [
+    "DESCRIPTIONS",
+    "METHODS",
+    "CalibrationReport",
+    "Recipe",
+    "Step",
+    "TaskRecipe",
+    "apply",
+    "calibrated_results",
+    "fit",
+    "load_recipe",
+    "report",
+]

@@ -26,7 +26,7 @@ import orjson
 from labledger.calibrate.methods import apply_steps, task_arrays
 from labledger.calibrate.recipe import Recipe, load_recipe
 from labledger.errors import CalibrationError
-from labledger.results import ResultSet, TaskData, read_results
+from labledger.inputs.results import ResultSet, TaskData, read_results
 from labledger.store.jsonl import atomic_write
 
 FIELD = "calibrated"
@@ -48,13 +48,17 @@ def check_tasks(rs: ResultSet, recipe: Recipe, *, keep_other_tasks: bool) -> Non
     """The recipe's tasks must be in the file, and (unless ``keep_other_tasks``) the reverse."""
     missing = [t for t in recipe.tasks if t not in rs.tasks]
     if missing:
-        raise CalibrationError(f"the recipe calibrates task(s) {', '.join(map(repr, missing))}, which "
-                               f"{rs.source} does not have (its tasks: {', '.join(rs) or 'none'})")
+        raise CalibrationError(
+            f"the recipe calibrates task(s) {', '.join(map(repr, missing))}, which "
+            f"{rs.source} does not have (its tasks: {', '.join(rs) or 'none'})"
+        )
     unknown = [t for t in rs.tasks if t not in recipe.tasks]
     if unknown and not keep_other_tasks:
-        raise CalibrationError(f"{rs.source} has task(s) {', '.join(map(repr, unknown))} that recipe {recipe.id} "
-                               f"does not know (it calibrates {', '.join(map(repr, recipe.tasks))}); pass "
-                               f"keep_other_tasks (--keep-other-tasks) to copy their rows unchanged")
+        raise CalibrationError(
+            f"{rs.source} has task(s) {', '.join(map(repr, unknown))} that recipe {recipe.id} "
+            f"does not know (it calibrates {', '.join(map(repr, recipe.tasks))}); pass "
+            f"keep_other_tasks (--keep-other-tasks) to copy their rows unchanged"
+        )
 
 
 def check_not_calibrated(td: TaskData, source: str) -> None:
@@ -62,9 +66,11 @@ def check_not_calibrated(td: TaskData, source: str) -> None:
         values = td.extras[FIELD]
         i = next(i for i, v in enumerate(values) if v is not None)
         rid = values[i].get("recipe") if isinstance(values[i], Mapping) else None
-        raise CalibrationError(f"{source}:{int(td.lines[i])}: field '{FIELD}' is already there"
-                               f"{f' (recipe {rid})' if rid else ''}: this file was already calibrated. Apply "
-                               f"recipes to the raw results.jsonl")
+        raise CalibrationError(
+            f"{source}:{int(td.lines[i])}: field '{FIELD}' is already there"
+            f"{f' (recipe {rid})' if rid else ''}: this file was already calibrated. Apply "
+            f"recipes to the raw results.jsonl"
+        )
 
 
 def label_order(td: TaskData, first_line: bytes | None) -> list[int]:
@@ -89,9 +95,14 @@ def calibrate_task(td: TaskData, recipe: Recipe, name: str) -> tuple[Any, dict[s
     arr = task_arrays(td, t.steps)
     raw = arr.scores()
     st = apply_steps(t.steps, raw, arr, where=f"recipe {recipe.id}, task '{name}'")
-    summary = {"n": td.n, "method": t.method, "steps": t.describe(),
-               "changed_predictions": int(np.count_nonzero(st.pred != raw.pred)),
-               "probabilities_changed": bool(st.changed), "transductive": t.transductive}
+    summary = {
+        "n": td.n,
+        "method": t.method,
+        "steps": t.describe(),
+        "changed_predictions": int(np.count_nonzero(st.pred != raw.pred)),
+        "probabilities_changed": bool(st.changed),
+        "transductive": t.transductive,
+    }
     if "em" in st.info:
         summary["em"] = st.info["em"]
     return st, summary
@@ -108,8 +119,17 @@ def _esc(b: bytes) -> bytes:
     return b.replace(b"%", b"%%")
 
 
-def render_lines(raws: list[bytes], td: TaskData, recipe_id: str, method: str, p: np.ndarray | None,
-                 pred: np.ndarray, order: list[int], *, source: str = "<results>") -> list[bytes]:
+def render_lines(
+    raws: list[bytes],
+    td: TaskData,
+    recipe_id: str,
+    method: str,
+    p: np.ndarray | None,
+    pred: np.ndarray,
+    order: list[int],
+    *,
+    source: str = "<results>",
+) -> list[bytes]:
     """Each raw line with ``, "calibrated": {...}`` before its closing brace: one template per task.
 
     Calibrated probabilities (``p``, when the method changes them) list the labels in ``order``
@@ -148,8 +168,14 @@ def render_lines(raws: list[bytes], td: TaskData, recipe_id: str, method: str, p
     return out
 
 
-def apply(results: str | os.PathLike[str], recipe: Recipe | str | os.PathLike[str], out: str | os.PathLike[str], *,
-          keep_other_tasks: bool = False, display: str | None = None) -> dict[str, Any]:
+def apply(
+    results: str | os.PathLike[str],
+    recipe: Recipe | str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    keep_other_tasks: bool = False,
+    display: str | None = None,
+) -> dict[str, Any]:
     """Write ``out``: the rows of ``results`` with a ``calibrated`` field added (raw bytes kept).
 
     Returns a summary: rows written, per task the number calibrated, the predictions changed,
@@ -184,8 +210,16 @@ def apply(results: str | os.PathLike[str], recipe: Recipe | str | os.PathLike[st
         st, info = calibrate_task(td, recipe, task)
         index = (td.lines - 1).tolist()
         raws = [lines[i] for i in index]
-        new = render_lines(raws, td, recipe.id, recipe.tasks[task].method, st.p if st.changed else None, st.pred,
-                           label_order(td, first), source=name)
+        new = render_lines(
+            raws,
+            td,
+            recipe.id,
+            recipe.tasks[task].method,
+            st.p if st.changed else None,
+            st.pred,
+            label_order(td, first),
+            source=name,
+        )
         for i, line in zip(index, new):
             lines[i] = line
         summary["tasks"][task] = info
@@ -200,8 +234,9 @@ def _insert(raw: bytes, field_json: bytes, source: str, line: int) -> bytes:
     body = raw.rstrip()
     end = len(body) - 1
     if end < 0 or body[end:] != b"}":
-        raise CalibrationError(f"{source}:{line}: the line does not end with '}}' (a JSON object); cannot add "
-                               f"the calibrated field")
+        raise CalibrationError(
+            f"{source}:{line}: the line does not end with '}}' (a JSON object); cannot add the calibrated field"
+        )
     sep = b"" if body[:end].rstrip().endswith(b"{") else b", "
     return raw[:end] + sep + b'"' + FIELD.encode() + b'": ' + field_json + raw[end:]
 
@@ -227,8 +262,10 @@ def calibrated_results(path: str | os.PathLike[str], *, display: str | None = No
             lab = c.get("prediction")
             if lab is not None:
                 if str(lab) not in index:
-                    raise CalibrationError(f"{rs.source}:{int(td.lines[i])}: calibrated prediction {lab!r} is not a "
-                                           f"label of task '{td.task}'")
+                    raise CalibrationError(
+                        f"{rs.source}:{int(td.lines[i])}: calibrated prediction {lab!r} is not a "
+                        f"label of task '{td.task}'"
+                    )
                 pred[i] = index[str(lab)]
             if probs is not None and isinstance(c.get("probs"), Mapping):
                 probs[i] = 0.0
@@ -246,5 +283,13 @@ def calibrated_results(path: str | os.PathLike[str], *, display: str | None = No
     return rs
 
 
-__all__ = ["FIELD", "apply", "calibrate_task", "calibrated_results", "check_not_calibrated", "check_tasks",
-           "reading_positive", "render_lines"]
+__all__ = [
+    "FIELD",
+    "apply",
+    "calibrate_task",
+    "calibrated_results",
+    "check_not_calibrated",
+    "check_tasks",
+    "reading_positive",
+    "render_lines",
+]

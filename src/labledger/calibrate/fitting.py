@@ -19,22 +19,30 @@ from typing import Any
 
 import numpy as np
 
+from labledger.analysis.evaluation import _num
 from labledger.calibrate.methods import (
-    METHODS, Scores, Step, TaskArrays, value_text, apply_steps, field_values, task_arrays,
+    METHODS,
+    Scores,
+    Step,
+    TaskArrays,
+    apply_steps,
+    field_values,
+    task_arrays,
+    value_text,
 )
 from labledger.calibrate.recipe import Recipe, TaskRecipe, id_sketch, item_hashes
 from labledger.calibrate.search import Objective, StepSpec, fit_step, resolve_objective
 from labledger.errors import CalibrationError, RecordError, UnknownNameError
-from labledger.evaluate import _num
-from labledger.results import TOLERANCE, ResultSet, TaskData, read_results, results_from_rows
+from labledger.inputs.results import TOLERANCE, ResultSet, TaskData, read_results, results_from_rows
 from labledger.store.run import sha256_file
 
 #: Methods whose grid is one list of values (the rest: prior_multiplier's LABEL=VALUES).
 SCALAR_GRID = ("threshold", "positive_threshold", "option_damping", "temperature")
 
 
-def load_results(results: Any, *, positive: Any = None, display: str | None = None,
-                 tolerance: float = TOLERANCE) -> tuple[ResultSet, str, str | None]:
+def load_results(
+    results: Any, *, positive: Any = None, display: str | None = None, tolerance: float = TOLERANCE
+) -> tuple[ResultSet, str, str | None]:
     """``(result set, how to name it, sha256 of the file or None)`` from a path, rows or a ResultSet."""
     if isinstance(results, ResultSet):
         return results, display or results.source, None
@@ -77,8 +85,10 @@ def assign_grids(methods: list[str], grid: Any) -> list[Any]:
     wanted = ("prior_multiplier",) if labelled else SCALAR_GRID
     steps = [i for i, m in enumerate(methods) if m in wanted]
     if len(steps) != 1:
-        raise CalibrationError(f"grid {grid!r}: cannot tell which step of {'+'.join(methods)} it is for; "
-                               f"number it (N@SPEC on the command line, a list per step in Python)")
+        raise CalibrationError(
+            f"grid {grid!r}: cannot tell which step of {'+'.join(methods)} it is for; "
+            f"number it (N@SPEC on the command line, a list per step in Python)"
+        )
     out[steps[0]] = grid
     return out
 
@@ -99,14 +109,17 @@ def grid_from_options(methods: list[str], options: Sequence[str]) -> list[Any]:
             labelled = "=" in spec
             cands = [j for j, m in enumerate(methods) if m in (("prior_multiplier",) if labelled else SCALAR_GRID)]
             if len(cands) != 1:
-                raise CalibrationError(f"--grid {opt}: no single step of {'+'.join(methods)} takes this grid; "
-                                       f"prefix the step number (e.g. --grid 2@{opt})")
+                raise CalibrationError(
+                    f"--grid {opt}: no single step of {'+'.join(methods)} takes this grid; "
+                    f"prefix the step number (e.g. --grid 2@{opt})"
+                )
             i = cands[0]
         if methods[i] == "prior_multiplier":
             lab, eq, values = spec.partition("=")
             if not eq:
-                raise CalibrationError(f"--grid {opt}: a prior_multiplier grid is LABEL=VALUES "
-                                       f"(e.g. Neutral=0.5:2:0.05)")
+                raise CalibrationError(
+                    f"--grid {opt}: a prior_multiplier grid is LABEL=VALUES (e.g. Neutral=0.5:2:0.05)"
+                )
             out[i] = {**(out[i] or {}), lab.strip(): values.strip()}
         elif methods[i] == "em_prior_shift":
             raise CalibrationError(f"--grid {opt}: em_prior_shift has no grid (EM needs none)")
@@ -126,8 +139,10 @@ def split_mask(td: TaskData, split: str) -> np.ndarray:
     mask = np.fromiter(((v is not None and value_text(v) == value.strip()) for v in values), dtype=bool, count=td.n)
     if not mask.any():
         seen = sorted({value_text(v) for v in values if v is not None})
-        raise CalibrationError(f"task '{td.task}': no item has {fld.strip()}={value.strip()} (values: "
-                               f"{', '.join(seen[:10]) or 'none'}{', ...' if len(seen) > 10 else ''})")
+        raise CalibrationError(
+            f"task '{td.task}': no item has {fld.strip()}={value.strip()} (values: "
+            f"{', '.join(seen[:10]) or 'none'}{', ...' if len(seen) > 10 else ''})"
+        )
     return mask
 
 
@@ -153,17 +168,27 @@ def make_folds(units: np.ndarray, k: int, seed: int) -> np.ndarray:
     return fold_of_unit[units]
 
 
-def step_specs(methods: list[str], grids: list[Any], arr: TaskArrays, *, positive: str | None,
-               pattern: str | None, field: str | None, item_field: str | None,
-               source_prior: Any) -> list[StepSpec]:
+def step_specs(
+    methods: list[str],
+    grids: list[Any],
+    arr: TaskArrays,
+    *,
+    positive: str | None,
+    pattern: str | None,
+    field: str | None,
+    item_field: str | None,
+    source_prior: Any,
+) -> list[StepSpec]:
     specs = []
     for m, g in zip(methods, grids):
         given: dict[str, Any] = {}
         if m in ("threshold", "positive_threshold"):
             pos = positive or arr.positive or ("yes" if m == "positive_threshold" and "yes" in arr.labels else None)
             if pos is None:
-                raise CalibrationError(f"task '{arr.task}': {m} needs the positive label (positive=; --positive) "
-                                       f"among {', '.join(map(repr, arr.labels))}")
+                raise CalibrationError(
+                    f"task '{arr.task}': {m} needs the positive label (positive=; --positive) "
+                    f"among {', '.join(map(repr, arr.labels))}"
+                )
             arr.label_index(pos, m)
             given["positive"] = pos
             if m == "positive_threshold":
@@ -179,8 +204,9 @@ def step_specs(methods: list[str], grids: list[Any], arr: TaskArrays, *, positiv
     return specs
 
 
-def fit_chain(specs: list[StepSpec], arr: TaskArrays, obj: Objective, fold: np.ndarray | None,
-              k: int) -> tuple[list[list[Step]], list[str], list[str]]:
+def fit_chain(
+    specs: list[StepSpec], arr: TaskArrays, obj: Objective, fold: np.ndarray | None, k: int
+) -> tuple[list[list[Step]], list[str], list[str]]:
     """Steps fitted on every row (row 0: all items; row f + 1: outside fold f), grids, searches."""
     if len(specs) == 1:
         sf = fit_step(specs[0], arr.scores(), arr, obj, fold, k)
@@ -216,8 +242,16 @@ def out_of_fold(per_row: list[list[Step]], arr: TaskArrays, fold: np.ndarray, k:
     return Scores(p, pred, None, changed)
 
 
-def crossfit_scores(steps: list[Step], arr: TaskArrays, obj: Objective, *, k: int, seed: int,
-                    grids: list[Any] | None = None, source_prior: str = "gold") -> tuple[Scores, str]:
+def crossfit_scores(
+    steps: list[Step],
+    arr: TaskArrays,
+    obj: Objective,
+    *,
+    k: int,
+    seed: int,
+    grids: list[Any] | None = None,
+    source_prior: str = "gold",
+) -> tuple[Scores, str]:
     """Out-of-fold predictions for a recipe's steps refitted per fold on ``arr`` (its given
     parameters kept, its fitted one searched on ``grids``, default grids when None)."""
     from labledger.calibrate.methods import FITTED
@@ -235,10 +269,23 @@ def crossfit_scores(steps: list[Step], arr: TaskArrays, obj: Objective, *, k: in
     return out_of_fold(per_row, arr, fold, k), folds_by
 
 
-def fit_task(td: TaskData, methods: list[str], grids: list[Any], *, objective: str | None, positive: str | None,
-             pattern: str | None, field: str | None, item_field: str | None, source_prior: Any,
-             fit_split: str | None, crossfit: int | None, seed: int, source: str,
-             sha256: str | None) -> TaskRecipe:
+def fit_task(
+    td: TaskData,
+    methods: list[str],
+    grids: list[Any],
+    *,
+    objective: str | None,
+    positive: str | None,
+    pattern: str | None,
+    field: str | None,
+    item_field: str | None,
+    source_prior: Any,
+    fit_split: str | None,
+    crossfit: int | None,
+    seed: int,
+    source: str,
+    sha256: str | None,
+) -> TaskRecipe:
     """Fit one task's chain of methods; see :func:`fit`."""
     given = [(m, {"pattern": pattern, "field": field, "item_field": item_field or "group"}) for m in methods]
     arr_all = task_arrays(td, given)
@@ -246,34 +293,59 @@ def fit_task(td: TaskData, methods: list[str], grids: list[Any], *, objective: s
         arr = arr_all.take(split_mask(td, fit_split))
     else:
         arr = arr_all
-    specs = step_specs(methods, grids, arr, positive=positive, pattern=pattern, field=field, item_field=item_field,
-                       source_prior=source_prior)
+    specs = step_specs(
+        methods,
+        grids,
+        arr,
+        positive=positive,
+        pattern=pattern,
+        field=field,
+        item_field=item_field,
+        source_prior=source_prior,
+    )
     pt = next((s for s in specs if s.method == "positive_threshold"), None)
     if objective is not None and methods == ["temperature"]:
-        raise CalibrationError("a temperature is fitted by negative log-likelihood (log loss); objective= "
-                               "does not apply to it")
+        raise CalibrationError(
+            "a temperature is fitted by negative log-likelihood (log loss); objective= does not apply to it"
+        )
     if objective is not None and methods == ["em_prior_shift"]:
         raise CalibrationError("em_prior_shift is not fitted to an objective (EM needs no labels); drop objective=")
-    obj = resolve_objective(objective, arr, methods, positive=pt.given["positive"] if pt else None,
-                            item_field=pt.given["item_field"] if pt else None)
+    obj = resolve_objective(
+        objective,
+        arr,
+        methods,
+        positive=pt.given["positive"] if pt else None,
+        item_field=pt.given["item_field"] if pt else None,
+    )
     if obj.mode == "generic" and obj.metric.needs == "probs" and set(methods) <= {"threshold", "positive_threshold"}:
-        raise CalibrationError(f"objective '{obj.key}' is computed from the probabilities, which a threshold does "
-                               f"not change; choose a decision metric (accuracy, f1, balanced_accuracy, ...)")
+        raise CalibrationError(
+            f"objective '{obj.key}' is computed from the probabilities, which a threshold does "
+            f"not change; choose a decision metric (accuracy, f1, balanced_accuracy, ...)"
+        )
     fold = folds_by = None
     if crossfit is not None:
         units, folds_by = fold_units(arr, obj)
         fold = make_folds(units, int(crossfit), seed)
     per_row, grid_texts, search = fit_chain(specs, arr, obj, fold, int(crossfit or 0))
     steps = per_row[0]
-    values = {"raw": _num(obj.value(arr, arr.scores())),
-              "in_sample": _num(obj.value(arr, apply_steps(steps, arr.scores(), arr)))}
+    values = {
+        "raw": _num(obj.value(arr, arr.scores())),
+        "in_sample": _num(obj.value(arr, apply_steps(steps, arr.scores(), arr))),
+    }
     if fold is not None:
         values["crossfit"] = _num(obj.value(arr, out_of_fold(per_row, arr, fold, int(crossfit))))
     gold_labels = np.asarray(arr.labels, dtype=object)[arr.gold]
-    fit: dict[str, Any] = {"source": source, "split": fit_split or "all", "n": arr.n, "n_total": td.n,
-                           "labels": list(arr.labels), "objective_definition": obj.definition(),
-                           "grids": grid_texts, "search": search,
-                           "ids_sketch": id_sketch(item_hashes(td.task, arr.ids, gold_labels))}
+    fit: dict[str, Any] = {
+        "source": source,
+        "split": fit_split or "all",
+        "n": arr.n,
+        "n_total": td.n,
+        "labels": list(arr.labels),
+        "objective_definition": obj.definition(),
+        "grids": grid_texts,
+        "search": search,
+        "ids_sketch": id_sketch(item_hashes(td.task, arr.ids, gold_labels)),
+    }
     if sha256 is not None:
         fit["sha256"] = sha256
     if td.positive is not None:
@@ -285,11 +357,24 @@ def fit_task(td: TaskData, methods: list[str], grids: list[Any], *, objective: s
     return TaskRecipe(steps, obj.key, fit, {k: v for k, v in values.items() if v is not None})
 
 
-def fit(results: Any, *, method: str | Sequence[str], task: str | Sequence[str] | None = None, grid: Any = None,
-        objective: str | None = None, positive: str | None = None, pattern: str | None = None,
-        field: str | None = None, item_field: str | None = None, source_prior: Any = "gold",
-        fit_split: str | None = None, crossfit: int | None = None, seed: int = 0,
-        display: str | None = None, grids: Sequence[Any] | None = None) -> Recipe:
+def fit(
+    results: Any,
+    *,
+    method: str | Sequence[str],
+    task: str | Sequence[str] | None = None,
+    grid: Any = None,
+    objective: str | None = None,
+    positive: str | None = None,
+    pattern: str | None = None,
+    field: str | None = None,
+    item_field: str | None = None,
+    source_prior: Any = "gold",
+    fit_split: str | None = None,
+    crossfit: int | None = None,
+    seed: int = 0,
+    display: str | None = None,
+    grids: Sequence[Any] | None = None,
+) -> Recipe:
     """Fit a calibration recipe on ``results`` (a ``results.jsonl`` path, rows or a ResultSet).
 
     ``method``: one of :data:`~labledger.calibrate.methods.METHODS`, or a chain
@@ -312,8 +397,9 @@ def fit(results: Any, *, method: str | Sequence[str], task: str | Sequence[str] 
     (0.5, 1.0)
     """
     if fit_split is not None and crossfit is not None:
-        raise CalibrationError("fit_split and crossfit are exclusive: fit on a split and report on the rest, or "
-                               "cross-fit on everything")
+        raise CalibrationError(
+            "fit_split and crossfit are exclusive: fit on a split and report on the rest, or cross-fit on everything"
+        )
     methods = parse_methods(method)
     rs, source, sha = load_results(results, positive=positive, display=display)
     if task is None:
@@ -330,11 +416,36 @@ def fit(results: Any, *, method: str | Sequence[str], task: str | Sequence[str] 
         grids = assign_grids(methods, grid)
     out = {}
     for name in tasks:
-        out[name] = fit_task(rs[name], methods, grids, objective=objective, positive=positive, pattern=pattern,
-                             field=field, item_field=item_field, source_prior=source_prior, fit_split=fit_split,
-                             crossfit=crossfit, seed=seed, source=source, sha256=sha)
+        out[name] = fit_task(
+            rs[name],
+            methods,
+            grids,
+            objective=objective,
+            positive=positive,
+            pattern=pattern,
+            field=field,
+            item_field=item_field,
+            source_prior=source_prior,
+            fit_split=fit_split,
+            crossfit=crossfit,
+            seed=seed,
+            source=source,
+            sha256=sha,
+        )
     return Recipe(out)
 
 
-__all__ = ["assign_grids", "crossfit_scores", "fit", "fit_chain", "fit_task", "fold_units",
-           "grid_from_options", "load_results", "make_folds", "out_of_fold", "parse_methods", "split_mask"]
+__all__ = [
+    "assign_grids",
+    "crossfit_scores",
+    "fit",
+    "fit_chain",
+    "fit_task",
+    "fold_units",
+    "grid_from_options",
+    "load_results",
+    "make_folds",
+    "out_of_fold",
+    "parse_methods",
+    "split_mask",
+]

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import CalibrationError
-from labledger.results import TaskData, canonical_codes
+from labledger.inputs.results import TaskData, canonical_codes
 
 METHODS = ("threshold", "positive_threshold", "prior_multiplier", "option_damping", "temperature", "em_prior_shift")
 #: One line per method, for help texts and reports.
@@ -53,8 +53,14 @@ PARAMS: dict[str, tuple[str, ...]] = {
     "em_prior_shift": ("source_prior", "max_iter", "tol"),
 }
 #: The parameter a fit searches for (the others are given).
-FITTED = {"threshold": "tau", "positive_threshold": "tau", "prior_multiplier": "weights",
-          "option_damping": "alpha", "temperature": "T", "em_prior_shift": "source_prior"}
+FITTED = {
+    "threshold": "tau",
+    "positive_threshold": "tau",
+    "prior_multiplier": "weights",
+    "option_damping": "alpha",
+    "temperature": "T",
+    "em_prior_shift": "source_prior",
+}
 EM_MAX_ITER = 1000
 EM_TOL = 1e-8
 
@@ -100,8 +106,9 @@ class Scores:
     info: dict[str, Any] = field(default_factory=dict)
 
     def take(self, idx: np.ndarray) -> Scores:
-        return Scores(self.p[idx], self.pred[idx], None if self.z is None else self.z[idx], self.changed,
-                      dict(self.info))
+        return Scores(
+            self.p[idx], self.pred[idx], None if self.z is None else self.z[idx], self.changed, dict(self.info)
+        )
 
     def logspace(self) -> np.ndarray:
         if self.z is not None:
@@ -135,11 +142,18 @@ class TaskArrays:
     def take(self, idx: np.ndarray) -> TaskArrays:
         """The same task restricted to items ``idx`` (indices or a boolean mask)."""
         idx = np.flatnonzero(idx) if np.asarray(idx).dtype == bool else np.asarray(idx, dtype=np.int64)
-        return replace(self, ids=self.ids[idx], lines=self.lines[idx], gold=self.gold[idx], probs=self.probs[idx],
-                       pred=self.pred[idx], group=None if self.group is None else canonical_codes(self.group[idx]),
-                       logits=None if self.logits is None else self.logits[idx],
-                       masks={k: v[idx] for k, v in self.masks.items()},
-                       items={k: canonical_codes(v[idx]) for k, v in self.items.items()})
+        return replace(
+            self,
+            ids=self.ids[idx],
+            lines=self.lines[idx],
+            gold=self.gold[idx],
+            probs=self.probs[idx],
+            pred=self.pred[idx],
+            group=None if self.group is None else canonical_codes(self.group[idx]),
+            logits=None if self.logits is None else self.logits[idx],
+            masks={k: v[idx] for k, v in self.masks.items()},
+            items={k: canonical_codes(v[idx]) for k, v in self.items.items()},
+        )
 
     def scores(self) -> Scores:
         """The raw predictions (logits kept as the log-space scores when present)."""
@@ -149,19 +163,30 @@ class TaskArrays:
         try:
             return self.labels.index(label)
         except ValueError:
-            raise CalibrationError(f"{where}: label {label!r} is not a label of task '{self.task}' "
-                                   f"({', '.join(map(repr, self.labels))})") from None
+            raise CalibrationError(
+                f"{where}: label {label!r} is not a label of task '{self.task}' ({', '.join(map(repr, self.labels))})"
+            ) from None
 
     def task_data(self, scores: Scores | None = None) -> TaskData:
-        """A :class:`~labledger.results.TaskData` for the metric registry (calibrated when ``scores``)."""
+        """A :class:`~labledger.inputs.results.TaskData` for the metric registry (calibrated when ``scores``)."""
         p = self.probs if scores is None else scores.p
         pred = self.pred if scores is None else scores.pred
         score = None
         if self.positive is not None and len(self.labels) == 2 and self.positive in self.labels:
             score = p[:, self.labels.index(self.positive)]
-        return TaskData(task=self.task, kind=self.kind, ids=self.ids, lines=self.lines, labels=self.labels,
-                        gold_index=self.gold, pred_index=pred, probs=p, score=score, positive=self.positive,
-                        group=self.group)
+        return TaskData(
+            task=self.task,
+            kind=self.kind,
+            ids=self.ids,
+            lines=self.lines,
+            labels=self.labels,
+            gold_index=self.gold,
+            pred_index=pred,
+            probs=p,
+            score=score,
+            positive=self.positive,
+            group=self.group,
+        )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -177,8 +202,9 @@ def field_values(td: TaskData, name: str) -> list:
     if name in td.extras:
         return list(td.extras[name])
     known = sorted(set(td.slice_columns) | set(td.extras) | ({"group"} if td.group is not None else set()))
-    raise CalibrationError(f"task '{td.task}' has no field '{name}' (slice fields and row fields: "
-                           f"{', '.join(known) or 'none'})")
+    raise CalibrationError(
+        f"task '{td.task}' has no field '{name}' (slice fields and row fields: {', '.join(known) or 'none'})"
+    )
 
 
 def value_text(v: Any) -> str:
@@ -195,8 +221,9 @@ def codes_of(values: list, what: str, task: str) -> np.ndarray:
     out = np.empty(len(values), dtype=np.int64)
     for i, v in enumerate(values):
         if v is None:
-            raise CalibrationError(f"task '{task}': row {i + 1} of the task has no '{what}' (each row must "
-                                   f"name its item)")
+            raise CalibrationError(
+                f"task '{task}': row {i + 1} of the task has no '{what}' (each row must name its item)"
+            )
         out[i] = table.setdefault(value_text(v), len(table))
     return out
 
@@ -217,33 +244,41 @@ def _logits(td: TaskData) -> np.ndarray | None:
             if j is None or v is None:
                 continue
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise CalibrationError(f"line {int(td.lines[i])}: field 'logits' must map labels to finite "
-                                       f"numbers; got {v!r} for {k!r}")
+                raise CalibrationError(
+                    f"line {int(td.lines[i])}: field 'logits' must map labels to finite numbers; got {v!r} for {k!r}"
+                )
             out[i, j] = v
     if missing == td.n:
         return None
     if missing:
         first = next(i for i, row in enumerate(values) if not isinstance(row, Mapping))
-        raise CalibrationError(f"line {int(td.lines[first])}: task '{td.task}' has 'logits' on some rows but not "
-                               f"this one; a temperature needs them on every row or on none")
+        raise CalibrationError(
+            f"line {int(td.lines[first])}: task '{td.task}' has 'logits' on some rows but not "
+            f"this one; a temperature needs them on every row or on none"
+        )
     bad = np.isneginf(out) & (td.probs > 0)
     if bad.any():
         i, j = (int(x) for x in np.argwhere(bad)[0])
-        raise CalibrationError(f"line {int(td.lines[i])}: field 'logits' has no value for label "
-                               f"{td.labels[j]!r}, which has probability {td.probs[i, j]:g}")
+        raise CalibrationError(
+            f"line {int(td.lines[i])}: field 'logits' has no value for label "
+            f"{td.labels[j]!r}, which has probability {td.probs[i, j]:g}"
+        )
     return out
 
 
 def damping_mask(td: TaskData, pattern: str | None, fld: str | None) -> np.ndarray:
     """(n, K) True where an option is of the damped kind (see :func:`option_damping`)."""
     if pattern is None and fld is None:
-        raise CalibrationError("option_damping needs 'pattern' (a regex on the option label) or 'field' "
-                               "(a row field naming the options), or both")
+        raise CalibrationError(
+            "option_damping needs 'pattern' (a regex on the option label) or 'field' "
+            "(a row field naming the options), or both"
+        )
     try:
         rx = re.compile(pattern) if pattern is not None else None
     except re.error as exc:
-        raise CalibrationError(f"option_damping: 'pattern' {pattern!r} is not a valid regular expression "
-                               f"({exc})") from None
+        raise CalibrationError(
+            f"option_damping: 'pattern' {pattern!r} is not a valid regular expression ({exc})"
+        ) from None
     n, k = td.n, len(td.labels)
     if fld is None:
         cols = np.array([bool(rx.search(lab)) for lab in td.labels], dtype=bool)
@@ -267,18 +302,29 @@ def damping_mask(td: TaskData, pattern: str | None, fld: str | None) -> np.ndarr
                     mask[i, j] = True
         else:
             what = "map option labels to text" if rx is not None else "list option labels (or map them to true/false)"
-            raise CalibrationError(f"line {int(td.lines[i])}: field '{fld}' must {what} for option_damping; "
-                                   f"got {v!r}")
+            raise CalibrationError(f"line {int(td.lines[i])}: field '{fld}' must {what} for option_damping; got {v!r}")
     return mask
 
 
 def task_arrays(td: TaskData, steps: list[Step] | list[tuple[str, dict]]) -> TaskArrays:
     """The columns ``steps`` need from ``td`` (logits for a temperature, masks, item codes)."""
     if td.kind not in ("classification", "binary"):
-        raise CalibrationError(f"task '{td.task}' is a {td.kind} task; calibration needs probabilities "
-                               f"(a classification task with 'probs' or a binary one with 'score')")
-    arr = TaskArrays(task=td.task, kind=td.kind, labels=td.labels, positive=td.positive, ids=td.ids,
-                     lines=td.lines, gold=td.gold_index, probs=td.probs, pred=td.pred_index, group=td.group)
+        raise CalibrationError(
+            f"task '{td.task}' is a {td.kind} task; calibration needs probabilities "
+            f"(a classification task with 'probs' or a binary one with 'score')"
+        )
+    arr = TaskArrays(
+        task=td.task,
+        kind=td.kind,
+        labels=td.labels,
+        positive=td.positive,
+        ids=td.ids,
+        lines=td.lines,
+        gold=td.gold_index,
+        probs=td.probs,
+        pred=td.pred_index,
+        group=td.group,
+    )
     for step in steps:
         method, params = (step.method, step.params) if isinstance(step, Step) else step
         if method == "temperature" and arr.logits is None:
@@ -291,9 +337,11 @@ def task_arrays(td: TaskData, steps: list[Step] | list[tuple[str, dict]]) -> Tas
             name = params.get("item_field") or "group"
             if name not in arr.items:
                 if name == "group" and td.group is None:
-                    raise CalibrationError(f"task '{td.task}': positive_threshold groups questions into items by "
-                                           f"'group', and the rows have none; set item_field to the field that "
-                                           f"names each row's item")
+                    raise CalibrationError(
+                        f"task '{td.task}': positive_threshold groups questions into items by "
+                        f"'group', and the rows have none; set item_field to the field that "
+                        f"names each row's item"
+                    )
                 vals = td.group if name == "group" else codes_of(field_values(td, name), name, td.task)
                 arr.items[name] = canonical_codes(np.asarray(vals, dtype=np.int64))
     return arr
@@ -324,22 +372,27 @@ def weight_vector(weights: Mapping[str, float], arr: TaskArrays, where: str) -> 
     """Multipliers in the task's label order; every label must have one."""
     missing = [lab for lab in arr.labels if lab not in weights]
     if missing:
-        raise CalibrationError(f"{where}: no multiplier for label(s) {', '.join(map(repr, missing))} of task "
-                               f"'{arr.task}' (labels: {', '.join(map(repr, arr.labels))})")
+        raise CalibrationError(
+            f"{where}: no multiplier for label(s) {', '.join(map(repr, missing))} of task "
+            f"'{arr.task}' (labels: {', '.join(map(repr, arr.labels))})"
+        )
     return np.array([float(weights[lab]) for lab in arr.labels])
 
 
 def binary_pair(arr: TaskArrays, positive: str, where: str) -> tuple[int, int]:
     """(index of ``positive``, index of the other label) of a two-label task."""
     if len(arr.labels) != 2:
-        raise CalibrationError(f"{where}: a threshold needs a task with two labels; task '{arr.task}' has "
-                               f"{len(arr.labels)} ({', '.join(map(repr, arr.labels))})")
+        raise CalibrationError(
+            f"{where}: a threshold needs a task with two labels; task '{arr.task}' has "
+            f"{len(arr.labels)} ({', '.join(map(repr, arr.labels))})"
+        )
     j = arr.label_index(positive, where)
     return j, 1 - j
 
 
-def em_priors(p: np.ndarray, source: np.ndarray, *, max_iter: int = EM_MAX_ITER,
-              tol: float = EM_TOL) -> tuple[np.ndarray, int, bool]:
+def em_priors(
+    p: np.ndarray, source: np.ndarray, *, max_iter: int = EM_MAX_ITER, tol: float = EM_TOL
+) -> tuple[np.ndarray, int, bool]:
     """Saerens et al. (2002): the priors of the items behind posteriors ``p`` (trained under
     ``source``), by EM. Returns ``(priors, iterations, converged)``.
 
@@ -379,18 +432,27 @@ def apply_step(step: Step, s: Scores, arr: TaskArrays, where: str = "step") -> S
         z = s.logspace() / float(prm["T"])
         return Scores(softmax(z), s.pred, z, True, dict(s.info))
     if m == "em_prior_shift":
-        source = np.array([float(prm["source_prior"][lab]) for lab in arr.labels]) \
-            if all(lab in prm["source_prior"] for lab in arr.labels) else None
+        source = (
+            np.array([float(prm["source_prior"][lab]) for lab in arr.labels])
+            if all(lab in prm["source_prior"] for lab in arr.labels)
+            else None
+        )
         if source is None:
             missing = [lab for lab in arr.labels if lab not in prm["source_prior"]]
-            raise CalibrationError(f"{where}: source_prior has no value for label(s) "
-                                   f"{', '.join(map(repr, missing))} of task '{arr.task}'")
-        pi, iters, ok = em_priors(s.p, source, max_iter=int(prm.get("max_iter", EM_MAX_ITER)),
-                                  tol=float(prm.get("tol", EM_TOL)))
+            raise CalibrationError(
+                f"{where}: source_prior has no value for label(s) {', '.join(map(repr, missing))} of task '{arr.task}'"
+            )
+        pi, iters, ok = em_priors(
+            s.p, source, max_iter=int(prm.get("max_iter", EM_MAX_ITER)), tol=float(prm.get("tol", EM_TOL))
+        )
         p, pred = _reweighted(s.p, (pi / source)[None, :])
         info = dict(s.info)
-        info["em"] = {"target_prior": dict(zip(arr.labels, pi.tolist())), "iterations": iters, "converged": ok,
-                      "n": int(len(p))}
+        info["em"] = {
+            "target_prior": dict(zip(arr.labels, pi.tolist())),
+            "iterations": iters,
+            "converged": ok,
+            "n": len(p),
+        }
         return Scores(p, pred, None, True, info)
     raise CalibrationError(f"{where}: unknown method '{m}'")
 
@@ -402,6 +464,23 @@ def apply_steps(steps: list[Step], s: Scores, arr: TaskArrays, where: str = "tas
     return s
 
 
-__all__ = ["DESCRIPTIONS", "FITTED", "METHODS", "PARAMS", "Scores", "Step", "TaskArrays", "apply_step",
-           "apply_steps", "binary_pair", "codes_of", "damping_mask", "em_priors", "field_values", "softmax",
-           "task_arrays", "value_text", "weight_vector"]
+__all__ = [
+    "DESCRIPTIONS",
+    "FITTED",
+    "METHODS",
+    "PARAMS",
+    "Scores",
+    "Step",
+    "TaskArrays",
+    "apply_step",
+    "apply_steps",
+    "binary_pair",
+    "codes_of",
+    "damping_mask",
+    "em_priors",
+    "field_values",
+    "softmax",
+    "task_arrays",
+    "value_text",
+    "weight_vector",
+]

@@ -63,9 +63,21 @@ _TOP = ("format", "version", "id", "labledger_version", "created", "tasks", "kin
 _TASK = ("method", "steps", "transductive", "objective", "fit", "values")
 #: Keys of a task's ``fit`` table and their types.
 FIT_KEYS: dict[str, type | tuple] = {
-    "source": str, "sha256": str, "split": str, "n": int, "n_total": int, "labels": list, "positive": str,
-    "ids_sketch": str, "grids": list, "search": list, "crossfit_k": int, "crossfit_seed": int,
-    "folds_by": str, "scale": str, "objective_definition": str,
+    "source": str,
+    "sha256": str,
+    "split": str,
+    "n": int,
+    "n_total": int,
+    "labels": list,
+    "positive": str,
+    "ids_sketch": str,
+    "grids": list,
+    "search": list,
+    "crossfit_k": int,
+    "crossfit_seed": int,
+    "folds_by": str,
+    "scale": str,
+    "objective_definition": str,
 }
 VALUE_KEYS = ("raw", "in_sample", "crossfit")
 #: Items kept in the id sketch (the smallest hashes of task/id/gold).
@@ -143,8 +155,12 @@ class Recipe:
 
     def content(self) -> dict[str, Any]:
         """What the id hashes: everything but ``id`` and ``created``."""
-        return {"format": FORMAT, "version": FORMAT_VERSION, "labledger_version": self.labledger_version,
-                "tasks": {name: t.to_dict() for name, t in self.tasks.items()}}
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "labledger_version": self.labledger_version,
+            "tasks": {name: t.to_dict() for name, t in self.tasks.items()},
+        }
 
     @property
     def id(self) -> str:
@@ -153,14 +169,22 @@ class Recipe:
 
     def to_dict(self) -> dict[str, Any]:
         c = self.content()
-        return {"format": c["format"], "version": c["version"], "id": self.id,
-                "labledger_version": self.labledger_version, "created": self.created, "tasks": c["tasks"]}
+        return {
+            "format": c["format"],
+            "version": c["version"],
+            "id": self.id,
+            "labledger_version": self.labledger_version,
+            "created": self.created,
+            "tasks": c["tasks"],
+        }
 
     def to_toml(self) -> str:
         import tomli_w
 
-        head = (f"# labledger calibration recipe {self.id}: apply with\n"
-                f"#   labledger calibrate apply RESULTS --recipe THIS_FILE --out results_calibrated.jsonl\n")
+        head = (
+            f"# labledger calibration recipe {self.id}: apply with\n"
+            f"#   labledger calibrate apply RESULTS --recipe THIS_FILE --out results_calibrated.jsonl\n"
+        )
         return head + tomli_w.dumps(_plain(self.to_dict()))
 
     def to_yaml(self) -> str:
@@ -196,9 +220,10 @@ class Recipe:
             raise CalibrationError(f"{path}: cannot read a recipe from it ({exc})") from None
         suffix = path.suffix.lower()
         if suffix in (".yaml", ".yml"):
+            yaml = _yaml()
             try:
-                data = _yaml().safe_load(text)
-            except Exception as exc:  # yaml.YAMLError
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
                 raise CalibrationError(f"{path}: not valid YAML ({exc})") from None
             return cls.from_dict(data, source=str(path))
         if suffix == ".json":
@@ -269,8 +294,9 @@ class _P:
             raise self.fail(key, f"must be a non-empty string; got {_show(v)}")
         return v
 
-    def number(self, v: Any, key: str, *, low: float | None = None, high: float | None = None,
-               positive: bool = False) -> float:
+    def number(
+        self, v: Any, key: str, *, low: float | None = None, high: float | None = None, positive: bool = False
+    ) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise self.fail(key, f"must be a number; got {_show(v)}")
         if positive and v <= 0:
@@ -292,7 +318,8 @@ class _P:
 
 def _kind(v: Any) -> str:
     return {str: "a string", bool: "a boolean", int: "an integer", float: "a number", list: "a list"}.get(
-        type(v), "a table" if isinstance(v, Mapping) else type(v).__name__)
+        type(v), "a table" if isinstance(v, Mapping) else type(v).__name__
+    )
 
 
 def _show(v: Any) -> str:
@@ -311,8 +338,10 @@ def _parse(data: Any, source: str) -> Recipe:
     if "version" in data:
         version = p.integer(data["version"], "version", 1)
         if version > FORMAT_VERSION:
-            raise p.fail("version", f"is {version}: this recipe is newer than this labledger reads "
-                                    f"({FORMAT_VERSION}); upgrade labledger")
+            raise p.fail(
+                "version",
+                f"is {version}: this recipe is newer than this labledger reads ({FORMAT_VERSION}); upgrade labledger",
+            )
     if "tasks" not in data:
         raise p.fail("tasks", "is missing: a recipe needs a [tasks.NAME] table per task")
     tasks_in = p.table(data["tasks"], "tasks")
@@ -320,21 +349,32 @@ def _parse(data: Any, source: str) -> Recipe:
         raise p.fail("tasks", "is empty: name at least one task")
     tasks = {str(name): _task(p, body, f"tasks.{name}") for name, body in tasks_in.items()}
     version = data.get("labledger_version")
-    recipe = Recipe(tasks, labledger_version=p.text(version, "labledger_version") if version is not None
-                    else labledger_version(), created=str(data.get("created") or ""), source=source)
+    recipe = Recipe(
+        tasks,
+        labledger_version=p.text(version, "labledger_version") if version is not None else labledger_version(),
+        created=str(data.get("created") or ""),
+        source=source,
+    )
     if "id" in data:
         given = p.text(data["id"], "id")
         if given != recipe.id:
-            raise p.fail("id", f"is {given!r} but the recipe's content hashes to {recipe.id!r}: it was changed after "
-                               f"it was written. Delete the 'id' line to accept the change.")
+            raise p.fail(
+                "id",
+                f"is {given!r} but the recipe's content hashes to {recipe.id!r}: it was changed after "
+                f"it was written. Delete the 'id' line to accept the change.",
+            )
     return recipe
 
 
 def _task(p: _P, body: Any, where: str) -> TaskRecipe:
     body = p.table(body, where)
     if ("method" in body) == ("steps" in body):
-        raise p.fail(f"{where}.method", "is missing: give 'method' (one step) or 'steps' (a list of steps)"
-                     if "method" not in body else "and 'steps' are both given; give one of them")
+        raise p.fail(
+            f"{where}.method",
+            "is missing: give 'method' (one step) or 'steps' (a list of steps)"
+            if "method" not in body
+            else "and 'steps' are both given; give one of them",
+        )
     if "method" in body:
         method = _method(p, body["method"], f"{where}.method")
         p.known(body, _TASK + PARAMS[method], where)
@@ -358,8 +398,11 @@ def _task(p: _P, body: Any, where: str) -> TaskRecipe:
         if not isinstance(body["transductive"], bool):
             raise p.fail(f"{where}.transductive", f"must be true or false; got {_show(body['transductive'])}")
         if body["transductive"] != task.transductive:
-            raise p.fail(f"{where}.transductive", f"is {str(body['transductive']).lower()} but the steps make it "
-                                                  f"{str(task.transductive).lower()} (em_prior_shift is transductive)")
+            raise p.fail(
+                f"{where}.transductive",
+                f"is {str(body['transductive']).lower()} but the steps make it "
+                f"{str(task.transductive).lower()} (em_prior_shift is transductive)",
+            )
     if "objective" in body:
         from labledger.metrics.registry import parse_metric
 
@@ -378,8 +421,10 @@ def _task(p: _P, body: Any, where: str) -> TaskRecipe:
             if want is list:
                 ok = ok and all(isinstance(x, str) for x in v)
             if not ok:
-                raise p.fail(f"{where}.fit.{k}", f"must be {'a list of strings' if want is list else _kind(want())}; "
-                                                 f"got {_show(v)}")
+                raise p.fail(
+                    f"{where}.fit.{k}",
+                    f"must be {'a list of strings' if want is list else _kind(want())}; got {_show(v)}",
+                )
         task.fit = fit
     if "values" in body:
         values = p.table(body["values"], f"{where}.values")
@@ -419,8 +464,11 @@ def _step(p: _P, method: str, prm: Mapping[str, Any], where: str) -> Step:
     elif method == "option_damping":
         out["alpha"] = p.number(need("alpha"), f"{where}.alpha", positive=True)
         if "pattern" not in prm and "field" not in prm:
-            raise p.fail(f"{where}.pattern", "is missing: option_damping selects options by 'pattern' (a regex on the "
-                                             "option label) or 'field' (a row field), or both")
+            raise p.fail(
+                f"{where}.pattern",
+                "is missing: option_damping selects options by 'pattern' (a regex on the "
+                "option label) or 'field' (a row field), or both",
+            )
         if "pattern" in prm:
             out["pattern"] = p.text(prm["pattern"], f"{where}.pattern")
             try:
@@ -443,9 +491,14 @@ def _step(p: _P, method: str, prm: Mapping[str, Any], where: str) -> Step:
 
 
 def _required(method: str) -> list[str]:
-    return {"threshold": ["positive", "tau"], "positive_threshold": ["positive", "tau"],
-            "prior_multiplier": ["weights"], "option_damping": ["alpha", "pattern or field"],
-            "temperature": ["T"], "em_prior_shift": ["source_prior"]}[method]
+    return {
+        "threshold": ["positive", "tau"],
+        "positive_threshold": ["positive", "tau"],
+        "prior_multiplier": ["weights"],
+        "option_damping": ["alpha", "pattern or field"],
+        "temperature": ["T"],
+        "em_prior_shift": ["source_prior"],
+    }[method]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -478,7 +531,7 @@ def item_hashes(task: str, ids: np.ndarray, gold: list[str] | np.ndarray) -> np.
 def id_sketch(hashes: np.ndarray, k: int = SKETCH_SIZE) -> str:
     """The ``k`` smallest distinct hashes as hex (a uniform sample of the items, by hash)."""
     if len(hashes) > 4 * k:  # the 4k smallest hold the k smallest distinct ones (ids are unique)
-        hashes = hashes[np.argpartition(hashes, 4 * k)[:4 * k]]
+        hashes = hashes[np.argpartition(hashes, 4 * k)[: 4 * k]]
     u = np.unique(hashes)
     return " ".join(f"{int(x):016x}" for x in u[:k])
 
@@ -492,5 +545,14 @@ def sketch_overlap(sketch: str, hashes: np.ndarray) -> tuple[int, int]:
     return int(np.isin(values, hashes).sum()), len(values)
 
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "Recipe", "TaskRecipe", "content_id", "id_sketch", "item_hashes",
-           "load_recipe", "sketch_overlap"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "Recipe",
+    "TaskRecipe",
+    "content_id",
+    "id_sketch",
+    "item_hashes",
+    "load_recipe",
+    "sketch_overlap",
+]

@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from labledger.analysis.evaluation import HEADLINE, _num, _seed
 from labledger.calibrate.applying import check_tasks, reading_positive
 from labledger.calibrate.fitting import crossfit_scores, load_results, split_mask
 from labledger.calibrate.methods import Scores, TaskArrays, apply_steps, task_arrays
 from labledger.calibrate.recipe import Recipe, TaskRecipe, item_hashes, load_recipe, sketch_overlap
 from labledger.calibrate.search import Objective, objective_from_key, resolve_objective
 from labledger.errors import CalibrationError
-from labledger.evaluate import HEADLINE, _num, _seed
 from labledger.metrics.resample import _p_value, percentile_interval, resample_values, rng_for
 
 OPTIMISTIC = "fitted on the evaluated items (optimistic)"
@@ -71,9 +71,13 @@ def _provenance(td, t: TaskRecipe, sha: str | None, source: str) -> dict[str, An
     fit = t.fit
     mask = np.ones(td.n, dtype=bool)
     if not fit:
-        return {"mask": mask, "in_sample": "unknown", "fitted_on": "unknown (hand-written recipe, no fit record)",
-                "status": "provenance unknown: if these parameters were chosen on these items, the calibrated "
-                          "figure is optimistic"}
+        return {
+            "mask": mask,
+            "in_sample": "unknown",
+            "fitted_on": "unknown (hand-written recipe, no fit record)",
+            "status": "provenance unknown: if these parameters were chosen on these items, the calibrated "
+            "figure is optimistic",
+        }
     split = fit.get("split", "all")
     fitted_on = f"{fit.get('source', '?')} ({split}, n={fit.get('n', '?')})"
     left_out = ""
@@ -85,30 +89,52 @@ def _provenance(td, t: TaskRecipe, sha: str | None, source: str) -> dict[str, An
         if in_split is not None:
             mask = ~in_split
             if not mask.any():
-                raise CalibrationError(f"task '{td.task}': every item of {source} has {split}, the split the "
-                                       f"recipe was fitted on; nothing is held out to report on")
+                raise CalibrationError(
+                    f"task '{td.task}': every item of {source} has {split}, the split the "
+                    f"recipe was fitted on; nothing is held out to report on"
+                )
             left_out = f"; the {int(in_split.sum()):,} items with {split} are left out"
     if sha is not None and fit.get("sha256") == sha:
         if split != "all":
-            return {"mask": mask, "in_sample": "no", "fitted_on": fitted_on,
-                    "status": f"{HELD_OUT} (fitted on {split} of this file, reported on the other items)"}
+            return {
+                "mask": mask,
+                "in_sample": "no",
+                "fitted_on": fitted_on,
+                "status": f"{HELD_OUT} (fitted on {split} of this file, reported on the other items)",
+            }
         return {"mask": mask, "in_sample": "yes", "fitted_on": fitted_on, "status": OPTIMISTIC}
     sketch = fit.get("ids_sketch")
     if not sketch:
-        return {"mask": mask, "in_sample": "unknown", "fitted_on": fitted_on,
-                "status": f"fit items unknown (no id sketch in the recipe){left_out}"}
+        return {
+            "mask": mask,
+            "in_sample": "unknown",
+            "fitted_on": fitted_on,
+            "status": f"fit items unknown (no id sketch in the recipe){left_out}",
+        }
     gold = np.asarray(td.labels, dtype=object)[td.gold_index[mask]]
     hits, size = sketch_overlap(sketch, item_hashes(td.task, td.ids[mask], gold))
     if hits == 0:
-        return {"mask": mask, "in_sample": "no", "fitted_on": fitted_on,
-                "status": f"{HELD_OUT} (none of a {size}-item sample of the fit items is among the evaluated "
-                          f"items{left_out})"}
+        return {
+            "mask": mask,
+            "in_sample": "no",
+            "fitted_on": fitted_on,
+            "status": f"{HELD_OUT} (none of a {size}-item sample of the fit items is among the evaluated "
+            f"items{left_out})",
+        }
     if hits == size:
-        return {"mask": mask, "in_sample": "yes", "fitted_on": fitted_on,
-                "status": f"{OPTIMISTIC}: all {size} sampled fit items are among them{left_out}"}
-    return {"mask": mask, "in_sample": "partly", "fitted_on": fitted_on,
-            "status": f"partly fitted on the evaluated items (optimistic): {hits} of {size} sampled fit items "
-                      f"(~{hits / size:.0%}) are among them{left_out}"}
+        return {
+            "mask": mask,
+            "in_sample": "yes",
+            "fitted_on": fitted_on,
+            "status": f"{OPTIMISTIC}: all {size} sampled fit items are among them{left_out}",
+        }
+    return {
+        "mask": mask,
+        "in_sample": "partly",
+        "fitted_on": fitted_on,
+        "status": f"partly fitted on the evaluated items (optimistic): {hits} of {size} sampled fit items "
+        f"(~{hits / size:.0%}) are among them{left_out}",
+    }
 
 
 # ------------------------------------------------------------------------------------------------
@@ -117,8 +143,13 @@ def _provenance(td, t: TaskRecipe, sha: str | None, source: str) -> dict[str, An
 
 def _metric_specs(head: Objective, arr: TaskArrays, bins: int) -> list[str]:
     specs = [head.key]
-    for s in ("accuracy", "log_loss", "brier", f"ece:n_bins={bins},strategy=uniform",
-              f"ece:n_bins={bins},strategy=quantile"):
+    for s in (
+        "accuracy",
+        "log_loss",
+        "brier",
+        f"ece:n_bins={bins},strategy=uniform",
+        f"ece:n_bins={bins},strategy=quantile",
+    ):
         specs.append(s)
     return specs
 
@@ -134,8 +165,15 @@ def reliability(arr: TaskArrays, s: Scores, bins: int) -> list[dict[str, Any]]:
     out = []
     for i in range(bins):
         c = int(count[i])
-        out.append({"low": i / bins, "high": (i + 1) / bins, "count": c,
-                    "confidence": float(sconf[i] / c) if c else None, "accuracy": float(sacc[i] / c) if c else None})
+        out.append(
+            {
+                "low": i / bins,
+                "high": (i + 1) / bins,
+                "count": c,
+                "confidence": float(sconf[i] / c) if c else None,
+                "accuracy": float(sacc[i] / c) if c else None,
+            }
+        )
     return out
 
 
@@ -146,16 +184,31 @@ def _display(obj: Objective) -> str:
     return obj.metric.name
 
 
-def _entries(task: str, arr: TaskArrays, variants: dict[str, Scores], specs: list[str], head: Objective,
-             steps, *, ci: float, resamples: int, seed: int) -> tuple[dict, list[dict], dict]:
+def _entries(
+    task: str,
+    arr: TaskArrays,
+    variants: dict[str, Scores],
+    specs: list[str],
+    head: Objective,
+    steps,
+    *,
+    ci: float,
+    resamples: int,
+    seed: int,
+) -> tuple[dict, list[dict], dict]:
     """Per-variant entries, difference entries, and the headline's difference draws."""
     per_variant: dict[str, list[dict]] = {v: [] for v in variants}
     diffs: list[dict] = []
     head_draws: dict[str, np.ndarray] = {}
     seen = set()
     for spec in specs:
-        obj = head if spec == head.key else resolve_objective(spec, arr, [s.method for s in steps],
-                                                              positive=head.positive, item_field=head.item_field)
+        obj = (
+            head
+            if spec == head.key
+            else resolve_objective(
+                spec, arr, [s.method for s in steps], positive=head.positive, item_field=head.item_field
+            )
+        )
         if obj.key in seen:
             continue
         seen.add(obj.key)
@@ -166,16 +219,30 @@ def _entries(task: str, arr: TaskArrays, variants: dict[str, Scores], specs: lis
         draws = None
         if resamples and preps[0].n:
             draws = resample_values(preps, resamples, rng_for(_seed(seed, task, obj.key)), groups)
-        unit = "items (rows grouped by '" + str(obj.item_field) + "')" if obj.mode == "items" else (
-            "clusters" if groups is not None else "items")
+        unit = (
+            "items (rows grouped by '" + str(obj.item_field) + "')"
+            if obj.mode == "items"
+            else ("clusters" if groups is not None else "items")
+        )
         for i, v in enumerate(names):
             lo = hi = None
             if draws is not None:
                 lo, hi, _ = percentile_interval(draws[i], ci)
-            per_variant[v].append({"metric": _display(obj), "key": obj.key, "params": dict(obj.params),
-                                   "definition": obj.definition(), "higher_is_better": obj.higher_is_better,
-                                   "value": _num(values[i]), "ci_low": _num(lo), "ci_high": _num(hi), "ci": ci,
-                                   "resamples": resamples, "n": int(preps[i].n_used)})
+            per_variant[v].append(
+                {
+                    "metric": _display(obj),
+                    "key": obj.key,
+                    "params": dict(obj.params),
+                    "definition": obj.definition(),
+                    "higher_is_better": obj.higher_is_better,
+                    "value": _num(values[i]),
+                    "ci_low": _num(lo),
+                    "ci_high": _num(hi),
+                    "ci": ci,
+                    "resamples": resamples,
+                    "n": int(preps[i].n_used),
+                }
+            )
             if i == 0:
                 continue
             diff = values[i] - values[0]
@@ -186,14 +253,27 @@ def _entries(task: str, arr: TaskArrays, variants: dict[str, Scores], specs: lis
                 p = _p_value(d, diff)
                 if obj.key == head.key:
                     head_draws[v] = d
-            diffs.append({"metric": f"{_display(obj)} Δ ({v} − raw)", "key": f"{obj.key} Δ {v}",
-                          "base_metric": obj.key, "variant": v, "params": dict(obj.params),
-                          "definition": f"{v} minus raw on the same {arr.n:,} rows: {obj.definition()}",
-                          "higher_is_better": obj.higher_is_better, "raw": _num(values[0]),
-                          "calibrated": _num(values[i]), "value": _num(diff), "ci_low": _num(lo), "ci_high": _num(hi),
-                          "p_value": p, "ci": ci, "resamples": resamples, "n": int(preps[i].n_used),
-                          "method": f"paired percentile bootstrap over {unit}; p-value: shifted bootstrap, "
-                                    f"two-sided"})
+            diffs.append(
+                {
+                    "metric": f"{_display(obj)} Δ ({v} − raw)",
+                    "key": f"{obj.key} Δ {v}",
+                    "base_metric": obj.key,
+                    "variant": v,
+                    "params": dict(obj.params),
+                    "definition": f"{v} minus raw on the same {arr.n:,} rows: {obj.definition()}",
+                    "higher_is_better": obj.higher_is_better,
+                    "raw": _num(values[0]),
+                    "calibrated": _num(values[i]),
+                    "value": _num(diff),
+                    "ci_low": _num(lo),
+                    "ci_high": _num(hi),
+                    "p_value": p,
+                    "ci": ci,
+                    "resamples": resamples,
+                    "n": int(preps[i].n_used),
+                    "method": f"paired percentile bootstrap over {unit}; p-value: shifted bootstrap, two-sided",
+                }
+            )
     return per_variant, diffs, head_draws
 
 
@@ -201,9 +281,18 @@ def _entries(task: str, arr: TaskArrays, variants: dict[str, Scores], specs: lis
 # report
 
 
-def report(results: Any, recipe: Recipe | str | Any, *, task: str | list[str] | None = None, ci: float = 0.95,
-           resamples: int = 1000, seed: int = 0, bins: int = 15, crossfit: int = 5,
-           display: str | None = None) -> CalibrationReport:
+def report(
+    results: Any,
+    recipe: Recipe | str | Any,
+    *,
+    task: str | list[str] | None = None,
+    ci: float = 0.95,
+    resamples: int = 1000,
+    seed: int = 0,
+    bins: int = 15,
+    crossfit: int = 5,
+    display: str | None = None,
+) -> CalibrationReport:
     """Raw vs calibrated for every task of ``recipe`` on ``results`` (path, rows or ResultSet).
 
     ``bins``: ECE bins (equal-width and equal-mass) and reliability bins; ``crossfit``: folds of
@@ -223,15 +312,37 @@ def report(results: Any, recipe: Recipe | str | Any, *, task: str | list[str] | 
     names = list(recipe.tasks) if task is None else ([task] if isinstance(task, str) else list(task))
     for name in names:
         if name not in recipe.tasks:
-            raise CalibrationError(f"recipe {recipe.id} does not calibrate task '{name}' "
-                                   f"(it has {', '.join(map(repr, recipe.tasks))})")
-    doc: dict[str, Any] = {"kind": "calibration", "version": 1, "source": source, "sha256": sha,
-                           "recipe_id": recipe.id, "ci": ci, "resamples": resamples, "seed": seed, "bins": bins,
-                           "tasks": {}, "table": [], "raw": {}, "calibrated": {}}
+            raise CalibrationError(
+                f"recipe {recipe.id} does not calibrate task '{name}' (it has {', '.join(map(repr, recipe.tasks))})"
+            )
+    doc: dict[str, Any] = {
+        "kind": "calibration",
+        "version": 1,
+        "source": source,
+        "sha256": sha,
+        "recipe_id": recipe.id,
+        "ci": ci,
+        "resamples": resamples,
+        "seed": seed,
+        "bins": bins,
+        "tasks": {},
+        "table": [],
+        "raw": {},
+        "calibrated": {},
+    }
     heads: dict[str, dict[str, Any]] = {}
     for name in names:
-        body, head_info = _task_report(rs[name], recipe.tasks[name], sha=sha, source=source, ci=ci,
-                                       resamples=resamples, seed=seed, bins=bins, crossfit=crossfit)
+        body, head_info = _task_report(
+            rs[name],
+            recipe.tasks[name],
+            sha=sha,
+            source=source,
+            ci=ci,
+            resamples=resamples,
+            seed=seed,
+            bins=bins,
+            crossfit=crossfit,
+        )
         doc["tasks"][name] = body
         heads[name] = head_info
     doc["n"] = sum(b["n"] for b in doc["tasks"].values())
@@ -242,8 +353,8 @@ def report(results: Any, recipe: Recipe | str | Any, *, task: str | list[str] | 
         "raw": "the predictions as stored (argmax of probs; score >= 0.5 for a binary task)",
         "calibrated": "the recipe applied to the evaluated items",
         "cross-fitted": "the recipe's steps refitted on K - 1 folds and applied to the held-out fold, pooled "
-                        "(folds by group when rows have one): the honest estimate when the recipe was fitted on "
-                        "the evaluated items",
+        "(folds by group when rows have one): the honest estimate when the recipe was fitted on "
+        "the evaluated items",
         "ece (uniform)": f"expected calibration error over {bins} equal-width confidence bins",
         "ece (quantile)": f"expected calibration error over {bins} equal-mass confidence bins",
         "reliability": f"{bins} equal-width bins of top-label confidence: mean confidence, accuracy and count",
@@ -256,8 +367,11 @@ def _task_report(td, t: TaskRecipe, *, sha, source, ci, resamples, seed, bins, c
     arr = task_arrays(td, t.steps).take(prov["mask"])
     key = t.objective
     if key is None:
-        key = "set_f1" if "positive_threshold" in t.methods else (
-            "log_loss" if t.methods == ["temperature"] else HEADLINE[arr.kind])
+        key = (
+            "set_f1"
+            if "positive_threshold" in t.methods
+            else ("log_loss" if t.methods == ["temperature"] else HEADLINE[arr.kind])
+        )
     head = objective_from_key(key, arr, t.steps)
     raw = arr.scores()
     variants = {"raw": raw, "calibrated": apply_steps(t.steps, raw, arr, where=f"task '{td.task}'")}
@@ -272,35 +386,56 @@ def _task_report(td, t: TaskRecipe, *, sha, source, ci, resamples, seed, bins, c
             cross = {"k": k, "seed": kseed, "folds_by": folds_by}
         except CalibrationError as exc:
             cross = {"k": k, "error": f"not cross-fitted: {exc}"}
-    per_variant, diffs, head_draws = _entries(td.task, arr, variants, _metric_specs(head, arr, bins), head, t.steps,
-                                              ci=ci, resamples=resamples, seed=seed)
+    per_variant, diffs, head_draws = _entries(
+        td.task, arr, variants, _metric_specs(head, arr, bins), head, t.steps, ci=ci, resamples=resamples, seed=seed
+    )
     honest = "cross-fitted" if "cross-fitted" in variants else "calibrated"
     body: dict[str, Any] = {
-        "method": t.method, "steps": t.describe(), "transductive": t.transductive,
-        "fitted_on": prov["fitted_on"], "in_sample": prov["in_sample"], "status": prov["status"],
-        "n": arr.n, "clusters": None if arr.group is None else int(arr.group.max()) + 1 if arr.n else 0,
-        "headline": head.key, "honest": honest, "metrics": diffs,
+        "method": t.method,
+        "steps": t.describe(),
+        "transductive": t.transductive,
+        "fitted_on": prov["fitted_on"],
+        "in_sample": prov["in_sample"],
+        "status": prov["status"],
+        "n": arr.n,
+        "clusters": None if arr.group is None else int(arr.group.max()) + 1 if arr.n else 0,
+        "headline": head.key,
+        "honest": honest,
+        "metrics": diffs,
         "slices": {"variant": {v: {"n": arr.n, "metrics": per_variant[v]} for v in variants}},
-        "reliability": {"bins": reliability(arr, variants["calibrated"], bins), "strategy": "uniform",
-                        "raw_bins": reliability(arr, raw, bins),
-                        "note": f"top-label confidence in {bins} equal-width bins: 'bins' calibrated, 'raw_bins' raw"
-                                + (", 'cross_fitted_bins' cross-fitted" if "cross-fitted" in variants else "")},
+        "reliability": {
+            "bins": reliability(arr, variants["calibrated"], bins),
+            "strategy": "uniform",
+            "raw_bins": reliability(arr, raw, bins),
+            "note": f"top-label confidence in {bins} equal-width bins: 'bins' calibrated, 'raw_bins' raw"
+            + (", 'cross_fitted_bins' cross-fitted" if "cross-fitted" in variants else ""),
+        },
     }
     if "cross-fitted" in variants:
         body["reliability"]["cross_fitted_bins"] = reliability(arr, variants["cross-fitted"], bins)
     if t.transductive:
-        body["transductive_note"] = ("em_prior_shift re-estimates the label priors on the evaluated items "
-                                     "(label-free): each item's calibrated prediction depends on the others")
+        body["transductive_note"] = (
+            "em_prior_shift re-estimates the label priors on the evaluated items "
+            "(label-free): each item's calibrated prediction depends on the others"
+        )
         body["em"] = variants["calibrated"].info.get("em")
     if cross is not None:
         body["crossfit"] = cross
-    head_info = {"key": head.key, "higher": head.higher_is_better, "status": prov["status"],
-                 "in_sample": prov["in_sample"], "honest": honest, "draws": head_draws,
-                 "values": {v: next(e["value"] for e in per_variant[v] if e["key"] == head.key) for v in variants},
-                 "diffs": {e["variant"]: e for e in diffs if e["base_metric"] == head.key}, "method": t.describe(),
-                 "cross": cross, "fitted_on": prov["fitted_on"], "n": arr.n,
-                 "others": {v: {e["metric"]: e["value"] for e in per_variant[v] if e["key"] != head.key}
-                            for v in variants}}
+    head_info = {
+        "key": head.key,
+        "higher": head.higher_is_better,
+        "status": prov["status"],
+        "in_sample": prov["in_sample"],
+        "honest": honest,
+        "draws": head_draws,
+        "values": {v: next(e["value"] for e in per_variant[v] if e["key"] == head.key) for v in variants},
+        "diffs": {e["variant"]: e for e in diffs if e["base_metric"] == head.key},
+        "method": t.describe(),
+        "cross": cross,
+        "fitted_on": prov["fitted_on"],
+        "n": arr.n,
+        "others": {v: {e["metric"]: e["value"] for e in per_variant[v] if e["key"] != head.key} for v in variants},
+    }
     return body, head_info
 
 
@@ -308,11 +443,14 @@ def _mean(heads: dict[str, dict[str, Any]], ci: float) -> dict[str, Any] | None:
     used = {t: h for t, h in heads.items() if h["higher"] and all(x is not None for x in h["values"].values())}
     if not used:
         return None
-    out: dict[str, Any] = {"tasks": sorted(used), "excluded": sorted(set(heads) - set(used)),
-                           "definition": "unweighted mean over tasks of each task's headline metric; the honest "
-                                         "figure is cross-fitted where a task was fitted on its evaluated items; "
-                                         "CI from the mean of independent per-task paired bootstrap draws "
-                                         "(lower-is-better headlines are left out)"}
+    out: dict[str, Any] = {
+        "tasks": sorted(used),
+        "excluded": sorted(set(heads) - set(used)),
+        "definition": "unweighted mean over tasks of each task's headline metric; the honest "
+        "figure is cross-fitted where a task was fitted on its evaluated items; "
+        "CI from the mean of independent per-task paired bootstrap draws "
+        "(lower-is-better headlines are left out)",
+    }
     raw = float(np.mean([h["values"]["raw"] for h in used.values()]))
     for name, pick in (("honest", lambda h: h["honest"]), ("calibrated", lambda h: "calibrated")):
         vals = [h["values"][pick(h)] for h in used.values()]
@@ -320,8 +458,13 @@ def _mean(heads: dict[str, dict[str, Any]], ci: float) -> dict[str, Any] | None:
         lo = hi = None
         if all(d is not None for d in draws) and draws and len({len(d) for d in draws}) == 1:
             lo, hi, _ = percentile_interval(np.mean(np.stack(draws), axis=0), ci)
-        out[name] = {"raw": raw, "value": float(np.mean(vals)), "diff": float(np.mean(vals)) - raw,
-                     "ci_low": _num(lo), "ci_high": _num(hi)}
+        out[name] = {
+            "raw": raw,
+            "value": float(np.mean(vals)),
+            "diff": float(np.mean(vals)) - raw,
+            "ci_low": _num(lo),
+            "ci_high": _num(hi),
+        }
     out["any_in_sample"] = any(h["in_sample"] != "no" for h in used.values())
     return out
 
@@ -330,29 +473,52 @@ def _label(h: dict[str, Any], variant: str) -> str:
     if variant == "cross-fitted":
         c = h["cross"] or {}
         return f"{HONEST}, {c.get('k')} folds by {c.get('folds_by')}"
-    return {"no": HELD_OUT, "yes": OPTIMISTIC, "partly": f"partly {OPTIMISTIC}",
-            "unknown": "provenance unknown"}[h["in_sample"]]
+    return {"no": HELD_OUT, "yes": OPTIMISTIC, "partly": f"partly {OPTIMISTIC}", "unknown": "provenance unknown"}[
+        h["in_sample"]
+    ]
 
 
 def _flat_and_table(doc: dict[str, Any], heads: dict[str, dict[str, Any]]) -> None:
     for task, h in heads.items():
         for variant in [v for v in ("calibrated", "cross-fitted") if v in h["values"]]:
             e = h["diffs"].get(variant, {})
-            row = {"task": task, "method": h["method"], "metric": h["key"], "variant": variant,
-                   "fitted": _label(h, variant), "raw": h["values"]["raw"], "calibrated": h["values"][variant],
-                   "diff": e.get("value"), "ci_low": e.get("ci_low"), "ci_high": e.get("ci_high"),
-                   "p_value": e.get("p_value"), "n": e.get("n", h["n"]), "honest": variant == h["honest"]}
+            row = {
+                "task": task,
+                "method": h["method"],
+                "metric": h["key"],
+                "variant": variant,
+                "fitted": _label(h, variant),
+                "raw": h["values"]["raw"],
+                "calibrated": h["values"][variant],
+                "diff": e.get("value"),
+                "ci_low": e.get("ci_low"),
+                "ci_high": e.get("ci_high"),
+                "p_value": e.get("p_value"),
+                "n": e.get("n", h["n"]),
+                "honest": variant == h["honest"],
+            }
             doc["table"].append(row)
-            tag = "honest" if variant == h["honest"] and variant == "cross-fitted" else (
-                "optimistic" if variant == "calibrated" and h["in_sample"] in ("yes", "partly") else
-                "held out" if variant == "calibrated" and h["in_sample"] == "no" else "provenance unknown")
+            tag = (
+                "honest"
+                if variant == h["honest"] and variant == "cross-fitted"
+                else (
+                    "optimistic"
+                    if variant == "calibrated" and h["in_sample"] in ("yes", "partly")
+                    else "held out"
+                    if variant == "calibrated" and h["in_sample"] == "no"
+                    else "provenance unknown"
+                )
+            )
             k = f"{task} · {h['key']} ({variant}, {tag})"
             doc["raw"][k] = h["values"]["raw"]
             doc["calibrated"][k] = h["values"][variant]
         honest = h["honest"]
-        tag = {"yes": "cross-fitted" if honest == "cross-fitted" else "optimistic",
-               "partly": "cross-fitted" if honest == "cross-fitted" else "optimistic",
-               "no": "held out", "unknown": "cross-fitted" if honest == "cross-fitted" else "provenance unknown"}
+        tag = {
+            "yes": "cross-fitted" if honest == "cross-fitted" else "optimistic",
+            "partly": "cross-fitted" if honest == "cross-fitted" else "optimistic",
+            "no": "held out",
+            "unknown": "cross-fitted" if honest == "cross-fitted" else "provenance unknown",
+        }
         for name, raw_value in h["others"]["raw"].items():
             k = f"{task} · {name} ({tag[h['in_sample']]})"
             doc["raw"][k] = raw_value
@@ -380,11 +546,15 @@ def _ci(lo: Any, hi: Any) -> str:
 def markdown(doc: dict[str, Any]) -> str:
     """The report as Markdown: the raw-vs-calibrated table, then the probability metrics."""
     level = f"{doc['ci']:.0%}"
-    out = [f"# Calibration: {doc['source']}", "",
-           f"Recipe `{doc['recipe_id']}`. Paired {level} CIs from {doc['resamples']:,} bootstrap resamples "
-           f"(seed {doc['seed']}; clusters when rows have a group). Δ = calibrated − raw on the same items.", "",
-           f"| task | method | metric | raw | calibrated | Δ | {level} CI of Δ | p | n | fitted |",
-           "|---|---|---|---:|---:|---:|---|---:|---:|---|"]
+    out = [
+        f"# Calibration: {doc['source']}",
+        "",
+        f"Recipe `{doc['recipe_id']}`. Paired {level} CIs from {doc['resamples']:,} bootstrap resamples "
+        f"(seed {doc['seed']}; clusters when rows have a group). Δ = calibrated − raw on the same items.",
+        "",
+        f"| task | method | metric | raw | calibrated | Δ | {level} CI of Δ | p | n | fitted |",
+        "|---|---|---|---:|---:|---:|---|---:|---:|---|",
+    ]
     shown = set()
     for r in doc["table"]:
         key = r["metric"].replace(",zero_division=0]", "]")
@@ -392,38 +562,57 @@ def markdown(doc: dict[str, Any]) -> str:
         p = "–" if r["p_value"] is None else f"{r['p_value']:.3g}"
         task, method = (r["task"], r["method"]) if r["task"] not in shown else ("", "")
         shown.add(r["task"])
-        out.append(f"| {task} | {method} | {name} | {_f(r['raw'])} | {_f(r['calibrated'])} | "
-                   f"{_f(r['diff'], True)} | {_ci(r['ci_low'], r['ci_high'])} | {p} | {r['n']:,} | {r['fitted']} |")
+        out.append(
+            f"| {task} | {method} | {name} | {_f(r['raw'])} | {_f(r['calibrated'])} | "
+            f"{_f(r['diff'], True)} | {_ci(r['ci_low'], r['ci_high'])} | {p} | {r['n']:,} | {r['fitted']} |"
+        )
     m = doc.get("mean")
     if m and len(doc["tasks"]) > 1:
         h = m["honest"]
-        out.append(f"| **mean** ({len(m['tasks'])} tasks) | | headline (honest) | {_f(h['raw'])} | {_f(h['value'])} | "
-                   f"{_f(h['diff'], True)} | {_ci(h['ci_low'], h['ci_high'])} | – | | |")
+        out.append(
+            f"| **mean** ({len(m['tasks'])} tasks) | | headline (honest) | {_f(h['raw'])} | {_f(h['value'])} | "
+            f"{_f(h['diff'], True)} | {_ci(h['ci_low'], h['ci_high'])} | – | | |"
+        )
         if m["any_in_sample"]:
             c = m["calibrated"]
-            out.append(f"| mean ({len(m['tasks'])} tasks) | | headline (as fitted, optimistic where in-sample) | "
-                       f"{_f(c['raw'])} | {_f(c['value'])} | {_f(c['diff'], True)} | {_ci(c['ci_low'], c['ci_high'])} "
-                       f"| – | | |")
-    out += ["", "Bold: the honest figure of each task (held out, or cross-fitted when the recipe was fitted on the "
-                "evaluated items).", "",
-            f"## Probabilities (ECE over {doc['bins']} equal-width and {doc['bins']} equal-mass bins)", "",
-            "| task | figure | log loss | Brier | ECE (equal-width) | ECE (equal-mass) |", "|---|---|---|---|---|---|"]
+            out.append(
+                f"| mean ({len(m['tasks'])} tasks) | | headline (as fitted, optimistic where in-sample) | "
+                f"{_f(c['raw'])} | {_f(c['value'])} | {_f(c['diff'], True)} | {_ci(c['ci_low'], c['ci_high'])} "
+                f"| – | | |"
+            )
+    out += [
+        "",
+        "Bold: the honest figure of each task (held out, or cross-fitted when the recipe was fitted on the "
+        "evaluated items).",
+        "",
+        f"## Probabilities (ECE over {doc['bins']} equal-width and {doc['bins']} equal-mass bins)",
+        "",
+        "| task | figure | log loss | Brier | ECE (equal-width) | ECE (equal-mass) |",
+        "|---|---|---|---|---|---|",
+    ]
     for task, body in doc["tasks"].items():
         variants = body["slices"]["variant"]
         values = {v: {e["key"]: e["value"] for e in variants[v]["metrics"]} for v in variants}
         for v in variants:
-            def get(prefix, strategy=None):
-                for k, x in values[v].items():
+
+            def get(prefix, strategy=None, found=values[v]):
+                for k, x in found.items():
                     if k.startswith(prefix) and (strategy is None or f"strategy={strategy}" in k):
                         return _f(x)
                 return "–"
-            out.append(f"| {task} | {v} | {get('log_loss')} | {get('brier')} | {get('ece', 'uniform')} | "
-                       f"{get('ece', 'quantile')} |")
+
+            out.append(
+                f"| {task} | {v} | {get('log_loss')} | {get('brier')} | {get('ece', 'uniform')} | "
+                f"{get('ece', 'quantile')} |"
+            )
     notes = [f"- {task}: {b['status']}; fitted on {b['fitted_on']}." for task, b in doc["tasks"].items()]
     notes += [f"- {task}: {b['transductive_note']}." for task, b in doc["tasks"].items() if b.get("transductive")]
-    notes += [f"- {task}: {b['crossfit']['error']}." for task, b in doc["tasks"].items()
-              if (b.get("crossfit") or {}).get("error")]
-    return "\n".join(out + ["", *notes, ""])
+    notes += [
+        f"- {task}: {b['crossfit']['error']}."
+        for task, b in doc["tasks"].items()
+        if (b.get("crossfit") or {}).get("error")
+    ]
+    return "\n".join([*out, "", *notes, ""])
 
 
-__all__ = ["CalibrationReport", "HONEST", "OPTIMISTIC", "markdown", "reliability", "report"]
+__all__ = ["HONEST", "OPTIMISTIC", "CalibrationReport", "markdown", "reliability", "report"]

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from labledger.analysis.evaluation import HEADLINE, prepare_task, task_params
 from labledger.calibrate.methods import Scores, Step, TaskArrays, apply_step, binary_pair
-from labledger.errors import CalibrationError
-from labledger.evaluate import HEADLINE, prepare_task, task_params
+from labledger.errors import CalibrationError, LedgerError
 from labledger.metrics.registry import Metric, Prepared, metric_key, parse_metric
 from labledger.metrics.sweep import parse_thresholds
 
@@ -71,16 +71,19 @@ class Objective:
     def definition(self) -> str:
         text = self.metric.describe(self.params)
         if self.mode == "items":
-            text += (f" Here an item is the rows sharing '{self.item_field}'; its gold set is the rows whose gold "
-                     f"is '{self.positive}', its predicted set the rows predicted '{self.positive}'.")
+            text += (
+                f" Here an item is the rows sharing '{self.item_field}'; its gold set is the rows whose gold "
+                f"is '{self.positive}', its predicted set the rows predicted '{self.positive}'."
+            )
         return text
 
     def prepared(self, arr: TaskArrays, s: Scores) -> Prepared:
         """The objective bound to ``arr`` with predictions ``s`` (per item for ``mode="items"``)."""
         if self.mode == "items":
             values = item_f1(arr, s.pred, self.positive, self.item_field)
-            return Prepared(metric="set_f1", params={}, n=len(values), n_used=len(values), strategy="mean",
-                            values=values)
+            return Prepared(
+                metric="set_f1", params={}, n=len(values), n_used=len(values), strategy="mean", values=values
+            )
         return prepare_task(self.metric, dict(self.params), arr.task_data(s))
 
     def value(self, arr: TaskArrays, s: Scores) -> float:
@@ -100,8 +103,9 @@ def item_f1(arr: TaskArrays, pred: np.ndarray, positive: str, item_field: str) -
     return out
 
 
-def resolve_objective(spec: str | None, arr: TaskArrays, methods: list[str], *, positive: str | None,
-                      item_field: str | None) -> Objective:
+def resolve_objective(
+    spec: str | None, arr: TaskArrays, methods: list[str], *, positive: str | None, item_field: str | None
+) -> Objective:
     """The objective of a fit: ``spec`` (a metric spec) or the default for the methods and task."""
     decision = [m for m in methods if m not in ("temperature",)]
     if spec is None:
@@ -115,15 +119,19 @@ def resolve_objective(spec: str | None, arr: TaskArrays, methods: list[str], *, 
     metric = parsed.metric
     if metric.name == "set_f1":
         if "positive_threshold" not in methods:
-            raise CalibrationError("objective 'set_f1' (per-item F1) needs a positive_threshold step, which groups "
-                                   "rows into items")
+            raise CalibrationError(
+                "objective 'set_f1' (per-item F1) needs a positive_threshold step, which groups rows into items"
+            )
         return Objective("set_f1", metric, {}, "items", positive=positive, item_field=item_field or "group")
     if arr.kind not in metric.kinds:
-        raise CalibrationError(f"objective '{spec}' does not apply to task '{arr.task}' ({arr.kind}); it needs a "
-                               f"{' or '.join(metric.kinds)} task")
+        raise CalibrationError(
+            f"objective '{spec}' does not apply to task '{arr.task}' ({arr.kind}); it needs a "
+            f"{' or '.join(metric.kinds)} task"
+        )
     if metric.table:
-        raise CalibrationError(f"objective '{spec}' is a table, not one number; use e.g. accuracy, "
-                               f"f1:average=macro or log_loss")
+        raise CalibrationError(
+            f"objective '{spec}' is a table, not one number; use e.g. accuracy, f1:average=macro or log_loss"
+        )
     params = task_params(metric, dict(parsed.params), arr.task_data())
     mode = "table" if metric.strategy == "table" and metric.needs == "labels" else "generic"
     return Objective(metric_key(metric.name, params), metric, params, mode)
@@ -132,9 +140,13 @@ def resolve_objective(spec: str | None, arr: TaskArrays, methods: list[str], *, 
 def objective_from_key(key: str, arr: TaskArrays, steps: list[Step]) -> Objective:
     """The objective a recipe names (``set_f1`` takes its item field from the recipe's step)."""
     pt = next((s for s in steps if s.method == "positive_threshold"), None)
-    return resolve_objective(key, arr, [s.method for s in steps],
-                             positive=pt.params["positive"] if pt else None,
-                             item_field=(pt.params.get("item_field") or "group") if pt else None)
+    return resolve_objective(
+        key,
+        arr,
+        [s.method for s in steps],
+        positive=pt.params["positive"] if pt else None,
+        item_field=(pt.params.get("item_field") or "group") if pt else None,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -172,13 +184,13 @@ def best_index(values: np.ndarray, higher: bool, distance: np.ndarray, what: str
 def _values(spec: Any, what: str, *, low: float | None, high: float | None, positive: bool) -> np.ndarray | str:
     try:
         grid = parse_thresholds(spec)
-    except Exception as exc:  # MetricInputError: reword for a grid
+    except LedgerError as exc:  # MetricInputError: reword for a grid
         raise CalibrationError(f"{what}: {exc}") from None
     if isinstance(grid, str):
         return grid
     if positive and (grid <= 0).any():
         raise CalibrationError(f"{what}: values must be > 0; got {grid[grid <= 0][0]:g}")
-    if low is not None and (grid < low).any() or high is not None and (grid > high).any():
+    if (low is not None and (grid < low).any()) or (high is not None and (grid > high).any()):
         raise CalibrationError(f"{what}: values must be in [{low:g}, {high:g}]")
     return grid
 
@@ -208,21 +220,22 @@ def multiplier_axes(spec: Any, labels: tuple[str, ...]) -> tuple[dict[str, np.nd
         parts = [p for p in spec.replace(";", " ").split() if p]
         spec = dict(p.split("=", 1) if "=" in p else (p, "") for p in parts)
     if not isinstance(spec, dict) or not spec:
-        raise CalibrationError("prior_multiplier grid: give LABEL=VALUES for each label to search "
-                               "(e.g. Neutral=0.5:2:0.05)")
+        raise CalibrationError(
+            "prior_multiplier grid: give LABEL=VALUES for each label to search (e.g. Neutral=0.5:2:0.05)"
+        )
     axes = {}
     for lab, values in spec.items():
         if lab not in labels:
-            raise CalibrationError(f"prior_multiplier grid: {lab!r} is not a label of the task "
-                                   f"({', '.join(map(repr, labels))})")
+            raise CalibrationError(
+                f"prior_multiplier grid: {lab!r} is not a label of the task ({', '.join(map(repr, labels))})"
+            )
         if values in ("", None):
             raise CalibrationError(f"prior_multiplier grid: give values for {lab!r} (LABEL=START:STOP:STEP)")
         grid = _values(values, f"prior_multiplier grid for {lab!r}", low=None, high=None, positive=True)
         if isinstance(grid, str):
             raise CalibrationError("prior_multiplier grid: 'all' is only for thresholds")
         axes[lab] = grid
-    text = "; ".join(f"{lab}={v if isinstance(v, str) else ','.join(f'{x:g}' for x in v)}"
-                     for lab, v in spec.items())
+    text = "; ".join(f"{lab}={v if isinstance(v, str) else ','.join(f'{x:g}' for x in v)}" for lab, v in spec.items())
     return axes, text
 
 
@@ -234,8 +247,7 @@ def temperature_bounds(spec: Any) -> tuple[tuple[float, float], str]:
         try:
             lo, hi = (float(x) for x in parts)
         except (TypeError, ValueError):
-            raise CalibrationError(f"temperature grid: give the bounds LOW:HIGH (e.g. 0.05:20); got {spec!r}") \
-                from None
+            raise CalibrationError(f"temperature grid: give the bounds LOW:HIGH (e.g. 0.05:20); got {spec!r}") from None
         if not (0 < lo < hi < math.inf):
             raise CalibrationError(f"temperature grid: need 0 < LOW < HIGH; got {lo:g}:{hi:g}")
     return (lo, hi), f"{lo:g}:{hi:g}"
@@ -245,8 +257,9 @@ def temperature_bounds(spec: Any) -> tuple[tuple[float, float], str]:
 # One-pass tables
 
 
-def threshold_tables(s_pos: np.ndarray, gold: np.ndarray, j: int, taus: np.ndarray, fold: np.ndarray | None,
-                     n_folds: int) -> np.ndarray:
+def threshold_tables(
+    s_pos: np.ndarray, gold: np.ndarray, j: int, taus: np.ndarray, fold: np.ndarray | None, n_folds: int
+) -> np.ndarray:
     """(R, G, 4) confusion tables (gold, pred) of ``s_pos >= tau`` for every tau and row."""
     g = len(taus)
     o = 1 - j
@@ -265,8 +278,9 @@ def threshold_tables(s_pos: np.ndarray, gold: np.ndarray, j: int, taus: np.ndarr
     return _rows(t.reshape(fn, g, 4), fold is not None)
 
 
-def argmax_tables(p: np.ndarray, gold: np.ndarray, factors, n_grid: int, fold: np.ndarray | None,
-                  n_folds: int) -> np.ndarray:
+def argmax_tables(
+    p: np.ndarray, gold: np.ndarray, factors, n_grid: int, fold: np.ndarray | None, n_folds: int
+) -> np.ndarray:
     """(R, G, K*K) confusion tables of ``argmax_k p_k * factor_k`` for every grid point and row.
 
     ``factors(k, a, b)`` gives label k's multipliers for items a:b as an array broadcastable to
@@ -297,8 +311,9 @@ def argmax_tables(p: np.ndarray, gold: np.ndarray, factors, n_grid: int, fold: n
     return _rows(counts.reshape(fn, n_grid, kk), fold is not None)
 
 
-def item_f1_grid(s_pos: np.ndarray, y: np.ndarray, items: np.ndarray, taus: np.ndarray,
-                 fold_of_item: np.ndarray | None, n_folds: int) -> np.ndarray:
+def item_f1_grid(
+    s_pos: np.ndarray, y: np.ndarray, items: np.ndarray, taus: np.ndarray, fold_of_item: np.ndarray | None, n_folds: int
+) -> np.ndarray:
     """(R, G) mean per-item F1 of ``{rows with s_pos >= tau}`` against ``{rows with y}``, per row."""
     g = len(taus)
     n_items = int(items.max()) + 1 if len(items) else 0
@@ -357,8 +372,9 @@ class StepFit:
     search: str
 
 
-def _generic_values(spec: StepSpec, s: Scores, arr: TaskArrays, obj: Objective, candidates: list[dict],
-                    weights: np.ndarray) -> np.ndarray:
+def _generic_values(
+    spec: StepSpec, s: Scores, arr: TaskArrays, obj: Objective, candidates: list[dict], weights: np.ndarray
+) -> np.ndarray:
     out = np.empty((weights.shape[0], len(candidates)))
     for c, params in enumerate(candidates):
         st = apply_step(Step(spec.method, {**spec.given, **params}), s, arr)
@@ -376,8 +392,9 @@ def _pick(values: np.ndarray, obj: Objective, distance: np.ndarray, what: str) -
     return [best_index(values[r], obj.higher_is_better, distance, f"{what} (row {r})") for r in range(len(values))]
 
 
-def fit_step(spec: StepSpec, s: Scores, arr: TaskArrays, obj: Objective, fold: np.ndarray | None,
-             n_folds: int) -> StepFit:
+def fit_step(
+    spec: StepSpec, s: Scores, arr: TaskArrays, obj: Objective, fold: np.ndarray | None, n_folds: int
+) -> StepFit:
     """Fit ``spec`` on every row (all items; each fold's training items) from predictions ``s``."""
     m = spec.method
     weights = None
@@ -401,8 +418,9 @@ def fit_step(spec: StepSpec, s: Scores, arr: TaskArrays, obj: Objective, fold: n
             if fold is not None:
                 fold_item = np.zeros(int(items.max()) + 1, dtype=np.int64)
                 fold_item[items] = fold
-            values = item_f1_grid(s_pos, arr.gold == arr.label_index(obj.positive, "objective"), items, taus,
-                                  fold_item, n_folds)
+            values = item_f1_grid(
+                s_pos, arr.gold == arr.label_index(obj.positive, "objective"), items, taus, fold_item, n_folds
+            )
         else:
             values = _generic_values(spec, s, arr, obj, [{"tau": float(t)} for t in taus], wts())
         best = _pick(values, obj, np.abs(taus - 0.5), m)
@@ -412,38 +430,65 @@ def fit_step(spec: StepSpec, s: Scores, arr: TaskArrays, obj: Objective, fold: n
         alphas, text = alpha_grid(spec.grid)
         mask = arr.masks[(spec.given.get("pattern"), spec.given.get("field"))]
         if obj.mode == "table":
+
             def factors(k, a, b):
                 return np.where(mask[a:b, k][None, :], alphas[:, None], 1.0)
+
             values = _table_values(obj, arr, argmax_tables(s.p, arr.gold, factors, len(alphas), fold, n_folds))
         else:
             values = _generic_values(spec, s, arr, obj, [{"alpha": float(a)} for a in alphas], wts())
         best = _pick(values, obj, np.abs(np.log(alphas)), m)
-        return StepFit([Step(m, {**spec.given, "alpha": float(alphas[b])}) for b in best], text,
-                       f"grid of {len(alphas)} alphas, " + _how(obj, "broadcast argmax + bincount"))
+        return StepFit(
+            [Step(m, {**spec.given, "alpha": float(alphas[b])}) for b in best],
+            text,
+            f"grid of {len(alphas)} alphas, " + _how(obj, "broadcast argmax + bincount"),
+        )
     if m == "prior_multiplier":
         return _fit_multipliers(spec, s, arr, obj, fold, n_folds, wts)
     if m == "temperature":
         (lo, hi), text = temperature_bounds(spec.grid)
         z = s.logspace()
         rows = [None] if fold is None else [None] + [fold != f for f in range(n_folds)]
-        temps = [fit_temperature(z if r is None else z[r], arr.gold if r is None else arr.gold[r], lo, hi)
-                 for r in rows]
-        return StepFit([Step(m, {"T": t}) for t in temps], text,
-                       "negative log-likelihood, bounded 1-D search over log T (scipy minimize_scalar)")
+        temps = [
+            fit_temperature(z if r is None else z[r], arr.gold if r is None else arr.gold[r], lo, hi) for r in rows
+        ]
+        return StepFit(
+            [Step(m, {"T": t}) for t in temps],
+            text,
+            "negative log-likelihood, bounded 1-D search over log T (scipy minimize_scalar)",
+        )
     if m == "em_prior_shift":
         given = spec.given.get("source_prior")
-        rows = [np.ones(arr.n, dtype=bool)] if fold is None else \
-            [np.ones(arr.n, dtype=bool)] + [fold != f for f in range(n_folds)]
+        rows = (
+            [np.ones(arr.n, dtype=bool)]
+            if fold is None
+            else [np.ones(arr.n, dtype=bool)] + [fold != f for f in range(n_folds)]
+        )
         out = []
         for r in rows:
             prior = given if isinstance(given, dict) else source_prior(arr, s, r, spec.source_prior)
-            out.append(Step(m, {"source_prior": prior, "max_iter": int(spec.given.get("max_iter", 1000)),
-                                "tol": float(spec.given.get("tol", 1e-8))}))
-        how = "given" if isinstance(given, dict) else (
-            "gold frequencies of the fit items (add-one)" if spec.source_prior == "gold"
-            else "mean predicted probability on the fit items")
-        return StepFit(out, "", f"source prior: {how}; target prior re-estimated by EM where applied "
-                                f"(label-free, transductive)")
+            out.append(
+                Step(
+                    m,
+                    {
+                        "source_prior": prior,
+                        "max_iter": int(spec.given.get("max_iter", 1000)),
+                        "tol": float(spec.given.get("tol", 1e-8)),
+                    },
+                )
+            )
+        how = (
+            "given"
+            if isinstance(given, dict)
+            else (
+                "gold frequencies of the fit items (add-one)"
+                if spec.source_prior == "gold"
+                else "mean predicted probability on the fit items"
+            )
+        )
+        return StepFit(
+            out, "", f"source prior: {how}; target prior re-estimated by EM where applied (label-free, transductive)"
+        )
     raise CalibrationError(f"unknown method '{m}'")
 
 
@@ -461,8 +506,10 @@ def _fit_multipliers(spec, s, arr, obj, fold, n_folds, wts) -> StepFit:
 
     def evaluate(cands: np.ndarray, sub: TaskArrays, sub_s: Scores, f, nf) -> np.ndarray:
         if obj.mode == "table":
+
             def factors(lab, a, b):
                 return cands[:, lab][:, None]
+
             return _table_values(obj, sub, argmax_tables(sub_s.p, sub.gold, factors, len(cands), f, nf))
         weights = row_weights(f, nf, sub.n)
         return _generic_values(spec, sub_s, sub, obj, [{"weights": _wdict(arr.labels, c)} for c in cands], weights)
@@ -479,10 +526,14 @@ def _fit_multipliers(spec, s, arr, obj, fold, n_folds, wts) -> StepFit:
         values = evaluate(cands, arr, s, fold, n_folds)
         best = _pick(values, obj, distance(cands), "prior_multiplier")
         steps = [Step("prior_multiplier", {"weights": _wdict(arr.labels, cands[b])}) for b in best]
-        return StepFit(steps, text, f"product grid of {size:,} multiplier vectors, "
-                                    + _how(obj, "broadcast argmax + bincount"))
-    rows = [np.ones(arr.n, dtype=bool)] if fold is None else [np.ones(arr.n, dtype=bool)] + \
-        [fold != f for f in range(n_folds)]
+        return StepFit(
+            steps, text, f"product grid of {size:,} multiplier vectors, " + _how(obj, "broadcast argmax + bincount")
+        )
+    rows = (
+        [np.ones(arr.n, dtype=bool)]
+        if fold is None
+        else [np.ones(arr.n, dtype=bool)] + [fold != f for f in range(n_folds)]
+    )
     steps = []
     for r in rows:
         sub, sub_s = arr.take(r), s.take(np.flatnonzero(r))
@@ -501,8 +552,11 @@ def _fit_multipliers(spec, s, arr, obj, fold, n_folds, wts) -> StepFit:
             if not moved:
                 break
         steps.append(Step("prior_multiplier", {"weights": _wdict(arr.labels, current)}))
-    return StepFit(steps, text, f"coordinate ascent over {len(names)} labels (product grid of {size:,} points "
-                                f"is above {MAX_PRODUCT:,})")
+    return StepFit(
+        steps,
+        text,
+        f"coordinate ascent over {len(names)} labels (product grid of {size:,} points is above {MAX_PRODUCT:,})",
+    )
 
 
 def _wdict(labels: tuple[str, ...], w: np.ndarray) -> dict[str, float]:
@@ -524,8 +578,12 @@ def fit_temperature(z: np.ndarray, gold: np.ndarray, lo: float, hi: float) -> fl
 
     if len(gold) == 0:
         raise CalibrationError("temperature: no items to fit on")
-    res = minimize_scalar(lambda u: nll(z, gold, math.exp(u)), bounds=(math.log(lo), math.log(hi)),
-                          method="bounded", options={"xatol": 1e-7})
+    res = minimize_scalar(
+        lambda u: nll(z, gold, math.exp(u)),
+        bounds=(math.log(lo), math.log(hi)),
+        method="bounded",
+        options={"xatol": 1e-7},
+    )
     return float(math.exp(res.x))
 
 
@@ -538,14 +596,32 @@ def source_prior(arr: TaskArrays, s: Scores, rows: np.ndarray, how: str) -> dict
     elif how == "mean_posterior":
         prior = s.p[rows].mean(axis=0)
         if (prior <= 0).any():
-            raise CalibrationError("em_prior_shift: a label has mean probability 0 on the fit items; use "
-                                   "source_prior = gold")
+            raise CalibrationError(
+                "em_prior_shift: a label has mean probability 0 on the fit items; use source_prior = gold"
+            )
     else:
-        raise CalibrationError(f"em_prior_shift: source_prior must be 'gold', 'mean_posterior' or a mapping "
-                               f"label -> prior; got {how!r}")
+        raise CalibrationError(
+            f"em_prior_shift: source_prior must be 'gold', 'mean_posterior' or a mapping label -> prior; got {how!r}"
+        )
     return _wdict(arr.labels, prior)
 
 
-__all__ = ["DEFAULT_ALPHAS", "DEFAULT_THRESHOLDS", "Objective", "StepFit", "StepSpec", "argmax_tables",
-           "best_index", "fit_step", "fit_temperature", "item_f1", "item_f1_grid", "nll", "objective_from_key",
-           "resolve_objective", "row_weights", "source_prior", "threshold_tables"]
+__all__ = [
+    "DEFAULT_ALPHAS",
+    "DEFAULT_THRESHOLDS",
+    "Objective",
+    "StepFit",
+    "StepSpec",
+    "argmax_tables",
+    "best_index",
+    "fit_step",
+    "fit_temperature",
+    "item_f1",
+    "item_f1_grid",
+    "nll",
+    "objective_from_key",
+    "resolve_objective",
+    "row_weights",
+    "source_prior",
+    "threshold_tables",
+]

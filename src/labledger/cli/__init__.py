@@ -1,19 +1,20 @@
 """The ``labledger`` command line. Commands live in one module per area and attach to ``main``."""
 
+# Each module registers its commands on `main` when imported.
+from labledger.cli import runs  # noqa: F401
 from labledger.cli.base import main
 
-# Each module registers its commands on `main` when imported.
-from labledger.cli import runs  # noqa: E402,F401
-
 __all__ = ["main"]
-from labledger.cli import demo  # noqa: E402,F401
-from labledger.cli import checkpoints  # noqa: E402,F401
-from labledger.cli import tables  # noqa: E402,F401
-from labledger.cli import sweep  # noqa: E402,F401
-from labledger.cli import site  # noqa: E402,F401
-from labledger.cli import evaluation  # noqa: E402,F401
-from labledger.cli import importing  # noqa: E402,F401
-from labledger.cli import serve  # noqa: E402,F401
-from labledger.cli import groups  # noqa: E402,F401
-from labledger.cli import calibrate  # noqa: E402,F401
-from labledger.cli import report  # noqa: E402,F401
+from labledger.cli import (
+    calibrate,  # noqa: F401
+    checkpoints,  # noqa: F401
+    demo,  # noqa: F401
+    evaluation,  # noqa: F401
+    groups,  # noqa: F401
+    importing,  # noqa: F401
+    report,  # noqa: F401
+    serve,  # noqa: F401
+    site,  # noqa: F401
+    sweep,  # noqa: F401
+    tables,  # noqa: F401
+)

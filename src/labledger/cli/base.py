@@ -19,8 +19,9 @@ from rich.console import Console
 from labledger.errors import LedgerError
 
 #: Rich console for tables and summaries (stdout). Never used when ``--json`` is given.
-console = Console(highlight=False, soft_wrap=False,
-                  width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "150")))
+console = Console(
+    highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "150"))
+)
 #: Console for warnings (stderr), so that ``--json`` output on stdout stays one clean document.
 err_console = Console(stderr=True, highlight=False)
 
@@ -42,7 +43,10 @@ def resolve_ledger_path(value: str | None) -> str:
 
 
 ledger_option = click.option(
-    "--ledger", "ledger_path", metavar="DIR", default=None,
+    "--ledger",
+    "ledger_path",
+    metavar="DIR",
+    default=None,
     help="Ledger folder (default: $LABLEDGER_DIR, else ./.labledger).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
@@ -55,8 +59,9 @@ def csv_list(value: str | None) -> list[str]:
 
 def emit_json(obj: Any) -> None:
     """Print one JSON document on stdout (numpy scalars/arrays and NaN handled)."""
-    data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
-                        | orjson.OPT_NON_STR_KEYS, default=_json_default)
+    data = orjson.dumps(
+        obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=_json_default
+    )
     sys.stdout.buffer.write(data + b"\n")
     sys.stdout.flush()
 

@@ -10,13 +10,14 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
-    resolve_ledger_path
+from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
 from labledger.cli.evaluation import resolve_results
 from labledger.errors import CalibrationError
 
-_METHODS_HELP = ("threshold, positive_threshold, prior_multiplier, option_damping, temperature, em_prior_shift; "
-                 "a chain runs in order: temperature,prior_multiplier")
+_METHODS_HELP = (
+    "threshold, positive_threshold, prior_multiplier, option_damping, temperature, em_prior_shift; "
+    "a chain runs in order: temperature,prior_multiplier"
+)
 
 
 def _recipe(ref: str, ledger_path: str | None):
@@ -67,41 +68,85 @@ def calibrate_group() -> None:
 @click.argument("results")
 @click.option("--task", "tasks", multiple=True, metavar="T", help="Task to fit (repeatable; default: the only one).")
 @click.option("--method", required=True, metavar="M[,M2]", help=_METHODS_HELP + ".")
-@click.option("--grid", "grids", multiple=True, metavar="[N@]SPEC",
-              help="Values searched: thresholds/alphas START:STOP:STEP or a list (threshold default 0:1:0.01, "
-                   "alpha 0.02:2:0.02), prior multipliers LABEL=VALUES (repeat per label), temperature LOW:HIGH "
-                   "(default 0.05:20). N@ names the step of a chain.")
+@click.option(
+    "--grid",
+    "grids",
+    multiple=True,
+    metavar="[N@]SPEC",
+    help="Values searched: thresholds/alphas START:STOP:STEP or a list (threshold default 0:1:0.01, "
+    "alpha 0.02:2:0.02), prior multipliers LABEL=VALUES (repeat per label), temperature LOW:HIGH "
+    "(default 0.05:20). N@ names the step of a chain.",
+)
 @click.option("--positive", metavar="LABEL", help="Positive label of a threshold (and of binary 'score' rows).")
 @click.option("--pattern", metavar="REGEX", help="option_damping: options whose label (or --field text) matches.")
 @click.option("--field", "option_field", metavar="NAME", help="option_damping: row field naming the options.")
-@click.option("--item-field", metavar="NAME", help="positive_threshold: field grouping rows into items "
-                                                   "(default: group).")
-@click.option("--source-prior", type=click.Choice(["gold", "mean_posterior"]), default="gold", show_default=True,
-              help="em_prior_shift: the priors the probabilities reflect, from the fit items.")
-@click.option("--fit-split", metavar="FIELD=VALUE", help="Fit on these items only (a slice or row field); "
-                                                         "report on the rest.")
-@click.option("--crossfit", type=click.IntRange(min=2), metavar="K", help="Also compute the out-of-fold figure "
-                                                                          "(K folds, by group when rows have one).")
+@click.option(
+    "--item-field", metavar="NAME", help="positive_threshold: field grouping rows into items (default: group)."
+)
+@click.option(
+    "--source-prior",
+    type=click.Choice(["gold", "mean_posterior"]),
+    default="gold",
+    show_default=True,
+    help="em_prior_shift: the priors the probabilities reflect, from the fit items.",
+)
+@click.option(
+    "--fit-split", metavar="FIELD=VALUE", help="Fit on these items only (a slice or row field); report on the rest."
+)
+@click.option(
+    "--crossfit",
+    type=click.IntRange(min=2),
+    metavar="K",
+    help="Also compute the out-of-fold figure (K folds, by group when rows have one).",
+)
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the folds.")
-@click.option("--objective", metavar="METRIC", help="Metric to optimise (default: the task's headline; per-item "
-                                                    "F1 for positive_threshold; log loss for a temperature).")
+@click.option(
+    "--objective",
+    metavar="METRIC",
+    help="Metric to optimise (default: the task's headline; per-item "
+    "F1 for positive_threshold; log loss for a temperature).",
+)
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Recipe file (.toml, or .yaml).")
 @click.option("--merge", is_flag=True, help="Add these tasks to an existing recipe file.")
 @click.option("--force", is_flag=True, help="Replace an existing recipe file.")
-@click.option("--save", metavar="RUN[:NAME]", help="Also store the recipe in a run of the ledger "
-                                                   "(evals/NAME/recipe.json; NAME default: calibration).")
+@click.option(
+    "--save",
+    metavar="RUN[:NAME]",
+    help="Also store the recipe in a run of the ledger (evals/NAME/recipe.json; NAME default: calibration).",
+)
 @ledger_option
 @json_option
 @handle_errors
-def fit_cmd(results, tasks, method, grids, positive, pattern, option_field, item_field, source_prior, fit_split,
-            crossfit, seed, objective, out, merge, force, save, ledger_path, as_json):
+def fit_cmd(
+    results,
+    tasks,
+    method,
+    grids,
+    positive,
+    pattern,
+    option_field,
+    item_field,
+    source_prior,
+    fit_split,
+    crossfit,
+    seed,
+    objective,
+    out,
+    merge,
+    force,
+    save,
+    ledger_path,
+    as_json,
+):
     """Fit a calibration recipe on RESULTS and write it to --out."""
     from labledger.calibrate import Recipe
     from labledger.calibrate.fitting import fit, grid_from_options, parse_methods
 
     if fit_split is not None and crossfit is not None:
-        raise click.UsageError("--fit-split and --crossfit are exclusive: fit on a split and report on the rest, "
-                               "or cross-fit on everything")
+        raise click.UsageError(
+            "--fit-split and --crossfit are exclusive: fit on a split and report on the rest, "
+            "or cross-fit on everything"
+        )
     if fit_split is not None and ("=" not in fit_split or fit_split.startswith("=")):
         raise click.BadParameter(f"{fit_split!r} must look like FIELD=VALUE (e.g. split=dev)", param_hint="--fit-split")
     if merge and force:
@@ -110,11 +155,24 @@ def fit_cmd(results, tasks, method, grids, positive, pattern, option_field, item
     out_path = Path(out)
     if out_path.exists() and not (merge or force):
         raise CalibrationError(f"{out} exists; pass --merge to add these tasks to it, or --force to replace it")
-    path, display, run_id, _ = resolve_results(results, ledger_path)
+    path, display, _run_id, _ = resolve_results(results, ledger_path)
     methods = parse_methods(method)
-    recipe = fit(path, method=methods, task=list(tasks) or None, grids=grid_from_options(methods, grids),
-                 objective=objective, positive=positive, pattern=pattern, field=option_field, item_field=item_field,
-                 source_prior=source_prior, fit_split=fit_split, crossfit=crossfit, seed=seed, display=display)
+    recipe = fit(
+        path,
+        method=methods,
+        task=list(tasks) or None,
+        grids=grid_from_options(methods, grids),
+        objective=objective,
+        positive=positive,
+        pattern=pattern,
+        field=option_field,
+        item_field=item_field,
+        source_prior=source_prior,
+        fit_split=fit_split,
+        crossfit=crossfit,
+        seed=seed,
+        display=display,
+    )
     fitted_tasks = list(recipe.tasks)
     if merge and out_path.exists():
         old = Recipe.load(out_path)
@@ -126,8 +184,9 @@ def fit_cmd(results, tasks, method, grids, positive, pattern, option_field, item
 
         with open_ledger(resolve_ledger_path(ledger_path)) as ledger:
             name = target[1] or "calibration"
-            stored = ledger.save_evaluation(target[0], name, {"kind": "calibration_recipe", **recipe.to_dict()},
-                                            kind="recipe")
+            stored = ledger.save_evaluation(
+                target[0], name, {"kind": "calibration_recipe", **recipe.to_dict()}, kind="recipe"
+            )
             saved = {"run": ledger.resolve(target[0]), "name": name, "path": str(stored)}
     if as_json:
         emit_json({"recipe": recipe.to_dict(), "out": str(out_path), "saved": saved})
@@ -135,24 +194,35 @@ def fit_cmd(results, tasks, method, grids, positive, pattern, option_field, item
     table = Table(title=escape(f"Fitted on {display}"), title_justify="left")
     for col in ("task", "steps", "objective", "fit items", "raw", "in-sample", "cross-fitted"):
         right = col in ("fit items", "raw", "in-sample", "cross-fitted")
-        table.add_column(col, justify="right" if right else "left", no_wrap=right or col == "task",
-                         overflow="fold")
+        table.add_column(col, justify="right" if right else "left", no_wrap=right or col == "task", overflow="fold")
     for name in fitted_tasks:
         t = recipe.tasks[name]
         v, f = t.values or {}, t.fit or {}
-        table.add_row(escape(name), escape(t.describe()), escape(_short_key(t.objective or "-")),
-                      f"{f.get('n', 0):,} ({escape(f.get('split', 'all'))})", _fmt(v.get("raw")),
-                      _fmt(v.get("in_sample")), _fmt(v.get("crossfit")))
+        table.add_row(
+            escape(name),
+            escape(t.describe()),
+            escape(_short_key(t.objective or "-")),
+            f"{f.get('n', 0):,} ({escape(f.get('split', 'all'))})",
+            _fmt(v.get("raw")),
+            _fmt(v.get("in_sample")),
+            _fmt(v.get("crossfit")),
+        )
     console.print(table)
-    console.print("[dim]in-sample: on the items it was fitted on (optimistic); cross-fitted: out-of-fold "
-                  "(--crossfit K); a split's honest figure comes from `labledger calibrate report`.[/dim]")
+    console.print(
+        "[dim]in-sample: on the items it was fitted on (optimistic); cross-fitted: out-of-fold "
+        "(--crossfit K); a split's honest figure comes from `labledger calibrate report`.[/dim]"
+    )
     console.print(f"Wrote {escape(str(out_path))} (recipe {recipe.id}; tasks: {escape(', '.join(recipe.tasks))}).")
     if saved:
         console.print(f"Stored in run {saved['run']} as {escape(saved['path'])}.", soft_wrap=True)
-    if any("crossfit" not in (recipe.tasks[t].values or {}) and (recipe.tasks[t].fit or {}).get("split") == "all"
-           for t in fitted_tasks):
-        console.print("[dim]Fitted on every item: a report on these items is optimistic, and shows the "
-                      "cross-fitted figure beside it (--crossfit K records it now).[/dim]")
+    if any(
+        "crossfit" not in (recipe.tasks[t].values or {}) and (recipe.tasks[t].fit or {}).get("split") == "all"
+        for t in fitted_tasks
+    ):
+        console.print(
+            "[dim]Fitted on every item: a report on these items is optimistic, and shows the "
+            "cross-fitted figure beside it (--crossfit K records it now).[/dim]"
+        )
 
 
 @calibrate_group.command("apply")
@@ -179,8 +249,11 @@ def apply_cmd(results, recipe_ref, out, keep_other_tasks, ledger_path, as_json):
         if info.get("em"):
             prior = ", ".join(f"{k} {v:.3f}" for k, v in info["em"]["target_prior"].items())
             extra = f"; EM priors on these items: {prior}"
-        console.print(f"  {escape(task)}: {info['n']:,} rows calibrated ({escape(info['steps'])}), "
-                      f"{info['changed_predictions']:,} predictions changed{escape(extra)}", soft_wrap=True)
+        console.print(
+            f"  {escape(task)}: {info['n']:,} rows calibrated ({escape(info['steps'])}), "
+            f"{info['changed_predictions']:,} predictions changed{escape(extra)}",
+            soft_wrap=True,
+        )
     for task, n in summary["kept"].items():
         console.print(f"  {escape(task)}: {n:,} rows copied unchanged (not in the recipe)")
 
@@ -193,12 +266,26 @@ def apply_cmd(results, recipe_ref, out, keep_other_tasks, ledger_path, as_json):
 @click.option("--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, show_default=True)
 @click.option("--resamples", type=click.IntRange(min=0), default=1000, show_default=True)
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--bins", type=click.IntRange(min=1), default=15, show_default=True,
-              help="ECE bins (equal-width and equal-mass) and reliability bins.")
-@click.option("--crossfit", type=click.IntRange(min=2), default=5, show_default=True,
-              help="Folds of the cross-fitted figure when the recipe records none.")
-@click.option("--save", metavar="RUN[:NAME]", help="Store the report in a run (evals/NAME/calibration.json; NAME "
-                                                   "default: the results' name for RUN:NAME, else calibration).")
+@click.option(
+    "--bins",
+    type=click.IntRange(min=1),
+    default=15,
+    show_default=True,
+    help="ECE bins (equal-width and equal-mass) and reliability bins.",
+)
+@click.option(
+    "--crossfit",
+    type=click.IntRange(min=2),
+    default=5,
+    show_default=True,
+    help="Folds of the cross-fitted figure when the recipe records none.",
+)
+@click.option(
+    "--save",
+    metavar="RUN[:NAME]",
+    help="Store the report in a run (evals/NAME/calibration.json; NAME "
+    "default: the results' name for RUN:NAME, else calibration).",
+)
 @ledger_option
 @json_option
 @handle_errors
@@ -209,8 +296,17 @@ def report_cmd(results, recipe_ref, tasks, fmt, ci, resamples, seed, bins, cross
     target = _save_target(save) if save else None
     path, display, run_id, res_name = resolve_results(results, ledger_path)
     recipe = _recipe(recipe_ref, ledger_path)
-    rep = report(path, recipe, task=list(tasks) or None, ci=ci, resamples=resamples, seed=seed, bins=bins,
-                 crossfit=crossfit, display=display)
+    rep = report(
+        path,
+        recipe,
+        task=list(tasks) or None,
+        ci=ci,
+        resamples=resamples,
+        seed=seed,
+        bins=bins,
+        crossfit=crossfit,
+        display=display,
+    )
     doc = rep.to_dict()
     if target is not None:
         from labledger import open_ledger

@@ -6,8 +6,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
-    resolve_ledger_path
+from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
 
 
 @main.command("hash")
@@ -16,7 +15,7 @@ from labledger.cli.base import console, emit_json, handle_errors, json_option, l
 @handle_errors
 def hash_cmd(files, as_json):
     """sha256 and size of each FILE, streamed (1 MiB at a time)."""
-    from labledger.checkpoints import hash_files
+    from labledger.analysis.checkpoints import hash_files
 
     rows = hash_files(files)
     if as_json:
@@ -28,15 +27,27 @@ def hash_cmd(files, as_json):
 
 @main.command("soup")
 @click.argument("checkpoints", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--weights", required=True, metavar="W...",
-              help="One weight per checkpoint, separated by spaces or commas (e.g. '0.08 0.32 0.60').")
-@click.option("--out", required=True, type=click.Path(dir_okay=False),
-              help="Output file: .safetensors or .pt.")
+@click.option(
+    "--weights",
+    required=True,
+    metavar="W...",
+    help="One weight per checkpoint, separated by spaces or commas (e.g. '0.08 0.32 0.60').",
+)
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file: .safetensors or .pt.")
 @click.option("--normalize", is_flag=True, help="Rescale the weights to sum to 1.")
-@click.option("--integers", type=click.Choice(["equal", "first"]), default="equal", show_default=True,
-              help="Integer tensors are not averaged: require them equal, or take the first's.")
-@click.option("--record/--no-record", default=True, show_default=True,
-              help="Record the soup in the ledger as a run with its lineage.")
+@click.option(
+    "--integers",
+    type=click.Choice(["equal", "first"]),
+    default="equal",
+    show_default=True,
+    help="Integer tensors are not averaged: require them equal, or take the first's.",
+)
+@click.option(
+    "--record/--no-record",
+    default=True,
+    show_default=True,
+    help="Record the soup in the ledger as a run with its lineage.",
+)
 @click.option("--name", default="soup", show_default=True, help="Run name when recorded.")
 @click.option("--group", default=None, help="Run group when recorded.")
 @ledger_option
@@ -44,17 +55,24 @@ def hash_cmd(files, as_json):
 @handle_errors
 def soup_cmd(checkpoints, weights, out, normalize, integers, record, name, group, ledger_path, as_json):
     """Weighted average of CHECKPOINTS (same keys, shapes, dtypes), streamed tensor by tensor."""
-    from labledger.checkpoints import soup
+    from labledger.analysis.checkpoints import soup
 
     try:
         w = [float(x) for x in weights.replace(",", " ").split()]
     except ValueError:
         raise click.BadParameter(f"expected numbers; got {weights!r}", param_hint="--weights") from None
     if len(w) != len(checkpoints):
-        raise click.BadParameter(f"{len(checkpoints)} checkpoints but {len(w)} weights",
-                                 param_hint="--weights")
-    res = soup(checkpoints, w, out, normalize=normalize, integers=integers,
-               ledger=resolve_ledger_path(ledger_path) if record else None, name=name, group=group)
+        raise click.BadParameter(f"{len(checkpoints)} checkpoints but {len(w)} weights", param_hint="--weights")
+    res = soup(
+        checkpoints,
+        w,
+        out,
+        normalize=normalize,
+        integers=integers,
+        ledger=resolve_ledger_path(ledger_path) if record else None,
+        name=name,
+        group=group,
+    )
     if as_json:
         emit_json(res.to_dict())
         return
@@ -65,8 +83,10 @@ def soup_cmd(checkpoints, weights, out, normalize, integers, record, name, group
         t.add_row(f"{i['weight']:.4g}", escape(i["path"]), i["sha256"])
     t.add_row("=", res.out, res.sha256, style="bold")
     console.print(t)
-    console.print(f"{res.tensors} tensors ({len(res.integer_tensors)} integer, not averaged); "
-                  f"{res.size:,} bytes" + (f"; recorded as run {res.run_id}" if res.run_id else ""))
+    console.print(
+        f"{res.tensors} tensors ({len(res.integer_tensors)} integer, not averaged); "
+        f"{res.size:,} bytes" + (f"; recorded as run {res.run_id}" if res.run_id else "")
+    )
 
 
 @main.command("logit-diff")
@@ -76,7 +96,7 @@ def soup_cmd(checkpoints, weights, out, normalize, integers, record, name, group
 @handle_errors
 def logit_diff_cmd(a, b, as_json):
     """Maximum absolute difference between two models' outputs (npy/npz or results files), per head."""
-    from labledger.checkpoints import logit_diff
+    from labledger.analysis.checkpoints import logit_diff
 
     res = logit_diff(a, b)
     if as_json:
@@ -87,8 +107,9 @@ def logit_diff_cmd(a, b, as_json):
         t.add_column(col, justify="right" if col != "head" else "left")
     for k, h in res["heads"].items():
         agree = h.get("argmax_agreement")
-        t.add_row(k, f"{h['n']:,}", f"{h['max_abs']:.3g}", f"{h['mean_abs']:.3g}",
-                  "-" if agree is None else f"{agree:.4f}")
+        t.add_row(
+            k, f"{h['n']:,}", f"{h['max_abs']:.3g}", f"{h['mean_abs']:.3g}", "-" if agree is None else f"{agree:.4f}"
+        )
     console.print(t)
     for side in ("only_in_a", "only_in_b"):
         if res[side]:
@@ -97,8 +118,13 @@ def logit_diff_cmd(a, b, as_json):
 
 @main.command("mixture")
 @click.argument("run")
-@click.option("--tolerance", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.2,
-              show_default=True, help="Flag a dataset whose actual/intended share ratio is off by more.")
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.2,
+    show_default=True,
+    help="Flag a dataset whose actual/intended share ratio is off by more.",
+)
 @click.option("--strict", is_flag=True, help="Exit 3 when any dataset is flagged.")
 @ledger_option
 @json_option
@@ -108,23 +134,32 @@ def mixture_cmd(run, tolerance, strict, ledger_path, as_json):
     import sys
 
     from labledger import open_ledger
-    from labledger.mixture import audit_run
+    from labledger.analysis.mixture import audit_run
 
     audit = audit_run(open_ledger(resolve_ledger_path(ledger_path)).run(run), tolerance=tolerance)
     if as_json:
         emit_json(audit.to_dict())
     else:
-        t = Table(title=f"data mixture of run {audit.run_id} ({audit.examples:,} examples seen, "
-                        f"field '{audit.field_used}')", title_justify="left")
+        t = Table(
+            title=f"data mixture of run {audit.run_id} ({audit.examples:,} examples seen, field '{audit.field_used}')",
+            title_justify="left",
+        )
         for col in ("dataset", "intended", "actual", "ratio", "examples", ""):
             t.add_column(col, justify="left" if col in ("dataset", "") else "right")
         for r in audit.rows:
-            t.add_row(escape(r["dataset"]), f"{r['intended_share']:.1%}", f"{r['actual_share']:.1%}",
-                      f"{r['ratio']:.2f}", f"{r['examples']:,}",
-                      "[red bold]OFF[/]" if r["flagged"] else "ok")
+            t.add_row(
+                escape(r["dataset"]),
+                f"{r['intended_share']:.1%}",
+                f"{r['actual_share']:.1%}",
+                f"{r['ratio']:.2f}",
+                f"{r['examples']:,}",
+                "[red bold]OFF[/]" if r["flagged"] else "ok",
+            )
         console.print(t)
         if audit.flagged:
-            console.print(f"[red]{len(audit.flagged)} dataset(s) off by more than {tolerance:.0%} of "
-                          f"their intended share: {', '.join(audit.flagged)}[/]")
+            console.print(
+                f"[red]{len(audit.flagged)} dataset(s) off by more than {tolerance:.0%} of "
+                f"their intended share: {', '.join(audit.flagged)}[/]"
+            )
     if strict and audit.flagged:
         sys.exit(3)

@@ -10,8 +10,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
-    resolve_ledger_path
+from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
 from labledger.errors import RecordError
 
 
@@ -75,8 +74,9 @@ def _print_evaluation(doc: dict[str, Any], definitions: bool, shown: str) -> Non
     for task, body in doc["tasks"].items():
         extra = f", {body['clusters']:,} clusters" if body.get("clusters") else ""
         pos = f", positive '{body['positive']}'" if body.get("positive") else ""
-        table = Table(title=escape(f"task '{task}' ({body['kind']}, n={body['n']:,}{extra}{pos})"),
-                      title_justify="left")
+        table = Table(
+            title=escape(f"task '{task}' ({body['kind']}, n={body['n']:,}{extra}{pos})"), title_justify="left"
+        )
         table.add_column("metric")
         table.add_column("value", justify="right")
         table.add_column(level, justify="right")
@@ -92,18 +92,29 @@ def _print_evaluation(doc: dict[str, Any], definitions: bool, shown: str) -> Non
         console.print(table)
         if body.get("per_class"):
             pc = Table(title=escape(f"task '{task}': per label ({level})"), title_justify="left")
-            for col, just in (("label", "left"), ("support", "right"), ("precision", "right"),
-                              ("recall", "right"), ("f1", "right")):
+            for col, just in (
+                ("label", "left"),
+                ("support", "right"),
+                ("precision", "right"),
+                ("recall", "right"),
+                ("f1", "right"),
+            ):
                 pc.add_column(col, justify=just)
             for r in body["per_class"]["labels"]:
-                pc.add_row(escape(str(r["label"])), f"{r['support']:,}",
-                           *(f"{_fmt(r[s]['value'])} {_ci(r[s]['ci_low'], r[s]['ci_high'])}"
-                             for s in ("precision", "recall", "f1")))
+                pc.add_row(
+                    escape(str(r["label"])),
+                    f"{r['support']:,}",
+                    *(
+                        f"{_fmt(r[s]['value'])} {_ci(r[s]['ci_low'], r[s]['ci_high'])}"
+                        for s in ("precision", "recall", "f1")
+                    ),
+                )
             console.print(pc)
         cm = body.get("confusion_matrix")
         if cm and len(cm["labels"]) <= 12:
-            t = Table(title=escape(f"task '{task}': confusion matrix (rows gold, columns predicted)"),
-                      title_justify="left")
+            t = Table(
+                title=escape(f"task '{task}': confusion matrix (rows gold, columns predicted)"), title_justify="left"
+            )
             t.add_column("gold \\ pred")
             for lab in cm["labels"]:
                 t.add_column(escape(str(lab)), justify="right")
@@ -128,49 +139,97 @@ def _print_evaluation(doc: dict[str, Any], definitions: bool, shown: str) -> Non
     suite = doc.get("suite")
     if suite and suite.get("value") is not None:
         heads = ", ".join(f"{t}: {k}" for t, k in suite["tasks"].items())
-        console.print(f"Suite mean of headline metrics ({suite['n_tasks']} tasks): {_fmt(suite['value'])} "
-                      f"{_ci(suite['ci_low'], suite['ci_high'])}  [dim]({escape(heads)})[/dim]")
+        console.print(
+            f"Suite mean of headline metrics ({suite['n_tasks']} tasks): {_fmt(suite['value'])} "
+            f"{_ci(suite['ci_low'], suite['ci_high'])}  [dim]({escape(heads)})[/dim]"
+        )
         if suite["excluded"]:
-            console.print(f"[dim]Left out of the mean (lower-is-better or undefined headline): "
-                          f"{escape(', '.join(suite['excluded']))}[/dim]")
-    reduced = sorted({m["key"]: m for t in doc["tasks"].values() for m in t.get("metrics", [])
-                      if m.get("resamples_requested")}.items())
+            console.print(
+                f"[dim]Left out of the mean (lower-is-better or undefined headline): "
+                f"{escape(', '.join(suite['excluded']))}[/dim]"
+            )
+    reduced = sorted(
+        {
+            m["key"]: m for t in doc["tasks"].values() for m in t.get("metrics", []) if m.get("resamples_requested")
+        }.items()
+    )
     for key, m in reduced:
         console.print(f"[dim]{escape(key)}: {escape(m['resamples_note'])}[/]")
-    console.print(f"[dim]{doc['resamples']:,} bootstrap resamples, seed {doc['seed']}; * = headline metric. "
-                  f"--definitions shows what each number means.[/dim]")
+    console.print(
+        f"[dim]{doc['resamples']:,} bootstrap resamples, seed {doc['seed']}; * = headline metric. "
+        f"--definitions shows what each number means.[/dim]"
+    )
 
 
 @main.command("eval")
 @click.argument("results")
 @click.option("--task", "tasks", multiple=True, metavar="T", help="Evaluate only this task (repeatable).")
-@click.option("--metric", "metrics", multiple=True, metavar="NAME",
-              help="Metric to compute, e.g. accuracy, f1:average=macro, ndcg@10, ece:n_bins=10 (repeatable; "
-                   "default: the task kind's set).")
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    metavar="NAME",
+    help="Metric to compute, e.g. accuracy, f1:average=macro, ndcg@10, ece:n_bins=10 (repeatable; "
+    "default: the task kind's set).",
+)
 @click.option("--by", "by", multiple=True, metavar="SLICE", help="Also evaluate each value of this slice field.")
-@click.option("--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, show_default=True,
-              help="Confidence level of the bootstrap intervals.")
-@click.option("--resamples", type=click.IntRange(min=0), default=1000, show_default=True,
-              help="Bootstrap resamples (0: no intervals).")
+@click.option(
+    "--ci",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Confidence level of the bootstrap intervals.",
+)
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    help="Bootstrap resamples (0: no intervals).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
-@click.option("--all-resamples", is_flag=True,
-              help="Never reduce the resamples of metrics recomputed per resample (ROC-AUC, AP, ECE, "
-                   "correlations) on large inputs (by default capped at 2e8 item-draws, never under 200).")
-@click.option("--positive", metavar="LABEL", default=None,
-              help="Positive label of binary tasks that give 'score' (when the rows do not say).")
+@click.option(
+    "--all-resamples",
+    is_flag=True,
+    help="Never reduce the resamples of metrics recomputed per resample (ROC-AUC, AP, ECE, "
+    "correlations) on large inputs (by default capped at 2e8 item-draws, never under 200).",
+)
+@click.option(
+    "--positive",
+    metavar="LABEL",
+    default=None,
+    help="Positive label of binary tasks that give 'score' (when the rows do not say).",
+)
 @click.option("--definitions", is_flag=True, help="Show each metric's definition.")
 @click.option("--save", "save", metavar="RUN:NAME", default=None, help="Store the evaluation in a run of the ledger.")
-@click.option("--model", default=None, help="With --save: add each task's headline value to the benchmark ledger "
-              "under this model (version) name.")
+@click.option(
+    "--model",
+    default=None,
+    help="With --save: add each task's headline value to the benchmark ledger under this model (version) name.",
+)
 @click.option("--suite", default="public", show_default=True, help="With --model: the benchmark suite.")
 @click.option("--variant", default="raw", show_default=True, help="With --model: raw, calibrated, ...")
 @json_option
 @ledger_option
 @handle_errors
-def eval_command(results: str, tasks: tuple[str, ...], metrics: tuple[str, ...], by: tuple[str, ...], ci: float,
-                 resamples: int, seed: int, all_resamples: bool, positive: str | None, definitions: bool,
-                 save: str | None,
-                 model: str | None, suite: str, variant: str, as_json: bool, ledger_path: str | None) -> None:
+def eval_command(
+    results: str,
+    tasks: tuple[str, ...],
+    metrics: tuple[str, ...],
+    by: tuple[str, ...],
+    ci: float,
+    resamples: int,
+    seed: int,
+    all_resamples: bool,
+    positive: str | None,
+    definitions: bool,
+    save: str | None,
+    model: str | None,
+    suite: str,
+    variant: str,
+    as_json: bool,
+    ledger_path: str | None,
+) -> None:
     """Metrics of RESULTS (a results.jsonl, or RUN:NAME of a run's stored results) with bootstrap CIs.
 
     \b
@@ -179,7 +238,7 @@ def eval_command(results: str, tasks: tuple[str, ...], metrics: tuple[str, ...],
       labledger eval results.jsonl --metric accuracy --metric f1:average=macro --by length
       labledger eval my-run:test --json --save my-run:test-eval
     """
-    from labledger.evaluate import evaluate
+    from labledger.analysis.evaluation import evaluate
 
     _check_metrics(metrics)
     if save is not None and (":" not in save or not all(save.partition(":")[::2])):
@@ -187,9 +246,17 @@ def eval_command(results: str, tasks: tuple[str, ...], metrics: tuple[str, ...],
     if model is not None and save is None:
         raise click.UsageError("--model needs --save RUN:NAME (entries point at a stored evaluation)")
     path, shown = _source(results, ledger_path)
-    ev = evaluate(path, metrics=list(metrics) or None, by=list(by) or None, ci=ci, resamples=resamples, seed=seed,
-                  task=list(tasks) or None, positive=positive,
-                  **({"item_draw_budget": None} if all_resamples else {}))
+    ev = evaluate(
+        path,
+        metrics=list(metrics) or None,
+        by=list(by) or None,
+        ci=ci,
+        resamples=resamples,
+        seed=seed,
+        task=list(tasks) or None,
+        positive=positive,
+        **({"item_draw_budget": None} if all_resamples else {}),
+    )
     doc = ev.to_dict()
     doc["source"] = shown
     saved = None
@@ -198,7 +265,8 @@ def eval_command(results: str, tasks: tuple[str, ...], metrics: tuple[str, ...],
 
         run, _, name = save.partition(":")
         saved = open_ledger(resolve_ledger_path(ledger_path)).save_evaluation(
-            run, name, doc, model=model, suite=suite, variant=variant, results_path=str(path))
+            run, name, doc, model=model, suite=suite, variant=variant, results_path=str(path)
+        )
     if as_json:
         emit_json(doc)
         return
@@ -213,30 +281,50 @@ def _print_comparison(doc: dict[str, Any], shown_a: str, shown_b: str, definitio
     for task, body in doc["tasks"].items():
         how = f"paired, n={body['n']:,}" if body["paired"] else f"unpaired, n_A={body['n_a']:,}, n_B={body['n_b']:,}"
         table = Table(title=escape(f"task '{task}' ({body['kind']}, {how})"), title_justify="left")
-        for col, just in (("metric", "left"), ("A", "right"), ("B", "right"), ("A - B", "right"),
-                          (level, "right"), ("p", "right"), ("McNemar p", "right")):
+        for col, just in (
+            ("metric", "left"),
+            ("A", "right"),
+            ("B", "right"),
+            ("A - B", "right"),
+            (level, "right"),
+            ("p", "right"),
+            ("McNemar p", "right"),
+        ):
             table.add_column(col, justify=just)
         if definitions:
             table.add_column("definition", overflow="fold")
         for e in body["metrics"]:
             mc = e.get("mcnemar")
-            row = [escape(display_key(e)), _fmt(e["a"]), _fmt(e["b"]), _fmt(e["diff"]),
-                   _ci(e["ci_low"], e["ci_high"]), _p(e["p_value"]),
-                   "-" if not mc else f"{_p(mc['p_value'])} (b={mc['b']}, c={mc['c']})"]
+            row = [
+                escape(display_key(e)),
+                _fmt(e["a"]),
+                _fmt(e["b"]),
+                _fmt(e["diff"]),
+                _ci(e["ci_low"], e["ci_high"]),
+                _p(e["p_value"]),
+                "-" if not mc else f"{_p(mc['p_value'])} (b={mc['b']}, c={mc['c']})",
+            ]
             if definitions:
                 row.append(escape(e["definition"]))
             table.add_row(*row)
         console.print(table)
-    console.print(f"[dim]{doc['resamples']:,} bootstrap resamples, seed {doc['seed']}; p: two-sided (shifted "
-                  f"bootstrap); McNemar: b = A right & B wrong, c = A wrong & B right.[/dim]")
+    console.print(
+        f"[dim]{doc['resamples']:,} bootstrap resamples, seed {doc['seed']}; p: two-sided (shifted "
+        f"bootstrap); McNemar: b = A right & B wrong, c = A wrong & B right.[/dim]"
+    )
 
 
 @main.command("compare")
 @click.argument("a")
 @click.argument("b")
 @click.option("--task", "tasks", multiple=True, metavar="T", help="Compare only this task (repeatable).")
-@click.option("--metric", "metrics", multiple=True, metavar="NAME",
-              help="Metric to compare (repeatable; default: the task kind's set).")
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    metavar="NAME",
+    help="Metric to compare (repeatable; default: the task kind's set).",
+)
 @click.option("--unpaired", is_flag=True, help="Allow different item sets (each side resampled on its own).")
 @click.option("--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, show_default=True)
 @click.option("--resamples", type=click.IntRange(min=0), default=1000, show_default=True)
@@ -246,21 +334,41 @@ def _print_comparison(doc: dict[str, Any], shown_a: str, shown_b: str, definitio
 @json_option
 @ledger_option
 @handle_errors
-def compare_command(a: str, b: str, tasks: tuple[str, ...], metrics: tuple[str, ...], unpaired: bool, ci: float,
-                    resamples: int, seed: int, positive: str | None, definitions: bool, as_json: bool,
-                    ledger_path: str | None) -> None:
+def compare_command(
+    a: str,
+    b: str,
+    tasks: tuple[str, ...],
+    metrics: tuple[str, ...],
+    unpaired: bool,
+    ci: float,
+    resamples: int,
+    seed: int,
+    positive: str | None,
+    definitions: bool,
+    as_json: bool,
+    ledger_path: str | None,
+) -> None:
     """Compare results A and B (files or RUN:NAME): A - B per metric with a CI and a p-value.
 
     Same item ids: a paired bootstrap, plus McNemar's test for accuracy. Different item sets are
     refused (with counts and example ids) unless --unpaired.
     """
-    from labledger.evaluate import compare
+    from labledger.analysis.evaluation import compare
 
     _check_metrics(metrics)
     path_a, shown_a = _source(a, ledger_path)
     path_b, shown_b = _source(b, ledger_path)
-    cmp = compare(path_a, path_b, metrics=list(metrics) or None, unpaired=unpaired, ci=ci, resamples=resamples,
-                  seed=seed, task=list(tasks) or None, positive=positive)
+    cmp = compare(
+        path_a,
+        path_b,
+        metrics=list(metrics) or None,
+        unpaired=unpaired,
+        ci=ci,
+        resamples=resamples,
+        seed=seed,
+        task=list(tasks) or None,
+        positive=positive,
+    )
     doc = cmp.to_dict()
     doc["a"], doc["b"] = shown_a, shown_b
     if as_json:

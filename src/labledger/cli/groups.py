@@ -6,19 +6,36 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
-    resolve_ledger_path, warn
+from labledger.cli.base import (
+    console,
+    emit_json,
+    handle_errors,
+    json_option,
+    ledger_option,
+    main,
+    resolve_ledger_path,
+    warn,
+)
 
 
 @main.command("compare-groups")
 @click.option("--baseline", required=True, metavar="GROUP", help="The baseline group.")
 @click.option("--group", "groups", multiple=True, required=True, metavar="GROUP", help="A group to compare.")
-@click.option("--metric", "metrics", multiple=True, required=True, metavar="NAME",
-              help="A registry metric (e.g. has0_f1, non0_f1, f1:average=macro); repeatable.")
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    required=True,
+    metavar="NAME",
+    help="A registry metric (e.g. has0_f1, non0_f1, f1:average=macro); repeatable.",
+)
 @click.option("--results", default=None, metavar="NAME", help="Which stored result set of each run to use.")
 @click.option("--task", default=None, help="Task within the result sets (when they hold several).")
-@click.option("--include-unfinished", is_flag=True,
-              help="Also count crashed, killed and failed runs (each is named in a warning).")
+@click.option(
+    "--include-unfinished",
+    is_flag=True,
+    help="Also count crashed, killed and failed runs (each is named in a warning).",
+)
 @ledger_option
 @json_option
 @handle_errors
@@ -29,11 +46,17 @@ def compare_groups_cmd(baseline, groups, metrics, results, task, include_unfinis
     else taken from what each run recorded, and marked as such.
     """
     from labledger import open_ledger
-    from labledger.groups import compare_groups
+    from labledger.analysis.groups import compare_groups
 
-    res = compare_groups(open_ledger(resolve_ledger_path(ledger_path)), baseline=baseline, groups=list(groups),
-                         metrics=list(metrics), results=results, task=task,
-                         include_unfinished=include_unfinished)
+    res = compare_groups(
+        open_ledger(resolve_ledger_path(ledger_path)),
+        baseline=baseline,
+        groups=list(groups),
+        metrics=list(metrics),
+        results=results,
+        task=task,
+        include_unfinished=include_unfinished,
+    )
     for w in res.warnings:
         warn(w)
     if as_json:
@@ -47,9 +70,18 @@ def compare_groups_cmd(baseline, groups, metrics, results, task, include_unfinis
     for col in ("group", "metric", "runs", "mean", "std", "min", "max", "diff vs baseline", "from"):
         t.add_column(col, justify="left" if col in ("group", "metric", "from") else "right")
     for s in res.summary:
-        t.add_row(escape(s["group"]), escape(s["metric"]), str(s["runs"]), f(s["mean"]), f(s["std"]), f(s["min"]), f(s["max"]),
-                  f(s["diff"], sign=True), ", ".join(s["sources"]),
-                  style="bold" if s["group"] == baseline else None)
+        t.add_row(
+            escape(s["group"]),
+            escape(s["metric"]),
+            str(s["runs"]),
+            f(s["mean"]),
+            f(s["std"]),
+            f(s["min"]),
+            f(s["max"]),
+            f(s["diff"], sign=True),
+            ", ".join(s["sources"]),
+            style="bold" if s["group"] == baseline else None,
+        )
     console.print(t)
     pr = Table(title="per run", title_justify="left")
     pr.add_column("group")
@@ -57,7 +89,14 @@ def compare_groups_cmd(baseline, groups, metrics, results, task, include_unfinis
     for m in res.metrics:
         pr.add_column(escape(m), justify="right")
     for r in res.runs:
-        pr.add_row(escape(r["group"]), escape(r["name"]), *[f(r["values"].get(m)) + ("" if r["sources"].get(m, "").startswith(
-            "predictions") or m not in r["values"] else " (rec.)") for m in res.metrics])
+        pr.add_row(
+            escape(r["group"]),
+            escape(r["name"]),
+            *[
+                f(r["values"].get(m))
+                + ("" if r["sources"].get(m, "").startswith("predictions") or m not in r["values"] else " (rec.)")
+                for m in res.metrics
+            ],
+        )
     console.print(pr)
     console.print("[dim](rec.) = recorded by the run, not recomputed from predictions[/]")

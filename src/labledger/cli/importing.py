@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import click
 
-from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
-    resolve_ledger_path
+from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
 
 FORMAT_CHOICES = ("auto", "seed-run", "report", "results", "tensorboard", "mlflow")
 
@@ -15,10 +14,21 @@ FORMAT_CHOICES = ("auto", "seed-run", "report", "results", "tensorboard", "mlflo
 @click.argument("path", type=click.Path(exists=True, file_okay=True, dir_okay=True))
 @click.option("--name", help="Run name (default: from the source; a prefix when it holds several runs).")
 @click.option("--group", help="Run group (default: from the source, e.g. the MLflow experiment).")
-@click.option("--format", "fmt", type=click.Choice(FORMAT_CHOICES), default="auto", show_default=True,
-              help="Source format (auto: detected from the path).")
-@click.option("--copy/--reference", "copy", default=False, show_default=True,
-              help="Copy the original files into the run, or only record their path and sha256.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMAT_CHOICES),
+    default="auto",
+    show_default=True,
+    help="Source format (auto: detected from the path).",
+)
+@click.option(
+    "--copy/--reference",
+    "copy",
+    default=False,
+    show_default=True,
+    help="Copy the original files into the run, or only record their path and sha256.",
+)
 @click.option("--again", is_flag=True, help="Import even if the same content was imported before.")
 @ledger_option
 @json_option
@@ -33,21 +43,28 @@ def import_cmd(path, name, group, fmt, copy, again, ledger_path, as_json):
     """
     from labledger.importers import import_path
 
-    result = import_path(path, resolve_ledger_path(ledger_path), fmt=fmt, name=name, group=group,
-                         copy=copy, again=again)
+    result = import_path(
+        path, resolve_ledger_path(ledger_path), fmt=fmt, name=name, group=group, copy=copy, again=again
+    )
     if as_json:
         emit_json(result.to_dict())
         return
     how = "copied" if copy else "referenced"
-    console.print(f"Imported {result.source} ({result.format}, sha256 {result.sha256[:12]}..., originals "
-                  f"{how}) as {len(result.runs)} run(s):", markup=False, highlight=False)
+    console.print(
+        f"Imported {result.source} ({result.format}, sha256 {result.sha256[:12]}..., originals "
+        f"{how}) as {len(result.runs)} run(s):",
+        markup=False,
+        highlight=False,
+    )
     for r in result.runs:
         counts = ", ".join(f"{v:,} {k}" for k, v in r.counts.items() if v)
         group_text = f" [{r.group}]" if r.group else ""
-        console.print(f"  {r.id}  {r.name}{group_text}: {counts or 'no records'}", markup=False,
-                      highlight=False)
+        console.print(f"  {r.id}  {r.name}{group_text}: {counts or 'no records'}", markup=False, highlight=False)
         for text in r.notes:
             console.print(f"    note: {text}", markup=False, highlight=False)
     if result.again and result.previous:
-        console.print(f"(imported again: the same content was imported before as run "
-                      f"{result.previous['run_id']})", markup=False, highlight=False)
+        console.print(
+            f"(imported again: the same content was imported before as run {result.previous['run_id']})",
+            markup=False,
+            highlight=False,
+        )

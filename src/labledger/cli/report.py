@@ -12,8 +12,9 @@ from labledger.cli.base import console, csv_list, handle_errors, ledger_option, 
 @main.command("report")
 @click.option("--models", required=True, help="Comma-separated models (version names), in column order.")
 @click.option("--suite", default="public", show_default=True, help="The main suite; other suites follow.")
-@click.option("--variant", "variants", default="raw,calibrated", show_default=True,
-              help="Comma-separated variants to show.")
+@click.option(
+    "--variant", "variants", default="raw,calibrated", show_default=True, help="Comma-separated variants to show."
+)
 @click.option("--run", "runs", multiple=True, metavar="RUN", help="Also include this run (repeatable).")
 @click.option("--title", default=None, help="The report's title.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write to FILE (default: stdout).")
@@ -26,8 +27,14 @@ def report_cmd(models, suite, variants, runs, title, out, ledger_path):
     from labledger.report import handoff
 
     model_list = csv_list(models)
-    text = handoff(open_ledger(resolve_ledger_path(ledger_path)), models=model_list, suite=suite,
-                   variants=csv_list(variants), runs=runs, title=title)
+    text = handoff(
+        open_ledger(resolve_ledger_path(ledger_path)),
+        models=model_list,
+        suite=suite,
+        variants=csv_list(variants),
+        runs=runs,
+        title=title,
+    )
     if out:
         Path(out).write_text(text, encoding="utf-8")
         console.print(f"Wrote {out} ({len(text.splitlines())} lines).")

@@ -12,8 +12,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
-    resolve_ledger_path
+from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
 
 
 def open_for_cli(ledger_path: str | None):
@@ -32,7 +31,7 @@ def fmt_time(ts: float | None, *, seconds: bool = True) -> str:
 def fmt_duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     h, rem = divmod(seconds, 3600)
     m, s = divmod(rem, 60)
     return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
@@ -50,8 +49,7 @@ def fmt_num(v: Any) -> str:
     return str(v)
 
 
-STATUS_STYLE = {"finished": "green", "running": "cyan", "failed": "red", "crashed": "red bold",
-                "killed": "yellow"}
+STATUS_STYLE = {"finished": "green", "running": "cyan", "failed": "red", "crashed": "red bold", "killed": "yellow"}
 
 
 def headline(summary: dict[str, Any], limit: int = 3) -> str:
@@ -65,8 +63,11 @@ def headline(summary: dict[str, Any], limit: int = 3) -> str:
 @click.command("runs")
 @click.option("--group", help="Only runs in this group.")
 @click.option("--tag", help="Only runs with this tag.")
-@click.option("--status", type=click.Choice(["running", "finished", "failed", "crashed", "killed"]),
-              help="Only runs with this status.")
+@click.option(
+    "--status",
+    type=click.Choice(["running", "finished", "failed", "crashed", "killed"]),
+    help="Only runs with this status.",
+)
 @click.option("--name", help="Only runs with this exact name.")
 @ledger_option
 @json_option
@@ -83,13 +84,24 @@ def runs_cmd(group, tag, status, name, ledger_path, as_json):
         return
     table = Table(title=f"Runs in {ledger.root}", title_justify="left", box=box.SIMPLE_HEAD)
     for col in ("id", "name", "group", "status", "steps", "started", "duration", "headline"):
-        table.add_column(col, justify="right" if col in ("steps",) else "left",
-                         no_wrap=col != "headline", ratio=1 if col == "headline" else None)
+        table.add_column(
+            col,
+            justify="right" if col in ("steps",) else "left",
+            no_wrap=col != "headline",
+            ratio=1 if col == "headline" else None,
+        )
     for i in infos:
         steps = i.summary.get("steps")
-        table.add_row(i.id, escape(i.name), escape(i.group or "-"), f"[{STATUS_STYLE.get(i.status, '')}]{i.status}[/]",
-                      fmt_num(steps), fmt_time(i.started, seconds=False), fmt_duration(i.duration),
-                      escape(headline(i.summary)))
+        table.add_row(
+            i.id,
+            escape(i.name),
+            escape(i.group or "-"),
+            f"[{STATUS_STYLE.get(i.status, '')}]{i.status}[/]",
+            fmt_num(steps),
+            fmt_time(i.started, seconds=False),
+            fmt_duration(i.duration),
+            escape(headline(i.summary)),
+        )
     console.print(table)
 
 
@@ -104,11 +116,21 @@ def show_cmd(run, ledger_path, as_json):
     view = ledger.run(run)
     meta = view.meta
     doc = {
-        "id": view.id, "name": view.name, "group": view.group, "tags": view.tags, "status": view.status,
-        "dir": str(view.dir), "meta": meta, "config": view.config, "counts": view.counts(),
-        "last_scalars": view.last_scalars(), "headline": (view.summary.get("headline") or {}),
-        "checkpoints": list(view.checkpoints()), "results": view.results_names(),
-        "evaluations": ledger.evaluations(view.id), "files": view.files(),
+        "id": view.id,
+        "name": view.name,
+        "group": view.group,
+        "tags": view.tags,
+        "status": view.status,
+        "dir": str(view.dir),
+        "meta": meta,
+        "config": view.config,
+        "counts": view.counts(),
+        "last_scalars": view.last_scalars(),
+        "headline": (view.summary.get("headline") or {}),
+        "checkpoints": list(view.checkpoints()),
+        "results": view.results_names(),
+        "evaluations": ledger.evaluations(view.id),
+        "files": view.files(),
         "notes": [n["text"] for n in view.notes()],
     }
     if as_json:
@@ -118,8 +140,10 @@ def show_cmd(run, ledger_path, as_json):
     console.print(f"[bold]{escape(view.name)}[/]  {view.id}  {status}")
     git = meta.get("git") or {}
     lines = [
-        ("group", view.group or "-"), ("tags", ", ".join(view.tags) or "-"),
-        ("started", fmt_time(meta.get("started"))), ("ended", fmt_time(meta.get("ended"))),
+        ("group", view.group or "-"),
+        ("tags", ", ".join(view.tags) or "-"),
+        ("started", fmt_time(meta.get("started"))),
+        ("ended", fmt_time(meta.get("ended"))),
         ("duration", fmt_duration(view.info.duration)),
         ("host", f"{meta.get('host')} (pid {meta.get('pid')}, user {meta.get('user')})"),
         ("python", f"{meta.get('python')}  " + "  ".join(f"{k} {v}" for k, v in (meta.get("packages") or {}).items())),
@@ -156,12 +180,16 @@ def show_cmd(run, ledger_path, as_json):
     if doc["checkpoints"]:
         t = Table(title="checkpoints (paths relative to the run folder when inside it)", title_justify="left")
         for col in ("step", "path", "size", "sha256"):
-            t.add_column(col, overflow="fold", no_wrap=col == "sha256", justify="right" if col in ("step", "size") else "left")
+            t.add_column(
+                col, overflow="fold", no_wrap=col == "sha256", justify="right" if col in ("step", "size") else "left"
+            )
         for c in doc["checkpoints"]:
             shown = c["path"]
             if shown.startswith(str(view.dir.resolve()) + "/"):
-                shown = shown[len(str(view.dir.resolve())) + 1:]
-            t.add_row(fmt_num(c.get("step")), escape(shown), "-" if c.get("size") is None else f"{c['size']:,}", c["sha256"])
+                shown = shown[len(str(view.dir.resolve())) + 1 :]
+            t.add_row(
+                fmt_num(c.get("step")), escape(shown), "-" if c.get("size") is None else f"{c['size']:,}", c["sha256"]
+            )
         console.print(t)
     if doc["results"] or doc["evaluations"]:
         console.print("  [dim]results[/]  " + (", ".join(doc["results"]) or "-"))
@@ -189,10 +217,19 @@ EXPORT_FORMATS = ("jsonl", "parquet", "csv")
 
 @click.command("export")
 @click.argument("run")
-@click.option("--what", required=True, metavar="KIND",
-              help="scalars, batches, samples, history, checkpoints, notes, or results[:NAME].")
-@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default=None,
-              help="Output format (default: from --out's suffix, else jsonl).")
+@click.option(
+    "--what",
+    required=True,
+    metavar="KIND",
+    help="scalars, batches, samples, history, checkpoints, notes, or results[:NAME].",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(EXPORT_FORMATS),
+    default=None,
+    help="Output format (default: from --out's suffix, else jsonl).",
+)
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file.")
 @ledger_option
 @json_option
@@ -201,8 +238,10 @@ def export_cmd(run, what, fmt, out, ledger_path, as_json):
     """Export a run's records as JSONL (exactly as logged), Parquet or CSV (flattened)."""
     kind = what.partition(":")[0]
     if kind not in ("scalars", "batches", "samples", "history", "checkpoints", "notes", "results"):
-        raise click.BadParameter(f"unknown kind {what!r}; choose scalars, batches, samples, history, "
-                                 f"checkpoints, notes or results[:NAME]", param_hint="--what")
+        raise click.BadParameter(
+            f"unknown kind {what!r}; choose scalars, batches, samples, history, checkpoints, notes or results[:NAME]",
+            param_hint="--what",
+        )
     out_path = Path(out)
     if fmt is None:
         suffix = out_path.suffix.lstrip(".").lower()

@@ -8,8 +8,17 @@ import re
 
 import click
 
-from labledger.cli.base import console, emit_json, err_console, handle_errors, json_option, ledger_option, main, \
-    resolve_ledger_path, warn
+from labledger.cli.base import (
+    console,
+    emit_json,
+    err_console,
+    handle_errors,
+    json_option,
+    ledger_option,
+    main,
+    resolve_ledger_path,
+    warn,
+)
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -54,22 +63,51 @@ def _allowed_hosts(host: str, port: int) -> list[str] | None:
 
 @main.command("serve")
 @ledger_option
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind. Anything but loopback needs a token.")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to bind. Anything but loopback needs a token."
+)
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--uploads", "uploads_dir", default=None, metavar="DIR",
-              help="Folder for POST /upload (default: uploads/ in the ledger folder, or in --artifacts).")
-@click.option("--max-upload", default="100MB", show_default=True, metavar="SIZE",
-              help="Largest upload (K/M/G are binary: 100MB = 100 MiB).")
-@click.option("--token", default=None, envvar="LABLEDGER_TOKEN", show_envvar=True,
-              help="Token for uploads and API writes (Authorization: Bearer ...). Without one the server is read-only.")
+@click.option(
+    "--uploads",
+    "uploads_dir",
+    default=None,
+    metavar="DIR",
+    help="Folder for POST /upload (default: uploads/ in the ledger folder, or in --artifacts).",
+)
+@click.option(
+    "--max-upload",
+    default="100MB",
+    show_default=True,
+    metavar="SIZE",
+    help="Largest upload (K/M/G are binary: 100MB = 100 MiB).",
+)
+@click.option(
+    "--token",
+    default=None,
+    envvar="LABLEDGER_TOKEN",
+    show_envvar=True,
+    help="Token for uploads and API writes (Authorization: Bearer ...). Without one the server is read-only.",
+)
 @click.option("--private", is_flag=True, help="Reads need the token too (browsers sign in at /login).")
-@click.option("--artifacts", default=None, envvar="LABLEDGER_ARTIFACTS", metavar="DIR",
-              help="Team mode (--ledger postgresql://...): the shared folder with the run files.")
-@click.option("--site-cache", default=None, metavar="DIR",
-              help="Folder for the live site's generated files (default: a temporary folder).")
-@click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+@click.option(
+    "--artifacts",
+    default=None,
+    envvar="LABLEDGER_ARTIFACTS",
+    metavar="DIR",
+    help="Team mode (--ledger postgresql://...): the shared folder with the run files.",
+)
+@click.option(
+    "--site-cache",
+    default=None,
+    metavar="DIR",
+    help="Folder for the live site's generated files (default: a temporary folder).",
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+)
 @handle_errors
 def serve_cmd(ledger_path, host, port, uploads_dir, max_upload, token, private, artifacts, site_cache, log_level):
     """Serve the ledger: live pages at /, a JSON API at /api, uploads at /upload and /uploads/NAME.
@@ -91,36 +129,52 @@ def serve_cmd(ledger_path, host, port, uploads_dir, max_upload, token, private, 
     location = resolve_ledger_path(ledger_path)
     token = token or None
     if not is_loopback(host) and not token:
-        raise click.UsageError(f"refusing to serve on {host} without a token: anyone who can reach it could upload. "
-                               f"Pass --token T (or set LABLEDGER_TOKEN), or bind to 127.0.0.1.")
+        raise click.UsageError(
+            f"refusing to serve on {host} without a token: anyone who can reach it could upload. "
+            f"Pass --token T (or set LABLEDGER_TOKEN), or bind to 127.0.0.1."
+        )
     if private and not token:
         raise click.UsageError("--private needs a token (--token T or LABLEDGER_TOKEN)")
     if token and len(token) < 16 and not is_loopback(host):
-        warn("the token is shorter than 16 characters; use a long random one (python -c 'import secrets; "
-             "print(secrets.token_urlsafe(32))')")
+        warn(
+            "the token is shorter than 16 characters; use a long random one (python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))')"
+        )
     team = is_database_url(location)
     if uploads_dir is None:
         base = artifacts if team else location
         if team and not base:
             raise click.UsageError("team mode (--ledger postgresql://...) needs --artifacts DIR")
         uploads_dir = os.path.join(base, "uploads")
-    app = create_app(location, uploads_dir=uploads_dir, token=token, private=private, max_upload=limit,
-                     artifacts=artifacts if team else None, site_cache=site_cache,
-                     allowed_hosts=_allowed_hosts(host, port))
+    app = create_app(
+        location,
+        uploads_dir=uploads_dir,
+        token=token,
+        private=private,
+        max_upload=limit,
+        artifacts=artifacts if team else None,
+        site_cache=site_cache,
+        allowed_hosts=_allowed_hosts(host, port),
+    )
     where = display_url(location) if team else os.path.abspath(location)
     shown = f"[{host}]" if ":" in host else host
     console.print(f"labledger serving {where} at http://{shown}:{port}/")
     console.print(f"  uploads: {os.path.abspath(uploads_dir)} (at most {limit:,} bytes each)")
-    console.print("  writes:  " + ("token required" if token else "disabled (no --token: read-only)")
-                  + ("; reads need the token too (--private)" if private else "; reads are public"))
-    uvicorn.run(app, host=host.strip("[]"), port=port, log_level=log_level, access_log=log_level == "debug",
-                server_header=False)
+    console.print(
+        "  writes:  "
+        + ("token required" if token else "disabled (no --token: read-only)")
+        + ("; reads need the token too (--private)" if private else "; reads are public")
+    )
+    uvicorn.run(
+        app, host=host.strip("[]"), port=port, log_level=log_level, access_log=log_level == "debug", server_header=False
+    )
 
 
 @main.command("push")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, readable=True))
-@click.option("--to", "to", required=True, metavar="URL",
-              help="The server (http://HOST:PORT), or its upload URL (.../upload).")
+@click.option(
+    "--to", "to", required=True, metavar="URL", help="The server (http://HOST:PORT), or its upload URL (.../upload)."
+)
 @click.option("--token", default=None, envvar="LABLEDGER_TOKEN", show_envvar=True, help="The server's token.")
 @click.option("--name", default=None, help="Name on the server (default: the file's name).")
 @click.option("--overwrite", is_flag=True, help="Replace an upload of the same name.")
@@ -137,16 +191,29 @@ def push_cmd(file, to, token, name, overwrite, as_json):
 
     size = os.path.getsize(file)
     show = not as_json and err_console.is_terminal
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  console=err_console, disable=not show, transient=True) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=err_console,
+        disable=not show,
+        transient=True,
+    ) as progress:
         task = progress.add_task(f"push {os.path.basename(file)}", total=size)
-        result = push_file(file, to, token=token, name=name, overwrite=overwrite,
-                           on_progress=lambda sent, total: progress.update(task, completed=sent))
+        result = push_file(
+            file,
+            to,
+            token=token,
+            name=name,
+            overwrite=overwrite,
+            on_progress=lambda sent, total: progress.update(task, completed=sent),
+        )
     if as_json:
         emit_json(result)
         return
     base = to.split("?", 1)[0].rstrip("/")
-    base = base[:-len("/upload")] if base.endswith("/upload") else base
+    base = base[: -len("/upload")] if base.endswith("/upload") else base
     console.print(f"Pushed   {result['name']} ({result['size']:,} bytes, {result['content_type']})")
     console.print(f"sha256   {result['sha256']} (verified)")
     console.print(f"URL      {base}{result['url']}")

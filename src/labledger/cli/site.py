@@ -6,8 +6,16 @@ import webbrowser
 
 import click
 
-from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
-    resolve_ledger_path, warn
+from labledger.cli.base import (
+    console,
+    emit_json,
+    handle_errors,
+    json_option,
+    ledger_option,
+    main,
+    resolve_ledger_path,
+    warn,
+)
 
 
 def _split_runs(values: tuple[str, ...]) -> list[str]:
@@ -19,8 +27,13 @@ def _split_runs(values: tuple[str, ...]) -> list[str]:
 
 @main.command("site")
 @click.argument("out", type=click.Path(file_okay=False, dir_okay=True, writable=True))
-@click.option("--runs", "runs", multiple=True, metavar="ID",
-              help="Only these runs (id, unique id prefix or name; repeat the option or separate with commas).")
+@click.option(
+    "--runs",
+    "runs",
+    multiple=True,
+    metavar="ID",
+    help="Only these runs (id, unique id prefix or name; repeat the option or separate with commas).",
+)
 @click.option("--group", default=None, metavar="G", help="Only the runs of this group.")
 @click.option("--open", "open_browser", is_flag=True, help="Open index.html in the default browser afterwards.")
 @ledger_option
@@ -48,10 +61,13 @@ def site_cmd(out, runs, group, open_browser, ledger_path, as_json):
             warn(w)
         mib = result.bytes_written / 2**20
         console.print(f"Site:    {result.index.resolve()}")
-        console.print(f"Runs:    {len(result.runs)} ({len(result.rebuilt_runs)} rebuilt, "
-                      f"{len(result.skipped_runs)} unchanged)")
-        console.print(f"Files:   {len(result.written)} written ({mib:.1f} MiB), {result.unchanged} unchanged, "
-                      f"{len(result.removed)} removed, in {result.elapsed_s:.2f} s")
+        console.print(
+            f"Runs:    {len(result.runs)} ({len(result.rebuilt_runs)} rebuilt, {len(result.skipped_runs)} unchanged)"
+        )
+        console.print(
+            f"Files:   {len(result.written)} written ({mib:.1f} MiB), {result.unchanged} unchanged, "
+            f"{len(result.removed)} removed, in {result.elapsed_s:.2f} s"
+        )
     if open_browser:
         try:
             opened = webbrowser.open(result.index.resolve().as_uri())

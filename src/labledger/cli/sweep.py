@@ -14,8 +14,16 @@ import orjson
 from rich.markup import escape
 from rich.table import Table
 
-from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, \
-    resolve_ledger_path, warn
+from labledger.cli.base import (
+    console,
+    emit_json,
+    handle_errors,
+    json_option,
+    ledger_option,
+    main,
+    resolve_ledger_path,
+    warn,
+)
 from labledger.errors import LedgerError, MetricInputError, UnknownNameError
 from labledger.metrics.sweep import OBJECTIVES, parse_thresholds
 
@@ -51,13 +59,12 @@ def _results_path(ref: str, ledger_path: str | None) -> tuple[Path, str]:
     return Path(path), shown if run_id is None else f"{shown} ({path})"
 
 
-def _binary_task(ref: str, ledger_path: str | None, positive: str | None, task: str | None,
-                 single_ok: bool = False):
+def _binary_task(ref: str, ledger_path: str | None, positive: str | None, task: str | None, single_ok: bool = False):
     """The task's gold labels, scores, slices and labels from a results file or RUN:NAME.
 
     ``single_ok``: a file with one task stands for ``task`` even under another name (a paired
     test file)."""
-    from labledger.results import read_results
+    from labledger.inputs.results import read_results
 
     path, shown = _results_path(ref, ledger_path)
     rs = read_results(path, positive=positive, display=str(path))
@@ -65,25 +72,35 @@ def _binary_task(ref: str, ledger_path: str | None, positive: str | None, task: 
         task = None
     if task is None:
         if len(rs) != 1:
-            raise MetricInputError(f"{shown} holds {len(rs)} tasks ({', '.join(rs)}); "
-                                   "pass --task.")
+            raise MetricInputError(f"{shown} holds {len(rs)} tasks ({', '.join(rs)}); pass --task.")
         task = next(iter(rs))
     td = rs[task]
     if td.kind not in ("binary", "classification") or len(td.labels) != 2:
-        raise MetricInputError(f"task '{task}' in {shown} is {td.kind} with {len(td.labels)} labels; "
-                               "a sweep needs a binary task (a 'score', or 'probs' over two labels).")
+        raise MetricInputError(
+            f"task '{task}' in {shown} is {td.kind} with {len(td.labels)} labels; "
+            "a sweep needs a binary task (a 'score', or 'probs' over two labels)."
+        )
     if positive is not None and positive not in td.labels:
         raise UnknownNameError(f"label of task '{task}'", positive, td.labels)
     pos = td.positive or positive
     if td.score is None or pos is None:
-        raise MetricInputError(f"task '{task}' in {shown}: --positive LABEL names the positive class "
-                               f"(labels: {', '.join(td.labels)}).")
+        raise MetricInputError(
+            f"task '{task}' in {shown}: --positive LABEL names the positive class (labels: {', '.join(td.labels)})."
+        )
     if pos not in td.labels:
         raise UnknownNameError(f"label of task '{task}'", pos, td.labels)
     neg = next(lab for lab in td.labels if lab != pos)
     gold = np.asarray(td.labels)[td.gold_index]
-    return {"gold": gold, "score": td.score, "slices": dict(td.slice_columns), "positive": pos,
-            "negative": neg, "task": task, "source": shown, "n": td.n}
+    return {
+        "gold": gold,
+        "score": td.score,
+        "slices": dict(td.slice_columns),
+        "positive": pos,
+        "negative": neg,
+        "task": task,
+        "source": shown,
+        "n": td.n,
+    }
 
 
 def _shown_rows(count: int, selected: int, limit: int) -> list[int]:
@@ -99,9 +116,13 @@ def _print_report(report, data: dict[str, Any], max_rows: int) -> None:
     skip = {"threshold", "roc_auc", "passed_gates"}
     columns = [k for k in trials[0] if k not in skip]
     gate_cols = {g.column for g in report.gates}
-    table = Table(title=escape(f"Threshold sweep: task '{data['task']}' in {data['source']}, "
-                               f"n={d['n']:,} (positive '{d['positive']}' when score >= threshold)"),
-                  title_justify="left")
+    table = Table(
+        title=escape(
+            f"Threshold sweep: task '{data['task']}' in {data['source']}, "
+            f"n={d['n']:,} (positive '{d['positive']}' when score >= threshold)"
+        ),
+        title_justify="left",
+    )
     table.add_column("threshold", justify="right")
     for c in columns:
         table.add_column(escape(c) + (" (gate)" if c in gate_cols else ""), justify="right")
@@ -124,56 +145,94 @@ def _print_report(report, data: dict[str, Any], max_rows: int) -> None:
     table.caption_justify = "left"
     console.print(table)
     if report.gates:
-        console.print("Gates: " + "; ".join(
-            f"{g} ({'pass' if v['passed'] else 'FAIL'} at {sel['threshold']:g}: {_fmt(v['value'])})"
-            for g, v in sel["gates"].items()), markup=False, highlight=False)
+        console.print(
+            "Gates: "
+            + "; ".join(
+                f"{g} ({'pass' if v['passed'] else 'FAIL'} at {sel['threshold']:g}: {_fmt(v['value'])})"
+                for g, v in sel["gates"].items()
+            ),
+            markup=False,
+            highlight=False,
+        )
     metrics = escape(", ".join(f"{k} {_fmt(sel[k])}" for k in columns))
     if sel["recall_gate_passed"]:
         console.print(f"[bold green]Selected threshold {sel['threshold']:g}[/]: {metrics}.")
     else:
-        console.print(f"[bold red]No threshold passes every gate.[/] Fallback (ungated best "
-                      f"{d['objective']}): {sel['threshold']:g}: {metrics}.")
-    console.print(f"Rule: {sel['selected_by']}. Ties: {d['tie_break']}.",
-                  markup=False, highlight=False)
+        console.print(
+            f"[bold red]No threshold passes every gate.[/] Fallback (ungated best "
+            f"{d['objective']}): {sel['threshold']:g}: {metrics}."
+        )
+    console.print(f"Rule: {sel['selected_by']}. Ties: {d['tie_break']}.", markup=False, highlight=False)
     if len(sel["tied_thresholds"]) > 1:
-        console.print("Tied on " + d["objective"] + ": "
-                      + ", ".join(f"{t:g}" for t in sel["tied_thresholds"]), markup=False)
+        console.print(
+            "Tied on " + d["objective"] + ": " + ", ".join(f"{t:g}" for t in sel["tied_thresholds"]), markup=False
+        )
     paired = d.get("paired_test")
     if paired:
         line = ", ".join(f"{k} {_fmt(paired[k])}" for k in columns if k in paired)
         gates = ""
         if "recall_gate_passed" in paired:
             gates = f"; gates {'pass' if paired['recall_gate_passed'] else 'FAIL'}"
-        console.print(f"Paired test ({data['test_source']}, n={paired['n']:,}) at "
-                      f"{paired['threshold']:g}: {line}, roc_auc {_fmt(paired['roc_auc'])}{gates}.",
-                      markup=False, highlight=False)
+        console.print(
+            f"Paired test ({data['test_source']}, n={paired['n']:,}) at "
+            f"{paired['threshold']:g}: {line}, roc_auc {_fmt(paired['roc_auc'])}{gates}.",
+            markup=False,
+            highlight=False,
+        )
 
 
 @main.command("sweep")
 @click.argument("results", metavar="RESULTS")
 @click.option("--positive", metavar="LABEL", help="The positive class (score = P(LABEL)).")
-@click.option("--thresholds", default="0.05:0.95:0.025", show_default=True,
-              callback=_thresholds_param, metavar="SPEC",
-              help="START:STOP:STEP (inclusive), a comma list, or 'all' (every distinct score).")
-@click.option("--select", "objective", default="f1", show_default=True,
-              type=click.Choice(list(OBJECTIVES)), help="The objective maximised under the gates.")
-@click.option("--gate", "gates", multiple=True, metavar="EXPR",
-              help="e.g. 'recall[single_symbol]>=0.97', 'recall[length=long]>=0.9' (repeatable).")
+@click.option(
+    "--thresholds",
+    default="0.05:0.95:0.025",
+    show_default=True,
+    callback=_thresholds_param,
+    metavar="SPEC",
+    help="START:STOP:STEP (inclusive), a comma list, or 'all' (every distinct score).",
+)
+@click.option(
+    "--select",
+    "objective",
+    default="f1",
+    show_default=True,
+    type=click.Choice(list(OBJECTIVES)),
+    help="The objective maximised under the gates.",
+)
+@click.option(
+    "--gate",
+    "gates",
+    multiple=True,
+    metavar="EXPR",
+    help="e.g. 'recall[single_symbol]>=0.97', 'recall[length=long]>=0.9' (repeatable).",
+)
 @click.option("--task", help="The task to sweep (needed when RESULTS holds several).")
-@click.option("--test", "test_ref", metavar="PAIRED",
-              help="A second results file (or RUN:NAME) scored at the selected threshold.")
-@click.option("--center", default=0.5, show_default=True, type=float,
-              help="Tie-break: among equal objectives, the threshold closest to this wins.")
+@click.option(
+    "--test", "test_ref", metavar="PAIRED", help="A second results file (or RUN:NAME) scored at the selected threshold."
+)
+@click.option(
+    "--center",
+    default=0.5,
+    show_default=True,
+    type=float,
+    help="Tie-break: among equal objectives, the threshold closest to this wins.",
+)
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the report (JSON) here.")
-@click.option("--strict", is_flag=True, help=f"Exit {EXIT_NO_THRESHOLD} when no threshold passes "
-                                             "every gate.")
-@click.option("--max-rows", default=40, show_default=True, type=click.IntRange(2),
-              help="Most table rows to print (the selected one is always shown).")
+@click.option("--strict", is_flag=True, help=f"Exit {EXIT_NO_THRESHOLD} when no threshold passes every gate.")
+@click.option(
+    "--max-rows",
+    default=40,
+    show_default=True,
+    type=click.IntRange(2),
+    help="Most table rows to print (the selected one is always shown).",
+)
 @ledger_option
 @json_option
 @handle_errors
-def sweep_cmd(results, positive, thresholds, objective, gates, task, test_ref, center, out, strict,
-              max_rows, ledger_path, as_json):
+def sweep_cmd(
+    results, positive, thresholds, objective, gates, task, test_ref, center, out, strict, max_rows, ledger_path, as_json
+):
     """Sweep a decision threshold over RESULTS and select one under gates (seed 000's report).
 
     RESULTS is a results.jsonl file or RUN:NAME (results stored in a run). An item is predicted
@@ -185,15 +244,25 @@ def sweep_cmd(results, positive, thresholds, objective, gates, task, test_ref, c
     test: dict[str, Any] = {}
     if test_ref:
         t = _binary_task(test_ref, ledger_path, data["positive"], data["task"], single_ok=True)
-        if set((t["positive"], t["negative"])) != {data["positive"], data["negative"]}:
-            raise MetricInputError(f"{t['source']} has labels {t['negative']!r}, {t['positive']!r}; "
-                                   f"{data['source']} has {data['negative']!r}, {data['positive']!r}.")
+        if {t["positive"], t["negative"]} != {data["positive"], data["negative"]}:
+            raise MetricInputError(
+                f"{t['source']} has labels {t['negative']!r}, {t['positive']!r}; "
+                f"{data['source']} has {data['negative']!r}, {data['positive']!r}."
+            )
         test = {"test_gold": t["gold"], "test_score": t["score"], "test_slices": t["slices"]}
         data["test_source"] = t["source"]
-    report = threshold_sweep(gold=data["gold"], score=data["score"], thresholds=thresholds,
-                             positive=data["positive"], negative=data["negative"],
-                             slices=data["slices"], gates=gates, objective=objective,
-                             center=center, **test)
+    report = threshold_sweep(
+        gold=data["gold"],
+        score=data["score"],
+        thresholds=thresholds,
+        positive=data["positive"],
+        negative=data["negative"],
+        slices=data["slices"],
+        gates=gates,
+        objective=objective,
+        center=center,
+        **test,
+    )
     doc = {"source": data["source"], "task": data["task"], **report.to_dict()}
     if test_ref:
         doc["paired_test"] = {"source": data["test_source"], **doc["paired_test"]}
@@ -209,8 +278,9 @@ def sweep_cmd(results, positive, thresholds, objective, gates, task, test_ref, c
         if out:
             console.print(f"Report written to {out}.", markup=False, highlight=False)
     if strict and not report.gate_passed:
-        click.echo(f"Error: no threshold passes every gate ({', '.join(g.text for g in report.gates)})"
-                   "; --strict.", err=True)
+        click.echo(
+            f"Error: no threshold passes every gate ({', '.join(g.text for g in report.gates)}); --strict.", err=True
+        )
         sys.exit(EXIT_NO_THRESHOLD)
 
 
@@ -242,12 +312,13 @@ def select_epoch_cmd(run, metric, lower_is_better, ledger_path, as_json):
         if not isinstance(entry.get(metric), (int, float)):
             continue
         style = "bold reverse" if i == sel.index else None
-        table.add_row(*[_fmt(entry.get(k)) if isinstance(entry.get(k), float) else
-                        str(entry.get(k, "-")) for k in keys], style=style)
+        table.add_row(
+            *[_fmt(entry.get(k)) if isinstance(entry.get(k), float) else str(entry.get(k, "-")) for k in keys],
+            style=style,
+        )
     console.print(table)
     tied = f" (tied: {', '.join(map(str, sel.tied_epochs))})" if len(sel.tied_epochs) > 1 else ""
-    console.print(f"Selected epoch {sel.epoch}: {metric} {_fmt(sel.value)}{tied}.",
-                  markup=False, highlight=False)
+    console.print(f"Selected epoch {sel.epoch}: {metric} {_fmt(sel.value)}{tied}.", markup=False, highlight=False)
 
 
 def _support_param(ctx, param, value):
@@ -272,18 +343,40 @@ def _recorded_param(ctx, param, value):
 
 
 @main.command("forensics")
-@click.option("--support", required=True, callback=_support_param, metavar="POS,NEG",
-              help="True counts of the positive and the negative class.")
-@click.option("--accuracy", required=True, metavar="ACC", callback=_recorded_param,
-              help="The recorded accuracy.")
-@click.option("--weighted-f1", "weighted_f1", required=True, metavar="F1", callback=_recorded_param,
-              help="The recorded weighted F1.")
-@click.option("--swapped/--not-swapped", default=True, show_default=True,
-              help="Was the F1 recorded as f1_score(pred, truth) (arguments swapped)?")
-@click.option("--decimals", type=click.IntRange(0), default=None,
-              help="Decimals of the recorded F1 (default: as many as written).")
-@click.option("--accuracy-decimals", type=click.IntRange(0), default=None,
-              help="Decimals of the recorded accuracy (default: as many as written).")
+@click.option(
+    "--support",
+    required=True,
+    callback=_support_param,
+    metavar="POS,NEG",
+    help="True counts of the positive and the negative class.",
+)
+@click.option("--accuracy", required=True, metavar="ACC", callback=_recorded_param, help="The recorded accuracy.")
+@click.option(
+    "--weighted-f1",
+    "weighted_f1",
+    required=True,
+    metavar="F1",
+    callback=_recorded_param,
+    help="The recorded weighted F1.",
+)
+@click.option(
+    "--swapped/--not-swapped",
+    default=True,
+    show_default=True,
+    help="Was the F1 recorded as f1_score(pred, truth) (arguments swapped)?",
+)
+@click.option(
+    "--decimals",
+    type=click.IntRange(0),
+    default=None,
+    help="Decimals of the recorded F1 (default: as many as written).",
+)
+@click.option(
+    "--accuracy-decimals",
+    type=click.IntRange(0),
+    default=None,
+    help="Decimals of the recorded accuracy (default: as many as written).",
+)
 @json_option
 @handle_errors
 def forensics_cmd(support, accuracy, weighted_f1, swapped, decimals, accuracy_decimals, as_json):
@@ -292,31 +385,50 @@ def forensics_cmd(support, accuracy, weighted_f1, swapped, decimals, accuracy_de
 
     (acc, acc_written), (f1, f1_written) = accuracy, weighted_f1
     r = reconstruct_confusion(
-        support=support, accuracy=acc, weighted_f1=f1, swapped=swapped,
+        support=support,
+        accuracy=acc,
+        weighted_f1=f1,
+        swapped=swapped,
         decimals=f1_written if decimals is None else decimals,
-        accuracy_decimals=acc_written if accuracy_decimals is None else accuracy_decimals)
+        accuracy_decimals=acc_written if accuracy_decimals is None else accuracy_decimals,
+    )
     if as_json:
         emit_json(r.to_dict())
         return
     kind = "swapped F1 (recorded kind)" if swapped else "recorded-kind F1"
-    table = Table(title=f"Confusion matrices with {support[0]:,} positives and {support[1]:,} "
-                        f"negatives, accuracy {acc:.{acc_written}f}, weighted F1 "
-                        f"{f1:.{f1_written}f}"
-                        f" ({'arguments swapped' if swapped else 'arguments in order'})",
-                  title_justify="left")
+    table = Table(
+        title=f"Confusion matrices with {support[0]:,} positives and {support[1]:,} "
+        f"negatives, accuracy {acc:.{acc_written}f}, weighted F1 "
+        f"{f1:.{f1_written}f}"
+        f" ({'arguments swapped' if swapped else 'arguments in order'})",
+        title_justify="left",
+    )
     for col in ("tp", "fn", "fp", "tn", "accuracy", kind, "correct weighted F1"):
         table.add_column(col, justify="right")
     for c in r.candidates:
         recorded = c.weighted_f1_swapped if swapped else c.weighted_f1
-        table.add_row(f"{c.tp:,}", f"{c.fn:,}", f"{c.fp:,}", f"{c.tn:,}", f"{c.accuracy:.6f}",
-                      f"{recorded:.6f}", f"{c.weighted_f1:.6f}")
+        table.add_row(
+            f"{c.tp:,}",
+            f"{c.fn:,}",
+            f"{c.fp:,}",
+            f"{c.tn:,}",
+            f"{c.accuracy:.6f}",
+            f"{recorded:.6f}",
+            f"{c.weighted_f1:.6f}",
+        )
     console.print(table)
     if not r.candidates:
-        warn("no confusion matrix with these class counts gives both recorded values"
-             + ("; try --not-swapped" if swapped else "; try --swapped")
-             + " or check the supports and decimals.")
+        warn(
+            "no confusion matrix with these class counts gives both recorded values"
+            + ("; try --not-swapped" if swapped else "; try --swapped")
+            + " or check the supports and decimals."
+        )
         return
-    console.print(f"Correct weighted F1 (f1_score(truth, pred, average='weighted')) over "
-                  f"{len(r.candidates)} candidate(s): {r.weighted_f1_min:.4f} to "
-                  f"{r.weighted_f1_max:.4f} (exact: {r.weighted_f1_min:.6f} to "
-                  f"{r.weighted_f1_max:.6f}).", markup=False, highlight=False)
+    console.print(
+        f"Correct weighted F1 (f1_score(truth, pred, average='weighted')) over "
+        f"{len(r.candidates)} candidate(s): {r.weighted_f1_min:.4f} to "
+        f"{r.weighted_f1_max:.4f} (exact: {r.weighted_f1_min:.6f} to "
+        f"{r.weighted_f1_max:.6f}).",
+        markup=False,
+        highlight=False,
+    )

@@ -6,8 +6,17 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from labledger.cli.base import console, csv_list, emit_json, handle_errors, json_option, ledger_option, main, \
-    resolve_ledger_path, warn
+from labledger.cli.base import (
+    console,
+    csv_list,
+    emit_json,
+    handle_errors,
+    json_option,
+    ledger_option,
+    main,
+    resolve_ledger_path,
+    warn,
+)
 
 
 def _pairs(values, opt):
@@ -23,12 +32,19 @@ def _pairs(values, opt):
 @main.group("table", invoke_without_command=True)
 @click.option("--suite", default="public", show_default=True, help="Benchmark suite.")
 @click.option("--models", default=None, help="Comma-separated models, in column order (default: all).")
-@click.option("--variant", "variants", default="raw", show_default=True,
-              help="Comma-separated variants (raw, calibrated, ...).")
-@click.option("--delta-from", default=None, metavar="MODEL[:VARIANT]",
-              help="Add a delta column: last column minus this one.")
-@click.option("--format", "fmt", type=click.Choice(["md", "html", "csv", "json"]), default=None,
-              help="Print the table in this format (default: a terminal table).")
+@click.option(
+    "--variant", "variants", default="raw", show_default=True, help="Comma-separated variants (raw, calibrated, ...)."
+)
+@click.option(
+    "--delta-from", default=None, metavar="MODEL[:VARIANT]", help="Add a delta column: last column minus this one."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["md", "html", "csv", "json"]),
+    default=None,
+    help="Print the table in this format (default: a terminal table).",
+)
 @ledger_option
 @json_option
 @click.pass_context
@@ -38,8 +54,8 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_jso
     if ctx.invoked_subcommand is not None:
         return
     from labledger import open_ledger
-    from labledger.benchmarks import read_entries, version_table
-    from labledger.groups import paired_entry_test
+    from labledger.analysis.benchmarks import read_entries, version_table
+    from labledger.analysis.groups import paired_entry_test
 
     if as_json:
         fmt = "json"
@@ -49,8 +65,14 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_jso
     entries = read_entries(ledger, suite=suite, models=model_list or None, variants=variant_list)
     if not model_list:
         model_list = list(dict.fromkeys(e.model for e in entries))
-    table = version_table(entries, suite=suite, models=model_list, variants=variant_list,
-                          delta_from=delta_from, paired_test=paired_entry_test)
+    table = version_table(
+        entries,
+        suite=suite,
+        models=model_list,
+        variants=variant_list,
+        delta_from=delta_from,
+        paired_test=paired_entry_test,
+    )
     for w in table.warnings:
         warn(w)
     if fmt == "json":
@@ -75,10 +97,20 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_jso
 @table_cmd.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--suite", default="public", show_default=True, help="Suite of the imported rows.")
-@click.option("--column", "columns", multiple=True, metavar="HEADER=MODEL[:VARIANT]",
-              help="Markdown only: which columns are models (default: every percentage column).")
-@click.option("--category-suite", "category_suites", multiple=True, metavar="CATEGORY=SUITE",
-              help="Markdown only: rows of CATEGORY go to SUITE (e.g. held-out rows).")
+@click.option(
+    "--column",
+    "columns",
+    multiple=True,
+    metavar="HEADER=MODEL[:VARIANT]",
+    help="Markdown only: which columns are models (default: every percentage column).",
+)
+@click.option(
+    "--category-suite",
+    "category_suites",
+    multiple=True,
+    metavar="CATEGORY=SUITE",
+    help="Markdown only: rows of CATEGORY go to SUITE (e.g. held-out rows).",
+)
 @click.option("--dry-run", is_flag=True, help="Parse and check, store nothing.")
 @ledger_option
 @json_option
@@ -87,15 +119,19 @@ def table_import_cmd(file, suite, columns, category_suites, dry_run, ledger_path
     """Add benchmark entries from CSV/JSONL (model, suite, benchmark, category, metric, variant,
     value[, n]) or from a Markdown table like seed 001's (values in percent)."""
     from labledger import open_ledger
-    from labledger.benchmarks import add_entries, import_markdown, import_records
+    from labledger.analysis.benchmarks import add_entries, import_markdown, import_records
 
     if file.lower().endswith((".csv", ".jsonl", ".json")):
         if columns or category_suites:
             raise click.UsageError("--column and --category-suite apply to Markdown tables only")
         result = import_records(file)
     else:
-        result = import_markdown(file, suite=suite, columns=_pairs(columns, "--column") or None,
-                                 category_suites=_pairs(category_suites, "--category-suite") or None)
+        result = import_markdown(
+            file,
+            suite=suite,
+            columns=_pairs(columns, "--column") or None,
+            category_suites=_pairs(category_suites, "--category-suite") or None,
+        )
     added = 0
     if not dry_run:
         ledger = open_ledger(resolve_ledger_path(ledger_path), create=True)
@@ -108,5 +144,7 @@ def table_import_cmd(file, suite, columns, category_suites, dry_run, ledger_path
     for a in result.aggregates:
         ok = "[green]consistent[/]" if a["consistent"] else "[red]INCONSISTENT[/]"
         rec = "-" if a["recomputed"] is None else f"{a['recomputed'] * 100:.4f}%"
-        console.print(f"  {a['row']} ({a['model']}, {a['variant']}): stated {a['stated'] * 100:.2f}%, "
-                      f"recomputed from {a['n']} rows {rec}: {ok} within rounding")
+        console.print(
+            f"  {a['row']} ({a['model']}, {a['variant']}): stated {a['stated'] * 100:.2f}%, "
+            f"recomputed from {a['n']} rows {rec}: {ok} within rounding"
+        )

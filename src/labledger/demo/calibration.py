@@ -16,8 +16,9 @@ DEMO_METHODS = "temperature,prior_multiplier"
 DEMO_SHOWN = ("accuracy", "log_loss", "ece[n_bins=15,strategy=uniform]")
 
 
-def calibrate_runs(book: Any, run_ids: list[str], *, fit_on: str, report_on: str, resamples: int = 1000,
-                   seed: int = 0) -> dict[str, dict[str, Any]]:
+def calibrate_runs(
+    book: Any, run_ids: list[str], *, fit_on: str, report_on: str, resamples: int = 1000, seed: int = 0
+) -> dict[str, dict[str, Any]]:
     """Fit, store, apply and report the demo's recipe for every run; returns per run id the recipe
     id, its steps, the report's status and the raw / calibrated / difference rows of DEMO_SHOWN."""
     import labledger.calibrate as cal
@@ -28,21 +29,38 @@ def calibrate_runs(book: Any, run_ids: list[str], *, fit_on: str, report_on: str
         recipe = cal.fit(view.results_path(fit_on), method=DEMO_METHODS, display=f"{run_id}:{fit_on}", seed=seed)
         book.save_evaluation(run_id, fit_on, {"kind": "calibration_recipe", **recipe.to_dict()}, kind="recipe")
         raw_path = view.results_path(report_on)
-        cal.apply(raw_path, recipe, book.evaluation_file(run_id, report_on, "results_calibrated.jsonl"),
-                  display=f"{run_id}:{report_on}")
+        cal.apply(
+            raw_path,
+            recipe,
+            book.evaluation_file(run_id, report_on, "results_calibrated.jsonl"),
+            display=f"{run_id}:{report_on}",
+        )
         rep = cal.report(raw_path, recipe, resamples=resamples, seed=seed, display=f"{run_id}:{report_on}")
         doc = rep.to_dict()
         book.save_evaluation(run_id, report_on, doc, kind="calibration")
-        (task, body), = doc["tasks"].items()
+        ((task, body),) = doc["tasks"].items()
         rows = []
         for key in DEMO_SHOWN:
             diff = next(e for e in body["metrics"] if e["base_metric"] == key and e["variant"] == "calibrated")
-            rows.append({"metric": next(e["metric"] for e in body["slices"]["variant"]["raw"]["metrics"]
-                                        if e["key"] == key),
-                         "raw": diff["raw"], "calibrated": diff["calibrated"], "diff": diff["value"],
-                         "ci_low": diff["ci_low"], "ci_high": diff["ci_high"]})
-        out[run_id] = {"name": view.name, "task": task, "recipe": recipe.id, "steps": recipe.tasks[task].describe(),
-                       "status": body["status"], "n": body["n"], "rows": rows}
+            rows.append(
+                {
+                    "metric": next(e["metric"] for e in body["slices"]["variant"]["raw"]["metrics"] if e["key"] == key),
+                    "raw": diff["raw"],
+                    "calibrated": diff["calibrated"],
+                    "diff": diff["value"],
+                    "ci_low": diff["ci_low"],
+                    "ci_high": diff["ci_high"],
+                }
+            )
+        out[run_id] = {
+            "name": view.name,
+            "task": task,
+            "recipe": recipe.id,
+            "steps": recipe.tasks[task].describe(),
+            "status": body["status"],
+            "n": body["n"],
+            "rows": rows,
+        }
     return out
 
 

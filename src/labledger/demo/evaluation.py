@@ -12,11 +12,12 @@ DEMO_METRICS = ("accuracy", "f1:average=macro", "per_class")
 DEMO_SUITE = "digits-test"
 
 
-def evaluate_runs(book: Any, run_ids: list[str], *, results: str, resamples: int = 1000,
-                  seed: int = 0) -> dict[str, Any]:
+def evaluate_runs(
+    book: Any, run_ids: list[str], *, results: str, resamples: int = 1000, seed: int = 0
+) -> dict[str, Any]:
     """Evaluate ``results`` of every run (saved as evaluation ``results`` and as benchmark entries),
     by ``current`` slice; returns ``{run_id: document}``."""
-    from labledger.evaluate import evaluate
+    from labledger.analysis.evaluation import evaluate
 
     docs = {}
     for run_id in run_ids:
@@ -32,12 +33,17 @@ def evaluate_runs(book: Any, run_ids: list[str], *, results: str, resamples: int
 def compare_runs(book: Any, a: str, b: str, *, results: str, resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Paired comparison B - A on the same test items, stored in run B as ``compare-<A name>``
     (in the document, ``a`` is run B and ``b`` run A, so ``diff`` = B - A)."""
-    from labledger.evaluate import compare
+    from labledger.analysis.evaluation import compare
 
     va, vb = book.run(a), book.run(b)
     # compare(x, y) reports x - y: pass B first, so the difference is B - A
-    doc = compare(vb.results_path(results), va.results_path(results), metrics=["accuracy", "f1:average=macro"],
-                  resamples=resamples, seed=seed).to_dict()
+    doc = compare(
+        vb.results_path(results),
+        va.results_path(results),
+        metrics=["accuracy", "f1:average=macro"],
+        resamples=resamples,
+        seed=seed,
+    ).to_dict()
     doc["a"], doc["b"] = f"{b}:{results}", f"{a}:{results}"
     doc["names"] = {"a": vb.name, "b": va.name}
     book.save_evaluation(b, f"compare-{va.name}", doc, kind="comparison")

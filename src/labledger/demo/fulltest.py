@@ -21,8 +21,16 @@ from torch import nn
 
 from labledger.demo.model import encode_inputs, log_softmax64
 from labledger.demo.task import (
-    ACTIONS, RESULTS_NAME, SOURCE, STATES, TASK_NAME, TERMINATIONS, DigitsData, gold_index,
-    image_ref, replay_episode,
+    ACTIONS,
+    RESULTS_NAME,
+    SOURCE,
+    STATES,
+    TASK_NAME,
+    TERMINATIONS,
+    DigitsData,
+    gold_index,
+    image_ref,
+    replay_episode,
 )
 
 
@@ -30,13 +38,13 @@ from labledger.demo.task import (
 class FullTestResult:
     """Predictions for ``image_ids`` x every state, and the episodes replayed from them."""
 
-    image_ids: np.ndarray        # (n,)
-    targets: np.ndarray          # (n,) the digit of each image
-    logits: np.ndarray           # (n, 10, 3) float32, in ACTIONS order
-    probabilities: np.ndarray    # (n, 10, 3) float64 softmax of the logits
+    image_ids: np.ndarray  # (n,)
+    targets: np.ndarray  # (n,) the digit of each image
+    logits: np.ndarray  # (n, 10, 3) float32, in ACTIONS order
+    probabilities: np.ndarray  # (n, 10, 3) float64 softmax of the logits
     predictions: list[list[str]]  # [image][state] -> action label
-    episodes: list[list[dict]]   # [image][start] -> episode (see task.replay_episode)
-    latency_ms: np.ndarray       # (n,) wall time of each image's 10-state forward
+    episodes: list[list[dict]]  # [image][start] -> episode (see task.replay_episode)
+    latency_ms: np.ndarray  # (n,) wall time of each image's 10-state forward
     max_steps: int
     device: str
 
@@ -46,8 +54,15 @@ class FullTestResult:
 
 
 @torch.inference_mode()
-def run_full_test(model: nn.Module, data: DigitsData, image_ids: np.ndarray, *,
-                  device: str = "cpu", max_steps: int = 20, warmup: int = 5) -> FullTestResult:
+def run_full_test(
+    model: nn.Module,
+    data: DigitsData,
+    image_ids: np.ndarray,
+    *,
+    device: str = "cpu",
+    max_steps: int = 20,
+    warmup: int = 5,
+) -> FullTestResult:
     """Predict every state of every image (one timed forward of 10 rows per image), replay episodes.
 
     The latency of an image is the wall time of the model's forward on its 10 state rows
@@ -60,13 +75,13 @@ def run_full_test(model: nn.Module, data: DigitsData, image_ids: np.ndarray, *,
     currents = np.arange(k)
     model.eval()
     for i in range(min(warmup, len(ids))):
-        model(encode_inputs(np.repeat(images[i:i + 1], k, axis=0), currents, device=device))
+        model(encode_inputs(np.repeat(images[i : i + 1], k, axis=0), currents, device=device))
     logits = np.zeros((len(ids), k, len(ACTIONS)), dtype=np.float32)
     latency = np.zeros(len(ids))
     sync = torch.cuda.synchronize if device.startswith("cuda") else None
     for i in range(len(ids)):
         t0 = time.perf_counter()
-        out = model(encode_inputs(np.repeat(images[i:i + 1], k, axis=0), currents, device=device))
+        out = model(encode_inputs(np.repeat(images[i : i + 1], k, axis=0), currents, device=device))
         if sync is not None:
             sync()
         latency[i] = (time.perf_counter() - t0) * 1000.0
@@ -74,11 +89,21 @@ def run_full_test(model: nn.Module, data: DigitsData, image_ids: np.ndarray, *,
     probs = np.exp(log_softmax64(logits))
     labels = np.asarray(ACTIONS)
     predictions = labels[probs.argmax(axis=2)].tolist()
-    episodes = [[replay_episode(row, target=t, start=s, max_steps=max_steps) for s in STATES]
-                for row, t in zip(predictions, targets.tolist())]
-    return FullTestResult(image_ids=ids, targets=targets, logits=logits, probabilities=probs,
-                          predictions=predictions, episodes=episodes, latency_ms=latency,
-                          max_steps=max_steps, device=device)
+    episodes = [
+        [replay_episode(row, target=t, start=s, max_steps=max_steps) for s in STATES]
+        for row, t in zip(predictions, targets.tolist())
+    ]
+    return FullTestResult(
+        image_ids=ids,
+        targets=targets,
+        logits=logits,
+        probabilities=probs,
+        predictions=predictions,
+        episodes=episodes,
+        latency_ms=latency,
+        max_steps=max_steps,
+        device=device,
+    )
 
 
 def summarize(result: FullTestResult) -> dict[str, Any]:
@@ -94,14 +119,16 @@ def summarize(result: FullTestResult) -> dict[str, Any]:
     gold = gold_index(np.repeat(result.targets, k), np.tile(np.arange(k), n)).reshape(n, k)
     pred = result.probabilities.argmax(axis=2)
     wrong = pred != gold
-    failed = np.array([[not ep["success"] for ep in eps] for eps in result.episodes],
-                      dtype=bool).reshape(n, k)
+    failed = np.array([[not ep["success"] for ep in eps] for eps in result.episodes], dtype=bool).reshape(n, k)
     cells: dict[str, dict[str, dict[str, int]]] = {}
     for digit in range(10):
         mask = result.targets == digit
         cells[str(digit)] = {
-            str(s): {"images": int(mask.sum()), "errors": int(wrong[mask, s].sum()),
-                     "failed_episodes": int(failed[mask, s].sum())}
+            str(s): {
+                "images": int(mask.sum()),
+                "errors": int(wrong[mask, s].sum()),
+                "failed_episodes": int(failed[mask, s].sum()),
+            }
             for s in STATES
         }
     extra = [ep["extra_moves"] for eps in result.episodes for ep in eps if ep["success"]]
@@ -109,8 +136,7 @@ def summarize(result: FullTestResult) -> dict[str, Any]:
     per_action = {}
     for a_idx, action in enumerate(ACTIONS):
         m = gold == a_idx
-        per_action[action] = {"rows": int(m.sum()),
-                              "accuracy": float((pred[m] == a_idx).mean()) if m.any() else None}
+        per_action[action] = {"rows": int(m.sum()), "accuracy": float((pred[m] == a_idx).mean()) if m.any() else None}
     lat = result.latency_ms
     return {
         "task": TASK_NAME,
@@ -130,7 +156,7 @@ def summarize(result: FullTestResult) -> dict[str, Any]:
             "terminations": {t: int(terminations.get(t, 0)) for t in TERMINATIONS},
             "max_steps": result.max_steps,
             "note": "Episodes replay the cached per-state predictions; the model is not called "
-                    "again along each trajectory.",
+            "again along each trajectory.",
         },
         "latency": {
             "unit": "ms per image (one forward of its 10 current states)",
@@ -155,19 +181,24 @@ def results_rows(result: FullTestResult) -> list[dict[str, Any]]:
     rows = []
     probs = result.probabilities.tolist()
     logits = result.logits.astype(np.float64).tolist()
-    for i, (image_id, target) in enumerate(zip(result.image_ids.tolist(),
-                                               result.targets.tolist())):
+    for i, (image_id, target) in enumerate(zip(result.image_ids.tolist(), result.targets.tolist())):
         for s in STATES:
             p, z = probs[i][s], logits[i][s]
-            rows.append({
-                "id": f"img{image_id}-cur{s}", "task": TASK_NAME,
-                "gold": ACTIONS[int(np.sign(target - s)) + 1],
-                "probs": {a0: p[0], a1: p[1], a2: p[2]},
-                "slices": {"current": str(s), "target": str(target)},
-                "group": f"img{image_id}", "image_id": image_id, "current": s,
-                "target_digit": target, "prediction": result.predictions[i][s],
-                "logits": {a0: z[0], a1: z[1], a2: z[2]},
-            })
+            rows.append(
+                {
+                    "id": f"img{image_id}-cur{s}",
+                    "task": TASK_NAME,
+                    "gold": ACTIONS[int(np.sign(target - s)) + 1],
+                    "probs": {a0: p[0], a1: p[1], a2: p[2]},
+                    "slices": {"current": str(s), "target": str(target)},
+                    "group": f"img{image_id}",
+                    "image_id": image_id,
+                    "current": s,
+                    "target_digit": target,
+                    "prediction": result.predictions[i][s],
+                    "logits": {a0: z[0], a1: z[1], a2: z[2]},
+                }
+            )
     return rows
 
 
@@ -179,17 +210,23 @@ def images_jsonl(result: FullTestResult) -> bytes:
     """
     lines = []
     probs = result.probabilities.tolist()
-    for i, (image_id, target) in enumerate(zip(result.image_ids.tolist(),
-                                               result.targets.tolist())):
-        lines.append(orjson.dumps({
-            "image_id": image_id, "source": SOURCE, "split": "test", "target": target,
-            "image": image_ref(image_id),
-            "gold": [ACTIONS[int(np.sign(target - s)) + 1] for s in STATES],
-            "predictions": result.predictions[i],
-            "probabilities": [dict(zip(ACTIONS, probs[i][s])) for s in STATES],
-            "episodes": result.episodes[i],
-            "latency_ms": float(result.latency_ms[i]),
-        }))
+    for i, (image_id, target) in enumerate(zip(result.image_ids.tolist(), result.targets.tolist())):
+        lines.append(
+            orjson.dumps(
+                {
+                    "image_id": image_id,
+                    "source": SOURCE,
+                    "split": "test",
+                    "target": target,
+                    "image": image_ref(image_id),
+                    "gold": [ACTIONS[int(np.sign(target - s)) + 1] for s in STATES],
+                    "predictions": result.predictions[i],
+                    "probabilities": [dict(zip(ACTIONS, probs[i][s])) for s in STATES],
+                    "episodes": result.episodes[i],
+                    "latency_ms": float(result.latency_ms[i]),
+                }
+            )
+        )
     return b"\n".join(lines) + b"\n"
 
 

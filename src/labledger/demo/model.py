@@ -60,8 +60,7 @@ def predict_all_states(model: nn.Module, images: np.ndarray, *, device: str = "c
     was_training = model.training
     model.eval()
     try:
-        x = encode_inputs(np.repeat(np.asarray(images), k, axis=0),
-                          np.tile(np.arange(k), n), device=device)
+        x = encode_inputs(np.repeat(np.asarray(images), k, axis=0), np.tile(np.arange(k), n), device=device)
         return model(x).float().cpu().numpy().reshape(n, k, len(ACTIONS))
     finally:
         model.train(was_training)

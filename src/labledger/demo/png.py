@@ -38,8 +38,12 @@ def encode_gray_png(pixels: np.ndarray) -> bytes:
     raw = np.zeros((height, width + 1), dtype=np.uint8)  # filter byte 0 before every row
     raw[:, 1:] = arr
     header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return (PNG_SIGNATURE + _chunk(b"IHDR", header)
-            + _chunk(b"IDAT", zlib.compress(raw.tobytes(), 9)) + _chunk(b"IEND", b""))
+    return (
+        PNG_SIGNATURE
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", zlib.compress(raw.tobytes(), 9))
+        + _chunk(b"IEND", b"")
+    )
 
 
 def _paeth(a: int, b: int, c: int) -> int:
@@ -60,10 +64,10 @@ def decode_gray_png(data: bytes) -> np.ndarray:
         raise PNGError("not a PNG: the 8-byte signature is missing")
     pos, header, idat = len(PNG_SIGNATURE), None, []
     while pos + 8 <= len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind = data[pos + 4:pos + 8]
-        body = data[pos + 8:pos + 8 + length]
-        crc_bytes = data[pos + 8 + length:pos + 12 + length]
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
+        crc_bytes = data[pos + 8 + length : pos + 12 + length]
         if len(body) != length or len(crc_bytes) != 4:
             raise PNGError(f"PNG chunk {kind!r} at byte {pos} is truncated")
         if struct.unpack(">I", crc_bytes)[0] != zlib.crc32(kind + body):
@@ -79,8 +83,10 @@ def decode_gray_png(data: bytes) -> np.ndarray:
         raise PNGError("PNG has no IHDR chunk")
     width, height, depth, color, _, _, interlace = header
     if depth != 8 or color != 0 or interlace != 0:
-        raise PNGError(f"only 8-bit grayscale non-interlaced PNGs are supported; got bit depth "
-                       f"{depth}, colour type {color}, interlace {interlace}")
+        raise PNGError(
+            f"only 8-bit grayscale non-interlaced PNGs are supported; got bit depth "
+            f"{depth}, colour type {color}, interlace {interlace}"
+        )
     raw = zlib.decompress(b"".join(idat))
     if len(raw) != height * (width + 1):
         raise PNGError(f"PNG pixel data has {len(raw)} bytes; expected {height * (width + 1)}")
@@ -88,7 +94,7 @@ def decode_gray_png(data: bytes) -> np.ndarray:
     prev = [0] * width
     for y in range(height):
         kind = raw[y * (width + 1)]
-        line = list(raw[y * (width + 1) + 1:(y + 1) * (width + 1)])
+        line = list(raw[y * (width + 1) + 1 : (y + 1) * (width + 1)])
         for x in range(width):
             left = line[x - 1] if x else 0
             up_left = prev[x - 1] if x else 0

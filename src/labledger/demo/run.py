@@ -17,7 +17,14 @@ import numpy as np
 
 from labledger.demo.png import digit_png
 from labledger.demo.task import (
-    ACTIONS, RESULTS_NAME, SOURCE, TASK_NAME, VALIDATION_NAME, DigitsData, RowPool, image_ref,
+    ACTIONS,
+    RESULTS_NAME,
+    SOURCE,
+    TASK_NAME,
+    VALIDATION_NAME,
+    DigitsData,
+    RowPool,
+    image_ref,
 )
 
 DEMO_GROUP = "digits-step"
@@ -86,7 +93,7 @@ class DemoSummary:
     split: dict[str, int]
     #: Name of each run's stored full test (``RunView.results(results_name)``), for later steps.
     results_name: str = RESULTS_NAME
-    #: Each run's evaluation document of its full test (``labledger.evaluate``), by run id.
+    #: Each run's evaluation document of its full test (``labledger.analysis.evaluation``), by run id.
     evaluations: dict[str, Any] = field(default_factory=dict)
     #: The paired comparison of the two runs' full tests (first run = A, second = B).
     comparison: dict[str, Any] | None = None
@@ -101,13 +108,22 @@ class DemoSummary:
         return [r.id for r in self.runs]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ledger": str(self.ledger), "group": self.group, "quick": self.quick,
-                "seed": self.seed, "elapsed_s": self.elapsed_s, "split": self.split,
-                "results_name": self.results_name, "validation_name": VALIDATION_NAME,
-                "evaluations": self.evaluations, "comparison": self.comparison,
-                "site_index": None if self.site_index is None else str(self.site_index),
-                "calibrations": self.calibrations,
-                "run_ids": self.run_ids, "runs": [r.to_dict() for r in self.runs]}
+        return {
+            "ledger": str(self.ledger),
+            "group": self.group,
+            "quick": self.quick,
+            "seed": self.seed,
+            "elapsed_s": self.elapsed_s,
+            "split": self.split,
+            "results_name": self.results_name,
+            "validation_name": VALIDATION_NAME,
+            "evaluations": self.evaluations,
+            "comparison": self.comparison,
+            "site_index": None if self.site_index is None else str(self.site_index),
+            "calibrations": self.calibrations,
+            "run_ids": self.run_ids,
+            "runs": [r.to_dict() for r in self.runs],
+        }
 
 
 def log_digit_images(run: Any, data: DigitsData, image_ids: np.ndarray) -> int:
@@ -119,10 +135,16 @@ def log_digit_images(run: Any, data: DigitsData, image_ids: np.ndarray) -> int:
     return n
 
 
-def run_demo(ledger: Any = None, *, quick: bool = False, seed: int = 0,
-             on_progress: Callable[[str], None] | None = None,
-             threads: int | None = 1, site: str | Path | None = None,
-             resamples: int = 1000) -> DemoSummary:
+def run_demo(
+    ledger: Any = None,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    on_progress: Callable[[str], None] | None = None,
+    threads: int | None = 1,
+    site: str | Path | None = None,
+    resamples: int = 1000,
+) -> DemoSummary:
     """Train the digit stepping task twice (two widths, one group) and log it all into ``ledger``.
 
     ``ledger`` is a path, a :class:`labledger.store.ledger.Ledger` or None (``$LABLEDGER_DIR``,
@@ -152,15 +174,21 @@ def run_demo(ledger: Any = None, *, quick: bool = False, seed: int = 0,
     say = on_progress or (lambda _msg: None)
     plan = DemoPlan.for_mode(quick)
     owns = not isinstance(ledger, Ledger)
-    book = ledger if isinstance(ledger, Ledger) else Ledger(
-        ledger if ledger is not None else default_ledger_path(), create=True)
+    book = (
+        ledger
+        if isinstance(ledger, Ledger)
+        else Ledger(ledger if ledger is not None else default_ledger_path(), create=True)
+    )
     old_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(max(1, threads))
     try:
         data = DigitsData.load()
-        caps = {k: v for k, v in (("train", plan.max_train), ("validation", plan.max_validation),
-                                  ("test", plan.max_test)) if v is not None}
+        caps = {
+            k: v
+            for k, v in (("train", plan.max_train), ("validation", plan.max_validation), ("test", plan.max_test))
+            if v is not None
+        }
         split = data.split(seed=SPLIT_SEED, max_per_split=caps)
         pool = RowPool.build(data, split.train, seed=SPLIT_SEED)
         used_ids = np.concatenate([split.train, split.validation, split.test])
@@ -170,19 +198,30 @@ def run_demo(ledger: Any = None, *, quick: bool = False, seed: int = 0,
             name = f"digits-mlp-h{hidden}"
             say(f"run {offset + 1}/{len(plan.hiddens)}: {name} (seed {config.seed})")
             run_config = {
-                "task": TASK_NAME, "source": SOURCE, "actions": list(ACTIONS),
-                "model": {"kind": "StepperMLP", "hidden": hidden, "depth": config.depth,
-                          "inputs": "pixels/16 (64) + one-hot current (10)"},
-                "train": config.to_dict(), "quick": quick,
+                "task": TASK_NAME,
+                "source": SOURCE,
+                "actions": list(ACTIONS),
+                "model": {
+                    "kind": "StepperMLP",
+                    "hidden": hidden,
+                    "depth": config.depth,
+                    "inputs": "pixels/16 (64) + one-hot current (10)",
+                },
+                "train": config.to_dict(),
+                "quick": quick,
                 "split": {"seed": split.seed, **split.sizes(), "stratified_by": "digit"},
-                "row_pool": {"size": len(pool), "seed": SPLIT_SEED,
-                             "natural_counts": pool.natural_counts,
-                             "balanced_counts": pool.class_counts(),
-                             "oversampling": "each action class up to the largest class"},
+                "row_pool": {
+                    "size": len(pool),
+                    "seed": SPLIT_SEED,
+                    "natural_counts": pool.natural_counts,
+                    "balanced_counts": pool.class_counts(),
+                    "oversampling": "each action class up to the largest class",
+                },
                 "threads": torch.get_num_threads(),
             }
-            with labledger.start_run(name, group=DEMO_GROUP, tags=("demo", "digits"),
-                                     config=run_config, ledger=book) as run:
+            with labledger.start_run(
+                name, group=DEMO_GROUP, tags=("demo", "digits"), config=run_config, ledger=book
+            ) as run:
                 log_digit_images(run, data, used_ids)
                 run.log_file("split.json", _split_json(split))
                 trained = train(run, data, pool, split.validation, config, on_progress=say)
@@ -193,29 +232,44 @@ def run_demo(ledger: Any = None, *, quick: bool = False, seed: int = 0,
                 validation = run_full_test(trained.model, data, split.validation, device=config.device)
                 run.log_results(VALIDATION_NAME, results_rows(validation))
                 analysis = summary["analysis"]
-                headline = {"test_accuracy": analysis["action_accuracy"],
-                            "episode_success": analysis["episode_success_rate"]}
+                headline = {
+                    "test_accuracy": analysis["action_accuracy"],
+                    "episode_success": analysis["episode_success_rate"],
+                }
                 run.set_summary(**headline)
-                run.note(f"Full test on {len(split.test)} held-out images x 10 states: action "
-                         f"accuracy {analysis['action_accuracy']:.4f}, episode success "
-                         f"{analysis['episode_success_rate']:.4f}. Episodes replay cached "
-                         f"per-state predictions.")
-                runs.append(DemoRun(
-                    id=run.id, name=name, dir=Path(run.dir).resolve(), hidden=hidden,
-                    seed=config.seed,
-                    optimizer_steps=trained.optimizer_steps, microbatches=trained.microbatches,
-                    examples_seen=trained.examples_seen, epochs=trained.epochs,
-                    pool_size=trained.pool_size, test_images=len(split.test),
-                    test_accuracy=analysis["action_accuracy"],
-                    episode_success_rate=analysis["episode_success_rate"],
-                    mean_extra_moves=analysis["mean_extra_moves"],
-                    latency_ms_per_image=summary["latency"]["mean_ms"],
-                    latency_p50_ms=summary["latency"]["p50_ms"],
-                    validation_accuracy=trained.validation[-1]["eval_accuracy"],
-                    checkpoints=[c["path"] for c in trained.checkpoints],
-                    elapsed_s=trained.elapsed_s))
-            say(f"{name}: test accuracy {analysis['action_accuracy']:.3f}, episode success "
-                f"{analysis['episode_success_rate']:.3f}")
+                run.note(
+                    f"Full test on {len(split.test)} held-out images x 10 states: action "
+                    f"accuracy {analysis['action_accuracy']:.4f}, episode success "
+                    f"{analysis['episode_success_rate']:.4f}. Episodes replay cached "
+                    f"per-state predictions."
+                )
+                runs.append(
+                    DemoRun(
+                        id=run.id,
+                        name=name,
+                        dir=Path(run.dir).resolve(),
+                        hidden=hidden,
+                        seed=config.seed,
+                        optimizer_steps=trained.optimizer_steps,
+                        microbatches=trained.microbatches,
+                        examples_seen=trained.examples_seen,
+                        epochs=trained.epochs,
+                        pool_size=trained.pool_size,
+                        test_images=len(split.test),
+                        test_accuracy=analysis["action_accuracy"],
+                        episode_success_rate=analysis["episode_success_rate"],
+                        mean_extra_moves=analysis["mean_extra_moves"],
+                        latency_ms_per_image=summary["latency"]["mean_ms"],
+                        latency_p50_ms=summary["latency"]["p50_ms"],
+                        validation_accuracy=trained.validation[-1]["eval_accuracy"],
+                        checkpoints=[c["path"] for c in trained.checkpoints],
+                        elapsed_s=trained.elapsed_s,
+                    )
+                )
+            say(
+                f"{name}: test accuracy {analysis['action_accuracy']:.3f}, episode success "
+                f"{analysis['episode_success_rate']:.3f}"
+            )
         ids = [r.id for r in runs]
         say("evaluating the full tests (bootstrap 95% CIs, by current state) and comparing the runs")
         evaluations = evaluate_runs(book, ids, results=RESULTS_NAME, resamples=resamples, seed=seed)
@@ -223,17 +277,26 @@ def run_demo(ledger: Any = None, *, quick: bool = False, seed: int = 0,
         say("calibrating: a temperature and a prior multiplier fitted on validation, reported on the full test")
         from labledger.demo.calibration import calibrate_runs
 
-        calibrations = calibrate_runs(book, ids, fit_on=VALIDATION_NAME, report_on=RESULTS_NAME,
-                                      resamples=resamples, seed=seed)
+        calibrations = calibrate_runs(
+            book, ids, fit_on=VALIDATION_NAME, report_on=RESULTS_NAME, resamples=resamples, seed=seed
+        )
         site_index = None
         if site is not None:
             say("building the static site")
             site_index = build_demo_site(book, Path(site), ids).index
-        return DemoSummary(ledger=Path(book.root).resolve(), group=DEMO_GROUP, quick=quick,
-                           seed=seed, runs=runs, elapsed_s=time.perf_counter() - started,
-                           split=split.sizes(), evaluations=evaluations, comparison=comparison,
-                           calibrations=calibrations,
-                           site_index=None if site_index is None else Path(site_index).resolve())
+        return DemoSummary(
+            ledger=Path(book.root).resolve(),
+            group=DEMO_GROUP,
+            quick=quick,
+            seed=seed,
+            runs=runs,
+            elapsed_s=time.perf_counter() - started,
+            split=split.sizes(),
+            evaluations=evaluations,
+            comparison=comparison,
+            calibrations=calibrations,
+            site_index=None if site_index is None else Path(site_index).resolve(),
+        )
     finally:
         torch.set_num_threads(old_threads)
         if owns:
@@ -243,6 +306,12 @@ def run_demo(ledger: Any = None, *, quick: bool = False, seed: int = 0,
 def _split_json(split: Any) -> bytes:
     import orjson
 
-    return orjson.dumps({"seed": split.seed, "stratified_by": "digit",
-                         "train": split.train.tolist(), "validation": split.validation.tolist(),
-                         "test": split.test.tolist()})
+    return orjson.dumps(
+        {
+            "seed": split.seed,
+            "stratified_by": "digit",
+            "train": split.train.tolist(),
+            "validation": split.validation.tolist(),
+            "test": split.test.tolist(),
+        }
+    )

@@ -90,8 +90,7 @@ class DigitSplit:
 
     def sizes(self) -> dict[str, int]:
         """Number of images per split."""
-        return {"train": len(self.train), "validation": len(self.validation),
-                "test": len(self.test)}
+        return {"train": len(self.train), "validation": len(self.validation), "test": len(self.test)}
 
 
 @dataclass(frozen=True)
@@ -112,8 +111,14 @@ class DigitsData:
         images, targets = _load_digits()
         return cls(images=images, targets=targets)
 
-    def split(self, *, test_fraction: float = 0.2, validation_fraction: float = 0.1,
-              seed: int = 0, max_per_split: dict[str, int] | None = None) -> DigitSplit:
+    def split(
+        self,
+        *,
+        test_fraction: float = 0.2,
+        validation_fraction: float = 0.1,
+        seed: int = 0,
+        max_per_split: dict[str, int] | None = None,
+    ) -> DigitSplit:
         """A held-out split, stratified by digit, fixed by ``seed`` (independent of training seeds).
 
         ``max_per_split`` (e.g. ``{"train": 300}``) keeps a stratified subset of a split, for quick
@@ -136,15 +141,14 @@ class DigitsData:
         for d, nt, nv in zip(digits, test_alloc, val_alloc):
             ids = by_digit[int(d)]
             parts["test"].append(ids[:nt])
-            parts["validation"].append(ids[nt:nt + nv])
-            parts["train"].append(ids[nt + nv:])
+            parts["validation"].append(ids[nt : nt + nv])
+            parts["train"].append(ids[nt + nv :])
         out = {k: np.sort(np.concatenate(v)) for k, v in parts.items()}
         for name, cap in (max_per_split or {}).items():
             if name not in out:
                 raise ValueError(f"unknown split {name!r}; expected train, validation or test")
             out[name] = _stratified_subset(out[name], self.targets, cap, rng)
-        return DigitSplit(train=out["train"], validation=out["validation"], test=out["test"],
-                          seed=seed)
+        return DigitSplit(train=out["train"], validation=out["validation"], test=out["test"], seed=seed)
 
 
 def _allocate(counts: np.ndarray, total: int) -> np.ndarray:
@@ -156,8 +160,7 @@ def _allocate(counts: np.ndarray, total: int) -> np.ndarray:
     return np.minimum(alloc, counts)
 
 
-def _stratified_subset(ids: np.ndarray, targets: np.ndarray, cap: int,
-                       rng: np.random.Generator) -> np.ndarray:
+def _stratified_subset(ids: np.ndarray, targets: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
     if cap >= len(ids):
         return ids
     labels = targets[ids]
@@ -201,18 +204,18 @@ class RowPool:
         tgt = data.targets[ids]
         gold = gold_index(tgt, cur)
         per_class = [np.flatnonzero(gold == k) for k in range(len(ACTIONS))]
-        natural = {ACTIONS[k]: int(len(rows)) for k, rows in enumerate(per_class)}
+        natural = {ACTIONS[k]: len(rows) for k, rows in enumerate(per_class)}
         size = max(len(rows) for rows in per_class)
         chosen = []
         for rows in per_class:
             if len(rows) == 0:
                 continue
             copies, rest = divmod(size, len(rows))
-            chosen.append(np.concatenate([np.tile(rows, copies),
-                                          rng.choice(rows, size=rest, replace=False)]))
+            chosen.append(np.concatenate([np.tile(rows, copies), rng.choice(rows, size=rest, replace=False)]))
         order = np.sort(np.concatenate(chosen), kind="stable")
-        return cls(image_ids=ids[order], currents=cur[order], targets=tgt[order],
-                   gold=gold[order], natural_counts=natural)
+        return cls(
+            image_ids=ids[order], currents=cur[order], targets=tgt[order], gold=gold[order], natural_counts=natural
+        )
 
     def class_counts(self) -> dict[str, int]:
         """Rows per action in the pool (after oversampling)."""
@@ -224,8 +227,7 @@ class RowPool:
 # Episodes
 
 
-def replay_episode(predictions: list[str] | tuple[str, ...], *, target: int, start: int,
-                   max_steps: int = 20) -> dict:
+def replay_episode(predictions: list[str] | tuple[str, ...], *, target: int, start: int, max_steps: int = 20) -> dict:
     """Replay the cached per-state predictions of one image from ``start`` until it ends.
 
     ``predictions[s]`` is the action predicted for current state ``s``. The episode succeeds when

@@ -21,7 +21,15 @@ from torch import nn
 
 from labledger.demo.model import StepperMLP, encode_inputs, log_softmax64, predict_all_states
 from labledger.demo.task import (
-    ACTIONS, SOURCE, STATES, DigitsData, RowPool, gold_index, image_ref, replay_episode, state_text,
+    ACTIONS,
+    SOURCE,
+    STATES,
+    DigitsData,
+    RowPool,
+    gold_index,
+    image_ref,
+    replay_episode,
+    state_text,
 )
 
 _STATE_TEXT = [state_text(c) for c in STATES]
@@ -78,8 +86,9 @@ def lr_at(step: int, *, total_steps: int, config: TrainConfig) -> float:
     return config.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
-def evaluate_states(model: nn.Module, data: DigitsData, image_ids: np.ndarray, *,
-                    device: str = "cpu") -> dict[str, float]:
+def evaluate_states(
+    model: nn.Module, data: DigitsData, image_ids: np.ndarray, *, device: str = "cpu"
+) -> dict[str, float]:
     """Validation metrics over every (image, current state) of ``image_ids``.
 
     Returns ``eval_loss`` (mean cross-entropy), ``eval_accuracy``, ``eval_macro_f1`` (scikit-learn,
@@ -101,10 +110,11 @@ def evaluate_states(model: nn.Module, data: DigitsData, image_ids: np.ndarray, *
     return {
         "eval_loss": float(-flat[np.arange(len(gold)), gold].mean()),
         "eval_accuracy": float((pred == gold).mean()),
-        "eval_macro_f1": float(f1_score(gold, pred, labels=list(range(len(ACTIONS))),
-                                        average="macro", zero_division=0)),
+        "eval_macro_f1": float(
+            f1_score(gold, pred, labels=list(range(len(ACTIONS))), average="macro", zero_division=0)
+        ),
         "eval_episode_success_rate": episodes_ok / (len(targets) * len(STATES)),
-        "eval_images": int(len(targets)),
+        "eval_images": len(targets),
     }
 
 
@@ -114,9 +124,16 @@ def _memory_mib(device: str) -> tuple[float, float]:
     return 0.0, 0.0
 
 
-def train(run: Any, data: DigitsData, pool: RowPool, validation_ids: np.ndarray,
-          config: TrainConfig, *, checkpoint_dir: Path | None = None,
-          on_progress: Callable[[str], None] | None = None) -> TrainResult:
+def train(
+    run: Any,
+    data: DigitsData,
+    pool: RowPool,
+    validation_ids: np.ndarray,
+    config: TrainConfig,
+    *,
+    checkpoint_dir: Path | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> TrainResult:
     """Train a :class:`StepperMLP` on ``pool`` and log everything into ``run``.
 
     Each epoch shuffles the pool and uses as many whole optimizer steps
@@ -130,22 +147,21 @@ def train(run: Any, data: DigitsData, pool: RowPool, validation_ids: np.ndarray,
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     model = StepperMLP(hidden=config.hidden, depth=config.depth).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
-                                  weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     loss_fn = nn.CrossEntropyLoss()
     mb, accum = config.microbatch_size, config.grad_accum
     steps_per_epoch = len(pool) // (mb * accum)
     if steps_per_epoch == 0:
-        raise ValueError(f"the row pool has {len(pool)} rows; one optimizer step needs "
-                         f"{mb * accum}")
+        raise ValueError(f"the row pool has {len(pool)} rows; one optimizer step needs {mb * accum}")
     total_steps = steps_per_epoch * config.epochs
     checkpoint_dir = Path(checkpoint_dir if checkpoint_dir is not None else run.dir / "checkpoints")
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     images = data.images
     pool_ids, pool_cur, pool_tgt, pool_gold = pool.image_ids, pool.currents, pool.targets, pool.gold
     gold_t = torch.from_numpy(pool_gold)
-    result = TrainResult(model=model, optimizer_steps=0, microbatches=0, examples_seen=0,
-                         epochs=config.epochs, pool_size=len(pool))
+    result = TrainResult(
+        model=model, optimizer_steps=0, microbatches=0, examples_seen=0, epochs=config.epochs, pool_size=len(pool)
+    )
     step = microbatch = seen = 0
     interval_losses: list[float] = []
     model.train()
@@ -169,11 +185,22 @@ def train(run: Any, data: DigitsData, pool: RowPool, validation_ids: np.ndarray,
                 seen += len(idx)
                 loss_value = float(loss.item())
                 step_losses.append(loss_value)
-                run.log_batch(_batch_record(
-                    microbatch=microbatch, step=step, seen=seen, loss=loss_value,
-                    logits=logits.detach().cpu().numpy(), rows=idx, image_ids=pool_ids[idx],
-                    currents=pool_cur[idx], targets=pool_tgt[idx], gold=pool_gold[idx],
-                    forward_ms=forward_ms, device=device))
+                run.log_batch(
+                    _batch_record(
+                        microbatch=microbatch,
+                        step=step,
+                        seen=seen,
+                        loss=loss_value,
+                        logits=logits.detach().cpu().numpy(),
+                        rows=idx,
+                        image_ids=pool_ids[idx],
+                        currents=pool_cur[idx],
+                        targets=pool_tgt[idx],
+                        gold=pool_gold[idx],
+                        forward_ms=forward_ms,
+                        device=device,
+                    )
+                )
             grad_norm = float(nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -181,37 +208,51 @@ def train(run: Any, data: DigitsData, pool: RowPool, validation_ids: np.ndarray,
             interval_losses.extend(step_losses)
             run.log(step, loss=step_loss, lr=lr, grad_norm=grad_norm)
             if step % config.logging_steps == 0 or step == total_steps:
-                run.log_history({
-                    "kind": "train", "step": step, "epoch": seen / len(pool),
-                    "loss": sum(interval_losses) / len(interval_losses),
-                    "grad_norm": grad_norm, "learning_rate": lr, "examples_seen": seen,
-                    "microbatches": len(interval_losses),
-                })
+                run.log_history(
+                    {
+                        "kind": "train",
+                        "step": step,
+                        "epoch": seen / len(pool),
+                        "loss": sum(interval_losses) / len(interval_losses),
+                        "grad_norm": grad_norm,
+                        "learning_rate": lr,
+                        "examples_seen": seen,
+                        "microbatches": len(interval_losses),
+                    }
+                )
                 interval_losses = []
         t0 = time.perf_counter()
         metrics = evaluate_states(model, data, validation_ids, device=device)
         metrics["eval_runtime_s"] = time.perf_counter() - t0
-        entry = {"kind": "eval", "step": step, "epoch": seen / len(pool), "epoch_index": epoch,
-                 **metrics}
+        entry = {"kind": "eval", "step": step, "epoch": seen / len(pool), "epoch_index": epoch, **metrics}
         run.log_history(entry)
         result.validation.append(entry)
         path = checkpoint_dir / f"epoch{epoch:02d}-step{step:05d}.pt"
         torch.save(model.state_dict(), path)
-        result.checkpoints.append(run.log_checkpoint(
-            path, step=step, metrics={"epoch": epoch, **metrics}))
+        result.checkpoints.append(run.log_checkpoint(path, step=step, metrics={"epoch": epoch, **metrics}))
         if on_progress is not None:
-            on_progress(f"epoch {epoch}/{config.epochs}: step {step}, "
-                        f"val accuracy {metrics['eval_accuracy']:.3f}")
+            on_progress(f"epoch {epoch}/{config.epochs}: step {step}, val accuracy {metrics['eval_accuracy']:.3f}")
     result.optimizer_steps, result.microbatches, result.examples_seen = step, microbatch, seen
     result.elapsed_s = time.perf_counter() - started
     model.eval()
     return result
 
 
-def _batch_record(*, microbatch: int, step: int, seen: int, loss: float, logits: np.ndarray,
-                  rows: np.ndarray, image_ids: np.ndarray, currents: np.ndarray,
-                  targets: np.ndarray, gold: np.ndarray, forward_ms: float,
-                  device: str) -> dict[str, Any]:
+def _batch_record(
+    *,
+    microbatch: int,
+    step: int,
+    seen: int,
+    loss: float,
+    logits: np.ndarray,
+    rows: np.ndarray,
+    image_ids: np.ndarray,
+    currents: np.ndarray,
+    targets: np.ndarray,
+    gold: np.ndarray,
+    forward_ms: float,
+    device: str,
+) -> dict[str, Any]:
     """One ``batches.jsonl`` record; every number in it comes from the same forward pass."""
     logp = log_softmax64(logits)
     probs = np.exp(logp)
@@ -221,22 +262,35 @@ def _batch_record(*, microbatch: int, step: int, seen: int, loss: float, logits:
     p_list = probs.tolist()
     a0, a1, a2 = ACTIONS
     samples = []
-    for i, (row, image_id, cur, tgt, g) in enumerate(zip(rows.tolist(), image_ids.tolist(),
-                                                         currents.tolist(), targets.tolist(),
-                                                         gold.tolist())):
+    for i, (row, image_id, cur, tgt, g) in enumerate(
+        zip(rows.tolist(), image_ids.tolist(), currents.tolist(), targets.tolist(), gold.tolist())
+    ):
         p = p_list[i]
-        samples.append({
-            "source": SOURCE, "dataset": "digits-train", "image_id": image_id, "current": cur,
-            "training_row": row, "target_digit": tgt,
-            "input": {"image": image_ref(image_id), "state": _STATE_TEXT[cur]},
-            "gold": ACTIONS[g], "prediction": ACTIONS[pred[i]],
-            "probabilities": {a0: p[0], a1: p[1], a2: p[2]},
-            "cross_entropy": ce[i],
-        })
+        samples.append(
+            {
+                "source": SOURCE,
+                "dataset": "digits-train",
+                "image_id": image_id,
+                "current": cur,
+                "training_row": row,
+                "target_digit": tgt,
+                "input": {"image": image_ref(image_id), "state": _STATE_TEXT[cur]},
+                "gold": ACTIONS[g],
+                "prediction": ACTIONS[pred[i]],
+                "probabilities": {a0: p[0], a1: p[1], a2: p[2]},
+                "cross_entropy": ce[i],
+            }
+        )
     allocated, peak = _memory_mib(device)
     return {
-        "microbatch": microbatch, "optimizer_step": step, "examples_seen": seen,
-        "batch_size": n, "loss": loss, "samples": samples, "time": time.time(),
-        "forward_ms": forward_ms, "gpu_allocated_mib": allocated,
+        "microbatch": microbatch,
+        "optimizer_step": step,
+        "examples_seen": seen,
+        "batch_size": n,
+        "loss": loss,
+        "samples": samples,
+        "time": time.time(),
+        "forward_ms": forward_ms,
+        "gpu_allocated_mib": allocated,
         "gpu_peak_allocated_mib": peak,
     }

@@ -56,8 +56,15 @@ class ImportResult:
         return [r.id for r in self.runs]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "format": self.format, "sha256": self.sha256, "mode": self.mode,
-                "again": self.again, "previous": self.previous, "runs": [r.to_dict() for r in self.runs]}
+        return {
+            "source": self.source,
+            "format": self.format,
+            "sha256": self.sha256,
+            "mode": self.mode,
+            "again": self.again,
+            "previous": self.previous,
+            "runs": [r.to_dict() for r in self.runs],
+        }
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
@@ -72,8 +79,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     if not p.exists():
         raise ImportSourceError(f"{p}: no such file or folder")
     if p.is_file() and p.name in seed_run.FOLDER_FILES:
-        raise ImportSourceError(f"{p}: {p.name} is part of a run folder; import the folder that holds it "
-                                f"({p.parent})")
+        raise ImportSourceError(f"{p}: {p.name} is part of a run folder; import the folder that holds it ({p.parent})")
     for name, module in IMPORTERS.items():
         if module.detect(p):
             return name
@@ -81,12 +87,21 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         f"{p}: cannot tell its format. Known: a seed-004 run folder (batches.jsonl, training_history.json, "
         "full_test/images.jsonl), a seed-000 report (.json with threshold_trials, paired_test, "
         "checkpoint_sha256...), a results .jsonl, TensorBoard event files (*tfevents*), an MLflow store "
-        "(mlflow.db or mlruns/). Name one with --format.")
+        "(mlflow.db or mlruns/). Name one with --format."
+    )
 
 
-def import_path(path: str | os.PathLike[str], ledger: Ledger | str | os.PathLike[str], *,
-                fmt: str = "auto", name: str | None = None, group: str | None = None, copy: bool = False,
-                again: bool = False, tags: tuple[str, ...] = ()) -> ImportResult:
+def import_path(
+    path: str | os.PathLike[str],
+    ledger: Ledger | str | os.PathLike[str],
+    *,
+    fmt: str = "auto",
+    name: str | None = None,
+    group: str | None = None,
+    copy: bool = False,
+    again: bool = False,
+    tags: tuple[str, ...] = (),
+) -> ImportResult:
     """Import ``path`` into ``ledger`` (created if missing) as one transaction; see the module docs.
 
     ``fmt`` is ``auto`` or one of :data:`FORMATS`. Raises :class:`ImportSourceError` when the same
@@ -102,8 +117,10 @@ def import_path(path: str | os.PathLike[str], ledger: Ledger | str | os.PathLike
         raise UnknownNameError("import format", fmt, (*FORMATS, "auto"))
     module = IMPORTERS[fmt]
     if fmt == seed_run.FORMAT and not module.detect(src_path):
-        raise ImportSourceError(f"{src_path}: not a seed-004 run folder (no batches.jsonl, "
-                                "training_history.json, history.jsonl, metrics.jsonl or full_test/images.jsonl)")
+        raise ImportSourceError(
+            f"{src_path}: not a seed-004 run folder (no batches.jsonl, "
+            "training_history.json, history.jsonl, metrics.jsonl or full_test/images.jsonl)"
+        )
     source: Source = module.make_source(src_path)
     digest = source.sha256()
     owns = not isinstance(ledger, Ledger)
@@ -117,16 +134,23 @@ def import_path(path: str | os.PathLike[str], ledger: Ledger | str | os.PathLike
             raise ImportSourceError(
                 f"{source.path}: the same content (sha256 {digest[:12]}...) was imported on {when} from "
                 f"{previous['source']} as run {previous['run_id']} ({previous['format']}); pass --again "
-                "(again=True) to import it once more")
+                "(again=True) to import it once more"
+            )
         opts = ImportOptions(name=name, group=group, copy=copy, tags=tuple(tags))
         with book.staging() as stage:
             runs = module.load(source, stage, opts)
             if not runs:
                 raise ImportSourceError(f"{source.path}: nothing to import ({fmt} source without runs)")
             book.adopt(stage, source=str(source.path), sha256=digest, fmt=fmt)
-        return ImportResult(source=str(source.path), format=fmt, sha256=digest,
-                            mode="copy" if copy else "reference", runs=runs, again=previous is not None,
-                            previous=previous)
+        return ImportResult(
+            source=str(source.path),
+            format=fmt,
+            sha256=digest,
+            mode="copy" if copy else "reference",
+            runs=runs,
+            again=previous is not None,
+            previous=previous,
+        )
     finally:
         if owns:
             book.close()

@@ -40,7 +40,13 @@ import numpy as np
 
 from labledger.errors import ImportSourceError
 from labledger.importers.source import (
-    ImportedRun, ImportOptions, Source, finish_import, new_run, safe_relpath, walk_files,
+    ImportedRun,
+    ImportOptions,
+    Source,
+    finish_import,
+    new_run,
+    safe_relpath,
+    walk_files,
 )
 from labledger.store.ledger import Ledger
 
@@ -61,7 +67,8 @@ def _client_cls():
     except ImportError:
         raise ImportSourceError(
             "reading an MLflow store needs MLflow's client: pip install mlflow-skinny sqlalchemy alembic "
-            "(or mlflow), or pip install 'labledger[importers]'") from None
+            "(or mlflow), or pip install 'labledger[importers]'"
+        ) from None
     return MlflowClient, ViewType
 
 
@@ -80,7 +87,7 @@ def is_sqlite_store(path: Path) -> bool:
             con.close()
     except (OSError, sqlite3.DatabaseError):
         return False
-    return MLFLOW_TABLES <= names
+    return names >= MLFLOW_TABLES
 
 
 def is_file_store(path: Path) -> bool:
@@ -110,8 +117,10 @@ def detect(path: Path) -> bool:
 def make_source(path: Path) -> Source:
     store = store_path(path)
     if store is None:
-        raise ImportSourceError(f"{path}: not an MLflow store (no mlflow.db with MLflow's tables, no mlruns/ "
-                                "folder of experiments with meta.yaml)")
+        raise ImportSourceError(
+            f"{path}: not an MLflow store (no mlflow.db with MLflow's tables, no mlruns/ "
+            "folder of experiments with meta.yaml)"
+        )
     if store.is_file():
         files = [store] + [p for p in (Path(f"{store}-wal"),) if p.is_file()]
         return Source(store, FORMAT, files)
@@ -140,8 +149,9 @@ def _snapshot(store: Path) -> Iterator[str]:
         else:
             copy = Path(tmp) / "mlruns"
             # Artifact folders are kept (MLflow checks that a run folder has one) but left empty.
-            shutil.copytree(store, copy, symlinks=True,
-                            ignore=lambda d, names: names if os.path.basename(d) == "artifacts" else [])
+            shutil.copytree(
+                store, copy, symlinks=True, ignore=lambda d, names: names if os.path.basename(d) == "artifacts" else []
+            )
             old = os.environ.get("MLFLOW_ALLOW_FILE_STORE")
             os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
             try:
@@ -218,60 +228,106 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
     out: list[ImportedRun] = []
     with _snapshot(source.path) as uri:
         client = client_cls(tracking_uri=uri)
-        experiments = list(_paged(lambda token: client.search_experiments(
-            view_type=view_type.ALL, max_results=PAGE, page_token=token)))
+        experiments = list(
+            _paged(lambda token: client.search_experiments(view_type=view_type.ALL, max_results=PAGE, page_token=token))
+        )
         active = [e for e in experiments if e.lifecycle_stage == "active"]
         runs = []
         deleted_runs = 0
         for exp in active:
-            for r in _paged(lambda token, exp=exp: client.search_runs(
-                    [exp.experiment_id], run_view_type=view_type.ALL, max_results=PAGE, page_token=token)):
+            for r in _paged(
+                lambda token, exp=exp: client.search_runs(
+                    [exp.experiment_id], run_view_type=view_type.ALL, max_results=PAGE, page_token=token
+                )
+            ):
                 if r.info.lifecycle_stage == "active":
                     runs.append((exp, r))
                 else:
                     deleted_runs += 1
         skipped_note = None
         if deleted_runs or len(active) < len(experiments):
-            skipped_note = (f"Not imported from the MLflow store: {len(experiments) - len(active)} deleted "
-                            f"experiment(s) and {deleted_runs} deleted run(s) of active experiments.")
+            skipped_note = (
+                f"Not imported from the MLflow store: {len(experiments) - len(active)} deleted "
+                f"experiment(s) and {deleted_runs} deleted run(s) of active experiments."
+            )
         several = len(runs) > 1
         for exp, r in runs:
             out.append(_import_run(client, source, stage, opts, exp, r, several, skipped_note))
     return out
 
 
-def _import_run(client: Any, source: Source, stage: Ledger, opts: ImportOptions, exp: Any, r: Any,
-                several: bool, skipped_note: str | None) -> ImportedRun:
+def _import_run(
+    client: Any,
+    source: Source,
+    stage: Ledger,
+    opts: ImportOptions,
+    exp: Any,
+    r: Any,
+    several: bool,
+    skipped_note: str | None,
+) -> ImportedRun:
     info, data = r.info, r.data
     tags = dict(data.tags)
     run_name = info.run_name or tags.get("mlflow.runName") or info.run_id
     name = (f"{opts.name}/{run_name}" if several else opts.name) if opts.name else run_name
     user_tags = sorted(f"{k}={v}" for k, v in tags.items() if not k.startswith("mlflow."))
-    env = {"user": info.user_id or tags.get("mlflow.user"),
-           "argv": [tags["mlflow.source.name"]] if tags.get("mlflow.source.name") else None,
-           "git": {"commit": tags.get("mlflow.source.git.commit"), "dirty": None,
-                   "branch": tags.get("mlflow.source.git.branch")}}
+    env = {
+        "user": info.user_id or tags.get("mlflow.user"),
+        "argv": [tags["mlflow.source.name"]] if tags.get("mlflow.source.name") else None,
+        "git": {
+            "commit": tags.get("mlflow.source.git.commit"),
+            "dirty": None,
+            "branch": tags.get("mlflow.source.git.branch"),
+        },
+    }
     inputs = getattr(r, "inputs", None)
-    datasets = [{"name": d.dataset.name, "digest": d.dataset.digest, "source_type": d.dataset.source_type,
-                 "context": {t.key: t.value for t in d.tags}}
-                for d in (getattr(inputs, "dataset_inputs", None) or [])]
+    datasets = [
+        {
+            "name": d.dataset.name,
+            "digest": d.dataset.digest,
+            "source_type": d.dataset.source_type,
+            "context": {t.key: t.value for t in d.tags},
+        }
+        for d in (getattr(inputs, "dataset_inputs", None) or [])
+    ]
     started = info.start_time / 1000.0 if info.start_time is not None else None
     ended = info.end_time / 1000.0 if info.end_time is not None else None
     files = None
     if source.path.is_dir():  # a file store: this run's own files and its experiment's meta.yaml
         mine = (f"{info.experiment_id}/{info.run_id}/", f"{info.experiment_id}/meta.yaml")
         files = [f for f in source.files if source.rel(f).startswith(mine)]
-    run = new_run(stage, name, source=source, opts=opts, config=dict(data.params), started=started,
-                  group=exp.name, tags=user_tags, environment=env, files=files,
-                  times_from="MLflow start_time and end_time",
-                  meta={"mlflow": {"run_id": info.run_id, "experiment_id": info.experiment_id,
-                          "experiment_name": exp.name, "experiment_tags": dict(exp.tags or {}),
-                          "status": info.status, "lifecycle_stage": info.lifecycle_stage,
-                          "artifact_uri": info.artifact_uri, "tags": tags, "dataset_inputs": datasets}})
+    run = new_run(
+        stage,
+        name,
+        source=source,
+        opts=opts,
+        config=dict(data.params),
+        started=started,
+        group=exp.name,
+        tags=user_tags,
+        environment=env,
+        files=files,
+        times_from="MLflow start_time and end_time",
+        meta={
+            "mlflow": {
+                "run_id": info.run_id,
+                "experiment_id": info.experiment_id,
+                "experiment_name": exp.name,
+                "experiment_tags": dict(exp.tags or {}),
+                "status": info.status,
+                "lifecycle_stage": info.lifecycle_stage,
+                "artifact_uri": info.artifact_uri,
+                "tags": tags,
+                "dataset_inputs": datasets,
+            }
+        },
+    )
     notes: list[str] = []
     keys = sorted(data.metrics)
-    fields = {"params": f"config ({len(data.params)} params)",
-              "tags": f"run.json mlflow.tags ({len(tags)}); {len(user_tags)} user tag(s) as ledger tags"}
+    fields = {
+        "params": f"config ({len(data.params)} params)",
+        "tags": f"run.json mlflow.tags ({len(tags)}); {len(user_tags)} user tag(s) as ledger tags",
+    }
     with run:
         n = _log_metrics(run, keys, _metric_arrays(client, info.run_id, keys))
         fields["metrics"] = f"scalars ({len(keys)} metrics in {n} records, one per step and timestamp)"
@@ -280,8 +336,11 @@ def _import_run(client: Any, source: Source, stage: Ledger, opts: ImportOptions,
             fields["tags"] += "; mlflow.note.content as a note"
         renamed = [k for k in keys if k in RESERVED]
         if renamed:
-            notes.append("Metrics renamed because step and time are the record's own fields: "
-                         + ", ".join(f"{k} -> {k}_" for k in renamed) + ".")
+            notes.append(
+                "Metrics renamed because step and time are the record's own fields: "
+                + ", ".join(f"{k} -> {k}_" for k in renamed)
+                + "."
+            )
         art = _local_path(info.artifact_uri)
         if opts.copy and art is not None and art.is_dir():
             files = walk_files(art)
@@ -300,5 +359,6 @@ def _import_run(client: Any, source: Source, stage: Ledger, opts: ImportOptions,
         for text in notes:
             run.note(text)
         finish_import(run, fields, ended=ended, status=status, error=error)
-    return ImportedRun(run.id, run.name, run.group, {"scalars": n, "params": len(data.params),
-                                                     "notes": len(notes)}, fields, notes)
+    return ImportedRun(
+        run.id, run.name, run.group, {"scalars": n, "params": len(data.params), "notes": len(notes)}, fields, notes
+    )

@@ -32,7 +32,14 @@ import orjson
 
 from labledger.errors import RecordError
 from labledger.importers.source import (
-    ImportedRun, ImportOptions, Source, file_times, finish_import, is_number, load_json, new_run,
+    ImportedRun,
+    ImportOptions,
+    Source,
+    file_times,
+    finish_import,
+    is_number,
+    load_json,
+    new_run,
 )
 from labledger.store.ledger import Ledger
 from labledger.store.run import sha256_file
@@ -69,24 +76,29 @@ def _check(report: Any, path: Path) -> None:
     history = report.get("history")
     if history is not None:
         if not isinstance(history, list):
-            raise RecordError(f"must be a list of per-epoch objects; got {type(history).__name__}",
-                              source=src, field="history")
+            raise RecordError(
+                f"must be a list of per-epoch objects; got {type(history).__name__}", source=src, field="history"
+            )
         for i, e in enumerate(history):
             if not isinstance(e, dict):
-                raise RecordError(f"must be an object; got {type(e).__name__}", source=src,
-                                  field=f"history[{i}]")
+                raise RecordError(f"must be an object; got {type(e).__name__}", source=src, field=f"history[{i}]")
     trials = report.get("threshold_trials")
     if trials is not None:
         if not isinstance(trials, list):
-            raise RecordError(f"must be a list of trials; got {type(trials).__name__}", source=src,
-                              field="threshold_trials")
+            raise RecordError(
+                f"must be a list of trials; got {type(trials).__name__}", source=src, field="threshold_trials"
+            )
         for i, t in enumerate(trials):
             if not isinstance(t, dict):
-                raise RecordError(f"must be an object; got {type(t).__name__}", source=src,
-                                  field=f"threshold_trials[{i}]")
+                raise RecordError(
+                    f"must be an object; got {type(t).__name__}", source=src, field=f"threshold_trials[{i}]"
+                )
             if not is_number(t.get("threshold")):
-                raise RecordError(f"must be a number; got {t.get('threshold')!r}", source=src,
-                                  field=f"threshold_trials[{i}].threshold")
+                raise RecordError(
+                    f"must be a number; got {t.get('threshold')!r}",
+                    source=src,
+                    field=f"threshold_trials[{i}].threshold",
+                )
     for key in (*SECTIONS, "non_regression"):
         v = report.get(key)
         if v is not None and not isinstance(v, dict):
@@ -111,10 +123,9 @@ def _parse_time(value: Any, src: str) -> float:
             pass
         else:
             if t.tzinfo is None:
-                t = t.replace(tzinfo=dt.timezone.utc)
+                t = t.replace(tzinfo=dt.UTC)
             return t.timestamp()
-    raise RecordError(f"must be an ISO 8601 time or unix seconds; got {value!r}", source=src,
-                      field="generated_at")
+    raise RecordError(f"must be an ISO 8601 time or unix seconds; got {value!r}", source=src, field="generated_at")
 
 
 def _metric_entries(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -132,8 +143,12 @@ def _metric_entries(report: dict[str, Any]) -> list[dict[str, Any]]:
         for key, value in body.items():
             if key in ("threshold", "epoch") or not is_number(value):
                 continue
-            entry = {"metric": key, "params": params, "value": value,
-                     "definition": f"as stated by the imported report ({section}.{key})"}
+            entry = {
+                "metric": key,
+                "params": params,
+                "value": value,
+                "definition": f"as stated by the imported report ({section}.{key})",
+            }
             if split == "validation" and is_number(n_val):
                 entry["n"] = int(n_val)
             out.append(entry)
@@ -182,8 +197,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
     non_reg = report.get("non_regression")
     if isinstance(non_reg, dict):
         fields["non_regression"] += " and note"
-        notes.append("Non-regression (as the report states it): "
-                     + ", ".join(f"{k} = {v}" for k, v in non_reg.items()))
+        notes.append("Non-regression (as the report states it): " + ", ".join(f"{k} = {v}" for k, v in non_reg.items()))
     selected = report.get("selected")
     if isinstance(selected, dict) and "epoch" in selected:
         config["selected_epoch"] = selected["epoch"]
@@ -198,8 +212,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
         started, ended = file_times([path])
         times_from = "the report file's modification time (it has no generated_at)"
     name = opts.name or (str(report["experiment"]) if report.get("experiment") else path.stem)
-    run = new_run(stage, name, source=source, opts=opts, config=config, started=started,
-                  times_from=times_from)
+    run = new_run(stage, name, source=source, opts=opts, config=config, started=started, times_from=times_from)
     counts: dict[str, int] = {}
     with run:
         for entry in report.get("history") or ():
@@ -233,8 +246,10 @@ def _log_checkpoint(run, report: dict[str, Any], path: Path, notes: list[str]) -
     if sha is None:
         found = _resolve_checkpoint(stated, path.parent)
         if found is None:
-            notes.append(f"Checkpoint {stated} is named without a sha256 and is not on this machine: "
-                         "not recorded as a checkpoint.")
+            notes.append(
+                f"Checkpoint {stated} is named without a sha256 and is not on this machine: "
+                "not recorded as a checkpoint."
+            )
             return None
         return run.log_checkpoint(found)
     sha = sha.lower()
@@ -243,7 +258,9 @@ def _log_checkpoint(run, report: dict[str, Any], path: Path, notes: list[str]) -
         digest, _ = sha256_file(found)
         if digest == sha:
             return run.log_checkpoint(found)
-        notes.append(f"Checkpoint {stated}: the file now at {found} has sha256 {digest}, not the "
-                     f"report's {sha}; it is not the checkpoint the report describes. The report's "
-                     "checkpoint is recorded by its stated hash.")
+        notes.append(
+            f"Checkpoint {stated}: the file now at {found} has sha256 {digest}, not the "
+            f"report's {sha}; it is not the checkpoint the report describes. The report's "
+            "checkpoint is recorded by its stated hash."
+        )
     return run.log_checkpoint_reference(stated or "(unnamed)", sha)

@@ -12,7 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from labledger.importers.source import (
-    ImportedRun, ImportOptions, Source, file_times, finish_import, log_results_file, new_run, safe_relpath,
+    ImportedRun,
+    ImportOptions,
+    Source,
+    file_times,
+    finish_import,
+    log_results_file,
+    new_run,
+    safe_relpath,
 )
 from labledger.store.ledger import Ledger
 
@@ -39,8 +46,15 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
     set_name = result_set_name(path)
     default = path.parent.name if path.stem.startswith("results") and path.parent.name else path.stem
     started, ended = file_times([path])
-    run = new_run(stage, opts.name or default, source=source, opts=opts, config={}, started=started,
-                  times_from="the file's modification time (a results file records no run times)")
+    run = new_run(
+        stage,
+        opts.name or default,
+        source=source,
+        opts=opts,
+        config={},
+        started=started,
+        times_from="the file's modification time (a results file records no run times)",
+    )
     with run:
         n = log_results_file(run, set_name, path)
         if opts.copy:

@@ -24,8 +24,17 @@ from typing import Any
 
 from labledger.errors import RecordError
 from labledger.importers.source import (
-    ImportedRun, ImportOptions, Source, file_times, finish_import, is_number, load_json, load_jsonl,
-    log_results_file, new_run, relocate,
+    ImportedRun,
+    ImportOptions,
+    Source,
+    file_times,
+    finish_import,
+    is_number,
+    load_json,
+    load_jsonl,
+    log_results_file,
+    new_run,
+    relocate,
 )
 from labledger.store.ledger import Ledger
 
@@ -77,8 +86,9 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
         history, extra = _read_history(history_path)
         if extra:
             config = {**config, "training_history": extra}
-        fields[history_path.name] = (f"history ({len(history)} entries)"
-                                     + ("; its other keys -> config.training_history" if extra else ""))
+        fields[history_path.name] = f"history ({len(history)} entries)" + (
+            "; its other keys -> config.training_history" if extra else ""
+        )
     started, fallback_end, time_from = _times(root, source)
     ends: list[float] = []
     meta = _read_meta(root / META) if (root / META).is_file() else {}
@@ -89,9 +99,18 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
         if is_number(meta.get("ended")):
             fallback_end = float(meta["ended"])
     name = opts.name or meta.get("name") or root.name
-    run = new_run(stage, name, source=source, opts=opts, config=config, started=started,
-                  group=meta.get("group"), tags=meta.get("tags") or (), times_from=time_from,
-                  environment={k: meta[k] for k in META_KEYS if k in meta})
+    run = new_run(
+        stage,
+        name,
+        source=source,
+        opts=opts,
+        config=config,
+        started=started,
+        group=meta.get("group"),
+        tags=meta.get("tags") or (),
+        times_from=time_from,
+        environment={k: meta[k] for k in META_KEYS if k in meta},
+    )
     counts: dict[str, int] = {}
     with run:
         if (root / BATCHES).is_file():
@@ -115,8 +134,9 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
         if (root / NOTES).is_file():
             for lineno, rec in load_jsonl(root / NOTES):
                 if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
-                    raise RecordError("must be an object with a 'text' string", source=str(root / NOTES),
-                                      line=lineno, field="text")
+                    raise RecordError(
+                        "must be an object with a 'text' string", source=str(root / NOTES), line=lineno, field="text"
+                    )
                 notes.append(rec["text"])
             fields[NOTES] = "notes"
         images = root / IMAGES
@@ -126,13 +146,14 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
             run.log_file(IMAGES, images)
             rows, lines = _result_rows(parsed_images, task=str(config.get("task") or RESULTS_NAME))
             if rows:
-                from labledger.results import validate_rows
+                from labledger.inputs.results import validate_rows
 
                 validate_rows(rows, source=str(images), lines=lines)
                 run.log_results(RESULTS_NAME, rows, source=str(images))
                 counts[f"results:{RESULTS_NAME}"] = len(rows)
-                fields[IMAGES] = (f"file {IMAGES} and result set '{RESULTS_NAME}' ({len(rows)} rows: "
-                                  f"one per image x state)")
+                fields[IMAGES] = (
+                    f"file {IMAGES} and result set '{RESULTS_NAME}' ({len(rows)} rows: one per image x state)"
+                )
             else:
                 fields[IMAGES] = f"file {IMAGES} (no per-state probabilities with a gold: no result set)"
         summary = root / SUMMARY
@@ -148,8 +169,11 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
         copied = source.copy_into(run) if opts.copy else {}
         for f in source.files:
             rel = source.rel(f)
-            where = (f"original copied to files/{copied[rel]}" if opts.copy
-                     else "original referenced in run.json imported_from.files")
+            where = (
+                f"original copied to files/{copied[rel]}"
+                if opts.copy
+                else "original referenced in run.json imported_from.files"
+            )
             fields[rel] = f"{fields[rel]}; {where}" if rel in fields else where
         for text in notes:
             run.note(text)
@@ -175,7 +199,8 @@ def _status(meta: dict[str, Any]) -> tuple[str, str | None]:
     if status in ("finished", "failed", "killed"):
         return status, meta.get("error")
     return "killed", f"the source run was '{status}' when imported" + (
-        f" ({meta['error']})" if meta.get("error") else "")
+        f" ({meta['error']})" if meta.get("error") else ""
+    )
 
 
 def run_files(run) -> list[Path]:
@@ -218,8 +243,9 @@ def _read_history(path: Path) -> tuple[list[tuple[int | None, dict[str, Any]]], 
         out = []
         for lineno, rec in load_jsonl(path):
             if not isinstance(rec, dict):
-                raise RecordError(f"a history entry must be a JSON object; got {type(rec).__name__}",
-                                  source=str(path), line=lineno)
+                raise RecordError(
+                    f"a history entry must be a JSON object; got {type(rec).__name__}", source=str(path), line=lineno
+                )
             out.append((lineno, rec))
         return out, {}
     doc = load_json(path)
@@ -228,8 +254,9 @@ def _read_history(path: Path) -> tuple[list[tuple[int | None, dict[str, Any]]], 
     if isinstance(doc, dict):
         key = next((k for k in ("log_history", "history") if isinstance(doc.get(k), list)), "")
         if not key:
-            raise RecordError("must be a list of entries or an object with a 'log_history' or 'history' list",
-                              source=str(path))
+            raise RecordError(
+                "must be a list of entries or an object with a 'log_history' or 'history' list", source=str(path)
+            )
         extra = {k: v for k, v in doc.items() if k != key}
         entries = doc[key]
     elif isinstance(doc, list):
@@ -239,8 +266,7 @@ def _read_history(path: Path) -> tuple[list[tuple[int | None, dict[str, Any]]], 
     prefix = f"{key}" if key else ""
     for i, e in enumerate(entries):
         if not isinstance(e, dict):
-            raise RecordError(f"must be an object; got {type(e).__name__}", source=str(path),
-                              field=f"{prefix}[{i}]")
+            raise RecordError(f"must be an object; got {type(e).__name__}", source=str(path), field=f"{prefix}[{i}]")
     return [(None, e) for e in entries], extra
 
 
@@ -248,8 +274,9 @@ def _log_metrics(run, path: Path) -> tuple[int, float | None]:
     n, last = 0, None
     for lineno, rec in load_jsonl(path):
         if not isinstance(rec, dict):
-            raise RecordError(f"a scalar record must be a JSON object; got {type(rec).__name__}",
-                              source=str(path), line=lineno)
+            raise RecordError(
+                f"a scalar record must be a JSON object; got {type(rec).__name__}", source=str(path), line=lineno
+            )
         values = dict(rec)
         step = values.pop("step", None)
         wall = values.pop("time", None)
@@ -272,8 +299,7 @@ def _log_checkpoints(run, path: Path, source: Source) -> int:
     n = 0
     for lineno, rec in load_jsonl(path):
         if not isinstance(rec, dict) or not isinstance(rec.get("path"), str):
-            raise RecordError("must be an object with a 'path' string", source=str(path), line=lineno,
-                              field="path")
+            raise RecordError("must be an object with a 'path' string", source=str(path), line=lineno, field="path")
         file = Path(rec["path"])
         if not file.is_absolute():
             file = source.root / file
@@ -291,23 +317,33 @@ def _log_checkpoints(run, path: Path, source: Source) -> int:
 
 def _check_image(rec: Any, path: Path, line: int) -> dict[str, Any]:
     if not isinstance(rec, dict):
-        raise RecordError(f"an image record must be a JSON object; got {type(rec).__name__}",
-                          source=str(path), line=line)
+        raise RecordError(
+            f"an image record must be a JSON object; got {type(rec).__name__}", source=str(path), line=line
+        )
     for key in ("predictions", "probabilities", "gold", "episodes"):
         v = rec.get(key)
         if v is not None and not isinstance(v, list):
-            raise RecordError(f"must be a list indexed by state; got {type(v).__name__}", source=str(path),
-                              line=line, field=key)
+            raise RecordError(
+                f"must be a list indexed by state; got {type(v).__name__}", source=str(path), line=line, field=key
+            )
     probs = rec.get("probabilities")
     if probs is not None:
         for s, p in enumerate(probs):
             if not isinstance(p, dict):
-                raise RecordError(f"must map labels to probabilities; got {type(p).__name__}",
-                                  source=str(path), line=line, field=f"probabilities[{s}]")
+                raise RecordError(
+                    f"must map labels to probabilities; got {type(p).__name__}",
+                    source=str(path),
+                    line=line,
+                    field=f"probabilities[{s}]",
+                )
         preds = rec.get("predictions")
         if preds is not None and len(preds) != len(probs):
-            raise RecordError(f"has {len(preds)} states but probabilities has {len(probs)}",
-                              source=str(path), line=line, field="predictions")
+            raise RecordError(
+                f"has {len(preds)} states but probabilities has {len(probs)}",
+                source=str(path),
+                line=line,
+                field="predictions",
+            )
     return rec
 
 
@@ -337,9 +373,16 @@ def _result_rows(images: list[tuple[int, dict[str, Any]]], *, task: str) -> tupl
             gold = _gold(rec, s)
             if gold is None:
                 continue
-            row = {"id": f"img{image_id}-cur{s}", "task": task, "gold": gold, "probs": p,
-                   "slices": {"current": str(s)}, "group": f"img{image_id}", "image_id": image_id,
-                   "current": s}
+            row = {
+                "id": f"img{image_id}-cur{s}",
+                "task": task,
+                "gold": gold,
+                "probs": p,
+                "slices": {"current": str(s)},
+                "group": f"img{image_id}",
+                "image_id": image_id,
+                "current": s,
+            }
             if target is not None:
                 row["slices"]["target"] = str(target)
                 row["target_digit"] = target
@@ -371,8 +414,7 @@ def _check_cells(doc: Any, path: Path) -> dict[str, dict[str, dict[str, int]]] |
             for key in _CELL_KEYS:
                 v = cell.get(key)
                 if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
-                    raise RecordError(f"must be an integer >= 0; got {v!r}", source=str(path),
-                                      field=f"{where}.{key}")
+                    raise RecordError(f"must be an integer >= 0; got {v!r}", source=str(path), field=f"{where}.{key}")
     return cells
 
 
@@ -401,13 +443,14 @@ def _compare_cells(cells: dict[str, Any], images: list[tuple[int, dict[str, Any]
                 if key in cell:
                     n += 1
                     if cell[key] != mine[key]:
-                        diffs.append(f"cells[{target}][{current}].{key} = {cell[key]} but the images give "
-                                     f"{mine[key]}")
+                        diffs.append(f"cells[{target}][{current}].{key} = {cell[key]} but the images give {mine[key]}")
     missing = sorted(k for k in counts if k[0] not in cells or k[1] not in (cells.get(k[0]) or {}))
     if missing:
         diffs.append(f"{len(missing)} (target, current) pairs of the images have no cell, e.g. {missing[0]}")
     if not diffs:
-        return (f"{SUMMARY}: all {n} counts of summary.cells agree with {IMAGES} "
-                f"(recomputed at import from {len(images)} image lines).")
+        return (
+            f"{SUMMARY}: all {n} counts of summary.cells agree with {IMAGES} "
+            f"(recomputed at import from {len(images)} image lines)."
+        )
     shown = "; ".join(diffs[:5]) + (f"; ... ({len(diffs)} in all)" if len(diffs) > 5 else "")
     return f"{SUMMARY}: summary.cells disagrees with {IMAGES} (recomputed at import): {shown}."

@@ -56,8 +56,14 @@ class ImportedRun:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "group": self.group, "counts": self.counts,
-                "fields": self.fields, "notes": self.notes}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "group": self.group,
+            "counts": self.counts,
+            "fields": self.fields,
+            "notes": self.notes,
+        }
 
 
 class Source:
@@ -108,7 +114,7 @@ class Source:
     def file_entries(self, files: Iterable[Path] | None = None) -> list[dict[str, Any]]:
         """``[{"path", "sha256", "size"}]`` of ``files`` (default: all), paths relative to the source."""
         out = []
-        for f in (self.files if files is None else files):
+        for f in self.files if files is None else files:
             digest, size = self.digest(f)
             out.append({"path": self.rel(f), "sha256": digest, "size": size})
         return out
@@ -119,17 +125,27 @@ class Source:
         from labledger.store.environment import environment
 
         env = environment()
-        return {"format": self.fmt, "source": str(self.path), "sha256": self.sha256(), "mode": mode,
-                "files": self.file_entries(files),
-                "importer": {"time": time.time(), "host": env["host"], "user": env["user"],
-                             "labledger": __version__, "argv": env["argv"]},
-                **extra}
+        return {
+            "format": self.fmt,
+            "source": str(self.path),
+            "sha256": self.sha256(),
+            "mode": mode,
+            "files": self.file_entries(files),
+            "importer": {
+                "time": time.time(),
+                "host": env["host"],
+                "user": env["user"],
+                "labledger": __version__,
+                "argv": env["argv"],
+            },
+            **extra,
+        }
 
     def copy_into(self, run: Run, files: Iterable[Path] | None = None, *, prefix: str = "source") -> dict[str, str]:
         """Copy ``files`` (default: all) into the run under ``files/<prefix>/``; returns
         ``{original relative path: stored name}`` (names are made safe for the ledger)."""
         stored: dict[str, str] = {}
-        for f in (self.files if files is None else files):
+        for f in self.files if files is None else files:
             rel = self.rel(f)
             name = f"{prefix}/{safe_relpath(rel)}" if prefix else safe_relpath(rel)
             run.log_file(name, f)
@@ -171,20 +187,37 @@ def safe_relpath(rel: str) -> str:
     return "/".join(parts) or "_"
 
 
-def new_run(stage: Ledger, name: str, *, source: Source, opts: ImportOptions, config: Mapping[str, Any] | None,
-            started: float | None, group: str | None = None, tags: Iterable[str] = (),
-            environment: Mapping[str, Any] | None = None, files: Iterable[Path] | None = None,
-            meta: Mapping[str, Any] | None = None, **origin_extra: Any) -> Run:
+def new_run(
+    stage: Ledger,
+    name: str,
+    *,
+    source: Source,
+    opts: ImportOptions,
+    config: Mapping[str, Any] | None,
+    started: float | None,
+    group: str | None = None,
+    tags: Iterable[str] = (),
+    environment: Mapping[str, Any] | None = None,
+    files: Iterable[Path] | None = None,
+    meta: Mapping[str, Any] | None = None,
+    **origin_extra: Any,
+) -> Run:
     """A run in the staging ledger for an import, with ``imported_from`` (plus ``origin_extra``) and
     ``meta`` in its ``run.json``, and the environment keys set from ``environment`` (what the source
     says) or None."""
-    env = {k: None for k in ENVIRONMENT_KEYS}
+    env = dict.fromkeys(ENVIRONMENT_KEYS)
     env.update(environment or {})
     mode = "copy" if opts.copy else "reference"
-    meta = {**env, **dict(meta or {}),
-            "imported_from": source.origin(mode=mode, files=files, **origin_extra)}
-    return Run(name, group=opts.group if opts.group is not None else group,
-               tags=(*opts.tags, *tags), config=config, ledger=stage, started=started, extra_meta=meta)
+    meta = {**env, **dict(meta or {}), "imported_from": source.origin(mode=mode, files=files, **origin_extra)}
+    return Run(
+        name,
+        group=opts.group if opts.group is not None else group,
+        tags=(*opts.tags, *tags),
+        config=config,
+        ledger=stage,
+        started=started,
+        extra_meta=meta,
+    )
 
 
 def log_results_file(run: Run, name: str, path: Path) -> int:
@@ -194,8 +227,9 @@ def log_results_file(run: Run, name: str, path: Path) -> int:
     return read_json(stored.parent / "meta.json")["rows"]
 
 
-def finish_import(run: Run, fields: Mapping[str, str], *, ended: float | None, status: str = "finished",
-                  error: str | None = None) -> None:
+def finish_import(
+    run: Run, fields: Mapping[str, str], *, ended: float | None, status: str = "finished", error: str | None = None
+) -> None:
     """Finish an imported run, recording in ``run.json`` what each part of the source became."""
     run.meta["imported_from"]["fields"] = dict(fields)
     run.finish(status, ended=ended, error=error)
@@ -217,8 +251,9 @@ def load_json(path: Path) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         line = getattr(exc, "lineno", None)
-        raise RecordError(f"not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})", source=str(path),
-                          line=line) from None
+        raise RecordError(
+            f"not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})", source=str(path), line=line
+        ) from None
 
 
 def relocate(exc: RecordError, *, source: str, line: int | None = None, prefix: str = "") -> RecordError:

@@ -24,7 +24,12 @@ from typing import Any
 
 from labledger.errors import ImportSourceError
 from labledger.importers.source import (
-    ImportedRun, ImportOptions, Source, finish_import, new_run, walk_files,
+    ImportedRun,
+    ImportOptions,
+    Source,
+    finish_import,
+    new_run,
+    walk_files,
 )
 from labledger.store.ledger import Ledger
 
@@ -80,8 +85,9 @@ def _scalar(value: Any, tensor_util: Any) -> float | None:
     if kind != "tensor":
         return None
     plugin = value.metadata.plugin_data.plugin_name
-    if plugin != "scalars" and not (plugin == "" and len(value.tensor.tensor_shape.dim) == 0
-                                    and value.metadata.data_class == 1):
+    if plugin != "scalars" and not (
+        plugin == "" and len(value.tensor.tensor_shape.dim) == 0 and value.metadata.data_class == 1
+    ):
         return None
     t = value.tensor
     if t.float_val:
@@ -142,9 +148,18 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
     for rel_dir, files in groups.items():
         name = base if rel_dir == "." else f"{base}/{rel_dir}"
         started = _first_wall_time(files, loader_cls, event_pb2)
-        run = new_run(stage, name, source=source, opts=opts, config={}, started=started,
-                      group=base if several else None, files=files,
-                      times_from="the first and last event's wall time", run_folder=rel_dir)
+        run = new_run(
+            stage,
+            name,
+            source=source,
+            opts=opts,
+            config={},
+            started=started,
+            group=base if several else None,
+            files=files,
+            times_from="the first and last event's wall time",
+            run_folder=rel_dir,
+        )
         skipped: Counter[str] = Counter()
         renamed: dict[str, str] = {}
         fields: dict[str, str] = {}
@@ -196,17 +211,26 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                         n_file += len(values)
                 size = f.stat().st_size
                 if consumed < size:
-                    notes.append(f"{source.rel(f)}: the last {size - consumed} bytes are not a complete "
-                                 "record (the writer stopped mid-write, or the file is damaged); the "
-                                 "records before them were imported.")
+                    notes.append(
+                        f"{source.rel(f)}: the last {size - consumed} bytes are not a complete "
+                        "record (the writer stopped mid-write, or the file is damaged); the "
+                        "records before them were imported."
+                    )
                 fields[source.rel(f)] = f"scalars ({n_file} values)" + (
-                    "; hyperparameters -> config" if has_hparams else "")
+                    "; hyperparameters -> config" if has_hparams else ""
+                )
             if skipped:
-                notes.append("Not imported (only scalars and hyperparameters are): "
-                             + ", ".join(f"{n} {k} value(s)" for k, n in sorted(skipped.items())) + ".")
+                notes.append(
+                    "Not imported (only scalars and hyperparameters are): "
+                    + ", ".join(f"{n} {k} value(s)" for k, n in sorted(skipped.items()))
+                    + "."
+                )
             if renamed:
-                notes.append("Tags renamed because step and time are the record's own fields: "
-                             + ", ".join(f"{a} -> {b}" for a, b in sorted(renamed.items())) + ".")
+                notes.append(
+                    "Tags renamed because step and time are the record's own fields: "
+                    + ", ".join(f"{a} -> {b}" for a, b in sorted(renamed.items()))
+                    + "."
+                )
             if opts.copy:
                 copied = source.copy_into(run, files)
                 for rel, stored in copied.items():
@@ -218,6 +242,14 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                 run.meta["started"] = first_time
                 stage.update_run(run.id, started=first_time)
             finish_import(run, fields, ended=last_time)
-        out.append(ImportedRun(run.id, run.name, run.group,
-                               {"scalars": n_records, "values": n_values, "notes": len(notes)}, fields, notes))
+        out.append(
+            ImportedRun(
+                run.id,
+                run.name,
+                run.group,
+                {"scalars": n_records, "values": n_values, "notes": len(notes)},
+                fields,
+                notes,
+            )
+        )
     return out

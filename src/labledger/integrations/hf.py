@@ -59,7 +59,8 @@ LOSS_REPORTING = (
     "normalised over the whole accumulated batch (num_items_in_batch, or a custom loss that says so): "
     "either way it is a mean per optimizer step, not the last microbatch's loss. Batch records (with "
     "LedgerTrainer) give each microbatch's own mean cross-entropy as 'loss' and compute_loss's return "
-    "value as 'trainer_loss'.")
+    "value as 'trainer_loss'."
+)
 #: Weight files of a checkpoint folder, by glob, in the order they are logged.
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "adapter_model.bin", "model*.pt", "*.gguf")
 #: Files of a checkpoint folder that are never weights.
@@ -95,10 +96,19 @@ class LedgerCallback(TrainerCallback):
     True
     """
 
-    def __init__(self, name: str | None = None, *, group: str | None = None, tags: Iterable[str] = (),
-                 config: Mapping[str, Any] | None = None, notes: str | None = None,
-                 ledger: Ledger | str | os.PathLike[str] | None = None, samples: bool = True,
-                 tokenizer: Any = None, finish_on_train_end: bool = True):
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        group: str | None = None,
+        tags: Iterable[str] = (),
+        config: Mapping[str, Any] | None = None,
+        notes: str | None = None,
+        ledger: Ledger | str | os.PathLike[str] | None = None,
+        samples: bool = True,
+        tokenizer: Any = None,
+        finish_on_train_end: bool = True,
+    ):
         self.name = name
         self.group = group
         self.tags = tuple(tags)
@@ -133,9 +143,11 @@ class LedgerCallback(TrainerCallback):
             return True
         if self.run is not None and not self._warned:
             self._warned = True
-            warnings.warn(f"labledger: run {self.run.id} is {self.run.status}; Trainer events after it "
-                          "ended are not logged (pass finish_on_train_end=False to keep it open)",
-                          stacklevel=3)
+            warnings.warn(
+                f"labledger: run {self.run.id} is {self.run.status}; Trainer events after it "
+                "ended are not logged (pass finish_on_train_end=False to keep it open)",
+                stacklevel=3,
+            )
         return False
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -155,19 +167,26 @@ class LedgerCallback(TrainerCallback):
             config["parameters"] = int(sum(p.numel() for p in params))
             config["trainable_parameters"] = int(sum(p.numel() for p in params if p.requires_grad))
         ga = int(args.gradient_accumulation_steps)
-        config.update({
-            "world_size": int(args.world_size), "gradient_accumulation_steps": ga,
-            "per_device_train_batch_size": int(args.per_device_train_batch_size),
-            "effective_batch_size": int(args.per_device_train_batch_size) * ga * int(args.world_size),
-            "max_steps": int(state.max_steps), "logging_steps": state.logging_steps,
-            "loss_reporting": LOSS_REPORTING, **({"trainer": self.trainer_facts} if self.trainer_facts else {}),
-            "batch_records": ("process 0's microbatches only (examples_seen counts that process's samples)"
-                              if args.world_size > 1 else "every microbatch"),
-        })
+        config.update(
+            {
+                "world_size": int(args.world_size),
+                "gradient_accumulation_steps": ga,
+                "per_device_train_batch_size": int(args.per_device_train_batch_size),
+                "effective_batch_size": int(args.per_device_train_batch_size) * ga * int(args.world_size),
+                "max_steps": int(state.max_steps),
+                "logging_steps": state.logging_steps,
+                "loss_reporting": LOSS_REPORTING,
+                **({"trainer": self.trainer_facts} if self.trainer_facts else {}),
+                "batch_records": (
+                    "process 0's microbatches only (examples_seen counts that process's samples)"
+                    if args.world_size > 1
+                    else "every microbatch"
+                ),
+            }
+        )
         config.update(self.extra_config)
         name = self.name or getattr(args, "run_name", None) or Path(args.output_dir or "trainer").name
-        self.run = Run(name, group=self.group, tags=self.tags, config=config, notes=self.notes,
-                       ledger=self.ledger)
+        self.run = Run(name, group=self.group, tags=self.tags, config=config, notes=self.notes, ledger=self.ledger)
         self._microbatch = self._examples = self._last_logged_step = 0
         self._last_eval, self._train_summary, self._warned = {}, {}, False
         self._interval_ce, self._ratio_noted = [], False
@@ -207,35 +226,42 @@ class LedgerCallback(TrainerCallback):
         ratio = reported / mean
         if abs(ratio - ga) <= 0.05 * ga:
             self._ratio_noted = True
-            why = (" (the model accepts loss kwargs, so the Trainer took its loss as already normalised "
-                   "over the accumulated batch, but this loss is a per-microbatch mean)"
-                   if self.trainer_facts.get("model_accepts_loss_kwargs") else "")
+            why = (
+                " (the model accepts loss kwargs, so the Trainer took its loss as already normalised "
+                "over the accumulated batch, but this loss is a per-microbatch mean)"
+                if self.trainer_facts.get("model_accepts_loss_kwargs")
+                else ""
+            )
             self.run.note(
                 f"The Trainer's reported loss is {ratio:.2f}x the mean cross-entropy of the interval's "
                 f"microbatches, with gradient_accumulation_steps = {ga}: it summed each microbatch's loss "
                 f"without dividing by the accumulation steps{why}. Compare history 'loss' with "
-                "'microbatch_mean_loss'.")
+                "'microbatch_mean_loss'."
+            )
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if not state.is_world_process_zero or not metrics or not self._open():
             return
         self._last_eval = numbers(metrics)
-        self.run.log_history({"kind": "eval", "step": int(state.global_step), "epoch": state.epoch,
-                              **jsonable(dict(metrics))})
+        self.run.log_history(
+            {"kind": "eval", "step": int(state.global_step), "epoch": state.epoch, **jsonable(dict(metrics))}
+        )
 
     def on_predict(self, args, state, control, metrics=None, **kwargs):
         if not state.is_world_process_zero or not metrics or not self._open():
             return
-        self.run.log_history({"kind": "predict", "step": int(state.global_step), "epoch": state.epoch,
-                              **jsonable(dict(metrics))})
+        self.run.log_history(
+            {"kind": "predict", "step": int(state.global_step), "epoch": state.epoch, **jsonable(dict(metrics))}
+        )
 
     def on_save(self, args, state, control, **kwargs):
         if not state.is_world_process_zero or not self._open():
             return
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if not folder.is_dir():
-            self.run.note(f"The Trainer saved at step {state.global_step} but {folder} is not a folder; "
-                          "no checkpoint recorded.")
+            self.run.note(
+                f"The Trainer saved at step {state.global_step} but {folder} is not a folder; no checkpoint recorded."
+            )
             return
         metrics = dict(self._last_eval)
         if state.epoch is not None:
@@ -278,8 +304,16 @@ class LedgerCallback(TrainerCallback):
             self.finish("finished")
 
     # -- microbatches -----------------------------------------------------------------------------
-    def log_microbatch(self, trainer: Any, inputs: Mapping[str, Any], outputs: Any, loss: Any, *,
-                       forward_ms: float | None = None, labels: Any = None) -> None:
+    def log_microbatch(
+        self,
+        trainer: Any,
+        inputs: Mapping[str, Any],
+        outputs: Any,
+        loss: Any,
+        *,
+        forward_ms: float | None = None,
+        labels: Any = None,
+    ) -> None:
         """Log one training microbatch (called by :class:`LedgerTrainer.compute_loss`; call it from your
         own ``compute_loss`` to do the same). Only the main process writes."""
         if not self.active or not trainer.is_world_process_zero():
@@ -295,13 +329,21 @@ class LedgerCallback(TrainerCallback):
         self._examples += batch_size
         trainer_loss = float(loss.detach().float().mean()) if hasattr(loss, "detach") else float(loss)
         record: dict[str, Any] = {
-            "microbatch": self._microbatch, "optimizer_step": int(trainer.state.global_step) + 1,
-            "examples_seen": self._examples, "batch_size": batch_size, "loss": trainer_loss,
-            "trainer_loss": trainer_loss, "epoch": trainer.state.epoch,
+            "microbatch": self._microbatch,
+            "optimizer_step": int(trainer.state.global_step) + 1,
+            "examples_seen": self._examples,
+            "batch_size": batch_size,
+            "loss": trainer_loss,
+            "trainer_loss": trainer_loss,
+            "epoch": trainer.state.epoch,
         }
         samples = None
-        if (self.samples and logits is not None and logits.dim() == 2
-                and (labels is None or (hasattr(labels, "dim") and labels.dim() == 1))):
+        if (
+            self.samples
+            and logits is not None
+            and logits.dim() == 2
+            and (labels is None or (hasattr(labels, "dim") and labels.dim() == 1))
+        ):
             samples = self._samples(logits, labels, input_ids)
             ces = [s["cross_entropy"] for s in samples if "cross_entropy" in s]
             if ces:
@@ -331,8 +373,11 @@ class LedgerCallback(TrainerCallback):
         texts = self._decode(input_ids, len(logp))
         out = []
         for i, row in enumerate(probs.tolist()):
-            s: dict[str, Any] = {"input": texts[i], "prediction": names[pred[i]],
-                                 "probabilities": dict(zip(names, row))}
+            s: dict[str, Any] = {
+                "input": texts[i],
+                "prediction": names[pred[i]],
+                "probabilities": dict(zip(names, row)),
+            }
             g = gold[i]
             if isinstance(g, int) and 0 <= g < k:
                 s["gold"] = names[g]
@@ -354,7 +399,7 @@ def _logits(outputs: Any) -> Any:
     if outputs is None:
         return None
     if isinstance(outputs, Mapping) or hasattr(outputs, "keys"):
-        if "logits" in outputs.keys():
+        if "logits" in outputs:
             return outputs["logits"]
         return None
     if isinstance(outputs, (tuple, list)) and len(outputs) > 1:
@@ -387,19 +432,21 @@ class LedgerTrainer(Trainer):
         if cb is not found:
             self.add_callback(cb)
         self.ledger_callback = cb
-        cb.trainer_facts = {"class": type(self).__name__,
-                            "model_accepts_loss_kwargs": bool(getattr(self, "model_accepts_loss_kwargs", False)),
-                            "loss_is_scaled_for_ga": getattr(self, "loss_is_scaled_for_ga", None)}
+        cb.trainer_facts = {
+            "class": type(self).__name__,
+            "model_accepts_loss_kwargs": bool(getattr(self, "model_accepts_loss_kwargs", False)),
+            "loss_is_scaled_for_ga": getattr(self, "loss_is_scaled_for_ga", None),
+        }
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         cb = self.ledger_callback
         if not model.training or not cb.active:
-            return super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                        num_items_in_batch=num_items_in_batch)
+            return super().compute_loss(
+                model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+            )
         seen = dict(inputs)  # compute_loss may pop "labels" from inputs
         t0 = time.perf_counter()
-        loss, outputs = super().compute_loss(model, inputs, return_outputs=True,
-                                             num_items_in_batch=num_items_in_batch)
+        loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
         forward_ms = (time.perf_counter() - t0) * 1000.0
         cb.log_microbatch(self, seen, outputs, loss, forward_ms=forward_ms, labels=seen.get("labels"))
         return (loss, outputs) if return_outputs else loss

@@ -30,7 +30,9 @@ try:
     from lightning.pytorch.loggers.logger import Logger, rank_zero_experiment
     from lightning.pytorch.utilities.rank_zero import rank_zero_only
 except ImportError as _exc:  # pragma: no cover - exercised only without lightning
-    raise ImportError("labledger.integrations.lightning needs lightning: pip install 'labledger[integrations]'") from _exc
+    raise ImportError(
+        "labledger.integrations.lightning needs lightning: pip install 'labledger[integrations]'"
+    ) from _exc
 
 from labledger.integrations.values import jsonable, numbers
 from labledger.store.ledger import Ledger
@@ -48,9 +50,16 @@ class LedgerLogger(Logger):
     'mlp'
     """
 
-    def __init__(self, name: str = "lightning", *, group: str | None = None, tags: Iterable[str] = (),
-                 config: Mapping[str, Any] | None = None, notes: str | None = None,
-                 ledger: Ledger | str | os.PathLike[str] | None = None):
+    def __init__(
+        self,
+        name: str = "lightning",
+        *,
+        group: str | None = None,
+        tags: Iterable[str] = (),
+        config: Mapping[str, Any] | None = None,
+        notes: str | None = None,
+        ledger: Ledger | str | os.PathLike[str] | None = None,
+    ):
         super().__init__()
         self._name = name
         self._group = group
@@ -77,8 +86,14 @@ class LedgerLogger(Logger):
     def experiment(self) -> Run:
         """The :class:`labledger.Run` (created on first access)."""
         if self._run is None:
-            self._run = Run(self._name, group=self._group, tags=self._tags, config=self._config,
-                            notes=self._notes, ledger=self._ledger)
+            self._run = Run(
+                self._name,
+                group=self._group,
+                tags=self._tags,
+                config=self._config,
+                notes=self._notes,
+                ledger=self._ledger,
+            )
         return self._run
 
     @property
@@ -115,9 +130,11 @@ class LedgerLogger(Logger):
         run = self._open()
         if run is None:
             return
-        path = (getattr(checkpoint_callback, "_last_checkpoint_saved", None)
-                or getattr(checkpoint_callback, "last_model_path", None)
-                or getattr(checkpoint_callback, "best_model_path", None))
+        path = (
+            getattr(checkpoint_callback, "_last_checkpoint_saved", None)
+            or getattr(checkpoint_callback, "last_model_path", None)
+            or getattr(checkpoint_callback, "best_model_path", None)
+        )
         if not path or not os.path.isfile(path):
             return
         st = os.stat(path)

@@ -84,16 +84,22 @@ def _small_int_codes(arrays: list[np.ndarray]) -> tuple[list[np.ndarray], tuple]
     return list(views), names
 
 
-def encode(*columns: Any, labels: Sequence[Any] | None = None,
-           extra: Sequence[Any] = ()) -> tuple[list[np.ndarray], tuple]:
+def encode(
+    *columns: Any, labels: Sequence[Any] | None = None, extra: Sequence[Any] = ()
+) -> tuple[list[np.ndarray], tuple]:
     """Encode label columns as int64 indices into ``labels`` (default: the sorted union).
 
     ``extra`` labels are added to the default label list (e.g. a ``pos_label`` absent from the data).
     """
     arrays = [as_1d(c, "labels") for c in columns]
     sizes = [len(a) for a in arrays]
-    if len(arrays) == 2 and arrays[0].dtype == arrays[1].dtype and arrays[0].dtype.kind in "biu" and labels is None \
-            and not any(e is not None for e in extra):
+    if (
+        len(arrays) == 2
+        and arrays[0].dtype == arrays[1].dtype
+        and arrays[0].dtype.kind in "biu"
+        and labels is None
+        and not any(e is not None for e in extra)
+    ):
         fast = _small_int_codes(arrays)
         if fast is not None:
             return fast
@@ -120,7 +126,7 @@ def encode(*columns: Any, labels: Sequence[Any] | None = None,
     codes = mapping[inv] if len(inv) else np.zeros(0, np.int64)
     out, start = [], 0
     for s in sizes:
-        out.append(codes[start:start + s])
+        out.append(codes[start : start + s])
         start += s
     return out, tuple(names)
 
@@ -139,8 +145,9 @@ def prob_matrix(probs: Any, labels: Sequence[Any] | None) -> tuple[np.ndarray, t
     else:
         mat = np.asarray(probs, dtype=np.float64)
         if mat.ndim != 2:
-            raise MetricInputError(f"probs must be a 2-D array (items x labels) or a list of mappings; "
-                                   f"got shape {mat.shape}")
+            raise MetricInputError(
+                f"probs must be a 2-D array (items x labels) or a list of mappings; got shape {mat.shape}"
+            )
         if labels is None:
             raise MetricInputError("probs given as an array needs labels= (the label of each column)")
         names = tuple(_key(v) for v in labels)

@@ -56,6 +56,7 @@ def _accuracy_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
     def fn(tables):
         t, tp, _, _ = _parts(tables, k)
         return _div(tp.sum(axis=1), t.sum(axis=(1, 2)), math.nan)
+
     return fn
 
 
@@ -66,6 +67,7 @@ def _balanced_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
         present = true_sum > 0
         with np.errstate(invalid="ignore"):
             return np.where(present.any(axis=1), np.where(present, rec, 0).sum(axis=1) / present.sum(axis=1), math.nan)
+
     return fn
 
 
@@ -77,8 +79,9 @@ def _per_label(stat: str, tp, true_sum, pred_sum, zd):
     return _div(2 * tp, true_sum + pred_sum, zd)
 
 
-def _prf_t(k: int, stat: str, average: str, pos: int | None, zd: float,
-           label_mask: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
+def _prf_t(
+    k: int, stat: str, average: str, pos: int | None, zd: float, label_mask: np.ndarray | None
+) -> Callable[[np.ndarray], np.ndarray]:
     def fn(tables):
         _, tp, true_sum, pred_sum = _parts(tables, k)
         if average == "binary":
@@ -98,6 +101,7 @@ def _prf_t(k: int, stat: str, average: str, pos: int | None, zd: float,
         w = np.where(use, true_sum, 0.0)  # weighted by gold support; all-zero weights: plain mean
         sw = w.sum(axis=1)
         return np.where(sw > 0, _div((v * w).sum(axis=1), sw, math.nan), mean)
+
     return fn
 
 
@@ -115,6 +119,7 @@ def _mcc_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
         ok = (cov_ytyt > tiny) & (cov_ypyp > tiny)
         den = np.where(ok, cov_ytyt * cov_ypyp, 1.0)
         return np.where(ok, cov_ytyp / np.sqrt(den), 0.0)
+
     return fn
 
 
@@ -122,9 +127,10 @@ def _kappa_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
     def fn(tables):
         t, tp, true_sum, pred_sum = _parts(tables, k)
         n = t.sum(axis=(1, 2))
-        observed = n - tp.sum(axis=1)                                  # sum(w * C), w = 1 - I
+        observed = n - tp.sum(axis=1)  # sum(w * C), w = 1 - I
         expected = _div(n * n - (true_sum * pred_sum).sum(axis=1), n, math.nan)  # sum(w * E)
         return 1.0 - _div(observed, expected, math.nan)
+
     return fn
 
 
@@ -134,6 +140,7 @@ def _per_class_t(k: int, zd: float) -> Callable[[np.ndarray], np.ndarray]:
         cols = [_per_label(s, tp, true_sum, pred_sum, zd) for s in ("precision", "recall", "f1")]
         cols.append(true_sum)
         return np.stack(cols, axis=2).reshape(len(tp), -1)  # label-major: label0 P,R,F,support, ...
+
     return fn
 
 
@@ -141,13 +148,20 @@ def _per_class_t(k: int, zd: float) -> Callable[[np.ndarray], np.ndarray]:
 # Building Prepared objects from encoded inputs
 
 
-def label_prepared(name: str, params: dict[str, Any], gold: np.ndarray, pred: np.ndarray,
-                   labels: Sequence[Any], *, pos: int | None = None, label_mask: np.ndarray | None = None) -> Prepared:
+def label_prepared(
+    name: str,
+    params: dict[str, Any],
+    gold: np.ndarray,
+    pred: np.ndarray,
+    labels: Sequence[Any],
+    *,
+    pos: int | None = None,
+    label_mask: np.ndarray | None = None,
+) -> Prepared:
     """A :class:`Prepared` for a confusion-matrix metric over encoded ``gold``/``pred`` indices."""
     k = len(labels)
     n = len(gold)
-    common = dict(metric=name, params=params, n=n, n_used=n, strategy="table", parts=(gold, pred, k),
-                  n_cells=k * k)
+    common = dict(metric=name, params=params, n=n, n_used=n, strategy="table", parts=(gold, pred, k), n_cells=k * k)
     if name == "accuracy":
         return Prepared(**common, from_tables=_accuracy_t(k))
     if name == "balanced_accuracy":
@@ -243,6 +257,7 @@ def _auc_w(score: np.ndarray, is_pos: np.ndarray, sorted_: tuple | None = None) 
             u = np.einsum("ij,ij->i", pw, below)
         p, q = pw.sum(axis=1), nw.sum(axis=1)
         return _div(u, p * q, math.nan)
+
     return fn
 
 
@@ -257,6 +272,7 @@ def _reverse_ranking(a: np.ndarray, b: np.ndarray, order_b: np.ndarray) -> bool:
 
 def _auc_point(is_pos: np.ndarray, sorted_: tuple) -> Callable[[], float]:
     """Unweighted ROC-AUC from mid-ranks (Mann-Whitney U) in exact integer arithmetic."""
+
     def fn():
         order, starts = sorted_
         y = is_pos[order]
@@ -272,6 +288,7 @@ def _auc_point(is_pos: np.ndarray, sorted_: tuple) -> Callable[[], float]:
             twice_rank_sum = int((pos_in_group * (starts + 1 + ends)).sum(dtype=np.int64))  # 2 x mid-rank
         u2 = twice_rank_sum - p * (p + 1)
         return (u2 / 2) / (p * q) if u2 % 2 == 0 else u2 / (2 * p * q)
+
     return fn
 
 
@@ -290,6 +307,7 @@ def _ap_w(score: np.ndarray, is_pos: np.ndarray) -> Callable[[np.ndarray], np.nd
         prec = _div(ctp, call, 0.0)
         p = ctp[:, -1] if ctp.shape[1] else np.zeros(len(w))
         return _div(np.einsum("ij,ij->i", tp, prec), p, math.nan)
+
     return fn
 
 
@@ -300,6 +318,7 @@ def _ovr_w(make, probs: np.ndarray, gold: np.ndarray, classes: Sequence[int]):
         vals = np.stack([f(w) for f in fns], axis=1)
         ok = ~np.isnan(vals)
         return _div(np.where(ok, vals, 0).sum(axis=1), ok.sum(axis=1), math.nan)
+
     return fn
 
 
@@ -317,9 +336,10 @@ def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str):
             tot = np.add.reduceat(ws, starts, axis=1)
             gap = np.add.reduceat(ws * (k_s - c_s), starts, axis=1)
             return _div(np.abs(gap).sum(axis=1), tot.sum(axis=1), math.nan)
+
         return fn
     order = np.argsort(conf, kind="stable")
-    diff = (correct[order].astype(np.float64) - conf[order])
+    diff = correct[order].astype(np.float64) - conf[order]
 
     def fn_q(w, exchangeable=False):
         ws = w if exchangeable else np.take(w, order, axis=1)
@@ -331,18 +351,21 @@ def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str):
         flat = (bins + n_bins * np.arange(b)[:, None]).ravel()
         gap = np.bincount(flat, weights=(ws * diff).ravel(), minlength=b * n_bins).reshape(b, n_bins)
         return _div(np.abs(gap).sum(axis=1), total[:, 0], math.nan)
+
     return fn_q
 
 
-def score_prepared(name: str, params: dict[str, Any], is_pos: np.ndarray, score: np.ndarray,
-                   pred_pos: np.ndarray | None = None) -> Prepared:
+def score_prepared(
+    name: str, params: dict[str, Any], is_pos: np.ndarray, score: np.ndarray, pred_pos: np.ndarray | None = None
+) -> Prepared:
     """A :class:`Prepared` for a binary probability metric from P(positive) (no (n, 2) matrix)."""
     n = len(score)
     common = dict(metric=name, params=params, n=n, n_used=n)
     if name == "roc_auc":
         sorted_ = _sorted_groups(score, descending=False)
-        return Prepared(**common, strategy="weights", from_weights=_auc_w(score, is_pos, sorted_),
-                        point=_auc_point(is_pos, sorted_))
+        return Prepared(
+            **common, strategy="weights", from_weights=_auc_w(score, is_pos, sorted_), point=_auc_point(is_pos, sorted_)
+        )
     if name == "average_precision":
         return Prepared(**common, strategy="weights", from_weights=_ap_w(score, is_pos))
     if name == "log_loss":
@@ -354,13 +377,24 @@ def score_prepared(name: str, params: dict[str, Any], is_pos: np.ndarray, score:
         if pred_pos is None:
             pred_pos = score >= 0.5
         conf = np.where(pred_pos, score, 1.0 - score)
-        return Prepared(**common, strategy="weights",
-                        from_weights=_ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]))
+        return Prepared(
+            **common,
+            strategy="weights",
+            from_weights=_ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]),
+        )
     raise MetricInputError(f"{name} is not a probability metric")
 
 
-def prob_prepared(name: str, params: dict[str, Any], gold: np.ndarray, probs: np.ndarray, labels: Sequence[Any],
-                  *, pos: int | None, pred: np.ndarray | None = None) -> Prepared:
+def prob_prepared(
+    name: str,
+    params: dict[str, Any],
+    gold: np.ndarray,
+    probs: np.ndarray,
+    labels: Sequence[Any],
+    *,
+    pos: int | None,
+    pred: np.ndarray | None = None,
+) -> Prepared:
     """A :class:`Prepared` for a probability metric: ``gold`` indices, ``probs`` (n, K) keyed by ``labels``."""
     n, k = probs.shape
     common = dict(metric=name, params=params, n=n, n_used=n)
@@ -375,8 +409,12 @@ def prob_prepared(name: str, params: dict[str, Any], gold: np.ndarray, probs: np
             if _reverse_ranking(probs[:, 0], probs[:, 1], sorted_[0]):
                 # P(label 0) ranks the items exactly in reverse: both one-vs-rest AUCs are equal (when
                 # both are defined), so their macro mean is the AUC of label 1, computed once
-                return Prepared(**common, strategy="weights", from_weights=_auc_w(probs[:, 1], gold == 1, sorted_),
-                                point=_auc_point(gold == 1, sorted_))
+                return Prepared(
+                    **common,
+                    strategy="weights",
+                    from_weights=_auc_w(probs[:, 1], gold == 1, sorted_),
+                    point=_auc_point(gold == 1, sorted_),
+                )
         return Prepared(**common, strategy="weights", from_weights=_ovr_w(make, probs, gold, range(k)))
     if name == "log_loss":
         p = np.clip(probs[np.arange(n), gold], EPS, 1 - EPS)
@@ -392,8 +430,9 @@ def prob_prepared(name: str, params: dict[str, Any], gold: np.ndarray, probs: np
         if pred is None:
             pred = probs.argmax(axis=1)
         conf = probs[np.arange(n), pred]
-        return Prepared(**common, strategy="weights",
-                        from_weights=_ece_w(conf, pred == gold, params["n_bins"], params["strategy"]))
+        return Prepared(
+            **common, strategy="weights", from_weights=_ece_w(conf, pred == gold, params["n_bins"], params["strategy"])
+        )
     raise MetricInputError(f"{name} is not a probability metric")
 
 
@@ -446,8 +485,9 @@ def balanced_accuracy(*, gold, pred, sample_weight=None) -> float:
     return _raw_labels("balanced_accuracy", gold, pred, None, {}).value(sample_weight)
 
 
-def precision(*, gold, pred, average="auto", pos_label=None, labels=None, zero_division=_ZD,
-              sample_weight=None) -> float:
+def precision(
+    *, gold, pred, average="auto", pos_label=None, labels=None, zero_division=_ZD, sample_weight=None
+) -> float:
     """Precision ``tp / (tp + fp)``, per label then averaged (``average``: binary/macro/micro/weighted/auto).
 
     >>> precision(gold=[1, 0, 1], pred=[1, 1, 1], average="binary", pos_label=1)
@@ -457,8 +497,7 @@ def precision(*, gold, pred, average="auto", pos_label=None, labels=None, zero_d
     return _raw_labels("precision", gold, pred, labels, params).value(sample_weight)
 
 
-def recall(*, gold, pred, average="auto", pos_label=None, labels=None, zero_division=_ZD,
-           sample_weight=None) -> float:
+def recall(*, gold, pred, average="auto", pos_label=None, labels=None, zero_division=_ZD, sample_weight=None) -> float:
     """Recall ``tp / (tp + fn)``, per label then averaged.
 
     >>> recall(gold=["x", "y", "y"], pred=["x", "x", "y"], average="macro")
@@ -529,8 +568,9 @@ def roc_auc(*, gold, score=None, probs=None, labels=None, average="auto", pos_la
     return _raw_probs("roc_auc", gold, probs, score, labels, params).value(sample_weight)
 
 
-def average_precision(*, gold, score=None, probs=None, labels=None, average="auto", pos_label=None,
-                      sample_weight=None) -> float:
+def average_precision(
+    *, gold, score=None, probs=None, labels=None, average="auto", pos_label=None, sample_weight=None
+) -> float:
     """Average precision ``sum_n (R_n - R_(n-1)) P_n`` over score thresholds (binary or one-vs-rest macro).
 
     >>> round(average_precision(gold=[0, 0, 1, 1], score=[0.1, 0.4, 0.35, 0.8]), 4)
@@ -558,8 +598,9 @@ def brier(*, gold, probs=None, score=None, labels=None, pos_label=None, sample_w
     return _raw_probs("brier", gold, probs, score, labels, {"pos_label": pos_label}).value(sample_weight)
 
 
-def ece(*, gold, probs=None, score=None, labels=None, pos_label=None, n_bins=15, strategy="uniform",
-        sample_weight=None) -> float:
+def ece(
+    *, gold, probs=None, score=None, labels=None, pos_label=None, n_bins=15, strategy="uniform", sample_weight=None
+) -> float:
     """Expected calibration error of the top label: ``sum_b (n_b / n) |acc_b - conf_b|``.
 
     >>> round(ece(gold=[1, 0, 1, 1], score=[0.9, 0.2, 0.6, 0.7], n_bins=5), 4)
@@ -574,79 +615,199 @@ def ece(*, gold, probs=None, score=None, labels=None, pos_label=None, n_bins=15,
 
 _AVG = ("auto", "binary", "macro", "micro", "weighted")
 _PRF = {"average": "auto", "pos_label": None, "zero_division": 0.0}
-_PRF_NOTE = ("average=binary scores the pos_label only; macro is the unweighted mean over labels present in gold "
-             "or pred; micro pools the counts; weighted weights each label by its gold support; auto is binary "
-             "when the task has a positive label, else macro; a 0/0 is zero_division")
+_PRF_NOTE = (
+    "average=binary scores the pos_label only; macro is the unweighted mean over labels present in gold "
+    "or pred; micro pools the counts; weighted weights each label by its gold support; auto is binary "
+    "when the task has a positive label, else macro; a 0/0 is zero_division"
+)
 
 
 def _label_prep(name):
     def prep(*, gold, pred, labels=None, **params):
         return _raw_labels(name, gold, pred, labels, params)
+
     return prep
 
 
 def _prob_prep(name):
     def prep(*, gold, probs=None, score=None, labels=None, **params):
         return _raw_probs(name, gold, probs, score, labels, params)
+
     return prep
 
 
-def _reg(name, definition, hib, fn, *, needs="labels", params=None, choices=None, strategy="table",
-         table=False, undefined=""):
+def _reg(
+    name, definition, hib, fn, *, needs="labels", params=None, choices=None, strategy="table", table=False, undefined=""
+):
     kinds = LABEL_KINDS if needs == "labels" else PROB_KINDS
     prep = _label_prep(name) if needs == "labels" else _prob_prep(name)
-    register(Metric(name=name, definition=definition, higher_is_better=hib, needs=needs, kinds=kinds,
-                    prepare=prep, fn=fn, params=params or {}, choices=choices or {}, strategy=strategy,
-                    table=table, undefined=undefined))
+    register(
+        Metric(
+            name=name,
+            definition=definition,
+            higher_is_better=hib,
+            needs=needs,
+            kinds=kinds,
+            prepare=prep,
+            fn=fn,
+            params=params or {},
+            choices=choices or {},
+            strategy=strategy,
+            table=table,
+            undefined=undefined,
+        )
+    )
 
 
-_reg("accuracy", "Fraction of items whose predicted label (argmax of probs; score >= 0.5 for binary) equals "
-     "the gold label.", True, accuracy)
-_reg("balanced_accuracy", "Unweighted mean of per-label recall over the labels present in gold.",
-     True, balanced_accuracy)
-_reg("precision", "Precision tp / (tp + fp) with average={average} (pos_label={pos_label}, "
-     "zero_division={zero_division}): " + _PRF_NOTE + ".", True, precision, params=_PRF,
-     choices={"average": _AVG}, undefined="zero_division")
-_reg("recall", "Recall tp / (tp + fn) with average={average} (pos_label={pos_label}, "
-     "zero_division={zero_division}): " + _PRF_NOTE + ".", True, recall, params=_PRF,
-     choices={"average": _AVG}, undefined="zero_division")
-_reg("f1", "F1 = 2 tp / (2 tp + fp + fn) with average={average} (pos_label={pos_label}, "
-     "zero_division={zero_division}): " + _PRF_NOTE + ".", True, f1, params=_PRF,
-     choices={"average": _AVG}, undefined="zero_division")
-_reg("per_class", "Precision, recall, F1 and gold support of every label, one-vs-rest (zero_division={zero_division}).",
-     True, per_class, params={"zero_division": 0.0}, table=True, undefined="zero_division")
-_reg("mcc", "Matthews correlation coefficient, multiclass form (cov(gold, pred) over the confusion matrix); "
-     "0 when gold or pred is constant.", True, mcc, undefined="0")
-_reg("cohen_kappa", "Cohen's kappa (p_o - p_e) / (1 - p_e) between gold and predicted labels; nan when p_e = 1.",
-     True, cohen_kappa, undefined="nan")
-_reg("confusion_matrix", "Counts of items by (gold label, predicted label); rows are gold, columns predicted.",
-     True, confusion_matrix, table=True)
-_reg("roc_auc", "Area under the ROC curve (ties count one half) with average={average}: binary uses "
-     "P(pos_label={pos_label}); macro is the one-vs-rest mean over labels that have positive and negative items; "
-     "auto is binary when the task has a positive label.", True, roc_auc, needs="probs",
-     params={"average": "auto", "pos_label": None}, choices={"average": ("auto", "binary", "macro")},
-     strategy="weights", undefined="nan")
-_reg("average_precision", "Average precision sum_n (R_n - R_(n-1)) P_n over distinct score thresholds with "
-     "average={average} (binary on P(pos_label={pos_label}), or the one-vs-rest macro mean).", True,
-     average_precision, needs="probs", params={"average": "auto", "pos_label": None},
-     choices={"average": ("auto", "binary", "macro")}, strategy="weights", undefined="nan")
-_reg("log_loss", "Mean over items of -ln p(gold), with p clipped to [eps, 1 - eps] (eps = 2.2e-16).", False,
-     log_loss, needs="probs", params={"pos_label": None}, strategy="mean")
-_reg("brier", "Mean over items of sum_k (p_k - 1[gold = k])^2, halved when the task has two labels "
-     "(so binary = mean (P(positive) - y)^2).", False, brier, needs="probs", params={"pos_label": None},
-     strategy="mean")
-_reg("ece", "Expected calibration error of the top label: items binned by confidence (max probability) into "
-     "n_bins={n_bins} bins (strategy={strategy}: uniform = equal-width bins on [0, 1]; quantile = equal-mass "
-     "bins, item i of n in confidence order going to bin floor(n_bins * i / n)); sum over bins of "
-     "(bin share) * |accuracy - mean confidence|.", False, ece, needs="probs",
-     params={"pos_label": None, "n_bins": 15, "strategy": "uniform"},
-     choices={"strategy": ("uniform", "quantile")}, strategy="weights")
+_reg(
+    "accuracy",
+    "Fraction of items whose predicted label (argmax of probs; score >= 0.5 for binary) equals the gold label.",
+    True,
+    accuracy,
+)
+_reg(
+    "balanced_accuracy", "Unweighted mean of per-label recall over the labels present in gold.", True, balanced_accuracy
+)
+_reg(
+    "precision",
+    "Precision tp / (tp + fp) with average={average} (pos_label={pos_label}, "
+    "zero_division={zero_division}): " + _PRF_NOTE + ".",
+    True,
+    precision,
+    params=_PRF,
+    choices={"average": _AVG},
+    undefined="zero_division",
+)
+_reg(
+    "recall",
+    "Recall tp / (tp + fn) with average={average} (pos_label={pos_label}, "
+    "zero_division={zero_division}): " + _PRF_NOTE + ".",
+    True,
+    recall,
+    params=_PRF,
+    choices={"average": _AVG},
+    undefined="zero_division",
+)
+_reg(
+    "f1",
+    "F1 = 2 tp / (2 tp + fp + fn) with average={average} (pos_label={pos_label}, "
+    "zero_division={zero_division}): " + _PRF_NOTE + ".",
+    True,
+    f1,
+    params=_PRF,
+    choices={"average": _AVG},
+    undefined="zero_division",
+)
+_reg(
+    "per_class",
+    "Precision, recall, F1 and gold support of every label, one-vs-rest (zero_division={zero_division}).",
+    True,
+    per_class,
+    params={"zero_division": 0.0},
+    table=True,
+    undefined="zero_division",
+)
+_reg(
+    "mcc",
+    "Matthews correlation coefficient, multiclass form (cov(gold, pred) over the confusion matrix); "
+    "0 when gold or pred is constant.",
+    True,
+    mcc,
+    undefined="0",
+)
+_reg(
+    "cohen_kappa",
+    "Cohen's kappa (p_o - p_e) / (1 - p_e) between gold and predicted labels; nan when p_e = 1.",
+    True,
+    cohen_kappa,
+    undefined="nan",
+)
+_reg(
+    "confusion_matrix",
+    "Counts of items by (gold label, predicted label); rows are gold, columns predicted.",
+    True,
+    confusion_matrix,
+    table=True,
+)
+_reg(
+    "roc_auc",
+    "Area under the ROC curve (ties count one half) with average={average}: binary uses "
+    "P(pos_label={pos_label}); macro is the one-vs-rest mean over labels that have positive and negative items; "
+    "auto is binary when the task has a positive label.",
+    True,
+    roc_auc,
+    needs="probs",
+    params={"average": "auto", "pos_label": None},
+    choices={"average": ("auto", "binary", "macro")},
+    strategy="weights",
+    undefined="nan",
+)
+_reg(
+    "average_precision",
+    "Average precision sum_n (R_n - R_(n-1)) P_n over distinct score thresholds with "
+    "average={average} (binary on P(pos_label={pos_label}), or the one-vs-rest macro mean).",
+    True,
+    average_precision,
+    needs="probs",
+    params={"average": "auto", "pos_label": None},
+    choices={"average": ("auto", "binary", "macro")},
+    strategy="weights",
+    undefined="nan",
+)
+_reg(
+    "log_loss",
+    "Mean over items of -ln p(gold), with p clipped to [eps, 1 - eps] (eps = 2.2e-16).",
+    False,
+    log_loss,
+    needs="probs",
+    params={"pos_label": None},
+    strategy="mean",
+)
+_reg(
+    "brier",
+    "Mean over items of sum_k (p_k - 1[gold = k])^2, halved when the task has two labels "
+    "(so binary = mean (P(positive) - y)^2).",
+    False,
+    brier,
+    needs="probs",
+    params={"pos_label": None},
+    strategy="mean",
+)
+_reg(
+    "ece",
+    "Expected calibration error of the top label: items binned by confidence (max probability) into "
+    "n_bins={n_bins} bins (strategy={strategy}: uniform = equal-width bins on [0, 1]; quantile = equal-mass "
+    "bins, item i of n in confidence order going to bin floor(n_bins * i / n)); sum over bins of "
+    "(bin share) * |accuracy - mean confidence|.",
+    False,
+    ece,
+    needs="probs",
+    params={"pos_label": None, "n_bins": 15, "strategy": "uniform"},
+    choices={"strategy": ("uniform", "quantile")},
+    strategy="weights",
+)
 
 for _avg in ("macro", "micro", "weighted"):
     for _m in ("precision", "recall", "f1"):
         ALIASES[f"{_avg}_{_m}"] = (_m, {"average": _avg})
 ALIASES["binary_f1"] = ("f1", {"average": "binary"})
 
-__all__ = ["accuracy", "average_precision", "balanced_accuracy", "brier", "cohen_kappa", "confusion_matrix", "ece",
-           "f1", "label_prepared", "log_loss", "mcc", "per_class", "precision", "prob_prepared", "recall",
-           "resolve_average", "roc_auc"]
+__all__ = [
+    "accuracy",
+    "average_precision",
+    "balanced_accuracy",
+    "brier",
+    "cohen_kappa",
+    "confusion_matrix",
+    "ece",
+    "f1",
+    "label_prepared",
+    "log_loss",
+    "mcc",
+    "per_class",
+    "precision",
+    "prob_prepared",
+    "recall",
+    "resolve_average",
+    "roc_auc",
+]

@@ -46,9 +46,15 @@ class ConfusionCandidate:
     weighted_f1: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tp": self.tp, "fn": self.fn, "fp": self.fp, "tn": self.tn,
-                "accuracy": self.accuracy, "weighted_f1_swapped": self.weighted_f1_swapped,
-                "weighted_f1": self.weighted_f1}
+        return {
+            "tp": self.tp,
+            "fn": self.fn,
+            "fp": self.fp,
+            "tn": self.tn,
+            "accuracy": self.accuracy,
+            "weighted_f1_swapped": self.weighted_f1_swapped,
+            "weighted_f1": self.weighted_f1,
+        }
 
 
 @dataclass
@@ -73,12 +79,17 @@ class Reconstruction:
 
     @property
     def definition(self) -> str:
-        kind = ("f1_score(pred, truth, average='weighted'): per-class F1 weighted by the PREDICTED "
-                "class counts (arguments swapped)" if self.swapped else
-                "f1_score(truth, pred, average='weighted'): per-class F1 weighted by the true counts")
-        return (f"recorded weighted F1 = {kind}; weighted_f1 = the correct f1_score(truth, pred, "
-                f"average='weighted'); a recorded value with d decimals accepts |x - r| <= "
-                f"0.5 * 10^-d + {EPSILON:g}")
+        kind = (
+            "f1_score(pred, truth, average='weighted'): per-class F1 weighted by the PREDICTED "
+            "class counts (arguments swapped)"
+            if self.swapped
+            else "f1_score(truth, pred, average='weighted'): per-class F1 weighted by the true counts"
+        )
+        return (
+            f"recorded weighted F1 = {kind}; weighted_f1 = the correct f1_score(truth, pred, "
+            f"average='weighted'); a recorded value with d decimals accepts |x - r| <= "
+            f"0.5 * 10^-d + {EPSILON:g}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,17 +121,14 @@ def weighted_f1(*, tp: Any, fn: Any, fp: Any, tn: Any, swapped: bool = False) ->
     """
     tp, fn, fp, tn = (np.asarray(x, dtype=np.float64) for x in (tp, fn, fp, tn))
     den_pos, den_neg = 2 * tp + fp + fn, 2 * tn + fn + fp
-    f_pos = np.divide(2 * tp, den_pos, out=np.zeros(np.broadcast(tp, den_pos).shape),
-                      where=den_pos != 0)
-    f_neg = np.divide(2 * tn, den_neg, out=np.zeros(np.broadcast(tn, den_neg).shape),
-                      where=den_neg != 0)
+    f_pos = np.divide(2 * tp, den_pos, out=np.zeros(np.broadcast(tp, den_pos).shape), where=den_pos != 0)
+    f_neg = np.divide(2 * tn, den_neg, out=np.zeros(np.broadcast(tn, den_neg).shape), where=den_neg != 0)
     if swapped:
         w_pos, w_neg = tp + fp, tn + fn
     else:
         w_pos, w_neg = tp + fn, tn + fp
     total = w_pos + w_neg
-    return np.divide(w_pos * f_pos + w_neg * f_neg, total, out=np.zeros(f_pos.shape),
-                     where=total != 0)
+    return np.divide(w_pos * f_pos + w_neg * f_neg, total, out=np.zeros(f_pos.shape), where=total != 0)
 
 
 def _decimals_of(value: float) -> int:
@@ -128,9 +136,15 @@ def _decimals_of(value: float) -> int:
     return max(0, -int(exp))
 
 
-def reconstruct_confusion(*, support: tuple[int, int], accuracy: float, weighted_f1: float,
-                          swapped: bool = True, decimals: int = 4,
-                          accuracy_decimals: int | None = None) -> Reconstruction:
+def reconstruct_confusion(
+    *,
+    support: tuple[int, int],
+    accuracy: float,
+    weighted_f1: float,
+    swapped: bool = True,
+    decimals: int = 4,
+    accuracy_decimals: int | None = None,
+) -> Reconstruction:
     """Every binary confusion matrix consistent with the recorded accuracy and weighted F1.
 
     ``support``: (true positives count, true negatives count), i.e. (POS, NEG); ``weighted_f1``:
@@ -161,13 +175,17 @@ def reconstruct_confusion(*, support: tuple[int, int], accuracy: float, weighted
     if accuracy_decimals is None:
         accuracy_decimals = _decimals_of(accuracy)
     elif not isinstance(accuracy_decimals, int) or accuracy_decimals < 0:
-        raise ForensicsError(f"accuracy_decimals must be a whole number >= 0; "
-                             f"got {accuracy_decimals!r}.")
-    tol_acc = 0.5 * 10.0 ** -accuracy_decimals + EPSILON
-    tol_f1 = 0.5 * 10.0 ** -decimals + EPSILON
-    result = Reconstruction(support=(pos, neg), accuracy=float(accuracy),
-                            recorded_f1=float(weighted_f1), swapped=swapped, decimals=decimals,
-                            accuracy_decimals=accuracy_decimals)
+        raise ForensicsError(f"accuracy_decimals must be a whole number >= 0; got {accuracy_decimals!r}.")
+    tol_acc = 0.5 * 10.0**-accuracy_decimals + EPSILON
+    tol_f1 = 0.5 * 10.0**-decimals + EPSILON
+    result = Reconstruction(
+        support=(pos, neg),
+        accuracy=float(accuracy),
+        recorded_f1=float(weighted_f1),
+        swapped=swapped,
+        decimals=decimals,
+        accuracy_decimals=accuracy_decimals,
+    )
     lo = max(0, math.floor((accuracy - tol_acc) * n) - 1)
     hi = min(n, math.ceil((accuracy + tol_acc) * n) + 1)
     for correct in range(lo, hi + 1):
@@ -182,9 +200,17 @@ def reconstruct_confusion(*, support: tuple[int, int], accuracy: float, weighted
         correct_f1 = _weighted(tp, fn, fp, tn, False)
         swapped_f1 = _weighted(tp, fn, fp, tn, True)
         for i in np.flatnonzero(keep):
-            result.candidates.append(ConfusionCandidate(
-                tp=int(tp[i]), fn=int(fn[i]), fp=int(fp[i]), tn=int(tn[i]), accuracy=acc,
-                weighted_f1_swapped=float(swapped_f1[i]), weighted_f1=float(correct_f1[i])))
+            result.candidates.append(
+                ConfusionCandidate(
+                    tp=int(tp[i]),
+                    fn=int(fn[i]),
+                    fp=int(fp[i]),
+                    tn=int(tn[i]),
+                    accuracy=acc,
+                    weighted_f1_swapped=float(swapped_f1[i]),
+                    weighted_f1=float(correct_f1[i]),
+                )
+            )
     return result
 
 

@@ -36,7 +36,6 @@ _GATE_RE = re.compile(
 )
 
 
-
 @dataclass(frozen=True)
 class Gate:
     """One selection constraint, e.g. ``recall[single_symbol] >= 0.97``."""
@@ -75,20 +74,21 @@ def parse_gate(text: str) -> Gate:
     if not m:
         raise GateError(
             f"Gate '{text}' is malformed: expected METRIC[CLASS or FIELD=VALUE] OP NUMBER with OP one "
-            "of >=, >, <=, < (e.g. recall[single_symbol]>=0.97 or recall[length=long]>=0.97).")
+            "of >=, >, <=, < (e.g. recall[single_symbol]>=0.97 or recall[length=long]>=0.97)."
+        )
     metric = m["metric"]
     if metric not in OBJECTIVES:
         close = difflib.get_close_matches(metric, OBJECTIVES, n=2, cutoff=0.5)
         hint = (" Did you mean " + " or ".join(f"'{c}'" for c in close) + "?") if close else ""
-        raise GateError(f"Gate '{text}': unknown metric '{metric}'.{hint} "
-                        f"Known: {', '.join(OBJECTIVES)}.")
+        raise GateError(f"Gate '{text}': unknown metric '{metric}'.{hint} Known: {', '.join(OBJECTIVES)}.")
     label = fld = value = None
     target = m["target"]
     if target is not None:
         parts = [p.strip() for p in target.split(",")]
         if not target.strip() or any(not p for p in parts) or len(parts) > 2:
-            raise GateError(f"Gate '{text}': the brackets hold a class, FIELD=VALUE, or "
-                            "CLASS,FIELD=VALUE; got '[{target}]'.")
+            raise GateError(
+                f"Gate '{text}': the brackets hold a class, FIELD=VALUE, or CLASS,FIELD=VALUE; got '[{{target}}]'."
+            )
         for part in parts:
             if "=" in part:
                 if fld is not None:
@@ -101,15 +101,23 @@ def parse_gate(text: str) -> Gate:
                     raise GateError(f"Gate '{text}': at most one class.")
                 label = part
     if label is not None and metric not in _CLASS_METRICS:
-        raise GateError(f"Gate '{text}': {metric} is not a per-class metric; only "
-                        f"{', '.join(_CLASS_METRICS)} take a class.")
+        raise GateError(
+            f"Gate '{text}': {metric} is not a per-class metric; only {', '.join(_CLASS_METRICS)} take a class."
+        )
     bound = float(m["bound"])
     canon = metric
     inner = ",".join(x for x in (label, f"{fld}={value}" if fld else None) if x)
     if target is not None:
         canon += f"[{inner}]"
-    return Gate(text=f"{canon}{m['op']}{m['bound']}", metric=metric, op=m["op"], bound=bound,
-                label=label, field=fld, value=value)
+    return Gate(
+        text=f"{canon}{m['op']}{m['bound']}",
+        metric=metric,
+        op=m["op"],
+        bound=bound,
+        label=label,
+        field=fld,
+        value=value,
+    )
 
 
 def _column_name(metric: str, label: str | None, fld: str | None, value: str | None) -> str:
@@ -138,12 +146,13 @@ def _slice_text(v: Any) -> str:
     return str(v)
 
 
-def _slice_mask(gate: Gate, slices: Mapping[str, Any] | None, n: int, labels: Sequence[str],
-                strict: bool = True) -> np.ndarray | None:
+def _slice_mask(
+    gate: Gate, slices: Mapping[str, Any] | None, n: int, labels: Sequence[str], strict: bool = True
+) -> np.ndarray | None:
     """Items whose slice ``gate.field`` is ``gate.value``.
 
     A slice column is an array of values (one per item) or a ``(codes, values)`` pair where
-    ``values[codes[i]]`` is item i's value (what :meth:`labledger.results.TaskData.slice_codes`
+    ``values[codes[i]]`` is item i's value (what :meth:`labledger.inputs.results.TaskData.slice_codes`
     gives). Values match by their text: ``length=long``, ``bucket=3``, ``hard=true``.
     """
     known_fields = sorted(slices) if slices else []
@@ -154,7 +163,8 @@ def _slice_mask(gate: Gate, slices: Mapping[str, Any] | None, n: int, labels: Se
             f"Gate '{gate.text}': unknown slice field '{gate.field}'."
             + _suggest(gate.field, known_fields)
             + f" Known slice fields: {', '.join(repr(f) for f in known_fields) or 'none'};"
-            f" classes: {', '.join(repr(x) for x in labels)}.")
+            f" classes: {', '.join(repr(x) for x in labels)}."
+        )
     column = slices[gate.field]
     if isinstance(column, tuple) and len(column) == 2:
         codes, table = np.asarray(column[0]), list(column[1])
@@ -162,8 +172,7 @@ def _slice_mask(gate: Gate, slices: Mapping[str, Any] | None, n: int, labels: Se
             raise MetricInputError(f"slices['{gate.field}'] has {codes.size} codes; gold has {n}.")
         hit = np.array([_slice_text(v) == gate.value for v in table], dtype=bool)
         if codes.dtype.kind not in "iu" or (n and (codes.min() < 0 or codes.max() >= len(table))):
-            raise MetricInputError(f"slices['{gate.field}'] codes must index its {len(table)} "
-                                   "values.")
+            raise MetricInputError(f"slices['{gate.field}'] codes must index its {len(table)} values.")
         mask = hit[codes]  # a lookup table: one pass, one byte per item
         known = lambda: sorted({_slice_text(v) for v in table})  # noqa: E731
     else:
@@ -183,8 +192,11 @@ def _slice_mask(gate: Gate, slices: Mapping[str, Any] | None, n: int, labels: Se
     if not mask.any() and strict:
         names = known()
         shown = ", ".join(repr(v) for v in names[:20]) + (" ..." if len(names) > 20 else "")
-        raise GateError(f"Gate '{gate.text}': no item has {gate.field}={gate.value}."
-                        + _suggest(str(gate.value), names) + f" Known values: {shown}.")
+        raise GateError(
+            f"Gate '{gate.text}': no item has {gate.field}={gate.value}."
+            + _suggest(str(gate.value), names)
+            + f" Known values: {shown}."
+        )
     return mask
 
 
@@ -197,6 +209,9 @@ def _check_labels(gates: Sequence[Gate], labels: Sequence[str], slices: Mapping 
     for g in gates:
         if g.label is not None and g.label not in labels:
             fields = ", ".join(repr(f) for f in sorted(slices or {})) or "none"
-            raise GateError(f"Gate '{g.text}': unknown class '{g.label}'." + _suggest(g.label, labels)
-                            + f" Known classes: {', '.join(repr(x) for x in labels)};"
-                            f" slice fields: {fields}.")
+            raise GateError(
+                f"Gate '{g.text}': unknown class '{g.label}'."
+                + _suggest(g.label, labels)
+                + f" Known classes: {', '.join(repr(x) for x in labels)};"
+                f" slice fields: {fields}."
+            )

@@ -31,8 +31,9 @@ class RankingArrays:
         lens = np.fromiter((len(s) for s in scores), dtype=np.int64, count=n)
         self.item = np.repeat(np.arange(n), lens)
         self.score = np.fromiter((v for s in scores for v in s.values()), dtype=np.float64, count=int(lens.sum()))
-        self.rel = np.fromiter((g.get(d, 0.0) for g, s in zip(gold, scores) for d in s), dtype=np.float64,
-                               count=int(lens.sum()))
+        self.rel = np.fromiter(
+            (g.get(d, 0.0) for g, s in zip(gold, scores) for d in s), dtype=np.float64, count=int(lens.sum())
+        )
         glens = np.fromiter((len(g) for g in gold), dtype=np.int64, count=n)
         self.gold_item = np.repeat(np.arange(n), glens)
         self.gold_rel = np.fromiter((v for g in gold for v in g.values()), dtype=np.float64, count=int(glens.sum()))
@@ -206,39 +207,101 @@ def exact_match_prepared(params: dict[str, Any], hits: np.ndarray) -> Prepared:
 def _prep_rank(name):
     def prep(*, gold, scores, **params):
         return ranking_prepared(name, params, RankingArrays(gold, scores))
+
     return prep
 
 
 def _prep_exact(*, gold, pred):
-    return exact_match_prepared({}, _match_values(as_1d(np.asarray(gold, dtype=object), "gold"),
-                                                  as_1d(np.asarray(pred, dtype=object), "pred")))
+    return exact_match_prepared(
+        {}, _match_values(as_1d(np.asarray(gold, dtype=object), "gold"), as_1d(np.asarray(pred, dtype=object), "pred"))
+    )
 
 
 def _prep_set_f1(*, gold, pred):
     return _mean_prepared("set_f1", {}, set_f1_values(gold, pred))
 
 
-register(Metric(name="ndcg", definition="Mean over items of DCG@k / ideal DCG@k with k={k}: gain = graded relevance, "
-                "discount 1/log2(rank + 1), tied scores share their mean gain (scikit-learn ndcg_score); the ideal "
-                "ranks every gold document; 0 for an item with no relevant document.", higher_is_better=True,
-                needs="ranking", kinds=KINDS, prepare=_prep_rank("ndcg"), fn=ndcg, params={"k": 10},
-                strategy="mean"))
-register(Metric(name="mrr", definition="Mean over items of 1 / rank of the first relevant document (relevance > 0) "
-                "among the scored ones, ties broken against relevant documents; 0 when none is retrieved.",
-                higher_is_better=True, needs="ranking", kinds=KINDS, prepare=_prep_rank("mrr"), fn=mrr,
-                strategy="mean"))
-register(Metric(name="recall_at_k", definition="Mean over items of the fraction of relevant documents (relevance > 0) "
-                "ranked in the top k={k} scored ones, ties broken against relevant documents; 0 for an item with no "
-                "relevant document.", higher_is_better=True, needs="ranking", kinds=KINDS,
-                prepare=_prep_rank("recall_at_k"), fn=recall_at_k, params={"k": 10}, strategy="mean"))
-register(Metric(name="exact_match", definition="Fraction of items whose prediction equals the gold value exactly "
-                "(strings as written, no normalisation; JSON values compared as canonical JSON; lists as sets).",
-                higher_is_better=True, needs="match", kinds=("match", "sets"), prepare=_prep_exact, fn=exact_match,
-                strategy="mean"))
-register(Metric(name="set_f1", definition="Mean over items of the per-item set F1 2|G & P| / (|G| + |P|) between the "
-                "gold and predicted sets (duplicates collapse; 1 when both are empty), i.e. a per-review F1.",
-                higher_is_better=True, needs="sets", kinds=("sets",), prepare=_prep_set_f1, fn=set_f1,
-                strategy="mean"))
+register(
+    Metric(
+        name="ndcg",
+        definition="Mean over items of DCG@k / ideal DCG@k with k={k}: gain = graded relevance, "
+        "discount 1/log2(rank + 1), tied scores share their mean gain (scikit-learn ndcg_score); the ideal "
+        "ranks every gold document; 0 for an item with no relevant document.",
+        higher_is_better=True,
+        needs="ranking",
+        kinds=KINDS,
+        prepare=_prep_rank("ndcg"),
+        fn=ndcg,
+        params={"k": 10},
+        strategy="mean",
+    )
+)
+register(
+    Metric(
+        name="mrr",
+        definition="Mean over items of 1 / rank of the first relevant document (relevance > 0) "
+        "among the scored ones, ties broken against relevant documents; 0 when none is retrieved.",
+        higher_is_better=True,
+        needs="ranking",
+        kinds=KINDS,
+        prepare=_prep_rank("mrr"),
+        fn=mrr,
+        strategy="mean",
+    )
+)
+register(
+    Metric(
+        name="recall_at_k",
+        definition="Mean over items of the fraction of relevant documents (relevance > 0) "
+        "ranked in the top k={k} scored ones, ties broken against relevant documents; 0 for an item with no "
+        "relevant document.",
+        higher_is_better=True,
+        needs="ranking",
+        kinds=KINDS,
+        prepare=_prep_rank("recall_at_k"),
+        fn=recall_at_k,
+        params={"k": 10},
+        strategy="mean",
+    )
+)
+register(
+    Metric(
+        name="exact_match",
+        definition="Fraction of items whose prediction equals the gold value exactly "
+        "(strings as written, no normalisation; JSON values compared as canonical JSON; lists as sets).",
+        higher_is_better=True,
+        needs="match",
+        kinds=("match", "sets"),
+        prepare=_prep_exact,
+        fn=exact_match,
+        strategy="mean",
+    )
+)
+register(
+    Metric(
+        name="set_f1",
+        definition="Mean over items of the per-item set F1 2|G & P| / (|G| + |P|) between the "
+        "gold and predicted sets (duplicates collapse; 1 when both are empty), i.e. a per-review F1.",
+        higher_is_better=True,
+        needs="sets",
+        kinds=("sets",),
+        prepare=_prep_set_f1,
+        fn=set_f1,
+        strategy="mean",
+    )
+)
 
-__all__ = ["RankingArrays", "exact_match", "exact_match_prepared", "mrr", "mrr_values", "ndcg", "ndcg_values",
-           "ranking_prepared", "recall_at_k", "recall_at_k_values", "set_f1", "set_f1_values"]
+__all__ = [
+    "RankingArrays",
+    "exact_match",
+    "exact_match_prepared",
+    "mrr",
+    "mrr_values",
+    "ndcg",
+    "ndcg_values",
+    "ranking_prepared",
+    "recall_at_k",
+    "recall_at_k_values",
+    "set_f1",
+    "set_f1_values",
+]

@@ -167,8 +167,10 @@ class Metric:
             p[k] = v
         for k, options in self.choices.items():
             if p.get(k) not in options:
-                raise MetricInputError(f"metric '{self.name}': {k} must be one of "
-                                       f"{', '.join(_fmt(o) for o in options)}; got {_fmt(p.get(k))}")
+                raise MetricInputError(
+                    f"metric '{self.name}': {k} must be one of "
+                    f"{', '.join(_fmt(o) for o in options)}; got {_fmt(p.get(k))}"
+                )
         for k in ("k", "n_bins"):
             if k in p and (not isinstance(p[k], int) or isinstance(p[k], bool) or p[k] < 1):
                 raise MetricInputError(f"metric '{self.name}': {k} must be an integer >= 1; got {_fmt(p[k])}")
@@ -182,9 +184,16 @@ class Metric:
         return p
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "definition": self.definition, "higher_is_better": self.higher_is_better,
-                "needs": self.needs, "kinds": list(self.kinds), "params": dict(self.params),
-                "choices": {k: list(v) for k, v in self.choices.items()}, "undefined": self.undefined}
+        return {
+            "name": self.name,
+            "definition": self.definition,
+            "higher_is_better": self.higher_is_better,
+            "needs": self.needs,
+            "kinds": list(self.kinds),
+            "params": dict(self.params),
+            "choices": {k: list(v) for k, v in self.choices.items()},
+            "undefined": self.undefined,
+        }
 
 
 def _fmt(v: Any) -> str:
@@ -347,24 +356,42 @@ def prepare(name: str | MetricSpec, **inputs: Any) -> Prepared:
     return metric.prepare(**data, **metric.resolve(params))
 
 
-
-
 def metrics_markdown() -> str:
     """The registry as a Markdown table (docs/metrics.md embeds it; a test keeps them equal)."""
-    lines = ["| metric | task kinds | direction | parameters (defaults) | undefined (0/0) | definition |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| metric | task kinds | direction | parameters (defaults) | undefined (0/0) | definition |",
+        "|---|---|---|---|---|---|",
+    ]
     for m in list_metrics():
-        params = ", ".join(
-            f"`{k}={_fmt(v)}`" + (f" ({' / '.join(_fmt(c) for c in m.choices[k])})" if k in m.choices else "")
-            for k, v in m.params.items()) or "-"
+        params = (
+            ", ".join(
+                f"`{k}={_fmt(v)}`" + (f" ({' / '.join(_fmt(c) for c in m.choices[k])})" if k in m.choices else "")
+                for k, v in m.params.items()
+            )
+            or "-"
+        )
         direction = "higher is better" if m.higher_is_better else "lower is better"
         cell = m.definition.replace("|", "\\|")
         lines.append(f"| `{m.name}` | {', '.join(m.kinds)} | {direction} | {params} | {m.undefined or '-'} | {cell} |")
     lines.append("")
-    lines.append("Aliases: " + ", ".join(f"`{a}` = `{metric_key(b, p)}`" for a, (b, p) in sorted(ALIASES.items()))
-                 + "; `ndcg@K` and `recall@K` set `k`.")
+    lines.append(
+        "Aliases: "
+        + ", ".join(f"`{a}` = `{metric_key(b, p)}`" for a, (b, p) in sorted(ALIASES.items()))
+        + "; `ndcg@K` and `recall@K` set `k`."
+    )
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["ALIASES", "Metric", "MetricSpec", "Prepared", "get_metric", "list_metrics", "metric_key",
-           "metrics_markdown", "parse_metric", "prepare", "register"]
+__all__ = [
+    "ALIASES",
+    "Metric",
+    "MetricSpec",
+    "Prepared",
+    "get_metric",
+    "list_metrics",
+    "metric_key",
+    "metrics_markdown",
+    "parse_metric",
+    "prepare",
+    "register",
+]

@@ -52,6 +52,7 @@ def _pearson_w(x: np.ndarray, y: np.ndarray):
             ok = (vx > tiny) & (vy > tiny_y)
             r = np.where(ok, cov / np.sqrt(np.where(ok, vx * vy, 1.0)), math.nan)
         return np.clip(r, -1.0, 1.0)
+
     return fn
 
 
@@ -71,6 +72,7 @@ def _midranks_w(x: np.ndarray):
         before = np.cumsum(gw, axis=1) - gw
         mid = before + (gw + 1.0) / 2.0
         return mid[:, group]
+
     return ranks
 
 
@@ -91,6 +93,7 @@ def _spearman_w(x: np.ndarray, y: np.ndarray):
             ok = (va > 0) & (vb > 0)
             r = np.where(ok, cov / np.sqrt(np.where(ok, va * vb, 1.0)), math.nan)
         return np.clip(r, -1.0, 1.0)
+
     return fn
 
 
@@ -134,6 +137,7 @@ def _public(name: str):
     def fn(*, gold, pred, sample_weight=None) -> float:
         g, p = _values(gold, pred)
         return regression_prepared(name, {}, g, p).value(sample_weight)
+
     fn.__name__ = name
     return fn
 
@@ -142,6 +146,7 @@ def _prep(name: str):
     def prep(*, gold, pred):
         g, p = _values(gold, pred)
         return regression_prepared(name, {}, g, p)
+
     return prep
 
 
@@ -216,28 +221,71 @@ _DEFS = {
     "mae": ("Mean absolute error: mean over items of |pred - gold|.", False, "mean"),
     "rmse": ("Root mean squared error: sqrt(mean over items of (pred - gold)^2).", False, "mean"),
     "pearson": ("Pearson correlation between gold and pred; nan when either is constant.", True, "weights"),
-    "spearman": ("Spearman rank correlation: Pearson correlation of the mid-ranks of gold and of pred; nan when "
-                 "either is constant.", True, "weights"),
-    "has0_acc": ("Accuracy of the binary labels pred >= 0 against gold >= 0 (negative vs non-negative, zero "
-                 "counted as non-negative), over all items.", True, "table"),
-    "has0_f1": ("Weighted F1 (per-label F1 weighted by gold support, y_true = gold) of the binary labels "
-                "pred >= 0 against gold >= 0, over all items.", True, "table"),
-    "non0_acc": ("Accuracy of the sign labels pred > 0 against gold > 0, over the items with gold != 0 only.",
-                 True, "table"),
-    "non0_f1": ("Weighted F1 (per-label F1 weighted by gold support, y_true = gold) of the sign labels pred > 0 "
-                "against gold > 0, over the items with gold != 0 only.", True, "table"),
-    "zero_f1": ("Weighted F1 (per-label F1 weighted by gold support, y_true = gold) of the binary is-zero labels "
-                "round(pred) == 0 against round(gold) == 0, rounding half to even, over all items.", True, "table"),
-    "acc5": ("Accuracy of round(clip(pred, -2, 2)) == round(clip(gold, -2, 2)), rounding half to even.", True,
-             "mean"),
-    "acc7": ("Accuracy of round(clip(pred, -3, 3)) == round(clip(gold, -3, 3)), rounding half to even.", True,
-             "mean"),
+    "spearman": (
+        "Spearman rank correlation: Pearson correlation of the mid-ranks of gold and of pred; nan when "
+        "either is constant.",
+        True,
+        "weights",
+    ),
+    "has0_acc": (
+        "Accuracy of the binary labels pred >= 0 against gold >= 0 (negative vs non-negative, zero "
+        "counted as non-negative), over all items.",
+        True,
+        "table",
+    ),
+    "has0_f1": (
+        "Weighted F1 (per-label F1 weighted by gold support, y_true = gold) of the binary labels "
+        "pred >= 0 against gold >= 0, over all items.",
+        True,
+        "table",
+    ),
+    "non0_acc": (
+        "Accuracy of the sign labels pred > 0 against gold > 0, over the items with gold != 0 only.",
+        True,
+        "table",
+    ),
+    "non0_f1": (
+        "Weighted F1 (per-label F1 weighted by gold support, y_true = gold) of the sign labels pred > 0 "
+        "against gold > 0, over the items with gold != 0 only.",
+        True,
+        "table",
+    ),
+    "zero_f1": (
+        "Weighted F1 (per-label F1 weighted by gold support, y_true = gold) of the binary is-zero labels "
+        "round(pred) == 0 against round(gold) == 0, rounding half to even, over all items.",
+        True,
+        "table",
+    ),
+    "acc5": ("Accuracy of round(clip(pred, -2, 2)) == round(clip(gold, -2, 2)), rounding half to even.", True, "mean"),
+    "acc7": ("Accuracy of round(clip(pred, -3, 3)) == round(clip(gold, -3, 3)), rounding half to even.", True, "mean"),
 }
 
 for _name, (_definition, _hib, _strategy) in _DEFS.items():
-    register(Metric(name=_name, definition=_definition, higher_is_better=_hib, needs="values", kinds=KINDS,
-                    prepare=_prep(_name), fn=globals()[_name], strategy=_strategy,
-                    undefined="nan" if _name in ("pearson", "spearman") else ""))
+    register(
+        Metric(
+            name=_name,
+            definition=_definition,
+            higher_is_better=_hib,
+            needs="values",
+            kinds=KINDS,
+            prepare=_prep(_name),
+            fn=globals()[_name],
+            strategy=_strategy,
+            undefined="nan" if _name in ("pearson", "spearman") else "",
+        )
+    )
 
-__all__ = ["acc5", "acc7", "has0_acc", "has0_f1", "mae", "non0_acc", "non0_f1", "pearson", "regression_prepared",
-           "rmse", "spearman", "zero_f1"]
+__all__ = [
+    "acc5",
+    "acc7",
+    "has0_acc",
+    "has0_f1",
+    "mae",
+    "non0_acc",
+    "non0_f1",
+    "pearson",
+    "regression_prepared",
+    "rmse",
+    "spearman",
+    "zero_f1",
+]

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -115,7 +115,7 @@ def weight_rows(n: int, size: int, rng: np.random.Generator) -> np.ndarray:
     totals = rng.multinomial(n, sizes / n, size=size)
     for j in range(size):
         for k, (s0, bs) in enumerate(zip(starts.tolist(), sizes.tolist())):
-            out[j, s0:s0 + bs] = np.bincount(rng.integers(0, bs, totals[j, k], dtype=np.int32), minlength=bs)
+            out[j, s0 : s0 + bs] = np.bincount(rng.integers(0, bs, totals[j, k], dtype=np.int32), minlength=bs)
     return out
 
 
@@ -219,8 +219,9 @@ def _check_same(preps: Sequence[Prepared]) -> int:
     return ns.pop()
 
 
-def resample_values(preps: Sequence[Prepared], resamples: int, rng: np.random.Generator,
-                    groups: np.ndarray | None = None) -> list[np.ndarray]:
+def resample_values(
+    preps: Sequence[Prepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None = None
+) -> list[np.ndarray]:
     """Each prepared metric's value on the same ``resamples`` bootstrap resamples (paired draws).
 
     Returns one array per metric: (resamples,) or (resamples, columns).
@@ -363,16 +364,24 @@ def _n_clusters(groups) -> int | None:
     return None if groups is None else (int(np.max(groups)) + 1 if len(groups) else 0)
 
 
-def bootstrap_samples(prep: Prepared, *, resamples: int = 1000, seed: Any = 0,
-                      groups: np.ndarray | None = None) -> np.ndarray | None:
+def bootstrap_samples(
+    prep: Prepared, *, resamples: int = 1000, seed: Any = 0, groups: np.ndarray | None = None
+) -> np.ndarray | None:
     """The metric on each of ``resamples`` bootstrap resamples (None when there is nothing to draw)."""
     if not resamples or not prep.n:
         return None
     return resample_values([prep], resamples, rng_for(seed), groups)[0]
 
 
-def interval(prep: Prepared, value: Any, samples: np.ndarray | None, *, ci: float, resamples: int,
-             groups: np.ndarray | None = None) -> Interval | dict[str, Interval]:
+def interval(
+    prep: Prepared,
+    value: Any,
+    samples: np.ndarray | None,
+    *,
+    ci: float,
+    resamples: int,
+    groups: np.ndarray | None = None,
+) -> Interval | dict[str, Interval]:
     """An :class:`Interval` (or one per column) from a value and its bootstrap samples."""
     method = _method(prep, groups)
     clusters = _n_clusters(groups)
@@ -385,8 +394,17 @@ def interval(prep: Prepared, value: Any, samples: np.ndarray | None, *, ci: floa
         for j, col in enumerate(prep.columns):
             low = None if lo[j] is None or not np.isfinite(lo[j]) else float(lo[j])
             high = None if hi[j] is None or not np.isfinite(hi[j]) else float(hi[j])
-            out[col] = Interval(value[col], low, high, ci, resamples, method, prep.n_used, clusters,
-                                0 if samples is None else int((~np.isfinite(samples[:, j])).sum()))
+            out[col] = Interval(
+                value[col],
+                low,
+                high,
+                ci,
+                resamples,
+                method,
+                prep.n_used,
+                clusters,
+                0 if samples is None else int((~np.isfinite(samples[:, j])).sum()),
+            )
         return out
     if samples is None:
         return Interval(value, None, None, ci, resamples, method, prep.n_used, clusters)
@@ -394,8 +412,9 @@ def interval(prep: Prepared, value: Any, samples: np.ndarray | None, *, ci: floa
     return Interval(value, lo, hi, ci, resamples, method, prep.n_used, clusters, bad)
 
 
-def bootstrap(prep: Prepared, *, ci: float = 0.95, resamples: int = 1000, seed: Any = 0,
-              groups: np.ndarray | None = None) -> Interval | dict[str, Interval]:
+def bootstrap(
+    prep: Prepared, *, ci: float = 0.95, resamples: int = 1000, seed: Any = 0, groups: np.ndarray | None = None
+) -> Interval | dict[str, Interval]:
     """The value of a prepared metric with its bootstrap percentile interval.
 
     Vector-valued metrics (``per_class``) give a dict column -> :class:`Interval`.
@@ -418,8 +437,15 @@ def _p_value(d: np.ndarray, observed: float) -> float | None:
     return float((1 + extreme.sum()) / (len(d) + 1))
 
 
-def paired_bootstrap(prep_a: Prepared, prep_b: Prepared, *, ci: float = 0.95, resamples: int = 1000,
-                     seed: Any = 0, groups: np.ndarray | None = None) -> PairedResult:
+def paired_bootstrap(
+    prep_a: Prepared,
+    prep_b: Prepared,
+    *,
+    ci: float = 0.95,
+    resamples: int = 1000,
+    seed: Any = 0,
+    groups: np.ndarray | None = None,
+) -> PairedResult:
     """A - B on the same items: the difference, its percentile interval and a two-sided p-value.
 
     Both sides are resampled with the *same* draws (the same items, or clusters).
@@ -444,13 +470,21 @@ def paired_bootstrap(prep_a: Prepared, prep_b: Prepared, *, ci: float = 0.95, re
     sa, sb = resample_values([prep_a, prep_b], resamples, rng_for(seed), groups)
     d = sa - sb
     lo, hi, _ = percentile_interval(d, ci)
-    return PairedResult(va, vb, diff, lo, hi, _p_value(d, diff), ci, resamples, method, prep_a.n_used,
-                        _n_clusters(groups))
+    return PairedResult(
+        va, vb, diff, lo, hi, _p_value(d, diff), ci, resamples, method, prep_a.n_used, _n_clusters(groups)
+    )
 
 
-def unpaired_bootstrap(prep_a: Prepared, prep_b: Prepared, *, ci: float = 0.95, resamples: int = 1000,
-                       seed: Any = 0, groups_a: np.ndarray | None = None,
-                       groups_b: np.ndarray | None = None) -> PairedResult:
+def unpaired_bootstrap(
+    prep_a: Prepared,
+    prep_b: Prepared,
+    *,
+    ci: float = 0.95,
+    resamples: int = 1000,
+    seed: Any = 0,
+    groups_a: np.ndarray | None = None,
+    groups_b: np.ndarray | None = None,
+) -> PairedResult:
     """A - B on different item sets: each side resampled independently.
 
     >>> from labledger.metrics import prepare
@@ -462,8 +496,11 @@ def unpaired_bootstrap(prep_a: Prepared, prep_b: Prepared, *, ci: float = 0.95, 
     _check_ci(ci, resamples)
     va, vb = prep_a.value(), prep_b.value()
     diff = va - vb
-    method = ("unpaired " + _method(prep_a, groups_a if groups_a is not None else groups_b)
-              + " (each side resampled independently); p-value: shifted bootstrap, two-sided")
+    method = (
+        "unpaired "
+        + _method(prep_a, groups_a if groups_a is not None else groups_b)
+        + " (each side resampled independently); p-value: shifted bootstrap, two-sided"
+    )
     n = prep_a.n_used + prep_b.n_used
     if not resamples or not prep_a.n or not prep_b.n:
         return PairedResult(va, vb, diff, None, None, None, ci, resamples, method, n)
@@ -496,15 +533,27 @@ def mcnemar(*, correct_a: Any, correct_b: Any, exact_below: int = MCNEMAR_EXACT_
         return {"b": b, "c": c, "method": "exact binomial", "statistic": None, "p_value": 1.0}
     if m < exact_below:
         tail = sum(math.comb(m, i) for i in range(min(b, c) + 1))
-        p = min(Fraction(1), Fraction(2 * tail, 2 ** m))
-        return {"b": b, "c": c, "method": "exact binomial (two-sided, p = 0.5)", "statistic": None,
-                "p_value": float(p)}
+        p = min(Fraction(1), Fraction(2 * tail, 2**m))
+        return {"b": b, "c": c, "method": "exact binomial (two-sided, p = 0.5)", "statistic": None, "p_value": float(p)}
     stat = (abs(b - c) - 1) ** 2 / m
     p = math.erfc(math.sqrt(stat / 2))  # chi-square with 1 degree of freedom, upper tail
     return {"b": b, "c": c, "method": "chi-square with continuity correction", "statistic": stat, "p_value": p}
 
 
-__all__ = ["CHUNK_ELEMENTS", "Interval", "MCNEMAR_EXACT_BELOW", "PairedResult", "bootstrap", "bootstrap_samples",
-           "draw_counts", "interval", "mcnemar",
-           "paired_bootstrap", "percentile_interval", "resample_values", "rng_for", "unpaired_bootstrap",
-           "weight_rows"]
+__all__ = [
+    "CHUNK_ELEMENTS",
+    "MCNEMAR_EXACT_BELOW",
+    "Interval",
+    "PairedResult",
+    "bootstrap",
+    "bootstrap_samples",
+    "draw_counts",
+    "interval",
+    "mcnemar",
+    "paired_bootstrap",
+    "percentile_interval",
+    "resample_values",
+    "rng_for",
+    "unpaired_bootstrap",
+    "weight_rows",
+]

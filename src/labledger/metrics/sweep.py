@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError, UnknownMetricError
-from labledger.metrics.gates import (  # noqa: F401 - Gate and parse_gate are part of this API
+from labledger.metrics.gates import (
     _CLASS_METRICS,
     OBJECTIVES,
     Gate,
@@ -108,15 +108,15 @@ def _decimal(text: str, spec: str) -> Decimal:
     if value is None or not value.is_finite():
         raise MetricInputError(
             f"Thresholds '{spec}': '{text.strip()}' is not a finite number; "
-            "expected START:STOP:STEP (e.g. 0.05:0.95:0.025), a comma list, or 'all'.")
+            "expected START:STOP:STEP (e.g. 0.05:0.95:0.025), a comma list, or 'all'."
+        )
     return value
 
 
 def _grid(spec: str) -> np.ndarray:
     parts = spec.split(":")
     if len(parts) != 3:
-        raise MetricInputError(
-            f"Thresholds '{spec}': a grid is START:STOP:STEP (e.g. 0.05:0.95:0.025).")
+        raise MetricInputError(f"Thresholds '{spec}': a grid is START:STOP:STEP (e.g. 0.05:0.95:0.025).")
     start, stop, step = (_decimal(p, spec) for p in parts)
     if step <= 0:
         raise MetricInputError(f"Thresholds '{spec}': STEP must be > 0; got {step}.")
@@ -125,7 +125,8 @@ def _grid(spec: str) -> np.ndarray:
     count = int((stop - start) / step) + 1
     if count > MAX_GRID:
         raise MetricInputError(
-            f"Thresholds '{spec}': {count:,} points; at most {MAX_GRID:,} (use 'all' for every score).")
+            f"Thresholds '{spec}': {count:,} points; at most {MAX_GRID:,} (use 'all' for every score)."
+        )
     return np.array([float(start + i * step) for i in range(count)], dtype=np.float64)
 
 
@@ -133,8 +134,9 @@ def _grid(spec: str) -> np.ndarray:
 # Counting from one sort
 
 
-def _sort_once(score: np.ndarray, is_pos: np.ndarray, makers: Mapping[tuple, Any]
-               ) -> tuple[np.ndarray, np.ndarray, dict[tuple, np.ndarray]]:
+def _sort_once(
+    score: np.ndarray, is_pos: np.ndarray, makers: Mapping[tuple, Any]
+) -> tuple[np.ndarray, np.ndarray, dict[tuple, np.ndarray]]:
     """Sort the scores once; return them with the class flags and each slice mask in that order.
 
     Masks are made one at a time (``makers``: key -> callable) and only their sorted copies kept,
@@ -176,13 +178,13 @@ def _roc_auc_sorted(s: np.ndarray, y: np.ndarray) -> float:
     if is_start.all():  # no ties: start + end = 2 * rank + 1
         del is_start
         for a in range(0, n, _BLOCK):
-            p = np.flatnonzero(y[a:a + _BLOCK])
+            p = np.flatnonzero(y[a : a + _BLOCK])
             total += 2 * (int(p.sum()) + a * int(p.size)) + int(p.size)
     else:
         starts = np.flatnonzero(is_start)
         del is_start
         for a in range(0, n, _BLOCK):
-            p = np.flatnonzero(y[a:a + _BLOCK])
+            p = np.flatnonzero(y[a : a + _BLOCK])
             p += a
             j = np.searchsorted(starts, p, side="right")
             total += int(starts[j - 1].sum()) + int(starts[j].sum())
@@ -246,8 +248,8 @@ def _metric(name: str, c: _Counts) -> np.ndarray:
         n = tp + fp + fn + tn
         t_pos, t_neg, p_pos, p_neg = tp + fn, tn + fp, tp + fp, tn + fn
         cov_tp = (tp + tn) * n - (t_neg * p_neg + t_pos * p_pos)
-        cov_pp = n ** 2 - (p_neg * p_neg + p_pos * p_pos)
-        cov_tt = n ** 2 - (t_neg * t_neg + t_pos * t_pos)
+        cov_pp = n**2 - (p_neg * p_neg + p_pos * p_pos)
+        cov_tt = n**2 - (t_neg * t_neg + t_pos * t_pos)
         den = cov_pp * cov_tt
         out = np.zeros_like(n)
         np.divide(cov_tp, np.sqrt(den), out=out, where=den != 0)
@@ -280,13 +282,15 @@ def _binary_gold(gold: Any, positive: Any, negative: Any) -> tuple[np.ndarray, A
         first = np.flatnonzero(rest)
         if first.size == 0:
             raise MetricInputError(
-                f"gold holds only the positive class {positive!r}; pass negative= to name the other.")
+                f"gold holds only the positive class {positive!r}; pass negative= to name the other."
+            )
         negative = _py(g[first[0]])
     bad = rest & (g != negative)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise MetricInputError(f"gold[{i}] is {_py(g[i])!r}; a binary sweep expects only "
-                               f"{_py(negative)!r} and {_py(positive)!r}.")
+        raise MetricInputError(
+            f"gold[{i}] is {_py(g[i])!r}; a binary sweep expects only {_py(negative)!r} and {_py(positive)!r}."
+        )
     return is_pos, positive, negative
 
 
@@ -333,13 +337,17 @@ class SweepReport:
 
     @property
     def selection_rule(self) -> str:
-        return (f"highest {self.objective} among the thresholds passing every gate; when none "
-                f"passes, highest {self.objective} over all thresholds (marked as a fallback)")
+        return (
+            f"highest {self.objective} among the thresholds passing every gate; when none "
+            f"passes, highest {self.objective} over all thresholds (marked as a fallback)"
+        )
 
     @property
     def tie_break(self) -> str:
-        return (f"equal {self.objective} values (exact floats): the threshold closest to "
-                f"{self.center:g} wins, then the lowest threshold")
+        return (
+            f"equal {self.objective} values (exact floats): the threshold closest to "
+            f"{self.center:g} wins, then the lowest threshold"
+        )
 
     def row(self, i: int) -> dict[str, Any]:
         """Trial ``i`` as a dict (threshold first, then every column)."""
@@ -360,9 +368,13 @@ class SweepReport:
         out = self.row(i)
         out.pop("passed_gates", None)
         out["recall_gate_passed"] = bool(self.gate_passed)
-        out["gates"] = {g.text: {"value": _clean(self.columns[g.column][i]),
-                                 "passed": bool(g.passes(self.columns[g.column][i:i + 1])[0])}
-                        for g in self.gates}
+        out["gates"] = {
+            g.text: {
+                "value": _clean(self.columns[g.column][i]),
+                "passed": bool(g.passes(self.columns[g.column][i : i + 1])[0]),
+            }
+            for g in self.gates
+        }
         out["confusion"] = {k: int(v[i]) for k, v in self.counts.items()}
         objective = self.columns[self.objective]
         pool = np.flatnonzero(self.passed) if self.gate_passed else np.arange(self.thresholds.size)
@@ -371,11 +383,13 @@ class SweepReport:
         out["n_passing"] = int(np.count_nonzero(self.passed))
         out["fallback"] = not self.gate_passed
         out["selected_by"] = (
-            f"highest {self.objective} among {out['n_passing']} of {self.thresholds.size} "
-            "thresholds passing every gate" if self.gate_passed and self.gates else
-            f"highest {self.objective} over all {self.thresholds.size} thresholds" if not self.gates
+            f"highest {self.objective} among {out['n_passing']} of {self.thresholds.size} thresholds passing every gate"
+            if self.gate_passed and self.gates
+            else f"highest {self.objective} over all {self.thresholds.size} thresholds"
+            if not self.gates
             else f"fallback: highest {self.objective} over all {self.thresholds.size} thresholds, "
-                 "ungated, because no threshold passes every gate")
+            "ungated, because no threshold passes every gate"
+        )
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -410,20 +424,21 @@ def _clean(x: Any) -> Any:
     return x
 
 
-def _definitions(positive: str, negative: str, objective: str, columns: Iterable[str],
-                 gates: Sequence[Gate]) -> dict[str, str]:
+def _definitions(
+    positive: str, negative: str, objective: str, columns: Iterable[str], gates: Sequence[Gate]
+) -> dict[str, str]:
     d = {
         "threshold": f"an item is predicted '{positive}' when score >= threshold, else '{negative}'",
         "accuracy": "(TP + TN) / n",
         "f1": f"F1 of the positive class '{positive}' = 2 TP / (2 TP + FP + FN); 0 when the "
-              "denominator is 0 (scikit-learn f1_score(gold, pred, pos_label=positive))",
+        "denominator is 0 (scikit-learn f1_score(gold, pred, pos_label=positive))",
         "precision": f"TP / (TP + FP) for '{positive}'; 0 when nothing is predicted positive",
         "roc_auc": "area under the ROC curve of the score (Mann-Whitney U / (P * N), ties count one "
-                   "half; equals scikit-learn roc_auc_score); the same at every threshold",
+        "half; equals scikit-learn roc_auc_score); the same at every threshold",
         f"{negative}_recall": f"recall of '{negative}': share of gold '{negative}' items predicted "
-                              f"'{negative}' (score < threshold)",
+        f"'{negative}' (score < threshold)",
         f"{positive}_recall": f"recall of '{positive}': share of gold '{positive}' items predicted "
-                              f"'{positive}' (score >= threshold)",
+        f"'{positive}' (score >= threshold)",
     }
     if objective not in d:
         d[objective] = OBJECTIVES[objective]
@@ -437,9 +452,17 @@ def _definitions(positive: str, negative: str, objective: str, columns: Iterable
     return {k: v for k, v in d.items() if k == "threshold" or k in columns}
 
 
-def _evaluate(s: np.ndarray, y: np.ndarray, masks: dict[tuple, np.ndarray], thr: np.ndarray,
-              gates: Sequence[Gate], objective: str, positive: str, negative: str,
-              auc: float) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _evaluate(
+    s: np.ndarray,
+    y: np.ndarray,
+    masks: dict[tuple, np.ndarray],
+    thr: np.ndarray,
+    gates: Sequence[Gate],
+    objective: str,
+    positive: str,
+    negative: str,
+    auc: float,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Every column at every threshold from sorted scores ``s`` and flags in the same order."""
     n = int(s.size)
     idx = np.searchsorted(s, thr, side="left")  # items with score < threshold
@@ -467,8 +490,9 @@ def _evaluate(s: np.ndarray, y: np.ndarray, masks: dict[tuple, np.ndarray], thr:
             if key not in slice_counts:
                 m = masks[key]
                 m_pos = m & y
-                slice_counts[key] = _counts(_below(m, idx), int(np.count_nonzero(m)),
-                                            int(np.count_nonzero(m_pos)), _below(m_pos, idx))
+                slice_counts[key] = _counts(
+                    _below(m, idx), int(np.count_nonzero(m)), int(np.count_nonzero(m_pos)), _below(m_pos, idx)
+                )
                 del m_pos
             cc = slice_counts[key]
         if g.label is not None and g.label != positive:
@@ -489,17 +513,25 @@ def _prepare(gold, score, positive, negative, slices, gates, strict_slices=True)
         if g.field is not None and (g.field, g.value) not in makers:
             if strict_slices and g.field not in (slices or {}):
                 _slice_mask(g, slices, n, labels)  # raises naming the known fields
-            makers[(g.field, g.value)] = functools.partial(_slice_mask, g, slices, n, labels,
-                                                           strict_slices)
+            makers[(g.field, g.value)] = functools.partial(_slice_mask, g, slices, n, labels, strict_slices)
     return is_pos, s, makers, positive, negative
 
 
-def threshold_sweep(*, gold: Any, score: Any, thresholds: Any = "0.05:0.95:0.025",
-                    positive: Any = None, negative: Any = None,
-                    slices: Mapping[str, Any] | None = None, gates: Iterable[str | Gate] = (),
-                    objective: str = "f1", center: float = 0.5, test_gold: Any = None,
-                    test_score: Any = None, test_slices: Mapping[str, Any] | None = None
-                    ) -> SweepReport:
+def threshold_sweep(
+    *,
+    gold: Any,
+    score: Any,
+    thresholds: Any = "0.05:0.95:0.025",
+    positive: Any = None,
+    negative: Any = None,
+    slices: Mapping[str, Any] | None = None,
+    gates: Iterable[str | Gate] = (),
+    objective: str = "f1",
+    center: float = 0.5,
+    test_gold: Any = None,
+    test_score: Any = None,
+    test_slices: Mapping[str, Any] | None = None,
+) -> SweepReport:
     """Sweep a decision threshold over binary scores and select one under gates.
 
     ``gold``: labels (two values); ``score``: P(positive) or any score where higher means positive;
@@ -528,8 +560,7 @@ def threshold_sweep(*, gold: Any, score: Any, thresholds: Any = "0.05:0.95:0.025
         thr = _distinct(s_sorted)
     auc = _roc_auc_sorted(s_sorted, y)
     pos_name, neg_name = str(positive), str(negative)
-    cols, counts = _evaluate(s_sorted, y, sorted_masks, thr, gates, objective, pos_name, neg_name,
-                             auc)
+    cols, counts = _evaluate(s_sorted, y, sorted_masks, thr, gates, objective, pos_name, neg_name, auc)
     del s_sorted, y, sorted_masks
     passed = np.ones(thr.size, dtype=bool)
     for g in gates:
@@ -539,19 +570,40 @@ def threshold_sweep(*, gold: Any, score: Any, thresholds: Any = "0.05:0.95:0.025
     selected = _select(cols[objective][pool], thr[pool], center)
     selected = int(pool[selected])
     report = SweepReport(
-        n=n, positive=pos_name, negative=neg_name, support={neg_name: n - n_pos, pos_name: n_pos},
-        objective=objective, gates=gates, center=center, thresholds_spec=spec, thresholds=thr,
-        columns=cols, counts=counts, passed=passed, selected=selected, gate_passed=gate_passed,
-        definitions=_definitions(pos_name, neg_name, objective, ["threshold", *cols], gates))
+        n=n,
+        positive=pos_name,
+        negative=neg_name,
+        support={neg_name: n - n_pos, pos_name: n_pos},
+        objective=objective,
+        gates=gates,
+        center=center,
+        thresholds_spec=spec,
+        thresholds=thr,
+        columns=cols,
+        counts=counts,
+        passed=passed,
+        selected=selected,
+        gate_passed=gate_passed,
+        definitions=_definitions(pos_name, neg_name, objective, ["threshold", *cols], gates),
+    )
     if not gate_passed:
-        report.notes.append("No threshold passes every gate; the selection is the best ungated "
-                            "threshold and must not be used as if it met the gates.")
+        report.notes.append(
+            "No threshold passes every gate; the selection is the best ungated "
+            "threshold and must not be used as if it met the gates."
+        )
     if test_gold is not None or test_score is not None:
         if test_gold is None or test_score is None:
             raise MetricInputError("A paired test needs both test_gold and test_score.")
         report.paired_test = evaluate_threshold(
-            gold=test_gold, score=test_score, threshold=report.threshold, positive=positive,
-            negative=negative, slices=test_slices, gates=gates, objective=objective)
+            gold=test_gold,
+            score=test_score,
+            threshold=report.threshold,
+            positive=positive,
+            negative=negative,
+            slices=test_slices,
+            gates=gates,
+            objective=objective,
+        )
     return report
 
 
@@ -563,9 +615,17 @@ def _select(values: np.ndarray, thr: np.ndarray, center: float) -> int:
     return int(tied[np.lexsort((thr[tied], dist))[0]])
 
 
-def evaluate_threshold(*, gold: Any, score: Any, threshold: float, positive: Any = None,
-                       negative: Any = None, slices: Mapping[str, Any] | None = None,
-                       gates: Iterable[str | Gate] = (), objective: str = "f1") -> dict[str, Any]:
+def evaluate_threshold(
+    *,
+    gold: Any,
+    score: Any,
+    threshold: float,
+    positive: Any = None,
+    negative: Any = None,
+    slices: Mapping[str, Any] | None = None,
+    gates: Iterable[str | Gate] = (),
+    objective: str = "f1",
+) -> dict[str, Any]:
     """The sweep's columns at one threshold (e.g. the selected one applied to a paired test set).
 
     Slice gates whose field is missing from ``slices`` are skipped and listed under
@@ -575,15 +635,15 @@ def evaluate_threshold(*, gold: Any, score: Any, threshold: float, positive: Any
     0.5
     """
     gates = tuple(parse_gate(g) for g in gates)
-    is_pos, s, makers, positive, negative = _prepare(gold, score, positive, negative, slices, gates,
-                                                     strict_slices=False)
+    is_pos, s, makers, positive, negative = _prepare(
+        gold, score, positive, negative, slices, gates, strict_slices=False
+    )
     if s.size == 0:
         raise MetricInputError("evaluate_threshold needs at least one item.")
     s_sorted, y, masks = _sort_once(s, is_pos, makers)
     thr = np.array([float(threshold)])
     auc = _roc_auc_sorted(s_sorted, y)
-    cols, counts = _evaluate(s_sorted, y, masks, thr, gates, objective, str(positive),
-                             str(negative), auc)
+    cols, counts = _evaluate(s_sorted, y, masks, thr, gates, objective, str(positive), str(negative), auc)
     out: dict[str, Any] = {"threshold": float(threshold)}
     out.update({k: _clean(v[0]) for k, v in cols.items()})
     out["n"] = int(s.size)
@@ -620,14 +680,25 @@ class EpochSelection:
         return f"{best} {self.metric}; ties (equal values) go to the earliest entry"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"selected": dict(self.entry), "metric": self.metric,
-                "higher_is_better": self.higher_is_better, "value": self.value,
-                "epoch": self.epoch, "tied_epochs": list(self.tied_epochs),
-                "considered": self.considered, "index": self.index, "tie_break": self.tie_break}
+        return {
+            "selected": dict(self.entry),
+            "metric": self.metric,
+            "higher_is_better": self.higher_is_better,
+            "value": self.value,
+            "epoch": self.epoch,
+            "tied_epochs": list(self.tied_epochs),
+            "considered": self.considered,
+            "index": self.index,
+            "tie_break": self.tie_break,
+        }
 
 
-def select_epoch(history_entries: Iterable[Mapping[str, Any]], metric: str = "f1",
-                 higher_is_better: bool = True, epoch_key: str = "epoch") -> EpochSelection:
+def select_epoch(
+    history_entries: Iterable[Mapping[str, Any]],
+    metric: str = "f1",
+    higher_is_better: bool = True,
+    epoch_key: str = "epoch",
+) -> EpochSelection:
     """Pick the history entry with the best ``metric`` (seed 000's ``selected``).
 
     Entries without a finite numeric ``metric`` (e.g. training-loss lines) are skipped. Ties go to
@@ -642,8 +713,7 @@ def select_epoch(history_entries: Iterable[Mapping[str, Any]], metric: str = "f1
     usable: list[tuple[int, float]] = []
     seen_keys: set[str] = set()
     for i, e in enumerate(entries):
-        seen_keys.update(k for k, v in e.items()
-                         if isinstance(v, (int, float)) and not isinstance(v, bool))
+        seen_keys.update(k for k, v in e.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
         v = e.get(metric)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             usable.append((i, float(v)))
@@ -659,6 +729,13 @@ def select_epoch(history_entries: Iterable[Mapping[str, Any]], metric: str = "f1
     def label(i: int) -> Any:
         return entries[i].get(epoch_key, i + 1)
 
-    return EpochSelection(entry=chosen, metric=metric, higher_is_better=higher_is_better,
-                          value=float(best), epoch=label(tied[0]), tied_epochs=[label(i) for i in tied],
-                          considered=len(usable), index=tied[0])
+    return EpochSelection(
+        entry=chosen,
+        metric=metric,
+        higher_is_better=higher_is_better,
+        value=float(best),
+        epoch=label(tied[0]),
+        tied_epochs=[label(i) for i in tied],
+        considered=len(usable),
+        index=tied[0],
+    )

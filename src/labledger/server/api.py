@@ -19,7 +19,7 @@ Writes (``Authorization: Bearer <token>``)::
     POST /api/runs/{id}/notes                 {"text": "..."}
     POST /api/runs/{id}/finish                {"status": "finished" | "failed" | "killed", "error": ...}
 
-Records are validated with the library's own checks (:func:`labledger.records.validate_batch`,
+Records are validated with the library's own checks (:func:`labledger.inputs.records.validate_batch`,
 ``clean_scalars``) before anything is written: a bad record answers 400 naming the record
 (``request body:<n>``) and the field, and none of the request's records is stored.
 """
@@ -34,7 +34,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from labledger.errors import RecordError
-from labledger.records import clean_scalars, validate_batch
+from labledger.inputs.records import clean_scalars, validate_batch
 from labledger.server.context import OpenRun, ServerContext
 from labledger.server.envelope import ApiError, JSONResponse, dumps, ok
 from labledger.store.jsonl import read_json
@@ -175,10 +175,15 @@ async def list_runs(request: Request) -> Response:
     limit = int_param(request, "limit", 1000, low=1, high=10000)
 
     def work():
-        infos = ctx.ledger().runs(name=q.get("name") or None, group=q.get("group") or None,
-                                  tag=q.get("tag") or None, status=status)
-        return {"total": len(infos), "offset": offset, "limit": limit,
-                "runs": [run_info_dict(i) for i in infos[offset:offset + limit]]}
+        infos = ctx.ledger().runs(
+            name=q.get("name") or None, group=q.get("group") or None, tag=q.get("tag") or None, status=status
+        )
+        return {
+            "total": len(infos),
+            "offset": offset,
+            "limit": limit,
+            "runs": [run_info_dict(i) for i in infos[offset : offset + limit]],
+        }
 
     return ok(await run_in_threadpool(work))
 
@@ -190,10 +195,16 @@ async def get_run(request: Request) -> Response:
     def work():
         book = ctx.ledger()
         view = book.run(ref)
-        return {"run": run_info_dict(view.info), "meta": view.meta, "config": view.config,
-                "counts": view.counts(), "results": view.results_names(),
-                "evaluations": _indexed_evaluations(book, view.id),
-                "files": view.files()[:1000], "last": view.last_scalars()}
+        return {
+            "run": run_info_dict(view.info),
+            "meta": view.meta,
+            "config": view.config,
+            "counts": view.counts(),
+            "results": view.results_names(),
+            "evaluations": _indexed_evaluations(book, view.id),
+            "files": view.files()[:1000],
+            "last": view.last_scalars(),
+        }
 
     return ok(await run_in_threadpool(work))
 
@@ -219,8 +230,9 @@ async def run_records(request: Request) -> Response:
         return run_id, *_page(ctx, book.run_dir(run_id) / fname, offset, limit)
 
     run_id, lines, total = await run_in_threadpool(work)
-    return _page_response({"run": run_id, "offset": offset, "limit": limit, "total": total,
-                           "count": len(lines)}, kind, lines)
+    return _page_response(
+        {"run": run_id, "offset": offset, "limit": limit, "total": total, "count": len(lines)}, kind, lines
+    )
 
 
 def _server_read(ctx: ServerContext, read, *args: Any) -> Any:
@@ -247,10 +259,17 @@ async def list_evals(request: Request) -> Response:
     def work():
         book = ctx.ledger()
         view = book.run(ref)
-        names = sorted({p.name for p in (view.dir / "evals").iterdir() if p.is_dir()}) \
-            if (view.dir / "evals").is_dir() else []
-        return {"run": view.id, "evals": names, "results": view.results_names(),
-                "indexed": _indexed_evaluations(book, view.id)}
+        names = (
+            sorted({p.name for p in (view.dir / "evals").iterdir() if p.is_dir()})
+            if (view.dir / "evals").is_dir()
+            else []
+        )
+        return {
+            "run": view.id,
+            "evals": names,
+            "results": view.results_names(),
+            "indexed": _indexed_evaluations(book, view.id),
+        }
 
     return ok(await run_in_threadpool(work))
 
@@ -274,10 +293,19 @@ async def get_eval(request: Request) -> Response:
         if (folder / "results.jsonl").exists():
             meta_path = folder / "meta.json"
             meta = _server_read(ctx, read_json, meta_path) if meta_path.exists() else {}
-            results = {"rows": meta.get("rows"), "sha256": meta.get("sha256"), "meta": meta,
-                       "url": f"/api/runs/{run_id}/evals/{name}/results"}
-        return {"run": run_id, "name": name, "evaluation": documents.get("evaluation"),
-                "documents": documents, "results": results}
+            results = {
+                "rows": meta.get("rows"),
+                "sha256": meta.get("sha256"),
+                "meta": meta,
+                "url": f"/api/runs/{run_id}/evals/{name}/results",
+            }
+        return {
+            "run": run_id,
+            "name": name,
+            "evaluation": documents.get("evaluation"),
+            "documents": documents,
+            "results": results,
+        }
 
     return ok(await run_in_threadpool(work))
 
@@ -298,8 +326,11 @@ async def eval_results(request: Request) -> Response:
         return run_id, *_page(ctx, path, offset, limit)
 
     run_id, lines, total = await run_in_threadpool(work)
-    return _page_response({"run": run_id, "name": name, "offset": offset, "limit": limit, "total": total,
-                           "count": len(lines)}, "rows", lines)
+    return _page_response(
+        {"run": run_id, "name": name, "offset": offset, "limit": limit, "total": total, "count": len(lines)},
+        "rows",
+        lines,
+    )
 
 
 async def get_table(request: Request) -> Response:
@@ -310,16 +341,23 @@ async def get_table(request: Request) -> Response:
     delta_from = request.query_params.get("delta_from") or None
 
     def work():
-        from labledger.benchmarks import read_entries, version_table
-        from labledger.groups import paired_entry_test
+        from labledger.analysis.benchmarks import read_entries, version_table
+        from labledger.analysis.groups import paired_entry_test
 
         entries = read_entries(ctx.ledger(), suite=suite, models=models or None, variants=variants)
         if not entries:
-            raise ApiError(404, f"no benchmark entries in suite '{suite}'"
-                                + (f" for models {', '.join(models)}" if models else ""))
+            raise ApiError(
+                404, f"no benchmark entries in suite '{suite}'" + (f" for models {', '.join(models)}" if models else "")
+            )
         model_list = models or list(dict.fromkeys(e.model for e in entries))
-        table = version_table(entries, suite=suite, models=model_list, variants=variants,
-                              delta_from=delta_from, paired_test=paired_entry_test)
+        table = version_table(
+            entries,
+            suite=suite,
+            models=model_list,
+            variants=variants,
+            delta_from=delta_from,
+            paired_test=paired_entry_test,
+        )
         return {"table": table.to_dict(), "markdown": table.to_markdown()}
 
     return ok(await run_in_threadpool(work))
@@ -353,9 +391,17 @@ async def start_run(request: Request) -> Response:
         return run
 
     run = await run_in_threadpool(work)
-    body = {"run": {"id": run.id, "name": run.name, "group": run.group, "tags": run.tags, "status": run.status,
-                    "started": run.meta["started"]},
-            "links": {k: f"/api/runs/{run.id}/{k}" for k in ("scalars", "batches", "history", "notes", "finish")}}
+    body = {
+        "run": {
+            "id": run.id,
+            "name": run.name,
+            "group": run.group,
+            "tags": run.tags,
+            "status": run.status,
+            "started": run.meta["started"],
+        },
+        "links": {k: f"/api/runs/{run.id}/{k}" for k in ("scalars", "batches", "history", "notes", "finish")},
+    }
     return ok(body, status=201, headers={"Location": f"/api/runs/{run.id}"})
 
 

@@ -36,9 +36,20 @@ def _version() -> str:
 async def api_root(request: Request) -> Response:
     ctx: ServerContext = request.app.state.ctx
     ctx.require_read(request)
-    return ok({"server": "labledger", "version": _version(), **ctx.info(),
-               "links": {"runs": "/api/runs", "table": "/api/table", "uploads": "/api/uploads",
-                         "openapi": "/openapi.json", "site": "/"}})
+    return ok(
+        {
+            "server": "labledger",
+            "version": _version(),
+            **ctx.info(),
+            "links": {
+                "runs": "/api/runs",
+                "table": "/api/table",
+                "uploads": "/api/uploads",
+                "openapi": "/openapi.json",
+                "site": "/",
+            },
+        }
+    )
 
 
 async def favicon(request: Request) -> Response:
@@ -58,7 +69,8 @@ async def on_http_exception(request: Request, exc: HTTPException) -> Response:
         allowed = _allowed_methods(request) or (exc.headers or {}).get("Allow", "")
         exc.headers = {**(exc.headers or {}), "Allow": allowed}
         message = f"method {request.method} is not allowed on {request.url.path}" + (
-            f" (allowed: {allowed})" if allowed else "")
+            f" (allowed: {allowed})" if allowed else ""
+        )
     else:
         message = exc.detail if isinstance(exc.detail, str) and exc.detail else REASONS.get(status, "error")
     return error_response(status, message, headers=exc.headers, head=request.method == "HEAD")
@@ -86,8 +98,9 @@ async def on_ledger_error(request: Request, exc: LedgerError) -> Response:
 
 async def on_unexpected(request: Request, exc: Exception) -> Response:
     log.error("unexpected error answering %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "internal server error (the server's log has the details)",
-                          head=request.method == "HEAD")
+    return error_response(
+        500, "internal server error (the server's log has the details)", head=request.method == "HEAD"
+    )
 
 
 class Guard:
@@ -115,8 +128,12 @@ class Guard:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", ()))
                 present = {k.lower() for k, _ in headers}
-                extra = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
-                         (b"x-frame-options", b"DENY"), (b"content-security-policy", API_CSP.encode())]
+                extra = [
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                    (b"x-frame-options", b"DENY"),
+                    (b"content-security-policy", API_CSP.encode()),
+                ]
                 headers += [(k, v) for k, v in extra if k not in present]
                 message = {**message, "headers": headers}
             await send(message)
@@ -124,11 +141,19 @@ class Guard:
         await self.app(scope, receive, send_with_headers)
 
 
-def create_app(ledger_path_or_url: str | os.PathLike[str], *, uploads_dir: str | os.PathLike[str],
-               token: str | None = None, private: bool = False, max_upload: int = MAX_UPLOAD,
-               artifacts: str | os.PathLike[str] | None = None, site_cache: str | os.PathLike[str] | None = None,
-               site_refresh: float = 1.0, max_body: int = MAX_BODY,
-               allowed_hosts: list[str] | None = None) -> Starlette:
+def create_app(
+    ledger_path_or_url: str | os.PathLike[str],
+    *,
+    uploads_dir: str | os.PathLike[str],
+    token: str | None = None,
+    private: bool = False,
+    max_upload: int = MAX_UPLOAD,
+    artifacts: str | os.PathLike[str] | None = None,
+    site_cache: str | os.PathLike[str] | None = None,
+    site_refresh: float = 1.0,
+    max_body: int = MAX_BODY,
+    allowed_hosts: list[str] | None = None,
+) -> Starlette:
     """The server of one ledger (a folder, or ``postgresql://...`` with ``artifacts``) as an ASGI app.
 
     ``token`` is needed for uploads and API writes (``Authorization: Bearer <token>``); without one
@@ -148,8 +173,9 @@ def create_app(ledger_path_or_url: str | os.PathLike[str], *, uploads_dir: str |
         raise LedgerError("a private server needs a token (--token or $LABLEDGER_TOKEN)")
     if max_upload <= 0:
         raise LedgerError(f"max_upload must be a positive number of bytes; got {max_upload}")
-    ctx = ServerContext(ledger_path_or_url, artifacts=artifacts, token=token, private=private,
-                        max_upload=max_upload, max_body=max_body)
+    ctx = ServerContext(
+        ledger_path_or_url, artifacts=artifacts, token=token, private=private, max_upload=max_upload, max_body=max_body
+    )
     store = uploads.UploadStore(Path(uploads_dir), max_upload=max_upload)
     site = pages.LiveSite(ctx, site_cache, min_interval=site_refresh)
 
@@ -190,9 +216,16 @@ def create_app(ledger_path_or_url: str | os.PathLike[str], *, uploads_dir: str |
             ctx.close()
             site.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
-        HTTPException: on_http_exception, ApiError: on_api_error, LedgerError: on_ledger_error,
-        Exception: on_unexpected})
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={
+            HTTPException: on_http_exception,
+            ApiError: on_api_error,
+            LedgerError: on_ledger_error,
+            Exception: on_unexpected,
+        },
+    )
     app.add_middleware(Guard, allowed_hosts=allowed_hosts)
     app.state.ctx = ctx
     app.state.uploads = store

@@ -44,9 +44,17 @@ def _guess_type(name: str) -> str:
     return guessed + ("; charset=utf-8" if guessed.startswith("text/") else "")
 
 
-def push_file(path: str | os.PathLike[str], to: str, *, token: str | None = None, name: str | None = None,
-              overwrite: bool = False, content_type: str | None = None, timeout: float = 300.0,
-              on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def push_file(
+    path: str | os.PathLike[str],
+    to: str,
+    *,
+    token: str | None = None,
+    name: str | None = None,
+    overwrite: bool = False,
+    content_type: str | None = None,
+    timeout: float = 300.0,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
     """Upload ``path`` to the server at ``to``; return the server's record with ``verified: True``.
 
     ``on_progress(sent, total)`` is called as bytes go out. Raises :class:`PushError` when the
@@ -93,6 +101,8 @@ def push_file(path: str | os.PathLike[str], to: str, *, token: str | None = None
         raise PushError(f"the server refused {name} ({response.status_code}): {message}")
     local = digest.hexdigest()
     if doc.get("sha256") != local or doc.get("size") != total:
-        raise PushError(f"{name}: the server stored sha256 {doc.get('sha256')} ({doc.get('size')} bytes) but the "
-                        f"file is {local} ({total} bytes); it changed while uploading or was damaged on the way")
+        raise PushError(
+            f"{name}: the server stored sha256 {doc.get('sha256')} ({doc.get('size')} bytes) but the "
+            f"file is {local} ({total} bytes); it changed while uploading or was damaged on the way"
+        )
     return {**doc, "verified": True, "local_sha256": local, "server": to}

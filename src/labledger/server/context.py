@@ -3,6 +3,7 @@ folder, the live site, the runs opened through the API, and the token checks."""
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import os
 import threading
@@ -34,8 +35,16 @@ class OpenRun:
 class ServerContext:
     """Configuration and shared state of one server (see :func:`labledger.server.create_app`)."""
 
-    def __init__(self, ledger: str | os.PathLike[str], *, artifacts: str | os.PathLike[str] | None,
-                 token: str | None, private: bool, max_upload: int, max_body: int):
+    def __init__(
+        self,
+        ledger: str | os.PathLike[str],
+        *,
+        artifacts: str | os.PathLike[str] | None,
+        token: str | None,
+        private: bool,
+        max_upload: int,
+        max_body: int,
+    ):
         self.location = str(ledger) if is_database_url(str(ledger)) else Path(ledger)
         self.artifacts = artifacts
         self.token = token or None
@@ -77,10 +86,9 @@ class ServerContext:
                     entry.ledger.close()
         with self._ledgers_lock:
             for book in self._ledgers:
-                try:
+                # closing at shutdown: nothing is left to report a failure to
+                with contextlib.suppress(Exception):
                     book.close()
-                except Exception:  # noqa: BLE001 - closing at shutdown; nothing left to report to
-                    pass
             self._ledgers.clear()
 
     # -- tokens ---------------------------------------------------------------------------------
@@ -89,26 +97,38 @@ class ServerContext:
         if auth is not None:
             scheme, _, value = auth.partition(" ")
             if scheme.lower() != "bearer" or not value.strip():
-                raise ApiError(401, "the Authorization header must be 'Bearer <token>'",
-                               headers={"WWW-Authenticate": 'Bearer realm="labledger"'})
+                raise ApiError(
+                    401,
+                    "the Authorization header must be 'Bearer <token>'",
+                    headers={"WWW-Authenticate": 'Bearer realm="labledger"'},
+                )
             return value.strip()
         if cookie:
             return request.cookies.get(TOKEN_COOKIE)
         return None
 
     def token_matches(self, presented: str | None) -> bool:
-        return (self.token is not None and presented is not None
-                and hmac.compare_digest(presented.encode(), self.token.encode()))
+        return (
+            self.token is not None
+            and presented is not None
+            and hmac.compare_digest(presented.encode(), self.token.encode())
+        )
 
     def require_write(self, request: Request) -> None:
         """Uploads and API writes: a ``Bearer`` token (never a cookie: no cross-site writes)."""
         if self.token is None:
-            raise ApiError(403, "writes are disabled: this server was started without a token "
-                                "(labledger serve --token T, or $LABLEDGER_TOKEN)")
+            raise ApiError(
+                403,
+                "writes are disabled: this server was started without a token "
+                "(labledger serve --token T, or $LABLEDGER_TOKEN)",
+            )
         presented = self._presented(request, cookie=False)
         if presented is None:
-            raise ApiError(401, "this needs a token: send 'Authorization: Bearer <token>'",
-                           headers={"WWW-Authenticate": 'Bearer realm="labledger"'})
+            raise ApiError(
+                401,
+                "this needs a token: send 'Authorization: Bearer <token>'",
+                headers={"WWW-Authenticate": 'Bearer realm="labledger"'},
+            )
         if not self.token_matches(presented):
             raise ApiError(403, "the token is not valid for this server")
 
@@ -118,8 +138,11 @@ class ServerContext:
             return
         presented = self._presented(request, cookie=True)
         if presented is None:
-            raise ApiError(401, "this server is private: send 'Authorization: Bearer <token>' (browsers: /login)",
-                           headers={"WWW-Authenticate": 'Bearer realm="labledger"'})
+            raise ApiError(
+                401,
+                "this server is private: send 'Authorization: Bearer <token>' (browsers: /login)",
+                headers={"WWW-Authenticate": 'Bearer realm="labledger"'},
+            )
         if not self.token_matches(presented):
             raise ApiError(403, "the token is not valid for this server")
 
@@ -128,8 +151,11 @@ class ServerContext:
         with self.open_runs_lock:
             entry = self.open_runs.get(run_id)
         if entry is None:
-            raise ApiError(409, f"run {run_id} is not open in this server: only runs started with POST /api/runs "
-                                f"on this server take records through the API, until they finish")
+            raise ApiError(
+                409,
+                f"run {run_id} is not open in this server: only runs started with POST /api/runs "
+                f"on this server take records through the API, until they finish",
+            )
         return entry
 
     def redact(self, message: str) -> str:
@@ -141,5 +167,9 @@ class ServerContext:
         return message
 
     def info(self) -> dict[str, Any]:
-        return {"private": self.private, "writes": self.token is not None, "max_upload": self.max_upload,
-                "team": isinstance(self.location, str)}
+        return {
+            "private": self.private,
+            "writes": self.token is not None,
+            "max_upload": self.max_upload,
+            "team": isinstance(self.location, str),
+        }

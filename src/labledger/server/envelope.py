@@ -13,14 +13,30 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from labledger.errors import (LedgerError, LedgerNotFoundError, RecordError, RunNotFoundError, RunStateError,
-                              UnknownNameError)
+from labledger.errors import (
+    LedgerError,
+    LedgerNotFoundError,
+    RecordError,
+    RunNotFoundError,
+    RunStateError,
+    UnknownNameError,
+)
 
 JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 #: Reason phrases for the statuses the server sends (the envelope's ``error`` when nothing better).
-REASONS = {400: "bad request", 401: "authentication required", 403: "forbidden", 404: "not found",
-           405: "method not allowed", 409: "conflict", 411: "length required", 413: "payload too large",
-           415: "unsupported media type", 500: "internal server error", 503: "service unavailable"}
+REASONS = {
+    400: "bad request",
+    401: "authentication required",
+    403: "forbidden",
+    404: "not found",
+    405: "method not allowed",
+    409: "conflict",
+    411: "length required",
+    413: "payload too large",
+    415: "unsupported media type",
+    500: "internal server error",
+    503: "service unavailable",
+}
 
 
 class ApiError(Exception):
@@ -57,7 +73,9 @@ class JSONResponse(Response):
         return dumps(content)
 
 
-def ok(payload: dict[str, Any] | None = None, *, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
+def ok(
+    payload: dict[str, Any] | None = None, *, status: int = 200, headers: dict[str, str] | None = None
+) -> JSONResponse:
     """``{"ok": true, **payload}``."""
     return JSONResponse({"ok": True, **(payload or {})}, status_code=status, headers=headers)
 
@@ -71,8 +89,9 @@ def envelope(status: int, message: str) -> dict[str, Any]:
     return {"ok": False, "status": status, "error": message}
 
 
-def error_response(status: int, message: str | None = None, *, headers: dict[str, str] | None = None,
-                   head: bool = False) -> JSONResponse:
+def error_response(
+    status: int, message: str | None = None, *, headers: dict[str, str] | None = None, head: bool = False
+) -> JSONResponse:
     """The envelope as a response (headers only for ``HEAD`` requests, with the same status)."""
     message = message or REASONS.get(status, "error")
     response = JSONResponse(envelope(status, message), status_code=status, headers=headers)

@@ -32,8 +32,8 @@ class LineIndex:
 
     def _reset(self, ino: int | None) -> None:
         self.ino = ino
-        self.scanned = 0          # bytes scanned (always at a line boundary)
-        self.records = 0          # complete non-blank lines before ``scanned``
+        self.scanned = 0  # bytes scanned (always at a line boundary)
+        self.records = 0  # complete non-blank lines before ``scanned``
         self.marks: list[int] = []  # marks[i] = byte offset of record i * STRIDE
 
     def _scan(self, f) -> None:
@@ -52,7 +52,7 @@ class LineIndex:
     def page(self, offset: int, limit: int) -> tuple[list[bytes], int]:
         """Raw JSON of records ``offset .. offset + limit - 1`` (validated) and the record count."""
         try:
-            f = open(self.path, "rb")
+            f = open(self.path, "rb")  # noqa: SIM115 - only the open may raise FileNotFoundError
         except FileNotFoundError:
             return [], 0
         with f, self.lock:
@@ -77,8 +77,7 @@ class LineIndex:
                     try:
                         orjson.loads(line)
                     except orjson.JSONDecodeError as exc:
-                        raise RecordError(f"not valid JSON ({exc})", source=str(self.path),
-                                          line=None) from None
+                        raise RecordError(f"not valid JSON ({exc})", source=str(self.path), line=None) from None
                     out.append(line)
                 index += 1
             return out, total

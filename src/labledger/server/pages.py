@@ -35,10 +35,17 @@ from labledger.server.envelope import ApiError
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$")
 #: Data files that pages load first: asking for one brings the site up to date.
 _ENTRY = re.compile(r"^data/(catalog\.js|runs/[^/]+\.js|batches/[^/]+/(toc|loss)\.js)$")
-PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-            "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-_TYPES = {".js": "text/javascript; charset=utf-8", ".html": "text/html; charset=utf-8",
-          ".css": "text/css; charset=utf-8", ".json": "application/json", ".svg": "image/svg+xml"}
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".json": "application/json",
+    ".svg": "image/svg+xml",
+}
 
 
 class LiveSite:
@@ -144,6 +151,7 @@ async def login(request: Request) -> Response:
     if not ctx.token_matches(token):
         raise ApiError(403, "the token is not valid for this server")
     response = RedirectResponse("./", status_code=303)
-    response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path="/",
-                        secure=request.url.scheme == "https")
+    response.set_cookie(
+        TOKEN_COOKIE, token, httponly=True, samesite="strict", path="/", secure=request.url.scheme == "https"
+    )
     return response

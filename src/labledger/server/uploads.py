@@ -16,6 +16,7 @@ The rules (issue 7, seed 003's workflow made safe):
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import mimetypes
@@ -33,7 +34,9 @@ from labledger.server.envelope import ApiError
 from labledger.store.jsonl import read_json, write_all, write_json
 
 _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}$")
-_CONTENT_TYPE = re.compile(r"^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+(\s*;\s*[A-Za-z0-9_.+-]+=(\"[^\"\\]*\"|[A-Za-z0-9_.+-]+))*$")
+_CONTENT_TYPE = re.compile(
+    r"^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+(\s*;\s*[A-Za-z0-9_.+-]+=(\"[^\"\\]*\"|[A-Za-z0-9_.+-]+))*$"
+)
 TEMP_PREFIX = ".upload-"
 META_DIR = ".meta"
 CHUNK = 1 << 20
@@ -54,8 +57,11 @@ def check_filename(name: str | None) -> str:
     if name is None or name == "":
         raise ApiError(400, "the query parameter 'filename' is required (POST /upload?filename=NAME)")
     if not _NAME.match(name) or ".." in name or len(name.encode()) > 255:
-        raise ApiError(400, f"filename {name!r} must be one name of letters, digits, '.', '-', '_' (no '/', no "
-                            f"'..', not starting with '.'; at most 255 characters)")
+        raise ApiError(
+            400,
+            f"filename {name!r} must be one name of letters, digits, '.', '-', '_' (no '/', no "
+            f"'..', not starting with '.'; at most 255 characters)",
+        )
     return name
 
 
@@ -103,8 +109,13 @@ class Stored:
     uploaded: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.path.name, "size": self.size, "sha256": self.sha256,
-                "content_type": self.content_type, "uploaded": self.uploaded}
+        return {
+            "name": self.path.name,
+            "size": self.size,
+            "sha256": self.sha256,
+            "content_type": self.content_type,
+            "uploaded": self.uploaded,
+        }
 
 
 class TempUpload:
@@ -131,10 +142,8 @@ class TempUpload:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
 
 class UploadStore:
@@ -155,12 +164,13 @@ class UploadStore:
         """Remove temporary files whose process is gone (a server killed mid-upload)."""
         removed = []
         for p in self.root.glob(f"{TEMP_PREFIX}*.part"):
-            parts = p.name[len(TEMP_PREFIX):].split("-")
+            parts = p.name[len(TEMP_PREFIX) :].split("-")
             pid = int(parts[0]) if parts[0].isdigit() else -1
             mine = pid == os.getpid() and len(parts) > 1 and parts[1] == self.instance
             try:
-                if mine or (pid > 0 and pid != os.getpid() and _pid_alive(pid)
-                            and time.time() - p.stat().st_mtime < 24 * 3600):
+                if mine or (
+                    pid > 0 and pid != os.getpid() and _pid_alive(pid) and time.time() - p.stat().st_mtime < 24 * 3600
+                ):
                     continue  # this server, or another live one sharing the folder, is receiving it
                 p.unlink()
                 removed.append(p.name)
@@ -211,8 +221,13 @@ class UploadStore:
                     else:
                         os.unlink(temp.path)
                 st = target.stat()
-                stored = Stored(path=target, size=st.st_size, sha256=temp.hash.hexdigest(),
-                                content_type=content_type, uploaded=time.time())
+                stored = Stored(
+                    path=target,
+                    size=st.st_size,
+                    sha256=temp.hash.hexdigest(),
+                    content_type=content_type,
+                    uploaded=time.time(),
+                )
                 self._write_meta(stored, st)
                 _fsync_dir(self.root)
             finally:
@@ -220,8 +235,9 @@ class UploadStore:
         return stored, replaced
 
     def _write_meta(self, stored: Stored, st: os.stat_result) -> None:
-        write_json(self._meta_path(stored.path.name),
-                   {**stored.to_dict(), "ino": st.st_ino, "mtime_ns": st.st_mtime_ns})
+        write_json(
+            self._meta_path(stored.path.name), {**stored.to_dict(), "ino": st.st_ino, "mtime_ns": st.st_mtime_ns}
+        )
 
     def open(self, name: str) -> tuple[int, Stored]:
         """An open file descriptor of upload ``name`` and its metadata, consistent with each other.
@@ -241,11 +257,18 @@ class UploadStore:
                 raise ApiError(404, f"no upload named '{name}'")
             meta = self._read_meta(name)
             if meta is None or (meta.get("ino"), meta.get("mtime_ns"), meta.get("size")) != (
-                    st.st_ino, st.st_mtime_ns, st.st_size):
+                st.st_ino,
+                st.st_mtime_ns,
+                st.st_size,
+            ):
                 meta = self._rebuild_meta(fd, path, st, meta)
-            stored = Stored(path=path, size=st.st_size, sha256=meta["sha256"],
-                            content_type=meta.get("content_type") or content_type_for(name, None),
-                            uploaded=meta.get("uploaded") or st.st_mtime)
+            stored = Stored(
+                path=path,
+                size=st.st_size,
+                sha256=meta["sha256"],
+                content_type=meta.get("content_type") or content_type_for(name, None),
+                uploaded=meta.get("uploaded") or st.st_mtime,
+            )
         except BaseException:
             os.close(fd)
             raise
@@ -265,8 +288,7 @@ class UploadStore:
             h.update(chunk)
             offset += len(chunk)
         ctype = (old or {}).get("content_type") or content_type_for(path.name, None)
-        stored = Stored(path=path, size=st.st_size, sha256=h.hexdigest(), content_type=ctype,
-                        uploaded=st.st_mtime)
+        stored = Stored(path=path, size=st.st_size, sha256=h.hexdigest(), content_type=ctype, uploaded=st.st_mtime)
         with self._lock(path.name):
             self._write_meta(stored, st)
         return {**stored.to_dict(), "ino": st.st_ino, "mtime_ns": st.st_mtime_ns}
@@ -333,8 +355,7 @@ async def upload(request):
                 temp.write(chunk)
         if temp.size == 0:
             raise ApiError(400, "the body is empty: send the file's bytes as the request body")
-        stored, replaced = await run_in_threadpool(
-            lambda: store.commit(temp, name, ctype, overwrite=overwrite))
+        stored, replaced = await run_in_threadpool(lambda: store.commit(temp, name, ctype, overwrite=overwrite))
     except ClientDisconnect:
         temp.discard()
         raise ApiError(400, "the client disconnected before the file was complete; nothing was stored") from None
@@ -342,8 +363,11 @@ async def upload(request):
         temp.discard()
         raise
     url = f"/uploads/{name}"
-    return ok({**stored.to_dict(), "url": url, "replaced": replaced}, status=200 if replaced else 201,
-              headers={"Location": url, "ETag": f'"{stored.sha256}"'})
+    return ok(
+        {**stored.to_dict(), "url": url, "replaced": replaced},
+        status=200 if replaced else 201,
+        headers={"Location": url, "ETag": f'"{stored.sha256}"'},
+    )
 
 
 def _etag_matches(header: str | None, sha: str) -> bool:
@@ -366,9 +390,15 @@ async def get_upload(request):
     ctx.require_read(request)
     name = check_filename(request.path_params["name"])
     fd, stored = await run_in_threadpool(store.open, name)
-    headers = {"ETag": f'"{stored.sha256}"', "X-Content-SHA256": stored.sha256,
-               "Content-Length": str(stored.size), "Last-Modified": formatdate(stored.uploaded, usegmt=True),
-               "Cache-Control": "no-cache", "Accept-Ranges": "none", "Content-Security-Policy": UPLOAD_CSP}
+    headers = {
+        "ETag": f'"{stored.sha256}"',
+        "X-Content-SHA256": stored.sha256,
+        "Content-Length": str(stored.size),
+        "Last-Modified": formatdate(stored.uploaded, usegmt=True),
+        "Cache-Control": "no-cache",
+        "Accept-Ranges": "none",
+        "Content-Security-Policy": UPLOAD_CSP,
+    }
     not_modified = request.method != "HEAD" and _etag_matches(request.headers.get("if-none-match"), stored.sha256)
     if request.method == "HEAD" or not_modified:
         os.close(fd)

@@ -44,8 +44,12 @@ def is_image_ref(value: Any) -> bool:
     >>> is_image_ref("images/12.png"), is_image_ref("../x.png"), is_image_ref("/etc/a.png")
     (True, False, False)
     """
-    return (isinstance(value, str) and len(value) < 300 and _IMAGE_RE.match(value) is not None
-            and not any(part.startswith(".") for part in value.split("/")))
+    return (
+        isinstance(value, str)
+        and len(value) < 300
+        and _IMAGE_RE.match(value) is not None
+        and not any(part.startswith(".") for part in value.split("/"))
+    )
 
 
 def image_refs(value: Any, out: set[str], depth: int = 0) -> None:
@@ -100,10 +104,16 @@ class BatchIndex:
 
     def toc(self, run_id: str) -> dict[str, Any]:
         steps = [c[3] for c in self.chunks if c[3] is not None]
-        return {"run": run_id, "count": self.count, "samples": self.samples,
-                "chunks": self.chunks, "chunk_records": CHUNK_RECORDS,
-                "max_step": max(steps) if steps else None,
-                "first_time": self.first_time, "last_time": self.last_time}
+        return {
+            "run": run_id,
+            "count": self.count,
+            "samples": self.samples,
+            "chunks": self.chunks,
+            "chunk_records": CHUNK_RECORDS,
+            "max_step": max(steps) if steps else None,
+            "first_time": self.first_time,
+            "last_time": self.last_time,
+        }
 
 
 def _float32_text(values: np.ndarray) -> list[str]:
@@ -114,8 +124,11 @@ def _float32_text(values: np.ndarray) -> list[str]:
         if not math.isfinite(v):
             out.append("null")
         elif ok:
-            out.append(np.format_float_positional(v32, unique=True, trim="-") if 1e-4 <= abs(v) < 1e7
-                       else np.format_float_scientific(v32, unique=True, trim="-"))
+            out.append(
+                np.format_float_positional(v32, unique=True, trim="-")
+                if 1e-4 <= abs(v) < 1e7
+                else np.format_float_scientific(v32, unique=True, trim="-")
+            )
         else:
             out.append(repr(v))
     return out
@@ -126,8 +139,12 @@ def loss_payload_json(index: BatchIndex, run_id: str) -> bytes:
     mbs = np.frombuffer(index.microbatches, dtype=np.int64) if index.count else np.zeros(0, np.int64)
     losses = np.frombuffer(index.losses, dtype=np.float64) if index.count else np.zeros(0)
     contiguous = bool(index.count == 0 or (mbs[0] == 1 and np.all(np.diff(mbs) == 1)))
-    head = {"run": run_id, "count": index.count, "first": int(mbs[0]) if index.count else None,
-            "contiguous": contiguous}
+    head = {
+        "run": run_id,
+        "count": index.count,
+        "first": int(mbs[0]) if index.count else None,
+        "contiguous": contiguous,
+    }
     parts = [orjson.dumps(head)[:-1], b',"loss":[', ",".join(_float32_text(losses)).encode(), b"]"]
     if not contiguous:
         parts += [b',"microbatch":', orjson.dumps(mbs.tolist())]
@@ -145,13 +162,21 @@ def iter_records(path: Path) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
     """``(line, raw JSON, record)`` for each complete line of ``batches.jsonl``."""
     for lineno, raw, rec in iter_json_lines(path):
         if not isinstance(rec, dict):
-            raise RecordError(f"a batch record must be a JSON object; got {type(rec).__name__}",
-                              source=str(path), line=lineno)
+            raise RecordError(
+                f"a batch record must be a JSON object; got {type(rec).__name__}", source=str(path), line=lineno
+            )
         yield lineno, raw, rec
 
 
-def write_batches(writer: SiteWriter, run_id: str, path: Path, images: ImageIndex, *,
-                  chunk_records: int = CHUNK_RECORDS, chunk_bytes: int = CHUNK_BYTES) -> BatchIndex:
+def write_batches(
+    writer: SiteWriter,
+    run_id: str,
+    path: Path,
+    images: ImageIndex,
+    *,
+    chunk_records: int = CHUNK_RECORDS,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> BatchIndex:
     """Stream ``path`` into ``data/batches/<run>/<i>.js``, ``toc.js`` and ``loss.js``."""
     index = BatchIndex()
     lines: list[bytes] = []
@@ -164,15 +189,12 @@ def write_batches(writer: SiteWriter, run_id: str, path: Path, images: ImageInde
         i = len(index.chunks)
         head = orjson.dumps({"run": run_id, "index": i, "images": images.check(refs)})
         raw = head[:-1] + b',"batches":[' + b",".join(lines) + b"]}"
-        writer.write(f"data/batches/{run_id}/{i}.js",
-                     js_assignment(f"batches/{run_id}/{i}", raw_json=raw))
+        writer.write(f"data/batches/{run_id}/{i}.js", js_assignment(f"batches/{run_id}/{i}", raw_json=raw))
         index.chunks.append([first_mb, last_mb, min_step, max_step, len(lines)])
         lines, refs, size = [], set(), 0
         first_mb = last_mb = min_step = max_step = None
 
-    position = 0
-    for _lineno, raw, rec in iter_records(path):
-        position += 1
+    for position, (_lineno, raw, rec) in enumerate(iter_records(path), 1):
         mb = rec.get("microbatch")
         if not isinstance(mb, int) or isinstance(mb, bool):
             mb = position
@@ -181,8 +203,7 @@ def write_batches(writer: SiteWriter, run_id: str, path: Path, images: ImageInde
             step = None
         loss = rec.get("loss")
         index.microbatches.append(mb)
-        index.losses.append(float(loss) if isinstance(loss, (int, float)) and not isinstance(loss, bool)
-                            else math.nan)
+        index.losses.append(float(loss) if isinstance(loss, (int, float)) and not isinstance(loss, bool) else math.nan)
         t = rec.get("time")
         if isinstance(t, (int, float)) and not isinstance(t, bool):
             if index.first_time is None:
@@ -209,6 +230,7 @@ def write_batches(writer: SiteWriter, run_id: str, path: Path, images: ImageInde
     if lines:
         flush()
     writer.write_data(f"data/batches/{run_id}/toc.js", f"batches/{run_id}/toc", index.toc(run_id))
-    writer.write_data(f"data/batches/{run_id}/loss.js", f"batches/{run_id}/loss",
-                      raw_json=loss_payload_json(index, run_id))
+    writer.write_data(
+        f"data/batches/{run_id}/loss.js", f"batches/{run_id}/loss", raw_json=loss_payload_json(index, run_id)
+    )
     return index

@@ -49,8 +49,9 @@ def _part_name(target: Any) -> str:
     return f"t-{safe}" if safe == text else f"t-{safe}-{zlib.crc32(text.encode()):08x}"
 
 
-def write_breakdown(writer: SiteWriter, view: RunView, name: str, summary: dict[str, Any],
-                    images: ImageIndex) -> dict[str, Any]:
+def write_breakdown(
+    writer: SiteWriter, view: RunView, name: str, summary: dict[str, Any], images: ImageIndex
+) -> dict[str, Any]:
     """Write the data files of test breakdown ``name`` (its ``summary.json`` already read, see
     :func:`breakdown_summaries`); return its line for the run page."""
     parts: dict[str, list[bytes]] = {}
@@ -75,16 +76,27 @@ def write_breakdown(writer: SiteWriter, view: RunView, name: str, summary: dict[
             if k in rec:
                 image_refs(rec[k], refs)
     for part, lines in parts.items():
-        head = orjson.dumps({"run": view.id, "name": name, "part": part,
-                             "images": images.check(refs_by_part[part])})
+        head = orjson.dumps({"run": view.id, "name": name, "part": part, "images": images.check(refs_by_part[part])})
         raw = head[:-1] + b',"items":[' + b",".join(lines) + b"]}"
-        writer.write(f"data/tests/{view.id}/{name}/{part}.js",
-                     js_assignment(f"tests/{view.id}/{name}/{part}", raw_json=raw))
-    payload = {"run": view.id, "run_name": view.name, "name": name, "summary": summary,
-               "images": n_images, "parts": sorted(parts), "part_of_target": part_of_target,
-               "untargeted_parts": sorted(p for p in parts if p.startswith("p-"))}
+        writer.write(
+            f"data/tests/{view.id}/{name}/{part}.js", js_assignment(f"tests/{view.id}/{name}/{part}", raw_json=raw)
+        )
+    payload = {
+        "run": view.id,
+        "run_name": view.name,
+        "name": name,
+        "summary": summary,
+        "images": n_images,
+        "parts": sorted(parts),
+        "part_of_target": part_of_target,
+        "untargeted_parts": sorted(p for p in parts if p.startswith("p-")),
+    }
     writer.write_data(f"data/tests/{view.id}/{name}.js", f"tests/{view.id}/{name}", payload)
     analysis = summary.get("analysis")
-    return {"name": name, "images": n_images,
-            "analysis": {k: v for k, v in (analysis or {}).items()
-                         if isinstance(v, (int, float)) and not isinstance(v, bool)}}
+    return {
+        "name": name,
+        "images": n_images,
+        "analysis": {
+            k: v for k, v in (analysis or {}).items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+        },
+    }

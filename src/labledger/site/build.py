@@ -45,12 +45,14 @@ STATIC = PACKAGE / "static"
 TEMPLATES = PACKAGE / "templates"
 
 #: The pages: file, template, title, whether it draws charts.
-PAGES = (("index.html", "catalog", "Runs", False),
-         ("run.html", "run", "Run", True),
-         ("batches.html", "batches", "Microbatches", False),
-         ("eval.html", "eval", "Evaluation", True),
-         ("test.html", "test", "Test breakdown", False),
-         ("compare.html", "compare", "Comparisons", False))
+PAGES = (
+    ("index.html", "catalog", "Runs", False),
+    ("run.html", "run", "Run", True),
+    ("batches.html", "batches", "Microbatches", False),
+    ("eval.html", "eval", "Evaluation", True),
+    ("test.html", "test", "Test breakdown", False),
+    ("compare.html", "compare", "Comparisons", False),
+)
 #: What a run folder that cannot be read raises while its pages are built (the run is left out).
 _UNREADABLE = (LedgerError, OSError, ValueError, KeyError, TypeError)
 
@@ -76,12 +78,20 @@ class SiteBuild:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"out": str(self.out), "index": str(self.index), "runs": self.runs,
-                "written": [str(p) for p in self.written], "n_written": len(self.written),
-                "unchanged": self.unchanged, "removed": [str(p) for p in self.removed],
-                "rebuilt_runs": self.rebuilt_runs, "skipped_runs": self.skipped_runs,
-                "bytes_written": self.bytes_written, "elapsed_s": self.elapsed_s,
-                "warnings": self.warnings}
+        return {
+            "out": str(self.out),
+            "index": str(self.index),
+            "runs": self.runs,
+            "written": [str(p) for p in self.written],
+            "n_written": len(self.written),
+            "unchanged": self.unchanged,
+            "removed": [str(p) for p in self.removed],
+            "rebuilt_runs": self.rebuilt_runs,
+            "skipped_runs": self.skipped_runs,
+            "bytes_written": self.bytes_written,
+            "elapsed_s": self.elapsed_s,
+            "warnings": self.warnings,
+        }
 
 
 def builder_fingerprint() -> str:
@@ -97,21 +107,27 @@ def builder_fingerprint() -> str:
 def _render_pages() -> dict[str, bytes]:
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
     from labledger import __version__
 
     out = {}
     for filename, page, title, charts in PAGES:
         template = env.get_template(f"{page}.html")
-        out[filename] = template.render(page=page, title=title, charts=charts,
-                                        version=__version__).encode()
+        out[filename] = template.render(page=page, title=title, charts=charts, version=__version__).encode()
     return out
 
 
 def _static_files() -> list[tuple[str, Path]]:
-    return [(f"static/{p.relative_to(STATIC).as_posix()}", p) for p in sorted(STATIC.rglob("*"))
-            if p.is_file() and not p.name.startswith(".")]
+    return [
+        (f"static/{p.relative_to(STATIC).as_posix()}", p)
+        for p in sorted(STATIC.rglob("*"))
+        if p.is_file() and not p.name.startswith(".")
+    ]
 
 
 def _select_runs(ledger: Ledger, runs: list[str] | tuple[str, ...] | None, group: str | None) -> list[RunInfo]:
@@ -121,8 +137,11 @@ def _select_runs(ledger: Ledger, runs: list[str] | tuple[str, ...] | None, group
         by_id = {i.id: i for i in infos}
         missing = [w for w in wanted if w not in by_id]
         if missing:
-            raise SiteError(f"run {missing[0]} is not in group '{group}'" if group
-                            else f"run {missing[0]} is not in the ledger index")
+            raise SiteError(
+                f"run {missing[0]} is not in group '{group}'"
+                if group
+                else f"run {missing[0]} is not in the ledger index"
+            )
         seen: set[str] = set()
         infos = [by_id[w] for w in wanted if not (w in seen or seen.add(w))]
     return infos
@@ -165,9 +184,15 @@ def _signatures(run_dir: Path, info: RunInfo, fingerprint: str, chunking: tuple[
     return run_h.hexdigest(), batch_h.hexdigest()
 
 
-def build_site(ledger: Ledger | str | os.PathLike[str], out: str | os.PathLike[str], *,
-               runs: list[str] | tuple[str, ...] | None = None, group: str | None = None,
-               chunk_records: int = CHUNK_RECORDS, chunk_bytes: int = CHUNK_BYTES) -> SiteBuild:
+def build_site(
+    ledger: Ledger | str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    runs: list[str] | tuple[str, ...] | None = None,
+    group: str | None = None,
+    chunk_records: int = CHUNK_RECORDS,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> SiteBuild:
     """Build (or update) the static site of ``ledger`` in the folder ``out``.
 
     ``runs`` (ids, unique id prefixes or names) and ``group`` choose the runs; by default every run.
@@ -218,8 +243,9 @@ def build_site(ledger: Ledger | str | os.PathLike[str], out: str | os.PathLike[s
                 entry = _build_run(writer, book, info, fingerprint, (chunk_records, chunk_bytes), result)
             except _UNREADABLE as exc:
                 reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, LedgerError) else str(exc)
-                result.warnings.append(f"run {info.id} ({info.name}) could not be read; its pages are left "
-                                       f"out: {reason}")
+                result.warnings.append(
+                    f"run {info.id} ({info.name}) could not be read; its pages are left out: {reason}"
+                )
                 writer.forget_since(mark)
                 writer.runs.pop(info.id, None)
                 if info.id in result.rebuilt_runs:
@@ -229,17 +255,23 @@ def build_site(ledger: Ledger | str | os.PathLike[str], out: str | os.PathLike[s
             catalog_runs.append(entry["catalog"])
             result.runs.append(info.id)
             readable[info.id] = run_dir
-        paired = PairedTestCache(writer.old.get("paired_tests")
-                                 if writer.old.get("fingerprint") == fingerprint else None)
+        paired = PairedTestCache(
+            writer.old.get("paired_tests") if writer.old.get("fingerprint") == fingerprint else None
+        )
         compare = compare_payload(book, infos, readable, paired, result.warnings)
         writer.write_data("data/compare.js", "compare", compare)
-        catalog = {"ledger": book.root.resolve().name, "runs": catalog_runs,
-                   "groups": sorted({r["group"] for r in catalog_runs if r["group"]}),
-                   "tags": sorted({t for r in catalog_runs for t in r["tags"]}),
-                   "comparisons": {"tables": [t["suite"] for t in compare["tables"]],
-                                   "documents": len(compare["comparisons"]),
-                                   "groups": [g["group"] for g in compare["groups"]]},
-                   "labledger": _version()}
+        catalog = {
+            "ledger": book.root.resolve().name,
+            "runs": catalog_runs,
+            "groups": sorted({r["group"] for r in catalog_runs if r["group"]}),
+            "tags": sorted({t for r in catalog_runs for t in r["tags"]}),
+            "comparisons": {
+                "tables": [t["suite"] for t in compare["tables"]],
+                "documents": len(compare["comparisons"]),
+                "groups": [g["group"] for g in compare["groups"]],
+            },
+            "labledger": _version(),
+        }
         writer.write_data("data/catalog.js", "catalog", catalog)
         writer.save({"fingerprint": fingerprint, "paired_tests": paired.new})
         result.written = [out_path / rel for rel in writer.written]
@@ -265,8 +297,9 @@ def _version() -> str:
     return __version__
 
 
-def _build_run(writer: SiteWriter, ledger: Ledger, info: RunInfo, fingerprint: str,
-               chunking: tuple[int, int], result: SiteBuild) -> dict[str, Any]:
+def _build_run(
+    writer: SiteWriter, ledger: Ledger, info: RunInfo, fingerprint: str, chunking: tuple[int, int], result: SiteBuild
+) -> dict[str, Any]:
     view = RunView(ledger, info)  # ``info`` is the index row just listed: no second look-up
     run_id = info.id
     sig, batch_sig = _signatures(view.dir, info, fingerprint, chunking)
@@ -283,15 +316,20 @@ def _build_run(writer: SiteWriter, ledger: Ledger, info: RunInfo, fingerprint: s
     batch_images: list[str] = []
     batch_outputs: list[str] = []
     if batches_path.exists() and batches_path.stat().st_size > 0:
-        if (old and old.get("batch_sig") == batch_sig and old.get("batches") is not None
-                and writer.keep(old.get("batch_outputs", []))):
+        if (
+            old
+            and old.get("batch_sig") == batch_sig
+            and old.get("batches") is not None
+            and writer.keep(old.get("batch_outputs", []))
+        ):
             batch_summary = old["batches"]
             batch_images = old.get("batch_images", [])
             batch_outputs = old.get("batch_outputs", [])
         else:
             bmark = writer.mark()
-            index = write_batches(writer, run_id, batches_path, images, chunk_records=chunking[0],
-                                  chunk_bytes=chunking[1])
+            index = write_batches(
+                writer, run_id, batches_path, images, chunk_records=chunking[0], chunk_bytes=chunking[1]
+            )
             toc = index.toc(run_id)
             batch_summary = {k: v for k, v in toc.items() if k != "chunks"}
             batch_summary["chunks"] = len(index.chunks)
@@ -306,8 +344,7 @@ def _build_run(writer: SiteWriter, ledger: Ledger, info: RunInfo, fingerprint: s
             continue
         payload, logits = eval_payload(view, name)
         if logits is not None:
-            writer.write_data(f"data/evals/{run_id}/{name}.logits.js", f"evals/{run_id}/{name}/logits",
-                              logits)
+            writer.write_data(f"data/evals/{run_id}/{name}.logits.js", f"evals/{run_id}/{name}/logits", logits)
         writer.write_data(f"data/evals/{run_id}/{name}.js", f"evals/{run_id}/{name}", payload)
         evaluations.append(eval_summary(payload))
     tests = []
@@ -320,13 +357,24 @@ def _build_run(writer: SiteWriter, ledger: Ledger, info: RunInfo, fingerprint: s
         writer.copy(f"images/{run_id}/{ref}", view.dir / "files" / ref)
     payload = run_payload(view, info, batches=batch_summary, evaluations=evaluations, tests=tests)
     writer.write_data(f"data/runs/{run_id}.js", f"runs/{run_id}", payload)
-    catalog = {**run_basics(info), "batches": batch_summary["count"] if batch_summary else 0,
-               "samples": batch_summary["samples"] if batch_summary else 0,
-               "evaluations": [e["name"] for e in evaluations], "tests": [t["name"] for t in tests],
-               "history": len(payload["history"]), "checkpoints": len(payload["checkpoints"]),
-               "scalars": list(payload["scalars"])}
-    entry = {"sig": sig, "batch_sig": batch_sig, "batches": batch_summary,
-             "batch_images": batch_images, "batch_outputs": batch_outputs,
-             "outputs": writer.produced_since(mark), "catalog": catalog}
+    catalog = {
+        **run_basics(info),
+        "batches": batch_summary["count"] if batch_summary else 0,
+        "samples": batch_summary["samples"] if batch_summary else 0,
+        "evaluations": [e["name"] for e in evaluations],
+        "tests": [t["name"] for t in tests],
+        "history": len(payload["history"]),
+        "checkpoints": len(payload["checkpoints"]),
+        "scalars": list(payload["scalars"]),
+    }
+    entry = {
+        "sig": sig,
+        "batch_sig": batch_sig,
+        "batches": batch_summary,
+        "batch_images": batch_images,
+        "batch_outputs": batch_outputs,
+        "outputs": writer.produced_since(mark),
+        "catalog": catalog,
+    }
     writer.runs[run_id] = entry
     return entry

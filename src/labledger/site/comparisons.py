@@ -3,7 +3,7 @@ comparison documents of the site's runs, and summaries of the values recorded by
 
 - **Version tables**: one per suite of the benchmark ledger, every model in entry order and every
   variant present, the delta column from the first model to the last column, with significance
-  marks from :func:`labledger.groups.paired_entry_test` (paired bootstrap on stored predictions).
+  marks from :func:`labledger.analysis.groups.paired_entry_test` (paired bootstrap on stored predictions).
   Paired tests are cached in the site manifest by the size and modification time of both prediction
   files, so a rebuild does not resample again.
 - **Comparison documents**: every ``evals/<name>/comparison.json`` (``ledger.save_evaluation(...,
@@ -29,12 +29,29 @@ from labledger.store.jsonl import read_json
 from labledger.store.ledger import Ledger, RunInfo
 
 #: What a comparison document's metric entry keeps on the page.
-_METRIC_KEYS = ("metric", "key", "params", "definition", "higher_is_better", "a", "b", "diff", "ci_low",
-                "ci_high", "p_value", "ci", "method", "n", "clusters")
+_METRIC_KEYS = (
+    "metric",
+    "key",
+    "params",
+    "definition",
+    "higher_is_better",
+    "a",
+    "b",
+    "diff",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "ci",
+    "method",
+    "n",
+    "clusters",
+)
 
-GROUP_DEFINITION = ("recorded values: each run's summary headline (run.set_summary) as the run stored it; "
-                    "mean, sample standard deviation (n - 1), minimum and maximum over the runs of the group "
-                    "that recorded the value; nothing is recomputed and no significance test is made")
+GROUP_DEFINITION = (
+    "recorded values: each run's summary headline (run.set_summary) as the run stored it; "
+    "mean, sample standard deviation (n - 1), minimum and maximum over the runs of the group "
+    "that recorded the value; nothing is recomputed and no significance test is made"
+)
 
 
 def _num(v: Any) -> float | None:
@@ -52,7 +69,7 @@ def _file_key(path: str | None) -> list[Any] | None:
 
 
 class PairedTestCache:
-    """Memoises :func:`labledger.groups.paired_entry_test` by both prediction files' size and mtime."""
+    """Memoises :func:`labledger.analysis.groups.paired_entry_test` by both prediction files' size and mtime."""
 
     def __init__(self, old: dict[str, Any] | None):
         self.old = old if isinstance(old, dict) else {}
@@ -65,40 +82,52 @@ class PairedTestCache:
         return errors
 
     def __call__(self, a, b) -> dict[str, Any] | None:
-        from labledger.groups import paired_entry_test
+        from labledger.analysis.groups import paired_entry_test
 
         if not a.results_path or not b.results_path:
             return None
-        key = hashlib.sha256(orjson.dumps([_file_key(a.results_path), _file_key(b.results_path), a.metric_id,
-                                           b.metric_id, a.metric, a.params, a.benchmark],
-                                          option=orjson.OPT_SORT_KEYS)).hexdigest()
+        key = hashlib.sha256(
+            orjson.dumps(
+                [
+                    _file_key(a.results_path),
+                    _file_key(b.results_path),
+                    a.metric_id,
+                    b.metric_id,
+                    a.metric,
+                    a.params,
+                    a.benchmark,
+                ],
+                option=orjson.OPT_SORT_KEYS,
+            )
+        ).hexdigest()
         if key in self.old:
             self.new[key] = self.old[key]
         elif key not in self.new:
             try:
                 self.new[key] = {"test": paired_entry_test(a, b)}
             except LedgerError as exc:
-                self.new[key] = {"error": f"'{a.benchmark}': no paired test of {a.model} ({a.variant}) against "
-                                          f"{b.model} ({b.variant}): {exc}"}
+                self.new[key] = {
+                    "error": f"'{a.benchmark}': no paired test of {a.model} ({a.variant}) against "
+                    f"{b.model} ({b.variant}): {exc}"
+                }
         got = self.new[key]
         if got.get("error"):
             self.errors.append(got["error"])
         return got.get("test")
 
 
-def version_tables(ledger: Ledger, paired_test: Callable[..., Any] | None,
-                   warnings: list[str]) -> list[dict[str, Any]]:
+def version_tables(ledger: Ledger, paired_test: Callable[..., Any] | None, warnings: list[str]) -> list[dict[str, Any]]:
     """One version table per suite of the benchmark ledger (see the module docstring).
 
     >>> import tempfile, labledger
-    >>> from labledger.benchmarks import Entry, add_entries
+    >>> from labledger.analysis.benchmarks import Entry, add_entries
     >>> book = labledger.open_ledger(tempfile.mkdtemp(), create=True)
     >>> _ = add_entries(book, [Entry("m1", "s", "b", "accuracy", 0.5), Entry("m2", "s", "b", "accuracy", 0.75)])
     >>> [t] = version_tables(book, None, [])
     >>> t["suite"], t["columns"], t["rows"][0]["delta"], t["mean"]["n"]
     ('s', ['m1', 'm2'], 0.25, 1)
     """
-    from labledger.benchmarks import VersionTable, read_entries, version_table
+    from labledger.analysis.benchmarks import VersionTable, read_entries, version_table
 
     entries = read_entries(ledger)
     suites = list(dict.fromkeys(e.suite for e in entries))
@@ -108,24 +137,33 @@ def version_tables(ledger: Ledger, paired_test: Callable[..., Any] | None,
         models = list(dict.fromkeys(e.model for e in mine))
         variants = list(dict.fromkeys(e.variant for e in mine))
         first = models[0]
-        first_variant = "raw" if any(e.model == first and e.variant == "raw" for e in mine) else \
-            next(e.variant for e in mine if e.model == first)
+        first_variant = (
+            "raw"
+            if any(e.model == first and e.variant == "raw" for e in mine)
+            else next(e.variant for e in mine if e.model == first)
+        )
         delta_from = first if first_variant == "raw" else f"{first}:{first_variant}"
         take = getattr(paired_test, "take_errors", None)
         if take:
             take()
         try:
-            table = version_table(mine, suite=suite, models=models, variants=variants,
-                                  delta_from=delta_from if len(models) > 1 or len(variants) > 1 else None,
-                                  paired_test=paired_test)
+            table = version_table(
+                mine,
+                suite=suite,
+                models=models,
+                variants=variants,
+                delta_from=delta_from if len(models) > 1 or len(variants) > 1 else None,
+                paired_test=paired_test,
+            )
         except LedgerError as exc:
             warnings.append(f"version table of suite {suite!r} left out: {exc}")
             continue
         doc = table.to_dict()
         # The grid is every model x every variant of the suite; a pair with no entries is expected
         # (only some models have a calibrated variant), so its warning is left out.
-        absent = {f"no entries for {VersionTable.col_name((m, v))} in suite '{suite}'"
-                  for m in models for v in variants}
+        absent = {
+            f"no entries for {VersionTable.col_name((m, v))} in suite '{suite}'" for m in models for v in variants
+        }
         doc["warnings"] = [w for w in doc["warnings"] if w not in absent] + (take() if take else [])
         doc["models"] = models
         doc["variants"] = variants
@@ -163,13 +201,30 @@ def comparison_documents(run_id: str, run_name: str, run_dir: Path) -> list[dict
         for task, body in (doc.get("tasks") or {}).items():
             if not isinstance(body, dict):
                 continue
-            tasks.append({"task": task, "kind": body.get("kind"), "paired": body.get("paired"),
-                          "n": body.get("n"), "n_a": body.get("n_a"), "n_b": body.get("n_b"),
-                          "metrics": [_metric_view(m) for m in body.get("metrics") or () if isinstance(m, dict)]})
-        out.append({"run": run_id, "run_name": run_name, "name": folder.name,
-                    "a": doc.get("a"), "b": doc.get("b"),
-                    "names": {"a": names.get("a") or doc.get("a"), "b": names.get("b") or doc.get("b")},
-                    "ci": doc.get("ci"), "resamples": doc.get("resamples"), "tasks": tasks})
+            tasks.append(
+                {
+                    "task": task,
+                    "kind": body.get("kind"),
+                    "paired": body.get("paired"),
+                    "n": body.get("n"),
+                    "n_a": body.get("n_a"),
+                    "n_b": body.get("n_b"),
+                    "metrics": [_metric_view(m) for m in body.get("metrics") or () if isinstance(m, dict)],
+                }
+            )
+        out.append(
+            {
+                "run": run_id,
+                "run_name": run_name,
+                "name": folder.name,
+                "a": doc.get("a"),
+                "b": doc.get("b"),
+                "names": {"a": names.get("a") or doc.get("a"), "b": names.get("b") or doc.get("b")},
+                "ci": doc.get("ci"),
+                "resamples": doc.get("resamples"),
+                "tasks": tasks,
+            }
+        )
     return out
 
 
@@ -204,16 +259,28 @@ def group_summaries(infos: Sequence[RunInfo]) -> list[dict[str, Any]]:
         for k in keys:
             values = [[info.id, _num(((info.summary or {}).get("headline") or {}).get(k))] for info in runs]
             nums = [v for _, v in values if v is not None]
-            metrics.append({"key": k, "n": len(nums), "values": values,
-                            "mean": statistics.fmean(nums),
-                            "std": statistics.stdev(nums) if len(nums) >= 2 else None,
-                            "min": min(nums), "max": max(nums)})
+            metrics.append(
+                {
+                    "key": k,
+                    "n": len(nums),
+                    "values": values,
+                    "mean": statistics.fmean(nums),
+                    "std": statistics.stdev(nums) if len(nums) >= 2 else None,
+                    "min": min(nums),
+                    "max": max(nums),
+                }
+            )
         out.append({"group": group, "runs": [{"id": i.id, "name": i.name} for i in runs], "metrics": metrics})
     return out
 
 
-def compare_payload(ledger: Ledger, infos: Sequence[RunInfo], readable: dict[str, Path],
-                    paired_test: Callable[..., Any] | None, warnings: list[str]) -> dict[str, Any]:
+def compare_payload(
+    ledger: Ledger,
+    infos: Sequence[RunInfo],
+    readable: dict[str, Path],
+    paired_test: Callable[..., Any] | None,
+    warnings: list[str],
+) -> dict[str, Any]:
     """Everything ``compare.html`` shows. ``readable`` maps the site's readable runs to their folders.
 
     >>> import tempfile, labledger
@@ -231,5 +298,4 @@ def compare_payload(ledger: Ledger, infos: Sequence[RunInfo], readable: dict[str
             warnings.append(f"run {info.id} ({info.name}): comparison documents left out: {exc}")
     tables = version_tables(ledger, paired_test, warnings)
     groups = group_summaries([i for i in infos if i.id in readable])
-    return {"tables": tables, "comparisons": documents, "groups": groups,
-            "group_definition": GROUP_DEFINITION}
+    return {"tables": tables, "comparisons": documents, "groups": groups, "group_definition": GROUP_DEFINITION}

@@ -4,7 +4,7 @@ temperature illustration (``data/evals/<run>/<name>.js`` and ``<name>.logits.js`
 Documents are read generically: every ``evals/<name>/<kind>.json`` of the run (evaluations,
 sweeps, calibrations, ... as the engines store them) is shipped as is, with over-long lists thinned
 for display and marked so. A result set without a saved evaluation is evaluated at build time with
-``labledger.evaluate`` when that engine is installed; otherwise (or when it fails) the page says so
+``labledger.analysis.evaluation`` when that engine is installed; otherwise (or when it fails) the page says so
 and shows the stored rows.
 
 From the rows themselves the builder counts only what needs no metric definition: the confusion
@@ -66,10 +66,12 @@ def eval_names(view: RunView) -> list[str]:
     root = view.dir / "evals"
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir()
-                  if p.is_dir() and ((p / "results.jsonl").is_file()
-                                     or any(q.suffix == ".json" and q.name != "meta.json"
-                                            for q in p.iterdir())))
+    return sorted(
+        p.name
+        for p in root.iterdir()
+        if p.is_dir()
+        and ((p / "results.jsonl").is_file() or any(q.suffix == ".json" and q.name != "meta.json" for q in p.iterdir()))
+    )
 
 
 def _thin(value: Any, notes: list[str], where: str = "") -> Any:
@@ -98,21 +100,25 @@ def _documents(folder: Path) -> list[dict[str, Any]]:
             docs.append({"kind": path.stem, "origin": "saved", "error": str(exc)})
             continue
         notes: list[str] = []
-        docs.append({"kind": path.stem, "origin": "saved", "file": path.name,
-                     "doc": _thin(doc, notes), "thinned": notes})
+        docs.append(
+            {"kind": path.stem, "origin": "saved", "file": path.name, "doc": _thin(doc, notes), "thinned": notes}
+        )
     return docs
 
 
 def _engine_document(results: Path, by: list[str]) -> dict[str, Any]:
-    """Evaluate ``results`` with ``labledger.evaluate`` if it is installed (see module docs),
+    """Evaluate ``results`` with ``labledger.analysis.evaluation`` if it is installed (see module docs),
     sliced ``by`` the given slice fields."""
     try:
-        module = importlib.import_module("labledger.evaluate")
+        module = importlib.import_module("labledger.analysis.evaluation")
         evaluate = module.evaluate
     except (ImportError, AttributeError):
-        return {"kind": "evaluation", "origin": "unavailable",
-                "error": "the evaluation engine (labledger.evaluate) is not installed in this "
-                         "build; the stored rows are shown below"}
+        return {
+            "kind": "evaluation",
+            "origin": "unavailable",
+            "error": "the evaluation engine (labledger.analysis.evaluation) is not installed in this "
+            "build; the stored rows are shown below",
+        }
     try:
         try:
             doc = evaluate(results, by=by) if by else evaluate(results)
@@ -121,12 +127,18 @@ def _engine_document(results: Path, by: list[str]) -> dict[str, Any]:
         doc = doc.to_dict() if hasattr(doc, "to_dict") else doc
         doc = orjson.loads(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
     except Exception as exc:  # noqa: BLE001 - an engine failure must not stop the whole site
-        return {"kind": "evaluation", "origin": "failed",
-                "error": f"labledger.evaluate could not evaluate {results.name}: "
-                         f"{type(exc).__name__}: {exc}"}
+        return {
+            "kind": "evaluation",
+            "origin": "failed",
+            "error": f"labledger.analysis.evaluation could not evaluate {results.name}: {type(exc).__name__}: {exc}",
+        }
     notes: list[str] = []
-    return {"kind": "evaluation", "origin": "computed at build time by labledger.evaluate",
-            "doc": _thin(doc, notes), "thinned": notes}
+    return {
+        "kind": "evaluation",
+        "origin": "computed at build time by labledger.analysis.evaluation",
+        "doc": _thin(doc, notes),
+        "thinned": notes,
+    }
 
 
 class _TaskRows:
@@ -163,9 +175,15 @@ class _TaskRows:
                 self.pairs[(g, pred)] = self.pairs.get((g, pred), 0) + 1
                 p_gold = values.get(g, 0.0)
                 ce = math.inf if p_gold <= 0 else -math.log(p_gold)
-                item = {"id": row.get("id"), "gold": g, "prediction": pred, "p_gold": p_gold,
-                        "cross_entropy": None if math.isinf(ce) else ce, "probs": values,
-                        "slices": row.get("slices")}
+                item = {
+                    "id": row.get("id"),
+                    "gold": g,
+                    "prediction": pred,
+                    "p_gold": p_gold,
+                    "cross_entropy": None if math.isinf(ce) else ce,
+                    "probs": values,
+                    "slices": row.get("slices"),
+                }
                 self._keep_worst(ce, seq, item)
                 conf = values[top]
                 b = min(RELIABILITY_BINS - 1, int(conf * RELIABILITY_BINS))
@@ -176,8 +194,17 @@ class _TaskRows:
         elif _num(row.get("pred")) and _num(gold):
             self.kind = self.kind or "regression"
             err = abs(float(row["pred"]) - float(gold))
-            self._keep_worst(err, seq, {"id": row.get("id"), "gold": gold, "prediction": row["pred"],
-                                        "abs_error": err, "slices": row.get("slices")})
+            self._keep_worst(
+                err,
+                seq,
+                {
+                    "id": row.get("id"),
+                    "gold": gold,
+                    "prediction": row["pred"],
+                    "abs_error": err,
+                    "slices": row.get("slices"),
+                },
+            )
         elif gold is not None and "pred" in row:
             self.kind = self.kind or "match"
             g, p = _label(gold), _label(row["pred"])
@@ -212,33 +239,54 @@ class _TaskRows:
         labels = natural_labels(self.labels)
         out: dict[str, Any] = {"n": self.n, "kind": self.kind, "labels": labels}
         if self.pairs:
-            idx = {lab: i for i, lab in enumerate(natural_labels({*labels, *(p for _, p in self.pairs),
-                                                                   *(g for g, _ in self.pairs)}))}
+            idx = {
+                lab: i
+                for i, lab in enumerate(
+                    natural_labels({*labels, *(p for _, p in self.pairs), *(g for g, _ in self.pairs)})
+                )
+            }
             order = list(idx)
             matrix = [[0] * len(order) for _ in order]
             for (g, p), c in self.pairs.items():
                 matrix[idx[g]][idx[p]] += c
-            out["confusion"] = {"labels": order, "matrix": matrix,
-                                "note": "counted from the stored rows: gold (rows) against the "
-                                        "stored prediction, else the label of highest probability"}
+            out["confusion"] = {
+                "labels": order,
+                "matrix": matrix,
+                "note": "counted from the stored rows: gold (rows) against the "
+                "stored prediction, else the label of highest probability",
+            }
         if self.worst:
             worst = sorted(self.worst, key=lambda e: (e[0], e[1]), reverse=True)
             out["worst"] = [e[2] for e in worst]
-            out["worst_by"] = ("cross_entropy" if self.kind == "classification" else "abs_error")
+            out["worst_by"] = "cross_entropy" if self.kind == "classification" else "abs_error"
         if any(b[0] for b in self.bins):
             out["reliability"] = {
-                "bins": [{"low": i / RELIABILITY_BINS, "high": (i + 1) / RELIABILITY_BINS, "count": b[0],
-                          "confidence": b[1] / b[0] if b[0] else None,
-                          "accuracy": b[2] / b[0] if b[0] else None} for i, b in enumerate(self.bins)],
+                "bins": [
+                    {
+                        "low": i / RELIABILITY_BINS,
+                        "high": (i + 1) / RELIABILITY_BINS,
+                        "count": b[0],
+                        "confidence": b[1] / b[0] if b[0] else None,
+                        "accuracy": b[2] / b[0] if b[0] else None,
+                    }
+                    for i, b in enumerate(self.bins)
+                ],
                 "note": f"counted from the stored rows: top-label probability in "
-                        f"{RELIABILITY_BINS} equal-width bins, and how often that label was gold"}
+                f"{RELIABILITY_BINS} equal-width bins, and how often that label was gold",
+            }
         return out
 
     def logits(self) -> dict[str, Any] | None:
         if not self.logit_rows or self.logit_labels is None:
             return None
-        return {"labels": self.logit_labels, "gold": self.logit_gold, "logits": self.logit_rows,
-                "source": self.logit_source, "total": self.logit_total, "shown": len(self.logit_rows)}
+        return {
+            "labels": self.logit_labels,
+            "gold": self.logit_gold,
+            "logits": self.logit_rows,
+            "source": self.logit_source,
+            "total": self.logit_total,
+            "shown": len(self.logit_rows),
+        }
 
 
 def _num(v: Any) -> bool:
@@ -275,8 +323,12 @@ def rows_view(results: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         if tr is None:
             tr = tasks[task] = _TaskRows()
         tr.add(n, row)
-    view = {"n": n, "shown": shown, "tasks": {t: tr.view() for t, tr in tasks.items()},
-            "slice_fields": {k: len(v) for k, v in slice_values.items()}}
+    view = {
+        "n": n,
+        "shown": shown,
+        "tasks": {t: tr.view() for t, tr in tasks.items()},
+        "slice_fields": {k: len(v) for k, v in slice_values.items()},
+    }
     logits = {t: lg for t, tr in tasks.items() if (lg := tr.logits()) is not None}
     return view, logits
 
@@ -297,14 +349,24 @@ def eval_payload(view: RunView, name: str) -> tuple[dict[str, Any], dict[str, An
         if not any(d["kind"] == "evaluation" and "doc" in d for d in documents):
             by = [k for k, count in rows["slice_fields"].items() if 1 < count <= MAX_SLICE_VALUES]
             documents.insert(0, _engine_document(results, by))
-    payload = {"run": view.id, "run_name": view.name, "name": name, "meta": meta,
-               "documents": documents, "rows": rows, "has_logits": bool(logits)}
+    payload = {
+        "run": view.id,
+        "run_name": view.name,
+        "name": name,
+        "meta": meta,
+        "documents": documents,
+        "rows": rows,
+        "has_logits": bool(logits),
+    }
     return payload, ({"run": view.id, "name": name, "tasks": logits} if logits else None)
 
 
 def eval_summary(payload: dict[str, Any]) -> dict[str, Any]:
     """The line of an evaluation on the run page and in the catalog."""
     rows = payload.get("rows") or {}
-    return {"name": payload["name"], "rows": rows.get("n"),
-            "kinds": [d["kind"] for d in payload["documents"] if "doc" in d],
-            "tasks": sorted((rows.get("tasks") or {}).keys())}
+    return {
+        "name": payload["name"],
+        "rows": rows.get("n"),
+        "kinds": [d["kind"] for d in payload["documents"] if "doc" in d],
+        "tasks": sorted((rows.get("tasks") or {}).keys()),
+    }

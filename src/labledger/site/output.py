@@ -37,8 +37,9 @@ _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 def js_safe(json_bytes: bytes) -> bytes:
     """Escape ``<``, U+2028 and U+2029 inside JSON text (they only occur inside strings)."""
-    return (json_bytes.replace(b"<", b"\\u003c").replace(b"\xe2\x80\xa8", b"\\u2028")
-            .replace(b"\xe2\x80\xa9", b"\\u2029"))
+    return (
+        json_bytes.replace(b"<", b"\\u003c").replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
+    )
 
 
 def _default(obj: Any) -> Any:
@@ -76,9 +77,9 @@ def load_data_file(path: str | os.PathLike[str]) -> tuple[str, Any]:
     data = Path(path).read_bytes()
     if not data.startswith(_PREFIX) or not data.endswith(b";\n"):
         raise SiteError(f"{path}: not a labledger site data file")
-    rest = data[len(_PREFIX):-2]
+    rest = data[len(_PREFIX) : -2]
     end = rest.index(b"]=")
-    return orjson.loads(rest[:end]), orjson.loads(rest[end + 2:])
+    return orjson.loads(rest[:end]), orjson.loads(rest[end + 2 :])
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -108,9 +109,11 @@ class SiteWriter:
             raise SiteError(f"{self.out} exists and is not a folder")
         if not path.exists():
             if self.out.is_dir() and any(self.out.iterdir()):
-                raise SiteError(f"{self.out} is not empty and holds no labledger site ({MANIFEST} is "
-                                f"missing); choose an empty or new folder so nothing of yours is "
-                                f"overwritten")
+                raise SiteError(
+                    f"{self.out} is not empty and holds no labledger site ({MANIFEST} is "
+                    f"missing); choose an empty or new folder so nothing of yours is "
+                    f"overwritten"
+                )
             return {}
         try:
             manifest = orjson.loads(path.read_bytes())

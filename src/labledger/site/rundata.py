@@ -54,8 +54,7 @@ def scalar_series(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, l
             elif s["x"] and step < s["x"][-1]:
                 unsorted = True
             s["x"].append(step)
-            s["y"].append(None if value is None or (isinstance(value, float) and not math.isfinite(value))
-                          else value)
+            s["y"].append(None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value)
     if unsorted:
         for s in series.values():
             order = sorted(range(len(s["x"])), key=s["x"].__getitem__)
@@ -86,12 +85,12 @@ def _is_validation(entry: Mapping[str, Any]) -> bool:
     kind = entry.get("kind")
     if isinstance(kind, str) and kind.lower() in VALIDATION_KINDS:
         return True
-    return any(isinstance(k, str) and k.startswith(VALIDATION_PREFIXES) and is_number(v)
-               for k, v in entry.items())
+    return any(isinstance(k, str) and k.startswith(VALIDATION_PREFIXES) and is_number(v) for k, v in entry.items())
 
 
-def validation_view(history: list[dict[str, Any]], meta: Mapping[str, Any],
-                    config: Mapping[str, Any]) -> dict[str, Any] | None:
+def validation_view(
+    history: list[dict[str, Any]], meta: Mapping[str, Any], config: Mapping[str, Any]
+) -> dict[str, Any] | None:
     """The validation entries of a history, their metrics, and the selected epoch.
 
     The selected epoch is the one the run says it selected (an entry with ``selected: true``, or
@@ -110,10 +109,8 @@ def validation_view(history: list[dict[str, Any]], meta: Mapping[str, Any],
         for k, v in e.items():
             if is_number(v) and k not in POSITION_KEYS and k not in metrics and k != "selected":
                 metrics.append(k)
-    epoch_key = next((k for k in ("epoch_index", "epoch", "step")
-                      if all(is_number(e.get(k)) for e in entries)), None)
-    out: dict[str, Any] = {"rows": rows, "metrics": metrics, "epoch_key": epoch_key,
-                           "selected": None}
+    epoch_key = next((k for k in ("epoch_index", "epoch", "step") if all(is_number(e.get(k)) for e in entries)), None)
+    out: dict[str, Any] = {"rows": rows, "metrics": metrics, "epoch_key": epoch_key, "selected": None}
     explicit = next((j for j, e in enumerate(entries) if e.get("selected") is True), None)
     if explicit is None:
         for source in (meta, config):
@@ -126,8 +123,12 @@ def validation_view(history: list[dict[str, Any]], meta: Mapping[str, Any],
             if explicit is not None:
                 break
     if explicit is not None:
-        out["selected"] = {"position": explicit, "metric": None, "source": "recorded by the run",
-                           "rule": "the epoch the run recorded as selected"}
+        out["selected"] = {
+            "position": explicit,
+            "metric": None,
+            "source": "recorded by the run",
+            "rule": "the epoch the run recorded as selected",
+        }
         return out
     metric = _default_metric(metrics)
     if metric is None:
@@ -136,9 +137,13 @@ def validation_view(history: list[dict[str, Any]], meta: Mapping[str, Any],
     position = _select(entries, metric, hib)
     if position is not None:
         best = "highest" if hib else "lowest"
-        out["selected"] = {"position": position, "metric": metric, "higher_is_better": hib,
-                           "source": "computed by the site builder",
-                           "rule": f"{best} {metric}; ties go to the earliest entry"}
+        out["selected"] = {
+            "position": position,
+            "metric": metric,
+            "higher_is_better": hib,
+            "source": "computed by the site builder",
+            "rule": f"{best} {metric}; ties go to the earliest entry",
+        }
     return out
 
 
@@ -155,8 +160,7 @@ def _select(entries: list[dict[str, Any]], metric: str, hib: bool) -> int | None
         from labledger.metrics.sweep import select_epoch
     except ImportError:  # pragma: no cover - the metrics package ships with labledger
         select_epoch = None
-    usable = [(j, e[metric]) for j, e in enumerate(entries)
-              if is_number(e.get(metric)) and math.isfinite(e[metric])]
+    usable = [(j, e[metric]) for j, e in enumerate(entries) if is_number(e.get(metric)) and math.isfinite(e[metric])]
     if not usable:
         return None
     if select_epoch is not None:
@@ -186,22 +190,41 @@ def files_view(view: RunView) -> dict[str, Any]:
             f[1] += size
             if len(listed) < MAX_FILES_LISTED:
                 listed.append([rel, size])
-    return {"count": count, "bytes": total, "listed": listed,
-            "folders": [[k, v[0], v[1]] for k, v in sorted(folders.items())]}
+    return {
+        "count": count,
+        "bytes": total,
+        "listed": listed,
+        "folders": [[k, v[0], v[1]] for k, v in sorted(folders.items())],
+    }
 
 
 def run_basics(info: RunInfo) -> dict[str, Any]:
     """The fields of a run the catalog and every page show."""
     summary = info.summary or {}
-    return {"id": info.id, "name": info.name, "group": info.group, "tags": list(info.tags),
-            "status": info.status, "started": info.started, "ended": info.ended,
-            "duration": info.duration if info.status != "running" else None,
-            "error": info.error, "steps": summary.get("steps"),
-            "headline": summary.get("headline") or {}, "last": summary.get("last") or {}}
+    return {
+        "id": info.id,
+        "name": info.name,
+        "group": info.group,
+        "tags": list(info.tags),
+        "status": info.status,
+        "started": info.started,
+        "ended": info.ended,
+        "duration": info.duration if info.status != "running" else None,
+        "error": info.error,
+        "steps": summary.get("steps"),
+        "headline": summary.get("headline") or {},
+        "last": summary.get("last") or {},
+    }
 
 
-def run_payload(view: RunView, info: RunInfo, *, batches: dict[str, Any] | None,
-                evaluations: list[dict[str, Any]], tests: list[dict[str, Any]]) -> dict[str, Any]:
+def run_payload(
+    view: RunView,
+    info: RunInfo,
+    *,
+    batches: dict[str, Any] | None,
+    evaluations: list[dict[str, Any]],
+    tests: list[dict[str, Any]],
+) -> dict[str, Any]:
     """Everything ``run.html`` shows, as one JSON-ready dict."""
     meta = view.meta
     config = view.config

@@ -31,6 +31,7 @@ whether the whole transaction can be replayed; the ledger's own index writes are
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -45,7 +46,9 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 WRITE_LOCK_KEY = 0x6C61626C6564  # "labled"
 #: Conflict targets of ``INSERT OR REPLACE`` per table (their primary key or unique constraint).
 UPSERT_KEYS: dict[str, tuple[str, ...]] = {
-    "runs": ("id",), "run_tags": ("run_id", "tag"), "evaluations": ("run_id", "name", "kind"),
+    "runs": ("id",),
+    "run_tags": ("run_id", "tag"),
+    "evaluations": ("run_id", "name", "kind"),
     "_migrations": ("name",),
 }
 
@@ -93,7 +96,9 @@ def _ddl(sql: str) -> str:
     out = _outside_literals(sql, types)
     if _CREATE_TABLE.match(sql) and not _INT_PK.search(sql):
         end = out.rstrip().rfind(")")
-        out = out[:end].rstrip() + ",\n            rowid BIGINT GENERATED ALWAYS AS IDENTITY\n        )" + out[end + 1:]
+        out = (
+            out[:end].rstrip() + ",\n            rowid BIGINT GENERATED ALWAYS AS IDENTITY\n        )" + out[end + 1 :]
+        )
     return out
 
 
@@ -114,8 +119,10 @@ def translate(sql: str, *, params: bool = True) -> str:
         table, cols, rest = m.group(1), [c.strip() for c in m.group(2).split(",")], m.group(3).rstrip()
         keys = UPSERT_KEYS.get(table)
         if keys is None:
-            raise LedgerError(f"INSERT OR REPLACE INTO {table}: no conflict key known for PostgreSQL "
-                              f"(add it to labledger.store.dialect.UPSERT_KEYS)")
+            raise LedgerError(
+                f"INSERT OR REPLACE INTO {table}: no conflict key known for PostgreSQL "
+                f"(add it to labledger.store.dialect.UPSERT_KEYS)"
+            )
         updates = [c for c in cols if c not in keys]
         action = ("DO UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in updates)) if updates else "DO NOTHING"
         sql = f"INSERT INTO {table} ({', '.join(cols)}){rest} ON CONFLICT ({', '.join(keys)}) {action}"
@@ -132,8 +139,10 @@ def _import_psycopg():
     try:
         import psycopg
     except ImportError:
-        raise LedgerError('team mode (a postgresql:// ledger) needs psycopg 3: pip install "labledger[team]" '
-                          '(or: pip install "psycopg[binary]")') from None
+        raise LedgerError(
+            'team mode (a postgresql:// ledger) needs psycopg 3: pip install "labledger[team]" '
+            '(or: pip install "psycopg[binary]")'
+        ) from None
     return psycopg
 
 
@@ -165,14 +174,14 @@ class PostgresIndex:
 
     def _connect(self) -> None:
         if self._conn is not None:
-            try:
+            # a broken connection may fail to close; it is gone anyway
+            with contextlib.suppress(Exception):
                 self._conn.close()
-            except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is gone anyway
-                pass
             self._conn = None
             self.reconnects += 1
-        self._conn = self.psycopg.connect(self.url, autocommit=True, application_name="labledger",
-                                          connect_timeout=max(1, int(self.connect_timeout)))
+        self._conn = self.psycopg.connect(
+            self.url, autocommit=True, application_name="labledger", connect_timeout=max(1, int(self.connect_timeout))
+        )
 
     def _lost(self, exc: Exception) -> bool:
         """Whether ``exc`` means the connection is gone (rather than an error in the statement)."""
@@ -188,7 +197,8 @@ class PostgresIndex:
                     self.in_transaction = False
                     raise IndexUnavailableError(
                         f"PostgreSQL at {self.display}: the connection was lost inside a transaction, which "
-                        f"the server rolled back ({str(exc).strip()})") from None
+                        f"the server rolled back ({str(exc).strip()})"
+                    ) from None
                 raise
         deadline = time.monotonic() + self.retry_timeout
         delay = 0.05
@@ -203,7 +213,8 @@ class PostgresIndex:
                 if time.monotonic() >= deadline:
                     raise IndexUnavailableError(
                         f"PostgreSQL at {self.display} unreachable for {self.retry_timeout:g} s "
-                        f"({str(exc).strip() or type(exc).__name__})") from None
+                        f"({str(exc).strip() or type(exc).__name__})"
+                    ) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
@@ -263,10 +274,8 @@ class PostgresIndex:
         self.in_transaction = False
         if not was or not self._usable():
             return  # a lost connection rolled the transaction back already
-        try:
+        with contextlib.suppress(self.psycopg.OperationalError):
             self._conn.execute("ROLLBACK")
-        except self.psycopg.OperationalError:
-            pass
 
     def server_now(self) -> float:
         """The database server's clock (unix seconds): one clock for every host's heartbeats."""
@@ -274,8 +283,11 @@ class PostgresIndex:
 
     def columns(self, table: str) -> list[str]:
         """Column names of ``table`` in the current schema (in order)."""
-        rows = self.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-                            "AND table_schema = current_schema() ORDER BY ordinal_position", (table,))
+        rows = self.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+            "AND table_schema = current_schema() ORDER BY ordinal_position",
+            (table,),
+        )
         return [r[0] for r in rows]
 
     def close(self) -> None:
@@ -331,9 +343,11 @@ class Heartbeat:
         marks = ",".join("?" * len(ids))
         now = "extract(epoch from clock_timestamp())"
         self._index.execute(f"UPDATE runs SET heartbeat = {now} WHERE id IN ({marks}) AND status = 'running'", ids)
-        self._index.execute(f"UPDATE runs SET heartbeat = {now}, status = 'running', ended = NULL, error = NULL "
-                            f"WHERE id IN ({marks}) AND status = 'crashed' AND error LIKE ?",
-                            (*ids, STALE_HEARTBEAT_ERROR + "%"))
+        self._index.execute(
+            f"UPDATE runs SET heartbeat = {now}, status = 'running', ended = NULL, error = NULL "
+            f"WHERE id IN ({marks}) AND status = 'crashed' AND error LIKE ?",
+            (*ids, STALE_HEARTBEAT_ERROR + "%"),
+        )
 
     def _loop(self) -> None:
         while not self._stop:

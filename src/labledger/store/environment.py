@@ -12,8 +12,21 @@ from importlib import metadata
 from typing import Any
 
 #: Packages whose versions are recorded when they are already imported by the training process.
-WATCHED_PACKAGES = ("numpy", "torch", "scikit-learn", "transformers", "lightning", "jax", "pandas",
-                    "scipy", "accelerate", "datasets", "tokenizers", "safetensors", "labledger")
+WATCHED_PACKAGES = (
+    "numpy",
+    "torch",
+    "scikit-learn",
+    "transformers",
+    "lightning",
+    "jax",
+    "pandas",
+    "scipy",
+    "accelerate",
+    "datasets",
+    "tokenizers",
+    "safetensors",
+    "labledger",
+)
 _MODULE_OF = {"scikit-learn": "sklearn"}
 
 
@@ -32,6 +45,7 @@ def package_versions() -> dict[str, str]:
 
 def git_state(cwd: str | None = None) -> dict[str, Any]:
     """``{"commit": sha or None, "dirty": bool or None, "branch": ...}`` for the working directory."""
+
     def git(*args: str) -> str | None:
         try:
             res = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5)

@@ -20,19 +20,20 @@ from typing import Any
 
 import orjson
 
-from labledger.errors import RecordError
+from labledger.errors import RecordError, TornLineWarning
 
 #: orjson options for every record the ledger writes.
 DUMP_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
 #: Where each kind of run record lives in a run folder (one append-only JSONL file per kind).
-RECORD_FILES = {"scalars": "metrics.jsonl", "batches": "batches.jsonl", "history": "history.jsonl",
-                "checkpoints": "checkpoints.jsonl", "notes": "notes.jsonl"}
-
-
-class TornLineWarning(UserWarning):
-    """A JSONL file ends in an incomplete line (its writer died mid-write); the line was skipped."""
+RECORD_FILES = {
+    "scalars": "metrics.jsonl",
+    "batches": "batches.jsonl",
+    "history": "history.jsonl",
+    "checkpoints": "checkpoints.jsonl",
+    "notes": "notes.jsonl",
+}
 
 
 def dumps_line(record: Any) -> bytes:
@@ -50,7 +51,7 @@ def write_all(fd: int, data: bytes) -> None:
 class Appender:
     """An append-only JSONL file. ``append`` returns once the line is in the kernel's hands."""
 
-    __slots__ = ("path", "fd")
+    __slots__ = ("fd", "path")
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
@@ -80,17 +81,16 @@ def iter_lines(path: str | os.PathLike[str], *, display: str | None = None) -> I
     path = Path(path)
     name = display or str(path)
     try:
-        f = open(path, "rb")
+        f = open(path, "rb")  # noqa: SIM115 - only the open may raise FileNotFoundError
     except FileNotFoundError:
         return
     with f:
-        lineno = 0
-        for raw in f:
-            lineno += 1
+        for lineno, raw in enumerate(f, 1):
             if not raw.endswith(b"\n"):
                 warnings.warn(
                     f"{name}:{lineno}: torn last line skipped ({len(raw)} bytes; its writer stopped mid-write)",
-                    TornLineWarning, stacklevel=3,
+                    TornLineWarning,
+                    stacklevel=3,
                 )
                 return
             if raw.strip():
@@ -143,8 +143,17 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, fsync: bool = Tru
 
 def write_json(path: str | os.PathLike[str], obj: Any, *, fsync: bool = True) -> None:
     """Atomically write one JSON document (indented, for people who open the folder)."""
-    atomic_write(path, orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
-                                    | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE), fsync=fsync)
+    atomic_write(
+        path,
+        orjson.dumps(
+            obj,
+            option=orjson.OPT_INDENT_2
+            | orjson.OPT_SERIALIZE_NUMPY
+            | orjson.OPT_NON_STR_KEYS
+            | orjson.OPT_APPEND_NEWLINE,
+        ),
+        fsync=fsync,
+    )
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

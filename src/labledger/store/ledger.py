@@ -75,11 +75,23 @@ class RunInfo:
         return None if end is None else max(0.0, end - self.started)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "group": self.group, "tags": self.tags,
-                "status": self.status, "started": self.started, "ended": self.ended,
-                "duration": self.duration, "host": self.host, "pid": self.pid,
-                "git_commit": self.git_commit, "git_dirty": self.git_dirty, "error": self.error,
-                "summary": self.summary, "dir": str(self.dir) if self.dir else None}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "group": self.group,
+            "tags": self.tags,
+            "status": self.status,
+            "started": self.started,
+            "ended": self.ended,
+            "duration": self.duration,
+            "host": self.host,
+            "pid": self.pid,
+            "git_commit": self.git_commit,
+            "git_dirty": self.git_dirty,
+            "error": self.error,
+            "summary": self.summary,
+            "dir": str(self.dir) if self.dir else None,
+        }
 
 
 def lock_is_held(lock_path: Path) -> bool:
@@ -115,8 +127,13 @@ class Ledger:
     #: Team mode: seconds to keep retrying when PostgreSQL is unreachable before failing loudly.
     retry_timeout = 30.0
 
-    def __init__(self, root: str | os.PathLike[str] | None = None, *, create: bool = False,
-                 artifacts: str | os.PathLike[str] | None = None):
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        create: bool = False,
+        artifacts: str | os.PathLike[str] | None = None,
+    ):
         if root is None:
             root = default_ledger_path()
         self.url: str | None = None
@@ -134,7 +151,8 @@ class Ledger:
             if not create:
                 raise LedgerNotFoundError(
                     f"No ledger at {self.root} (no {DB_NAME}). Log a run with labledger.start_run "
-                    f"or run `labledger demo` to create one, or pass --ledger DIR.")
+                    f"or run `labledger demo` to create one, or pass --ledger DIR."
+                )
             if self.root.exists() and not self.root.is_dir():
                 raise LedgerError(f"{self.root} exists and is not a folder")
             (self.root / "runs").mkdir(parents=True, exist_ok=True)
@@ -151,8 +169,10 @@ class Ledger:
     def _open_postgres(self, url: str, artifacts: str | os.PathLike[str] | None, create: bool) -> None:
         artifacts = artifacts if artifacts is not None else os.environ.get("LABLEDGER_ARTIFACTS")
         if not artifacts:
-            raise LedgerError(f"a PostgreSQL ledger ({display_url(url)}) needs a folder for run files that every "
-                              f"machine mounts: pass artifacts=DIR (--artifacts DIR) or set $LABLEDGER_ARTIFACTS")
+            raise LedgerError(
+                f"a PostgreSQL ledger ({display_url(url)}) needs a folder for run files that every "
+                f"machine mounts: pass artifacts=DIR (--artifacts DIR) or set $LABLEDGER_ARTIFACTS"
+            )
         self.url = url
         self.dialect = "postgresql"
         self.root = Path(artifacts)
@@ -160,7 +180,8 @@ class Ledger:
             if not create:
                 raise LedgerNotFoundError(
                     f"No run folder at {self.root / 'runs'} for the PostgreSQL ledger {display_url(url)}: "
-                    f"pass the shared artifacts folder, or log a run to create it.")
+                    f"pass the shared artifacts folder, or log a run to create it."
+                )
             if self.root.exists() and not self.root.is_dir():
                 raise LedgerError(f"{self.root} exists and is not a folder")
             (self.root / "runs").mkdir(parents=True, exist_ok=True)
@@ -227,14 +248,26 @@ class Ledger:
             db.execute(
                 "INSERT INTO runs (id, name, grp, status, started, host, pid, git_commit, git_dirty, "
                 "summary, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', ?)",
-                (meta["id"], meta["name"], meta.get("group"), meta["status"], meta["started"],
-                 meta.get("host"), meta.get("pid"), git.get("commit"),
-                 None if git.get("dirty") is None else int(git["dirty"]), time.time()))
-            db.executemany("INSERT INTO run_tags (run_id, tag) VALUES (?, ?)",
-                           [(meta["id"], t) for t in meta.get("tags", ())])
+                (
+                    meta["id"],
+                    meta["name"],
+                    meta.get("group"),
+                    meta["status"],
+                    meta["started"],
+                    meta.get("host"),
+                    meta.get("pid"),
+                    git.get("commit"),
+                    None if git.get("dirty") is None else int(git["dirty"]),
+                    time.time(),
+                ),
+            )
+            db.executemany(
+                "INSERT INTO run_tags (run_id, tag) VALUES (?, ?)", [(meta["id"], t) for t in meta.get("tags", ())]
+            )
             if self.dialect == "postgresql":
-                db.execute("UPDATE runs SET heartbeat = extract(epoch from clock_timestamp()) WHERE id = ?",
-                           (meta["id"],))
+                db.execute(
+                    "UPDATE runs SET heartbeat = extract(epoch from clock_timestamp()) WHERE id = ?", (meta["id"],)
+                )
 
         self._write(insert)
         if self.dialect == "postgresql" and meta["status"] == "running":
@@ -258,16 +291,30 @@ class Ledger:
         ids = [r[0] for r in rows]
         tags: dict[str, list[str]] = {i: [] for i in ids}
         for chunk in range(0, len(ids), 500):
-            part = ids[chunk:chunk + 500]
+            part = ids[chunk : chunk + 500]
             q = f"SELECT run_id, tag FROM run_tags WHERE run_id IN ({','.join('?' * len(part))}) ORDER BY tag"
             for run_id, tag in self.db.execute(q, part):
                 tags[run_id].append(tag)
         out = []
-        for (rid, name, grp, status, started, ended, host, pid, commit, dirty, error, summary) in rows:
-            out.append(RunInfo(id=rid, name=name, group=grp, tags=tags[rid], status=status,
-                               started=started, ended=ended, host=host, pid=pid, git_commit=commit,
-                               git_dirty=None if dirty is None else bool(dirty), error=error,
-                               summary=orjson.loads(summary or "{}"), dir=self.run_dir(rid)))
+        for rid, name, grp, status, started, ended, host, pid, commit, dirty, error, summary in rows:
+            out.append(
+                RunInfo(
+                    id=rid,
+                    name=name,
+                    group=grp,
+                    tags=tags[rid],
+                    status=status,
+                    started=started,
+                    ended=ended,
+                    host=host,
+                    pid=pid,
+                    git_commit=commit,
+                    git_dirty=None if dirty is None else bool(dirty),
+                    error=error,
+                    summary=orjson.loads(summary or "{}"),
+                    dir=self.run_dir(rid),
+                )
+            )
         return out
 
     _COLUMNS = "id, name, grp, status, started, ended, host, pid, git_commit, git_dirty, error, summary"
@@ -296,9 +343,14 @@ class Ledger:
         for run_id in crashed:
             self._mark_crashed(run_id)
         for run_id, host, cutoff in stale:
-            if self._mark_crashed(run_id, stale_before=cutoff, error=(
+            if self._mark_crashed(
+                run_id,
+                stale_before=cutoff,
+                error=(
                     f"{STALE_HEARTBEAT_ERROR} from host {host} for over {self.heartbeat_timeout:g} s: "
-                    f"its logging process stopped or lost the index (killed, crashed, or cut off)")):
+                    f"its logging process stopped or lost the index (killed, crashed, or cut off)"
+                ),
+            ):
                 crashed.append(run_id)
         return crashed
 
@@ -323,8 +375,10 @@ class Ledger:
             status, ended, error = meta["status"], meta.get("ended") or ended, meta.get("error")
         else:
             error = error or "the logging process ended without finishing the run (killed or crashed)"
-        q = ("UPDATE runs SET status = ?, ended = ?, error = ?, summary = ?, updated = ? "
-             "WHERE id = ? AND status = 'running'")
+        q = (
+            "UPDATE runs SET status = ?, ended = ?, error = ?, summary = ?, updated = ? "
+            "WHERE id = ? AND status = 'running'"
+        )
         params: tuple = (status, ended, error, orjson.dumps(summary).decode(), time.time(), run_id)
         if stale_before is not None:  # unless it beat meanwhile
             q += " AND (heartbeat IS NULL OR heartbeat < ?)"
@@ -335,8 +389,9 @@ class Ledger:
             write_json(meta_path, meta)
         return bool(changed) and status == "crashed"
 
-    def runs(self, *, name: str | None = None, group: str | None = None, tag: str | None = None,
-             status: str | None = None) -> list[RunInfo]:
+    def runs(
+        self, *, name: str | None = None, group: str | None = None, tag: str | None = None, status: str | None = None
+    ) -> list[RunInfo]:
         """Runs in the index, newest first, filtered by exact name, group, tag and status."""
         self.reap()
         where, params = [], []
@@ -365,21 +420,26 @@ class Ledger:
             raise RunNotFoundError("empty run reference")
         if self.db.execute("SELECT 1 FROM runs WHERE id = ?", (ref,)).fetchone():
             return ref
-        by_prefix = [r[0] for r in self.db.execute(
-            "SELECT id FROM runs WHERE substr(id, 1, ?) = ? ORDER BY started DESC", (len(ref), ref))]
+        by_prefix = [
+            r[0]
+            for r in self.db.execute(
+                "SELECT id FROM runs WHERE substr(id, 1, ?) = ? ORDER BY started DESC", (len(ref), ref)
+            )
+        ]
         if len(by_prefix) == 1:
             return by_prefix[0]
-        by_name = [r[0] for r in self.db.execute(
-            "SELECT id FROM runs WHERE name = ? ORDER BY started DESC", (ref,))]
+        by_name = [r[0] for r in self.db.execute("SELECT id FROM runs WHERE name = ? ORDER BY started DESC", (ref,))]
         if len(by_name) == 1:
             return by_name[0]
         matches = by_prefix or by_name
         if matches:
             raise RunNotFoundError(
                 f"'{ref}' matches {len(matches)} runs ({', '.join(matches[:5])}"
-                f"{', ...' if len(matches) > 5 else ''}); give a run id")
+                f"{', ...' if len(matches) > 5 else ''}); give a run id"
+            )
         known = [r[0] for r in self.db.execute("SELECT name FROM runs ORDER BY started DESC LIMIT 200")]
         import difflib
+
         close = difflib.get_close_matches(ref, known, n=3)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         raise RunNotFoundError(f"No run '{ref}' in {self.root}.{hint} (`labledger runs` lists them)")
@@ -405,8 +465,8 @@ class Ledger:
         The folder is removed on exit, whatever happened: an import that fails part-way leaves
         this ledger exactly as it was.
         """
-        import shutil
         import secrets
+        import shutil
 
         path = self.root / ".staging" / secrets.token_hex(6)
         stage = Ledger(path, create=True)
@@ -418,12 +478,12 @@ class Ledger:
 
     def previous_import(self, sha256: str) -> dict[str, Any] | None:
         """The earlier import of a source with this content hash, if any."""
-        row = self.db.execute("SELECT source, format, run_id, created FROM imports WHERE sha256 = ? "
-                              "ORDER BY id LIMIT 1", (sha256,)).fetchone()
+        row = self.db.execute(
+            "SELECT source, format, run_id, created FROM imports WHERE sha256 = ? ORDER BY id LIMIT 1", (sha256,)
+        ).fetchone()
         return None if row is None else dict(zip(("source", "format", "run_id", "created"), row))
 
-    def adopt(self, stage: Ledger, *, source: str | None = None, sha256: str | None = None,
-              fmt: str = "") -> list[str]:
+    def adopt(self, stage: Ledger, *, source: str | None = None, sha256: str | None = None, fmt: str = "") -> list[str]:
         """Move every run of ``stage`` into this ledger in one transaction (index rows and folders).
 
         With ``sha256``, the import is recorded so that the same content is recognised later.
@@ -439,24 +499,33 @@ class Ledger:
                 marks = ",".join("?" * len(run_ids))
                 for table in ("runs", "run_tags", "checkpoints"):
                     key = "id" if table == "runs" else "run_id"
-                    self.db.execute(f"INSERT INTO main.{table} SELECT * FROM stage.{table} WHERE {key} IN ({marks})",
-                                    run_ids)
+                    self.db.execute(
+                        f"INSERT INTO main.{table} SELECT * FROM stage.{table} WHERE {key} IN ({marks})", run_ids
+                    )
                 cols = "run_id, name, kind, created, n_rows, sha256"
                 for old_id, *values in self.db.execute(
-                        f"SELECT id, {cols} FROM stage.evaluations WHERE run_id IN ({marks})", run_ids).fetchall():
-                    new_id = self.db.execute(f"INSERT INTO main.evaluations ({cols}) VALUES (?, ?, ?, ?, ?, ?)",
-                                             values).lastrowid
+                    f"SELECT id, {cols} FROM stage.evaluations WHERE run_id IN ({marks})", run_ids
+                ).fetchall():
+                    new_id = self.db.execute(
+                        f"INSERT INTO main.evaluations ({cols}) VALUES (?, ?, ?, ?, ?, ?)", values
+                    ).lastrowid
                     self.db.execute(
                         "INSERT INTO main.metric_values SELECT ?, task, slice, metric, params, value, ci_low, "
-                        "ci_high, n, definition FROM stage.metric_values WHERE eval_id = ?", (new_id, old_id))
-                bcols = ("model, suite, benchmark, category, metric, params, variant, value, n, ci_low, ci_high, "
-                         "run_id, evaluation, results_path, source, created")
-                self.db.execute(f"INSERT INTO main.benchmark_entries ({bcols}) SELECT {bcols} FROM "
-                                f"stage.benchmark_entries")
+                        "ci_high, n, definition FROM stage.metric_values WHERE eval_id = ?",
+                        (new_id, old_id),
+                    )
+                bcols = (
+                    "model, suite, benchmark, category, metric, params, variant, value, n, ci_low, ci_high, "
+                    "run_id, evaluation, results_path, source, created"
+                )
+                self.db.execute(
+                    f"INSERT INTO main.benchmark_entries ({bcols}) SELECT {bcols} FROM stage.benchmark_entries"
+                )
                 if sha256 is not None:
                     self.db.executemany(
                         "INSERT INTO main.imports (source, sha256, format, run_id, created) VALUES (?, ?, ?, ?, ?)",
-                        [(source or "", sha256, fmt, rid, time.time()) for rid in run_ids])
+                        [(source or "", sha256, fmt, rid, time.time()) for rid in run_ids],
+                    )
                 for rid in run_ids:
                     src, dst = stage.run_dir(rid), self.run_dir(rid)
                     os.replace(src, dst)
@@ -473,11 +542,15 @@ class Ledger:
 
     def _common_columns(self, stage: Ledger, table: str, *, skip: tuple[str, ...] = ()) -> list[str]:
         ours = set(self.db.columns(table))
-        return [r[1] for r in stage.db.execute(f"PRAGMA table_info({table})")
-                if r[1] in ours and r[1] not in skip and r[1] != "rowid"]
+        return [
+            r[1]
+            for r in stage.db.execute(f"PRAGMA table_info({table})")
+            if r[1] in ours and r[1] not in skip and r[1] != "rowid"
+        ]
 
-    def _adopt_through_python(self, stage: Ledger, run_ids: list[str], *, source: str | None,
-                              sha256: str | None, fmt: str) -> list[str]:
+    def _adopt_through_python(
+        self, stage: Ledger, run_ids: list[str], *, source: str | None, sha256: str | None, fmt: str
+    ) -> list[str]:
         """:meth:`adopt` for a PostgreSQL index: the staging SQLite's rows are copied in one transaction."""
         moved: list[tuple[Path, Path]] = []
         marks = ",".join("?" * len(run_ids))
@@ -485,28 +558,40 @@ class Ledger:
             with self.transaction() as db:
                 for table, key in (("runs", "id"), ("run_tags", "run_id"), ("checkpoints", "run_id")):
                     cols = self._common_columns(stage, table)
-                    rows = stage.db.execute(f"SELECT {', '.join(cols)} FROM {table} WHERE {key} IN ({marks})",
-                                            run_ids).fetchall()
-                    db.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({','.join('?' * len(cols))})",
-                                   rows)
+                    rows = stage.db.execute(
+                        f"SELECT {', '.join(cols)} FROM {table} WHERE {key} IN ({marks})", run_ids
+                    ).fetchall()
+                    db.executemany(
+                        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({','.join('?' * len(cols))})", rows
+                    )
                 ecols = self._common_columns(stage, "evaluations", skip=("id",))
                 mcols = self._common_columns(stage, "metric_values", skip=("eval_id",))
                 for old_id, *values in stage.db.execute(
-                        f"SELECT id, {', '.join(ecols)} FROM evaluations WHERE run_id IN ({marks})", run_ids).fetchall():
-                    new_id = db.execute(f"INSERT INTO evaluations ({', '.join(ecols)}) VALUES "
-                                        f"({','.join('?' * len(ecols))}) RETURNING id", values).fetchone()[0]
-                    rows = stage.db.execute(f"SELECT {', '.join(mcols)} FROM metric_values WHERE eval_id = ? "
-                                            f"ORDER BY rowid", (old_id,)).fetchall()
-                    db.executemany(f"INSERT INTO metric_values (eval_id, {', '.join(mcols)}) VALUES "
-                                   f"({','.join('?' * (len(mcols) + 1))})", [(new_id, *r) for r in rows])
+                    f"SELECT id, {', '.join(ecols)} FROM evaluations WHERE run_id IN ({marks})", run_ids
+                ).fetchall():
+                    new_id = db.execute(
+                        f"INSERT INTO evaluations ({', '.join(ecols)}) VALUES "
+                        f"({','.join('?' * len(ecols))}) RETURNING id",
+                        values,
+                    ).fetchone()[0]
+                    rows = stage.db.execute(
+                        f"SELECT {', '.join(mcols)} FROM metric_values WHERE eval_id = ? ORDER BY rowid", (old_id,)
+                    ).fetchall()
+                    db.executemany(
+                        f"INSERT INTO metric_values (eval_id, {', '.join(mcols)}) VALUES "
+                        f"({','.join('?' * (len(mcols) + 1))})",
+                        [(new_id, *r) for r in rows],
+                    )
                 bcols = self._common_columns(stage, "benchmark_entries", skip=("id",))
                 rows = stage.db.execute(f"SELECT {', '.join(bcols)} FROM benchmark_entries ORDER BY id").fetchall()
-                db.executemany(f"INSERT INTO benchmark_entries ({', '.join(bcols)}) VALUES "
-                               f"({','.join('?' * len(bcols))})", rows)
+                db.executemany(
+                    f"INSERT INTO benchmark_entries ({', '.join(bcols)}) VALUES ({','.join('?' * len(bcols))})", rows
+                )
                 if sha256 is not None:
                     db.executemany(
                         "INSERT INTO imports (source, sha256, format, run_id, created) VALUES (?, ?, ?, ?, ?)",
-                        [(source or "", sha256, fmt, rid, time.time()) for rid in run_ids])
+                        [(source or "", sha256, fmt, rid, time.time()) for rid in run_ids],
+                    )
                 for rid in run_ids:
                     src, dst = stage.run_dir(rid), self.run_dir(rid)
                     os.replace(src, dst)
@@ -518,9 +603,18 @@ class Ledger:
         return run_ids
 
     # -- evaluations ----------------------------------------------------------------------------
-    def save_evaluation(self, run_ref: str, name: str, document: dict[str, Any], *,
-                        kind: str = "evaluation", model: str | None = None, suite: str = "public",
-                        variant: str = "raw", results_path: str | None = None) -> Path:
+    def save_evaluation(
+        self,
+        run_ref: str,
+        name: str,
+        document: dict[str, Any],
+        *,
+        kind: str = "evaluation",
+        model: str | None = None,
+        suite: str = "public",
+        variant: str = "raw",
+        results_path: str | None = None,
+    ) -> Path:
         """Store an evaluation document under ``evals/<name>/<kind>.json`` and index its values.
 
         Metric values are read from ``document["tasks"][task]["metrics"]`` (a list of dicts with
@@ -541,8 +635,9 @@ class Ledger:
         rows = list(iter_metric_values(document))
 
         def store(db) -> None:
-            old = db.execute("SELECT id FROM evaluations WHERE run_id = ? AND name = ? AND kind = ?",
-                             (run_id, name, kind)).fetchone()
+            old = db.execute(
+                "SELECT id FROM evaluations WHERE run_id = ? AND name = ? AND kind = ?", (run_id, name, kind)
+            ).fetchone()
             if old:
                 db.execute("DELETE FROM metric_values WHERE eval_id = ?", (old[0],))
                 db.execute("DELETE FROM evaluations WHERE id = ?", (old[0],))
@@ -555,15 +650,26 @@ class Ledger:
             db.executemany(
                 "INSERT INTO metric_values (eval_id, task, slice, metric, params, value, ci_low, "
                 "ci_high, n, definition) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(eval_id, *r) for r in rows])
+                [(eval_id, *r) for r in rows],
+            )
             write_json(path, document)
 
         self._write(store)
         if model is not None:
-            from labledger.benchmarks import add_entries, entries_from_evaluation
+            from labledger.analysis.benchmarks import add_entries, entries_from_evaluation
 
-            add_entries(self, entries_from_evaluation(document, model=model, suite=suite, variant=variant,
-                                                      run_id=run_id, evaluation=name, results_path=results_path))
+            add_entries(
+                self,
+                entries_from_evaluation(
+                    document,
+                    model=model,
+                    suite=suite,
+                    variant=variant,
+                    run_id=run_id,
+                    evaluation=name,
+                    results_path=results_path,
+                ),
+            )
         return path
 
     def evaluation_file(self, run_ref: str, name: str, filename: str) -> Path:
@@ -582,20 +688,28 @@ class Ledger:
         run_id = self.resolve(run_ref)
         out = []
         for name, kind, created, n_rows in self.db.execute(
-                "SELECT name, kind, created, n_rows FROM evaluations WHERE run_id = ? ORDER BY created",
-                (run_id,)):
-            out.append({"name": name, "kind": kind, "created": created, "n": n_rows,
-                        "path": str(self.run_dir(run_id) / "evals" / name / f"{kind}.json")})
+            "SELECT name, kind, created, n_rows FROM evaluations WHERE run_id = ? ORDER BY created", (run_id,)
+        ):
+            out.append(
+                {
+                    "name": name,
+                    "kind": kind,
+                    "created": created,
+                    "n": n_rows,
+                    "path": str(self.run_dir(run_id) / "evals" / name / f"{kind}.json"),
+                }
+            )
         return out
 
     def metric_values(self, run_ref: str) -> list[dict[str, Any]]:
         """Every indexed metric value of a run's stored evaluations."""
         run_id = self.resolve(run_ref)
-        q = ("SELECT e.name, m.task, m.slice, m.metric, m.params, m.value, m.ci_low, m.ci_high, m.n, "
-             "m.definition FROM metric_values m JOIN evaluations e ON e.id = m.eval_id "
-             "WHERE e.run_id = ? ORDER BY e.created, m.rowid")
-        keys = ("evaluation", "task", "slice", "metric", "params", "value", "ci_low", "ci_high", "n",
-                "definition")
+        q = (
+            "SELECT e.name, m.task, m.slice, m.metric, m.params, m.value, m.ci_low, m.ci_high, m.n, "
+            "m.definition FROM metric_values m JOIN evaluations e ON e.id = m.eval_id "
+            "WHERE e.run_id = ? ORDER BY e.created, m.rowid"
+        )
+        keys = ("evaluation", "task", "slice", "metric", "params", "value", "ci_low", "ci_high", "n", "definition")
         out = []
         for row in self.db.execute(q, (run_id,)):
             d = dict(zip(keys, row))
@@ -632,8 +746,17 @@ def _metric_rows(task: str, slice_: str, metrics: Any) -> Iterator[tuple]:
         value = m.get("value")
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue  # tables (confusion matrices, per-class) live in the document only
-        yield (task, slice_, m["metric"], orjson.dumps(m.get("params") or {}, option=orjson.OPT_SORT_KEYS).decode(),
-               value, m.get("ci_low"), m.get("ci_high"), m.get("n"), m.get("definition"))
+        yield (
+            task,
+            slice_,
+            m["metric"],
+            orjson.dumps(m.get("params") or {}, option=orjson.OPT_SORT_KEYS).decode(),
+            value,
+            m.get("ci_low"),
+            m.get("ci_high"),
+            m.get("n"),
+            m.get("definition"),
+        )
 
 
 def summarize_run_dir(run_dir: Path) -> dict[str, Any]:

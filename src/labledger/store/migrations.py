@@ -84,8 +84,9 @@ def m001_initial(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX runs_name ON runs(name)")
     db.execute("CREATE INDEX runs_grp ON runs(grp)")
     db.execute("CREATE INDEX runs_status ON runs(status)")
-    db.execute("CREATE TABLE run_tags (run_id TEXT NOT NULL REFERENCES runs(id), tag TEXT NOT NULL, "
-               "PRIMARY KEY (run_id, tag))")
+    db.execute(
+        "CREATE TABLE run_tags (run_id TEXT NOT NULL REFERENCES runs(id), tag TEXT NOT NULL, PRIMARY KEY (run_id, tag))"
+    )
     db.execute("CREATE INDEX run_tags_tag ON run_tags(tag)")
     db.execute("""
         CREATE TABLE checkpoints (

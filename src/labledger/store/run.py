@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from labledger.errors import LedgerError, RecordError, RunStateError
-from labledger.records import clean_scalars, validate_batch
+from labledger.inputs.records import clean_scalars, validate_batch
 from labledger.store.environment import environment
 from labledger.store.jsonl import DUMP_OPTIONS, RECORD_FILES, Appender, atomic_write, dumps_line, write_all, write_json
 from labledger.store.ledger import Ledger, default_ledger_path
@@ -37,18 +37,24 @@ CHUNK = 1 << 20
 def check_name(name: str, what: str = "name") -> str:
     """Names of evaluations and result sets: letters, digits, ``.``, ``-``, ``_`` (no paths)."""
     if not isinstance(name, str) or not _NAME_RE.match(name) or ".." in name:
-        raise LedgerError(f"{what} {name!r} must be 1-128 letters, digits, '.', '-' or '_' "
-                          f"(starting with a letter or digit)")
+        raise LedgerError(
+            f"{what} {name!r} must be 1-128 letters, digits, '.', '-' or '_' (starting with a letter or digit)"
+        )
     return name
 
 
 def check_relative_path(name: str) -> Path:
     """A relative path of safe components (for ``log_file``): no ``..``, no absolute paths."""
     parts = str(name).replace("\\", "/").split("/")
-    if not name or name.startswith("/") or any(p in ("", ".", "..") or not _FILE_RE.match(p)
-                                                 or p.startswith(".") for p in parts):
-        raise LedgerError(f"file name {name!r} must be a relative path of letters, digits, '.', '-', "
-                          f"'_' components separated by '/' (no '..', no hidden or absolute paths)")
+    if (
+        not name
+        or name.startswith("/")
+        or any(p in ("", ".", "..") or not _FILE_RE.match(p) or p.startswith(".") for p in parts)
+    ):
+        raise LedgerError(
+            f"file name {name!r} must be a relative path of letters, digits, '.', '-', "
+            f"'_' components separated by '/' (no '..', no hidden or absolute paths)"
+        )
     return Path(*parts)
 
 
@@ -83,10 +89,10 @@ def _as_step(step: Any) -> int:
 def _rows_from_bytes(data: bytes, source: str) -> tuple[list[Any], list[int], bytes]:
     """Rows, their line numbers and the bytes to store, from one results file's content.
 
-    Parsed by :func:`labledger.results.rows_in`: a valid last line without its newline is kept (and
+    Parsed by :func:`labledger.inputs.results.rows_in`: a valid last line without its newline is kept (and
     completed), a torn one is left out of both the rows and the stored bytes, with a warning.
     """
-    from labledger.results import rows_in
+    from labledger.inputs.results import rows_in
 
     numbered = list(rows_in(data, source))
     if data and not data.endswith(b"\n"):
@@ -116,15 +122,26 @@ class Run:
     #: Seconds between background fsyncs + index summary refreshes (checked on each log call).
     sync_interval = 5.0
 
-    def __init__(self, name: str, *, group: str | None = None, tags: Iterable[str] = (),
-                 config: Mapping[str, Any] | None = None, notes: str | None = None,
-                 ledger: Ledger | str | os.PathLike[str] | None = None, started: float | None = None,
-                 extra_meta: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        name: str,
+        *,
+        group: str | None = None,
+        tags: Iterable[str] = (),
+        config: Mapping[str, Any] | None = None,
+        notes: str | None = None,
+        ledger: Ledger | str | os.PathLike[str] | None = None,
+        started: float | None = None,
+        extra_meta: Mapping[str, Any] | None = None,
+    ):
         if not isinstance(name, str) or not name.strip():
             raise LedgerError("a run needs a non-empty name")
         self._owns_ledger = not isinstance(ledger, Ledger)
-        self.ledger = ledger if isinstance(ledger, Ledger) else Ledger(
-            ledger if ledger is not None else default_ledger_path(), create=True)
+        self.ledger = (
+            ledger
+            if isinstance(ledger, Ledger)
+            else Ledger(ledger if ledger is not None else default_ledger_path(), create=True)
+        )
         self.id = new_run_id()
         self.name = name
         self.group = group
@@ -136,15 +153,24 @@ class Run:
         self._lock_fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         try:
-            config_json = orjson.loads(orjson.dumps(dict(config or {}), option=orjson.OPT_SERIALIZE_NUMPY
-                                                    | orjson.OPT_NON_STR_KEYS))
+            config_json = orjson.loads(
+                orjson.dumps(dict(config or {}), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+            )
         except TypeError as exc:
             raise RecordError(f"must be JSON-serialisable ({exc})", field="config") from None
         env = environment()
         self.meta: dict[str, Any] = {
-            "id": self.id, "name": name, "group": group, "tags": self.tags, "status": "running",
-            "started": time.time() if started is None else float(started), "ended": None, "notes": notes,
-            "error": None, **env, **dict(extra_meta or {}),
+            "id": self.id,
+            "name": name,
+            "group": group,
+            "tags": self.tags,
+            "status": "running",
+            "started": time.time() if started is None else float(started),
+            "ended": None,
+            "notes": notes,
+            "error": None,
+            **env,
+            **dict(extra_meta or {}),
         }
         write_json(self.dir / "config.json", config_json)
         write_json(self.dir / "run.json", self.meta)
@@ -218,7 +244,7 @@ class Run:
             self.sync()
 
     def log_batch(self, record: Mapping[str, Any]) -> None:
-        """Log one microbatch record with its samples (schema: :mod:`labledger.records`).
+        """Log one microbatch record with its samples (schema: :mod:`labledger.inputs.records`).
 
         ``time`` is filled in when absent. Unknown keys are kept verbatim. A record that fails
         validation raises :class:`RecordError` naming the field and is not written.
@@ -253,8 +279,14 @@ class Run:
         self._history.append_bytes(line)
         self._n_history += 1
 
-    def log_checkpoint(self, path: str | os.PathLike[str], *, step: int | None = None,
-                       metrics: Mapping[str, Any] | None = None, copy: bool = False) -> dict[str, Any]:
+    def log_checkpoint(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        step: int | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        copy: bool = False,
+    ) -> dict[str, Any]:
         """Record a checkpoint file: streamed sha256 and size; referenced in place unless ``copy``.
 
         Returns the stored record (``path``, ``sha256``, ``size``, ``step``, ``metrics``, ...).
@@ -275,13 +307,28 @@ class Run:
         # A copied checkpoint is recorded relative to the run folder, so the record stays true when the
         # folder moves (imports adopted from a staging ledger, a ledger copied to another machine).
         shown = str(stored.relative_to(self.dir)) if copy else str(stored)
-        rec = self._append_checkpoint({"path": shown, "source": str(src.resolve()), "sha256": digest,
-                                       "size": size, "step": step, "metrics": metrics, "copied": copy})
+        rec = self._append_checkpoint(
+            {
+                "path": shown,
+                "source": str(src.resolve()),
+                "sha256": digest,
+                "size": size,
+                "step": step,
+                "metrics": metrics,
+                "copied": copy,
+            }
+        )
         return {**rec, "path": str(stored)}
 
-    def log_checkpoint_reference(self, path: str | os.PathLike[str], sha256: str, *, size: int | None = None,
-                                 step: int | None = None,
-                                 metrics: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def log_checkpoint_reference(
+        self,
+        path: str | os.PathLike[str],
+        sha256: str,
+        *,
+        size: int | None = None,
+        step: int | None = None,
+        metrics: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Record a checkpoint known only by its hash (a report names it; the file is elsewhere or gone).
 
         Nothing is read: ``path`` is kept as given and ``sha256`` as stated, with ``reference: true``
@@ -300,8 +347,18 @@ class Run:
             raise RecordError(f"must be 64 hexadecimal digits; got {sha256!r}", field="sha256")
         if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
             raise RecordError(f"must be an integer >= 0 or None; got {size!r}", field="size")
-        return self._append_checkpoint({"path": str(path), "source": str(path), "sha256": digest, "size": size,
-                                        "step": step, "metrics": metrics, "copied": False, "reference": True})
+        return self._append_checkpoint(
+            {
+                "path": str(path),
+                "source": str(path),
+                "sha256": digest,
+                "size": size,
+                "step": step,
+                "metrics": metrics,
+                "copied": False,
+                "reference": True,
+            }
+        )
 
     def _append_checkpoint(self, rec: dict[str, Any]) -> dict[str, Any]:
         """Write a checkpoint record to checkpoints.jsonl and the index, then fsync (both log_checkpoint*)."""
@@ -314,9 +371,10 @@ class Run:
         self._n_checkpoints += 1
         size = rec["size"]
         with self.ledger.transaction() as db:  # the index column is NOT NULL: -1 = size unknown
-            db.execute("INSERT INTO checkpoints (run_id, step, path, sha256, size, created) "
-                       "VALUES (?, ?, ?, ?, ?, ?)",
-                       (self.id, rec["step"], rec["path"], rec["sha256"], -1 if size is None else size, rec["time"]))
+            db.execute(
+                "INSERT INTO checkpoints (run_id, step, path, sha256, size, created) VALUES (?, ?, ?, ?, ?, ?)",
+                (self.id, rec["step"], rec["path"], rec["sha256"], -1 if size is None else size, rec["time"]),
+            )
         self.sync()
         return rec
 
@@ -335,23 +393,23 @@ class Run:
         if not isinstance(values, Mapping):
             raise RecordError(f"must be a mapping; got {type(values).__name__}", field="config")
         try:
-            new = orjson.loads(orjson.dumps(dict(values), option=orjson.OPT_SERIALIZE_NUMPY
-                                            | orjson.OPT_NON_STR_KEYS))
+            new = orjson.loads(orjson.dumps(dict(values), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
         except TypeError as exc:
             raise RecordError(f"must be JSON-serialisable ({exc})", field="config") from None
         self.config = {**self.config, **new}
         write_json(self.dir / "config.json", self.config)
         return self.config
 
-    def log_results(self, name: str, rows_or_path: Iterable[Mapping[str, Any]] | str | os.PathLike[str],
-                    **meta: Any) -> Path:
+    def log_results(
+        self, name: str, rows_or_path: Iterable[Mapping[str, Any]] | str | os.PathLike[str], **meta: Any
+    ) -> Path:
         """Store per-item predictions whole (every row, every extra field) as result set ``name``.
 
         ``rows_or_path`` is an iterable of row dicts or a ``results.jsonl`` file (copied byte for
-        byte after validation). Rows are validated first (see :mod:`labledger.results`); a bad row
+        byte after validation). Rows are validated first (see :mod:`labledger.inputs.results`); a bad row
         raises with file, line and field, and nothing is stored. Returns the stored file's path.
         """
-        from labledger.results import validate_rows
+        from labledger.inputs.results import validate_rows
 
         self._check_open()
         check_name(name, "result set name")
@@ -376,13 +434,21 @@ class Run:
             except TypeError as exc:
                 raise RecordError(f"results rows must be JSON-serialisable ({exc})") from None
             origin = None
-        info = {**meta, "name": name, "rows": len(rows), "sha256": hashlib.sha256(data).hexdigest(),
-                "source": origin, "created": time.time()}
+        info = {
+            **meta,
+            "name": name,
+            "rows": len(rows),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "source": origin,
+            "created": time.time(),
+        }
         # The files are written inside the index transaction: if either fails, neither is kept.
         with self.ledger.transaction() as db:
-            db.execute("INSERT OR REPLACE INTO evaluations (run_id, name, kind, created, n_rows, sha256) "
-                       "VALUES (?, ?, 'results', ?, ?, ?)", (self.id, name, info["created"], len(rows),
-                                                              info["sha256"]))
+            db.execute(
+                "INSERT OR REPLACE INTO evaluations (run_id, name, kind, created, n_rows, sha256) "
+                "VALUES (?, ?, 'results', ?, ?, ?)",
+                (self.id, name, info["created"], len(rows), info["sha256"]),
+            )
             out_dir.mkdir(parents=True, exist_ok=True)
             try:
                 write_json(out_dir / "meta.json", info)
@@ -424,14 +490,20 @@ class Run:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def _summary(self) -> dict[str, Any]:
-        return {"steps": self._max_step, "scalar_records": self._n_scalars, "batches": self._n_batches,
-                "history": self._n_history, "checkpoints": self._n_checkpoints,
-                "last": {k: v for k, v in self._last.items() if k != "time"},
-                "headline": dict(self.summary)}
+        return {
+            "steps": self._max_step,
+            "scalar_records": self._n_scalars,
+            "batches": self._n_batches,
+            "history": self._n_history,
+            "checkpoints": self._n_checkpoints,
+            "last": {k: v for k, v in self._last.items() if k != "time"},
+            "headline": dict(self.summary),
+        }
 
     def _appenders(self) -> list[Appender]:
-        return [a for a in (self._scalars, self._batches, self._history, self._checkpoints, self._notes)
-                if a is not None]
+        return [
+            a for a in (self._scalars, self._batches, self._history, self._checkpoints, self._notes) if a is not None
+        ]
 
     def sync(self) -> None:
         """fsync every file and refresh the index summary (also done on an interval)."""
@@ -452,17 +524,22 @@ class Run:
         self.status = status
         self.meta.update(status=status, ended=time.time() if ended is None else float(ended), error=error)
         write_json(self.dir / "run.json", self.meta)
-        self.ledger.update_run(self.id, status=status, ended=self.meta["ended"], error=error,
-                               summary=self._summary())
+        self.ledger.update_run(self.id, status=status, ended=self.meta["ended"], error=error, summary=self._summary())
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         os.close(self._lock_fd)
         if self._owns_ledger:
             self.ledger.close()
 
 
-def start_run(name: str, *, group: str | None = None, tags: Iterable[str] = (),
-              config: Mapping[str, Any] | None = None, notes: str | None = None,
-              ledger: Ledger | str | os.PathLike[str] | None = None) -> Run:
+def start_run(
+    name: str,
+    *,
+    group: str | None = None,
+    tags: Iterable[str] = (),
+    config: Mapping[str, Any] | None = None,
+    notes: str | None = None,
+    ledger: Ledger | str | os.PathLike[str] | None = None,
+) -> Run:
     """Start a run; use it as a context manager.
 
     An exception inside the ``with`` block marks the run ``failed`` with the exception's summary

@@ -243,6 +243,8 @@ def records_to_table(records) -> pa.Table:
         try:
             data[col] = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            data[col] = pa.array([None if v is None else (v if isinstance(v, str) else
-                                  orjson.dumps(v).decode()) for v in values], type=pa.string())
+            data[col] = pa.array(
+                [None if v is None else (v if isinstance(v, str) else orjson.dumps(v).decode()) for v in values],
+                type=pa.string(),
+            )
     return pa.table(data)

@@ -34,17 +34,29 @@ class MixtureAudit:
         return [r["dataset"] for r in self.rows if r["flagged"]]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run_id, "tolerance": self.tolerance, "examples": self.examples,
-                "field": self.field_used, "rows": self.rows, "flagged": self.flagged,
-                "series": self.series,
-                "definition": "actual share = samples from the dataset / all samples in batches.jsonl "
-                              "(oversampled repeats count); ratio = actual / intended; flagged when the "
-                              "ratio is outside [1 - tolerance, 1 + tolerance] or an intended dataset "
-                              "was never seen or an unexpected one was"}
+        return {
+            "run": self.run_id,
+            "tolerance": self.tolerance,
+            "examples": self.examples,
+            "field": self.field_used,
+            "rows": self.rows,
+            "flagged": self.flagged,
+            "series": self.series,
+            "definition": "actual share = samples from the dataset / all samples in batches.jsonl "
+            "(oversampled repeats count); ratio = actual / intended; flagged when the "
+            "ratio is outside [1 - tolerance, 1 + tolerance] or an intended dataset "
+            "was never seen or an unexpected one was",
+        }
 
 
-def audit_counts(intended: dict[str, float], batches, *, tolerance: float = DEFAULT_TOLERANCE,
-                 run_id: str = "", max_points: int = 400) -> MixtureAudit:
+def audit_counts(
+    intended: dict[str, float],
+    batches,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    run_id: str = "",
+    max_points: int = 400,
+) -> MixtureAudit:
     """The audit from an intended mixture and an iterable of batch records (see module doc)."""
     if not isinstance(intended, dict) or not intended:
         raise LedgerError("the run has no intended mixture: set config['mixture'] = {dataset: weight}")
@@ -86,8 +98,16 @@ def audit_counts(intended: dict[str, float], batches, *, tolerance: float = DEFA
         got = counts.get(name, 0) / n
         ratio = got / want if want > 0 else (float("inf") if got > 0 else 1.0)
         flagged = not (1 - tolerance <= ratio <= 1 + tolerance) if want > 0 else got > 0
-        rows.append({"dataset": name, "intended_share": want, "actual_share": got, "ratio": ratio,
-                     "examples": counts.get(name, 0), "flagged": flagged})
+        rows.append(
+            {
+                "dataset": name,
+                "intended_share": want,
+                "actual_share": got,
+                "ratio": ratio,
+                "examples": counts.get(name, 0),
+                "flagged": flagged,
+            }
+        )
     # Cumulative share per dataset over optimizer steps, thinned to at most max_points points.
     stride = max(1, len(step_points) // max_points)
     picked = step_points[::stride]
@@ -96,8 +116,14 @@ def audit_counts(intended: dict[str, float], batches, *, tolerance: float = DEFA
     series = {"steps": [p[0] for p in picked], "share": {}}
     for name in names:
         series["share"][name] = [(p[1].get(name, 0) / max(1, sum(p[1].values()))) for p in picked]
-    return MixtureAudit(run_id=run_id, tolerance=tolerance, examples=n, rows=rows, series=series,
-                        field_used="dataset" if "dataset" in fields_seen or not fields_seen else "source")
+    return MixtureAudit(
+        run_id=run_id,
+        tolerance=tolerance,
+        examples=n,
+        rows=rows,
+        series=series,
+        field_used="dataset" if "dataset" in fields_seen or not fields_seen else "source",
+    )
 
 
 def audit_run(view, *, tolerance: float = DEFAULT_TOLERANCE) -> MixtureAudit:

@@ -49,8 +49,9 @@ def _fail(msg: str, field: str, source: str | None, line: int | None) -> RecordE
     return RecordError(msg, source=source, line=line, field=field)
 
 
-def validate_batch(record: Any, *, last_microbatch: int | None = None, source: str | None = None,
-                   line: int | None = None) -> int:
+def validate_batch(
+    record: Any, *, last_microbatch: int | None = None, source: str | None = None, line: int | None = None
+) -> int:
     """Check one microbatch record; return its ``microbatch``. Raises :class:`RecordError`.
 
     >>> validate_batch({"microbatch": 1, "loss": 0.69, "samples": [
@@ -58,14 +59,14 @@ def validate_batch(record: Any, *, last_microbatch: int | None = None, source: s
     1
     """
     if not isinstance(record, Mapping):
-        raise RecordError(f"a batch record must be a JSON object; got {type(record).__name__}",
-                          source=source, line=line)
+        raise RecordError(
+            f"a batch record must be a JSON object; got {type(record).__name__}", source=source, line=line
+        )
     mb = record.get("microbatch")
     if not _is_int(mb) or mb < 1:
         raise _fail(f"must be an integer >= 1; got {mb!r}", "microbatch", source, line)
     if last_microbatch is not None and mb <= last_microbatch:
-        raise _fail(f"must increase within a run; got {mb} after {last_microbatch}", "microbatch",
-                    source, line)
+        raise _fail(f"must increase within a run; got {mb} after {last_microbatch}", "microbatch", source, line)
     for key in _INT_FIELDS:
         v = record.get(key)
         if v is not None and (not _is_int(v) or v < 0):
@@ -81,8 +82,7 @@ def validate_batch(record: Any, *, last_microbatch: int | None = None, source: s
     if samples is None:
         return mb
     if not isinstance(samples, list):
-        raise _fail(f"must be a list of sample objects; got {type(samples).__name__}", "samples",
-                    source, line)
+        raise _fail(f"must be a list of sample objects; got {type(samples).__name__}", "samples", source, line)
     bs = record.get("batch_size")
     if bs is not None and bs != len(samples):
         raise _fail(f"is {bs} but the record has {len(samples)} samples", "batch_size", source, line)
@@ -91,8 +91,7 @@ def validate_batch(record: Any, *, last_microbatch: int | None = None, source: s
     return mb
 
 
-def validate_sample(sample: Any, *, index: int = 0, source: str | None = None,
-                    line: int | None = None) -> None:
+def validate_sample(sample: Any, *, index: int = 0, source: str | None = None, line: int | None = None) -> None:
     """Check one sample of a batch record (see the module docstring)."""
     where = f"samples[{index}]"
     if not isinstance(sample, Mapping):
@@ -101,25 +100,35 @@ def validate_sample(sample: Any, *, index: int = 0, source: str | None = None,
     p_gold = None
     if probs is not None:
         if not isinstance(probs, Mapping):
-            raise _fail(f"must be a mapping from label to probability; got {type(probs).__name__}",
-                        f"{where}.probabilities", source, line)
+            raise _fail(
+                f"must be a mapping from label to probability; got {type(probs).__name__}",
+                f"{where}.probabilities",
+                source,
+                line,
+            )
         total = 0.0
         for label, p in probs.items():
             if not _is_num(p) or not (0.0 <= p <= 1.0):
-                raise _fail(f"must map labels to numbers in [0, 1]; got {p!r} for {label!r}",
-                            f"{where}.probabilities", source, line)
+                raise _fail(
+                    f"must map labels to numbers in [0, 1]; got {p!r} for {label!r}",
+                    f"{where}.probabilities",
+                    source,
+                    line,
+                )
             total += p
         if abs(total - 1.0) > PROB_SUM_TOLERANCE:
-            raise _fail(f"must sum to 1 (+/- {PROB_SUM_TOLERANCE}); sums to {total:.6g}",
-                        f"{where}.probabilities", source, line)
+            raise _fail(
+                f"must sum to 1 (+/- {PROB_SUM_TOLERANCE}); sums to {total:.6g}", f"{where}.probabilities", source, line
+            )
         gold = sample.get("gold")
         if gold is not None:
             p_gold = probs.get(gold)
             if p_gold is None:
                 p_gold = probs.get(str(gold))
             if p_gold is None:
-                raise _fail(f"{gold!r} is not a key of probabilities {sorted(map(str, probs))}",
-                            f"{where}.gold", source, line)
+                raise _fail(
+                    f"{gold!r} is not a key of probabilities {sorted(map(str, probs))}", f"{where}.gold", source, line
+                )
     ce = sample.get("cross_entropy")
     if ce is not None:
         if not _is_num(ce):
@@ -127,8 +136,12 @@ def validate_sample(sample: Any, *, index: int = 0, source: str | None = None,
         if p_gold is not None:
             expected = math.inf if p_gold <= 0.0 else -math.log(p_gold)
             if not (abs(ce - expected) <= CE_TOLERANCE or ce == expected):
-                raise _fail(f"must equal -log p(gold) = {expected:.6f} (tolerance {CE_TOLERANCE}); "
-                            f"got {ce!r}", f"{where}.cross_entropy", source, line)
+                raise _fail(
+                    f"must equal -log p(gold) = {expected:.6f} (tolerance {CE_TOLERANCE}); got {ce!r}",
+                    f"{where}.cross_entropy",
+                    source,
+                    line,
+                )
 
 
 def clean_scalars(scalars: Mapping[str, Any], *, what: str = "scalar") -> dict[str, Any]:

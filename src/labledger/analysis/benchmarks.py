@@ -24,14 +24,23 @@ from labledger.errors import LedgerError, RecordError
 
 #: Metric names as people write them in tables -> (registry metric, parameters).
 METRIC_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
-    "acc": ("accuracy", {}), "acc.": ("accuracy", {}), "accuracy": ("accuracy", {}),
-    "macro-f1": ("f1", {"average": "macro"}), "macro f1": ("f1", {"average": "macro"}),
-    "f1 (macro)": ("f1", {"average": "macro"}), "micro-f1": ("f1", {"average": "micro"}),
-    "weighted-f1": ("f1", {"average": "weighted"}), "f1": ("f1", {"average": "binary"}),
+    "acc": ("accuracy", {}),
+    "acc.": ("accuracy", {}),
+    "accuracy": ("accuracy", {}),
+    "macro-f1": ("f1", {"average": "macro"}),
+    "macro f1": ("f1", {"average": "macro"}),
+    "f1 (macro)": ("f1", {"average": "macro"}),
+    "micro-f1": ("f1", {"average": "micro"}),
+    "weighted-f1": ("f1", {"average": "weighted"}),
+    "f1": ("f1", {"average": "binary"}),
     "f1 halluc.": ("f1", {"average": "binary", "pos_label": "hallucinated"}),
-    "exact match": ("exact_match", {}), "em": ("exact_match", {}),
-    "per-review f1": ("set_f1", {}), "set f1": ("set_f1", {}),
-    "mcc": ("mcc", {}), "auc": ("roc_auc", {}), "roc-auc": ("roc_auc", {}),
+    "exact match": ("exact_match", {}),
+    "em": ("exact_match", {}),
+    "per-review f1": ("set_f1", {}),
+    "set f1": ("set_f1", {}),
+    "mcc": ("mcc", {}),
+    "auc": ("roc_auc", {}),
+    "roc-auc": ("roc_auc", {}),
 }
 _NDCG = re.compile(r"^ndcg@(\d+)$", re.I)
 #: Stated vs recomputed mean rows of an imported table: two roundings to 0.01 points.
@@ -84,8 +93,23 @@ def parse_metric(text: str) -> tuple[str, dict[str, Any]]:
 
 
 # -- storage -------------------------------------------------------------------------------------
-_COLS = ("model", "suite", "benchmark", "category", "metric", "params", "variant", "value", "n", "ci_low",
-         "ci_high", "run_id", "evaluation", "results_path", "source")
+_COLS = (
+    "model",
+    "suite",
+    "benchmark",
+    "category",
+    "metric",
+    "params",
+    "variant",
+    "value",
+    "n",
+    "ci_low",
+    "ci_high",
+    "run_id",
+    "evaluation",
+    "results_path",
+    "source",
+)
 
 
 def add_entries(ledger, entries: Iterable[Entry]) -> int:
@@ -95,22 +119,43 @@ def add_entries(ledger, entries: Iterable[Entry]) -> int:
     now = time.time()
     for e in entries:
         if not isinstance(e.value, (int, float)) or isinstance(e.value, bool) or not math.isfinite(e.value):
-            raise RecordError(f"must be a finite number; got {e.value!r} for {e.model}/{e.benchmark}",
-                              field="value")
-        rows.append((e.model, e.suite, e.benchmark, e.category, e.metric,
-                     orjson.dumps(e.params, option=orjson.OPT_SORT_KEYS).decode(), e.variant, float(e.value),
-                     e.n, e.ci_low, e.ci_high, e.run_id, e.evaluation, e.results_path, e.source, now))
+            raise RecordError(f"must be a finite number; got {e.value!r} for {e.model}/{e.benchmark}", field="value")
+        rows.append(
+            (
+                e.model,
+                e.suite,
+                e.benchmark,
+                e.category,
+                e.metric,
+                orjson.dumps(e.params, option=orjson.OPT_SORT_KEYS).decode(),
+                e.variant,
+                float(e.value),
+                e.n,
+                e.ci_low,
+                e.ci_high,
+                e.run_id,
+                e.evaluation,
+                e.results_path,
+                e.source,
+                now,
+            )
+        )
     with ledger.transaction() as db:
-        db.executemany(f"INSERT INTO benchmark_entries ({', '.join(_COLS)}, created) VALUES "
-                       f"({', '.join('?' * (len(_COLS) + 1))})", rows)
+        db.executemany(
+            f"INSERT INTO benchmark_entries ({', '.join(_COLS)}, created) VALUES ({', '.join('?' * (len(_COLS) + 1))})",
+            rows,
+        )
     return len(rows)
 
 
-def read_entries(ledger, *, suite: str | None = None, models: Sequence[str] | None = None,
-                 variants: Sequence[str] | None = None) -> list[Entry]:
+def read_entries(
+    ledger, *, suite: str | None = None, models: Sequence[str] | None = None, variants: Sequence[str] | None = None
+) -> list[Entry]:
     """The current entries (latest per model, suite, benchmark, variant)."""
-    q = (f"SELECT {', '.join(_COLS)} FROM benchmark_entries WHERE id IN (SELECT MAX(id) FROM benchmark_entries "
-         f"GROUP BY model, suite, benchmark, variant)")
+    q = (
+        f"SELECT {', '.join(_COLS)} FROM benchmark_entries WHERE id IN (SELECT MAX(id) FROM benchmark_entries "
+        f"GROUP BY model, suite, benchmark, variant)"
+    )
     params: list[Any] = []
     if suite is not None:
         q += " AND suite = ?"
@@ -130,9 +175,17 @@ def read_entries(ledger, *, suite: str | None = None, models: Sequence[str] | No
     return out
 
 
-def entries_from_evaluation(document: dict[str, Any], *, model: str, suite: str, variant: str = "raw",
-                            run_id: str | None = None, evaluation: str | None = None,
-                            results_path: str | None = None, category: str = "") -> list[Entry]:
+def entries_from_evaluation(
+    document: dict[str, Any],
+    *,
+    model: str,
+    suite: str,
+    variant: str = "raw",
+    run_id: str | None = None,
+    evaluation: str | None = None,
+    results_path: str | None = None,
+    category: str = "",
+) -> list[Entry]:
     """One entry per task of an evaluation document: its headline metric, with n and CI."""
     out = []
     for task, body in (document.get("tasks") or {}).items():
@@ -140,10 +193,25 @@ def entries_from_evaluation(document: dict[str, Any], *, model: str, suite: str,
         m = next((x for x in body.get("metrics") or () if x.get("key") == head), None)
         if m is None or not isinstance(m.get("value"), (int, float)):
             continue
-        out.append(Entry(model=model, suite=suite, benchmark=task, category=category, metric=m["metric"],
-                         params=dict(m.get("params") or {}), variant=variant, value=float(m["value"]),
-                         n=m.get("n"), ci_low=m.get("ci_low"), ci_high=m.get("ci_high"), run_id=run_id,
-                         evaluation=evaluation, results_path=results_path, source="evaluation"))
+        out.append(
+            Entry(
+                model=model,
+                suite=suite,
+                benchmark=task,
+                category=category,
+                metric=m["metric"],
+                params=dict(m.get("params") or {}),
+                variant=variant,
+                value=float(m["value"]),
+                n=m.get("n"),
+                ci_low=m.get("ci_low"),
+                ci_high=m.get("ci_high"),
+                run_id=run_id,
+                evaluation=evaluation,
+                results_path=results_path,
+                source="evaluation",
+            )
+        )
     return out
 
 
@@ -155,8 +223,11 @@ class ImportResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"entries": [e.to_dict() for e in self.entries], "aggregates": self.aggregates,
-                "warnings": self.warnings}
+        return {
+            "entries": [e.to_dict() for e in self.entries],
+            "aggregates": self.aggregates,
+            "warnings": self.warnings,
+        }
 
 
 def _num(cell: str, *, percent: bool, source: str, line: int, fld: str) -> float | None:
@@ -167,8 +238,9 @@ def _num(cell: str, *, percent: bool, source: str, line: int, fld: str) -> float
     try:
         v = float(c.rstrip("%"))
     except ValueError:
-        raise RecordError(f"must be a number or a percentage; got {cell.strip()!r}", source=source, line=line,
-                          field=fld) from None
+        raise RecordError(
+            f"must be a number or a percentage; got {cell.strip()!r}", source=source, line=line, field=fld
+        ) from None
     return v / 100.0 if (is_pct or percent) else v
 
 
@@ -181,8 +253,13 @@ def _split_md_row(line: str) -> list[str] | None:
     return cells
 
 
-def import_markdown(path: str | Path, *, suite: str, columns: dict[str, str] | None = None,
-                    category_suites: dict[str, str] | None = None) -> ImportResult:
+def import_markdown(
+    path: str | Path,
+    *,
+    suite: str,
+    columns: dict[str, str] | None = None,
+    category_suites: dict[str, str] | None = None,
+) -> ImportResult:
     """Entries from a Markdown table like seed 001's: category, ``Benchmark (Metric)``, model columns.
 
     ``columns`` maps a header (exactly, or a prefix before a space/parenthesis) to ``model`` or
@@ -227,8 +304,11 @@ def import_markdown(path: str | Path, *, suite: str, columns: dict[str, str] | N
         model, _, variant = spec.partition(":")
         model_cols[j] = (model.strip(), (variant or "raw").strip())
     if not model_cols:
-        raise RecordError(f"no model columns found in the header {header}; name them with --column HEADER=MODEL",
-                          source=str(path), line=header_line)
+        raise RecordError(
+            f"no model columns found in the header {header}; name them with --column HEADER=MODEL",
+            source=str(path),
+            line=header_line,
+        )
     if columns:
         missing = [k for k in columns if not any(spec_matches(h, k) for h in header)]
         if missing:
@@ -245,16 +325,29 @@ def import_markdown(path: str | Path, *, suite: str, columns: dict[str, str] | N
         if _AGGREGATE.search(label) or _AGGREGATE.search(category):
             stated = {}
             for j, (model, variant) in model_cols.items():
-                v = _num(cells[j], percent=False, source=str(path), line=lineno, fld=header[j]) if j < len(cells) else None
+                v = (
+                    _num(cells[j], percent=False, source=str(path), line=lineno, fld=header[j])
+                    if j < len(cells)
+                    else None
+                )
                 if v is not None:
                     vals = [e.value for e in block if e.model == model and e.variant == variant]
                     mean = sum(vals) / len(vals) if vals else None
                     # cells are rounded to 0.01 points: the mean of rounded cells can be off by 0.005
                     # points, and the stated mean by another 0.005 (0.0001 as a fraction)
-                    aggregates.append({"row": label, "line": lineno, "model": model, "variant": variant,
-                                       "stated": v, "recomputed": mean, "n": len(vals),
-                                       "difference": None if mean is None else mean - v,
-                                       "consistent": None if mean is None else abs(mean - v) <= ROUNDING_TOLERANCE})
+                    aggregates.append(
+                        {
+                            "row": label,
+                            "line": lineno,
+                            "model": model,
+                            "variant": variant,
+                            "stated": v,
+                            "recomputed": mean,
+                            "n": len(vals),
+                            "difference": None if mean is None else mean - v,
+                            "consistent": None if mean is None else abs(mean - v) <= ROUNDING_TOLERANCE,
+                        }
+                    )
                     stated[header[j]] = v
             block = []
             continue
@@ -267,8 +360,17 @@ def import_markdown(path: str | Path, *, suite: str, columns: dict[str, str] | N
             v = _num(cells[j], percent=False, source=str(path), line=lineno, fld=header[j])
             if v is None:
                 continue
-            e = Entry(model=model, suite=this_suite, benchmark=bench.strip(), category=category, metric=metric,
-                      params=params, variant=variant, value=v, source=f"{path.name}:{lineno}")
+            e = Entry(
+                model=model,
+                suite=this_suite,
+                benchmark=bench.strip(),
+                category=category,
+                metric=metric,
+                params=params,
+                variant=variant,
+                value=v,
+                source=f"{path.name}:{lineno}",
+            )
             entries.append(e)
             if this_suite == suite:
                 block.append(e)
@@ -277,7 +379,7 @@ def import_markdown(path: str | Path, *, suite: str, columns: dict[str, str] | N
 
 def spec_matches(header: str, key: str) -> bool:
     """A header matches a --column key exactly or by its part before a space or parenthesis."""
-    return header == key or header.startswith(key + " ") or header.startswith(key + "(") or header.split(" (")[0] == key
+    return header == key or header.startswith((key + " ", key + "(")) or header.split(" (")[0] == key
 
 
 def import_records(path: str | Path) -> ImportResult:
@@ -316,10 +418,20 @@ def import_records(path: str | Path) -> ImportResult:
             n = int(n) if n not in (None, "") else None
         except ValueError:
             raise RecordError(f"must be an integer; got {n!r}", source=str(path), line=i, field="n") from None
-        entries.append(Entry(model=str(row["model"]), suite=str(row["suite"]), benchmark=str(row["benchmark"]),
-                             category=str(row.get("category") or ""), metric=metric, params=params,
-                             variant=str(row.get("variant") or "raw"), value=float(value), n=n,
-                             source=f"{path.name}:{i}"))
+        entries.append(
+            Entry(
+                model=str(row["model"]),
+                suite=str(row["suite"]),
+                benchmark=str(row["benchmark"]),
+                category=str(row.get("category") or ""),
+                metric=metric,
+                params=params,
+                variant=str(row.get("variant") or "raw"),
+                value=float(value),
+                n=n,
+                source=f"{path.name}:{i}",
+            )
+        )
     return ImportResult(entries=entries)
 
 
@@ -341,15 +453,20 @@ class VersionTable:
         return col[0] if col[1] == "raw" else f"{col[0]} ({col[1]})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"suite": self.suite, "columns": [self.col_name(c) for c in self.columns],
-                "rows": self.rows, "mean": self.mean,
-                "delta": None if not self.delta_from else {"from": self.col_name(self.delta_from),
-                                                           "to": self.col_name(self.delta_to)},
-                "warnings": self.warnings,
-                "definition": "mean = macro average over the benchmarks present in every column; "
-                              "delta = last column minus the --delta-from column; '*' marks a delta whose "
-                              "paired 95% bootstrap CI (from stored predictions on the same items) excludes "
-                              "0, 'n.s.' one whose CI includes 0; no mark = no stored predictions to test"}
+        return {
+            "suite": self.suite,
+            "columns": [self.col_name(c) for c in self.columns],
+            "rows": self.rows,
+            "mean": self.mean,
+            "delta": None
+            if not self.delta_from
+            else {"from": self.col_name(self.delta_from), "to": self.col_name(self.delta_to)},
+            "warnings": self.warnings,
+            "definition": "mean = macro average over the benchmarks present in every column; "
+            "delta = last column minus the --delta-from column; '*' marks a delta whose "
+            "paired 95% bootstrap CI (from stored predictions on the same items) excludes "
+            "0, 'n.s.' one whose CI includes 0; no mark = no stored predictions to test",
+        }
 
     def _cells(self, pct: bool = True):
         def fmt(v):
@@ -363,15 +480,17 @@ class VersionTable:
         for r in self.rows:
             cat = r["category"] if r["category"] != last_cat else ""
             last_cat = r["category"]
-            cells = [cat, f"{r['benchmark']} ({r['metric_id']})"] + [fmt(r["values"].get(self.col_name(c)))
-                                                                     for c in self.columns]
+            cells = [cat, f"{r['benchmark']} ({r['metric_id']})"] + [
+                fmt(r["values"].get(self.col_name(c))) for c in self.columns
+            ]
             if self.delta_from:
                 d = r.get("delta")
                 mark = {"significant": " *", "not significant": " n.s."}.get(r.get("significance") or "", "")
                 cells.append("—" if d is None else f"{d * 100:+.2f}pp{mark}")
             body.append(cells)
-        mean_cells = ["", f"Mean ({self.mean['n']} benchmarks)"] + [fmt(self.mean["values"].get(self.col_name(c)))
-                                                                   for c in self.columns]
+        mean_cells = ["", f"Mean ({self.mean['n']} benchmarks)"] + [
+            fmt(self.mean["values"].get(self.col_name(c))) for c in self.columns
+        ]
         if self.delta_from:
             d = self.mean.get("delta")
             mean_cells.append("—" if d is None else f"{d * 100:+.2f}pp")
@@ -399,16 +518,24 @@ class VersionTable:
         head, body = self._cells()
         e = html.escape
         rows = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>\n" for cells in body)
-        return (f"<table class=\"version-table\">\n<thead><tr>{''.join(f'<th>{e(h)}</th>' for h in head)}"
-                f"</tr></thead>\n<tbody>\n{rows}</tbody>\n</table>\n")
+        return (
+            f'<table class="version-table">\n<thead><tr>{"".join(f"<th>{e(h)}</th>" for h in head)}'
+            f"</tr></thead>\n<tbody>\n{rows}</tbody>\n</table>\n"
+        )
 
 
 PairedTest = Callable[[Entry, Entry], dict[str, Any] | None]
 
 
-def version_table(entries: Sequence[Entry], *, suite: str, models: Sequence[str],
-                  variants: Sequence[str] = ("raw",), delta_from: str | None = None,
-                  paired_test: PairedTest | None = None) -> VersionTable:
+def version_table(
+    entries: Sequence[Entry],
+    *,
+    suite: str,
+    models: Sequence[str],
+    variants: Sequence[str] = ("raw",),
+    delta_from: str | None = None,
+    paired_test: PairedTest | None = None,
+) -> VersionTable:
     """Build the table for ``models`` x ``variants`` of ``suite`` (see :class:`VersionTable`)."""
     columns = [(m, v) for m in models for v in variants]
     by_key: dict[tuple[str, str, str], Entry] = {}
@@ -416,16 +543,21 @@ def version_table(entries: Sequence[Entry], *, suite: str, models: Sequence[str]
         if e.suite == suite:
             by_key[(e.benchmark, e.model, e.variant)] = e
     present_cols = [c for c in columns if any((b, c[0], c[1]) in by_key for b, _, _ in by_key)]
-    warnings = [f"no entries for {VersionTable.col_name(c)} in suite '{suite}'" for c in columns
-                if c not in present_cols]
+    warnings = [
+        f"no entries for {VersionTable.col_name(c)} in suite '{suite}'" for c in columns if c not in present_cols
+    ]
     columns = present_cols
     if not columns:
         raise LedgerError(f"no benchmark entries for models {list(models)} in suite '{suite}'")
     benchmarks: list[tuple[str, str]] = []
     for e in entries:
-        if e.suite == suite and (e.model, e.variant) in columns and (e.category, e.benchmark) not in benchmarks:
-            if not any(b == e.benchmark for _, b in benchmarks):
-                benchmarks.append((e.category, e.benchmark))
+        if (
+            e.suite == suite
+            and (e.model, e.variant) in columns
+            and (e.category, e.benchmark) not in benchmarks
+            and not any(b == e.benchmark for _, b in benchmarks)
+        ):
+            benchmarks.append((e.category, e.benchmark))
     # keep categories together, in first-seen order
     cat_order = list(dict.fromkeys(c for c, _ in benchmarks))
     benchmarks.sort(key=lambda cb: cat_order.index(cb[0]))
@@ -447,18 +579,26 @@ def version_table(entries: Sequence[Entry], *, suite: str, models: Sequence[str]
         ns = sorted({x.n for x in present if x.n is not None})
         if len(ns) > 1:
             warnings.append(f"'{bench}' has different n across models: {', '.join(map(str, ns))}")
-        row = {"category": cat, "benchmark": bench, "metric_id": present[0].metric_id if present else "",
-               "values": {VersionTable.col_name(c): (x.value if x else None) for c, x in cells.items()},
-               "ci": {VersionTable.col_name(c): ([x.ci_low, x.ci_high] if x and x.ci_low is not None else None)
-                      for c, x in cells.items()},
-               "n": {VersionTable.col_name(c): (x.n if x else None) for c, x in cells.items()}}
+        row = {
+            "category": cat,
+            "benchmark": bench,
+            "metric_id": present[0].metric_id if present else "",
+            "values": {VersionTable.col_name(c): (x.value if x else None) for c, x in cells.items()},
+            "ci": {
+                VersionTable.col_name(c): ([x.ci_low, x.ci_high] if x and x.ci_low is not None else None)
+                for c, x in cells.items()
+            },
+            "n": {VersionTable.col_name(c): (x.n if x else None) for c, x in cells.items()},
+        }
         if dfrom and dto and cells.get(dfrom) and cells.get(dto):
             row["delta"] = cells[dto].value - cells[dfrom].value
             test = paired_test(cells[dto], cells[dfrom]) if paired_test else None
             if test:
                 row["delta_ci"] = [test["ci_low"], test["ci_high"]]
                 row["p_value"] = test.get("p_value")
-                row["significance"] = "significant" if (test["ci_low"] > 0 or test["ci_high"] < 0) else "not significant"
+                row["significance"] = (
+                    "significant" if (test["ci_low"] > 0 or test["ci_high"] < 0) else "not significant"
+                )
         if all(x is not None for x in cells.values()):
             common.append(row)
         else:
@@ -474,5 +614,6 @@ def version_table(entries: Sequence[Entry], *, suite: str, models: Sequence[str]
     if dfrom and dto:
         a, b = mean_vals.get(VersionTable.col_name(dto)), mean_vals.get(VersionTable.col_name(dfrom))
         mean["delta"] = None if a is None or b is None else a - b
-    return VersionTable(suite=suite, columns=columns, rows=rows, mean=mean, delta_from=dfrom, delta_to=dto,
-                        warnings=warnings)
+    return VersionTable(
+        suite=suite, columns=columns, rows=rows, mean=mean, delta_from=dfrom, delta_to=dto, warnings=warnings
+    )

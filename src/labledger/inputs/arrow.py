@@ -1,4 +1,4 @@
-"""The columnar fast path of :func:`labledger.results.read_results` (``pyarrow.json``).
+"""The columnar fast path of :func:`labledger.inputs.results.read_results` (``pyarrow.json``).
 
 It handles files whose tasks are classification (``probs``), binary (``score``) or regression
 (numeric ``gold``/``pred``) and whose columns have one type each. Whenever the file falls outside
@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from labledger.errors import RecordError
-from labledger.results import (
+from labledger.inputs.results import (
     _CORE,
     ResultSet,
     TaskData,
@@ -126,14 +126,22 @@ def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any) -> 
     bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
     tasks: dict[str, TaskData] = {}
     for t, task in enumerate(names):
-        idx_np = order[bounds[t]:bounds[t + 1]]
+        idx_np = order[bounds[t] : bounds[t + 1]]
         idx = pa.array(idx_np)
         tasks[task] = _read_task(table, task, idx_np, idx, ids, tolerance, _positive_of(positive, task), name)
     return ResultSet(tasks, source=name)
 
 
-def _read_task(table: pa.Table, task: str, idx_np: np.ndarray, idx: pa.Array, ids_all: pa.Array,
-               tol: float, positive: str | None, source: str) -> TaskData:
+def _read_task(
+    table: pa.Table,
+    task: str,
+    idx_np: np.ndarray,
+    idx: pa.Array,
+    ids_all: pa.Array,
+    tol: float,
+    positive: str | None,
+    source: str,
+) -> TaskData:
     n = len(idx_np)
     ids = ids_all.take(idx)
     if len(pc.unique(ids)) != n:
@@ -205,8 +213,7 @@ def _classification(td: TaskData, probs: pa.StructArray, gold: pa.Array, tol: fl
         raise _Fallback from None  # the row checker raises it, with the file's name
 
 
-def _binary(td: TaskData, table: pa.Table, idx: pa.Array, gold: pa.Array, positive: str | None,
-            source: str) -> None:
+def _binary(td: TaskData, table: pa.Table, idx: pa.Array, gold: pa.Array, positive: str | None, source: str) -> None:
     score = _numbers(table.column("score").chunk(0).take(idx))
     if not (np.isfinite(score).all() and (score >= 0).all() and (score <= 1).all()):
         raise _Fallback
@@ -233,8 +240,13 @@ def _binary(td: TaskData, table: pa.Table, idx: pa.Array, gold: pa.Array, positi
 
 
 def _scalar_type(t: pa.DataType) -> bool:
-    return (pa.types.is_string(t) or pa.types.is_int64(t) or pa.types.is_float64(t) or pa.types.is_boolean(t)
-            or pa.types.is_null(t))
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_int64(t)
+        or pa.types.is_float64(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_null(t)
+    )
 
 
 def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 from labledger.errors import CheckpointError
 from labledger.store.run import sha256_file
 
-__all__ = ["hash_files", "soup", "SoupResult", "logit_diff"]
+__all__ = ["SoupResult", "hash_files", "logit_diff", "soup"]
 
 
 def hash_files(paths: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
@@ -63,8 +63,10 @@ class _Reader:
             try:
                 obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
             except Exception as exc:  # noqa: BLE001 - torch raises many kinds
-                raise CheckpointError(f"{path}: not a PyTorch checkpoint loadable with weights_only=True "
-                                      f"({type(exc).__name__}: {str(exc)[:200]})") from None
+                raise CheckpointError(
+                    f"{path}: not a PyTorch checkpoint loadable with weights_only=True "
+                    f"({type(exc).__name__}: {str(exc)[:200]})"
+                ) from None
             if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
                 obj = obj["state_dict"]
             if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
@@ -87,8 +89,18 @@ class _Reader:
 
 
 def _norm_dtype(name: str) -> str:
-    table = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64", "I64": "int64",
-             "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+    table = {
+        "F32": "float32",
+        "F16": "float16",
+        "BF16": "bfloat16",
+        "F64": "float64",
+        "I64": "int64",
+        "I32": "int32",
+        "I16": "int16",
+        "I8": "int8",
+        "U8": "uint8",
+        "BOOL": "bool",
+    }
     return table.get(name, name)
 
 
@@ -105,13 +117,28 @@ class SoupResult:
     run_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"out": self.out, "sha256": self.sha256, "size": self.size, "tensors": self.tensors,
-                "inputs": self.inputs, "integer_tensors": self.integer_tensors, "run_id": self.run_id}
+        return {
+            "out": self.out,
+            "sha256": self.sha256,
+            "size": self.size,
+            "tensors": self.tensors,
+            "inputs": self.inputs,
+            "integer_tensors": self.integer_tensors,
+            "run_id": self.run_id,
+        }
 
 
-def soup(inputs: Sequence[str | os.PathLike[str]], weights: Sequence[float], out: str | os.PathLike[str], *,
-         normalize: bool = False, integers: str = "equal", ledger=None, name: str = "soup",
-         group: str | None = None) -> SoupResult:
+def soup(
+    inputs: Sequence[str | os.PathLike[str]],
+    weights: Sequence[float],
+    out: str | os.PathLike[str],
+    *,
+    normalize: bool = False,
+    integers: str = "equal",
+    ledger=None,
+    name: str = "soup",
+    group: str | None = None,
+) -> SoupResult:
     """Weighted average of checkpoints with the same keys, shapes and dtypes.
 
     Floating tensors are accumulated in float32 and written in the inputs' dtype. Integer and bool
@@ -163,11 +190,13 @@ def soup(inputs: Sequence[str | os.PathLike[str]], weights: Sequence[float], out
         for r in readers[1:]:
             shape, dtype = r.meta(key)
             if shape != shape0:
-                raise CheckpointError(f"tensor '{key}': shape {list(shape)} in {r.path} but {list(shape0)} "
-                                      f"in {first.path}")
+                raise CheckpointError(
+                    f"tensor '{key}': shape {list(shape)} in {r.path} but {list(shape0)} in {first.path}"
+                )
             if _norm_dtype(dtype) != _norm_dtype(dtype0):
-                raise CheckpointError(f"tensor '{key}': dtype {_norm_dtype(dtype)} in {r.path} but "
-                                      f"{_norm_dtype(dtype0)} in {first.path}")
+                raise CheckpointError(
+                    f"tensor '{key}': dtype {_norm_dtype(dtype)} in {r.path} but {_norm_dtype(dtype0)} in {first.path}"
+                )
 
     result: dict[str, Any] = {}
     integer_keys = []
@@ -188,15 +217,15 @@ def soup(inputs: Sequence[str | os.PathLike[str]], weights: Sequence[float], out
                     if not torch.equal(t0, r.get(key)):
                         raise CheckpointError(
                             f"integer tensor '{key}' differs between {first.path} and {r.path}; integer "
-                            f"tensors are not averaged (pass --integers first to take the first's)")
+                            f"tensors are not averaged (pass --integers first to take the first's)"
+                        )
             result[key] = t0.clone()
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(f".{out_path.name}.tmp")
     if out_path.suffix == ".safetensors":
         from safetensors.torch import save_file
 
-        save_file({k: v.contiguous() for k, v in result.items()}, str(tmp),
-                  metadata={"labledger_soup": "1"})
+        save_file({k: v.contiguous() for k, v in result.items()}, str(tmp), metadata={"labledger_soup": "1"})
     else:
         torch.save(result, tmp)
     os.replace(tmp, out_path)
@@ -206,17 +235,37 @@ def soup(inputs: Sequence[str | os.PathLike[str]], weights: Sequence[float], out
     for h, wi in zip(in_hashes, w):
         h["weight"] = wi
     digest, size = sha256_file(out_path)
-    res = SoupResult(out=str(out_path.resolve()), sha256=digest, size=size, tensors=len(first.keys),
-                     inputs=in_hashes, integer_tensors=integer_keys)
+    res = SoupResult(
+        out=str(out_path.resolve()),
+        sha256=digest,
+        size=size,
+        tensors=len(first.keys),
+        inputs=in_hashes,
+        integer_tensors=integer_keys,
+    )
     if ledger is not None:
         from labledger.store.run import start_run
 
-        with start_run(name, group=group, tags=("soup",), ledger=ledger,
-                       config={"soup": {"inputs": in_hashes, "weights": w, "normalize": normalize,
-                                        "integers": integers, "accumulate": "float32"}}) as run:
+        with start_run(
+            name,
+            group=group,
+            tags=("soup",),
+            ledger=ledger,
+            config={
+                "soup": {
+                    "inputs": in_hashes,
+                    "weights": w,
+                    "normalize": normalize,
+                    "integers": integers,
+                    "accumulate": "float32",
+                }
+            },
+        ) as run:
             run.log_checkpoint(out_path, metrics={})
-            run.note("weighted checkpoint average: " + ", ".join(
-                f"{wi:g} x {Path(h['path']).name} ({h['sha256'][:12]})" for h, wi in zip(in_hashes, w)))
+            run.note(
+                "weighted checkpoint average: "
+                + ", ".join(f"{wi:g} x {Path(h['path']).name} ({h['sha256'][:12]})" for h, wi in zip(in_hashes, w))
+            )
         res.run_id = run.id
     return res
 
@@ -278,12 +327,21 @@ def logit_diff(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> dict[str
         if x.shape != y.shape:
             raise CheckpointError(f"head '{k}': shape {list(x.shape)} in {pa} but {list(y.shape)} in {pb}")
         d = np.abs(x - y)
-        heads[k] = {"max_abs": float(d.max()) if d.size else 0.0,
-                    "mean_abs": float(d.mean()) if d.size else 0.0, "n": int(x.shape[0]) if x.ndim else 1,
-                    "shape": list(x.shape)}
+        heads[k] = {
+            "max_abs": float(d.max()) if d.size else 0.0,
+            "mean_abs": float(d.mean()) if d.size else 0.0,
+            "n": int(x.shape[0]) if x.ndim else 1,
+            "shape": list(x.shape),
+        }
         if x.ndim == 2 and x.shape[1] > 1:
             heads[k]["argmax_agreement"] = float(np.mean(x.argmax(1) == y.argmax(1)))
     only_a = sorted(set(ha) - set(hb))
     only_b = sorted(set(hb) - set(ha))
-    return {"a": str(pa), "b": str(pb), "heads": heads, "only_in_a": only_a, "only_in_b": only_b,
-            "max_abs": max(h["max_abs"] for h in heads.values())}
+    return {
+        "a": str(pa),
+        "b": str(pb),
+        "heads": heads,
+        "only_in_a": only_a,
+        "only_in_b": only_b,
+        "max_abs": max(h["max_abs"] for h in heads.values()),
+    }

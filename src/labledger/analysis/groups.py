@@ -28,13 +28,20 @@ def paired_entry_test(a, b, *, ci: float = 0.95, resamples: int = 1000, seed: in
     Returns ``{"diff", "ci_low", "ci_high", "p_value", "n"}``, or ``None`` when either entry has no
     stored predictions, the metrics differ, or the two prediction sets cover different items.
     """
-    from labledger.evaluate import compare
+    from labledger.analysis.evaluation import compare
 
     if not a.results_path or not b.results_path or a.metric_id != b.metric_id:
         return None
     try:
-        doc = compare(a.results_path, b.results_path, metrics=[_spec(a.metric, a.params)], task=a.benchmark,
-                      ci=ci, resamples=resamples, seed=seed).to_dict()
+        doc = compare(
+            a.results_path,
+            b.results_path,
+            metrics=[_spec(a.metric, a.params)],
+            task=a.benchmark,
+            ci=ci,
+            resamples=resamples,
+            seed=seed,
+        ).to_dict()
     except ComparisonError:
         return None
     metrics = doc["tasks"][a.benchmark]["metrics"]
@@ -83,11 +90,17 @@ class GroupComparison:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"baseline": self.baseline, "groups": self.groups, "metrics": self.metrics,
-                "summary": self.summary, "runs": self.runs, "warnings": self.warnings,
-                "definition": "mean and sample standard deviation over the group's runs; diff = group mean "
-                              "- baseline mean; 'predictions' values are recomputed from stored results with "
-                              "the registry's definition, 'recorded' values are what the run logged"}
+        return {
+            "baseline": self.baseline,
+            "groups": self.groups,
+            "metrics": self.metrics,
+            "summary": self.summary,
+            "runs": self.runs,
+            "warnings": self.warnings,
+            "definition": "mean and sample standard deviation over the group's runs; diff = group mean "
+            "- baseline mean; 'predictions' values are recomputed from stored results with "
+            "the registry's definition, 'recorded' values are what the run logged",
+        }
 
 
 def _computed_value(doc: dict[str, Any], task: str, spec) -> float | None:
@@ -102,9 +115,16 @@ def _computed_value(doc: dict[str, Any], task: str, spec) -> float | None:
     return None
 
 
-def compare_groups(ledger, *, baseline: str, groups: Sequence[str], metrics: Sequence[str],
-                   results: str | None = None, task: str | None = None,
-                   include_unfinished: bool = False) -> GroupComparison:
+def compare_groups(
+    ledger,
+    *,
+    baseline: str,
+    groups: Sequence[str],
+    metrics: Sequence[str],
+    results: str | None = None,
+    task: str | None = None,
+    include_unfinished: bool = False,
+) -> GroupComparison:
     """Compare groups of runs with a baseline group on ``metrics`` (see :class:`GroupComparison`).
 
     Only finished runs count unless ``include_unfinished`` (crashed, killed or failed runs then
@@ -112,7 +132,7 @@ def compare_groups(ledger, *, baseline: str, groups: Sequence[str], metrics: Seq
 
     >>> # compare_groups(open_ledger(), baseline="0615", groups=["0617-main"], metrics=["has0_f1"])
     """
-    from labledger.evaluate import evaluate
+    from labledger.analysis.evaluation import evaluate
     from labledger.metrics.registry import parse_metric
 
     if not metrics:
@@ -128,21 +148,26 @@ def compare_groups(ledger, *, baseline: str, groups: Sequence[str], metrics: Seq
             raise LedgerError(f"group '{g}' has no finished runs in {ledger.root} (runs there: {statuses})")
         for i in infos:
             if i.status != "finished":
-                out.warnings.append(f"group '{g}' includes run {i.id} ({i.name}), which is {i.status}: its values "
-                                    f"may come from before it stopped")
+                out.warnings.append(
+                    f"group '{g}' includes run {i.id} ({i.name}), which is {i.status}: its values "
+                    f"may come from before it stopped"
+                )
         for info in reversed(infos):
             view = ledger.run(info.id)
             row: dict[str, Any] = {"group": g, "run": info.id, "name": info.name, "values": {}, "sources": {}}
             stored = view.results_names()
-            source_name = results if results in stored else (stored[0] if len(stored) == 1 and results is None else None)
+            source_name = (
+                results if results in stored else (stored[0] if len(stored) == 1 and results is None else None)
+            )
             ev = None
             for metric in metrics:
                 value, source = None, None
                 if source_name is not None:
                     spec = parse_metric(metric)
                     if ev is None:
-                        ev = evaluate(view.results_path(source_name), metrics=list(metrics), resamples=0,
-                                      task=task).to_dict()
+                        ev = evaluate(
+                            view.results_path(source_name), metrics=list(metrics), resamples=0, task=task
+                        ).to_dict()
                     tasks = list(ev["tasks"])
                     if len(tasks) != 1:
                         raise LedgerError(f"run {info.id} results '{source_name}' have tasks {tasks}; pass task=")
@@ -166,12 +191,19 @@ def compare_groups(ledger, *, baseline: str, groups: Sequence[str], metrics: Seq
             vals = values.get((g, metric), [])
             mean = statistics.fmean(vals) if vals else None
             sources = sorted({r["sources"][metric] for r in out.runs if r["group"] == g and metric in r["sources"]})
-            out.summary.append({
-                "group": g, "metric": metric, "runs": len(vals), "mean": mean,
-                "std": statistics.stdev(vals) if len(vals) > 1 else None,
-                "min": min(vals) if vals else None, "max": max(vals) if vals else None,
-                "diff": None if mean is None or base_mean is None or g == baseline else mean - base_mean,
-                "sources": sources})
+            out.summary.append(
+                {
+                    "group": g,
+                    "metric": metric,
+                    "runs": len(vals),
+                    "mean": mean,
+                    "std": statistics.stdev(vals) if len(vals) > 1 else None,
+                    "min": min(vals) if vals else None,
+                    "max": max(vals) if vals else None,
+                    "diff": None if mean is None or base_mean is None or g == baseline else mean - base_mean,
+                    "sources": sources,
+                }
+            )
             if any(s.startswith("recorded") for s in sources) and any(s.startswith("predictions") for s in sources):
                 out.warnings.append(f"group '{g}' mixes recomputed and recorded values of {metric}")
     for s in out.summary:

@@ -10,8 +10,6 @@
 from __future__ import annotations
 
 import math
-import sys
-import types
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -19,28 +17,65 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import ComparisonError, MetricInputError, UnknownNameError
+from labledger.inputs.results import TOLERANCE, ResultSet, TaskData, load
 from labledger.metrics.classification import label_prepared, prob_prepared, resolve_average
 from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranking_prepared, set_f1_values
 from labledger.metrics.registry import Metric, MetricSpec, Prepared, metric_key, parse_metric
 from labledger.metrics.regression import regression_prepared
 from labledger.metrics.resample import bootstrap_samples, interval, mcnemar, paired_bootstrap, unpaired_bootstrap
-from labledger.results import TOLERANCE, ResultSet, TaskData, load
 
 #: Metrics computed when none are asked for, by task kind.
 DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
-    "classification": ("accuracy", "balanced_accuracy", "f1", "roc_auc", "log_loss", "brier", "ece",
-                       "per_class", "confusion_matrix"),
-    "binary": ("accuracy", "f1", "precision", "recall", "roc_auc", "average_precision", "log_loss", "brier", "ece",
-               "per_class", "confusion_matrix"),
-    "regression": ("mae", "rmse", "pearson", "spearman", "has0_acc", "has0_f1", "non0_acc", "non0_f1", "zero_f1",
-                   "acc5", "acc7"),
+    "classification": (
+        "accuracy",
+        "balanced_accuracy",
+        "f1",
+        "roc_auc",
+        "log_loss",
+        "brier",
+        "ece",
+        "per_class",
+        "confusion_matrix",
+    ),
+    "binary": (
+        "accuracy",
+        "f1",
+        "precision",
+        "recall",
+        "roc_auc",
+        "average_precision",
+        "log_loss",
+        "brier",
+        "ece",
+        "per_class",
+        "confusion_matrix",
+    ),
+    "regression": (
+        "mae",
+        "rmse",
+        "pearson",
+        "spearman",
+        "has0_acc",
+        "has0_f1",
+        "non0_acc",
+        "non0_f1",
+        "zero_f1",
+        "acc5",
+        "acc7",
+    ),
     "ranking": ("ndcg@10", "mrr", "recall@10"),
     "sets": ("set_f1", "exact_match"),
     "match": ("exact_match",),
 }
 #: The headline metric of each task kind (the suite mean averages headlines); override per task.
-HEADLINE: dict[str, str] = {"classification": "accuracy", "binary": "f1", "regression": "pearson",
-                            "ranking": "ndcg@10", "sets": "set_f1", "match": "exact_match"}
+HEADLINE: dict[str, str] = {
+    "classification": "accuracy",
+    "binary": "f1",
+    "regression": "pearson",
+    "ranking": "ndcg@10",
+    "sets": "set_f1",
+    "match": "exact_match",
+}
 _MISSING = "(missing)"
 
 
@@ -71,16 +106,23 @@ def task_params(metric: Metric, params: Mapping[str, Any], td: TaskData) -> dict
         if p["pos_label"] is not None:
             p["pos_label"] = str(p["pos_label"]) if not isinstance(p["pos_label"], str) else p["pos_label"]
             if p["pos_label"] not in td.labels:
-                raise UnknownNameError(f"label of task '{td.task}' (pos_label of {metric.name})", p["pos_label"],
-                                       td.labels)
+                raise UnknownNameError(
+                    f"label of task '{td.task}' (pos_label of {metric.name})", p["pos_label"], td.labels
+                )
         elif "average" in p and p["average"] in ("auto", "binary"):
             p["pos_label"] = td.positive
         p = resolve_average(p, p["pos_label"] is not None)
         if p.get("average") == "binary" and p["pos_label"] is None:
-            raise MetricInputError(f"{metric.name}[average=binary] on task '{td.task}' needs pos_label "
-                                   f"(labels: {', '.join(td.labels)})")
-        if p.get("average") != "binary" and metric.name in ("precision", "recall", "f1", "roc_auc",
-                                                            "average_precision"):
+            raise MetricInputError(
+                f"{metric.name}[average=binary] on task '{td.task}' needs pos_label (labels: {', '.join(td.labels)})"
+            )
+        if p.get("average") != "binary" and metric.name in (
+            "precision",
+            "recall",
+            "f1",
+            "roc_auc",
+            "average_precision",
+        ):
             p["pos_label"] = None
         if metric.name in ("log_loss", "brier", "ece"):
             p.pop("pos_label")
@@ -104,8 +146,10 @@ class _TaskCache:
 def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: _TaskCache | None = None) -> Prepared:
     """A :class:`Prepared` for ``metric`` on task data ``td`` with resolved ``params``."""
     if td.kind not in metric.kinds:
-        raise MetricInputError(f"metric '{metric.name}' does not apply to task '{td.task}' ({td.kind}); "
-                               f"it needs a {' or '.join(metric.kinds)} task")
+        raise MetricInputError(
+            f"metric '{metric.name}' does not apply to task '{td.task}' ({td.kind}); "
+            f"it needs a {' or '.join(metric.kinds)} task"
+        )
     cache = cache or _TaskCache(td)
     pos = td.labels.index(params["pos_label"]) if params.get("pos_label") is not None else None
     if metric.needs == "labels":
@@ -117,8 +161,14 @@ def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: _T
     if metric.needs == "ranking":
         return ranking_prepared(metric.name, params, cache.ranking)
     if metric.name == "set_f1":
-        return Prepared(metric="set_f1", params=params, n=td.n, n_used=td.n, strategy="mean",
-                        values=set_f1_values(td.gold_items, td.pred_items))
+        return Prepared(
+            metric="set_f1",
+            params=params,
+            n=td.n,
+            n_used=td.n,
+            strategy="mean",
+            values=set_f1_values(td.gold_items, td.pred_items),
+        )
     if metric.name == "exact_match":
         if td.kind == "sets":
             hits = np.fromiter((g == p for g, p in zip(td.gold_items, td.pred_items)), dtype=np.float64, count=td.n)
@@ -136,8 +186,9 @@ ITEM_RESAMPLE_BUDGET: float | None = 2e8
 MIN_RESAMPLES = 200
 
 
-def resamples_for(prep: Prepared, resamples: int, groups: np.ndarray | None = None, *,
-                  budget: float | None = ITEM_RESAMPLE_BUDGET) -> int:
+def resamples_for(
+    prep: Prepared, resamples: int, groups: np.ndarray | None = None, *, budget: float | None = ITEM_RESAMPLE_BUDGET
+) -> int:
     """How many bootstrap resamples a prepared metric gets (see :data:`ITEM_RESAMPLE_BUDGET`).
 
     >>> from labledger.metrics import prepare
@@ -153,11 +204,23 @@ def resamples_for(prep: Prepared, resamples: int, groups: np.ndarray | None = No
 
 
 def _value_entry(metric: Metric, params: dict[str, Any], iv, *, extra: Mapping[str, Any] | None = None) -> dict:
-    return {"metric": metric.name, "key": metric_key(metric.name, params), "params": _json_params(params),
-            "definition": metric.describe(params), "higher_is_better": metric.higher_is_better,
-            "value": _num(iv.value), "ci_low": _num(iv.low), "ci_high": _num(iv.high), "ci": iv.ci,
-            "resamples": iv.resamples, "method": iv.method, "n": iv.n, "clusters": iv.clusters,
-            "undefined_resamples": iv.undefined_resamples, **(extra or {})}
+    return {
+        "metric": metric.name,
+        "key": metric_key(metric.name, params),
+        "params": _json_params(params),
+        "definition": metric.describe(params),
+        "higher_is_better": metric.higher_is_better,
+        "value": _num(iv.value),
+        "ci_low": _num(iv.low),
+        "ci_high": _num(iv.high),
+        "ci": iv.ci,
+        "resamples": iv.resamples,
+        "method": iv.method,
+        "n": iv.n,
+        "clusters": iv.clusters,
+        "undefined_resamples": iv.undefined_resamples,
+        **(extra or {}),
+    }
 
 
 def _entry(entries: list[dict[str, Any]], task: str, key: str) -> dict[str, Any]:
@@ -225,12 +288,23 @@ def _check_applicable(rs: ResultSet, metrics: Any) -> None:
     kinds = {td.kind for td in rs.values()}
     for spec in specs:
         if not kinds & set(spec.metric.kinds):
-            raise MetricInputError(f"metric '{spec}' applies to {' or '.join(spec.metric.kinds)} tasks; "
-                                   f"the tasks here are {', '.join(sorted(kinds))}")
+            raise MetricInputError(
+                f"metric '{spec}' applies to {' or '.join(spec.metric.kinds)} tasks; "
+                f"the tasks here are {', '.join(sorted(kinds))}"
+            )
 
 
-def _compute(td: TaskData, specs: list[MetricSpec], *, ci: float, resamples: int, seed: int, where: str,
-             keep: set[str] | None = None, budget: float | None = ITEM_RESAMPLE_BUDGET) -> tuple[list[dict], dict[str, Any], dict[str, np.ndarray]]:
+def _compute(
+    td: TaskData,
+    specs: list[MetricSpec],
+    *,
+    ci: float,
+    resamples: int,
+    seed: int,
+    where: str,
+    keep: set[str] | None = None,
+    budget: float | None = ITEM_RESAMPLE_BUDGET,
+) -> tuple[list[dict], dict[str, Any], dict[str, np.ndarray]]:
     """Scalar metric entries, table sections (per_class, confusion_matrix) and kept samples."""
     cache = _TaskCache(td)
     entries: list[dict] = []
@@ -251,9 +325,13 @@ def _compute(td: TaskData, specs: list[MetricSpec], *, ci: float, resamples: int
             if where == "":
                 counts = prep.value()
                 k = len(td.labels)
-                tables["confusion_matrix"] = {"labels": list(td.labels), "rows": "gold", "columns": "pred",
-                                              "matrix": np.asarray(list(counts.values())).reshape(k, k).astype(int)
-                                              .tolist(), "definition": metric.describe(params)}
+                tables["confusion_matrix"] = {
+                    "labels": list(td.labels),
+                    "rows": "gold",
+                    "columns": "pred",
+                    "matrix": np.asarray(list(counts.values())).reshape(k, k).astype(int).tolist(),
+                    "definition": metric.describe(params),
+                }
             continue
         if metric.name == "per_class" and where != "":
             continue
@@ -268,26 +346,51 @@ def _compute(td: TaskData, specs: list[MetricSpec], *, ci: float, resamples: int
                     c = iv[f"{stat}[{lab}]"]
                     row[stat] = {"value": _num(c.value), "ci_low": _num(c.low), "ci_high": _num(c.high)}
                 rows.append(row)
-            tables["per_class"] = {"definition": metric.describe(params), "params": _json_params(params),
-                                   "ci": ci, "resamples": resamples, "method": iv[next(iter(iv))].method,
-                                   "labels": rows}
+            tables["per_class"] = {
+                "definition": metric.describe(params),
+                "params": _json_params(params),
+                "ci": ci,
+                "resamples": resamples,
+                "method": iv[next(iter(iv))].method,
+                "labels": rows,
+            }
             continue
-        entries.append(_value_entry(metric, params, iv, extra=None if used == resamples else {
-            "resamples_requested": resamples,
-            "resamples_note": f"{used} resamples instead of {resamples}: this metric is recomputed on every "
-                              f"resampled item set (n={prep.n:,}), capped at {budget:.0e} item-draws; "
-                              f"evaluate(..., item_draw_budget=None) or `labledger eval --all-resamples` "
-                              f"computes them all"}))
+        entries.append(
+            _value_entry(
+                metric,
+                params,
+                iv,
+                extra=None
+                if used == resamples
+                else {
+                    "resamples_requested": resamples,
+                    "resamples_note": f"{used} resamples instead of {resamples}: this metric is recomputed on every "
+                    f"resampled item set (n={prep.n:,}), capped at {budget:.0e} item-draws; "
+                    f"evaluate(..., item_draw_budget=None) or `labledger eval --all-resamples` "
+                    f"computes them all",
+                },
+            )
+        )
         if keep is not None and key in keep and draws is not None:
             samples[key] = draws
     return entries, tables, samples
 
 
-def evaluate(source: Any, *, metrics: Any = None, by: str | Sequence[str] | None = None, ci: float = 0.95,
-             resamples: int = 1000, seed: int = 0, task: str | Sequence[str] | None = None,
-             headline: Mapping[str, str] | None = None, positive: str | Mapping[str, str] | None = None,
-             tolerance: float = TOLERANCE, item_draw_budget: float | None = ITEM_RESAMPLE_BUDGET) -> Evaluation:
-    """Evaluate rows, a ``results.jsonl`` path or a :class:`~labledger.results.ResultSet`.
+def evaluate(
+    source: Any,
+    *,
+    metrics: Any = None,
+    by: str | Sequence[str] | None = None,
+    ci: float = 0.95,
+    resamples: int = 1000,
+    seed: int = 0,
+    task: str | Sequence[str] | None = None,
+    headline: Mapping[str, str] | None = None,
+    positive: str | Mapping[str, str] | None = None,
+    tolerance: float = TOLERANCE,
+    item_draw_budget: float | None = ITEM_RESAMPLE_BUDGET,
+) -> Evaluation:
+    """Evaluate rows, a ``results.jsonl`` path or a :class:`~labledger.inputs.results.ResultSet`.
 
     ``metrics``: metric specs (``"f1:average=macro"``, ``"ndcg@10"``...) applied to every task they
     fit, or ``{task: [specs]}``; default: :data:`DEFAULT_METRICS` per task kind. ``by``: slice
@@ -310,8 +413,17 @@ def evaluate(source: Any, *, metrics: Any = None, by: str | Sequence[str] | None
     if fields and not any(f in rs[t].slice_columns for t in tasks for f in fields):
         known = sorted({f for t in tasks for f in rs[t].slice_columns})
         raise UnknownNameError("slice field", fields[0], known)
-    doc: dict[str, Any] = {"kind": "evaluation", "version": 1, "source": rs.source, "n": sum(rs[t].n for t in tasks),
-                           "ci": ci, "resamples": resamples, "seed": seed, "by": fields, "tasks": {}}
+    doc: dict[str, Any] = {
+        "kind": "evaluation",
+        "version": 1,
+        "source": rs.source,
+        "n": sum(rs[t].n for t in tasks),
+        "ci": ci,
+        "resamples": resamples,
+        "seed": seed,
+        "by": fields,
+        "tasks": {},
+    }
     headline_samples: dict[str, tuple[dict, np.ndarray | None]] = {}
     for name in tasks:
         td = rs[name]
@@ -320,24 +432,39 @@ def evaluate(source: Any, *, metrics: Any = None, by: str | Sequence[str] | None
         head_key = None
         if td.kind in head_spec.metric.kinds:
             head_key = metric_key(head_spec.name, task_params(head_spec.metric, dict(head_spec.params), td))
-            keys = {metric_key(s.name, task_params(s.metric, dict(s.params), td))
-                    for s in specs if td.kind in s.metric.kinds}
+            keys = {
+                metric_key(s.name, task_params(s.metric, dict(s.params), td))
+                for s in specs
+                if td.kind in s.metric.kinds
+            }
             if head_key not in keys:
-                specs = specs + [head_spec]
-        entries, tables, kept = _compute(td, specs, ci=ci, resamples=resamples, seed=seed, where="",
-                                         budget=item_draw_budget,
-                                         keep={head_key} if head_key else None)
-        body: dict[str, Any] = {"kind": td.kind, "n": td.n, "labels": list(td.labels) or None,
-                                "positive": td.positive,
-                                "clusters": None if td.group is None else int(td.group.max()) + 1,
-                                "headline": head_key, "metrics": entries, **tables}
+                specs = [*specs, head_spec]
+        entries, tables, kept = _compute(
+            td,
+            specs,
+            ci=ci,
+            resamples=resamples,
+            seed=seed,
+            where="",
+            budget=item_draw_budget,
+            keep={head_key} if head_key else None,
+        )
+        body: dict[str, Any] = {
+            "kind": td.kind,
+            "n": td.n,
+            "labels": list(td.labels) or None,
+            "positive": td.positive,
+            "clusters": None if td.group is None else int(td.group.max()) + 1,
+            "headline": head_key,
+            "metrics": entries,
+            **tables,
+        }
         if head_key:
             entry = next((e for e in entries if e["key"] == head_key), None)
             if entry is not None:
                 headline_samples[name] = (entry, kept.get(head_key))
         if fields:
-            body["slices"] = _slices(td, specs, fields, ci=ci, resamples=resamples, seed=seed,
-                                     budget=item_draw_budget)
+            body["slices"] = _slices(td, specs, fields, ci=ci, resamples=resamples, seed=seed, budget=item_draw_budget)
         doc["tasks"][name] = body
     doc["suite"] = _suite(headline_samples, ci) if len(tasks) > 1 else None
     return Evaluation(doc)
@@ -352,8 +479,16 @@ def _select_tasks(rs: ResultSet, task: str | Sequence[str] | None) -> list[str]:
     return wanted
 
 
-def _slices(td: TaskData, specs: list[MetricSpec], fields: list[str], *, ci: float, resamples: int,
-            seed: int, budget: float | None = ITEM_RESAMPLE_BUDGET) -> dict[str, Any]:
+def _slices(
+    td: TaskData,
+    specs: list[MetricSpec],
+    fields: list[str],
+    *,
+    ci: float,
+    resamples: int,
+    seed: int,
+    budget: float | None = ITEM_RESAMPLE_BUDGET,
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fld in fields:
         if fld not in td.slice_columns:
@@ -365,11 +500,15 @@ def _slices(td: TaskData, specs: list[MetricSpec], fields: list[str], *, ci: flo
             mask = codes == j
             if not mask.any():
                 continue
-            label = _MISSING if values[j] is None else (str(values[j]).lower() if isinstance(values[j], bool)
-                                                         else str(values[j]))
+            label = (
+                _MISSING
+                if values[j] is None
+                else (str(values[j]).lower() if isinstance(values[j], bool) else str(values[j]))
+            )
             sub = td.subset(mask)
-            entries, _, _ = _compute(sub, specs, ci=ci, resamples=resamples, seed=seed, where=f"{fld}={label}",
-                                     budget=budget)
+            entries, _, _ = _compute(
+                sub, specs, ci=ci, resamples=resamples, seed=seed, where=f"{fld}={label}", budget=budget
+            )
             per[label] = {"n": sub.n, "metrics": entries}
         out[fld] = per
     return out
@@ -388,12 +527,19 @@ def _suite(heads: dict[str, tuple[dict, np.ndarray | None]], ci: float) -> dict[
         mean_draws = mean_draws[np.isfinite(mean_draws)]
         if len(mean_draws):
             low, high = (float(x) for x in np.quantile(mean_draws, [(1 - ci) / 2, (1 + ci) / 2]))
-    return {"metric": "macro mean of task headline metrics",
-            "definition": "Unweighted mean over tasks of each task's headline metric (tasks whose headline is "
-                          "lower-is-better are left out); CI from the mean of independent per-task bootstrap "
-                          "resamples.",
-            "value": value, "ci_low": low, "ci_high": high, "ci": ci, "n_tasks": len(used),
-            "tasks": {t: e["key"] for t, e in used.items()}, "excluded": excluded}
+    return {
+        "metric": "macro mean of task headline metrics",
+        "definition": "Unweighted mean over tasks of each task's headline metric (tasks whose headline is "
+        "lower-is-better are left out); CI from the mean of independent per-task bootstrap "
+        "resamples.",
+        "value": value,
+        "ci_low": low,
+        "ci_high": high,
+        "ci": ci,
+        "n_tasks": len(used),
+        "tasks": {t: e["key"] for t, e in used.items()},
+        "excluded": excluded,
+    }
 
 
 # ------------------------------------------------------------------------------------------------
@@ -457,7 +603,8 @@ def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData,
                 f"task '{a.task}': the item sets differ (A has {len(set_a)} items, B has {len(set_b)}; "
                 f"{len(only_a)} only in A, e.g. {_examples(only_a)}; {len(only_b)} only in B, e.g. "
                 f"{_examples(only_b)}). A paired comparison needs the same ids; pass --unpaired (unpaired=True) "
-                "to compare different item sets.")
+                "to compare different item sets."
+            )
         pos = {v: i for i, v in enumerate(ids_b.tolist())}
         b = b.subset(np.fromiter((pos[v] for v in ids_a.tolist()), dtype=np.int64, count=len(ids_a)))
     if unpaired:
@@ -482,8 +629,10 @@ def _check_gold(a: TaskData, b: TaskData) -> None:
         ga, gb = a.gold_relevance, b.gold_relevance
     if len(diff):
         i = int(diff[0])
-        raise ComparisonError(f"task '{a.task}': gold differs between A and B for {len(diff)} items (e.g. id "
-                              f"{a.ids[i]!r}: A {_short(ga[i])}, B {_short(gb[i])}); these are not the same data")
+        raise ComparisonError(
+            f"task '{a.task}': gold differs between A and B for {len(diff)} items (e.g. id "
+            f"{a.ids[i]!r}: A {_short(ga[i])}, B {_short(gb[i])}); these are not the same data"
+        )
 
 
 def _short(v: Any) -> str:
@@ -491,9 +640,19 @@ def _short(v: Any) -> str:
     return text if len(text) < 60 else text[:57] + "..."
 
 
-def compare(a: Any, b: Any, *, metrics: Any = None, unpaired: bool = False, ci: float = 0.95,
-            resamples: int = 1000, seed: int = 0, task: str | Sequence[str] | None = None,
-            positive: str | Mapping[str, str] | None = None, tolerance: float = TOLERANCE) -> Comparison:
+def compare(
+    a: Any,
+    b: Any,
+    *,
+    metrics: Any = None,
+    unpaired: bool = False,
+    ci: float = 0.95,
+    resamples: int = 1000,
+    seed: int = 0,
+    task: str | Sequence[str] | None = None,
+    positive: str | Mapping[str, str] | None = None,
+    tolerance: float = TOLERANCE,
+) -> Comparison:
     """Compare two result sets task by task: A - B for each metric with a CI and a p-value.
 
     Same item ids: a paired bootstrap (and McNemar's test for accuracy / exact match). Different
@@ -511,15 +670,25 @@ def compare(a: Any, b: Any, *, metrics: Any = None, unpaired: bool = False, ci: 
     if task is None:
         only_a, only_b = set(ra) - set(rb), set(rb) - set(ra)
         if only_a or only_b:
-            raise ComparisonError(f"the tasks differ: only in A: {', '.join(sorted(only_a)) or 'none'}; only in B: "
-                                  f"{', '.join(sorted(only_b)) or 'none'} (pass task= to compare one)")
+            raise ComparisonError(
+                f"the tasks differ: only in A: {', '.join(sorted(only_a)) or 'none'}; only in B: "
+                f"{', '.join(sorted(only_b)) or 'none'} (pass task= to compare one)"
+            )
         tasks = list(ra)
     else:
         tasks = _select_tasks(ra, task)
         _select_tasks(rb, task)
     _check_applicable(ra, metrics)
-    doc: dict[str, Any] = {"kind": "comparison", "version": 1, "a": ra.source, "b": rb.source, "ci": ci,
-                           "resamples": resamples, "seed": seed, "tasks": {}}
+    doc: dict[str, Any] = {
+        "kind": "comparison",
+        "version": 1,
+        "a": ra.source,
+        "b": rb.source,
+        "ci": ci,
+        "resamples": resamples,
+        "seed": seed,
+        "tasks": {},
+    }
     for name in tasks:
         ta, tb = ra[name], rb[name]
         if ta.kind != tb.kind:
@@ -542,39 +711,56 @@ def compare(a: Any, b: Any, *, metrics: Any = None, unpaired: bool = False, ci: 
                 if metric.name in ("accuracy", "exact_match"):
                     res.mcnemar = mcnemar(correct_a=_correct(pa), correct_b=_correct(pb))
             else:
-                res = unpaired_bootstrap(pa, pb, ci=ci, resamples=resamples, seed=s, groups_a=ta.group,
-                                         groups_b=tb.group)
-            entries.append({"metric": metric.name, "key": key, "params": _json_params(params),
-                            "definition": metric.describe(params), "higher_is_better": metric.higher_is_better,
-                            "a": _num(res.a), "b": _num(res.b), "diff": _num(res.diff), "ci_low": _num(res.low),
-                            "ci_high": _num(res.high), "p_value": res.p_value, "ci": ci, "resamples": resamples,
-                            "method": res.method, "n": res.n, "clusters": res.clusters, "mcnemar": res.mcnemar})
-        doc["tasks"][name] = {"kind": ta.kind, "paired": paired, "n_a": ta.n, "n_b": tb.n,
-                              "n": ta.n if paired else None, "metrics": entries}
+                res = unpaired_bootstrap(
+                    pa, pb, ci=ci, resamples=resamples, seed=s, groups_a=ta.group, groups_b=tb.group
+                )
+            entries.append(
+                {
+                    "metric": metric.name,
+                    "key": key,
+                    "params": _json_params(params),
+                    "definition": metric.describe(params),
+                    "higher_is_better": metric.higher_is_better,
+                    "a": _num(res.a),
+                    "b": _num(res.b),
+                    "diff": _num(res.diff),
+                    "ci_low": _num(res.low),
+                    "ci_high": _num(res.high),
+                    "p_value": res.p_value,
+                    "ci": ci,
+                    "resamples": resamples,
+                    "method": res.method,
+                    "n": res.n,
+                    "clusters": res.clusters,
+                    "mcnemar": res.mcnemar,
+                }
+            )
+        doc["tasks"][name] = {
+            "kind": ta.kind,
+            "paired": paired,
+            "n_a": ta.n,
+            "n_b": tb.n,
+            "n": ta.n if paired else None,
+            "metrics": entries,
+        }
     return Comparison(doc)
 
 
 def _correct(prep: Prepared) -> np.ndarray:
     if prep.strategy == "table":  # accuracy: the diagonal cells of the gold x pred table
-        k = int(round(math.sqrt(prep.n_cells)))
+        k = round(math.sqrt(prep.n_cells))
         cells = prep.get_cells()
         return (cells // k) == (cells % k)
     return prep.values > 0.5
 
 
-__all__ = ["Comparison", "DEFAULT_METRICS", "Evaluation", "HEADLINE", "compare", "evaluate", "prepare_task",
-           "task_params"]
-
-
-class _CallableModule(types.ModuleType):
-    """``labledger.evaluate`` names both this module and its main function.
-
-    Importing the submodule makes the package attribute ``labledger.evaluate`` this module, so the
-    module forwards calls to :func:`evaluate`: ``labledger.evaluate(rows)`` works in any import order.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Evaluation:
-        return evaluate(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+__all__ = [
+    "DEFAULT_METRICS",
+    "HEADLINE",
+    "Comparison",
+    "Evaluation",
+    "compare",
+    "evaluate",
+    "prepare_task",
+    "task_params",
+]

@@ -37,15 +37,20 @@ from typing import Any
 import numpy as np
 import orjson
 
-from labledger.errors import RecordError, UnknownNameError
-from labledger.store.jsonl import TornLineWarning  # the ledger's one warning for a torn last line
+from labledger.errors import RecordError, TornLineWarning, UnknownNameError
 
 #: Default tolerance for ``|sum(probs) - 1|``.
 TOLERANCE = 1e-3
 #: The kinds of task a results file can hold, and the field that marks each.
 KINDS = ("classification", "binary", "regression", "ranking", "sets", "match")
-_KIND_FIELD = {"classification": "probs", "binary": "score", "ranking": "scores", "regression": "pred",
-               "sets": "pred", "match": "pred"}
+_KIND_FIELD = {
+    "classification": "probs",
+    "binary": "score",
+    "ranking": "scores",
+    "regression": "pred",
+    "sets": "pred",
+    "match": "pred",
+}
 _CORE = frozenset(("id", "task", "gold", "probs", "score", "scores", "pred", "slices", "group", "positive"))
 _NUM = (int, float)
 
@@ -91,7 +96,7 @@ class TaskData:
     @property
     def n(self) -> int:
         """Number of items."""
-        return int(len(self.ids))
+        return len(self.ids)
 
     @property
     def slices(self) -> dict[str, np.ndarray]:
@@ -134,12 +139,23 @@ class TaskData:
 
         group = None if self.group is None else canonical_codes(self.group[idx])
         return TaskData(
-            task=self.task, kind=self.kind, ids=self.ids[idx], lines=self.lines[idx], labels=self.labels,
-            gold_index=take(self.gold_index), pred_index=take(self.pred_index), probs=take(self.probs),
-            score=take(self.score), positive=self.positive, gold_value=take(self.gold_value),
-            pred_value=take(self.pred_value), gold_items=take_list(self.gold_items),
-            pred_items=take_list(self.pred_items), gold_relevance=take_list(self.gold_relevance),
-            scores=take_list(self.scores), group=group,
+            task=self.task,
+            kind=self.kind,
+            ids=self.ids[idx],
+            lines=self.lines[idx],
+            labels=self.labels,
+            gold_index=take(self.gold_index),
+            pred_index=take(self.pred_index),
+            probs=take(self.probs),
+            score=take(self.score),
+            positive=self.positive,
+            gold_value=take(self.gold_value),
+            pred_value=take(self.pred_value),
+            gold_items=take_list(self.gold_items),
+            pred_items=take_list(self.pred_items),
+            gold_relevance=take_list(self.gold_relevance),
+            scores=take_list(self.scores),
+            group=group,
             slice_columns={k: (c[idx], v) for k, (c, v) in self.slice_columns.items()},
             extras={k: [v[i] for i in idx] for k, v in self.extras.items()},
         )
@@ -211,8 +227,21 @@ def _show(v: Any) -> str:
 
 
 class _TaskBuilder:
-    __slots__ = ("task", "kind", "first_line", "ids", "lines", "gold", "pred", "group", "slices",
-                 "extras", "positive", "positive_line", "n")
+    __slots__ = (
+        "extras",
+        "first_line",
+        "gold",
+        "group",
+        "ids",
+        "kind",
+        "lines",
+        "n",
+        "positive",
+        "positive_line",
+        "pred",
+        "slices",
+        "task",
+    )
 
     def __init__(self, task: str, kind: str, line: int):
         self.task, self.kind, self.first_line = task, kind, line
@@ -241,7 +270,7 @@ class _Checker:
     def fail(self, msg: str, line: int, fld: str | None = None) -> RecordError:
         return RecordError(msg, source=self.source, line=line, field=fld)
 
-    def check(self, row: Any, line: int) -> None:  # noqa: C901 - one flat pass is the fast one
+    def check(self, row: Any, line: int) -> None:
         if not isinstance(row, dict):
             raise self.fail(f"a result row must be a JSON object; got {_show(row)}", line)
         try:
@@ -274,15 +303,17 @@ class _Checker:
             for k, p in probs.items():
                 tp = type(p)
                 if (tp is not float and tp is not int) or not (0.0 <= p <= 1.0):
-                    raise self.fail(f"must map labels to numbers in [0, 1]; got {_show(p)} for {k!r}",
-                                    line, "probs")
+                    raise self.fail(f"must map labels to numbers in [0, 1]; got {_show(p)} for {k!r}", line, "probs")
                 total += p
             if abs(total - 1.0) > self.tol:
                 raise self.fail(f"must sum to 1 (within {self.tol:g}); got {total:.6g}", line, "probs")
             g = _label(gold)
             if g is None or g not in probs:
-                raise self.fail(f"must be one of the labels of 'probs' ({', '.join(map(repr, sorted(probs)))});"
-                                f" got {_show(gold)}", line, "gold")
+                raise self.fail(
+                    f"must be one of the labels of 'probs' ({', '.join(map(repr, sorted(probs)))}); got {_show(gold)}",
+                    line,
+                    "gold",
+                )
             pred = probs
         elif "score" in row:
             kind = "binary"
@@ -301,15 +332,20 @@ class _Checker:
                 raise self.fail(f"must map document ids to numbers; got {_show(scores)}", line, "scores")
             for k, v in scores.items():
                 if type(v) not in _NUM or not math.isfinite(v):
-                    raise self.fail(f"must map document ids to finite numbers; got {_show(v)} for {k!r}",
-                                    line, "scores")
+                    raise self.fail(
+                        f"must map document ids to finite numbers; got {_show(v)} for {k!r}", line, "scores"
+                    )
             if not isinstance(gold, dict):
-                raise self.fail(f"must map document ids to graded relevance (numbers >= 0) for a ranking row; "
-                                f"got {_show(gold)}", line, "gold")
+                raise self.fail(
+                    f"must map document ids to graded relevance (numbers >= 0) for a ranking row; got {_show(gold)}",
+                    line,
+                    "gold",
+                )
             for k, v in gold.items():
                 if type(v) not in _NUM or not (0 <= v < math.inf):
-                    raise self.fail(f"must map document ids to relevance numbers >= 0; got {_show(v)} for {k!r}",
-                                    line, "gold")
+                    raise self.fail(
+                        f"must map document ids to relevance numbers >= 0; got {_show(v)} for {k!r}", line, "gold"
+                    )
             g, pred = gold, scores
         elif "pred" in row:
             pred = row["pred"]
@@ -323,8 +359,11 @@ class _Checker:
             elif tg is list and tp is list:
                 kind = "sets"
             elif tg is list or tp is list:
-                raise self.fail(f"and 'gold' must both be lists for a set task; got gold {_show(gold)}, "
-                                f"pred {_show(pred)}", line, "pred")
+                raise self.fail(
+                    f"and 'gold' must both be lists for a set task; got gold {_show(gold)}, pred {_show(pred)}",
+                    line,
+                    "pred",
+                )
             else:
                 kind = "match"
             g = gold
@@ -335,9 +374,12 @@ class _Checker:
         if b is None:
             b = self.tasks[task] = _TaskBuilder(task, kind, line)
         elif b.kind != kind:
-            raise self.fail(f"task '{task}' mixes kinds: line {b.first_line} is {b.kind} "
-                            f"('{_KIND_FIELD[b.kind]}'), this row is {kind} ('{_KIND_FIELD[kind]}')",
-                            line, _KIND_FIELD[kind])
+            raise self.fail(
+                f"task '{task}' mixes kinds: line {b.first_line} is {b.kind} "
+                f"('{_KIND_FIELD[b.kind]}'), this row is {kind} ('{_KIND_FIELD[kind]}')",
+                line,
+                _KIND_FIELD[kind],
+            )
         b.n += 1
 
         positive = row.get("positive")
@@ -348,8 +390,9 @@ class _Checker:
             if b.positive is None:
                 b.positive, b.positive_line = pl, line
             elif b.positive != pl:
-                raise self.fail(f"is {pl!r} but line {b.positive_line} of task '{task}' says {b.positive!r}",
-                                line, "positive")
+                raise self.fail(
+                    f"is {pl!r} but line {b.positive_line} of task '{task}' says {b.positive!r}", line, "positive"
+                )
 
         slices = row.get("slices")
         if slices is not None and not isinstance(slices, dict):
@@ -357,12 +400,12 @@ class _Checker:
         if slices:
             for k, v in slices.items():
                 if v is not None and type(v) not in (str, int, float, bool):
-                    raise self.fail(f"values must be strings, numbers or booleans; got {_show(v)} for {k!r}",
-                                    line, "slices")
+                    raise self.fail(
+                        f"values must be strings, numbers or booleans; got {_show(v)} for {k!r}", line, "slices"
+                    )
         grp = row.get("group")
         if grp is not None and type(grp) not in (str, int):
-            raise self.fail(f"must be a string or an integer (the bootstrap cluster); got {_show(grp)}",
-                            line, "group")
+            raise self.fail(f"must be a string or an integer (the bootstrap cluster); got {_show(grp)}", line, "group")
 
         if not self.collect:
             return
@@ -401,9 +444,13 @@ def _positive_for(task: str, golds: set[str], given: str | None, source: str, li
     for neg, pos in (("false", "true"), ("0", "1")):
         if golds <= {neg, pos}:
             return pos
-    raise RecordError(f"task '{task}' gives 'score' (P(positive)) but no positive label: pass positive= "
-                      f"or add a 'positive' field to the rows (gold labels: {', '.join(sorted(golds))})",
-                      source=source, line=line, field="score")
+    raise RecordError(
+        f"task '{task}' gives 'score' (P(positive)) but no positive label: pass positive= "
+        f"or add a 'positive' field to the rows (gold labels: {', '.join(sorted(golds))})",
+        source=source,
+        line=line,
+        field="score",
+    )
 
 
 def _negative_label(positive: str, golds: set[str]) -> str:
@@ -434,8 +481,11 @@ def _set_positive_column(td: TaskData, positive: str | None, source: str) -> Non
     if positive is None or (positive not in td.labels and not isinstance(positive, _Strict)):
         return
     if positive not in td.labels:
-        raise RecordError(f"positive label {positive!r} is not a label of task '{td.task}' "
-                          f"({', '.join(td.labels)})", source=source, field="positive")
+        raise RecordError(
+            f"positive label {positive!r} is not a label of task '{td.task}' ({', '.join(td.labels)})",
+            source=source,
+            field="positive",
+        )
     td.positive = positive
     if len(td.labels) == 2:
         td.score = td.probs[:, td.labels.index(positive)].copy()
@@ -511,11 +561,20 @@ def _build(b: _TaskBuilder, source: str, positive: str | None) -> TaskData:
         pos = _positive_for(b.task, golds, positive or b.positive, source, b.first_line)
         extra = golds - {pos}
         if len(extra) > 1:
-            raise RecordError(f"task '{b.task}' gives 'score' (binary) but gold has {len(golds | {pos})} labels "
-                              f"({', '.join(sorted(golds | {pos}))})", source=source, line=b.first_line,
-                              field="gold")
-        _set_binary_columns(td, pos, golds, np.asarray(b.pred, dtype=np.float64),
-                            np.fromiter((g == pos for g in b.gold), dtype=bool, count=n))
+            raise RecordError(
+                f"task '{b.task}' gives 'score' (binary) but gold has {len(golds | {pos})} labels "
+                f"({', '.join(sorted(golds | {pos}))})",
+                source=source,
+                line=b.first_line,
+                field="gold",
+            )
+        _set_binary_columns(
+            td,
+            pos,
+            golds,
+            np.asarray(b.pred, dtype=np.float64),
+            np.fromiter((g == pos for g in b.gold), dtype=bool, count=n),
+        )
     elif b.kind == "regression":
         td.gold_value = np.asarray(b.gold, dtype=np.float64)
         td.pred_value = np.asarray(b.pred, dtype=np.float64)
@@ -559,8 +618,13 @@ def _finish(checker: _Checker, source: str, positive) -> ResultSet:
 # Public entry points
 
 
-def validate_rows(rows: Iterable[Mapping[str, Any]], *, source: str = "<rows>", tolerance: float = TOLERANCE,
-                  lines: Iterable[int] | None = None) -> dict[str, dict[str, Any]]:
+def validate_rows(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    source: str = "<rows>",
+    tolerance: float = TOLERANCE,
+    lines: Iterable[int] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Check result rows; raise :class:`RecordError` (source, line, field) at the first bad one.
 
     ``lines`` gives each row's line number (default: 1, 2, ...). Returns ``{task: {"kind", "n"}}``.
@@ -575,8 +639,13 @@ def validate_rows(rows: Iterable[Mapping[str, Any]], *, source: str = "<rows>", 
     return {name: {"kind": b.kind, "n": b.n} for name, b in checker.tasks.items()}
 
 
-def results_from_rows(rows: Iterable[Mapping[str, Any]], *, source: str = "<rows>", tolerance: float = TOLERANCE,
-                      positive: str | Mapping[str, str] | None = None) -> ResultSet:
+def results_from_rows(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    source: str = "<rows>",
+    tolerance: float = TOLERANCE,
+    positive: str | Mapping[str, str] | None = None,
+) -> ResultSet:
     """Validate rows (dicts) and return them as a :class:`ResultSet` of columnar tasks.
 
     >>> rs = results_from_rows([{"id": "a", "task": "t", "gold": "yes", "score": 0.8},
@@ -618,16 +687,24 @@ def rows_in(data: bytes, name: str) -> Iterator[tuple[int, Any]]:
             row = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             if lineno == last:  # no newline after it
-                warnings.warn(f"{name}:{lineno}: torn last line left out ({len(raw)} bytes, not valid JSON)",
-                              TornLineWarning, stacklevel=3)
+                warnings.warn(
+                    f"{name}:{lineno}: torn last line left out ({len(raw)} bytes, not valid JSON)",
+                    TornLineWarning,
+                    stacklevel=3,
+                )
                 return
             raise RecordError(f"not valid JSON ({exc})", source=name, line=lineno) from None
         yield lineno, row
 
 
-def read_results(path: str | os.PathLike[str], *, tolerance: float = TOLERANCE,
-                 positive: str | Mapping[str, str] | None = None, display: str | None = None,
-                 engine: str = "auto") -> ResultSet:
+def read_results(
+    path: str | os.PathLike[str],
+    *,
+    tolerance: float = TOLERANCE,
+    positive: str | Mapping[str, str] | None = None,
+    display: str | None = None,
+    engine: str = "auto",
+) -> ResultSet:
     """Read and validate a ``results.jsonl`` file into a :class:`ResultSet`.
 
     ``positive`` names the positive label of binary tasks (one label, or ``{task: label}``).
@@ -644,7 +721,7 @@ def read_results(path: str | os.PathLike[str], *, tolerance: float = TOLERANCE,
     if engine not in ("auto", "arrow", "rows"):
         raise ValueError(f"engine must be auto, arrow or rows; got {engine!r}")
     if engine != "rows":
-        from labledger._results_arrow import read_arrow
+        from labledger.inputs.arrow import read_arrow
 
         result = read_arrow(Path(path), name, tolerance, positive)
         if result is not None:
@@ -666,5 +743,15 @@ def load(source: Any, *, tolerance: float = TOLERANCE, positive: str | Mapping[s
     return results_from_rows(source, tolerance=tolerance, positive=positive)
 
 
-__all__ = ["KINDS", "TOLERANCE", "ResultSet", "TaskData", "TornLineWarning", "iter_rows", "load", "read_results",
-           "results_from_rows", "validate_rows"]
+__all__ = [
+    "KINDS",
+    "TOLERANCE",
+    "ResultSet",
+    "TaskData",
+    "TornLineWarning",
+    "iter_rows",
+    "load",
+    "read_results",
+    "results_from_rows",
+    "validate_rows",
+]
