@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 
 from labledger import calibrate  # labledger.calibrate.fit / apply / report
-from labledger.analysis.evaluation import compare, evaluate
+from labledger.analysis.comparison import compare
+from labledger.analysis.evaluation import evaluate
 from labledger.errors import LedgerError, RecordError, RunNotFoundError
 from labledger.store import Ledger, Run, RunInfo, RunView, start_run
 

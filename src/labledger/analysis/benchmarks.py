@@ -21,28 +21,8 @@ from typing import Any
 import orjson
 
 from labledger.errors import LedgerError, RecordError
+from labledger.schema import BenchmarkEntry, EvaluationDoc, MetricId, decode
 
-#: Metric names as people write them in tables -> (registry metric, parameters).
-METRIC_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
-    "acc": ("accuracy", {}),
-    "acc.": ("accuracy", {}),
-    "accuracy": ("accuracy", {}),
-    "macro-f1": ("f1", {"average": "macro"}),
-    "macro f1": ("f1", {"average": "macro"}),
-    "f1 (macro)": ("f1", {"average": "macro"}),
-    "micro-f1": ("f1", {"average": "micro"}),
-    "weighted-f1": ("f1", {"average": "weighted"}),
-    "f1": ("f1", {"average": "binary"}),
-    "f1 halluc.": ("f1", {"average": "binary", "pos_label": "hallucinated"}),
-    "exact match": ("exact_match", {}),
-    "em": ("exact_match", {}),
-    "per-review f1": ("set_f1", {}),
-    "set f1": ("set_f1", {}),
-    "mcc": ("mcc", {}),
-    "auc": ("roc_auc", {}),
-    "roc-auc": ("roc_auc", {}),
-}
-_NDCG = re.compile(r"^ndcg@(\d+)$", re.I)
 #: Stated vs recomputed mean rows of an imported table: two roundings to 0.01 points.
 ROUNDING_TOLERANCE = 0.0001 + 1e-9
 _AGGREGATE = re.compile(r"(\bmean\b|\baverage\b|\bavg\b|평균)", re.I)
@@ -69,27 +49,27 @@ class Entry:
     source: str | None = None
 
     @property
+    def id(self) -> MetricId:
+        """The metric's identity."""
+        return MetricId(self.metric, self.params)
+
+    @property
     def metric_id(self) -> str:
-        if not self.params:
-            return self.metric
-        return self.metric + "(" + ", ".join(f"{k}={v}" for k, v in sorted(self.params.items())) + ")"
+        """The metric's key as tables show it (``f1[average=macro]``; see :attr:`MetricId.short`)."""
+        return self.id.short
+
+    def to_document(self) -> BenchmarkEntry:
+        """The entry as a typed :class:`~labledger.schema.BenchmarkEntry`."""
+        return BenchmarkEntry(**asdict(self), metric_id=self.metric_id)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["metric_id"] = self.metric_id
-        return d
+        return self.to_document().to_dict()
 
 
-def parse_metric(text: str) -> tuple[str, dict[str, Any]]:
+def _table_metric(text: str) -> tuple[str, dict[str, Any]]:
     """A registry metric and its parameters from a table's label (``Macro-F1`` -> f1, macro)."""
-    t = text.strip().strip("()").strip()
-    m = _NDCG.match(t.replace(" ", ""))
-    if m:
-        return "ndcg", {"k": int(m.group(1))}
-    alias = METRIC_ALIASES.get(t.lower())
-    if alias:
-        return alias[0], dict(alias[1])
-    return t, {}
+    mid = MetricId.parse(text, table=True)
+    return mid.name, mid.param_dict
 
 
 # -- storage -------------------------------------------------------------------------------------
@@ -176,7 +156,7 @@ def read_entries(
 
 
 def entries_from_evaluation(
-    document: dict[str, Any],
+    document: EvaluationDoc | dict[str, Any],
     *,
     model: str,
     suite: str,
@@ -187,11 +167,11 @@ def entries_from_evaluation(
     category: str = "",
 ) -> list[Entry]:
     """One entry per task of an evaluation document: its headline metric, with n and CI."""
+    doc = document if isinstance(document, EvaluationDoc) else decode(document, type=EvaluationDoc)
     out = []
-    for task, body in (document.get("tasks") or {}).items():
-        head = body.get("headline")
-        m = next((x for x in body.get("metrics") or () if x.get("key") == head), None)
-        if m is None or not isinstance(m.get("value"), (int, float)):
+    for task, body in doc.tasks.items():
+        m = next((x for x in body.metrics if x.key == body.headline), None)
+        if m is None or m.value is None:
             continue
         out.append(
             Entry(
@@ -199,13 +179,13 @@ def entries_from_evaluation(
                 suite=suite,
                 benchmark=task,
                 category=category,
-                metric=m["metric"],
-                params=dict(m.get("params") or {}),
+                metric=m.metric,
+                params=dict(m.params),
                 variant=variant,
-                value=float(m["value"]),
-                n=m.get("n"),
-                ci_low=m.get("ci_low"),
-                ci_high=m.get("ci_high"),
+                value=float(m.value),
+                n=m.n,
+                ci_low=m.ci_low,
+                ci_high=m.ci_high,
                 run_id=run_id,
                 evaluation=evaluation,
                 results_path=results_path,
@@ -213,6 +193,39 @@ def entries_from_evaluation(
             )
         )
     return out
+
+
+def record_evaluation(
+    ledger: Any,
+    run_ref: str,
+    name: str,
+    document: EvaluationDoc | dict[str, Any],
+    *,
+    model: str | None = None,
+    suite: str = "public",
+    variant: str = "raw",
+    results_path: str | None = None,
+) -> Path:
+    """``ledger.save_evaluation(run_ref, name, document)``, and with ``model`` each task's headline
+    value as a benchmark entry (model, ``suite``, benchmark = task, ``variant``) pointing at this
+    evaluation and at ``results_path`` (its predictions, so version tables test deltas on paired items).
+    """
+    doc = document if isinstance(document, EvaluationDoc) else decode(document, type=EvaluationDoc)
+    path: Path = ledger.save_evaluation(run_ref, name, doc)
+    if model is not None:
+        add_entries(
+            ledger,
+            entries_from_evaluation(
+                doc,
+                model=model,
+                suite=suite,
+                variant=variant,
+                run_id=ledger.resolve(run_ref),
+                evaluation=name,
+                results_path=results_path,
+            ),
+        )
+    return path
 
 
 # -- import --------------------------------------------------------------------------------------
@@ -353,7 +366,7 @@ def import_markdown(
             continue
         m = re.match(r"^(.*?)\s*\(([^()]*)\)\s*$", label)
         bench, metric_text = (m.group(1), m.group(2)) if m else (label, "")
-        metric, params = parse_metric(metric_text) if metric_text else ("value", {})
+        metric, params = _table_metric(metric_text) if metric_text else ("value", {})
         for j, (model, variant) in model_cols.items():
             if j >= len(cells):
                 continue
@@ -410,7 +423,7 @@ def import_records(path: str | Path) -> ImportResult:
             value = _num(value, percent=False, source=str(path), line=i, fld="value")
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise RecordError(f"must be a number; got {row['value']!r}", source=str(path), line=i, field="value")
-        metric, params = parse_metric(str(row["metric"]))
+        metric, params = _table_metric(str(row["metric"]))
         if isinstance(row.get("params"), dict):
             params.update(row["params"])
         n = row.get("n")

@@ -1,4 +1,4 @@
-"""Evaluate result sets and compare two of them: metrics with definitions, bootstrap CIs, slices.
+"""Evaluate result sets: metrics with definitions, bootstrap CIs, slices (comparisons: :mod:`.comparison`).
 
 >>> rows = [{"id": i, "task": "t", "gold": "yes" if i % 3 else "no",
 ...          "probs": {"yes": 0.8, "no": 0.2} if i % 2 else {"yes": 0.3, "no": 0.7}} for i in range(60)]
@@ -22,7 +22,19 @@ from labledger.metrics.classification import label_prepared, prob_prepared, reso
 from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranking_prepared, set_f1_values
 from labledger.metrics.registry import Metric, MetricSpec, Prepared, metric_key, parse_metric
 from labledger.metrics.regression import regression_prepared
-from labledger.metrics.resample import bootstrap_samples, interval, mcnemar, paired_bootstrap, unpaired_bootstrap
+from labledger.metrics.resample import bootstrap_samples, interval
+from labledger.schema import (
+    ConfusionMatrix,
+    EvaluationDoc,
+    MetricId,
+    MetricValue,
+    PerClass,
+    PerClassRow,
+    SliceBody,
+    Stat,
+    SuiteMean,
+    TaskEvaluation,
+)
 
 #: Metrics computed when none are asked for, by task kind.
 DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
@@ -203,31 +215,43 @@ def resamples_for(
     return max(min(resamples, MIN_RESAMPLES), int(budget // max(prep.n, 1)))
 
 
-def _value_entry(metric: Metric, params: dict[str, Any], iv, *, extra: Mapping[str, Any] | None = None) -> dict:
-    return {
-        "metric": metric.name,
-        "key": metric_key(metric.name, params),
-        "params": _json_params(params),
-        "definition": metric.describe(params),
-        "higher_is_better": metric.higher_is_better,
-        "value": _num(iv.value),
-        "ci_low": _num(iv.low),
-        "ci_high": _num(iv.high),
-        "ci": iv.ci,
-        "resamples": iv.resamples,
-        "method": iv.method,
-        "n": iv.n,
-        "clusters": iv.clusters,
-        "undefined_resamples": iv.undefined_resamples,
+def _value_entry(
+    metric: Metric, params: dict[str, Any], iv: Any, *, extra: Mapping[str, Any] | None = None
+) -> MetricValue:
+    return MetricValue(
+        metric=metric.name,
+        key=metric_key(metric.name, params),
+        params=_json_params(params),
+        definition=metric.describe(params),
+        higher_is_better=metric.higher_is_better,
+        value=_num(iv.value),
+        ci_low=_num(iv.low),
+        ci_high=_num(iv.high),
+        ci=iv.ci,
+        resamples=iv.resamples,
+        method=iv.method,
+        n=iv.n,
+        clusters=iv.clusters,
+        undefined_resamples=iv.undefined_resamples,
         **(extra or {}),
-    }
+    )
 
 
-def _entry(entries: list[dict[str, Any]], task: str, key: str) -> dict[str, Any]:
-    """The one entry whose ``key`` is ``key``, else the one whose bare metric name is ``key``."""
-    found = [e for e in entries if e["key"] == key] or [e for e in entries if e["metric"] == key]
+def find_metric(entries: Sequence[Any], task: str, key: str | MetricId) -> Any:
+    """The one entry named ``key``: its exact key, else its bare metric name when unique, else the
+    one entry whose identity covers the asked one (``f1[average=macro]`` finds
+    ``f1[average=macro,zero_division=0]``). Raises :class:`UnknownNameError` listing the keys."""
+    text = key.key if isinstance(key, MetricId) else key
+    found = [e for e in entries if e.key == text] or [e for e in entries if e.metric == text]
+    if not found:
+        try:
+            want = MetricId.parse(key)
+        except MetricInputError:
+            want = None
+        if want is not None:
+            found = [e for e in entries if e.id == want] or [e for e in entries if e.id.covers(want)]
     if len(found) != 1:
-        raise UnknownNameError(f"metric of task '{task}'", key, [e["key"] for e in entries])
+        raise UnknownNameError(f"metric of task '{task}'", text, [e.key for e in entries])
     return found[0]
 
 
@@ -236,33 +260,60 @@ def _entry(entries: list[dict[str, Any]], task: str, key: str) -> dict[str, Any]
 
 
 class Evaluation:
-    """The result of :func:`evaluate`: a JSON-ready document plus accessors."""
+    """The result of :func:`evaluate`: a typed :class:`~labledger.schema.EvaluationDoc` plus accessors.
 
-    def __init__(self, document: dict[str, Any]):
-        self.document = document
+    >>> ev = evaluate([{"id": 1, "task": "t", "gold": 1.0, "pred": 0.5}], metrics=["mae"], resamples=0)
+    >>> ev.doc.tasks["t"].metrics[0].value, ev.metric("t", "mae").key
+    (0.5, 'mae')
+    """
+
+    def __init__(self, doc: EvaluationDoc | dict[str, Any]):
+        if isinstance(doc, dict):
+            from labledger.schema import decode
+
+            doc = decode(doc, type=EvaluationDoc)
+        self.doc: EvaluationDoc = doc
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The document as builtins (kept for code written against the dict documents)."""
+        return self.doc.to_dict()
 
     def to_dict(self) -> dict[str, Any]:
         """The evaluation as one JSON-ready dict (what ``labledger eval --json`` prints)."""
-        return self.document
+        return self.doc.to_dict()
+
+    def to_json(self) -> str:
+        """The evaluation as JSON text."""
+        return self.doc.to_json()
 
     @property
-    def tasks(self) -> dict[str, Any]:
-        return self.document["tasks"]
+    def tasks(self) -> dict[str, TaskEvaluation]:
+        return self.doc.tasks
 
-    def metric(self, task: str, key: str, *, slice: str | None = None) -> dict[str, Any]:
-        """The stored entry of metric ``key`` (``f1[average=macro]`` or a bare name when unique)."""
-        body = self.tasks[task]
+    def metric(self, task: str, key: str | MetricId, *, slice: str | None = None) -> MetricValue:
+        """The stored value of metric ``key`` (``f1[average=macro]``, a spec, or a bare name when unique)."""
+        if task not in self.doc.tasks:
+            raise UnknownNameError("task", task, list(self.doc.tasks))
+        body = self.doc.tasks[task]
+        entries = body.metrics
         if slice is not None:
             fld, _, val = slice.partition("=")
-            body = body["slices"][fld][val]
-        return _entry(body["metrics"], task, key)
+            slices = body.slices or {}
+            if fld not in slices:
+                raise UnknownNameError(f"slice field of task '{task}'", fld, list(slices))
+            if val not in slices[fld]:
+                raise UnknownNameError(f"value of slice field '{fld}'", val, list(slices[fld]))
+            entries = slices[fld][val].metrics
+        found: MetricValue = find_metric(entries, task, key)
+        return found
 
-    def value(self, task: str, key: str, *, slice: str | None = None) -> float | None:
+    def value(self, task: str, key: str | MetricId, *, slice: str | None = None) -> float | None:
         """The value of metric ``key`` for ``task`` (optionally in slice ``field=value``)."""
-        return self.metric(task, key, slice=slice)["value"]
+        return self.metric(task, key, slice=slice).value
 
     def __repr__(self) -> str:
-        return f"Evaluation({self.document.get('source')!r}, tasks={list(self.tasks)})"
+        return f"Evaluation({self.doc.source!r}, tasks={list(self.doc.tasks)})"
 
 
 def _specs_for(td: TaskData, metrics: Any) -> list[MetricSpec]:
@@ -304,10 +355,10 @@ def _compute(
     where: str,
     keep: set[str] | None = None,
     budget: float | None = ITEM_RESAMPLE_BUDGET,
-) -> tuple[list[dict], dict[str, Any], dict[str, np.ndarray]]:
+) -> tuple[list[MetricValue], dict[str, Any], dict[str, np.ndarray]]:
     """Scalar metric entries, table sections (per_class, confusion_matrix) and kept samples."""
     cache = _TaskCache(td)
-    entries: list[dict] = []
+    entries: list[MetricValue] = []
     tables: dict[str, Any] = {}
     samples: dict[str, np.ndarray] = {}
     seen: set[str] = set()
@@ -325,13 +376,13 @@ def _compute(
             if where == "":
                 counts = prep.value()
                 k = len(td.labels)
-                tables["confusion_matrix"] = {
-                    "labels": list(td.labels),
-                    "rows": "gold",
-                    "columns": "pred",
-                    "matrix": np.asarray(list(counts.values())).reshape(k, k).astype(int).tolist(),
-                    "definition": metric.describe(params),
-                }
+                tables["confusion_matrix"] = ConfusionMatrix(
+                    labels=list(td.labels),
+                    rows="gold",
+                    columns="pred",
+                    matrix=np.asarray(list(counts.values())).reshape(k, k).astype(int).tolist(),
+                    definition=metric.describe(params),
+                )
             continue
         if metric.name == "per_class" and where != "":
             continue
@@ -339,21 +390,28 @@ def _compute(
         draws = bootstrap_samples(prep, resamples=used, seed=_seed(seed, td.task, where, key), groups=td.group)
         iv = interval(prep, prep.value(), draws, ci=ci, resamples=used, groups=td.group)
         if metric.name == "per_class":
-            rows = []
-            for lab in td.labels:
-                row: dict[str, Any] = {"label": lab, "support": int(iv[f"support[{lab}]"].value)}
-                for stat in ("precision", "recall", "f1"):
-                    c = iv[f"{stat}[{lab}]"]
-                    row[stat] = {"value": _num(c.value), "ci_low": _num(c.low), "ci_high": _num(c.high)}
-                rows.append(row)
-            tables["per_class"] = {
-                "definition": metric.describe(params),
-                "params": _json_params(params),
-                "ci": ci,
-                "resamples": resamples,
-                "method": iv[next(iter(iv))].method,
-                "labels": rows,
-            }
+
+            def stat(name: str, lab: str, iv: Any = iv) -> Stat:
+                c = iv[f"{name}[{lab}]"]
+                return Stat(value=_num(c.value), ci_low=_num(c.low), ci_high=_num(c.high))
+
+            tables["per_class"] = PerClass(
+                definition=metric.describe(params),
+                params=_json_params(params),
+                ci=ci,
+                resamples=resamples,
+                method=iv[next(iter(iv))].method,
+                labels=[
+                    PerClassRow(
+                        label=lab,
+                        support=int(iv[f"support[{lab}]"].value),
+                        precision=stat("precision", lab),
+                        recall=stat("recall", lab),
+                        f1=stat("f1", lab),
+                    )
+                    for lab in td.labels
+                ],
+            )
             continue
         entries.append(
             _value_entry(
@@ -413,18 +471,16 @@ def evaluate(
     if fields and not any(f in rs[t].slice_columns for t in tasks for f in fields):
         known = sorted({f for t in tasks for f in rs[t].slice_columns})
         raise UnknownNameError("slice field", fields[0], known)
-    doc: dict[str, Any] = {
-        "kind": "evaluation",
-        "version": 1,
-        "source": rs.source,
-        "n": sum(rs[t].n for t in tasks),
-        "ci": ci,
-        "resamples": resamples,
-        "seed": seed,
-        "by": fields,
-        "tasks": {},
-    }
-    headline_samples: dict[str, tuple[dict, np.ndarray | None]] = {}
+    doc = EvaluationDoc(
+        source=rs.source,
+        n=sum(rs[t].n for t in tasks),
+        ci=ci,
+        resamples=resamples,
+        seed=seed,
+        by=fields,
+        tasks={},
+    )
+    headline_samples: dict[str, tuple[MetricValue, np.ndarray | None]] = {}
     for name in tasks:
         td = rs[name]
         specs = _specs_for(td, metrics)
@@ -449,24 +505,25 @@ def evaluate(
             budget=item_draw_budget,
             keep={head_key} if head_key else None,
         )
-        body: dict[str, Any] = {
-            "kind": td.kind,
-            "n": td.n,
-            "labels": list(td.labels) or None,
-            "positive": td.positive,
-            "clusters": None if td.group is None else int(td.group.max()) + 1,
-            "headline": head_key,
-            "metrics": entries,
-            **tables,
-        }
+        body = TaskEvaluation(
+            kind=td.kind,
+            n=td.n,
+            labels=list(td.labels) or None,
+            positive=td.positive,
+            clusters=None if td.group is None else int(td.group.max()) + 1,
+            headline=head_key,
+            metrics=entries,
+            per_class=tables.get("per_class"),
+            confusion_matrix=tables.get("confusion_matrix"),
+        )
         if head_key:
-            entry = next((e for e in entries if e["key"] == head_key), None)
+            entry = next((e for e in entries if e.key == head_key), None)
             if entry is not None:
                 headline_samples[name] = (entry, kept.get(head_key))
         if fields:
-            body["slices"] = _slices(td, specs, fields, ci=ci, resamples=resamples, seed=seed, budget=item_draw_budget)
-        doc["tasks"][name] = body
-    doc["suite"] = _suite(headline_samples, ci) if len(tasks) > 1 else None
+            body.slices = _slices(td, specs, fields, ci=ci, resamples=resamples, seed=seed, budget=item_draw_budget)
+        doc.tasks[name] = body
+    doc.suite = _suite(headline_samples, ci) if len(tasks) > 1 else None
     return Evaluation(doc)
 
 
@@ -488,13 +545,13 @@ def _slices(
     resamples: int,
     seed: int,
     budget: float | None = ITEM_RESAMPLE_BUDGET,
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+) -> dict[str, dict[str, SliceBody]]:
+    out: dict[str, dict[str, SliceBody]] = {}
     for fld in fields:
         if fld not in td.slice_columns:
             continue
         codes, values = td.slice_columns[fld]
-        per: dict[str, Any] = {}
+        per: dict[str, SliceBody] = {}
         order = sorted(range(len(values)), key=lambda j: (values[j] is None, str(values[j])))
         for j in order:
             mask = codes == j
@@ -509,57 +566,41 @@ def _slices(
             entries, _, _ = _compute(
                 sub, specs, ci=ci, resamples=resamples, seed=seed, where=f"{fld}={label}", budget=budget
             )
-            per[label] = {"n": sub.n, "metrics": entries}
+            per[label] = SliceBody(n=sub.n, metrics=entries)
         out[fld] = per
     return out
 
 
-def _suite(heads: dict[str, tuple[dict, np.ndarray | None]], ci: float) -> dict[str, Any]:
-    used = {t: e for t, (e, _) in heads.items() if e["higher_is_better"] and e["value"] is not None}
+def _suite(heads: dict[str, tuple[MetricValue, np.ndarray | None]], ci: float) -> SuiteMean:
+    used = {t: e for t, (e, _) in heads.items() if e.higher_is_better and e.value is not None}
     excluded = sorted(set(heads) - set(used))
     if not used:
-        return {"metric": "macro mean of task headline metrics", "value": None, "tasks": {}, "excluded": excluded}
-    value = float(np.mean([e["value"] for e in used.values()]))
+        return SuiteMean(metric="macro mean of task headline metrics", value=None, tasks={}, excluded=excluded)
+    value = float(np.mean([e.value for e in used.values()]))
     low = high = None
     draws = [heads[t][1] for t in used]
-    if all(d is not None for d in draws) and len({len(d) for d in draws}) == 1:
-        mean_draws = np.mean(np.stack(draws), axis=0)  # tasks are resampled independently
+    if all(d is not None for d in draws) and len({len(d) for d in draws if d is not None}) == 1:
+        mean_draws = np.mean(np.stack([d for d in draws if d is not None]), axis=0)  # tasks resampled independently
         mean_draws = mean_draws[np.isfinite(mean_draws)]
         if len(mean_draws):
             low, high = (float(x) for x in np.quantile(mean_draws, [(1 - ci) / 2, (1 + ci) / 2]))
-    return {
-        "metric": "macro mean of task headline metrics",
-        "definition": "Unweighted mean over tasks of each task's headline metric (tasks whose headline is "
+    return SuiteMean(
+        metric="macro mean of task headline metrics",
+        definition="Unweighted mean over tasks of each task's headline metric (tasks whose headline is "
         "lower-is-better are left out); CI from the mean of independent per-task bootstrap "
         "resamples.",
-        "value": value,
-        "ci_low": low,
-        "ci_high": high,
-        "ci": ci,
-        "n_tasks": len(used),
-        "tasks": {t: e["key"] for t, e in used.items()},
-        "excluded": excluded,
-    }
+        value=value,
+        ci_low=low,
+        ci_high=high,
+        ci=ci,
+        n_tasks=len(used),
+        tasks={t: e.key for t, e in used.items()},
+        excluded=excluded,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
-# compare
-
-
-class Comparison:
-    """The result of :func:`compare`: a JSON-ready document."""
-
-    def __init__(self, document: dict[str, Any]):
-        self.document = document
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.document
-
-    def metric(self, task: str, key: str) -> dict[str, Any]:
-        return _entry(self.document["tasks"][task]["metrics"], task, key)
-
-    def __repr__(self) -> str:
-        return f"Comparison({self.document['a']!r} vs {self.document['b']!r})"
+# pairing two result sets (used by labledger.analysis.comparison)
 
 
 def _examples(ids: Iterable[str], k: int = 5) -> str:
@@ -640,127 +681,21 @@ def _short(v: Any) -> str:
     return text if len(text) < 60 else text[:57] + "..."
 
 
-def compare(
-    a: Any,
-    b: Any,
-    *,
-    metrics: Any = None,
-    unpaired: bool = False,
-    ci: float = 0.95,
-    resamples: int = 1000,
-    seed: int = 0,
-    task: str | Sequence[str] | None = None,
-    positive: str | Mapping[str, str] | None = None,
-    tolerance: float = TOLERANCE,
-) -> Comparison:
-    """Compare two result sets task by task: A - B for each metric with a CI and a p-value.
+def __getattr__(name: str) -> Any:
+    # compare and Comparison moved to labledger.analysis.comparison (#11); old imports keep working
+    if name in ("compare", "Comparison"):
+        from labledger.analysis import comparison
 
-    Same item ids: a paired bootstrap (and McNemar's test for accuracy / exact match). Different
-    item sets raise :class:`~labledger.errors.ComparisonError` (counts and example ids) unless
-    ``unpaired=True``, which resamples each side independently.
-
-    >>> gold = ["y", "n"] * 30
-    >>> rows = lambda p: [{"id": i, "task": "t", "gold": g, "pred": p(i, g)} for i, g in enumerate(gold)]
-    >>> c = compare(rows(lambda i, g: g), rows(lambda i, g: g if i % 4 else "?"), metrics=["exact_match"])
-    >>> c.metric("t", "exact_match")["diff"]
-    0.25
-    """
-    ra = load(a, tolerance=tolerance, positive=positive)
-    rb = load(b, tolerance=tolerance, positive=positive)
-    if task is None:
-        only_a, only_b = set(ra) - set(rb), set(rb) - set(ra)
-        if only_a or only_b:
-            raise ComparisonError(
-                f"the tasks differ: only in A: {', '.join(sorted(only_a)) or 'none'}; only in B: "
-                f"{', '.join(sorted(only_b)) or 'none'} (pass task= to compare one)"
-            )
-        tasks = list(ra)
-    else:
-        tasks = _select_tasks(ra, task)
-        _select_tasks(rb, task)
-    _check_applicable(ra, metrics)
-    doc: dict[str, Any] = {
-        "kind": "comparison",
-        "version": 1,
-        "a": ra.source,
-        "b": rb.source,
-        "ci": ci,
-        "resamples": resamples,
-        "seed": seed,
-        "tasks": {},
-    }
-    for name in tasks:
-        ta, tb = ra[name], rb[name]
-        if ta.kind != tb.kind:
-            raise ComparisonError(f"task '{name}' is {ta.kind} in A but {tb.kind} in B")
-        if ta.kind in ("classification", "binary", "match"):
-            ta, tb = _align_labels(ta, tb)
-        ta, tb, paired = _pair(ta, tb, unpaired)
-        groups = ta.group if ta.group is not None else tb.group
-        entries = []
-        for spec in _specs_for(ta, metrics):
-            metric = spec.metric
-            if ta.kind not in metric.kinds or metric.table:
-                continue
-            params = task_params(metric, dict(spec.params), ta)
-            pa, pb = prepare_task(metric, params, ta), prepare_task(metric, params, tb)
-            key = metric_key(metric.name, params)
-            s = _seed(seed, name, "compare", key)
-            if paired:
-                res = paired_bootstrap(pa, pb, ci=ci, resamples=resamples, seed=s, groups=groups)
-                if metric.name in ("accuracy", "exact_match"):
-                    res.mcnemar = mcnemar(correct_a=_correct(pa), correct_b=_correct(pb))
-            else:
-                res = unpaired_bootstrap(
-                    pa, pb, ci=ci, resamples=resamples, seed=s, groups_a=ta.group, groups_b=tb.group
-                )
-            entries.append(
-                {
-                    "metric": metric.name,
-                    "key": key,
-                    "params": _json_params(params),
-                    "definition": metric.describe(params),
-                    "higher_is_better": metric.higher_is_better,
-                    "a": _num(res.a),
-                    "b": _num(res.b),
-                    "diff": _num(res.diff),
-                    "ci_low": _num(res.low),
-                    "ci_high": _num(res.high),
-                    "p_value": res.p_value,
-                    "ci": ci,
-                    "resamples": resamples,
-                    "method": res.method,
-                    "n": res.n,
-                    "clusters": res.clusters,
-                    "mcnemar": res.mcnemar,
-                }
-            )
-        doc["tasks"][name] = {
-            "kind": ta.kind,
-            "paired": paired,
-            "n_a": ta.n,
-            "n_b": tb.n,
-            "n": ta.n if paired else None,
-            "metrics": entries,
-        }
-    return Comparison(doc)
-
-
-def _correct(prep: Prepared) -> np.ndarray:
-    if prep.strategy == "table":  # accuracy: the diagonal cells of the gold x pred table
-        k = round(math.sqrt(prep.n_cells))
-        cells = prep.get_cells()
-        return (cells // k) == (cells % k)
-    return prep.values > 0.5
+        return getattr(comparison, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "DEFAULT_METRICS",
     "HEADLINE",
-    "Comparison",
     "Evaluation",
-    "compare",
     "evaluate",
+    "find_metric",
     "prepare_task",
     "task_params",
 ]

@@ -28,7 +28,7 @@ def paired_entry_test(a, b, *, ci: float = 0.95, resamples: int = 1000, seed: in
     Returns ``{"diff", "ci_low", "ci_high", "p_value", "n"}``, or ``None`` when either entry has no
     stored predictions, the metrics differ, or the two prediction sets cover different items.
     """
-    from labledger.analysis.evaluation import compare
+    from labledger.analysis.comparison import compare
 
     if not a.results_path or not b.results_path or a.metric_id != b.metric_id:
         return None

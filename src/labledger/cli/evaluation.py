@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,8 @@ from rich.table import Table
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
 from labledger.errors import RecordError
+from labledger.schema import ComparisonDoc, EvaluationDoc, MetricDiff, MetricId, MetricValue, ci_label, format_p
+from labledger.schema.format import format_ci, format_value
 
 
 def resolve_results(ref: str, ledger_path: str | None) -> tuple[str, str, str | None, str | None]:
@@ -36,29 +37,18 @@ def _source(ref: str, ledger_path: str | None) -> tuple[str, str]:
 
 
 def _fmt(v: Any, digits: int = 4) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return "nan" if math.isnan(v) else f"{v:.{digits}f}"
-    return str(v)
+    return format_value(v, digits)
 
 
-def _ci(low: Any, high: Any) -> str:
-    return "-" if low is None or high is None else f"[{_fmt(low)}, {_fmt(high)}]"
+def _ci(low: float | None, high: float | None) -> str:
+    return format_ci(low, high)
 
 
-def _p(p: Any) -> str:
-    if p is None:
-        return "-"
-    return f"{p:.3g}" if p >= 0.001 else f"{p:.1e}"
-
-
-def display_key(entry: dict[str, Any]) -> str:
-    """A metric's key for tables: its parameters, less a default ``zero_division=0``."""
-    params = {k: v for k, v in entry["params"].items() if v is not None and not (k == "zero_division" and v == 0)}
-    if not params:
-        return entry["metric"]
-    return entry["metric"] + "[" + ",".join(f"{k}={v}" for k, v in sorted(params.items())) + "]"
+def display_key(entry: Any) -> str:
+    """A metric's key for tables: :attr:`MetricId.short` (its parameters, less ``zero_division=0``)."""
+    if isinstance(entry, (MetricValue, MetricDiff)):
+        return entry.id.short
+    return MetricId(entry["metric"], entry["params"]).short
 
 
 def _check_metrics(values: tuple[str, ...]) -> None:
@@ -68,30 +58,28 @@ def _check_metrics(values: tuple[str, ...]) -> None:
         parse_metric(v)  # unknown names raise UnknownMetricError (exit 1, with suggestions)
 
 
-def _print_evaluation(doc: dict[str, Any], definitions: bool, shown: str) -> None:
-    level = f"{doc['ci']:.0%} CI"
+def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None:
+    level = ci_label(doc.ci)
     console.print(f"Results: {escape(shown)}")
-    for task, body in doc["tasks"].items():
-        extra = f", {body['clusters']:,} clusters" if body.get("clusters") else ""
-        pos = f", positive '{body['positive']}'" if body.get("positive") else ""
-        table = Table(
-            title=escape(f"task '{task}' ({body['kind']}, n={body['n']:,}{extra}{pos})"), title_justify="left"
-        )
+    for task, body in doc.tasks.items():
+        extra = f", {body.clusters:,} clusters" if body.clusters else ""
+        pos = f", positive '{body.positive}'" if body.positive else ""
+        table = Table(title=escape(f"task '{task}' ({body.kind}, n={body.n:,}{extra}{pos})"), title_justify="left")
         table.add_column("metric")
         table.add_column("value", justify="right")
         table.add_column(level, justify="right")
         table.add_column("n", justify="right")
         if definitions:
             table.add_column("definition", overflow="fold")
-        for e in body["metrics"]:
-            mark = " *" if e["key"] == body.get("headline") else ""
-            row = [escape(display_key(e)) + mark, _fmt(e["value"]), _ci(e["ci_low"], e["ci_high"]), f"{e['n']:,}"]
+        for e in body.metrics:
+            mark = " *" if e.key == body.headline else ""
+            row = [escape(display_key(e)) + mark, _fmt(e.value), _ci(e.ci_low, e.ci_high), f"{e.n:,}"]
             if definitions:
-                row.append(escape(e["definition"]))
+                row.append(escape(e.definition))
             table.add_row(*row)
         console.print(table)
-        if body.get("per_class"):
-            pc = Table(title=escape(f"task '{task}': per label ({level})"), title_justify="left")
+        if body.per_class is not None:
+            pc = Table(title=escape(f"task '{task}': per label ({ci_label(body.per_class.ci)})"), title_justify="left")
             for col, just in (
                 ("label", "left"),
                 ("support", "right"),
@@ -100,63 +88,53 @@ def _print_evaluation(doc: dict[str, Any], definitions: bool, shown: str) -> Non
                 ("f1", "right"),
             ):
                 pc.add_column(col, justify=just)
-            for r in body["per_class"]["labels"]:
+            for r in body.per_class.labels:
                 pc.add_row(
-                    escape(str(r["label"])),
-                    f"{r['support']:,}",
-                    *(
-                        f"{_fmt(r[s]['value'])} {_ci(r[s]['ci_low'], r[s]['ci_high'])}"
-                        for s in ("precision", "recall", "f1")
-                    ),
+                    escape(str(r.label)),
+                    f"{r.support:,}",
+                    *(f"{_fmt(s.value)} {_ci(s.ci_low, s.ci_high)}" for s in (r.precision, r.recall, r.f1)),
                 )
             console.print(pc)
-        cm = body.get("confusion_matrix")
-        if cm and len(cm["labels"]) <= 12:
+        cm = body.confusion_matrix
+        if cm is not None and len(cm.labels) <= 12:
             t = Table(
                 title=escape(f"task '{task}': confusion matrix (rows gold, columns predicted)"), title_justify="left"
             )
             t.add_column("gold \\ pred")
-            for lab in cm["labels"]:
+            for lab in cm.labels:
                 t.add_column(escape(str(lab)), justify="right")
-            for lab, row in zip(cm["labels"], cm["matrix"]):
-                t.add_row(escape(str(lab)), *(f"{v:,}" for v in row))
+            for lab, counts in zip(cm.labels, cm.matrix):
+                t.add_row(escape(str(lab)), *(f"{v:,}" for v in counts))
             console.print(t)
-        for fld, values in (body.get("slices") or {}).items():
+        for fld, values in (body.slices or {}).items():
             st = Table(title=escape(f"task '{task}' by {fld} ({level})"), title_justify="left")
             st.add_column("metric")
             for val, sbody in values.items():
-                st.add_column(escape(f"{fld}={val} (n={sbody['n']:,})"), justify="right")
-            keys = [e["key"] for e in body["metrics"]]
-            for key in keys:
-                cells, name = [], key
+                st.add_column(escape(f"{fld}={val} (n={sbody.n:,})"), justify="right")
+            for head in body.metrics:
+                cells = []
                 for sbody in values.values():
-                    e = next((x for x in sbody["metrics"] if x["key"] == key), None)
-                    if e is not None:
-                        name = display_key(e)
-                    cells.append("-" if e is None else f"{_fmt(e['value'])} {_ci(e['ci_low'], e['ci_high'])}")
-                st.add_row(escape(name), *cells)
+                    e = next((x for x in sbody.metrics if x.key == head.key), None)
+                    cells.append("-" if e is None else f"{_fmt(e.value)} {_ci(e.ci_low, e.ci_high)}")
+                st.add_row(escape(display_key(head)), *cells)
             console.print(st)
-    suite = doc.get("suite")
-    if suite and suite.get("value") is not None:
-        heads = ", ".join(f"{t}: {k}" for t, k in suite["tasks"].items())
+    suite = doc.suite
+    if suite is not None and suite.value is not None:
+        heads = ", ".join(f"{t}: {k}" for t, k in suite.tasks.items())
         console.print(
-            f"Suite mean of headline metrics ({suite['n_tasks']} tasks): {_fmt(suite['value'])} "
-            f"{_ci(suite['ci_low'], suite['ci_high'])}  [dim]({escape(heads)})[/dim]"
+            f"Suite mean of headline metrics ({suite.n_tasks} tasks): {_fmt(suite.value)} "
+            f"{_ci(suite.ci_low, suite.ci_high)}  [dim]({escape(heads)})[/dim]"
         )
-        if suite["excluded"]:
+        if suite.excluded:
             console.print(
                 f"[dim]Left out of the mean (lower-is-better or undefined headline): "
-                f"{escape(', '.join(suite['excluded']))}[/dim]"
+                f"{escape(', '.join(suite.excluded))}[/dim]"
             )
-    reduced = sorted(
-        {
-            m["key"]: m for t in doc["tasks"].values() for m in t.get("metrics", []) if m.get("resamples_requested")
-        }.items()
-    )
-    for key, m in reduced:
-        console.print(f"[dim]{escape(key)}: {escape(m['resamples_note'])}[/]")
+    reduced = {m.key: m for t in doc.tasks.values() for m in t.metrics if m.resamples_requested}
+    for key, m in sorted(reduced.items()):
+        console.print(f"[dim]{escape(key)}: {escape(m.resamples_note or '')}[/]")
     console.print(
-        f"[dim]{doc['resamples']:,} bootstrap resamples, seed {doc['seed']}; * = headline metric. "
+        f"[dim]{doc.resamples:,} bootstrap resamples, seed {doc.seed}; * = headline metric. "
         f"--definitions shows what each number means.[/dim]"
     )
 
@@ -257,30 +235,32 @@ def eval_command(
         positive=positive,
         **({"item_draw_budget": None} if all_resamples else {}),
     )
-    doc = ev.to_dict()
-    doc["source"] = shown
+    doc = ev.doc
+    doc.source = shown
     saved = None
     if save is not None:
         from labledger import open_ledger
+        from labledger.analysis.benchmarks import record_evaluation
 
         run, _, name = save.partition(":")
-        saved = open_ledger(resolve_ledger_path(ledger_path)).save_evaluation(
-            run, name, doc, model=model, suite=suite, variant=variant, results_path=str(path)
-        )
+        with open_ledger(resolve_ledger_path(ledger_path)) as book:
+            saved = record_evaluation(
+                book, run, name, doc, model=model, suite=suite, variant=variant, results_path=str(path)
+            )
     if as_json:
-        emit_json(doc)
+        emit_json(doc.to_dict())
         return
     _print_evaluation(doc, definitions, shown)
     if saved is not None:
         console.print(f"Saved evaluation '{escape(save)}' to {escape(str(saved))}")
 
 
-def _print_comparison(doc: dict[str, Any], shown_a: str, shown_b: str, definitions: bool) -> None:
-    level = f"{doc['ci']:.0%} CI"
+def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definitions: bool) -> None:
+    level = ci_label(doc.ci)
     console.print(f"A: {escape(shown_a)}\nB: {escape(shown_b)}")
-    for task, body in doc["tasks"].items():
-        how = f"paired, n={body['n']:,}" if body["paired"] else f"unpaired, n_A={body['n_a']:,}, n_B={body['n_b']:,}"
-        table = Table(title=escape(f"task '{task}' ({body['kind']}, {how})"), title_justify="left")
+    for task, body in doc.tasks.items():
+        how = f"paired, n={body.n or 0:,}" if body.paired else f"unpaired, n_A={body.n_a:,}, n_B={body.n_b:,}"
+        table = Table(title=escape(f"task '{task}' ({body.kind}, {how})"), title_justify="left")
         for col, just in (
             ("metric", "left"),
             ("A", "right"),
@@ -293,23 +273,23 @@ def _print_comparison(doc: dict[str, Any], shown_a: str, shown_b: str, definitio
             table.add_column(col, justify=just)
         if definitions:
             table.add_column("definition", overflow="fold")
-        for e in body["metrics"]:
-            mc = e.get("mcnemar")
+        for e in body.metrics:
+            mc = e.mcnemar
             row = [
                 escape(display_key(e)),
-                _fmt(e["a"]),
-                _fmt(e["b"]),
-                _fmt(e["diff"]),
-                _ci(e["ci_low"], e["ci_high"]),
-                _p(e["p_value"]),
-                "-" if not mc else f"{_p(mc['p_value'])} (b={mc['b']}, c={mc['c']})",
+                _fmt(e.a),
+                _fmt(e.b),
+                _fmt(e.diff),
+                _ci(e.ci_low, e.ci_high),
+                format_p(e.p_value),
+                "-" if mc is None else f"{format_p(mc.p_value)} (b={mc.b}, c={mc.c})",
             ]
             if definitions:
-                row.append(escape(e["definition"]))
+                row.append(escape(e.definition))
             table.add_row(*row)
         console.print(table)
     console.print(
-        f"[dim]{doc['resamples']:,} bootstrap resamples, seed {doc['seed']}; p: two-sided (shifted "
+        f"[dim]{doc.resamples:,} bootstrap resamples, seed {doc.seed}; p: two-sided (shifted "
         f"bootstrap); McNemar: b = A right & B wrong, c = A wrong & B right.[/dim]"
     )
 
@@ -353,7 +333,7 @@ def compare_command(
     Same item ids: a paired bootstrap, plus McNemar's test for accuracy. Different item sets are
     refused (with counts and example ids) unless --unpaired.
     """
-    from labledger.analysis.evaluation import compare
+    from labledger.analysis.comparison import compare
 
     _check_metrics(metrics)
     path_a, shown_a = _source(a, ledger_path)
@@ -369,10 +349,10 @@ def compare_command(
         task=list(tasks) or None,
         positive=positive,
     )
-    doc = cmp.to_dict()
-    doc["a"], doc["b"] = shown_a, shown_b
+    doc = cmp.doc
+    doc.a, doc.b = shown_a, shown_b
     if as_json:
-        emit_json(doc)
+        emit_json(doc.to_dict())
         return
     _print_comparison(doc, shown_a, shown_b, definitions)
 

@@ -17,6 +17,7 @@ def evaluate_runs(
 ) -> dict[str, Any]:
     """Evaluate ``results`` of every run (saved as evaluation ``results`` and as benchmark entries),
     by ``current`` slice; returns ``{run_id: document}``."""
+    from labledger.analysis.benchmarks import record_evaluation
     from labledger.analysis.evaluation import evaluate
 
     docs = {}
@@ -25,7 +26,7 @@ def evaluate_runs(
         path = view.results_path(results)
         doc = evaluate(path, metrics=list(DEMO_METRICS), by="current", resamples=resamples, seed=seed).to_dict()
         doc["source"] = f"{run_id}:{results}"
-        book.save_evaluation(run_id, results, doc, model=view.name, suite=DEMO_SUITE, results_path=str(path))
+        record_evaluation(book, run_id, results, doc, model=view.name, suite=DEMO_SUITE, results_path=str(path))
         docs[run_id] = doc
     return docs
 
@@ -33,7 +34,7 @@ def evaluate_runs(
 def compare_runs(book: Any, a: str, b: str, *, results: str, resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Paired comparison B - A on the same test items, stored in run B as ``compare-<A name>``
     (in the document, ``a`` is run B and ``b`` run A, so ``diff`` = B - A)."""
-    from labledger.analysis.evaluation import compare
+    from labledger.analysis.comparison import compare
 
     va, vb = book.run(a), book.run(b)
     # compare(x, y) reports x - y: pass B first, so the difference is B - A

@@ -27,7 +27,7 @@ import numpy as np
 
 from labledger.errors import MetricInputError
 from labledger.metrics._inputs import encode, numbers, prob_matrix, same_length, score_inputs
-from labledger.metrics.registry import ALIASES, Metric, Prepared, register
+from labledger.metrics.registry import Metric, Prepared, register
 
 EPS = float(np.finfo(np.float64).eps)
 LABEL_KINDS = ("classification", "binary", "match")
@@ -787,10 +787,6 @@ _reg(
     strategy="weights",
 )
 
-for _avg in ("macro", "micro", "weighted"):
-    for _m in ("precision", "recall", "f1"):
-        ALIASES[f"{_avg}_{_m}"] = (_m, {"average": _avg})
-ALIASES["binary_f1"] = ("f1", {"average": "binary"})
 
 __all__ = [
     "accuracy",

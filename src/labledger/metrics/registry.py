@@ -19,7 +19,6 @@ vectorised shapes:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError, UnknownMetricError
+from labledger.schema.ids import ALIASES, MetricId
 
 
 @dataclass
@@ -207,8 +207,6 @@ def _fmt(v: Any) -> str:
 
 
 _REGISTRY: dict[str, Metric] = {}
-#: Short names that stand for a metric with parameters (``macro_f1`` -> ``f1[average=macro]``).
-ALIASES: dict[str, tuple[str, dict[str, Any]]] = {}
 
 
 def register(metric: Metric) -> Metric:
@@ -277,32 +275,17 @@ class MetricSpec:
 
 
 def metric_key(name: str, params: Mapping[str, Any]) -> str:
-    """The display key of a metric with parameters: ``f1[average=macro]`` (or just ``accuracy``)."""
-    shown = {k: v for k, v in params.items() if v is not None}
-    if not shown:
-        return name
-    return name + "[" + ",".join(f"{k}={_fmt(v)}" for k, v in sorted(shown.items())) + "]"
+    """The key of a metric with parameters: ``MetricId(name, params).key`` (``f1[average=macro]``).
+
+    >>> metric_key("f1", {"average": "macro", "pos_label": None})
+    'f1[average=macro]'
+    """
+    return MetricId(name, params).key
 
 
-_AT = re.compile(r"^(?P<name>[a-z0-9_]+)@(?P<k>\d+)$")
-
-
-def _coerce(value: str) -> Any:
-    low = value.lower()
-    if low in ("none", "null"):
-        return None
-    if low == "nan":
-        return math.nan
-    if re.fullmatch(r"-?\d+", value):
-        return int(value)
-    try:
-        return float(value)
-    except ValueError:
-        return value
-
-
-def parse_metric(spec: str | MetricSpec | Metric) -> MetricSpec:
-    """Parse ``name``, ``name@k``, ``name:p=v,q=w`` or ``name[p=v,q=w]`` into a :class:`MetricSpec`.
+def parse_metric(spec: str | MetricId | MetricSpec | Metric) -> MetricSpec:
+    """The registry entry and parameters of a metric named any way :meth:`MetricId.parse` reads
+    (``name``, ``name@k``, ``name:p=v``, ``name[p=v]``, an alias), checked against the registry.
 
     >>> str(parse_metric("f1:average=macro")), str(parse_metric("ndcg@10")), str(parse_metric("macro_f1"))
     ('f1[average=macro]', 'ndcg[k=10]', 'f1[average=macro]')
@@ -311,29 +294,9 @@ def parse_metric(spec: str | MetricSpec | Metric) -> MetricSpec:
         return spec
     if isinstance(spec, Metric):
         return MetricSpec(spec)
-    text = spec.strip()
-    params: dict[str, Any] = {}
-    if text.endswith("]") and "[" in text:
-        text, _, inner = text[:-1].partition("[")
-    else:
-        text, _, inner = text.partition(":")
-    for part in filter(None, (p.strip() for p in inner.split(","))):
-        key, eq, val = part.partition("=")
-        if not eq or not key.strip():
-            raise MetricInputError(f"metric parameter {part!r} in {spec!r} must look like name=value")
-        params[key.strip()] = _coerce(val.strip())
-    m = _AT.match(text)
-    if m:
-        text = m["name"]
-        params.setdefault("k", int(m["k"]))
-        if text == "recall":
-            text = "recall_at_k"
-    _load()
-    if text in ALIASES:
-        base, extra = ALIASES[text]
-        params = {**extra, **params}
-        text = base
-    metric = get_metric(text)
+    mid = MetricId.parse(spec)
+    metric = get_metric(mid.name)
+    params = dict(mid.params)
     metric.resolve(params)
     return MetricSpec(metric, tuple(sorted(params.items())))
 

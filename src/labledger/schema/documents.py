@@ -15,13 +15,13 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from labledger.schema.values import ConfusionMatrix, MetricDiff, MetricValue, Part, PerClass
+from labledger.schema.values import Compat, ConfusionMatrix, MetricDiff, MetricValue, Part, PerClass
 
 #: The schema version every document kind is written with today.
 SCHEMA_VERSION = 2
 
 
-class Document(msgspec.Struct, kw_only=True):
+class Document(Compat, msgspec.Struct, kw_only=True):
     """Base of every document: ``kind`` and ``schema_version`` first, then the body."""
 
     KIND: ClassVar[str] = ""

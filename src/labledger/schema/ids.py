@@ -215,12 +215,10 @@ class MetricId:
             name, extra = ALIASES[body]
             params = {**extra, **params}
             body = name
-        if not _NAME.match(body):
-            low = body.lower()
-            if _NAME.match(low):
-                body = low
-            else:
-                raise MetricInputError(f"metric name {text!r} must look like name, name@k or name[p=v,...]")
+        if not body:
+            raise MetricInputError(f"metric name missing in {text!r}")
+        if not _NAME.match(body) and _NAME.match(body.lower()):
+            body = body.lower()  # 'Accuracy' -> 'accuracy'; other names are kept for the registry to judge
         return cls(body, params)
 
 

@@ -32,7 +32,32 @@ def ci_label(level: float | None) -> str:
     return f"{pct:g}% CI"
 
 
-class Part(msgspec.Struct, kw_only=True, omit_defaults=True):
+class Compat:
+    """``part["value"]`` reads field ``value`` (by its JSON name): code written against the dict
+    documents keeps working. New code reads attributes."""
+
+    __slots__ = ()
+
+    def __getitem__(self, name: str) -> Any:
+        fields = dict(zip(self.__struct_encode_fields__, self.__struct_fields__))  # type: ignore[attr-defined]
+        if name not in fields:
+            raise KeyError(name)
+        return getattr(self, fields[name])
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """``part.get("value")``, as on the dict documents."""
+        try:
+            value = self[name]
+        except KeyError:
+            return default
+        return default if value is None else value
+
+    def __contains__(self, name: str) -> bool:
+        fields = dict(zip(self.__struct_encode_fields__, self.__struct_fields__))  # type: ignore[attr-defined]
+        return name in fields and getattr(self, fields[name]) is not None
+
+
+class Part(Compat, msgspec.Struct, kw_only=True, omit_defaults=True):
     """Base of the nested parts: keyword construction, optional fields omitted when unset."""
 
     def to_dict(self) -> dict[str, Any]:

@@ -23,15 +23,18 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import orjson
 
 from labledger.errors import IndexUnavailableError, LedgerError, LedgerNotFoundError, RunNotFoundError
+from labledger.schema import KINDS, CalibrationDoc, Document, EvaluationDoc, decode
+from labledger.schema.store import StoredEvaluation, StoredMetricValue
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.jsonl import read_json, write_json
 from labledger.store.migrations import migrate
@@ -607,32 +610,38 @@ class Ledger:
         self,
         run_ref: str,
         name: str,
-        document: dict[str, Any],
+        document: Document | dict[str, Any],
         *,
-        kind: str = "evaluation",
-        model: str | None = None,
-        suite: str = "public",
-        variant: str = "raw",
-        results_path: str | None = None,
+        kind: str | None = None,
     ) -> Path:
-        """Store an evaluation document under ``evals/<name>/<kind>.json`` and index its values.
+        """Store a document under ``evals/<name>/<kind>.json`` and index its metric values.
 
-        Metric values are read from ``document["tasks"][task]["metrics"]`` (a list of dicts with
-        ``metric``, ``params``, ``value``, ``ci_low``, ``ci_high``, ``n``, ``definition``) and
-        ``document["tasks"][task]["slices"][field][value]["metrics"]`` when present.
-
-        With ``model``, each task's headline value also becomes a benchmark entry (model, ``suite``,
-        benchmark = task, ``variant``) pointing at this evaluation and at ``results_path`` (the
-        predictions it was computed from), so version tables can test deltas on paired items.
+        ``document``: a typed document (:class:`~labledger.schema.EvaluationDoc`,
+        :class:`~labledger.schema.ComparisonDoc`, :class:`~labledger.schema.CalibrationDoc`), or
+        its dict (decoded and checked against its schema first), or the dict of another kind
+        (``kind="recipe"``...), stored as is. ``kind`` defaults to the document's own. Metric values
+        of evaluations (tasks and slices) and calibration reports are indexed for
+        :meth:`metric_values`. Benchmark entries: ``labledger.analysis.benchmarks.record_evaluation``.
         """
         from labledger.store.run import check_name
 
         check_name(name, "evaluation name")
+        if isinstance(document, dict) and (kind or document.get("kind")) in KINDS:
+            document = decode(document, kind=kind or document.get("kind"), source=f"evaluation '{name}'")
+        if isinstance(document, Document):
+            kind = kind or document.KIND
+            if kind != document.KIND:
+                raise LedgerError(f"evaluation '{name}': a {document.KIND} document cannot be stored as kind '{kind}'")
+            data: Any = document.to_dict()
+            rows = list(iter_metric_values(document))
+            n_rows = getattr(document, "n", None)
+        else:
+            kind = kind or "evaluation"
+            data, rows, n_rows = document, [], document.get("n") if isinstance(document, dict) else None
         run_id = self.resolve(run_ref)
         out_dir = self.run_dir(run_id) / "evals" / name
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{kind}.json"
-        rows = list(iter_metric_values(document))
 
         def store(db) -> None:
             old = db.execute(
@@ -642,7 +651,7 @@ class Ledger:
                 db.execute("DELETE FROM metric_values WHERE eval_id = ?", (old[0],))
                 db.execute("DELETE FROM evaluations WHERE id = ?", (old[0],))
             q = "INSERT INTO evaluations (run_id, name, kind, created, n_rows) VALUES (?, ?, ?, ?, ?)"
-            values = (run_id, name, kind, time.time(), document.get("n"))
+            values = (run_id, name, kind, time.time(), n_rows)
             if self.dialect == "sqlite":
                 eval_id = db.execute(q, values).lastrowid
             else:
@@ -652,24 +661,9 @@ class Ledger:
                 "ci_high, n, definition) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(eval_id, *r) for r in rows],
             )
-            write_json(path, document)
+            write_json(path, data)
 
         self._write(store)
-        if model is not None:
-            from labledger.analysis.benchmarks import add_entries, entries_from_evaluation
-
-            add_entries(
-                self,
-                entries_from_evaluation(
-                    document,
-                    model=model,
-                    suite=suite,
-                    variant=variant,
-                    run_id=run_id,
-                    evaluation=name,
-                    results_path=results_path,
-                ),
-            )
         return path
 
     def evaluation_file(self, run_ref: str, name: str, filename: str) -> Path:
@@ -683,25 +677,30 @@ class Ledger:
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
-    def evaluations(self, run_ref: str) -> list[dict[str, Any]]:
-        """Stored evaluations of a run: name, kind, created, path."""
-        run_id = self.resolve(run_ref)
-        out = []
-        for name, kind, created, n_rows in self.db.execute(
-            "SELECT name, kind, created, n_rows FROM evaluations WHERE run_id = ? ORDER BY created", (run_id,)
-        ):
-            out.append(
-                {
-                    "name": name,
-                    "kind": kind,
-                    "created": created,
-                    "n": n_rows,
-                    "path": str(self.run_dir(run_id) / "evals" / name / f"{kind}.json"),
-                }
-            )
-        return out
+    def evaluations(self, run_ref: str) -> list[StoredEvaluation]:
+        """Stored documents of a run: name, kind, created, n, path.
 
-    def metric_values(self, run_ref: str) -> list[dict[str, Any]]:
+        >>> import tempfile
+        >>> book = Ledger(tempfile.mkdtemp(), create=True)
+        >>> book.register_run({"id": "r1", "name": "r", "status": "finished", "started": 0.0})
+        >>> book.evaluations("r1")
+        []
+        """
+        run_id = self.resolve(run_ref)
+        return [
+            StoredEvaluation(
+                name=name,
+                kind=kind,
+                created=created,
+                n=n_rows,
+                path=str(self.run_dir(run_id) / "evals" / name / f"{kind}.json"),
+            )
+            for name, kind, created, n_rows in self.db.execute(
+                "SELECT name, kind, created, n_rows FROM evaluations WHERE run_id = ? ORDER BY created", (run_id,)
+            )
+        ]
+
+    def metric_values(self, run_ref: str) -> list[StoredMetricValue]:
         """Every indexed metric value of a run's stored evaluations."""
         run_id = self.resolve(run_ref)
         q = (
@@ -709,53 +708,69 @@ class Ledger:
             "m.definition FROM metric_values m JOIN evaluations e ON e.id = m.eval_id "
             "WHERE e.run_id = ? ORDER BY e.created, m.rowid"
         )
-        keys = ("evaluation", "task", "slice", "metric", "params", "value", "ci_low", "ci_high", "n", "definition")
-        out = []
-        for row in self.db.execute(q, (run_id,)):
-            d = dict(zip(keys, row))
-            d["params"] = orjson.loads(d["params"])
-            out.append(d)
-        return out
+        return [
+            StoredMetricValue(
+                evaluation=ev,
+                task=task,
+                slice=slice_,
+                metric=metric,
+                params=orjson.loads(params),
+                value=value,
+                ci_low=low,
+                ci_high=high,
+                n=n,
+                definition=definition,
+            )
+            for ev, task, slice_, metric, params, value, low, high, n, definition in self.db.execute(q, (run_id,))
+        ]
 
 
-def iter_metric_values(document: dict[str, Any]) -> Iterator[tuple]:
-    """(task, slice, metric, params, value, ci_low, ci_high, n, definition) rows of a document."""
-    tasks = document.get("tasks") if isinstance(document, dict) else None
-    if not isinstance(tasks, dict):
-        return
-    for task, body in tasks.items():
-        if not isinstance(body, dict):
-            continue
-        yield from _metric_rows(task, "", body.get("metrics"))
-        slices = body.get("slices")
-        if isinstance(slices, dict):
-            for fld, values in slices.items():
-                if not isinstance(values, dict):
-                    continue
+def iter_metric_values(document: Document) -> Iterator[tuple[Any, ...]]:
+    """(task, slice, metric, params, value, ci_low, ci_high, n, definition) rows of a document:
+    every scalar value of an evaluation (tasks and slices) or a calibration report."""
+    if isinstance(document, EvaluationDoc):
+        for task, body in document.tasks.items():
+            yield from _metric_rows(task, "", body.metrics)
+            for fld, values in (body.slices or {}).items():
                 for val, sbody in values.items():
-                    if isinstance(sbody, dict):
-                        yield from _metric_rows(task, f"{fld}={val}", sbody.get("metrics"))
+                    yield from _metric_rows(task, f"{fld}={val}", sbody.metrics)
+    elif isinstance(document, CalibrationDoc):
+        for task, cbody in document.tasks.items():
+            yield from _metric_rows(task, "", cbody.metrics)
+            for fld, cvalues in (cbody.slices or {}).items():
+                for val, csbody in cvalues.items():
+                    yield from _metric_rows(task, f"{fld}={val}", [decode_value(m) for m in csbody.metrics])
 
 
-def _metric_rows(task: str, slice_: str, metrics: Any) -> Iterator[tuple]:
-    if not isinstance(metrics, list):
-        return
+def decode_value(m: dict[str, Any]) -> _Scalar:
+    """A calibration slice's value entry as a typed scalar."""
+    return msgspec.convert(m, _Scalar, strict=False)
+
+
+class _Scalar(msgspec.Struct, kw_only=True):
+    metric: str
+    params: dict[str, Any] = {}
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    definition: str | None = None
+
+
+def _metric_rows(task: str, slice_: str, metrics: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
     for m in metrics:
-        if not isinstance(m, dict) or "metric" not in m:
-            continue
-        value = m.get("value")
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            continue  # tables (confusion matrices, per-class) live in the document only
+        if m.value is None:
+            continue  # undefined values and tables (confusion matrices, per-class) live in the document only
         yield (
             task,
             slice_,
-            m["metric"],
-            orjson.dumps(m.get("params") or {}, option=orjson.OPT_SORT_KEYS).decode(),
-            value,
-            m.get("ci_low"),
-            m.get("ci_high"),
-            m.get("n"),
-            m.get("definition"),
+            m.metric,
+            orjson.dumps(m.params, option=orjson.OPT_SORT_KEYS).decode(),
+            m.value,
+            m.ci_low,
+            m.ci_high,
+            m.n,
+            m.definition,
         )
 
 

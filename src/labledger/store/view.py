@@ -11,6 +11,7 @@ import orjson
 import pyarrow as pa
 
 from labledger.errors import LedgerError, UnknownNameError
+from labledger.schema import KINDS, decode
 from labledger.store.jsonl import RECORD_FILES, count_lines, read_json, read_jsonl
 
 if TYPE_CHECKING:
@@ -127,12 +128,16 @@ class RunView:
         """Stored result rows of ``name``, exactly as stored."""
         return read_jsonl(self.results_path(name))
 
-    def evaluation(self, name: str, kind: str = "evaluation") -> dict[str, Any]:
-        """A stored evaluation document (see :meth:`Ledger.save_evaluation`)."""
+    def evaluation(self, name: str, kind: str = "evaluation") -> Any:
+        """A stored document (see :meth:`Ledger.save_evaluation`): for the kinds of
+        :data:`labledger.schema.KINDS` the typed document, decoded and version-checked (an older
+        one migrated, a newer one refused naming the file); for other kinds (``recipe``) the dict."""
         path = self.dir / "evals" / name / f"{kind}.json"
         if not path.exists():
             known = [p.parent.name for p in (self.dir / "evals").glob(f"*/{kind}.json")]
             raise UnknownNameError(f"{kind} of run {self.id}", name, known)
+        if kind in KINDS:
+            return decode(path.read_bytes(), kind=kind, source=str(path))
         return read_json(path)
 
     def files(self) -> list[str]:

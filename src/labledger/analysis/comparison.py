@@ -1,0 +1,170 @@
+"""Compare two result sets task by task: A - B for each metric with a CI and a p-value.
+
+>>> gold = ["y", "n"] * 30
+>>> rows = lambda p: [{"id": i, "task": "t", "gold": g, "pred": p(i, g)} for i, g in enumerate(gold)]
+>>> c = compare(rows(lambda i, g: g), rows(lambda i, g: g if i % 4 else "?"), metrics=["exact_match"])
+>>> c.metric("t", "exact_match").diff
+0.25
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from labledger.analysis.evaluation import (
+    _align_labels,
+    _check_applicable,
+    _json_params,
+    _num,
+    _pair,
+    _seed,
+    _select_tasks,
+    _specs_for,
+    find_metric,
+    prepare_task,
+    task_params,
+)
+from labledger.errors import ComparisonError
+from labledger.inputs.results import TOLERANCE, load
+from labledger.metrics.registry import Prepared, metric_key
+from labledger.metrics.resample import mcnemar, paired_bootstrap, unpaired_bootstrap
+from labledger.schema import ComparisonDoc, McNemar, MetricDiff, MetricId, TaskComparison
+
+
+class Comparison:
+    """The result of :func:`compare`: a typed :class:`~labledger.schema.ComparisonDoc` plus accessors."""
+
+    def __init__(self, doc: ComparisonDoc | dict[str, Any]):
+        if isinstance(doc, dict):
+            from labledger.schema import decode
+
+            doc = decode(doc, type=ComparisonDoc)
+        self.doc: ComparisonDoc = doc
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The document as builtins (kept for code written against the dict documents)."""
+        return self.doc.to_dict()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as one JSON-ready dict (what ``labledger compare --json`` prints)."""
+        return self.doc.to_dict()
+
+    def to_json(self) -> str:
+        """The comparison as JSON text."""
+        return self.doc.to_json()
+
+    def metric(self, task: str, key: str | MetricId) -> MetricDiff:
+        """The difference of metric ``key`` on ``task``."""
+        found: MetricDiff = find_metric(self.doc.tasks[task].metrics, task, key)
+        return found
+
+    def __repr__(self) -> str:
+        return f"Comparison({self.doc.a!r} vs {self.doc.b!r})"
+
+
+def compare(
+    a: Any,
+    b: Any,
+    *,
+    metrics: Any = None,
+    unpaired: bool = False,
+    ci: float = 0.95,
+    resamples: int = 1000,
+    seed: int = 0,
+    task: str | Sequence[str] | None = None,
+    positive: str | Mapping[str, str] | None = None,
+    tolerance: float = TOLERANCE,
+) -> Comparison:
+    """Compare two result sets task by task: A - B for each metric with a CI and a p-value.
+
+    Same item ids: a paired bootstrap (and McNemar's test for accuracy / exact match). Different
+    item sets raise :class:`~labledger.errors.ComparisonError` (counts and example ids) unless
+    ``unpaired=True``, which resamples each side independently.
+
+    >>> gold = ["y", "n"] * 30
+    >>> rows = lambda p: [{"id": i, "task": "t", "gold": g, "pred": p(i, g)} for i, g in enumerate(gold)]
+    >>> c = compare(rows(lambda i, g: g), rows(lambda i, g: g if i % 4 else "?"), metrics=["exact_match"])
+    >>> c.metric("t", "exact_match").diff
+    0.25
+    """
+    ra = load(a, tolerance=tolerance, positive=positive)
+    rb = load(b, tolerance=tolerance, positive=positive)
+    if task is None:
+        only_a, only_b = set(ra) - set(rb), set(rb) - set(ra)
+        if only_a or only_b:
+            raise ComparisonError(
+                f"the tasks differ: only in A: {', '.join(sorted(only_a)) or 'none'}; only in B: "
+                f"{', '.join(sorted(only_b)) or 'none'} (pass task= to compare one)"
+            )
+        tasks = list(ra)
+    else:
+        tasks = _select_tasks(ra, task)
+        _select_tasks(rb, task)
+    _check_applicable(ra, metrics)
+    doc = ComparisonDoc(a=ra.source, b=rb.source, ci=ci, resamples=resamples, seed=seed, tasks={})
+    for name in tasks:
+        ta, tb = ra[name], rb[name]
+        if ta.kind != tb.kind:
+            raise ComparisonError(f"task '{name}' is {ta.kind} in A but {tb.kind} in B")
+        if ta.kind in ("classification", "binary", "match"):
+            ta, tb = _align_labels(ta, tb)
+        ta, tb, paired = _pair(ta, tb, unpaired)
+        groups = ta.group if ta.group is not None else tb.group
+        entries: list[MetricDiff] = []
+        for spec in _specs_for(ta, metrics):
+            metric = spec.metric
+            if ta.kind not in metric.kinds or metric.table:
+                continue
+            params = task_params(metric, dict(spec.params), ta)
+            pa, pb = prepare_task(metric, params, ta), prepare_task(metric, params, tb)
+            key = metric_key(metric.name, params)
+            s = _seed(seed, name, "compare", key)
+            if paired:
+                res = paired_bootstrap(pa, pb, ci=ci, resamples=resamples, seed=s, groups=groups)
+                if metric.name in ("accuracy", "exact_match"):
+                    res.mcnemar = mcnemar(correct_a=_correct(pa), correct_b=_correct(pb))
+            else:
+                res = unpaired_bootstrap(
+                    pa, pb, ci=ci, resamples=resamples, seed=s, groups_a=ta.group, groups_b=tb.group
+                )
+            entries.append(
+                MetricDiff(
+                    metric=metric.name,
+                    key=key,
+                    params=_json_params(params),
+                    definition=metric.describe(params),
+                    higher_is_better=metric.higher_is_better,
+                    a=_num(res.a),
+                    b=_num(res.b),
+                    diff=_num(res.diff),
+                    ci_low=_num(res.low),
+                    ci_high=_num(res.high),
+                    p_value=res.p_value,
+                    ci=ci,
+                    resamples=resamples,
+                    method=res.method,
+                    n=res.n,
+                    clusters=res.clusters,
+                    mcnemar=None if res.mcnemar is None else McNemar(**res.mcnemar),
+                )
+            )
+        doc.tasks[name] = TaskComparison(
+            kind=ta.kind, paired=paired, n_a=ta.n, n_b=tb.n, n=ta.n if paired else None, metrics=entries
+        )
+    return Comparison(doc)
+
+
+def _correct(prep: Prepared) -> np.ndarray:
+    if prep.strategy == "table":  # accuracy: the diagonal cells of the gold x pred table
+        k = round(math.sqrt(prep.n_cells))
+        cells = prep.get_cells()
+        return (cells // k) == (cells % k)
+    return prep.values > 0.5
+
+
+__all__ = ["Comparison", "compare"]
