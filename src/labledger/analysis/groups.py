@@ -15,11 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from labledger.errors import ComparisonError, LedgerError
-
-
-def _spec(metric: str, params: dict[str, Any]) -> str:
-    return metric if not params else metric + ":" + ",".join(f"{k}={v}" for k, v in sorted(params.items()))
+from labledger.errors import ComparisonError, LedgerError, MetricInputError
+from labledger.schema import EvaluationDoc, MetricId
+from labledger.schema.ids import LABELS
 
 
 def paired_entry_test(a, b, *, ci: float = 0.95, resamples: int = 1000, seed: int = 0) -> dict[str, Any] | None:
@@ -30,50 +28,69 @@ def paired_entry_test(a, b, *, ci: float = 0.95, resamples: int = 1000, seed: in
     """
     from labledger.analysis.comparison import compare
 
-    if not a.results_path or not b.results_path or a.metric_id != b.metric_id:
+    if not a.results_path or not b.results_path or a.id != b.id:
         return None
     try:
         doc = compare(
             a.results_path,
             b.results_path,
-            metrics=[_spec(a.metric, a.params)],
+            metrics=[a.id.key],
             task=a.benchmark,
             ci=ci,
             resamples=resamples,
             seed=seed,
-        ).to_dict()
+        ).doc
     except ComparisonError:
         return None
-    metrics = doc["tasks"][a.benchmark]["metrics"]
+    metrics = doc.tasks[a.benchmark].metrics
     if not metrics:
         return None
     m = metrics[0]
-    return {"diff": m["diff"], "ci_low": m["ci_low"], "ci_high": m["ci_high"], "p_value": m["p_value"], "n": m["n"]}
+    return {"diff": m.diff, "ci_low": m.ci_low, "ci_high": m.ci_high, "p_value": m.p_value, "n": m.n, "ci": ci}
 
 
-def _norm(key: str) -> str:
-    k = re.sub(r"[^a-z0-9@]", "", key.lower())
-    return k[:-5] if k.endswith("score") else k
+def recorded_id(key: str) -> MetricId | None:
+    """The metric a logged scalar's name stands for: ``MetricId.parse`` of it, case and separators
+    folded and a trailing ``score`` dropped (``Has0_F1_score`` -> ``has0_f1``); None when no id fits.
+
+    >>> recorded_id("Has0_F1_score"), recorded_id("macro-F1")
+    (MetricId('has0_f1'), MetricId('f1[average=macro]'))
+    """
+    low = key.strip().lower()
+    if low in LABELS:
+        return MetricId.parse(low)
+    text = re.sub(r"[\s-]+", "_", low)
+    text = re.sub(r"_?score$", "", text)
+    try:
+        return MetricId.parse(text)
+    except MetricInputError:
+        pass
+    return None
 
 
 def recorded_value(view, metric: str) -> tuple[float, str] | None:
-    """The value a run recorded for ``metric`` (name compared loosely: ``Has0_F1_score`` = has0_f1).
+    """The value a run recorded for ``metric`` (names compared as :class:`MetricId`s, so that
+    ``Has0_F1_score`` = ``has0_f1`` and ``macro-F1`` = ``f1:average=macro``).
 
     Looked up in the run's summary, then its last history entry that has it, then its last scalar.
     """
-    want = _norm(metric)
+    want = recorded_id(metric)
+
+    def same(k: str) -> bool:
+        return want is not None and recorded_id(k) == want
+
     for k, v in (view.summary.get("headline") or {}).items():
-        if _norm(k) == want and isinstance(v, (int, float)):
+        if same(k) and isinstance(v, (int, float)):
             return float(v), "recorded (summary)"
     found = None
     for entry in view.history():
         for k, v in entry.items():
-            if _norm(k) == want and isinstance(v, (int, float)) and not isinstance(v, bool):
+            if same(k) and isinstance(v, (int, float)) and not isinstance(v, bool):
                 found = float(v)
     if found is not None:
         return found, "recorded (history)"
     for k, v in (view.summary.get("last") or {}).items():
-        if _norm(k) == want and isinstance(v, (int, float)):
+        if same(k) and isinstance(v, (int, float)):
             return float(v), "recorded (scalars)"
     return None
 
@@ -103,15 +120,13 @@ class GroupComparison:
         }
 
 
-def _computed_value(doc: dict[str, Any], task: str, spec) -> float | None:
-    """The value of ``spec`` in an evaluation document: same metric, and every parameter the user
-    gave equal to the stored one (the document also lists the defaults it filled in)."""
-    for m in doc["tasks"][task]["metrics"]:
-        if m["metric"] != spec.metric.name:
-            continue
-        params = m.get("params") or {}
-        if all(str(params.get(k)) == str(v) for k, v in spec.params):
-            return m.get("value")
+def _computed_value(doc: EvaluationDoc, task: str, want: MetricId) -> float | None:
+    """The value of ``want`` in an evaluation document: the entry whose identity covers it (same
+    metric, every parameter the user gave equal to the stored one; the document also lists the
+    defaults it filled in)."""
+    for m in doc.tasks[task].metrics:
+        if m.id.covers(want):
+            return m.value
     return None
 
 
@@ -133,7 +148,6 @@ def compare_groups(
     >>> # compare_groups(open_ledger(), baseline="0615", groups=["0617-main"], metrics=["has0_f1"])
     """
     from labledger.analysis.evaluation import evaluate
-    from labledger.metrics.registry import parse_metric
 
     if not metrics:
         raise LedgerError("name at least one metric")
@@ -163,15 +177,12 @@ def compare_groups(
             for metric in metrics:
                 value, source = None, None
                 if source_name is not None:
-                    spec = parse_metric(metric)
                     if ev is None:
-                        ev = evaluate(
-                            view.results_path(source_name), metrics=list(metrics), resamples=0, task=task
-                        ).to_dict()
-                    tasks = list(ev["tasks"])
+                        ev = evaluate(view.results_path(source_name), metrics=list(metrics), resamples=0, task=task).doc
+                    tasks = list(ev.tasks)
                     if len(tasks) != 1:
                         raise LedgerError(f"run {info.id} results '{source_name}' have tasks {tasks}; pass task=")
-                    value = _computed_value(ev, tasks[0], spec)
+                    value = _computed_value(ev, tasks[0], MetricId.parse(metric))
                     source = f"predictions ({source_name})"
                 if value is None:
                     rec = recorded_value(view, metric)

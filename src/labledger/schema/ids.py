@@ -186,11 +186,11 @@ class MetricId:
         if isinstance(text, MetricId):
             return text
         raw = text.strip()
-        label = raw.strip("()").strip().lower()
-        for table_ in (TABLE_LABELS, LABELS) if table else (LABELS,):
-            if label in table_:
-                name, extra = table_[label]
-                return cls(name, extra)
+        for label in (raw.lower(), raw.strip("()").strip().lower()):
+            for table_ in (TABLE_LABELS, LABELS) if table else (LABELS,):
+                if label in table_:
+                    name, extra = table_[label]
+                    return cls(name, extra)
         body = raw
         params: dict[str, Any] = {}
         if body.endswith("]") and "[" in body:
