@@ -30,8 +30,18 @@ from labledger.calibrate.fitting import crossfit_scores, load_results, split_mas
 from labledger.calibrate.methods import Scores, TaskArrays, apply_steps, task_arrays
 from labledger.calibrate.recipe import Recipe, TaskRecipe, item_hashes, load_recipe, sketch_overlap
 from labledger.calibrate.search import Objective, objective_from_key, resolve_objective
-from labledger.errors import CalibrationError
-from labledger.metrics.resample import _p_value, percentile_interval, resample_values, rng_for
+from labledger.errors import CalibrationError, UnknownNameError
+from labledger.metrics.resample import (
+    _p_value,
+    bootstrap_samples,
+    interval,
+    percentile_interval,
+    resample_values,
+    rng_for,
+)
+from labledger.schema import SCHEMA_VERSION, CalibrationDoc, MetricId, decode, format_p
+from labledger.schema.documents import CalibrationValue
+from labledger.schema.values import ci_label
 
 OPTIMISTIC = "fitted on the evaluated items (optimistic)"
 HONEST = "cross-fitted (honest)"
@@ -40,27 +50,51 @@ VARIANTS = ("raw", "calibrated", "cross-fitted")
 
 
 class CalibrationReport:
-    """The result of :func:`report`: a JSON-ready document, Markdown, and accessors."""
+    """The result of :func:`report`: a typed :class:`~labledger.schema.CalibrationDoc`, Markdown, accessors."""
 
-    def __init__(self, document: dict[str, Any]):
-        self.document = document
+    def __init__(self, doc: CalibrationDoc | dict[str, Any]):
+        self.doc: CalibrationDoc = doc if isinstance(doc, CalibrationDoc) else decode(doc, type=CalibrationDoc)
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The document as builtins (kept for code written against the dict documents)."""
+        return self.doc.to_dict()
 
     def to_dict(self) -> dict[str, Any]:
-        return self.document
+        """The report as one JSON-ready dict."""
+        return self.doc.to_dict()
+
+    def to_json(self) -> str:
+        """The report as JSON text."""
+        return self.doc.to_json()
 
     def value(self, task: str, metric: str, variant: str = "calibrated") -> float | None:
-        """The value of ``metric`` (a key or bare name) for ``variant`` (raw, calibrated, cross-fitted)."""
-        body = self.document["tasks"][task]["slices"]["variant"][variant]
-        found = [e for e in body["metrics"] if e["key"] == metric or e["metric"] == metric]
-        if not found:
-            raise KeyError(f"no metric {metric!r} for {task}/{variant}")
-        return found[0]["value"]
+        """The value of ``metric`` (a key, a spec or a bare name) for ``variant`` (raw, calibrated, cross-fitted)."""
+        if task not in self.doc.tasks:
+            raise UnknownNameError("task of the calibration report", task, list(self.doc.tasks))
+        variants = (self.doc.tasks[task].slices or {}).get("variant", {})
+        if variant not in variants:
+            raise UnknownNameError(f"variant of task '{task}'", variant, list(variants))
+        return variant_value(variants[variant].metrics, task, metric).value
 
     def to_markdown(self) -> str:
-        return markdown(self.document)
+        return markdown(self.doc)
 
     def __repr__(self) -> str:
-        return f"CalibrationReport({self.document['source']!r}, recipe {self.document['recipe_id']})"
+        return f"CalibrationReport({self.doc.source!r}, recipe {self.doc.recipe_id})"
+
+
+def variant_value(entries: list[CalibrationValue], task: str, metric: str | MetricId) -> CalibrationValue:
+    """The entry of ``metric`` among one variant's values: by key, then by identity (``ece`` needs
+    its strategy when both ECEs are there). Raises :class:`UnknownNameError` listing the keys."""
+    text = metric.key if isinstance(metric, MetricId) else metric
+    found = [e for e in entries if e.key == text]
+    if not found:
+        want = MetricId.parse(metric)
+        found = [e for e in entries if e.id == want] or [e for e in entries if e.id.covers(want)]
+    if len(found) != 1:
+        raise UnknownNameError(f"metric of task '{task}'", text, [e.key for e in entries])
+    return found[0]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -226,7 +260,15 @@ def _entries(
         )
         for i, v in enumerate(names):
             lo = hi = None
-            if draws is not None:
+            if draws is not None and i == 0 and obj.mode != "items":
+                # the raw value's CI is the evaluation's (same procedure and seed as ``evaluate``),
+                # so a page showing both shows one interval for one number
+                raw_draws = bootstrap_samples(
+                    preps[0], resamples=resamples, seed=_seed(seed, task, "", obj.key), groups=groups
+                )
+                iv = interval(preps[0], preps[0].value(), raw_draws, ci=ci, resamples=resamples, groups=groups)
+                lo, hi = iv.low, iv.high
+            elif draws is not None:
                 lo, hi, _ = percentile_interval(draws[i], ci)
             per_variant[v].append(
                 {
@@ -317,7 +359,7 @@ def report(
             )
     doc: dict[str, Any] = {
         "kind": "calibration",
-        "version": 1,
+        "schema_version": SCHEMA_VERSION,
         "source": source,
         "sha256": sha,
         "recipe_id": recipe.id,
@@ -359,7 +401,7 @@ def report(
         "ece (quantile)": f"expected calibration error over {bins} equal-mass confidence bins",
         "reliability": f"{bins} equal-width bins of top-label confidence: mean confidence, accuracy and count",
     }
-    return CalibrationReport(doc)
+    return CalibrationReport(decode(doc, type=CalibrationDoc, source=source))
 
 
 def _task_report(td, t: TaskRecipe, *, sha, source, ci, resamples, seed, bins, crossfit):
@@ -543,31 +585,32 @@ def _ci(lo: Any, hi: Any) -> str:
     return "–" if lo is None or hi is None else f"[{lo:+.4f}, {hi:+.4f}]"
 
 
-def markdown(doc: dict[str, Any]) -> str:
+def markdown(doc: CalibrationDoc | dict[str, Any]) -> str:
     """The report as Markdown: the raw-vs-calibrated table, then the probability metrics."""
-    level = f"{doc['ci']:.0%}"
+    if not isinstance(doc, CalibrationDoc):
+        doc = decode(doc, type=CalibrationDoc)
+    level = ci_label(doc.ci)
     out = [
-        f"# Calibration: {doc['source']}",
+        f"# Calibration: {doc.source}",
         "",
-        f"Recipe `{doc['recipe_id']}`. Paired {level} CIs from {doc['resamples']:,} bootstrap resamples "
-        f"(seed {doc['seed']}; clusters when rows have a group). Δ = calibrated − raw on the same items.",
+        f"Recipe `{doc.recipe_id}`. Paired {level}s from {doc.resamples:,} bootstrap resamples "
+        f"(seed {doc.seed}; clusters when rows have a group). Δ = calibrated − raw on the same items.",
         "",
-        f"| task | method | metric | raw | calibrated | Δ | {level} CI of Δ | p | n | fitted |",
+        f"| task | method | metric | raw | calibrated | Δ | {level} of Δ | p | n | fitted |",
         "|---|---|---|---:|---:|---:|---|---:|---:|---|",
     ]
     shown = set()
-    for r in doc["table"]:
-        key = r["metric"].replace(",zero_division=0]", "]")
-        name = f"**{key}**" if r["honest"] else key
-        p = "–" if r["p_value"] is None else f"{r['p_value']:.3g}"
-        task, method = (r["task"], r["method"]) if r["task"] not in shown else ("", "")
-        shown.add(r["task"])
+    for r in doc.table:
+        key = MetricId.parse(r.metric).short
+        name = f"**{key}**" if r.honest else key
+        task, method = (r.task, r.method) if r.task not in shown else ("", "")
+        shown.add(r.task)
         out.append(
-            f"| {task} | {method} | {name} | {_f(r['raw'])} | {_f(r['calibrated'])} | "
-            f"{_f(r['diff'], True)} | {_ci(r['ci_low'], r['ci_high'])} | {p} | {r['n']:,} | {r['fitted']} |"
+            f"| {task} | {method} | {name} | {_f(r.raw)} | {_f(r.calibrated)} | "
+            f"{_f(r.diff, True)} | {_ci(r.ci_low, r.ci_high)} | {format_p(r.p_value)} | {r.n:,} | {r.fitted} |"
         )
-    m = doc.get("mean")
-    if m and len(doc["tasks"]) > 1:
+    m = doc.mean
+    if m and len(doc.tasks) > 1:
         h = m["honest"]
         out.append(
             f"| **mean** ({len(m['tasks'])} tasks) | | headline (honest) | {_f(h['raw'])} | {_f(h['value'])} | "
@@ -585,19 +628,19 @@ def markdown(doc: dict[str, Any]) -> str:
         "Bold: the honest figure of each task (held out, or cross-fitted when the recipe was fitted on the "
         "evaluated items).",
         "",
-        f"## Probabilities (ECE over {doc['bins']} equal-width and {doc['bins']} equal-mass bins)",
+        f"## Probabilities (ECE over {doc.bins} equal-width and {doc.bins} equal-mass bins)",
         "",
         "| task | figure | log loss | Brier | ECE (equal-width) | ECE (equal-mass) |",
         "|---|---|---|---|---|---|",
     ]
-    for task, body in doc["tasks"].items():
-        variants = body["slices"]["variant"]
-        values = {v: {e["key"]: e["value"] for e in variants[v]["metrics"]} for v in variants}
-        for v in variants:
+    for task, body in doc.tasks.items():
+        variants = (body.slices or {}).get("variant", {})
+        for v, vbody in variants.items():
+            ids = [(e.id, e.value) for e in vbody.metrics]
 
-            def get(prefix, strategy=None, found=values[v]):
-                for k, x in found.items():
-                    if k.startswith(prefix) and (strategy is None or f"strategy={strategy}" in k):
+            def get(name: str, strategy: str | None = None, ids: list[tuple[MetricId, float | None]] = ids) -> str:
+                for mid, x in ids:
+                    if mid.name == name and (strategy is None or mid.param_dict.get("strategy") == strategy):
                         return _f(x)
                 return "–"
 
@@ -605,13 +648,9 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"| {task} | {v} | {get('log_loss')} | {get('brier')} | {get('ece', 'uniform')} | "
                 f"{get('ece', 'quantile')} |"
             )
-    notes = [f"- {task}: {b['status']}; fitted on {b['fitted_on']}." for task, b in doc["tasks"].items()]
-    notes += [f"- {task}: {b['transductive_note']}." for task, b in doc["tasks"].items() if b.get("transductive")]
-    notes += [
-        f"- {task}: {b['crossfit']['error']}."
-        for task, b in doc["tasks"].items()
-        if (b.get("crossfit") or {}).get("error")
-    ]
+    notes = [f"- {task}: {b.status}; fitted on {b.fitted_on}." for task, b in doc.tasks.items()]
+    notes += [f"- {task}: {b.transductive_note}." for task, b in doc.tasks.items() if b.transductive]
+    notes += [f"- {task}: {b.crossfit['error']}." for task, b in doc.tasks.items() if (b.crossfit or {}).get("error")]
     return "\n".join([*out, "", *notes, ""])
 
 

@@ -12,7 +12,8 @@ from rich.table import Table
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
 from labledger.cli.evaluation import resolve_results
-from labledger.errors import CalibrationError
+from labledger.errors import CalibrationError, MetricInputError
+from labledger.schema import MetricId
 
 _METHODS_HELP = (
     "threshold, positive_threshold, prior_multiplier, option_damping, temperature, em_prior_shift; "
@@ -43,8 +44,11 @@ def _save_target(value: str) -> tuple[str, str | None]:
 
 
 def _short_key(key: str) -> str:
-    """A metric key without its default ``zero_division=0``."""
-    return key.replace(",zero_division=0]", "]").replace("zero_division=0,", "").replace("[zero_division=0]", "")
+    """A metric key as tables show it (:attr:`MetricId.short`: without ``zero_division=0``)."""
+    try:
+        return MetricId.parse(key).short
+    except MetricInputError:
+        return key
 
 
 def _fmt(v: Any, signed: bool = False) -> str:
@@ -307,17 +311,17 @@ def report_cmd(results, recipe_ref, tasks, fmt, ci, resamples, seed, bins, cross
         crossfit=crossfit,
         display=display,
     )
-    doc = rep.to_dict()
+    doc = rep.doc
     if target is not None:
         from labledger import open_ledger
 
         with open_ledger(resolve_ledger_path(ledger_path)) as ledger:
             rid = ledger.resolve(target[0])
             name = target[1] or (res_name if res_name and rid == run_id else "calibration")
-            doc["stored"] = str(ledger.save_evaluation(rid, name, doc, kind="calibration"))
+            doc.stored = str(ledger.save_evaluation(rid, name, doc))
     if as_json or fmt == "json":
-        emit_json(doc)
+        emit_json(doc.to_dict())
         return
     click.echo(rep.to_markdown())
-    if target is not None:
-        click.echo(f"Stored as {doc['stored']}")
+    if doc.stored is not None:
+        click.echo(f"Stored as {doc.stored}")

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
+from labledger.schema.ids import MetricId
 from labledger.schema.values import Compat, ConfusionMatrix, MetricDiff, MetricValue, Part, PerClass
 
 #: The schema version every document kind is written with today.
@@ -141,11 +142,33 @@ class CalibrationMetric(Part, kw_only=True):
     raw_ci_high: float | None = None
 
 
+class CalibrationValue(Part, kw_only=True):
+    """One metric's value for one variant (raw, calibrated, cross-fitted) with its interval;
+    ``metric`` is the name shown (the two ECEs apart), ``key`` the metric's identity."""
+
+    metric: str
+    key: str
+    params: dict[str, Any]
+    definition: str
+    higher_is_better: bool
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    ci: float
+    resamples: int
+    n: int
+
+    @property
+    def id(self) -> MetricId:
+        """The metric's identity (parsed from ``key``)."""
+        return MetricId.parse(self.key)
+
+
 class CalibrationSliceBody(Part, kw_only=True):
     """Raw or calibrated values of one task (``slices.variant.raw`` / ``.calibrated``)."""
 
     n: int
-    metrics: list[dict[str, Any]]
+    metrics: list[CalibrationValue]
 
 
 class CalibrationTask(Part, kw_only=True):
@@ -165,6 +188,8 @@ class CalibrationTask(Part, kw_only=True):
     slices: dict[str, dict[str, CalibrationSliceBody]] | None = None
     reliability: dict[str, Any] | None = None
     crossfit: dict[str, Any] | None = None
+    transductive_note: str | None = None
+    em: dict[str, Any] | None = None
 
 
 class CalibrationRow(Part, kw_only=True):
@@ -205,7 +230,7 @@ class CalibrationDoc(Document, kw_only=True):
     raw: dict[str, float | None]
     calibrated: dict[str, float | None]
     n: int
-    mean: dict[str, Any]
+    mean: dict[str, Any] | None
     recipe: dict[str, Any]
     definitions: dict[str, str]
     stored: str | None = None
@@ -371,6 +396,7 @@ __all__ = [
     "CalibrationMetric",
     "CalibrationRow",
     "CalibrationTask",
+    "CalibrationValue",
     "ComparisonDoc",
     "Document",
     "EvaluationDoc",
