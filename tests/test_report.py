@@ -95,7 +95,7 @@ def test_handoff_has_every_section(tmp_path):
         "temperature",
         "held out",
         "## Metric definitions",
-        "`f1(average=macro)`: F1 = 2 tp",
+        "`f1[average=macro]`: F1 = 2 tp",
         "## Checkpoints",
         "**Soup `v4-soup`**",
         "| 0.3 |",

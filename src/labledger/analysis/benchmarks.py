@@ -18,10 +18,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from labledger.errors import LedgerError, RecordError
-from labledger.schema import BenchmarkEntry, EvaluationDoc, MetricId, decode
+from labledger.schema import BenchmarkEntry, EvaluationDoc, MetricId, VersionTableDoc, ci_label, decode
+from labledger.schema.documents import VersionDelta, VersionMean, VersionRow
 
 #: Stated vs recomputed mean rows of an imported table: two roundings to 0.01 points.
 ROUNDING_TOLERANCE = 0.0001 + 1e-9
@@ -465,21 +467,41 @@ class VersionTable:
     def col_name(col: tuple[str, str]) -> str:
         return col[0] if col[1] == "raw" else f"{col[0]} ({col[1]})"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "suite": self.suite,
-            "columns": [self.col_name(c) for c in self.columns],
-            "rows": self.rows,
-            "mean": self.mean,
-            "delta": None
+    #: The level of the paired CIs behind the significance marks (``groups.paired_entry_test``'s).
+    ci: float = 0.95
+
+    @property
+    def definition(self) -> str:
+        """What the mean row, the delta column and its marks mean (only what this table shows)."""
+        text = "mean = macro average over the benchmarks present in every column"
+        if self.delta_from:
+            text += (
+                f"; delta = {self.col_name(self.delta_to) if self.delta_to else 'last column'} minus "
+                f"{self.col_name(self.delta_from)}; '*' marks a delta whose paired {ci_label(self.ci)} "
+                "(bootstrap, from stored predictions on the same items) excludes 0, 'n.s.' one whose CI "
+                "includes 0; no mark = no stored predictions to test"
+            )
+        return text
+
+    def to_document(self) -> VersionTableDoc:
+        """The table as a typed :class:`~labledger.schema.VersionTableDoc`."""
+        return VersionTableDoc(
+            suite=self.suite,
+            columns=[self.col_name(c) for c in self.columns],
+            rows=[msgspec.convert(r, VersionRow) for r in self.rows],
+            mean=msgspec.convert(self.mean, VersionMean),
+            delta=None
             if not self.delta_from
-            else {"from": self.col_name(self.delta_from), "to": self.col_name(self.delta_to)},
-            "warnings": self.warnings,
-            "definition": "mean = macro average over the benchmarks present in every column; "
-            "delta = last column minus the --delta-from column; '*' marks a delta whose "
-            "paired 95% bootstrap CI (from stored predictions on the same items) excludes "
-            "0, 'n.s.' one whose CI includes 0; no mark = no stored predictions to test",
-        }
+            else VersionDelta(
+                from_=self.col_name(self.delta_from), to=self.col_name(self.delta_to) if self.delta_to else None
+            ),
+            warnings=self.warnings,
+            definition=self.definition,
+            ci=self.ci if self.delta_from else None,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.to_document().to_dict()
 
     def _cells(self, pct: bool = True):
         def fmt(v):
@@ -501,7 +523,8 @@ class VersionTable:
                 mark = {"significant": " *", "not significant": " n.s."}.get(r.get("significance") or "", "")
                 cells.append("—" if d is None else f"{d * 100:+.2f}pp{mark}")
             body.append(cells)
-        mean_cells = ["", f"Mean ({self.mean['n']} benchmarks)"] + [
+        n = self.mean["n"]
+        mean_cells = ["", f"Mean ({n} benchmark{'' if n == 1 else 's'})"] + [
             fmt(self.mean["values"].get(self.col_name(c))) for c in self.columns
         ]
         if self.delta_from:
@@ -561,7 +584,12 @@ def version_table(
     ]
     columns = present_cols
     if not columns:
-        raise LedgerError(f"no benchmark entries for models {list(models)} in suite '{suite}'")
+        suites = sorted({e.suite for e in entries})
+        which = f"models {list(models)}" if models else "any model"
+        raise LedgerError(
+            f"no benchmark entries for {which} in suite '{suite}'"
+            + (f" (suites with entries: {', '.join(suites)}; pass --suite)" if suites else "")
+        )
     benchmarks: list[tuple[str, str]] = []
     for e in entries:
         if (
@@ -583,6 +611,7 @@ def version_table(
         dto = columns[-1] if columns[-1] != dfrom else None
     rows = []
     common = []
+    ci_level = 0.95
     for cat, bench in benchmarks:
         cells = {c: by_key.get((bench, *c)) for c in columns}
         present = [x for x in cells.values() if x is not None]
@@ -607,6 +636,7 @@ def version_table(
             row["delta"] = cells[dto].value - cells[dfrom].value
             test = paired_test(cells[dto], cells[dfrom]) if paired_test else None
             if test:
+                ci_level = test.get("ci", ci_level)
                 row["delta_ci"] = [test["ci_low"], test["ci_high"]]
                 row["p_value"] = test.get("p_value")
                 row["significance"] = (
@@ -628,5 +658,12 @@ def version_table(
         a, b = mean_vals.get(VersionTable.col_name(dto)), mean_vals.get(VersionTable.col_name(dfrom))
         mean["delta"] = None if a is None or b is None else a - b
     return VersionTable(
-        suite=suite, columns=columns, rows=rows, mean=mean, delta_from=dfrom, delta_to=dto, warnings=warnings
+        suite=suite,
+        columns=columns,
+        rows=rows,
+        mean=mean,
+        delta_from=dfrom,
+        delta_to=dto,
+        warnings=warnings,
+        ci=ci_level,
     )

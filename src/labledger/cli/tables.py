@@ -17,6 +17,7 @@ from labledger.cli.base import (
     resolve_ledger_path,
     warn,
 )
+from labledger.errors import LedgerError
 
 
 def _pairs(values, opt):
@@ -63,6 +64,13 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_jso
     model_list = csv_list(models)
     variant_list = csv_list(variants) or ["raw"]
     entries = read_entries(ledger, suite=suite, models=model_list or None, variants=variant_list)
+    if not entries:
+        suites = sorted({e.suite for e in read_entries(ledger)})
+        which = f"models {', '.join(model_list)}" if model_list else "any model"
+        raise LedgerError(
+            f"no benchmark entries for {which} in suite '{suite}' of {ledger.root}; "
+            + (f"suites with entries: {', '.join(suites)} (pass --suite)" if suites else "the ledger has none yet")
+        )
     if not model_list:
         model_list = list(dict.fromkeys(e.model for e in entries))
     table = version_table(
@@ -91,7 +99,7 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_jso
         for i, cells in enumerate(body):
             t.add_row(*map(escape, cells), style="bold" if i == len(body) - 1 else None)
         console.print(t)
-        console.print("[dim]" + table.to_dict()["definition"] + "[/]")
+        console.print("[dim]" + escape(table.definition) + "[/]")
 
 
 @table_cmd.command("import")

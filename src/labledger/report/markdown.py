@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from labledger.errors import LedgerError
+from labledger.schema import CalibrationDoc, MetricId, ci_label, format_p
+from labledger.schema.format import format_ci, format_value
 
 #: Keys of a run's config or meta that state limits of interpretation (seed 000 writes these).
 LIMIT_KEYS = ("interpretation_limit", "product_validation", "track", "limits")
@@ -84,7 +86,7 @@ def handoff(
         f"read from stored evaluations or imported entries; each section says where it comes from.\n"
     )
 
-    metric_ids: dict[str, tuple[str, dict]] = {}
+    metric_ids: dict[MetricId, tuple[str, dict]] = {}
     warnings: list[str] = []
     for s in suites:
         present = [v for v in variants if any(e.suite == s and e.variant == v for e in entries)]
@@ -101,11 +103,11 @@ def handoff(
         heading = "Version table" if s == suite else "Held-out / other suite"
         out.append(f"## {heading}: `{_md(s)}`\n")
         out.append(table.to_markdown())
-        out.append("\n" + table.to_dict()["definition"] + ".\n")
+        out.append("\n" + table.definition + ".\n")
         warnings += [f"{s}: {w}" for w in table.warnings]
         for e in entries:
             if e.suite == s:
-                metric_ids.setdefault(e.metric_id, (e.metric, e.params))
+                metric_ids.setdefault(e.id, (e.metric, e.params))
     if warnings:
         out.append("### Warnings\n")
         out += [f"- {_md(w)}" for w in warnings]
@@ -117,55 +119,39 @@ def handoff(
     cal_rows = []
     for view in views:
         for ev in ledger.evaluations(view.id):
-            if ev["kind"] != "calibration":
+            if ev.kind != "calibration":
                 continue
-            doc = view.evaluation(ev["name"], kind="calibration")
-            for task, body in (doc.get("tasks") or {}).items():
-                head = body.get("headline")
+            doc: CalibrationDoc = view.evaluation(ev.name, kind="calibration")
+            for task, body in doc.tasks.items():
                 m = next(
-                    (
-                        x
-                        for x in body.get("metrics") or ()
-                        if x.get("base_metric") == head and x.get("variant") == "calibrated"
-                    ),
+                    (x for x in body.metrics if x.base_metric == body.headline and x.variant == "calibrated"),
                     None,
                 )
-                cal_rows.append(
-                    (
-                        view.name,
-                        ev["name"],
-                        task,
-                        body.get("steps"),
-                        body.get("fitted_on"),
-                        body.get("in_sample"),
-                        body.get("status"),
-                        body.get("transductive"),
-                        head,
-                        m,
-                    )
-                )
+                cal_rows.append((view.name, ev.name, task, body, m, doc.ci))
     out.append("## Calibration recipes\n")
     if cal_rows:
+        levels = sorted({ci for *_, ci in cal_rows})
         out.append(
             "| run | evaluated on | task | recipe | fitted on | in-sample | status | headline raw → calibrated "
-            "(Δ, paired 95% CI) |"
+            f"(Δ, paired {' / '.join(ci_label(c) for c in levels)}) |"
         )
         out.append("|---|---|---|---|---|---|---|---|")
-        for name, ev_name, task, steps, fitted, in_sample, status, transductive, head, m in cal_rows:
+        for name, ev_name, task, body, m, _ in cal_rows:
             change = (
                 "-"
                 if m is None
                 else (
-                    f"{head}: {m['raw']:.4f} → {m['calibrated']:.4f} "
-                    f"({m['value']:+.4f}, [{m['ci_low']:+.4f}, {m['ci_high']:+.4f}])"
+                    f"{MetricId.parse(body.headline or m.base_metric).short}: {format_value(m.raw)} → "
+                    f"{format_value(m.calibrated)} ({format_value(m.value, signed=True)}, "
+                    f"{format_ci(m.ci_low, m.ci_high, signed=True)}, p {format_p(m.p_value)})"
                 )
             )
-            flag = "**yes (optimistic)**" if str(in_sample).lower().startswith("yes") else _md(in_sample)
-            if transductive:
+            flag = "**yes (optimistic)**" if body.in_sample == "yes" else _md(body.in_sample)
+            if body.transductive:
                 flag += " (transductive)"
             out.append(
-                f"| {_md(name)} | {_md(ev_name)} | {_md(task)} | {_md(steps)} | {_md(fitted)} | {flag} | "
-                f"{_md(status)} | {_md(change)} |"
+                f"| {_md(name)} | {_md(ev_name)} | {_md(task)} | {_md(body.steps)} | {_md(body.fitted_on)} | {flag} | "
+                f"{_md(body.status)} | {_md(change)} |"
             )
         out.append("")
     else:
@@ -179,7 +165,7 @@ def handoff(
             defn = metric.describe(dict(params)) if hasattr(metric, "describe") else metric.definition
         except LedgerError:
             defn = "not a registry metric: the value was imported as written, with no definition on record"
-        out.append(f"- `{_md(mid)}`: {_md(defn)}")
+        out.append(f"- `{_md(mid.short)}`: {_md(defn)}")
     out.append("")
 
     # -- checkpoints and soups ----------------------------------------------------------------

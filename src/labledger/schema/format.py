@@ -34,17 +34,17 @@ def format_p(p: float | None) -> str:
     return text
 
 
-def format_value(v: float | None, digits: int = 4) -> str:
-    """A value with ``digits`` decimals (``–`` for None, ``nan`` for NaN).
+def format_value(v: float | None, digits: int = 4, *, signed: bool = False) -> str:
+    """A value with ``digits`` decimals (``–`` for None, ``nan`` for NaN); ``signed`` adds ``+``.
 
-    >>> format_value(0.5), format_value(None)
-    ('0.5000', '–')
+    >>> format_value(0.5), format_value(None), format_value(0.25, signed=True)
+    ('0.5000', '–', '+0.2500')
     """
     if v is None:
         return DASH
     if isinstance(v, float) and math.isnan(v):
         return "nan"
-    return f"{v:.{digits}f}"
+    return f"{v:+.{digits}f}" if signed else f"{v:.{digits}f}"
 
 
 def format_ci(low: float | None, high: float | None, digits: int = 4, *, signed: bool = False) -> str:
