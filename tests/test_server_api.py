@@ -24,24 +24,12 @@ from labledger.site.output import load_data_file
 
 TOKEN = "api-test-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-EVAL_DOC = {
-    "n": 60,
-    "tasks": {
-        "digit_step": {
-            "metrics": [
-                {
-                    "metric": "accuracy",
-                    "params": {},
-                    "value": 0.75,
-                    "ci_low": 0.6,
-                    "ci_high": 0.85,
-                    "n": 60,
-                    "definition": "share of items whose prediction equals gold",
-                }
-            ]
-        }
-    },
-}
+#: A stored evaluation: a real document (the store checks documents against their schema).
+EVAL_DOC = labledger.evaluate(
+    [{"id": i, "task": "digit_step", "gold": "a" if i % 4 else "b", "pred": "a"} for i in range(60)],
+    metrics=["accuracy"],
+    resamples=0,
+).to_dict()
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from labledger.schema.codec import NewerDocumentError, decode, encode, json_sche
 from labledger.schema.documents import (
     KINDS,
     SCHEMA_VERSION,
+    STORED_KINDS,
     BenchmarkEntry,
     CalibrationDoc,
     ComparisonDoc,
@@ -46,6 +47,7 @@ from labledger.schema.values import (
 __all__ = [
     "KINDS",
     "SCHEMA_VERSION",
+    "STORED_KINDS",
     "BenchmarkEntry",
     "CalibrationDoc",
     "ComparisonDoc",

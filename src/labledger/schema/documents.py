@@ -388,9 +388,13 @@ KINDS: dict[str, type[Document]] = {
     )
 }
 
+#: Kinds a ledger stores under ``evals/<name>/<kind>.json`` and reads back typed.
+STORED_KINDS = ("evaluation", "comparison", "calibration")
+
 __all__ = [
     "KINDS",
     "SCHEMA_VERSION",
+    "STORED_KINDS",
     "BenchmarkEntry",
     "CalibrationDoc",
     "CalibrationMetric",

@@ -35,6 +35,7 @@ from starlette.responses import Response
 
 from labledger.errors import RecordError
 from labledger.inputs.records import clean_scalars, validate_batch
+from labledger.schema import STORED_KINDS, NewerDocumentError, decode
 from labledger.server.context import OpenRun, ServerContext
 from labledger.server.envelope import ApiError, JSONResponse, dumps, ok
 from labledger.store.jsonl import read_json
@@ -211,7 +212,7 @@ async def get_run(request: Request) -> Response:
 
 def _indexed_evaluations(book, run_id: str) -> list[dict[str, Any]]:
     """The run's indexed evaluations without their server path (nothing a client can use)."""
-    return [{k: v for k, v in e.items() if k != "path"} for e in book.evaluations(run_id)]
+    return [{k: v for k, v in e.to_dict().items() if k != "path"} for e in book.evaluations(run_id)]
 
 
 async def run_records(request: Request) -> Response:
@@ -239,7 +240,7 @@ def _server_read(ctx: ServerContext, read, *args: Any) -> Any:
     """``read(*args)`` of a ledger file; a damaged file is the server's fault (500), not the client's."""
     try:
         return read(*args)
-    except RecordError as exc:
+    except (RecordError, NewerDocumentError) as exc:
         raise ApiError(500, ctx.redact(str(exc))) from None
 
 
@@ -287,7 +288,11 @@ async def get_eval(request: Request) -> Response:
             raise ApiError(404, f"run {run_id} has no evaluation or result set '{name}'")
         documents = {}
         for path in sorted(folder.glob("*.json")):
-            if path.name != "meta.json":
+            if path.name == "meta.json":
+                continue
+            if path.stem in STORED_KINDS:  # typed documents: decoded, version-checked, answered as today's version
+                documents[path.stem] = _server_read(ctx, _read_document, path)
+            else:
                 documents[path.stem] = _server_read(ctx, read_json, path)
         results = None
         if (folder / "results.jsonl").exists():
@@ -308,6 +313,11 @@ async def get_eval(request: Request) -> Response:
         }
 
     return ok(await run_in_threadpool(work))
+
+
+def _read_document(path: Any) -> dict[str, Any]:
+    out: dict[str, Any] = decode(path.read_bytes(), kind=path.stem, source=str(path)).to_dict()
+    return out
 
 
 async def eval_results(request: Request) -> Response:

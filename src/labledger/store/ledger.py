@@ -33,7 +33,7 @@ import msgspec
 import orjson
 
 from labledger.errors import IndexUnavailableError, LedgerError, LedgerNotFoundError, RunNotFoundError
-from labledger.schema import KINDS, CalibrationDoc, Document, EvaluationDoc, decode
+from labledger.schema import STORED_KINDS, CalibrationDoc, Document, EvaluationDoc, decode
 from labledger.schema.store import StoredEvaluation, StoredMetricValue
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.jsonl import read_json, write_json
@@ -626,8 +626,10 @@ class Ledger:
         from labledger.store.run import check_name
 
         check_name(name, "evaluation name")
-        if isinstance(document, dict) and (kind or document.get("kind")) in KINDS:
-            document = decode(document, kind=kind or document.get("kind"), source=f"evaluation '{name}'")
+        if isinstance(document, dict) and (kind or document.get("kind") or "evaluation") in STORED_KINDS:
+            document = decode(
+                document, kind=kind or document.get("kind") or "evaluation", source=f"evaluation '{name}'"
+            )
         if isinstance(document, Document):
             kind = kind or document.KIND
             if kind != document.KIND:

@@ -11,7 +11,7 @@ import orjson
 import pyarrow as pa
 
 from labledger.errors import LedgerError, UnknownNameError
-from labledger.schema import KINDS, decode
+from labledger.schema import STORED_KINDS, decode
 from labledger.store.jsonl import RECORD_FILES, count_lines, read_json, read_jsonl
 
 if TYPE_CHECKING:
@@ -130,13 +130,13 @@ class RunView:
 
     def evaluation(self, name: str, kind: str = "evaluation") -> Any:
         """A stored document (see :meth:`Ledger.save_evaluation`): for the kinds of
-        :data:`labledger.schema.KINDS` the typed document, decoded and version-checked (an older
+        :data:`~labledger.schema.STORED_KINDS` the typed document, decoded and version-checked (an older
         one migrated, a newer one refused naming the file); for other kinds (``recipe``) the dict."""
         path = self.dir / "evals" / name / f"{kind}.json"
         if not path.exists():
             known = [p.parent.name for p in (self.dir / "evals").glob(f"*/{kind}.json")]
             raise UnknownNameError(f"{kind} of run {self.id}", name, known)
-        if kind in KINDS:
+        if kind in STORED_KINDS:
             return decode(path.read_bytes(), kind=kind, source=str(path))
         return read_json(path)
 
