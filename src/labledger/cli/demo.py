@@ -17,6 +17,8 @@ from labledger.cli.base import (
     resolve_ledger_path,
 )
 from labledger.errors import LedgerError
+from labledger.schema import ComparisonDoc, EvaluationDoc, ci_label, decode, format_p
+from labledger.schema.format import format_ci, format_value
 
 
 @main.command("demo")
@@ -109,10 +111,10 @@ def demo_cmd(ledger_path, quick, seed, site_dir, no_site, open_site, as_json):
         console.print(f"Site:    {summary.site_index}  (open it from disk: no server needed)", soft_wrap=True)
 
 
-def _ci(m: dict) -> str:
-    if m.get("ci_low") is None:
-        return f"{m['value']:.4f}"
-    return f"{m['value']:.4f} [{m['ci_low']:.4f}, {m['ci_high']:.4f}]"
+def _ci(value: float | None, low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return format_value(value)
+    return f"{format_value(value)} {format_ci(low, high)}"
 
 
 def _print_calibration(summary) -> None:
@@ -145,43 +147,45 @@ def _print_calibration(summary) -> None:
 
 
 def _print_evaluation(summary) -> None:
-    """Each run's full test with 95% CIs (cluster bootstrap over images) and the paired comparison."""
+    """Each run's full test with its CIs (cluster bootstrap over images) and the paired comparison."""
     if not summary.evaluations:
         return
-    first = next(iter(summary.evaluations.values()))
-    task = next(iter(first["tasks"]))
+    docs = {run_id: decode(d, type=EvaluationDoc) for run_id, d in summary.evaluations.items()}
+    first = next(iter(docs.values()))
+    task = next(iter(first.tasks))
     t = Table(
-        title=f"Full test ({task}): value [95% CI], n = {first['tasks'][task]['n']:,} items, resampling images",
+        title=f"Full test ({task}): value [{ci_label(first.ci)}], n = {first.tasks[task].n:,} items, resampling images",
         title_justify="left",
         show_edge=False,
         header_style="bold",
     )
     t.add_column("metric", no_wrap=True)
     names = {r.id: r.name for r in summary.runs}
-    for run_id in summary.evaluations:
+    for run_id in docs:
         t.add_column(names.get(run_id, run_id), justify="right", no_wrap=True)
     rows: dict[str, list[str]] = {}
-    for doc in summary.evaluations.values():
-        body = doc["tasks"][task]
-        for m in body["metrics"]:
-            if isinstance(m.get("value"), (int, float)):
-                rows.setdefault(m["key"], []).append(_ci(m))
-        for cls in (body.get("per_class") or {}).get("labels", []):
-            rows.setdefault(f"recall[{cls['label']}] (n={cls['support']})", []).append(_ci(cls["recall"]))
+    for doc in docs.values():
+        body = doc.tasks[task]
+        for m in body.metrics:
+            if m.value is not None:
+                rows.setdefault(m.id.short, []).append(_ci(m.value, m.ci_low, m.ci_high))
+        for cls in body.per_class.labels if body.per_class else ():
+            rows.setdefault(f"recall[{cls.label}] (n={cls.support})", []).append(
+                _ci(cls.recall.value, cls.recall.ci_low, cls.recall.ci_high)
+            )
     for key, cells in rows.items():
         t.add_row(escape(key), *cells)
     console.print(t)
     comp = summary.comparison
     if comp:
-        body = comp["tasks"][task]
-        names_ab = comp.get("names", {})
-        for m in body["metrics"]:
-            p = m["p_value"]
-            shown_p = f"< {1 / (m['resamples'] + 1):.2g}" if p <= 1 / (m["resamples"] + 1) + 1e-12 else f"= {p:.3g}"
+        cdoc = decode(comp, type=ComparisonDoc)
+        names_ab = cdoc.names or {"a": "A", "b": "B"}
+        for m in cdoc.tasks[task].metrics:
             line = (
-                f"{names_ab.get('a', 'B')} - {names_ab.get('b', 'A')}: {m['key']} {m['diff']:+.4f} "
-                f"[{m['ci_low']:+.4f}, {m['ci_high']:+.4f}], paired bootstrap p {shown_p}"
+                f"{names_ab['a']} - {names_ab['b']}: {m.id.short} {format_value(m.diff, signed=True)} "
+                f"{format_ci(m.ci_low, m.ci_high, signed=True)} ({ci_label(m.ci)}), paired bootstrap p "
+                f"{format_p(m.p_value)}"
             )
-            if m.get("mcnemar"):
-                line += f", McNemar p = {m['mcnemar']['p_value']:.3g}"
-            console.print(line + f" (n = {m['n']:,}, same items)", markup=False, highlight=False)
+            if m.mcnemar is not None:
+                line += f", McNemar p {format_p(m.mcnemar.p_value)}"
+            console.print(line + f" (n = {m.n or 0:,}, same items)", markup=False, highlight=False)

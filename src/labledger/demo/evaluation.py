@@ -24,10 +24,10 @@ def evaluate_runs(
     for run_id in run_ids:
         view = book.run(run_id)
         path = view.results_path(results)
-        doc = evaluate(path, metrics=list(DEMO_METRICS), by="current", resamples=resamples, seed=seed).to_dict()
-        doc["source"] = f"{run_id}:{results}"
+        doc = evaluate(path, metrics=list(DEMO_METRICS), by="current", resamples=resamples, seed=seed).doc
+        doc.source = f"{run_id}:{results}"
         record_evaluation(book, run_id, results, doc, model=view.name, suite=DEMO_SUITE, results_path=str(path))
-        docs[run_id] = doc
+        docs[run_id] = doc.to_dict()
     return docs
 
 
@@ -44,11 +44,11 @@ def compare_runs(book: Any, a: str, b: str, *, results: str, resamples: int = 10
         metrics=["accuracy", "f1:average=macro"],
         resamples=resamples,
         seed=seed,
-    ).to_dict()
-    doc["a"], doc["b"] = f"{b}:{results}", f"{a}:{results}"
-    doc["names"] = {"a": vb.name, "b": va.name}
-    book.save_evaluation(b, f"compare-{va.name}", doc, kind="comparison")
-    return doc
+    ).doc
+    doc.a, doc.b = f"{b}:{results}", f"{a}:{results}"
+    doc.names = {"a": vb.name, "b": va.name}
+    book.save_evaluation(b, f"compare-{va.name}", doc)
+    return doc.to_dict()
 
 
 def build_demo_site(book: Any, out: Path, run_ids: list[str]):
