@@ -13,6 +13,7 @@ from labledger.cli import (
     groups,  # noqa: F401
     importing,  # noqa: F401
     report,  # noqa: F401
+    schema,  # noqa: F401
     serve,  # noqa: F401
     site,  # noqa: F401
     sweep,  # noqa: F401
