@@ -477,8 +477,9 @@ class VersionTable:
         if self.delta_from:
             text += (
                 f"; delta = {self.col_name(self.delta_to) if self.delta_to else 'last column'} minus "
-                f"{self.col_name(self.delta_from)}; '*' marks a delta whose paired {ci_label(self.ci)} "
-                "(bootstrap, from stored predictions on the same items) excludes 0, 'n.s.' one whose CI "
+                f"{self.col_name(self.delta_from)}; '*' marks a delta whose paired "
+                f"{ci_label(self.ci).removesuffix(' CI')} bootstrap CI (from stored predictions on the same items) "
+                "excludes 0, 'n.s.' one whose CI "
                 "includes 0; no mark = no stored predictions to test"
             )
         return text
