@@ -119,6 +119,7 @@ class MetricId:
 
     name: str
     params: Params
+    _key: str
 
     def __init__(self, name: str, params: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()) -> None:
         items = params.items() if isinstance(params, Mapping) else params
