@@ -39,11 +39,9 @@ class Comparison:
     """The result of :func:`compare`: a typed :class:`~labledger.schema.ComparisonDoc` plus accessors."""
 
     def __init__(self, doc: ComparisonDoc | dict[str, Any]):
-        if isinstance(doc, dict):
-            from labledger.schema import decode
+        from labledger.schema import decode
 
-            doc = decode(doc, type=ComparisonDoc)
-        self.doc: ComparisonDoc = doc
+        self.doc: ComparisonDoc = doc if isinstance(doc, ComparisonDoc) else decode(doc, type=ComparisonDoc)
 
     @property
     def document(self) -> dict[str, Any]:

@@ -268,11 +268,9 @@ class Evaluation:
     """
 
     def __init__(self, doc: EvaluationDoc | dict[str, Any]):
-        if isinstance(doc, dict):
-            from labledger.schema import decode
+        from labledger.schema import decode
 
-            doc = decode(doc, type=EvaluationDoc)
-        self.doc: EvaluationDoc = doc
+        self.doc: EvaluationDoc = doc if isinstance(doc, EvaluationDoc) else decode(doc, type=EvaluationDoc)
 
     @property
     def document(self) -> dict[str, Any]:

@@ -267,6 +267,8 @@ def _entries(
                     preps[0], resamples=resamples, seed=_seed(seed, task, "", obj.key), groups=groups
                 )
                 iv = interval(preps[0], preps[0].value(), raw_draws, ci=ci, resamples=resamples, groups=groups)
+                if isinstance(iv, dict):  # a table metric: not a headline or probability metric of the report
+                    raise CalibrationError(f"task '{task}': metric {obj.key} has no single value")
                 lo, hi = iv.low, iv.high
             elif draws is not None:
                 lo, hi, _ = percentile_interval(draws[i], ci)
@@ -585,10 +587,9 @@ def _ci(lo: Any, hi: Any) -> str:
     return "–" if lo is None or hi is None else f"[{lo:+.4f}, {hi:+.4f}]"
 
 
-def markdown(doc: CalibrationDoc | dict[str, Any]) -> str:
+def markdown(document: CalibrationDoc | dict[str, Any]) -> str:
     """The report as Markdown: the raw-vs-calibrated table, then the probability metrics."""
-    if not isinstance(doc, CalibrationDoc):
-        doc = decode(doc, type=CalibrationDoc)
+    doc = document if isinstance(document, CalibrationDoc) else decode(document, type=CalibrationDoc)
     level = ci_label(doc.ci)
     out = [
         f"# Calibration: {doc.source}",

@@ -114,8 +114,8 @@ def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None
             for head in body.metrics:
                 cells = []
                 for sbody in values.values():
-                    e = next((x for x in sbody.metrics if x.key == head.key), None)
-                    cells.append("-" if e is None else f"{_fmt(e.value)} {_ci(e.ci_low, e.ci_high)}")
+                    found = next((x for x in sbody.metrics if x.key == head.key), None)
+                    cells.append("-" if found is None else f"{_fmt(found.value)} {_ci(found.ci_low, found.ci_high)}")
                 st.add_row(escape(display_key(head)), *cells)
             console.print(st)
     suite = doc.suite
@@ -252,7 +252,7 @@ def eval_command(
         return
     _print_evaluation(doc, definitions, shown)
     if saved is not None:
-        console.print(f"Saved evaluation '{escape(save)}' to {escape(str(saved))}")
+        console.print(f"Saved evaluation '{escape(str(save))}' to {escape(str(saved))}")
 
 
 def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definitions: bool) -> None:
