@@ -27,7 +27,8 @@ import numpy as np
 
 from labledger.errors import MetricInputError
 from labledger.metrics._inputs import encode, numbers, prob_matrix, same_length, score_inputs
-from labledger.metrics.registry import ALIASES, Metric, Prepared, register
+from labledger.metrics.entry import Metric
+from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsFunction, WeightsPrepared
 
 EPS = float(np.finfo(np.float64).eps)
 LABEL_KINDS = ("classification", "binary", "match")
@@ -161,26 +162,38 @@ def label_prepared(
     """A :class:`Prepared` for a confusion-matrix metric over encoded ``gold``/``pred`` indices."""
     k = len(labels)
     n = len(gold)
-    common = dict(metric=name, params=params, n=n, n_used=n, strategy="table", parts=(gold, pred, k), n_cells=k * k)
+
+    def table(from_tables: Callable[[np.ndarray], np.ndarray], columns: tuple[str, ...] | None = None) -> TablePrepared:
+        return TablePrepared(
+            metric=name,
+            params=params,
+            n=n,
+            n_used=n,
+            parts=(gold, pred, k),
+            n_cells=k * k,
+            from_tables=from_tables,
+            columns=columns,
+        )
+
     if name == "accuracy":
-        return Prepared(**common, from_tables=_accuracy_t(k))
+        return table(_accuracy_t(k))
     if name == "balanced_accuracy":
-        return Prepared(**common, from_tables=_balanced_t(k))
+        return table(_balanced_t(k))
     if name in ("precision", "recall", "f1"):
         avg = params["average"]
         if avg == "binary" and pos is None:
             raise MetricInputError(f"{name} with average='binary' needs pos_label= (the positive label)")
-        return Prepared(**common, from_tables=_prf_t(k, name, avg, pos, params["zero_division"], label_mask))
+        return table(_prf_t(k, name, avg, pos, params["zero_division"], label_mask))
     if name == "mcc":
-        return Prepared(**common, from_tables=_mcc_t(k))
+        return table(_mcc_t(k))
     if name == "cohen_kappa":
-        return Prepared(**common, from_tables=_kappa_t(k))
+        return table(_kappa_t(k))
     if name == "per_class":
         cols = tuple(f"{s}[{lab}]" for lab in labels for s in ("precision", "recall", "f1", "support"))
-        return Prepared(**common, from_tables=_per_class_t(k, params["zero_division"]), columns=cols)
+        return table(_per_class_t(k, params["zero_division"]), cols)
     if name == "confusion_matrix":
         cols = tuple(f"{g}->{p}" for g in labels for p in labels)
-        return Prepared(**common, from_tables=lambda t: np.asarray(t, dtype=np.float64), columns=cols)
+        return table(lambda t: np.asarray(t, dtype=np.float64), cols)
     raise MetricInputError(f"{name} is not a label metric")
 
 
@@ -192,9 +205,7 @@ def resolve_average(params: dict[str, Any], pos_known: bool) -> dict[str, Any]:
 
 
 def _checked(name: str, params: dict[str, Any]) -> dict[str, Any]:
-    from labledger.metrics.registry import get_metric
-
-    return get_metric(name).resolve(params)
+    return _BY_NAME[name].resolve(params)
 
 
 def _raw_labels(name: str, gold, pred, labels, params) -> Prepared:
@@ -360,28 +371,28 @@ def score_prepared(
 ) -> Prepared:
     """A :class:`Prepared` for a binary probability metric from P(positive) (no (n, 2) matrix)."""
     n = len(score)
-    common = dict(metric=name, params=params, n=n, n_used=n)
+
+    def weights(from_weights: WeightsFunction, point: Callable[[], float] | None = None) -> WeightsPrepared:
+        return WeightsPrepared(metric=name, params=params, n=n, n_used=n, from_weights=from_weights, point=point)
+
+    def mean(values: np.ndarray) -> MeanPrepared:
+        return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
+
     if name == "roc_auc":
         sorted_ = _sorted_groups(score, descending=False)
-        return Prepared(
-            **common, strategy="weights", from_weights=_auc_w(score, is_pos, sorted_), point=_auc_point(is_pos, sorted_)
-        )
+        return weights(_auc_w(score, is_pos, sorted_), _auc_point(is_pos, sorted_))
     if name == "average_precision":
-        return Prepared(**common, strategy="weights", from_weights=_ap_w(score, is_pos))
+        return weights(_ap_w(score, is_pos))
     if name == "log_loss":
         p = np.clip(np.where(is_pos, score, 1.0 - score), EPS, 1 - EPS)
-        return Prepared(**common, strategy="mean", values=-np.log(p))
+        return mean(-np.log(p))
     if name == "brier":  # the two-label form halved: (P(positive) - y)^2
-        return Prepared(**common, strategy="mean", values=(score - is_pos) ** 2)
+        return mean((score - is_pos) ** 2)
     if name == "ece":
         if pred_pos is None:
             pred_pos = score >= 0.5
         conf = np.where(pred_pos, score, 1.0 - score)
-        return Prepared(
-            **common,
-            strategy="weights",
-            from_weights=_ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]),
-        )
+        return weights(_ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]))
     raise MetricInputError(f"{name} is not a probability metric")
 
 
@@ -397,7 +408,13 @@ def prob_prepared(
 ) -> Prepared:
     """A :class:`Prepared` for a probability metric: ``gold`` indices, ``probs`` (n, K) keyed by ``labels``."""
     n, k = probs.shape
-    common = dict(metric=name, params=params, n=n, n_used=n)
+
+    def weights(from_weights: WeightsFunction, point: Callable[[], float] | None = None) -> WeightsPrepared:
+        return WeightsPrepared(metric=name, params=params, n=n, n_used=n, from_weights=from_weights, point=point)
+
+    def mean(values: np.ndarray) -> MeanPrepared:
+        return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
+
     if name in ("roc_auc", "average_precision"):
         make = _auc_w if name == "roc_auc" else _ap_w
         if params["average"] == "binary":
@@ -409,30 +426,23 @@ def prob_prepared(
             if _reverse_ranking(probs[:, 0], probs[:, 1], sorted_[0]):
                 # P(label 0) ranks the items exactly in reverse: both one-vs-rest AUCs are equal (when
                 # both are defined), so their macro mean is the AUC of label 1, computed once
-                return Prepared(
-                    **common,
-                    strategy="weights",
-                    from_weights=_auc_w(probs[:, 1], gold == 1, sorted_),
-                    point=_auc_point(gold == 1, sorted_),
-                )
-        return Prepared(**common, strategy="weights", from_weights=_ovr_w(make, probs, gold, range(k)))
+                return weights(_auc_w(probs[:, 1], gold == 1, sorted_), _auc_point(gold == 1, sorted_))
+        return weights(_ovr_w(make, probs, gold, range(k)))
     if name == "log_loss":
         p = np.clip(probs[np.arange(n), gold], EPS, 1 - EPS)
-        return Prepared(**common, strategy="mean", values=-np.log(p))
+        return mean(-np.log(p))
     if name == "brier":
         onehot = np.zeros_like(probs)
         onehot[np.arange(n), gold] = 1.0
         v = ((probs - onehot) ** 2).sum(axis=1)
         if k < 3:
             v *= 0.5
-        return Prepared(**common, strategy="mean", values=v)
+        return mean(v)
     if name == "ece":
         if pred is None:
             pred = probs.argmax(axis=1)
         conf = probs[np.arange(n), pred]
-        return Prepared(
-            **common, strategy="weights", from_weights=_ece_w(conf, pred == gold, params["n_bins"], params["strategy"])
-        )
+        return weights(_ece_w(conf, pred == gold, params["n_bins"], params["strategy"]))
     raise MetricInputError(f"{name} is not a probability metric")
 
 
@@ -611,7 +621,12 @@ def ece(
 
 
 # ------------------------------------------------------------------------------------------------
-# Registry entries
+# Registry entries (labledger.metrics.registry builds the registry from METRICS and ALIASES)
+
+#: This module's metrics, in the order they are defined.
+METRICS: list[Metric] = []
+#: Short names that stand for a metric with parameters (``macro_f1`` -> ``f1[average=macro]``).
+ALIASES: dict[str, tuple[str, dict[str, Any]]] = {}
 
 _AVG = ("auto", "binary", "macro", "micro", "weighted")
 _PRF = {"average": "auto", "pos_label": None, "zero_division": 0.0}
@@ -641,7 +656,7 @@ def _reg(
 ):
     kinds = LABEL_KINDS if needs == "labels" else PROB_KINDS
     prep = _label_prep(name) if needs == "labels" else _prob_prep(name)
-    register(
+    METRICS.append(
         Metric(
             name=name,
             definition=definition,
@@ -791,8 +806,11 @@ for _avg in ("macro", "micro", "weighted"):
     for _m in ("precision", "recall", "f1"):
         ALIASES[f"{_avg}_{_m}"] = (_m, {"average": _avg})
 ALIASES["binary_f1"] = ("f1", {"average": "binary"})
+_BY_NAME = {m.name: m for m in METRICS}
 
 __all__ = [
+    "ALIASES",
+    "METRICS",
     "accuracy",
     "average_precision",
     "balanced_accuracy",

@@ -16,7 +16,8 @@ import numpy as np
 
 from labledger.errors import MetricInputError
 from labledger.metrics._inputs import as_1d, same_length
-from labledger.metrics.registry import Metric, Prepared, register
+from labledger.metrics.entry import Metric
+from labledger.metrics.prepared import MeanPrepared
 
 KINDS = ("ranking",)
 
@@ -125,15 +126,13 @@ def _as_set(x: Any) -> frozenset:
     return frozenset(tuple(v) if isinstance(v, list) else v for v in x)
 
 
-def _mean_prepared(name: str, params: dict[str, Any], values: np.ndarray) -> Prepared:
-    return Prepared(metric=name, params=params, n=len(values), n_used=len(values), strategy="mean", values=values)
+def _mean_prepared(name: str, params: dict[str, Any], values: np.ndarray) -> MeanPrepared:
+    return MeanPrepared(metric=name, params=params, n=len(values), n_used=len(values), values=values)
 
 
-def ranking_prepared(name: str, params: dict[str, Any], data: RankingArrays) -> Prepared:
-    """A :class:`Prepared` for ``ndcg``, ``mrr`` or ``recall_at_k``."""
-    from labledger.metrics.registry import get_metric
-
-    params = get_metric(name).resolve(params)
+def ranking_prepared(name: str, params: dict[str, Any], data: RankingArrays) -> MeanPrepared:
+    """A :class:`~labledger.metrics.prepared.MeanPrepared` for ``ndcg``, ``mrr`` or ``recall_at_k``."""
+    params = _BY_NAME[name].resolve(params)
     if name == "ndcg":
         return _mean_prepared(name, params, ndcg_values(data, params["k"]))
     if name == "mrr":
@@ -199,8 +198,8 @@ def _match_values(gold, pred) -> np.ndarray:
     return out
 
 
-def exact_match_prepared(params: dict[str, Any], hits: np.ndarray) -> Prepared:
-    """A :class:`Prepared` for exact match from per-item hits (0/1)."""
+def exact_match_prepared(params: dict[str, Any], hits: np.ndarray) -> MeanPrepared:
+    """A :class:`~labledger.metrics.prepared.MeanPrepared` for exact match from per-item hits (0/1)."""
     return _mean_prepared("exact_match", params, np.asarray(hits, dtype=np.float64))
 
 
@@ -221,7 +220,10 @@ def _prep_set_f1(*, gold, pred):
     return _mean_prepared("set_f1", {}, set_f1_values(gold, pred))
 
 
-register(
+#: This module's metrics (labledger.metrics.registry builds the registry from them).
+METRICS: list[Metric] = []
+
+METRICS.append(
     Metric(
         name="ndcg",
         definition="Mean over items of DCG@k / ideal DCG@k with k={k}: gain = graded relevance, "
@@ -236,7 +238,7 @@ register(
         strategy="mean",
     )
 )
-register(
+METRICS.append(
     Metric(
         name="mrr",
         definition="Mean over items of 1 / rank of the first relevant document (relevance > 0) "
@@ -249,7 +251,7 @@ register(
         strategy="mean",
     )
 )
-register(
+METRICS.append(
     Metric(
         name="recall_at_k",
         definition="Mean over items of the fraction of relevant documents (relevance > 0) "
@@ -264,7 +266,7 @@ register(
         strategy="mean",
     )
 )
-register(
+METRICS.append(
     Metric(
         name="exact_match",
         definition="Fraction of items whose prediction equals the gold value exactly "
@@ -277,7 +279,7 @@ register(
         strategy="mean",
     )
 )
-register(
+METRICS.append(
     Metric(
         name="set_f1",
         definition="Mean over items of the per-item set F1 2|G & P| / (|G| + |P|) between the "
@@ -291,7 +293,10 @@ register(
     )
 )
 
+_BY_NAME = {m.name: m for m in METRICS}
+
 __all__ = [
+    "METRICS",
     "RankingArrays",
     "exact_match",
     "exact_match_prepared",

@@ -15,13 +15,16 @@ Pearson and Spearman are nan when either side is constant (as scipy).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from labledger.errors import MetricInputError
 from labledger.metrics._inputs import numbers, same_length
 from labledger.metrics.classification import label_prepared
-from labledger.metrics.registry import Metric, Prepared, register
+from labledger.metrics.entry import Metric
+from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsFunction, WeightsPrepared
 
 KINDS = ("regression",)
 
@@ -100,19 +103,25 @@ def _spearman_w(x: np.ndarray, y: np.ndarray):
 def regression_prepared(name: str, params: dict[str, Any], gold: np.ndarray, pred: np.ndarray) -> Prepared:
     """A :class:`Prepared` for regression metric ``name`` on float arrays."""
     n = len(gold)
-    common = dict(metric=name, params=params, n=n, n_used=n)
+
+    def mean(values: np.ndarray, post: Callable[[np.ndarray], np.ndarray] | None = None) -> MeanPrepared:
+        return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values, post=post)
+
+    def weights(from_weights: WeightsFunction) -> WeightsPrepared:
+        return WeightsPrepared(metric=name, params=params, n=n, n_used=n, from_weights=from_weights)
+
     if name == "mae":
-        return Prepared(**common, strategy="mean", values=np.abs(pred - gold))
+        return mean(np.abs(pred - gold))
     if name == "rmse":
-        return Prepared(**common, strategy="mean", values=(pred - gold) ** 2, post=np.sqrt)
+        return mean((pred - gold) ** 2, np.sqrt)
     if name == "pearson":
-        return Prepared(**common, strategy="weights", from_weights=_pearson_w(gold, pred))
+        return weights(_pearson_w(gold, pred))
     if name == "spearman":
-        return Prepared(**common, strategy="weights", from_weights=_spearman_w(gold, pred))
+        return weights(_spearman_w(gold, pred))
     if name in ("acc5", "acc7"):
         lim = 2.0 if name == "acc5" else 3.0
         hit = np.round(np.clip(pred, -lim, lim)) == np.round(np.clip(gold, -lim, lim))
-        return Prepared(**common, strategy="mean", values=hit.astype(np.float64))
+        return mean(hit.astype(np.float64))
     if name in ("has0_acc", "has0_f1"):
         g, p = (gold >= 0).astype(np.int64), (pred >= 0).astype(np.int64)
     elif name in ("non0_acc", "non0_f1"):
@@ -122,15 +131,19 @@ def regression_prepared(name: str, params: dict[str, Any], gold: np.ndarray, pre
     elif name == "zero_f1":
         g, p = (np.round(gold) == 0).astype(np.int64), (np.round(pred) == 0).astype(np.int64)
     else:
-        raise ValueError(name)
+        raise MetricInputError(f"{name} is not a regression metric")
     inner = "accuracy" if name.endswith("_acc") else "f1"
     inner_params = {} if inner == "accuracy" else {"average": "weighted", "zero_division": 0.0}
-    prep = label_prepared(inner, inner_params, np.maximum(g, 0), p, (0, 1))
-    prep.cells = np.where(g >= 0, prep.get_cells(), -1)
-    prep.parts = None
-    prep.metric, prep.params = name, params
-    prep.n_used = int((g >= 0).sum())
-    return prep
+    inner_prep = label_prepared(inner, inner_params, np.maximum(g, 0), p, (0, 1))
+    return TablePrepared(
+        metric=name,
+        params=params,
+        n=n,
+        n_used=int((g >= 0).sum()),
+        from_tables=inner_prep.from_tables,
+        n_cells=inner_prep.n_cells,
+        cells=np.where(g >= 0, inner_prep.get_cells(), -1),
+    )
 
 
 def _public(name: str):
@@ -260,22 +273,24 @@ _DEFS = {
     "acc7": ("Accuracy of round(clip(pred, -3, 3)) == round(clip(gold, -3, 3)), rounding half to even.", True, "mean"),
 }
 
-for _name, (_definition, _hib, _strategy) in _DEFS.items():
-    register(
-        Metric(
-            name=_name,
-            definition=_definition,
-            higher_is_better=_hib,
-            needs="values",
-            kinds=KINDS,
-            prepare=_prep(_name),
-            fn=globals()[_name],
-            strategy=_strategy,
-            undefined="nan" if _name in ("pearson", "spearman") else "",
-        )
+#: This module's metrics (labledger.metrics.registry builds the registry from them).
+METRICS: list[Metric] = [
+    Metric(
+        name=_name,
+        definition=_definition,
+        higher_is_better=_hib,
+        needs="values",
+        kinds=KINDS,
+        prepare=_prep(_name),
+        fn=globals()[_name],
+        strategy=_strategy,
+        undefined="nan" if _name in ("pearson", "spearman") else "",
     )
+    for _name, (_definition, _hib, _strategy) in _DEFS.items()
+]
 
 __all__ = [
+    "METRICS",
     "acc5",
     "acc7",
     "has0_acc",

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError
-from labledger.metrics.registry import Prepared
+from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
 
 #: Bound on the elements of one chunk of resample weights (keeps memory at ~100 MB per array).
 CHUNK_ELEMENTS = 1 << 22
@@ -204,7 +204,7 @@ def _joint_categories(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray
     return rank[inv.reshape(-1)], uniq[order]
 
 
-def _table_cells(prep: Prepared) -> np.ndarray:
+def _table_cells(prep: TablePrepared) -> np.ndarray:
     cells = prep.get_cells()
     return np.where(cells >= 0, cells, prep.n_cells)
 
@@ -233,10 +233,10 @@ def resample_values(
         if groups.shape != (n,):
             raise MetricInputError(f"groups has shape {groups.shape}; expected ({n},)")
     if strategy == "table":
-        return _resample_table(preps, resamples, rng, groups)
+        return _resample_table([p for p in preps if isinstance(p, TablePrepared)], resamples, rng, groups)
     if strategy == "mean":
-        return _resample_mean(preps, resamples, rng, groups)
-    return _resample_weights(preps, resamples, rng, groups)
+        return _resample_mean([p for p in preps if isinstance(p, MeanPrepared)], resamples, rng, groups)
+    return _resample_weights([p for p in preps if isinstance(p, WeightsPrepared)], resamples, rng, groups)
 
 
 def _scatter(draws: np.ndarray, cell_of_cat: np.ndarray, n_cells: int) -> np.ndarray:
@@ -255,7 +255,9 @@ def _group_matrix(groups: np.ndarray, cat: np.ndarray, n_cat: int):
     return mat, n_groups
 
 
-def _resample_table(preps, resamples, rng, groups):
+def _resample_table(
+    preps: Sequence[TablePrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None
+) -> list[np.ndarray]:
     cells = [_table_cells(p) for p in preps]
     inv, uniq = _joint_categories(cells)
     n_cat = len(uniq)
@@ -276,7 +278,9 @@ def _resample_table(preps, resamples, rng, groups):
     return _run_chunks(_chunks(resamples, per_row), rng, work, len(preps))
 
 
-def _resample_mean(preps, resamples, rng, groups):
+def _resample_mean(
+    preps: Sequence[MeanPrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None
+) -> list[np.ndarray]:
     vals = [p.masked_values() for p in preps]
     masks = [p.mask_float() for p in preps]
     if groups is not None:
@@ -311,7 +315,9 @@ def _resample_mean(preps, resamples, rng, groups):
     return _run_chunks(_chunks(resamples, n), rng, work_items, len(preps))
 
 
-def _resample_weights(preps, resamples, rng, groups):
+def _resample_weights(
+    preps: Sequence[WeightsPrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None
+) -> list[np.ndarray]:
     n = preps[0].n
     n_groups = int(groups.max()) + 1 if groups is not None and len(groups) else 0
 
