@@ -348,8 +348,8 @@ def fit_task(
     }
     if sha256 is not None:
         fit["sha256"] = sha256
-    if td.positive is not None:
-        fit["positive"] = td.positive
+    if arr_all.positive is not None:
+        fit["positive"] = arr_all.positive
     if "temperature" in methods:
         fit["scale"] = "logits" if arr.logits is not None else "log-probabilities"
     if fold is not None:

@@ -4,8 +4,8 @@ A fit evaluates its objective on *rows* of items at once: row 0 is every fit ite
 row f + 1 is every item outside fold f (the training items of that fold). For a grid step the
 whole grid is scored on every row from a single pass over the items:
 
-- threshold steps: one ``searchsorted`` of the scores into the grid and one ``bincount`` of
-  (fold, gold, grid position) give every threshold's confusion counts (cumulative sums);
+- threshold steps: the metrics' threshold sweep (sort once, ``searchsorted``) gives every
+  threshold's confusion counts, per fold;
 - argmax steps (prior multipliers, option damping): each chunk of items is scored for every grid
   point with numpy broadcasting (a running max over labels), and one ``bincount`` of (fold, grid
   point, gold, prediction) gives every confusion table;
@@ -18,7 +18,8 @@ so the numbers are the registry's. Objectives that are not functions of a confus
 weights (slower, same numbers).
 
 Ties (equal objective values) go to the grid point nearest to "no change" (tau 0.5, multipliers
-all equal, alpha 1), then to the first one.
+all equal, alpha 1; distances equal to 1e-12 are equal), then to the first one: the threshold
+sweep's rule (:func:`labledger.metrics.sweep.best_grid_point`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from labledger.analysis.evaluation import HEADLINE, prepare_task, task_params
 from labledger.calibrate.methods import Scores, Step, TaskArrays, apply_step, binary_pair
 from labledger.errors import CalibrationError, LedgerError
 from labledger.metrics.registry import Metric, Prepared, metric_key, parse_metric
-from labledger.metrics.sweep import parse_thresholds
+from labledger.metrics.sweep import best_grid_point, parse_thresholds, threshold_counts
 
 #: Elements of one (grid points x items) block.
 BLOCK = 1 << 21
@@ -168,13 +169,12 @@ def row_weights(fold: np.ndarray | None, n_folds: int, n: int) -> np.ndarray:
 
 
 def best_index(values: np.ndarray, higher: bool, distance: np.ndarray, what: str) -> int:
-    """The best grid point: best value, then nearest to no change, then first."""
-    finite = np.isfinite(values)
-    if not finite.any():
+    """The best grid point by :func:`~labledger.metrics.sweep.best_grid_point` (best value, then
+    nearest to no change to 1e-12, then first); raises when the objective is nan everywhere."""
+    best = best_grid_point(values, distance, higher=higher)
+    if best is None:
         raise CalibrationError(f"{what}: the objective is undefined (nan) at every grid point")
-    target = values[finite].max() if higher else values[finite].min()
-    cands = np.flatnonzero(finite & (values == target))
-    return int(cands[np.argmin(distance[cands])])  # argmin: the first of equal distances
+    return best
 
 
 # ------------------------------------------------------------------------------------------------
@@ -260,21 +260,23 @@ def temperature_bounds(spec: Any) -> tuple[tuple[float, float], str]:
 def threshold_tables(
     s_pos: np.ndarray, gold: np.ndarray, j: int, taus: np.ndarray, fold: np.ndarray | None, n_folds: int
 ) -> np.ndarray:
-    """(R, G, 4) confusion tables (gold, pred) of ``s_pos >= tau`` for every tau and row."""
+    """(R, G, 4) confusion tables (gold, pred) of ``s_pos >= tau`` for every tau and row.
+
+    Each fold's counts come from the metrics' one threshold sweep
+    (:func:`~labledger.metrics.sweep.threshold_counts`).
+    """
     g = len(taus)
     o = 1 - j
-    idx = np.searchsorted(taus, s_pos, side="right")  # number of taus <= score
-    y = (gold == j).astype(np.int64)
+    is_pos = gold == j
     fn = n_folds if fold is not None else 1
-    key = ((fold if fold is not None else 0) * 2 + y) * (g + 1) + idx
-    c = np.bincount(key, minlength=fn * 2 * (g + 1)).reshape(fn, 2, g + 1)
-    tot = c.sum(axis=2)
-    pp = tot[:, :, None] - np.cumsum(c, axis=2)[:, :, :g]  # predicted positive at each tau
     t = np.zeros((fn, g, 2, 2), dtype=np.int64)
-    t[:, :, j, j] = pp[:, 1]
-    t[:, :, j, o] = tot[:, 1, None] - pp[:, 1]
-    t[:, :, o, j] = pp[:, 0]
-    t[:, :, o, o] = tot[:, 0, None] - pp[:, 0]
+    for f in range(fn):
+        keep = slice(None) if fold is None else fold == f
+        c = threshold_counts(s_pos[keep], is_pos[keep], taus)
+        t[f, :, j, j] = c["tp"]
+        t[f, :, j, o] = c["fn"]
+        t[f, :, o, j] = c["fp"]
+        t[f, :, o, o] = c["tn"]
     return _rows(t.reshape(fn, g, 4), fold is not None)
 
 
@@ -425,7 +427,7 @@ def fit_step(
             values = _generic_values(spec, s, arr, obj, [{"tau": float(t)} for t in taus], wts())
         best = _pick(values, obj, np.abs(taus - 0.5), m)
         steps = [Step(m, {**spec.given, "tau": float(taus[b])}) for b in best]
-        return StepFit(steps, text, f"grid of {len(taus)} thresholds, " + _how(obj, "searchsorted + bincount"))
+        return StepFit(steps, text, f"grid of {len(taus)} thresholds, " + _how(obj, "one sort + searchsorted per fold"))
     if m == "option_damping":
         alphas, text = alpha_grid(spec.grid)
         mask = arr.masks[(spec.given.get("pattern"), spec.given.get("field"))]

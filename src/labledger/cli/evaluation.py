@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import click
@@ -11,23 +10,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
-from labledger.errors import RecordError
 
 
 def resolve_results(ref: str, ledger_path: str | None) -> tuple[str, str, str | None, str | None]:
     """A results file, or ``RUN:NAME`` (a run's stored results): ``(path, how to show it, run id,
-    results name)``; the last two are ``None`` for a plain file."""
-    path = Path(ref)
-    if path.exists() or ":" not in ref:
-        if not path.exists():
-            raise RecordError("no such results file (or RUN:NAME of a run's stored results)", source=ref)
-        return str(path), ref, None, None
-    from labledger import open_ledger
+    results name)``; the last two are ``None`` for a plain file (:func:`labledger.store.refs.resolve_results`)."""
+    from labledger.store.refs import resolve_results as resolve
 
-    run, _, name = ref.partition(":")
-    with open_ledger(resolve_ledger_path(ledger_path)) as ledger:
-        view = ledger.run(run)
-        return str(view.results_path(name)), ref, view.id, name
+    found = resolve(ref, resolve_ledger_path(ledger_path) if ":" in ref else None)
+    return str(found.path), found.shown, found.run_id, found.name
 
 
 def _source(ref: str, ledger_path: str | None) -> tuple[str, str]:

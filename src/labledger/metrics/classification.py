@@ -145,6 +145,30 @@ def _per_class_t(k: int, zd: float) -> Callable[[np.ndarray], np.ndarray]:
     return fn
 
 
+#: The count-table metrics a binary 2x2 table gives directly (the sweep's columns and gates).
+BINARY_TABLE_METRICS = ("accuracy", "balanced_accuracy", "precision", "recall", "f1", "mcc")
+
+
+def binary_table_metric(name: str, zero_division: float = 0.0) -> Callable[[np.ndarray], np.ndarray]:
+    """The registry's table function of ``name`` on (B, 4) binary tables ``[tn, fp, fn, tp]``.
+
+    The tables are row-major (gold, pred) over (negative, positive); precision, recall and F1 are
+    those of the positive label, with ``zero_division`` for a 0/0.
+
+    >>> binary_table_metric("f1")(np.array([[5, 1, 2, 2]])).tolist()
+    [0.5714285714285714]
+    """
+    if name == "accuracy":
+        return _accuracy_t(2)
+    if name == "balanced_accuracy":
+        return _balanced_t(2)
+    if name in ("precision", "recall", "f1"):
+        return _prf_t(2, name, "binary", 1, zero_division, None)
+    if name == "mcc":
+        return _mcc_t(2)
+    raise MetricInputError(f"{name} is not a binary count-table metric ({', '.join(BINARY_TABLE_METRICS)})")
+
+
 # ------------------------------------------------------------------------------------------------
 # Building Prepared objects from encoded inputs
 
@@ -229,16 +253,25 @@ def _raw_labels(name: str, gold, pred, labels, params) -> Prepared:
 # Probability metrics (strategy "weights" or "mean")
 
 
+def tie_starts(sorted_values: np.ndarray) -> np.ndarray | None:
+    """Start index of each run of equal values in a sorted array (``None``: no two are equal).
+
+    >>> tie_starts(np.array([0.1, 0.4, 0.4, 0.8])).tolist(), tie_starts(np.array([0.1, 0.2]))
+    ([0, 1, 3], None)
+    """
+    s = sorted_values
+    if len(s) < 2:
+        return None
+    differs = s[1:] != s[:-1]
+    if np.count_nonzero(differs) == len(s) - 1:
+        return None  # no ties
+    return np.concatenate([[0], np.flatnonzero(differs) + 1])
+
+
 def _sorted_groups(score: np.ndarray, descending: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """Sort order (any order among equal scores: ties are grouped) and tie-group starts (None: no ties)."""
     order = np.argsort(-score if descending else score)
-    s = score[order]
-    if len(s) < 2:
-        return order, None
-    differs = s[1:] != s[:-1]
-    if np.count_nonzero(differs) == len(s) - 1:
-        return order, None  # no ties
-    return order, np.concatenate([[0], np.flatnonzero(differs) + 1])
+    return order, tie_starts(score[order])
 
 
 def _group_sum(x: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
@@ -281,24 +314,37 @@ def _reverse_ranking(a: np.ndarray, b: np.ndarray, order_b: np.ndarray) -> bool:
     return bool(np.all(da <= 0) and np.array_equal(db == 0, da == 0))
 
 
-def _auc_point(is_pos: np.ndarray, sorted_: tuple) -> Callable[[], float]:
+def roc_auc_sorted(y: np.ndarray, starts: np.ndarray | None) -> float:
+    """Unweighted ROC-AUC from mid-ranks (Mann-Whitney U, ties count one half) in exact integers.
+
+    ``y``: the class flags (positive: True) in ascending score order; ``starts``: the tie groups of
+    the sorted scores (:func:`tie_starts`). NaN when a class is absent. The one ROC-AUC kernel:
+    the registry's ``roc_auc`` and the threshold sweep both use it.
+
+    >>> s = np.array([0.1, 0.35, 0.4, 0.8]); y = np.array([False, True, False, True])
+    >>> roc_auc_sorted(y, tie_starts(s))
+    0.75
+    """
+    n, p = len(y), int(np.count_nonzero(y))
+    q = n - p
+    if p == 0 or q == 0:
+        return math.nan
+    if starts is None:
+        twice_rank_sum = 2 * int(np.flatnonzero(y).sum(dtype=np.int64)) + 2 * p  # ranks 1..n
+    else:
+        ends = np.r_[starts[1:], n]
+        pos_in_group = np.add.reduceat(y.astype(np.int64), starts)
+        twice_rank_sum = int((pos_in_group * (starts + 1 + ends)).sum(dtype=np.int64))  # 2 x mid-rank
+    u2 = twice_rank_sum - p * (p + 1)
+    return (u2 / 2) / (p * q) if u2 % 2 == 0 else u2 / (2 * p * q)
+
+
+def _auc_point(is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None]) -> Callable[[], float]:
     """Unweighted ROC-AUC from mid-ranks (Mann-Whitney U) in exact integer arithmetic."""
 
-    def fn():
+    def fn() -> float:
         order, starts = sorted_
-        y = is_pos[order]
-        n, p = len(y), int(np.count_nonzero(y))
-        q = n - p
-        if p == 0 or q == 0:
-            return math.nan
-        if starts is None:
-            twice_rank_sum = 2 * int(np.flatnonzero(y).sum(dtype=np.int64)) + 2 * p  # ranks 1..n
-        else:
-            ends = np.r_[starts[1:], n]
-            pos_in_group = np.add.reduceat(y.astype(np.int64), starts)
-            twice_rank_sum = int((pos_in_group * (starts + 1 + ends)).sum(dtype=np.int64))  # 2 x mid-rank
-        u2 = twice_rank_sum - p * (p + 1)
-        return (u2 / 2) / (p * q) if u2 % 2 == 0 else u2 / (2 * p * q)
+        return roc_auc_sorted(is_pos[order], starts)
 
     return fn
 
@@ -810,10 +856,12 @@ _BY_NAME = {m.name: m for m in METRICS}
 
 __all__ = [
     "ALIASES",
+    "BINARY_TABLE_METRICS",
     "METRICS",
     "accuracy",
     "average_precision",
     "balanced_accuracy",
+    "binary_table_metric",
     "brier",
     "cohen_kappa",
     "confusion_matrix",
@@ -828,4 +876,6 @@ __all__ = [
     "recall",
     "resolve_average",
     "roc_auc",
+    "roc_auc_sorted",
+    "tie_starts",
 ]
