@@ -57,7 +57,7 @@ class LazyColumns(Mapping[str, list[Any]]):
 
 
 def _is_num(t: pa.DataType) -> bool:
-    return pa.types.is_int64(t) or pa.types.is_float64(t)
+    return bool(pa.types.is_int64(t) or pa.types.is_float64(t))
 
 
 def _labels(arr: pa.Array) -> pa.Array:
@@ -75,14 +75,14 @@ def _labels(arr: pa.Array) -> pa.Array:
 def _numbers(arr: pa.Array) -> np.ndarray:
     if not _is_num(arr.type) or arr.null_count:
         raise _Fallback
-    return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def _valid(table: pa.Table, name: str, idx: pa.Array) -> np.ndarray:
     if name not in table.column_names:
         return np.zeros(len(idx), dtype=bool)
     col = table.column(name).take(idx)
-    return col.is_valid().to_numpy(zero_copy_only=False)
+    return np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def read_arrow(path: Path, name: str, tolerance: float, positive: Any) -> ResultSet | None:
@@ -282,7 +282,7 @@ def _binary(
 
 
 def _scalar_type(t: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_string(t)
         or pa.types.is_int64(t)
         or pa.types.is_float64(t)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from numbers import Real
-from typing import Any
+from typing import Any, TypeGuard
 
 from labledger.errors import RecordError
 
@@ -34,7 +34,7 @@ _INT_FIELDS = ("optimizer_step", "examples_seen", "batch_size")
 _NUM_FIELDS = ("time", "forward_ms", "gpu_allocated_mib", "gpu_peak_allocated_mib")
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return (type(v) is int) or (isinstance(v, int) and not isinstance(v, bool))
 
 

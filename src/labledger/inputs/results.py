@@ -292,7 +292,7 @@ def _label(v: Any) -> str | None:
     """A gold/pred label as a string: str as is, bool -> true/false, integral numbers -> digits."""
     t = type(v)
     if t is str:
-        return v
+        return str(v)
     if t is bool:
         return "true" if v else "false"
     if t is int:
@@ -339,8 +339,8 @@ class _TaskBuilder:
         self.gold: list[Any] = []
         self.pred: list[Any] = []
         self.group: list[Any] = []
-        self.slices: dict[str, list] = {}
-        self.extras: dict[str, list] = {}
+        self.slices: dict[str, list[Any]] = {}
+        self.extras: dict[str, list[Any]] = {}
         self.positive: str | None = None
         self.positive_line = 0
         self.n = 0
@@ -383,6 +383,8 @@ class _Checker:
             raise self.fail(f"duplicate id {sid!r} in task '{task}' (also on line {prev})", line, "id")
         self.seen[key] = line
 
+        g: Any
+        pred: Any
         if "probs" in row:
             kind = "classification"
             probs = row["probs"]
@@ -508,7 +510,7 @@ class _Checker:
         _append_sparse(b.extras, ((k, v) for k, v in row.items() if k not in _CORE) if len(row) > 4 else (), i)
 
 
-def _append_sparse(columns: dict[str, list], items: Iterable[tuple[str, Any]], i: int) -> None:
+def _append_sparse(columns: dict[str, list[Any]], items: Iterable[tuple[str, Any]], i: int) -> None:
     """Append row ``i``'s values to sparse ``columns``: a new column starts with ``i`` Nones, a
     column the row lacks (or gives as null) gets a None."""
     for k, v in items:
@@ -594,7 +596,7 @@ def canonical_codes(codes: np.ndarray) -> np.ndarray:
     return rank[inv.reshape(-1)]
 
 
-def _group_codes(values: list) -> np.ndarray | None:
+def _group_codes(values: list[Any]) -> np.ndarray | None:
     if all(v is None for v in values):
         return None
     codes = np.empty(len(values), dtype=np.int64)
@@ -608,9 +610,9 @@ def _group_codes(values: list) -> np.ndarray | None:
     return codes
 
 
-def _encode(values: list) -> tuple[np.ndarray, list]:
+def _encode(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
     table: dict[Any, int] = {}
-    order: list = []
+    order: list[Any] = []
     codes = np.empty(len(values), dtype=np.int32)
     for i, v in enumerate(values):
         key = (type(v), v)
@@ -729,7 +731,7 @@ def _positive_of(positive: str | Mapping[str, str] | None, task: str) -> str | N
     return None if p is None else _Strict(str(p))
 
 
-def _finish(checker: _Checker, source: str, positive) -> ResultSet:
+def _finish(checker: _Checker, source: str, positive: str | Mapping[str, str] | None) -> ResultSet:
     tasks = {name: _build(b, source, _positive_of(positive, name)) for name, b in checker.tasks.items()}
     return ResultSet(tasks, source=source)
 

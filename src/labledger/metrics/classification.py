@@ -28,7 +28,7 @@ import numpy as np
 from labledger.errors import MetricInputError
 from labledger.metrics._inputs import encode, numbers, prob_matrix, same_length, score_inputs
 from labledger.metrics.entry import Metric
-from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsFunction, WeightsPrepared
+from labledger.metrics.prepared import MeanPrepared, Prepared, Strategy, TablePrepared, WeightsFunction, WeightsPrepared
 
 EPS = float(np.finfo(np.float64).eps)
 LABEL_KINDS = ("classification", "binary", "match")
@@ -54,7 +54,7 @@ def _div(num: np.ndarray, den: np.ndarray, zd: float) -> np.ndarray:
 
 
 def _accuracy_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
-    def fn(tables):
+    def fn(tables: np.ndarray) -> np.ndarray:
         t, tp, _, _ = _parts(tables, k)
         return _div(tp.sum(axis=1), t.sum(axis=(1, 2)), math.nan)
 
@@ -62,7 +62,7 @@ def _accuracy_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def _balanced_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
-    def fn(tables):
+    def fn(tables: np.ndarray) -> np.ndarray:
         _, tp, true_sum, _ = _parts(tables, k)
         rec = _div(tp, true_sum, math.nan)
         present = true_sum > 0
@@ -72,7 +72,7 @@ def _balanced_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
     return fn
 
 
-def _per_label(stat: str, tp, true_sum, pred_sum, zd):
+def _per_label(stat: str, tp: np.ndarray, true_sum: np.ndarray, pred_sum: np.ndarray, zd: float) -> np.ndarray:
     if stat == "precision":
         return _div(tp, pred_sum, zd)
     if stat == "recall":
@@ -83,7 +83,7 @@ def _per_label(stat: str, tp, true_sum, pred_sum, zd):
 def _prf_t(
     k: int, stat: str, average: str, pos: int | None, zd: float, label_mask: np.ndarray | None
 ) -> Callable[[np.ndarray], np.ndarray]:
-    def fn(tables):
+    def fn(tables: np.ndarray) -> np.ndarray:
         _, tp, true_sum, pred_sum = _parts(tables, k)
         if average == "binary":
             return _per_label(stat, tp[:, pos], true_sum[:, pos], pred_sum[:, pos], zd)
@@ -107,7 +107,7 @@ def _prf_t(
 
 
 def _mcc_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
-    def fn(tables):
+    def fn(tables: np.ndarray) -> np.ndarray:
         t, tp, true_sum, pred_sum = _parts(tables, k)
         n = t.sum(axis=(1, 2))
         correct = tp.sum(axis=1)
@@ -125,7 +125,7 @@ def _mcc_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def _kappa_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
-    def fn(tables):
+    def fn(tables: np.ndarray) -> np.ndarray:
         t, tp, true_sum, pred_sum = _parts(tables, k)
         n = t.sum(axis=(1, 2))
         observed = n - tp.sum(axis=1)  # sum(w * C), w = 1 - I
@@ -136,7 +136,7 @@ def _kappa_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def _per_class_t(k: int, zd: float) -> Callable[[np.ndarray], np.ndarray]:
-    def fn(tables):
+    def fn(tables: np.ndarray) -> np.ndarray:
         _, tp, true_sum, pred_sum = _parts(tables, k)
         cols = [_per_label(s, tp, true_sum, pred_sum, zd) for s in ("precision", "recall", "f1")]
         cols.append(true_sum)
@@ -182,7 +182,7 @@ def label_prepared(
     *,
     pos: int | None = None,
     label_mask: np.ndarray | None = None,
-) -> Prepared:
+) -> TablePrepared:
     """A :class:`Prepared` for a confusion-matrix metric over encoded ``gold``/``pred`` indices."""
     k = len(labels)
     n = len(gold)
@@ -232,7 +232,7 @@ def _checked(name: str, params: dict[str, Any]) -> dict[str, Any]:
     return _BY_NAME[name].resolve(params)
 
 
-def _raw_labels(name: str, gold, pred, labels, params) -> Prepared:
+def _raw_labels(name: str, gold: Any, pred: Any, labels: Any, params: dict[str, Any]) -> TablePrepared:
     params = _checked(name, params)
     same_length(gold=gold, pred=pred)
     pos_label = params.get("pos_label")
@@ -278,11 +278,13 @@ def _group_sum(x: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
     return x if starts is None else np.add.reduceat(x, starts, axis=1)
 
 
-def _auc_w(score: np.ndarray, is_pos: np.ndarray, sorted_: tuple | None = None) -> Callable[[np.ndarray], np.ndarray]:
+def _auc_w(
+    score: np.ndarray, is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None] | None = None
+) -> WeightsFunction:
     order, starts = sorted_ if sorted_ is not None else _sorted_groups(score, descending=False)
     cache: dict[str, np.ndarray] = {}
 
-    def fn(w, exchangeable=False):
+    def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         if "pos_f" not in cache:  # built on first use: a point value alone never needs it
             cache["pos_f"] = is_pos[order].astype(np.float64)
         pos_f = cache["pos_f"]
@@ -349,11 +351,11 @@ def _auc_point(is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None]
     return fn
 
 
-def _ap_w(score: np.ndarray, is_pos: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+def _ap_w(score: np.ndarray, is_pos: np.ndarray) -> WeightsFunction:
     order, starts = _sorted_groups(score, descending=True)
     pos_f = is_pos[order].astype(np.float64)
 
-    def fn(w, exchangeable=False):
+    def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         ws = w if exchangeable else np.take(w, order, axis=1)
         tp = ws * pos_f
         if starts is not None:
@@ -368,10 +370,15 @@ def _ap_w(score: np.ndarray, is_pos: np.ndarray) -> Callable[[np.ndarray], np.nd
     return fn
 
 
-def _ovr_w(make, probs: np.ndarray, gold: np.ndarray, classes: Sequence[int]):
+def _ovr_w(
+    make: Callable[[np.ndarray, np.ndarray], WeightsFunction],
+    probs: np.ndarray,
+    gold: np.ndarray,
+    classes: Sequence[int],
+) -> WeightsFunction:
     fns = [make(probs[:, c], gold == c) for c in classes]
 
-    def fn(w, exchangeable=False):
+    def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         vals = np.stack([f(w) for f in fns], axis=1)
         ok = ~np.isnan(vals)
         return _div(np.where(ok, vals, 0).sum(axis=1), ok.sum(axis=1), math.nan)
@@ -379,7 +386,7 @@ def _ovr_w(make, probs: np.ndarray, gold: np.ndarray, classes: Sequence[int]):
     return fn
 
 
-def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str):
+def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str) -> WeightsFunction:
     n = len(conf)
     if strategy == "uniform":
         bins = np.minimum((conf * n_bins).astype(np.int64), n_bins - 1)
@@ -388,7 +395,7 @@ def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str):
         starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]]) if n else np.zeros(0, np.int64)
         c_s, k_s = conf[order], correct[order].astype(np.float64)
 
-        def fn(w, exchangeable=False):
+        def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
             ws = w if exchangeable else np.take(w, order, axis=1)
             tot = np.add.reduceat(ws, starts, axis=1)
             gap = np.add.reduceat(ws * (k_s - c_s), starts, axis=1)
@@ -398,7 +405,7 @@ def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str):
     order = np.argsort(conf, kind="stable")
     diff = correct[order].astype(np.float64) - conf[order]
 
-    def fn_q(w, exchangeable=False):
+    def fn_q(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         ws = w if exchangeable else np.take(w, order, axis=1)
         total = ws.sum(axis=1, keepdims=True)
         before = np.cumsum(ws, axis=1) - ws
@@ -492,7 +499,7 @@ def prob_prepared(
     raise MetricInputError(f"{name} is not a probability metric")
 
 
-def _raw_probs(name: str, gold, probs, score, labels, params) -> Prepared:
+def _raw_probs(name: str, gold: Any, probs: Any, score: Any, labels: Any, params: dict[str, Any]) -> Prepared:
     params = _checked(name, params)
     if (probs is None) == (score is None):
         raise MetricInputError(f"{name} needs exactly one of probs= (items x labels) or score= (P(positive))")
@@ -523,26 +530,33 @@ def _raw_probs(name: str, gold, probs, score, labels, params) -> Prepared:
 _ZD = 0.0
 
 
-def accuracy(*, gold, pred, sample_weight=None) -> float:
+def accuracy(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
     """Fraction of items whose predicted label equals the gold label.
 
     >>> accuracy(gold=["a", "b", "b"], pred=["a", "b", "a"])
     0.6666666666666666
     """
-    return _raw_labels("accuracy", gold, pred, None, {}).value(sample_weight)
+    return float(_raw_labels("accuracy", gold, pred, None, {}).value(sample_weight))
 
 
-def balanced_accuracy(*, gold, pred, sample_weight=None) -> float:
+def balanced_accuracy(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
     """Mean recall over the labels present in gold.
 
     >>> balanced_accuracy(gold=[0, 0, 0, 1], pred=[0, 0, 0, 0])
     0.5
     """
-    return _raw_labels("balanced_accuracy", gold, pred, None, {}).value(sample_weight)
+    return float(_raw_labels("balanced_accuracy", gold, pred, None, {}).value(sample_weight))
 
 
 def precision(
-    *, gold, pred, average="auto", pos_label=None, labels=None, zero_division=_ZD, sample_weight=None
+    *,
+    gold: Any,
+    pred: Any,
+    average: Any = "auto",
+    pos_label: Any = None,
+    labels: Any = None,
+    zero_division: Any = _ZD,
+    sample_weight: Any = None,
 ) -> float:
     """Precision ``tp / (tp + fp)``, per label then averaged (``average``: binary/macro/micro/weighted/auto).
 
@@ -550,57 +564,80 @@ def precision(
     0.6666666666666666
     """
     params = {"average": average, "pos_label": pos_label, "zero_division": float(zero_division)}
-    return _raw_labels("precision", gold, pred, labels, params).value(sample_weight)
+    return float(_raw_labels("precision", gold, pred, labels, params).value(sample_weight))
 
 
-def recall(*, gold, pred, average="auto", pos_label=None, labels=None, zero_division=_ZD, sample_weight=None) -> float:
+def recall(
+    *,
+    gold: Any,
+    pred: Any,
+    average: Any = "auto",
+    pos_label: Any = None,
+    labels: Any = None,
+    zero_division: Any = _ZD,
+    sample_weight: Any = None,
+) -> float:
     """Recall ``tp / (tp + fn)``, per label then averaged.
 
     >>> recall(gold=["x", "y", "y"], pred=["x", "x", "y"], average="macro")
     0.75
     """
     params = {"average": average, "pos_label": pos_label, "zero_division": float(zero_division)}
-    return _raw_labels("recall", gold, pred, labels, params).value(sample_weight)
+    return float(_raw_labels("recall", gold, pred, labels, params).value(sample_weight))
 
 
-def f1(*, gold, pred, average="auto", pos_label=None, labels=None, zero_division=_ZD, sample_weight=None) -> float:
+def f1(
+    *,
+    gold: Any,
+    pred: Any,
+    average: Any = "auto",
+    pos_label: Any = None,
+    labels: Any = None,
+    zero_division: Any = _ZD,
+    sample_weight: Any = None,
+) -> float:
     """F1 ``2 tp / (2 tp + fp + fn)``, per label then averaged.
 
     >>> round(f1(gold=[1, 1, 0, 0], pred=[1, 0, 0, 0], average="weighted"), 4)
     0.7333
     """
     params = {"average": average, "pos_label": pos_label, "zero_division": float(zero_division)}
-    return _raw_labels("f1", gold, pred, labels, params).value(sample_weight)
+    return float(_raw_labels("f1", gold, pred, labels, params).value(sample_weight))
 
 
-def per_class(*, gold, pred, labels=None, zero_division=_ZD, sample_weight=None) -> dict[str, float]:
+def per_class(
+    *, gold: Any, pred: Any, labels: Any = None, zero_division: Any = _ZD, sample_weight: Any = None
+) -> dict[str, float]:
     """Precision, recall, F1 and support of every label: ``{"recall[a]": ..., ...}``.
 
     >>> per_class(gold=["a", "b"], pred=["a", "a"])["recall[b]"]
     0.0
     """
-    return _raw_labels("per_class", gold, pred, labels, {"zero_division": float(zero_division)}).value(sample_weight)
+    out: dict[str, float] = _raw_labels("per_class", gold, pred, labels, {"zero_division": float(zero_division)}).value(
+        sample_weight
+    )
+    return out
 
 
-def mcc(*, gold, pred, sample_weight=None) -> float:
+def mcc(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
     """Matthews correlation coefficient (multiclass form; 0 when a marginal is constant).
 
     >>> mcc(gold=[1, 0, 1, 0], pred=[1, 0, 0, 0])
     0.5773502691896258
     """
-    return _raw_labels("mcc", gold, pred, None, {}).value(sample_weight)
+    return float(_raw_labels("mcc", gold, pred, None, {}).value(sample_weight))
 
 
-def cohen_kappa(*, gold, pred, sample_weight=None) -> float:
+def cohen_kappa(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
     """Cohen's kappa ``(p_o - p_e) / (1 - p_e)`` (nan when chance agreement is 1).
 
     >>> cohen_kappa(gold=[1, 0, 1, 0], pred=[1, 0, 0, 0])
     0.5
     """
-    return _raw_labels("cohen_kappa", gold, pred, None, {}).value(sample_weight)
+    return float(_raw_labels("cohen_kappa", gold, pred, None, {}).value(sample_weight))
 
 
-def confusion_matrix(*, gold, pred, labels=None, sample_weight=None) -> np.ndarray:
+def confusion_matrix(*, gold: Any, pred: Any, labels: Any = None, sample_weight: Any = None) -> np.ndarray:
     """K x K counts: row = gold label, column = predicted label (labels sorted unless given).
 
     >>> confusion_matrix(gold=["a", "b", "b"], pred=["a", "a", "b"]).tolist()
@@ -610,10 +647,19 @@ def confusion_matrix(*, gold, pred, labels=None, sample_weight=None) -> np.ndarr
     (g, p), names = encode(gold, pred, labels=labels)
     prep = label_prepared("confusion_matrix", {}, g, p, names)
     w = np.ones(len(g)) if sample_weight is None else numbers(sample_weight, "sample_weight")
-    return prep.tables(w[None, :])[0].reshape(len(names), len(names))
+    return np.asarray(prep.tables(w[None, :])[0].reshape(len(names), len(names)))
 
 
-def roc_auc(*, gold, score=None, probs=None, labels=None, average="auto", pos_label=None, sample_weight=None) -> float:
+def roc_auc(
+    *,
+    gold: Any,
+    score: Any = None,
+    probs: Any = None,
+    labels: Any = None,
+    average: Any = "auto",
+    pos_label: Any = None,
+    sample_weight: Any = None,
+) -> float:
     """Area under the ROC curve: binary from ``score`` = P(positive) (or ``probs`` with ``pos_label``),
     else the one-vs-rest macro mean over labels.
 
@@ -621,11 +667,18 @@ def roc_auc(*, gold, score=None, probs=None, labels=None, average="auto", pos_la
     0.75
     """
     params = {"average": average, "pos_label": pos_label}
-    return _raw_probs("roc_auc", gold, probs, score, labels, params).value(sample_weight)
+    return float(_raw_probs("roc_auc", gold, probs, score, labels, params).value(sample_weight))
 
 
 def average_precision(
-    *, gold, score=None, probs=None, labels=None, average="auto", pos_label=None, sample_weight=None
+    *,
+    gold: Any,
+    score: Any = None,
+    probs: Any = None,
+    labels: Any = None,
+    average: Any = "auto",
+    pos_label: Any = None,
+    sample_weight: Any = None,
 ) -> float:
     """Average precision ``sum_n (R_n - R_(n-1)) P_n`` over score thresholds (binary or one-vs-rest macro).
 
@@ -633,29 +686,53 @@ def average_precision(
     0.8333
     """
     params = {"average": average, "pos_label": pos_label}
-    return _raw_probs("average_precision", gold, probs, score, labels, params).value(sample_weight)
+    return float(_raw_probs("average_precision", gold, probs, score, labels, params).value(sample_weight))
 
 
-def log_loss(*, gold, probs=None, score=None, labels=None, pos_label=None, sample_weight=None) -> float:
+def log_loss(
+    *,
+    gold: Any,
+    probs: Any = None,
+    score: Any = None,
+    labels: Any = None,
+    pos_label: Any = None,
+    sample_weight: Any = None,
+) -> float:
     """Mean of ``-ln p(gold)`` (natural log; p clipped to [eps, 1 - eps]).
 
     >>> round(log_loss(gold=["a", "b"], probs=[{"a": 0.9, "b": 0.1}, {"a": 0.2, "b": 0.8}]), 6)
     0.164252
     """
-    return _raw_probs("log_loss", gold, probs, score, labels, {"pos_label": pos_label}).value(sample_weight)
+    return float(_raw_probs("log_loss", gold, probs, score, labels, {"pos_label": pos_label}).value(sample_weight))
 
 
-def brier(*, gold, probs=None, score=None, labels=None, pos_label=None, sample_weight=None) -> float:
+def brier(
+    *,
+    gold: Any,
+    probs: Any = None,
+    score: Any = None,
+    labels: Any = None,
+    pos_label: Any = None,
+    sample_weight: Any = None,
+) -> float:
     """Mean of ``sum_k (p_k - 1[gold = k])^2``, halved when there are two labels (= ``(p - y)^2``).
 
     >>> brier(gold=[1, 0], score=[0.8, 0.4])
     0.1
     """
-    return _raw_probs("brier", gold, probs, score, labels, {"pos_label": pos_label}).value(sample_weight)
+    return float(_raw_probs("brier", gold, probs, score, labels, {"pos_label": pos_label}).value(sample_weight))
 
 
 def ece(
-    *, gold, probs=None, score=None, labels=None, pos_label=None, n_bins=15, strategy="uniform", sample_weight=None
+    *,
+    gold: Any,
+    probs: Any = None,
+    score: Any = None,
+    labels: Any = None,
+    pos_label: Any = None,
+    n_bins: Any = 15,
+    strategy: Any = "uniform",
+    sample_weight: Any = None,
 ) -> float:
     """Expected calibration error of the top label: ``sum_b (n_b / n) |acc_b - conf_b|``.
 
@@ -663,7 +740,7 @@ def ece(
     0.25
     """
     params = {"pos_label": pos_label, "n_bins": n_bins, "strategy": strategy}
-    return _raw_probs("ece", gold, probs, score, labels, params).value(sample_weight)
+    return float(_raw_probs("ece", gold, probs, score, labels, params).value(sample_weight))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -683,23 +760,33 @@ _PRF_NOTE = (
 )
 
 
-def _label_prep(name):
-    def prep(*, gold, pred, labels=None, **params):
+def _label_prep(name: str) -> Callable[..., Prepared]:
+    def prep(*, gold: Any, pred: Any, labels: Any = None, **params: Any) -> Prepared:
         return _raw_labels(name, gold, pred, labels, params)
 
     return prep
 
 
-def _prob_prep(name):
-    def prep(*, gold, probs=None, score=None, labels=None, **params):
+def _prob_prep(name: str) -> Callable[..., Prepared]:
+    def prep(*, gold: Any, probs: Any = None, score: Any = None, labels: Any = None, **params: Any) -> Prepared:
         return _raw_probs(name, gold, probs, score, labels, params)
 
     return prep
 
 
 def _reg(
-    name, definition, hib, fn, *, needs="labels", params=None, choices=None, strategy="table", table=False, undefined=""
-):
+    name: str,
+    definition: str,
+    hib: bool,
+    fn: Callable[..., Any],
+    *,
+    needs: str = "labels",
+    params: dict[str, Any] | None = None,
+    choices: dict[str, tuple[Any, ...]] | None = None,
+    strategy: Strategy = "table",
+    table: bool = False,
+    undefined: str = "",
+) -> None:
     kinds = LABEL_KINDS if needs == "labels" else PROB_KINDS
     prep = _label_prep(name) if needs == "labels" else _prob_prep(name)
     METRICS.append(

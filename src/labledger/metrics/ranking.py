@@ -9,7 +9,7 @@ All per-item values are computed at once over flattened arrays (one ``lexsort``)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ KINDS = ("ranking",)
 class RankingArrays:
     """Flattened ranking data: one entry per (item, scored doc) plus the gold relevances per item."""
 
-    def __init__(self, gold: Sequence[Mapping[str, float]], scores: Sequence[Mapping[str, float]]):
+    def __init__(self, gold: Sequence[Mapping[str, float]], scores: Sequence[Mapping[str, float]]) -> None:
         same_length(gold=gold, scores=scores)
         n = len(gold)
         self.n = n
@@ -52,7 +52,7 @@ def _positions(item: np.ndarray, order: np.ndarray) -> np.ndarray:
         return np.zeros(0, np.int64)
     starts = np.r_[0, np.flatnonzero(it[1:] != it[:-1]) + 1]
     first = np.repeat(starts, np.diff(np.r_[starts, len(it)]))
-    return np.arange(len(it)) - first
+    return np.asarray(np.arange(len(it)) - first)
 
 
 def ndcg_values(data: RankingArrays, k: int) -> np.ndarray:
@@ -68,7 +68,7 @@ def ndcg_values(data: RankingArrays, k: int) -> np.ndarray:
         g_gain = np.bincount(grp, weights=r) / np.bincount(grp)
         g_disc = np.bincount(grp, weights=disc)
         g_item = it[new]
-        dcg = np.bincount(g_item, weights=g_gain * g_disc, minlength=n)
+        dcg: np.ndarray = np.bincount(g_item, weights=g_gain * g_disc, minlength=n)
     else:
         dcg = np.zeros(n)
     gorder = np.lexsort((-data.gold_rel, data.gold_item))
@@ -120,7 +120,7 @@ def set_f1_values(gold: Sequence[Any], pred: Sequence[Any]) -> np.ndarray:
     return out
 
 
-def _as_set(x: Any) -> frozenset:
+def _as_set(x: Any) -> frozenset[Any]:
     if isinstance(x, (set, frozenset)):
         return frozenset(x)
     return frozenset(tuple(v) if isinstance(v, list) else v for v in x)
@@ -142,52 +142,52 @@ def ranking_prepared(name: str, params: dict[str, Any], data: RankingArrays) -> 
     raise MetricInputError(f"{name} is not a ranking metric")
 
 
-def ndcg(*, gold, scores, k=10, sample_weight=None) -> float:
+def ndcg(*, gold: Any, scores: Any, k: Any = 10, sample_weight: Any = None) -> float:
     """Mean nDCG@k over items (linear gains, log2 discounts, ties averaged as scikit-learn).
 
     >>> round(ndcg(gold=[{"a": 1}], scores=[{"a": 0.2, "b": 0.9}], k=10), 4)
     0.6309
     """
-    return ranking_prepared("ndcg", {"k": k}, RankingArrays(gold, scores)).value(sample_weight)
+    return float(ranking_prepared("ndcg", {"k": k}, RankingArrays(gold, scores)).value(sample_weight))
 
 
-def mrr(*, gold, scores, sample_weight=None) -> float:
+def mrr(*, gold: Any, scores: Any, sample_weight: Any = None) -> float:
     """Mean reciprocal rank of the first relevant document (ties broken against it).
 
     >>> mrr(gold=[{"a": 1}, {"c": 2}], scores=[{"a": 0.2, "b": 0.9}, {"c": 0.5}])
     0.75
     """
-    return ranking_prepared("mrr", {}, RankingArrays(gold, scores)).value(sample_weight)
+    return float(ranking_prepared("mrr", {}, RankingArrays(gold, scores)).value(sample_weight))
 
 
-def recall_at_k(*, gold, scores, k=10, sample_weight=None) -> float:
+def recall_at_k(*, gold: Any, scores: Any, k: Any = 10, sample_weight: Any = None) -> float:
     """Mean fraction of relevant documents found in the top k.
 
     >>> recall_at_k(gold=[{"a": 1, "c": 1}], scores=[{"a": 0.2, "b": 0.9}], k=2)
     0.5
     """
-    return ranking_prepared("recall_at_k", {"k": k}, RankingArrays(gold, scores)).value(sample_weight)
+    return float(ranking_prepared("recall_at_k", {"k": k}, RankingArrays(gold, scores)).value(sample_weight))
 
 
-def exact_match(*, gold, pred, sample_weight=None) -> float:
+def exact_match(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
     """Fraction of items whose prediction equals the gold value exactly (sets: as sets).
 
     >>> exact_match(gold=["a", "b"], pred=["a", "B"])
     0.5
     """
-    return exact_match_prepared({}, _match_values(gold, pred)).value(sample_weight)
+    return float(exact_match_prepared({}, _match_values(gold, pred)).value(sample_weight))
 
 
-def set_f1(*, gold, pred, sample_weight=None) -> float:
+def set_f1(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
     """Mean over items of the per-item set F1 ``2 |G & P| / (|G| + |P|)`` (1 when both are empty).
 
     >>> set_f1(gold=[["x", "y"], []], pred=[["x"], []])
     0.8333333333333333
     """
-    return _mean_prepared("set_f1", {}, set_f1_values(gold, pred)).value(sample_weight)
+    return float(_mean_prepared("set_f1", {}, set_f1_values(gold, pred)).value(sample_weight))
 
 
-def _match_values(gold, pred) -> np.ndarray:
+def _match_values(gold: Any, pred: Any) -> np.ndarray:
     same_length(gold=gold, pred=pred)
     out = np.empty(len(gold))
     for i, (g, p) in enumerate(zip(gold, pred)):
@@ -203,20 +203,20 @@ def exact_match_prepared(params: dict[str, Any], hits: np.ndarray) -> MeanPrepar
     return _mean_prepared("exact_match", params, np.asarray(hits, dtype=np.float64))
 
 
-def _prep_rank(name):
-    def prep(*, gold, scores, **params):
+def _prep_rank(name: str) -> Callable[..., MeanPrepared]:
+    def prep(*, gold: Any, scores: Any, **params: Any) -> MeanPrepared:
         return ranking_prepared(name, params, RankingArrays(gold, scores))
 
     return prep
 
 
-def _prep_exact(*, gold, pred):
+def _prep_exact(*, gold: Any, pred: Any) -> MeanPrepared:
     return exact_match_prepared(
         {}, _match_values(as_1d(np.asarray(gold, dtype=object), "gold"), as_1d(np.asarray(pred, dtype=object), "pred"))
     )
 
 
-def _prep_set_f1(*, gold, pred):
+def _prep_set_f1(*, gold: Any, pred: Any) -> MeanPrepared:
     return _mean_prepared("set_f1", {}, set_f1_values(gold, pred))
 
 

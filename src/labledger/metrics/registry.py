@@ -192,7 +192,7 @@ def prepare(name: str | MetricSpec, **inputs: Any) -> Prepared:
     spec = parse_metric(name)
     metric = spec.metric
     params = dict(spec.params)
-    data = {}
+    data: dict[str, Any] = {}
     for k, v in inputs.items():
         (params if k in metric.params else data)[k] = v
     return metric.prepare(**data, **metric.resolve(params))

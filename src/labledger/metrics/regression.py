@@ -24,24 +24,24 @@ from labledger.errors import MetricInputError
 from labledger.metrics._inputs import numbers, same_length
 from labledger.metrics.classification import label_prepared
 from labledger.metrics.entry import Metric
-from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsFunction, WeightsPrepared
+from labledger.metrics.prepared import MeanPrepared, Prepared, Strategy, TablePrepared, WeightsFunction, WeightsPrepared
 
 KINDS = ("regression",)
 
 
-def _values(gold, pred) -> tuple[np.ndarray, np.ndarray]:
+def _values(gold: Any, pred: Any) -> tuple[np.ndarray, np.ndarray]:
     g = numbers(gold, "gold")
     p = numbers(pred, "pred")
     same_length(gold=g, pred=p)
     return g, p
 
 
-def _pearson_w(x: np.ndarray, y: np.ndarray):
+def _pearson_w(x: np.ndarray, y: np.ndarray) -> WeightsFunction:
     xc = x - x.mean() if len(x) else x
     yc = y - y.mean() if len(y) else y
     xx, yy, xy = xc * xc, yc * yc, xc * yc
 
-    def fn(w, exchangeable=False):
+    def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         sw = w.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             mx = (w @ xc) / sw
@@ -59,7 +59,7 @@ def _pearson_w(x: np.ndarray, y: np.ndarray):
     return fn
 
 
-def _midranks_w(x: np.ndarray):
+def _midranks_w(x: np.ndarray) -> Any:
     """A function of weights (B, n) giving each item's weighted mid-rank (as if repeated w times)."""
     order = np.argsort(x, kind="stable")
     xs = x[order]
@@ -69,7 +69,7 @@ def _midranks_w(x: np.ndarray):
     group = np.empty(n, dtype=np.int64)
     group[order] = group_of_sorted
 
-    def ranks(w):
+    def ranks(w: Any) -> Any:
         ws = w[:, order]
         gw = np.add.reduceat(ws, starts, axis=1)
         before = np.cumsum(gw, axis=1) - gw
@@ -79,10 +79,10 @@ def _midranks_w(x: np.ndarray):
     return ranks
 
 
-def _spearman_w(x: np.ndarray, y: np.ndarray):
+def _spearman_w(x: np.ndarray, y: np.ndarray) -> WeightsFunction:
     rx, ry = _midranks_w(x), _midranks_w(y)
 
-    def fn(w, exchangeable=False):
+    def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         a, b = rx(w), ry(w)
         sw = w.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -146,17 +146,17 @@ def regression_prepared(name: str, params: dict[str, Any], gold: np.ndarray, pre
     )
 
 
-def _public(name: str):
-    def fn(*, gold, pred, sample_weight=None) -> float:
+def _public(name: str) -> Callable[..., float]:
+    def fn(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
         g, p = _values(gold, pred)
-        return regression_prepared(name, {}, g, p).value(sample_weight)
+        return float(regression_prepared(name, {}, g, p).value(sample_weight))
 
     fn.__name__ = name
     return fn
 
 
-def _prep(name: str):
-    def prep(*, gold, pred):
+def _prep(name: str) -> Callable[..., Prepared]:
+    def prep(*, gold: Any, pred: Any) -> Prepared:
         g, p = _values(gold, pred)
         return regression_prepared(name, {}, g, p)
 
@@ -230,7 +230,7 @@ acc7.__doc__ = """Accuracy after clipping to [-3, 3] and rounding.
     0.0
     """
 
-_DEFS = {
+_DEFS: dict[str, tuple[str, bool, Strategy]] = {
     "mae": ("Mean absolute error: mean over items of |pred - gold|.", False, "mean"),
     "rmse": ("Root mean squared error: sqrt(mean over items of (pred - gold)^2).", False, "mean"),
     "pearson": ("Pearson correlation between gold and pred; nan when either is constant.", True, "weights"),

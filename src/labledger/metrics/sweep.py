@@ -38,7 +38,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -68,6 +68,9 @@ __all__ = [
     "threshold_counts",
     "threshold_sweep",
 ]
+
+#: A slice gate's (field, value): the key of its item mask.
+SliceKey: TypeAlias = tuple[str | None, str | None]
 
 #: Largest grid that ``parse_thresholds`` expands (guards against a typo like ``0:1:1e-9``).
 MAX_GRID = 1_000_000
@@ -138,15 +141,15 @@ def _grid(spec: str) -> np.ndarray:
 
 
 def _sort_once(
-    score: np.ndarray, is_pos: np.ndarray, makers: Mapping[tuple, Any]
-) -> tuple[np.ndarray, np.ndarray, dict[tuple, np.ndarray]]:
+    score: np.ndarray, is_pos: np.ndarray, makers: Mapping[SliceKey, Any]
+) -> tuple[np.ndarray, np.ndarray, dict[SliceKey, np.ndarray]]:
     """Sort the scores once; return them with the class flags and each slice mask in that order.
 
     Masks are made one at a time (``makers``: key -> callable) and only their sorted copies kept,
     so the peak memory is the order, the sorted scores and one byte per item per mask."""
     order = np.argsort(score)
     y = is_pos[order]
-    masks: dict[tuple, np.ndarray] = {}
+    masks: dict[SliceKey, np.ndarray] = {}
     for key, make in makers.items():
         m = make()
         if m is not None:
@@ -443,7 +446,7 @@ def _definitions(
 def _evaluate(
     s: np.ndarray,
     y: np.ndarray,
-    masks: dict[tuple, np.ndarray],
+    masks: dict[SliceKey, np.ndarray],
     thr: np.ndarray,
     gates: Sequence[Gate],
     objective: str,
@@ -466,7 +469,7 @@ def _evaluate(
     }
     if objective not in cols:
         cols[objective] = _metric(objective, c)
-    slice_counts: dict[tuple, _Counts] = {}
+    slice_counts: dict[SliceKey, _Counts] = {}
     for g in gates:
         if g.column in cols:
             continue
@@ -490,13 +493,21 @@ def _evaluate(
     return cols, counts
 
 
-def _prepare(gold, score, positive, negative, slices, gates, strict_slices=True):
+def _prepare(
+    gold: Any,
+    score: Any,
+    positive: Any,
+    negative: Any,
+    slices: Mapping[str, Any] | None,
+    gates: Sequence[Gate],
+    strict_slices: bool = True,
+) -> tuple[np.ndarray, np.ndarray, dict[SliceKey, Any], Any, Any]:
     is_pos, positive, negative = _binary_gold(gold, positive, negative)
     n = int(is_pos.size)
     s = _scores(score, n)
     labels = [str(negative), str(positive)]
     _check_labels(gates, labels, slices)
-    makers: dict[tuple, Any] = {}
+    makers: dict[SliceKey, Any] = {}
     for g in gates:
         if g.field is not None and (g.field, g.value) not in makers:
             if strict_slices and g.field not in (slices or {}):
@@ -533,10 +544,10 @@ def threshold_sweep(
     >>> r.threshold, r.to_dict()["threshold_selection"]["f1"]
     (0.5, 1.0)
     """
-    gates = tuple(parse_gate(g) for g in gates)
+    parsed = tuple(parse_gate(g) for g in gates)
     if objective not in OBJECTIVES:
         raise UnknownMetricError(objective, OBJECTIVES)
-    is_pos, s, makers, positive, negative = _prepare(gold, score, positive, negative, slices, gates)
+    is_pos, s, makers, positive, negative = _prepare(gold, score, positive, negative, slices, parsed)
     n = int(s.size)
     if n == 0:
         raise MetricInputError("threshold_sweep needs at least one item.")
@@ -548,10 +559,10 @@ def threshold_sweep(
         thr = _distinct(s_sorted)
     auc = _roc_auc_sorted(s_sorted, y)
     pos_name, neg_name = str(positive), str(negative)
-    cols, counts = _evaluate(s_sorted, y, sorted_masks, thr, gates, objective, pos_name, neg_name, auc)
+    cols, counts = _evaluate(s_sorted, y, sorted_masks, thr, parsed, objective, pos_name, neg_name, auc)
     del s_sorted, y, sorted_masks
     passed = np.ones(thr.size, dtype=bool)
-    for g in gates:
+    for g in parsed:
         passed &= g.passes(cols[g.column])
     gate_passed = bool(passed.any())
     pool = np.flatnonzero(passed) if gate_passed else np.arange(thr.size)
@@ -563,7 +574,7 @@ def threshold_sweep(
         negative=neg_name,
         support={neg_name: n - n_pos, pos_name: n_pos},
         objective=objective,
-        gates=gates,
+        gates=parsed,
         center=center,
         thresholds_spec=spec,
         thresholds=thr,
@@ -572,7 +583,7 @@ def threshold_sweep(
         passed=passed,
         selected=selected,
         gate_passed=gate_passed,
-        definitions=_definitions(pos_name, neg_name, objective, ["threshold", *cols], gates),
+        definitions=_definitions(pos_name, neg_name, objective, ["threshold", *cols], parsed),
     )
     if not gate_passed:
         report.notes.append(
@@ -589,7 +600,7 @@ def threshold_sweep(
             positive=positive,
             negative=negative,
             slices=test_slices,
-            gates=gates,
+            gates=parsed,
             objective=objective,
         )
     return report
@@ -622,24 +633,24 @@ def evaluate_threshold(
     >>> evaluate_threshold(gold=[0, 1, 1, 0], score=[0.2, 0.9, 0.4, 0.6], threshold=0.5)["accuracy"]
     0.5
     """
-    gates = tuple(parse_gate(g) for g in gates)
+    parsed = tuple(parse_gate(g) for g in gates)
     is_pos, s, makers, positive, negative = _prepare(
-        gold, score, positive, negative, slices, gates, strict_slices=False
+        gold, score, positive, negative, slices, parsed, strict_slices=False
     )
     if s.size == 0:
         raise MetricInputError("evaluate_threshold needs at least one item.")
     s_sorted, y, masks = _sort_once(s, is_pos, makers)
     thr = np.array([float(threshold)])
     auc = _roc_auc_sorted(s_sorted, y)
-    cols, counts = _evaluate(s_sorted, y, masks, thr, gates, objective, str(positive), str(negative), auc)
+    cols, counts = _evaluate(s_sorted, y, masks, thr, parsed, objective, str(positive), str(negative), auc)
     out: dict[str, Any] = {"threshold": float(threshold)}
     out.update({k: _clean(v[0]) for k, v in cols.items()})
     out["n"] = int(s.size)
     out["confusion"] = {k: int(v[0]) for k, v in counts.items()}
-    evaluated = [g for g in gates if g.column in cols]
-    if gates:
+    evaluated = [g for g in parsed if g.column in cols]
+    if parsed:
         out["recall_gate_passed"] = all(bool(g.passes(cols[g.column])[0]) for g in evaluated)
-        missing = [g.text for g in gates if g.column not in cols]
+        missing = [g.text for g in parsed if g.column not in cols]
         if missing:
             out["gates_not_evaluated"] = missing
     return out

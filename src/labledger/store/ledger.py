@@ -133,10 +133,13 @@ class Ledger:
         *,
         create: bool = False,
         artifacts: str | os.PathLike[str] | None = None,
-    ):
+    ) -> None:
         if root is None:
             root = default_ledger_path()
         self.url: str | None = None
+        #: The run index: a ``sqlite3.Connection``, or a :class:`PostgresIndex` that speaks the same
+        #: dialect (``execute``/``executemany``/``commit``) plus ``server_now`` and ``columns``.
+        self.db: Any
         self.dialect = "sqlite"
         self.host = socket.gethostname()
         self._heartbeat: Heartbeat | None = None
@@ -221,7 +224,7 @@ class Ledger:
             raise
         self.db.execute("COMMIT")
 
-    def _write(self, body) -> Any:
+    def _write(self, body: Any) -> Any:
         """Run ``body(db)`` in a transaction; in team mode, replay it when the connection was lost
         (PostgreSQL restarted) until ``retry_timeout`` has passed. ``body`` must be idempotent."""
         deadline = time.monotonic() + self.retry_timeout
@@ -242,7 +245,7 @@ class Ledger:
         """Insert a new run into the index (called by :class:`labledger.Run`)."""
         git = meta.get("git") or {}
 
-        def insert(db) -> None:
+        def insert(db: Any) -> None:
             if db.execute("SELECT 1 FROM runs WHERE id = ?", (meta["id"],)).fetchone():
                 return  # a replay after a lost connection whose COMMIT had gone through
             db.execute(
@@ -272,7 +275,7 @@ class Ledger:
         self._write(insert)
         if self.dialect == "postgresql" and meta["status"] == "running":
             if self._heartbeat is None:
-                self._heartbeat = Heartbeat(self.url, self.heartbeat_interval)
+                self._heartbeat = Heartbeat(str(self.url), self.heartbeat_interval)
             self._heartbeat.add(meta["id"])
 
     def update_run(self, run_id: str, **fields: Any) -> None:
@@ -287,7 +290,7 @@ class Ledger:
         if self._heartbeat is not None and fields.get("status", "running") != "running":
             self._heartbeat.discard(run_id)
 
-    def _rows_to_info(self, rows: list[tuple]) -> list[RunInfo]:
+    def _rows_to_info(self, rows: list[tuple[Any, ...]]) -> list[RunInfo]:
         ids = [r[0] for r in rows]
         tags: dict[str, list[str]] = {i: [] for i in ids}
         for chunk in range(0, len(ids), 500):
@@ -334,7 +337,7 @@ class Ledger:
         for run_id, host, heartbeat in rows:
             if host not in (None, self.host):
                 # another machine's run: its lock is not visible from here
-                if team and heartbeat is not None and now - heartbeat > self.heartbeat_timeout:
+                if now is not None and heartbeat is not None and now - heartbeat > self.heartbeat_timeout:
                     stale.append((run_id, host, now - self.heartbeat_timeout))
                 continue
             if lock_is_held(self.run_dir(run_id) / ".lock"):
@@ -379,7 +382,7 @@ class Ledger:
             "UPDATE runs SET status = ?, ended = ?, error = ?, summary = ?, updated = ? "
             "WHERE id = ? AND status = 'running'"
         )
-        params: tuple = (status, ended, error, orjson.dumps(summary).decode(), time.time(), run_id)
+        params: tuple[Any, ...] = (status, ended, error, orjson.dumps(summary).decode(), time.time(), run_id)
         if stale_before is not None:  # unless it beat meanwhile
             q += " AND (heartbeat IS NULL OR heartbeat < ?)"
             params += (stale_before,)
@@ -427,10 +430,10 @@ class Ledger:
             )
         ]
         if len(by_prefix) == 1:
-            return by_prefix[0]
+            return str(by_prefix[0])
         by_name = [r[0] for r in self.db.execute("SELECT id FROM runs WHERE name = ? ORDER BY started DESC", (ref,))]
         if len(by_name) == 1:
-            return by_name[0]
+            return str(by_name[0])
         matches = by_prefix or by_name
         if matches:
             raise RunNotFoundError(
@@ -634,7 +637,7 @@ class Ledger:
         path = out_dir / f"{kind}.json"
         rows = list(iter_metric_values(document))
 
-        def store(db) -> None:
+        def store(db: Any) -> None:
             old = db.execute(
                 "SELECT id FROM evaluations WHERE run_id = ? AND name = ? AND kind = ?", (run_id, name, kind)
             ).fetchone()
@@ -718,7 +721,7 @@ class Ledger:
         return out
 
 
-def iter_metric_values(document: dict[str, Any]) -> Iterator[tuple]:
+def iter_metric_values(document: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
     """(task, slice, metric, params, value, ci_low, ci_high, n, definition) rows of a document."""
     tasks = document.get("tasks") if isinstance(document, dict) else None
     if not isinstance(tasks, dict):
@@ -737,7 +740,7 @@ def iter_metric_values(document: dict[str, Any]) -> Iterator[tuple]:
                         yield from _metric_rows(task, f"{fld}={val}", sbody.get("metrics"))
 
 
-def _metric_rows(task: str, slice_: str, metrics: Any) -> Iterator[tuple]:
+def _metric_rows(task: str, slice_: str, metrics: Any) -> Iterator[tuple[Any, ...]]:
     if not isinstance(metrics, list):
         return
     for m in metrics:

@@ -133,7 +133,7 @@ class Run:
         ledger: Ledger | str | os.PathLike[str] | None = None,
         started: float | None = None,
         extra_meta: Mapping[str, Any] | None = None,
-    ):
+    ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise LedgerError("a run needs a non-empty name")
         self._owns_ledger = not isinstance(ledger, Ledger)
@@ -175,7 +175,7 @@ class Run:
         write_json(self.dir / "config.json", config_json)
         write_json(self.dir / "run.json", self.meta)
         self.ledger.register_run(self.meta)
-        self.config = config_json
+        self.config: dict[str, Any] = config_json
         self.summary: dict[str, Any] = {}
         self.status = "running"
         self._scalars = Appender(self.dir / RECORD_FILES["scalars"])
@@ -198,7 +198,7 @@ class Run:
     def __enter__(self) -> Run:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self.status != "running":
             return
         if exc is None:

@@ -32,7 +32,7 @@ class RunView:
     [0.5]
     """
 
-    def __init__(self, ledger: Ledger, info: RunInfo):
+    def __init__(self, ledger: Ledger, info: RunInfo) -> None:
         self.ledger = ledger
         self.info = info
         self.id = info.id
@@ -61,7 +61,7 @@ class RunView:
     @property
     def meta(self) -> dict[str, Any]:
         """``run.json`` with the index's status (which knows about crashes)."""
-        meta = read_json(self.dir / "run.json")
+        meta: dict[str, Any] = read_json(self.dir / "run.json")
         meta["status"] = self.info.status
         if self.info.ended is not None:
             meta["ended"] = self.info.ended
@@ -133,7 +133,8 @@ class RunView:
         if not path.exists():
             known = [p.parent.name for p in (self.dir / "evals").glob(f"*/{kind}.json")]
             raise UnknownNameError(f"{kind} of run {self.id}", name, known)
-        return read_json(path)
+        document: dict[str, Any] = read_json(path)
+        return document
 
     def files(self) -> list[str]:
         """Relative paths of files stored with :meth:`Run.log_file`."""
@@ -196,7 +197,7 @@ class RunView:
         """
         return records_to_table(self.records(what))
 
-    def dataframe(self, what: str):
+    def dataframe(self, what: str) -> Any:
         """A pandas DataFrame of records of kind ``what`` (needs pandas)."""
         return self.table(what).to_pandas()
 
@@ -228,7 +229,7 @@ def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def records_to_table(records) -> pa.Table:
+def records_to_table(records: Any) -> pa.Table:
     """Flatten records (see :meth:`RunView.table`) into an Arrow table with a unified schema."""
     rows = [_flatten(r) for r in records]
     if not rows:
