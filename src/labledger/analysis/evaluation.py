@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import ComparisonError, MetricInputError, UnknownNameError
+from labledger.inputs.records import finite_or_none
 from labledger.inputs.results import (
     TOLERANCE,
     LabelTask,
@@ -99,11 +100,7 @@ def _json_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: ("nan" if isinstance(v, float) and math.isnan(v) else v) for k, v in params.items()}
 
 
-def _num(x: Any) -> Any:
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
+_num = finite_or_none
 
 
 # ------------------------------------------------------------------------------------------------
@@ -372,7 +369,7 @@ def _compute(
         used = resamples_for(prep, resamples, td.group, budget=budget)
         draws = bootstrap_samples(prep, resamples=used, seed=_seed(seed, td.task, where, key), groups=td.group)
         iv = interval(prep, prep.value(), draws, ci=ci, resamples=used, groups=td.group)
-        if metric.name == "per_class":
+        if metric.name == "per_class" and isinstance(iv, dict):
             rows = []
             for lab in _labels_of(td):
                 row: dict[str, Any] = {"label": lab, "support": int(iv[f"support[{lab}]"].value)}
@@ -555,8 +552,8 @@ def _suite(heads: dict[str, tuple[dict, np.ndarray | None]], ci: float) -> dict[
         return {"metric": "macro mean of task headline metrics", "value": None, "tasks": {}, "excluded": excluded}
     value = float(np.mean([e["value"] for e in used.values()]))
     low = high = None
-    draws = [heads[t][1] for t in used]
-    if all(d is not None for d in draws) and len({len(d) for d in draws}) == 1:
+    draws = [d for d in (heads[t][1] for t in used) if d is not None]
+    if len(draws) == len(used) and len({len(d) for d in draws}) == 1:
         mean_draws = np.mean(np.stack(draws), axis=0)  # tasks are resampled independently
         mean_draws = mean_draws[np.isfinite(mean_draws)]
         if len(mean_draws):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -151,7 +151,7 @@ def render_lines(
         full = [True] * len(raws)
     else:
         tail = b',"probs":{' + b",".join(_esc(n) + b":%b" for n in names) + b"}}"
-        full = ((p > 0) | (td.probs > 0)).all(axis=1).tolist()
+        full = cast("list[bool]", ((p > 0) | (td.probs > 0)).all(axis=1).tolist())
     template = b"%b" + _esc(head) + b"%b" + tail + b"}"
     out = []
     for i, (raw, lab, *vals) in enumerate(zip(raws, preds, *columns)):
@@ -161,7 +161,7 @@ def render_lines(
         if full[i]:
             blob = field_head + lab + tail % tuple(vals)
         else:
-            keep = (p[i] > 0) | (td.probs[i] > 0)
+            keep = (np.asarray(p)[i] > 0) | (td.probs[i] > 0)
             body = b",".join(names[c] + b":" + vals[c] for c, j in enumerate(order) if keep[j])
             blob = field_head + lab + b',"probs":{' + body + b"}}"
         out.append(_insert(raw, blob, source, int(td.lines[i])))

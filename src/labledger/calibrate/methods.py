@@ -281,7 +281,8 @@ def damping_mask(td: ProbTask, pattern: str | None, fld: str | None) -> np.ndarr
         ) from None
     n, k = td.n, len(td.labels)
     if fld is None:
-        cols = np.array([bool(rx.search(lab)) for lab in td.labels], dtype=bool)
+        search = rx.search if rx is not None else None  # (pattern and field both None raised above)
+        cols = np.array([search is not None and bool(search(lab)) for lab in td.labels], dtype=np.bool_)
         return np.broadcast_to(cols, (n, k)).copy()
     values = field_values(td, fld)
     index = {lab: j for j, lab in enumerate(td.labels)}

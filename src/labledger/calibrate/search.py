@@ -34,7 +34,8 @@ import numpy as np
 from labledger.analysis.evaluation import HEADLINE, prepare_task, task_params
 from labledger.calibrate.methods import Scores, Step, TaskArrays, apply_step, binary_pair
 from labledger.errors import CalibrationError, LedgerError
-from labledger.metrics.registry import Metric, Prepared, metric_key, parse_metric
+from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared
+from labledger.metrics.registry import Metric, metric_key, parse_metric
 from labledger.metrics.sweep import best_grid_point, parse_thresholds, threshold_counts
 
 #: Elements of one (grid points x items) block.
@@ -81,10 +82,8 @@ class Objective:
     def prepared(self, arr: TaskArrays, s: Scores) -> Prepared:
         """The objective bound to ``arr`` with predictions ``s`` (per item for ``mode="items"``)."""
         if self.mode == "items":
-            values = item_f1(arr, s.pred, self.positive, self.item_field)
-            return Prepared(
-                metric="set_f1", params={}, n=len(values), n_used=len(values), strategy="mean", values=values
-            )
+            values = item_f1(arr, s.pred, str(self.positive), str(self.item_field))
+            return MeanPrepared(metric="set_f1", params={}, n=len(values), n_used=len(values), values=values)
         return prepare_task(self.metric, dict(self.params), arr.task_data(s))
 
     def value(self, arr: TaskArrays, s: Scores) -> float:
@@ -218,7 +217,7 @@ def multiplier_axes(spec: Any, labels: tuple[str, ...]) -> tuple[dict[str, np.nd
         return axes, f"default: labels other than {labels[0]!r} over 2^(i/4), i = -8..8 ({labels[0]!r} at 1)"
     if isinstance(spec, str):
         parts = [p for p in spec.replace(";", " ").split() if p]
-        spec = dict(p.split("=", 1) if "=" in p else (p, "") for p in parts)
+        spec = {k: v for k, _, v in (p.partition("=") for p in parts)}
     if not isinstance(spec, dict) or not spec:
         raise CalibrationError(
             "prior_multiplier grid: give LABEL=VALUES for each label to search (e.g. Neutral=0.5:2:0.05)"
@@ -415,13 +414,18 @@ def fit_step(
             tables = threshold_tables(s_pos, arr.gold, j, taus, fold, n_folds)
             values = _table_values(obj, arr, tables)
         elif obj.mode == "items":
-            items = arr.items[obj.item_field]
+            items = arr.items[str(obj.item_field)]
             fold_item = None
             if fold is not None:
                 fold_item = np.zeros(int(items.max()) + 1, dtype=np.int64)
                 fold_item[items] = fold
             values = item_f1_grid(
-                s_pos, arr.gold == arr.label_index(obj.positive, "objective"), items, taus, fold_item, n_folds
+                s_pos,
+                np.asarray(arr.gold == arr.label_index(str(obj.positive), "objective")),
+                items,
+                taus,
+                fold_item,
+                n_folds,
             )
         else:
             values = _generic_values(spec, s, arr, obj, [{"tau": float(t)} for t in taus], wts())
@@ -461,13 +465,11 @@ def fit_step(
         )
     if m == "em_prior_shift":
         given = spec.given.get("source_prior")
-        rows = (
-            [np.ones(arr.n, dtype=bool)]
-            if fold is None
-            else [np.ones(arr.n, dtype=bool)] + [fold != f for f in range(n_folds)]
-        )
+        em_rows: list[np.ndarray] = [np.ones(arr.n, dtype=bool)]
+        if fold is not None:
+            em_rows += [fold != f for f in range(n_folds)]
         out = []
-        for r in rows:
+        for r in em_rows:
             prior = given if isinstance(given, dict) else source_prior(arr, s, r, spec.source_prior)
             out.append(
                 Step(
@@ -497,6 +499,8 @@ def fit_step(
 def _table_values(obj: Objective, arr: TaskArrays, tables: np.ndarray) -> np.ndarray:
     r, g, kk = tables.shape
     prep = obj.prepared(arr, arr.scores())
+    if not isinstance(prep, TablePrepared):
+        raise CalibrationError(f"objective {obj.key}: not a function of a confusion table")
     return np.asarray(prep.from_tables(tables.reshape(r * g, kk).astype(np.float64)), dtype=np.float64).reshape(r, g)
 
 

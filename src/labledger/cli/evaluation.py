@@ -90,7 +90,7 @@ def _print_evaluation(doc: dict[str, Any], definitions: bool, shown: str) -> Non
                 ("recall", "right"),
                 ("f1", "right"),
             ):
-                pc.add_column(col, justify=just)
+                pc.add_column(col, justify="right" if just == "right" else "left")
             for r in body["per_class"]["labels"]:
                 pc.add_row(
                     escape(str(r["label"])),
@@ -237,6 +237,7 @@ def eval_command(
     if model is not None and save is None:
         raise click.UsageError("--model needs --save RUN:NAME (entries point at a stored evaluation)")
     path, shown = _source(results, ledger_path)
+    budget: dict[str, Any] = {"item_draw_budget": None} if all_resamples else {}
     ev = evaluate(
         path,
         metrics=list(metrics) or None,
@@ -246,7 +247,7 @@ def eval_command(
         seed=seed,
         task=list(tasks) or None,
         positive=positive,
-        **({"item_draw_budget": None} if all_resamples else {}),
+        **budget,
     )
     doc = ev.to_dict()
     doc["source"] = shown
@@ -263,7 +264,7 @@ def eval_command(
         return
     _print_evaluation(doc, definitions, shown)
     if saved is not None:
-        console.print(f"Saved evaluation '{escape(save)}' to {escape(str(saved))}")
+        console.print(f"Saved evaluation '{escape(str(save))}' to {escape(str(saved))}")
 
 
 def _print_comparison(doc: dict[str, Any], shown_a: str, shown_b: str, definitions: bool) -> None:
@@ -281,7 +282,7 @@ def _print_comparison(doc: dict[str, Any], shown_a: str, shown_b: str, definitio
             ("p", "right"),
             ("McNemar p", "right"),
         ):
-            table.add_column(col, justify=just)
+            table.add_column(col, justify="right" if just == "right" else "left")
         if definitions:
             table.add_column("definition", overflow="fold")
         for e in body["metrics"]:

@@ -28,7 +28,7 @@ from labledger.inputs.results import (
     _positive_for,
     _positive_of,
     _set_positive_column,
-    binary_columns,
+    binary_task,
     canonical_codes,
 )
 
@@ -266,19 +266,7 @@ def _binary(
     if len(golds - {pos}) > 1:
         raise _Fallback
     gold_pos = pc.equal(g, pos).to_numpy(zero_copy_only=False)
-    labels, probs, gold_index, pred_index = binary_columns(pos, golds, score, gold_pos)
-    return ProbTask(
-        task=task,
-        ids=ids,
-        lines=lines,
-        kind="binary",
-        labels=labels,
-        probs=probs,
-        gold_index=gold_index,
-        pred_index=pred_index,
-        score=score,
-        positive=pos,
-    )
+    return binary_task(task, ids, lines, pos, golds, score, gold_pos)
 
 
 def _scalar_type(t: pa.DataType) -> bool:

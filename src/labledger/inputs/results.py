@@ -551,20 +551,29 @@ def _negative_label(positive: str, golds: set[str]) -> str:
     return {"true": "false", "1": "0"}.get(positive, f"not_{positive}")
 
 
-def binary_columns(
-    pos: str, golds: set[str], score: np.ndarray, gold_pos: np.ndarray
-) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
-    """A binary task's ``(labels, probs, gold_index, pred_index)`` from P(positive): the one binary
-    label encoder of both readers (the negative label is the other gold label, else ``false``/``0``
-    for ``true``/``1``, else ``not_POSITIVE``)."""
+def binary_task(
+    task: str, ids: np.ndarray, lines: np.ndarray, pos: str, golds: set[str], score: np.ndarray, gold_pos: np.ndarray
+) -> ProbTask:
+    """A binary task from P(positive): the one binary label encoder of both readers (labels sorted;
+    the negative label is the other gold label, else ``false``/``0`` for ``true``/``1``, else
+    ``not_POSITIVE``; predicted positive when ``score >= 0.5``)."""
     labels = tuple(sorted((pos, _negative_label(pos, golds))))
     pj = labels.index(pos)
     probs = np.empty((len(score), 2), dtype=np.float64)
     probs[:, pj] = score
     probs[:, 1 - pj] = 1.0 - score
-    gold_index = np.where(gold_pos, pj, 1 - pj).astype(np.int64)
-    pred_index = np.where(score >= 0.5, pj, 1 - pj).astype(np.int64)
-    return labels, probs, gold_index, pred_index
+    return ProbTask(
+        task=task,
+        ids=ids,
+        lines=lines,
+        kind="binary",
+        labels=labels,
+        probs=probs,
+        gold_index=np.where(gold_pos, pj, 1 - pj).astype(np.int64),
+        pred_index=np.where(score >= 0.5, pj, 1 - pj).astype(np.int64),
+        score=score,
+        positive=pos,
+    )
 
 
 def _set_positive_column(td: ProbTask, positive: str | None, source: str) -> None:
@@ -674,17 +683,9 @@ def _build(b: _TaskBuilder, source: str, positive: str | None) -> TaskData:
             )
         score = np.asarray(b.pred, dtype=np.float64)
         gold_pos = np.fromiter((g == pos for g in b.gold), dtype=bool, count=n)
-        labels_b, probs_b, gold_index, pred_index = binary_columns(pos, golds, score, gold_pos)
-        return ProbTask(
-            **common,
-            kind="binary",
-            labels=labels_b,
-            probs=probs_b,
-            gold_index=gold_index,
-            pred_index=pred_index,
-            score=score,
-            positive=pos,
-        )
+        bt = binary_task(common["task"], common["ids"], common["lines"], pos, golds, score, gold_pos)
+        bt.group, bt.slice_columns, bt.extras = common["group"], common["slice_columns"], common["extras"]
+        return bt
     if b.kind == "regression":
         return RegressionTask(
             **common,

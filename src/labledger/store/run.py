@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from labledger.errors import LedgerError, RecordError, RunStateError
-from labledger.inputs.records import clean_scalars, validate_batch
+from labledger.inputs.records import clean_scalars, unwrap_scalar, validate_batch
 from labledger.store.environment import environment
 from labledger.store.jsonl import DUMP_OPTIONS, RECORD_FILES, Appender, atomic_write, dumps_line, write_all, write_json
 from labledger.store.ledger import Ledger, default_ledger_path
@@ -75,14 +75,9 @@ def _as_step(step: Any) -> int:
 
     if isinstance(step, numbers.Integral) and not isinstance(step, bool):
         return int(step)
-    item = getattr(step, "item", None)
-    if item is not None:
-        try:
-            value = item()
-        except Exception:  # noqa: BLE001
-            value = None
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+    value = unwrap_scalar(step)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
     raise RecordError(f"must be an integer; got {step!r}", field="step")
 
 
