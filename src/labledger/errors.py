@@ -72,6 +72,10 @@ class MetricInputError(LedgerError):
     """Inputs to a metric are inconsistent (lengths, kinds, values outside their range)."""
 
 
+class DuplicateMetricError(LedgerError):
+    """A metric registry was given two metrics of the same name."""
+
+
 class ComparisonError(LedgerError):
     """Two things cannot be compared as asked (different item sets, different tasks, ...)."""
 

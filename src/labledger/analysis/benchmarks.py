@@ -509,7 +509,7 @@ class VersionTable:
             return "—" if v is None else (f"{v * 100:.2f}%" if pct else f"{v:.4f}")
 
         head = ["category", "benchmark (metric)"] + [self.col_name(c) for c in self.columns]
-        if self.delta_from:
+        if self.delta_from and self.delta_to:
             head.append(f"Δ {self.col_name(self.delta_to)} − {self.col_name(self.delta_from)}")
         body = []
         last_cat = None
@@ -622,7 +622,7 @@ def version_table(
         ns = sorted({x.n for x in present if x.n is not None})
         if len(ns) > 1:
             warnings.append(f"'{bench}' has different n across models: {', '.join(map(str, ns))}")
-        row = {
+        row: dict[str, Any] = {
             "category": cat,
             "benchmark": bench,
             "metric_id": present[0].metric_id if present else "",
@@ -633,9 +633,10 @@ def version_table(
             },
             "n": {VersionTable.col_name(c): (x.n if x else None) for c, x in cells.items()},
         }
-        if dfrom and dto and cells.get(dfrom) and cells.get(dto):
-            row["delta"] = cells[dto].value - cells[dfrom].value
-            test = paired_test(cells[dto], cells[dfrom]) if paired_test else None
+        to_entry, from_entry = (cells.get(dto), cells.get(dfrom)) if dfrom and dto else (None, None)
+        if to_entry and from_entry:
+            row["delta"] = to_entry.value - from_entry.value
+            test = paired_test(to_entry, from_entry) if paired_test else None
             if test:
                 ci_level = test.get("ci", ci_level)
                 row["delta_ci"] = [test["ci_low"], test["ci_high"]]

@@ -308,7 +308,7 @@ def logit_diff(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> dict[str
     common = [k for k in ha if k in hb]
     if not common:
         raise CheckpointError(f"{pa} and {pb} have no head in common ({sorted(ha)} vs {sorted(hb)})")
-    heads = {}
+    heads: dict[str, dict[str, Any]] = {}
     for k in common:
         x, y = ha[k], hb[k]
         if isinstance(x, dict):

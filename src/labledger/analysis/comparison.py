@@ -28,9 +28,10 @@ from labledger.analysis.evaluation import (
     prepare_task,
     task_params,
 )
-from labledger.errors import ComparisonError
-from labledger.inputs.results import TOLERANCE, load
-from labledger.metrics.registry import Prepared, metric_key
+from labledger.errors import ComparisonError, MetricInputError
+from labledger.inputs.results import TOLERANCE, LabelTask, load
+from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared
+from labledger.metrics.registry import metric_key
 from labledger.metrics.resample import mcnemar, paired_bootstrap, unpaired_bootstrap
 from labledger.schema import ComparisonDoc, McNemar, MetricDiff, MetricId, TaskComparison
 
@@ -109,7 +110,7 @@ def compare(
         ta, tb = ra[name], rb[name]
         if ta.kind != tb.kind:
             raise ComparisonError(f"task '{name}' is {ta.kind} in A but {tb.kind} in B")
-        if ta.kind in ("classification", "binary", "match"):
+        if isinstance(ta, LabelTask) and isinstance(tb, LabelTask):
             ta, tb = _align_labels(ta, tb)
         ta, tb, paired = _pair(ta, tb, unpaired)
         groups = ta.group if ta.group is not None else tb.group
@@ -158,11 +159,13 @@ def compare(
 
 
 def _correct(prep: Prepared) -> np.ndarray:
-    if prep.strategy == "table":  # accuracy: the diagonal cells of the gold x pred table
+    if isinstance(prep, TablePrepared):  # accuracy: the diagonal cells of the gold x pred table
         k = round(math.sqrt(prep.n_cells))
         cells = prep.get_cells()
-        return (cells // k) == (cells % k)
-    return prep.values > 0.5
+        return np.asarray((cells // k) == (cells % k))
+    if isinstance(prep, MeanPrepared):  # exact match: the per-item hits
+        return np.asarray(prep.values > 0.5)
+    raise MetricInputError(f"{prep.metric}: McNemar's test needs per-item correctness")
 
 
 __all__ = ["Comparison", "compare"]

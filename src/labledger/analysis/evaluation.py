@@ -17,10 +17,22 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import ComparisonError, MetricInputError, UnknownNameError
-from labledger.inputs.results import TOLERANCE, ResultSet, TaskData, load
+from labledger.inputs.records import finite_or_none
+from labledger.inputs.results import (
+    TOLERANCE,
+    LabelTask,
+    ProbTask,
+    RankingTask,
+    RegressionTask,
+    ResultSet,
+    SetTask,
+    TaskData,
+    load,
+)
 from labledger.metrics.classification import label_prepared, prob_prepared, resolve_average
+from labledger.metrics.prepared import MeanPrepared, Prepared
 from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranking_prepared, set_f1_values
-from labledger.metrics.registry import Metric, MetricSpec, Prepared, metric_key, parse_metric
+from labledger.metrics.registry import Metric, MetricSpec, metric_key, parse_metric
 from labledger.metrics.regression import regression_prepared
 from labledger.metrics.resample import bootstrap_samples, interval
 from labledger.schema import (
@@ -100,33 +112,40 @@ def _json_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: ("nan" if isinstance(v, float) and math.isnan(v) else v) for k, v in params.items()}
 
 
-def _num(x: Any) -> Any:
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
+_num = finite_or_none
 
 
 # ------------------------------------------------------------------------------------------------
 # Binding a metric to a task
 
 
+def _labels_of(td: TaskData) -> tuple[str, ...]:
+    """The task's labels (none for a task without labels)."""
+    return td.labels if isinstance(td, LabelTask) else ()
+
+
+def _positive_of(td: TaskData) -> str | None:
+    """The task's positive label, when it has one."""
+    return td.positive if isinstance(td, ProbTask) else None
+
+
 def task_params(metric: Metric, params: Mapping[str, Any], td: TaskData) -> dict[str, Any]:
     """The metric's parameters resolved for ``td`` (``auto``/``None`` filled from the task)."""
     p = metric.resolve(params)
+    labels = _labels_of(td)
     if "pos_label" in p:
         if p["pos_label"] is not None:
             p["pos_label"] = str(p["pos_label"]) if not isinstance(p["pos_label"], str) else p["pos_label"]
-            if p["pos_label"] not in td.labels:
+            if p["pos_label"] not in labels:
                 raise UnknownNameError(
-                    f"label of task '{td.task}' (pos_label of {metric.name})", p["pos_label"], td.labels
+                    f"label of task '{td.task}' (pos_label of {metric.name})", p["pos_label"], labels
                 )
         elif "average" in p and p["average"] in ("auto", "binary"):
-            p["pos_label"] = td.positive
+            p["pos_label"] = _positive_of(td)
         p = resolve_average(p, p["pos_label"] is not None)
         if p.get("average") == "binary" and p["pos_label"] is None:
             raise MetricInputError(
-                f"{metric.name}[average=binary] on task '{td.task}' needs pos_label (labels: {', '.join(td.labels)})"
+                f"{metric.name}[average=binary] on task '{td.task}' needs pos_label (labels: {', '.join(labels)})"
             )
         if p.get("average") != "binary" and metric.name in (
             "precision",
@@ -148,45 +167,57 @@ class _TaskCache:
         self.td = td
         self._ranking: RankingArrays | None = None
 
-    @property
-    def ranking(self) -> RankingArrays:
+    def ranking(self, td: RankingTask) -> RankingArrays:
+        """The flattened ranking arrays of ``td`` (the cached task), built once."""
         if self._ranking is None:
-            self._ranking = RankingArrays(self.td.gold_relevance, self.td.scores)
+            self._ranking = RankingArrays(td.gold_relevance, td.scores)
         return self._ranking
 
 
+def _not_for(metric: Metric, td: TaskData) -> MetricInputError:
+    return MetricInputError(
+        f"metric '{metric.name}' does not apply to task '{td.task}' ({td.kind}); "
+        f"it needs a {' or '.join(metric.kinds)} task"
+    )
+
+
 def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: _TaskCache | None = None) -> Prepared:
-    """A :class:`Prepared` for ``metric`` on task data ``td`` with resolved ``params``."""
+    """A prepared metric (:mod:`labledger.metrics.prepared`) for ``metric`` on task data ``td``
+    with resolved ``params``."""
     if td.kind not in metric.kinds:
-        raise MetricInputError(
-            f"metric '{metric.name}' does not apply to task '{td.task}' ({td.kind}); "
-            f"it needs a {' or '.join(metric.kinds)} task"
-        )
+        raise _not_for(metric, td)
     cache = cache or _TaskCache(td)
-    pos = td.labels.index(params["pos_label"]) if params.get("pos_label") is not None else None
-    if metric.needs == "labels":
-        return label_prepared(metric.name, params, td.gold_index, td.pred_index, td.labels, pos=pos)
-    if metric.needs == "probs":
+    if metric.needs in ("labels", "probs"):
+        if not isinstance(td, LabelTask):
+            raise _not_for(metric, td)
+        pos = td.labels.index(params["pos_label"]) if params.get("pos_label") is not None else None
+        if metric.needs == "labels":
+            return label_prepared(metric.name, params, td.gold_index, td.pred_index, td.labels, pos=pos)
+        if not isinstance(td, ProbTask):
+            raise _not_for(metric, td)
         return prob_prepared(metric.name, params, td.gold_index, td.probs, td.labels, pos=pos, pred=td.pred_index)
     if metric.needs == "values":
+        if not isinstance(td, RegressionTask):
+            raise _not_for(metric, td)
         return regression_prepared(metric.name, params, td.gold_value, td.pred_value)
     if metric.needs == "ranking":
-        return ranking_prepared(metric.name, params, cache.ranking)
-    if metric.name == "set_f1":
-        return Prepared(
+        if not isinstance(td, RankingTask):
+            raise _not_for(metric, td)
+        return ranking_prepared(metric.name, params, cache.ranking(td))
+    if metric.name == "set_f1" and isinstance(td, SetTask):
+        return MeanPrepared(
             metric="set_f1",
             params=params,
             n=td.n,
             n_used=td.n,
-            strategy="mean",
             values=set_f1_values(td.gold_items, td.pred_items),
         )
     if metric.name == "exact_match":
-        if td.kind == "sets":
+        if isinstance(td, SetTask):
             hits = np.fromiter((g == p for g, p in zip(td.gold_items, td.pred_items)), dtype=np.float64, count=td.n)
-        else:
-            hits = (td.gold_index == td.pred_index).astype(np.float64)
-        return exact_match_prepared(params, hits)
+            return exact_match_prepared(params, hits)
+        if isinstance(td, LabelTask):
+            return exact_match_prepared(params, (td.gold_index == td.pred_index).astype(np.float64))
     raise MetricInputError(f"metric '{metric.name}' cannot be bound to task '{td.task}'")
 
 
@@ -373,9 +404,9 @@ def _compute(
         if metric.name == "confusion_matrix":
             if where == "":
                 counts = prep.value()
-                k = len(td.labels)
+                k = len(_labels_of(td))
                 tables["confusion_matrix"] = ConfusionMatrix(
-                    labels=list(td.labels),
+                    labels=list(_labels_of(td)),
                     rows="gold",
                     columns="pred",
                     matrix=np.asarray(list(counts.values())).reshape(k, k).astype(int).tolist(),
@@ -387,7 +418,7 @@ def _compute(
         used = resamples_for(prep, resamples, td.group, budget=budget)
         draws = bootstrap_samples(prep, resamples=used, seed=_seed(seed, td.task, where, key), groups=td.group)
         iv = interval(prep, prep.value(), draws, ci=ci, resamples=used, groups=td.group)
-        if metric.name == "per_class":
+        if metric.name == "per_class" and isinstance(iv, dict):
 
             def stat(name: str, lab: str, iv: Any = iv) -> Stat:
                 c = iv[f"{name}[{lab}]"]
@@ -407,7 +438,7 @@ def _compute(
                         recall=stat("recall", lab),
                         f1=stat("f1", lab),
                     )
-                    for lab in td.labels
+                    for lab in _labels_of(td)
                 ],
             )
             continue
@@ -506,8 +537,8 @@ def evaluate(
         body = TaskEvaluation(
             kind=td.kind,
             n=td.n,
-            labels=list(td.labels) or None,
-            positive=td.positive,
+            labels=list(_labels_of(td)) or None,
+            positive=_positive_of(td),
             clusters=None if td.group is None else int(td.group.max()) + 1,
             headline=head_key,
             metrics=entries,
@@ -576,9 +607,9 @@ def _suite(heads: dict[str, tuple[MetricValue, np.ndarray | None]], ci: float) -
         return SuiteMean(metric="macro mean of task headline metrics", value=None, tasks={}, excluded=excluded)
     value = float(np.mean([e.value for e in used.values()]))
     low = high = None
-    draws = [heads[t][1] for t in used]
-    if all(d is not None for d in draws) and len({len(d) for d in draws if d is not None}) == 1:
-        mean_draws = np.mean(np.stack([d for d in draws if d is not None]), axis=0)  # tasks resampled independently
+    draws = [d for d in (heads[t][1] for t in used) if d is not None]
+    if len(draws) == len(used) and len({len(d) for d in draws}) == 1:
+        mean_draws = np.mean(np.stack(draws), axis=0)  # tasks are resampled independently
         mean_draws = mean_draws[np.isfinite(mean_draws)]
         if len(mean_draws):
             low, high = (float(x) for x in np.quantile(mean_draws, [(1 - ci) / 2, (1 + ci) / 2]))
@@ -606,23 +637,23 @@ def _examples(ids: Iterable[str], k: int = 5) -> str:
     return ", ".join(repr(i) for i in shown) if shown else "none"
 
 
-def _align_labels(a: TaskData, b: TaskData) -> tuple[TaskData, TaskData]:
+def _align_labels(a: LabelTask, b: LabelTask) -> tuple[LabelTask, LabelTask]:
     """Both tasks re-expressed over the union of their labels (matched by name, never position)."""
     if a.labels == b.labels:
         return a, b
-    if a.kind == "binary" and a.positive != b.positive:
-        raise ComparisonError(f"task '{a.task}': A's positive label is {a.positive!r}, B's is {b.positive!r}")
+    if a.kind == "binary" and _positive_of(a) != _positive_of(b):
+        raise ComparisonError(f"task '{a.task}': A's positive label is {_positive_of(a)!r}, B's is {_positive_of(b)!r}")
     union = tuple(sorted(set(a.labels) | set(b.labels)))
     return _relabel(a, union), _relabel(b, union)
 
 
-def _relabel(td: TaskData, labels: tuple[str, ...]) -> TaskData:
+def _relabel(td: LabelTask, labels: tuple[str, ...]) -> LabelTask:
     index = np.array([labels.index(lab) for lab in td.labels], dtype=np.int64)
     new = td.subset(np.arange(td.n))
     new.labels = labels
     new.gold_index = index[td.gold_index]
     new.pred_index = index[td.pred_index]
-    if td.probs is not None:
+    if isinstance(td, ProbTask) and isinstance(new, ProbTask):
         probs = np.zeros((td.n, len(labels)))
         probs[:, index] = td.probs
         new.probs = probs
@@ -653,19 +684,23 @@ def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData,
 
 
 def _check_gold(a: TaskData, b: TaskData) -> None:
-    if a.kind in ("classification", "binary", "match"):
+    ga: Any
+    gb: Any
+    if isinstance(a, LabelTask) and isinstance(b, LabelTask):
         ga = np.asarray(a.labels, dtype=object)[a.gold_index] if a.n else np.zeros(0, object)
         gb = np.asarray(b.labels, dtype=object)[b.gold_index] if b.n else np.zeros(0, object)
         diff = np.flatnonzero(ga != gb)
-    elif a.kind == "regression":
+    elif isinstance(a, RegressionTask) and isinstance(b, RegressionTask):
         diff = np.flatnonzero(a.gold_value != b.gold_value)
         ga, gb = a.gold_value, b.gold_value
-    elif a.kind == "sets":
+    elif isinstance(a, SetTask) and isinstance(b, SetTask):
         diff = np.flatnonzero([x != y for x, y in zip(a.gold_items, b.gold_items)])
         ga, gb = a.gold_items, b.gold_items
-    else:
+    elif isinstance(a, RankingTask) and isinstance(b, RankingTask):
         diff = np.flatnonzero([x != y for x, y in zip(a.gold_relevance, b.gold_relevance)])
         ga, gb = a.gold_relevance, b.gold_relevance
+    else:
+        raise ComparisonError(f"task '{a.task}' is {a.kind} in A but {b.kind} in B")
     if len(diff):
         i = int(diff[0])
         raise ComparisonError(

@@ -113,7 +113,7 @@ def audit_counts(
     picked = step_points[::stride]
     if picked and picked[-1] is not step_points[-1]:
         picked.append(step_points[-1])
-    series = {"steps": [p[0] for p in picked], "share": {}}
+    series: dict[str, Any] = {"steps": [p[0] for p in picked], "share": {}}
     for name in names:
         series["share"][name] = [(p[1].get(name, 0) / max(1, sum(p[1].values()))) for p in picked]
     return MixtureAudit(

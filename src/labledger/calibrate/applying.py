@@ -18,15 +18,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
 
-from labledger.calibrate.methods import apply_steps, task_arrays
+from labledger.calibrate.methods import apply_steps, prob_task, task_arrays
 from labledger.calibrate.recipe import Recipe, load_recipe
 from labledger.errors import CalibrationError
-from labledger.inputs.results import ResultSet, TaskData, read_results
+from labledger.inputs.results import LabelTask, ProbTask, ResultSet, TaskData, read_results
 from labledger.store.jsonl import atomic_write
 
 FIELD = "calibrated"
@@ -73,7 +73,7 @@ def check_not_calibrated(td: TaskData, source: str) -> None:
         )
 
 
-def label_order(td: TaskData, first_line: bytes | None) -> list[int]:
+def label_order(td: LabelTask, first_line: bytes | None) -> list[int]:
     """Label columns in the order the task's first row gives its probabilities (then the rest)."""
     order: list[str] = []
     if first_line is not None:
@@ -121,7 +121,7 @@ def _esc(b: bytes) -> bytes:
 
 def render_lines(
     raws: list[bytes],
-    td: TaskData,
+    td: ProbTask,
     recipe_id: str,
     method: str,
     p: np.ndarray | None,
@@ -143,7 +143,7 @@ def render_lines(
     if p is None:
         columns, names = [], []
     elif td.kind == "binary":
-        columns, names = [_column_json(p[:, labels.index(td.positive)])], [b'"score"']
+        columns, names = [_column_json(p[:, labels.index(str(td.positive))])], [b'"score"']
     else:
         columns, names = [_column_json(p[:, j]) for j in order], [label_json[j] for j in order]
     if td.kind == "binary" or p is None:
@@ -151,7 +151,7 @@ def render_lines(
         full = [True] * len(raws)
     else:
         tail = b',"probs":{' + b",".join(_esc(n) + b":%b" for n in names) + b"}}"
-        full = ((p > 0) | (td.probs > 0)).all(axis=1).tolist()
+        full = cast("list[bool]", ((p > 0) | (td.probs > 0)).all(axis=1).tolist())
     template = b"%b" + _esc(head) + b"%b" + tail + b"}"
     out = []
     for i, (raw, lab, *vals) in enumerate(zip(raws, preds, *columns)):
@@ -161,7 +161,7 @@ def render_lines(
         if full[i]:
             blob = field_head + lab + tail % tuple(vals)
         else:
-            keep = (p[i] > 0) | (td.probs[i] > 0)
+            keep = (np.asarray(p)[i] > 0) | (td.probs[i] > 0)
             body = b",".join(names[c] + b":" + vals[c] for c, j in enumerate(order) if keep[j])
             blob = field_head + lab + b',"probs":{' + body + b"}}"
         out.append(_insert(raw, blob, source, int(td.lines[i])))
@@ -208,6 +208,7 @@ def apply(
             continue
         first = lines[int(td.lines[0]) - 1] if td.n else None
         st, info = calibrate_task(td, recipe, task)
+        td = prob_task(td)
         index = (td.lines - 1).tolist()
         raws = [lines[i] for i in index]
         new = render_lines(
@@ -250,12 +251,12 @@ def calibrated_results(path: str | os.PathLike[str], *, display: str | None = No
     """
     rs = read_results(path, display=display)
     for td in rs.values():
-        if FIELD not in td.extras:
+        if FIELD not in td.extras or not isinstance(td, LabelTask):
             continue
         cal = td.extras[FIELD]
         index = {lab: j for j, lab in enumerate(td.labels)}
         pred = td.pred_index.copy()
-        probs = td.probs.copy() if td.probs is not None else None
+        probs = td.probs.copy() if isinstance(td, ProbTask) else None
         for i, c in enumerate(cal):
             if not isinstance(c, Mapping):
                 continue
@@ -272,13 +273,13 @@ def calibrated_results(path: str | os.PathLike[str], *, display: str | None = No
                 for k, v in c["probs"].items():
                     if v is not None:
                         probs[i, index[str(k)]] = v
-            elif probs is not None and c.get("score") is not None and td.kind == "binary":
-                j = index[td.positive]
+            elif isinstance(td, ProbTask) and probs is not None and c.get("score") is not None and td.kind == "binary":
+                j = index[str(td.positive)]
                 probs[i, j], probs[i, 1 - j] = c["score"], 1.0 - c["score"]
         td.pred_index = pred
-        if probs is not None:
+        if isinstance(td, ProbTask) and probs is not None:
             td.probs = probs
-            if td.score is not None and td.positive in index:
+            if td.score is not None and td.positive is not None and td.positive in index:
                 td.score = probs[:, index[td.positive]].copy()
     return rs
 

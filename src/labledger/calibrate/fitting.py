@@ -149,7 +149,7 @@ def split_mask(td: TaskData, split: str) -> np.ndarray:
 def fold_units(arr: TaskArrays, obj: Objective) -> tuple[np.ndarray, str]:
     """What folds are made of: items of positive_threshold, else groups (clusters), else rows."""
     if obj.mode == "items":
-        return arr.items[obj.item_field], f"item ('{obj.item_field}')"
+        return arr.items[str(obj.item_field)], f"item ('{obj.item_field}')"
     if arr.group is not None:
         return arr.group, "group"
     return np.arange(arr.n), "row"
@@ -333,7 +333,7 @@ def fit_task(
         "in_sample": _num(obj.value(arr, apply_steps(steps, arr.scores(), arr))),
     }
     if fold is not None:
-        values["crossfit"] = _num(obj.value(arr, out_of_fold(per_row, arr, fold, int(crossfit))))
+        values["crossfit"] = _num(obj.value(arr, out_of_fold(per_row, arr, fold, int(crossfit or 0))))
     gold_labels = np.asarray(arr.labels, dtype=object)[arr.gold]
     fit: dict[str, Any] = {
         "source": source,
@@ -348,12 +348,12 @@ def fit_task(
     }
     if sha256 is not None:
         fit["sha256"] = sha256
-    if td.positive is not None:
-        fit["positive"] = td.positive
+    if arr_all.positive is not None:
+        fit["positive"] = arr_all.positive
     if "temperature" in methods:
         fit["scale"] = "logits" if arr.logits is not None else "log-probabilities"
     if fold is not None:
-        fit.update({"crossfit_k": int(crossfit), "crossfit_seed": int(seed), "folds_by": folds_by})
+        fit.update({"crossfit_k": int(crossfit or 0), "crossfit_seed": int(seed), "folds_by": folds_by})
     return TaskRecipe(steps, obj.key, fit, {k: v for k, v in values.items() if v is not None})
 
 

@@ -26,12 +26,12 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from labledger.errors import CalibrationError
-from labledger.inputs.results import TaskData, canonical_codes
+from labledger.inputs.results import ProbTask, TaskData, canonical_codes
 
 METHODS = ("threshold", "positive_threshold", "prior_multiplier", "option_damping", "temperature", "em_prior_shift")
 #: One line per method, for help texts and reports.
@@ -122,7 +122,7 @@ class TaskArrays:
     """One task's columns for calibration, plus what its steps select (damping masks, item codes)."""
 
     task: str
-    kind: str
+    kind: Literal["classification", "binary"]
     labels: tuple[str, ...]
     positive: str | None
     ids: np.ndarray
@@ -167,14 +167,14 @@ class TaskArrays:
                 f"{where}: label {label!r} is not a label of task '{self.task}' ({', '.join(map(repr, self.labels))})"
             ) from None
 
-    def task_data(self, scores: Scores | None = None) -> TaskData:
-        """A :class:`~labledger.inputs.results.TaskData` for the metric registry (calibrated when ``scores``)."""
+    def task_data(self, scores: Scores | None = None) -> ProbTask:
+        """A :class:`~labledger.inputs.results.ProbTask` for the metric registry (calibrated when ``scores``)."""
         p = self.probs if scores is None else scores.p
         pred = self.pred if scores is None else scores.pred
         score = None
         if self.positive is not None and len(self.labels) == 2 and self.positive in self.labels:
             score = p[:, self.labels.index(self.positive)]
-        return TaskData(
+        return ProbTask(
             task=self.task,
             kind=self.kind,
             ids=self.ids,
@@ -228,7 +228,7 @@ def codes_of(values: list, what: str, task: str) -> np.ndarray:
     return out
 
 
-def _logits(td: TaskData) -> np.ndarray | None:
+def _logits(td: ProbTask) -> np.ndarray | None:
     if "logits" not in td.extras:
         return None
     values = td.extras["logits"]
@@ -266,7 +266,7 @@ def _logits(td: TaskData) -> np.ndarray | None:
     return out
 
 
-def damping_mask(td: TaskData, pattern: str | None, fld: str | None) -> np.ndarray:
+def damping_mask(td: ProbTask, pattern: str | None, fld: str | None) -> np.ndarray:
     """(n, K) True where an option is of the damped kind (see :func:`option_damping`)."""
     if pattern is None and fld is None:
         raise CalibrationError(
@@ -281,7 +281,8 @@ def damping_mask(td: TaskData, pattern: str | None, fld: str | None) -> np.ndarr
         ) from None
     n, k = td.n, len(td.labels)
     if fld is None:
-        cols = np.array([bool(rx.search(lab)) for lab in td.labels], dtype=bool)
+        search = rx.search if rx is not None else None  # (pattern and field both None raised above)
+        cols = np.array([search is not None and bool(search(lab)) for lab in td.labels], dtype=np.bool_)
         return np.broadcast_to(cols, (n, k)).copy()
     values = field_values(td, fld)
     index = {lab: j for j, lab in enumerate(td.labels)}
@@ -306,13 +307,19 @@ def damping_mask(td: TaskData, pattern: str | None, fld: str | None) -> np.ndarr
     return mask
 
 
-def task_arrays(td: TaskData, steps: list[Step] | list[tuple[str, dict]]) -> TaskArrays:
-    """The columns ``steps`` need from ``td`` (logits for a temperature, masks, item codes)."""
-    if td.kind not in ("classification", "binary"):
+def prob_task(td: TaskData) -> ProbTask:
+    """``td`` as a task with probabilities; raises :class:`CalibrationError` for any other kind."""
+    if not isinstance(td, ProbTask):
         raise CalibrationError(
             f"task '{td.task}' is a {td.kind} task; calibration needs probabilities "
             f"(a classification task with 'probs' or a binary one with 'score')"
         )
+    return td
+
+
+def task_arrays(td: TaskData, steps: list[Step] | list[tuple[str, dict]]) -> TaskArrays:
+    """The columns ``steps`` need from ``td`` (logits for a temperature, masks, item codes)."""
+    td = prob_task(td)
     arr = TaskArrays(
         task=td.task,
         kind=td.kind,

@@ -62,7 +62,7 @@ FORMAT_VERSION = 1
 _TOP = ("format", "version", "id", "labledger_version", "created", "tasks", "kind")
 _TASK = ("method", "steps", "transductive", "objective", "fit", "values")
 #: Keys of a task's ``fit`` table and their types.
-FIT_KEYS: dict[str, type | tuple] = {
+FIT_KEYS: dict[str, type] = {
     "source": str,
     "sha256": str,
     "split": str,
@@ -348,10 +348,10 @@ def _parse(data: Any, source: str) -> Recipe:
     if not tasks_in:
         raise p.fail("tasks", "is empty: name at least one task")
     tasks = {str(name): _task(p, body, f"tasks.{name}") for name, body in tasks_in.items()}
-    version = data.get("labledger_version")
+    written_by = data.get("labledger_version")
     recipe = Recipe(
         tasks,
-        labledger_version=p.text(version, "labledger_version") if version is not None else labledger_version(),
+        labledger_version=p.text(written_by, "labledger_version") if written_by is not None else labledger_version(),
         created=str(data.get("created") or ""),
         source=source,
     )

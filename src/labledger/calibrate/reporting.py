@@ -557,14 +557,14 @@ def _flat_and_table(doc: dict[str, Any], heads: dict[str, dict[str, Any]]) -> No
             doc["raw"][k] = h["values"]["raw"]
             doc["calibrated"][k] = h["values"][variant]
         honest = h["honest"]
-        tag = {
+        tags = {
             "yes": "cross-fitted" if honest == "cross-fitted" else "optimistic",
             "partly": "cross-fitted" if honest == "cross-fitted" else "optimistic",
             "no": "held out",
             "unknown": "cross-fitted" if honest == "cross-fitted" else "provenance unknown",
         }
         for name, raw_value in h["others"]["raw"].items():
-            k = f"{task} · {name} ({tag[h['in_sample']]})"
+            k = f"{task} · {name} ({tags[h['in_sample']]})"
             doc["raw"][k] = raw_value
             doc["calibrated"][k] = h["others"][honest][name]
     m = doc.get("mean")

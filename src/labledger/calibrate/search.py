@@ -4,8 +4,8 @@ A fit evaluates its objective on *rows* of items at once: row 0 is every fit ite
 row f + 1 is every item outside fold f (the training items of that fold). For a grid step the
 whole grid is scored on every row from a single pass over the items:
 
-- threshold steps: one ``searchsorted`` of the scores into the grid and one ``bincount`` of
-  (fold, gold, grid position) give every threshold's confusion counts (cumulative sums);
+- threshold steps: the metrics' threshold sweep (sort once, ``searchsorted``) gives every
+  threshold's confusion counts, per fold;
 - argmax steps (prior multipliers, option damping): each chunk of items is scored for every grid
   point with numpy broadcasting (a running max over labels), and one ``bincount`` of (fold, grid
   point, gold, prediction) gives every confusion table;
@@ -18,7 +18,8 @@ so the numbers are the registry's. Objectives that are not functions of a confus
 weights (slower, same numbers).
 
 Ties (equal objective values) go to the grid point nearest to "no change" (tau 0.5, multipliers
-all equal, alpha 1), then to the first one.
+all equal, alpha 1; distances equal to 1e-12 are equal), then to the first one: the threshold
+sweep's rule (:func:`labledger.metrics.sweep.best_grid_point`).
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ import numpy as np
 from labledger.analysis.evaluation import HEADLINE, prepare_task, task_params
 from labledger.calibrate.methods import Scores, Step, TaskArrays, apply_step, binary_pair
 from labledger.errors import CalibrationError, LedgerError
-from labledger.metrics.registry import Metric, Prepared, metric_key, parse_metric
-from labledger.metrics.sweep import parse_thresholds
+from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared
+from labledger.metrics.registry import Metric, metric_key, parse_metric
+from labledger.metrics.sweep import best_grid_point, parse_thresholds, threshold_counts
 
 #: Elements of one (grid points x items) block.
 BLOCK = 1 << 21
@@ -80,10 +82,8 @@ class Objective:
     def prepared(self, arr: TaskArrays, s: Scores) -> Prepared:
         """The objective bound to ``arr`` with predictions ``s`` (per item for ``mode="items"``)."""
         if self.mode == "items":
-            values = item_f1(arr, s.pred, self.positive, self.item_field)
-            return Prepared(
-                metric="set_f1", params={}, n=len(values), n_used=len(values), strategy="mean", values=values
-            )
+            values = item_f1(arr, s.pred, str(self.positive), str(self.item_field))
+            return MeanPrepared(metric="set_f1", params={}, n=len(values), n_used=len(values), values=values)
         return prepare_task(self.metric, dict(self.params), arr.task_data(s))
 
     def value(self, arr: TaskArrays, s: Scores) -> float:
@@ -168,13 +168,12 @@ def row_weights(fold: np.ndarray | None, n_folds: int, n: int) -> np.ndarray:
 
 
 def best_index(values: np.ndarray, higher: bool, distance: np.ndarray, what: str) -> int:
-    """The best grid point: best value, then nearest to no change, then first."""
-    finite = np.isfinite(values)
-    if not finite.any():
+    """The best grid point by :func:`~labledger.metrics.sweep.best_grid_point` (best value, then
+    nearest to no change to 1e-12, then first); raises when the objective is nan everywhere."""
+    best = best_grid_point(values, distance, higher=higher)
+    if best is None:
         raise CalibrationError(f"{what}: the objective is undefined (nan) at every grid point")
-    target = values[finite].max() if higher else values[finite].min()
-    cands = np.flatnonzero(finite & (values == target))
-    return int(cands[np.argmin(distance[cands])])  # argmin: the first of equal distances
+    return best
 
 
 # ------------------------------------------------------------------------------------------------
@@ -218,7 +217,7 @@ def multiplier_axes(spec: Any, labels: tuple[str, ...]) -> tuple[dict[str, np.nd
         return axes, f"default: labels other than {labels[0]!r} over 2^(i/4), i = -8..8 ({labels[0]!r} at 1)"
     if isinstance(spec, str):
         parts = [p for p in spec.replace(";", " ").split() if p]
-        spec = dict(p.split("=", 1) if "=" in p else (p, "") for p in parts)
+        spec = {k: v for k, _, v in (p.partition("=") for p in parts)}
     if not isinstance(spec, dict) or not spec:
         raise CalibrationError(
             "prior_multiplier grid: give LABEL=VALUES for each label to search (e.g. Neutral=0.5:2:0.05)"
@@ -260,21 +259,23 @@ def temperature_bounds(spec: Any) -> tuple[tuple[float, float], str]:
 def threshold_tables(
     s_pos: np.ndarray, gold: np.ndarray, j: int, taus: np.ndarray, fold: np.ndarray | None, n_folds: int
 ) -> np.ndarray:
-    """(R, G, 4) confusion tables (gold, pred) of ``s_pos >= tau`` for every tau and row."""
+    """(R, G, 4) confusion tables (gold, pred) of ``s_pos >= tau`` for every tau and row.
+
+    Each fold's counts come from the metrics' one threshold sweep
+    (:func:`~labledger.metrics.sweep.threshold_counts`).
+    """
     g = len(taus)
     o = 1 - j
-    idx = np.searchsorted(taus, s_pos, side="right")  # number of taus <= score
-    y = (gold == j).astype(np.int64)
+    is_pos = gold == j
     fn = n_folds if fold is not None else 1
-    key = ((fold if fold is not None else 0) * 2 + y) * (g + 1) + idx
-    c = np.bincount(key, minlength=fn * 2 * (g + 1)).reshape(fn, 2, g + 1)
-    tot = c.sum(axis=2)
-    pp = tot[:, :, None] - np.cumsum(c, axis=2)[:, :, :g]  # predicted positive at each tau
     t = np.zeros((fn, g, 2, 2), dtype=np.int64)
-    t[:, :, j, j] = pp[:, 1]
-    t[:, :, j, o] = tot[:, 1, None] - pp[:, 1]
-    t[:, :, o, j] = pp[:, 0]
-    t[:, :, o, o] = tot[:, 0, None] - pp[:, 0]
+    for f in range(fn):
+        keep = slice(None) if fold is None else fold == f
+        c = threshold_counts(s_pos[keep], is_pos[keep], taus)
+        t[f, :, j, j] = c["tp"]
+        t[f, :, j, o] = c["fn"]
+        t[f, :, o, j] = c["fp"]
+        t[f, :, o, o] = c["tn"]
     return _rows(t.reshape(fn, g, 4), fold is not None)
 
 
@@ -413,19 +414,24 @@ def fit_step(
             tables = threshold_tables(s_pos, arr.gold, j, taus, fold, n_folds)
             values = _table_values(obj, arr, tables)
         elif obj.mode == "items":
-            items = arr.items[obj.item_field]
+            items = arr.items[str(obj.item_field)]
             fold_item = None
             if fold is not None:
                 fold_item = np.zeros(int(items.max()) + 1, dtype=np.int64)
                 fold_item[items] = fold
             values = item_f1_grid(
-                s_pos, arr.gold == arr.label_index(obj.positive, "objective"), items, taus, fold_item, n_folds
+                s_pos,
+                np.asarray(arr.gold == arr.label_index(str(obj.positive), "objective")),
+                items,
+                taus,
+                fold_item,
+                n_folds,
             )
         else:
             values = _generic_values(spec, s, arr, obj, [{"tau": float(t)} for t in taus], wts())
         best = _pick(values, obj, np.abs(taus - 0.5), m)
         steps = [Step(m, {**spec.given, "tau": float(taus[b])}) for b in best]
-        return StepFit(steps, text, f"grid of {len(taus)} thresholds, " + _how(obj, "searchsorted + bincount"))
+        return StepFit(steps, text, f"grid of {len(taus)} thresholds, " + _how(obj, "one sort + searchsorted per fold"))
     if m == "option_damping":
         alphas, text = alpha_grid(spec.grid)
         mask = arr.masks[(spec.given.get("pattern"), spec.given.get("field"))]
@@ -459,13 +465,11 @@ def fit_step(
         )
     if m == "em_prior_shift":
         given = spec.given.get("source_prior")
-        rows = (
-            [np.ones(arr.n, dtype=bool)]
-            if fold is None
-            else [np.ones(arr.n, dtype=bool)] + [fold != f for f in range(n_folds)]
-        )
+        em_rows: list[np.ndarray] = [np.ones(arr.n, dtype=bool)]
+        if fold is not None:
+            em_rows += [fold != f for f in range(n_folds)]
         out = []
-        for r in rows:
+        for r in em_rows:
             prior = given if isinstance(given, dict) else source_prior(arr, s, r, spec.source_prior)
             out.append(
                 Step(
@@ -495,6 +499,8 @@ def fit_step(
 def _table_values(obj: Objective, arr: TaskArrays, tables: np.ndarray) -> np.ndarray:
     r, g, kk = tables.shape
     prep = obj.prepared(arr, arr.scores())
+    if not isinstance(prep, TablePrepared):
+        raise CalibrationError(f"objective {obj.key}: not a function of a confusion table")
     return np.asarray(prep.from_tables(tables.reshape(r * g, kk).astype(np.float64)), dtype=np.float64).reshape(r, g)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -10,25 +9,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
-from labledger.errors import RecordError
 from labledger.schema import ComparisonDoc, EvaluationDoc, MetricDiff, MetricId, MetricValue, ci_label, format_p
 from labledger.schema.format import format_ci, format_value
 
 
 def resolve_results(ref: str, ledger_path: str | None) -> tuple[str, str, str | None, str | None]:
     """A results file, or ``RUN:NAME`` (a run's stored results): ``(path, how to show it, run id,
-    results name)``; the last two are ``None`` for a plain file."""
-    path = Path(ref)
-    if path.exists() or ":" not in ref:
-        if not path.exists():
-            raise RecordError("no such results file (or RUN:NAME of a run's stored results)", source=ref)
-        return str(path), ref, None, None
-    from labledger import open_ledger
+    results name)``; the last two are ``None`` for a plain file (:func:`labledger.store.refs.resolve_results`)."""
+    from labledger.store.refs import resolve_results as resolve
 
-    run, _, name = ref.partition(":")
-    with open_ledger(resolve_ledger_path(ledger_path)) as ledger:
-        view = ledger.run(run)
-        return str(view.results_path(name)), ref, view.id, name
+    found = resolve(ref, resolve_ledger_path(ledger_path) if ":" in ref else None)
+    return str(found.path), found.shown, found.run_id, found.name
 
 
 def _source(ref: str, ledger_path: str | None) -> tuple[str, str]:
@@ -224,6 +215,7 @@ def eval_command(
     if model is not None and save is None:
         raise click.UsageError("--model needs --save RUN:NAME (entries point at a stored evaluation)")
     path, shown = _source(results, ledger_path)
+    budget: dict[str, Any] = {"item_draw_budget": None} if all_resamples else {}
     ev = evaluate(
         path,
         metrics=list(metrics) or None,
@@ -233,7 +225,7 @@ def eval_command(
         seed=seed,
         task=list(tasks) or None,
         positive=positive,
-        **({"item_draw_budget": None} if all_resamples else {}),
+        **budget,
     )
     doc = ev.doc
     doc.source = shown
@@ -270,7 +262,7 @@ def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definition
             ("p", "right"),
             ("McNemar p", "right"),
         ):
-            table.add_column(col, justify=just)
+            table.add_column(col, justify="right" if just == "right" else "left")
         if definitions:
             table.add_column("definition", overflow="fold")
         for e in body.metrics:

@@ -24,7 +24,7 @@ from labledger.cli.base import (
     resolve_ledger_path,
     warn,
 )
-from labledger.errors import LedgerError, MetricInputError, UnknownNameError
+from labledger.errors import LedgerError, MetricInputError
 from labledger.metrics.sweep import OBJECTIVES, parse_thresholds
 
 #: Exit code of ``sweep --strict`` when no threshold passes every gate.
@@ -49,57 +49,28 @@ def _fmt(v: Any, digits: int = 4) -> str:
     return str(v)
 
 
-def _results_path(ref: str, ledger_path: str | None) -> tuple[Path, str]:
-    """A results file, or ``RUN:NAME`` (a run's stored results); returns (path, how to show it)."""
-    from labledger.cli.evaluation import resolve_results
+def _binary_task(
+    ref: str, ledger_path: str | None, positive: str | None, task: str | None, single_ok: bool = False
+) -> dict[str, Any]:
+    """The task's gold labels, scores, slices and labels from a results file or RUN:NAME
+    (:func:`labledger.store.refs.resolve_results`, :func:`labledger.inputs.binary.read_binary_task`)."""
+    from labledger.inputs.binary import read_binary_task
+    from labledger.store.refs import ResultsRef, resolve_results
 
     if Path(ref).exists() or ":" not in ref:
-        return Path(ref), ref  # a missing file is reported by read_results, naming it
-    path, shown, run_id, _ = resolve_results(ref, ledger_path)
-    return Path(path), shown if run_id is None else f"{shown} ({path})"
-
-
-def _binary_task(ref: str, ledger_path: str | None, positive: str | None, task: str | None, single_ok: bool = False):
-    """The task's gold labels, scores, slices and labels from a results file or RUN:NAME.
-
-    ``single_ok``: a file with one task stands for ``task`` even under another name (a paired
-    test file)."""
-    from labledger.inputs.results import read_results
-
-    path, shown = _results_path(ref, ledger_path)
-    rs = read_results(path, positive=positive, display=str(path))
-    if single_ok and task not in rs and len(rs) == 1:
-        task = None
-    if task is None:
-        if len(rs) != 1:
-            raise MetricInputError(f"{shown} holds {len(rs)} tasks ({', '.join(rs)}); pass --task.")
-        task = next(iter(rs))
-    td = rs[task]
-    if td.kind not in ("binary", "classification") or len(td.labels) != 2:
-        raise MetricInputError(
-            f"task '{task}' in {shown} is {td.kind} with {len(td.labels)} labels; "
-            "a sweep needs a binary task (a 'score', or 'probs' over two labels)."
-        )
-    if positive is not None and positive not in td.labels:
-        raise UnknownNameError(f"label of task '{task}'", positive, td.labels)
-    pos = td.positive or positive
-    if td.score is None or pos is None:
-        raise MetricInputError(
-            f"task '{task}' in {shown}: --positive LABEL names the positive class (labels: {', '.join(td.labels)})."
-        )
-    if pos not in td.labels:
-        raise UnknownNameError(f"label of task '{task}'", pos, td.labels)
-    neg = next(lab for lab in td.labels if lab != pos)
-    gold = np.asarray(td.labels)[td.gold_index]
+        found = ResultsRef(Path(ref), ref)  # a missing file is reported by read_results, naming it
+    else:
+        found = resolve_results(ref, resolve_ledger_path(ledger_path))
+    bt = read_binary_task(found.path, task=task, positive=positive, shown=found.described, single_ok=single_ok)
     return {
-        "gold": gold,
-        "score": td.score,
-        "slices": dict(td.slice_columns),
-        "positive": pos,
-        "negative": neg,
-        "task": task,
-        "source": shown,
-        "n": td.n,
+        "gold": bt.gold,
+        "score": bt.score,
+        "slices": bt.slices,
+        "positive": bt.positive,
+        "negative": bt.negative,
+        "task": bt.task,
+        "source": bt.source,
+        "n": bt.n,
     }
 
 
@@ -318,7 +289,7 @@ def select_epoch_cmd(run, metric, lower_is_better, ledger_path, as_json):
         )
     console.print(table)
     tied = f" (tied: {', '.join(map(str, sel.tied_epochs))})" if len(sel.tied_epochs) > 1 else ""
-    console.print(f"Selected epoch {sel.epoch}: {metric} {_fmt(sel.value)}{tied}.", markup=False, highlight=False)
+    console.print(f"Selected epoch {sel.label}: {metric} {_fmt(sel.value)}{tied}.", markup=False, highlight=False)
 
 
 def _support_param(ctx, param, value):

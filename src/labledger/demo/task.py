@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -245,7 +246,8 @@ def replay_episode(predictions: list[str] | tuple[str, ...], *, target: int, sta
     >>> replay_episode(["+1"] * 10, target=4, start=7)["termination"]
     'left_range'
     """
-    current, seen, trace = start, {start}, []
+    current, seen = start, {start}
+    trace: list[Any] = []
     termination = None
     while termination is None:
         if current == target:

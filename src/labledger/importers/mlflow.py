@@ -199,7 +199,8 @@ def _log_metrics(run: Any, keys: list[str], arrays: tuple[np.ndarray, ...]) -> i
     k, step, stamp, value = k[order].tolist(), step[order].tolist(), stamp[order].tolist(), value[order].tolist()
     names = [name + "_" if name in RESERVED else name for name in keys]
     n = 0
-    cur_step, cur_stamp, values = step[0], stamp[0], {}
+    cur_step, cur_stamp = step[0], stamp[0]
+    values: dict[str, Any] = {}
     for ki, s, t, v in zip(k, step, stamp, value):
         name = names[ki]
         if s != cur_step or t != cur_stamp or name in values:

@@ -206,7 +206,8 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
         fields["experiment"] = "run name (unless --name) and config"
     if "generated_at" in report:
         fields["generated_at"] = "the run's start and end time, and config"
-        started = ended = _parse_time(report["generated_at"], src)
+        started: float | None = _parse_time(report["generated_at"], src)
+        ended: float | None = started
         times_from = "generated_at (when the report was written; training start unknown)"
     else:
         started, ended = file_times([path])
@@ -244,7 +245,7 @@ def _log_checkpoint(run, report: dict[str, Any], path: Path, notes: list[str]) -
     if stated is None and sha is None:
         return None
     if sha is None:
-        found = _resolve_checkpoint(stated, path.parent)
+        found = _resolve_checkpoint(str(stated), path.parent)
         if found is None:
             notes.append(
                 f"Checkpoint {stated} is named without a sha256 and is not on this machine: "

@@ -240,7 +240,7 @@ def _log_batches(run, path: Path) -> tuple[int, float | None]:
 def _read_history(path: Path) -> tuple[list[tuple[int | None, dict[str, Any]]], dict[str, Any]]:
     """Entries (with their line in a JSONL file) and the other keys of a history object."""
     if path.suffix == ".jsonl":
-        out = []
+        out: list[tuple[int | None, dict[str, Any]]] = []
         for lineno, rec in load_jsonl(path):
             if not isinstance(rec, dict):
                 raise RecordError(

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -262,7 +262,7 @@ def relocate(exc: RecordError, *, source: str, line: int | None = None, prefix: 
     return RecordError(exc.detail, source=source, line=line if line is not None else exc.line, field=fld)
 
 
-def is_number(v: Any) -> bool:
+def is_number(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 

@@ -9,7 +9,7 @@ slices (115 MB): ~0.9 s here against ~4 s to merely ``orjson.loads`` every line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +21,14 @@ import pyarrow.json as pj
 from labledger.errors import RecordError
 from labledger.inputs.results import (
     _CORE,
+    ProbTask,
+    RegressionTask,
     ResultSet,
     TaskData,
     _positive_for,
     _positive_of,
-    _set_binary_columns,
     _set_positive_column,
+    binary_task,
     canonical_codes,
 )
 
@@ -35,19 +37,19 @@ class _Fallback(Exception):
     """The file is outside the fast path's shape: read it row by row."""
 
 
-class LazyColumns(Mapping):
+class LazyColumns(Mapping[str, list[Any]]):
     """Extra fields of a task, converted from Arrow to Python lists on first access."""
 
     def __init__(self, columns: dict[str, pa.Array]):
         self._arrow = columns
-        self._done: dict[str, list] = {}
+        self._done: dict[str, list[Any]] = {}
 
-    def __getitem__(self, key: str) -> list:
+    def __getitem__(self, key: str) -> list[Any]:
         if key not in self._done:
             self._done[key] = self._arrow[key].to_pylist()
         return self._done[key]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._arrow)
 
     def __len__(self) -> int:
@@ -55,7 +57,7 @@ class LazyColumns(Mapping):
 
 
 def _is_num(t: pa.DataType) -> bool:
-    return pa.types.is_int64(t) or pa.types.is_float64(t)
+    return bool(pa.types.is_int64(t) or pa.types.is_float64(t))
 
 
 def _labels(arr: pa.Array) -> pa.Array:
@@ -73,14 +75,14 @@ def _labels(arr: pa.Array) -> pa.Array:
 def _numbers(arr: pa.Array) -> np.ndarray:
     if not _is_num(arr.type) or arr.null_count:
         raise _Fallback
-    return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def _valid(table: pa.Table, name: str, idx: pa.Array) -> np.ndarray:
     if name not in table.column_names:
         return np.zeros(len(idx), dtype=bool)
     col = table.column(name).take(idx)
-    return col.is_valid().to_numpy(zero_copy_only=False)
+    return np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def read_arrow(path: Path, name: str, tolerance: float, positive: Any) -> ResultSet | None:
@@ -148,23 +150,26 @@ def _read_task(
         raise _Fallback
     id_arr = np.empty(n, dtype=object)
     id_arr[:] = ids.to_pylist()  # ~5x faster than Array.to_numpy for strings
-    td = TaskData(task=task, kind="", ids=id_arr, lines=idx_np.astype(np.int64) + 1)
+    lines = idx_np.astype(np.int64) + 1
     has_probs = _valid(table, "probs", idx)
     has_score = _valid(table, "score", idx)
     has_pred = _valid(table, "pred", idx)
     gold = table.column("gold").chunk(0).take(idx)
     if gold.null_count:
         raise _Fallback
+    td: TaskData
     if has_probs.all():
-        td.kind = "classification"
-        _classification(td, table.column("probs").chunk(0).take(idx), gold, tol, positive)
+        td = _classification(task, id_arr, lines, table.column("probs").chunk(0).take(idx), gold, tol, positive)
     elif not has_probs.any() and has_score.all():
-        td.kind = "binary"
-        _binary(td, table, idx, gold, positive, source)
+        td = _binary(task, id_arr, lines, table, idx, gold, positive, source)
     elif not has_probs.any() and not has_score.any() and has_pred.all():
-        td.kind = "regression"
-        td.gold_value = _numbers(gold)
-        td.pred_value = _numbers(table.column("pred").chunk(0).take(idx))
+        td = RegressionTask(
+            task=task,
+            ids=id_arr,
+            lines=lines,
+            gold_value=_numbers(gold),
+            pred_value=_numbers(table.column("pred").chunk(0).take(idx)),
+        )
         if not (np.isfinite(td.gold_value).all() and np.isfinite(td.pred_value).all()):
             raise _Fallback
     else:
@@ -177,7 +182,15 @@ def _read_task(
     return td
 
 
-def _classification(td: TaskData, probs: pa.StructArray, gold: pa.Array, tol: float, positive: str | None) -> None:
+def _classification(
+    task: str,
+    ids: np.ndarray,
+    lines: np.ndarray,
+    probs: pa.StructArray,
+    gold: pa.Array,
+    tol: float,
+    positive: str | None,
+) -> ProbTask:
     if not pa.types.is_struct(probs.type):
         raise _Fallback
     n = len(probs)
@@ -203,17 +216,33 @@ def _classification(td: TaskData, probs: pa.StructArray, gold: pa.Array, tol: fl
     gold_idx = pc.index_in(_labels(gold), value_set=pa.array(labels, pa.string()))
     if gold_idx.null_count:
         raise _Fallback
-    td.labels = tuple(labels)
-    td.probs = mat
-    td.gold_index = gold_idx.to_numpy(zero_copy_only=False).astype(np.int64)
-    td.pred_index = mat.argmax(axis=1).astype(np.int64) if n else np.zeros(0, np.int64)
+    td = ProbTask(
+        task=task,
+        ids=ids,
+        lines=lines,
+        kind="classification",
+        labels=tuple(labels),
+        probs=mat,
+        gold_index=gold_idx.to_numpy(zero_copy_only=False).astype(np.int64),
+        pred_index=mat.argmax(axis=1).astype(np.int64) if n else np.zeros(0, np.int64),
+    )
     try:
         _set_positive_column(td, positive, "")
     except RecordError:
         raise _Fallback from None  # the row checker raises it, with the file's name
+    return td
 
 
-def _binary(td: TaskData, table: pa.Table, idx: pa.Array, gold: pa.Array, positive: str | None, source: str) -> None:
+def _binary(
+    task: str,
+    ids: np.ndarray,
+    lines: np.ndarray,
+    table: pa.Table,
+    idx: pa.Array,
+    gold: pa.Array,
+    positive: str | None,
+    source: str,
+) -> ProbTask:
     score = _numbers(table.column("score").chunk(0).take(idx))
     if not (np.isfinite(score).all() and (score >= 0).all() and (score <= 1).all()):
         raise _Fallback
@@ -231,16 +260,17 @@ def _binary(td: TaskData, table: pa.Table, idx: pa.Array, gold: pa.Array, positi
                 raise _Fallback
             row_pos = vals.pop()
     try:
-        pos = _positive_for(td.task, golds, positive or row_pos, source, int(td.lines[0]) if td.n else 0)
+        pos = _positive_for(task, golds, positive or row_pos, source, int(lines[0]) if len(lines) else 0)
     except RecordError:
         raise _Fallback from None
     if len(golds - {pos}) > 1:
         raise _Fallback
-    _set_binary_columns(td, pos, golds, score, pc.equal(g, pos).to_numpy(zero_copy_only=False))
+    gold_pos = pc.equal(g, pos).to_numpy(zero_copy_only=False)
+    return binary_task(task, ids, lines, pos, golds, score, gold_pos)
 
 
 def _scalar_type(t: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_string(t)
         or pa.types.is_int64(t)
         or pa.types.is_float64(t)
@@ -289,4 +319,4 @@ def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array) -> None:
         col = table.column(name).chunk(0).take(idx)
         if col.null_count != n:
             extras[name] = col
-    td.extras = LazyColumns(extras)  # type: ignore[assignment]
+    td.extras = LazyColumns(extras)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from numbers import Real
-from typing import Any
+from typing import Any, TypeGuard
 
 from labledger.errors import RecordError
 
@@ -34,7 +34,7 @@ _INT_FIELDS = ("optimizer_step", "examples_seen", "batch_size")
 _NUM_FIELDS = ("time", "forward_ms", "gpu_allocated_mib", "gpu_peak_allocated_mib")
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return (type(v) is int) or (isinstance(v, int) and not isinstance(v, bool))
 
 
@@ -144,6 +144,44 @@ def validate_sample(sample: Any, *, index: int = 0, source: str | None = None, l
                 )
 
 
+def unwrap_scalar(value: Any) -> Any:
+    """``value`` as a plain Python value when it is a numpy scalar or a one-element tensor or array
+    (through its ``item()``); anything else (a plain number, text, a larger tensor) as it is.
+
+    The one unwrapper of logged values: :func:`clean_scalars`, run steps and the trainer
+    integrations use it.
+
+    >>> import numpy as np
+    >>> unwrap_scalar(np.float32(0.5)), unwrap_scalar(np.array([3])), unwrap_scalar(np.zeros(2)).shape
+    (0.5, 3, (2,))
+    """
+    t = type(value)
+    if t is float or t is int or t is bool or t is str or value is None:
+        return value
+    item = getattr(value, "item", None)
+    if not callable(item):
+        return value
+    try:
+        return item()
+    except (ValueError, RuntimeError, TypeError):  # more than one element (numpy: ValueError, torch: RuntimeError)
+        return value
+
+
+def finite_or_none(value: Any) -> float | None:
+    """``value`` as a float when it is a finite real number (numpy scalars unwrapped), else ``None``
+    (NaN, infinities, ``None``, booleans, text): the one rule for numbers in JSON documents.
+
+    >>> import numpy as np
+    >>> finite_or_none(np.float64(0.25)), finite_or_none(float("nan")), finite_or_none(True), finite_or_none(None)
+    (0.25, None, None, None)
+    """
+    x = unwrap_scalar(value)
+    if isinstance(x, bool) or not isinstance(x, Real):
+        return None
+    f = float(x)
+    return f if math.isfinite(f) else None
+
+
 def clean_scalars(scalars: Mapping[str, Any], *, what: str = "scalar") -> dict[str, Any]:
     """Numbers as plain Python floats/ints: numpy scalars and 0-d tensors are unwrapped.
 
@@ -161,14 +199,9 @@ def clean_scalars(scalars: Mapping[str, Any], *, what: str = "scalar") -> dict[s
         if isinstance(v, Real):
             out[key] = float(v)
             continue
-        item = getattr(v, "item", None)
-        if item is not None:
-            try:
-                value = item()
-            except Exception:  # noqa: BLE001 - a tensor with more than one element, for instance
-                value = None
-            if isinstance(value, Real) and not isinstance(value, bool):
-                out[key] = value
-                continue
+        value = unwrap_scalar(v)
+        if value is not v and isinstance(value, Real) and not isinstance(value, bool):
+            out[key] = value
+            continue
         raise RecordError(f"must be a number; got {type(v).__name__} {v!r:.60}", field=key)
     return out

@@ -29,10 +29,10 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias
 
 import numpy as np
 import orjson
@@ -55,43 +55,39 @@ _CORE = frozenset(("id", "task", "gold", "probs", "score", "scores", "pred", "sl
 _NUM = (int, float)
 
 
-@dataclass
-class TaskData:
-    """One task's rows as numpy columns. Label columns are keyed by label *name*, never position.
+#: The fields of the other task kinds, and the value reading one gives (see ``_Task.__getattr__``).
+_OTHER_KINDS_FIELDS: dict[str, Any] = {
+    "labels": (),
+    **dict.fromkeys(
+        (
+            "gold_index",
+            "pred_index",
+            "probs",
+            "score",
+            "positive",
+            "gold_value",
+            "pred_value",
+            "gold_items",
+            "pred_items",
+            "gold_relevance",
+            "scores",
+        )
+    ),
+}
 
-    Fields by kind (unused ones are ``None``):
 
-    - every kind: ``ids`` (object array of str), ``lines`` (1-based source line of each item),
-      ``group`` (int64 cluster codes; rows without a group are their own cluster) or ``None``;
-    - classification / binary / match: ``labels`` (sorted), ``gold_index`` and ``pred_index``
-      (int64 indices into ``labels``);
-    - classification / binary: ``probs`` (n, K) float64, ``pred_index`` = argmax (ties go to the
-      first label in sorted order; binary: positive when ``score >= 0.5``);
-    - binary: ``score`` (P(positive)), ``positive``;
-    - regression: ``gold_value``, ``pred_value`` (float64);
-    - sets: ``gold_items``, ``pred_items`` (lists of frozensets of canonical JSON strings);
-    - ranking: ``gold_relevance`` and ``scores`` (lists of dicts doc -> number).
-    """
+@dataclass(kw_only=True)
+class _Task:
+    """What every task kind has: ``ids`` (object array of str), ``lines`` (1-based source line of
+    each item), ``group`` (int64 cluster codes; rows without a group are their own cluster) or
+    ``None``, the slice columns and the extra row fields."""
 
     task: str
-    kind: str
     ids: np.ndarray
     lines: np.ndarray
-    labels: tuple[str, ...] = ()
-    gold_index: np.ndarray | None = None
-    pred_index: np.ndarray | None = None
-    probs: np.ndarray | None = None
-    score: np.ndarray | None = None
-    positive: str | None = None
-    gold_value: np.ndarray | None = None
-    pred_value: np.ndarray | None = None
-    gold_items: list[frozenset] | None = None
-    pred_items: list[frozenset] | None = None
-    gold_relevance: list[dict[str, float]] | None = None
-    scores: list[dict[str, float]] | None = None
     group: np.ndarray | None = None
-    slice_columns: dict[str, tuple[np.ndarray, list]] = field(default_factory=dict)
-    extras: dict[str, list] = field(default_factory=dict)
+    slice_columns: dict[str, tuple[np.ndarray, list[Any]]] = field(default_factory=dict)
+    extras: Mapping[str, Sequence[Any]] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -108,57 +104,150 @@ class TaskData:
             out[name] = table[codes]
         return out
 
-    def slice_codes(self, name: str) -> tuple[np.ndarray, list]:
+    def slice_codes(self, name: str) -> tuple[np.ndarray, list[Any]]:
         """``(codes, values)`` of slice field ``name``: ``values[codes[i]]`` is item i's value."""
         if name not in self.slice_columns:
             raise UnknownNameError(f"slice field of task '{self.task}'", name, self.slice_columns)
         return self.slice_columns[name]
 
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            # The reading API before the split had one class with every kind's fields: reading a
+            # field of another kind still gives its old default (``()`` or ``None``) at run time.
+            # Type checkers do not see this, so typed code uses the fields of its task's class.
+            if name in _OTHER_KINDS_FIELDS:
+                return _OTHER_KINDS_FIELDS[name]
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _common(self, idx: np.ndarray) -> dict[str, Any]:
+        return {
+            "ids": self.ids[idx],
+            "lines": self.lines[idx],
+            "group": None if self.group is None else canonical_codes(self.group[idx]),
+            "slice_columns": {k: (c[idx], v) for k, (c, v) in self.slice_columns.items()},
+            "extras": {k: [v[i] for i in idx] for k, v in self.extras.items()},
+        }
+
+
+def _indices(mask: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(mask) if np.asarray(mask).dtype == bool else np.asarray(mask, dtype=np.int64)
+
+
+@dataclass(kw_only=True)
+class LabelTask(_Task):
+    """A task whose items have a gold and a predicted label: ``labels`` (sorted), ``gold_index``
+    and ``pred_index`` (int64 indices into ``labels``). A ``match`` task is exactly this (strings
+    compare as themselves, anything else as canonical JSON); classification and binary tasks are
+    :class:`ProbTask`.
+    """
+
+    kind: Literal["classification", "binary", "match"] = "match"
+    labels: tuple[str, ...]
+    gold_index: np.ndarray
+    pred_index: np.ndarray
+
     def label_index(self, label: str) -> int:
-        """Column of ``label`` in ``labels``/``probs``."""
+        """Column of ``label`` in ``labels`` (and in ``probs``)."""
         try:
             return self.labels.index(label)
         except ValueError:
             raise UnknownNameError(f"label of task '{self.task}'", label, self.labels) from None
 
+    def subset(self, mask: np.ndarray) -> Self:
+        """A new task with only the items where ``mask`` (bool or indices) selects."""
+        idx = _indices(mask)
+        return replace(self, **self._common(idx), gold_index=self.gold_index[idx], pred_index=self.pred_index[idx])
+
+
+@dataclass(kw_only=True)
+class ProbTask(LabelTask):
+    """A classification or binary task: a :class:`LabelTask` with ``probs`` (n, K) float64 keyed by
+    ``labels`` (columns by label *name*, never position), ``pred_index`` = argmax (ties go to the
+    first label in sorted order; binary: positive when ``score >= 0.5``).
+
+    ``positive`` is the positive label (always for binary; for classification when one is given)
+    and ``score`` P(positive) (binary, and a two-label classification with a positive label).
+    """
+
+    kind: Literal["classification", "binary"] = "classification"
+    probs: np.ndarray
+    score: np.ndarray | None = None
+    positive: str | None = None
+
     def column(self, label: str) -> np.ndarray:
         """P(``label``) for every item (the ``probs`` column keyed by that label's name)."""
-        if self.probs is None:
-            raise UnknownNameError(f"probability column of task '{self.task}'", label, ())
         return self.probs[:, self.label_index(label)]
 
-    def subset(self, mask: np.ndarray) -> TaskData:
-        """A new :class:`TaskData` with only the items where ``mask`` (bool or indices) selects."""
-        idx = np.flatnonzero(mask) if np.asarray(mask).dtype == bool else np.asarray(mask, dtype=np.int64)
-
-        def take(a):
-            return None if a is None else a[idx]
-
-        def take_list(a):
-            return None if a is None else [a[i] for i in idx]
-
-        group = None if self.group is None else canonical_codes(self.group[idx])
-        return TaskData(
-            task=self.task,
-            kind=self.kind,
-            ids=self.ids[idx],
-            lines=self.lines[idx],
-            labels=self.labels,
-            gold_index=take(self.gold_index),
-            pred_index=take(self.pred_index),
-            probs=take(self.probs),
-            score=take(self.score),
-            positive=self.positive,
-            gold_value=take(self.gold_value),
-            pred_value=take(self.pred_value),
-            gold_items=take_list(self.gold_items),
-            pred_items=take_list(self.pred_items),
-            gold_relevance=take_list(self.gold_relevance),
-            scores=take_list(self.scores),
-            group=group,
-            slice_columns={k: (c[idx], v) for k, (c, v) in self.slice_columns.items()},
-            extras={k: [v[i] for i in idx] for k, v in self.extras.items()},
+    def subset(self, mask: np.ndarray) -> Self:
+        """A new task with only the items where ``mask`` (bool or indices) selects."""
+        idx = _indices(mask)
+        return replace(
+            self,
+            **self._common(idx),
+            gold_index=self.gold_index[idx],
+            pred_index=self.pred_index[idx],
+            probs=self.probs[idx],
+            score=None if self.score is None else self.score[idx],
         )
+
+
+@dataclass(kw_only=True)
+class RegressionTask(_Task):
+    """A regression task: ``gold_value`` and ``pred_value`` (float64)."""
+
+    gold_value: np.ndarray
+    pred_value: np.ndarray
+    kind: Literal["regression"] = field(default="regression", init=False)
+
+    def subset(self, mask: np.ndarray) -> Self:
+        """A new task with only the items where ``mask`` (bool or indices) selects."""
+        idx = _indices(mask)
+        return replace(self, **self._common(idx), gold_value=self.gold_value[idx], pred_value=self.pred_value[idx])
+
+
+@dataclass(kw_only=True)
+class SetTask(_Task):
+    """A sets task: ``gold_items`` and ``pred_items`` (lists of frozensets of canonical JSON strings)."""
+
+    gold_items: list[frozenset[str]]
+    pred_items: list[frozenset[str]]
+    kind: Literal["sets"] = field(default="sets", init=False)
+
+    def subset(self, mask: np.ndarray) -> Self:
+        """A new task with only the items where ``mask`` (bool or indices) selects."""
+        idx = _indices(mask)
+        return replace(
+            self,
+            **self._common(idx),
+            gold_items=[self.gold_items[i] for i in idx],
+            pred_items=[self.pred_items[i] for i in idx],
+        )
+
+
+@dataclass(kw_only=True)
+class RankingTask(_Task):
+    """A ranking task: ``gold_relevance`` and ``scores`` (lists of dicts doc -> number)."""
+
+    gold_relevance: list[dict[str, float]]
+    scores: list[dict[str, float]]
+    kind: Literal["ranking"] = field(default="ranking", init=False)
+
+    def subset(self, mask: np.ndarray) -> Self:
+        """A new task with only the items where ``mask`` (bool or indices) selects."""
+        idx = _indices(mask)
+        return replace(
+            self,
+            **self._common(idx),
+            gold_relevance=[self.gold_relevance[i] for i in idx],
+            scores=[self.scores[i] for i in idx],
+        )
+
+
+#: One task's rows as numpy columns, one class per task kind (``kind`` tells them apart):
+#: :class:`ProbTask` (classification, binary), :class:`LabelTask` (match), :class:`RegressionTask`,
+#: :class:`SetTask`, :class:`RankingTask`.
+TaskData: TypeAlias = LabelTask | RegressionTask | SetTask | RankingTask
 
 
 class ResultSet(Mapping[str, TaskData]):
@@ -203,7 +292,7 @@ def _label(v: Any) -> str | None:
     """A gold/pred label as a string: str as is, bool -> true/false, integral numbers -> digits."""
     t = type(v)
     if t is str:
-        return v
+        return str(v)
     if t is bool:
         return "true" if v else "false"
     if t is int:
@@ -250,8 +339,8 @@ class _TaskBuilder:
         self.gold: list[Any] = []
         self.pred: list[Any] = []
         self.group: list[Any] = []
-        self.slices: dict[str, list] = {}
-        self.extras: dict[str, list] = {}
+        self.slices: dict[str, list[Any]] = {}
+        self.extras: dict[str, list[Any]] = {}
         self.positive: str | None = None
         self.positive_line = 0
         self.n = 0
@@ -294,6 +383,8 @@ class _Checker:
             raise self.fail(f"duplicate id {sid!r} in task '{task}' (also on line {prev})", line, "id")
         self.seen[key] = line
 
+        g: Any
+        pred: Any
         if "probs" in row:
             kind = "classification"
             probs = row["probs"]
@@ -419,7 +510,7 @@ class _Checker:
         _append_sparse(b.extras, ((k, v) for k, v in row.items() if k not in _CORE) if len(row) > 4 else (), i)
 
 
-def _append_sparse(columns: dict[str, list], items: Iterable[tuple[str, Any]], i: int) -> None:
+def _append_sparse(columns: dict[str, list[Any]], items: Iterable[tuple[str, Any]], i: int) -> None:
     """Append row ``i``'s values to sparse ``columns``: a new column starts with ``i`` Nones, a
     column the row lacks (or gives as null) gets a None."""
     for k, v in items:
@@ -460,19 +551,32 @@ def _negative_label(positive: str, golds: set[str]) -> str:
     return {"true": "false", "1": "0"}.get(positive, f"not_{positive}")
 
 
-def _set_binary_columns(td: TaskData, pos: str, golds: set[str], score: np.ndarray, gold_pos: np.ndarray) -> None:
-    """Fill a binary task's labels, positive, score, two-column probs and indices from P(positive)."""
+def binary_task(
+    task: str, ids: np.ndarray, lines: np.ndarray, pos: str, golds: set[str], score: np.ndarray, gold_pos: np.ndarray
+) -> ProbTask:
+    """A binary task from P(positive): the one binary label encoder of both readers (labels sorted;
+    the negative label is the other gold label, else ``false``/``0`` for ``true``/``1``, else
+    ``not_POSITIVE``; predicted positive when ``score >= 0.5``)."""
     labels = tuple(sorted((pos, _negative_label(pos, golds))))
     pj = labels.index(pos)
     probs = np.empty((len(score), 2), dtype=np.float64)
     probs[:, pj] = score
     probs[:, 1 - pj] = 1.0 - score
-    td.labels, td.positive, td.score, td.probs = labels, pos, score, probs
-    td.gold_index = np.where(gold_pos, pj, 1 - pj).astype(np.int64)
-    td.pred_index = np.where(score >= 0.5, pj, 1 - pj).astype(np.int64)
+    return ProbTask(
+        task=task,
+        ids=ids,
+        lines=lines,
+        kind="binary",
+        labels=labels,
+        probs=probs,
+        gold_index=np.where(gold_pos, pj, 1 - pj).astype(np.int64),
+        pred_index=np.where(score >= 0.5, pj, 1 - pj).astype(np.int64),
+        score=score,
+        positive=pos,
+    )
 
 
-def _set_positive_column(td: TaskData, positive: str | None, source: str) -> None:
+def _set_positive_column(td: ProbTask, positive: str | None, source: str) -> None:
     """A classification task's ``positive`` (and, with two labels, ``score``) when one is given.
 
     A global ``positive=`` that is not a label of this task is skipped; one given for this very
@@ -501,7 +605,7 @@ def canonical_codes(codes: np.ndarray) -> np.ndarray:
     return rank[inv.reshape(-1)]
 
 
-def _group_codes(values: list) -> np.ndarray | None:
+def _group_codes(values: list[Any]) -> np.ndarray | None:
     if all(v is None for v in values):
         return None
     codes = np.empty(len(values), dtype=np.int64)
@@ -515,9 +619,9 @@ def _group_codes(values: list) -> np.ndarray | None:
     return codes
 
 
-def _encode(values: list) -> tuple[np.ndarray, list]:
+def _encode(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
     table: dict[Any, int] = {}
-    order: list = []
+    order: list[Any] = []
     codes = np.empty(len(values), dtype=np.int32)
     for i, v in enumerate(values):
         key = (type(v), v)
@@ -533,11 +637,15 @@ def _build(b: _TaskBuilder, source: str, positive: str | None) -> TaskData:
     n = len(b.ids)
     ids = np.empty(n, dtype=object)
     ids[:] = b.ids
-    td = TaskData(task=b.task, kind=b.kind, ids=ids, lines=np.asarray(b.lines, dtype=np.int64))
     codes = _group_codes(b.group)
-    td.group = None if codes is None else canonical_codes(codes)
-    td.slice_columns = {k: _encode(v) for k, v in b.slices.items()}
-    td.extras = b.extras
+    common: dict[str, Any] = {
+        "task": b.task,
+        "ids": ids,
+        "lines": np.asarray(b.lines, dtype=np.int64),
+        "group": None if codes is None else canonical_codes(codes),
+        "slice_columns": {k: _encode(v) for k, v in b.slices.items()},
+        "extras": b.extras,
+    }
     if b.kind == "classification":
         labels = sorted({k for d in b.pred for k in d})
         index = {lab: j for j, lab in enumerate(labels)}
@@ -551,12 +659,17 @@ def _build(b: _TaskBuilder, source: str, positive: str | None) -> TaskData:
             for i, d in enumerate(b.pred):
                 for k, p in d.items():
                     probs[i, index[k]] = p
-        td.labels = tuple(labels)
-        td.probs = probs
-        td.gold_index = np.fromiter((index[g] for g in b.gold), dtype=np.int64, count=n)
-        td.pred_index = probs.argmax(axis=1).astype(np.int64) if n else np.zeros(0, np.int64)
-        _set_positive_column(td, positive, source)
-    elif b.kind == "binary":
+        ptd = ProbTask(
+            **common,
+            kind="classification",
+            labels=tuple(labels),
+            probs=probs,
+            gold_index=np.fromiter((index[g] for g in b.gold), dtype=np.int64, count=n),
+            pred_index=probs.argmax(axis=1).astype(np.int64) if n else np.zeros(0, np.int64),
+        )
+        _set_positive_column(ptd, positive, source)
+        return ptd
+    if b.kind == "binary":
         golds = set(b.gold)
         pos = _positive_for(b.task, golds, positive or b.positive, source, b.first_line)
         extra = golds - {pos}
@@ -568,34 +681,44 @@ def _build(b: _TaskBuilder, source: str, positive: str | None) -> TaskData:
                 line=b.first_line,
                 field="gold",
             )
-        _set_binary_columns(
-            td,
-            pos,
-            golds,
-            np.asarray(b.pred, dtype=np.float64),
-            np.fromiter((g == pos for g in b.gold), dtype=bool, count=n),
+        score = np.asarray(b.pred, dtype=np.float64)
+        gold_pos = np.fromiter((g == pos for g in b.gold), dtype=bool, count=n)
+        bt = binary_task(common["task"], common["ids"], common["lines"], pos, golds, score, gold_pos)
+        bt.group, bt.slice_columns, bt.extras = common["group"], common["slice_columns"], common["extras"]
+        return bt
+    if b.kind == "regression":
+        return RegressionTask(
+            **common,
+            gold_value=np.asarray(b.gold, dtype=np.float64),
+            pred_value=np.asarray(b.pred, dtype=np.float64),
         )
-    elif b.kind == "regression":
-        td.gold_value = np.asarray(b.gold, dtype=np.float64)
-        td.pred_value = np.asarray(b.pred, dtype=np.float64)
-    elif b.kind == "sets":
-        td.gold_items = [frozenset(_canon(x) for x in g) for g in b.gold]
-        td.pred_items = [frozenset(_canon(x) for x in p) for p in b.pred]
-    elif b.kind == "ranking":
-        td.gold_relevance = [{k: float(v) for k, v in g.items()} for g in b.gold]
-        td.scores = [{k: float(v) for k, v in p.items()} for p in b.pred]
-    else:  # match: strings compare as themselves; anything else as canonical JSON (so 1 != "1")
-        if all(type(v) is str for v in b.gold) and all(type(v) is str for v in b.pred):
-            gold, pred = b.gold, b.pred
-        else:
-            gold = [orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode() for v in b.gold]
-            pred = [orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode() for v in b.pred]
-        labels = sorted(set(gold) | set(pred))
-        index = {lab: j for j, lab in enumerate(labels)}
-        td.labels = tuple(labels)
-        td.gold_index = np.fromiter((index[g] for g in gold), dtype=np.int64, count=n)
-        td.pred_index = np.fromiter((index[p] for p in pred), dtype=np.int64, count=n)
-    return td
+    if b.kind == "sets":
+        return SetTask(
+            **common,
+            gold_items=[frozenset(_canon(x) for x in g) for g in b.gold],
+            pred_items=[frozenset(_canon(x) for x in p) for p in b.pred],
+        )
+    if b.kind == "ranking":
+        return RankingTask(
+            **common,
+            gold_relevance=[{k: float(v) for k, v in g.items()} for g in b.gold],
+            scores=[{k: float(v) for k, v in p.items()} for p in b.pred],
+        )
+    # match: strings compare as themselves; anything else as canonical JSON (so 1 != "1")
+    if all(type(v) is str for v in b.gold) and all(type(v) is str for v in b.pred):
+        gold, pred = b.gold, b.pred
+    else:
+        gold = [orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode() for v in b.gold]
+        pred = [orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode() for v in b.pred]
+    labels_m = sorted(set(gold) | set(pred))
+    index_m = {lab: j for j, lab in enumerate(labels_m)}
+    return LabelTask(
+        **common,
+        kind="match",
+        labels=tuple(labels_m),
+        gold_index=np.fromiter((index_m[g] for g in gold), dtype=np.int64, count=n),
+        pred_index=np.fromiter((index_m[p] for p in pred), dtype=np.int64, count=n),
+    )
 
 
 class _Strict(str):
@@ -609,7 +732,7 @@ def _positive_of(positive: str | Mapping[str, str] | None, task: str) -> str | N
     return None if p is None else _Strict(str(p))
 
 
-def _finish(checker: _Checker, source: str, positive) -> ResultSet:
+def _finish(checker: _Checker, source: str, positive: str | Mapping[str, str] | None) -> ResultSet:
     tasks = {name: _build(b, source, _positive_of(positive, name)) for name, b in checker.tasks.items()}
     return ResultSet(tasks, source=source)
 
@@ -746,7 +869,12 @@ def load(source: Any, *, tolerance: float = TOLERANCE, positive: str | Mapping[s
 __all__ = [
     "KINDS",
     "TOLERANCE",
+    "LabelTask",
+    "ProbTask",
+    "RankingTask",
+    "RegressionTask",
     "ResultSet",
+    "SetTask",
     "TaskData",
     "TornLineWarning",
     "iter_rows",

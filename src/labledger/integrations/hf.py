@@ -47,6 +47,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised only without transformers
     raise ImportError("labledger.integrations.hf needs transformers: pip install 'labledger[integrations]'") from _exc
 
+from labledger.errors import LedgerError
 from labledger.integrations.values import jsonable, numbers
 from labledger.store.ledger import Ledger
 from labledger.store.run import Run
@@ -232,7 +233,7 @@ class LedgerCallback(TrainerCallback):
                 if self.trainer_facts.get("model_accepts_loss_kwargs")
                 else ""
             )
-            self.run.note(
+            self._current().note(
                 f"The Trainer's reported loss is {ratio:.2f}x the mean cross-entropy of the interval's "
                 f"microbatches, with gradient_accumulation_steps = {ga}: it summed each microbatch's loss "
                 f"without dividing by the accumulation steps{why}. Compare history 'loss' with "
@@ -279,20 +280,26 @@ class LedgerCallback(TrainerCallback):
         if self.finish_on_train_end:
             self.run.finish("finished")
 
+    def _current(self) -> Run:
+        """The open run (the callback's hooks run only after ``on_train_begin`` started it)."""
+        if self.run is None:
+            raise LedgerError("the labledger run has not started (on_train_begin was not called)")
+        return self.run
+
     # -- ending by hand ---------------------------------------------------------------------------
     def finish(self, status: str = "finished", *, error: str | None = None) -> None:
         """End the run (``finished``, ``failed`` or ``killed``) if it is still open."""
         if self.active:
-            self.run.finish(status, error=error)
+            self._current().finish(status, error=error)
 
     def abort(self, exc: BaseException) -> None:
         """Mark the run ``failed`` (``killed`` for Ctrl-C) with the exception's summary."""
         if not self.active:
             return
         if isinstance(exc, KeyboardInterrupt):
-            self.run.finish("killed", error="KeyboardInterrupt")
+            self._current().finish("killed", error="KeyboardInterrupt")
         else:
-            self.run.finish("failed", error=f"{type(exc).__name__}: {exc}")
+            self._current().finish("failed", error=f"{type(exc).__name__}: {exc}")
 
     def __enter__(self) -> LedgerCallback:
         return self
@@ -359,7 +366,7 @@ class LedgerCallback(TrainerCallback):
             record["gpu_peak_allocated_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
         else:
             record["gpu_allocated_mib"] = record["gpu_peak_allocated_mib"] = None
-        self.run.log_batch(record)
+        self._current().log_batch(record)
 
     def _samples(self, logits: Any, labels: Any, input_ids: Any) -> list[dict[str, Any]]:
         import torch

@@ -125,7 +125,7 @@ class LedgerLogger(Logger):
             run.log(int(step) if step is not None else self._calls - 1, **values)
 
     def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
-        if rank_zero_only.rank != 0:
+        if getattr(rank_zero_only, "rank", 0) != 0:
             return
         run = self._open()
         if run is None:

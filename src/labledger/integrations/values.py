@@ -7,6 +7,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from labledger.inputs.records import unwrap_scalar
+
 
 def jsonable(obj: Any, depth: int = 0) -> Any:
     """``obj`` as JSON-ready data: containers recursed, enums by value, other objects as text.
@@ -46,13 +48,7 @@ def numbers(values: Mapping[str, Any]) -> dict[str, float | int]:
     for k, v in values.items():
         if isinstance(v, bool):
             continue
-        if isinstance(v, (int, float)):
-            out[k] = v
-        elif hasattr(v, "item"):
-            try:
-                x = v.item()
-            except Exception:  # noqa: BLE001 - not a scalar
-                continue
-            if isinstance(x, (int, float)) and not isinstance(x, bool):
-                out[k] = x
+        x = unwrap_scalar(v)
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
+            out[k] = x
     return out

@@ -10,7 +10,7 @@ import numpy as np
 from labledger.errors import MetricInputError
 
 
-def as_1d(x: Any, what: str, *, dtype=None) -> np.ndarray:
+def as_1d(x: Any, what: str, *, dtype: Any = None) -> np.ndarray:
     """``x`` as a 1-D array (a clear error otherwise)."""
     arr = np.asarray(x, dtype=dtype) if dtype is not None else np.asarray(x)
     if arr.ndim != 1:
@@ -69,7 +69,7 @@ def _unique_inverse(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq, inv.reshape(-1)
 
 
-def _small_int_codes(arrays: list[np.ndarray]) -> tuple[list[np.ndarray], tuple] | None:
+def _small_int_codes(arrays: list[np.ndarray]) -> tuple[list[np.ndarray], tuple[Any, ...]] | None:
     """Integer label columns whose values are exactly 0..K-1 together: the codes are the columns."""
     if not all(len(a) for a in arrays):
         return None
@@ -86,7 +86,7 @@ def _small_int_codes(arrays: list[np.ndarray]) -> tuple[list[np.ndarray], tuple]
 
 def encode(
     *columns: Any, labels: Sequence[Any] | None = None, extra: Sequence[Any] = ()
-) -> tuple[list[np.ndarray], tuple]:
+) -> tuple[list[np.ndarray], tuple[Any, ...]]:
     """Encode label columns as int64 indices into ``labels`` (default: the sorted union).
 
     ``extra`` labels are added to the default label list (e.g. a ``pos_label`` absent from the data).
@@ -131,7 +131,7 @@ def encode(
     return out, tuple(names)
 
 
-def prob_matrix(probs: Any, labels: Sequence[Any] | None) -> tuple[np.ndarray, tuple]:
+def prob_matrix(probs: Any, labels: Sequence[Any] | None) -> tuple[np.ndarray, tuple[Any, ...]]:
     """(n, K) probabilities with the label of each column: from mappings (keyed by label) or a 2-D array."""
     if isinstance(probs, Sequence) and len(probs) and isinstance(probs[0], Mapping):
         names = tuple(labels) if labels is not None else tuple(sorted({k for d in probs for k in d}))

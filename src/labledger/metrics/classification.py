@@ -27,7 +27,8 @@ import numpy as np
 
 from labledger.errors import MetricInputError
 from labledger.metrics._inputs import encode, numbers, prob_matrix, same_length, score_inputs
-from labledger.metrics.registry import Metric, Prepared, register
+from labledger.metrics.entry import Metric
+from labledger.metrics.prepared import MeanPrepared, Prepared, Strategy, TablePrepared, WeightsFunction, WeightsPrepared
 
 EPS = float(np.finfo(np.float64).eps)
 LABEL_KINDS = ("classification", "binary", "match")
@@ -53,7 +54,7 @@ def _div(num: np.ndarray, den: np.ndarray, zd: float) -> np.ndarray:
 
 
 def _accuracy_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
-    def fn(tables):
+    def fn(tables: np.ndarray) -> np.ndarray:
         t, tp, _, _ = _parts(tables, k)
         return _div(tp.sum(axis=1), t.sum(axis=(1, 2)), math.nan)
 
@@ -61,7 +62,7 @@ def _accuracy_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def _balanced_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
-    def fn(tables):
+    def fn(tables: np.ndarray) -> np.ndarray:
         _, tp, true_sum, _ = _parts(tables, k)
         rec = _div(tp, true_sum, math.nan)
         present = true_sum > 0
@@ -71,7 +72,7 @@ def _balanced_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
     return fn
 
 
-def _per_label(stat: str, tp, true_sum, pred_sum, zd):
+def _per_label(stat: str, tp: np.ndarray, true_sum: np.ndarray, pred_sum: np.ndarray, zd: float) -> np.ndarray:
     if stat == "precision":
         return _div(tp, pred_sum, zd)
     if stat == "recall":
@@ -82,7 +83,7 @@ def _per_label(stat: str, tp, true_sum, pred_sum, zd):
 def _prf_t(
     k: int, stat: str, average: str, pos: int | None, zd: float, label_mask: np.ndarray | None
 ) -> Callable[[np.ndarray], np.ndarray]:
-    def fn(tables):
+    def fn(tables: np.ndarray) -> np.ndarray:
         _, tp, true_sum, pred_sum = _parts(tables, k)
         if average == "binary":
             return _per_label(stat, tp[:, pos], true_sum[:, pos], pred_sum[:, pos], zd)
@@ -106,7 +107,7 @@ def _prf_t(
 
 
 def _mcc_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
-    def fn(tables):
+    def fn(tables: np.ndarray) -> np.ndarray:
         t, tp, true_sum, pred_sum = _parts(tables, k)
         n = t.sum(axis=(1, 2))
         correct = tp.sum(axis=1)
@@ -124,7 +125,7 @@ def _mcc_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def _kappa_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
-    def fn(tables):
+    def fn(tables: np.ndarray) -> np.ndarray:
         t, tp, true_sum, pred_sum = _parts(tables, k)
         n = t.sum(axis=(1, 2))
         observed = n - tp.sum(axis=1)  # sum(w * C), w = 1 - I
@@ -135,13 +136,37 @@ def _kappa_t(k: int) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def _per_class_t(k: int, zd: float) -> Callable[[np.ndarray], np.ndarray]:
-    def fn(tables):
+    def fn(tables: np.ndarray) -> np.ndarray:
         _, tp, true_sum, pred_sum = _parts(tables, k)
         cols = [_per_label(s, tp, true_sum, pred_sum, zd) for s in ("precision", "recall", "f1")]
         cols.append(true_sum)
         return np.stack(cols, axis=2).reshape(len(tp), -1)  # label-major: label0 P,R,F,support, ...
 
     return fn
+
+
+#: The count-table metrics a binary 2x2 table gives directly (the sweep's columns and gates).
+BINARY_TABLE_METRICS = ("accuracy", "balanced_accuracy", "precision", "recall", "f1", "mcc")
+
+
+def binary_table_metric(name: str, zero_division: float = 0.0) -> Callable[[np.ndarray], np.ndarray]:
+    """The registry's table function of ``name`` on (B, 4) binary tables ``[tn, fp, fn, tp]``.
+
+    The tables are row-major (gold, pred) over (negative, positive); precision, recall and F1 are
+    those of the positive label, with ``zero_division`` for a 0/0.
+
+    >>> binary_table_metric("f1")(np.array([[5, 1, 2, 2]])).tolist()
+    [0.5714285714285714]
+    """
+    if name == "accuracy":
+        return _accuracy_t(2)
+    if name == "balanced_accuracy":
+        return _balanced_t(2)
+    if name in ("precision", "recall", "f1"):
+        return _prf_t(2, name, "binary", 1, zero_division, None)
+    if name == "mcc":
+        return _mcc_t(2)
+    raise MetricInputError(f"{name} is not a binary count-table metric ({', '.join(BINARY_TABLE_METRICS)})")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -157,30 +182,42 @@ def label_prepared(
     *,
     pos: int | None = None,
     label_mask: np.ndarray | None = None,
-) -> Prepared:
+) -> TablePrepared:
     """A :class:`Prepared` for a confusion-matrix metric over encoded ``gold``/``pred`` indices."""
     k = len(labels)
     n = len(gold)
-    common = dict(metric=name, params=params, n=n, n_used=n, strategy="table", parts=(gold, pred, k), n_cells=k * k)
+
+    def table(from_tables: Callable[[np.ndarray], np.ndarray], columns: tuple[str, ...] | None = None) -> TablePrepared:
+        return TablePrepared(
+            metric=name,
+            params=params,
+            n=n,
+            n_used=n,
+            parts=(gold, pred, k),
+            n_cells=k * k,
+            from_tables=from_tables,
+            columns=columns,
+        )
+
     if name == "accuracy":
-        return Prepared(**common, from_tables=_accuracy_t(k))
+        return table(_accuracy_t(k))
     if name == "balanced_accuracy":
-        return Prepared(**common, from_tables=_balanced_t(k))
+        return table(_balanced_t(k))
     if name in ("precision", "recall", "f1"):
         avg = params["average"]
         if avg == "binary" and pos is None:
             raise MetricInputError(f"{name} with average='binary' needs pos_label= (the positive label)")
-        return Prepared(**common, from_tables=_prf_t(k, name, avg, pos, params["zero_division"], label_mask))
+        return table(_prf_t(k, name, avg, pos, params["zero_division"], label_mask))
     if name == "mcc":
-        return Prepared(**common, from_tables=_mcc_t(k))
+        return table(_mcc_t(k))
     if name == "cohen_kappa":
-        return Prepared(**common, from_tables=_kappa_t(k))
+        return table(_kappa_t(k))
     if name == "per_class":
         cols = tuple(f"{s}[{lab}]" for lab in labels for s in ("precision", "recall", "f1", "support"))
-        return Prepared(**common, from_tables=_per_class_t(k, params["zero_division"]), columns=cols)
+        return table(_per_class_t(k, params["zero_division"]), cols)
     if name == "confusion_matrix":
         cols = tuple(f"{g}->{p}" for g in labels for p in labels)
-        return Prepared(**common, from_tables=lambda t: np.asarray(t, dtype=np.float64), columns=cols)
+        return table(lambda t: np.asarray(t, dtype=np.float64), cols)
     raise MetricInputError(f"{name} is not a label metric")
 
 
@@ -192,12 +229,10 @@ def resolve_average(params: dict[str, Any], pos_known: bool) -> dict[str, Any]:
 
 
 def _checked(name: str, params: dict[str, Any]) -> dict[str, Any]:
-    from labledger.metrics.registry import get_metric
-
-    return get_metric(name).resolve(params)
+    return _BY_NAME[name].resolve(params)
 
 
-def _raw_labels(name: str, gold, pred, labels, params) -> Prepared:
+def _raw_labels(name: str, gold: Any, pred: Any, labels: Any, params: dict[str, Any]) -> TablePrepared:
     params = _checked(name, params)
     same_length(gold=gold, pred=pred)
     pos_label = params.get("pos_label")
@@ -218,27 +253,38 @@ def _raw_labels(name: str, gold, pred, labels, params) -> Prepared:
 # Probability metrics (strategy "weights" or "mean")
 
 
+def tie_starts(sorted_values: np.ndarray) -> np.ndarray | None:
+    """Start index of each run of equal values in a sorted array (``None``: no two are equal).
+
+    >>> tie_starts(np.array([0.1, 0.4, 0.4, 0.8])).tolist(), tie_starts(np.array([0.1, 0.2]))
+    ([0, 1, 3], None)
+    """
+    s = sorted_values
+    if len(s) < 2:
+        return None
+    differs = s[1:] != s[:-1]
+    if np.count_nonzero(differs) == len(s) - 1:
+        return None  # no ties
+    return np.concatenate([[0], np.flatnonzero(differs) + 1])
+
+
 def _sorted_groups(score: np.ndarray, descending: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """Sort order (any order among equal scores: ties are grouped) and tie-group starts (None: no ties)."""
     order = np.argsort(-score if descending else score)
-    s = score[order]
-    if len(s) < 2:
-        return order, None
-    differs = s[1:] != s[:-1]
-    if np.count_nonzero(differs) == len(s) - 1:
-        return order, None  # no ties
-    return order, np.concatenate([[0], np.flatnonzero(differs) + 1])
+    return order, tie_starts(score[order])
 
 
 def _group_sum(x: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
     return x if starts is None else np.add.reduceat(x, starts, axis=1)
 
 
-def _auc_w(score: np.ndarray, is_pos: np.ndarray, sorted_: tuple | None = None) -> Callable[[np.ndarray], np.ndarray]:
+def _auc_w(
+    score: np.ndarray, is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None] | None = None
+) -> WeightsFunction:
     order, starts = sorted_ if sorted_ is not None else _sorted_groups(score, descending=False)
     cache: dict[str, np.ndarray] = {}
 
-    def fn(w, exchangeable=False):
+    def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         if "pos_f" not in cache:  # built on first use: a point value alone never needs it
             cache["pos_f"] = is_pos[order].astype(np.float64)
         pos_f = cache["pos_f"]
@@ -270,33 +316,46 @@ def _reverse_ranking(a: np.ndarray, b: np.ndarray, order_b: np.ndarray) -> bool:
     return bool(np.all(da <= 0) and np.array_equal(db == 0, da == 0))
 
 
-def _auc_point(is_pos: np.ndarray, sorted_: tuple) -> Callable[[], float]:
+def roc_auc_sorted(y: np.ndarray, starts: np.ndarray | None) -> float:
+    """Unweighted ROC-AUC from mid-ranks (Mann-Whitney U, ties count one half) in exact integers.
+
+    ``y``: the class flags (positive: True) in ascending score order; ``starts``: the tie groups of
+    the sorted scores (:func:`tie_starts`). NaN when a class is absent. The one ROC-AUC kernel:
+    the registry's ``roc_auc`` and the threshold sweep both use it.
+
+    >>> s = np.array([0.1, 0.35, 0.4, 0.8]); y = np.array([False, True, False, True])
+    >>> roc_auc_sorted(y, tie_starts(s))
+    0.75
+    """
+    n, p = len(y), int(np.count_nonzero(y))
+    q = n - p
+    if p == 0 or q == 0:
+        return math.nan
+    if starts is None:
+        twice_rank_sum = 2 * int(np.flatnonzero(y).sum(dtype=np.int64)) + 2 * p  # ranks 1..n
+    else:
+        ends = np.r_[starts[1:], n]
+        pos_in_group = np.add.reduceat(y.astype(np.int64), starts)
+        twice_rank_sum = int((pos_in_group * (starts + 1 + ends)).sum(dtype=np.int64))  # 2 x mid-rank
+    u2 = twice_rank_sum - p * (p + 1)
+    return (u2 / 2) / (p * q) if u2 % 2 == 0 else u2 / (2 * p * q)
+
+
+def _auc_point(is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None]) -> Callable[[], float]:
     """Unweighted ROC-AUC from mid-ranks (Mann-Whitney U) in exact integer arithmetic."""
 
-    def fn():
+    def fn() -> float:
         order, starts = sorted_
-        y = is_pos[order]
-        n, p = len(y), int(np.count_nonzero(y))
-        q = n - p
-        if p == 0 or q == 0:
-            return math.nan
-        if starts is None:
-            twice_rank_sum = 2 * int(np.flatnonzero(y).sum(dtype=np.int64)) + 2 * p  # ranks 1..n
-        else:
-            ends = np.r_[starts[1:], n]
-            pos_in_group = np.add.reduceat(y.astype(np.int64), starts)
-            twice_rank_sum = int((pos_in_group * (starts + 1 + ends)).sum(dtype=np.int64))  # 2 x mid-rank
-        u2 = twice_rank_sum - p * (p + 1)
-        return (u2 / 2) / (p * q) if u2 % 2 == 0 else u2 / (2 * p * q)
+        return roc_auc_sorted(is_pos[order], starts)
 
     return fn
 
 
-def _ap_w(score: np.ndarray, is_pos: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+def _ap_w(score: np.ndarray, is_pos: np.ndarray) -> WeightsFunction:
     order, starts = _sorted_groups(score, descending=True)
     pos_f = is_pos[order].astype(np.float64)
 
-    def fn(w, exchangeable=False):
+    def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         ws = w if exchangeable else np.take(w, order, axis=1)
         tp = ws * pos_f
         if starts is not None:
@@ -311,10 +370,15 @@ def _ap_w(score: np.ndarray, is_pos: np.ndarray) -> Callable[[np.ndarray], np.nd
     return fn
 
 
-def _ovr_w(make, probs: np.ndarray, gold: np.ndarray, classes: Sequence[int]):
+def _ovr_w(
+    make: Callable[[np.ndarray, np.ndarray], WeightsFunction],
+    probs: np.ndarray,
+    gold: np.ndarray,
+    classes: Sequence[int],
+) -> WeightsFunction:
     fns = [make(probs[:, c], gold == c) for c in classes]
 
-    def fn(w, exchangeable=False):
+    def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         vals = np.stack([f(w) for f in fns], axis=1)
         ok = ~np.isnan(vals)
         return _div(np.where(ok, vals, 0).sum(axis=1), ok.sum(axis=1), math.nan)
@@ -322,7 +386,7 @@ def _ovr_w(make, probs: np.ndarray, gold: np.ndarray, classes: Sequence[int]):
     return fn
 
 
-def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str):
+def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str) -> WeightsFunction:
     n = len(conf)
     if strategy == "uniform":
         bins = np.minimum((conf * n_bins).astype(np.int64), n_bins - 1)
@@ -331,7 +395,7 @@ def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str):
         starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]]) if n else np.zeros(0, np.int64)
         c_s, k_s = conf[order], correct[order].astype(np.float64)
 
-        def fn(w, exchangeable=False):
+        def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
             ws = w if exchangeable else np.take(w, order, axis=1)
             tot = np.add.reduceat(ws, starts, axis=1)
             gap = np.add.reduceat(ws * (k_s - c_s), starts, axis=1)
@@ -341,7 +405,7 @@ def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str):
     order = np.argsort(conf, kind="stable")
     diff = correct[order].astype(np.float64) - conf[order]
 
-    def fn_q(w, exchangeable=False):
+    def fn_q(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         ws = w if exchangeable else np.take(w, order, axis=1)
         total = ws.sum(axis=1, keepdims=True)
         before = np.cumsum(ws, axis=1) - ws
@@ -360,28 +424,28 @@ def score_prepared(
 ) -> Prepared:
     """A :class:`Prepared` for a binary probability metric from P(positive) (no (n, 2) matrix)."""
     n = len(score)
-    common = dict(metric=name, params=params, n=n, n_used=n)
+
+    def weights(from_weights: WeightsFunction, point: Callable[[], float] | None = None) -> WeightsPrepared:
+        return WeightsPrepared(metric=name, params=params, n=n, n_used=n, from_weights=from_weights, point=point)
+
+    def mean(values: np.ndarray) -> MeanPrepared:
+        return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
+
     if name == "roc_auc":
         sorted_ = _sorted_groups(score, descending=False)
-        return Prepared(
-            **common, strategy="weights", from_weights=_auc_w(score, is_pos, sorted_), point=_auc_point(is_pos, sorted_)
-        )
+        return weights(_auc_w(score, is_pos, sorted_), _auc_point(is_pos, sorted_))
     if name == "average_precision":
-        return Prepared(**common, strategy="weights", from_weights=_ap_w(score, is_pos))
+        return weights(_ap_w(score, is_pos))
     if name == "log_loss":
         p = np.clip(np.where(is_pos, score, 1.0 - score), EPS, 1 - EPS)
-        return Prepared(**common, strategy="mean", values=-np.log(p))
+        return mean(-np.log(p))
     if name == "brier":  # the two-label form halved: (P(positive) - y)^2
-        return Prepared(**common, strategy="mean", values=(score - is_pos) ** 2)
+        return mean((score - is_pos) ** 2)
     if name == "ece":
         if pred_pos is None:
             pred_pos = score >= 0.5
         conf = np.where(pred_pos, score, 1.0 - score)
-        return Prepared(
-            **common,
-            strategy="weights",
-            from_weights=_ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]),
-        )
+        return weights(_ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]))
     raise MetricInputError(f"{name} is not a probability metric")
 
 
@@ -397,7 +461,13 @@ def prob_prepared(
 ) -> Prepared:
     """A :class:`Prepared` for a probability metric: ``gold`` indices, ``probs`` (n, K) keyed by ``labels``."""
     n, k = probs.shape
-    common = dict(metric=name, params=params, n=n, n_used=n)
+
+    def weights(from_weights: WeightsFunction, point: Callable[[], float] | None = None) -> WeightsPrepared:
+        return WeightsPrepared(metric=name, params=params, n=n, n_used=n, from_weights=from_weights, point=point)
+
+    def mean(values: np.ndarray) -> MeanPrepared:
+        return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
+
     if name in ("roc_auc", "average_precision"):
         make = _auc_w if name == "roc_auc" else _ap_w
         if params["average"] == "binary":
@@ -409,34 +479,27 @@ def prob_prepared(
             if _reverse_ranking(probs[:, 0], probs[:, 1], sorted_[0]):
                 # P(label 0) ranks the items exactly in reverse: both one-vs-rest AUCs are equal (when
                 # both are defined), so their macro mean is the AUC of label 1, computed once
-                return Prepared(
-                    **common,
-                    strategy="weights",
-                    from_weights=_auc_w(probs[:, 1], gold == 1, sorted_),
-                    point=_auc_point(gold == 1, sorted_),
-                )
-        return Prepared(**common, strategy="weights", from_weights=_ovr_w(make, probs, gold, range(k)))
+                return weights(_auc_w(probs[:, 1], gold == 1, sorted_), _auc_point(gold == 1, sorted_))
+        return weights(_ovr_w(make, probs, gold, range(k)))
     if name == "log_loss":
         p = np.clip(probs[np.arange(n), gold], EPS, 1 - EPS)
-        return Prepared(**common, strategy="mean", values=-np.log(p))
+        return mean(-np.log(p))
     if name == "brier":
         onehot = np.zeros_like(probs)
         onehot[np.arange(n), gold] = 1.0
         v = ((probs - onehot) ** 2).sum(axis=1)
         if k < 3:
             v *= 0.5
-        return Prepared(**common, strategy="mean", values=v)
+        return mean(v)
     if name == "ece":
         if pred is None:
             pred = probs.argmax(axis=1)
         conf = probs[np.arange(n), pred]
-        return Prepared(
-            **common, strategy="weights", from_weights=_ece_w(conf, pred == gold, params["n_bins"], params["strategy"])
-        )
+        return weights(_ece_w(conf, pred == gold, params["n_bins"], params["strategy"]))
     raise MetricInputError(f"{name} is not a probability metric")
 
 
-def _raw_probs(name: str, gold, probs, score, labels, params) -> Prepared:
+def _raw_probs(name: str, gold: Any, probs: Any, score: Any, labels: Any, params: dict[str, Any]) -> Prepared:
     params = _checked(name, params)
     if (probs is None) == (score is None):
         raise MetricInputError(f"{name} needs exactly one of probs= (items x labels) or score= (P(positive))")
@@ -467,26 +530,33 @@ def _raw_probs(name: str, gold, probs, score, labels, params) -> Prepared:
 _ZD = 0.0
 
 
-def accuracy(*, gold, pred, sample_weight=None) -> float:
+def accuracy(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
     """Fraction of items whose predicted label equals the gold label.
 
     >>> accuracy(gold=["a", "b", "b"], pred=["a", "b", "a"])
     0.6666666666666666
     """
-    return _raw_labels("accuracy", gold, pred, None, {}).value(sample_weight)
+    return float(_raw_labels("accuracy", gold, pred, None, {}).value(sample_weight))
 
 
-def balanced_accuracy(*, gold, pred, sample_weight=None) -> float:
+def balanced_accuracy(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
     """Mean recall over the labels present in gold.
 
     >>> balanced_accuracy(gold=[0, 0, 0, 1], pred=[0, 0, 0, 0])
     0.5
     """
-    return _raw_labels("balanced_accuracy", gold, pred, None, {}).value(sample_weight)
+    return float(_raw_labels("balanced_accuracy", gold, pred, None, {}).value(sample_weight))
 
 
 def precision(
-    *, gold, pred, average="auto", pos_label=None, labels=None, zero_division=_ZD, sample_weight=None
+    *,
+    gold: Any,
+    pred: Any,
+    average: Any = "auto",
+    pos_label: Any = None,
+    labels: Any = None,
+    zero_division: Any = _ZD,
+    sample_weight: Any = None,
 ) -> float:
     """Precision ``tp / (tp + fp)``, per label then averaged (``average``: binary/macro/micro/weighted/auto).
 
@@ -494,57 +564,80 @@ def precision(
     0.6666666666666666
     """
     params = {"average": average, "pos_label": pos_label, "zero_division": float(zero_division)}
-    return _raw_labels("precision", gold, pred, labels, params).value(sample_weight)
+    return float(_raw_labels("precision", gold, pred, labels, params).value(sample_weight))
 
 
-def recall(*, gold, pred, average="auto", pos_label=None, labels=None, zero_division=_ZD, sample_weight=None) -> float:
+def recall(
+    *,
+    gold: Any,
+    pred: Any,
+    average: Any = "auto",
+    pos_label: Any = None,
+    labels: Any = None,
+    zero_division: Any = _ZD,
+    sample_weight: Any = None,
+) -> float:
     """Recall ``tp / (tp + fn)``, per label then averaged.
 
     >>> recall(gold=["x", "y", "y"], pred=["x", "x", "y"], average="macro")
     0.75
     """
     params = {"average": average, "pos_label": pos_label, "zero_division": float(zero_division)}
-    return _raw_labels("recall", gold, pred, labels, params).value(sample_weight)
+    return float(_raw_labels("recall", gold, pred, labels, params).value(sample_weight))
 
 
-def f1(*, gold, pred, average="auto", pos_label=None, labels=None, zero_division=_ZD, sample_weight=None) -> float:
+def f1(
+    *,
+    gold: Any,
+    pred: Any,
+    average: Any = "auto",
+    pos_label: Any = None,
+    labels: Any = None,
+    zero_division: Any = _ZD,
+    sample_weight: Any = None,
+) -> float:
     """F1 ``2 tp / (2 tp + fp + fn)``, per label then averaged.
 
     >>> round(f1(gold=[1, 1, 0, 0], pred=[1, 0, 0, 0], average="weighted"), 4)
     0.7333
     """
     params = {"average": average, "pos_label": pos_label, "zero_division": float(zero_division)}
-    return _raw_labels("f1", gold, pred, labels, params).value(sample_weight)
+    return float(_raw_labels("f1", gold, pred, labels, params).value(sample_weight))
 
 
-def per_class(*, gold, pred, labels=None, zero_division=_ZD, sample_weight=None) -> dict[str, float]:
+def per_class(
+    *, gold: Any, pred: Any, labels: Any = None, zero_division: Any = _ZD, sample_weight: Any = None
+) -> dict[str, float]:
     """Precision, recall, F1 and support of every label: ``{"recall[a]": ..., ...}``.
 
     >>> per_class(gold=["a", "b"], pred=["a", "a"])["recall[b]"]
     0.0
     """
-    return _raw_labels("per_class", gold, pred, labels, {"zero_division": float(zero_division)}).value(sample_weight)
+    out: dict[str, float] = _raw_labels("per_class", gold, pred, labels, {"zero_division": float(zero_division)}).value(
+        sample_weight
+    )
+    return out
 
 
-def mcc(*, gold, pred, sample_weight=None) -> float:
+def mcc(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
     """Matthews correlation coefficient (multiclass form; 0 when a marginal is constant).
 
     >>> mcc(gold=[1, 0, 1, 0], pred=[1, 0, 0, 0])
     0.5773502691896258
     """
-    return _raw_labels("mcc", gold, pred, None, {}).value(sample_weight)
+    return float(_raw_labels("mcc", gold, pred, None, {}).value(sample_weight))
 
 
-def cohen_kappa(*, gold, pred, sample_weight=None) -> float:
+def cohen_kappa(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
     """Cohen's kappa ``(p_o - p_e) / (1 - p_e)`` (nan when chance agreement is 1).
 
     >>> cohen_kappa(gold=[1, 0, 1, 0], pred=[1, 0, 0, 0])
     0.5
     """
-    return _raw_labels("cohen_kappa", gold, pred, None, {}).value(sample_weight)
+    return float(_raw_labels("cohen_kappa", gold, pred, None, {}).value(sample_weight))
 
 
-def confusion_matrix(*, gold, pred, labels=None, sample_weight=None) -> np.ndarray:
+def confusion_matrix(*, gold: Any, pred: Any, labels: Any = None, sample_weight: Any = None) -> np.ndarray:
     """K x K counts: row = gold label, column = predicted label (labels sorted unless given).
 
     >>> confusion_matrix(gold=["a", "b", "b"], pred=["a", "a", "b"]).tolist()
@@ -554,10 +647,19 @@ def confusion_matrix(*, gold, pred, labels=None, sample_weight=None) -> np.ndarr
     (g, p), names = encode(gold, pred, labels=labels)
     prep = label_prepared("confusion_matrix", {}, g, p, names)
     w = np.ones(len(g)) if sample_weight is None else numbers(sample_weight, "sample_weight")
-    return prep.tables(w[None, :])[0].reshape(len(names), len(names))
+    return np.asarray(prep.tables(w[None, :])[0].reshape(len(names), len(names)))
 
 
-def roc_auc(*, gold, score=None, probs=None, labels=None, average="auto", pos_label=None, sample_weight=None) -> float:
+def roc_auc(
+    *,
+    gold: Any,
+    score: Any = None,
+    probs: Any = None,
+    labels: Any = None,
+    average: Any = "auto",
+    pos_label: Any = None,
+    sample_weight: Any = None,
+) -> float:
     """Area under the ROC curve: binary from ``score`` = P(positive) (or ``probs`` with ``pos_label``),
     else the one-vs-rest macro mean over labels.
 
@@ -565,11 +667,18 @@ def roc_auc(*, gold, score=None, probs=None, labels=None, average="auto", pos_la
     0.75
     """
     params = {"average": average, "pos_label": pos_label}
-    return _raw_probs("roc_auc", gold, probs, score, labels, params).value(sample_weight)
+    return float(_raw_probs("roc_auc", gold, probs, score, labels, params).value(sample_weight))
 
 
 def average_precision(
-    *, gold, score=None, probs=None, labels=None, average="auto", pos_label=None, sample_weight=None
+    *,
+    gold: Any,
+    score: Any = None,
+    probs: Any = None,
+    labels: Any = None,
+    average: Any = "auto",
+    pos_label: Any = None,
+    sample_weight: Any = None,
 ) -> float:
     """Average precision ``sum_n (R_n - R_(n-1)) P_n`` over score thresholds (binary or one-vs-rest macro).
 
@@ -577,29 +686,53 @@ def average_precision(
     0.8333
     """
     params = {"average": average, "pos_label": pos_label}
-    return _raw_probs("average_precision", gold, probs, score, labels, params).value(sample_weight)
+    return float(_raw_probs("average_precision", gold, probs, score, labels, params).value(sample_weight))
 
 
-def log_loss(*, gold, probs=None, score=None, labels=None, pos_label=None, sample_weight=None) -> float:
+def log_loss(
+    *,
+    gold: Any,
+    probs: Any = None,
+    score: Any = None,
+    labels: Any = None,
+    pos_label: Any = None,
+    sample_weight: Any = None,
+) -> float:
     """Mean of ``-ln p(gold)`` (natural log; p clipped to [eps, 1 - eps]).
 
     >>> round(log_loss(gold=["a", "b"], probs=[{"a": 0.9, "b": 0.1}, {"a": 0.2, "b": 0.8}]), 6)
     0.164252
     """
-    return _raw_probs("log_loss", gold, probs, score, labels, {"pos_label": pos_label}).value(sample_weight)
+    return float(_raw_probs("log_loss", gold, probs, score, labels, {"pos_label": pos_label}).value(sample_weight))
 
 
-def brier(*, gold, probs=None, score=None, labels=None, pos_label=None, sample_weight=None) -> float:
+def brier(
+    *,
+    gold: Any,
+    probs: Any = None,
+    score: Any = None,
+    labels: Any = None,
+    pos_label: Any = None,
+    sample_weight: Any = None,
+) -> float:
     """Mean of ``sum_k (p_k - 1[gold = k])^2``, halved when there are two labels (= ``(p - y)^2``).
 
     >>> brier(gold=[1, 0], score=[0.8, 0.4])
     0.1
     """
-    return _raw_probs("brier", gold, probs, score, labels, {"pos_label": pos_label}).value(sample_weight)
+    return float(_raw_probs("brier", gold, probs, score, labels, {"pos_label": pos_label}).value(sample_weight))
 
 
 def ece(
-    *, gold, probs=None, score=None, labels=None, pos_label=None, n_bins=15, strategy="uniform", sample_weight=None
+    *,
+    gold: Any,
+    probs: Any = None,
+    score: Any = None,
+    labels: Any = None,
+    pos_label: Any = None,
+    n_bins: Any = 15,
+    strategy: Any = "uniform",
+    sample_weight: Any = None,
 ) -> float:
     """Expected calibration error of the top label: ``sum_b (n_b / n) |acc_b - conf_b|``.
 
@@ -607,11 +740,15 @@ def ece(
     0.25
     """
     params = {"pos_label": pos_label, "n_bins": n_bins, "strategy": strategy}
-    return _raw_probs("ece", gold, probs, score, labels, params).value(sample_weight)
+    return float(_raw_probs("ece", gold, probs, score, labels, params).value(sample_weight))
 
 
 # ------------------------------------------------------------------------------------------------
-# Registry entries
+# Registry entries (labledger.metrics.registry builds the registry from METRICS)
+
+#: This module's metrics, in the order they are defined.
+METRICS: list[Metric] = []
+#: Short names that stand for a metric with parameters (``macro_f1`` -> ``f1[average=macro]``).
 
 _AVG = ("auto", "binary", "macro", "micro", "weighted")
 _PRF = {"average": "auto", "pos_label": None, "zero_division": 0.0}
@@ -622,26 +759,36 @@ _PRF_NOTE = (
 )
 
 
-def _label_prep(name):
-    def prep(*, gold, pred, labels=None, **params):
+def _label_prep(name: str) -> Callable[..., Prepared]:
+    def prep(*, gold: Any, pred: Any, labels: Any = None, **params: Any) -> Prepared:
         return _raw_labels(name, gold, pred, labels, params)
 
     return prep
 
 
-def _prob_prep(name):
-    def prep(*, gold, probs=None, score=None, labels=None, **params):
+def _prob_prep(name: str) -> Callable[..., Prepared]:
+    def prep(*, gold: Any, probs: Any = None, score: Any = None, labels: Any = None, **params: Any) -> Prepared:
         return _raw_probs(name, gold, probs, score, labels, params)
 
     return prep
 
 
 def _reg(
-    name, definition, hib, fn, *, needs="labels", params=None, choices=None, strategy="table", table=False, undefined=""
-):
+    name: str,
+    definition: str,
+    hib: bool,
+    fn: Callable[..., Any],
+    *,
+    needs: str = "labels",
+    params: dict[str, Any] | None = None,
+    choices: dict[str, tuple[Any, ...]] | None = None,
+    strategy: Strategy = "table",
+    table: bool = False,
+    undefined: str = "",
+) -> None:
     kinds = LABEL_KINDS if needs == "labels" else PROB_KINDS
     prep = _label_prep(name) if needs == "labels" else _prob_prep(name)
-    register(
+    METRICS.append(
         Metric(
             name=name,
             definition=definition,
@@ -787,11 +934,15 @@ _reg(
     strategy="weights",
 )
 
+_BY_NAME = {m.name: m for m in METRICS}
 
 __all__ = [
+    "BINARY_TABLE_METRICS",
+    "METRICS",
     "accuracy",
     "average_precision",
     "balanced_accuracy",
+    "binary_table_metric",
     "brier",
     "cohen_kappa",
     "confusion_matrix",
@@ -806,4 +957,6 @@ __all__ = [
     "recall",
     "resolve_average",
     "roc_auc",
+    "roc_auc_sorted",
+    "tie_starts",
 ]

@@ -128,7 +128,7 @@ def weighted_f1(*, tp: Any, fn: Any, fp: Any, tn: Any, swapped: bool = False) ->
     else:
         w_pos, w_neg = tp + fn, tn + fp
     total = w_pos + w_neg
-    return np.divide(w_pos * f_pos + w_neg * f_neg, total, out=np.zeros(f_pos.shape), where=total != 0)
+    return np.asarray(np.divide(w_pos * f_pos + w_neg * f_neg, total, out=np.zeros(f_pos.shape), where=total != 0))
 
 
 def _decimals_of(value: float) -> int:
@@ -214,5 +214,5 @@ def reconstruct_confusion(
     return result
 
 
-def _weighted(tp, fn, fp, tn, swapped):
+def _weighted(tp: Any, fn: Any, fp: Any, tn: Any, swapped: Any) -> Any:
     return weighted_f1(tp=tp, fn=fn, fp=fp, tn=tn, swapped=swapped)

@@ -61,7 +61,7 @@ class Gate:
         return self.text
 
 
-def parse_gate(text: str) -> Gate:
+def parse_gate(text: str | Gate) -> Gate:
     """Parse a gate expression (syntax only; classes and slices are checked against the data).
 
     >>> g = parse_gate("recall[length=long] >= 0.97")
@@ -156,12 +156,12 @@ def _slice_mask(
     gives). Values match by their text: ``length=long``, ``bucket=3``, ``hard=true``.
     """
     known_fields = sorted(slices) if slices else []
-    if gate.field not in (slices or {}):
+    if slices is None or gate.field is None or gate.field not in slices:
         if not strict:
             return None
         raise GateError(
             f"Gate '{gate.text}': unknown slice field '{gate.field}'."
-            + _suggest(gate.field, known_fields)
+            + _suggest(str(gate.field), known_fields)
             + f" Known slice fields: {', '.join(repr(f) for f in known_fields) or 'none'};"
             f" classes: {', '.join(repr(x) for x in labels)}."
         )
@@ -174,7 +174,9 @@ def _slice_mask(
         if codes.dtype.kind not in "iu" or (n and (codes.min() < 0 or codes.max() >= len(table))):
             raise MetricInputError(f"slices['{gate.field}'] codes must index its {len(table)} values.")
         mask = hit[codes]  # a lookup table: one pass, one byte per item
-        known = lambda: sorted({_slice_text(v) for v in table})  # noqa: E731
+
+        def known() -> list[str]:
+            return sorted({_slice_text(v) for v in table})
     else:
         values = np.asarray(column)
         if values.shape != (n,):
@@ -188,7 +190,10 @@ def _slice_mask(
         else:
             mask = np.array([_slice_text(v) for v in np.unique(values)], dtype=object)
             mask = np.isin(values, np.unique(values)[mask == gate.value])
-        known = lambda: sorted({_slice_text(v) for v in values.tolist()})  # noqa: E731
+
+        def known() -> list[str]:
+            return sorted({_slice_text(v) for v in values.tolist()})
+
     if not mask.any() and strict:
         names = known()
         shown = ", ".join(repr(v) for v in names[:20]) + (" ..." if len(names) > 20 else "")
@@ -197,7 +202,7 @@ def _slice_mask(
             + _suggest(str(gate.value), names)
             + f" Known values: {shown}."
         )
-    return mask
+    return np.asarray(mask, dtype=bool)
 
 
 def _suggest(name: str, known: Iterable[str]) -> str:
@@ -205,7 +210,7 @@ def _suggest(name: str, known: Iterable[str]) -> str:
     return (" Did you mean " + " or ".join(f"'{c}'" for c in close) + "?") if close else ""
 
 
-def _check_labels(gates: Sequence[Gate], labels: Sequence[str], slices: Mapping | None) -> None:
+def _check_labels(gates: Sequence[Gate], labels: Sequence[str], slices: Mapping[str, Any] | None) -> None:
     for g in gates:
         if g.label is not None and g.label not in labels:
             fields = ", ".join(repr(f) for f in sorted(slices or {})) or "none"

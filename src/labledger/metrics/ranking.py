@@ -9,14 +9,15 @@ All per-item values are computed at once over flattened arrays (one ``lexsort``)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from labledger.errors import MetricInputError
 from labledger.metrics._inputs import as_1d, same_length
-from labledger.metrics.registry import Metric, Prepared, register
+from labledger.metrics.entry import Metric
+from labledger.metrics.prepared import MeanPrepared
 
 KINDS = ("ranking",)
 
@@ -24,7 +25,7 @@ KINDS = ("ranking",)
 class RankingArrays:
     """Flattened ranking data: one entry per (item, scored doc) plus the gold relevances per item."""
 
-    def __init__(self, gold: Sequence[Mapping[str, float]], scores: Sequence[Mapping[str, float]]):
+    def __init__(self, gold: Sequence[Mapping[str, float]], scores: Sequence[Mapping[str, float]]) -> None:
         same_length(gold=gold, scores=scores)
         n = len(gold)
         self.n = n
@@ -51,7 +52,7 @@ def _positions(item: np.ndarray, order: np.ndarray) -> np.ndarray:
         return np.zeros(0, np.int64)
     starts = np.r_[0, np.flatnonzero(it[1:] != it[:-1]) + 1]
     first = np.repeat(starts, np.diff(np.r_[starts, len(it)]))
-    return np.arange(len(it)) - first
+    return np.asarray(np.arange(len(it)) - first)
 
 
 def ndcg_values(data: RankingArrays, k: int) -> np.ndarray:
@@ -67,7 +68,7 @@ def ndcg_values(data: RankingArrays, k: int) -> np.ndarray:
         g_gain = np.bincount(grp, weights=r) / np.bincount(grp)
         g_disc = np.bincount(grp, weights=disc)
         g_item = it[new]
-        dcg = np.bincount(g_item, weights=g_gain * g_disc, minlength=n)
+        dcg: np.ndarray = np.bincount(g_item, weights=g_gain * g_disc, minlength=n)
     else:
         dcg = np.zeros(n)
     gorder = np.lexsort((-data.gold_rel, data.gold_item))
@@ -119,21 +120,19 @@ def set_f1_values(gold: Sequence[Any], pred: Sequence[Any]) -> np.ndarray:
     return out
 
 
-def _as_set(x: Any) -> frozenset:
+def _as_set(x: Any) -> frozenset[Any]:
     if isinstance(x, (set, frozenset)):
         return frozenset(x)
     return frozenset(tuple(v) if isinstance(v, list) else v for v in x)
 
 
-def _mean_prepared(name: str, params: dict[str, Any], values: np.ndarray) -> Prepared:
-    return Prepared(metric=name, params=params, n=len(values), n_used=len(values), strategy="mean", values=values)
+def _mean_prepared(name: str, params: dict[str, Any], values: np.ndarray) -> MeanPrepared:
+    return MeanPrepared(metric=name, params=params, n=len(values), n_used=len(values), values=values)
 
 
-def ranking_prepared(name: str, params: dict[str, Any], data: RankingArrays) -> Prepared:
-    """A :class:`Prepared` for ``ndcg``, ``mrr`` or ``recall_at_k``."""
-    from labledger.metrics.registry import get_metric
-
-    params = get_metric(name).resolve(params)
+def ranking_prepared(name: str, params: dict[str, Any], data: RankingArrays) -> MeanPrepared:
+    """A :class:`~labledger.metrics.prepared.MeanPrepared` for ``ndcg``, ``mrr`` or ``recall_at_k``."""
+    params = _BY_NAME[name].resolve(params)
     if name == "ndcg":
         return _mean_prepared(name, params, ndcg_values(data, params["k"]))
     if name == "mrr":
@@ -143,52 +142,52 @@ def ranking_prepared(name: str, params: dict[str, Any], data: RankingArrays) -> 
     raise MetricInputError(f"{name} is not a ranking metric")
 
 
-def ndcg(*, gold, scores, k=10, sample_weight=None) -> float:
+def ndcg(*, gold: Any, scores: Any, k: Any = 10, sample_weight: Any = None) -> float:
     """Mean nDCG@k over items (linear gains, log2 discounts, ties averaged as scikit-learn).
 
     >>> round(ndcg(gold=[{"a": 1}], scores=[{"a": 0.2, "b": 0.9}], k=10), 4)
     0.6309
     """
-    return ranking_prepared("ndcg", {"k": k}, RankingArrays(gold, scores)).value(sample_weight)
+    return float(ranking_prepared("ndcg", {"k": k}, RankingArrays(gold, scores)).value(sample_weight))
 
 
-def mrr(*, gold, scores, sample_weight=None) -> float:
+def mrr(*, gold: Any, scores: Any, sample_weight: Any = None) -> float:
     """Mean reciprocal rank of the first relevant document (ties broken against it).
 
     >>> mrr(gold=[{"a": 1}, {"c": 2}], scores=[{"a": 0.2, "b": 0.9}, {"c": 0.5}])
     0.75
     """
-    return ranking_prepared("mrr", {}, RankingArrays(gold, scores)).value(sample_weight)
+    return float(ranking_prepared("mrr", {}, RankingArrays(gold, scores)).value(sample_weight))
 
 
-def recall_at_k(*, gold, scores, k=10, sample_weight=None) -> float:
+def recall_at_k(*, gold: Any, scores: Any, k: Any = 10, sample_weight: Any = None) -> float:
     """Mean fraction of relevant documents found in the top k.
 
     >>> recall_at_k(gold=[{"a": 1, "c": 1}], scores=[{"a": 0.2, "b": 0.9}], k=2)
     0.5
     """
-    return ranking_prepared("recall_at_k", {"k": k}, RankingArrays(gold, scores)).value(sample_weight)
+    return float(ranking_prepared("recall_at_k", {"k": k}, RankingArrays(gold, scores)).value(sample_weight))
 
 
-def exact_match(*, gold, pred, sample_weight=None) -> float:
+def exact_match(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
     """Fraction of items whose prediction equals the gold value exactly (sets: as sets).
 
     >>> exact_match(gold=["a", "b"], pred=["a", "B"])
     0.5
     """
-    return exact_match_prepared({}, _match_values(gold, pred)).value(sample_weight)
+    return float(exact_match_prepared({}, _match_values(gold, pred)).value(sample_weight))
 
 
-def set_f1(*, gold, pred, sample_weight=None) -> float:
+def set_f1(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
     """Mean over items of the per-item set F1 ``2 |G & P| / (|G| + |P|)`` (1 when both are empty).
 
     >>> set_f1(gold=[["x", "y"], []], pred=[["x"], []])
     0.8333333333333333
     """
-    return _mean_prepared("set_f1", {}, set_f1_values(gold, pred)).value(sample_weight)
+    return float(_mean_prepared("set_f1", {}, set_f1_values(gold, pred)).value(sample_weight))
 
 
-def _match_values(gold, pred) -> np.ndarray:
+def _match_values(gold: Any, pred: Any) -> np.ndarray:
     same_length(gold=gold, pred=pred)
     out = np.empty(len(gold))
     for i, (g, p) in enumerate(zip(gold, pred)):
@@ -199,29 +198,32 @@ def _match_values(gold, pred) -> np.ndarray:
     return out
 
 
-def exact_match_prepared(params: dict[str, Any], hits: np.ndarray) -> Prepared:
-    """A :class:`Prepared` for exact match from per-item hits (0/1)."""
+def exact_match_prepared(params: dict[str, Any], hits: np.ndarray) -> MeanPrepared:
+    """A :class:`~labledger.metrics.prepared.MeanPrepared` for exact match from per-item hits (0/1)."""
     return _mean_prepared("exact_match", params, np.asarray(hits, dtype=np.float64))
 
 
-def _prep_rank(name):
-    def prep(*, gold, scores, **params):
+def _prep_rank(name: str) -> Callable[..., MeanPrepared]:
+    def prep(*, gold: Any, scores: Any, **params: Any) -> MeanPrepared:
         return ranking_prepared(name, params, RankingArrays(gold, scores))
 
     return prep
 
 
-def _prep_exact(*, gold, pred):
+def _prep_exact(*, gold: Any, pred: Any) -> MeanPrepared:
     return exact_match_prepared(
         {}, _match_values(as_1d(np.asarray(gold, dtype=object), "gold"), as_1d(np.asarray(pred, dtype=object), "pred"))
     )
 
 
-def _prep_set_f1(*, gold, pred):
+def _prep_set_f1(*, gold: Any, pred: Any) -> MeanPrepared:
     return _mean_prepared("set_f1", {}, set_f1_values(gold, pred))
 
 
-register(
+#: This module's metrics (labledger.metrics.registry builds the registry from them).
+METRICS: list[Metric] = []
+
+METRICS.append(
     Metric(
         name="ndcg",
         definition="Mean over items of DCG@k / ideal DCG@k with k={k}: gain = graded relevance, "
@@ -236,7 +238,7 @@ register(
         strategy="mean",
     )
 )
-register(
+METRICS.append(
     Metric(
         name="mrr",
         definition="Mean over items of 1 / rank of the first relevant document (relevance > 0) "
@@ -249,7 +251,7 @@ register(
         strategy="mean",
     )
 )
-register(
+METRICS.append(
     Metric(
         name="recall_at_k",
         definition="Mean over items of the fraction of relevant documents (relevance > 0) "
@@ -264,7 +266,7 @@ register(
         strategy="mean",
     )
 )
-register(
+METRICS.append(
     Metric(
         name="exact_match",
         definition="Fraction of items whose prediction equals the gold value exactly "
@@ -277,7 +279,7 @@ register(
         strategy="mean",
     )
 )
-register(
+METRICS.append(
     Metric(
         name="set_f1",
         definition="Mean over items of the per-item set F1 2|G & P| / (|G| + |P|) between the "
@@ -291,7 +293,10 @@ register(
     )
 )
 
+_BY_NAME = {m.name: m for m in METRICS}
+
 __all__ = [
+    "METRICS",
     "RankingArrays",
     "exact_match",
     "exact_match_prepared",

@@ -15,30 +15,33 @@ Pearson and Spearman are nan when either side is constant (as scipy).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from labledger.errors import MetricInputError
 from labledger.metrics._inputs import numbers, same_length
 from labledger.metrics.classification import label_prepared
-from labledger.metrics.registry import Metric, Prepared, register
+from labledger.metrics.entry import Metric
+from labledger.metrics.prepared import MeanPrepared, Prepared, Strategy, TablePrepared, WeightsFunction, WeightsPrepared
 
 KINDS = ("regression",)
 
 
-def _values(gold, pred) -> tuple[np.ndarray, np.ndarray]:
+def _values(gold: Any, pred: Any) -> tuple[np.ndarray, np.ndarray]:
     g = numbers(gold, "gold")
     p = numbers(pred, "pred")
     same_length(gold=g, pred=p)
     return g, p
 
 
-def _pearson_w(x: np.ndarray, y: np.ndarray):
+def _pearson_w(x: np.ndarray, y: np.ndarray) -> WeightsFunction:
     xc = x - x.mean() if len(x) else x
     yc = y - y.mean() if len(y) else y
     xx, yy, xy = xc * xc, yc * yc, xc * yc
 
-    def fn(w, exchangeable=False):
+    def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         sw = w.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             mx = (w @ xc) / sw
@@ -56,7 +59,7 @@ def _pearson_w(x: np.ndarray, y: np.ndarray):
     return fn
 
 
-def _midranks_w(x: np.ndarray):
+def _midranks_w(x: np.ndarray) -> Any:
     """A function of weights (B, n) giving each item's weighted mid-rank (as if repeated w times)."""
     order = np.argsort(x, kind="stable")
     xs = x[order]
@@ -66,7 +69,7 @@ def _midranks_w(x: np.ndarray):
     group = np.empty(n, dtype=np.int64)
     group[order] = group_of_sorted
 
-    def ranks(w):
+    def ranks(w: Any) -> Any:
         ws = w[:, order]
         gw = np.add.reduceat(ws, starts, axis=1)
         before = np.cumsum(gw, axis=1) - gw
@@ -76,10 +79,10 @@ def _midranks_w(x: np.ndarray):
     return ranks
 
 
-def _spearman_w(x: np.ndarray, y: np.ndarray):
+def _spearman_w(x: np.ndarray, y: np.ndarray) -> WeightsFunction:
     rx, ry = _midranks_w(x), _midranks_w(y)
 
-    def fn(w, exchangeable=False):
+    def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         a, b = rx(w), ry(w)
         sw = w.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -100,19 +103,25 @@ def _spearman_w(x: np.ndarray, y: np.ndarray):
 def regression_prepared(name: str, params: dict[str, Any], gold: np.ndarray, pred: np.ndarray) -> Prepared:
     """A :class:`Prepared` for regression metric ``name`` on float arrays."""
     n = len(gold)
-    common = dict(metric=name, params=params, n=n, n_used=n)
+
+    def mean(values: np.ndarray, post: Callable[[np.ndarray], np.ndarray] | None = None) -> MeanPrepared:
+        return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values, post=post)
+
+    def weights(from_weights: WeightsFunction) -> WeightsPrepared:
+        return WeightsPrepared(metric=name, params=params, n=n, n_used=n, from_weights=from_weights)
+
     if name == "mae":
-        return Prepared(**common, strategy="mean", values=np.abs(pred - gold))
+        return mean(np.abs(pred - gold))
     if name == "rmse":
-        return Prepared(**common, strategy="mean", values=(pred - gold) ** 2, post=np.sqrt)
+        return mean((pred - gold) ** 2, np.sqrt)
     if name == "pearson":
-        return Prepared(**common, strategy="weights", from_weights=_pearson_w(gold, pred))
+        return weights(_pearson_w(gold, pred))
     if name == "spearman":
-        return Prepared(**common, strategy="weights", from_weights=_spearman_w(gold, pred))
+        return weights(_spearman_w(gold, pred))
     if name in ("acc5", "acc7"):
         lim = 2.0 if name == "acc5" else 3.0
         hit = np.round(np.clip(pred, -lim, lim)) == np.round(np.clip(gold, -lim, lim))
-        return Prepared(**common, strategy="mean", values=hit.astype(np.float64))
+        return mean(hit.astype(np.float64))
     if name in ("has0_acc", "has0_f1"):
         g, p = (gold >= 0).astype(np.int64), (pred >= 0).astype(np.int64)
     elif name in ("non0_acc", "non0_f1"):
@@ -122,28 +131,32 @@ def regression_prepared(name: str, params: dict[str, Any], gold: np.ndarray, pre
     elif name == "zero_f1":
         g, p = (np.round(gold) == 0).astype(np.int64), (np.round(pred) == 0).astype(np.int64)
     else:
-        raise ValueError(name)
+        raise MetricInputError(f"{name} is not a regression metric")
     inner = "accuracy" if name.endswith("_acc") else "f1"
     inner_params = {} if inner == "accuracy" else {"average": "weighted", "zero_division": 0.0}
-    prep = label_prepared(inner, inner_params, np.maximum(g, 0), p, (0, 1))
-    prep.cells = np.where(g >= 0, prep.get_cells(), -1)
-    prep.parts = None
-    prep.metric, prep.params = name, params
-    prep.n_used = int((g >= 0).sum())
-    return prep
+    inner_prep = label_prepared(inner, inner_params, np.maximum(g, 0), p, (0, 1))
+    return TablePrepared(
+        metric=name,
+        params=params,
+        n=n,
+        n_used=int((g >= 0).sum()),
+        from_tables=inner_prep.from_tables,
+        n_cells=inner_prep.n_cells,
+        cells=np.where(g >= 0, inner_prep.get_cells(), -1),
+    )
 
 
-def _public(name: str):
-    def fn(*, gold, pred, sample_weight=None) -> float:
+def _public(name: str) -> Callable[..., float]:
+    def fn(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
         g, p = _values(gold, pred)
-        return regression_prepared(name, {}, g, p).value(sample_weight)
+        return float(regression_prepared(name, {}, g, p).value(sample_weight))
 
     fn.__name__ = name
     return fn
 
 
-def _prep(name: str):
-    def prep(*, gold, pred):
+def _prep(name: str) -> Callable[..., Prepared]:
+    def prep(*, gold: Any, pred: Any) -> Prepared:
         g, p = _values(gold, pred)
         return regression_prepared(name, {}, g, p)
 
@@ -217,7 +230,7 @@ acc7.__doc__ = """Accuracy after clipping to [-3, 3] and rounding.
     0.0
     """
 
-_DEFS = {
+_DEFS: dict[str, tuple[str, bool, Strategy]] = {
     "mae": ("Mean absolute error: mean over items of |pred - gold|.", False, "mean"),
     "rmse": ("Root mean squared error: sqrt(mean over items of (pred - gold)^2).", False, "mean"),
     "pearson": ("Pearson correlation between gold and pred; nan when either is constant.", True, "weights"),
@@ -260,22 +273,24 @@ _DEFS = {
     "acc7": ("Accuracy of round(clip(pred, -3, 3)) == round(clip(gold, -3, 3)), rounding half to even.", True, "mean"),
 }
 
-for _name, (_definition, _hib, _strategy) in _DEFS.items():
-    register(
-        Metric(
-            name=_name,
-            definition=_definition,
-            higher_is_better=_hib,
-            needs="values",
-            kinds=KINDS,
-            prepare=_prep(_name),
-            fn=globals()[_name],
-            strategy=_strategy,
-            undefined="nan" if _name in ("pearson", "spearman") else "",
-        )
+#: This module's metrics (labledger.metrics.registry builds the registry from them).
+METRICS: list[Metric] = [
+    Metric(
+        name=_name,
+        definition=_definition,
+        higher_is_better=_hib,
+        needs="values",
+        kinds=KINDS,
+        prepare=_prep(_name),
+        fn=globals()[_name],
+        strategy=_strategy,
+        undefined="nan" if _name in ("pearson", "spearman") else "",
     )
+    for _name, (_definition, _hib, _strategy) in _DEFS.items()
+]
 
 __all__ = [
+    "METRICS",
     "acc5",
     "acc7",
     "has0_acc",

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError
-from labledger.metrics.registry import Prepared
+from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
 
 #: Bound on the elements of one chunk of resample weights (keeps memory at ~100 MB per array).
 CHUNK_ELEMENTS = 1 << 22
@@ -141,7 +141,7 @@ def _chunks(total: int, per_row: int) -> list[int]:
     return [min(step, total - s) for s in range(0, total, step)]
 
 
-def _run_chunks(sizes: list[int], rng: np.random.Generator, work, n_out: int) -> list[np.ndarray]:
+def _run_chunks(sizes: list[int], rng: np.random.Generator, work: Any, n_out: int) -> list[np.ndarray]:
     """Run ``work(size, generator)`` for each chunk (threads when there are several) and stack.
 
     Each chunk gets its own generator seeded from ``rng``, so results do not depend on threading.
@@ -204,7 +204,7 @@ def _joint_categories(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray
     return rank[inv.reshape(-1)], uniq[order]
 
 
-def _table_cells(prep: Prepared) -> np.ndarray:
+def _table_cells(prep: TablePrepared) -> np.ndarray:
     cells = prep.get_cells()
     return np.where(cells >= 0, cells, prep.n_cells)
 
@@ -233,10 +233,10 @@ def resample_values(
         if groups.shape != (n,):
             raise MetricInputError(f"groups has shape {groups.shape}; expected ({n},)")
     if strategy == "table":
-        return _resample_table(preps, resamples, rng, groups)
+        return _resample_table([p for p in preps if isinstance(p, TablePrepared)], resamples, rng, groups)
     if strategy == "mean":
-        return _resample_mean(preps, resamples, rng, groups)
-    return _resample_weights(preps, resamples, rng, groups)
+        return _resample_mean([p for p in preps if isinstance(p, MeanPrepared)], resamples, rng, groups)
+    return _resample_weights([p for p in preps if isinstance(p, WeightsPrepared)], resamples, rng, groups)
 
 
 def _scatter(draws: np.ndarray, cell_of_cat: np.ndarray, n_cells: int) -> np.ndarray:
@@ -246,7 +246,7 @@ def _scatter(draws: np.ndarray, cell_of_cat: np.ndarray, n_cells: int) -> np.nda
     return out[:, :n_cells]
 
 
-def _group_matrix(groups: np.ndarray, cat: np.ndarray, n_cat: int):
+def _group_matrix(groups: np.ndarray, cat: np.ndarray, n_cat: int) -> Any:
     from scipy import sparse
 
     n_groups = int(groups.max()) + 1 if len(groups) else 0
@@ -255,7 +255,9 @@ def _group_matrix(groups: np.ndarray, cat: np.ndarray, n_cat: int):
     return mat, n_groups
 
 
-def _resample_table(preps, resamples, rng, groups):
+def _resample_table(
+    preps: Sequence[TablePrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None
+) -> list[np.ndarray]:
     cells = [_table_cells(p) for p in preps]
     inv, uniq = _joint_categories(cells)
     n_cat = len(uniq)
@@ -266,7 +268,7 @@ def _resample_table(preps, resamples, rng, groups):
         gmat, n_groups = _group_matrix(groups, inv, n_cat)
         per_row = max(n_groups, n_cat)
 
-    def work(size, gen):
+    def work(size: int, gen: np.random.Generator) -> list[np.ndarray]:
         if groups is None:
             draws = draw_counts(counts, size, gen)
         else:
@@ -276,7 +278,9 @@ def _resample_table(preps, resamples, rng, groups):
     return _run_chunks(_chunks(resamples, per_row), rng, work, len(preps))
 
 
-def _resample_mean(preps, resamples, rng, groups):
+def _resample_mean(
+    preps: Sequence[MeanPrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None
+) -> list[np.ndarray]:
     vals = [p.masked_values() for p in preps]
     masks = [p.mask_float() for p in preps]
     if groups is not None:
@@ -284,7 +288,7 @@ def _resample_mean(preps, resamples, rng, groups):
         sums = [np.bincount(groups, weights=v, minlength=n_groups) for v in vals]
         cnts = [np.bincount(groups, weights=m, minlength=n_groups) for m in masks]
 
-        def work_groups(size, gen):
+        def work_groups(size: int, gen: np.random.Generator) -> list[np.ndarray]:
             wg = weight_rows(n_groups, size, gen)
             return [p.mean_of(wg @ sums[i], wg @ cnts[i]) for i, p in enumerate(preps)]
 
@@ -297,21 +301,23 @@ def _resample_mean(preps, resamples, rng, groups):
         cat_vals = [np.bincount(inv, weights=v, minlength=len(uniq)) / np.maximum(counts, 1) for v in vals]
         cat_mask = [np.bincount(inv, weights=m, minlength=len(uniq)) / np.maximum(counts, 1) for m in masks]
 
-        def work_cats(size, gen):
+        def work_cats(size: int, gen: np.random.Generator) -> list[np.ndarray]:
             draws = draw_counts(counts, size, gen)
             return [p.mean_of(draws @ cat_vals[i], draws @ cat_mask[i]) for i, p in enumerate(preps)]
 
         return _run_chunks(_chunks(resamples, len(uniq)), rng, work_cats, len(preps))
     n = preps[0].n
 
-    def work_items(size, gen):
+    def work_items(size: int, gen: np.random.Generator) -> list[np.ndarray]:
         w = weight_rows(n, size, gen)
         return [p.mean_of(w @ vals[i], w @ masks[i]) for i, p in enumerate(preps)]
 
     return _run_chunks(_chunks(resamples, n), rng, work_items, len(preps))
 
 
-def _resample_weights(preps, resamples, rng, groups):
+def _resample_weights(
+    preps: Sequence[WeightsPrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None
+) -> list[np.ndarray]:
     n = preps[0].n
     n_groups = int(groups.max()) + 1 if groups is not None and len(groups) else 0
 
@@ -319,7 +325,7 @@ def _resample_weights(preps, resamples, rng, groups):
     # columns in its own sorted order without gathering them (same law, one pass less).
     exchangeable = groups is None and len(preps) == 1
 
-    def work(size, gen):
+    def work(size: int, gen: np.random.Generator) -> list[np.ndarray]:
         w = weight_rows(n, size, gen) if groups is None else weight_rows(n_groups, size, gen)[:, groups]
         return [p.from_weights(w, exchangeable=exchangeable) for p in preps]
 
@@ -347,7 +353,7 @@ def percentile_interval(samples: np.ndarray, ci: float) -> tuple[Any, Any, int]:
     return lo, hi, bad
 
 
-def _method(prep: Prepared, groups) -> str:
+def _method(prep: Prepared, groups: Any) -> str:
     how = {"table": "count-table multinomial", "mean": "item-value resample", "weights": "resample-weight matrix"}
     unit = "clusters" if groups is not None else "items"
     return f"percentile bootstrap over {unit} ({how[prep.strategy]})"
@@ -360,7 +366,7 @@ def _check_ci(ci: float, resamples: int) -> None:
         raise MetricInputError(f"resamples must be >= 0; got {resamples}")
 
 
-def _n_clusters(groups) -> int | None:
+def _n_clusters(groups: Any) -> int | None:
     return None if groups is None else (int(np.max(groups)) + 1 if len(groups) else 0)
 
 
@@ -387,6 +393,8 @@ def interval(
     clusters = _n_clusters(groups)
     if prep.columns is not None:
         out = {}
+        lo: Any
+        hi: Any
         if samples is None:
             lo = hi = [None] * len(prep.columns)
         else:
@@ -533,8 +541,14 @@ def mcnemar(*, correct_a: Any, correct_b: Any, exact_below: int = MCNEMAR_EXACT_
         return {"b": b, "c": c, "method": "exact binomial", "statistic": None, "p_value": 1.0}
     if m < exact_below:
         tail = sum(math.comb(m, i) for i in range(min(b, c) + 1))
-        p = min(Fraction(1), Fraction(2 * tail, 2**m))
-        return {"b": b, "c": c, "method": "exact binomial (two-sided, p = 0.5)", "statistic": None, "p_value": float(p)}
+        exact = min(Fraction(1), Fraction(2 * tail, 2**m))
+        return {
+            "b": b,
+            "c": c,
+            "method": "exact binomial (two-sided, p = 0.5)",
+            "statistic": None,
+            "p_value": float(exact),
+        }
     stat = (abs(b - c) - 1) ** 2 / m
     p = math.erfc(math.sqrt(stat / 2))  # chi-square with 1 degree of freedom, upper tail
     return {"b": b, "c": c, "method": "chi-square with continuity correction", "statistic": stat, "p_value": p}

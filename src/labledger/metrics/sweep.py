@@ -38,11 +38,12 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from labledger.errors import MetricInputError, UnknownMetricError
+from labledger.metrics.classification import binary_table_metric, roc_auc_sorted, tie_starts
 from labledger.metrics.gates import (
     _CLASS_METRICS,
     OBJECTIVES,
@@ -58,16 +59,21 @@ __all__ = [
     "EpochSelection",
     "Gate",
     "SweepReport",
+    "best_grid_point",
+    "epoch_label",
     "evaluate_threshold",
     "parse_gate",
     "parse_thresholds",
     "select_epoch",
+    "threshold_counts",
     "threshold_sweep",
 ]
 
+#: A slice gate's (field, value): the key of its item mask.
+SliceKey: TypeAlias = tuple[str | None, str | None]
+
 #: Largest grid that ``parse_thresholds`` expands (guards against a typo like ``0:1:1e-9``).
 MAX_GRID = 1_000_000
-_BLOCK = 1 << 20
 
 # ----------------------------------------------------------------------------------------------
 # Parsing thresholds
@@ -135,15 +141,15 @@ def _grid(spec: str) -> np.ndarray:
 
 
 def _sort_once(
-    score: np.ndarray, is_pos: np.ndarray, makers: Mapping[tuple, Any]
-) -> tuple[np.ndarray, np.ndarray, dict[tuple, np.ndarray]]:
+    score: np.ndarray, is_pos: np.ndarray, makers: Mapping[SliceKey, Any]
+) -> tuple[np.ndarray, np.ndarray, dict[SliceKey, np.ndarray]]:
     """Sort the scores once; return them with the class flags and each slice mask in that order.
 
     Masks are made one at a time (``makers``: key -> callable) and only their sorted copies kept,
     so the peak memory is the order, the sorted scores and one byte per item per mask."""
     order = np.argsort(score)
     y = is_pos[order]
-    masks: dict[tuple, np.ndarray] = {}
+    masks: dict[SliceKey, np.ndarray] = {}
     for key, make in makers.items():
         m = make()
         if m is not None:
@@ -161,34 +167,8 @@ def _below(flags: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 
 def _roc_auc_sorted(s: np.ndarray, y: np.ndarray) -> float:
-    """ROC-AUC from sorted scores ``s`` and class flags ``y`` in the same order.
-
-    With ranks 0..n-1 and a tied group occupying [start, end), twice the Mann-Whitney U is
-    sum over positives of (start + end) - P**2; computed in integers, divided once.
-    """
-    n = int(s.size)
-    pos = int(np.count_nonzero(y))
-    neg = n - pos
-    if pos == 0 or neg == 0:
-        return math.nan
-    is_start = np.empty(n + 1, dtype=bool)
-    is_start[0] = is_start[n] = True
-    np.not_equal(s[1:], s[:-1], out=is_start[1:n])
-    total = 0
-    if is_start.all():  # no ties: start + end = 2 * rank + 1
-        del is_start
-        for a in range(0, n, _BLOCK):
-            p = np.flatnonzero(y[a : a + _BLOCK])
-            total += 2 * (int(p.sum()) + a * int(p.size)) + int(p.size)
-    else:
-        starts = np.flatnonzero(is_start)
-        del is_start
-        for a in range(0, n, _BLOCK):
-            p = np.flatnonzero(y[a : a + _BLOCK])
-            p += a
-            j = np.searchsorted(starts, p, side="right")
-            total += int(starts[j - 1].sum()) + int(starts[j].sum())
-    return (total - pos * pos) / (2 * pos * neg)
+    """ROC-AUC from sorted scores ``s`` and class flags ``y`` in the same order (the registry's kernel)."""
+    return roc_auc_sorted(y, tie_starts(s))
 
 
 def _distinct(s: np.ndarray) -> np.ndarray:
@@ -220,41 +200,52 @@ def _counts(idx: np.ndarray, n: int, n_pos: int, pos_below: np.ndarray) -> _Coun
     return _Counts(tp=tp, fp=fp, fn=fn, tn=tn)
 
 
-def _div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    num = np.asarray(num, dtype=np.float64)
-    den = np.asarray(den, dtype=np.float64)
-    out = np.zeros(np.broadcast(num, den).shape, dtype=np.float64)
-    np.divide(num, den, out=out, where=den != 0)
-    return out
-
-
 def _metric(name: str, c: _Counts) -> np.ndarray:
-    if name == "recall":
-        return _div(c.tp, c.tp + c.fn)
-    if name == "precision":
-        return _div(c.tp, c.tp + c.fp)
-    if name == "f1":
-        return _div(2 * c.tp, 2 * c.tp + c.fp + c.fn)
-    n = c.tp + c.fp + c.fn + c.tn
-    if name == "accuracy":
-        return _div(c.tp + c.tn, n)
-    if name == "balanced_accuracy":
-        has_pos, has_neg = (c.tp + c.fn) > 0, (c.tn + c.fp) > 0
-        r_pos, r_neg = _div(c.tp, c.tp + c.fn), _div(c.tn, c.tn + c.fp)
-        both = (r_pos + r_neg) / 2
-        return np.where(has_pos & has_neg, both, np.where(has_pos, r_pos, r_neg))
-    if name == "mcc":  # scikit-learn's covariance form, in float64
-        tp, fp, fn, tn = (np.asarray(x, dtype=np.float64) for x in (c.tp, c.fp, c.fn, c.tn))
-        n = tp + fp + fn + tn
-        t_pos, t_neg, p_pos, p_neg = tp + fn, tn + fp, tp + fp, tn + fn
-        cov_tp = (tp + tn) * n - (t_neg * p_neg + t_pos * p_pos)
-        cov_pp = n**2 - (p_neg * p_neg + p_pos * p_pos)
-        cov_tt = n**2 - (t_neg * t_neg + t_pos * t_pos)
-        den = cov_pp * cov_tt
-        out = np.zeros_like(n)
-        np.divide(cov_tp, np.sqrt(den), out=out, where=den != 0)
-        return out
-    raise UnknownMetricError(name, OBJECTIVES)
+    """``name`` at every threshold, by the registry's table function on the (T, 4) tables; the one
+    0/0 it leaves undefined (no item at all, e.g. an empty slice) gives 0.0 here, like the others."""
+    if name not in OBJECTIVES:
+        raise UnknownMetricError(name, OBJECTIVES)
+    tables = np.stack([c.tn, c.fp, c.fn, c.tp], axis=1)  # (gold, pred) over (negative, positive)
+    v = binary_table_metric(name)(tables)
+    return np.where(np.isnan(v), 0.0, v)
+
+
+def threshold_counts(score: Any, is_pos: Any, thresholds: Any) -> dict[str, np.ndarray]:
+    """Confusion counts ``tp``, ``fp``, ``fn``, ``tn`` of ``score >= t`` at every threshold ``t``.
+
+    The one threshold sweep: the scores are sorted once and every threshold's counts read off that
+    order with ``searchsorted`` (calibration's threshold grids use it too).
+
+    >>> c = threshold_counts([0.2, 0.9, 0.4, 0.6], [False, True, True, False], [0.3, 0.5])
+    >>> c["tp"].tolist(), c["fp"].tolist()
+    ([2, 1], [1, 1])
+    """
+    s = np.asarray(score, dtype=np.float64)
+    y_all = np.asarray(is_pos, dtype=bool)
+    thr = np.asarray(thresholds, dtype=np.float64)
+    order = np.argsort(s)
+    s_sorted, y = s[order], y_all[order]
+    idx = np.searchsorted(s_sorted, thr, side="left")
+    c = _counts(idx, int(s.size), int(np.count_nonzero(y)), _below(y, idx))
+    return {"tp": c.tp, "fp": c.fp, "fn": c.fn, "tn": c.tn}
+
+
+def best_grid_point(values: Any, distance: Any, *, higher: bool = True) -> int | None:
+    """The one rule for the best grid point: the best value (NaN is never best), ties (equal floats)
+    to the smallest ``distance`` (rounded to 1e-12, so 0.3 and 0.7 are equally far from 0.5), then
+    to the first. ``None`` when every value is NaN.
+
+    >>> best_grid_point([0.8, 0.9, 0.9], [0.2, 0.2, 0.1]), best_grid_point([0.8, 0.9, 0.9], [0.2, 0.2, 0.2])
+    (2, 1)
+    """
+    v = np.asarray(values, dtype=np.float64)
+    ok = ~np.isnan(v)
+    if not ok.any():
+        return None
+    target = v[ok].max() if higher else v[ok].min()
+    tied = np.flatnonzero(ok & (v == target))
+    dist = np.round(np.asarray(distance, dtype=np.float64)[tied], 12)
+    return int(tied[np.argmin(dist)])  # argmin: the first of equal distances
 
 
 # ----------------------------------------------------------------------------------------------
@@ -455,7 +446,7 @@ def _definitions(
 def _evaluate(
     s: np.ndarray,
     y: np.ndarray,
-    masks: dict[tuple, np.ndarray],
+    masks: dict[SliceKey, np.ndarray],
     thr: np.ndarray,
     gates: Sequence[Gate],
     objective: str,
@@ -478,7 +469,7 @@ def _evaluate(
     }
     if objective not in cols:
         cols[objective] = _metric(objective, c)
-    slice_counts: dict[tuple, _Counts] = {}
+    slice_counts: dict[SliceKey, _Counts] = {}
     for g in gates:
         if g.column in cols:
             continue
@@ -502,13 +493,21 @@ def _evaluate(
     return cols, counts
 
 
-def _prepare(gold, score, positive, negative, slices, gates, strict_slices=True):
+def _prepare(
+    gold: Any,
+    score: Any,
+    positive: Any,
+    negative: Any,
+    slices: Mapping[str, Any] | None,
+    gates: Sequence[Gate],
+    strict_slices: bool = True,
+) -> tuple[np.ndarray, np.ndarray, dict[SliceKey, Any], Any, Any]:
     is_pos, positive, negative = _binary_gold(gold, positive, negative)
     n = int(is_pos.size)
     s = _scores(score, n)
     labels = [str(negative), str(positive)]
     _check_labels(gates, labels, slices)
-    makers: dict[tuple, Any] = {}
+    makers: dict[SliceKey, Any] = {}
     for g in gates:
         if g.field is not None and (g.field, g.value) not in makers:
             if strict_slices and g.field not in (slices or {}):
@@ -545,10 +544,10 @@ def threshold_sweep(
     >>> r.threshold, r.to_dict()["threshold_selection"]["f1"]
     (0.5, 1.0)
     """
-    gates = tuple(parse_gate(g) for g in gates)
+    parsed = tuple(parse_gate(g) for g in gates)
     if objective not in OBJECTIVES:
         raise UnknownMetricError(objective, OBJECTIVES)
-    is_pos, s, makers, positive, negative = _prepare(gold, score, positive, negative, slices, gates)
+    is_pos, s, makers, positive, negative = _prepare(gold, score, positive, negative, slices, parsed)
     n = int(s.size)
     if n == 0:
         raise MetricInputError("threshold_sweep needs at least one item.")
@@ -560,10 +559,10 @@ def threshold_sweep(
         thr = _distinct(s_sorted)
     auc = _roc_auc_sorted(s_sorted, y)
     pos_name, neg_name = str(positive), str(negative)
-    cols, counts = _evaluate(s_sorted, y, sorted_masks, thr, gates, objective, pos_name, neg_name, auc)
+    cols, counts = _evaluate(s_sorted, y, sorted_masks, thr, parsed, objective, pos_name, neg_name, auc)
     del s_sorted, y, sorted_masks
     passed = np.ones(thr.size, dtype=bool)
-    for g in gates:
+    for g in parsed:
         passed &= g.passes(cols[g.column])
     gate_passed = bool(passed.any())
     pool = np.flatnonzero(passed) if gate_passed else np.arange(thr.size)
@@ -575,7 +574,7 @@ def threshold_sweep(
         negative=neg_name,
         support={neg_name: n - n_pos, pos_name: n_pos},
         objective=objective,
-        gates=gates,
+        gates=parsed,
         center=center,
         thresholds_spec=spec,
         thresholds=thr,
@@ -584,7 +583,7 @@ def threshold_sweep(
         passed=passed,
         selected=selected,
         gate_passed=gate_passed,
-        definitions=_definitions(pos_name, neg_name, objective, ["threshold", *cols], gates),
+        definitions=_definitions(pos_name, neg_name, objective, ["threshold", *cols], parsed),
     )
     if not gate_passed:
         report.notes.append(
@@ -601,18 +600,18 @@ def threshold_sweep(
             positive=positive,
             negative=negative,
             slices=test_slices,
-            gates=gates,
+            gates=parsed,
             objective=objective,
         )
     return report
 
 
 def _select(values: np.ndarray, thr: np.ndarray, center: float) -> int:
-    """Index of the highest value; ties: closest to center (to 1e-12), then lowest threshold."""
-    v = np.where(np.isnan(values), -np.inf, values)
-    tied = np.flatnonzero(v == v.max())
-    dist = np.round(np.abs(thr[tied] - center), 12)  # 0.3 and 0.7 are equally close to 0.5
-    return int(tied[np.lexsort((thr[tied], dist))[0]])
+    """Index of the highest value; ties: closest to center (to 1e-12), then lowest threshold
+    (:func:`best_grid_point` on ascending thresholds; all NaN: every threshold is tied)."""
+    dist = np.abs(thr - center)
+    best = best_grid_point(values, dist)
+    return int(np.argmin(np.round(dist, 12))) if best is None else best
 
 
 def evaluate_threshold(
@@ -634,24 +633,24 @@ def evaluate_threshold(
     >>> evaluate_threshold(gold=[0, 1, 1, 0], score=[0.2, 0.9, 0.4, 0.6], threshold=0.5)["accuracy"]
     0.5
     """
-    gates = tuple(parse_gate(g) for g in gates)
+    parsed = tuple(parse_gate(g) for g in gates)
     is_pos, s, makers, positive, negative = _prepare(
-        gold, score, positive, negative, slices, gates, strict_slices=False
+        gold, score, positive, negative, slices, parsed, strict_slices=False
     )
     if s.size == 0:
         raise MetricInputError("evaluate_threshold needs at least one item.")
     s_sorted, y, masks = _sort_once(s, is_pos, makers)
     thr = np.array([float(threshold)])
     auc = _roc_auc_sorted(s_sorted, y)
-    cols, counts = _evaluate(s_sorted, y, masks, thr, gates, objective, str(positive), str(negative), auc)
+    cols, counts = _evaluate(s_sorted, y, masks, thr, parsed, objective, str(positive), str(negative), auc)
     out: dict[str, Any] = {"threshold": float(threshold)}
     out.update({k: _clean(v[0]) for k, v in cols.items()})
     out["n"] = int(s.size)
     out["confusion"] = {k: int(v[0]) for k, v in counts.items()}
-    evaluated = [g for g in gates if g.column in cols]
-    if gates:
+    evaluated = [g for g in parsed if g.column in cols]
+    if parsed:
         out["recall_gate_passed"] = all(bool(g.passes(cols[g.column])[0]) for g in evaluated)
-        missing = [g.text for g in gates if g.column not in cols]
+        missing = [g.text for g in parsed if g.column not in cols]
         if missing:
             out["gates_not_evaluated"] = missing
     return out
@@ -676,8 +675,22 @@ class EpochSelection:
 
     @property
     def tie_break(self) -> str:
+        """The selection rule in words."""
         best = "highest" if self.higher_is_better else "lowest"
         return f"{best} {self.metric}; ties (equal values) go to the earliest entry"
+
+    @property
+    def label(self) -> str:
+        """The selected epoch as a person reads it: a whole number, with the history entry (1-based)
+        when the recorded epoch is fractional (trainers log ``7.999530102790015`` for the end of
+        epoch 8).
+
+        >>> select_epoch([{"epoch": 7.999530102790015, "f1": 0.9}]).label
+        '8 (history entry 1, epoch 7.9995)'
+        >>> select_epoch([{"epoch": 3.0, "f1": 0.9}]).label
+        '3'
+        """
+        return epoch_label(self.epoch, self.index)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -691,6 +704,23 @@ class EpochSelection:
             "index": self.index,
             "tie_break": self.tie_break,
         }
+
+
+def epoch_label(epoch: Any, index: int) -> str:
+    """``epoch`` as a whole number when it is one (or within 0.01 of one, then with the 1-based
+    history entry ``index + 1`` and the recorded value), else as recorded.
+
+    >>> epoch_label(2, 1), epoch_label(2.0, 1), epoch_label(1.5, 3)
+    ('2', '2', '1.5 (history entry 4)')
+    """
+    if isinstance(epoch, bool) or not isinstance(epoch, (int, float)) or not math.isfinite(epoch):
+        return str(epoch)
+    whole = round(epoch)
+    if epoch == whole:
+        return str(int(whole))
+    if abs(epoch - whole) < 0.01:
+        return f"{int(whole)} (history entry {index + 1}, epoch {epoch:.5g})"
+    return f"{epoch:.5g} (history entry {index + 1})"
 
 
 def select_epoch(

@@ -38,7 +38,7 @@ def _runs_for(ledger, models: Sequence[str], entries, extra: Sequence[str]) -> l
         if rid not in ids:
             ids.append(rid)
     # soups whose inputs or output are checkpoints of these runs
-    hashes = set()
+    hashes: set[str] = set()
     for rid in ids:
         hashes.update(c.get("sha256") for c in ledger.run(rid).checkpoints())
     for info in ledger.runs(tag="soup"):

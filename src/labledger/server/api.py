@@ -51,7 +51,7 @@ RECORD_KINDS = {
     "notes": ("notes.jsonl", 1000, 10000),
 }
 BODY_SOURCE = "request body"
-_KIND_NAMES = {str: "string", dict: "JSON object", list: "list"}
+_KIND_NAMES: dict[type, str] = {str: "string", dict: "JSON object", list: "list"}
 
 
 def ctx_of(request: Request) -> ServerContext:

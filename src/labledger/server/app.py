@@ -6,6 +6,7 @@ import logging
 import os
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -73,7 +74,8 @@ async def on_http_exception(request: Request, exc: HTTPException) -> Response:
         )
     else:
         message = exc.detail if isinstance(exc.detail, str) and exc.detail else REASONS.get(status, "error")
-    return error_response(status, message, headers=exc.headers, head=request.method == "HEAD")
+    headers = dict(exc.headers) if exc.headers is not None else None
+    return error_response(status, message, headers=headers, head=request.method == "HEAD")
 
 
 def _allowed_methods(request: Request) -> str:
@@ -177,7 +179,7 @@ def create_app(
         ledger_path_or_url, artifacts=artifacts, token=token, private=private, max_upload=max_upload, max_body=max_body
     )
     store = uploads.UploadStore(Path(uploads_dir), max_upload=max_upload)
-    site = pages.LiveSite(ctx, site_cache, min_interval=site_refresh)
+    site = pages.LiveSite(ctx, None if site_cache is None else Path(site_cache), min_interval=site_refresh)
 
     routes = [
         Route("/api", api_root, methods=["GET"]),
@@ -216,15 +218,17 @@ def create_app(
             ctx.close()
             site.close()
 
+    # each handler takes its own exception class (Starlette types them all as taking Exception)
+    handlers: dict[Any, Any] = {
+        HTTPException: on_http_exception,
+        ApiError: on_api_error,
+        LedgerError: on_ledger_error,
+        Exception: on_unexpected,
+    }
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={
-            HTTPException: on_http_exception,
-            ApiError: on_api_error,
-            LedgerError: on_ledger_error,
-            Exception: on_unexpected,
-        },
+        exception_handlers=handlers,
     )
     app.add_middleware(Guard, allowed_hosts=allowed_hosts)
     app.state.ctx = ctx

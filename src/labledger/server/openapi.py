@@ -42,7 +42,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
 
 RUN = _p("run", "Run id, unique id prefix, or unique run name")
 OFFSET = _q("offset", "Index of the first record (0-based)", {"type": "integer", "minimum": 0, "default": 0})
-BEARER = [{"bearer": []}]
+BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 RECORDS_BODY = {
     "required": True,
     "content": {

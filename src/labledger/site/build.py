@@ -142,8 +142,7 @@ def _select_runs(ledger: Ledger, runs: list[str] | tuple[str, ...] | None, group
                 if group
                 else f"run {missing[0]} is not in the ledger index"
             )
-        seen: set[str] = set()
-        infos = [by_id[w] for w in wanted if not (w in seen or seen.add(w))]
+        infos = [by_id[w] for w in dict.fromkeys(wanted)]  # first occurrence of each, in order
     return infos
 
 

@@ -16,7 +16,6 @@ comparison documents of the site's runs, and summaries of the values recorded by
 from __future__ import annotations
 
 import hashlib
-import math
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 import orjson
 
 from labledger.errors import LedgerError
+from labledger.inputs.records import finite_or_none
 from labledger.store.jsonl import read_json
 from labledger.store.ledger import Ledger, RunInfo
 
@@ -54,8 +54,7 @@ GROUP_DEFINITION = (
 )
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+_num = finite_or_none
 
 
 def _file_key(path: str | None) -> list[Any] | None:
@@ -196,7 +195,7 @@ def comparison_documents(run_id: str, run_name: str, run_dir: Path) -> list[dict
         doc = read_json(path)
         if not isinstance(doc, dict):
             raise LedgerError(f"{path}: a comparison document must be a JSON object")
-        names = doc.get("names") if isinstance(doc.get("names"), dict) else {}
+        names: dict[str, Any] = doc["names"] if isinstance(doc.get("names"), dict) else {}
         tasks = []
         for task, body in (doc.get("tasks") or {}).items():
             if not isinstance(body, dict):
@@ -258,7 +257,7 @@ def group_summaries(infos: Sequence[RunInfo]) -> list[dict[str, Any]]:
         metrics = []
         for k in keys:
             values = [[info.id, _num(((info.summary or {}).get("headline") or {}).get(k))] for info in runs]
-            nums = [v for _, v in values if v is not None]
+            nums = [v for _, v in values if isinstance(v, float)]
             metrics.append(
                 {
                     "key": k,

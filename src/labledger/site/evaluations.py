@@ -90,7 +90,7 @@ def _thin(value: Any, notes: list[str], where: str = "") -> Any:
 
 
 def _documents(folder: Path) -> list[dict[str, Any]]:
-    docs = []
+    docs: list[dict[str, Any]] = []
     for path in sorted(folder.glob("*.json")):
         if path.name == "meta.json":
             continue
@@ -166,7 +166,7 @@ class _TaskRows:
             labels = [str(k) for k in probs]
             self.labels.update(labels)
             values = {str(k): float(v) for k, v in probs.items()}
-            top = max(values, key=values.get)
+            top = max(values, key=lambda lab: values[lab])
             pred = row.get("prediction", row.get("pred"))
             pred = str(pred) if isinstance(pred, (str, int)) and not isinstance(pred, bool) else top
             if gold is not None:
@@ -193,7 +193,7 @@ class _TaskRows:
                 self._add_logits(row, values, g)
         elif _num(row.get("pred")) and _num(gold):
             self.kind = self.kind or "regression"
-            err = abs(float(row["pred"]) - float(gold))
+            err = abs(float(row["pred"]) - float(gold or 0))
             self._keep_worst(
                 err,
                 seq,

@@ -156,18 +156,12 @@ def _default_metric(metrics: list[str]) -> str | None:
 
 
 def _select(entries: list[dict[str, Any]], metric: str, hib: bool) -> int | None:
-    try:
-        from labledger.metrics.sweep import select_epoch
-    except ImportError:  # pragma: no cover - the metrics package ships with labledger
-        select_epoch = None
-    usable = [(j, e[metric]) for j, e in enumerate(entries) if is_number(e.get(metric)) and math.isfinite(e[metric])]
-    if not usable:
+    from labledger.metrics.sweep import select_epoch
+
+    if not any(is_number(e.get(metric)) and math.isfinite(e[metric]) for e in entries):
         return None
-    if select_epoch is not None:
-        chosen = select_epoch(entries, metric=metric, higher_is_better=hib)
-        return next(j for j, e in enumerate(entries) if e is chosen.entry or e == chosen.entry)
-    best = max(v for _, v in usable) if hib else min(v for _, v in usable)
-    return next(j for j, v in usable if v == best)
+    chosen = select_epoch(entries, metric=metric, higher_is_better=hib)
+    return chosen.index
 
 
 def files_view(view: RunView) -> dict[str, Any]:

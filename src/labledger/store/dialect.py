@@ -78,7 +78,7 @@ def display_url(url: str) -> str:
     return _PASSWORD.sub(r"\1:***@", url)
 
 
-def _outside_literals(sql: str, fn) -> str:
+def _outside_literals(sql: str, fn: Any) -> str:
     """Apply ``fn`` to the parts of ``sql`` outside single-quoted literals."""
     parts = sql.split("'")
     for i in range(0, len(parts), 2):  # even parts are outside quotes ('' inside a literal splits evenly)
@@ -135,7 +135,7 @@ def translate(sql: str, *, params: bool = True) -> str:
     return sql
 
 
-def _import_psycopg():
+def _import_psycopg() -> Any:
     try:
         import psycopg
     except ImportError:
@@ -155,7 +155,7 @@ class PostgresIndex:
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, *, retry_timeout: float = 30.0, connect_timeout: float = 10.0):
+    def __init__(self, url: str, *, retry_timeout: float = 30.0, connect_timeout: float = 10.0) -> None:
         self.psycopg = _import_psycopg()
         self.url = url
         self.display = display_url(url)
@@ -164,7 +164,7 @@ class PostgresIndex:
         self.in_transaction = False
         #: Connections opened after the first (PostgreSQL restarted, network cut): for tests and logs.
         self.reconnects = 0
-        self._conn = None
+        self._conn: Any = None  # a psycopg.Connection (psycopg is optional, imported on first use)
         self._call(lambda conn: None)  # connect now: a wrong URL fails here, not at first use
 
     # -- connection -----------------------------------------------------------------------------
@@ -187,7 +187,7 @@ class PostgresIndex:
         """Whether ``exc`` means the connection is gone (rather than an error in the statement)."""
         return isinstance(exc, self.psycopg.OperationalError) and not self._usable()
 
-    def _call(self, fn):
+    def _call(self, fn: Any) -> Any:
         """Run ``fn(connection)``; outside a transaction, reconnect and retry on connection loss."""
         if self.in_transaction:
             try:
@@ -219,7 +219,7 @@ class PostgresIndex:
                 delay = min(delay * 2, 1.0)
 
     # -- sqlite3.Connection's surface -------------------------------------------------------------
-    def execute(self, sql: str, params: Sequence[Any] | None = ()):
+    def execute(self, sql: str, params: Sequence[Any] | None = ()) -> Any:
         """Execute one statement written in the ledger's SQLite dialect."""
         word = sql.strip().split(None, 1)[0].upper() if sql.strip() else ""
         if word == "BEGIN":
@@ -234,11 +234,11 @@ class PostgresIndex:
         query = translate(sql, params=args is not None)
         return self._call(lambda conn: conn.execute(query, args))
 
-    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]):
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> Any:
         rows = [tuple(r) for r in seq]
         query = translate(sql, params=True)
 
-        def run(conn):
+        def run(conn: Any) -> Any:
             cur = conn.cursor()
             if rows:
                 cur.executemany(query, rows)
@@ -251,7 +251,7 @@ class PostgresIndex:
         if self.in_transaction:
             raise LedgerError("cannot start a transaction within a transaction")
 
-        def run(conn):
+        def run(conn: Any) -> Any:
             conn.execute("BEGIN")
             try:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
@@ -311,7 +311,7 @@ class Heartbeat:
     alive (a long network cut) comes back to ``running`` at its next beat.
     """
 
-    def __init__(self, url: str, interval: float):
+    def __init__(self, url: str, interval: float) -> None:
         self.url = url
         self.interval = interval
         self.run_ids: set[str] = set()

@@ -136,10 +136,13 @@ class Ledger:
         *,
         create: bool = False,
         artifacts: str | os.PathLike[str] | None = None,
-    ):
+    ) -> None:
         if root is None:
             root = default_ledger_path()
         self.url: str | None = None
+        #: The run index: a ``sqlite3.Connection``, or a :class:`PostgresIndex` that speaks the same
+        #: dialect (``execute``/``executemany``/``commit``) plus ``server_now`` and ``columns``.
+        self.db: Any
         self.dialect = "sqlite"
         self.host = socket.gethostname()
         self._heartbeat: Heartbeat | None = None
@@ -224,7 +227,7 @@ class Ledger:
             raise
         self.db.execute("COMMIT")
 
-    def _write(self, body) -> Any:
+    def _write(self, body: Any) -> Any:
         """Run ``body(db)`` in a transaction; in team mode, replay it when the connection was lost
         (PostgreSQL restarted) until ``retry_timeout`` has passed. ``body`` must be idempotent."""
         deadline = time.monotonic() + self.retry_timeout
@@ -245,7 +248,7 @@ class Ledger:
         """Insert a new run into the index (called by :class:`labledger.Run`)."""
         git = meta.get("git") or {}
 
-        def insert(db) -> None:
+        def insert(db: Any) -> None:
             if db.execute("SELECT 1 FROM runs WHERE id = ?", (meta["id"],)).fetchone():
                 return  # a replay after a lost connection whose COMMIT had gone through
             db.execute(
@@ -275,7 +278,7 @@ class Ledger:
         self._write(insert)
         if self.dialect == "postgresql" and meta["status"] == "running":
             if self._heartbeat is None:
-                self._heartbeat = Heartbeat(self.url, self.heartbeat_interval)
+                self._heartbeat = Heartbeat(str(self.url), self.heartbeat_interval)
             self._heartbeat.add(meta["id"])
 
     def update_run(self, run_id: str, **fields: Any) -> None:
@@ -290,7 +293,7 @@ class Ledger:
         if self._heartbeat is not None and fields.get("status", "running") != "running":
             self._heartbeat.discard(run_id)
 
-    def _rows_to_info(self, rows: list[tuple]) -> list[RunInfo]:
+    def _rows_to_info(self, rows: list[tuple[Any, ...]]) -> list[RunInfo]:
         ids = [r[0] for r in rows]
         tags: dict[str, list[str]] = {i: [] for i in ids}
         for chunk in range(0, len(ids), 500):
@@ -337,7 +340,7 @@ class Ledger:
         for run_id, host, heartbeat in rows:
             if host not in (None, self.host):
                 # another machine's run: its lock is not visible from here
-                if team and heartbeat is not None and now - heartbeat > self.heartbeat_timeout:
+                if now is not None and heartbeat is not None and now - heartbeat > self.heartbeat_timeout:
                     stale.append((run_id, host, now - self.heartbeat_timeout))
                 continue
             if lock_is_held(self.run_dir(run_id) / ".lock"):
@@ -382,7 +385,7 @@ class Ledger:
             "UPDATE runs SET status = ?, ended = ?, error = ?, summary = ?, updated = ? "
             "WHERE id = ? AND status = 'running'"
         )
-        params: tuple = (status, ended, error, orjson.dumps(summary).decode(), time.time(), run_id)
+        params: tuple[Any, ...] = (status, ended, error, orjson.dumps(summary).decode(), time.time(), run_id)
         if stale_before is not None:  # unless it beat meanwhile
             q += " AND (heartbeat IS NULL OR heartbeat < ?)"
             params += (stale_before,)
@@ -430,10 +433,10 @@ class Ledger:
             )
         ]
         if len(by_prefix) == 1:
-            return by_prefix[0]
+            return str(by_prefix[0])
         by_name = [r[0] for r in self.db.execute("SELECT id FROM runs WHERE name = ? ORDER BY started DESC", (ref,))]
         if len(by_name) == 1:
-            return by_name[0]
+            return str(by_name[0])
         matches = by_prefix or by_name
         if matches:
             raise RunNotFoundError(
@@ -645,7 +648,7 @@ class Ledger:
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{kind}.json"
 
-        def store(db) -> None:
+        def store(db: Any) -> None:
             old = db.execute(
                 "SELECT id FROM evaluations WHERE run_id = ? AND name = ? AND kind = ?", (run_id, name, kind)
             ).fetchone()

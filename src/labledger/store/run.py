@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from labledger.errors import LedgerError, RecordError, RunStateError
-from labledger.inputs.records import clean_scalars, validate_batch
+from labledger.inputs.records import clean_scalars, unwrap_scalar, validate_batch
 from labledger.store.environment import environment
 from labledger.store.jsonl import DUMP_OPTIONS, RECORD_FILES, Appender, atomic_write, dumps_line, write_all, write_json
 from labledger.store.ledger import Ledger, default_ledger_path
@@ -75,14 +75,9 @@ def _as_step(step: Any) -> int:
 
     if isinstance(step, numbers.Integral) and not isinstance(step, bool):
         return int(step)
-    item = getattr(step, "item", None)
-    if item is not None:
-        try:
-            value = item()
-        except Exception:  # noqa: BLE001
-            value = None
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+    value = unwrap_scalar(step)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
     raise RecordError(f"must be an integer; got {step!r}", field="step")
 
 
@@ -133,7 +128,7 @@ class Run:
         ledger: Ledger | str | os.PathLike[str] | None = None,
         started: float | None = None,
         extra_meta: Mapping[str, Any] | None = None,
-    ):
+    ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise LedgerError("a run needs a non-empty name")
         self._owns_ledger = not isinstance(ledger, Ledger)
@@ -175,7 +170,7 @@ class Run:
         write_json(self.dir / "config.json", config_json)
         write_json(self.dir / "run.json", self.meta)
         self.ledger.register_run(self.meta)
-        self.config = config_json
+        self.config: dict[str, Any] = config_json
         self.summary: dict[str, Any] = {}
         self.status = "running"
         self._scalars = Appender(self.dir / RECORD_FILES["scalars"])
@@ -198,7 +193,7 @@ class Run:
     def __enter__(self) -> Run:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self.status != "running":
             return
         if exc is None:

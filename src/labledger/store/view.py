@@ -33,7 +33,7 @@ class RunView:
     [0.5]
     """
 
-    def __init__(self, ledger: Ledger, info: RunInfo):
+    def __init__(self, ledger: Ledger, info: RunInfo) -> None:
         self.ledger = ledger
         self.info = info
         self.id = info.id
@@ -62,7 +62,7 @@ class RunView:
     @property
     def meta(self) -> dict[str, Any]:
         """``run.json`` with the index's status (which knows about crashes)."""
-        meta = read_json(self.dir / "run.json")
+        meta: dict[str, Any] = read_json(self.dir / "run.json")
         meta["status"] = self.info.status
         if self.info.ended is not None:
             meta["ended"] = self.info.ended
@@ -201,7 +201,7 @@ class RunView:
         """
         return records_to_table(self.records(what))
 
-    def dataframe(self, what: str):
+    def dataframe(self, what: str) -> Any:
         """A pandas DataFrame of records of kind ``what`` (needs pandas)."""
         return self.table(what).to_pandas()
 
@@ -233,7 +233,7 @@ def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def records_to_table(records) -> pa.Table:
+def records_to_table(records: Any) -> pa.Table:
     """Flatten records (see :meth:`RunView.table`) into an Arrow table with a unified schema."""
     rows = [_flatten(r) for r in records]
     if not rows:
