@@ -201,8 +201,8 @@ def handoff(rng: np.random.Generator) -> str:
     public = [("Sentiment", "FinEntity", "Acc."), ("Sentiment", "FPB", "Macro-F1"), ("NLI", "ContractNLI", "Acc."),
               ("NLI", "NLI4CT", "Macro-F1"), ("Reasoning", "CLadder", "Acc."), ("Retrieval", "FiQA", "nDCG@10")]
     heldout = [("미공개 일반화 평가", "VAST", "Macro-F1"), ("미공개 일반화 평가", "ACOS", "Per-Review F1")]
-    lines = ["# Hand-off", "", "| Category | Benchmark | Metric | " + " | ".join(models) + " |",
-             "|---|---|---|" + "---:|" * len(models)]
+    lines = ["# Hand-off", "", "| Category | Benchmark (Metric) | " + " | ".join(models) + " |",
+             "|---|---|" + "---:|" * len(models)]
 
     def block(rows: list[tuple[str, str, str]], label: str) -> None:
         cols: list[list[float]] = [[] for _ in models]
@@ -211,9 +211,9 @@ def handoff(rng: np.random.Generator) -> str:
             vals = [base + k * 1.5 + rng.normal() for k in range(len(models))]
             for c, v in zip(cols, vals):
                 c.append(round(v, 2))
-            lines.append(f"| {cat} | {bench} | {metric} | " + " | ".join(f"{v:.2f}%" for v in (c[-1] for c in cols)) + " |")
+            lines.append(f"| {cat} | {bench} ({metric}) | " + " | ".join(f"{c[-1]:.2f}%" for c in cols) + " |")
         means = [round(sum(c) / len(c), 2) for c in cols]
-        lines.append(f"| {label} | | | " + " | ".join(f"{m:.2f}%" for m in means) + " |")
+        lines.append(f"| | {label} | " + " | ".join(f"{m:.2f}%" for m in means) + " |")
 
     block(public, "Public Core Mean")
     block(heldout, "Held-out Mean")
