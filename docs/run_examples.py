@@ -22,7 +22,8 @@ Each page runs in a fresh temporary folder, holding a copy of ``docs/examples/<p
 ``docs/examples/make.py``), commands in order (a command sees what the earlier ones wrote).
 Directives are HTML comments, invisible on the rendered page:
 
-- ``<!-- examples: dir=NAME -->`` anywhere in a page: copy ``docs/examples/NAME/`` instead;
+- ``<!-- examples: dir=NAME width=N -->`` anywhere in a page: copy ``docs/examples/NAME/``
+  instead; run at a terminal width of N columns (default 110);
 - ``<!-- example: skip REASON -->`` on the line before a block: do not run it (REASON says why,
   and which test covers what it shows instead).
 
@@ -47,6 +48,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,7 +101,14 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(REPO)}:{self.start + 1}"
+        return f"{_rel(self.page)}:{self.start + 1}"
+
+
+def _rel(page: Path) -> str:
+    try:
+        return str(page.relative_to(REPO))
+    except ValueError:
+        return str(page)
 
 
 def pages() -> list[Path]:
@@ -124,7 +133,7 @@ def parse(page: Path, lines: list[str]) -> list[Block]:
         if lang in SHELL_LANGS:
             block = Block(page, i, j)
             prev = next((lines[k] for k in range(i - 1, -1, -1) if lines[k].strip()), "")
-            sm = re.match(r"^<!--\s*example:\s*skip\b\s*(.*?)\s*-->$", prev.strip())
+            sm = re.match(r"^<!--\s*example:\s*skip\b:?\s*(.*?)\s*-->$", prev.strip())
             if sm:
                 block.skip = sm.group(1) or "skipped"
             if any(b.startswith("$ ") for b in body):
@@ -186,12 +195,13 @@ class Outcome:
 class Runner:
     """Runs commands in one folder; ``labledger`` commands in this process."""
 
-    _demos: dict[tuple[str, ...], tuple[Path, str, Outcome]] = {}
+    _demos: dict[tuple[str, ...], tuple[Path, str, Outcome]] = {}  # noqa: RUF012
 
-    def __init__(self, cwd: Path):
+    def __init__(self, cwd: Path, width: int = WIDTH):
         self.cwd = cwd
+        self.width = width
         self.env = {
-            "COLUMNS": str(WIDTH),
+            "COLUMNS": str(width),
             "NO_COLOR": "1",
             "TERM": "dumb",
             "LABLEDGER_DIR": "",
@@ -202,26 +212,23 @@ class Runner:
     def run(self, command: str) -> Outcome:
         words = shlex.split(command, comments=True)
         plain = words and words[0] == "labledger" and not re.search(r"[|;&<>`$()]", command.split("#")[0])
-        if plain and words[1:2] == ["demo"]:
+        if plain and words[1:2] == ["demo"] and not {"--help", "-h"} & set(words):
             return self._demo(words)
         if plain:
             return self._in_process(words[1:])
         env = {**os.environ, **{k: v for k, v in self.env.items() if v}}
         for k in ("LABLEDGER_DIR", "LABLEDGER_TOKEN"):
             env.pop(k, None)
-        p = subprocess.run(
-            ["bash", "-c", command], cwd=self.cwd, env=env, capture_output=True, text=True, timeout=600
-        )
+        p = subprocess.run(["bash", "-c", command], cwd=self.cwd, env=env, capture_output=True, text=True, timeout=600)
         return Outcome(p.stdout + p.stderr, p.returncode)
 
     def _in_process(self, args: list[str]) -> Outcome:
         from click.testing import CliRunner
 
-        from labledger.cli import main
-        from labledger.cli import base
+        from labledger.cli import base, main
 
-        base.console.width = WIDTH
-        base.err_console.width = WIDTH
+        base.console.width = self.width
+        base.err_console.width = self.width
         old = Path.cwd()
         os.chdir(self.cwd)
         saved = {k: os.environ.get(k) for k in ("LABLEDGER_DIR", "LABLEDGER_TOKEN")}
@@ -246,17 +253,26 @@ class Runner:
         """``labledger demo``: run once per argument list, then copy its ledger."""
         args = words[1:]
         ledger = ".labledger"
+        rest = list(args)
         if "--ledger" in args:
-            ledger = args[args.index("--ledger") + 1]
-        key = tuple(a for a in args if a != ledger)
+            k = args.index("--ledger")
+            ledger = args[k + 1]
+            del rest[k : k + 2]
+        key = (str(self.width), *rest)
         cached = self._demos.get(key)
         if cached is None:
             outcome = self._in_process(args)
+            if outcome.exit_code != 0 or not (self.cwd / ledger).is_dir():
+                return outcome
             keep = Path(tempfile.mkdtemp(prefix="labledger-docs-demo-"))
             atexit.register(shutil.rmtree, keep, True)
             shutil.copytree(self.cwd / ledger, keep / "ledger", symlinks=True)
             text = outcome.output.replace(str(self.cwd / ledger), str(keep / "ledger"))
-            self._demos[key] = (keep / "ledger", str(keep), Outcome(text.replace(str(self.cwd), str(keep)), outcome.exit_code))
+            self._demos[key] = (
+                keep / "ledger",
+                str(keep),
+                Outcome(text.replace(str(self.cwd), str(keep)), outcome.exit_code),
+            )
             return outcome
         src, src_cwd, outcome = cached
         shutil.copytree(src, self.cwd / ledger, symlinks=True)
@@ -267,7 +283,9 @@ class Runner:
 def shown_form(output: str, cwd: Path) -> list[str]:
     """The output as the docs show it: the folder as ``/tmp/example``, no trailing blanks."""
     text = output.replace(str(cwd.resolve()), SHOWN_CWD).replace(str(cwd), SHOWN_CWD)
-    lines = [ln.rstrip() for ln in text.rstrip("\n").split("\n")] if text.strip() else []
+    lines = [ln.rstrip() for ln in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
     return lines
 
 
@@ -315,6 +333,10 @@ def _fail_layout() -> None:
     return None
 
 
+#: The text of each page as it was when its examples ran (``update`` refuses a page edited since).
+_read: dict[Path, str] = {}
+
+
 @dataclass
 class Result:
     block: Block
@@ -322,27 +344,33 @@ class Result:
     actual: list[str]
     exit_code: int
     problem: str | None  # None: as shown
+    seconds: float = 0.0
 
 
-def run_page(page: Path, *, keep: Path | None = None) -> tuple[list[Result], list[Block]]:
+def run_page(page: Path) -> tuple[list[Result], list[Block]]:
     """Run a page's examples; returns the results of every command run, and every block."""
-    lines = page.read_text().split("\n")
+    original = page.read_text()
+    _read[page] = original
+    lines = original.split("\n")
     blocks = parse(page, lines)
     text = "\n".join(lines)
-    dm = re.search(r"<!--\s*examples:\s*dir=(\S+)\s*-->", text)
-    folder = EXAMPLES / (dm.group(1) if dm else page.stem)
+    dm = re.search(r"<!--\s*examples:\s*(.*?)\s*-->", text)
+    opts = dict(kv.split("=", 1) for kv in dm.group(1).split()) if dm else {}
+    folder = EXAMPLES / opts.get("dir", page.stem)
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="labledger-docs-") as tmp:
         cwd = Path(tmp).resolve()
         if folder.is_dir():
             for f in folder.iterdir():
                 (shutil.copytree if f.is_dir() else shutil.copy2)(f, cwd / f.name)
-        runner = Runner(cwd)
+        runner = Runner(cwd, width=int(opts.get("width", WIDTH)))
         for block in blocks:
             if block.skip:
                 continue
             for cmd in block.commands:
+                t0 = time.perf_counter()
                 got = runner.run(cmd.text)
+                took = time.perf_counter() - t0
                 actual = shown_form(got.output, cwd)
                 expect_error = cmd.shown is not None and any(s.startswith("Error:") for s in cmd.shown)
                 problem = None
@@ -352,9 +380,7 @@ def run_page(page: Path, *, keep: Path | None = None) -> tuple[list[Result], lis
                     problem = f"exited {got.exit_code}"
                 elif cmd.shown is not None and _matches(cmd.shown, actual) is None:
                     problem = "output differs from the one shown"
-                results.append(Result(block, cmd, actual, got.exit_code, problem))
-        if keep is not None:
-            shutil.copytree(cwd, keep, dirs_exist_ok=True)
+                results.append(Result(block, cmd, actual, got.exit_code, problem, took))
     return results, blocks
 
 
@@ -364,7 +390,7 @@ def report(results: list[Result]) -> str:
     for r in results:
         if r.problem is None:
             continue
-        head = f"{r.block.page.relative_to(REPO)}:{r.command.first + 1}: $ {r.command.text}\n  {r.problem}"
+        head = f"{_rel(r.block.page)}:{r.command.first + 1}: $ {r.command.text}\n  {r.problem}"
         if r.command.shown is not None:
             diff = difflib.unified_diff(r.command.shown, r.actual, "shown", "actual", lineterm="", n=2)
             head += "\n" + "\n".join("    " + d for d in diff)
@@ -376,7 +402,11 @@ def report(results: list[Result]) -> str:
 
 def update(page: Path, results: list[Result]) -> int:
     """Rewrite the page's shown outputs from ``results``; returns how many changed."""
-    lines = page.read_text().split("\n")
+    text = page.read_text()
+    if _read.get(page) != text:
+        print(f"{_rel(page)} changed while its examples ran: not rewritten (run --update again)")
+        return 0
+    lines = text.split("\n")
     changed = 0
     for r in sorted(results, key=lambda r: r.command.first, reverse=True):
         cmd = r.command
@@ -386,7 +416,7 @@ def update(page: Path, results: list[Result]) -> int:
             continue  # a failing command is reported, not written into the docs
         new = _layout(cmd.shown, r.actual, strict=False)
         if new is None:
-            print(f"{page.relative_to(REPO)}:{cmd.first + 1}: cannot place the '...' of the shown output; edit by hand")
+            print(f"{_rel(page)}:{cmd.first + 1}: cannot place the '...' of the shown output; edit by hand")
             continue
         lines[cmd.last + 1 : cmd.out_end] = new
         changed += 1
@@ -395,23 +425,86 @@ def update(page: Path, results: list[Result]) -> int:
     return changed
 
 
+CLI_PAGE = REPO / "docs" / "cli.md"
+
+
+def commands() -> list[tuple[str, object]]:
+    """Every command and subcommand of ``labledger``, as (``"calibrate fit"``, click command)."""
+    from labledger.cli import main as root
+
+    out: list[tuple[str, object]] = []
+
+    def walk(prefix: str, group: object) -> None:
+        for name in sorted(getattr(group, "commands", {})):
+            cmd = group.commands[name]  # type: ignore[attr-defined]
+            path = f"{prefix} {name}".strip()
+            out.append((path, cmd))
+            walk(path, cmd)
+
+    walk("", root)
+    return out
+
+
+def cli_skeleton() -> str:
+    """docs/cli.md without outputs: one ``$ labledger ... --help`` per command (``--update`` fills them)."""
+    parts = [
+        "# Command reference",
+        "",
+        "Every command's `--help`, generated by `python docs/run_examples.py --update` (and checked by",
+        "`tests/test_docs.py`, which fails when a command or an option has no help text or is missing here).",
+        "The pages linked from the [README](../README.md) explain what the commands are for.",
+        "",
+        "```",
+        "$ labledger --help",
+        "```",
+    ]
+    for path, _ in commands():
+        parts += ["", f"## labledger {path}", "", "```", f"$ labledger {path} --help", "```"]
+    return "\n".join(parts) + "\n"
+
+
+def _keep_outputs(skeleton: str, old: str) -> str:
+    """The skeleton with the outputs that the old page already showed (so an update only adds)."""
+    if not old:
+        return skeleton
+    shown: dict[str, list[str]] = {}
+    lines = old.split("\n")
+    for block in parse(CLI_PAGE, lines):
+        for cmd in block.commands:
+            shown[cmd.text] = cmd.shown or []
+    out: list[str] = []
+    for line in skeleton.split("\n"):
+        out.append(line)
+        if line.startswith("$ ") and line[2:] in shown:
+            out += shown[line[2:]]
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("pages", nargs="*", type=Path, help="pages to run (default: README.md and docs/*.md)")
     ap.add_argument("--update", action="store_true", help="rewrite the shown outputs from this run")
+    ap.add_argument("--times", action="store_true", help="print each command's wall time")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(REPO / "src"))
     failed = 0
-    for page in [p.resolve() for p in args.pages] or pages():
+    chosen = [p.resolve() for p in args.pages] or pages()
+    if args.update and CLI_PAGE in chosen:
+        old = CLI_PAGE.read_text() if CLI_PAGE.exists() else ""
+        CLI_PAGE.write_text(_keep_outputs(cli_skeleton(), old))
+    for page in chosen:
         results, blocks = run_page(page)
+        if args.times:
+            for r in results:
+                print(f"{r.seconds:7.2f} s  {_rel(page)}:{r.command.first + 1}  {r.command.text[:80]}")
         bad = [r for r in results if r.problem]
         skipped = sum(1 for b in blocks if b.skip)
         if args.update:
             n = update(page, results)
             bad = [r for r in bad if r.problem != "output differs from the one shown"]
-            print(f"{page.relative_to(REPO)}: {len(results)} commands, {n} outputs rewritten, {skipped} blocks skipped")
+            print(f"{_rel(page)}: {len(results)} commands, {n} outputs rewritten, {skipped} blocks skipped")
         else:
-            print(f"{page.relative_to(REPO)}: {len(results)} commands, {len(bad)} differ or fail, {skipped} blocks skipped")
+            print(f"{_rel(page)}: {len(results)} commands, {len(bad)} differ or fail, {skipped} blocks skipped")
         if bad:
             print(report(bad))
             failed += len(bad)

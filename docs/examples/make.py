@@ -63,12 +63,16 @@ def metrics_rows(rng: np.random.Generator, skill: float = 1.0) -> list[dict]:
     for i in range(120):
         g = int(rng.integers(3))
         z = np.eye(3)[g] * 2.0 * skill + rng.normal(size=3)
-        rows.append({"id": f"s{i}", "task": "sentiment", "gold": labels[g], "probs": _probs(labels, _softmax(z))} | common(i))
+        rows.append(
+            {"id": f"s{i}", "task": "sentiment", "gold": labels[g], "probs": _probs(labels, _softmax(z))} | common(i)
+        )
     for i in range(120):
         g = int(rng.integers(2))
         s = 1 / (1 + np.exp(-(2.0 * skill * (2 * g - 1) + rng.normal())))
         gold = "cross_boundary" if g else "single_symbol"
-        rows.append({"id": f"b{i}", "task": "boundary", "gold": gold, "score": _r(s), "positive": "cross_boundary"} | common(i))
+        rows.append(
+            {"id": f"b{i}", "task": "boundary", "gold": gold, "score": _r(s), "positive": "cross_boundary"} | common(i)
+        )
     for i in range(60):
         gold = float(rng.integers(-3, 4))
         pred = gold + rng.normal() / skill
@@ -81,7 +85,9 @@ def metrics_rows(rng: np.random.Generator, skill: float = 1.0) -> list[dict]:
     aspects = ("price", "service", "food", "ambience")
     for i in range(40):
         gold = sorted(a for a in aspects if rng.random() < 0.4)
-        pred = sorted({a for a in gold if rng.random() < 0.5 + 0.3 * skill} | {a for a in aspects if rng.random() < 0.1})
+        pred = sorted(
+            {a for a in gold if rng.random() < 0.5 + 0.3 * skill} | {a for a in aspects if rng.random() < 0.1}
+        )
         rows.append({"id": f"a{i}", "task": "aspects", "gold": gold, "pred": pred} | common(i))
     calls = ('{"name": "get_weather"}', '{"name": "search"}', "no tool")
     for i in range(40):
@@ -106,19 +112,26 @@ def calibration_rows(rng: np.random.Generator) -> list[dict]:
     for i in range(600):
         g = int(rng.choice(3, p=(0.2, 0.6, 0.2)))
         z = np.eye(3)[g] * 1.2 + rng.normal(size=3)
-        rows.append({"id": f"fin-{i}", "task": "finentity", "gold": labels[g], "probs": _probs(labels, _softmax(z))} | split(i))
+        rows.append(
+            {"id": f"fin-{i}", "task": "finentity", "gold": labels[g], "probs": _probs(labels, _softmax(z))} | split(i)
+        )
     # hover: binary, the model's scores run high for NOT_SUPPORTED
     for i in range(400):
         g = bool(rng.random() < 0.5)
         s = 1 / (1 + np.exp(-(1.5 * (2 * g - 1) + 1.2 + rng.normal())))
         gold = "NOT_SUPPORTED" if g else "SUPPORTED"
-        rows.append({"id": f"hover-{i}", "task": "hover", "gold": gold, "score": _r(s), "positive": "NOT_SUPPORTED"} | split(i))
+        rows.append(
+            {"id": f"hover-{i}", "task": "hover", "gold": gold, "score": _r(s), "positive": "NOT_SUPPORTED"} | split(i)
+        )
     # when2call: multiple choice, the model over-calls the tool
     options = ('{"name": "get_weather", "arguments": {"city": "Seoul"}}', "Which city?", "I cannot help with that.")
     for i in range(300):
         g = int(rng.choice(3, p=(0.3, 0.5, 0.2)))
         z = np.eye(3)[g] * 1.5 + np.array([1.2, 0.0, 0.0]) + rng.normal(size=3)
-        rows.append({"id": f"w2c-{i}", "task": "when2call", "gold": options[g], "probs": _probs(options, _softmax(z))} | split(i))
+        rows.append(
+            {"id": f"w2c-{i}", "task": "when2call", "gold": options[g], "probs": _probs(options, _softmax(z))}
+            | split(i)
+        )
     # acos: 10 yes/no questions per review; the model says "yes" too rarely
     for r in range(150):
         for q in range(10):
@@ -198,11 +211,21 @@ def smoke_report(rng: np.random.Generator) -> dict:
 
 def handoff(rng: np.random.Generator) -> str:
     models = ("Base", "V3 Raw", "V4 Raw", "V5 Raw", "V5 Calibrated")
-    public = [("Sentiment", "FinEntity", "Acc."), ("Sentiment", "FPB", "Macro-F1"), ("NLI", "ContractNLI", "Acc."),
-              ("NLI", "NLI4CT", "Macro-F1"), ("Reasoning", "CLadder", "Acc."), ("Retrieval", "FiQA", "nDCG@10")]
+    public = [
+        ("Sentiment", "FinEntity", "Acc."),
+        ("Sentiment", "FPB", "Macro-F1"),
+        ("NLI", "ContractNLI", "Acc."),
+        ("NLI", "NLI4CT", "Macro-F1"),
+        ("Reasoning", "CLadder", "Acc."),
+        ("Retrieval", "FiQA", "nDCG@10"),
+    ]
     heldout = [("미공개 일반화 평가", "VAST", "Macro-F1"), ("미공개 일반화 평가", "ACOS", "Per-Review F1")]
-    lines = ["# Hand-off", "", "| Category | Benchmark (Metric) | " + " | ".join(models) + " |",
-             "|---|---|" + "---:|" * len(models)]
+    lines = [
+        "# Hand-off",
+        "",
+        "| Category | Benchmark (Metric) | " + " | ".join(models) + " |",
+        "|---|---|" + "---:|" * len(models),
+    ]
 
     def block(rows: list[tuple[str, str, str]], label: str) -> None:
         cols: list[list[float]] = [[] for _ in models]
