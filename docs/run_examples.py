@@ -29,7 +29,7 @@ Directives are HTML comments, invisible on the rendered page:
 
 In the shown output a line ``...`` stands for any number of lines (``--update`` keeps it). Before
 comparing, both sides are normalised for what varies from run to run: run ids, timestamps, the
-temporary folder (shown as ``/tmp/example``), durations and timings, process ids and host details,
+temporary folder (shown as ``/tmp/example``), recipe ids, durations and timings, process ids and host details,
 and the padding of table columns. ``labledger ...`` commands run in this process (through click's
 test runner, at a fixed terminal width), anything else through ``bash``; ``labledger demo`` runs
 once per invocation of this script with the same arguments (its ledger is copied for the next page
@@ -65,6 +65,8 @@ ELLIPSIS = "..."
 #: What varies from run to run, replaced on both sides before comparing.
 NORMALISE = [
     (re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b"), "<run-id>"),
+    # a recipe's id hashes its content, which names the results file it was fitted on (a temporary path)
+    (re.compile(r"\brecipe [0-9a-f]{16}\b"), "recipe <id>"),
     (re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([+-]\d{2}:?\d{2}|Z)?"), "<time>"),
     (re.compile(r"^(\s*Latency:).*"), r"\1 <timings>"),
     (re.compile(r"\b\d+(\.\d+)? ?(µs|ms|s)\b"), "<t>"),

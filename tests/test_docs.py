@@ -260,3 +260,19 @@ def test_docstring_examples_run(module, tmp_path, monkeypatch):
         runner.run(test)
     result = runner.summarize(verbose=False)
     assert result.failed == 0, f"{result.failed} of {result.attempted} docstring examples of {module} failed"
+
+
+# ------------------------------------------------------------------------------------------------
+# What the README's install lacks
+
+
+def test_dataframe_without_pandas_names_the_extra(tmp_path, monkeypatch):
+    with labledger.start_run("r", ledger=tmp_path / "l") as run:
+        run.log(1, loss=0.5)
+    view = labledger.open_ledger(tmp_path / "l").run("r")
+    monkeypatch.setitem(sys.modules, "pandas", None)  # what `import pandas` meets when it is not installed
+    with pytest.raises(labledger.errors.LedgerError, match=re.escape("pip install 'labledger[pandas]'")):
+        view.dataframe("scalars")
+    monkeypatch.undo()
+    pytest.importorskip("pandas")
+    assert view.dataframe("scalars")["loss"].tolist() == [0.5]
