@@ -229,8 +229,11 @@ class Runner:
 
         from labledger.cli import base, main
 
-        base.console.width = self.width
-        base.err_console.width = self.width
+        # rich keeps the width it was given (restored below, so other users of the consoles, such as
+        # the other tests, see what they would have seen)
+        widths = [(c, c._width) for c in (base.console, base.err_console)]
+        for c, _ in widths:
+            c.width = self.width
         old = Path.cwd()
         os.chdir(self.cwd)
         saved = {k: os.environ.get(k) for k in ("LABLEDGER_DIR", "LABLEDGER_TOKEN")}
@@ -240,6 +243,8 @@ class Runner:
             env = {k: (v or None) for k, v in self.env.items()}
             result = CliRunner(env=env).invoke(main, args, prog_name="labledger", catch_exceptions=True)
         finally:
+            for c, w in widths:
+                c._width = w
             os.chdir(old)
             for k, v in saved.items():
                 if v is not None:
