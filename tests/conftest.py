@@ -57,3 +57,30 @@ def make_batch(
 @pytest.fixture
 def ledger_dir(tmp_path):
     return tmp_path / "ledger"
+
+
+#: Tests that take more than a few seconds on a 2-core machine (measured with --durations), marked
+#: ``slow`` here so that the test files stay as they are: ``pytest -m "not slow"`` skips them.
+#: Entries are node ids without parameters (every parametrisation of the test is marked); a file
+#: name alone marks every test of that file that uses one of ``SLOW_FIXTURES``.
+SLOW = {
+    "tests/test_calibrate.py::test_fitted_multiplier_recovers_a_known_prior_shift",
+    "tests/test_demo.py::test_cli_demo",
+    "tests/test_import.py::test_mlflow_store_runs_params_metrics_tags",
+}
+#: Module fixtures that train a model (every test using one is slow: the first pays for it).
+SLOW_FIXTURES = {"tests/test_demo.py": {"demo", "views", "batches"}}
+#: Docstring examples of modules whose imports alone take seconds (torch, transformers, lightning).
+SLOW_DOCTESTS = ("labledger.demo", "labledger.integrations")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path, _, name = item.nodeid.partition("::")
+        base = f"{path}::{name.split('[')[0]}"
+        slow = base in SLOW or bool(SLOW_FIXTURES.get(path, set()) & set(getattr(item, "fixturenames", ())))
+        if base == "tests/test_docs.py::test_docstring_examples_run":
+            module = item.callspec.params["module"]
+            slow = module.startswith(SLOW_DOCTESTS)
+        if slow:
+            item.add_marker(pytest.mark.slow)

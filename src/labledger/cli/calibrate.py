@@ -266,10 +266,20 @@ def apply_cmd(results, recipe_ref, out, keep_other_tasks, ledger_path, as_json):
 @click.argument("results")
 @click.option("--recipe", "recipe_ref", required=True, metavar="FILE|RUN:NAME", help="The recipe to report on.")
 @click.option("--task", "tasks", multiple=True, metavar="T", help="Only this task (repeatable).")
-@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
-@click.option("--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, show_default=True)
-@click.option("--resamples", type=click.IntRange(min=0), default=1000, show_default=True)
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True, help="Markdown or JSON."
+)
+@click.option(
+    "--ci",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Confidence level of the paired intervals.",
+)
+@click.option(
+    "--resamples", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples (0: none)."
+)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option(
     "--bins",
     type=click.IntRange(min=1),

@@ -298,9 +298,17 @@ def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definition
     help="Metric to compare (repeatable; default: the task kind's set).",
 )
 @click.option("--unpaired", is_flag=True, help="Allow different item sets (each side resampled on its own).")
-@click.option("--ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, show_default=True)
-@click.option("--resamples", type=click.IntRange(min=0), default=1000, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--ci",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Confidence level of the paired interval.",
+)
+@click.option(
+    "--resamples", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples (0: none)."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option("--positive", metavar="LABEL", default=None, help="Positive label of binary 'score' tasks.")
 @click.option("--definitions", is_flag=True, help="Show each metric's definition.")
 @json_option

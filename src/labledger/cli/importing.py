@@ -36,8 +36,8 @@ FORMAT_CHOICES = ("auto", "seed-run", "report", "results", "tensorboard", "mlflo
 def import_cmd(path, name, group, fmt, copy, again, ledger_path, as_json):
     """Import PATH as runs, all or nothing, through the same validation as logging.
 
-    PATH is a seed-004 run folder (batches.jsonl, training_history.json, full_test/), a seed-000
-    report (.json), a results .jsonl, TensorBoard event files (a file or a folder), or an MLflow
+    PATH is a training-run folder (batches.jsonl, training_history.json, full_test/), a
+    threshold-selection report (.json with threshold_trials, paired_test, ...), a results .jsonl, TensorBoard event files (a file or a folder), or an MLflow
     store (mlflow.db or mlruns/). Originals are never changed. The same content imported twice is
     refused unless --again.
     """

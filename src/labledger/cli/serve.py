@@ -66,7 +66,7 @@ def _allowed_hosts(host: str, port: int) -> list[str] | None:
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="Address to bind. Anything but loopback needs a token."
 )
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
 @click.option(
     "--uploads",
     "uploads_dir",
@@ -107,6 +107,7 @@ def _allowed_hosts(host: str, port: int) -> list[str] | None:
     default="info",
     show_default=True,
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    help="Server log level (requests and errors go to stderr).",
 )
 @handle_errors
 def serve_cmd(ledger_path, host, port, uploads_dir, max_upload, token, private, artifacts, site_cache, log_level):

@@ -204,7 +204,7 @@ def _print_report(report, data: dict[str, Any], max_rows: int) -> None:
 def sweep_cmd(
     results, positive, thresholds, objective, gates, task, test_ref, center, out, strict, max_rows, ledger_path, as_json
 ):
-    """Sweep a decision threshold over RESULTS and select one under gates (seed 000's report).
+    """Sweep a decision threshold over RESULTS and select one under gates; write the report.
 
     RESULTS is a results.jsonl file or RUN:NAME (results stored in a run). An item is predicted
     positive when its score (the 'score' field, or probs[POSITIVE]) is >= the threshold.
@@ -351,7 +351,7 @@ def _recorded_param(ctx, param, value):
 @json_option
 @handle_errors
 def forensics_cmd(support, accuracy, weighted_f1, swapped, decimals, accuracy_decimals, as_json):
-    """Every binary confusion matrix consistent with recorded accuracy and weighted F1 (seed 003)."""
+    """Every binary confusion matrix consistent with recorded accuracy and weighted F1."""
     from labledger.metrics.forensics import reconstruct_confusion
 
     (acc, acc_written), (f1, f1_written) = accuracy, weighted_f1

@@ -51,7 +51,7 @@ def _pairs(values, opt):
 @click.pass_context
 @handle_errors
 def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_json):
-    """Version table: benchmarks by category x models, with a mean row and deltas (seed 001)."""
+    """Version table: benchmarks by category x models, with a mean row and deltas."""
     if ctx.invoked_subcommand is not None:
         return
     from labledger import open_ledger
@@ -125,7 +125,8 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_jso
 @handle_errors
 def table_import_cmd(file, suite, columns, category_suites, dry_run, ledger_path, as_json):
     """Add benchmark entries from CSV/JSONL (model, suite, benchmark, category, metric, variant,
-    value[, n]) or from a Markdown table like seed 001's (values in percent)."""
+    value[, n]) or from a Markdown table: category, 'Benchmark (Metric)', one column per model
+    (values in percent)."""
     from labledger import open_ledger
     from labledger.analysis.benchmarks import add_entries, import_markdown, import_records
 

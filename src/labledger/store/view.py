@@ -202,7 +202,18 @@ class RunView:
         return records_to_table(self.records(what))
 
     def dataframe(self, what: str) -> Any:
-        """A pandas DataFrame of records of kind ``what`` (needs pandas)."""
+        """A pandas DataFrame of records of kind ``what``: :meth:`table` as pandas.
+
+        Needs pandas (``pip install 'labledger[pandas]'``; in ``[dev]`` and ``[all]`` too); without
+        it, a :class:`~labledger.errors.LedgerError` says so.
+        """
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            raise LedgerError(
+                "RunView.dataframe() needs pandas, which is not installed: pip install 'labledger[pandas]' "
+                "(or use RunView.table(), a pyarrow.Table, which needs nothing more)"
+            ) from None
         return self.table(what).to_pandas()
 
 
