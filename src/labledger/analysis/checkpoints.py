@@ -279,13 +279,11 @@ def _load_heads(path: Path) -> dict[str, Any]:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
     if path.suffix in (".jsonl", ".json"):
-        import orjson
-
-        from labledger.store.jsonl import iter_lines
+        from labledger.store.jsonl import decode_line, iter_lines
 
         heads: dict[str, dict[str, dict[str, float]]] = {}
         for lineno, raw in iter_lines(path):
-            row = orjson.loads(raw)
+            row = decode_line(raw, str(path), lineno)
             rid = row.get("id")
             if rid is None:
                 raise CheckpointError(f"{path}:{lineno}: field 'id' is missing")

@@ -761,14 +761,13 @@ def _metric_rows(task: str, slice_: str, metrics: Any) -> Iterator[tuple]:
 
 def summarize_run_dir(run_dir: Path) -> dict[str, Any]:
     """Counts and last scalars recomputed from a run's files (for crashed runs and ``show``)."""
-    from labledger.store.jsonl import RECORD_FILES, count_lines, iter_lines
+    from labledger.store.jsonl import RECORD_FILES, count_lines, iter_decoded
 
     summary: dict[str, Any] = {}
     last: dict[str, Any] = {}
     steps = None
     n = 0
-    for _, raw in iter_lines(run_dir / RECORD_FILES["scalars"]):
-        rec = orjson.loads(raw)
+    for _, _, rec in iter_decoded(run_dir / RECORD_FILES["scalars"]):  # damaged lines: skipped, warned
         n += 1
         step = rec.pop("step", None)
         rec.pop("time", None)
