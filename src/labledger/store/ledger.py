@@ -463,18 +463,38 @@ class Ledger:
         """A scratch ledger inside this one; runs logged there become visible only by :meth:`adopt`.
 
         The folder is removed on exit, whatever happened: an import that fails part-way leaves
-        this ledger exactly as it was.
+        this ledger exactly as it was. The import holds ``.import.lock`` in it while it runs; the
+        folders of imports killed before they could clean up (no live holder) are removed here, at
+        the next import (and by ``labledger verify --repair``).
         """
         import secrets
         import shutil
 
-        path = self.root / ".staging" / secrets.token_hex(6)
-        stage = Ledger(path, create=True)
+        base = self.root / ".staging"
+        path = base / secrets.token_hex(6)
+        path.mkdir(parents=True)
+        lock_fd = os.open(path / ".import.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        for other in base.iterdir():
+            if (
+                other != path
+                and other.is_dir()
+                and not lock_is_held(other / ".import.lock")
+                and ((other / ".import.lock").exists() or time.time() - other.stat().st_mtime > 60)
+            ):
+                shutil.rmtree(other, ignore_errors=True)  # an import killed part-way: never adopted
+        try:
+            stage = Ledger(path, create=True)
+        except BaseException:
+            os.close(lock_fd)
+            shutil.rmtree(path, ignore_errors=True)
+            raise
         try:
             yield stage
         finally:
             stage.close()
             shutil.rmtree(path, ignore_errors=True)
+            os.close(lock_fd)
 
     def previous_import(self, sha256: str) -> dict[str, Any] | None:
         """The earlier import of a source with this content hash, if any."""
