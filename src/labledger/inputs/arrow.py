@@ -21,6 +21,7 @@ import pyarrow.json as pj
 from labledger.errors import RecordError
 from labledger.inputs.results import (
     _CORE,
+    MAX_ID_CHARS,
     ResultSet,
     TaskData,
     _positive_for,
@@ -121,6 +122,10 @@ def read_arrow(path: Path, name: str, tolerance: float, positive: Any) -> Result
         return None
     if table.num_rows != n_lines:  # blank lines: line numbers would not match rows
         return None
+    if "id" in table.column_names and pa.types.is_string(table.column("id").type) and table.num_rows:
+        longest = pc.max(pc.utf8_length(table.column("id"))).as_py()
+        if longest is not None and longest > MAX_ID_CHARS:
+            return None  # the row reader refuses it with its line
     try:
         table = table.combine_chunks()
         return _read_table(table, name, tolerance, positive)
