@@ -24,14 +24,14 @@ import socket
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from labledger.errors import IndexUnavailableError, LedgerError, LedgerNotFoundError, RunNotFoundError
+from labledger.errors import IndexUnavailableError, LedgerError, LedgerNotFoundError, RunNotFoundError, StorageError
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.jsonl import read_json, write_json
 from labledger.store.migrations import migrate
@@ -164,7 +164,8 @@ class Ledger:
             self.db.execute("PRAGMA foreign_keys = ON")
             migrate(self.db)
         except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"{db_path}: cannot open the ledger index ({exc})") from None
+            kind = StorageError if "disk" in str(exc) else LedgerError  # full, read-only or failing disk
+            raise kind(f"{db_path}: cannot open the ledger index ({exc})") from None
 
     def _open_postgres(self, url: str, artifacts: str | os.PathLike[str] | None, create: bool) -> None:
         artifacts = artifacts if artifacts is not None else os.environ.get("LABLEDGER_ARTIFACTS")
@@ -212,14 +213,28 @@ class Ledger:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction (``BEGIN IMMEDIATE``; on PostgreSQL ``BEGIN`` + the ledger's write lock)."""
-        self.db.execute("BEGIN IMMEDIATE")
+        """A write transaction (``BEGIN IMMEDIATE``; on PostgreSQL ``BEGIN`` + the ledger's write lock).
+
+        A full disk (SQLite's "database or disk is full", "disk I/O error") rolls back and raises
+        :class:`~labledger.errors.StorageError` naming the index file.
+        """
         try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+                self.db.execute("COMMIT")
+            except BaseException:
+                with suppress(Exception):  # SQLite may have rolled back already (SQLITE_FULL)
+                    self.db.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if "disk is full" in text or "disk I/O error" in text:
+                kind = "disk full" if "full" in text else "write failed"
+                raise StorageError(
+                    f"{kind}: {self.root / DB_NAME}: the index was not updated ({text}); free space and try again"
+                ) from None
             raise
-        self.db.execute("COMMIT")
 
     def _write(self, body) -> Any:
         """Run ``body(db)`` in a transaction; in team mode, replay it when the connection was lost
