@@ -400,10 +400,13 @@ def import_records(path: str | Path) -> ImportResult:
                 "starts with a byte-order mark; save the file as UTF-8 without one", source=str(path), line=1
             )
         reader = csv.DictReader(io.StringIO(text, newline=""))
-        for i, row in enumerate(reader, 2):
-            if None in row:
-                raise RecordError("has more cells than the header", source=str(path), line=i)
-            rows.append((i, row))
+        try:
+            for i, row in enumerate(reader, 2):
+                if None in row:
+                    raise RecordError("has more cells than the header", source=str(path), line=i)
+                rows.append((i, row))
+        except csv.Error as exc:  # a field over csv's size limit, a NUL byte, ...
+            raise RecordError(f"not valid CSV ({exc})", source=str(path), line=reader.line_num) from None
     else:
         from labledger.store.jsonl import decode_line, iter_lines
 
