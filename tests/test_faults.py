@@ -287,17 +287,6 @@ def test_a_complete_last_record_without_newline_is_read_not_called_torn(tmp_path
         assert len(list(read_jsonl(path))) == 40
 
 
-def test_a_writer_reopening_a_torn_file_starts_on_a_fresh_line(tmp_path):
-    from labledger.store.jsonl import Appender
-
-    path = tmp_path / "m.jsonl"
-    path.write_bytes(b'{"step": 1}\n{"step": 2, "lo')
-    a = Appender(path)
-    a.append({"step": 3})
-    a.close()
-    assert path.read_bytes() == b'{"step": 1}\n{"step": 2, "lo\n{"step":3}\n'
-
-
 # -- site ----------------------------------------------------------------------------------------
 def test_a_crafted_site_manifest_cannot_delete_anything_outside_the_site(tmp_path):
     from labledger.site import build_site

@@ -9,8 +9,8 @@ filesystem, so DDP ranks or parallel sweeps can share a file.
 A write the disk refuses (``ENOSPC``, ``EDQUOT``, ``EIO``, ``EROFS``) raises
 :class:`~labledger.errors.StorageError` ("disk full: FILE: the record was not stored") after
 truncating the file back to its last complete record, so nothing is glued onto a half line and the
-next write works once space is freed. A file reopened for appending that does not end in a newline
-(its writer was killed mid-write) gets one first, for the same reason.
+next write works once space is freed. (A file is not "repaired" with a newline when it is reopened:
+with several writers on one file, its last line may be another process's write in progress.)
 
 Readers of record files skip every damaged line (not JSON, not a JSON object, a torn last line)
 with a :class:`~labledger.errors.DamagedLineWarning` naming the file and line, and read all the
@@ -110,10 +110,7 @@ class Appender:
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         try:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            size = os.fstat(self.fd).st_size
-            if size and os.pread(self.fd, 1, size - 1) != b"\n":
-                write_all(self.fd, b"\n")  # a torn line from a killed writer: start on a fresh line
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
             if exc.errno in DISK_ERRNOS:
                 raise disk_error(exc, self.path, "cannot open for appending") from None
