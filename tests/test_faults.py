@@ -548,3 +548,74 @@ def test_push_on_a_name_clash_says_overwrite(tmp_path):
         push_file(f, server.url, token=token)
         with pytest.raises(PushError, match="already exists on the server; pass --overwrite"):
             push_file(f, server.url, token=token)
+
+
+# -- kill -9 in the middle of other multi-file writes ------------------------------------------------
+def _kill_then_rerun(args: list[str], delay: float, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": SRC}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "labledger", *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=delay)
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return labledger_proc(*args, cwd=cwd)
+
+
+@pytest.mark.slow  # ~30 s each on 2 shared cores (three commands, each started twice)
+@pytest.mark.parametrize("delay", [0.8, 1.6])
+def test_kill_9_during_calibrate_apply_table_import_and_soup_then_the_same_command_succeeds(tmp_path, delay):
+    torch = pytest.importorskip("torch")
+    d = tmp_path / "ledger"
+    with labledger.start_run("r", ledger=d) as run:
+        run.log(1, loss=1.0)
+    rows = [
+        {
+            "id": str(i),
+            "task": "t",
+            "gold": "a" if i % 3 else "b",
+            "probs": {"a": 0.6 + (i % 5) / 20, "b": 0.4 - (i % 5) / 20},
+        }
+        for i in range(20000)
+    ]
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    recipe = tmp_path / "recipe.toml"
+    res = labledger_proc(
+        "calibrate", "fit", str(results), "--method", "temperature", "--out", str(recipe), cwd=tmp_path
+    )
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "calibrated.jsonl"
+    res = _kill_then_rerun(
+        ["calibrate", "apply", str(results), "--recipe", str(recipe), "--out", str(out)], delay, tmp_path
+    )
+    assert res.returncode == 0, res.stderr
+    assert len(out.read_bytes().splitlines()) == len(rows) and not list(tmp_path.glob(".calibrated.jsonl*"))
+    table = tmp_path / "table.csv"
+    table.write_text(
+        "model,suite,benchmark,metric,value\n"
+        + "".join(f"m{i},s,b{j},accuracy,0.5\n" for i in range(20) for j in range(50))
+    )
+    res = _kill_then_rerun(["table", "import", str(table), "--ledger", str(d)], delay, tmp_path)
+    assert res.returncode in (0, 1), res.stderr  # 1 only when the killed import had already finished
+    assert "Traceback" not in res.stderr
+    ckpts = []
+    for i in range(2):
+        path = tmp_path / f"c{i}.pt"
+        torch.save({"w": torch.full((256, 256), float(i))}, path)
+        ckpts.append(str(path))
+    soup = tmp_path / "soup.pt"
+    res = _kill_then_rerun(
+        ["soup", *ckpts, "--weights", "0.5,0.5", "--out", str(soup), "--ledger", str(d)], delay, tmp_path
+    )
+    assert res.returncode == 0, res.stderr
+    assert torch.load(soup)["w"].mean().item() == pytest.approx(0.5)
+    assert not list(tmp_path.glob(".soup.pt*"))
+    res = labledger_proc("verify", "--ledger", str(d))
+    assert res.returncode == 0, res.stdout + res.stderr
