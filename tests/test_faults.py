@@ -619,3 +619,32 @@ def test_kill_9_during_calibrate_apply_table_import_and_soup_then_the_same_comma
     assert not list(tmp_path.glob(".soup.pt*"))
     res = labledger_proc("verify", "--ledger", str(d))
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+# -- import of a ledger run folder is an equal copy (16) ------------------------------------------
+def test_importing_a_ledger_run_folder_keeps_headline_documents_and_files(tmp_path):
+    from labledger.importers import import_path
+
+    src_ledger = tmp_path / "a"
+    rows = [
+        {"id": str(i), "task": "t", "gold": "x" if i % 2 else "y", "probs": {"x": 0.7, "y": 0.3}} for i in range(20)
+    ]
+    with labledger.start_run("orig", ledger=src_ledger) as run:
+        run.log(1, loss=1.0)
+        results = run.log_results("test", rows)
+        run.log_file("full_test/summary.json", orjson.dumps({"cells": {}, "analysis": {"errors": 1}}))
+        run.set_summary(test_accuracy=0.5)
+    book = labledger.open_ledger(src_ledger)
+    doc = labledger.evaluate(results).to_dict()
+    book.save_evaluation(run.id, "test", doc)
+    dst = tmp_path / "b"
+    result = import_path(run.dir, dst, fmt="seed-run")
+    [new_id] = result.run_ids
+    copy = labledger.open_ledger(dst)
+    info = copy.info(new_id)
+    assert info.summary["headline"] == {"test_accuracy": 0.5}
+    assert [e["name"] for e in copy.evaluations(new_id)] == [e["name"] for e in book.evaluations(run.id)]
+    assert len(copy.metric_values(new_id)) == len(book.metric_values(run.id)) > 0
+    assert (copy.run_dir(new_id) / "files" / "full_test" / "summary.json").read_bytes() == (
+        run.dir / "files" / "full_test" / "summary.json"
+    ).read_bytes()
