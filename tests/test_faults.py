@@ -648,3 +648,24 @@ def test_importing_a_ledger_run_folder_keeps_headline_documents_and_files(tmp_pa
     assert (copy.run_dir(new_id) / "files" / "full_test" / "summary.json").read_bytes() == (
         run.dir / "files" / "full_test" / "summary.json"
     ).read_bytes()
+
+
+def test_a_get_never_marks_a_run_crashed_the_servers_timer_does(tmp_path):
+    from starlette.testclient import TestClient
+
+    from labledger.server import create_app
+
+    d = tmp_path / "ledger"
+    run = labledger.start_run("dies", ledger=d)
+    run.log(1, loss=1.0)
+    os.close(run._lock_fd)  # what the kernel does when the process dies: the lock is free, status 'running'
+    book = labledger.open_ledger(d)
+    app = create_app(d, uploads_dir=str(tmp_path / "up"))
+    ctx = app.state.ctx
+    client = TestClient(app)  # no lifespan: the timer does not run
+    assert client.get("/api/runs").status_code == 200
+    assert client.get(f"/api/runs/{run.id}").json()["run"]["status"] == "running"
+    row = book.db.execute("SELECT status FROM runs WHERE id = ?", (run.id,)).fetchone()
+    assert row[0] == "running"  # the GETs changed nothing
+    assert ctx.reap() == [run.id]  # what the server's background task does every 5 s
+    assert client.get(f"/api/runs/{run.id}").json()["run"]["status"] == "crashed"

@@ -64,7 +64,13 @@ class ServerContext:
 
     # -- the ledger -----------------------------------------------------------------------------
     def new_ledger(self) -> Ledger:
-        return Ledger(self.location, create=True, artifacts=self.artifacts)
+        book = Ledger(self.location, create=True, artifacts=self.artifacts)
+        book.reap_on_read = False  # GETs change nothing; reap() runs on the server's own timer
+        return book
+
+    def reap(self) -> list[str]:
+        """Mark runs whose process died as crashed (the server's background task, not a GET)."""
+        return self.ledger().reap()
 
     def ledger(self) -> Ledger:
         """This thread's connection to the ledger (a ``Ledger`` is not shared between threads)."""

@@ -137,6 +137,9 @@ class Ledger:
         if root is None:
             root = default_ledger_path()
         self.url: str | None = None
+        #: Whether reads (``runs``, ``info``) mark dead runs crashed first. A server sets it off: its
+        #: GETs change nothing, and a background task reaps instead (#17).
+        self.reap_on_read = True
         self.dialect = "sqlite"
         self.host = socket.gethostname()
         self._heartbeat: Heartbeat | None = None
@@ -408,7 +411,8 @@ class Ledger:
         self, *, name: str | None = None, group: str | None = None, tag: str | None = None, status: str | None = None
     ) -> list[RunInfo]:
         """Runs in the index, newest first, filtered by exact name, group, tag and status."""
-        self.reap()
+        if self.reap_on_read:
+            self.reap()
         where, params = [], []
         if name is not None:
             where.append("name = ?")
@@ -461,7 +465,8 @@ class Ledger:
 
     def info(self, ref: str) -> RunInfo:
         """The index row of one run."""
-        self.reap()
+        if self.reap_on_read:
+            self.reap()
         run_id = self.resolve(ref)
         rows = self.db.execute(f"SELECT {self._COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchall()
         return self._rows_to_info(rows)[0]
