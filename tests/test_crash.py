@@ -14,6 +14,7 @@ import warnings
 import pytest
 
 import labledger
+from labledger.errors import DamagedLineWarning
 from labledger.store.jsonl import TornLineWarning, read_jsonl
 
 CHILD = textwrap.dedent("""
@@ -84,11 +85,13 @@ def test_torn_last_line_is_skipped_with_a_warning_naming_file_and_line(tmp_path)
     assert steps == [1, 2, 3]
 
 
-def test_corrupt_middle_line_is_an_error_naming_file_and_line(tmp_path):
+def test_corrupt_middle_line_is_skipped_with_a_warning_and_the_rest_read(tmp_path):
     path = tmp_path / "x.jsonl"
     path.write_bytes(b'{"a": 1}\n{"a": \n{"a": 3}\n')
+    with pytest.warns(DamagedLineWarning, match=r"x\.jsonl:2: damaged line skipped \(not valid JSON"):
+        assert [r["a"] for r in read_jsonl(path)] == [1, 3]
     with pytest.raises(labledger.RecordError, match=r"x\.jsonl:2: not valid JSON"):
-        list(read_jsonl(path))
+        list(read_jsonl(path, damaged="raise"))
 
 
 def test_live_run_is_not_reaped(tmp_path):

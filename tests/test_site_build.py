@@ -736,6 +736,13 @@ def test_a_damaged_run_is_left_out_and_the_others_are_built(tmp_path, damage):
         lines[1] = b'{"step": 2, "loss": \n'  # a damaged line in the middle, not a torn last line
         path.write_bytes(b"".join(lines))
     result = build_site(ledger_dir, out, chunk_records=CHUNK)
+    if damage != "missing-run-json":
+        # one damaged line is skipped with a warning naming file and line; the rest of the run is built (#17)
+        assert sorted(result.runs) == sorted([ids["alpha"], ids["xss"]])
+        [warning] = [w for w in result.warnings if ids["alpha"] in w]
+        assert f"{path.name}:2: damaged line skipped" in warning
+        assert (out / f"data/runs/{ids['alpha']}.js").is_file()
+        return
     assert result.runs == [ids["xss"]]
     [warning] = [w for w in result.warnings if ids["alpha"] in w]
     assert "alpha" in warning

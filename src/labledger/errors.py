@@ -116,5 +116,17 @@ class PushError(LedgerError):
     """An upload to a labledger server was refused, cut off, or stored with a different sha256."""
 
 
-class TornLineWarning(UserWarning):
+class StorageError(LedgerError):
+    """The disk refused a write (full, read-only, I/O error): the record or file was not stored.
+
+    The writer leaves no partial line or file behind, so the same call works again once the cause
+    (usually free space) is fixed.
+    """
+
+
+class DamagedLineWarning(UserWarning):
+    """A line of a record file is damaged (not JSON, not an object); it was skipped, the rest was read."""
+
+
+class TornLineWarning(DamagedLineWarning):
     """A JSONL file ends in an incomplete line (its writer died mid-write); the line was skipped."""

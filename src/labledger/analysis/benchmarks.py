@@ -403,36 +403,59 @@ def import_records(path: str | Path) -> ImportResult:
     required = ("model", "suite", "benchmark", "metric", "value")
     rows: list[tuple[int, dict[str, Any]]] = []
     if path.suffix.lower() == ".csv":
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = path.read_bytes()[: exc.start].count(b"\n") + 1
+            raise RecordError(f"not valid UTF-8 (byte {exc.start})", source=str(path), line=line) from None
+        except OSError as exc:
+            raise RecordError(f"cannot read ({exc.strerror or exc})", source=str(path)) from None
+        if text.startswith("\ufeff"):
+            raise RecordError(
+                "starts with a byte-order mark; save the file as UTF-8 without one", source=str(path), line=1
+            )
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        try:
             for i, row in enumerate(reader, 2):
+                if None in row:
+                    raise RecordError("has more cells than the header", source=str(path), line=i)
                 rows.append((i, row))
+        except csv.Error as exc:  # a field over csv's size limit, a NUL byte, ...
+            raise RecordError(f"not valid CSV ({exc})", source=str(path), line=reader.line_num) from None
     else:
-        from labledger.store.jsonl import iter_lines
+        from labledger.store.jsonl import decode_line, iter_lines
 
         for i, raw in iter_lines(path):
-            try:
-                rows.append((i, orjson.loads(raw)))
-            except orjson.JSONDecodeError as exc:
-                raise RecordError(f"not valid JSON ({exc})", source=str(path), line=i) from None
+            rows.append((i, decode_line(raw, str(path), i)))
+    if not rows:
+        raise RecordError("holds no records (an empty table)", source=str(path))
     entries = []
     for i, row in rows:
+        # One set of rules for CSV and JSONL: text fields are strings, value a number, n an integer.
+        for k in ("model", "suite", "benchmark", "category", "metric", "variant"):
+            v = row.get(k)
+            if v is not None and not isinstance(v, str):
+                raise RecordError(f"must be a string; got {v!r:.60}", source=str(path), line=i, field=k)
         for k in required:
             if row.get(k) in (None, ""):
                 raise RecordError("is missing", source=str(path), line=i, field=k)
         value = row["value"]
         if isinstance(value, str):
             value = _num(value, percent=False, source=str(path), line=i, fld="value")
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise RecordError(f"must be a number; got {row['value']!r}", source=str(path), line=i, field="value")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise RecordError(
+                f"must be a finite number; got {row['value']!r:.60}", source=str(path), line=i, field="value"
+            )
         metric, params = _table_metric(str(row["metric"]))
         if isinstance(row.get("params"), dict):
             params.update(row["params"])
         n = row.get("n")
+        if isinstance(n, bool) or (n is not None and not isinstance(n, (int, str))):
+            raise RecordError(f"must be an integer; got {n!r:.60}", source=str(path), line=i, field="n")
         try:
             n = int(n) if n not in (None, "") else None
         except ValueError:
-            raise RecordError(f"must be an integer; got {n!r}", source=str(path), line=i, field="n") from None
+            raise RecordError(f"must be an integer; got {n!r:.60}", source=str(path), line=i, field="n") from None
         entries.append(
             Entry(
                 model=str(row["model"]),

@@ -221,14 +221,16 @@ def soup(
                         )
             result[key] = t0.clone()
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.tmp")
-    if out_path.suffix == ".safetensors":
-        from safetensors.torch import save_file
+    from labledger.store.jsonl import atomic_open
 
-        save_file({k: v.contiguous() for k, v in result.items()}, str(tmp), metadata={"labledger_soup": "1"})
-    else:
-        torch.save(result, tmp)
-    os.replace(tmp, out_path)
+    with atomic_open(out_path) as f:  # whole or not at all, even on a full disk (#17)
+        if out_path.suffix == ".safetensors":
+            from safetensors.torch import save_file
+
+            # written in place into the temporary file (File::create truncates the same inode)
+            save_file({k: v.contiguous() for k, v in result.items()}, f.name, metadata={"labledger_soup": "1"})
+        else:
+            torch.save(result, f)
     del result
 
     in_hashes = hash_files(paths)
@@ -279,13 +281,11 @@ def _load_heads(path: Path) -> dict[str, Any]:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
     if path.suffix in (".jsonl", ".json"):
-        import orjson
-
-        from labledger.store.jsonl import iter_lines
+        from labledger.store.jsonl import decode_line, iter_lines
 
         heads: dict[str, dict[str, dict[str, float]]] = {}
         for lineno, raw in iter_lines(path):
-            row = orjson.loads(raw)
+            row = decode_line(raw, str(path), lineno)
             rid = row.get("id")
             if rid is None:
                 raise CheckpointError(f"{path}:{lineno}: field 'id' is missing")

@@ -195,9 +195,9 @@ class Recipe:
         """Write the recipe (``.yaml``/``.yml``: YAML, else TOML); returns the path."""
         path = Path(path)
         text = self.to_yaml() if path.suffix.lower() in (".yaml", ".yml") else self.to_toml()
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        from labledger.store.jsonl import atomic_write
+
+        atomic_write(path, text.encode("utf-8"))
         return path
 
     @classmethod

@@ -18,4 +18,5 @@ from labledger.cli import (
     site,  # noqa: F401
     sweep,  # noqa: F401
     tables,  # noqa: F401
+    verify,  # noqa: F401
 )

@@ -6,9 +6,12 @@ stderr and exit 1; usage errors (click) -> exit 2.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +21,44 @@ from rich.console import Console
 
 from labledger.errors import LedgerError
 
+#: C0 and C1 control characters other than tab and newline (ESC sequences can retitle or clear a terminal).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control characters shown as ``\\xNN`` escapes, so a run name cannot drive the terminal.
+
+    >>> escape_controls("run\\x1b]0;pwned\\x07 ok")
+    'run\\\\x1b]0;pwned\\\\x07 ok'
+    """
+    if text.isprintable():
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+class SafeConsole(Console):
+    """A rich console that escapes control characters in every string it renders (names, tags, groups)."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:  # type: ignore[override]
+        return super().render_str(escape_controls(text), **kwargs)
+
+
 #: Rich console for tables and summaries (stdout). Never used when ``--json`` is given.
-console = Console(
+console = SafeConsole(
     highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "150"))
 )
 #: Console for warnings (stderr), so that ``--json`` output on stdout stays one clean document.
-err_console = Console(stderr=True, highlight=False)
+err_console = SafeConsole(stderr=True, highlight=False)
+
+
+def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    """Warnings as one clean line on stderr (``Warning: FILE:LINE: ...``), never with a source line."""
+    text = " ".join(str(message).split("\n"))
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"Warning: {escape_controls(text)}\n")
+
+
+warnings.showwarning = _show_warning
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -78,7 +113,9 @@ def _json_default(obj: Any) -> Any:
 
 def warn(message: str) -> None:
     """A warning on stderr."""
-    err_console.print(f"[yellow]Warning:[/yellow] {message}", markup=True, highlight=False)
+    from rich.markup import escape
+
+    err_console.print(f"[yellow]Warning:[/yellow] {escape(message)}", markup=True, highlight=False)
 
 
 def handle_errors(fn):
@@ -89,7 +126,7 @@ def handle_errors(fn):
         try:
             return fn(*args, **kwargs)
         except LedgerError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"Error: {escape_controls(str(exc))}", err=True)
             sys.exit(getattr(exc, "exit_code", 1))
         except BrokenPipeError:  # `labledger runs | head`
             sys.exit(0)

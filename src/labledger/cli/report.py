@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from labledger.cli.base import console, csv_list, handle_errors, ledger_option, main, resolve_ledger_path
@@ -36,7 +34,9 @@ def report_cmd(models, suite, variants, runs, title, out, ledger_path):
         title=title,
     )
     if out:
-        Path(out).write_text(text, encoding="utf-8")
+        from labledger.store.jsonl import atomic_write
+
+        atomic_write(out, text.encode("utf-8"))
         console.print(f"Wrote {out} ({len(text.splitlines())} lines).")
     else:
         click.echo(text, nl=False)

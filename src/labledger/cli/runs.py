@@ -248,25 +248,29 @@ def export_cmd(run, what, fmt, out, ledger_path, as_json):
         fmt = suffix if suffix in EXPORT_FORMATS else "jsonl"
     ledger = open_for_cli(ledger_path)
     view = ledger.run(run)
+    from labledger.store.jsonl import atomic_open
+
+    # One atomic write: a failure (a full disk) leaves no partial or empty output file (#17).
     if fmt == "jsonl":
         import orjson
 
         n = 0
-        with open(out_path, "wb") as f:
+        with atomic_open(out_path) as f:
             for rec in view.records(what):
                 f.write(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS))
                 n += 1
     else:
         table = view.table(what)
         n = table.num_rows
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
+        with atomic_open(out_path) as f:
+            if fmt == "parquet":
+                import pyarrow.parquet as pq
 
-            pq.write_table(table, out_path)
-        else:
-            import pyarrow.csv as pacsv
+                pq.write_table(table, f)
+            else:
+                import pyarrow.csv as pacsv
 
-            pacsv.write_csv(table, out_path)
+                pacsv.write_csv(table, f)
     doc = {"run": view.id, "what": what, "format": fmt, "rows": n, "out": str(out_path.resolve())}
     if as_json:
         emit_json(doc)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import re
+import socket
+from pathlib import Path
 
 import click
 
@@ -19,6 +22,8 @@ from labledger.cli.base import (
     resolve_ledger_path,
     warn,
 )
+from labledger.errors import LedgerError, LedgerNotFoundError
+from labledger.store.ledger import DB_NAME
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -88,7 +93,13 @@ def _allowed_hosts(host: str, port: int) -> list[str] | None:
     show_envvar=True,
     help="Token for uploads and API writes (Authorization: Bearer ...). Without one the server is read-only.",
 )
-@click.option("--private", is_flag=True, help="Reads need the token too (browsers sign in at /login).")
+@click.option(
+    "--private", is_flag=True, help="Reads need the token too (browsers sign in at /login); the default off loopback."
+)
+@click.option(
+    "--public-reads", is_flag=True, help="Off loopback with a token: let anyone read (writes still need the token)."
+)
+@click.option("--create", is_flag=True, help="Create the ledger if it does not exist (else serving one is refused).")
 @click.option(
     "--artifacts",
     default=None,
@@ -110,7 +121,20 @@ def _allowed_hosts(host: str, port: int) -> list[str] | None:
     help="Server log level (requests and errors go to stderr).",
 )
 @handle_errors
-def serve_cmd(ledger_path, host, port, uploads_dir, max_upload, token, private, artifacts, site_cache, log_level):
+def serve_cmd(
+    ledger_path,
+    host,
+    port,
+    uploads_dir,
+    max_upload,
+    token,
+    private,
+    public_reads,
+    create,
+    artifacts,
+    site_cache,
+    log_level,
+):
     """Serve the ledger: live pages at /, a JSON API at /api, uploads at /upload and /uploads/NAME.
 
     The pages are the static site's, rendered from the ledger on request (a new run shows on
@@ -141,7 +165,16 @@ def serve_cmd(ledger_path, host, port, uploads_dir, max_upload, token, private, 
             "the token is shorter than 16 characters; use a long random one (python -c 'import secrets; "
             "print(secrets.token_urlsafe(32))')"
         )
+    if private and public_reads:
+        raise click.UsageError("--private and --public-reads contradict each other; pass one")
+    if token and not is_loopback(host) and not public_reads:
+        private = True  # off loopback, a token guards reads too unless --public-reads says otherwise
     team = is_database_url(location)
+    if not team and not create and not (Path(location) / DB_NAME).exists():
+        raise LedgerNotFoundError(
+            f"No ledger at {os.path.abspath(location)} (no {DB_NAME}); pass --create to serve a new empty one"
+        )
+    sock = _bind(host, port)
     if uploads_dir is None:
         base = artifacts if team else location
         if team and not base:
@@ -164,11 +197,44 @@ def serve_cmd(ledger_path, host, port, uploads_dir, max_upload, token, private, 
     console.print(
         "  writes:  "
         + ("token required" if token else "disabled (no --token: read-only)")
-        + ("; reads need the token too (--private)" if private else "; reads are public")
+        + ("; reads need the token too" if private else "; reads are public")
     )
-    uvicorn.run(
-        app, host=host.strip("[]"), port=port, log_level=log_level, access_log=log_level == "debug", server_header=False
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        access_log=log_level == "debug",
+        server_header=False,
+        timeout_keep_alive=REQUEST_IDLE_S,
+        limit_concurrency=MAX_CONNECTIONS,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+#: Seconds an idle keep-alive connection is held open.
+REQUEST_IDLE_S = 5
+#: Connections served at once; past it, new ones get 503 (so idle sockets cannot starve the server).
+MAX_CONNECTIONS = 256
+#: Largest request head (request line + headers) in bytes.
+MAX_HEADER_BYTES = 64 * 1024
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``; a busy port or a bad address is a one-line LedgerError."""
+    addr = host.strip("[]")
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((addr, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise LedgerError(f"port {port} on {host} is already in use; pick another with --port") from None
+        raise LedgerError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 @main.command("push")

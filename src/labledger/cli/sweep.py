@@ -239,7 +239,9 @@ def sweep_cmd(
         doc["paired_test"] = {"source": data["test_source"], **doc["paired_test"]}
     if out:
         try:
-            Path(out).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+            from labledger.store.jsonl import atomic_write
+
+            atomic_write(out, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
         except OSError as exc:
             raise LedgerError(f"cannot write the report to {out}: {exc.strerror}") from None
     if as_json:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from labledger.errors import RecordError
 from labledger.importers.source import (
     ImportedRun,
     ImportOptions,
@@ -43,6 +44,8 @@ def result_set_name(path: Path) -> str:
 
 def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
     path = source.path
+    if not path.read_bytes().strip():
+        raise RecordError("holds no result rows (the file is empty)", source=str(path))
     set_name = result_set_name(path)
     default = path.parent.name if path.stem.startswith("results") and path.parent.name else path.stem
     started, ended = file_times([path])

@@ -131,6 +131,15 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
             set_name = results.parent.name
             counts[f"results:{set_name}"] = log_results_file(run, set_name, results)
             fields[source.rel(results)] = f"result set '{set_name}'"
+        headline = meta.get("headline")
+        if isinstance(headline, dict) and headline:
+            run.set_summary(**{k: v for k, v in headline.items() if isinstance(k, str)})
+            fields[META] += ", headline values"
+        documents = _ledger_documents(root)
+        ledger_files = _ledger_files(root, source)
+        for rel, path in ledger_files:
+            run.log_file(rel, path)
+            fields[source.rel(path)] = f"file {rel} of the run"
         if (root / NOTES).is_file():
             for lineno, rec in load_jsonl(root / NOTES):
                 if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
@@ -179,9 +188,45 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
             run.note(text)
         status, error = _status(meta)
         ended = fallback_end if meta.get("ended") is not None else (max(ends) if ends else fallback_end)
+        for set_name, kind, path in documents:
+            fields[source.rel(path)] = f"{kind} document '{set_name}'"
         finish_import(run, fields, ended=ended, status=status, error=error)
+    for set_name, kind, path in documents:  # indexed like the original's (metric values, documents)
+        stage.save_evaluation(run.id, set_name, load_json(path), kind=kind)
+        counts[f"{kind}:{set_name}"] = 1
     counts.update(notes=len(notes), files=len(run_files(run)))
     return [ImportedRun(run.id, run.name, run.group, counts, fields, notes)]
+
+
+#: Documents a ledger run folder keeps beside its result sets (``evals/<name>/<kind>.json``).
+DOCUMENT_KINDS = ("evaluation", "calibration", "comparison", "recipe")
+
+
+def _ledger_documents(root: Path) -> list[tuple[str, str, Path]]:
+    """``(set name, kind, path)`` of the stored documents of a ledger run folder."""
+    from labledger.store.run import check_name
+
+    out = []
+    for kind in DOCUMENT_KINDS:
+        for path in sorted(root.glob(f"evals/*/{kind}.json")):
+            check_name(path.parent.name, "evaluation name")
+            doc = load_json(path)
+            if not isinstance(doc, dict):
+                raise RecordError(f"must be a JSON object; got {type(doc).__name__}", source=str(path))
+            out.append((path.parent.name, kind, path))
+    return out
+
+
+def _ledger_files(root: Path, source: Any) -> list[tuple[str, Path]]:
+    """``(name under files/, path)`` for every file of a ledger run folder's ``files/``."""
+    from labledger.importers.source import walk_files
+
+    base = root / "files"
+    if not base.is_dir():
+        return []
+    from labledger.importers.source import safe_relpath
+
+    return [(safe_relpath(p.relative_to(base).as_posix()), p) for p in walk_files(base)]
 
 
 def _read_meta(path: Path) -> dict[str, Any]:

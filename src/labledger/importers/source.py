@@ -76,10 +76,19 @@ class Source:
     True
     """
 
-    def __init__(self, path: str | os.PathLike[str], fmt: str, files: Iterable[Path] | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        fmt: str,
+        files: Iterable[Path] | None = None,
+        *,
+        follow_symlinks: bool = False,
+    ):
         self.path = Path(path).resolve()
         self.fmt = fmt
         self.root = self.path if self.path.is_dir() else self.path.parent
+        if self.path.is_dir() and not follow_symlinks:
+            refuse_symlinks_out(self.path)
         if files is None:
             files = [self.path] if self.path.is_file() else walk_files(self.path)
         self.files = sorted({Path(f).resolve() for f in files}, key=lambda p: self.rel(p))
@@ -153,18 +162,50 @@ class Source:
         return stored
 
 
-def walk_files(root: Path, *, skip_dirs: Iterable[str] = ()) -> list[Path]:
-    """Every regular file under ``root`` (symlinks to files included), sorted; hidden files and
-    folders (``.lock``, ``.trash``, ``.DS_Store``) and folders named in ``skip_dirs`` are left out."""
+def refuse_symlinks_out(root: Path) -> None:
+    """Raise :class:`ImportSourceError` naming the first symlink under ``root`` that leads out of it.
+
+    An importer reads files of a folder by name (``batches.jsonl``, ``evals/*/results.jsonl``):
+    a symlink there to a file elsewhere would be read, hashed and, with ``--copy``, stored.
+    """
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            p = Path(dirpath) / name
+            if os.path.islink(p) and not inside(p, root):
+                raise ImportSourceError(
+                    f"{p}: a symlink out of the source folder (to {os.path.realpath(p)}); "
+                    f"the import does not follow it (remove it, or copy the file into the folder)"
+                )
+
+
+def inside(path: Path, root: Path) -> bool:
+    """Whether ``path``, symlinks resolved, is ``root`` or lies under it."""
+    return Path(os.path.realpath(path)).is_relative_to(Path(os.path.realpath(root)))
+
+
+def walk_files(root: Path, *, skip_dirs: Iterable[str] = (), follow_symlinks: bool = False) -> list[Path]:
+    """Every regular file under ``root``, sorted; hidden files and folders (``.lock``, ``.trash``,
+    ``.DS_Store``) and folders named in ``skip_dirs`` are left out.
+
+    A symlink is followed only when it stays inside ``root``; one that leads out of it (to
+    ``/etc/passwd``, to another user's files) is left out unless ``follow_symlinks``, so an import
+    never reads, hashes or copies a file outside the folder it was given.
+    """
     skip = set(skip_dirs)
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if d not in skip
+            and not d.startswith(".")
+            and (follow_symlinks or not os.path.islink(os.path.join(dirpath, d)) or inside(Path(dirpath) / d, root))
+        )
         for name in filenames:
             if name.startswith("."):
                 continue
             p = Path(dirpath) / name
-            if p.is_file():
+            if p.is_file() and (follow_symlinks or inside(p, root)):
                 out.append(p)
     return sorted(out)
 
@@ -237,7 +278,7 @@ def finish_import(
 
 def load_jsonl(path: Path, *, display: str | None = None) -> Iterator[tuple[int, Any]]:
     """``(line number, decoded value)`` for each line; a bad line raises naming file and line."""
-    for lineno, _, value in iter_decoded(path, display=display):
+    for lineno, _, value in iter_decoded(path, display=display, damaged="raise", objects=False):
         yield lineno, value
 
 

@@ -21,6 +21,7 @@ import pyarrow.json as pj
 from labledger.errors import RecordError
 from labledger.inputs.results import (
     _CORE,
+    MAX_ID_CHARS,
     ProbTask,
     RegressionTask,
     ResultSet,
@@ -85,13 +86,36 @@ def _valid(table: pa.Table, name: str, idx: pa.Array) -> np.ndarray:
     return np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
 
+def safe_for_arrow(data: bytes) -> bool:
+    """Whether ``pyarrow.json`` may read ``data``: every line starts with ``{`` and it is valid UTF-8.
+
+    pyarrow 23 dies with a segmentation fault on a file whose first line is ``null`` or that holds
+    invalid UTF-8 after a first object, and reads ``true`` as a row; such files go to the row
+    reader instead, which reports the line.
+
+    >>> safe_for_arrow(b'{"a": 1}\\n{"a": 2}\\n'), safe_for_arrow(b'null\\n{"a": 1}\\n'), safe_for_arrow(b'{"a": 1}\\n\\xff\\n')
+    (True, False, False)
+    """
+    if not data.startswith(b"{"):
+        return False
+    newlines = data.count(b"\n")
+    if data.count(b"\n{") != newlines - (1 if data.endswith(b"\n") else 0):
+        return False
+    if not data.isascii():  # cheap for the usual all-ASCII file; decode only otherwise
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    return True
+
+
 def read_arrow(path: Path, name: str, tolerance: float, positive: Any) -> ResultSet | None:
     """The file as a :class:`ResultSet`, or ``None`` when it must be read row by row."""
     try:
         data = path.read_bytes()
     except OSError:
         return None
-    if not data or data.isspace():
+    if not data or data.isspace() or not safe_for_arrow(data):
         return None
     n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     try:
@@ -100,6 +124,10 @@ def read_arrow(path: Path, name: str, tolerance: float, positive: Any) -> Result
         return None
     if table.num_rows != n_lines:  # blank lines: line numbers would not match rows
         return None
+    if "id" in table.column_names and pa.types.is_string(table.column("id").type) and table.num_rows:
+        longest = pc.max(pc.utf8_length(table.column("id"))).as_py()
+        if longest is not None and longest > MAX_ID_CHARS:
+            return None  # the row reader refuses it with its line
     try:
         table = table.combine_chunks()
         return _read_table(table, name, tolerance, positive)

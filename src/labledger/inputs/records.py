@@ -12,7 +12,8 @@ Schemas (DESIGN.md, seed 004):
   ``gpu_peak_allocated_mib`` (numbers or null); any other key is kept verbatim.
 * sample: ``input`` (any JSON; ``model_input`` is accepted as in seed 004), ``gold``,
   ``prediction``, ``probabilities`` (a mapping keyed by label, values in [0, 1] summing to ~1),
-  ``cross_entropy`` (= -log p(gold), checked to 1e-4 when gold and probabilities are present),
+  ``cross_entropy`` (= -log p(gold), checked to 1e-4 when gold and probabilities are present, and
+  only bounded below where p(gold) underflows float32: see :func:`check_cross_entropy`),
   optional ``source``/``dataset``, ``id``, ``input_provenance``, anything else verbatim.
 """
 
@@ -25,8 +26,12 @@ from typing import Any, TypeGuard
 
 from labledger.errors import RecordError
 
-#: |cross_entropy - (-log p(gold))| allowed.
+#: |cross_entropy - (-log p(gold))| allowed (absolute, or relative to -log p(gold), whichever is larger).
 CE_TOLERANCE = 1e-4
+#: The smallest normal float32: a float32 softmax cannot say how small a p(gold) below it really is.
+FLOAT32_TINY = 1.1754943508222875e-38
+#: -log(FLOAT32_TINY) ~ 87.34: where p(gold) underflows, cross_entropy need only be at least this.
+CE_AT_UNDERFLOW = -math.log(FLOAT32_TINY)
 #: |sum(probabilities) - 1| allowed.
 PROB_SUM_TOLERANCE = 1e-3
 
@@ -134,14 +139,40 @@ def validate_sample(sample: Any, *, index: int = 0, source: str | None = None, l
         if not _is_num(ce):
             raise _fail(f"must be a number; got {ce!r}", f"{where}.cross_entropy", source, line)
         if p_gold is not None:
-            expected = math.inf if p_gold <= 0.0 else -math.log(p_gold)
-            if not (abs(ce - expected) <= CE_TOLERANCE or ce == expected):
-                raise _fail(
-                    f"must equal -log p(gold) = {expected:.6f} (tolerance {CE_TOLERANCE}); got {ce!r}",
-                    f"{where}.cross_entropy",
-                    source,
-                    line,
-                )
+            check_cross_entropy(ce, p_gold, field=f"{where}.cross_entropy", source=source, line=line)
+
+
+def check_cross_entropy(
+    ce: float, p_gold: float, *, field: str = "cross_entropy", source: str | None = None, line: int | None = None
+) -> None:
+    """Check ``ce`` against ``-log p_gold`` as float32 softmax and ``F.cross_entropy`` really produce them.
+
+    Where p(gold) is a normal float32, ``ce`` must equal ``-log p(gold)`` to ``CE_TOLERANCE``
+    (absolute, or relative for large values). Below float32's smallest normal number the softmax
+    rounds p(gold) to a subnormal or to 0 and no longer pins the loss, which ``F.cross_entropy``
+    computes in log space: any ``ce`` of at least ~87.3 is accepted there.
+
+    >>> check_cross_entropy(0.6931472, 0.5)
+    >>> check_cross_entropy(100.0, 3.7835e-44)   # logit gap 100 in float32: p(gold) is subnormal
+    >>> check_cross_entropy(104.0, 0.0)          # p(gold) underflowed to 0
+    >>> check_cross_entropy(0.5, 0.5)
+    Traceback (most recent call last):
+    ...
+    labledger.errors.RecordError: field 'cross_entropy' must equal -log p(gold) = 0.693147 (tolerance 0.0001); got 0.5
+    """
+    if p_gold < FLOAT32_TINY:
+        if ce >= CE_AT_UNDERFLOW - CE_TOLERANCE:
+            return
+        raise _fail(
+            f"must be at least {CE_AT_UNDERFLOW:.4f} where p(gold) = {p_gold!r} underflows float32; got {ce!r}",
+            field,
+            source,
+            line,
+        )
+    expected = -math.log(p_gold)
+    if abs(ce - expected) <= max(CE_TOLERANCE, CE_TOLERANCE * expected):
+        return
+    raise _fail(f"must equal -log p(gold) = {expected:.6f} (tolerance {CE_TOLERANCE}); got {ce!r}", field, source, line)
 
 
 def unwrap_scalar(value: Any) -> Any:

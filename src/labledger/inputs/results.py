@@ -798,14 +798,35 @@ def iter_rows(path: str | os.PathLike[str], *, display: str | None = None) -> It
     yield from rows_in(data, name)
 
 
+#: Longest line of a results file (a row with its inputs and outputs): a hostile file is refused
+#: before it is parsed, so it cannot take gigabytes.
+MAX_LINE_BYTES = 8 * 2**20
+#: Longest ``id`` (ids are kept per row, hashed and compared in several places).
+MAX_ID_CHARS = 4096
+
+
 def rows_in(data: bytes, name: str) -> Iterator[tuple[int, Any]]:
     """``(line_number, row)`` for each non-blank line of a results file's content (see
-    :func:`iter_rows`): the one parser behind reading a results file and storing one."""
+    :func:`iter_rows`): the one parser behind reading a results file and storing one.
+
+    A line longer than ``MAX_LINE_BYTES`` or an ``id`` longer than ``MAX_ID_CHARS`` is refused
+    with file and line; so is a file that starts with a byte-order mark (one rule everywhere).
+    """
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise RecordError(
+            "starts with a UTF-8 byte-order mark; save the file as UTF-8 without one", source=name, line=1
+        )
     lines = data.split(b"\n")
     last = len(lines)
     for lineno, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
+        if len(raw) > MAX_LINE_BYTES:
+            raise RecordError(
+                f"the line is {len(raw):,} bytes; results lines may be at most {MAX_LINE_BYTES:,}",
+                source=name,
+                line=lineno,
+            )
         try:
             row = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -817,6 +838,15 @@ def rows_in(data: bytes, name: str) -> Iterator[tuple[int, Any]]:
                 )
                 return
             raise RecordError(f"not valid JSON ({exc})", source=name, line=lineno) from None
+        if type(row) is dict:
+            rid = row.get("id")
+            if type(rid) is str and len(rid) > MAX_ID_CHARS:
+                raise RecordError(
+                    f"is {len(rid):,} characters long; ids may be at most {MAX_ID_CHARS:,}",
+                    source=name,
+                    line=lineno,
+                    field="id",
+                )
         yield lineno, row
 
 
@@ -850,8 +880,12 @@ def read_results(
         if result is not None:
             return result
     checker = _Checker(name, tolerance, collect=True)
+    n = 0
     for lineno, row in iter_rows(path, display=name):
         checker.check(row, lineno)
+        n += 1
+    if n == 0:
+        raise RecordError("holds no result rows (the file is empty)", source=name)
     return _finish(checker, name, positive)
 
 

@@ -198,7 +198,7 @@ async def get_run(request: Request) -> Response:
         view = book.run(ref)
         return {
             "run": run_info_dict(view.info),
-            "meta": view.meta,
+            "meta": ctx.meta_for(request, view.meta),
             "config": view.config,
             "counts": view.counts(),
             "results": view.results_names(),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 from contextlib import asynccontextmanager
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -25,6 +28,8 @@ log = logging.getLogger("labledger.server")
 MAX_UPLOAD = 100 * 2**20
 #: Default cap of a JSON request body to the API (64 MiB).
 MAX_BODY = 64 * 2**20
+#: Seconds between the server's crash detection rounds (runs whose process died become "crashed").
+REAP_INTERVAL = 5.0
 API_CSP = "default-src 'none'; frame-ancestors 'none'"
 
 
@@ -210,11 +215,22 @@ def create_app(
         Route("/images/{path:path}", pages.site_file, methods=["GET", "HEAD"], name="images"),
     ]
 
+    async def reaper() -> None:
+        """Crash detection on the server's own timer: a GET never marks a run crashed (#17)."""
+        while True:
+            with contextlib.suppress(Exception):  # a locked index or a vanished folder: next round
+                await run_in_threadpool(ctx.reap)
+            await asyncio.sleep(REAP_INTERVAL)
+
     @asynccontextmanager
     async def lifespan(app: Starlette):
+        task = asyncio.create_task(reaper())
         try:
             yield
         finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
             ctx.close()
             site.close()
 

@@ -98,6 +98,8 @@ def push_file(
         doc = None
     if response.status_code not in (200, 201) or not isinstance(doc, dict) or not doc.get("ok"):
         message = doc.get("error") if isinstance(doc, dict) and doc.get("error") else response.text[:200]
+        if response.status_code == 409 and not overwrite:
+            message = f"'{name}' already exists on the server; pass --overwrite to replace it"
         raise PushError(f"the server refused {name} ({response.status_code}): {message}")
     local = digest.hexdigest()
     if doc.get("sha256") != local or doc.get("size") != total:

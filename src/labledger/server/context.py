@@ -19,6 +19,8 @@ from labledger.store.dialect import is_database_url
 from labledger.store.ledger import Ledger
 from labledger.store.run import Run
 
+#: Fields of run.json served only to a reader with the token (a secret on a command line, home paths).
+PRIVATE_META = frozenset({"argv", "cwd", "user", "host", "pid"})
 #: Cookie that carries the token for browsers in ``--private`` mode (set by ``POST /login``).
 TOKEN_COOKIE = "labledger_token"
 
@@ -62,7 +64,13 @@ class ServerContext:
 
     # -- the ledger -----------------------------------------------------------------------------
     def new_ledger(self) -> Ledger:
-        return Ledger(self.location, create=True, artifacts=self.artifacts)
+        book = Ledger(self.location, create=True, artifacts=self.artifacts)
+        book.reap_on_read = False  # GETs change nothing; reap() runs on the server's own timer
+        return book
+
+    def reap(self) -> list[str]:
+        """Mark runs whose process died as crashed (the server's background task, not a GET)."""
+        return self.ledger().reap()
 
     def ledger(self) -> Ledger:
         """This thread's connection to the ledger (a ``Ledger`` is not shared between threads)."""
@@ -131,6 +139,20 @@ class ServerContext:
             )
         if not self.token_matches(presented):
             raise ApiError(403, "the token is not valid for this server")
+
+    def holds_token(self, request: Request) -> bool:
+        """Whether the request presents this server's token (header, or the login cookie)."""
+        try:
+            return self.token_matches(self._presented(request, cookie=True))
+        except ApiError:
+            return False
+
+    def meta_for(self, request: Request, meta: dict[str, Any]) -> dict[str, Any]:
+        """A run's ``run.json`` as this reader may see it: the process details that can carry
+        secrets (``argv``, ``cwd``, ``user``, ``host``, ``pid``) only with the token."""
+        if self.holds_token(request):
+            return meta
+        return {k: v for k, v in meta.items() if k not in PRIVATE_META}
 
     def require_read(self, request: Request) -> None:
         """Reads: public unless ``--private``; then the token (header, or the login cookie)."""

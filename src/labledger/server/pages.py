@@ -85,7 +85,12 @@ class LiveSite:
             try:
                 build_site(self.ctx.ledger(), out)
             except LedgerError as exc:
-                raise ApiError(500, f"the site could not be built from the ledger: {exc}") from None
+                raise ApiError(500, self.ctx.redact(f"the site could not be built from the ledger: {exc}")) from None
+            except Exception as exc:  # noqa: BLE001 - a bug must not show the server's paths either
+                shown = self.ctx.redact(str(exc)).replace(str(out), "<site>")
+                raise ApiError(
+                    500, f"the site could not be built from the ledger ({type(exc).__name__}: {shown})"
+                ) from None
             self.built_at = started
             self.builds += 1
 

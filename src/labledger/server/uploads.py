@@ -38,6 +38,8 @@ _CONTENT_TYPE = re.compile(
     r"^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+(\s*;\s*[A-Za-z0-9_.+-]+=(\"[^\"\\]*\"|[A-Za-z0-9_.+-]+))*$"
 )
 TEMP_PREFIX = ".upload-"
+#: Longest upload name: 255 bytes (the file system's limit) less the sidecar's ".json".
+MAX_NAME_BYTES = 250
 META_DIR = ".meta"
 CHUNK = 1 << 20
 #: Content types that say nothing about the file (curl --data-binary sends the first by default).
@@ -52,15 +54,17 @@ def check_filename(name: str | None) -> str:
     >>> check_filename("../etc/passwd")
     Traceback (most recent call last):
     ...
-    labledger.server.envelope.ApiError: filename '../etc/passwd' must be one name of letters, digits, '.', '-', '_' (no '/', no '..', not starting with '.'; at most 255 characters)
+    labledger.server.envelope.ApiError: filename '../etc/passwd' must be one name of letters, digits, '.', '-', '_' (no '/', no '..', not starting with '.'; at most 250 characters)
     """
     if name is None or name == "":
         raise ApiError(400, "the query parameter 'filename' is required (POST /upload?filename=NAME)")
-    if not _NAME.match(name) or ".." in name or len(name.encode()) > 255:
+    # fullmatch: `$` alone would let a trailing newline through. The limit leaves room for the
+    # sidecar `.meta/NAME.json` within the file system's 255 bytes, so it is checked before any write.
+    if not _NAME.fullmatch(name) or ".." in name or len(name.encode()) > MAX_NAME_BYTES:
         raise ApiError(
             400,
             f"filename {name!r} must be one name of letters, digits, '.', '-', '_' (no '/', no "
-            f"'..', not starting with '.'; at most 255 characters)",
+            f"'..', not starting with '.'; at most {MAX_NAME_BYTES} characters)",
         )
     return name
 
@@ -211,12 +215,17 @@ class UploadStore:
                     try:
                         os.link(temp.path, target)
                     except FileExistsError:
-                        raise ApiError(409, f"'{name}' already exists; add ?overwrite=1 to replace it") from None
+                        raise ApiError(
+                            409, f"'{name}' already exists; add ?overwrite=1 (labledger push --overwrite) to replace it"
+                        ) from None
                     except OSError as exc:  # a file system without hard links
                         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
                             raise
                         if target.exists():
-                            raise ApiError(409, f"'{name}' already exists; add ?overwrite=1 to replace it") from None
+                            raise ApiError(
+                                409,
+                                f"'{name}' already exists; add ?overwrite=1 (labledger push --overwrite) to replace it",
+                            ) from None
                         os.replace(temp.path, target)
                     else:
                         os.unlink(temp.path)
@@ -345,7 +354,7 @@ async def upload(request):
         if int(declared) == 0:
             raise ApiError(400, "the body is empty: send the file's bytes as the request body")
     if not overwrite and store.exists(name):
-        raise ApiError(409, f"'{name}' already exists; add ?overwrite=1 to replace it")
+        raise ApiError(409, f"'{name}' already exists; add ?overwrite=1 (labledger push --overwrite) to replace it")
     temp = store.begin()
     try:
         async for chunk in request.stream():

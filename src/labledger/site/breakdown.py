@@ -93,10 +93,10 @@ def write_breakdown(
     }
     writer.write_data(f"data/tests/{view.id}/{name}.js", f"tests/{view.id}/{name}", payload)
     analysis = summary.get("analysis")
+    if not isinstance(analysis, dict):  # a hand-written summary.json may hold anything here (#17)
+        analysis = {}
     return {
         "name": name,
         "images": n_images,
-        "analysis": {
-            k: v for k, v in (analysis or {}).items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-        },
+        "analysis": {k: v for k, v in analysis.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
     }

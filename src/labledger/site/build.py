@@ -23,13 +23,14 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from labledger.errors import LedgerError, SiteError
+from labledger.errors import DamagedLineWarning, LedgerError, SiteError
 from labledger.site.batches import CHUNK_BYTES, CHUNK_RECORDS, ImageIndex, write_batches
 from labledger.site.breakdown import breakdown_summaries, write_breakdown
 from labledger.site.comparisons import PairedTestCache, compare_payload
@@ -239,7 +240,14 @@ def build_site(
                 continue
             mark = writer.mark()
             try:
-                entry = _build_run(writer, book, info, fingerprint, (chunk_records, chunk_bytes), result)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", DamagedLineWarning)
+                    entry = _build_run(writer, book, info, fingerprint, (chunk_records, chunk_bytes), result)
+                for w in caught:  # a damaged line is skipped, the run is built, and the build says where
+                    if issubclass(w.category, DamagedLineWarning):
+                        result.warnings.append(f"run {info.id} ({info.name}): {w.message}")
+                    else:
+                        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             except _UNREADABLE as exc:
                 reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, LedgerError) else str(exc)
                 result.warnings.append(

@@ -11,14 +11,25 @@ escapes, which changes no value.
 The manifest (``OUT/.labledger-site.json``) records the sha256 and size of every file the builder
 wrote and, per run, a signature of the ledger files it was built from. A file whose new content has
 the recorded hash (and is still there with the recorded size) is not rewritten; a file the new
-build no longer produces is removed. Only files listed in the manifest are ever removed.
+build no longer produces is removed. Only files listed in the manifest are ever removed, and only
+when the builder can prove it wrote them: a plain relative path (no ``..``, not absolute) whose
+folder resolves inside ``OUT`` (no symlink out) and whose bytes still have the recorded sha256 (a
+copied file: the recorded size). A crafted manifest cannot make a build delete anything else.
+
+A build is resumable: before its first write it leaves ``OUT/.labledger-site.building``, and the
+manifest is written atomically and last, after which the marker goes. A build killed half-way
+leaves the marker, so the next build knows the folder is its own, removes its temporary files and
+picks up where it stopped (files already written with the right bytes are kept).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 import shutil
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -29,6 +40,8 @@ from labledger.errors import SiteError
 from labledger.store.jsonl import atomic_write
 
 MANIFEST = ".labledger-site.json"
+#: Left in the folder while a build writes; removed once the manifest is saved.
+BUILDING = ".labledger-site.building"
 #: Bumped when the layout of data files changes: a new format rebuilds everything.
 FORMAT = 1
 _PREFIX = b"(window.LABLEDGER=window.LABLEDGER||{})["
@@ -82,6 +95,10 @@ def load_data_file(path: str | os.PathLike[str]) -> tuple[str, Any]:
     return orjson.loads(rest[:end]), orjson.loads(rest[end + 2 :])
 
 
+#: Temporary files of atomic writes (``.NAME.PID.tmp``), removed when a killed build resumes.
+_TEMPORARY = re.compile(r"\..+\.\d+\.tmp")
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -101,13 +118,18 @@ class SiteWriter:
         self.unchanged: list[str] = []
         self.removed: list[str] = []
         self.bytes_written = 0
+        self._building = False
 
     # -- manifest -------------------------------------------------------------------------------
     def _read_manifest(self) -> dict[str, Any]:
         path = self.out / MANIFEST
         if self.out.exists() and not self.out.is_dir():
             raise SiteError(f"{self.out} exists and is not a folder")
+        if (self.out / BUILDING).is_file():
+            self._clean_temporaries()  # a build of ours was killed here: resume it
         if not path.exists():
+            if (self.out / BUILDING).is_file():
+                return {}
             if self.out.is_dir() and any(self.out.iterdir()):
                 raise SiteError(
                     f"{self.out} is not empty and holds no labledger site ({MANIFEST} is "
@@ -121,20 +143,71 @@ class SiteWriter:
             return {}  # a damaged manifest: rebuild everything (nothing is removed)
         return manifest if isinstance(manifest, dict) else {}
 
+    def _clean_temporaries(self) -> None:
+        """Remove the temporary files (``.NAME.PID.tmp``) a killed build left in the folder."""
+        for root, _dirs, names in os.walk(self.out):
+            for name in names:
+                if _TEMPORARY.fullmatch(name):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(root, name))
+
+    def begin(self) -> None:
+        """Mark the folder as being built (called before the first write; see the module docstring)."""
+        if not self._building:
+            self.out.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.out / BUILDING, orjson.dumps({"pid": os.getpid()}), fsync=False)
+            self._building = True
+
+    def owned_path(self, rel: Any, entry: Any) -> Path | None:
+        """``OUT/rel`` if the builder can prove it wrote it (see the module docstring), else None.
+
+        >>> import tempfile
+        >>> w = SiteWriter(Path(tempfile.mkdtemp()))
+        >>> w.owned_path("../victim.txt", {"size": 1}), w.owned_path("/etc/passwd", {"size": 1})
+        (None, None)
+        """
+        if not isinstance(rel, str) or not isinstance(entry, dict) or not rel or "\\" in rel or "\0" in rel:
+            return None
+        parts = rel.split("/")
+        if rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or parts[0] in (MANIFEST, BUILDING):
+            return None
+        out = self.out.resolve()
+        path = self.out / rel
+        try:
+            if not Path(os.path.realpath(path.parent)).is_relative_to(out):
+                return None
+            st = path.lstat()
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_size != entry.get("size"):
+            return None
+        digest = entry.get("sha256")
+        if digest is not None and sha256_bytes(path.read_bytes()) != digest:
+            return None  # changed since we wrote it: somebody else's now
+        return path
+
     def save(self, extra: dict[str, Any]) -> None:
         """Remove files of the old build that this build did not produce, then save the manifest."""
         for rel in sorted(set(self.old_files) - set(self.files)):
-            path = self.out / rel
-            if path.is_file():
+            path = self.owned_path(rel, self.old_files[rel])
+            if path is not None:
                 path.unlink()
                 self.removed.append(rel)
                 self._prune(path.parent)
         manifest = {"format": FORMAT, **extra, "runs": self.runs, "files": self.files}
         atomic_write(self.out / MANIFEST, orjson.dumps(manifest), fsync=False)
+        (self.out / BUILDING).unlink(missing_ok=True)
+        self._building = False
 
     def _prune(self, folder: Path) -> None:
         out = self.out.resolve()
-        while folder.resolve() != out and folder.is_dir() and not any(folder.iterdir()):
+        while (
+            folder.resolve() != out
+            and folder.resolve().is_relative_to(out)
+            and folder.is_dir()
+            and not folder.is_symlink()
+            and not any(folder.iterdir())
+        ):
             folder.rmdir()
             folder = folder.parent
 
@@ -155,6 +228,7 @@ class SiteWriter:
         if self._unchanged(rel, entry):
             self.unchanged.append(rel)
             return False
+        self.begin()
         path = self.out / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, data, fsync=False)
@@ -174,6 +248,7 @@ class SiteWriter:
         if self._unchanged(rel, entry):
             self.unchanged.append(rel)
             return False
+        self.begin()
         path = self.out / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

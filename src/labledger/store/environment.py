@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -60,6 +61,41 @@ def git_state(cwd: str | None = None) -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(status), "branch": git("rev-parse", "--abbrev-ref", "HEAD")}
 
 
+#: Options whose value is a secret (``--token T``, ``--password=T``, ``--api-key T``, ...).
+_SECRET_OPTION = re.compile(r"^--?[\w-]*(token|password|passwd|secret|api[-_]?key|access[-_]?key|credential)s?$", re.I)
+#: ``NAME=VALUE`` arguments whose name says secret (``HF_TOKEN=...``, ``AWS_SECRET_ACCESS_KEY=...``).
+_SECRET_ASSIGN = re.compile(
+    r"^(--?)?([\w.-]*(token|password|passwd|secret|key|credential)s?)=(.+)$",
+    re.I,
+)
+REDACTED = "<redacted>"
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """``argv`` with the values of secret-looking arguments replaced by ``<redacted>``.
+
+    >>> redact_argv(["train.py", "--token", "abc", "--lr=0.1", "--password=hunter2", "WANDB_API_KEY=k1", "--keep"])
+    ['train.py', '--token', '<redacted>', '--lr=0.1', '--password=<redacted>', 'WANDB_API_KEY=<redacted>', '--keep']
+    """
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        if _SECRET_OPTION.match(arg):
+            out.append(arg)
+            hide_next = True
+            continue
+        m = _SECRET_ASSIGN.match(arg)
+        if m:
+            out.append(f"{m.group(1) or ''}{m.group(2)}={REDACTED}")
+            continue
+        out.append(arg)
+    return out
+
+
 def environment() -> dict[str, Any]:
     """Host, user, pid, Python, platform, argv, package versions and git state of this process."""
     try:
@@ -72,7 +108,7 @@ def environment() -> dict[str, Any]:
         "pid": os.getpid(),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "argv": list(sys.argv),
+        "argv": redact_argv(list(sys.argv)),
         "cwd": os.getcwd(),
         "packages": package_versions(),
         "git": git_state(),

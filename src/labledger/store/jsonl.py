@@ -6,21 +6,37 @@ OS page cache: a ``kill -9`` of the process cannot lose it (only a machine crash
 can). ``O_APPEND`` writes by several processes never interleave within a record on a local
 filesystem, so DDP ranks or parallel sweeps can share a file.
 
-A process killed in the middle of a write can leave a last line without its newline. Readers skip
-that line with a warning naming the file and line; any other undecodable line is an error.
+A write the disk refuses (``ENOSPC``, ``EDQUOT``, ``EIO``, ``EROFS``) raises
+:class:`~labledger.errors.StorageError` ("disk full: FILE: the record was not stored") after
+truncating the file back to its last complete record, so nothing is glued onto a half line and the
+next write works once space is freed. (A file is not "repaired" with a newline when it is reopened:
+with several writers on one file, its last line may be another process's write in progress.)
+
+Readers of record files skip every damaged line (not JSON, not a JSON object, a torn last line)
+with a :class:`~labledger.errors.DamagedLineWarning` naming the file and line, and read all the
+others. A valid last line without its newline is a complete record, not a torn one.
+
+Records carry no sequence number or checksum: a record is one ``write(2)`` of a whole line, so the
+only damage a crash or a full disk can do is a missing or partial line, which the JSON parser
+already detects; ``step``/``microbatch`` order the records; the results files, checkpoints and
+sites carry sha256s that ``labledger verify`` checks. A CRC per line would cost the hot path a
+hash and make the files no longer plain JSON Lines for ``jq``, for protection against silent bit
+rot that a filesystem checksum covers better.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
-from labledger.errors import RecordError, TornLineWarning
+from labledger.errors import DamagedLineWarning, RecordError, StorageError, TornLineWarning
 
 #: orjson options for every record the ledger writes.
 DUMP_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
@@ -41,11 +57,49 @@ def dumps_line(record: Any) -> bytes:
     return orjson.dumps(record, option=DUMP_OPTIONS)
 
 
+#: errno values that mean "the disk refused the write" (reported as StorageError, not a traceback).
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG})
+
+
+def disk_error(
+    exc: OSError, path: str | os.PathLike[str] | None, what: str = "the record was not stored"
+) -> StorageError:
+    """A one-line :class:`StorageError` for an ``OSError`` from a write (``disk full: FILE: ...``).
+
+    >>> import errno
+    >>> str(disk_error(OSError(errno.ENOSPC, "No space left on device"), "run/metrics.jsonl"))
+    'disk full: run/metrics.jsonl: the record was not stored (No space left on device); free space and try again'
+    """
+    kind = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "write failed"
+    where = f"{path}: " if path is not None else ""
+    return StorageError(f"{kind}: {where}{what} ({exc.strerror or exc}); free space and try again")
+
+
+def _fd_path(fd: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+
+
 def write_all(fd: int, data: bytes) -> None:
-    """Write ``data`` to ``fd``: one syscall in practice; loops only on a short write."""
-    written = os.write(fd, data)
-    while written < len(data):  # only on signals / full disks; keeps the bytes contiguous otherwise
-        written += os.write(fd, data[written:])
+    """Write ``data`` to ``fd``: one syscall in practice; loops only on a short write.
+
+    When the disk refuses part of it, the bytes already written are cut off again (the file ends
+    at its last complete record) and :class:`StorageError` is raised.
+    """
+    written = 0
+    try:
+        written = os.write(fd, data)
+        while written < len(data):  # only on signals / full disks; keeps the bytes contiguous otherwise
+            written += os.write(fd, data[written:])
+    except OSError as exc:
+        if written:
+            with contextlib.suppress(OSError):  # shrinking needs no space; O_APPEND: ours is the tail
+                os.ftruncate(fd, os.fstat(fd).st_size - written)
+        if exc.errno in DISK_ERRNOS:
+            raise disk_error(exc, _fd_path(fd)) from None
+        raise
 
 
 class Appender:
@@ -55,7 +109,12 @@ class Appender:
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno in DISK_ERRNOS:
+                raise disk_error(exc, self.path, "cannot open for appending") from None
+            raise
 
     def append(self, record: Any) -> None:
         write_all(self.fd, orjson.dumps(record, option=DUMP_OPTIONS))
@@ -72,11 +131,22 @@ class Appender:
             self.fd = -1
 
 
+def _warn(message: str, category: type[Warning] = DamagedLineWarning) -> None:
+    warnings.warn(message, category, stacklevel=4)
+
+
 def iter_lines(path: str | os.PathLike[str], *, display: str | None = None) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line_number, raw_line)`` for each complete line (1-based, newline stripped).
 
-    A last line with no newline is a torn write: it is skipped with a :class:`TornLineWarning`.
-    Blank lines are skipped.
+    A last line with no newline is yielded when it is valid JSON (a complete record whose newline
+    is missing) and otherwise skipped as torn, with a :class:`TornLineWarning`. Blank lines are
+    skipped.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.jsonl"
+    >>> _ = p.write_bytes(b'{"step": 1}\\n\\n{"step": 2}')
+    >>> [n for n, _ in iter_lines(p)]
+    [1, 3]
     """
     path = Path(path)
     name = display or str(path)
@@ -84,14 +154,21 @@ def iter_lines(path: str | os.PathLike[str], *, display: str | None = None) -> I
         f = open(path, "rb")  # noqa: SIM115 - only the open may raise FileNotFoundError
     except FileNotFoundError:
         return
+    except IsADirectoryError:
+        raise RecordError("is a folder, not a record file", source=name) from None
     with f:
         for lineno, raw in enumerate(f, 1):
             if not raw.endswith(b"\n"):
-                warnings.warn(
-                    f"{name}:{lineno}: torn last line skipped ({len(raw)} bytes; its writer stopped mid-write)",
-                    TornLineWarning,
-                    stacklevel=3,
-                )
+                if raw.strip():
+                    try:
+                        orjson.loads(raw)
+                    except orjson.JSONDecodeError:
+                        _warn(
+                            f"{name}:{lineno}: torn last line skipped ({len(raw)} bytes; its writer stopped mid-write)",
+                            TornLineWarning,
+                        )
+                        return
+                    yield lineno, raw
                 return
             if raw.strip():
                 yield lineno, raw
@@ -102,43 +179,148 @@ def count_lines(path: str | os.PathLike[str]) -> int:
     return sum(1 for _ in iter_lines(path))
 
 
-def iter_decoded(path: str | os.PathLike[str], *, display: str | None = None) -> Iterator[tuple[int, bytes, Any]]:
+def decode_line(raw: bytes, name: str, lineno: int, *, objects: bool = True) -> Any:
+    """One decoded line; :class:`RecordError` with file and line if it is not JSON (or not an object).
+
+    >>> decode_line(b'{"a": 1}', "f.jsonl", 1)
+    {'a': 1}
+    >>> decode_line(b'null', "f.jsonl", 2)
+    Traceback (most recent call last):
+    ...
+    labledger.errors.RecordError: f.jsonl:2: must be a JSON object; got null
+    """
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise RecordError(f"not valid JSON ({exc})", source=name, line=lineno) from None
+    if objects and type(value) is not dict:
+        shown = "null" if value is None else type(value).__name__
+        raise RecordError(f"must be a JSON object; got {shown}", source=name, line=lineno)
+    return value
+
+
+def iter_decoded(
+    path: str | os.PathLike[str], *, display: str | None = None, damaged: str = "warn", objects: bool = True
+) -> Iterator[tuple[int, bytes, Any]]:
     """``(line number, raw line without its newline, decoded value)`` for each complete line.
 
-    A line that is not JSON raises :class:`RecordError` with file and line; a torn last line is
-    skipped with a warning (see :func:`iter_lines`).
+    A damaged line (not JSON; with ``objects``, not a JSON object) is skipped with a
+    :class:`DamagedLineWarning` naming file and line (``damaged="warn"``, for the ledger's own
+    record files) or raises :class:`RecordError` (``damaged="raise"``, for a user's input file). A
+    torn last line is always skipped with a warning (see :func:`iter_lines`).
     """
     name = display or str(path)
     for lineno, raw in iter_lines(path, display=name):
         try:
-            value = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise RecordError(f"not valid JSON ({exc})", source=name, line=lineno) from None
+            value = decode_line(raw, name, lineno, objects=objects)
+        except RecordError as exc:
+            if damaged == "raise":
+                raise
+            _warn(f"{exc.source}:{exc.line}: damaged line skipped ({exc.detail})")
+            continue
         yield lineno, raw.rstrip(b"\r\n"), value
 
 
-def read_jsonl(path: str | os.PathLike[str], *, display: str | None = None) -> Iterator[dict[str, Any]]:
-    """Yield each record of a JSONL file; a bad line raises :class:`RecordError` with file and line."""
-    for _, _, value in iter_decoded(path, display=display):
+def read_jsonl(
+    path: str | os.PathLike[str], *, display: str | None = None, damaged: str = "warn"
+) -> Iterator[dict[str, Any]]:
+    """Yield each record (a JSON object) of a JSONL file; damaged lines are skipped with a warning.
+
+    ``damaged="raise"`` raises :class:`RecordError` with file and line instead.
+    """
+    for _, _, value in iter_decoded(path, display=display, damaged=damaged):
         yield value
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename: readers never see half."""
+def damaged_lines(path: str | os.PathLike[str]) -> list[tuple[int, str]]:
+    """``(line number, problem)`` for every damaged line of a record file (used by ``labledger verify``).
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.jsonl"
+    >>> _ = p.write_bytes(b'{"step": 1}\\n{"st\\n[1]\\n{"step": 2}\\n{"ste')
+    >>> [n for n, _ in damaged_lines(p)]
+    [2, 3, 5]
+    """
+    out: list[tuple[int, str]] = []
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return out
+    lines = data.split(b"\n")
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            decode_line(raw, str(path), lineno)
+        except RecordError as exc:
+            torn = lineno == len(lines)
+            out.append((lineno, "torn last line (no newline; its writer stopped mid-write)" if torn else exc.detail))
+    return out
+
+
+def fsync_dir(folder: str | os.PathLike[str]) -> None:
+    """fsync a folder, so that a rename inside it survives a machine crash (best effort)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str], *, fsync: bool = True) -> Iterator[IO[bytes]]:
+    """A binary file that appears at ``path`` whole or not at all: the one atomic-write helper.
+
+    The data goes to a temporary file in the same folder; on success it is flushed, fsynced and
+    renamed over ``path`` and the folder is fsynced; on any failure (an exception, a full disk) the
+    temporary file is removed and ``path`` is untouched. A full disk raises :class:`StorageError`.
+    For streaming writers (``torch.save``, safetensors, CSV writers); :func:`atomic_write` is the
+    one-buffer form.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "out.bin"
+    >>> with atomic_open(p) as f:
+    ...     _ = f.write(b"whole")
+    >>> p.read_bytes()
+    b'whole'
+    """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        try:
-            write_all(fd, data)
+        with open(tmp, "wb") as f:
+            yield f
+            f.flush()
             if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+                os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except OSError as exc:
         tmp.unlink(missing_ok=True)  # a failed write leaves neither half a file nor a temporary one
+        if exc.errno in DISK_ERRNOS:
+            raise disk_error(exc, path, "the file was not written") from None
         raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if fsync:
+        fsync_dir(path.parent)
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> None:
+    """Write ``data`` to ``path`` through :func:`atomic_open`: readers never see half a file.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "out.txt"
+    >>> atomic_write(p, b"hello")
+    >>> p.read_bytes()
+    b'hello'
+    """
+    with atomic_open(path, fsync=fsync) as f:
+        f.write(data)
 
 
 def write_json(path: str | os.PathLike[str], obj: Any, *, fsync: bool = True) -> None:

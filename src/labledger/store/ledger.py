@@ -24,7 +24,7 @@ import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import orjson
 
-from labledger.errors import IndexUnavailableError, LedgerError, LedgerNotFoundError, RunNotFoundError
+from labledger.errors import IndexUnavailableError, LedgerError, LedgerNotFoundError, RunNotFoundError, StorageError
 from labledger.schema import STORED_KINDS, CalibrationDoc, Document, EvaluationDoc, decode
 from labledger.schema.store import StoredEvaluation, StoredMetricValue
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
@@ -143,6 +143,9 @@ class Ledger:
         #: The run index: a ``sqlite3.Connection``, or a :class:`PostgresIndex` that speaks the same
         #: dialect (``execute``/``executemany``/``commit``) plus ``server_now`` and ``columns``.
         self.db: Any
+        #: Whether reads (``runs``, ``info``) mark dead runs crashed first. A server sets it off: its
+        #: GETs change nothing, and a background task reaps instead (#17).
+        self.reap_on_read = True
         self.dialect = "sqlite"
         self.host = socket.gethostname()
         self._heartbeat: Heartbeat | None = None
@@ -170,7 +173,8 @@ class Ledger:
             self.db.execute("PRAGMA foreign_keys = ON")
             migrate(self.db)
         except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"{db_path}: cannot open the ledger index ({exc})") from None
+            kind = StorageError if "disk" in str(exc) else LedgerError  # full, read-only or failing disk
+            raise kind(f"{db_path}: cannot open the ledger index ({exc})") from None
 
     def _open_postgres(self, url: str, artifacts: str | os.PathLike[str] | None, create: bool) -> None:
         artifacts = artifacts if artifacts is not None else os.environ.get("LABLEDGER_ARTIFACTS")
@@ -218,14 +222,28 @@ class Ledger:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction (``BEGIN IMMEDIATE``; on PostgreSQL ``BEGIN`` + the ledger's write lock)."""
-        self.db.execute("BEGIN IMMEDIATE")
+        """A write transaction (``BEGIN IMMEDIATE``; on PostgreSQL ``BEGIN`` + the ledger's write lock).
+
+        A full disk (SQLite's "database or disk is full", "disk I/O error") rolls back and raises
+        :class:`~labledger.errors.StorageError` naming the index file.
+        """
         try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+                self.db.execute("COMMIT")
+            except BaseException:
+                with suppress(Exception):  # SQLite may have rolled back already (SQLITE_FULL)
+                    self.db.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if "disk is full" in text or "disk I/O error" in text:
+                kind = "disk full" if "full" in text else "write failed"
+                raise StorageError(
+                    f"{kind}: {self.root / DB_NAME}: the index was not updated ({text}); free space and try again"
+                ) from None
             raise
-        self.db.execute("COMMIT")
 
     def _write(self, body: Any) -> Any:
         """Run ``body(db)`` in a transaction; in team mode, replay it when the connection was lost
@@ -399,7 +417,8 @@ class Ledger:
         self, *, name: str | None = None, group: str | None = None, tag: str | None = None, status: str | None = None
     ) -> list[RunInfo]:
         """Runs in the index, newest first, filtered by exact name, group, tag and status."""
-        self.reap()
+        if self.reap_on_read:
+            self.reap()
         where, params = [], []
         if name is not None:
             where.append("name = ?")
@@ -452,7 +471,8 @@ class Ledger:
 
     def info(self, ref: str) -> RunInfo:
         """The index row of one run."""
-        self.reap()
+        if self.reap_on_read:
+            self.reap()
         run_id = self.resolve(ref)
         rows = self.db.execute(f"SELECT {self._COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchall()
         return self._rows_to_info(rows)[0]
@@ -469,18 +489,38 @@ class Ledger:
         """A scratch ledger inside this one; runs logged there become visible only by :meth:`adopt`.
 
         The folder is removed on exit, whatever happened: an import that fails part-way leaves
-        this ledger exactly as it was.
+        this ledger exactly as it was. The import holds ``.import.lock`` in it while it runs; the
+        folders of imports killed before they could clean up (no live holder) are removed here, at
+        the next import (and by ``labledger verify --repair``).
         """
         import secrets
         import shutil
 
-        path = self.root / ".staging" / secrets.token_hex(6)
-        stage = Ledger(path, create=True)
+        base = self.root / ".staging"
+        path = base / secrets.token_hex(6)
+        path.mkdir(parents=True)
+        lock_fd = os.open(path / ".import.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        for other in base.iterdir():
+            if (
+                other != path
+                and other.is_dir()
+                and not lock_is_held(other / ".import.lock")
+                and ((other / ".import.lock").exists() or time.time() - other.stat().st_mtime > 60)
+            ):
+                shutil.rmtree(other, ignore_errors=True)  # an import killed part-way: never adopted
+        try:
+            stage = Ledger(path, create=True)
+        except BaseException:
+            os.close(lock_fd)
+            shutil.rmtree(path, ignore_errors=True)
+            raise
         try:
             yield stage
         finally:
             stage.close()
             shutil.rmtree(path, ignore_errors=True)
+            os.close(lock_fd)
 
     def previous_import(self, sha256: str) -> dict[str, Any] | None:
         """The earlier import of a source with this content hash, if any."""
@@ -781,14 +821,13 @@ def _metric_rows(task: str, slice_: str, metrics: Iterable[Any]) -> Iterator[tup
 
 def summarize_run_dir(run_dir: Path) -> dict[str, Any]:
     """Counts and last scalars recomputed from a run's files (for crashed runs and ``show``)."""
-    from labledger.store.jsonl import RECORD_FILES, count_lines, iter_lines
+    from labledger.store.jsonl import RECORD_FILES, count_lines, iter_decoded
 
     summary: dict[str, Any] = {}
     last: dict[str, Any] = {}
     steps = None
     n = 0
-    for _, raw in iter_lines(run_dir / RECORD_FILES["scalars"]):
-        rec = orjson.loads(raw)
+    for _, _, rec in iter_decoded(run_dir / RECORD_FILES["scalars"]):  # damaged lines: skipped, warned
         n += 1
         step = rec.pop("step", None)
         rec.pop("time", None)

@@ -518,6 +518,8 @@ class Run:
             a.close()
         self.status = status
         self.meta.update(status=status, ended=time.time() if ended is None else float(ended), error=error)
+        if self.summary:  # headline values live in run.json too: a copied run folder keeps them (#17)
+            self.meta["headline"] = dict(self.summary)
         write_json(self.dir / "run.json", self.meta)
         self.ledger.update_run(self.id, status=status, ended=self.meta["ended"], error=error, summary=self._summary())
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)

@@ -1,0 +1,303 @@
+"""``labledger verify``: check a ledger's files against themselves and the index, and repair safely.
+
+What is checked, each problem reported with its file (and line where there is one):
+
+* every record file of every run (``metrics.jsonl``, ``batches.jsonl``, ...): each line must be a
+  JSON object; a torn or damaged line is a problem;
+* the index and the folders agree: a run in the index has a folder with ``run.json``, a run folder
+  has an index row;
+* every stored result set: ``results.jsonl`` has the sha256 and row count of its ``meta.json`` and
+  of its index row;
+* every checkpoint the run copied in has its recorded sha256 (one referenced in place is checked
+  when it is still there);
+* every site folder with a build manifest (``LEDGER/site`` and any ``sites`` given): each file the
+  manifest lists has its recorded size and sha256;
+* leftovers of interrupted imports (``.staging/<hex>`` folders no live import holds).
+
+``repair`` never deletes data: a damaged line is moved to ``FILE.damaged`` beside the record file
+(with its line number), and the file is rewritten atomically without it; an interrupted import's
+staging folder (a scratch copy of data that was never adopted) is removed. A run whose writer is
+still alive is left alone (its last line may be mid-write).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from labledger.errors import LedgerError
+from labledger.store.jsonl import RECORD_FILES, atomic_write, damaged_lines, decode_line
+from labledger.store.ledger import Ledger, lock_is_held
+
+#: The site builder's manifest (labledger.site.output.MANIFEST; named here so store/ imports nothing above it).
+SITE_MANIFEST = ".labledger-site.json"
+#: Side file beside a record file that holds the lines ``verify --repair`` took out of it.
+DAMAGED_SUFFIX = ".damaged"
+
+
+@dataclass
+class Problem:
+    """One finding: where (file, line) and what."""
+
+    path: str
+    message: str
+    line: int | None = None
+    repaired: str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line is not None else self.path
+        done = f" [repaired: {self.repaired}]" if self.repaired else ""
+        return f"{where}: {self.message}{done}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "message": self.message, "repaired": self.repaired}
+
+
+@dataclass
+class Report:
+    """What :func:`verify_ledger` found: problems, and how much it looked at."""
+
+    problems: list[Problem] = field(default_factory=list)
+    runs: int = 0
+    files: int = 0
+    lines: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.repaired is None for p in self.problems)
+
+    def add(self, path: Path | str, message: str, line: int | None = None) -> Problem:
+        problem = Problem(str(path), message, line)
+        self.problems.append(problem)
+        return problem
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "runs": self.runs,
+            "files": self.files,
+            "lines": self.lines,
+            "problems": [p.to_dict() for p in self.problems],
+        }
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def quarantine_lines(path: Path, bad: Iterable[int]) -> int:
+    """Move lines ``bad`` (1-based) of ``path`` into ``path.damaged``; rewrite ``path`` without them.
+
+    Nothing is lost: each moved line is appended to the side file as ``{"file", "line", "raw"}``
+    (``raw`` is the line's bytes, decoded as UTF-8 with replacement, and ``raw_hex`` its exact bytes).
+    Returns the number of lines moved.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "metrics.jsonl"
+    >>> _ = p.write_bytes(b'{"step": 1}\\n{"st\\n{"step": 2}\\n')
+    >>> quarantine_lines(p, [2]), p.read_bytes()
+    (1, b'{"step": 1}\\n{"step": 2}\\n')
+    """
+    bad = set(bad)
+    if not bad:
+        return 0
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    keep: list[bytes] = []
+    moved: list[bytes] = []
+    for lineno, raw in enumerate(lines, 1):
+        if lineno in bad:
+            moved.append(
+                orjson.dumps(
+                    {"file": path.name, "line": lineno, "raw": raw.decode("utf-8", "replace"), "raw_hex": raw.hex()},
+                    option=orjson.OPT_APPEND_NEWLINE,
+                )
+            )
+        elif raw or lineno < len(lines):
+            keep.append(raw)
+    side = path.with_name(path.name + DAMAGED_SUFFIX)
+    with open(side, "ab") as f:  # first the copy, then the rewrite: a crash between loses nothing
+        f.write(b"".join(moved))
+        f.flush()
+        os.fsync(f.fileno())
+    body = b"\n".join(keep)
+    if body and not body.endswith(b"\n"):
+        body += b"\n"
+    atomic_write(path, body)
+    return len(moved)
+
+
+def _check_record_files(report: Report, run_dir: Path, *, repair: bool, live: bool) -> None:
+    for fname in RECORD_FILES.values():
+        path = run_dir / fname
+        if not path.is_file():
+            continue
+        report.files += 1
+        found = damaged_lines(path)
+        with open(path, "rb") as f:
+            report.lines += sum(1 for _ in f)
+        if live and found and found[-1][1].startswith("torn last line"):
+            found = found[:-1]  # the writer is alive: its last line may be mid-write
+        problems = [report.add(path, f"damaged line ({why})", line) for line, why in found]
+        if repair and problems and not live:
+            n = quarantine_lines(path, [line for line, _ in found])
+            for p in problems:
+                p.repaired = f"moved to {path.name}{DAMAGED_SUFFIX}"
+            if n != len(problems):  # pragma: no cover - damaged_lines and the split agree
+                report.add(path, f"moved {n} lines but found {len(problems)}")
+
+
+def _check_results(report: Report, ledger: Ledger, run_id: str, run_dir: Path) -> None:
+    evals = run_dir / "evals"
+    if not evals.is_dir():
+        return
+    indexed = {
+        name: (n_rows, sha)
+        for name, n_rows, sha in ledger.db.execute(
+            "SELECT name, n_rows, sha256 FROM evaluations WHERE run_id = ? AND kind = 'results'", (run_id,)
+        ).fetchall()
+    }
+    for folder in sorted(evals.iterdir()):
+        results = folder / "results.jsonl"
+        if not results.is_file():
+            continue
+        report.files += 1
+        meta_path = folder / "meta.json"
+        try:
+            meta = decode_line(meta_path.read_bytes(), str(meta_path), 1)
+        except (OSError, LedgerError) as exc:
+            report.add(meta_path, f"cannot read the result set's meta.json ({exc})")
+            continue
+        digest = _sha256(results)
+        if meta.get("sha256") != digest:
+            report.add(results, f"sha256 is {digest} but meta.json records {meta.get('sha256')}")
+        index = indexed.get(folder.name)
+        if index is None:
+            report.add(results, "has no row in the index (evaluations)")
+        elif index[1] is not None and index[1] != digest:
+            report.add(results, f"sha256 is {digest} but the index records {index[1]}")
+
+
+def _check_checkpoints(report: Report, run_dir: Path) -> None:
+    path = run_dir / RECORD_FILES["checkpoints"]
+    if not path.is_file():
+        return
+    from labledger.store.jsonl import iter_lines
+
+    for lineno, raw in iter_lines(path):
+        try:
+            rec = decode_line(raw, str(path), lineno)
+        except LedgerError:
+            continue  # reported as a damaged line
+        if rec.get("reference") or not isinstance(rec.get("path"), str):
+            continue
+        target = Path(rec["path"])
+        if rec.get("copied") and not target.is_absolute():
+            target = run_dir / target
+        if not target.is_file():
+            if rec.get("copied"):
+                report.add(path, f"checkpoint {target} (copied into the run) is missing", lineno)
+            continue
+        digest = _sha256(target)
+        if digest != rec.get("sha256"):
+            report.add(path, f"checkpoint {target} has sha256 {digest}, not the recorded {rec.get('sha256')}", lineno)
+
+
+def check_site(report: Report, site: Path) -> None:
+    """Check a site folder's files against its build manifest (size and sha256)."""
+    manifest_path = site / SITE_MANIFEST
+    try:
+        manifest = orjson.loads(manifest_path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        report.add(manifest_path, f"cannot read the site manifest ({exc})")
+        return
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        report.add(manifest_path, "the site manifest has no 'files' mapping")
+        return
+    root = site.resolve()
+    for rel, entry in sorted(files.items()):
+        report.files += 1
+        path = site / rel
+        if not isinstance(entry, dict) or ".." in rel.split("/") or rel.startswith("/"):
+            report.add(manifest_path, f"lists {rel!r}, which is not a file inside the site")
+            continue
+        if not Path(os.path.realpath(path)).is_relative_to(root):
+            report.add(manifest_path, f"lists {rel!r}, which leads outside the site")
+            continue
+        try:
+            size = path.stat().st_size
+        except OSError:
+            report.add(path, "listed in the site manifest but missing")
+            continue
+        if size != entry.get("size"):
+            report.add(path, f"is {size} bytes; the site manifest records {entry.get('size')}")
+        elif entry.get("sha256") is not None and _sha256(path) != entry["sha256"]:
+            report.add(path, "its sha256 differs from the site manifest's")
+
+
+def stale_staging(ledger_root: Path) -> list[Path]:
+    """Staging folders of imports that no live process holds (interrupted by a kill or a crash)."""
+    base = ledger_root / ".staging"
+    if not base.is_dir():
+        return []
+    return [p for p in sorted(base.iterdir()) if p.is_dir() and not lock_is_held(p / ".import.lock")]
+
+
+def verify_ledger(
+    ledger: Ledger, run_refs: Iterable[str] = (), *, repair: bool = False, sites: Iterable[str | os.PathLike[str]] = ()
+) -> Report:
+    """Check ``ledger`` (or only the runs ``run_refs``); with ``repair``, quarantine damaged lines.
+
+    >>> import tempfile, labledger
+    >>> d = tempfile.mkdtemp()
+    >>> with labledger.start_run("r", ledger=d) as run:
+    ...     run.log(1, loss=0.5)
+    >>> verify_ledger(labledger.open_ledger(d)).ok
+    True
+    """
+    report = Report()
+    refs = list(run_refs)
+    if refs:
+        ids = [ledger.resolve(r) for r in refs]
+    else:
+        ids = [r[0] for r in ledger.db.execute("SELECT id FROM runs ORDER BY started").fetchall()]
+        runs_dir = ledger.root / "runs"
+        if runs_dir.is_dir():
+            known = set(ids)
+            for folder in sorted(runs_dir.iterdir()):
+                if folder.is_dir() and folder.name not in known:
+                    report.add(folder, "a run folder with no row in the index")
+        for stage in stale_staging(ledger.root):
+            problem = report.add(stage, "left by an interrupted import (never adopted)")
+            if repair:
+                shutil.rmtree(stage, ignore_errors=True)
+                problem.repaired = "removed"
+    for run_id in ids:
+        report.runs += 1
+        run_dir = ledger.run_dir(run_id)
+        if not (run_dir / "run.json").is_file():
+            report.add(run_dir, f"run {run_id} is in the index but its folder (or run.json) is missing")
+            continue
+        live = lock_is_held(run_dir / ".lock")
+        _check_record_files(report, run_dir, repair=repair, live=live)
+        _check_results(report, ledger, run_id, run_dir)
+        _check_checkpoints(report, run_dir)
+    candidates = [Path(s) for s in sites]
+    default_site = ledger.root / "site"
+    if not refs and (default_site / SITE_MANIFEST).is_file() and default_site not in candidates:
+        candidates.append(default_site)
+    for site in candidates:
+        check_site(report, site)
+    return report
