@@ -12,7 +12,12 @@
   /* ---------------------------------------------------------------- DOM building */
   function append(node, child) {
     if (child === null || child === undefined || child === false) return;
-    if (Array.isArray(child)) { child.forEach(function (c) { append(node, c); }); return; }
+    if (Array.isArray(child)) {
+      child.forEach(function (c) {
+        append(node, c);
+      });
+      return;
+    }
     if (typeof child === "string" || typeof child === "number" || typeof child === "boolean") {
       node.appendChild(document.createTextNode(String(child)));
       return;
@@ -30,8 +35,14 @@
         if (k === "class") node.className = v;
         else if (k === "text") node.textContent = String(v);
         else if (k.slice(0, 2) === "on" && typeof v === "function") node.addEventListener(k.slice(2), v);
-        else if (k === "style" && typeof v === "object") Object.keys(v).forEach(function (s) { node.style[s] = v[s]; });
-        else if (k === "dataset") Object.keys(v).forEach(function (d) { node.dataset[d] = String(v[d]); });
+        else if (k === "style" && typeof v === "object")
+          Object.keys(v).forEach(function (s) {
+            node.style[s] = v[s];
+          });
+        else if (k === "dataset")
+          Object.keys(v).forEach(function (d) {
+            node.dataset[d] = String(v[d]);
+          });
         else if (k === "href") node.setAttribute("href", LL.safeHref(String(v)));
         else if (k === "src") node.setAttribute("src", LL.safeSrc(String(v)));
         else if (k === "value") node.value = v;
@@ -52,11 +63,16 @@
     return "#";
   };
   LL.safeSrc = function (src) {
-    return (/^images\//.test(src) && src.indexOf("..") < 0) ? src : "";
+    return /^images\//.test(src) && src.indexOf("..") < 0 ? src : "";
   };
 
-  LL.clear = function (node) { while (node.firstChild) node.removeChild(node.firstChild); return node; };
-  LL.main = function () { return document.getElementById("main"); };
+  LL.clear = function (node) {
+    while (node.firstChild) node.removeChild(node.firstChild);
+    return node;
+  };
+  LL.main = function () {
+    return document.getElementById("main");
+  };
 
   /* ---------------------------------------------------------------- data files */
   var pending = {};
@@ -81,43 +97,65 @@
     return pending[key];
   };
   function checkId(id, what) {
-    if (typeof id !== "string" || !SAFE_ID.test(id)) throw new Error("Not a valid " + (what || "run id") + ": " + JSON.stringify(id));
+    if (typeof id !== "string" || !SAFE_ID.test(id))
+      throw new Error("Not a valid " + (what || "run id") + ": " + JSON.stringify(id));
     return id;
   }
   LL.data = {
-    catalog: function () { return LL.load("catalog", "data/catalog.js"); },
-    compare: function () { return LL.load("compare", "data/compare.js"); },
-    run: function (id) { checkId(id); return LL.load("runs/" + id, "data/runs/" + id + ".js"); },
-    toc: function (id) { checkId(id); return LL.load("batches/" + id + "/toc", "data/batches/" + id + "/toc.js"); },
-    loss: function (id) { checkId(id); return LL.load("batches/" + id + "/loss", "data/batches/" + id + "/loss.js"); },
+    catalog: function () {
+      return LL.load("catalog", "data/catalog.js");
+    },
+    compare: function () {
+      return LL.load("compare", "data/compare.js");
+    },
+    run: function (id) {
+      checkId(id);
+      return LL.load("runs/" + id, "data/runs/" + id + ".js");
+    },
+    toc: function (id) {
+      checkId(id);
+      return LL.load("batches/" + id + "/toc", "data/batches/" + id + "/toc.js");
+    },
+    loss: function (id) {
+      checkId(id);
+      return LL.load("batches/" + id + "/loss", "data/batches/" + id + "/loss.js");
+    },
     chunk: function (id, i) {
       checkId(id);
       if (!(i >= 0 && i === Math.floor(i))) throw new Error("bad chunk index");
       return LL.load("batches/" + id + "/" + i, "data/batches/" + id + "/" + i + ".js");
     },
     evaluation: function (id, name) {
-      checkId(id); checkId(name, "evaluation name");
+      checkId(id);
+      checkId(name, "evaluation name");
       return LL.load("evals/" + id + "/" + name, "data/evals/" + id + "/" + name + ".js");
     },
     logits: function (id, name) {
-      checkId(id); checkId(name, "evaluation name");
+      checkId(id);
+      checkId(name, "evaluation name");
       return LL.load("evals/" + id + "/" + name + "/logits", "data/evals/" + id + "/" + name + ".logits.js");
     },
     test: function (id, name) {
-      checkId(id); checkId(name, "test name");
+      checkId(id);
+      checkId(name, "test name");
       return LL.load("tests/" + id + "/" + name, "data/tests/" + id + "/" + name + ".js");
     },
     testPart: function (id, name, part) {
-      checkId(id); checkId(name, "test name");
+      checkId(id);
+      checkId(name, "test name");
       if (!SAFE_PART.test(part)) throw new Error("bad part name");
       return LL.load("tests/" + id + "/" + name + "/" + part, "data/tests/" + id + "/" + name + "/" + part + ".js");
-    }
+    },
   };
   /** The run entry of the catalog, or an error naming the id (only catalogued runs are loaded). */
   LL.findRun = function (catalog, id) {
-    var run = (catalog.runs || []).filter(function (r) { return r.id === id; })[0];
-    if (!run) throw new Error("This site has no run " + JSON.stringify(id || "") + ". Open the run list to choose one.");
-    if (run.unreadable) throw new Error("Run " + JSON.stringify(id) + " could not be read when this site was built: " + run.unreadable);
+    var run = (catalog.runs || []).filter(function (r) {
+      return r.id === id;
+    })[0];
+    if (!run)
+      throw new Error("This site has no run " + JSON.stringify(id || "") + ". Open the run list to choose one.");
+    if (run.unreadable)
+      throw new Error("Run " + JSON.stringify(id) + " could not be read when this site was built: " + run.unreadable);
     return run;
   };
   LL.imageSrc = function (runId, ref) {
@@ -128,7 +166,9 @@
   /* ---------------------------------------------------------------- location hash */
   LL.params = function () {
     var out = {};
-    new URLSearchParams(location.hash.replace(/^#/, "")).forEach(function (v, k) { out[k] = v; });
+    new URLSearchParams(location.hash.replace(/^#/, "")).forEach(function (v, k) {
+      out[k] = v;
+    });
     return out;
   };
   LL.query = function (params) {
@@ -138,14 +178,19 @@
     });
     return q.toString();
   };
-  LL.link = function (page, params) { var q = LL.query(params || {}); return page + (q ? "#" + q : ""); };
+  LL.link = function (page, params) {
+    var q = LL.query(params || {});
+    return page + (q ? "#" + q : "");
+  };
   LL.setHash = function (params) {
     var q = LL.query(params);
     history.replaceState(null, "", location.pathname + location.search + (q ? "#" + q : ""));
   };
 
   /* ---------------------------------------------------------------- formatting */
-  function isNum(v) { return typeof v === "number" && isFinite(v); }
+  function isNum(v) {
+    return typeof v === "number" && isFinite(v);
+  }
   LL.isNum = isNum;
   LL.fmt = {
     /** Short, readable number (the exact value is in title/hover). */
@@ -159,36 +204,63 @@
       return String(Number(v.toPrecision(digits || 4)));
     },
     /** The exact stored value (JavaScript prints the shortest text that reads back the same). */
-    exact: function (v) { return v === null || v === undefined ? "–" : String(v); },
-    pct: function (v) { return isNum(v) ? (100 * v).toFixed(1) + "%" : "–"; },
+    exact: function (v) {
+      return v === null || v === undefined ? "–" : String(v);
+    },
+    pct: function (v) {
+      return isNum(v) ? (100 * v).toFixed(1) + "%" : "–";
+    },
     time: function (unix) {
       if (!isNum(unix)) return "–";
       var d = new Date(unix * 1000);
-      function p(n) { return (n < 10 ? "0" : "") + n; }
+      function p(n) {
+        return (n < 10 ? "0" : "") + n;
+      }
       var off = -d.getTimezoneOffset();
       var sign = off >= 0 ? "+" : "-";
       off = Math.abs(off);
-      return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + p(d.getHours()) + ":" +
-        p(d.getMinutes()) + ":" + p(d.getSeconds()) + " UTC" + sign + p(Math.floor(off / 60)) + ":" + p(off % 60);
+      return (
+        d.getFullYear() +
+        "-" +
+        p(d.getMonth() + 1) +
+        "-" +
+        p(d.getDate()) +
+        " " +
+        p(d.getHours()) +
+        ":" +
+        p(d.getMinutes()) +
+        ":" +
+        p(d.getSeconds()) +
+        " UTC" +
+        sign +
+        p(Math.floor(off / 60)) +
+        ":" +
+        p(off % 60)
+      );
     },
     duration: function (s) {
       if (!isNum(s)) return "–";
       if (s < 60) return s.toFixed(1) + " s";
-      var m = Math.floor(s / 60), hr = Math.floor(m / 60);
+      var m = Math.floor(s / 60),
+        hr = Math.floor(m / 60);
       if (hr > 0) return hr + " h " + (m % 60) + " min";
       return m + " min " + Math.round(s % 60) + " s";
     },
     bytes: function (n) {
       if (!isNum(n)) return "–";
-      var u = ["B", "KB", "MB", "GB", "TB"], i = 0;
-      while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+      var u = ["B", "KB", "MB", "GB", "TB"],
+        i = 0;
+      while (n >= 1024 && i < u.length - 1) {
+        n /= 1024;
+        i++;
+      }
       return (i === 0 ? n : n.toFixed(1)) + " " + u[i];
-    }
+    },
   };
   /** A number as text with its exact value on hover. */
   LL.numCell = function (v) {
     if (typeof v !== "number") return LL.valueText(v);
-    return h("span", {class: "num", title: LL.fmt.exact(v)}, LL.fmt.num(v));
+    return h("span", { class: "num", title: LL.fmt.exact(v) }, LL.fmt.num(v));
   };
   LL.valueText = function (v) {
     if (v === null || v === undefined) return "–";
@@ -200,40 +272,91 @@
   /** Labels in reading order: numerically when every label is a number ("-1", "0", "+1"). */
   LL.labelOrder = function (keys) {
     var uniq = Array.from(new Set(keys.map(String)));
-    var nums = uniq.map(function (k) { return k.trim() === "" ? NaN : Number(k); });
-    if (uniq.length && nums.every(function (n) { return isFinite(n); })) {
-      return uniq.map(function (k, i) { return [nums[i], k]; })
-        .sort(function (a, b) { return a[0] - b[0] || (a[1] < b[1] ? -1 : 1); })
-        .map(function (p) { return p[1]; });
+    var nums = uniq.map(function (k) {
+      return k.trim() === "" ? NaN : Number(k);
+    });
+    if (
+      uniq.length &&
+      nums.every(function (n) {
+        return isFinite(n);
+      })
+    ) {
+      return uniq
+        .map(function (k, i) {
+          return [nums[i], k];
+        })
+        .sort(function (a, b) {
+          return a[0] - b[0] || (a[1] < b[1] ? -1 : 1);
+        })
+        .map(function (p) {
+          return p[1];
+        });
     }
     return uniq.sort();
   };
 
   /* Viridis (colour-blind safe, monotone in lightness), 9 stops. */
-  var VIRIDIS = [[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
-    [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37]];
+  var VIRIDIS = [
+    [68, 1, 84],
+    [71, 44, 122],
+    [59, 81, 139],
+    [44, 113, 142],
+    [33, 144, 141],
+    [39, 173, 129],
+    [92, 200, 99],
+    [170, 220, 50],
+    [253, 231, 37],
+  ];
   LL.viridis = function (t) {
     t = Math.max(0, Math.min(1, isNum(t) ? t : 0));
-    var x = t * (VIRIDIS.length - 1), i = Math.min(VIRIDIS.length - 2, Math.floor(x)), f = x - i;
-    var a = VIRIDIS[i], b = VIRIDIS[i + 1];
-    return "rgb(" + [0, 1, 2].map(function (j) { return Math.round(a[j] + f * (b[j] - a[j])); }).join(",") + ")";
+    var x = t * (VIRIDIS.length - 1),
+      i = Math.min(VIRIDIS.length - 2, Math.floor(x)),
+      f = x - i;
+    var a = VIRIDIS[i],
+      b = VIRIDIS[i + 1];
+    return (
+      "rgb(" +
+      [0, 1, 2]
+        .map(function (j) {
+          return Math.round(a[j] + f * (b[j] - a[j]));
+        })
+        .join(",") +
+      ")"
+    );
   };
-  LL.inkOn = function (t) { return t > 0.55 ? "#111" : "#fff"; };
+  LL.inkOn = function (t) {
+    return t > 0.55 ? "#111" : "#fff";
+  };
   /* Okabe-Ito palette: distinguishable with the common colour-vision deficiencies. */
   LL.palette = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442"];
 
   /* ---------------------------------------------------------------- components */
   LL.section = function (title, id) {
-    var sec = h("section", {class: "card", id: id || null, "aria-labelledby": id ? id + "-h" : null},
-      h("h2", {id: id ? id + "-h" : null}, title));
+    var sec = h(
+      "section",
+      { class: "card", id: id || null, "aria-labelledby": id ? id + "-h" : null },
+      h("h2", { id: id ? id + "-h" : null }, title)
+    );
     for (var i = 2; i < arguments.length; i++) append(sec, arguments[i]);
     return sec;
   };
-  LL.callout = function (kind, text) { return h("p", {class: "callout " + kind, role: kind === "error" ? "alert" : null}, text); };
-  LL.badge = function (text, kind) { return h("span", {class: "badge " + (kind || "")}, text); };
-  LL.statusBadge = function (status) { return LL.badge(status || "unknown", "status-" + (status || "unknown")); };
+  LL.callout = function (kind, text) {
+    return h("p", { class: "callout " + kind, role: kind === "error" ? "alert" : null }, text);
+  };
+  LL.badge = function (text, kind) {
+    return h("span", { class: "badge " + (kind || "") }, text);
+  };
+  LL.statusBadge = function (status) {
+    return LL.badge(status || "unknown", "status-" + (status || "unknown"));
+  };
   LL.chips = function (items) {
-    return h("span", {class: "chips"}, (items || []).map(function (t) { return h("span", {class: "chip"}, t); }));
+    return h(
+      "span",
+      { class: "chips" },
+      (items || []).map(function (t) {
+        return h("span", { class: "chip" }, t);
+      })
+    );
   };
 
   /** Key/value table of a flat object; nested values as a JSON tree. */
@@ -241,28 +364,49 @@
     opts = opts || {};
     var rows = Object.keys(obj || {}).map(function (k) {
       var v = obj[k];
-      var cell = (v !== null && typeof v === "object") ? LL.jsonTree(v, 1) : (typeof v === "number" ? LL.fmt.exact(v) : LL.valueText(v));
-      return h("tr", null, h("th", {scope: "row"}, k), h("td", null, cell));
+      var cell =
+        v !== null && typeof v === "object"
+          ? LL.jsonTree(v, 1)
+          : typeof v === "number"
+            ? LL.fmt.exact(v)
+            : LL.valueText(v);
+      return h("tr", null, h("th", { scope: "row" }, k), h("td", null, cell));
     });
-    return h("div", {class: "scroll"}, h("table", {class: "kv" + (opts.compact ? " compact" : "")}, h("tbody", null, rows)));
+    return h(
+      "div",
+      { class: "scroll" },
+      h("table", { class: "kv" + (opts.compact ? " compact" : "") }, h("tbody", null, rows))
+    );
   };
 
   /** A collapsible tree of any JSON value, as text. */
   LL.jsonTree = function (value, openDepth, depth) {
     depth = depth || 0;
     if (value === null || typeof value !== "object") {
-      return h("span", {class: "jv jv-" + (value === null ? "null" : typeof value)},
-        typeof value === "string" ? JSON.stringify(value) : String(value));
+      return h(
+        "span",
+        { class: "jv jv-" + (value === null ? "null" : typeof value) },
+        typeof value === "string" ? JSON.stringify(value) : String(value)
+      );
     }
     var isArr = Array.isArray(value);
-    var keys = isArr ? value.map(function (_, i) { return i; }) : Object.keys(value);
+    var keys = isArr
+      ? value.map(function (_, i) {
+          return i;
+        })
+      : Object.keys(value);
     var summary = h("summary", null, isArr ? "[" + keys.length + " items]" : "{" + keys.length + " keys}");
-    var det = h("details", {class: "jtree", open: depth < (openDepth === undefined ? 1 : openDepth)}, summary);
+    var det = h("details", { class: "jtree", open: depth < (openDepth === undefined ? 1 : openDepth) }, summary);
     var shown = keys.slice(0, 500);
-    var list = h("ul", null, shown.map(function (k) {
-      return h("li", null, h("span", {class: "jk"}, String(k)), ": ", LL.jsonTree(value[k], openDepth, depth + 1));
-    }));
-    if (keys.length > shown.length) list.appendChild(h("li", {class: "muted"}, "… " + (keys.length - shown.length) + " more"));
+    var list = h(
+      "ul",
+      null,
+      shown.map(function (k) {
+        return h("li", null, h("span", { class: "jk" }, String(k)), ": ", LL.jsonTree(value[k], openDepth, depth + 1));
+      })
+    );
+    if (keys.length > shown.length)
+      list.appendChild(h("li", { class: "muted" }, "… " + (keys.length - shown.length) + " more"));
     det.appendChild(list);
     return det;
   };
@@ -272,86 +416,201 @@
    * opts: rows, sort: {key, dir}, caption, pageSize, rowClass(row), onRow(row, tr), empty.
    */
   LL.table = function (opts) {
-    var cols = opts.columns, rows = opts.rows.slice(), sort = opts.sort || null, page = 0;
+    var cols = opts.columns,
+      rows = opts.rows.slice(),
+      sort = opts.sort || null,
+      page = 0;
     var pageSize = opts.pageSize || 0;
-    var wrap = h("div", {class: "scroll table-wrap"});
-    var table = h("table", {class: "data" + (opts.className ? " " + opts.className : "") + (opts.stack ? " stack" : "")});
+    var wrap = h("div", { class: "scroll table-wrap" });
+    var table = h("table", {
+      class: "data" + (opts.className ? " " + opts.className : "") + (opts.stack ? " stack" : ""),
+    });
     if (opts.caption) table.appendChild(h("caption", null, opts.caption));
-    var thead = h("thead"), tbody = h("tbody"), pager = h("div", {class: "pager"});
-    table.appendChild(thead); table.appendChild(tbody); wrap.appendChild(table); wrap.appendChild(pager);
-    function val(c, r) { return c.value ? c.value(r) : r[c.key]; }
+    var thead = h("thead"),
+      tbody = h("tbody"),
+      pager = h("div", { class: "pager" });
+    table.appendChild(thead);
+    table.appendChild(tbody);
+    wrap.appendChild(table);
+    wrap.appendChild(pager);
+    function val(c, r) {
+      return c.value ? c.value(r) : r[c.key];
+    }
     function cmp(a, b) {
       if (a === b) return 0;
       if (a === null || a === undefined || (typeof a === "number" && isNaN(a))) return 1;
       if (b === null || b === undefined || (typeof b === "number" && isNaN(b))) return -1;
       if (typeof a === "number" && typeof b === "number") return a - b;
-      return String(a).localeCompare(String(b), "en", {numeric: true});
+      return String(a).localeCompare(String(b), "en", { numeric: true });
     }
     function header() {
       LL.clear(thead);
-      thead.appendChild(h("tr", null, cols.map(function (c) {
-        var dir = sort && sort.key === c.key ? sort.dir : null;
-        var th = h("th", {scope: "col", class: (c.num ? "n " : "") + (c.className || ""), title: c.title || null,
-          "aria-sort": dir ? (dir > 0 ? "ascending" : "descending") : null});
-        if (c.sortable === false || opts.sortable === false) th.appendChild(document.createTextNode(c.label));
-        else th.appendChild(h("button", {class: "sort", type: "button", onclick: function () {
-          sort = {key: c.key, dir: sort && sort.key === c.key ? -sort.dir : (c.num ? -1 : 1)};
-          page = 0; draw(); if (opts.onSort) opts.onSort(sort);
-        }}, c.label, h("span", {class: "arrow", "aria-hidden": "true"}, dir ? (dir > 0 ? " ▲" : " ▼") : "")));
-        return th;
-      })));
+      thead.appendChild(
+        h(
+          "tr",
+          null,
+          cols.map(function (c) {
+            var dir = sort && sort.key === c.key ? sort.dir : null;
+            var th = h("th", {
+              scope: "col",
+              class: (c.num ? "n " : "") + (c.className || ""),
+              title: c.title || null,
+              "aria-sort": dir ? (dir > 0 ? "ascending" : "descending") : null,
+            });
+            if (c.sortable === false || opts.sortable === false) th.appendChild(document.createTextNode(c.label));
+            else
+              th.appendChild(
+                h(
+                  "button",
+                  {
+                    class: "sort",
+                    type: "button",
+                    onclick: function () {
+                      sort = { key: c.key, dir: sort && sort.key === c.key ? -sort.dir : c.num ? -1 : 1 };
+                      page = 0;
+                      draw();
+                      if (opts.onSort) opts.onSort(sort);
+                    },
+                  },
+                  c.label,
+                  h("span", { class: "arrow", "aria-hidden": "true" }, dir ? (dir > 0 ? " ▲" : " ▼") : "")
+                )
+              );
+            return th;
+          })
+        )
+      );
     }
     function draw() {
       header();
       var data = rows.slice();
       if (sort) {
-        var c = cols.filter(function (x) { return x.key === sort.key; })[0];
-        if (c) data = data.map(function (r, i) { return [r, i]; }).sort(function (a, b) {
-          var d = cmp(val(c, a[0]), val(c, b[0]));
-          if (d !== 0 && (val(c, a[0]) === null || val(c, a[0]) === undefined || val(c, b[0]) === null || val(c, b[0]) === undefined)) return d;
-          return d * sort.dir || a[1] - b[1];
-        }).map(function (p) { return p[0]; });
+        var c = cols.filter(function (x) {
+          return x.key === sort.key;
+        })[0];
+        if (c)
+          data = data
+            .map(function (r, i) {
+              return [r, i];
+            })
+            .sort(function (a, b) {
+              var d = cmp(val(c, a[0]), val(c, b[0]));
+              if (
+                d !== 0 &&
+                (val(c, a[0]) === null ||
+                  val(c, a[0]) === undefined ||
+                  val(c, b[0]) === null ||
+                  val(c, b[0]) === undefined)
+              )
+                return d;
+              return d * sort.dir || a[1] - b[1];
+            })
+            .map(function (p) {
+              return p[0];
+            });
       }
       LL.clear(tbody);
-      var start = pageSize ? page * pageSize : 0, end = pageSize ? Math.min(data.length, start + pageSize) : data.length;
-      if (!data.length) tbody.appendChild(h("tr", null, h("td", {colspan: cols.length, class: "muted"}, opts.empty || "Nothing to show.")));
+      var start = pageSize ? page * pageSize : 0,
+        end = pageSize ? Math.min(data.length, start + pageSize) : data.length;
+      if (!data.length)
+        tbody.appendChild(
+          h("tr", null, h("td", { colspan: cols.length, class: "muted" }, opts.empty || "Nothing to show."))
+        );
       for (var i = start; i < end; i++) {
         var r = data[i];
-        var tr = h("tr", {class: opts.rowClass ? opts.rowClass(r) : null}, cols.map(function (c) {
-          var out = c.render ? c.render(r, i) : (c.num ? LL.numCell(r[c.key]) : LL.valueText(r[c.key]));
-          return h("td", {class: (c.num ? "n " : "") + (c.className || ""), "data-label": c.label || null}, out);
-        }));
+        var tr = h(
+          "tr",
+          { class: opts.rowClass ? opts.rowClass(r) : null },
+          cols.map(function (c) {
+            var out = c.render ? c.render(r, i) : c.num ? LL.numCell(r[c.key]) : LL.valueText(r[c.key]);
+            return h("td", { class: (c.num ? "n " : "") + (c.className || ""), "data-label": c.label || null }, out);
+          })
+        );
         if (opts.onRow) opts.onRow(r, tr);
         tbody.appendChild(tr);
       }
       LL.clear(pager);
       if (pageSize && data.length > pageSize) {
         var pages = Math.ceil(data.length / pageSize);
-        pager.appendChild(h("button", {type: "button", disabled: page === 0, onclick: function () { page--; draw(); }}, "‹ Previous"));
-        pager.appendChild(h("span", null, " rows " + (start + 1).toLocaleString("en-US") + "–" + end.toLocaleString("en-US") +
-          " of " + data.length.toLocaleString("en-US") + " "));
-        pager.appendChild(h("button", {type: "button", disabled: page >= pages - 1, onclick: function () { page++; draw(); }}, "Next ›"));
+        pager.appendChild(
+          h(
+            "button",
+            {
+              type: "button",
+              disabled: page === 0,
+              onclick: function () {
+                page--;
+                draw();
+              },
+            },
+            "‹ Previous"
+          )
+        );
+        pager.appendChild(
+          h(
+            "span",
+            null,
+            " rows " +
+              (start + 1).toLocaleString("en-US") +
+              "–" +
+              end.toLocaleString("en-US") +
+              " of " +
+              data.length.toLocaleString("en-US") +
+              " "
+          )
+        );
+        pager.appendChild(
+          h(
+            "button",
+            {
+              type: "button",
+              disabled: page >= pages - 1,
+              onclick: function () {
+                page++;
+                draw();
+              },
+            },
+            "Next ›"
+          )
+        );
       }
     }
     draw();
-    wrap.redraw = function (newRows) { if (newRows) rows = newRows.slice(); draw(); };
+    wrap.redraw = function (newRows) {
+      if (newRows) rows = newRows.slice();
+      draw();
+    };
     return wrap;
   };
 
   /** Probabilities by label as bars, in reading order (keys are labels: order is never assumed). */
   LL.probBars = function (probs, gold, pred, order) {
     if (!probs || typeof probs !== "object") return LL.valueText(probs);
-    var keys = order && order.length ? order.filter(function (k) { return k in probs; }) : LL.labelOrder(Object.keys(probs));
-    Object.keys(probs).forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); });
-    return h("div", {class: "probs"}, keys.map(function (k) {
-      var p = probs[k];
-      var w = isNum(p) ? Math.max(0, Math.min(1, p)) : 0;
-      var cls = "prob" + (String(gold) === k ? " gold" : "") + (String(pred) === k ? " pred" : "");
-      return h("div", {class: cls, title: k + ": " + LL.fmt.exact(p)},
-        h("span", {class: "plabel"}, k),
-        h("span", {class: "pbar"}, h("span", {class: "pfill", style: {width: (100 * w).toFixed(1) + "%"}})),
-        h("span", {class: "pval"}, isNum(p) ? p.toFixed(3) : LL.valueText(p)));
-    }));
+    var keys =
+      order && order.length
+        ? order.filter(function (k) {
+            return k in probs;
+          })
+        : LL.labelOrder(Object.keys(probs));
+    Object.keys(probs).forEach(function (k) {
+      if (keys.indexOf(k) < 0) keys.push(k);
+    });
+    return h(
+      "div",
+      { class: "probs" },
+      keys.map(function (k) {
+        var p = probs[k];
+        var w = isNum(p) ? Math.max(0, Math.min(1, p)) : 0;
+        var cls = "prob" + (String(gold) === k ? " gold" : "") + (String(pred) === k ? " pred" : "");
+        return h(
+          "div",
+          { class: cls, title: k + ": " + LL.fmt.exact(p) },
+          h("span", { class: "plabel" }, k),
+          h("span", { class: "pbar" }, h("span", { class: "pfill", style: { width: (100 * w).toFixed(1) + "%" } })),
+          h("span", { class: "pval" }, isNum(p) ? p.toFixed(3) : LL.valueText(p))
+        );
+      })
+    );
   };
 
   /** Render a sample input: image references as images, text as text, objects field by field. */
@@ -359,21 +618,48 @@
     if (typeof value === "string") {
       if (images && images.has(value)) {
         var src = LL.imageSrc(runId, value);
-        if (src) return h("figure", {class: "thumb"}, h("img", {src: src, alt: "image " + value}),
-          h("figcaption", null, value));
+        if (src)
+          return h(
+            "figure",
+            { class: "thumb" },
+            h("img", { src: src, alt: "image " + value }),
+            h("figcaption", null, value)
+          );
       }
-      return h("span", {class: "text"}, value);
+      return h("span", { class: "text" }, value);
     }
     if (value && typeof value === "object" && !Array.isArray(value)) {
-      return h("div", {class: "input-fields"}, Object.keys(value).map(function (k) {
-        return h("div", {class: "ifield"}, h("span", {class: "ik"}, k), " ", LL.inputView(value[k], images, runId));
-      }));
+      return h(
+        "div",
+        { class: "input-fields" },
+        Object.keys(value).map(function (k) {
+          return h(
+            "div",
+            { class: "ifield" },
+            h("span", { class: "ik" }, k),
+            " ",
+            LL.inputView(value[k], images, runId)
+          );
+        })
+      );
     }
-    if (Array.isArray(value) && value.length <= 8 && value.every(function (v) { return typeof v === "string"; })) {
-      return h("div", {class: "input-fields"}, value.map(function (v) { return LL.inputView(v, images, runId); }));
+    if (
+      Array.isArray(value) &&
+      value.length <= 8 &&
+      value.every(function (v) {
+        return typeof v === "string";
+      })
+    ) {
+      return h(
+        "div",
+        { class: "input-fields" },
+        value.map(function (v) {
+          return LL.inputView(v, images, runId);
+        })
+      );
     }
-    if (value === undefined) return h("span", {class: "muted"}, "–");
-    return h("code", {class: "json"}, JSON.stringify(value));
+    if (value === undefined) return h("span", { class: "muted" }, "–");
+    return h("code", { class: "json" }, JSON.stringify(value));
   };
 
   /* ---------------------------------------------------------------- page chrome */
@@ -383,32 +669,45 @@
     var ol = h("ol");
     items.forEach(function (it, i) {
       var last = i === items.length - 1;
-      ol.appendChild(h("li", null, it.href && !last ? h("a", {href: it.href}, it.label) :
-        h("span", {"aria-current": last ? "page" : null}, it.label)));
+      ol.appendChild(
+        h(
+          "li",
+          null,
+          it.href && !last
+            ? h("a", { href: it.href }, it.label)
+            : h("span", { "aria-current": last ? "page" : null }, it.label)
+        )
+      );
     });
     nav.appendChild(ol);
   };
-  LL.title = function (text) { document.title = text + " · labledger"; };
+  LL.title = function (text) {
+    document.title = text + " · labledger";
+  };
   LL.fail = function (err) {
     var main = LL.main();
     var loading = document.getElementById("loading");
     if (loading) loading.remove();
-    main.appendChild(LL.callout("error", (err && err.message) ? err.message : String(err)));
+    main.appendChild(LL.callout("error", err && err.message ? err.message : String(err)));
     if (window.console && err && err.stack) console.warn(err.stack);
   };
   /** Run a page's start function once the DOM is ready; errors show on the page. */
   LL.start = function (fn) {
     function go() {
-      Promise.resolve().then(fn).then(function () {
-        var loading = document.getElementById("loading");
-        if (loading) loading.remove();
-        // When the page became useful and which data files it had read by then (for bench/site.py).
-        LL.readyAt = performance.now();
-        LL.readyKeys = Object.keys(window.LABLEDGER);
-        document.body.setAttribute("data-ready", "1");
-      }).catch(LL.fail);
+      Promise.resolve()
+        .then(fn)
+        .then(function () {
+          var loading = document.getElementById("loading");
+          if (loading) loading.remove();
+          // When the page became useful and which data files it had read by then (for bench/site.py).
+          LL.readyAt = performance.now();
+          LL.readyKeys = Object.keys(window.LABLEDGER);
+          document.body.setAttribute("data-ready", "1");
+        })
+        .catch(LL.fail);
     }
-    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", go); else go();
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", go);
+    else go();
   };
   /** True when a key event comes from a text field (page shortcuts then stay out of the way). */
   LL.typing = function (ev) {
