@@ -336,7 +336,7 @@ def test_compare_page_renders_marks_and_mean_rows(browser, compare_site, viewpor
         sig = paired.locator("tbody tr", has=page.locator(".sig-mark.sig"))
         assert "digit_step" in sig.inner_text()
         title = sig.locator("td.delta").get_attribute("title")
-        assert "paired 95% bootstrap CI" in title and "p = " in title
+        assert "paired bootstrap 95% CI" in title and "p = " in title
         assert paired.locator("tr.mean").inner_text().startswith("Mean (4 benchmarks)")
         assert page.locator("tr.mean").count() == 3
         assert paired.locator("tr.cat").all_inner_texts() == ["Steps", "Other"]

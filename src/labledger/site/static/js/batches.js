@@ -1,3 +1,4 @@
+// @ts-check
 /* Batch browser: page through microbatches (chunk files loaded on demand), jump to a microbatch or
    an optimizer step, a batch's samples with input/gold/prediction/probabilities/cross-entropy,
    sort by cross-entropy, keyboard navigation, sample detail. */
@@ -262,7 +263,7 @@
 
           var fields = {};
           BATCH_FIELDS.forEach(function (k) {
-            if (k in b) fields[k] = k === "time" ? LL.fmt.time(b.time) + " (" + b.time + ")" : b[k];
+            if (k in b) fields[k] = b[k];
           });
           Object.keys(b).forEach(function (k) {
             if (k !== "samples" && !(k in fields)) fields[k] = b[k];
@@ -285,9 +286,9 @@
                       { class: "fv" },
                       v !== null && typeof v === "object"
                         ? LL.jsonTree(v, 0)
-                        : typeof v === "number"
-                          ? LL.fmt.exact(v)
-                          : LL.valueText(v)
+                        : k === "time" && typeof v === "number"
+                          ? h("span", { class: "num", title: LL.fmt.exact(v) }, LL.fmt.time(v))
+                          : LL.numCell(v)
                     )
                   );
                 })
@@ -404,6 +405,7 @@
           batchBox.appendChild(LL.section("Samples", "samples-section", h("div", { class: "scroll" }, table)));
         }
         function sampleDetail(s, i, mb, images, order) {
+          /** @type {Record<string, unknown>} */
           var rest = {};
           Object.keys(s).forEach(function (k) {
             if (SAMPLE_SHOWN.indexOf(k) < 0) rest[k] = s[k];
@@ -445,7 +447,10 @@
         function selectSample(i) {
           state.sample = i;
           render();
-          var target = i === null ? null : document.querySelector('#samples tr[data-index="' + i + '"]');
+          var target =
+            i === null
+              ? null
+              : /** @type {HTMLElement | null} */ (document.querySelector('#samples tr[data-index="' + i + '"]'));
           if (target) target.focus();
           var det = document.getElementById("sample-detail");
           if (det && i !== null && det.scrollIntoView) det.scrollIntoView({ block: "nearest" });

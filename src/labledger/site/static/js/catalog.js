@@ -1,3 +1,4 @@
+// @ts-check
 /* Catalog: every run of the site, with filters and sorting. */
 (function () {
   "use strict";
@@ -77,6 +78,7 @@
       );
 
       var keys = headlineKeys(runs);
+      /** @type {TableColumn<CatalogRun>[]} */
       var cols = [
         {
           key: "name",
@@ -245,7 +247,7 @@
       main.appendChild(LL.section("All runs", "runs", table));
       count.textContent = runs.filter(matches).length + " of " + runs.length + " shown";
 
-      var comps = cat.comparisons || {};
+      var comps = cat.comparisons || { tables: [], documents: 0, groups: [] };
       var nTables = (comps.tables || []).length,
         nDocs = comps.documents || 0,
         nGroups = (comps.groups || []).length;

@@ -1,3 +1,4 @@
+// @ts-check
 /* labledger site: interactive line charts on the vendored uPlot (drag to zoom, double-click to
    reset, hover for exact values), plus small SVG charts (reliability diagrams). */
 (function () {
@@ -8,8 +9,9 @@
 
   /** Exponential moving average that skips missing values (never replaces the raw series). */
   LL.ema = function (values, alpha) {
-    var out = new Array(values.length),
-      last = null;
+    var out = new Array(values.length);
+    /** @type {number | null} */
+    var last = null;
     for (var i = 0; i < values.length; i++) {
       var v = values[i];
       if (v === null || v === undefined || !isFinite(v)) {
@@ -62,7 +64,7 @@
    * Returns the container element; element.chart is the uPlot instance.
    */
   LL.lineChart = function (opts) {
-    var box = h("figure", { class: "chart" });
+    var box = /** @type {ChartFigure} */ (h("figure", { class: "chart" }));
     var caption = h("figcaption", null, h("span", { class: "chart-title" }, opts.title || ""));
     var resetBtn = h(
       "button",
@@ -139,7 +141,10 @@
           px + 4 * devicePixelRatio + tw > u.bbox.left + u.bbox.width
             ? px - 4 * devicePixelRatio - tw
             : px + 4 * devicePixelRatio;
-        ctx.fillText(m.label || "", tx, u.bbox.top + 12 * devicePixelRatio);
+        // The label sits in the padding above the plot area, clear of the lines.
+        ctx.textBaseline = "bottom";
+        ctx.fillText(m.label || "", tx, u.bbox.top - 3 * devicePixelRatio);
+        ctx.textBaseline = "alphabetic";
       });
       hlines.forEach(function (g) {
         var py = u.valToPos(g.y, "y", true);
@@ -176,6 +181,8 @@
       width: 600,
       height: opts.height || 240,
       series: series,
+      // Room above the plot area for the marks' labels (null: uPlot's own padding).
+      padding: marks.length ? [20, null, null, null] : [null, null, null, null],
       scales: { x: { time: false }, y: yRange ? { range: yRange } : {} },
       axes: [
         { label: opts.xLabel || null, labelSize: opts.xLabel ? 22 : 0, values: tickText },

@@ -1,8 +1,9 @@
+// @ts-check
 /* labledger site: shared helpers. Every string from a run goes into the page through
    textContent or createTextNode (never innerHTML), so it shows as text. */
 (function () {
   "use strict";
-  var LL = (window.LL = {});
+  var LL = (window.LL = /** @type {LLNamespace} */ (/** @type {unknown} */ ({})));
   window.LABLEDGER = window.LABLEDGER || {};
 
   var SAFE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -26,34 +27,37 @@
   }
 
   /** h("a", {href: ..., class: ..., onclick: fn}, "text", child, [more]) */
-  LL.h = function (tag, attrs) {
-    var node = document.createElement(tag);
-    if (attrs) {
-      Object.keys(attrs).forEach(function (k) {
-        var v = attrs[k];
-        if (v === null || v === undefined || v === false) return;
-        if (k === "class") node.className = v;
-        else if (k === "text") node.textContent = String(v);
-        else if (k.slice(0, 2) === "on" && typeof v === "function") node.addEventListener(k.slice(2), v);
-        else if (k === "style" && typeof v === "object")
-          Object.keys(v).forEach(function (s) {
-            node.style[s] = v[s];
-          });
-        else if (k === "dataset")
-          Object.keys(v).forEach(function (d) {
-            node.dataset[d] = String(v[d]);
-          });
-        else if (k === "href") node.setAttribute("href", LL.safeHref(String(v)));
-        else if (k === "src") node.setAttribute("src", LL.safeSrc(String(v)));
-        else if (k === "value") node.value = v;
-        else if (k === "checked" || k === "selected" || k === "disabled") node[k] = !!v;
-        else if (v === true) node.setAttribute(k, "");
-        else node.setAttribute(k, String(v));
-      });
+  LL.h = /** @type {LLNamespace["h"]} */ (
+    function (/** @type {string} */ tag, /** @type {Record<string, any> | null | undefined} */ attrs) {
+      var node = document.createElement(tag);
+      if (attrs) {
+        Object.keys(attrs).forEach(function (k) {
+          var v = attrs[k];
+          if (v === null || v === undefined || v === false) return;
+          if (k === "class") node.className = v;
+          else if (k === "text") node.textContent = String(v);
+          else if (k.slice(0, 2) === "on" && typeof v === "function") node.addEventListener(k.slice(2), v);
+          else if (k === "style" && typeof v === "object")
+            Object.keys(v).forEach(function (s) {
+              node.style[s] = v[s];
+            });
+          else if (k === "dataset")
+            Object.keys(v).forEach(function (d) {
+              node.dataset[d] = String(v[d]);
+            });
+          else if (k === "href") node.setAttribute("href", LL.safeHref(String(v)));
+          else if (k === "src") node.setAttribute("src", LL.safeSrc(String(v)));
+          else if (k === "value") /** @type {HTMLInputElement} */ (node).value = v;
+          else if (k === "checked" || k === "selected" || k === "disabled") node[k] = !!v;
+          else if (v === true) node.setAttribute(k, "");
+          else node.setAttribute(k, String(v));
+        });
+      }
+      for (var i = 2; i < arguments.length; i++) append(node, arguments[i]);
+      return node;
     }
-    for (var i = 2; i < arguments.length; i++) append(node, arguments[i]);
-    return node;
-  };
+  );
+
   var h = LL.h;
 
   /* Links only ever point at this site's pages, anchors or files. */
@@ -165,6 +169,7 @@
 
   /* ---------------------------------------------------------------- location hash */
   LL.params = function () {
+    /** @type {Record<string, string>} */
     var out = {};
     new URLSearchParams(location.hash.replace(/^#/, "")).forEach(function (v, k) {
       out[k] = v;
@@ -188,6 +193,10 @@
   };
 
   /* ---------------------------------------------------------------- formatting */
+  /**
+   * @param {unknown} v
+   * @returns {v is number}
+   */
   function isNum(v) {
     return typeof v === "number" && isFinite(v);
   }
@@ -200,8 +209,58 @@
       if (!isFinite(v)) return String(v);
       if (Number.isInteger(v)) return v.toLocaleString("en-US");
       var a = Math.abs(v);
-      if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential((digits || 4) - 1);
+      if (a !== 0 && (a < 1e-6 || a >= 1e9)) return v.toExponential((digits || 4) - 1);
       return String(Number(v.toPrecision(digits || 4)));
+    },
+    /**
+     * A p-value, the one rule shared with the CLI: null -> "–"; below 0.001 -> "< 0.001"; else two
+     * significant digits without exponent (0.0509 -> "0.051", 0.0012 -> "0.0012", 1 -> "1.0").
+     * @param {number | null | undefined} p
+     */
+    p: function (p) {
+      if (!isNum(p)) return "–";
+      if (p < 0.001) return "< 0.001";
+      return p.toPrecision(2);
+    },
+    /**
+     * The label of a stored interval level: 0.9 -> "90% CI", 0.975 -> "97.5% CI".
+     * @param {number | null | undefined} level
+     */
+    ciLabel: function (level) {
+      return isNum(level) ? String(Number((100 * level).toPrecision(4))) + "% CI" : "CI";
+    },
+    /**
+     * Decimals that show `v` with `digits` significant digits (0 to 10).
+     * @param {number} v
+     * @param {number} [digits]
+     */
+    decimals: function (v, digits) {
+      var a = Math.abs(v);
+      if (!isFinite(a) || a === 0) return (digits || 4) - 1;
+      return Math.max(0, Math.min(10, (digits || 4) - 1 - Math.floor(Math.log10(a))));
+    },
+    /**
+     * A value and its interval with the same number of decimals (so that they read together):
+     * {value: "0.001671", ci: "[-0.000279, 0.003900]"}. `signed` puts "+" before positive numbers.
+     * @param {number | null | undefined} value
+     * @param {number | null | undefined} lo
+     * @param {number | null | undefined} hi
+     * @param {{digits?: number, signed?: boolean}} [opts]
+     * @returns {{value: string, ci: string}}
+     */
+    interval: function (value, lo, hi, opts) {
+      var o = opts || {};
+      var ref =
+        isNum(value) && value !== 0 ? value : Math.max(isNum(lo) ? Math.abs(lo) : 0, isNum(hi) ? Math.abs(hi) : 0);
+      var d = LL.fmt.decimals(ref, o.digits || 4);
+      /** @param {number | null | undefined} x */
+      function f(x) {
+        if (!isNum(x)) return "–";
+        var t = x.toFixed(d);
+        if (Number(t) === 0) t = (0).toFixed(d);
+        return o.signed && Number(t) > 0 ? "+" + t : t.replace(/^-/, "−");
+      }
+      return { value: f(value), ci: isNum(lo) && isNum(hi) ? "[" + f(lo) + ", " + f(hi) + "]" : "–" };
     },
     /** The exact stored value (JavaScript prints the shortest text that reads back the same). */
     exact: function (v) {
@@ -269,6 +328,191 @@
     return JSON.stringify(v);
   };
 
+  /**
+   * A value with its interval, rounded alike; exact numbers and the level on hover.
+   * @param {Interval} m
+   * @param {number | null | undefined} [level] the stored level (m.ci when the entry has one)
+   */
+  LL.intervalView = function (m, level) {
+    var lv = isNum(m.ci) ? m.ci : level;
+    var t = LL.fmt.interval(m.value, m.ci_low, m.ci_high);
+    return h(
+      "span",
+      {
+        class: "num",
+        title:
+          "exact " +
+          LL.fmt.exact(m.value) +
+          (isNum(m.ci_low) ? "; " + LL.fmt.ciLabel(lv) + " [" + m.ci_low + ", " + m.ci_high + "]" : ""),
+      },
+      t.value,
+      isNum(m.ci_low) ? h("small", { class: "muted" }, " " + t.ci) : null
+    );
+  };
+
+  /**
+   * A confusion matrix (rows: gold, columns: prediction), labels in reading order.
+   * @param {ConfusionMatrix} cm
+   * @param {string | null} [note]
+   */
+  LL.matrixView = function (cm, note) {
+    var lab = cm.labels.map(String);
+    var order = LL.labelOrder(lab).map(function (l) {
+      return lab.indexOf(l);
+    });
+    var mat = order.map(function (i) {
+      return order.map(function (j) {
+        return cm.matrix[i][j];
+      });
+    });
+    lab = order.map(function (i) {
+      return lab[i];
+    });
+    var table = h(
+      "table",
+      { class: "data confusion" },
+      h("caption", null, note || "rows: " + cm.rows + ", columns: " + cm.columns + "; shading: share of the row"),
+      h(
+        "thead",
+        null,
+        h(
+          "tr",
+          null,
+          h("th", { scope: "col" }, cm.rows + " \\ " + cm.columns),
+          lab.map(function (l) {
+            return h("th", { scope: "col", class: "n" }, l);
+          }),
+          h("th", { scope: "col", class: "n" }, "total")
+        )
+      ),
+      h(
+        "tbody",
+        null,
+        mat.map(function (row, i) {
+          var total = row.reduce(function (a, b) {
+            return a + b;
+          }, 0);
+          return h(
+            "tr",
+            null,
+            h("th", { scope: "row" }, lab[i]),
+            row.map(function (v, j) {
+              var share = total ? v / total : 0;
+              return h(
+                "td",
+                {
+                  class: "n",
+                  title: v + " of " + total + " (" + LL.fmt.pct(share) + " of the row)",
+                  style: {
+                    background: "rgba(0,114,178," + (0.08 + 0.6 * share).toFixed(3) + ")",
+                    fontWeight: i === j ? "700" : "400",
+                  },
+                },
+                LL.fmt.num(v)
+              );
+            }),
+            h("td", { class: "n muted" }, LL.fmt.num(total))
+          );
+        })
+      )
+    );
+    return h("div", { class: "scroll" }, table);
+  };
+
+  /**
+   * The table of a comparison document: per task and metric a, b, a − b with its CI, the p-value
+   * and McNemar's test where there is one.
+   * @param {ComparisonView} doc
+   */
+  LL.comparisonTable = function (doc) {
+    var rows = [];
+    doc.tasks.forEach(function (t) {
+      t.metrics.forEach(function (m) {
+        rows.push({ task: t, m: m });
+      });
+    });
+    var ciLabel = LL.fmt.ciLabel(doc.ci);
+    var body = h(
+      "tbody",
+      null,
+      rows.length
+        ? rows.map(function (x) {
+            var m = x.m,
+              t = x.task,
+              mc = m.mcnemar;
+            var d = LL.fmt.interval(m.diff, m.ci_low, m.ci_high, { signed: true });
+            return h(
+              "tr",
+              null,
+              h("td", null, t.task),
+              h("td", { title: m.definition || null }, m.key || m.metric),
+              h("td", { class: "n", title: LL.fmt.exact(m.a) }, LL.fmt.interval(m.a, null, null).value),
+              h("td", { class: "n", title: LL.fmt.exact(m.b) }, LL.fmt.interval(m.b, null, null).value),
+              h("td", { class: "n diff", title: isNum(m.diff) ? "a − b = " + LL.fmt.exact(m.diff) : null }, d.value),
+              h(
+                "td",
+                { class: "n", title: isNum(m.ci_low) ? ciLabel + " [" + m.ci_low + ", " + m.ci_high + "]" : null },
+                d.ci
+              ),
+              h(
+                "td",
+                {
+                  class: "n",
+                  title: isNum(m.p_value) ? LL.fmt.exact(m.p_value) + (m.method ? " — " + m.method : "") : null,
+                },
+                LL.fmt.p(m.p_value)
+              ),
+              h(
+                "td",
+                {
+                  class: "n",
+                  title: mc
+                    ? (mc.method || "McNemar") +
+                      "; b = " +
+                      mc.b +
+                      ", c = " +
+                      mc.c +
+                      (isNum(mc.p_value) ? "; p = " + LL.fmt.exact(mc.p_value) : "")
+                    : "not applicable",
+                },
+                mc ? LL.fmt.p(mc.p_value) + " (b=" + mc.b + ", c=" + mc.c + ")" : "–"
+              ),
+              h("td", { class: "n" }, LL.numCell(isNum(m.n) ? m.n : t.n)),
+              h("td", null, t.paired === true ? "paired (same items)" : t.paired === false ? "unpaired" : "–")
+            );
+          })
+        : h("tr", null, h("td", { colspan: 10, class: "muted" }, "This document has no metric entries."))
+    );
+    var table = h(
+      "table",
+      { class: "data comparison" },
+      h(
+        "thead",
+        null,
+        h(
+          "tr",
+          null,
+          [
+            "Task",
+            "Metric",
+            "a",
+            "b",
+            "Diff (a − b)",
+            ciLabel + " of diff",
+            "p (bootstrap)",
+            "McNemar p",
+            "n",
+            "Pairing",
+          ].map(function (c, i) {
+            return h("th", { scope: "col", class: i >= 2 && i <= 8 ? "n" : null }, c);
+          })
+        )
+      ),
+      body
+    );
+    return h("div", { class: "scroll" }, table);
+  };
+
   /** Labels in reading order: numerically when every label is a number ("-1", "0", "+1"). */
   LL.labelOrder = function (keys) {
     var uniq = Array.from(new Set(keys.map(String)));
@@ -283,7 +527,7 @@
     ) {
       return uniq
         .map(function (k, i) {
-          return [nums[i], k];
+          return /** @type {[number, string]} */ ([nums[i], k]);
         })
         .sort(function (a, b) {
           return a[0] - b[0] || (a[1] < b[1] ? -1 : 1);
@@ -421,7 +665,7 @@
       sort = opts.sort || null,
       page = 0;
     var pageSize = opts.pageSize || 0;
-    var wrap = h("div", { class: "scroll table-wrap" });
+    var wrap = /** @type {TableWrap} */ (/** @type {unknown} */ (h("div", { class: "scroll table-wrap" })));
     var table = h("table", {
       class: "data" + (opts.className ? " " + opts.className : "") + (opts.stack ? " stack" : ""),
     });
@@ -491,7 +735,7 @@
         if (c)
           data = data
             .map(function (r, i) {
-              return [r, i];
+              return /** @type {[any, number]} */ ([r, i]);
             })
             .sort(function (a, b) {
               var d = cmp(val(c, a[0]), val(c, b[0]));
@@ -691,9 +935,16 @@
     main.appendChild(LL.callout("error", err && err.message ? err.message : String(err)));
     if (window.console && err && err.stack) console.warn(err.stack);
   };
+  /** The footer says how the page is opened: from disk, or served (by labledger serve). */
+  LL.footer = function () {
+    var how = document.getElementById("foot-how");
+    if (!how || !/^https?:$/.test(location.protocol)) return;
+    how.textContent = "Served by labledger serve at " + location.host + "; the same files also open from disk.";
+  };
   /** Run a page's start function once the DOM is ready; errors show on the page. */
   LL.start = function (fn) {
     function go() {
+      LL.footer();
       Promise.resolve()
         .then(fn)
         .then(function () {
@@ -711,7 +962,7 @@
   };
   /** True when a key event comes from a text field (page shortcuts then stay out of the way). */
   LL.typing = function (ev) {
-    var t = ev.target;
-    return t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable);
+    var t = /** @type {HTMLElement | null} */ (ev.target);
+    return !!t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable);
   };
 })();

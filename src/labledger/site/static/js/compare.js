@@ -1,3 +1,4 @@
+// @ts-check
 /* Comparisons: version tables of the benchmark ledger (with significance marks), stored comparison
    documents, and summaries of the values recorded by groups of runs. Text only via textContent. */
 (function () {
@@ -12,30 +13,23 @@
   function pp(v) {
     return isNum(v) ? (v >= 0 ? "+" : "−") + Math.abs(100 * v).toFixed(2) + "pp" : "—";
   }
-  function signed(v) {
-    return isNum(v) ? (v >= 0 ? "+" : "−") + LL.fmt.num(Math.abs(v)) : "–";
-  }
-  function pval(p) {
-    if (!isNum(p)) return "–";
-    return p < 0.001 ? "< 0.001" : LL.fmt.num(p, 2);
-  }
   function exactRange(lo, hi) {
     return "[" + LL.fmt.exact(lo) + ", " + LL.fmt.exact(hi) + "]";
   }
 
   /* ------------------------------------------------------------------ version tables */
-  function markOf(row) {
+  function markOf(row, ciLabel) {
     if (row.significance === "significant")
-      return h("span", { class: "sig-mark sig", title: "paired 95% CI excludes 0" }, "*");
+      return h("span", { class: "sig-mark sig", title: "paired " + ciLabel + " excludes 0" }, "*");
     if (row.significance === "not significant")
-      return h("span", { class: "sig-mark ns", title: "paired 95% CI includes 0" }, "n.s.");
+      return h("span", { class: "sig-mark ns", title: "paired " + ciLabel + " includes 0" }, "n.s.");
     return null;
   }
-  function deltaTitle(row) {
+  function deltaTitle(row, ciLabel) {
     if (!isNum(row.delta)) return null;
     var t = "delta " + LL.fmt.exact(row.delta);
     if (row.delta_ci) {
-      t += "; paired 95% bootstrap CI [" + pp(row.delta_ci[0]) + ", " + pp(row.delta_ci[1]) + "]";
+      t += "; paired bootstrap " + ciLabel + " [" + pp(row.delta_ci[0]) + ", " + pp(row.delta_ci[1]) + "]";
       if (isNum(row.p_value)) t += "; p = " + LL.fmt.exact(row.p_value);
     } else {
       t += "; not tested (no stored predictions on the same items)";
@@ -48,7 +42,7 @@
     var t = col + ": " + LL.fmt.exact(v);
     var ci = (row.ci || {})[col],
       n = (row.n || {})[col];
-    if (ci && isNum(ci[0])) t += "; 95% CI " + exactRange(ci[0], ci[1]);
+    if (ci && isNum(ci[0])) t += "; stored CI " + exactRange(ci[0], ci[1]);
     if (isNum(n)) t += "; n = " + n;
     return t;
   }
@@ -57,6 +51,7 @@
     var cols = t.columns || [],
       delta = t.delta;
     var id = "table-" + index;
+    var ciLabel = LL.fmt.ciLabel(t.ci);
     var head = h(
       "tr",
       null,
@@ -109,7 +104,13 @@
             return h("td", { class: "n", title: valueTitle(r, c) }, pct((r.values || {})[c]));
           }),
           delta
-            ? h("td", { class: "n delta", title: deltaTitle(r) }, pp(r.delta), markOf(r) ? " " : null, markOf(r))
+            ? h(
+                "td",
+                { class: "n delta", title: deltaTitle(r, ciLabel) },
+                pp(r.delta),
+                markOf(r, ciLabel) ? " " : null,
+                markOf(r, ciLabel)
+              )
             : null
         )
       );
@@ -201,101 +202,11 @@
       ", b = ",
       h("code", null, String(doc.b || "")),
       isNum(doc.ci)
-        ? "; " +
-            Math.round(100 * doc.ci) +
-            "% CIs" +
-            (isNum(doc.resamples) ? " from " + doc.resamples + " resamples" : "")
+        ? "; " + LL.fmt.ciLabel(doc.ci) + "s" + (isNum(doc.resamples) ? " from " + doc.resamples + " resamples" : "")
         : "",
       "."
     );
-    var rows = [];
-    (doc.tasks || []).forEach(function (t) {
-      (t.metrics || []).forEach(function (m) {
-        rows.push({ task: t, m: m });
-      });
-    });
-    var body = h(
-      "tbody",
-      null,
-      rows.length
-        ? rows.map(function (x) {
-            var m = x.m,
-              t = x.task,
-              mc = m.mcnemar;
-            return h(
-              "tr",
-              null,
-              h("td", null, t.task),
-              h("td", { title: m.definition || null }, m.key || m.metric),
-              h("td", { class: "n" }, LL.numCell(m.a)),
-              h("td", { class: "n" }, LL.numCell(m.b)),
-              h(
-                "td",
-                { class: "n diff", title: isNum(m.diff) ? "a − b = " + LL.fmt.exact(m.diff) : null },
-                signed(m.diff)
-              ),
-              h(
-                "td",
-                { class: "n", title: isNum(m.ci_low) ? exactRange(m.ci_low, m.ci_high) : null },
-                isNum(m.ci_low) ? "[" + signed(m.ci_low) + ", " + signed(m.ci_high) + "]" : "–"
-              ),
-              h(
-                "td",
-                {
-                  class: "n",
-                  title: isNum(m.p_value) ? LL.fmt.exact(m.p_value) + (m.method ? " — " + m.method : "") : null,
-                },
-                pval(m.p_value)
-              ),
-              h(
-                "td",
-                {
-                  class: "n",
-                  title: mc
-                    ? (mc.method || "McNemar") +
-                      "; b = " +
-                      mc.b +
-                      ", c = " +
-                      mc.c +
-                      (isNum(mc.p_value) ? "; p = " + LL.fmt.exact(mc.p_value) : "")
-                    : "not applicable",
-                },
-                mc ? pval(mc.p_value) + " (b=" + mc.b + ", c=" + mc.c + ")" : "–"
-              ),
-              h("td", { class: "n" }, LL.numCell(isNum(m.n) ? m.n : t.n)),
-              h("td", null, t.paired === true ? "paired (same items)" : t.paired === false ? "unpaired" : "–")
-            );
-          })
-        : h("tr", null, h("td", { colspan: 10, class: "muted" }, "This document has no metric entries."))
-    );
-    var table = h(
-      "table",
-      { class: "data comparison" },
-      h(
-        "thead",
-        null,
-        h(
-          "tr",
-          null,
-          [
-            "Task",
-            "Metric",
-            "a",
-            "b",
-            "Diff (a − b)",
-            "95% CI of diff",
-            "p (bootstrap)",
-            "McNemar p",
-            "n",
-            "Pairing",
-          ].map(function (c, i) {
-            return h("th", { scope: "col", class: i >= 2 && i <= 8 ? "n" : null }, c);
-          })
-        )
-      ),
-      body
-    );
-    return h("div", { class: "cdoc" }, head, where, h("div", { class: "scroll" }, table));
+    return h("div", { class: "cdoc" }, head, where, LL.comparisonTable(doc));
   }
 
   /* ------------------------------------------------------------------ groups */

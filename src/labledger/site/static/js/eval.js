@@ -1,242 +1,132 @@
-/* Evaluation page: stored documents (metrics with CIs and definitions, slices, confusion matrices,
-   threshold sweeps with gates, reliability, raw vs calibrated), counts from the stored rows, worst
-   items, and the temperature illustration (computed here, apart from measured results). */
+// @ts-check
+/* Evaluation page: stored documents (evaluations with CIs and definitions, slices, confusion
+   matrices; comparisons; threshold sweeps with gates; calibration, raw vs calibrated), counts from
+   the stored rows, worst items, and the temperature illustration (computed here, apart from measured
+   results). Each document kind is read by its typed fields (see site/types/site.d.ts). */
 (function () {
   "use strict";
   var LL = window.LL,
-    h = LL.h;
-  var HANDLED = [
-    "tasks",
-    "threshold_trials",
-    "threshold_selection",
-    "paired_test",
-    "gates",
-    "definition",
-    "definitions",
-    "raw",
-    "calibrated",
-    "reliability",
-  ];
+    h = LL.h,
+    isNum = LL.isNum;
 
-  function isScalar(v) {
-    return v === null || typeof v !== "object";
-  }
-  function isFlat(o) {
-    return (
-      o &&
-      typeof o === "object" &&
-      !Array.isArray(o) &&
-      Object.keys(o).every(function (k) {
-        return isScalar(o[k]);
-      })
-    );
-  }
+  /** @param {Record<string, unknown> | null | undefined} p */
   function paramsText(p) {
-    if (!p || typeof p !== "object") return "";
-    return Object.keys(p)
+    return Object.keys(p || {})
       .map(function (k) {
-        return k + "=" + (typeof p[k] === "string" ? p[k] : JSON.stringify(p[k]));
+        var v = p[k];
+        return k + "=" + (typeof v === "string" ? v : JSON.stringify(v));
       })
       .join(", ");
   }
-  function ciText(m) {
-    if (!LL.isNum(m.ci_low) || !LL.isNum(m.ci_high)) return "–";
-    return "[" + LL.fmt.num(m.ci_low) + ", " + LL.fmt.num(m.ci_high) + "]";
+  /** @param {{ci?: number | null}[]} entries @param {number | null | undefined} fallback */
+  function levelOf(entries, fallback) {
+    var withLevel = entries.filter(function (m) {
+      return isNum(m.ci);
+    });
+    return withLevel.length ? withLevel[0].ci : fallback;
+  }
+  /** @param {string} k @param {string | number | boolean | null | undefined} v */
+  function fact(k, v) {
+    return h("div", { class: "fact" }, h("span", { class: "fk" }, k), h("span", { class: "fv" }, LL.valueText(v)));
   }
 
-  /** Confusion matrix from {labels, matrix}, nested {gold: {pred: n}}, or a list of lists. */
-  function matrixView(value, labels, note) {
-    var lab = labels,
-      mat = null;
-    if (value && Array.isArray(value.matrix)) {
-      mat = value.matrix;
-      lab = value.labels || labels;
-    } else if (Array.isArray(value) && value.every(Array.isArray)) mat = value;
-    else if (value && typeof value === "object") {
-      var rows = LL.labelOrder(Object.keys(value)),
-        cols = [];
-      rows.forEach(function (r) {
-        if (value[r] && typeof value[r] === "object")
-          Object.keys(value[r]).forEach(function (c) {
-            if (cols.indexOf(c) < 0) cols.push(c);
-          });
-      });
-      lab = LL.labelOrder(rows.concat(cols));
-      mat = lab.map(function (r) {
-        return lab.map(function (c) {
-          return value[r] && LL.isNum(value[r][c]) ? value[r][c] : 0;
-        });
-      });
-    }
-    if (!mat) return LL.jsonTree(value, 1);
-    lab = (
-      lab ||
-      mat.map(function (_, i) {
-        return i;
-      })
-    ).map(String);
-    if (
-      lab.length === mat.length &&
-      mat.every(function (r) {
-        return Array.isArray(r) && r.length === lab.length;
-      })
-    ) {
-      // Show labels in reading order ("-1", "0", "+1"); rows and columns move together.
-      var order = LL.labelOrder(lab).map(function (l) {
-        return lab.indexOf(l);
-      });
-      mat = order.map(function (i) {
-        return order.map(function (j) {
-          return mat[i][j];
-        });
-      });
-      lab = order.map(function (i) {
-        return lab[i];
-      });
-    }
-    var table = h(
-      "table",
-      { class: "data confusion" },
-      h("caption", null, note || "rows: gold, columns: prediction; shading: share of the row"),
-      h(
-        "thead",
-        null,
-        h(
-          "tr",
-          null,
-          h("th", { scope: "col" }, "gold \\ pred"),
-          lab.map(function (l) {
-            return h("th", { scope: "col", class: "n" }, String(l));
-          }),
-          h("th", { scope: "col", class: "n" }, "total")
-        )
-      ),
-      h(
-        "tbody",
-        null,
-        mat.map(function (row, i) {
-          var total = row.reduce(function (a, b) {
-            return a + (LL.isNum(b) ? b : 0);
-          }, 0);
-          return h(
-            "tr",
-            null,
-            h("th", { scope: "row" }, String(lab[i])),
-            row.map(function (v, j) {
-              var share = total ? v / total : 0;
-              return h(
-                "td",
-                {
-                  class: "n",
-                  title: v + " of " + total + " (" + LL.fmt.pct(share) + " of the row)",
-                  style: {
-                    background: "rgba(0,114,178," + (0.08 + 0.6 * share).toFixed(3) + ")",
-                    fontWeight: i === j ? "700" : "400",
-                  },
-                },
-                LL.fmt.num(v)
-              );
-            }),
-            h("td", { class: "n muted" }, LL.fmt.num(total))
-          );
-        })
-      )
-    );
-    return h("div", { class: "scroll" }, table);
+  /* ------------------------------------------------------------------ evaluation documents */
+  /**
+   * @param {MetricEntry[]} list
+   * @param {number | null | undefined} level
+   */
+  function metricsTable(list, level) {
+    var lv = levelOf(list, level);
+    return LL.table({
+      rows: list,
+      stack: true,
+      columns: [
+        {
+          key: "key",
+          label: "Metric",
+          render: function (m) {
+            return h("strong", null, m.key || m.metric);
+          },
+        },
+        {
+          key: "params",
+          label: "Parameters",
+          value: function (m) {
+            return paramsText(m.params);
+          },
+          render: function (m) {
+            return h("code", null, paramsText(m.params));
+          },
+        },
+        {
+          key: "value",
+          label: "Value",
+          num: true,
+          render: function (m) {
+            return h(
+              "span",
+              { class: "num", title: LL.fmt.exact(m.value) },
+              LL.fmt.interval(m.value, m.ci_low, m.ci_high).value
+            );
+          },
+        },
+        {
+          key: "ci",
+          label: LL.fmt.ciLabel(lv),
+          num: true,
+          value: function (m) {
+            return m.ci_low;
+          },
+          render: function (m) {
+            return h(
+              "span",
+              { title: LL.fmt.ciLabel(isNum(m.ci) ? m.ci : lv) + (m.method ? ": " + m.method : "") },
+              LL.fmt.interval(m.value, m.ci_low, m.ci_high).ci
+            );
+          },
+        },
+        { key: "n", label: "n", num: true },
+        {
+          key: "definition",
+          label: "Definition",
+          render: function (m) {
+            return h("span", { class: "muted" }, m.definition || "–");
+          },
+        },
+      ],
+    });
   }
 
-  function metricsTable(list) {
-    var scalars = list.filter(function (m) {
-      return m && isScalar(m.value);
-    });
-    var others = list.filter(function (m) {
-      return m && !isScalar(m.value);
-    });
+  /**
+   * @param {Record<string, Record<string, SliceBody>>} slices
+   * @param {number | null | undefined} level
+   */
+  function slicesView(slices, level) {
+    /** @type {Node[]} */
     var out = [];
-    if (scalars.length)
-      out.push(
-        LL.table({
-          rows: scalars,
-          stack: true,
-          columns: [
-            {
-              key: "metric",
-              label: "Metric",
-              render: function (m) {
-                return h("strong", null, m.metric);
-              },
-            },
-            {
-              key: "params",
-              label: "Parameters",
-              value: function (m) {
-                return paramsText(m.params);
-              },
-              render: function (m) {
-                return h("code", null, paramsText(m.params));
-              },
-            },
-            {
-              key: "value",
-              label: "Value",
-              num: true,
-              render: function (m) {
-                return h("span", { class: "num", title: LL.fmt.exact(m.value) }, LL.fmt.num(m.value, 5));
-              },
-            },
-            {
-              key: "ci",
-              label: "95% CI",
-              value: function (m) {
-                return m.ci_low;
-              },
-              render: ciText,
-              num: true,
-            },
-            { key: "n", label: "n", num: true },
-            {
-              key: "definition",
-              label: "Definition",
-              render: function (m) {
-                return h("span", { class: "muted" }, m.definition || "–");
-              },
-            },
-          ],
-        })
-      );
-    others.forEach(function (m) {
-      out.push(h("h4", null, m.metric, m.params ? " (" + paramsText(m.params) + ")" : ""));
-      if (m.definition) out.push(h("p", { class: "muted" }, m.definition));
-      out.push(
-        /confusion/i.test(m.metric) || (m.value && m.value.matrix)
-          ? matrixView(m.value, m.labels)
-          : genericView(m.value, 1)
-      );
-    });
-    return out;
-  }
-
-  function slicesView(slices) {
-    return Object.keys(slices).map(function (field) {
-      var values = slices[field] || {};
+    Object.keys(slices).forEach(function (field) {
+      var values = slices[field];
+      /** @type {string[]} */
       var names = [];
       Object.keys(values).forEach(function (v) {
-        ((values[v] || {}).metrics || []).forEach(function (m) {
-          if (m && isScalar(m.value) && names.indexOf(m.metric) < 0) names.push(m.metric);
+        values[v].metrics.forEach(function (m) {
+          if (names.indexOf(m.key) < 0) names.push(m.key);
         });
       });
       var rows = LL.labelOrder(Object.keys(values)).map(function (v) {
-        var r = { slice: v, body: values[v] || {} };
-        ((values[v] || {}).metrics || []).forEach(function (m) {
-          if (m && isScalar(m.value) && !(m.metric in r)) {
-            r[m.metric] = m;
-            r.n = r.n || m.n;
-          }
+        /** @type {Record<string, MetricEntry>} */
+        var byKey = {};
+        values[v].metrics.forEach(function (m) {
+          if (!(m.key in byKey)) byKey[m.key] = m;
         });
-        if (r.n === undefined) r.n = r.body.n;
-        return r;
+        return { slice: v, n: values[v].n, byKey: byKey };
       });
-      return [
+      var all = [];
+      Object.keys(values).forEach(function (v) {
+        all = all.concat(values[v].metrics);
+      });
+      var lv = levelOf(all, level);
+      out.push(
         h("h4", null, "By " + field),
         LL.table({
           rows: rows,
@@ -247,107 +137,155 @@
             names.map(function (name) {
               return {
                 key: name,
-                label: name,
+                label: name + " (" + LL.fmt.ciLabel(lv) + ")",
                 num: true,
                 value: function (r) {
-                  return r[name] ? r[name].value : null;
+                  return r.byKey[name] ? r.byKey[name].value : null;
                 },
                 render: function (r) {
-                  var m = r[name];
-                  if (!m) return "–";
-                  return h(
-                    "span",
-                    { title: "exact " + LL.fmt.exact(m.value) + "; 95% CI " + ciText(m) },
-                    LL.fmt.num(m.value, 4),
-                    LL.isNum(m.ci_low) ? h("small", { class: "muted" }, " " + ciText(m)) : null
-                  );
+                  var m = r.byKey[name];
+                  return m ? LL.intervalView(m, lv) : "–";
                 },
               };
             })
           ),
-        }),
-      ];
+        })
+      );
     });
+    return out;
   }
 
-  function findReliability(obj) {
-    if (!obj || typeof obj !== "object") return null;
-    if (obj.reliability && Array.isArray(obj.reliability.bins)) return obj.reliability;
-    return null;
+  /** @param {PerClass} pc */
+  function perClassView(pc) {
+    var order = LL.labelOrder(
+      pc.labels.map(function (r) {
+        return r.label;
+      })
+    );
+    var rows = order.map(function (l) {
+      return pc.labels.filter(function (r) {
+        return r.label === l;
+      })[0];
+    });
+    /** @param {"precision" | "recall" | "f1"} k */
+    function col(k) {
+      return {
+        key: k,
+        label: k,
+        num: true,
+        value: function (r) {
+          return r[k].value;
+        },
+        render: function (r) {
+          return LL.intervalView(r[k], pc.ci);
+        },
+      };
+    }
+    return [
+      h("h4", null, "Per class (" + LL.fmt.ciLabel(pc.ci) + ")"),
+      h("p", { class: "muted" }, pc.definition + (pc.method ? " CI: " + pc.method + "." : "")),
+      LL.table({
+        rows: rows,
+        columns: [
+          {
+            key: "label",
+            label: "label",
+            render: function (r) {
+              return h("code", null, r.label);
+            },
+          },
+          { key: "support", label: "support", num: true },
+          col("precision"),
+          col("recall"),
+          col("f1"),
+        ],
+      }),
+    ];
   }
 
-  function tasksView(tasks) {
-    return Object.keys(tasks).map(function (task) {
-      var body = tasks[task] || {};
-      var parts = [h("h3", null, "Task: " + task, body.n !== undefined ? " (n = " + LL.fmt.num(body.n) + ")" : "")];
-      var facts = Object.keys(body).filter(function (k) {
-        return isScalar(body[k]) && k !== "n";
-      });
-      if (facts.length)
-        parts.push(
-          h(
-            "div",
-            { class: "facts" },
-            facts.map(function (k) {
-              return h(
-                "div",
-                { class: "fact" },
-                h("span", { class: "fk" }, k),
-                h("span", { class: "fv" }, LL.valueText(body[k]))
-              );
-            })
-          )
-        );
-      if (Array.isArray(body.metrics)) parts = parts.concat(metricsTable(body.metrics));
-      if (body.per_class && Array.isArray(body.per_class.labels)) parts = parts.concat(perClassView(body.per_class));
-      if (body.confusion_matrix)
+  /** @param {EvaluationDoc} doc */
+  function evaluationView(doc) {
+    /** @type {Child[]} */
+    var parts = [];
+    Object.keys(doc.tasks).forEach(function (task) {
+      var t = doc.tasks[task];
+      parts.push(h("h3", null, "Task: " + task + " (n = " + LL.fmt.num(t.n) + ")"));
+      parts.push(
+        h(
+          "div",
+          { class: "facts" },
+          fact("kind", t.kind),
+          fact("headline", t.headline),
+          t.positive !== null && t.positive !== undefined ? fact("positive", t.positive) : null,
+          isNum(t.clusters) ? fact("clusters", t.clusters) : null,
+          fact("interval", LL.fmt.ciLabel(doc.ci) + (isNum(doc.resamples) ? ", " + doc.resamples + " resamples" : ""))
+        )
+      );
+      parts.push(metricsTable(t.metrics, doc.ci));
+      if (t.per_class) parts = parts.concat(perClassView(t.per_class));
+      if (t.confusion_matrix)
         parts.push(
           h("h4", null, "Confusion matrix"),
-          body.confusion_matrix.definition ? h("p", { class: "muted" }, body.confusion_matrix.definition) : null,
-          matrixView(body.confusion_matrix, body.labels)
+          t.confusion_matrix.definition ? h("p", { class: "muted" }, t.confusion_matrix.definition) : null,
+          LL.matrixView(t.confusion_matrix)
         );
-      if (body.slices && typeof body.slices === "object") parts = parts.concat(slicesView(body.slices));
-      var rel = findReliability(body);
-      if (rel) parts.push(h("h4", null, "Reliability"), LL.reliabilityChart([{ label: task, bins: rel.bins }]));
-      var rest = {};
-      Object.keys(body).forEach(function (k) {
-        if (
-          ["metrics", "slices", "confusion_matrix", "reliability", "per_class", "labels"].indexOf(k) < 0 &&
-          !isScalar(body[k])
-        )
-          rest[k] = body[k];
-      });
-      if (Object.keys(rest).length) parts.push(genericView(rest, 1));
-      return h("div", { class: "task" }, parts);
+      if (t.slices) parts = parts.concat(slicesView(t.slices, doc.ci));
     });
+    return parts;
   }
 
-  function gateLines(gates) {
-    return (gates || [])
-      .map(function (g) {
-        var text = typeof g === "string" ? g : (g && g.text) || JSON.stringify(g);
+  /* ------------------------------------------------------------------ comparison documents */
+  /** @param {ComparisonView} c */
+  function comparisonView(c) {
+    return [
+      h("h3", null, String(c.names.a), " − ", String(c.names.b)),
+      h(
+        "p",
+        { class: "sub" },
+        "a = ",
+        h("code", null, String(c.a)),
+        ", b = ",
+        h("code", null, String(c.b)),
+        "; differences a − b with " +
+          LL.fmt.ciLabel(c.ci) +
+          "s" +
+          (isNum(c.resamples) ? " from " + c.resamples + " paired resamples" : "") +
+          ". All stored comparisons are also on ",
+        h("a", { href: "compare.html#documents" }, "the Comparisons page"),
+        "."
+      ),
+      LL.comparisonTable(c),
+    ];
+  }
+
+  /* ------------------------------------------------------------------ sweep documents */
+  /** @param {SweepDoc} doc */
+  function gateLines(doc) {
+    return doc.gates
+      .map(function (text) {
         var m = /(>=|<=|>|<)\s*(-?[0-9.]+(?:e[-+]?[0-9]+)?)\s*$/i.exec(text);
         return m ? { y: Number(m[2]), label: "gate " + text } : null;
       })
       .filter(Boolean);
   }
 
+  /** @param {SweepDoc} doc */
   function sweepView(doc) {
-    var trials = doc.threshold_trials.filter(function (t) {
-      return t && LL.isNum(t.threshold);
-    });
+    var trials = doc.threshold_trials;
+    /** @type {string[]} */
     var keys = [];
     trials.forEach(function (t) {
       Object.keys(t).forEach(function (k) {
-        if (k !== "threshold" && typeof t[k] === "number" && keys.indexOf(k) < 0) keys.push(k);
+        if (k !== "threshold" && k !== "passed_gates" && keys.indexOf(k) < 0) keys.push(k);
       });
     });
-    var sel = doc.threshold_selection || {};
+    var sel = doc.threshold_selection;
+    /** @type {Child[]} */
     var parts = [h("h3", null, "Threshold sweep")];
     if (doc.decision) parts.push(h("p", { class: "muted" }, doc.decision));
     parts.push(
       LL.lineChart({
-        title: "metrics by threshold" + (doc.objective ? " (objective: " + doc.objective + ")" : ""),
+        title: "metrics by threshold (objective: " + doc.objective + ")",
         x: trials.map(function (t) {
           return t.threshold;
         }),
@@ -356,47 +294,47 @@
           return {
             label: k,
             values: trials.map(function (t) {
-              return typeof t[k] === "number" ? t[k] : null;
+              var v = t[k];
+              return typeof v === "number" ? v : null;
             }),
             color: LL.palette[i % LL.palette.length],
           };
         }),
-        marks: LL.isNum(sel.threshold) ? [{ x: sel.threshold, label: "chosen " + sel.threshold }] : [],
-        hlines: gateLines(doc.gates),
+        marks: [{ x: sel.threshold, label: "chosen " + LL.fmt.num(sel.threshold) }],
+        hlines: gateLines(doc),
         height: 300,
       })
     );
-    var facts = [];
-    if (doc.gates && doc.gates.length)
-      facts.push(
+    if (doc.gates.length)
+      parts.push(
         h(
           "p",
           null,
           "Gates: ",
           doc.gates.map(function (g) {
-            return h("code", { class: "chip" }, typeof g === "string" ? g : JSON.stringify(g));
+            return h("code", { class: "chip" }, g);
           })
         )
       );
-    if ("recall_gate_passed" in sel)
-      facts.push(
-        h(
-          "p",
-          null,
-          "Gates passed at the chosen threshold: ",
-          LL.badge(sel.recall_gate_passed ? "yes" : "no", sel.recall_gate_passed ? "ok" : "bad")
-        )
-      );
-    if (doc.tie_break) facts.push(h("p", { class: "muted" }, "Selection rule: " + doc.tie_break));
-    parts = parts.concat(facts);
-    var blocks = [];
-    if (doc.threshold_selection)
-      blocks.push(h("div", null, h("h4", null, "Chosen threshold"), LL.kv(doc.threshold_selection, { compact: true })));
-    if (doc.paired_test)
-      blocks.push(
-        h("div", null, h("h4", null, "Paired test at that threshold"), LL.kv(doc.paired_test, { compact: true }))
-      );
-    if (blocks.length) parts.push(h("div", { class: "grid2" }, blocks));
+    parts.push(
+      h(
+        "p",
+        null,
+        "Gates passed at the chosen threshold: ",
+        LL.badge(sel.recall_gate_passed ? "yes" : "no", sel.recall_gate_passed ? "ok" : "bad")
+      )
+    );
+    if (doc.tie_break) parts.push(h("p", { class: "muted" }, "Selection rule: " + doc.tie_break));
+    parts.push(
+      h(
+        "div",
+        { class: "grid2" },
+        h("div", null, h("h4", null, "Chosen threshold"), LL.kv(sel, { compact: true })),
+        doc.paired_test
+          ? h("div", null, h("h4", null, "Paired test at that threshold"), LL.kv(doc.paired_test, { compact: true }))
+          : null
+      )
+    );
     parts.push(
       h(
         "details",
@@ -416,28 +354,82 @@
         })
       )
     );
+    if (doc.definition)
+      parts.push(h("details", null, h("summary", null, "Definitions"), LL.kv(doc.definition, { compact: true })));
     return parts;
   }
 
+  /* ------------------------------------------------------------------ calibration documents */
+  /**
+   * @param {CalibrationMetric[]} list
+   * @param {number | null | undefined} level
+   */
+  function calibrationMetricsTable(list, level) {
+    var lv = levelOf(list, level);
+    return LL.table({
+      rows: list,
+      stack: true,
+      columns: [
+        {
+          key: "metric",
+          label: "Metric",
+          render: function (m) {
+            return h("strong", { title: m.definition || null }, m.metric);
+          },
+        },
+        { key: "raw", label: "Raw", num: true },
+        { key: "calibrated", label: "Calibrated", num: true },
+        {
+          key: "value",
+          label: "Δ (calibrated − raw)",
+          num: true,
+          render: function (m) {
+            return h(
+              "span",
+              { class: "num", title: LL.fmt.exact(m.value) },
+              LL.fmt.interval(m.value, m.ci_low, m.ci_high, { signed: true }).value
+            );
+          },
+        },
+        {
+          key: "ci",
+          label: LL.fmt.ciLabel(lv) + " of Δ",
+          num: true,
+          value: function (m) {
+            return m.ci_low;
+          },
+          render: function (m) {
+            return h(
+              "span",
+              { title: m.method || null },
+              LL.fmt.interval(m.value, m.ci_low, m.ci_high, { signed: true }).ci
+            );
+          },
+        },
+        {
+          key: "p_value",
+          label: "p",
+          num: true,
+          render: function (m) {
+            return h("span", { title: LL.fmt.exact(m.p_value) }, LL.fmt.p(m.p_value));
+          },
+        },
+        { key: "n", label: "n", num: true },
+      ],
+    });
+  }
+
+  /** @param {CalibrationDoc} doc */
   function calibrationView(doc) {
     var raw = doc.raw,
       cal = doc.calibrated;
-    if (!isFlat(raw) || !isFlat(cal))
-      return [
-        h("h3", null, "Raw vs calibrated"),
-        h(
-          "div",
-          { class: "grid2" },
-          h("div", null, h("h4", null, "Raw"), genericView(raw, 2)),
-          h("div", null, h("h4", null, "Calibrated"), genericView(cal, 2))
-        ),
-      ];
     var keys = Object.keys(raw).concat(
       Object.keys(cal).filter(function (k) {
         return !(k in raw);
       })
     );
-    return [
+    /** @type {Child[]} */
+    var parts = [
       h("h3", null, "Raw vs calibrated"),
       LL.table({
         rows: keys.map(function (k) {
@@ -452,148 +444,64 @@
             label: "Δ",
             num: true,
             value: function (r) {
-              return LL.isNum(r.raw) && LL.isNum(r.calibrated) ? r.calibrated - r.raw : null;
+              return isNum(r.raw) && isNum(r.calibrated) ? r.calibrated - r.raw : null;
             },
             render: function (r) {
-              return LL.isNum(r.raw) && LL.isNum(r.calibrated) ? LL.numCell(r.calibrated - r.raw) : "–";
+              return isNum(r.raw) && isNum(r.calibrated) ? LL.numCell(r.calibrated - r.raw) : "–";
             },
           },
         ],
       }),
     ];
-  }
-
-  /** Any JSON: flat objects as key/value tables, lists of flat objects as tables, the rest as trees. */
-  function genericView(value, depth) {
-    if (isScalar(value)) return h("span", null, LL.valueText(value));
-    if (Array.isArray(value)) {
-      if (value.length && value.every(isFlat)) {
-        var cols = [];
-        value.forEach(function (r) {
-          Object.keys(r).forEach(function (k) {
-            if (cols.indexOf(k) < 0) cols.push(k);
-          });
-        });
-        return LL.table({
-          rows: value,
-          pageSize: 50,
-          columns: cols.map(function (k) {
-            return {
-              key: k,
-              label: k,
-              num: value.some(function (r) {
-                return typeof r[k] === "number";
-              }),
-            };
-          }),
-        });
-      }
-      if (value.every(isScalar)) return h("span", null, value.map(LL.valueText).join(", "));
-      return LL.jsonTree(value, 1);
-    }
-    if (isInterval(value)) return intervalView(value);
-    if (isFlat(value)) return LL.kv(value, { compact: true });
-    if (depth > 2) return LL.jsonTree(value, 1);
-    var flat = {},
-      nested = [];
-    Object.keys(value).forEach(function (k) {
-      if (isScalar(value[k]) || isInterval(value[k]) || (Array.isArray(value[k]) && value[k].every(isScalar)))
-        flat[k] = value[k];
-      else nested.push(k);
-    });
-    var kvRows = Object.keys(flat).map(function (k) {
-      var v = flat[k];
-      return h(
-        "tr",
-        null,
-        h("th", { scope: "row" }, k),
+    Object.keys(doc.tasks).forEach(function (task) {
+      var t = doc.tasks[task];
+      parts.push(h("h3", null, "Task: " + task + " (n = " + LL.fmt.num(t.n) + ")"));
+      parts.push(
         h(
-          "td",
-          null,
-          isInterval(v)
-            ? intervalView(v)
-            : Array.isArray(v)
-              ? v.map(LL.valueText).join(", ")
-              : typeof v === "number"
-                ? h("span", { title: LL.fmt.exact(v) }, LL.fmt.exact(v))
-                : LL.valueText(v)
+          "div",
+          { class: "facts" },
+          fact("method", t.steps || t.method),
+          fact("fitted on", t.fitted_on),
+          fact("held out", t.status),
+          fact("honest figure", t.honest)
         )
       );
+      parts.push(calibrationMetricsTable(t.metrics, doc.ci));
+      if (t.slices) parts = parts.concat(slicesView(t.slices, doc.ci));
+      if (t.reliability) {
+        /** @type {ReliabilitySeries[]} */
+        var series = [];
+        if (t.reliability.raw_bins)
+          series.push({ label: "raw (as stored)", bins: t.reliability.raw_bins, color: "#777", dashed: true });
+        series.push({ label: "calibrated", bins: t.reliability.bins, color: "#0072B2" });
+        parts.push(
+          h("h4", null, "Reliability, raw vs calibrated"),
+          LL.reliabilityChart(series, { label: "Reliability diagram of " + task + ": raw and calibrated" }),
+          t.reliability.note ? h("p", { class: "muted" }, t.reliability.note) : null
+        );
+      }
     });
-    return h(
-      "div",
-      null,
-      kvRows.length
-        ? h("div", { class: "scroll" }, h("table", { class: "kv compact" }, h("tbody", null, kvRows)))
-        : null,
-      nested.map(function (k) {
-        return h("div", null, h("h4", null, k), genericView(value[k], depth + 1));
-      })
-    );
-  }
-  function isInterval(v) {
-    return v && typeof v === "object" && !Array.isArray(v) && typeof v.value === "number" && "ci_low" in v;
-  }
-  function intervalView(v) {
-    return h(
-      "span",
-      { title: "exact " + LL.fmt.exact(v.value) },
-      LL.fmt.num(v.value, 4),
-      h("small", { class: "muted" }, " " + ciText(v))
-    );
-  }
-  function perClassView(pc) {
-    var keys = [];
-    pc.labels.forEach(function (r) {
-      Object.keys(r).forEach(function (k) {
-        if (k !== "label" && keys.indexOf(k) < 0) keys.push(k);
-      });
-    });
-    var order = LL.labelOrder(
-      pc.labels.map(function (r) {
-        return r.label;
-      })
-    );
-    var rows = order.map(function (l) {
-      return pc.labels.filter(function (r) {
-        return String(r.label) === l;
-      })[0];
-    });
-    return [
-      h("h4", null, "Per class"),
-      pc.definition ? h("p", { class: "muted" }, pc.definition + (pc.method ? " CI: " + pc.method + "." : "")) : null,
-      LL.table({
-        rows: rows,
-        columns: [
-          {
-            key: "label",
-            label: "label",
-            render: function (r) {
-              return h("code", null, String(r.label));
-            },
-          },
-        ].concat(
-          keys.map(function (k) {
-            return {
-              key: k,
-              label: k,
-              num: true,
-              value: function (r) {
-                return isInterval(r[k]) ? r[k].value : r[k];
-              },
-              render: function (r) {
-                return isInterval(r[k]) ? intervalView(r[k]) : LL.numCell(r[k]);
-              },
-            };
-          })
-        ),
-      }),
-    ];
+    if (doc.definitions)
+      parts.push(
+        h("details", { open: true }, h("summary", null, "Definitions"), LL.kv(doc.definitions, { compact: true }))
+      );
+    if (doc.recipe) parts.push(h("details", null, h("summary", null, "Recipe"), LL.jsonTree(doc.recipe, 2)));
+    return parts;
   }
 
+  /* ------------------------------------------------------------------ one stored document */
+  var TITLES = {
+    evaluation: "Evaluation",
+    comparison: "Comparison",
+    sweep: "Threshold sweep",
+    calibration: "Calibration",
+  };
+
+  /** @param {DocumentEntry} d @param {number} i */
   function documentSection(d, i) {
-    var title = d.kind === "evaluation" ? "Evaluation" : d.kind.charAt(0).toUpperCase() + d.kind.slice(1);
+    var title = TITLES[d.kind] || d.kind.charAt(0).toUpperCase() + d.kind.slice(1);
     var sec = LL.section(title, "doc-" + i);
+    sec.classList.add("doc-" + d.kind);
     sec.querySelector("h2").appendChild(
       h(
         "span",
@@ -615,43 +523,28 @@
       sec.appendChild(LL.callout(d.origin === "unavailable" ? "warn" : "error", d.error));
       return sec;
     }
-    (d.thinned || []).forEach(function (t) {
+    d.thinned.forEach(function (t) {
       sec.appendChild(LL.callout("warn", "Thinned for display: " + t));
     });
+    /** @type {Child[]} */
+    var parts = [];
+    /** @type {unknown} */
     var doc = d.doc;
-    if (!doc || typeof doc !== "object") {
-      sec.appendChild(genericView(doc, 1));
-      return sec;
-    }
-    if (doc.tasks && typeof doc.tasks === "object")
-      tasksView(doc.tasks).forEach(function (n) {
-        sec.appendChild(n);
-      });
-    if (Array.isArray(doc.threshold_trials))
-      sweepView(doc).forEach(function (n) {
-        sec.appendChild(n);
-      });
-    if (doc.raw && doc.calibrated)
-      calibrationView(doc).forEach(function (n) {
-        sec.appendChild(n);
-      });
-    var rel = findReliability(doc);
-    if (rel)
-      sec.appendChild(
-        h("div", null, h("h3", null, "Reliability"), LL.reliabilityChart([{ label: "stored", bins: rel.bins }]))
-      );
-    var defs = doc.definition || doc.definitions;
-    if (defs && typeof defs === "object")
-      sec.appendChild(h("details", { open: true }, h("summary", null, "Definitions"), LL.kv(defs, { compact: true })));
-    var rest = {};
-    Object.keys(doc).forEach(function (k) {
-      if (HANDLED.indexOf(k) < 0) rest[k] = doc[k];
+    if (d.kind === "evaluation") parts = evaluationView(/** @type {EvaluationDoc} */ (doc));
+    else if (d.kind === "comparison" && d.comparison) parts = comparisonView(d.comparison);
+    else if (d.kind === "sweep") parts = sweepView(/** @type {SweepDoc} */ (doc));
+    else if (d.kind === "calibration") parts = calibrationView(/** @type {CalibrationDoc} */ (doc));
+    parts.forEach(function (n) {
+      if (n instanceof Node) sec.appendChild(n);
     });
-    if (Object.keys(rest).length) sec.appendChild(h("div", null, h("h3", null, "Other fields"), genericView(rest, 1)));
-    sec.appendChild(h("details", null, h("summary", null, "Full document (JSON)"), LL.jsonTree(doc, 1)));
+    sec.appendChild(
+      h("details", { open: !parts.length }, h("summary", null, "Full document (JSON)"), LL.jsonTree(d.doc, 1))
+    );
     return sec;
   }
 
+  /* ------------------------------------------------------------------ the stored rows */
+  /** @param {EvalPayload} ev */
   function rowsSection(ev) {
     var rows = ev.rows;
     var sec = LL.section("Stored rows", "rows");
@@ -666,27 +559,20 @@
     );
     Object.keys(rows.tasks).forEach(function (task) {
       var t = rows.tasks[task];
-      var order = t.labels || [];
+      var order = t.labels;
       sec.appendChild(
         h("h3", null, "Task: " + task + " (" + LL.fmt.num(t.n) + " rows" + (t.kind ? ", " + t.kind : "") + ")")
       );
       var blocks = [];
       if (t.confusion)
-        blocks.push(
-          h(
-            "div",
-            null,
-            h("h4", null, "Confusion counts"),
-            matrixView(t.confusion, t.confusion.labels, t.confusion.note)
-          )
-        );
+        blocks.push(h("div", null, h("h4", null, "Confusion counts"), LL.matrixView(t.confusion, t.confusion_note)));
       if (t.reliability)
         blocks.push(
           h(
             "div",
             null,
             h("h4", null, "Reliability diagram"),
-            LL.reliabilityChart([{ label: task, bins: t.reliability.bins }]),
+            LL.reliabilityChart([{ label: "stored probabilities", bins: t.reliability.bins }]),
             h("p", { class: "muted" }, t.reliability.note)
           )
         );
@@ -727,7 +613,7 @@
                 label: "slices",
                 sortable: false,
                 render: function (r) {
-                  return r.slices && typeof r.slices === "object"
+                  return r.slices
                     ? LL.chips(
                         Object.keys(r.slices).map(function (k) {
                           return k + "=" + LL.valueText(r.slices[k]);
@@ -741,7 +627,8 @@
         );
       }
     });
-    if (rows.shown && rows.shown.length) {
+    if (rows.shown.length) {
+      /** @type {string[]} */
       var cols = [];
       rows.shown.forEach(function (r) {
         Object.keys(r).forEach(function (k) {
@@ -797,8 +684,10 @@
       nll = 0,
       conf = 0,
       acc = 0,
+      /** @type {(ReliabilityBin & {sc: number, sa: number})[]} */
       bins = [];
-    for (var b = 0; b < 10; b++) bins.push({ low: b / 10, high: (b + 1) / 10, count: 0, sc: 0, sa: 0 });
+    for (var b = 0; b < 10; b++)
+      bins.push({ low: b / 10, high: (b + 1) / 10, count: 0, sc: 0, sa: 0, confidence: null, accuracy: null });
     for (var i = 0; i < n; i++) {
       var p = softmaxAt(task.logits[i], T),
         g = task.gold[i],
@@ -952,13 +841,13 @@
         taskSel.addEventListener("change", draw);
         slider.addEventListener("input", draw);
         reset.addEventListener("click", function () {
-          slider.value = 0;
+          slider.value = "0";
           draw();
           note.textContent = "";
         });
         best.addEventListener("click", function () {
           var T = bestT(task());
-          slider.value = Math.max(-2, Math.min(2, Math.log(T) / Math.LN2));
+          slider.value = String(Math.max(-2, Math.min(2, Math.log(T) / Math.LN2)));
           draw();
           note.textContent =
             "T = " +
@@ -1012,7 +901,8 @@
         if (ev.rows) main.appendChild(rowsSection(ev));
         if (ev.has_logits) main.appendChild(temperatureSection(ev));
         document.querySelectorAll("figure.chart").forEach(function (f) {
-          if (f.mount) f.mount();
+          var fig = /** @type {ChartFigure} */ (f);
+          if (fig.mount) fig.mount();
         });
       });
   });

@@ -1,3 +1,4 @@
+// @ts-check
 /* Run page: config, curves of every scalar, microbatch loss, trainer history, validation per epoch
    with the selected epoch, checkpoints, notes, files, and links to evaluations and batches. */
 (function () {
@@ -194,7 +195,7 @@
       return run.history[i];
     });
     var ek = val.epoch_key;
-    var sec = LL.section("Validation per epoch", "validation");
+    var sec = /** @type {HTMLElement & {update?: () => void}} */ (LL.section("Validation per epoch", "validation"));
     var sel0 = val.selected;
     var state = { metric: sel0 && sel0.metric ? sel0.metric : null, position: sel0 ? sel0.position : null };
     var note = h("p", { class: "muted", id: "selection-rule" });
@@ -254,7 +255,7 @@
               ".";
       }
       LL.clear(tableHolder);
-      var cols = [
+      var cols = /** @type {TableColumn<any>[]} */ ([
         {
           key: "__sel",
           label: "",
@@ -263,7 +264,7 @@
             return entries.indexOf(r) === state.position ? LL.badge("selected", "selected") : "";
           },
         },
-      ].concat(
+      ]).concat(
         columnsOf(entries, ["kind"]).map(function (k) {
           return { key: k, label: k, num: true, className: k === m ? "hl" : "" };
         })
@@ -578,7 +579,8 @@
           main.appendChild(s);
         });
         sections.forEach(function (s) {
-          if (s.update) s.update();
+          var u = /** @type {HTMLElement & {update?: () => void}} */ (s);
+          if (u.update) u.update();
         });
       });
   });

@@ -1,3 +1,4 @@
+// @ts-check
 /* Test breakdown (seed 004): the cells[target][current] grid as a heat map (viridis), a cell's
    images with their predictions per state, and the episodes replayed from that start. */
 (function () {
@@ -14,6 +15,7 @@
         });
       });
     });
+    /** @type {{id: string, label: string, key: string, per?: string}[]} */
     var out = [];
     var countKey = keys.indexOf("images") >= 0 ? "images" : null;
     keys.forEach(function (k) {
@@ -291,7 +293,7 @@
             return { it: it, pred: pred, gold: gold, ep: ep, wrong: wrong, failed: failed };
           });
           enriched.sort(function (a, b) {
-            return b.wrong + b.failed - (a.wrong + a.failed);
+            return Number(b.wrong) + Number(b.failed) - (Number(a.wrong) + Number(a.failed));
           });
           var shown = state.only
             ? enriched.filter(function (e) {
