@@ -378,8 +378,9 @@ interface LLFormat {
     value: Num | undefined,
     lo: Num | undefined,
     hi: Num | undefined,
-    opts?: { digits?: number; signed?: boolean }
+    opts?: { digits?: number; decimals?: number; signed?: boolean }
   ): { value: string; ci: string };
+  sharedDecimals(values: (Num | undefined)[], digits?: number): number;
   exact(v: unknown): string;
   pct(v: any): string;
   time(unix: any): string;
@@ -418,7 +419,7 @@ interface LLNamespace {
   fmt: LLFormat;
   numCell(v: unknown): Child;
   valueText(v: unknown): string;
-  intervalView(m: Interval, level?: Num): HTMLElement;
+  intervalView(m: Interval, level?: Num, decimals?: number): HTMLElement;
   matrixView(cm: ConfusionMatrix, note?: string | null): HTMLElement;
   comparisonTable(doc: ComparisonView): HTMLElement;
   labelOrder(keys: unknown[]): string[];

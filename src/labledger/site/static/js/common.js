@@ -245,14 +245,15 @@
      * @param {number | null | undefined} value
      * @param {number | null | undefined} lo
      * @param {number | null | undefined} hi
-     * @param {{digits?: number, signed?: boolean}} [opts]
+     * `decimals` fixes the number of decimals (a column or row of a table shares them).
+     * @param {{digits?: number, decimals?: number, signed?: boolean}} [opts]
      * @returns {{value: string, ci: string}}
      */
     interval: function (value, lo, hi, opts) {
       var o = opts || {};
       var ref =
         isNum(value) && value !== 0 ? value : Math.max(isNum(lo) ? Math.abs(lo) : 0, isNum(hi) ? Math.abs(hi) : 0);
-      var d = LL.fmt.decimals(ref, o.digits || 4);
+      var d = isNum(o.decimals) ? o.decimals : LL.fmt.decimals(ref, o.digits || 4);
       /** @param {number | null | undefined} x */
       function f(x) {
         if (!isNum(x)) return "–";
@@ -261,6 +262,18 @@
         return o.signed && Number(t) > 0 ? "+" + t : t.replace(/^-/, "−");
       }
       return { value: f(value), ci: isNum(lo) && isNum(hi) ? "[" + f(lo) + ", " + f(hi) + "]" : "–" };
+    },
+    /**
+     * Decimals shared by a column or row: those of its largest magnitude at `digits` significant digits.
+     * @param {(number | null | undefined)[]} values
+     * @param {number} [digits]
+     */
+    sharedDecimals: function (values, digits) {
+      var big = 0;
+      values.forEach(function (v) {
+        if (isNum(v)) big = Math.max(big, Math.abs(v));
+      });
+      return LL.fmt.decimals(big, digits);
     },
     /** The exact stored value (JavaScript prints the shortest text that reads back the same). */
     exact: function (v) {
@@ -332,10 +345,11 @@
    * A value with its interval, rounded alike; exact numbers and the level on hover.
    * @param {Interval} m
    * @param {number | null | undefined} [level] the stored level (m.ci when the entry has one)
+   * @param {number} [decimals] decimals shared with the rest of the column
    */
-  LL.intervalView = function (m, level) {
+  LL.intervalView = function (m, level, decimals) {
     var lv = isNum(m.ci) ? m.ci : level;
-    var t = LL.fmt.interval(m.value, m.ci_low, m.ci_high);
+    var t = LL.fmt.interval(m.value, m.ci_low, m.ci_high, { decimals: decimals });
     return h(
       "span",
       {

@@ -135,6 +135,11 @@
             { key: "n", label: "n", num: true },
           ].concat(
             names.map(function (name) {
+              var dec = LL.fmt.sharedDecimals(
+                rows.map(function (r) {
+                  return r.byKey[name] ? r.byKey[name].value : null;
+                })
+              );
               return {
                 key: name,
                 label: name + " (" + LL.fmt.ciLabel(lv) + ")",
@@ -144,7 +149,7 @@
                 },
                 render: function (r) {
                   var m = r.byKey[name];
-                  return m ? LL.intervalView(m, lv) : "–";
+                  return m ? LL.intervalView(m, lv, dec) : "–";
                 },
               };
             })
@@ -169,6 +174,11 @@
     });
     /** @param {"precision" | "recall" | "f1"} k */
     function col(k) {
+      var dec = LL.fmt.sharedDecimals(
+        rows.map(function (r) {
+          return r[k].value;
+        })
+      );
       return {
         key: k,
         label: k,
@@ -177,7 +187,7 @@
           return r[k].value;
         },
         render: function (r) {
-          return LL.intervalView(r[k], pc.ci);
+          return LL.intervalView(r[k], pc.ci, dec);
         },
       };
     }
@@ -366,6 +376,18 @@
    */
   function calibrationMetricsTable(list, level) {
     var lv = levelOf(list, level);
+    /** @param {CalibrationMetric} m */
+    function dec(m) {
+      return LL.fmt.sharedDecimals([m.raw, m.calibrated]);
+    }
+    /** @param {CalibrationMetric} m @param {"raw" | "calibrated"} k */
+    function cell(m, k) {
+      return h(
+        "span",
+        { class: "num", title: LL.fmt.exact(m[k]) },
+        LL.fmt.interval(m[k], null, null, { decimals: dec(m) }).value
+      );
+    }
     return LL.table({
       rows: list,
       stack: true,
@@ -377,8 +399,22 @@
             return h("strong", { title: m.definition || null }, m.metric);
           },
         },
-        { key: "raw", label: "Raw", num: true },
-        { key: "calibrated", label: "Calibrated", num: true },
+        {
+          key: "raw",
+          label: "Raw",
+          num: true,
+          render: function (m) {
+            return cell(m, "raw");
+          },
+        },
+        {
+          key: "calibrated",
+          label: "Calibrated",
+          num: true,
+          render: function (m) {
+            return cell(m, "calibrated");
+          },
+        },
         {
           key: "value",
           label: "Δ (calibrated − raw)",
@@ -387,7 +423,7 @@
             return h(
               "span",
               { class: "num", title: LL.fmt.exact(m.value) },
-              LL.fmt.interval(m.value, m.ci_low, m.ci_high, { signed: true }).value
+              LL.fmt.interval(m.value, m.ci_low, m.ci_high, { signed: true, decimals: dec(m) }).value
             );
           },
         },
@@ -402,7 +438,7 @@
             return h(
               "span",
               { title: m.method || null },
-              LL.fmt.interval(m.value, m.ci_low, m.ci_high, { signed: true }).ci
+              LL.fmt.interval(m.value, m.ci_low, m.ci_high, { signed: true, decimals: dec(m) }).ci
             );
           },
         },
@@ -423,6 +459,18 @@
   function calibrationView(doc) {
     var raw = doc.raw,
       cal = doc.calibrated;
+    /**
+     * A number of the raw-vs-calibrated table, with the decimals of its row.
+     * @param {{raw: Num, calibrated: Num}} r @param {Num} v @param {boolean} [signed]
+     */
+    function rowCell(r, v, signed) {
+      var d = LL.fmt.sharedDecimals([r.raw, r.calibrated]);
+      return h(
+        "span",
+        { class: "num", title: LL.fmt.exact(v) },
+        LL.fmt.interval(v, null, null, { decimals: d, signed: signed }).value
+      );
+    }
     var keys = Object.keys(raw).concat(
       Object.keys(cal).filter(function (k) {
         return !(k in raw);
@@ -437,8 +485,22 @@
         }),
         columns: [
           { key: "metric", label: "Metric" },
-          { key: "raw", label: "Raw", num: true },
-          { key: "calibrated", label: "Calibrated", num: true },
+          {
+            key: "raw",
+            label: "Raw",
+            num: true,
+            render: function (r) {
+              return rowCell(r, r.raw);
+            },
+          },
+          {
+            key: "calibrated",
+            label: "Calibrated",
+            num: true,
+            render: function (r) {
+              return rowCell(r, r.calibrated);
+            },
+          },
           {
             key: "delta",
             label: "Δ",
@@ -447,7 +509,7 @@
               return isNum(r.raw) && isNum(r.calibrated) ? r.calibrated - r.raw : null;
             },
             render: function (r) {
-              return isNum(r.raw) && isNum(r.calibrated) ? LL.numCell(r.calibrated - r.raw) : "–";
+              return isNum(r.raw) && isNum(r.calibrated) ? rowCell(r, r.calibrated - r.raw, true) : "–";
             },
           },
         ],
