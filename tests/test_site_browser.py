@@ -400,14 +400,8 @@ def test_a_damaged_run_shows_as_unreadable(browser, tmp_path):
 
 
 # ---------------------------------------------------------------- issue 11: what a new user saw
-SHOTS_11 = Path("/work/wt/h11b-shots")
-
-
 def _shot(page, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
-    if SHOTS_11.parent.is_dir():  # the lead's review folder, outside the repo, when it exists
-        SHOTS_11.mkdir(exist_ok=True)
-        page.screenshot(path=str(SHOTS_11 / f"{name}.png"), full_page=True)
 
 
 @pytest.fixture(scope="module")
