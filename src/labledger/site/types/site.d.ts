@@ -434,8 +434,8 @@ interface LLNamespace {
   kv(obj: Record<string, unknown> | null | undefined, opts?: { compact?: boolean }): HTMLElement;
   jsonTree(value: any, openDepth?: number, depth?: number): HTMLElement;
   table<R>(opts: TableOptions<R>): TableWrap;
-  probBars(probs: unknown, gold?: unknown, pred?: unknown, order?: string[]): Child;
-  inputView(value: unknown, images?: Set<string> | null, runId?: string): HTMLElement;
+  probBars(probs: any, gold?: unknown, pred?: unknown, order?: string[]): Child;
+  inputView(value: any, images?: Set<string> | null, runId?: string): HTMLElement;
   crumbs(items: { label: string; href?: string }[]): void;
   title(text: string): void;
   fail(err: any): void;

@@ -11,6 +11,7 @@
   var SAFE_REF = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
 
   /* ---------------------------------------------------------------- DOM building */
+  /** @param {Node} node @param {Child} child */
   function append(node, child) {
     if (child === null || child === undefined || child === false) return;
     if (Array.isArray(child)) {
@@ -39,7 +40,7 @@
           else if (k.slice(0, 2) === "on" && typeof v === "function") node.addEventListener(k.slice(2), v);
           else if (k === "style" && typeof v === "object")
             Object.keys(v).forEach(function (s) {
-              node.style[s] = v[s];
+              /** @type {any} */ (node.style)[s] = v[s];
             });
           else if (k === "dataset")
             Object.keys(v).forEach(function (d) {
@@ -48,7 +49,7 @@
           else if (k === "href") node.setAttribute("href", LL.safeHref(String(v)));
           else if (k === "src") node.setAttribute("src", LL.safeSrc(String(v)));
           else if (k === "value") /** @type {HTMLInputElement} */ (node).value = v;
-          else if (k === "checked" || k === "selected" || k === "disabled") node[k] = !!v;
+          else if (k === "checked" || k === "selected" || k === "disabled") /** @type {any} */ (node)[k] = !!v;
           else if (v === true) node.setAttribute(k, "");
           else node.setAttribute(k, String(v));
         });
@@ -79,6 +80,7 @@
   };
 
   /* ---------------------------------------------------------------- data files */
+  /** @type {Record<string, Promise<any>>} */
   var pending = {};
   /** Load a data file with a <script> tag (works from file://); resolves to its payload. */
   LL.load = function (key, src) {
@@ -100,6 +102,7 @@
     });
     return pending[key];
   };
+  /** @param {unknown} id @param {string} [what] */
   function checkId(id, what) {
     if (typeof id !== "string" || !SAFE_ID.test(id))
       throw new Error("Not a valid " + (what || "run id") + ": " + JSON.stringify(id));
@@ -285,6 +288,7 @@
     time: function (unix) {
       if (!isNum(unix)) return "–";
       var d = new Date(unix * 1000);
+      /** @param {number} n */
       function p(n) {
         return (n < 10 ? "0" : "") + n;
       }
@@ -439,6 +443,7 @@
    * @param {ComparisonView} doc
    */
   LL.comparisonTable = function (doc) {
+    /** @type {{task: ComparisonTaskView, m: ComparisonMetric}[]} */
     var rows = [];
     doc.tasks.forEach(function (t) {
       t.metrics.forEach(function (m) {
@@ -649,7 +654,7 @@
     }
     var isArr = Array.isArray(value);
     var keys = isArr
-      ? value.map(function (_, i) {
+      ? value.map(function (/** @type {unknown} */ _, /** @type {number} */ i) {
           return i;
         })
       : Object.keys(value);
@@ -659,7 +664,7 @@
     var list = h(
       "ul",
       null,
-      shown.map(function (k) {
+      shown.map(function (/** @type {string | number} */ k) {
         return h("li", null, h("span", { class: "jk" }, String(k)), ": ", LL.jsonTree(value[k], openDepth, depth + 1));
       })
     );
@@ -691,9 +696,11 @@
     table.appendChild(tbody);
     wrap.appendChild(table);
     wrap.appendChild(pager);
+    /** @param {TableColumn<any>} c @param {any} r */
     function val(c, r) {
       return c.value ? c.value(r) : r[c.key];
     }
+    /** @param {any} a @param {any} b */
     function cmp(a, b) {
       if (a === b) return 0;
       if (a === null || a === undefined || (typeof a === "number" && isNaN(a))) return 1;
@@ -775,6 +782,7 @@
           h("tr", null, h("td", { colspan: cols.length, class: "muted" }, opts.empty || "Nothing to show."))
         );
       for (var i = start; i < end; i++) {
+        /** @type {any} */
         var r = data[i];
         var tr = h(
           "tr",

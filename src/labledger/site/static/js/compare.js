@@ -7,17 +7,21 @@
     h = LL.h,
     isNum = LL.isNum;
 
+  /** @param {Num | undefined} v */
   function pct(v) {
     return isNum(v) ? (100 * v).toFixed(2) + "%" : "—";
   }
+  /** @param {Num | undefined} v */
   function pp(v) {
     return isNum(v) ? (v >= 0 ? "+" : "−") + Math.abs(100 * v).toFixed(2) + "pp" : "—";
   }
+  /** @param {Num} lo @param {Num} hi */
   function exactRange(lo, hi) {
     return "[" + LL.fmt.exact(lo) + ", " + LL.fmt.exact(hi) + "]";
   }
 
   /* ------------------------------------------------------------------ version tables */
+  /** @param {VersionTableRow} row @param {string} ciLabel */
   function markOf(row, ciLabel) {
     if (row.significance === "significant")
       return h("span", { class: "sig-mark sig", title: "paired " + ciLabel + " excludes 0" }, "*");
@@ -25,6 +29,7 @@
       return h("span", { class: "sig-mark ns", title: "paired " + ciLabel + " includes 0" }, "n.s.");
     return null;
   }
+  /** @param {VersionTableRow} row @param {string} ciLabel */
   function deltaTitle(row, ciLabel) {
     if (!isNum(row.delta)) return null;
     var t = "delta " + LL.fmt.exact(row.delta);
@@ -36,19 +41,21 @@
     }
     return t;
   }
+  /** @param {VersionTableRow} row @param {string} col */
   function valueTitle(row, col) {
-    var v = (row.values || {})[col];
+    var v = row.values[col];
     if (!isNum(v)) return "no entry for " + col;
     var t = col + ": " + LL.fmt.exact(v);
-    var ci = (row.ci || {})[col],
-      n = (row.n || {})[col];
+    var ci = row.ci[col],
+      n = row.n[col];
     if (ci && isNum(ci[0])) t += "; stored CI " + exactRange(ci[0], ci[1]);
     if (isNum(n)) t += "; n = " + n;
     return t;
   }
 
+  /** @param {VersionTable} t @param {number} index */
   function versionTable(t, index) {
-    var cols = t.columns || [],
+    var cols = t.columns,
       delta = t.delta;
     var id = "table-" + index;
     var ciLabel = LL.fmt.ciLabel(t.ci);
@@ -70,14 +77,15 @@
     var body = h("tbody");
     var cats = Array.from(
       new Set(
-        (t.rows || []).map(function (r) {
+        t.rows.map(function (r) {
           return r.category || "";
         })
       )
     );
     var showCats = cats.length > 1 || (cats.length === 1 && cats[0] !== "");
+    /** @type {string | null} */
     var last = null;
-    (t.rows || []).forEach(function (r) {
+    t.rows.forEach(function (r) {
       var cat = r.category || "";
       if (showCats && cat !== last) {
         body.appendChild(
@@ -101,7 +109,7 @@
             h("span", { class: "muted metric-id" }, "(" + r.metric_id + ")")
           ),
           cols.map(function (c) {
-            return h("td", { class: "n", title: valueTitle(r, c) }, pct((r.values || {})[c]));
+            return h("td", { class: "n", title: valueTitle(r, c) }, pct(r.values[c]));
           }),
           delta
             ? h(
@@ -115,7 +123,7 @@
         )
       );
     });
-    var mean = t.mean || { values: {} };
+    var mean = t.mean;
     body.appendChild(
       h(
         "tr",
@@ -146,9 +154,9 @@
       h(
         "p",
         { class: "sub" },
-        (t.rows || []).length +
+        t.rows.length +
           " benchmark" +
-          ((t.rows || []).length === 1 ? "" : "s") +
+          (t.rows.length === 1 ? "" : "s") +
           " × " +
           cols.length +
           " column" +
@@ -158,7 +166,7 @@
       ),
       h("div", { class: "scroll" }, table),
     ];
-    if ((t.warnings || []).length) {
+    if (t.warnings.length) {
       parts.push(
         h(
           "div",
@@ -179,14 +187,20 @@
   }
 
   /* ------------------------------------------------------------------ comparison documents */
+  /**
+   * @param {Record<string, CatalogRun>} runs
+   * @param {string} id
+   * @param {string | null} [label]
+   */
   function runLink(runs, id, label) {
     var r = runs[id];
     if (r && !r.unreadable) return h("a", { href: LL.link("run.html", { run: id }) }, label || r.name);
     return h("span", null, label || id);
   }
+  /** @param {ComparisonView} doc @param {Record<string, CatalogRun>} runs */
   function comparisonDoc(doc, runs) {
     var r = runs[doc.run];
-    var names = doc.names || {};
+    var names = doc.names;
     var head = h("h3", null, String(names.a || "a"), " − ", String(names.b || "b"));
     var where = h(
       "p",
@@ -210,11 +224,12 @@
   }
 
   /* ------------------------------------------------------------------ groups */
+  /** @param {GroupSummary} g @param {Record<string, CatalogRun>} runs @param {string} definition */
   function groupSummary(g, runs, definition) {
     var table = LL.table({
       className: "group-summary",
       sortable: false,
-      rows: g.metrics || [],
+      rows: g.metrics,
       empty: "No run of this group recorded a numeric headline value.",
       columns: [
         {
@@ -224,7 +239,7 @@
             return h(
               "span",
               {
-                title: (m.values || [])
+                title: m.values
                   .map(function (v) {
                     var r = runs[v[0]];
                     return (r ? r.name : v[0]) + ": " + LL.fmt.exact(v[1]);
@@ -240,7 +255,7 @@
           label: "Runs",
           num: true,
           render: function (m) {
-            return m.n + " of " + (g.runs || []).length;
+            return m.n + " of " + g.runs.length;
           },
         },
         { key: "mean", label: "Mean", num: true },
@@ -256,8 +271,8 @@
       h(
         "p",
         { class: "sub" },
-        (g.runs || []).length + " runs: ",
-        (g.runs || []).map(function (r, i) {
+        g.runs.length + " runs: ",
+        g.runs.map(function (r, i) {
           return [i ? ", " : "", runLink(runs, r.id, r.name)];
         }),
         "."
@@ -273,8 +288,9 @@
       var cat = got[0],
         data = got[1],
         main = LL.main();
+      /** @type {Record<string, CatalogRun>} */
       var runs = {};
-      (cat.runs || []).forEach(function (r) {
+      cat.runs.forEach(function (r) {
         runs[r.id] = r;
       });
       LL.crumbs([{ label: "Runs", href: "index.html" }, { label: "Comparisons" }]);
@@ -288,9 +304,9 @@
             "and summaries of the values recorded by groups of runs. Hover a value for its exact number and CI."
         )
       );
-      var tables = data.tables || [],
-        docs = data.comparisons || [],
-        groups = data.groups || [];
+      var tables = data.tables,
+        docs = data.comparisons,
+        groups = data.groups;
       main.appendChild(
         h(
           "ul",

@@ -30,6 +30,8 @@
     return h("div", { class: "fact" }, h("span", { class: "fk" }, k), h("span", { class: "fv" }, LL.valueText(v)));
   }
 
+  /** @typedef {{slice: string, n: number, byKey: Record<string, MetricEntry>}} SliceRow */
+
   /* ------------------------------------------------------------------ evaluation documents */
   /**
    * @param {MetricEntry[]} list
@@ -121,6 +123,7 @@
         });
         return { slice: v, n: values[v].n, byKey: byKey };
       });
+      /** @type {MetricEntry[]} */
       var all = [];
       Object.keys(values).forEach(function (v) {
         all = all.concat(values[v].metrics);
@@ -144,10 +147,10 @@
                 key: name,
                 label: name + " (" + LL.fmt.ciLabel(lv) + ")",
                 num: true,
-                value: function (r) {
+                value: function (/** @type {SliceRow} */ r) {
                   return r.byKey[name] ? r.byKey[name].value : null;
                 },
-                render: function (r) {
+                render: function (/** @type {SliceRow} */ r) {
                   var m = r.byKey[name];
                   return m ? LL.intervalView(m, lv, dec) : "–";
                 },
@@ -183,10 +186,10 @@
         key: k,
         label: k,
         num: true,
-        value: function (r) {
+        value: function (/** @type {PerClassRow} */ r) {
           return r[k].value;
         },
-        render: function (r) {
+        render: function (/** @type {PerClassRow} */ r) {
           return LL.intervalView(r[k], pc.ci, dec);
         },
       };
@@ -552,6 +555,7 @@
   }
 
   /* ------------------------------------------------------------------ one stored document */
+  /** @type {Record<string, string>} */
   var TITLES = {
     evaluation: "Evaluation",
     comparison: "Comparison",
@@ -652,7 +656,7 @@
               {
                 key: "id",
                 label: "id",
-                render: function (r) {
+                render: function (/** @type {WorstItem} */ r) {
                   return h("code", null, LL.valueText(r.id));
                 },
               },
@@ -665,7 +669,7 @@
                     key: "probs",
                     label: "probabilities",
                     sortable: false,
-                    render: function (r) {
+                    render: function (/** @type {WorstItem} */ r) {
                       return LL.probBars(r.probs, r.gold, r.prediction, order);
                     },
                   }
@@ -674,7 +678,7 @@
                 key: "slices",
                 label: "slices",
                 sortable: false,
-                render: function (r) {
+                render: function (/** @type {WorstItem} */ r) {
                   return r.slices
                     ? LL.chips(
                         Object.keys(r.slices).map(function (k) {
@@ -728,6 +732,7 @@
   }
 
   /* ------------------------------------------------------------ temperature illustration */
+  /** @param {number[]} z @param {number} T */
   function softmaxAt(z, T) {
     var m = -Infinity,
       i,
@@ -741,6 +746,7 @@
     for (i = 0; i < z.length; i++) out[i] /= s;
     return out;
   }
+  /** @param {LogitsTask} task @param {number} T */
   function summarizeAt(task, T) {
     var n = task.logits.length,
       nll = 0,
@@ -771,6 +777,7 @@
     });
     return { nll: nll / n, confidence: conf / n, accuracy: acc / n, ece: ece, bins: bins };
   }
+  /** @param {LogitsTask} task */
   function bestT(task) {
     var lo = Math.log(0.05),
       hi = Math.log(20),
@@ -797,6 +804,7 @@
     return Math.exp((lo + hi) / 2);
   }
 
+  /** @param {EvalPayload} ev */
   function temperatureSection(ev) {
     var sec = LL.section("Temperature what-if", "temperature");
     sec.classList.add("illustration");
