@@ -427,6 +427,7 @@ def ci90_site(tmp_path_factory):
     cmp = cmp.to_dict() if hasattr(cmp, "to_dict") else cmp
     cmp["names"] = {"a": "wide", "b": "narrow"}
     ledger.save_evaluation(ids["wide"], "compare-narrow", cmp, kind="comparison")
+    ledger.save_evaluation(ids["wide"], "odd", {"kind": "calibration", "note": "not a calibration"}, kind="calibration")
     ledger.close()
     out = root / "out"
     build_site(root / "ledger", out)
@@ -538,3 +539,13 @@ def test_served_pages_do_not_say_no_server(browser, site):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_document_without_its_kinds_fields_is_reported_and_shown_as_stored(browser, ci90_site):
+    t = Tab(browser, ci90_site)
+    page = t.open(f"eval.html#run={ci90_site['ids']['wide']}&name=odd")
+    sec = page.locator("section.card").first
+    assert "does not have the fields this page reads" in sec.locator(".callout.warn").inner_text()
+    assert sec.locator("details[open] .jtree").count() == 1  # the document as stored, opened
+    t.check()
+    t.close()

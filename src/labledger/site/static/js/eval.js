@@ -596,10 +596,18 @@
     var parts = [];
     /** @type {unknown} */
     var doc = d.doc;
-    if (d.kind === "evaluation") parts = evaluationView(/** @type {EvaluationDoc} */ (doc));
-    else if (d.kind === "comparison" && d.comparison) parts = comparisonView(d.comparison);
-    else if (d.kind === "sweep") parts = sweepView(/** @type {SweepDoc} */ (doc));
-    else if (d.kind === "calibration") parts = calibrationView(/** @type {CalibrationDoc} */ (doc));
+    try {
+      if (d.kind === "evaluation") parts = evaluationView(/** @type {EvaluationDoc} */ (doc));
+      else if (d.kind === "comparison" && d.comparison) parts = comparisonView(d.comparison);
+      else if (d.kind === "sweep") parts = sweepView(/** @type {SweepDoc} */ (doc));
+      else if (d.kind === "calibration") parts = calibrationView(/** @type {CalibrationDoc} */ (doc));
+    } catch (e) {
+      // One shape per kind: a document without it is said to be so, and shown as stored.
+      parts = [];
+      sec.appendChild(
+        LL.callout("warn", "This " + d.kind + " document does not have the fields this page reads (" + String(e) + ").")
+      );
+    }
     parts.forEach(function (n) {
       if (n instanceof Node) sec.appendChild(n);
     });
