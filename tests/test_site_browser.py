@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ARTIFACTS
-from test_site_build import CHUNK, XSS, make_compare_ledger, make_site_ledger
+from test_site_build import CHUNK, XSS, make_compare_ledger, make_site_ledger, results_rows
 
 from labledger.site import build_site, load_data_file
 
@@ -336,7 +336,7 @@ def test_compare_page_renders_marks_and_mean_rows(browser, compare_site, viewpor
         sig = paired.locator("tbody tr", has=page.locator(".sig-mark.sig"))
         assert "digit_step" in sig.inner_text()
         title = sig.locator("td.delta").get_attribute("title")
-        assert "paired 95% bootstrap CI" in title and "p = " in title
+        assert "paired bootstrap 95% CI" in title and "p = " in title
         assert paired.locator("tr.mean").inner_text().startswith("Mean (4 benchmarks)")
         assert page.locator("tr.mean").count() == 3
         assert paired.locator("tr.cat").all_inner_texts() == ["Steps", "Other"]
@@ -397,3 +397,155 @@ def test_a_damaged_run_shows_as_unreadable(browser, tmp_path):
         assert "could not be read" in page.locator(".callout.error").inner_text()
     finally:
         t.close()
+
+
+# ---------------------------------------------------------------- issue 11: what a new user saw
+def _shot(page, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture(scope="module")
+def ci90_site(tmp_path_factory):
+    """Two runs with paired results, a 90% evaluation and a 90% comparison stored by the first."""
+    import labledger
+
+    root = tmp_path_factory.mktemp("browser-ci90")
+    ledger = labledger.open_ledger(root / "ledger", create=True)
+    base = results_rows(n=120, seed=5)
+    better = [
+        {**r, "probs": {str(r["gold"]): 0.9, **{k: 0.05 for k in r["probs"] if k != str(r["gold"])}}} for r in base
+    ]
+    ids, paths = {}, {}
+    for name, rows in (("wide", better), ("narrow", base)):
+        with labledger.start_run(name, ledger=ledger) as run:
+            run.log_results("test", rows)
+            ids[name] = run.id
+        paths[name] = ledger.run(ids[name]).results_path("test")
+    doc = labledger.evaluate(paths["wide"], ci=0.9, resamples=200)
+    ledger.save_evaluation(ids["wide"], "test", doc.to_dict() if hasattr(doc, "to_dict") else doc)
+    cmp = labledger.compare(paths["wide"], paths["narrow"], metrics=["accuracy"], ci=0.9, resamples=200)
+    cmp = cmp.to_dict() if hasattr(cmp, "to_dict") else cmp
+    cmp["names"] = {"a": "wide", "b": "narrow"}
+    ledger.save_evaluation(ids["wide"], "compare-narrow", cmp, kind="comparison")
+    ledger.save_evaluation(ids["wide"], "odd", {"kind": "calibration", "note": "not a calibration"}, kind="calibration")
+    ledger.close()
+    out = root / "out"
+    build_site(root / "ledger", out)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return {"out": out, "ids": ids, "comparison": cmp}
+
+
+def test_per_run_comparison_page_shows_a_b_differences_and_p(browser, ci90_site):
+    t = Tab(browser, ci90_site)
+    page = t.open(f"eval.html#run={ci90_site['ids']['wide']}&name=compare-narrow")
+    table = page.locator("table.comparison")
+    assert table.count() == 1
+    heads = table.locator("thead th").all_inner_texts()
+    assert heads[:7] == ["Task", "Metric", "a", "b", "Diff (a − b)", "90% CI of diff", "p (bootstrap)"]
+    [m] = [m for task in ci90_site["comparison"]["tasks"].values() for m in task["metrics"]]
+    cells = table.locator("tbody tr").first.locator("td").all_inner_texts()
+    assert cells[1] == "accuracy"
+    assert float(cells[2]) == pytest.approx(m["a"], abs=1e-4) and float(cells[3]) == pytest.approx(m["b"], abs=1e-4)
+    assert float(cells[4].replace("−", "-")) == pytest.approx(m["diff"], abs=1e-4) and cells[4].startswith("+")
+    assert re.fullmatch(r"\[[+−]\d\.\d{4}, [+−]\d\.\d{4}\]", cells[5]), cells[5]
+    assert cells[6] == ("< 0.001" if m["p_value"] < 0.001 else f"{m['p_value']:#.2g}")
+    assert "(b=" in cells[7]  # McNemar's b and c
+    assert "–" not in cells[2:7]
+    assert "95%" not in page.locator("main").inner_text()
+    _shot(page, "eval-comparison-90")
+    t.check()
+    t.close()
+
+
+def test_a_90_percent_evaluation_is_labelled_90_percent(browser, ci90_site):
+    t = Tab(browser, ci90_site)
+    page = t.open(f"eval.html#run={ci90_site['ids']['wide']}&name=test")
+    first = page.locator("section.card").first
+    assert first.locator("h2").inner_text().startswith("Evaluation")  # the evaluation leads the page
+    heads = first.locator("table.data").first.locator("thead th").all_inner_texts()
+    assert "90% CI" in heads and not any("95%" in h for h in heads)
+    assert "95%" not in page.locator("main").inner_text()
+    _shot(page, "eval-ci90")
+    t.check()
+    t.close()
+
+
+def test_formats_shared_with_the_cli(tab, site):
+    page = tab.open("index.html")
+    got = page.evaluate(
+        """() => [[null, 0.0509, 0.0012, 1, 0.0005, 0.001, 0.5].map(LL.fmt.p),
+                   [0.9, 0.95, 0.975].map(LL.fmt.ciLabel),
+                   LL.fmt.interval(0.0016713, -0.0002786, 0.0039)]"""
+    )
+    assert got[0] == ["–", "0.051", "0.0012", "1.0", "< 0.001", "0.0010", "0.50"]
+    assert got[1] == ["90% CI", "95% CI", "97.5% CI"]
+    assert got[2] == {"value": "0.001671", "ci": "[−0.000279, 0.003900]"}
+    tab.check()
+
+
+def test_eval_page_leads_with_the_evaluation_and_names_raw_and_calibrated(tab, site):
+    page = tab.open(f"eval.html#run={site['ids']['alpha']}&name=full_test")
+    kinds = page.locator("main > section.card h2").all_inner_texts()
+    assert kinds[0].startswith("Evaluation"), kinds
+    _shot(page, "eval-full-test")
+    tab.check()
+
+
+def test_batch_fields_are_rounded_with_exact_values_on_hover(tab, site):
+    page = tab.open(f"batches.html#run={site['ids']['alpha']}&mb=1")
+    facts = page.locator("#batch-fields .fact")
+    texts = dict(zip(facts.locator(".fk").all_inner_texts(), facts.locator(".fv").all_inner_texts()))
+    assert re.fullmatch(r"\d+\.\d{1,4}", texts["loss"]), texts["loss"]  # 4 significant digits
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", texts["time"]), texts["time"]
+    exact = facts.filter(has_text="loss").locator(".fv .num").get_attribute("title")
+    assert len(exact) > len(texts["loss"])
+    _shot(page, "batches")
+    tab.check()
+
+
+def test_selected_marker_label_sits_above_the_plot(tab, site):
+    page = tab.open(f"run.html#run={site['ids']['alpha']}")
+    page.wait_for_selector("#validation figure.chart canvas", timeout=15000)
+    page.wait_for_timeout(300)
+    _shot(page, "run")
+    # The plot area starts below the label's padding: uPlot's bbox top is at least 20 CSS px.
+    top = page.evaluate(
+        "() => { const f = document.querySelector('#validation figure.chart'); return f.chart ? f.chart.bbox.top / devicePixelRatio : null; }"
+    )
+    assert top is None or top >= 20
+    tab.check()
+
+
+def test_served_pages_do_not_say_no_server(browser, site):
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(site["out"]))
+    handler.log_message = lambda *a: None
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        t = Tab(browser, site)
+        t.page.goto(f"http://127.0.0.1:{server.server_port}/index.html")
+        t.ready()
+        foot = t.page.locator("footer").inner_text()
+        assert "no server" not in foot and "Served" in foot
+        t.close()
+        t = Tab(browser, site)
+        assert "no server" in t.open("index.html").locator("footer").inner_text()  # from disk it says so
+        t.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_document_without_its_kinds_fields_is_reported_and_shown_as_stored(browser, ci90_site):
+    t = Tab(browser, ci90_site)
+    page = t.open(f"eval.html#run={ci90_site['ids']['wide']}&name=odd")
+    sec = page.locator("section.card").first
+    assert "does not have the fields this page reads" in sec.locator(".callout.warn").inner_text()
+    assert sec.locator("details[open] .jtree").count() == 1  # the document as stored, opened
+    t.check()
+    t.close()

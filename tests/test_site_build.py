@@ -358,6 +358,9 @@ def test_evaluation_page_data(site):
     task = rows["tasks"]["digit_step"]
     assert task["labels"] == ["-1", "0", "+1"] and task["confusion"]["labels"] == ["-1", "0", "+1"]
     assert sum(map(sum, task["confusion"]["matrix"])) == 60
+    # one shape for every confusion matrix on the site, the evaluation engine's own
+    assert set(task["confusion"]) == {"labels", "rows", "columns", "matrix"}
+    assert (task["confusion"]["rows"], task["confusion"]["columns"]) == ("gold", "pred")
     ce = [w["cross_entropy"] for w in task["worst"]]
     assert ce == sorted(ce, reverse=True) and len(ce) == 60
     expected = max(-math.log(r["probs"][r["gold"]]) for r in results_rows())
@@ -675,6 +678,28 @@ def test_compare_data_has_a_version_table_per_suite(compare_site):
     assert any("HoVer" in w and "base" in w for w in public["warnings"])
     assert not any("no entries for" in w for w in public["warnings"])  # base has no calibrated variant: expected
     assert all("significance" not in r for r in public["rows"])  # imported: no predictions, no mark
+
+
+def test_eval_page_carries_the_comparison_view_of_the_compare_page(compare_site):
+    out, ids = compare_site["out"], compare_site["ids"]
+    [c] = data(out, "data/compare.js")["comparisons"]
+    ev = data(out, f"data/evals/{ids['new']}/compare-old.js")
+    [entry] = [d for d in ev["documents"] if d["kind"] == "comparison"]
+    assert entry["comparison"] == c  # one reduced shape for both pages
+    assert data(out, "data/compare.js")["tables"][0]["ci"] == 0.95  # the level behind the marks
+
+
+def test_evaluation_documents_lead_and_calibration_follows(tmp_path):
+    from labledger.site.evaluations import eval_payload
+
+    ledger = labledger.open_ledger(tmp_path / "ledger", create=True)
+    with labledger.start_run("r", ledger=ledger) as run:
+        rid = run.id
+    for kind in ("calibration", "recipe", "sweep", "evaluation"):
+        ledger.save_evaluation(rid, "t", {"kind": kind, "tasks": {}}, kind=kind)
+    payload, _ = eval_payload(ledger.run(rid), "t")
+    assert [d["kind"] for d in payload["documents"]] == ["evaluation", "sweep", "calibration", "recipe"]
+    ledger.close()
 
 
 def test_compare_data_has_stored_comparisons_and_group_summaries(compare_site):

@@ -47,6 +47,9 @@ _METRIC_KEYS = (
     "clusters",
 )
 
+#: The level of the paired tests behind the version tables' significance marks.
+PAIRED_CI = 0.95
+
 GROUP_DEFINITION = (
     "recorded values: each run's summary headline (run.set_summary) as the run stored it; "
     "mean, sample standard deviation (n - 1), minimum and maximum over the runs of the group "
@@ -103,7 +106,7 @@ class PairedTestCache:
             self.new[key] = self.old[key]
         elif key not in self.new:
             try:
-                self.new[key] = {"test": paired_entry_test(a, b)}
+                self.new[key] = {"test": paired_entry_test(a, b, ci=PAIRED_CI)}
             except LedgerError as exc:
                 self.new[key] = {
                     "error": f"'{a.benchmark}': no paired test of {a.model} ({a.variant}) against "
@@ -167,6 +170,7 @@ def version_tables(ledger: Ledger, paired_test: Callable[..., Any] | None, warni
         doc["models"] = models
         doc["variants"] = variants
         doc["delta_from_arg"] = delta_from
+        doc["ci"] = PAIRED_CI
         doc["runs"] = sorted({e.run_id for e in mine if e.run_id})
         out.append(doc)
     return out
@@ -182,6 +186,45 @@ def _metric_view(m: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def comparison_view(doc: dict[str, Any], run_id: str, run_name: str, name: str) -> dict[str, Any]:
+    """A stored comparison document reduced to what the pages show (one shape for both the
+    Comparisons page and the run's evaluation page).
+
+    >>> m = {"metric": "accuracy", "a": 0.9, "b": 0.8, "diff": 0.1, "p_value": 0.01, "mcnemar": None}
+    >>> v = comparison_view({"a": "r1:t", "b": "r2:t", "ci": 0.9, "tasks": {"t": {"n": 10, "metrics": [m]}}},
+    ...                     "r1", "one", "compare-two")
+    >>> v["ci"], v["tasks"][0]["task"], v["tasks"][0]["metrics"][0]["diff"], v["names"]
+    (0.9, 't', 0.1, {'a': 'r1:t', 'b': 'r2:t'})
+    """
+    names = doc.get("names") if isinstance(doc.get("names"), dict) else {}
+    tasks = []
+    for task, body in (doc.get("tasks") or {}).items():
+        if not isinstance(body, dict):
+            continue
+        tasks.append(
+            {
+                "task": task,
+                "kind": body.get("kind"),
+                "paired": body.get("paired"),
+                "n": body.get("n"),
+                "n_a": body.get("n_a"),
+                "n_b": body.get("n_b"),
+                "metrics": [_metric_view(m) for m in body.get("metrics") or () if isinstance(m, dict)],
+            }
+        )
+    return {
+        "run": run_id,
+        "run_name": run_name,
+        "name": name,
+        "a": doc.get("a"),
+        "b": doc.get("b"),
+        "names": {"a": names.get("a") or doc.get("a"), "b": names.get("b") or doc.get("b")},
+        "ci": doc.get("ci"),
+        "resamples": doc.get("resamples"),
+        "tasks": tasks,
+    }
+
+
 def comparison_documents(run_id: str, run_name: str, run_dir: Path) -> list[dict[str, Any]]:
     """The comparison documents stored by one run (``evals/<name>/comparison.json``), reduced."""
     root = run_dir / "evals"
@@ -195,35 +238,7 @@ def comparison_documents(run_id: str, run_name: str, run_dir: Path) -> list[dict
         doc = read_json(path)
         if not isinstance(doc, dict):
             raise LedgerError(f"{path}: a comparison document must be a JSON object")
-        names: dict[str, Any] = doc["names"] if isinstance(doc.get("names"), dict) else {}
-        tasks = []
-        for task, body in (doc.get("tasks") or {}).items():
-            if not isinstance(body, dict):
-                continue
-            tasks.append(
-                {
-                    "task": task,
-                    "kind": body.get("kind"),
-                    "paired": body.get("paired"),
-                    "n": body.get("n"),
-                    "n_a": body.get("n_a"),
-                    "n_b": body.get("n_b"),
-                    "metrics": [_metric_view(m) for m in body.get("metrics") or () if isinstance(m, dict)],
-                }
-            )
-        out.append(
-            {
-                "run": run_id,
-                "run_name": run_name,
-                "name": folder.name,
-                "a": doc.get("a"),
-                "b": doc.get("b"),
-                "names": {"a": names.get("a") or doc.get("a"), "b": names.get("b") or doc.get("b")},
-                "ci": doc.get("ci"),
-                "resamples": doc.get("resamples"),
-                "tasks": tasks,
-            }
-        )
+        out.append(comparison_view(doc, run_id, run_name, folder.name))
     return out
 
 

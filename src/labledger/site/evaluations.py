@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from labledger.errors import LedgerError
+from labledger.site.comparisons import comparison_view
 from labledger.store.jsonl import read_json
 from labledger.store.view import RunView
 
@@ -89,7 +90,20 @@ def _thin(value: Any, notes: list[str], where: str = "") -> Any:
     return value
 
 
-def _documents(folder: Path) -> list[dict[str, Any]]:
+#: Order of document kinds on the page: the evaluation leads, calibration comes after it.
+KIND_ORDER = ("evaluation", "comparison", "sweep", "calibration")
+
+
+def kind_rank(kind: str) -> int:
+    """Where a document kind goes on the evaluation page (unknown kinds last).
+
+    >>> sorted(["calibration", "recipe", "evaluation"], key=kind_rank)
+    ['evaluation', 'calibration', 'recipe']
+    """
+    return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+
+
+def _documents(folder: Path, run_id: str, run_name: str) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for path in sorted(folder.glob("*.json")):
         if path.name == "meta.json":
@@ -100,10 +114,17 @@ def _documents(folder: Path) -> list[dict[str, Any]]:
             docs.append({"kind": path.stem, "origin": "saved", "error": str(exc)})
             continue
         notes: list[str] = []
-        docs.append(
-            {"kind": path.stem, "origin": "saved", "file": path.name, "doc": _thin(doc, notes), "thinned": notes}
-        )
-    return docs
+        entry: dict[str, Any] = {
+            "kind": path.stem,
+            "origin": "saved",
+            "file": path.name,
+            "doc": _thin(doc, notes),
+            "thinned": notes,
+        }
+        if path.stem == "comparison" and isinstance(doc, dict):
+            entry["comparison"] = comparison_view(doc, run_id, run_name, folder.name)
+        docs.append(entry)
+    return sorted(docs, key=lambda d: kind_rank(d["kind"]))
 
 
 def _engine_document(results: Path, by: list[str]) -> dict[str, Any]:
@@ -249,12 +270,11 @@ class _TaskRows:
             matrix = [[0] * len(order) for _ in order]
             for (g, p), c in self.pairs.items():
                 matrix[idx[g]][idx[p]] += c
-            out["confusion"] = {
-                "labels": order,
-                "matrix": matrix,
-                "note": "counted from the stored rows: gold (rows) against the "
-                "stored prediction, else the label of highest probability",
-            }
+            out["confusion"] = {"labels": order, "rows": "gold", "columns": "pred", "matrix": matrix}
+            out["confusion_note"] = (
+                "counted from the stored rows: gold (rows) against the "
+                "stored prediction, else the label of highest probability"
+            )
         if self.worst:
             worst = sorted(self.worst, key=lambda e: (e[0], e[1]), reverse=True)
             out["worst"] = [e[2] for e in worst]
@@ -341,7 +361,7 @@ def eval_payload(view: RunView, name: str) -> tuple[dict[str, Any], dict[str, An
         meta = read_json(meta_path) if meta_path.is_file() else {}
     except LedgerError:
         meta = {}
-    documents = _documents(folder)
+    documents = _documents(folder, view.id, view.name)
     results = folder / "results.jsonl"
     rows = logits = None
     if results.is_file():

@@ -1,8 +1,9 @@
+// @ts-check
 /* labledger site: shared helpers. Every string from a run goes into the page through
    textContent or createTextNode (never innerHTML), so it shows as text. */
 (function () {
   "use strict";
-  var LL = (window.LL = {});
+  var LL = (window.LL = /** @type {LLNamespace} */ (/** @type {unknown} */ ({})));
   window.LABLEDGER = window.LABLEDGER || {};
 
   var SAFE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -10,9 +11,15 @@
   var SAFE_REF = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
 
   /* ---------------------------------------------------------------- DOM building */
+  /** @param {Node} node @param {Child} child */
   function append(node, child) {
     if (child === null || child === undefined || child === false) return;
-    if (Array.isArray(child)) { child.forEach(function (c) { append(node, c); }); return; }
+    if (Array.isArray(child)) {
+      child.forEach(function (c) {
+        append(node, c);
+      });
+      return;
+    }
     if (typeof child === "string" || typeof child === "number" || typeof child === "boolean") {
       node.appendChild(document.createTextNode(String(child)));
       return;
@@ -21,28 +28,37 @@
   }
 
   /** h("a", {href: ..., class: ..., onclick: fn}, "text", child, [more]) */
-  LL.h = function (tag, attrs) {
-    var node = document.createElement(tag);
-    if (attrs) {
-      Object.keys(attrs).forEach(function (k) {
-        var v = attrs[k];
-        if (v === null || v === undefined || v === false) return;
-        if (k === "class") node.className = v;
-        else if (k === "text") node.textContent = String(v);
-        else if (k.slice(0, 2) === "on" && typeof v === "function") node.addEventListener(k.slice(2), v);
-        else if (k === "style" && typeof v === "object") Object.keys(v).forEach(function (s) { node.style[s] = v[s]; });
-        else if (k === "dataset") Object.keys(v).forEach(function (d) { node.dataset[d] = String(v[d]); });
-        else if (k === "href") node.setAttribute("href", LL.safeHref(String(v)));
-        else if (k === "src") node.setAttribute("src", LL.safeSrc(String(v)));
-        else if (k === "value") node.value = v;
-        else if (k === "checked" || k === "selected" || k === "disabled") node[k] = !!v;
-        else if (v === true) node.setAttribute(k, "");
-        else node.setAttribute(k, String(v));
-      });
+  LL.h = /** @type {LLNamespace["h"]} */ (
+    function (/** @type {string} */ tag, /** @type {Record<string, any> | null | undefined} */ attrs) {
+      var node = document.createElement(tag);
+      if (attrs) {
+        Object.keys(attrs).forEach(function (k) {
+          var v = attrs[k];
+          if (v === null || v === undefined || v === false) return;
+          if (k === "class") node.className = v;
+          else if (k === "text") node.textContent = String(v);
+          else if (k.slice(0, 2) === "on" && typeof v === "function") node.addEventListener(k.slice(2), v);
+          else if (k === "style" && typeof v === "object")
+            Object.keys(v).forEach(function (s) {
+              /** @type {any} */ (node.style)[s] = v[s];
+            });
+          else if (k === "dataset")
+            Object.keys(v).forEach(function (d) {
+              node.dataset[d] = String(v[d]);
+            });
+          else if (k === "href") node.setAttribute("href", LL.safeHref(String(v)));
+          else if (k === "src") node.setAttribute("src", LL.safeSrc(String(v)));
+          else if (k === "value") /** @type {HTMLInputElement} */ (node).value = v;
+          else if (k === "checked" || k === "selected" || k === "disabled") /** @type {any} */ (node)[k] = !!v;
+          else if (v === true) node.setAttribute(k, "");
+          else node.setAttribute(k, String(v));
+        });
+      }
+      for (var i = 2; i < arguments.length; i++) append(node, arguments[i]);
+      return node;
     }
-    for (var i = 2; i < arguments.length; i++) append(node, arguments[i]);
-    return node;
-  };
+  );
+
   var h = LL.h;
 
   /* Links only ever point at this site's pages, anchors or files. */
@@ -52,13 +68,19 @@
     return "#";
   };
   LL.safeSrc = function (src) {
-    return (/^images\//.test(src) && src.indexOf("..") < 0) ? src : "";
+    return /^images\//.test(src) && src.indexOf("..") < 0 ? src : "";
   };
 
-  LL.clear = function (node) { while (node.firstChild) node.removeChild(node.firstChild); return node; };
-  LL.main = function () { return document.getElementById("main"); };
+  LL.clear = function (node) {
+    while (node.firstChild) node.removeChild(node.firstChild);
+    return node;
+  };
+  LL.main = function () {
+    return document.getElementById("main");
+  };
 
   /* ---------------------------------------------------------------- data files */
+  /** @type {Record<string, Promise<any>>} */
   var pending = {};
   /** Load a data file with a <script> tag (works from file://); resolves to its payload. */
   LL.load = function (key, src) {
@@ -80,44 +102,67 @@
     });
     return pending[key];
   };
+  /** @param {unknown} id @param {string} [what] */
   function checkId(id, what) {
-    if (typeof id !== "string" || !SAFE_ID.test(id)) throw new Error("Not a valid " + (what || "run id") + ": " + JSON.stringify(id));
+    if (typeof id !== "string" || !SAFE_ID.test(id))
+      throw new Error("Not a valid " + (what || "run id") + ": " + JSON.stringify(id));
     return id;
   }
   LL.data = {
-    catalog: function () { return LL.load("catalog", "data/catalog.js"); },
-    compare: function () { return LL.load("compare", "data/compare.js"); },
-    run: function (id) { checkId(id); return LL.load("runs/" + id, "data/runs/" + id + ".js"); },
-    toc: function (id) { checkId(id); return LL.load("batches/" + id + "/toc", "data/batches/" + id + "/toc.js"); },
-    loss: function (id) { checkId(id); return LL.load("batches/" + id + "/loss", "data/batches/" + id + "/loss.js"); },
+    catalog: function () {
+      return LL.load("catalog", "data/catalog.js");
+    },
+    compare: function () {
+      return LL.load("compare", "data/compare.js");
+    },
+    run: function (id) {
+      checkId(id);
+      return LL.load("runs/" + id, "data/runs/" + id + ".js");
+    },
+    toc: function (id) {
+      checkId(id);
+      return LL.load("batches/" + id + "/toc", "data/batches/" + id + "/toc.js");
+    },
+    loss: function (id) {
+      checkId(id);
+      return LL.load("batches/" + id + "/loss", "data/batches/" + id + "/loss.js");
+    },
     chunk: function (id, i) {
       checkId(id);
       if (!(i >= 0 && i === Math.floor(i))) throw new Error("bad chunk index");
       return LL.load("batches/" + id + "/" + i, "data/batches/" + id + "/" + i + ".js");
     },
     evaluation: function (id, name) {
-      checkId(id); checkId(name, "evaluation name");
+      checkId(id);
+      checkId(name, "evaluation name");
       return LL.load("evals/" + id + "/" + name, "data/evals/" + id + "/" + name + ".js");
     },
     logits: function (id, name) {
-      checkId(id); checkId(name, "evaluation name");
+      checkId(id);
+      checkId(name, "evaluation name");
       return LL.load("evals/" + id + "/" + name + "/logits", "data/evals/" + id + "/" + name + ".logits.js");
     },
     test: function (id, name) {
-      checkId(id); checkId(name, "test name");
+      checkId(id);
+      checkId(name, "test name");
       return LL.load("tests/" + id + "/" + name, "data/tests/" + id + "/" + name + ".js");
     },
     testPart: function (id, name, part) {
-      checkId(id); checkId(name, "test name");
+      checkId(id);
+      checkId(name, "test name");
       if (!SAFE_PART.test(part)) throw new Error("bad part name");
       return LL.load("tests/" + id + "/" + name + "/" + part, "data/tests/" + id + "/" + name + "/" + part + ".js");
-    }
+    },
   };
   /** The run entry of the catalog, or an error naming the id (only catalogued runs are loaded). */
   LL.findRun = function (catalog, id) {
-    var run = (catalog.runs || []).filter(function (r) { return r.id === id; })[0];
-    if (!run) throw new Error("This site has no run " + JSON.stringify(id || "") + ". Open the run list to choose one.");
-    if (run.unreadable) throw new Error("Run " + JSON.stringify(id) + " could not be read when this site was built: " + run.unreadable);
+    var run = (catalog.runs || []).filter(function (r) {
+      return r.id === id;
+    })[0];
+    if (!run)
+      throw new Error("This site has no run " + JSON.stringify(id || "") + ". Open the run list to choose one.");
+    if (run.unreadable)
+      throw new Error("Run " + JSON.stringify(id) + " could not be read when this site was built: " + run.unreadable);
     return run;
   };
   LL.imageSrc = function (runId, ref) {
@@ -127,8 +172,11 @@
 
   /* ---------------------------------------------------------------- location hash */
   LL.params = function () {
+    /** @type {Record<string, string>} */
     var out = {};
-    new URLSearchParams(location.hash.replace(/^#/, "")).forEach(function (v, k) { out[k] = v; });
+    new URLSearchParams(location.hash.replace(/^#/, "")).forEach(function (v, k) {
+      out[k] = v;
+    });
     return out;
   };
   LL.query = function (params) {
@@ -138,14 +186,23 @@
     });
     return q.toString();
   };
-  LL.link = function (page, params) { var q = LL.query(params || {}); return page + (q ? "#" + q : ""); };
+  LL.link = function (page, params) {
+    var q = LL.query(params || {});
+    return page + (q ? "#" + q : "");
+  };
   LL.setHash = function (params) {
     var q = LL.query(params);
     history.replaceState(null, "", location.pathname + location.search + (q ? "#" + q : ""));
   };
 
   /* ---------------------------------------------------------------- formatting */
-  function isNum(v) { return typeof v === "number" && isFinite(v); }
+  /**
+   * @param {unknown} v
+   * @returns {v is number}
+   */
+  function isNum(v) {
+    return typeof v === "number" && isFinite(v);
+  }
   LL.isNum = isNum;
   LL.fmt = {
     /** Short, readable number (the exact value is in title/hover). */
@@ -155,40 +212,131 @@
       if (!isFinite(v)) return String(v);
       if (Number.isInteger(v)) return v.toLocaleString("en-US");
       var a = Math.abs(v);
-      if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential((digits || 4) - 1);
+      if (a !== 0 && (a < 1e-6 || a >= 1e9)) return v.toExponential((digits || 4) - 1);
       return String(Number(v.toPrecision(digits || 4)));
     },
+    /**
+     * A p-value, the one rule shared with the CLI: null -> "–"; below 0.001 -> "< 0.001"; else two
+     * significant digits without exponent (0.0509 -> "0.051", 0.0012 -> "0.0012", 1 -> "1.0").
+     * @param {number | null | undefined} p
+     */
+    p: function (p) {
+      if (!isNum(p)) return "–";
+      if (p < 0.001) return "< 0.001";
+      return p.toPrecision(2);
+    },
+    /**
+     * The label of a stored interval level: 0.9 -> "90% CI", 0.975 -> "97.5% CI".
+     * @param {number | null | undefined} level
+     */
+    ciLabel: function (level) {
+      return isNum(level) ? String(Number((100 * level).toPrecision(4))) + "% CI" : "CI";
+    },
+    /**
+     * Decimals that show `v` with `digits` significant digits (0 to 10).
+     * @param {number} v
+     * @param {number} [digits]
+     */
+    decimals: function (v, digits) {
+      var a = Math.abs(v);
+      if (!isFinite(a) || a === 0) return (digits || 4) - 1;
+      return Math.max(0, Math.min(10, (digits || 4) - 1 - Math.floor(Math.log10(a))));
+    },
+    /**
+     * A value and its interval with the same number of decimals (so that they read together):
+     * {value: "0.001671", ci: "[-0.000279, 0.003900]"}. `signed` puts "+" before positive numbers.
+     * @param {number | null | undefined} value
+     * @param {number | null | undefined} lo
+     * @param {number | null | undefined} hi
+     * `decimals` fixes the number of decimals (a column or row of a table shares them).
+     * @param {{digits?: number, decimals?: number, signed?: boolean}} [opts]
+     * @returns {{value: string, ci: string}}
+     */
+    interval: function (value, lo, hi, opts) {
+      var o = opts || {};
+      var ref =
+        isNum(value) && value !== 0 ? value : Math.max(isNum(lo) ? Math.abs(lo) : 0, isNum(hi) ? Math.abs(hi) : 0);
+      var d = isNum(o.decimals) ? o.decimals : LL.fmt.decimals(ref, o.digits || 4);
+      /** @param {number | null | undefined} x */
+      function f(x) {
+        if (!isNum(x)) return "–";
+        var t = x.toFixed(d);
+        if (Number(t) === 0) t = (0).toFixed(d);
+        return o.signed && Number(t) > 0 ? "+" + t : t.replace(/^-/, "−");
+      }
+      return { value: f(value), ci: isNum(lo) && isNum(hi) ? "[" + f(lo) + ", " + f(hi) + "]" : "–" };
+    },
+    /**
+     * Decimals shared by a column or row: those of its largest magnitude at `digits` significant digits.
+     * @param {(number | null | undefined)[]} values
+     * @param {number} [digits]
+     */
+    sharedDecimals: function (values, digits) {
+      var big = 0;
+      values.forEach(function (v) {
+        if (isNum(v)) big = Math.max(big, Math.abs(v));
+      });
+      return LL.fmt.decimals(big, digits);
+    },
     /** The exact stored value (JavaScript prints the shortest text that reads back the same). */
-    exact: function (v) { return v === null || v === undefined ? "–" : String(v); },
-    pct: function (v) { return isNum(v) ? (100 * v).toFixed(1) + "%" : "–"; },
+    exact: function (v) {
+      return v === null || v === undefined ? "–" : String(v);
+    },
+    pct: function (v) {
+      return isNum(v) ? (100 * v).toFixed(1) + "%" : "–";
+    },
     time: function (unix) {
       if (!isNum(unix)) return "–";
       var d = new Date(unix * 1000);
-      function p(n) { return (n < 10 ? "0" : "") + n; }
+      /** @param {number} n */
+      function p(n) {
+        return (n < 10 ? "0" : "") + n;
+      }
       var off = -d.getTimezoneOffset();
       var sign = off >= 0 ? "+" : "-";
       off = Math.abs(off);
-      return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + p(d.getHours()) + ":" +
-        p(d.getMinutes()) + ":" + p(d.getSeconds()) + " UTC" + sign + p(Math.floor(off / 60)) + ":" + p(off % 60);
+      return (
+        d.getFullYear() +
+        "-" +
+        p(d.getMonth() + 1) +
+        "-" +
+        p(d.getDate()) +
+        " " +
+        p(d.getHours()) +
+        ":" +
+        p(d.getMinutes()) +
+        ":" +
+        p(d.getSeconds()) +
+        " UTC" +
+        sign +
+        p(Math.floor(off / 60)) +
+        ":" +
+        p(off % 60)
+      );
     },
     duration: function (s) {
       if (!isNum(s)) return "–";
       if (s < 60) return s.toFixed(1) + " s";
-      var m = Math.floor(s / 60), hr = Math.floor(m / 60);
+      var m = Math.floor(s / 60),
+        hr = Math.floor(m / 60);
       if (hr > 0) return hr + " h " + (m % 60) + " min";
       return m + " min " + Math.round(s % 60) + " s";
     },
     bytes: function (n) {
       if (!isNum(n)) return "–";
-      var u = ["B", "KB", "MB", "GB", "TB"], i = 0;
-      while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+      var u = ["B", "KB", "MB", "GB", "TB"],
+        i = 0;
+      while (n >= 1024 && i < u.length - 1) {
+        n /= 1024;
+        i++;
+      }
       return (i === 0 ? n : n.toFixed(1)) + " " + u[i];
-    }
+    },
   };
   /** A number as text with its exact value on hover. */
   LL.numCell = function (v) {
     if (typeof v !== "number") return LL.valueText(v);
-    return h("span", {class: "num", title: LL.fmt.exact(v)}, LL.fmt.num(v));
+    return h("span", { class: "num", title: LL.fmt.exact(v) }, LL.fmt.num(v));
   };
   LL.valueText = function (v) {
     if (v === null || v === undefined) return "–";
@@ -197,43 +345,281 @@
     return JSON.stringify(v);
   };
 
+  /**
+   * A value with its interval, rounded alike; exact numbers and the level on hover.
+   * @param {Interval} m
+   * @param {number | null | undefined} [level] the stored level (m.ci when the entry has one)
+   * @param {number} [decimals] decimals shared with the rest of the column
+   */
+  LL.intervalView = function (m, level, decimals) {
+    var lv = isNum(m.ci) ? m.ci : level;
+    var t = LL.fmt.interval(m.value, m.ci_low, m.ci_high, { decimals: decimals });
+    return h(
+      "span",
+      {
+        class: "num",
+        title:
+          "exact " +
+          LL.fmt.exact(m.value) +
+          (isNum(m.ci_low) ? "; " + LL.fmt.ciLabel(lv) + " [" + m.ci_low + ", " + m.ci_high + "]" : ""),
+      },
+      t.value,
+      isNum(m.ci_low) ? h("small", { class: "muted" }, " " + t.ci) : null
+    );
+  };
+
+  /**
+   * A confusion matrix (rows: gold, columns: prediction), labels in reading order.
+   * @param {ConfusionMatrix} cm
+   * @param {string | null} [note]
+   */
+  LL.matrixView = function (cm, note) {
+    var lab = cm.labels.map(String);
+    var order = LL.labelOrder(lab).map(function (l) {
+      return lab.indexOf(l);
+    });
+    var mat = order.map(function (i) {
+      return order.map(function (j) {
+        return cm.matrix[i][j];
+      });
+    });
+    lab = order.map(function (i) {
+      return lab[i];
+    });
+    var table = h(
+      "table",
+      { class: "data confusion" },
+      h("caption", null, note || "rows: " + cm.rows + ", columns: " + cm.columns + "; shading: share of the row"),
+      h(
+        "thead",
+        null,
+        h(
+          "tr",
+          null,
+          h("th", { scope: "col" }, cm.rows + " \\ " + cm.columns),
+          lab.map(function (l) {
+            return h("th", { scope: "col", class: "n" }, l);
+          }),
+          h("th", { scope: "col", class: "n" }, "total")
+        )
+      ),
+      h(
+        "tbody",
+        null,
+        mat.map(function (row, i) {
+          var total = row.reduce(function (a, b) {
+            return a + b;
+          }, 0);
+          return h(
+            "tr",
+            null,
+            h("th", { scope: "row" }, lab[i]),
+            row.map(function (v, j) {
+              var share = total ? v / total : 0;
+              return h(
+                "td",
+                {
+                  class: "n",
+                  title: v + " of " + total + " (" + LL.fmt.pct(share) + " of the row)",
+                  style: {
+                    background: "rgba(0,114,178," + (0.08 + 0.6 * share).toFixed(3) + ")",
+                    fontWeight: i === j ? "700" : "400",
+                  },
+                },
+                LL.fmt.num(v)
+              );
+            }),
+            h("td", { class: "n muted" }, LL.fmt.num(total))
+          );
+        })
+      )
+    );
+    return h("div", { class: "scroll" }, table);
+  };
+
+  /**
+   * The table of a comparison document: per task and metric a, b, a − b with its CI, the p-value
+   * and McNemar's test where there is one.
+   * @param {ComparisonView} doc
+   */
+  LL.comparisonTable = function (doc) {
+    /** @type {{task: ComparisonTaskView, m: ComparisonMetric}[]} */
+    var rows = [];
+    doc.tasks.forEach(function (t) {
+      t.metrics.forEach(function (m) {
+        rows.push({ task: t, m: m });
+      });
+    });
+    var ciLabel = LL.fmt.ciLabel(doc.ci);
+    var body = h(
+      "tbody",
+      null,
+      rows.length
+        ? rows.map(function (x) {
+            var m = x.m,
+              t = x.task,
+              mc = m.mcnemar;
+            var d = LL.fmt.interval(m.diff, m.ci_low, m.ci_high, { signed: true });
+            return h(
+              "tr",
+              null,
+              h("td", null, t.task),
+              h("td", { title: m.definition || null }, m.key || m.metric),
+              h("td", { class: "n", title: LL.fmt.exact(m.a) }, LL.fmt.interval(m.a, null, null).value),
+              h("td", { class: "n", title: LL.fmt.exact(m.b) }, LL.fmt.interval(m.b, null, null).value),
+              h("td", { class: "n diff", title: isNum(m.diff) ? "a − b = " + LL.fmt.exact(m.diff) : null }, d.value),
+              h(
+                "td",
+                { class: "n", title: isNum(m.ci_low) ? ciLabel + " [" + m.ci_low + ", " + m.ci_high + "]" : null },
+                d.ci
+              ),
+              h(
+                "td",
+                {
+                  class: "n",
+                  title: isNum(m.p_value) ? LL.fmt.exact(m.p_value) + (m.method ? " — " + m.method : "") : null,
+                },
+                LL.fmt.p(m.p_value)
+              ),
+              h(
+                "td",
+                {
+                  class: "n",
+                  title: mc
+                    ? (mc.method || "McNemar") +
+                      "; b = " +
+                      mc.b +
+                      ", c = " +
+                      mc.c +
+                      (isNum(mc.p_value) ? "; p = " + LL.fmt.exact(mc.p_value) : "")
+                    : "not applicable",
+                },
+                mc ? LL.fmt.p(mc.p_value) + " (b=" + mc.b + ", c=" + mc.c + ")" : "–"
+              ),
+              h("td", { class: "n" }, LL.numCell(isNum(m.n) ? m.n : t.n)),
+              h("td", null, t.paired === true ? "paired (same items)" : t.paired === false ? "unpaired" : "–")
+            );
+          })
+        : h("tr", null, h("td", { colspan: 10, class: "muted" }, "This document has no metric entries."))
+    );
+    var table = h(
+      "table",
+      { class: "data comparison" },
+      h(
+        "thead",
+        null,
+        h(
+          "tr",
+          null,
+          [
+            "Task",
+            "Metric",
+            "a",
+            "b",
+            "Diff (a − b)",
+            ciLabel + " of diff",
+            "p (bootstrap)",
+            "McNemar p",
+            "n",
+            "Pairing",
+          ].map(function (c, i) {
+            return h("th", { scope: "col", class: i >= 2 && i <= 8 ? "n" : null }, c);
+          })
+        )
+      ),
+      body
+    );
+    return h("div", { class: "scroll" }, table);
+  };
+
   /** Labels in reading order: numerically when every label is a number ("-1", "0", "+1"). */
   LL.labelOrder = function (keys) {
     var uniq = Array.from(new Set(keys.map(String)));
-    var nums = uniq.map(function (k) { return k.trim() === "" ? NaN : Number(k); });
-    if (uniq.length && nums.every(function (n) { return isFinite(n); })) {
-      return uniq.map(function (k, i) { return [nums[i], k]; })
-        .sort(function (a, b) { return a[0] - b[0] || (a[1] < b[1] ? -1 : 1); })
-        .map(function (p) { return p[1]; });
+    var nums = uniq.map(function (k) {
+      return k.trim() === "" ? NaN : Number(k);
+    });
+    if (
+      uniq.length &&
+      nums.every(function (n) {
+        return isFinite(n);
+      })
+    ) {
+      return uniq
+        .map(function (k, i) {
+          return /** @type {[number, string]} */ ([nums[i], k]);
+        })
+        .sort(function (a, b) {
+          return a[0] - b[0] || (a[1] < b[1] ? -1 : 1);
+        })
+        .map(function (p) {
+          return p[1];
+        });
     }
     return uniq.sort();
   };
 
   /* Viridis (colour-blind safe, monotone in lightness), 9 stops. */
-  var VIRIDIS = [[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
-    [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37]];
+  var VIRIDIS = [
+    [68, 1, 84],
+    [71, 44, 122],
+    [59, 81, 139],
+    [44, 113, 142],
+    [33, 144, 141],
+    [39, 173, 129],
+    [92, 200, 99],
+    [170, 220, 50],
+    [253, 231, 37],
+  ];
   LL.viridis = function (t) {
     t = Math.max(0, Math.min(1, isNum(t) ? t : 0));
-    var x = t * (VIRIDIS.length - 1), i = Math.min(VIRIDIS.length - 2, Math.floor(x)), f = x - i;
-    var a = VIRIDIS[i], b = VIRIDIS[i + 1];
-    return "rgb(" + [0, 1, 2].map(function (j) { return Math.round(a[j] + f * (b[j] - a[j])); }).join(",") + ")";
+    var x = t * (VIRIDIS.length - 1),
+      i = Math.min(VIRIDIS.length - 2, Math.floor(x)),
+      f = x - i;
+    var a = VIRIDIS[i],
+      b = VIRIDIS[i + 1];
+    return (
+      "rgb(" +
+      [0, 1, 2]
+        .map(function (j) {
+          return Math.round(a[j] + f * (b[j] - a[j]));
+        })
+        .join(",") +
+      ")"
+    );
   };
-  LL.inkOn = function (t) { return t > 0.55 ? "#111" : "#fff"; };
+  LL.inkOn = function (t) {
+    return t > 0.55 ? "#111" : "#fff";
+  };
   /* Okabe-Ito palette: distinguishable with the common colour-vision deficiencies. */
   LL.palette = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442"];
 
   /* ---------------------------------------------------------------- components */
   LL.section = function (title, id) {
-    var sec = h("section", {class: "card", id: id || null, "aria-labelledby": id ? id + "-h" : null},
-      h("h2", {id: id ? id + "-h" : null}, title));
+    var sec = h(
+      "section",
+      { class: "card", id: id || null, "aria-labelledby": id ? id + "-h" : null },
+      h("h2", { id: id ? id + "-h" : null }, title)
+    );
     for (var i = 2; i < arguments.length; i++) append(sec, arguments[i]);
     return sec;
   };
-  LL.callout = function (kind, text) { return h("p", {class: "callout " + kind, role: kind === "error" ? "alert" : null}, text); };
-  LL.badge = function (text, kind) { return h("span", {class: "badge " + (kind || "")}, text); };
-  LL.statusBadge = function (status) { return LL.badge(status || "unknown", "status-" + (status || "unknown")); };
+  LL.callout = function (kind, text) {
+    return h("p", { class: "callout " + kind, role: kind === "error" ? "alert" : null }, text);
+  };
+  LL.badge = function (text, kind) {
+    return h("span", { class: "badge " + (kind || "") }, text);
+  };
+  LL.statusBadge = function (status) {
+    return LL.badge(status || "unknown", "status-" + (status || "unknown"));
+  };
   LL.chips = function (items) {
-    return h("span", {class: "chips"}, (items || []).map(function (t) { return h("span", {class: "chip"}, t); }));
+    return h(
+      "span",
+      { class: "chips" },
+      (items || []).map(function (t) {
+        return h("span", { class: "chip" }, t);
+      })
+    );
   };
 
   /** Key/value table of a flat object; nested values as a JSON tree. */
@@ -241,28 +627,49 @@
     opts = opts || {};
     var rows = Object.keys(obj || {}).map(function (k) {
       var v = obj[k];
-      var cell = (v !== null && typeof v === "object") ? LL.jsonTree(v, 1) : (typeof v === "number" ? LL.fmt.exact(v) : LL.valueText(v));
-      return h("tr", null, h("th", {scope: "row"}, k), h("td", null, cell));
+      var cell =
+        v !== null && typeof v === "object"
+          ? LL.jsonTree(v, 1)
+          : typeof v === "number"
+            ? LL.fmt.exact(v)
+            : LL.valueText(v);
+      return h("tr", null, h("th", { scope: "row" }, k), h("td", null, cell));
     });
-    return h("div", {class: "scroll"}, h("table", {class: "kv" + (opts.compact ? " compact" : "")}, h("tbody", null, rows)));
+    return h(
+      "div",
+      { class: "scroll" },
+      h("table", { class: "kv" + (opts.compact ? " compact" : "") }, h("tbody", null, rows))
+    );
   };
 
   /** A collapsible tree of any JSON value, as text. */
   LL.jsonTree = function (value, openDepth, depth) {
     depth = depth || 0;
     if (value === null || typeof value !== "object") {
-      return h("span", {class: "jv jv-" + (value === null ? "null" : typeof value)},
-        typeof value === "string" ? JSON.stringify(value) : String(value));
+      return h(
+        "span",
+        { class: "jv jv-" + (value === null ? "null" : typeof value) },
+        typeof value === "string" ? JSON.stringify(value) : String(value)
+      );
     }
     var isArr = Array.isArray(value);
-    var keys = isArr ? value.map(function (_, i) { return i; }) : Object.keys(value);
+    var keys = isArr
+      ? value.map(function (/** @type {unknown} */ _, /** @type {number} */ i) {
+          return i;
+        })
+      : Object.keys(value);
     var summary = h("summary", null, isArr ? "[" + keys.length + " items]" : "{" + keys.length + " keys}");
-    var det = h("details", {class: "jtree", open: depth < (openDepth === undefined ? 1 : openDepth)}, summary);
+    var det = h("details", { class: "jtree", open: depth < (openDepth === undefined ? 1 : openDepth) }, summary);
     var shown = keys.slice(0, 500);
-    var list = h("ul", null, shown.map(function (k) {
-      return h("li", null, h("span", {class: "jk"}, String(k)), ": ", LL.jsonTree(value[k], openDepth, depth + 1));
-    }));
-    if (keys.length > shown.length) list.appendChild(h("li", {class: "muted"}, "… " + (keys.length - shown.length) + " more"));
+    var list = h(
+      "ul",
+      null,
+      shown.map(function (/** @type {string | number} */ k) {
+        return h("li", null, h("span", { class: "jk" }, String(k)), ": ", LL.jsonTree(value[k], openDepth, depth + 1));
+      })
+    );
+    if (keys.length > shown.length)
+      list.appendChild(h("li", { class: "muted" }, "… " + (keys.length - shown.length) + " more"));
     det.appendChild(list);
     return det;
   };
@@ -272,86 +679,204 @@
    * opts: rows, sort: {key, dir}, caption, pageSize, rowClass(row), onRow(row, tr), empty.
    */
   LL.table = function (opts) {
-    var cols = opts.columns, rows = opts.rows.slice(), sort = opts.sort || null, page = 0;
+    var cols = opts.columns,
+      rows = opts.rows.slice(),
+      sort = opts.sort || null,
+      page = 0;
     var pageSize = opts.pageSize || 0;
-    var wrap = h("div", {class: "scroll table-wrap"});
-    var table = h("table", {class: "data" + (opts.className ? " " + opts.className : "") + (opts.stack ? " stack" : "")});
+    var wrap = /** @type {TableWrap} */ (/** @type {unknown} */ (h("div", { class: "scroll table-wrap" })));
+    var table = h("table", {
+      class: "data" + (opts.className ? " " + opts.className : "") + (opts.stack ? " stack" : ""),
+    });
     if (opts.caption) table.appendChild(h("caption", null, opts.caption));
-    var thead = h("thead"), tbody = h("tbody"), pager = h("div", {class: "pager"});
-    table.appendChild(thead); table.appendChild(tbody); wrap.appendChild(table); wrap.appendChild(pager);
-    function val(c, r) { return c.value ? c.value(r) : r[c.key]; }
+    var thead = h("thead"),
+      tbody = h("tbody"),
+      pager = h("div", { class: "pager" });
+    table.appendChild(thead);
+    table.appendChild(tbody);
+    wrap.appendChild(table);
+    wrap.appendChild(pager);
+    /** @param {TableColumn<any>} c @param {any} r */
+    function val(c, r) {
+      return c.value ? c.value(r) : r[c.key];
+    }
+    /** @param {any} a @param {any} b */
     function cmp(a, b) {
       if (a === b) return 0;
       if (a === null || a === undefined || (typeof a === "number" && isNaN(a))) return 1;
       if (b === null || b === undefined || (typeof b === "number" && isNaN(b))) return -1;
       if (typeof a === "number" && typeof b === "number") return a - b;
-      return String(a).localeCompare(String(b), "en", {numeric: true});
+      return String(a).localeCompare(String(b), "en", { numeric: true });
     }
     function header() {
       LL.clear(thead);
-      thead.appendChild(h("tr", null, cols.map(function (c) {
-        var dir = sort && sort.key === c.key ? sort.dir : null;
-        var th = h("th", {scope: "col", class: (c.num ? "n " : "") + (c.className || ""), title: c.title || null,
-          "aria-sort": dir ? (dir > 0 ? "ascending" : "descending") : null});
-        if (c.sortable === false || opts.sortable === false) th.appendChild(document.createTextNode(c.label));
-        else th.appendChild(h("button", {class: "sort", type: "button", onclick: function () {
-          sort = {key: c.key, dir: sort && sort.key === c.key ? -sort.dir : (c.num ? -1 : 1)};
-          page = 0; draw(); if (opts.onSort) opts.onSort(sort);
-        }}, c.label, h("span", {class: "arrow", "aria-hidden": "true"}, dir ? (dir > 0 ? " ▲" : " ▼") : "")));
-        return th;
-      })));
+      thead.appendChild(
+        h(
+          "tr",
+          null,
+          cols.map(function (c) {
+            var dir = sort && sort.key === c.key ? sort.dir : null;
+            var th = h("th", {
+              scope: "col",
+              class: (c.num ? "n " : "") + (c.className || ""),
+              title: c.title || null,
+              "aria-sort": dir ? (dir > 0 ? "ascending" : "descending") : null,
+            });
+            if (c.sortable === false || opts.sortable === false) th.appendChild(document.createTextNode(c.label));
+            else
+              th.appendChild(
+                h(
+                  "button",
+                  {
+                    class: "sort",
+                    type: "button",
+                    onclick: function () {
+                      sort = { key: c.key, dir: sort && sort.key === c.key ? -sort.dir : c.num ? -1 : 1 };
+                      page = 0;
+                      draw();
+                      if (opts.onSort) opts.onSort(sort);
+                    },
+                  },
+                  c.label,
+                  h("span", { class: "arrow", "aria-hidden": "true" }, dir ? (dir > 0 ? " ▲" : " ▼") : "")
+                )
+              );
+            return th;
+          })
+        )
+      );
     }
     function draw() {
       header();
       var data = rows.slice();
       if (sort) {
-        var c = cols.filter(function (x) { return x.key === sort.key; })[0];
-        if (c) data = data.map(function (r, i) { return [r, i]; }).sort(function (a, b) {
-          var d = cmp(val(c, a[0]), val(c, b[0]));
-          if (d !== 0 && (val(c, a[0]) === null || val(c, a[0]) === undefined || val(c, b[0]) === null || val(c, b[0]) === undefined)) return d;
-          return d * sort.dir || a[1] - b[1];
-        }).map(function (p) { return p[0]; });
+        var c = cols.filter(function (x) {
+          return x.key === sort.key;
+        })[0];
+        if (c)
+          data = data
+            .map(function (r, i) {
+              return /** @type {[any, number]} */ ([r, i]);
+            })
+            .sort(function (a, b) {
+              var d = cmp(val(c, a[0]), val(c, b[0]));
+              if (
+                d !== 0 &&
+                (val(c, a[0]) === null ||
+                  val(c, a[0]) === undefined ||
+                  val(c, b[0]) === null ||
+                  val(c, b[0]) === undefined)
+              )
+                return d;
+              return d * sort.dir || a[1] - b[1];
+            })
+            .map(function (p) {
+              return p[0];
+            });
       }
       LL.clear(tbody);
-      var start = pageSize ? page * pageSize : 0, end = pageSize ? Math.min(data.length, start + pageSize) : data.length;
-      if (!data.length) tbody.appendChild(h("tr", null, h("td", {colspan: cols.length, class: "muted"}, opts.empty || "Nothing to show.")));
+      var start = pageSize ? page * pageSize : 0,
+        end = pageSize ? Math.min(data.length, start + pageSize) : data.length;
+      if (!data.length)
+        tbody.appendChild(
+          h("tr", null, h("td", { colspan: cols.length, class: "muted" }, opts.empty || "Nothing to show."))
+        );
       for (var i = start; i < end; i++) {
+        /** @type {any} */
         var r = data[i];
-        var tr = h("tr", {class: opts.rowClass ? opts.rowClass(r) : null}, cols.map(function (c) {
-          var out = c.render ? c.render(r, i) : (c.num ? LL.numCell(r[c.key]) : LL.valueText(r[c.key]));
-          return h("td", {class: (c.num ? "n " : "") + (c.className || ""), "data-label": c.label || null}, out);
-        }));
+        var tr = h(
+          "tr",
+          { class: opts.rowClass ? opts.rowClass(r) : null },
+          cols.map(function (c) {
+            var out = c.render ? c.render(r, i) : c.num ? LL.numCell(r[c.key]) : LL.valueText(r[c.key]);
+            return h("td", { class: (c.num ? "n " : "") + (c.className || ""), "data-label": c.label || null }, out);
+          })
+        );
         if (opts.onRow) opts.onRow(r, tr);
         tbody.appendChild(tr);
       }
       LL.clear(pager);
       if (pageSize && data.length > pageSize) {
         var pages = Math.ceil(data.length / pageSize);
-        pager.appendChild(h("button", {type: "button", disabled: page === 0, onclick: function () { page--; draw(); }}, "‹ Previous"));
-        pager.appendChild(h("span", null, " rows " + (start + 1).toLocaleString("en-US") + "–" + end.toLocaleString("en-US") +
-          " of " + data.length.toLocaleString("en-US") + " "));
-        pager.appendChild(h("button", {type: "button", disabled: page >= pages - 1, onclick: function () { page++; draw(); }}, "Next ›"));
+        pager.appendChild(
+          h(
+            "button",
+            {
+              type: "button",
+              disabled: page === 0,
+              onclick: function () {
+                page--;
+                draw();
+              },
+            },
+            "‹ Previous"
+          )
+        );
+        pager.appendChild(
+          h(
+            "span",
+            null,
+            " rows " +
+              (start + 1).toLocaleString("en-US") +
+              "–" +
+              end.toLocaleString("en-US") +
+              " of " +
+              data.length.toLocaleString("en-US") +
+              " "
+          )
+        );
+        pager.appendChild(
+          h(
+            "button",
+            {
+              type: "button",
+              disabled: page >= pages - 1,
+              onclick: function () {
+                page++;
+                draw();
+              },
+            },
+            "Next ›"
+          )
+        );
       }
     }
     draw();
-    wrap.redraw = function (newRows) { if (newRows) rows = newRows.slice(); draw(); };
+    wrap.redraw = function (newRows) {
+      if (newRows) rows = newRows.slice();
+      draw();
+    };
     return wrap;
   };
 
   /** Probabilities by label as bars, in reading order (keys are labels: order is never assumed). */
   LL.probBars = function (probs, gold, pred, order) {
     if (!probs || typeof probs !== "object") return LL.valueText(probs);
-    var keys = order && order.length ? order.filter(function (k) { return k in probs; }) : LL.labelOrder(Object.keys(probs));
-    Object.keys(probs).forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); });
-    return h("div", {class: "probs"}, keys.map(function (k) {
-      var p = probs[k];
-      var w = isNum(p) ? Math.max(0, Math.min(1, p)) : 0;
-      var cls = "prob" + (String(gold) === k ? " gold" : "") + (String(pred) === k ? " pred" : "");
-      return h("div", {class: cls, title: k + ": " + LL.fmt.exact(p)},
-        h("span", {class: "plabel"}, k),
-        h("span", {class: "pbar"}, h("span", {class: "pfill", style: {width: (100 * w).toFixed(1) + "%"}})),
-        h("span", {class: "pval"}, isNum(p) ? p.toFixed(3) : LL.valueText(p)));
-    }));
+    var keys =
+      order && order.length
+        ? order.filter(function (k) {
+            return k in probs;
+          })
+        : LL.labelOrder(Object.keys(probs));
+    Object.keys(probs).forEach(function (k) {
+      if (keys.indexOf(k) < 0) keys.push(k);
+    });
+    return h(
+      "div",
+      { class: "probs" },
+      keys.map(function (k) {
+        var p = probs[k];
+        var w = isNum(p) ? Math.max(0, Math.min(1, p)) : 0;
+        var cls = "prob" + (String(gold) === k ? " gold" : "") + (String(pred) === k ? " pred" : "");
+        return h(
+          "div",
+          { class: cls, title: k + ": " + LL.fmt.exact(p) },
+          h("span", { class: "plabel" }, k),
+          h("span", { class: "pbar" }, h("span", { class: "pfill", style: { width: (100 * w).toFixed(1) + "%" } })),
+          h("span", { class: "pval" }, isNum(p) ? p.toFixed(3) : LL.valueText(p))
+        );
+      })
+    );
   };
 
   /** Render a sample input: image references as images, text as text, objects field by field. */
@@ -359,21 +884,48 @@
     if (typeof value === "string") {
       if (images && images.has(value)) {
         var src = LL.imageSrc(runId, value);
-        if (src) return h("figure", {class: "thumb"}, h("img", {src: src, alt: "image " + value}),
-          h("figcaption", null, value));
+        if (src)
+          return h(
+            "figure",
+            { class: "thumb" },
+            h("img", { src: src, alt: "image " + value }),
+            h("figcaption", null, value)
+          );
       }
-      return h("span", {class: "text"}, value);
+      return h("span", { class: "text" }, value);
     }
     if (value && typeof value === "object" && !Array.isArray(value)) {
-      return h("div", {class: "input-fields"}, Object.keys(value).map(function (k) {
-        return h("div", {class: "ifield"}, h("span", {class: "ik"}, k), " ", LL.inputView(value[k], images, runId));
-      }));
+      return h(
+        "div",
+        { class: "input-fields" },
+        Object.keys(value).map(function (k) {
+          return h(
+            "div",
+            { class: "ifield" },
+            h("span", { class: "ik" }, k),
+            " ",
+            LL.inputView(value[k], images, runId)
+          );
+        })
+      );
     }
-    if (Array.isArray(value) && value.length <= 8 && value.every(function (v) { return typeof v === "string"; })) {
-      return h("div", {class: "input-fields"}, value.map(function (v) { return LL.inputView(v, images, runId); }));
+    if (
+      Array.isArray(value) &&
+      value.length <= 8 &&
+      value.every(function (v) {
+        return typeof v === "string";
+      })
+    ) {
+      return h(
+        "div",
+        { class: "input-fields" },
+        value.map(function (v) {
+          return LL.inputView(v, images, runId);
+        })
+      );
     }
-    if (value === undefined) return h("span", {class: "muted"}, "–");
-    return h("code", {class: "json"}, JSON.stringify(value));
+    if (value === undefined) return h("span", { class: "muted" }, "–");
+    return h("code", { class: "json" }, JSON.stringify(value));
   };
 
   /* ---------------------------------------------------------------- page chrome */
@@ -383,36 +935,56 @@
     var ol = h("ol");
     items.forEach(function (it, i) {
       var last = i === items.length - 1;
-      ol.appendChild(h("li", null, it.href && !last ? h("a", {href: it.href}, it.label) :
-        h("span", {"aria-current": last ? "page" : null}, it.label)));
+      ol.appendChild(
+        h(
+          "li",
+          null,
+          it.href && !last
+            ? h("a", { href: it.href }, it.label)
+            : h("span", { "aria-current": last ? "page" : null }, it.label)
+        )
+      );
     });
     nav.appendChild(ol);
   };
-  LL.title = function (text) { document.title = text + " · labledger"; };
+  LL.title = function (text) {
+    document.title = text + " · labledger";
+  };
   LL.fail = function (err) {
     var main = LL.main();
     var loading = document.getElementById("loading");
     if (loading) loading.remove();
-    main.appendChild(LL.callout("error", (err && err.message) ? err.message : String(err)));
+    main.appendChild(LL.callout("error", err && err.message ? err.message : String(err)));
     if (window.console && err && err.stack) console.warn(err.stack);
+  };
+  /** The footer says how the page is opened: from disk, or served (by labledger serve). */
+  LL.footer = function () {
+    var how = document.getElementById("foot-how");
+    if (!how || !/^https?:$/.test(location.protocol)) return;
+    how.textContent = "Served by labledger serve at " + location.host + "; the same files also open from disk.";
   };
   /** Run a page's start function once the DOM is ready; errors show on the page. */
   LL.start = function (fn) {
     function go() {
-      Promise.resolve().then(fn).then(function () {
-        var loading = document.getElementById("loading");
-        if (loading) loading.remove();
-        // When the page became useful and which data files it had read by then (for bench/site.py).
-        LL.readyAt = performance.now();
-        LL.readyKeys = Object.keys(window.LABLEDGER);
-        document.body.setAttribute("data-ready", "1");
-      }).catch(LL.fail);
+      LL.footer();
+      Promise.resolve()
+        .then(fn)
+        .then(function () {
+          var loading = document.getElementById("loading");
+          if (loading) loading.remove();
+          // When the page became useful and which data files it had read by then (for bench/site.py).
+          LL.readyAt = performance.now();
+          LL.readyKeys = Object.keys(window.LABLEDGER);
+          document.body.setAttribute("data-ready", "1");
+        })
+        .catch(LL.fail);
     }
-    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", go); else go();
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", go);
+    else go();
   };
   /** True when a key event comes from a text field (page shortcuts then stay out of the way). */
   LL.typing = function (ev) {
-    var t = ev.target;
-    return t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable);
+    var t = /** @type {HTMLElement | null} */ (ev.target);
+    return !!t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable);
   };
 })();

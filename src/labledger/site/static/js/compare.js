@@ -1,176 +1,360 @@
+// @ts-check
 /* Comparisons: version tables of the benchmark ledger (with significance marks), stored comparison
    documents, and summaries of the values recorded by groups of runs. Text only via textContent. */
 (function () {
   "use strict";
-  var LL = window.LL, h = LL.h, isNum = LL.isNum;
+  var LL = window.LL,
+    h = LL.h,
+    isNum = LL.isNum;
 
-  function pct(v) { return isNum(v) ? (100 * v).toFixed(2) + "%" : "—"; }
-  function pp(v) { return isNum(v) ? (v >= 0 ? "+" : "−") + Math.abs(100 * v).toFixed(2) + "pp" : "—"; }
-  function signed(v) { return isNum(v) ? (v >= 0 ? "+" : "−") + LL.fmt.num(Math.abs(v)) : "–"; }
-  function pval(p) {
-    if (!isNum(p)) return "–";
-    return p < 0.001 ? "< 0.001" : LL.fmt.num(p, 2);
+  /** @param {Num | undefined} v */
+  function pct(v) {
+    return isNum(v) ? (100 * v).toFixed(2) + "%" : "—";
   }
-  function exactRange(lo, hi) { return "[" + LL.fmt.exact(lo) + ", " + LL.fmt.exact(hi) + "]"; }
+  /** @param {Num | undefined} v */
+  function pp(v) {
+    return isNum(v) ? (v >= 0 ? "+" : "−") + Math.abs(100 * v).toFixed(2) + "pp" : "—";
+  }
+  /** @param {Num} lo @param {Num} hi */
+  function exactRange(lo, hi) {
+    return "[" + LL.fmt.exact(lo) + ", " + LL.fmt.exact(hi) + "]";
+  }
 
   /* ------------------------------------------------------------------ version tables */
-  function markOf(row) {
-    if (row.significance === "significant") return h("span", {class: "sig-mark sig", title: "paired 95% CI excludes 0"}, "*");
-    if (row.significance === "not significant") return h("span", {class: "sig-mark ns", title: "paired 95% CI includes 0"}, "n.s.");
+  /** @param {VersionTableRow} row @param {string} ciLabel */
+  function markOf(row, ciLabel) {
+    if (row.significance === "significant")
+      return h("span", { class: "sig-mark sig", title: "paired " + ciLabel + " excludes 0" }, "*");
+    if (row.significance === "not significant")
+      return h("span", { class: "sig-mark ns", title: "paired " + ciLabel + " includes 0" }, "n.s.");
     return null;
   }
-  function deltaTitle(row) {
+  /** @param {VersionTableRow} row @param {string} ciLabel */
+  function deltaTitle(row, ciLabel) {
     if (!isNum(row.delta)) return null;
     var t = "delta " + LL.fmt.exact(row.delta);
     if (row.delta_ci) {
-      t += "; paired 95% bootstrap CI [" + pp(row.delta_ci[0]) + ", " + pp(row.delta_ci[1]) + "]";
+      t += "; paired bootstrap " + ciLabel + " [" + pp(row.delta_ci[0]) + ", " + pp(row.delta_ci[1]) + "]";
       if (isNum(row.p_value)) t += "; p = " + LL.fmt.exact(row.p_value);
     } else {
       t += "; not tested (no stored predictions on the same items)";
     }
     return t;
   }
+  /** @param {VersionTableRow} row @param {string} col */
   function valueTitle(row, col) {
-    var v = (row.values || {})[col];
+    var v = row.values[col];
     if (!isNum(v)) return "no entry for " + col;
     var t = col + ": " + LL.fmt.exact(v);
-    var ci = (row.ci || {})[col], n = (row.n || {})[col];
-    if (ci && isNum(ci[0])) t += "; 95% CI " + exactRange(ci[0], ci[1]);
+    var ci = row.ci[col],
+      n = row.n[col];
+    if (ci && isNum(ci[0])) t += "; stored CI " + exactRange(ci[0], ci[1]);
     if (isNum(n)) t += "; n = " + n;
     return t;
   }
 
+  /** @param {VersionTable} t @param {number} index */
   function versionTable(t, index) {
-    var cols = t.columns || [], delta = t.delta;
+    var cols = t.columns,
+      delta = t.delta;
     var id = "table-" + index;
-    var head = h("tr", null, h("th", {scope: "col"}, "Benchmark (metric)"),
-      cols.map(function (c) { return h("th", {scope: "col", class: "n"}, c); }),
-      delta ? h("th", {scope: "col", class: "n", title: "last column minus the first model"}, "Δ " + delta.to + " − " + delta.from) : null);
+    var ciLabel = LL.fmt.ciLabel(t.ci);
+    var head = h(
+      "tr",
+      null,
+      h("th", { scope: "col" }, "Benchmark (metric)"),
+      cols.map(function (c) {
+        return h("th", { scope: "col", class: "n" }, c);
+      }),
+      delta
+        ? h(
+            "th",
+            { scope: "col", class: "n", title: "last column minus the first model" },
+            "Δ " + delta.to + " − " + delta.from
+          )
+        : null
+    );
     var body = h("tbody");
-    var cats = Array.from(new Set((t.rows || []).map(function (r) { return r.category || ""; })));
+    var cats = Array.from(
+      new Set(
+        t.rows.map(function (r) {
+          return r.category || "";
+        })
+      )
+    );
     var showCats = cats.length > 1 || (cats.length === 1 && cats[0] !== "");
+    /** @type {string | null} */
     var last = null;
-    (t.rows || []).forEach(function (r) {
+    t.rows.forEach(function (r) {
       var cat = r.category || "";
       if (showCats && cat !== last) {
-        body.appendChild(h("tr", {class: "cat"}, h("th", {scope: "rowgroup", colspan: cols.length + 1 + (delta ? 1 : 0)}, cat || "(no category)")));
+        body.appendChild(
+          h(
+            "tr",
+            { class: "cat" },
+            h("th", { scope: "rowgroup", colspan: cols.length + 1 + (delta ? 1 : 0) }, cat || "(no category)")
+          )
+        );
       }
       last = cat;
-      body.appendChild(h("tr", {class: r.significance === "significant" ? "row-sig" : null},
-        h("th", {scope: "row"}, h("span", {class: "bench"}, r.benchmark), " ", h("span", {class: "muted metric-id"}, "(" + r.metric_id + ")")),
-        cols.map(function (c) {
-          return h("td", {class: "n", title: valueTitle(r, c)}, pct((r.values || {})[c]));
-        }),
-        delta ? h("td", {class: "n delta", title: deltaTitle(r)}, pp(r.delta), markOf(r) ? " " : null, markOf(r)) : null));
+      body.appendChild(
+        h(
+          "tr",
+          { class: r.significance === "significant" ? "row-sig" : null },
+          h(
+            "th",
+            { scope: "row" },
+            h("span", { class: "bench" }, r.benchmark),
+            " ",
+            h("span", { class: "muted metric-id" }, "(" + r.metric_id + ")")
+          ),
+          cols.map(function (c) {
+            return h("td", { class: "n", title: valueTitle(r, c) }, pct(r.values[c]));
+          }),
+          delta
+            ? h(
+                "td",
+                { class: "n delta", title: deltaTitle(r, ciLabel) },
+                pp(r.delta),
+                markOf(r, ciLabel) ? " " : null,
+                markOf(r, ciLabel)
+              )
+            : null
+        )
+      );
     });
-    var mean = t.mean || {values: {}};
-    body.appendChild(h("tr", {class: "mean"},
-      h("th", {scope: "row"}, "Mean (" + (mean.n || 0) + " benchmark" + (mean.n === 1 ? "" : "s") + ")"),
-      cols.map(function (c) {
-        return h("td", {class: "n", title: isNum(mean.values[c]) ? c + ": " + LL.fmt.exact(mean.values[c]) : null}, pct(mean.values[c]));
-      }),
-      delta ? h("td", {class: "n delta", title: isNum(mean.delta) ? "delta of the means " + LL.fmt.exact(mean.delta) + " (not tested)" : null}, pp(mean.delta)) : null));
-    var table = h("table", {class: "data version-table", id: id}, h("thead", null, head), body);
-    var parts = [h("h3", null, "Suite ", h("code", null, t.suite)),
-      h("p", {class: "sub"}, (t.rows || []).length + " benchmark" + ((t.rows || []).length === 1 ? "" : "s") + " × " + cols.length + " column" + (cols.length === 1 ? "" : "s") +
-        (delta ? "; delta from " + delta.from + " (the first model) to " + delta.to + " (the last column)" : "") + "."),
-      h("div", {class: "scroll"}, table)];
-    if ((t.warnings || []).length) {
-      parts.push(h("div", {class: "callout warn table-warnings"}, h("strong", null, "Warnings"),
-        h("ul", null, t.warnings.map(function (w) { return h("li", null, w); }))));
+    var mean = t.mean;
+    body.appendChild(
+      h(
+        "tr",
+        { class: "mean" },
+        h("th", { scope: "row" }, "Mean (" + (mean.n || 0) + " benchmark" + (mean.n === 1 ? "" : "s") + ")"),
+        cols.map(function (c) {
+          return h(
+            "td",
+            { class: "n", title: isNum(mean.values[c]) ? c + ": " + LL.fmt.exact(mean.values[c]) : null },
+            pct(mean.values[c])
+          );
+        }),
+        delta
+          ? h(
+              "td",
+              {
+                class: "n delta",
+                title: isNum(mean.delta) ? "delta of the means " + LL.fmt.exact(mean.delta) + " (not tested)" : null,
+              },
+              pp(mean.delta)
+            )
+          : null
+      )
+    );
+    var table = h("table", { class: "data version-table", id: id }, h("thead", null, head), body);
+    var parts = [
+      h("h3", null, "Suite ", h("code", null, t.suite)),
+      h(
+        "p",
+        { class: "sub" },
+        t.rows.length +
+          " benchmark" +
+          (t.rows.length === 1 ? "" : "s") +
+          " × " +
+          cols.length +
+          " column" +
+          (cols.length === 1 ? "" : "s") +
+          (delta ? "; delta from " + delta.from + " (the first model) to " + delta.to + " (the last column)" : "") +
+          "."
+      ),
+      h("div", { class: "scroll" }, table),
+    ];
+    if (t.warnings.length) {
+      parts.push(
+        h(
+          "div",
+          { class: "callout warn table-warnings" },
+          h("strong", null, "Warnings"),
+          h(
+            "ul",
+            null,
+            t.warnings.map(function (w) {
+              return h("li", null, w);
+            })
+          )
+        )
+      );
     }
-    parts.push(h("p", {class: "definition muted"}, t.definition || ""));
-    return h("div", {class: "vtable", id: "suite-" + index}, parts);
+    parts.push(h("p", { class: "definition muted" }, t.definition || ""));
+    return h("div", { class: "vtable", id: "suite-" + index }, parts);
   }
 
   /* ------------------------------------------------------------------ comparison documents */
+  /**
+   * @param {Record<string, CatalogRun>} runs
+   * @param {string} id
+   * @param {string | null} [label]
+   */
   function runLink(runs, id, label) {
     var r = runs[id];
-    if (r && !r.unreadable) return h("a", {href: LL.link("run.html", {run: id})}, label || r.name);
+    if (r && !r.unreadable) return h("a", { href: LL.link("run.html", { run: id }) }, label || r.name);
     return h("span", null, label || id);
   }
+  /** @param {ComparisonView} doc @param {Record<string, CatalogRun>} runs */
   function comparisonDoc(doc, runs) {
     var r = runs[doc.run];
-    var names = doc.names || {};
+    var names = doc.names;
     var head = h("h3", null, String(names.a || "a"), " − ", String(names.b || "b"));
-    var where = h("p", {class: "sub"}, "Stored by run ", runLink(runs, doc.run, doc.run_name), " as ",
-      r && !r.unreadable && (r.evaluations || []).indexOf(doc.name) >= 0 ?
-        h("a", {href: LL.link("eval.html", {run: doc.run, name: doc.name})}, doc.name) : h("code", null, doc.name),
-      ". a = ", h("code", null, String(doc.a || "")), ", b = ", h("code", null, String(doc.b || "")),
-      isNum(doc.ci) ? "; " + Math.round(100 * doc.ci) + "% CIs" + (isNum(doc.resamples) ? " from " + doc.resamples + " resamples" : "") : "", ".");
-    var rows = [];
-    (doc.tasks || []).forEach(function (t) {
-      (t.metrics || []).forEach(function (m) { rows.push({task: t, m: m}); });
-    });
-    var body = h("tbody", null, rows.length ? rows.map(function (x) {
-      var m = x.m, t = x.task, mc = m.mcnemar;
-      return h("tr", null,
-        h("td", null, t.task),
-        h("td", {title: m.definition || null}, m.key || m.metric),
-        h("td", {class: "n"}, LL.numCell(m.a)),
-        h("td", {class: "n"}, LL.numCell(m.b)),
-        h("td", {class: "n diff", title: isNum(m.diff) ? "a − b = " + LL.fmt.exact(m.diff) : null}, signed(m.diff)),
-        h("td", {class: "n", title: isNum(m.ci_low) ? exactRange(m.ci_low, m.ci_high) : null},
-          isNum(m.ci_low) ? "[" + signed(m.ci_low) + ", " + signed(m.ci_high) + "]" : "–"),
-        h("td", {class: "n", title: isNum(m.p_value) ? LL.fmt.exact(m.p_value) + (m.method ? " — " + m.method : "") : null}, pval(m.p_value)),
-        h("td", {class: "n", title: mc ? (mc.method || "McNemar") + "; b = " + mc.b + ", c = " + mc.c + (isNum(mc.p_value) ? "; p = " + LL.fmt.exact(mc.p_value) : "") : "not applicable"},
-          mc ? pval(mc.p_value) + " (b=" + mc.b + ", c=" + mc.c + ")" : "–"),
-        h("td", {class: "n"}, LL.numCell(isNum(m.n) ? m.n : t.n)),
-        h("td", null, t.paired === true ? "paired (same items)" : t.paired === false ? "unpaired" : "–"));
-    }) : h("tr", null, h("td", {colspan: 10, class: "muted"}, "This document has no metric entries.")));
-    var table = h("table", {class: "data comparison"}, h("thead", null, h("tr", null,
-      ["Task", "Metric", "a", "b", "Diff (a − b)", "95% CI of diff", "p (bootstrap)", "McNemar p", "n", "Pairing"].map(function (c, i) {
-        return h("th", {scope: "col", class: i >= 2 && i <= 8 ? "n" : null}, c);
-      }))), body);
-    return h("div", {class: "cdoc"}, head, where, h("div", {class: "scroll"}, table));
+    var where = h(
+      "p",
+      { class: "sub" },
+      "Stored by run ",
+      runLink(runs, doc.run, doc.run_name),
+      " as ",
+      r && !r.unreadable && (r.evaluations || []).indexOf(doc.name) >= 0
+        ? h("a", { href: LL.link("eval.html", { run: doc.run, name: doc.name }) }, doc.name)
+        : h("code", null, doc.name),
+      ". a = ",
+      h("code", null, String(doc.a || "")),
+      ", b = ",
+      h("code", null, String(doc.b || "")),
+      isNum(doc.ci)
+        ? "; " + LL.fmt.ciLabel(doc.ci) + "s" + (isNum(doc.resamples) ? " from " + doc.resamples + " resamples" : "")
+        : "",
+      "."
+    );
+    return h("div", { class: "cdoc" }, head, where, LL.comparisonTable(doc));
   }
 
   /* ------------------------------------------------------------------ groups */
+  /** @param {GroupSummary} g @param {Record<string, CatalogRun>} runs @param {string} definition */
   function groupSummary(g, runs, definition) {
-    var table = LL.table({className: "group-summary", sortable: false, rows: g.metrics || [],
+    var table = LL.table({
+      className: "group-summary",
+      sortable: false,
+      rows: g.metrics,
       empty: "No run of this group recorded a numeric headline value.",
       columns: [
-        {key: "key", label: "Recorded value", render: function (m) {
-          return h("span", {title: (m.values || []).map(function (v) {
-            var r = runs[v[0]];
-            return (r ? r.name : v[0]) + ": " + LL.fmt.exact(v[1]);
-          }).join("\n")}, m.key);
-        }},
-        {key: "n", label: "Runs", num: true, render: function (m) { return m.n + " of " + (g.runs || []).length; }},
-        {key: "mean", label: "Mean", num: true},
-        {key: "std", label: "Std (n − 1)", num: true},
-        {key: "min", label: "Min", num: true},
-        {key: "max", label: "Max", num: true}
-      ]});
-    return h("div", {class: "gsum"}, h("h3", null, "Group ", h("code", null, g.group)),
-      h("p", {class: "sub"}, (g.runs || []).length + " runs: ",
-        (g.runs || []).map(function (r, i) { return [i ? ", " : "", runLink(runs, r.id, r.name)]; }), "."),
-      h("p", {class: "badge recorded"}, "recorded values — not recomputed, not tested"), table,
-      h("p", {class: "definition muted"}, definition));
+        {
+          key: "key",
+          label: "Recorded value",
+          render: function (m) {
+            return h(
+              "span",
+              {
+                title: m.values
+                  .map(function (v) {
+                    var r = runs[v[0]];
+                    return (r ? r.name : v[0]) + ": " + LL.fmt.exact(v[1]);
+                  })
+                  .join("\n"),
+              },
+              m.key
+            );
+          },
+        },
+        {
+          key: "n",
+          label: "Runs",
+          num: true,
+          render: function (m) {
+            return m.n + " of " + g.runs.length;
+          },
+        },
+        { key: "mean", label: "Mean", num: true },
+        { key: "std", label: "Std (n − 1)", num: true },
+        { key: "min", label: "Min", num: true },
+        { key: "max", label: "Max", num: true },
+      ],
+    });
+    return h(
+      "div",
+      { class: "gsum" },
+      h("h3", null, "Group ", h("code", null, g.group)),
+      h(
+        "p",
+        { class: "sub" },
+        g.runs.length + " runs: ",
+        g.runs.map(function (r, i) {
+          return [i ? ", " : "", runLink(runs, r.id, r.name)];
+        }),
+        "."
+      ),
+      h("p", { class: "badge recorded" }, "recorded values — not recomputed, not tested"),
+      table,
+      h("p", { class: "definition muted" }, definition)
+    );
   }
 
   LL.start(function () {
     return Promise.all([LL.data.catalog(), LL.data.compare()]).then(function (got) {
-      var cat = got[0], data = got[1], main = LL.main();
+      var cat = got[0],
+        data = got[1],
+        main = LL.main();
+      /** @type {Record<string, CatalogRun>} */
       var runs = {};
-      (cat.runs || []).forEach(function (r) { runs[r.id] = r; });
-      LL.crumbs([{label: "Runs", href: "index.html"}, {label: "Comparisons"}]);
+      cat.runs.forEach(function (r) {
+        runs[r.id] = r;
+      });
+      LL.crumbs([{ label: "Runs", href: "index.html" }, { label: "Comparisons" }]);
       LL.title("Comparisons");
       main.appendChild(h("h1", null, "Comparisons"));
-      main.appendChild(h("p", {class: "sub"}, "Version tables from the benchmark ledger, comparison documents stored by the runs of this site, " +
-        "and summaries of the values recorded by groups of runs. Hover a value for its exact number and CI."));
-      var tables = data.tables || [], docs = data.comparisons || [], groups = data.groups || [];
-      main.appendChild(h("ul", {class: "toc"},
-        h("li", null, h("a", {href: "#tables"}, "Version tables (" + tables.length + ")")),
-        h("li", null, h("a", {href: "#documents"}, "Stored comparisons (" + docs.length + ")")),
-        h("li", null, h("a", {href: "#groups"}, "Group summaries (" + groups.length + ")"))));
-      main.appendChild(LL.section("Version tables", "tables", tables.length ? tables.map(versionTable) :
-        h("p", {class: "muted"}, "The benchmark ledger is empty: import a table (labledger table import) or save evaluations with a model.")));
-      main.appendChild(LL.section("Stored comparisons", "documents", docs.length ? docs.map(function (d) { return comparisonDoc(d, runs); }) :
-        h("p", {class: "muted"}, "No run of this site stored a comparison document (ledger.save_evaluation(run, name, doc, kind='comparison')).")));
-      main.appendChild(LL.section("Group summaries (recorded values)", "groups", groups.length ?
-        groups.map(function (g) { return groupSummary(g, runs, data.group_definition || ""); }) :
-        h("p", {class: "muted"}, "No group has two or more runs in this site.")));
+      main.appendChild(
+        h(
+          "p",
+          { class: "sub" },
+          "Version tables from the benchmark ledger, comparison documents stored by the runs of this site, " +
+            "and summaries of the values recorded by groups of runs. Hover a value for its exact number and CI."
+        )
+      );
+      var tables = data.tables,
+        docs = data.comparisons,
+        groups = data.groups;
+      main.appendChild(
+        h(
+          "ul",
+          { class: "toc" },
+          h("li", null, h("a", { href: "#tables" }, "Version tables (" + tables.length + ")")),
+          h("li", null, h("a", { href: "#documents" }, "Stored comparisons (" + docs.length + ")")),
+          h("li", null, h("a", { href: "#groups" }, "Group summaries (" + groups.length + ")"))
+        )
+      );
+      main.appendChild(
+        LL.section(
+          "Version tables",
+          "tables",
+          tables.length
+            ? tables.map(versionTable)
+            : h(
+                "p",
+                { class: "muted" },
+                "The benchmark ledger is empty: import a table (labledger table import) or save evaluations with a model."
+              )
+        )
+      );
+      main.appendChild(
+        LL.section(
+          "Stored comparisons",
+          "documents",
+          docs.length
+            ? docs.map(function (d) {
+                return comparisonDoc(d, runs);
+              })
+            : h(
+                "p",
+                { class: "muted" },
+                "No run of this site stored a comparison document (ledger.save_evaluation(run, name, doc, kind='comparison'))."
+              )
+        )
+      );
+      main.appendChild(
+        LL.section(
+          "Group summaries (recorded values)",
+          "groups",
+          groups.length
+            ? groups.map(function (g) {
+                return groupSummary(g, runs, data.group_definition || "");
+              })
+            : h("p", { class: "muted" }, "No group has two or more runs in this site.")
+        )
+      );
       var target = location.hash.replace(/^#/, "");
       if (/^(tables|documents|groups)$/.test(target)) document.getElementById(target).scrollIntoView();
     });

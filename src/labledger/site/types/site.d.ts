@@ -1,0 +1,460 @@
+/* Types of the static site's JavaScript: the `LL` namespace (common.js, charts.js) and the payloads
+   the Python builders write as data files (site/*.py). Checked by `npm run lint` (tsc --checkJs);
+   nothing here ships with the site. The document field names are the stored documents' own
+   (value, ci_low, ci_high, ci, key, metric, diff, p_value, a, b, mcnemar, tasks, slices, metrics,
+   per_class, confusion_matrix). */
+
+/* ------------------------------------------------------------------ shared pieces */
+type Num = number | null;
+type Scalar = string | number | boolean | null;
+type Json = Scalar | Json[] | { [key: string]: Json };
+
+/** A value with its interval (per-class statistics, slice metrics, ...). */
+interface Interval {
+  value: Num;
+  ci_low?: Num;
+  ci_high?: Num;
+  /** The stored interval level (0.9 for a 90% CI). */
+  ci?: Num;
+}
+
+/** One metric of an evaluation (and of its slices). */
+interface MetricEntry extends Interval {
+  metric: string;
+  key: string;
+  params: Record<string, Json>;
+  definition?: string | null;
+  higher_is_better?: boolean | null;
+  resamples?: number | null;
+  method?: string | null;
+  n?: Num;
+  clusters?: Num;
+  undefined_resamples?: Num;
+}
+
+/** The one shape of a confusion matrix: rows are `rows` (gold), columns `columns` (prediction). */
+interface ConfusionMatrix {
+  labels: string[];
+  rows: string;
+  columns: string;
+  matrix: number[][];
+  definition?: string | null;
+}
+
+interface PerClassRow {
+  label: string;
+  support: number;
+  precision: Interval;
+  recall: Interval;
+  f1: Interval;
+}
+interface PerClass {
+  definition: string;
+  params?: Record<string, Json>;
+  ci: Num;
+  resamples?: Num;
+  method?: string | null;
+  labels: PerClassRow[];
+}
+
+interface SliceBody {
+  n: number;
+  metrics: MetricEntry[];
+}
+
+interface ReliabilityBin {
+  low: number;
+  high: number;
+  count: number;
+  confidence: Num;
+  accuracy: Num;
+}
+
+/* ------------------------------------------------------------------ stored documents */
+interface EvaluationTask {
+  kind: string;
+  n: number;
+  labels?: string[];
+  positive?: string | null;
+  clusters?: Num;
+  headline?: string | null;
+  metrics: MetricEntry[];
+  per_class?: PerClass | null;
+  confusion_matrix?: ConfusionMatrix | null;
+  slices?: Record<string, Record<string, SliceBody>> | null;
+}
+interface EvaluationDoc {
+  kind?: "evaluation";
+  source?: string;
+  n?: number;
+  ci: Num;
+  resamples?: Num;
+  seed?: Num;
+  tasks: Record<string, EvaluationTask>;
+}
+
+interface McNemar {
+  b: number;
+  c: number;
+  statistic?: Num;
+  p_value: Num;
+  method?: string | null;
+}
+/** One metric of a comparison: a, b, a − b with its CI and p-value, McNemar when there is one. */
+interface ComparisonMetric {
+  metric: string;
+  key: string;
+  params?: Record<string, Json>;
+  definition?: string | null;
+  higher_is_better?: boolean | null;
+  a: Num;
+  b: Num;
+  diff: Num;
+  ci_low: Num;
+  ci_high: Num;
+  p_value: Num;
+  ci?: Num;
+  method?: string | null;
+  n?: Num;
+  clusters?: Num;
+  mcnemar: McNemar | null;
+}
+interface ComparisonTaskView {
+  task: string;
+  kind: string | null;
+  paired: boolean | null;
+  n: Num;
+  n_a: Num;
+  n_b: Num;
+  metrics: ComparisonMetric[];
+}
+/** A stored comparison reduced for the pages (site/comparisons.py comparison_view). */
+interface ComparisonView {
+  run: string;
+  run_name: string;
+  name: string;
+  a: string | null;
+  b: string | null;
+  names: { a: string | null; b: string | null };
+  ci: Num;
+  resamples: Num;
+  tasks: ComparisonTaskView[];
+}
+
+interface SweepTrial {
+  threshold: number;
+  passed_gates?: boolean;
+  [column: string]: number | boolean | null | undefined;
+}
+interface SweepDoc {
+  n: number;
+  positive: string;
+  objective: string;
+  gates: string[];
+  decision?: string;
+  tie_break?: string;
+  definition?: Record<string, Json>;
+  threshold_selection: { threshold: number; recall_gate_passed: boolean; [field: string]: Json };
+  threshold_trials: SweepTrial[];
+  paired_test?: Record<string, Json> | null;
+}
+
+interface CalibrationMetric extends Interval {
+  metric: string;
+  key: string;
+  base_metric?: string;
+  variant?: string;
+  definition?: string | null;
+  raw: Num;
+  calibrated: Num;
+  p_value: Num;
+  method?: string | null;
+  n?: Num;
+}
+interface CalibrationTask {
+  method: string;
+  steps?: string;
+  fitted_on?: string;
+  status?: string;
+  honest?: string;
+  n: number;
+  metrics: CalibrationMetric[];
+  slices?: Record<string, Record<string, SliceBody>> | null;
+  reliability?: { bins: ReliabilityBin[]; raw_bins?: ReliabilityBin[]; strategy?: string; note?: string } | null;
+}
+interface CalibrationDoc {
+  ci: Num;
+  tasks: Record<string, CalibrationTask>;
+  raw: Record<string, Num>;
+  calibrated: Record<string, Num>;
+  definitions?: Record<string, string>;
+  recipe?: Json;
+}
+
+/* ------------------------------------------------------------------ page payloads */
+/** One stored (or build-time) document of an evaluation folder (site/evaluations.py). */
+interface DocumentEntry {
+  kind: string;
+  origin: string;
+  file?: string;
+  error?: string;
+  doc?: Json;
+  thinned: string[];
+  /** Only for kind "comparison": the same reduced view as the Comparisons page. */
+  comparison?: ComparisonView;
+}
+interface WorstItem {
+  id: Json;
+  gold: Json;
+  prediction: Json;
+  p_gold?: number;
+  cross_entropy?: Num;
+  abs_error?: number;
+  probs?: Record<string, number>;
+  slices?: Record<string, Json> | null;
+}
+interface RowsTask {
+  n: number;
+  kind: string | null;
+  labels: string[];
+  confusion?: ConfusionMatrix;
+  confusion_note?: string;
+  worst?: WorstItem[];
+  worst_by?: "cross_entropy" | "abs_error";
+  reliability?: { bins: ReliabilityBin[]; note: string };
+}
+interface RowsView {
+  n: number;
+  shown: Record<string, Json>[];
+  tasks: Record<string, RowsTask>;
+  slice_fields: Record<string, number>;
+}
+interface EvalPayload {
+  run: string;
+  run_name: string;
+  name: string;
+  meta: Record<string, Json>;
+  documents: DocumentEntry[];
+  rows: RowsView | null;
+  has_logits: boolean;
+}
+interface LogitsTask {
+  labels: string[];
+  gold: number[];
+  logits: number[][];
+  source: string;
+  total: number;
+  shown: number;
+}
+interface LogitsPayload {
+  run: string;
+  name: string;
+  tasks: Record<string, LogitsTask>;
+}
+
+interface CatalogRun {
+  id: string;
+  name: string;
+  group?: string | null;
+  status?: string | null;
+  unreadable?: string | null;
+  evaluations?: string[];
+  [field: string]: any;
+}
+interface CatalogPayload {
+  runs: CatalogRun[];
+  comparisons?: { tables: string[]; documents: number; groups: string[] };
+  [field: string]: any;
+}
+interface VersionTableRow {
+  benchmark: string;
+  metric_id: string;
+  category?: string | null;
+  values: Record<string, Num>;
+  ci?: Record<string, [Num, Num] | null>;
+  n?: Record<string, Num>;
+  delta?: Num;
+  delta_ci?: [number, number] | null;
+  p_value?: Num;
+  significance?: string | null;
+}
+interface VersionTable {
+  suite: string;
+  columns: string[];
+  rows: VersionTableRow[];
+  delta?: { from: string; to: string } | null;
+  mean: { n: number; values: Record<string, Num>; delta?: Num };
+  /** The level of the paired tests behind the significance marks. */
+  ci: Num;
+  warnings: string[];
+  definition?: string;
+  [field: string]: any;
+}
+interface GroupSummary {
+  group: string;
+  runs: { id: string; name: string }[];
+  metrics: { key: string; n: number; mean: Num; std: Num; min: Num; max: Num; values: [string, number][] }[];
+}
+interface ComparePayload {
+  tables: VersionTable[];
+  comparisons: ComparisonView[];
+  groups: GroupSummary[];
+  group_definition?: string;
+}
+/** Run, batch and test pages' payloads: read field by field by run.js, batches.js and test.js. */
+type RunPayload = Record<string, any>;
+type BatchesToc = Record<string, any>;
+type BatchesChunk = Record<string, any>;
+type TestPayload = Record<string, any>;
+
+/* ------------------------------------------------------------------ the LL namespace */
+type Child = Node | string | number | boolean | null | undefined | Child[];
+type Attrs = Record<string, any> | null | undefined;
+
+interface TableColumn<R> {
+  key: string;
+  label: string;
+  num?: boolean;
+  title?: string;
+  className?: string;
+  sortable?: boolean;
+  render?: (row: R, i: number) => Child;
+  value?: (row: R) => unknown;
+}
+interface TableOptions<R> {
+  rows: R[];
+  columns: TableColumn<R>[];
+  sort?: { key: string; dir: number } | null;
+  caption?: string;
+  pageSize?: number;
+  className?: string;
+  stack?: boolean;
+  sortable?: boolean;
+  empty?: string;
+  rowClass?: (row: R) => string;
+  onRow?: (row: R, tr: HTMLElement) => void;
+  onSort?: (sort: { key: string; dir: number }) => void;
+}
+interface TableWrap extends HTMLElement {
+  redraw: (rows?: any[]) => void;
+}
+interface ChartFigure extends HTMLElement {
+  mount: () => void;
+  chart?: unknown;
+  /** When the chart was last drawn (performance.now()), for bench/site.py. */
+  drawnAt?: number;
+}
+interface LineSeries {
+  label: string;
+  values: Num[];
+  color?: string;
+}
+interface LineChartOptions {
+  title?: string;
+  x: number[];
+  xLabel?: string;
+  series: LineSeries[];
+  smoothing?: number;
+  marks?: { x: number; label?: string; color?: string }[];
+  hlines?: { y: number; label?: string; color?: string }[];
+  onPick?: (index: number, x: number) => void;
+  pickHint?: string;
+  pickLabel?: (index: number, x: number) => string;
+  height?: number;
+}
+interface ReliabilitySeries {
+  label: string;
+  bins: ReliabilityBin[];
+  color?: string;
+  dashed?: boolean;
+}
+
+interface LLFormat {
+  num(v: unknown, digits?: number): string;
+  p(p: Num | undefined): string;
+  ciLabel(level: Num | undefined): string;
+  decimals(v: number, digits?: number): number;
+  interval(
+    value: Num | undefined,
+    lo: Num | undefined,
+    hi: Num | undefined,
+    opts?: { digits?: number; decimals?: number; signed?: boolean }
+  ): { value: string; ci: string };
+  sharedDecimals(values: (Num | undefined)[], digits?: number): number;
+  exact(v: unknown): string;
+  pct(v: any): string;
+  time(unix: any): string;
+  duration(s: any): string;
+  bytes(n: any): string;
+}
+
+interface LLData {
+  catalog(): Promise<CatalogPayload>;
+  compare(): Promise<ComparePayload>;
+  run(id: string): Promise<RunPayload>;
+  toc(id: string): Promise<BatchesToc>;
+  loss(id: string): Promise<Record<string, any>>;
+  chunk(id: string, i: number): Promise<BatchesChunk>;
+  evaluation(id: string, name: string): Promise<EvalPayload>;
+  logits(id: string, name: string): Promise<LogitsPayload>;
+  test(id: string, name: string): Promise<TestPayload>;
+  testPart(id: string, name: string, part: string): Promise<Record<string, any>>;
+}
+
+interface LLNamespace {
+  h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs?: Attrs, ...children: Child[]): HTMLElementTagNameMap[K];
+  safeHref(href: string): string;
+  safeSrc(src: string): string;
+  clear<T extends Node>(node: T): T;
+  main(): HTMLElement;
+  load(key: string, src: string): Promise<any>;
+  data: LLData;
+  findRun(catalog: CatalogPayload, id: string | undefined): CatalogRun;
+  imageSrc(runId: string, ref: string): string;
+  params(): Record<string, string>;
+  query(params: Record<string, unknown>): string;
+  link(page: string, params?: Record<string, unknown>): string;
+  setHash(params: Record<string, unknown>): void;
+  isNum(v: unknown): v is number;
+  fmt: LLFormat;
+  numCell(v: unknown): Child;
+  valueText(v: unknown): string;
+  intervalView(m: Interval, level?: Num, decimals?: number): HTMLElement;
+  matrixView(cm: ConfusionMatrix, note?: string | null): HTMLElement;
+  comparisonTable(doc: ComparisonView): HTMLElement;
+  labelOrder(keys: unknown[]): string[];
+  viridis(t: number): string;
+  inkOn(t: number): string;
+  palette: string[];
+  section(title: string, id?: string | null, ...children: Child[]): HTMLElement;
+  callout(kind: string, text: string): HTMLElement;
+  badge(text: string, kind?: string): HTMLElement;
+  statusBadge(status: string | null | undefined): HTMLElement;
+  chips(items: string[] | null | undefined): HTMLElement;
+  kv(obj: Record<string, unknown> | null | undefined, opts?: { compact?: boolean }): HTMLElement;
+  jsonTree(value: any, openDepth?: number, depth?: number): HTMLElement;
+  table<R>(opts: TableOptions<R>): TableWrap;
+  probBars(probs: any, gold?: unknown, pred?: unknown, order?: string[]): Child;
+  inputView(value: any, images?: Set<string> | null, runId?: string): HTMLElement;
+  crumbs(items: { label: string; href?: string }[]): void;
+  title(text: string): void;
+  fail(err: any): void;
+  footer(): void;
+  start(fn: () => unknown): void;
+  typing(ev: Event): boolean;
+  readyAt?: number;
+  readyKeys?: string[];
+  ema(values: (number | null | undefined)[], alpha: number): Num[];
+  lineChart(opts: LineChartOptions): ChartFigure;
+  reliabilityChart(
+    series: ReliabilitySeries[],
+    opts?: { label?: string; xLabel?: string; yLabel?: string }
+  ): HTMLElement;
+}
+
+interface Window {
+  LL: LLNamespace;
+  LABLEDGER: Record<string, unknown>;
+  uPlot: any;
+}
+declare var uPlot: any;
