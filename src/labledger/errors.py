@@ -114,3 +114,7 @@ class PushError(LedgerError):
 
 class TornLineWarning(UserWarning):
     """A JSONL file ends in an incomplete line (its writer died mid-write); the line was skipped."""
+
+
+class RunNameWarning(UserWarning):
+    """Several runs share the name a run was asked for by; the newest was used (``name@K`` picks another)."""

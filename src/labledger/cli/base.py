@@ -6,9 +6,12 @@ stderr and exit 1; usage errors (click) -> exit 2.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ import click
 import orjson
 from rich.console import Console
 
-from labledger.errors import LedgerError
+from labledger.errors import LedgerError, RunNameWarning
 
 #: Rich console for tables and summaries (stdout). Never used when ``--json`` is given.
 console = Console(
@@ -81,13 +84,35 @@ def warn(message: str) -> None:
     err_console.print(f"[yellow]Warning:[/yellow] {message}", markup=True, highlight=False)
 
 
+@contextlib.contextmanager
+def name_notes() -> Iterator[None]:
+    """Print each :class:`~labledger.errors.RunNameWarning` (a name shared by several runs) once on
+    stderr as ``Note: ...``; other warnings go where they went before."""
+    seen: set[str] = set()
+    previous = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, RunNameWarning):
+            if str(message) not in seen:
+                seen.add(str(message))
+                click.echo(f"Note: {message}", err=True)
+            return
+        previous(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", RunNameWarning)
+        warnings.showwarning = show
+        yield
+
+
 def handle_errors(fn):
     """Turn ``LedgerError`` into ``Error: ...`` on stderr with its exit code (1 unless stated)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            with name_notes():
+                return fn(*args, **kwargs)
         except LedgerError as exc:
             click.echo(f"Error: {exc}", err=True)
             sys.exit(getattr(exc, "exit_code", 1))

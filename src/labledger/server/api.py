@@ -194,9 +194,11 @@ async def get_run(request: Request) -> Response:
 
     def work():
         book = ctx.ledger()
-        view = book.run(ref)
+        run_id, note = book.resolve_with_note(ref)
+        view = book.run(run_id)
         return {
             "run": run_info_dict(view.info),
+            **({"note": note} if note else {}),
             "meta": view.meta,
             "config": view.config,
             "counts": view.counts(),

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from labledger.errors import IndexUnavailableError, LedgerError, LedgerNotFoundError, RunNotFoundError
+from labledger.errors import IndexUnavailableError, LedgerError, LedgerNotFoundError, RunNameWarning, RunNotFoundError
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.jsonl import read_json, write_json
 from labledger.store.migrations import migrate
@@ -414,28 +414,69 @@ class Ledger:
         return self._rows_to_info(self.db.execute(q, params).fetchall())
 
     def resolve(self, ref: str) -> str:
-        """The id of the run named by ``ref``: an id, a unique id prefix, or a unique run name."""
+        """The id of the run named by ``ref``: an id, a unique id prefix, a run name or ``name@K``.
+
+        An id or a unique id prefix is exact. A name is a label, not a key: when several runs
+        share it, the newest is used and a :class:`~labledger.errors.RunNameWarning` says so
+        (the CLI prints it once on stderr). ``name@K`` is the K-th newest run of that name
+        (``name@1`` is the newest, ``name@2`` the one before).
+
+        >>> import tempfile, warnings, labledger
+        >>> d = tempfile.mkdtemp()
+        >>> first = labledger.start_run("mlp", ledger=d); first.finish()
+        >>> second = labledger.start_run("mlp", ledger=d); second.finish()
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     newest = labledger.open_ledger(d).resolve("mlp")
+        >>> newest == second.id, "2 runs named 'mlp'" in str(caught[0].message)
+        (True, True)
+        >>> labledger.open_ledger(d).resolve("mlp@2") == first.id
+        True
+        """
+        run_id, note = self.resolve_with_note(ref)
+        if note is not None:
+            import warnings
+
+            warnings.warn(RunNameWarning(note), stacklevel=2)
+        return run_id
+
+    def resolve_with_note(self, ref: str) -> tuple[str, str | None]:
+        """:meth:`resolve` without the warning: ``(run id, note)``, where the note says which of
+        several runs of the same name was taken (``None`` when the reference was unambiguous)."""
         ref = str(ref).strip()
         if not ref:
             raise RunNotFoundError("empty run reference")
         if self.db.execute("SELECT 1 FROM runs WHERE id = ?", (ref,)).fetchone():
-            return ref
+            return ref, None
         by_prefix = [
             r[0]
             for r in self.db.execute(
-                "SELECT id FROM runs WHERE substr(id, 1, ?) = ? ORDER BY started DESC", (len(ref), ref)
+                "SELECT id FROM runs WHERE substr(id, 1, ?) = ? ORDER BY started DESC, id DESC", (len(ref), ref)
             )
         ]
         if len(by_prefix) == 1:
-            return by_prefix[0]
-        by_name = [r[0] for r in self.db.execute("SELECT id FROM runs WHERE name = ? ORDER BY started DESC", (ref,))]
-        if len(by_name) == 1:
-            return by_name[0]
-        matches = by_prefix or by_name
-        if matches:
+            return by_prefix[0], None
+        by_name = self._ids_named(ref)
+        if by_name:
+            if len(by_name) == 1:
+                return by_name[0], None
+            return by_name[0], (
+                f"{len(by_name)} runs named {ref!r}; using the newest, {by_name[0]}; `{ref}@2` is the one before"
+            )
+        base, at, k = ref.rpartition("@")
+        if at and base and k.isdigit():
+            named = self._ids_named(base)
+            if named:
+                if not 1 <= int(k) <= len(named):
+                    raise RunNotFoundError(
+                        f"'{ref}': there {'is' if len(named) == 1 else 'are'} {len(named)} run"
+                        f"{'' if len(named) == 1 else 's'} named {base!r} (`{base}@1` is the newest)"
+                    )
+                return named[int(k) - 1], None
+        if by_prefix:
             raise RunNotFoundError(
-                f"'{ref}' matches {len(matches)} runs ({', '.join(matches[:5])}"
-                f"{', ...' if len(matches) > 5 else ''}); give a run id"
+                f"'{ref}' is the start of {len(by_prefix)} run ids ({', '.join(by_prefix[:5])}"
+                f"{', ...' if len(by_prefix) > 5 else ''}); give more of the id"
             )
         known = [r[0] for r in self.db.execute("SELECT name FROM runs ORDER BY started DESC LIMIT 200")]
         import difflib
@@ -443,6 +484,11 @@ class Ledger:
         close = difflib.get_close_matches(ref, known, n=3)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         raise RunNotFoundError(f"No run '{ref}' in {self.root}.{hint} (`labledger runs` lists them)")
+
+    def _ids_named(self, name: str) -> list[str]:
+        """Ids of the runs called ``name``, newest first."""
+        q = "SELECT id FROM runs WHERE name = ? ORDER BY started DESC, id DESC"
+        return [r[0] for r in self.db.execute(q, (name,))]
 
     def info(self, ref: str) -> RunInfo:
         """The index row of one run."""
