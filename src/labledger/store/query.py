@@ -536,6 +536,26 @@ def _kind(v: Any) -> str:
     return "boolean" if isinstance(v, bool) else ("text" if isinstance(v, str) else "number")
 
 
+#: Columns of ``runs`` a query may select, and those its tests and sorting read.
+_BASE_COLUMNS = (
+    "id",
+    "name",
+    "grp",
+    "status",
+    "started",
+    "ended",
+    "host",
+    "pid",
+    "git_commit",
+    "git_dirty",
+    "error",
+    "summary",
+    "fields",
+    "eval_fields",
+)
+_TESTED_COLUMNS = ("id", "name", "grp", "status", "started", "ended", "host", "git_commit")
+
+
 def compile_query(
     where: Node | None, sort: list[tuple[Field, bool]], *, columns: str, dialect: str = "sqlite", now: float
 ) -> tuple[str, list[Any]]:
@@ -553,8 +573,13 @@ def compile_query(
         source = "eval_fields" if name.startswith("eval.") else "fields"
         jcols.append(f"(({source})::jsonb -> ?) AS j{i}" if c.pg else f"({source} -> ?) AS j{i}")
     duration = "CASE WHEN ended IS NOT NULL THEN ended - started WHEN status = 'running' THEN ? - started END"
-    cte = f"SELECT runs.*, {duration} AS duration" + "".join(", " + j for j in jcols) + " FROM runs"
-    sql = f"WITH r AS MATERIALIZED ({cte}) SELECT {columns} FROM r WHERE {where_sql} ORDER BY {order_sql}"
+    wanted = [c.strip() for c in columns.split(",")]
+    base = [c for c in _BASE_COLUMNS if c in wanted or c in _TESTED_COLUMNS]
+    cte = f"SELECT {', '.join(base)}, {duration} AS duration" + "".join(", " + j for j in jcols) + " FROM runs"
+    # MATERIALIZED: each JSON field is extracted once per row, not once per use (SQLite would
+    # otherwise inline the CTE); without JSON fields a plain subquery does.
+    how = "MATERIALIZED " if jcols else ""
+    sql = f"WITH r AS {how}({cte}) SELECT {columns} FROM r WHERE {where_sql} ORDER BY {order_sql}"
     return sql, [now, *c.cte_params, *c.params]
 
 
