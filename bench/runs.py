@@ -49,6 +49,7 @@ import random
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -296,33 +297,20 @@ print(json.dumps({"op_s": time.perf_counter() - t0, "n": len(runs), "first": run
 
 
 def run_child(cmd: list[str], env: dict[str, str]) -> dict:
-    t0 = time.perf_counter()
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.dup2(w, 1)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        os.close(r)
-        os.execvpe(cmd[0], cmd, env)
-    os.close(w)
-    chunks = []
-    while True:
-        b = os.read(r, 1 << 20)
-        if not b:
-            break
-        chunks.append(b)
-    os.close(r)
-    _, status, usage = os.wait4(pid, 0)
-    wall = time.perf_counter() - t0
-    if status != 0:
-        raise SystemExit(f"{' '.join(cmd[:4])} ... exited {status}")
-    return {
-        "wall": wall,
-        "cpu": usage.ru_utime + usage.ru_stime,
-        "rss_mib": usage.ru_maxrss / 1024,
-        "out": b"".join(chunks),
-    }
+    """Wall, CPU (user + sys) and peak RSS of one process, measured by GNU time (its own child,
+    so that the RSS is the command's, not a fork of this script), and the command's stdout."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as stats:
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            ["/usr/bin/time", "-f", "%U %S %M", "-o", stats.name, *cmd], env=env, capture_output=True, check=False
+        )
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd[:4])} ... exited {proc.returncode}: {proc.stderr.decode()[-2000:]}")
+        user, system, rss_kib = stats.read().split()[-3:]
+    return {"wall": wall, "cpu": float(user) + float(system), "rss_mib": int(rss_kib) / 1024, "out": proc.stdout}
 
 
 def main() -> None:
