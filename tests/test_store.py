@@ -9,7 +9,14 @@ import pytest
 from conftest import make_batch
 
 import labledger
-from labledger.errors import LedgerError, LedgerNotFoundError, RecordError, RunNotFoundError, RunStateError
+from labledger.errors import (
+    LedgerError,
+    LedgerNotFoundError,
+    RecordError,
+    RunNameWarning,
+    RunNotFoundError,
+    RunStateError,
+)
 from labledger.store.migrations import MIGRATIONS, migrate
 
 
@@ -127,8 +134,9 @@ def test_filters_and_resolution(ledger_dir):
         ledger.resolve("aa")
     with labledger.start_run("a", ledger=ledger_dir):
         pass
-    with pytest.raises(RunNotFoundError, match="matches 2 runs"):
-        ledger.resolve("a")
+    with pytest.warns(RunNameWarning, match="2 runs named 'a'; using the newest"):
+        newest = ledger.resolve("a")
+    assert newest != ids["a"] and ledger.resolve("a@2") == ids["a"]
 
 
 def test_open_missing_ledger_is_a_clear_error(tmp_path):

@@ -14,14 +14,30 @@ definitions travel with their values, and publish it all as a static site.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
-from labledger import calibrate  # labledger.calibrate.fit / apply / report
-from labledger.analysis.comparison import compare
-from labledger.analysis.evaluation import evaluate
 from labledger.errors import LedgerError, RecordError, RunNotFoundError
 from labledger.store import Ledger, Run, RunInfo, RunView, start_run
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from labledger import calibrate  # labledger.calibrate.fit / apply / report
+    from labledger.analysis.evaluation import compare, evaluate
+
+
+def __getattr__(name: str) -> Any:
+    # calibrate, compare and evaluate load on first use (they pull in the metric kernels), so that
+    # `import labledger` and the CLI's read commands start fast (issue 12).
+    if name == "calibrate":
+        import importlib
+
+        return importlib.import_module("labledger.calibrate")
+    if name in ("compare", "evaluate"):
+        from labledger.analysis import evaluation
+
+        return getattr(evaluation, name)
+    raise AttributeError(f"module 'labledger' has no attribute {name!r}")
 
 
 def open_ledger(

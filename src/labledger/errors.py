@@ -130,3 +130,7 @@ class DamagedLineWarning(UserWarning):
 
 class TornLineWarning(DamagedLineWarning):
     """A JSONL file ends in an incomplete line (its writer died mid-write); the line was skipped."""
+
+
+class RunNameWarning(UserWarning):
+    """Several runs share the name a run was asked for by; the newest was used (``name@K`` picks another)."""

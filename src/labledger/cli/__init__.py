@@ -9,6 +9,7 @@ from labledger.cli import (
     calibrate,  # noqa: F401
     checkpoints,  # noqa: F401
     demo,  # noqa: F401
+    diff,  # noqa: F401
     evaluation,  # noqa: F401
     groups,  # noqa: F401
     importing,  # noqa: F401

@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import click
 import orjson
 from rich.console import Console
 
-from labledger.errors import LedgerError
+from labledger.errors import LedgerError, RunNameWarning
 
 #: C0 and C1 control characters other than tab and newline (ESC sequences can retitle or clear a terminal).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -118,13 +119,35 @@ def warn(message: str) -> None:
     err_console.print(f"[yellow]Warning:[/yellow] {escape(message)}", markup=True, highlight=False)
 
 
+@contextlib.contextmanager
+def name_notes() -> Iterator[None]:
+    """Print each :class:`~labledger.errors.RunNameWarning` (a name shared by several runs) once on
+    stderr as ``Note: ...``; other warnings go where they went before."""
+    seen: set[str] = set()
+    previous = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, RunNameWarning):
+            if str(message) not in seen:
+                seen.add(str(message))
+                click.echo(f"Note: {message}", err=True)
+            return
+        previous(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", RunNameWarning)
+        warnings.showwarning = show
+        yield
+
+
 def handle_errors(fn):
     """Turn ``LedgerError`` into ``Error: ...`` on stderr with its exit code (1 unless stated)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            with name_notes():
+                return fn(*args, **kwargs)
         except LedgerError as exc:
             click.echo(f"Error: {escape_controls(str(exc))}", err=True)
             sys.exit(getattr(exc, "exit_code", 1))

@@ -12,7 +12,17 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
+from labledger.cli.base import (
+    console,
+    csv_list,
+    emit_json,
+    err_console,
+    handle_errors,
+    json_option,
+    ledger_option,
+    main,
+    resolve_ledger_path,
+)
 
 
 def open_for_cli(ledger_path: str | None):
@@ -60,6 +70,62 @@ def headline(summary: dict[str, Any], limit: int = 3) -> str:
     return "\n".join(f"{k}={fmt_num(v)}" for k, v in items[:limit])
 
 
+#: Columns of ``labledger runs`` by default, and the order in which they give way to a narrow
+#: terminal (the last first); ``id`` and ``name`` always stay, whole.
+RUN_COLUMNS = ("id", "name", "group", "status", "steps", "started", "duration", "headline")
+DROP_ORDER = ("group", "steps", "duration", "started", "status", "headline")
+
+
+def _cell(info, col: str, fields: dict[str, Any]) -> str:
+    if col == "id":
+        return info.id
+    if col == "name":
+        return escape(info.name)
+    if col == "group":
+        return escape(info.group or "-")
+    if col == "status":
+        return f"[{STATUS_STYLE.get(info.status, '')}]{info.status}[/]"
+    if col == "steps":
+        return fmt_num(info.summary.get("steps"))
+    if col == "started":
+        return fmt_time(info.started, seconds=False)
+    if col == "duration":
+        return fmt_duration(info.duration)
+    if col == "headline":
+        return escape(headline(info.summary))
+    if col == "tags":
+        return escape(", ".join(info.tags) or "-")
+    if col == "host":
+        return escape(info.host or "-")
+    if col == "git.commit":
+        return escape((info.git_commit or "-")[:12])
+    v = fields.get(col)
+    return "-" if v is None else escape(fmt_num(v) if not isinstance(v, str) else v)
+
+
+def fit_columns(columns: list[str], rows: list[list[str]], width: int) -> list[str]:
+    """The columns that fit ``width`` characters (dropping those of DROP_ORDER first; ``id`` and
+    ``name`` always stay; ``headline`` wraps beyond 24 characters)."""
+    from rich.text import Text
+
+    def need(cols: list[str]) -> int:
+        total = 0
+        for c in cols:
+            i = columns.index(c)
+            cells = [max(Text.from_markup(line).cell_len for line in r[i].split("\n")) for r in rows] + [len(c)]
+            w = max(cells) if c != "headline" else min(max(cells), 24)
+            total += w + 3
+        return total + 2
+
+    kept = list(columns)
+    for c in DROP_ORDER:
+        if need(kept) <= width:
+            break
+        if c in kept and len(kept) > 2:
+            kept.remove(c)
+    return kept
+
+
 @click.command("runs")
 @click.option("--group", help="Only runs in this group.")
 @click.option("--tag", help="Only runs with this tag.")
@@ -69,40 +135,69 @@ def headline(summary: dict[str, Any], limit: int = 3) -> str:
     help="Only runs with this status.",
 )
 @click.option("--name", help="Only runs with this exact name.")
+@click.option(
+    "--where",
+    metavar="EXPR",
+    help="Only runs that match EXPR, e.g. \"config.lr < 1e-3 and config.opt = 'adam'\" (docs/query.md).",
+)
+@click.option("--sort", metavar="KEY[,KEY]", help="Sort by fields, '-' for descending, e.g. -eval.test.accuracy.")
+@click.option(
+    "--columns",
+    metavar="COL,...",
+    help="Columns to show: id, name, group, status, steps, started, duration, headline, tags, host, "
+    "git.commit or any query field (config.lr, scalars.loss.min, eval.test.accuracy).",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many runs.")
 @ledger_option
 @json_option
 @handle_errors
-def runs_cmd(group, tag, status, name, ledger_path, as_json):
-    """List runs: id, name, group, status, steps, started, duration, headline metrics."""
+def runs_cmd(group, tag, status, name, where, sort, columns, limit, ledger_path, as_json):
+    """List runs: id, name, group, status, steps, started, duration, headline metrics.
+
+    Ids are never cut: on a narrow terminal the less useful columns give way first.
+    """
     ledger = open_for_cli(ledger_path)
-    infos = ledger.runs(name=name, group=group, tag=tag, status=status)
+    infos = ledger.runs(name=name, group=group, tag=tag, status=status, where=where, sort=sort)
+    if limit is not None:
+        infos = infos[:limit]
+    cols = csv_list(columns) or list(RUN_COLUMNS)
+    extra = [c for c in cols if c not in RUN_COLUMNS and c not in ("tags", "host", "git.commit")]
+    fields: dict[str, dict[str, Any]] = {}
+    if extra and infos:
+        table = ledger.runs_table(where=where, sort=sort, columns=extra)
+        for row in table.to_pylist():
+            fields[row["id"]] = row
     if as_json:
-        emit_json({"ledger": str(ledger.root), "runs": [i.to_dict() for i in infos]})
+        docs = []
+        for i in infos:
+            doc = i.to_dict()
+            if extra:
+                doc["fields"] = {c: fields.get(i.id, {}).get(c) for c in extra}
+            docs.append(doc)
+        emit_json({"ledger": str(ledger.root), "runs": docs})
         return
     if not infos:
         console.print(f"No runs in {ledger.root} match.")
         return
+    rows = [[_cell(i, c, fields.get(i.id, {})) for c in cols] for i in infos]
+    shown = cols if columns else fit_columns(cols, rows, console.width)
     table = Table(title=f"Runs in {ledger.root}", title_justify="left", box=box.SIMPLE_HEAD)
-    for col in ("id", "name", "group", "status", "steps", "started", "duration", "headline"):
+    for col in shown:
         table.add_column(
             col,
-            justify="right" if col in ("steps",) else "left",
+            justify="right" if col == "steps" or col in extra else "left",
             no_wrap=col != "headline",
+            min_width=len(infos[0].id) if col == "id" else None,
             ratio=1 if col == "headline" else None,
+            overflow="fold" if col == "headline" else "ellipsis",
         )
-    for i in infos:
-        steps = i.summary.get("steps")
-        table.add_row(
-            i.id,
-            escape(i.name),
-            escape(i.group or "-"),
-            f"[{STATUS_STYLE.get(i.status, '')}]{i.status}[/]",
-            fmt_num(steps),
-            fmt_time(i.started, seconds=False),
-            fmt_duration(i.duration),
-            escape(headline(i.summary)),
-        )
+    idx = [cols.index(c) for c in shown]
+    for r in rows:
+        table.add_row(*(r[i] for i in idx))
     console.print(table)
+    if len(shown) < len(cols):
+        hidden = ", ".join(c for c in cols if c not in shown)
+        err_console.print(f"({hidden} hidden to fit {console.width} columns; --columns picks them)", highlight=False)
 
 
 @click.command("show")

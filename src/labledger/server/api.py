@@ -2,7 +2,7 @@
 
 Reads (public unless ``--private``)::
 
-    GET  /api/runs?group=&tag=&status=&name=&offset=&limit=
+    GET  /api/runs?group=&tag=&status=&name=&where=&sort=&offset=&limit=   where/sort: the query language
     GET  /api/runs/{run}                      run = id, unique id prefix or unique name
     GET  /api/runs/{run}/{kind}?offset=&limit=   kind = batches | scalars | history | checkpoints | notes
     GET  /api/runs/{run}/evals
@@ -166,9 +166,17 @@ def _field(doc: dict[str, Any], name: str, kinds: tuple[type, ...], *, required:
 
 
 # -- reads -------------------------------------------------------------------------------------
+#: Query parameters of ``GET /api/runs``; any other is refused with 400, never ignored.
+LIST_RUNS_PARAMS = ("group", "tag", "status", "name", "where", "sort", "offset", "limit")
+
+
 async def list_runs(request: Request) -> Response:
     ctx = reader_ctx(request)
     q = request.query_params
+    unknown = [k for k in q if k not in LIST_RUNS_PARAMS]
+    if unknown:
+        hint = " (filter on fields with where=, e.g. where=config.lr < 1e-3)" if "." in unknown[0] else ""
+        raise ApiError(400, f"unknown query parameter '{unknown[0][:40]}'{hint}; known: {', '.join(LIST_RUNS_PARAMS)}")
     status = q.get("status") or None
     if status is not None and status not in RUN_STATUSES:
         raise ApiError(400, f"query parameter 'status' must be one of {', '.join(RUN_STATUSES)}; got {status[:40]!r}")
@@ -177,7 +185,12 @@ async def list_runs(request: Request) -> Response:
 
     def work():
         infos = ctx.ledger().runs(
-            name=q.get("name") or None, group=q.get("group") or None, tag=q.get("tag") or None, status=status
+            name=q.get("name") or None,
+            group=q.get("group") or None,
+            tag=q.get("tag") or None,
+            status=status,
+            where=q.get("where") or None,
+            sort=q.get("sort") or None,
         )
         return {
             "total": len(infos),
@@ -195,9 +208,11 @@ async def get_run(request: Request) -> Response:
 
     def work():
         book = ctx.ledger()
-        view = book.run(ref)
+        run_id, note = book.resolve_with_note(ref)
+        view = book.run(run_id)
         return {
             "run": run_info_dict(view.info),
+            **({"note": note} if note else {}),
             "meta": ctx.meta_for(request, view.meta),
             "config": view.config,
             "counts": view.counts(),

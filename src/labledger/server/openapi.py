@@ -109,6 +109,8 @@ def openapi_document(version: str) -> dict[str, Any]:
                         {"type": "string", "enum": ["running", "finished", "failed", "crashed", "killed"]},
                     ),
                     _q("name", "Only runs with this exact name"),
+                    _q("where", "A query expression, e.g. config.lr < 1e-3 and config.opt = 'adam' (docs/query.md)"),
+                    _q("sort", "Sort keys, comma-separated, '-' for descending, e.g. -eval.test.accuracy"),
                     OFFSET,
                     _q("limit", "Runs per page", {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000}),
                 ],

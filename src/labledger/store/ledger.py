@@ -32,12 +32,21 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import orjson
 
-from labledger.errors import IndexUnavailableError, LedgerError, LedgerNotFoundError, RunNotFoundError, StorageError
+from labledger.errors import (
+    IndexUnavailableError,
+    LedgerError,
+    LedgerNotFoundError,
+    RunNameWarning,
+    RunNotFoundError,
+    StorageError,
+)
 from labledger.schema import STORED_KINDS, CalibrationDoc, Document, EvaluationDoc, decode
 from labledger.schema.store import StoredEvaluation, StoredMetricValue
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
+from labledger.store.fields import ScalarStats, backfill_fields, dumps_fields, eval_fields_of_run, run_fields
 from labledger.store.jsonl import read_json, write_json
 from labledger.store.migrations import migrate
+from labledger.store.query import regexp
 
 if TYPE_CHECKING:
     from labledger.store.view import RunView
@@ -171,10 +180,12 @@ class Ledger:
             self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = NORMAL")
             self.db.execute("PRAGMA foreign_keys = ON")
+            self.db.create_function("regexp", 2, regexp, deterministic=True)
             migrate(self.db)
         except sqlite3.DatabaseError as exc:
             kind = StorageError if "disk" in str(exc) else LedgerError  # full, read-only or failing disk
             raise kind(f"{db_path}: cannot open the ledger index ({exc})") from None
+        backfill_fields(self)
 
     def _open_postgres(self, url: str, artifacts: str | os.PathLike[str] | None, create: bool) -> None:
         artifacts = artifacts if artifacts is not None else os.environ.get("LABLEDGER_ARTIFACTS")
@@ -198,6 +209,7 @@ class Ledger:
         self.db = PostgresIndex(url, retry_timeout=self.retry_timeout)
         try:
             migrate(self.db)
+            backfill_fields(self)
         except BaseException:
             self.db.close()
             raise
@@ -262,16 +274,18 @@ class Ledger:
         return self.root / "runs" / run_id
 
     # -- runs -----------------------------------------------------------------------------------
-    def register_run(self, meta: dict[str, Any]) -> None:
-        """Insert a new run into the index (called by :class:`labledger.Run`)."""
+    def register_run(self, meta: dict[str, Any], *, config: dict[str, Any] | None = None) -> None:
+        """Insert a new run into the index (called by :class:`labledger.Run`); ``config`` makes
+        its ``config.*`` fields queryable from the start."""
         git = meta.get("git") or {}
+        fields = dumps_fields(run_fields(config or {}, {}, None))
 
         def insert(db: Any) -> None:
             if db.execute("SELECT 1 FROM runs WHERE id = ?", (meta["id"],)).fetchone():
                 return  # a replay after a lost connection whose COMMIT had gone through
             db.execute(
                 "INSERT INTO runs (id, name, grp, status, started, host, pid, git_commit, git_dirty, "
-                "summary, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', ?)",
+                "summary, updated, fields) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', ?, ?)",
                 (
                     meta["id"],
                     meta["name"],
@@ -283,6 +297,7 @@ class Ledger:
                     git.get("commit"),
                     None if git.get("dirty") is None else int(git["dirty"]),
                     time.time(),
+                    fields,
                 ),
             )
             db.executemany(
@@ -303,6 +318,9 @@ class Ledger:
         """Update index columns of one run (``summary`` is a dict, stored as JSON)."""
         if "summary" in fields:
             fields["summary"] = orjson.dumps(fields["summary"], option=orjson.OPT_SERIALIZE_NUMPY).decode()
+        for key in ("fields", "eval_fields"):
+            if key in fields:
+                fields[key] = dumps_fields(fields[key])
         if "group" in fields:
             fields["grp"] = fields.pop("group")
         fields["updated"] = time.time()
@@ -391,7 +409,16 @@ class Ledger:
             ended = max(p.stat().st_mtime for p in run_dir.iterdir() if p.is_file())
         except ValueError:
             ended = time.time()
-        summary = summarize_run_dir(run_dir)
+        stats = ScalarStats()
+        summary = summarize_run_dir(run_dir, stats=stats)
+        try:
+            config = read_json(run_dir / "config.json")
+        except (OSError, LedgerError):
+            config = {}
+        row = self.db.execute("SELECT summary FROM runs WHERE id = ?", (run_id,)).fetchone()
+        headline = orjson.loads(row[0] or "{}").get("headline") if row else None
+        summary["headline"] = headline or {}
+        fields = dumps_fields(run_fields(config if isinstance(config, dict) else {}, summary, stats))
         status = "crashed"
         if meta is not None and meta.get("status") in ("finished", "failed", "killed"):
             # run.json is written (atomically) before the index at finish: the process finished the
@@ -400,10 +427,10 @@ class Ledger:
         else:
             error = error or "the logging process ended without finishing the run (killed or crashed)"
         q = (
-            "UPDATE runs SET status = ?, ended = ?, error = ?, summary = ?, updated = ? "
+            "UPDATE runs SET status = ?, ended = ?, error = ?, summary = ?, updated = ?, fields = ? "
             "WHERE id = ? AND status = 'running'"
         )
-        params: tuple[Any, ...] = (status, ended, error, orjson.dumps(summary).decode(), time.time(), run_id)
+        params: tuple = (status, ended, error, orjson.dumps(summary).decode(), time.time(), fields, run_id)
         if stale_before is not None:  # unless it beat meanwhile
             q += " AND (heartbeat IS NULL OR heartbeat < ?)"
             params += (stale_before,)
@@ -414,53 +441,125 @@ class Ledger:
         return bool(changed) and status == "crashed"
 
     def runs(
-        self, *, name: str | None = None, group: str | None = None, tag: str | None = None, status: str | None = None
+        self,
+        *,
+        name: str | None = None,
+        group: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        where: str | None = None,
+        sort: str | list[str] | None = None,
     ) -> list[RunInfo]:
-        """Runs in the index, newest first, filtered by exact name, group, tag and status."""
+        """Runs in the index, newest first (or in ``sort`` order), filtered by exact name, group,
+        tag, status and a query expression ``where`` (see :mod:`labledger.store.query`).
+
+        >>> import tempfile, labledger
+        >>> d = tempfile.mkdtemp()
+        >>> for lr in (1e-4, 1e-2):
+        ...     with labledger.start_run(f"lr{lr}", config={"optim": {"lr": lr}}, ledger=d) as run:
+        ...         run.log(1, loss=lr * 10)
+        >>> [r.name for r in labledger.open_ledger(d).runs(where="config.optim.lr < 1e-3", sort="-scalars.loss.min")]
+        ['lr0.0001']
+        """
+        from labledger.store.query import compile_query, prepare
+
         if self.reap_on_read:
             self.reap()
-        where, params = [], []
-        if name is not None:
-            where.append("name = ?")
-            params.append(name)
-        if group is not None:
-            where.append("grp = ?")
-            params.append(group)
-        if status is not None:
-            where.append("status = ?")
-            params.append(status)
+        node, keys = prepare(self.db, self.dialect, where, sort)
+        exact = [("name", name), ("group", group), ("status", status)]
+        filters = [f"{k} = {_quote(v)}" for k, v in exact if v is not None]
         if tag is not None:
-            where.append("id IN (SELECT run_id FROM run_tags WHERE tag = ?)")
-            params.append(tag)
-        q = f"SELECT {self._COLUMNS} FROM runs"
-        if where:
-            q += " WHERE " + " AND ".join(where)
-        q += " ORDER BY started DESC, id DESC"
-        return self._rows_to_info(self.db.execute(q, params).fetchall())
+            filters.append(f"has tag {_quote(tag)}")
+        if filters:
+            from labledger.store.query import Bool, parse
+
+            extra = parse(" and ".join(filters))
+            node = extra if node is None else Bool("and", (extra, node))
+        sql, params = compile_query(node, keys, columns=self._COLUMNS, dialect=self.dialect, now=time.time())
+        return self._rows_to_info(self.db.execute(sql, params).fetchall())
+
+    def runs_table(
+        self, *, where: str | None = None, sort: str | list[str] | None = None, columns: list[str] | None = None
+    ) -> Any:
+        """The runs that match ``where`` as a ``pyarrow.Table`` (``.to_pandas()`` for a DataFrame):
+        ``id`` and ``name``, then ``columns`` (any query field; default: group, status, started,
+        duration, tags and every config.*, scalars.*.last and eval.* field of the matching runs).
+
+        >>> import tempfile, labledger
+        >>> d = tempfile.mkdtemp()
+        >>> with labledger.start_run("a", config={"lr": 0.1}, ledger=d) as run:
+        ...     run.log(1, loss=0.5)
+        >>> labledger.open_ledger(d).runs_table(columns=["config.lr", "scalars.loss.last"]).to_pylist()[0]["config.lr"]
+        0.1
+        """
+        from labledger.store.query import runs_table
+
+        return runs_table(self, where=where, sort=sort, columns=columns)
 
     def resolve(self, ref: str) -> str:
-        """The id of the run named by ``ref``: an id, a unique id prefix, or a unique run name."""
+        """The id of the run named by ``ref``: an id, a unique id prefix, a run name or ``name@K``.
+
+        An id or a unique id prefix is exact. A name is a label, not a key: when several runs
+        share it, the newest is used and a :class:`~labledger.errors.RunNameWarning` says so
+        (the CLI prints it once on stderr). ``name@K`` is the K-th newest run of that name
+        (``name@1`` is the newest, ``name@2`` the one before).
+
+        >>> import tempfile, warnings, labledger
+        >>> d = tempfile.mkdtemp()
+        >>> first = labledger.start_run("mlp", ledger=d); first.finish()
+        >>> second = labledger.start_run("mlp", ledger=d); second.finish()
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     newest = labledger.open_ledger(d).resolve("mlp")
+        >>> newest == second.id, "2 runs named 'mlp'" in str(caught[0].message)
+        (True, True)
+        >>> labledger.open_ledger(d).resolve("mlp@2") == first.id
+        True
+        """
+        run_id, note = self.resolve_with_note(ref)
+        if note is not None:
+            import warnings
+
+            warnings.warn(RunNameWarning(note), stacklevel=2)
+        return run_id
+
+    def resolve_with_note(self, ref: str) -> tuple[str, str | None]:
+        """:meth:`resolve` without the warning: ``(run id, note)``, where the note says which of
+        several runs of the same name was taken (``None`` when the reference was unambiguous)."""
         ref = str(ref).strip()
         if not ref:
             raise RunNotFoundError("empty run reference")
         if self.db.execute("SELECT 1 FROM runs WHERE id = ?", (ref,)).fetchone():
-            return ref
+            return ref, None
         by_prefix = [
             r[0]
             for r in self.db.execute(
-                "SELECT id FROM runs WHERE substr(id, 1, ?) = ? ORDER BY started DESC", (len(ref), ref)
+                "SELECT id FROM runs WHERE substr(id, 1, ?) = ? ORDER BY started DESC, id DESC", (len(ref), ref)
             )
         ]
         if len(by_prefix) == 1:
-            return str(by_prefix[0])
-        by_name = [r[0] for r in self.db.execute("SELECT id FROM runs WHERE name = ? ORDER BY started DESC", (ref,))]
-        if len(by_name) == 1:
-            return str(by_name[0])
-        matches = by_prefix or by_name
-        if matches:
+            return by_prefix[0], None
+        by_name = self._ids_named(ref)
+        if by_name:
+            if len(by_name) == 1:
+                return by_name[0], None
+            return by_name[0], (
+                f"{len(by_name)} runs named {ref!r}; using the newest, {by_name[0]}; `{ref}@2` is the one before"
+            )
+        base, at, k = ref.rpartition("@")
+        if at and base and k.isdigit():
+            named = self._ids_named(base)
+            if named:
+                if not 1 <= int(k) <= len(named):
+                    raise RunNotFoundError(
+                        f"'{ref}': there {'is' if len(named) == 1 else 'are'} {len(named)} run"
+                        f"{'' if len(named) == 1 else 's'} named {base!r} (`{base}@1` is the newest)"
+                    )
+                return named[int(k) - 1], None
+        if by_prefix:
             raise RunNotFoundError(
-                f"'{ref}' matches {len(matches)} runs ({', '.join(matches[:5])}"
-                f"{', ...' if len(matches) > 5 else ''}); give a run id"
+                f"'{ref}' is the start of {len(by_prefix)} run ids ({', '.join(by_prefix[:5])}"
+                f"{', ...' if len(by_prefix) > 5 else ''}); give more of the id"
             )
         known = [r[0] for r in self.db.execute("SELECT name FROM runs ORDER BY started DESC LIMIT 200")]
         import difflib
@@ -468,6 +567,11 @@ class Ledger:
         close = difflib.get_close_matches(ref, known, n=3)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         raise RunNotFoundError(f"No run '{ref}' in {self.root}.{hint} (`labledger runs` lists them)")
+
+    def _ids_named(self, name: str) -> list[str]:
+        """Ids of the runs called ``name``, newest first."""
+        q = "SELECT id FROM runs WHERE name = ? ORDER BY started DESC, id DESC"
+        return [r[0] for r in self.db.execute(q, (name,))]
 
     def info(self, ref: str) -> RunInfo:
         """The index row of one run."""
@@ -706,6 +810,7 @@ class Ledger:
                 "ci_high, n, definition) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(eval_id, *r) for r in rows],
             )
+            db.execute("UPDATE runs SET eval_fields = ? WHERE id = ?", (eval_fields_of_run(db, run_id), run_id))
             write_json(path, data)
 
         self._write(store)
@@ -770,6 +875,11 @@ class Ledger:
         ]
 
 
+def _quote(value: str) -> str:
+    """A text literal of the query language."""
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def iter_metric_values(document: Document) -> Iterator[tuple[Any, ...]]:
     """(task, slice, metric, params, value, ci_low, ci_high, n, definition) rows of a document:
     every scalar value of an evaluation (tasks and slices) or a calibration report."""
@@ -819,14 +929,16 @@ def _metric_rows(task: str, slice_: str, metrics: Iterable[Any]) -> Iterator[tup
         )
 
 
-def summarize_run_dir(run_dir: Path) -> dict[str, Any]:
-    """Counts and last scalars recomputed from a run's files (for crashed runs and ``show``)."""
+def summarize_run_dir(run_dir: Path, *, stats: ScalarStats | None = None) -> dict[str, Any]:
+    """Counts and last scalars recomputed from a run's files (for crashed runs and ``show``);
+    with ``stats``, every scalar value is folded into it too (min/max for the index)."""
     from labledger.store.jsonl import RECORD_FILES, count_lines, iter_decoded
 
     summary: dict[str, Any] = {}
     last: dict[str, Any] = {}
     steps = None
     n = 0
+    pending: list[dict[str, Any]] = []
     for _, _, rec in iter_decoded(run_dir / RECORD_FILES["scalars"]):  # damaged lines: skipped, warned
         n += 1
         step = rec.pop("step", None)
@@ -834,6 +946,13 @@ def summarize_run_dir(run_dir: Path) -> dict[str, Any]:
         if step is not None:
             steps = step if steps is None else max(steps, step)
         last.update(rec)
+        if stats is not None:
+            pending.append(rec)
+            if len(pending) >= 4096:
+                stats.fold(pending)
+                pending.clear()
+    if stats is not None:
+        stats.fold(pending)
     summary["scalar_records"] = n
     summary["steps"] = steps
     summary["last"] = last

@@ -169,3 +169,18 @@ def m004_run_heartbeat(db: sqlite3.Connection) -> None:
     # Team mode: live runs stamp this with the database server's clock on an interval, so that a
     # host that cannot see a run's flock (another machine) can still tell a dead run (issue 7).
     db.execute("ALTER TABLE runs ADD COLUMN heartbeat REAL")
+
+
+@migration
+def m005_run_query_fields(db: sqlite3.Connection) -> None:
+    # Issue 12: what the query language asks about many runs lives in the index, so that a query
+    # never opens run files. ``fields`` (config.*, scalars.*, summary.*, counts.*) is written by
+    # the run at each sync and at finish; runs from before this migration have NULL there and are
+    # filled from their folders when the ledger opens (labledger.store.fields.backfill_fields).
+    # ``eval_fields`` (eval.<set>.<metric>) is filled here from the indexed metric values.
+    from labledger.store.fields import eval_fields_of_run
+
+    db.execute("ALTER TABLE runs ADD COLUMN fields TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN eval_fields TEXT")
+    for (run_id,) in db.execute("SELECT DISTINCT run_id FROM evaluations").fetchall():
+        db.execute("UPDATE runs SET eval_fields = ? WHERE id = ?", (eval_fields_of_run(db, run_id), run_id))

@@ -25,11 +25,14 @@ import orjson
 from labledger.errors import LedgerError, RecordError, RunStateError
 from labledger.inputs.records import clean_scalars, unwrap_scalar, validate_batch
 from labledger.store.environment import environment
+from labledger.store.fields import ScalarStats, run_fields
 from labledger.store.jsonl import DUMP_OPTIONS, RECORD_FILES, Appender, atomic_write, dumps_line, write_all, write_json
 from labledger.store.ledger import Ledger, default_ledger_path
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _FILE_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+#: Seconds between folds of logged scalars into the running min/max (bounds the pending list).
+FOLD_INTERVAL = 0.25
 #: Chunk size for streamed hashing and copying.
 CHUNK = 1 << 20
 
@@ -169,7 +172,7 @@ class Run:
         }
         write_json(self.dir / "config.json", config_json)
         write_json(self.dir / "run.json", self.meta)
-        self.ledger.register_run(self.meta)
+        self.ledger.register_run(self.meta, config=config_json)
         self.config: dict[str, Any] = config_json
         self.summary: dict[str, Any] = {}
         self.status = "running"
@@ -185,7 +188,11 @@ class Run:
         self._n_history = 0
         self._n_checkpoints = 0
         self._last_microbatch: int | None = None
-        self._next_sync = time.time() + self.sync_interval
+        # Scalar records not yet folded into the index's min/max (see _tick): Run.log only appends.
+        self._pending: list[dict[str, Any]] = []
+        self._stats = ScalarStats()
+        self._sync_due = time.time() + self.sync_interval
+        self._next_sync = min(self._sync_due, time.time() + FOLD_INTERVAL)
         if notes:
             self.note(notes)
 
@@ -232,11 +239,12 @@ class Run:
         rec.update(scalars)  # an explicit time= (imports) overrides the wall time
         write_all(self._scalars.fd, orjson.dumps(rec, option=DUMP_OPTIONS))
         self._last.update(scalars)
+        self._pending.append(scalars)
         self._n_scalars += 1
         if self._max_step is None or step > self._max_step:
             self._max_step = step
         if now >= self._next_sync:
-            self.sync()
+            self._tick(now)
 
     def log_batch(self, record: Mapping[str, Any]) -> None:
         """Log one microbatch record with its samples (schema: :mod:`labledger.inputs.records`).
@@ -256,8 +264,9 @@ class Run:
         write_all(self._batches.fd, line)
         self._last_microbatch = mb
         self._n_batches += 1
-        if time.time() >= self._next_sync:
-            self.sync()
+        now = time.time()
+        if now >= self._next_sync:
+            self._tick(now)
 
     # -- other records --------------------------------------------------------------------------
     def log_history(self, entry: Mapping[str, Any]) -> None:
@@ -500,12 +509,31 @@ class Run:
             a for a in (self._scalars, self._batches, self._history, self._checkpoints, self._notes) if a is not None
         ]
 
+    def _fold(self) -> None:
+        if self._pending:
+            self._stats.fold(self._pending)
+            self._pending = []
+
+    def _fields(self) -> dict[str, Any]:
+        self._fold()
+        return run_fields(self.config, self._summary(), self._stats)
+
+    def _tick(self, now: float) -> None:
+        """The log calls' timer: fold pending scalars (memory stays flat); sync when it is due."""
+        self._fold()
+        if now >= self._sync_due:
+            self.sync()
+        else:
+            self._next_sync = min(self._sync_due, now + FOLD_INTERVAL)
+
     def sync(self) -> None:
-        """fsync every file and refresh the index summary (also done on an interval)."""
+        """fsync every file and refresh the index summary and query fields (also done on an interval)."""
         for a in self._appenders():
             a.fsync()
-        self.ledger.update_run(self.id, summary=self._summary())
-        self._next_sync = time.time() + self.sync_interval
+        self.ledger.update_run(self.id, summary=self._summary(), fields=self._fields())
+        now = time.time()
+        self._sync_due = now + self.sync_interval
+        self._next_sync = min(self._sync_due, now + FOLD_INTERVAL)
 
     def finish(self, status: str = "finished", *, error: str | None = None, ended: float | None = None) -> None:
         """End the run with ``status`` (finished, failed, killed); fsyncs everything."""
@@ -521,7 +549,14 @@ class Run:
         if self.summary:  # headline values live in run.json too: a copied run folder keeps them (#17)
             self.meta["headline"] = dict(self.summary)
         write_json(self.dir / "run.json", self.meta)
-        self.ledger.update_run(self.id, status=status, ended=self.meta["ended"], error=error, summary=self._summary())
+        self.ledger.update_run(
+            self.id,
+            status=status,
+            ended=self.meta["ended"],
+            error=error,
+            summary=self._summary(),
+            fields=self._fields(),
+        )
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         os.close(self._lock_fd)
         if self._owns_ledger:

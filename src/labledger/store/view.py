@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-import pyarrow as pa
 
 from labledger.errors import LedgerError, UnknownNameError
 from labledger.schema import STORED_KINDS, decode
 from labledger.store.jsonl import RECORD_FILES, count_lines, read_json, read_jsonl
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from labledger.store.ledger import Ledger, RunInfo
 
 #: What ``table()``/``export`` can produce.
@@ -246,6 +247,8 @@ def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
 
 def records_to_table(records: Any) -> pa.Table:
     """Flatten records (see :meth:`RunView.table`) into an Arrow table with a unified schema."""
+    import pyarrow as pa  # loaded here: reading the index must not wait for Arrow (issue 12)
+
     rows = [_flatten(r) for r in records]
     if not rows:
         return pa.table({})

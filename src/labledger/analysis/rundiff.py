@@ -1,0 +1,173 @@
+"""What differs between two runs: config (dotted keys), environment, data, scalar summaries and
+stored evaluations, with a paired comparison of result sets whose items match (issue 12).
+
+Only differences are reported; equal values are left out. Read from the index (fields) and each
+run's ``run.json``; result sets are compared through :func:`labledger.compare` (a paired bootstrap
+when both runs scored the same items).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+
+from labledger.errors import ComparisonError, LedgerError
+from labledger.store.fields import flatten
+
+#: Sections of a diff, in the order they are shown.
+SECTIONS = ("config", "environment", "data", "scalars", "evaluations")
+
+
+def _changes(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key, _MISSING), b.get(key, _MISSING)
+        if _same(va, vb):
+            continue
+        row: dict[str, Any] = {"key": key, "a": _shown(va), "b": _shown(vb)}
+        if _number(va) and _number(vb):
+            row["delta"] = vb - va
+        if va is _MISSING or vb is _MISSING:
+            row["only"] = "a" if vb is _MISSING else "b"
+        out.append(row)
+    return out
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "(missing)"
+
+
+_MISSING = _Missing()
+
+
+def _same(a: Any, b: Any) -> bool:
+    if _number(a) and _number(b):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    return type(a) is type(b) and a == b
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _shown(v: Any) -> Any:
+    return None if v is _MISSING else v
+
+
+def _environment(meta: dict[str, Any]) -> dict[str, Any]:
+    git = meta.get("git") or {}
+    out: dict[str, Any] = {
+        "python": meta.get("python"),
+        "platform": meta.get("platform"),
+        "host": meta.get("host"),
+        "user": meta.get("user"),
+        "git.commit": git.get("commit"),
+        "git.dirty": git.get("dirty"),
+        "git.branch": git.get("branch"),
+    }
+    for name, version in (meta.get("packages") or {}).items():
+        out[f"packages.{name}"] = version
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _data(book: Any, view: Any) -> dict[str, Any]:
+    config = view.config or {}
+    out: dict[str, Any] = {}
+    mixture = config.get("mixture") if isinstance(config, dict) else None
+    if isinstance(mixture, dict):
+        out.update({f"mixture.{k}": v for k, v in flatten(mixture)})
+    for name in view.results_names():
+        meta_path = view.dir / "evals" / name / "meta.json"
+        try:
+            meta = orjson.loads(meta_path.read_bytes()) if meta_path.exists() else {}
+        except (OSError, orjson.JSONDecodeError):
+            meta = {}
+        out[f"results.{name}.rows"] = meta.get("rows", meta.get("n"))
+        if meta.get("sha256"):
+            out[f"results.{name}.sha256"] = meta["sha256"]
+    return out
+
+
+def _fields(book: Any, run_id: str) -> dict[str, Any]:
+    row = book.db.execute("SELECT fields, eval_fields FROM runs WHERE id = ?", (run_id,)).fetchone()
+    merged = {**orjson.loads(row[0] or "{}"), **orjson.loads(row[1] or "{}")} if row else {}
+    return merged
+
+
+def diff_runs(book: Any, a: str, b: str, *, compare_results: bool = True, resamples: int = 1000) -> dict[str, Any]:
+    """Everything that differs between runs ``a`` and ``b`` (ids, names or ``name@K``), as a document:
+    ``{"a", "b", "config", "environment", "data", "scalars", "evaluations", "comparisons"}``; each
+    section is a list of ``{"key", "a", "b"[, "delta"][, "only"]}``.
+
+    >>> import tempfile, labledger
+    >>> d = tempfile.mkdtemp()
+    >>> for h in (32, 128):
+    ...     with labledger.start_run(f"mlp-h{h}", config={"model": {"hidden": h}, "lr": 0.1}, ledger=d) as run:
+    ...         run.log(1, loss=1.0 / h)
+    >>> doc = diff_runs(labledger.open_ledger(d), "mlp-h32", "mlp-h128")
+    >>> [(c["key"], c["a"], c["b"]) for c in doc["config"]]
+    [('model.hidden', 32, 128)]
+    """
+    va, vb = book.run(a), book.run(b)
+    fa, fb = _fields(book, va.id), _fields(book, vb.id)
+
+    def part(fields: dict[str, Any], prefix: str) -> dict[str, Any]:
+        return {k[len(prefix) :]: v for k, v in fields.items() if k.startswith(prefix)}
+
+    config_a = dict(flatten(va.config or {}))
+    config_b = dict(flatten(vb.config or {}))
+    doc: dict[str, Any] = {
+        "a": {"id": va.id, "name": va.name},
+        "b": {"id": vb.id, "name": vb.name},
+        "config": _changes(config_a, config_b),
+        "environment": _changes(_environment(va.meta), _environment(vb.meta)),
+        "data": _changes(_data(book, va), _data(book, vb)),
+        "scalars": _changes(part(fa, "scalars."), part(fb, "scalars.")),
+        "evaluations": _changes(part(fa, "eval."), part(fb, "eval.")),
+        "comparisons": [],
+    }
+    if compare_results:
+        doc["comparisons"] = _comparisons(va, vb, resamples=resamples)
+    return doc
+
+
+def _comparisons(va: Any, vb: Any, *, resamples: int) -> list[dict[str, Any]]:
+    from labledger.analysis.evaluation import compare
+
+    out = []
+    for name in sorted(set(va.results_names()) & set(vb.results_names())):
+        entry: dict[str, Any] = {"results": name}
+        try:
+            cmp = compare(str(vb.results_path(name)), str(va.results_path(name)), resamples=resamples)
+        except ComparisonError as exc:
+            entry["paired"] = False
+            entry["note"] = f"not compared: {str(exc).splitlines()[0]}"
+            out.append(entry)
+            continue
+        except LedgerError as exc:
+            entry["paired"] = False
+            entry["note"] = f"not compared: {exc}"
+            out.append(entry)
+            continue
+        entry["paired"] = True
+        rows = []
+        for task, body in (cmp.to_dict().get("tasks") or {}).items():
+            for m in body.get("metrics") or []:
+                rows.append(
+                    {
+                        "task": task,
+                        "metric": m.get("key") or m.get("metric"),
+                        "a": m.get("b", m.get("value_b")),
+                        "b": m.get("a", m.get("value_a")),
+                        "diff": m.get("diff"),
+                        "ci_low": m.get("ci_low"),
+                        "ci_high": m.get("ci_high"),
+                        "p": m.get("p_value", m.get("p")),
+                    }
+                )
+        entry["metrics"] = rows
+        out.append(entry)
+    return out

@@ -1,0 +1,93 @@
+"""``labledger diff A B``: only what differs between two runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main
+from labledger.cli.runs import fmt_num, open_for_cli
+
+TITLES = {
+    "config": "config",
+    "environment": "environment",
+    "data": "data",
+    "scalars": "scalar summaries",
+    "evaluations": "stored evaluations",
+}
+
+
+def _v(v: Any) -> str:
+    if v is None:
+        return "-"
+    return escape(fmt_num(v) if not isinstance(v, str) else v)
+
+
+@click.command("diff")
+@click.argument("a")
+@click.argument("b")
+@click.option("--no-compare", is_flag=True, help="Skip the paired comparison of shared result sets.")
+@click.option("--resamples", type=click.IntRange(min=100), default=1000, show_default=True, help="Bootstrap resamples.")
+@ledger_option
+@json_option
+@handle_errors
+def diff_cmd(a, b, no_compare, resamples, ledger_path, as_json):
+    """What differs between runs A and B: config (dotted keys), environment (Python, packages, git,
+    host), data (declared mixture, result sets), scalar summaries and stored evaluations; result sets
+    both runs have are compared item by item (B - A, paired bootstrap) when their items match."""
+    from labledger.analysis.rundiff import SECTIONS, diff_runs
+
+    ledger = open_for_cli(ledger_path)
+    doc = diff_runs(ledger, a, b, compare_results=not no_compare, resamples=resamples)
+    if as_json:
+        emit_json(doc)
+        return
+    ra, rb = doc["a"], doc["b"]
+    console.print(f"A = {escape(ra['name'])} {ra['id']}\nB = {escape(rb['name'])} {rb['id']}", highlight=False)
+    if not any(doc[s] for s in SECTIONS) and not doc["comparisons"]:
+        console.print("No differences.")
+        return
+    for section in SECTIONS:
+        rows = doc[section]
+        if not rows:
+            continue
+        t = Table(title=TITLES[section], title_justify="left")
+        t.add_column("key", overflow="fold")
+        t.add_column("A", overflow="fold")
+        t.add_column("B", overflow="fold")
+        numeric = any("delta" in r for r in rows)
+        if numeric:
+            t.add_column("B - A", justify="right")
+        for r in rows:
+            cells = [escape(r["key"]), _v(r["a"]), _v(r["b"])]
+            if numeric:
+                cells.append(fmt_num(r["delta"]) if "delta" in r else "")
+            t.add_row(*cells)
+        console.print(t)
+    for c in doc["comparisons"]:
+        if not c["paired"]:
+            console.print(f"results {escape(c['results'])}: {escape(c['note'])}", highlight=False)
+            continue
+        t = Table(
+            title=f"results {escape(c['results'])}: B - A on the same items (paired bootstrap)", title_justify="left"
+        )
+        for col in ("task", "metric", "A", "B", "B - A", "95% CI", "p"):
+            t.add_column(col, justify="left" if col in ("task", "metric") else "right", overflow="fold")
+        for m in c["metrics"]:
+            ci = "-" if m["ci_low"] is None else f"[{m['ci_low']:+.4f}, {m['ci_high']:+.4f}]"
+            t.add_row(
+                escape(str(m["task"])),
+                escape(str(m["metric"])),
+                _v(m["a"]),
+                _v(m["b"]),
+                "-" if m["diff"] is None else f"{m['diff']:+.4f}",
+                ci,
+                "-" if m["p"] is None else f"{m['p']:.3g}",
+            )
+        console.print(t)
+
+
+main.add_command(diff_cmd)

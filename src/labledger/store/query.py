@@ -1,0 +1,798 @@
+"""One query language over many runs: parsed by a small recursive-descent parser, compiled to
+parameterised SQL for the index (SQLite's JSON functions, or jsonb on PostgreSQL).
+
+The same text selects runs in ``labledger runs --where``, ``Ledger.runs(where=)``,
+``GET /api/runs?where=`` and the site's filter box (site/static/js/query.js mirrors this module).
+
+Grammar (keywords are case-insensitive)::
+
+    expr      := conj ("or" conj)*
+    conj      := unary ("and" unary)*
+    unary     := "not" unary | "(" expr ")" | "has" "tag" value | field test
+    test      := ("=" | "!=" | "<" | "<=" | ">" | ">=") value
+               | ["not"] "in" "(" value ("," value)* ")"
+               | ["not"] "between" value "and" value
+               | ("~" | "!~") string                        regex search
+               | "is" ["not"] "null"
+               | "has" value                                only for `tags`
+    value     := 'text' | "text" | number | true | false
+    field     := name | `any text`        e.g. config.optim.lr, eval.test.f1[average=macro]
+
+Fields: ``id name group status host git.commit`` (text), ``started duration`` (seconds; ``started``
+also takes an ISO date string), ``tags`` (with ``has``), and from the index's JSON columns
+``config.<dotted.key>``, ``scalars.<name>.last|min|max``, ``summary.<key>``, ``counts.<kind>`` and
+``eval.<result set>.<metric key>`` (see :mod:`labledger.store.fields`).
+
+Semantics (the same in SQLite, PostgreSQL and :func:`evaluate`): every test is true or false,
+never unknown. A comparison is true only when the field holds a value of the literal's type
+(a number compares with numbers, text with text, a boolean with ``=``/``!=``), so a missing field
+or another type makes ``=``, ``<``, ``in``, ``between`` and ``~`` false, and ``!=`` is ``not =``.
+Text compares by code point. Regexes are searched, not anchored (use ``^...$``); keep to the
+syntax that Python's ``re`` and PostgreSQL share. ``is null`` is true for a missing field.
+
+Sorting: ``--sort KEY[,KEY]``, ``-KEY`` descending; numbers before text before booleans, missing
+values last in both directions, ties by newest start.
+
+Why hand-written and not ``lark``: the grammar is twenty lines, the parser has no dependency, and
+every error can say exactly what was expected at which character (a caret line), with the field
+names of this ledger as suggestions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from labledger.errors import LedgerError
+
+
+class QueryError(LedgerError):
+    """A query expression or sort key that does not parse, or names a field no run has (usage error)."""
+
+    exit_code = 2
+
+
+#: Run fields that are columns of the index: name in the language -> (SQL column, type).
+COLUMNS: dict[str, tuple[str, str]] = {
+    "id": ("id", "text"),
+    "name": ("name", "text"),
+    "group": ("grp", "text"),
+    "status": ("status", "text"),
+    "host": ("host", "text"),
+    "git.commit": ("git_commit", "text"),
+    "started": ("started", "number"),
+    "duration": ("duration", "number"),
+}
+#: Prefixes of the fields kept in the index's JSON columns (``eval.`` in ``eval_fields``).
+PREFIXES = ("config.", "scalars.", "summary.", "counts.", "eval.")
+KEYWORDS = {"and", "or", "not", "in", "between", "is", "null", "has", "tag", "true", "false"}
+OPERATORS = ("<=", ">=", "!=", "!~", "=", "<", ">", "~")
+
+_TOKEN = re.compile(
+    r"""(?P<ws>\s+)
+    |(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
+    |(?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
+    |(?P<quoted>`[^`"\\]+`)
+    |(?P<name>[A-Za-z_][A-Za-z0-9_.@-]*(?:\[[^\]"\\]*\])?)
+    |(?P<op><=|>=|!=|!~|=|<|>|~)
+    |(?P<punct>[(),-])""",
+    re.X,
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # number, string, name, op, punct, end
+    text: str
+    pos: int
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    pos: int
+
+    @property
+    def column(self) -> tuple[str, str] | None:
+        return COLUMNS.get(self.name)
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """One test of a field: ``op`` is = != < <= > >= in between ~ null has."""
+
+    field: Field
+    op: str
+    values: tuple[Any, ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class HasTag:
+    tag: str
+
+
+@dataclass(frozen=True)
+class Bool:
+    op: str  # and, or, not
+    parts: tuple[Node, ...]
+
+
+Node = Predicate | HasTag | Bool
+
+
+def _caret(text: str, pos: int, message: str, what: str = "expression") -> QueryError:
+    return QueryError(f"invalid {what}: {message}\n  {text}\n  {' ' * pos}^")
+
+
+def tokenize(text: str) -> list[Token]:
+    """The tokens of an expression (an unknown character is an error pointing at it)."""
+    out: list[Token] = []
+    i = 0
+    while i < len(text):
+        m = _TOKEN.match(text, i)
+        if m is None:
+            raise _caret(text, i, f"unexpected character {text[i]!r}")
+        kind = m.lastgroup or ""
+        raw = m.group()
+        if kind == "number":
+            value: Any = float(raw) if any(c in raw for c in ".eE") else int(raw)
+            out.append(Token("number", raw, i, value))
+        elif kind == "string":
+            out.append(Token("string", raw, i, re.sub(r"\\(.)", r"\1", raw[1:-1])))
+        elif kind == "quoted":
+            out.append(Token("field", raw, i, raw[1:-1]))
+        elif kind == "name":
+            low = raw.lower()
+            out.append(Token("keyword" if low in KEYWORDS else "field", raw, i, low if low in KEYWORDS else raw))
+        elif kind in ("op", "punct"):
+            out.append(Token(kind, raw, i, raw))
+        i = m.end()
+    out.append(Token("end", "", len(text)))
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.text = text
+        self.tokens = tokenize(text)
+        self.i = 0
+
+    def peek(self) -> Token:
+        return self.tokens[self.i]
+
+    def next(self) -> Token:
+        tok = self.tokens[self.i]
+        self.i += 1
+        return tok
+
+    def fail(self, message: str, tok: Token | None = None) -> QueryError:
+        tok = tok or self.peek()
+        return _caret(self.text, tok.pos, message)
+
+    def is_kw(self, *words: str) -> bool:
+        tok = self.peek()
+        return tok.kind == "keyword" and tok.value in words
+
+    def expect_kw(self, word: str, after: str) -> None:
+        if not self.is_kw(word):
+            raise self.fail(f"expected '{word}' after {after}; got {self._shown(self.peek())}")
+        self.next()
+
+    @staticmethod
+    def _shown(tok: Token) -> str:
+        return "the end of the expression" if tok.kind == "end" else repr(tok.text)
+
+    def parse(self) -> Node:
+        if self.peek().kind == "end":
+            raise self.fail("the expression is empty (try: config.lr < 1e-3 and status = 'finished')")
+        node = self.disjunction()
+        if self.peek().kind != "end":
+            tok = self.peek()
+            raise self.fail(f"expected 'and', 'or' or the end of the expression; got {tok.text!r}")
+        return node
+
+    def disjunction(self) -> Node:
+        parts = [self.conjunction()]
+        while self.is_kw("or"):
+            self.next()
+            parts.append(self.conjunction())
+        return parts[0] if len(parts) == 1 else Bool("or", tuple(parts))
+
+    def conjunction(self) -> Node:
+        parts = [self.unary()]
+        while self.is_kw("and"):
+            self.next()
+            parts.append(self.unary())
+        return parts[0] if len(parts) == 1 else Bool("and", tuple(parts))
+
+    def unary(self) -> Node:
+        tok = self.peek()
+        if self.is_kw("not"):
+            self.next()
+            return Bool("not", (self.unary(),))
+        if tok.kind == "punct" and tok.text == "(":
+            self.next()
+            node = self.disjunction()
+            close = self.peek()
+            if not (close.kind == "punct" and close.text == ")"):
+                raise self.fail(f"expected ')' to close the '(' at character {tok.pos + 1}; got {self._shown(close)}")
+            self.next()
+            return node
+        if self.is_kw("has"):
+            self.next()
+            self.expect_kw("tag", "'has'")
+            return HasTag(self.string_value("a tag"))
+        if tok.kind != "field":
+            raise self.fail(f"expected a field name (like config.lr or name), 'not' or '('; got {self._shown(tok)}")
+        self.next()
+        return self.test(Field(tok.value, tok.pos))
+
+    def string_value(self, what: str) -> str:
+        tok = self.next()
+        if tok.kind != "string":
+            raise self.fail(f"expected {what} in quotes; got {self._shown(tok)}", tok)
+        return tok.value
+
+    def value(self, after: str) -> Any:
+        tok = self.next()
+        if tok.kind in ("string", "number"):
+            return tok.value
+        if tok.kind == "punct" and tok.text == "-" and self.peek().kind == "number":
+            return -self.next().value
+        if tok.kind == "keyword" and tok.value in ("true", "false"):
+            return tok.value == "true"
+        if tok.kind == "keyword" and tok.value == "null":
+            raise self.fail("null is not a value to compare with; write 'is null' or 'is not null'", tok)
+        raise self.fail(
+            f"expected a value (a number, 'text', true or false) after {after}; got {self._shown(tok)}", tok
+        )
+
+    def test(self, field: Field) -> Node:
+        tok = self.peek()
+        if tok.kind == "op":
+            self.next()
+            if tok.text in ("~", "!~"):
+                pattern = self.string_value(f"a regular expression after {tok.text!r}")
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise _caret(self.text, self.tokens[self.i - 1].pos, f"bad regular expression ({exc})") from None
+                return Predicate(field, "~", (pattern,), negated=tok.text == "!~")
+            at = self.peek()
+            value = self.value(repr(tok.text))
+            if isinstance(value, bool) and tok.text not in ("=", "!="):
+                raise self.fail(f"booleans compare with = and != only; got {tok.text!r}", at)
+            if tok.text == "!=":
+                return Predicate(field, "=", (value,), negated=True)
+            return Predicate(field, tok.text, (value,))
+        negated = False
+        if self.is_kw("not"):
+            self.next()
+            negated = True
+            if not self.is_kw("in", "between"):
+                raise self.fail(f"expected 'in' or 'between' after 'not'; got {self._shown(self.peek())}")
+        if self.is_kw("in"):
+            self.next()
+            open_ = self.next()
+            if not (open_.kind == "punct" and open_.text == "("):
+                raise self.fail(f"expected '(' after 'in'; got {self._shown(open_)}", open_)
+            values = [self.value("'('")]
+            while self.peek().kind == "punct" and self.peek().text == ",":
+                self.next()
+                values.append(self.value("','"))
+            close = self.next()
+            if not (close.kind == "punct" and close.text == ")"):
+                raise self.fail(f"expected ',' or ')' in the list after 'in'; got {self._shown(close)}", close)
+            return Predicate(field, "in", tuple(values), negated)
+        if self.is_kw("between"):
+            self.next()
+            low = self.value("'between'")
+            self.expect_kw("and", "the first value of 'between'")
+            high = self.value("'and'")
+            if type(low) is bool or type(high) is bool or isinstance(low, str) != isinstance(high, str):
+                raise self.fail("'between' needs two numbers or two texts", tok)
+            return Predicate(field, "between", (low, high), negated)
+        if self.is_kw("is"):
+            self.next()
+            neg = False
+            if self.is_kw("not"):
+                self.next()
+                neg = True
+            self.expect_kw("null", "'is'" if not neg else "'is not'")
+            return Predicate(field, "null", (), negated=neg)
+        if self.is_kw("has"):
+            self.next()
+            if field.name != "tags":
+                raise _caret(self.text, field.pos, f"'has' is for tags (tags has 'x'); {field.name!r} is not tags")
+            return HasTag(self.string_value("a tag"))
+        raise self.fail(
+            f"expected an operator (= != < <= > >= ~ !~ in between is has) after {field.name!r}; got {self._shown(tok)}"
+        )
+
+
+def parse(text: str) -> Node:
+    """The syntax tree of an expression; a :class:`QueryError` with a caret line when it does not parse.
+
+    >>> parse("config.lr < 1e-3 and not status = 'failed'")
+    Bool(op='and', parts=(Predicate(field=Field(name='config.lr', pos=0), op='<', values=(0.001,), negated=False), Bool(op='not', parts=(Predicate(field=Field(name='status', pos=25), op='=', values=('failed',), negated=False),))))
+    >>> parse("lr << 3")
+    Traceback (most recent call last):
+    ...
+    labledger.store.query.QueryError: invalid expression: expected a value (a number, 'text', true or false) after '<'; got '<'
+      lr << 3
+          ^
+    """
+    return _Parser(text).parse()
+
+
+def predicates_in(node: Node) -> Iterable[Predicate]:
+    if isinstance(node, Predicate):
+        yield node
+    elif isinstance(node, Bool):
+        for p in node.parts:
+            yield from predicates_in(p)
+
+
+def check_fields(text: str, node: Node, known: Iterable[str] | None, suggest: Iterable[str] = ()) -> None:
+    """Every field is a run field or has a known prefix (and, with ``known``, some run has it);
+    column fields are compared with values of their type. Errors point at the field and suggest
+    names from ``suggest``."""
+    known_set = set(known) if known is not None else None
+    hints = set(suggest)
+    for t in predicates_in(node):
+        f = t.field
+        col = f.column
+        if col is not None:
+            _check_column_values(text, t, col[1])
+            continue
+        if f.name == "tags":
+            raise _caret(text, f.pos, "tags are tested with has: tags has 'baseline' (or: has tag 'baseline')")
+        if not f.name.startswith(PREFIXES) or (known_set is not None and f.name not in known_set):
+            raise _caret(text, f.pos, unknown_field_message(f.name, hints))
+
+
+def _check_column_values(text: str, t: Predicate, kind: str) -> None:
+    for v in t.values:
+        if kind == "text" and not isinstance(v, str):
+            raise _caret(text, t.field.pos, f"{t.field.name!r} holds text; compare it with a quoted value")
+        if kind == "number" and (isinstance(v, bool) or (isinstance(v, str) and t.field.name != "started")):
+            raise _caret(text, t.field.pos, f"{t.field.name!r} is a number of seconds; compare it with a number")
+        if kind == "number" and isinstance(v, str):
+            try:
+                dt.datetime.fromisoformat(v)
+            except ValueError:
+                raise _caret(text, t.field.pos, f"'started' takes a number or an ISO date; got {v!r}") from None
+    if t.op == "~" and kind != "text":
+        raise _caret(text, t.field.pos, f"{t.field.name!r} is a number; '~' matches text")
+
+
+def unknown_field_message(name: str, known: set[str]) -> str:
+    """``unknown field 'lr'; did you mean 'config.lr'?`` (nearest names among the ledger's fields)."""
+    names = sorted(set(COLUMNS) | {"tags"} | known)
+    close = [k for k in names if k.endswith("." + name) or f".{name}." in k][:3]
+    close += [c for c in difflib.get_close_matches(name, names, n=3, cutoff=0.6) if c not in close]
+    hint = f"; did you mean {' or '.join(repr(c) for c in close[:3])}?" if close else ""
+    if name.startswith(PREFIXES):
+        return f"no run has the field {name!r}{hint}"
+    prefixes = ", ".join(p + "*" for p in PREFIXES)
+    return f"unknown field {name!r}{hint} (fields: {', '.join(COLUMNS)}, tags, {prefixes})"
+
+
+def parse_sort(text: str | Sequence[str] | None) -> list[tuple[Field, bool]]:
+    """``"-eval.test.accuracy,name"`` -> ``[(field, descending), ...]``."""
+    if not text:
+        return []
+    keys = [k.strip() for k in (text.split(",") if isinstance(text, str) else text)]
+    out = []
+    shown = text if isinstance(text, str) else ",".join(text)
+    pos = 0
+    for key in keys:
+        desc = key.startswith("-")
+        name = key[1:].strip() if desc else key
+        if name.startswith("`") and name.endswith("`"):
+            name = name[1:-1]
+        at = shown.find(key, pos)
+        pos = max(at, 0) + len(key)
+        if not name or not re.fullmatch(r"[^\s`\"\\]+", name):
+            raise _caret(
+                shown, max(at, 0), f"bad sort key {key!r} (a field name, '-' before it for descending)", "sort"
+            )
+        out.append((Field(name, max(at, 0) + (1 if desc else 0)), desc))
+    return out
+
+
+def check_sort(
+    text: str, keys: list[tuple[Field, bool]], known: Iterable[str] | None, suggest: Iterable[str] = ()
+) -> None:
+    known_set = set(known) if known is not None else None
+    hints = set(suggest)
+    for f, _ in keys:
+        if f.column is not None:
+            continue
+        if not f.name.startswith(PREFIXES) or (known_set is not None and f.name not in known_set):
+            raise _caret(text, f.pos, unknown_field_message(f.name, hints), "sort")
+
+
+# -- SQL ---------------------------------------------------------------------------------------
+class _Compiler:
+    """Builds ``WITH r AS MATERIALIZED (...) SELECT ... FROM r WHERE ... ORDER BY ...``: every JSON
+    field is extracted once per row in the CTE (``j0, j1, ...``), then tested on that small value."""
+
+    def __init__(self, dialect: str, now: float):
+        self.pg = dialect == "postgresql"
+        self.now = now
+        self.json: dict[str, int] = {}
+        self.cte_params: list[Any] = []
+        self.params: list[Any] = []
+
+    def j(self, name: str) -> str:
+        if name not in self.json:
+            self.json[name] = len(self.json)
+            self.cte_params.append(name if self.pg else '$."' + name + '"')
+        return f"j{self.json[name]}"
+
+    def jtype(self, j: str) -> str:
+        return f"jsonb_typeof({j})" if self.pg else f"json_type({j})"
+
+    def typed(self, name: str, kind: str) -> str:
+        """The field as a number, text or boolean (0/1), NULL when it holds another type."""
+        j = self.j(name)
+        if self.pg:
+            if kind == "number":
+                return f"(CASE WHEN jsonb_typeof({j}) = 'number' THEN ({j} #>> '{{}}')::float8 END)"
+            if kind == "text":
+                return f"(CASE WHEN jsonb_typeof({j}) = 'string' THEN ({j} #>> '{{}}') END) COLLATE \"C\""
+            return (
+                f"(CASE WHEN jsonb_typeof({j}) = 'boolean' THEN (CASE WHEN {j} = 'true'::jsonb THEN 1 ELSE 0 END) END)"
+            )
+        if kind == "number":
+            return f"(CASE WHEN json_type({j}) IN ('integer', 'real') THEN json_extract({j}, '$') END)"
+        if kind == "text":
+            return f"(CASE WHEN json_type({j}) = 'text' THEN json_extract({j}, '$') END)"
+        return f"(CASE json_type({j}) WHEN 'true' THEN 1 WHEN 'false' THEN 0 END)"
+
+    def operand(self, f: Field, value: Any) -> tuple[str, Any]:
+        kind = "boolean" if isinstance(value, bool) else ("text" if isinstance(value, str) else "number")
+        col = f.column
+        if col is not None:
+            if f.name == "started" and isinstance(value, str):
+                value = dt.datetime.fromisoformat(value).timestamp()
+            return col[0], value
+        return self.typed(f.name, kind), (int(value) if kind == "boolean" else value)
+
+    def node(self, n: Node) -> str:
+        if isinstance(n, Bool):
+            if n.op == "not":
+                return f"(NOT {self.node(n.parts[0])})"
+            return "(" + f" {n.op.upper()} ".join(self.node(p) for p in n.parts) + ")"
+        if isinstance(n, HasTag):
+            self.params.append(n.tag)
+            return "EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.id AND t.tag = ?)"
+        sql = self.test(n)
+        return f"(NOT {sql})" if n.negated else sql
+
+    def test(self, t: Predicate) -> str:
+        f = t.field
+        if t.op == "null":
+            col = f.column
+            if col is not None:
+                return f"({col[0]} IS NULL)"
+            j = self.j(f.name)
+            return f"({j} IS NULL OR {self.jtype(j)} = 'null')"
+        if t.op == "~":
+            expr, pattern = self.operand(f, t.values[0])
+            self.params.append(pattern)
+            return f"COALESCE(({expr} ~ ?), FALSE)" if self.pg else f"COALESCE(regexp(?, {expr}), FALSE)"
+        if t.op == "in":
+            parts = []
+            for kind in ("number", "text", "boolean"):
+                vals = [v for v in t.values if _kind(v) == kind]
+                if not vals:
+                    continue
+                expr, _ = self.operand(f, vals[0])
+                conv = [self.operand(f, v)[1] for v in vals]
+                self.params.extend(conv)
+                parts.append(f"{expr} IN ({', '.join('?' * len(conv))})")
+            return "COALESCE((" + " OR ".join(parts) + "), FALSE)"
+        if t.op == "between":
+            expr, low = self.operand(f, t.values[0])
+            _, high = self.operand(f, t.values[1])
+            self.params.extend([low, high])
+            return f"COALESCE(({expr} BETWEEN ? AND ?), FALSE)"
+        value = t.values[0]
+        expr, param = self.operand(f, value)
+        self.params.append(param)
+        return f"COALESCE(({expr} {t.op} ?), FALSE)"
+
+    def order(self, keys: list[tuple[Field, bool]]) -> str:
+        out = []
+        for f, desc in keys:
+            d = " DESC" if desc else ""
+            col = f.column
+            if col is not None:
+                out += [f"({col[0]} IS NULL)", f"{col[0]}{d}"]
+                continue
+            j = self.j(f.name)
+            if self.pg:
+                rank = f"(CASE jsonb_typeof({j}) WHEN 'number' THEN 0 WHEN 'string' THEN 1 WHEN 'boolean' THEN 2 ELSE 3 END)"
+            else:
+                rank = (
+                    f"(CASE json_type({j}) WHEN 'integer' THEN 0 WHEN 'real' THEN 0 WHEN 'text' THEN 1 "
+                    f"WHEN 'true' THEN 2 WHEN 'false' THEN 2 ELSE 3 END)"
+                )
+            num = f"COALESCE({self.typed(f.name, 'number')}, {self.typed(f.name, 'boolean')})"
+            out += [rank, f"{num}{d}", f"{self.typed(f.name, 'text')}{d}"]
+        out += ["started DESC", "id DESC"]
+        return ", ".join(out)
+
+
+def _kind(v: Any) -> str:
+    return "boolean" if isinstance(v, bool) else ("text" if isinstance(v, str) else "number")
+
+
+#: Columns of ``runs`` a query may select, and those its tests and sorting read.
+_BASE_COLUMNS = (
+    "id",
+    "name",
+    "grp",
+    "status",
+    "started",
+    "ended",
+    "host",
+    "pid",
+    "git_commit",
+    "git_dirty",
+    "error",
+    "summary",
+    "fields",
+    "eval_fields",
+)
+_TESTED_COLUMNS = ("id", "name", "grp", "status", "started", "ended", "host", "git_commit")
+
+
+def compile_query(
+    where: Node | None, sort: list[tuple[Field, bool]], *, columns: str, dialect: str = "sqlite", now: float
+) -> tuple[str, list[Any]]:
+    """``(sql, params)`` selecting ``columns`` (of ``runs``) for the runs that match, in order.
+
+    >>> sql, params = compile_query(parse("config.opt = 'adam'"), [], columns="id", now=0.0)
+    >>> params
+    [0.0, '$."config.opt"', 'adam']
+    """
+    c = _Compiler(dialect, now)
+    where_sql = c.node(where) if where is not None else "TRUE"
+    order_sql = c.order(sort)
+    jcols = []
+    for name, i in c.json.items():
+        source = "eval_fields" if name.startswith("eval.") else "fields"
+        jcols.append(f"(({source})::jsonb -> ?) AS j{i}" if c.pg else f"({source} -> ?) AS j{i}")
+    duration = "CASE WHEN ended IS NOT NULL THEN ended - started WHEN status = 'running' THEN ? - started END"
+    wanted = [c.strip() for c in columns.split(",")]
+    base = [c for c in _BASE_COLUMNS if c in wanted or c in _TESTED_COLUMNS]
+    cte = f"SELECT {', '.join(base)}, {duration} AS duration" + "".join(", " + j for j in jcols) + " FROM runs"
+    # MATERIALIZED: each JSON field is extracted once per row, not once per use (SQLite would
+    # otherwise inline the CTE); without JSON fields a plain subquery does.
+    how = "MATERIALIZED " if jcols else ""
+    sql = f"WITH r AS {how}({cte}) SELECT {columns} FROM r WHERE {where_sql} ORDER BY {order_sql}"
+    return sql, [now, *c.cte_params, *c.params]
+
+
+# -- the reference evaluator (tests; the site's query.js follows it) --------------------------
+def _get(row: Mapping[str, Any], f: Field) -> Any:
+    col = f.column
+    if col is not None:
+        return row.get(col[0])
+    return row.get("fields", {}).get(f.name)
+
+
+def _typed(v: Any, kind: str) -> Any:
+    if kind == "boolean":
+        return int(v) if isinstance(v, bool) else None
+    if kind == "text":
+        return v if isinstance(v, str) else None
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def evaluate(node: Node, row: Mapping[str, Any]) -> bool:
+    """Whether ``row`` (index columns + ``tags`` + merged ``fields``) matches: the semantics the SQL
+    implements, written plainly.
+
+    >>> evaluate(parse("config.lr < 0.01 and has tag 'x'"), {"tags": ["x"], "fields": {"config.lr": 0.001}})
+    True
+    """
+    if isinstance(node, Bool):
+        if node.op == "not":
+            return not evaluate(node.parts[0], row)
+        results = (evaluate(p, row) for p in node.parts)
+        return all(results) if node.op == "and" else any(results)
+    if isinstance(node, HasTag):
+        return node.tag in row.get("tags", ())
+    hit = _test(node, row)
+    return not hit if node.negated else hit
+
+
+def _test(t: Predicate, row: Mapping[str, Any]) -> bool:
+    raw = _get(row, t.field)
+    if t.op == "null":
+        return raw is None
+    if t.op == "~":
+        v = _typed(raw, "text")
+        return v is not None and re.search(t.values[0], v) is not None
+
+    def conv(value: Any) -> Any:
+        if t.field.name == "started" and isinstance(value, str):
+            return dt.datetime.fromisoformat(value).timestamp()
+        return int(value) if isinstance(value, bool) else value
+
+    def typed_for(value: Any) -> Any:
+        if t.field.column is not None:
+            return raw
+        return _typed(raw, _kind(value))
+
+    if t.op == "in":
+        return any(typed_for(v) is not None and typed_for(v) == conv(v) for v in t.values)
+    if t.op == "between":
+        v = typed_for(t.values[0])
+        return v is not None and conv(t.values[0]) <= v <= conv(t.values[1])
+    value = t.values[0]
+    v = typed_for(value)
+    if v is None:
+        return False
+    w = conv(value)
+    return {"=": v == w, "<": v < w, "<=": v <= w, ">": v > w, ">=": v >= w}[t.op]
+
+
+def sort_rows(rows: list[Mapping[str, Any]], keys: list[tuple[Field, bool]]) -> list[Mapping[str, Any]]:
+    """``rows`` in the order the SQL gives (the reference for tests)."""
+    out = sorted(rows, key=lambda r: (r["started"], r["id"]), reverse=True)
+    for f, desc in reversed(keys):
+
+        def rank(r: Mapping[str, Any], f: Field = f) -> int:
+            v = _get(r, f)
+            if f.column is not None:
+                return 0 if v is not None else 3
+            if isinstance(v, bool):
+                return 2
+            if isinstance(v, (int, float)):
+                return 0
+            return 1 if isinstance(v, str) else 3
+
+        groups: list[list[Mapping[str, Any]]] = [[], [], [], []]
+        for r in out:
+            groups[rank(r)].append(r)
+        for g in groups[:3]:
+            g.sort(key=lambda r, f=f: _sort_value(_get(r, f)), reverse=desc)
+        out = [r for g in groups for r in g]
+    return out
+
+
+def _sort_value(v: Any) -> Any:
+    return int(v) if isinstance(v, bool) else v
+
+
+def regexp(pattern: str, value: Any) -> bool | None:
+    """SQLite's ``regexp(pattern, value)`` for the index (a search, like PostgreSQL's ``~``)."""
+    if value is None or not isinstance(value, str):
+        return None
+    compiled = _REGEX_CACHE.get(pattern)
+    if compiled is None:
+        compiled = _REGEX_CACHE[pattern] = re.compile(pattern)
+    return compiled.search(value) is not None
+
+
+_REGEX_CACHE: dict[str, re.Pattern[str]] = {}
+
+
+# -- running a query on the index -----------------------------------------------------------
+def _has_field(db: Any, dialect: str, name: str) -> bool:
+    source = "eval_fields" if name.startswith("eval.") else "fields"
+    if dialect == "postgresql":
+        q = f"SELECT 1 FROM runs WHERE (({source})::jsonb -> ?) IS NOT NULL LIMIT 1"
+        return db.execute(q, (name,)).fetchone() is not None
+    q = f"SELECT 1 FROM runs WHERE ({source} -> ?) IS NOT NULL LIMIT 1"
+    return db.execute(q, ('$."' + name + '"',)).fetchone() is not None
+
+
+def known_fields(db: Any, dialect: str = "sqlite") -> list[str]:
+    """Every field name some run of the index has (run fields first, then the JSON fields, sorted)."""
+    keys: set[str] = set()
+    for source in ("fields", "eval_fields"):
+        if dialect == "postgresql":
+            q = f"SELECT DISTINCT jsonb_object_keys(({source})::jsonb) FROM runs WHERE {source} IS NOT NULL"
+        else:
+            q = f"SELECT DISTINCT j.key FROM runs, json_each(runs.{source}) j WHERE runs.{source} IS NOT NULL"
+        keys.update(r[0] for r in db.execute(q).fetchall())
+    return [*COLUMNS, "tags", *sorted(keys)]
+
+
+def prepare(
+    db: Any, dialect: str, where: str | None, sort: str | Sequence[str] | None, *, strict: bool = True
+) -> tuple[Node | None, list[tuple[Field, bool]]]:
+    """Parse and check ``where`` and ``sort``; with ``strict``, a JSON field that no run has is an
+    error suggesting the fields that exist (the lookup runs only for names not found)."""
+    node = parse(where) if where is not None and str(where).strip() else None
+    keys = parse_sort(sort)
+    names = {t.field.name for t in predicates_in(node)} if node is not None else set()
+    names |= {f.name for f, _ in keys}
+    bad = [n for n in names if n not in COLUMNS and not n.startswith(PREFIXES)]
+    absent = [n for n in names if strict and n.startswith(PREFIXES) and not _has_field(db, dialect, n)]
+    suggest = known_fields(db, dialect) if bad or absent else []
+    known = (names - set(absent)) if strict else None
+    if node is not None:
+        check_fields(str(where), node, known, suggest)
+    if keys:
+        shown = sort if isinstance(sort, str) else ",".join(sort or ())
+        check_sort(shown, keys, known, suggest)
+    return node, keys
+
+
+#: Run columns of :func:`runs_table` before the fields.
+TABLE_RUN_COLUMNS = ("group", "status", "started", "duration", "tags")
+
+
+def runs_table(
+    ledger: Any, *, where: str | None, sort: str | Sequence[str] | None, columns: Sequence[str] | None
+) -> Any:
+    """:meth:`labledger.store.ledger.Ledger.runs_table` (an Arrow table of the matching runs)."""
+    import orjson
+    import pyarrow as pa
+
+    ledger.reap()
+    node, keys = prepare(ledger.db, ledger.dialect, where, sort)
+    if columns is not None:
+        probe = " and ".join(f"`{c}` is null" for c in columns if c not in ("id", "name", "tags"))
+        if probe:
+            prepare(ledger.db, ledger.dialect, probe, None)  # unknown column names are errors too
+    sql, params = compile_query(
+        node,
+        keys,
+        columns="id, name, grp, status, started, duration, host, git_commit, fields, eval_fields",
+        dialect=ledger.dialect,
+        now=__import__("time").time(),
+    )
+    rows = ledger.db.execute(sql, params).fetchall()
+    tags: dict[str, list[str]] = {r[0]: [] for r in rows}
+    for chunk in range(0, len(rows), 500):
+        part = [r[0] for r in rows[chunk : chunk + 500]]
+        q = f"SELECT run_id, tag FROM run_tags WHERE run_id IN ({','.join('?' * len(part))}) ORDER BY tag"
+        for run_id, tag in ledger.db.execute(q, part):
+            tags[run_id].append(tag)
+    records = []
+    for rid, name, grp, status, started, duration, host, commit, fields, evals in rows:
+        merged = {**orjson.loads(fields or "{}"), **orjson.loads(evals or "{}")}
+        base = {"id": rid, "name": name, "group": grp, "status": status, "started": started, "duration": duration}
+        base.update({"host": host, "git.commit": commit, "tags": tags[rid]})
+        records.append((base, merged))
+    if columns is None:
+        seen: dict[str, None] = {}
+        for _, merged in records:
+            for k in merged:
+                if k.startswith(("config.", "eval.")) or (k.startswith("scalars.") and k.endswith(".last")):
+                    seen.setdefault(k, None)
+        columns = [*TABLE_RUN_COLUMNS, *sorted(seen)]
+    data: dict[str, list[Any]] = {"id": [b["id"] for b, _ in records], "name": [b["name"] for b, _ in records]}
+    for col in columns:
+        if col in ("id", "name"):
+            continue
+        data[col] = [b[col] if col in b else _arrow_value(m.get(col)) for b, m in records]
+    arrays = {}
+    for col, values in data.items():
+        try:
+            arrays[col] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types in one column: shown as text
+            arrays[col] = pa.array([None if v is None else str(v) for v in values], type=pa.string())
+    return pa.table(arrays)
+
+
+def _arrow_value(v: Any) -> Any:
+    if isinstance(v, (list, dict)):
+        import orjson
+
+        return orjson.dumps(v).decode()
+    return v

@@ -1,0 +1,79 @@
+"""``labledger diff A B``: runs that differ in nested config, environment, data, scalars and evaluations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import labledger
+from labledger.analysis.rundiff import diff_runs
+from labledger.cli import main
+from labledger.store.jsonl import read_json, write_json
+
+
+def rows(flip: int) -> list[dict]:
+    return [
+        {"id": f"x{i}", "task": "t", "gold": "a" if i % 2 else "b", "pred": "a" if i % flip else "b"} for i in range(40)
+    ]
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    d = tmp_path_factory.mktemp("diff") / "ledger"
+    ids = []
+    for h, flip in ((32, 3), (128, 2)):
+        with labledger.start_run(
+            f"mlp-h{h}",
+            config={
+                "model": {"hidden": h, "act": "relu"},
+                "optim": {"lr": 1e-3},
+                "mixture": {"web": 0.5, "code": 0.5},
+                "<script>": "x</td>",
+            },
+            ledger=d,
+        ) as run:
+            for s in range(1, 4):
+                run.log(s, loss=1.0 / s / h)
+            run.log_results("test", rows(flip))
+        ids.append(run.id)
+    first = read_json(d / "runs" / ids[0] / "run.json")
+    first["git"] = {"commit": "000aaa", "dirty": False}
+    write_json(d / "runs" / ids[0] / "run.json", first)
+    meta = read_json(d / "runs" / ids[1] / "run.json")
+    meta["git"] = {"commit": "abc123", "dirty": True}
+    meta["packages"] = {**(meta.get("packages") or {}), "torch": "9.9.9"}
+    write_json(d / "runs" / ids[1] / "run.json", meta)
+    return d, ids
+
+
+def test_only_what_differs(two):
+    d, ids = two
+    doc = diff_runs(labledger.open_ledger(d), ids[0], ids[1], resamples=200)
+    assert [(c["key"], c["a"], c["b"], c.get("delta")) for c in doc["config"]] == [("model.hidden", 32, 128, 96)]
+    env = {c["key"]: (c["a"], c["b"]) for c in doc["environment"]}
+    assert env["git.commit"][1] == "abc123" and env["git.dirty"][1] is True
+    assert env["packages.torch"][1] == "9.9.9"
+    assert "python" not in env and "host" not in env
+    assert [c["key"] for c in doc["data"]] == ["results.test.sha256"]  # same mixture and row count
+    keys = {c["key"] for c in doc["scalars"]}
+    assert {"loss.last", "loss.min", "loss.max"} <= keys
+    (cmp,) = doc["comparisons"]
+    assert cmp["paired"] is True and cmp["results"] == "test"
+    acc = cmp["metrics"][0]
+    assert acc["diff"] == pytest.approx(acc["b"] - acc["a"])
+
+
+def test_cli_diff_text_and_json(two):
+    d, ids = two
+    res = CliRunner().invoke(main, ["diff", "mlp-h32", "mlp-h128", "--ledger", str(d), "--resamples", "200"])
+    assert res.exit_code == 0, res.output
+    for text in ("model.hidden", "B - A", "git.commit", "abc123", "packages.torch", "B - A on the same items"):
+        assert text in res.output
+    assert "model.act" not in res.output and "optim.lr" not in res.output  # equal values are left out
+    res = CliRunner().invoke(main, ["diff", ids[0], ids[0], "--ledger", str(d), "--json", "--no-compare"])
+    doc = json.loads(res.stdout)
+    assert all(doc[s] == [] for s in ("config", "environment", "data", "scalars", "evaluations"))
+    res = CliRunner().invoke(main, ["diff", ids[0], "nope", "--ledger", str(d)])
+    assert res.exit_code == 1 and "No run 'nope'" in res.output
