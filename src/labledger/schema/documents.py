@@ -138,8 +138,6 @@ class CalibrationMetric(Part, kw_only=True):
     resamples: int
     n: int
     method: str | None = None
-    raw_ci_low: float | None = None
-    raw_ci_high: float | None = None
 
 
 class CalibrationValue(Part, kw_only=True):
@@ -208,8 +206,6 @@ class CalibrationRow(Part, kw_only=True):
     p_value: float | None
     n: int
     honest: bool
-    raw_ci_low: float | None = None
-    raw_ci_high: float | None = None
 
 
 class CalibrationDoc(Document, kw_only=True):
