@@ -246,9 +246,13 @@ def eval_command(
     if model is not None and save is None:
         raise click.UsageError("--model needs --save RUN:NAME (entries point at a stored evaluation)")
     path, shown = _source(results, ledger_path)
+    from labledger.analysis.harness import harness_check, harness_lines, harness_meta, harness_metrics
+
+    harness = harness_meta(path)
     ev = evaluate(
         path,
-        metrics=list(metrics) or None,
+        metrics=list(metrics) or (harness_metrics(harness) if harness else None),
+        headline={t: v[0] for t, v in harness_metrics(harness).items()} if harness else None,
         by=list(by) or None,
         ci=ci,
         resamples=resamples,
@@ -259,6 +263,8 @@ def eval_command(
     )
     doc = ev.to_dict()
     doc["source"] = shown
+    if harness:
+        doc["harness"] = {"name": harness["name"], "version": harness.get("version"), "checks": harness_check(doc, harness)}
     saved = None
     if save is not None:
         from labledger import open_ledger
@@ -271,6 +277,8 @@ def eval_command(
         emit_json(doc)
         return
     _print_evaluation(doc, definitions, shown)
+    for line in harness_lines(doc["harness"]["checks"], doc["harness"]["name"]) if harness else ():
+        console.print(line, markup=False, highlight=False)
     if saved is not None:
         console.print(f"Saved evaluation '{escape(save)}' to {escape(str(saved))}")
 
@@ -358,10 +366,13 @@ def compare_command(
     _check_metrics(metrics)
     path_a, shown_a = _source(a, ledger_path)
     path_b, shown_b = _source(b, ledger_path)
+    from labledger.analysis.harness import harness_meta, harness_metrics
+
+    harness = harness_meta(path_a)
     cmp = compare(
         path_a,
         path_b,
-        metrics=list(metrics) or None,
+        metrics=list(metrics) or (harness_metrics(harness) if harness else None),
         unpaired=unpaired,
         ci=ci,
         resamples=resamples,

@@ -7,7 +7,18 @@ import click
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
 
-FORMAT_CHOICES = ("auto", "seed-run", "report", "results", "tensorboard", "mlflow")
+FORMAT_CHOICES = (
+    "auto",
+    "seed-run",
+    "report",
+    "results",
+    "tensorboard",
+    "mlflow",
+    "lm-eval",
+    "inspect",
+    "lighteval",
+    "helm",
+)
 
 
 @main.command("import")
@@ -38,7 +49,9 @@ def import_cmd(path, name, group, fmt, copy, again, ledger_path, as_json):
 
     PATH is a seed-004 run folder (batches.jsonl, training_history.json, full_test/), a seed-000
     report (.json), a results .jsonl, TensorBoard event files (a file or a folder), or an MLflow
-    store (mlflow.db or mlruns/). Originals are never changed. The same content imported twice is
+    store (mlflow.db or mlruns/), or what an evaluation harness wrote: lm-eval's --output_path
+    (with --log_samples), inspect_ai logs (.eval, .json), lighteval's output folder, a HELM run
+    folder: one run per model, one result set per task. Originals are never changed. The same content imported twice is
     refused unless --again.
     """
     from labledger.importers import import_path
