@@ -128,9 +128,7 @@ def harness_check(evaluation: Mapping[str, Any], meta: Mapping[str, Any]) -> lis
         value = None if e is None else e["value"]
         reported = m.get("value")
         equal = (
-            value is not None
-            and reported is not None
-            and (math.isclose(value, reported, rel_tol=0, abs_tol=TOLERANCE))
+            value is not None and reported is not None and (math.isclose(value, reported, rel_tol=0, abs_tol=TOLERANCE))
         )
         out.append(
             {

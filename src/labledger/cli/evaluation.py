@@ -264,7 +264,11 @@ def eval_command(
     doc = ev.to_dict()
     doc["source"] = shown
     if harness:
-        doc["harness"] = {"name": harness["name"], "version": harness.get("version"), "checks": harness_check(doc, harness)}
+        doc["harness"] = {
+            "name": harness["name"],
+            "version": harness.get("version"),
+            "checks": harness_check(doc, harness),
+        }
     saved = None
     if save is not None:
         from labledger import open_ledger

@@ -342,7 +342,9 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
             "eval_config": ev.get("config"),
             "revision": ev.get("revision"),
         }
-        starts = [_when((h.get("stats") or {}).get("started_at") or (h.get("eval") or {}).get("created")) for _, h, _ in logs]
+        starts = [
+            _when((h.get("stats") or {}).get("started_at") or (h.get("eval") or {}).get("created")) for _, h, _ in logs
+        ]
         ends = [_when((h.get("stats") or {}).get("completed_at")) for _, h, _ in logs]
         starts = [s for s in starts if s is not None]
         ends = [e for e in ends if e is not None]
