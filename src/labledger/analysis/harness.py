@@ -175,6 +175,8 @@ def harness_lines(checks: list[dict[str, Any]], harness: str) -> list[str]:
     lines = [f"Against what {harness} reported:"]
     for c in checks:
         same = "same value" if c["equal"] else "DIFFERENT value"
+        if c["harness_value"] is None:
+            same = "the harness reported no value"
         lines.append(
             f"  {c['task']}: {harness} {f(c['harness_value'])} (stderr {f(c['harness_stderr'])}), "
             f"labledger {f(c['value'])} [{f(c['ci_low'])}, {f(c['ci_high'])}]: {same}"

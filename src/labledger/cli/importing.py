@@ -41,10 +41,17 @@ FORMAT_CHOICES = (
     help="Copy the original files into the run, or only record their path and sha256.",
 )
 @click.option("--again", is_flag=True, help="Import even if the same content was imported before.")
+@click.option(
+    "--suite",
+    default=None,
+    metavar="SUITE",
+    help="Harness outputs: also evaluate each task and add its headline to this benchmark suite "
+    "(then `labledger table --suite SUITE` is the version table across models and tasks).",
+)
 @ledger_option
 @json_option
 @handle_errors
-def import_cmd(path, name, group, fmt, copy, again, ledger_path, as_json):
+def import_cmd(path, name, group, fmt, copy, again, suite, ledger_path, as_json):
     """Import PATH as runs, all or nothing, through the same validation as logging.
 
     PATH is a seed-004 run folder (batches.jsonl, training_history.json, full_test/), a seed-000
@@ -59,8 +66,15 @@ def import_cmd(path, name, group, fmt, copy, again, ledger_path, as_json):
     result = import_path(
         path, resolve_ledger_path(ledger_path), fmt=fmt, name=name, group=group, copy=copy, again=again
     )
+    added = None
+    if suite is not None:
+        from labledger import open_ledger
+        from labledger.importers.harness import suite_entries
+
+        with open_ledger(resolve_ledger_path(ledger_path)) as book:
+            added = suite_entries(book, result.run_ids, suite=suite)
     if as_json:
-        emit_json(result.to_dict())
+        emit_json({**result.to_dict(), **({"suite": suite, "suite_entries": added} if suite else {})})
         return
     how = "copied" if copy else "referenced"
     console.print(
@@ -80,4 +94,8 @@ def import_cmd(path, name, group, fmt, copy, again, ledger_path, as_json):
             f"(imported again: the same content was imported before as run {result.previous['run_id']})",
             markup=False,
             highlight=False,
+        )
+    if suite is not None:
+        console.print(
+            f"Added {added} entries to suite '{suite}' (labledger table --suite {suite})", markup=False, highlight=False
         )

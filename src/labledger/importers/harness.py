@@ -188,3 +188,66 @@ def store_harness_run(
             source.copy_into(run, files)
         finish_import(run, fields, ended=ended)
     return ImportedRun(run.id, run.name, run.group, counts, fields, list(notes))
+
+
+def suite_entries(ledger: Ledger, run_ids: Sequence[str], *, suite: str, resamples: int = 1000, seed: int = 0) -> int:
+    """Evaluate every harness result set of ``run_ids`` and add one benchmark entry per set (its
+    first metric, the harness's primary one) to ``suite``: model = run name, benchmark = set name,
+    category = harness. Then ``labledger table --suite SUITE`` is the version table across models and
+    tasks, with paired tests on the stored items. Each entry points at ``evals/<set>.suite/``: the
+    primary metric's rows with their task named after the set (what a version table pairs on), and
+    their evaluation. Returns the number of entries added.
+    """
+    from labledger.analysis.benchmarks import Entry, add_entries
+    from labledger.analysis.evaluation import evaluate
+    from labledger.analysis.harness import harness_meta, harness_metrics
+    from labledger.store.jsonl import atomic_write, dumps_line, write_json
+
+    entries = []
+    for run_id in run_ids:
+        view = ledger.run(run_id)
+        for set_name_ in view.results_names():
+            path = view.results_path(set_name_)
+            meta = harness_meta(path)
+            if not meta or not meta["metrics"] or set_name_.endswith(".suite"):
+                continue
+            head = next(iter(harness_metrics(meta)))
+            spec = meta["metrics"][head]["metric"]
+            eval_name = f"{set_name_[:122]}.suite"
+            out = path.parent.parent / eval_name
+            out.mkdir(exist_ok=True)
+            rows = (orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip())
+            data = b"".join(dumps_line({**r, "task": set_name_}) for r in rows if r.get("task") == head)
+            atomic_write(out / "results.jsonl", data)
+            write_json(
+                out / "meta.json",
+                {"name": eval_name, "harness": {**meta, "metrics": {set_name_: meta["metrics"][head]}}},
+            )
+            doc = evaluate(
+                out / "results.jsonl", metrics=[spec], headline={set_name_: spec}, resamples=resamples, seed=seed
+            ).to_dict()
+            doc["harness"] = {"name": meta["name"], "version": meta.get("version"), "metric": head}
+            ledger.save_evaluation(view.id, eval_name, doc)
+            body = doc["tasks"][set_name_]
+            e = next(x for x in body["metrics"] if x["key"] == body["headline"])
+            if e["value"] is None:
+                continue
+            entries.append(
+                Entry(
+                    model=view.name,
+                    suite=suite,
+                    benchmark=set_name_,
+                    category=str(meta["name"]),
+                    metric=e["metric"],
+                    params=dict(e.get("params") or {}),
+                    value=float(e["value"]),
+                    n=e.get("n"),
+                    ci_low=e.get("ci_low"),
+                    ci_high=e.get("ci_high"),
+                    run_id=view.id,
+                    evaluation=eval_name,
+                    results_path=str(out / "results.jsonl"),
+                    source=f"{meta['name']} import ({head})",
+                )
+            )
+    return add_entries(ledger, entries) if entries else 0
