@@ -118,7 +118,7 @@ def test_lm_eval_recomputed_equals_reported(outputs, tmp_path):
             assert value == pytest.approx(reported["results"][task][f"{metric},{filt}"], abs=1e-9)
             assert ev.tasks[metric]["n"] == reported["n-samples"][task]["effective"]
             checked += 1
-    assert checked == 8  # acc, acc_norm; acc, f1, mcc; exact_match x 2 filters
+    assert checked == 7  # acc, acc_norm; acc, f1, mcc; exact_match x 2 filters
     with open_ledger(tmp_path / "ledger") as book:
         view = book.run(run.id)
         assert view.config["harness"] == "lm-eval"
