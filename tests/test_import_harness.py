@@ -218,7 +218,7 @@ def test_inspect_recomputed_equals_reported(outputs, tmp_path, fmt):
     run = import_path(log_path, tmp_path / "ledger").runs[0]
     _, meta, ev = _evaluate_set(tmp_path / "ledger", run.id, "tiny-qa")
     (score,) = log.results.scores
-    assert ev.value("includes", "mean_score") == pytest.approx(score.metrics["accuracy"].value, abs=1e-9)
+    assert ev.value("includes", "mean") == pytest.approx(score.metrics["accuracy"].value, abs=1e-9)
     body = ev.tasks["includes"]
     assert body["n"] == 6 == score.scored_samples  # questions, not attempts
     assert meta["metrics"]["includes"]["epochs"] == 2
@@ -243,7 +243,7 @@ def test_inspect_eval_and_json_give_the_same_rows(outputs, tmp_path):
     assert [(r["id"], r["pred"], r["epochs"], r["item_hash"]) for r in rows_a] == [
         (r["id"], r["pred"], r["epochs"], r["item_hash"]) for r in rows_b
     ]
-    cmp = compare(a, b, metrics=["mean_score"], resamples=100)
+    cmp = compare(a, b, metrics=["mean"], resamples=100)
     assert cmp.to_dict()["tasks"]["includes"]["paired"]
 
 
@@ -394,7 +394,7 @@ def test_helm_run_folder(tmp_path):
     meta = harness_meta(path)
     ev = evaluate(path, metrics=harness_metrics(meta), resamples=100)
     for metric in ("exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match"):
-        assert ev.value(metric, "mean_score") == pytest.approx(stats[metric], abs=1e-9)
+        assert ev.value(metric, "mean") == pytest.approx(stats[metric], abs=1e-9)
         assert ev.tasks[metric]["n"] == 2
     rows = {
         r["id"]: r
@@ -403,3 +403,15 @@ def test_helm_run_folder(tmp_path):
     }
     assert rows["id58485"]["target"] == "Cannot be determined" and rows["id58485"]["prediction"] == "The"
     assert meta["metrics"]["exact_match"]["stderr"] is None
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["labledger.importers.harness", "labledger.importers.inspect_log", "labledger.analysis.harness"],
+)
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    failures, tried = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert tried > 0 and failures == 0

@@ -12,7 +12,7 @@ result set there is one labledger *task* per harness metric, named after it (``a
 - **labels** (match): ``gold`` and ``pred`` labels of a corpus metric that lm-eval stores per sample
   as ``[gold, pred]`` (``f1``, ``mcc``). Recomputed with ``f1`` / ``mcc`` over the items.
 - **scores** (regression): ``pred`` is the per-item score the harness gave (epochs already reduced
-  to their mean), ``gold`` the best score (1). Recomputed with ``mean_score``.
+  to their mean), ``gold`` the best score (1). Recomputed with ``mean``.
 
 Every row keeps ``item_hash`` (the harness's document identity: ``labledger compare`` refuses to
 pair two items whose hashes differ), ``prompt``, ``target``, ``prediction`` where the harness
@@ -41,7 +41,7 @@ from labledger.importers.source import ImportedRun, ImportOptions, Source, finis
 from labledger.store.ledger import Ledger
 
 #: The labledger metric that recomputes each row shape.
-SHAPE_METRIC = {"choices": "accuracy", "scores": "mean_score"}
+SHAPE_METRIC = {"choices": "accuracy", "scores": "mean"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 

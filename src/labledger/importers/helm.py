@@ -131,7 +131,7 @@ def _task(folder: Path) -> tuple[HarnessTask, dict[str, Any], str]:
                 name,
                 "scores",
                 rows,
-                "mean_score",
+                "mean",
                 value=reported.get(name),
                 stderr=None,
                 stderr_method="none: HELM's stats.json stddev is across train trials, not instances",

@@ -282,7 +282,7 @@ def _task_of(path: Path, header: dict[str, Any], samples, reductions) -> tuple[H
                 scorer,
                 "scores",
                 rows,
-                "mean_score",
+                "mean",
                 value=res.get("value"),
                 stderr=res.get("cluster_stderr") if cluster else res.get("stderr"),
                 stderr_method=(

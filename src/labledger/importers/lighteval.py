@@ -131,7 +131,7 @@ def _rows(path: Path, task: str) -> list[HarnessMetric]:
                 row = score_row(sid, name, value)
                 text = resp.get("text_post_processed") or resp.get("text")
                 row.update(extras, prediction=text[0] if isinstance(text, list) and len(text) == 1 else text)
-                shape, spec = "scores", "mean_score"
+                shape, spec = "scores", "mean"
             else:
                 raise RecordError(f"must be a number; got {str(value)[:40]!r}", source=where, field=f"metric.{name}")
             metrics.setdefault(name, HarnessMetric(name, shape, [], spec)).rows.append(row)

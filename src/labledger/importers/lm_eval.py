@@ -169,7 +169,7 @@ def _task_rows(
                 row = score_row(doc_id, name, value)
                 resp = doc.get("filtered_resps")
                 row.update(extras, prediction=resp[0] if isinstance(resp, list) and len(resp) == 1 else resp)
-                shape, spec = "scores", "mean_score"
+                shape, spec = "scores", "mean"
             else:
                 # corpus metrics labledger cannot recompute (bleu, chrf, ter...): left out, said in the note
                 mets.setdefault(name, HarnessMetric(name, "skipped", [], ""))

@@ -103,7 +103,7 @@ def regression_prepared(name: str, params: dict[str, Any], gold: np.ndarray, pre
     common = dict(metric=name, params=params, n=n, n_used=n)
     if name == "mae":
         return Prepared(**common, strategy="mean", values=np.abs(pred - gold))
-    if name == "mean_score":
+    if name == "mean":
         return Prepared(**common, strategy="mean", values=np.asarray(pred, dtype=np.float64))
     if name == "rmse":
         return Prepared(**common, strategy="mean", values=(pred - gold) ** 2, post=np.sqrt)
@@ -219,15 +219,15 @@ acc7.__doc__ = """Accuracy after clipping to [-3, 3] and rounding.
     0.0
     """
 
-mean_score = _public("mean_score")
-mean_score.__doc__ = """Mean of ``pred``: the per-item scores a harness gave (gold, the best score, is not used).
+mean = _public("mean")
+mean.__doc__ = """Mean of ``pred``: the per-item scores a harness gave (gold, the best score, is not used).
 
-    >>> mean_score(gold=[1.0, 1.0, 1.0], pred=[1.0, 0.5, 0.0])
+    >>> mean(gold=[1.0, 1.0, 1.0], pred=[1.0, 0.5, 0.0])
     0.5
     """
 
 _DEFS = {
-    "mean_score": (
+    "mean": (
         "Mean over items of pred, the per-item score an evaluation harness gave (gold is not used).",
         True,
         "mean",
@@ -295,7 +295,7 @@ __all__ = [
     "has0_acc",
     "has0_f1",
     "mae",
-    "mean_score",
+    "mean",
     "non0_acc",
     "non0_f1",
     "pearson",
