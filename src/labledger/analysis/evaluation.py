@@ -680,7 +680,24 @@ def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData,
     if unpaired:
         return a, b, False
     _check_gold(a, b)
+    _check_item_hash(a, b)
     return a, b, True
+
+
+def _check_item_hash(a: TaskData, b: TaskData) -> None:
+    """Refuse pairs whose documents differ: rows may carry ``item_hash`` (a harness's document identity,
+    e.g. lm-eval's doc_hash/prompt_hash); where both sides have one for a paired id, they must match."""
+    if "item_hash" not in a.extras or "item_hash" not in b.extras:
+        return
+    ha, hb = list(a.extras["item_hash"]), list(b.extras["item_hash"])
+    diff = [i for i, (x, y) in enumerate(zip(ha, hb)) if x is not None and y is not None and x != y]
+    if diff:
+        i = diff[0]
+        raise ComparisonError(
+            f"task '{a.task}': the documents differ between A and B for {len(diff)} paired items (e.g. id "
+            f"{a.ids[i]!r}: item_hash A {_short(ha[i])}, B {_short(hb[i])}); a changed prompt or document is a "
+            "different item, so these cannot be paired"
+        )
 
 
 def _check_gold(a: TaskData, b: TaskData) -> None:

@@ -9,7 +9,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
-from labledger.schema import ComparisonDoc, EvaluationDoc, MetricDiff, MetricId, MetricValue, ci_label, format_p
+from labledger.schema import (
+    ComparisonDoc,
+    EvaluationDoc,
+    HarnessCheck,
+    MetricDiff,
+    MetricId,
+    MetricValue,
+    ci_label,
+    format_p,
+)
 from labledger.schema.format import format_ci, format_value
 
 
@@ -216,9 +225,13 @@ def eval_command(
         raise click.UsageError("--model needs --save RUN:NAME (entries point at a stored evaluation)")
     path, shown = _source(results, ledger_path)
     budget: dict[str, Any] = {"item_draw_budget": None} if all_resamples else {}
+    from labledger.analysis.harness import harness_check, harness_lines, harness_meta, harness_metrics
+
+    harness = harness_meta(path)
     ev = evaluate(
         path,
-        metrics=list(metrics) or None,
+        metrics=list(metrics) or (harness_metrics(harness) if harness else None),
+        headline={t: v[0] for t, v in harness_metrics(harness).items()} if harness else None,
         by=list(by) or None,
         ci=ci,
         resamples=resamples,
@@ -229,6 +242,10 @@ def eval_command(
     )
     doc = ev.doc
     doc.source = shown
+    if harness:
+        doc.harness = HarnessCheck(
+            name=harness["name"], version=harness.get("version"), checks=harness_check(doc.to_dict(), harness)
+        )
     saved = None
     if save is not None:
         from labledger import open_ledger
@@ -243,6 +260,8 @@ def eval_command(
         emit_json(doc.to_dict())
         return
     _print_evaluation(doc, definitions, shown)
+    for line in harness_lines(doc.harness.checks, doc.harness.name) if doc.harness else ():
+        console.print(line, markup=False, highlight=False)
     if saved is not None:
         console.print(f"Saved evaluation '{escape(str(save))}' to {escape(str(saved))}")
 
@@ -338,10 +357,13 @@ def compare_command(
     _check_metrics(metrics)
     path_a, shown_a = _source(a, ledger_path)
     path_b, shown_b = _source(b, ledger_path)
+    from labledger.analysis.harness import harness_meta, harness_metrics
+
+    harness = harness_meta(path_a)
     cmp = compare(
         path_a,
         path_b,
-        metrics=list(metrics) or None,
+        metrics=list(metrics) or (harness_metrics(harness) if harness else None),
         unpaired=unpaired,
         ci=ci,
         resamples=resamples,

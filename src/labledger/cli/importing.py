@@ -7,7 +7,18 @@ import click
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
 
-FORMAT_CHOICES = ("auto", "seed-run", "report", "results", "tensorboard", "mlflow")
+FORMAT_CHOICES = (
+    "auto",
+    "seed-run",
+    "report",
+    "results",
+    "tensorboard",
+    "mlflow",
+    "lm-eval",
+    "inspect",
+    "lighteval",
+    "helm",
+)
 
 
 @main.command("import")
@@ -30,15 +41,24 @@ FORMAT_CHOICES = ("auto", "seed-run", "report", "results", "tensorboard", "mlflo
     help="Copy the original files into the run, or only record their path and sha256.",
 )
 @click.option("--again", is_flag=True, help="Import even if the same content was imported before.")
+@click.option(
+    "--suite",
+    default=None,
+    metavar="SUITE",
+    help="Harness outputs: also evaluate each task and add its headline to this benchmark suite "
+    "(then `labledger table --suite SUITE` is the version table across models and tasks).",
+)
 @ledger_option
 @json_option
 @handle_errors
-def import_cmd(path, name, group, fmt, copy, again, ledger_path, as_json):
+def import_cmd(path, name, group, fmt, copy, again, suite, ledger_path, as_json):
     """Import PATH as runs, all or nothing, through the same validation as logging.
 
     PATH is a training-run folder (batches.jsonl, training_history.json, full_test/), a
-    threshold-selection report (.json with threshold_trials, paired_test, ...), a results .jsonl, TensorBoard event files (a file or a folder), or an MLflow
-    store (mlflow.db or mlruns/). Originals are never changed. The same content imported twice is
+    threshold-selection report (.json), a results .jsonl, TensorBoard event files (a file or a folder), or an MLflow
+    store (mlflow.db or mlruns/), or what an evaluation harness wrote: lm-eval's --output_path
+    (with --log_samples), inspect_ai logs (.eval, .json), lighteval's output folder, a HELM run
+    folder: one run per model, one result set per task. Originals are never changed. The same content imported twice is
     refused unless --again.
     """
     from labledger.importers import import_path
@@ -46,8 +66,15 @@ def import_cmd(path, name, group, fmt, copy, again, ledger_path, as_json):
     result = import_path(
         path, resolve_ledger_path(ledger_path), fmt=fmt, name=name, group=group, copy=copy, again=again
     )
+    added = None
+    if suite is not None:
+        from labledger import open_ledger
+        from labledger.importers.harness import suite_entries
+
+        with open_ledger(resolve_ledger_path(ledger_path)) as book:
+            added = suite_entries(book, result.run_ids, suite=suite)
     if as_json:
-        emit_json(result.to_dict())
+        emit_json({**result.to_dict(), **({"suite": suite, "suite_entries": added} if suite else {})})
         return
     how = "copied" if copy else "referenced"
     console.print(
@@ -67,4 +94,8 @@ def import_cmd(path, name, group, fmt, copy, again, ledger_path, as_json):
             f"(imported again: the same content was imported before as run {result.previous['run_id']})",
             markup=False,
             highlight=False,
+        )
+    if suite is not None:
+        console.print(
+            f"Added {added} entries to suite '{suite}' (labledger table --suite {suite})", markup=False, highlight=False
         )

@@ -1,4 +1,5 @@
-"""Bring existing runs into a ledger: seed-style folders, reports, results files, TensorBoard, MLflow.
+"""Bring existing runs into a ledger: seed-style folders, reports, results files, TensorBoard, MLflow,
+and the outputs of evaluation harnesses (lm-eval, inspect_ai, lighteval, HELM).
 
 :func:`import_path` detects the format (or takes the one named), builds the runs in a staging
 ledger through the ordinary :class:`labledger.Run` API (the same validation as logging), and adopts
@@ -24,13 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from labledger.errors import ImportSourceError, UnknownNameError
-from labledger.importers import mlflow, report, results, seed_run, tensorboard
+from labledger.importers import helm, inspect_log, lighteval, lm_eval, mlflow, report, results, seed_run, tensorboard
 from labledger.importers.source import ImportedRun, ImportOptions, Source
 from labledger.store.ledger import Ledger
 
 #: Importers by format name, in detection order.
 IMPORTERS = {
     seed_run.FORMAT: seed_run,
+    lm_eval.FORMAT: lm_eval,
+    inspect_log.FORMAT: inspect_log,
+    lighteval.FORMAT: lighteval,
+    helm.FORMAT: helm,
     mlflow.FORMAT: mlflow,
     tensorboard.FORMAT: tensorboard,
     report.FORMAT: report,
@@ -87,7 +92,9 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         f"{p}: cannot tell its format. Known: a seed-004 run folder (batches.jsonl, training_history.json, "
         "full_test/images.jsonl), a seed-000 report (.json with threshold_trials, paired_test, "
         "checkpoint_sha256...), a results .jsonl, TensorBoard event files (*tfevents*), an MLflow store "
-        "(mlflow.db or mlruns/). Name one with --format."
+        "(mlflow.db or mlruns/), lm-eval output (results_<ts>.json + samples_*.jsonl), an inspect_ai log "
+        "(.eval or .json), lighteval output (results_<ts>.json + details/*.parquet), a HELM run folder "
+        "(run_spec.json, scenario_state.json, per_instance_stats.json). Name one with --format."
     )
 
 

@@ -112,6 +112,8 @@ def regression_prepared(name: str, params: dict[str, Any], gold: np.ndarray, pre
 
     if name == "mae":
         return mean(np.abs(pred - gold))
+    if name == "mean":
+        return mean(np.asarray(pred, dtype=np.float64))
     if name == "rmse":
         return mean((pred - gold) ** 2, np.sqrt)
     if name == "pearson":
@@ -230,7 +232,19 @@ acc7.__doc__ = """Accuracy after clipping to [-3, 3] and rounding.
     0.0
     """
 
+mean = _public("mean")
+mean.__doc__ = """Mean of ``pred``: the per-item scores a harness gave (gold, the best score, is not used).
+
+    >>> mean(gold=[1.0, 1.0, 1.0], pred=[1.0, 0.5, 0.0])
+    0.5
+    """
+
 _DEFS: dict[str, tuple[str, bool, Strategy]] = {
+    "mean": (
+        "Mean over items of pred, the per-item score an evaluation harness gave (gold is not used).",
+        True,
+        "mean",
+    ),
     "mae": ("Mean absolute error: mean over items of |pred - gold|.", False, "mean"),
     "rmse": ("Root mean squared error: sqrt(mean over items of (pred - gold)^2).", False, "mean"),
     "pearson": ("Pearson correlation between gold and pred; nan when either is constant.", True, "weights"),
@@ -296,6 +310,7 @@ __all__ = [
     "has0_acc",
     "has0_f1",
     "mae",
+    "mean",
     "non0_acc",
     "non0_f1",
     "pearson",

@@ -88,6 +88,17 @@ class EvaluationDoc(Document, kw_only=True):
     by: list[str]
     tasks: dict[str, TaskEvaluation]
     suite: SuiteMean | None = None
+    #: For a result set imported from an evaluation harness: what the harness reported beside
+    #: labledger's recomputed values (see :mod:`labledger.analysis.harness`).
+    harness: HarnessCheck | None = None
+
+
+class HarnessCheck(Part, kw_only=True):
+    """The harness's own values and stderrs next to labledger's, one check per harness metric."""
+
+    name: str
+    version: str | None = None
+    checks: list[dict[str, Any]] = []
 
 
 # -- comparison ----------------------------------------------------------------------------------
@@ -400,6 +411,7 @@ __all__ = [
     "ComparisonDoc",
     "Document",
     "EvaluationDoc",
+    "HarnessCheck",
     "ImportRecord",
     "RunSummary",
     "SliceBody",

@@ -1,0 +1,253 @@
+"""What the evaluation-harness importers share: per-item rows, result sets with the harness's numbers.
+
+Each harness importer (:mod:`~labledger.importers.lm_eval`, :mod:`~labledger.importers.inspect_log`,
+:mod:`~labledger.importers.lighteval`, :mod:`~labledger.importers.helm`) turns one harness
+invocation into one run per model, and each task (and lm-eval filter) into one result set. Inside a
+result set there is one labledger *task* per harness metric, named after it (``acc``,
+``acc_norm``, ``exact_match``, ``f1``, an inspect scorer...), with rows of one of three shapes:
+
+- **choices** (classification): ``probs`` over the choice indices ``"0"..."K-1"``, the softmax of
+  the per-choice log-likelihoods (``acc``) or of the length-normalised ones (``acc_norm``);
+  ``loglik`` keeps the raw log-likelihoods. Recomputed with ``accuracy``.
+- **labels** (match): ``gold`` and ``pred`` labels of a corpus metric that lm-eval stores per sample
+  as ``[gold, pred]`` (``f1``, ``mcc``). Recomputed with ``f1`` / ``mcc`` over the items.
+- **scores** (regression): ``pred`` is the per-item score the harness gave (epochs already reduced
+  to their mean), ``gold`` the best score (1). Recomputed with ``mean``.
+
+Every row keeps ``item_hash`` (the harness's document identity: ``labledger compare`` refuses to
+pair two items whose hashes differ), ``prompt``, ``target``, ``prediction`` where the harness
+records them, and ``group`` when a cluster field is known. The result set's ``meta.json`` holds
+``harness``: the harness's name and version, the task, and per metric the value and standard error
+the harness reported and the labledger metric that recomputes it (see
+:mod:`labledger.analysis.harness`).
+
+>>> rows = choice_rows(["d0"], [[-1.0, -2.0]], [0], task="acc")
+>>> rows[0]["probs"]["0"] > rows[0]["probs"]["1"], rows[0]["gold"]
+(True, '0')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from labledger.importers.source import ImportedRun, ImportOptions, Source, finish_import, new_run
+from labledger.store.ledger import Ledger
+
+#: The labledger metric that recomputes each row shape.
+SHAPE_METRIC = {"choices": "accuracy", "scores": "mean"}
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass
+class HarnessMetric:
+    """One harness metric of one task: the rows that recompute it and what the harness reported."""
+
+    name: str
+    shape: str
+    rows: list[dict[str, Any]]
+    spec: str
+    value: float | None = None
+    stderr: float | None = None
+    stderr_method: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class HarnessTask:
+    """One result set: a harness task (and filter) with its metrics."""
+
+    name: str
+    task: str
+    metrics: list[HarnessMetric]
+    info: dict[str, Any] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+
+def set_name(*parts: str) -> str:
+    """A result-set name from a task (and filter): unsafe characters become ``_``, parts join with ``.``.
+
+    >>> set_name("mmlu:abstract algebra", "strict-match")
+    'mmlu_abstract_algebra.strict-match'
+    """
+    out = ".".join(_UNSAFE.sub("_", p).strip("._-") or "_" for p in parts if p)
+    out = out.lstrip("._-") or "task"
+    return out[:128]
+
+
+def softmax(logliks: Sequence[float]) -> dict[str, float]:
+    """``{"0": p0, "1": p1, ...}``: probabilities over choices from log-likelihoods.
+
+    >>> softmax([0.0, 0.0])
+    {'0': 0.5, '1': 0.5}
+    """
+    top = max(logliks)
+    ex = [math.exp(v - top) for v in logliks]
+    total = math.fsum(ex)
+    return {str(i): e / total for i, e in enumerate(ex)}
+
+
+def choice_rows(
+    ids: Sequence[str], logliks: Sequence[Sequence[float]], gold: Sequence[int], *, task: str
+) -> list[dict[str, Any]]:
+    """Classification rows over choice indices from per-choice log-likelihoods (see the module docs)."""
+    return [
+        {"id": i, "task": task, "gold": str(g), "probs": softmax(ll), "loglik": list(ll)}
+        for i, ll, g in zip(ids, logliks, gold)
+    ]
+
+
+def score_row(item_id: str, task: str, value: float) -> dict[str, Any]:
+    """A scores-shaped row: ``pred`` is the harness's per-item score, ``gold`` the best score (1)."""
+    return {"id": item_id, "task": task, "gold": 1.0, "pred": float(value)}
+
+
+def item_hash(*values: Any) -> str:
+    """A short, stable hash of a document's content (for harnesses that record none).
+
+    >>> item_hash("What is 1+1?", "2") == item_hash("What is 1+1?", "2")
+    True
+    """
+    return hashlib.sha256(orjson.dumps(list(values), option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()[:32]
+
+
+def as_float(v: Any) -> float | None:
+    """A reported number as a float; ``None`` for ``"N/A"``, missing or non-finite values."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def harness_meta(harness: str, version: str | None, task: HarnessTask) -> dict[str, Any]:
+    """The ``harness`` block of a result set's ``meta.json``."""
+    return {
+        "name": harness,
+        "version": version,
+        "task": task.task,
+        **task.info,
+        "metrics": {
+            m.name: {
+                "metric": m.spec,
+                "shape": m.shape,
+                "value": m.value,
+                "stderr": m.stderr,
+                "stderr_method": m.stderr_method,
+                **m.extra,
+            }
+            for m in task.metrics
+        },
+    }
+
+
+def store_harness_run(
+    stage: Ledger,
+    source: Source,
+    opts: ImportOptions,
+    *,
+    harness: str,
+    version: str | None,
+    name: str,
+    config: Mapping[str, Any],
+    tasks: Sequence[HarnessTask],
+    started: float | None,
+    ended: float | None,
+    notes: Sequence[str] = (),
+    files: Sequence[Any] | None = None,
+) -> ImportedRun:
+    """One run holding one result set per task, with the harness's numbers in each set's meta."""
+    run = new_run(
+        stage,
+        name,
+        source=source,
+        opts=opts,
+        config=config,
+        started=started,
+        tags=(harness,),
+        files=files,
+        harness={"name": harness, "version": version},
+    )
+    counts: dict[str, int] = {}
+    fields: dict[str, str] = {}
+    with run:
+        for t in tasks:
+            rows = [r for m in t.metrics for r in m.rows]
+            if not rows:
+                continue
+            run.log_results(t.name, rows, harness=harness_meta(harness, version, t))
+            counts[f"results:{t.name}"] = len(rows)
+            for f in t.files:
+                fields[f] = f"result set '{t.name}' ({', '.join(m.name for m in t.metrics)})"
+        if opts.copy:
+            source.copy_into(run, files)
+        finish_import(run, fields, ended=ended)
+    return ImportedRun(run.id, run.name, run.group, counts, fields, list(notes))
+
+
+def suite_entries(ledger: Ledger, run_ids: Sequence[str], *, suite: str, resamples: int = 1000, seed: int = 0) -> int:
+    """Evaluate every harness result set of ``run_ids`` and add one benchmark entry per set (its
+    first metric, the harness's primary one) to ``suite``: model = run name, benchmark = set name,
+    category = harness. Then ``labledger table --suite SUITE`` is the version table across models and
+    tasks, with paired tests on the stored items. Each entry points at ``evals/<set>.suite/``: the
+    primary metric's rows with their task named after the set (what a version table pairs on), and
+    their evaluation. Returns the number of entries added.
+    """
+    from labledger.analysis.benchmarks import Entry, add_entries
+    from labledger.analysis.evaluation import evaluate
+    from labledger.analysis.harness import harness_meta, harness_metrics
+    from labledger.store.jsonl import atomic_write, dumps_line, write_json
+
+    entries = []
+    for run_id in run_ids:
+        view = ledger.run(run_id)
+        for set_name_ in view.results_names():
+            path = view.results_path(set_name_)
+            meta = harness_meta(path)
+            if not meta or not meta["metrics"] or set_name_.endswith(".suite"):
+                continue
+            head = next(iter(harness_metrics(meta)))
+            spec = meta["metrics"][head]["metric"]
+            eval_name = f"{set_name_[:122]}.suite"
+            out = path.parent.parent / eval_name
+            out.mkdir(exist_ok=True)
+            rows = (orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip())
+            data = b"".join(dumps_line({**r, "task": set_name_}) for r in rows if r.get("task") == head)
+            atomic_write(out / "results.jsonl", data)
+            write_json(
+                out / "meta.json",
+                {"name": eval_name, "harness": {**meta, "metrics": {set_name_: meta["metrics"][head]}}},
+            )
+            doc = evaluate(
+                out / "results.jsonl", metrics=[spec], headline={set_name_: spec}, resamples=resamples, seed=seed
+            ).to_dict()
+            doc["harness"] = {"name": meta["name"], "version": meta.get("version"), "metric": head}
+            ledger.save_evaluation(view.id, eval_name, doc)
+            body = doc["tasks"][set_name_]
+            e = next(x for x in body["metrics"] if x["key"] == body["headline"])
+            if e["value"] is None:
+                continue
+            entries.append(
+                Entry(
+                    model=view.name,
+                    suite=suite,
+                    benchmark=set_name_,
+                    category=str(meta["name"]),
+                    metric=e["metric"],
+                    params=dict(e.get("params") or {}),
+                    value=float(e["value"]),
+                    n=e.get("n"),
+                    ci_low=e.get("ci_low"),
+                    ci_high=e.get("ci_high"),
+                    run_id=view.id,
+                    evaluation=eval_name,
+                    results_path=str(out / "results.jsonl"),
+                    source=f"{meta['name']} import ({head})",
+                )
+            )
+    return add_entries(ledger, entries) if entries else 0

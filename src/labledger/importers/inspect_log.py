@@ -1,0 +1,367 @@
+"""Import UK AISI inspect_ai logs: ``.eval`` files (a ZIP of zstd-compressed JSON members) and ``.json``.
+
+PATH is one log or a folder of them. Logs of one ``eval()`` call and one model (same ``eval.run_id``
+and ``eval.model``) become one run, each log's task one result set, each scorer one labledger task
+of score rows (see :mod:`labledger.importers.harness`). A sample scored over several epochs is
+reduced to one row first, with the mean of its epochs (``value_to_float`` as inspect maps values:
+``C`` 1, ``P`` 0.5, ``I`` and ``N`` 0, numbers as they are, ``yes``/``true`` 1, ``no``/``false`` 0),
+or with the value in ``reductions`` when the log has one (that is what inspect computed its
+metrics on); ``epochs`` keeps the values per epoch. So ``n`` counts questions, not attempts, and
+the run's config records the epochs K. When the harness reported a clustered ``stderr(cluster=F)``,
+metadata field ``F`` becomes each row's ``group`` (the bootstrap cluster).
+
+``.eval`` members are zstd-compressed (method 93) since inspect_ai 0.3.1xx; Python's ``zipfile``
+cannot read them before 3.14, so this needs the ``zstandard`` package (``pip install
+'labledger[harness]'``). Log format ``version`` 1 and 2 are read; newer ones are refused.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from labledger.errors import ImportSourceError, RecordError
+from labledger.importers.harness import HarnessMetric, HarnessTask, as_float, item_hash, set_name, store_harness_run
+from labledger.importers.source import ImportedRun, ImportOptions, Source, load_json
+from labledger.store.ledger import Ledger
+
+FORMAT = "inspect"
+SUPPORTED_VERSIONS = (1, 2)
+_ZSTD = 93
+
+
+def _is_json_log(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return b'"eval"' in head and b'"version"' in head and (b'"plan"' in head or b'"status"' in head)
+
+
+def log_files(path: Path) -> list[Path]:
+    """The inspect logs at ``path``: the file itself, or the ``.eval`` / ``.json`` logs under the folder."""
+    if path.is_file():
+        if path.suffix == ".eval" and zipfile.is_zipfile(path):
+            return [path]
+        return [path] if path.suffix == ".json" and _is_json_log(path) else []
+    out = [p for p in path.rglob("*.eval") if zipfile.is_zipfile(p)]
+    out += [p for p in path.rglob("*.json") if p.name not in ("logs.json", "listing.json") and _is_json_log(p)]
+    return sorted(out)
+
+
+def detect(path: Path) -> bool:
+    """An inspect ``.eval`` or ``.json`` log, or a folder holding one (and no lm-eval results)."""
+    return bool(log_files(path))
+
+
+def make_source(path: Path) -> Source:
+    files = log_files(path)
+    if not files:
+        raise ImportSourceError(f"{path}: no inspect_ai log (.eval or .json) here")
+    return Source(path, FORMAT, files)
+
+
+class EvalZip:
+    """The members of an inspect ``.eval`` file, decompressing zstd members with ``zstandard``.
+
+    >>> import tempfile, zipfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.eval"
+    >>> with zipfile.ZipFile(p, "w") as z: z.writestr("header.json", '{"version": 2}')
+    >>> EvalZip(p).json("header.json")
+    {'version': 2}
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.zip = zipfile.ZipFile(path)
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise ImportSourceError(f"{path}: not a readable .eval (ZIP) file ({exc})") from None
+        self.names = self.zip.namelist()
+
+    def read(self, name: str) -> bytes:
+        info = self.zip.getinfo(name)
+        if info.compress_type != _ZSTD:
+            return self.zip.read(name)
+        try:
+            import zstandard
+        except ImportError:
+            raise ImportSourceError(
+                f"{self.path}: member {name} is zstd-compressed (inspect_ai's default); reading it needs the "
+                "'zstandard' package: pip install 'labledger[harness]' (or zstandard)"
+            ) from None
+        with self.path.open("rb") as fh:
+            fh.seek(info.header_offset)
+            head = fh.read(30)
+            if len(head) < 30 or head[:4] != b"PK\x03\x04":
+                raise ImportSourceError(f"{self.path}: member {name}: bad local header")
+            n_name, n_extra = struct.unpack("<HH", head[26:30])
+            fh.seek(info.header_offset + 30 + n_name + n_extra)
+            raw = fh.read(info.compress_size)
+        try:
+            return zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+        except zstandard.ZstdError as exc:
+            raise ImportSourceError(f"{self.path}: member {name}: cannot decompress ({exc})") from None
+
+    def json(self, name: str) -> Any:
+        try:
+            return orjson.loads(self.read(name))
+        except orjson.JSONDecodeError as exc:
+            raise RecordError(f"not valid JSON ({exc})", source=f"{self.path}:{name}") from None
+
+
+def _read_log(path: Path) -> tuple[dict[str, Any], Iterator[tuple[str, dict[str, Any]]], list | None]:
+    """``(header, (where, sample) pairs, reductions)`` of a ``.eval`` or ``.json`` log."""
+    if path.suffix == ".eval":
+        z = EvalZip(path)
+        if "header.json" not in z.names:
+            raise ImportSourceError(f"{path}: member header.json is missing (an unfinished log?)")
+        header = z.json("header.json")
+        members = sorted(
+            (n for n in z.names if n.startswith("samples/") and n.endswith(".json")),
+            key=lambda n: (n.rsplit("_epoch_", 1)[0], int(n.rsplit("_epoch_", 1)[-1][:-5] or 0)),
+        )
+        reductions = z.json("reductions.json") if "reductions.json" in z.names else None
+        return header, ((f"{path}:{n}", z.json(n)) for n in members), reductions
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise RecordError("must be an inspect log (a JSON object)", source=str(path))
+    samples = data.get("samples") or []
+    return data, ((f"{path}:samples[{i}]", s) for i, s in enumerate(samples)), data.get("reductions")
+
+
+def value_to_float(value: Any) -> float | None:
+    """A score value as inspect's default ``value_to_float`` maps it; ``None`` for lists and dicts.
+
+    >>> [value_to_float(v) for v in ("C", "P", "I", "N", 0.25, "yes", True)]
+    [1.0, 0.5, 0.0, 0.0, 0.25, 1.0, 1.0]
+    """
+    if value == "C":
+        return 1.0
+    if value == "P":
+        return 0.5
+    if value in ("I", "N"):
+        return 0.0
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    if isinstance(value, str):
+        low = value.lower()
+        if low in ("yes", "true"):
+            return 1.0
+        if low in ("no", "false"):
+            return 0.0
+        try:
+            return float(low)
+        except ValueError:
+            return 0.0
+    return None
+
+
+def _text(v: Any) -> Any:
+    """A sample's input as text: a string as is, chat messages as their contents joined."""
+    if isinstance(v, list):
+        parts = []
+        for m in v:
+            c = m.get("content") if isinstance(m, dict) else m
+            if isinstance(c, list):
+                c = " ".join(str(x.get("text", "")) for x in c if isinstance(x, dict))
+            parts.append(f"{m.get('role', '')}: {c}" if isinstance(m, dict) else str(c))
+        return "\n".join(parts)
+    return v
+
+
+def _when(s: Any) -> float | None:
+    if not isinstance(s, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(s).timestamp()
+    except ValueError:
+        return None
+
+
+def _scorer_results(header: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per scorer: the headline value, plain stderr, clustered stderr and its cluster field."""
+    out: dict[str, dict[str, Any]] = {}
+    for sc in ((header.get("results") or {}).get("scores")) or []:
+        if not isinstance(sc, dict):
+            continue
+        info: dict[str, Any] = {"value": None, "stderr": None, "cluster": None, "cluster_stderr": None}
+        for m in (sc.get("metrics") or {}).values():
+            if not isinstance(m, dict):
+                continue
+            name, params = m.get("name"), m.get("params") or {}
+            if name in ("accuracy", "mean") and info["value"] is None:
+                info["value"] = as_float(m.get("value"))
+            elif name == "stderr" and params.get("cluster"):
+                info["cluster"], info["cluster_stderr"] = str(params["cluster"]), as_float(m.get("value"))
+            elif name == "stderr":
+                info["stderr"] = as_float(m.get("value"))
+        out[str(sc.get("name"))] = info
+    return out
+
+
+def _task_of(path: Path, header: dict[str, Any], samples, reductions) -> tuple[HarnessTask, int]:
+    ev = header.get("eval") or {}
+    scorers = _scorer_results(header)
+    per: dict[str, dict[str, dict[str, Any]]] = {}  # scorer -> sample id -> info
+    epochs_seen = 0
+    for where, s in samples:
+        if not isinstance(s, dict) or "id" not in s:
+            raise RecordError("must be an inspect sample with an 'id'", source=where, field="id")
+        sid, epoch = str(s["id"]), s.get("epoch", 1)
+        epochs_seen = max(epochs_seen, int(epoch) if isinstance(epoch, int) else 1)
+        scores = s.get("scores") or {}
+        if not isinstance(scores, dict):
+            raise RecordError("must map scorer names to scores", source=where, field="scores")
+        for scorer, sc in scores.items():
+            v = value_to_float(sc.get("value")) if isinstance(sc, dict) else None
+            if v is None:
+                raise RecordError(
+                    "must be C, I, P, N, a number or a boolean (dict and list values are not imported)",
+                    source=where,
+                    field=f"scores.{scorer}.value",
+                )
+            entry = per.setdefault(scorer, {}).setdefault(
+                sid,
+                {
+                    "values": [],
+                    "input": s.get("input"),
+                    "target": s.get("target"),
+                    "metadata": s.get("metadata") or {},
+                    "predictions": [],
+                    "answers": [],
+                },
+            )
+            entry["values"].append(v)
+            out = s.get("output") or {}
+            entry["predictions"].append(out.get("completion") if isinstance(out, dict) else None)
+            entry["answers"].append(sc.get("answer"))
+    reduced: dict[str, dict[str, float]] = {}
+    for red in reductions or []:
+        if isinstance(red, dict) and red.get("scorer") in per:
+            vals = {}
+            for x in red.get("samples") or []:
+                v = value_to_float(x.get("value")) if isinstance(x, dict) else None
+                if v is not None:
+                    vals[str(x.get("sample_id"))] = v
+            reduced[str(red["scorer"])] = vals
+    metrics = []
+    for scorer, items in per.items():
+        res = scorers.get(scorer, {})
+        cluster = res.get("cluster")
+        rows = []
+        for sid, e in items.items():
+            value = reduced.get(scorer, {}).get(sid)
+            if value is None:
+                value = sum(e["values"]) / len(e["values"])
+            row = {
+                "id": sid,
+                "task": scorer,
+                "gold": 1.0,
+                "pred": value,
+                "epochs": e["values"],
+                "item_hash": item_hash(e["input"], e["target"]),
+                "prompt": _text(e["input"]),
+                "target": e["target"],
+                "prediction": e["predictions"][0],
+                "answer": e["answers"][0],
+                "metadata": e["metadata"],
+            }
+            if cluster and cluster in e["metadata"]:
+                row["group"] = str(e["metadata"][cluster])
+            rows.append(row)
+        metrics.append(
+            HarnessMetric(
+                scorer,
+                "scores",
+                rows,
+                "mean",
+                value=res.get("value"),
+                stderr=res.get("cluster_stderr") if cluster else res.get("stderr"),
+                stderr_method=(
+                    f"clustered CLT stderr over '{cluster}' with C/(C-1) correction (inspect stderr(cluster=))"
+                    if cluster
+                    else "sample sd (n-1) / sqrt(n) over epoch-reduced samples (inspect stderr())"
+                ),
+                extra={"cluster": cluster, "epochs": epochs_seen, "n": len(rows)},
+            )
+        )
+    task = str(ev.get("task") or path.stem)
+    info = {"task_version": ev.get("task_version"), "epochs": epochs_seen, "log": path.name}
+    return HarnessTask(set_name(task.rsplit("/", 1)[-1]), task, metrics, info=info, files=[path.name]), epochs_seen
+
+
+def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
+    groups: dict[tuple[str, str], list[tuple[Path, dict[str, Any], HarnessTask]]] = {}
+    for path in log_files(source.path):
+        header, samples, reductions = _read_log(path)
+        version = header.get("version")
+        if version not in SUPPORTED_VERSIONS:
+            raise RecordError(
+                f"inspect log format version {version!r} is not supported (known: 1, 2)",
+                source=str(path),
+                field="version",
+            )
+        if header.get("status") != "success":
+            raise ImportSourceError(
+                f"{path}: the log's status is {header.get('status')!r}, not 'success' (an unfinished or failed "
+                "evaluation); fix or rerun it before importing"
+            )
+        task, _ = _task_of(path, header, samples, reductions)
+        ev = header.get("eval") or {}
+        groups.setdefault((str(ev.get("run_id")), str(ev.get("model"))), []).append((path, header, task))
+    runs = []
+    for (_, model), logs in groups.items():
+        first = logs[0][1]
+        ev = first.get("eval") or {}
+        version = (ev.get("packages") or {}).get("inspect_ai")
+        config = {
+            "harness": "inspect_ai",
+            "harness_version": version,
+            "log_version": first.get("version"),
+            "model": model,
+            "model_args": ev.get("model_args"),
+            "model_generate_config": ev.get("model_generate_config"),
+            "tasks": {
+                t.task: {
+                    "version": t.info.get("task_version"),
+                    "epochs": t.info.get("epochs"),
+                    "samples": max((len(m.rows) for m in t.metrics), default=0),
+                    "task_args": (h.get("eval") or {}).get("task_args"),
+                    "dataset": (h.get("eval") or {}).get("dataset", {}).get("name"),
+                }
+                for _, h, t in logs
+            },
+            "eval_config": ev.get("config"),
+            "revision": ev.get("revision"),
+        }
+        starts = [
+            _when((h.get("stats") or {}).get("started_at") or (h.get("eval") or {}).get("created")) for _, h, _ in logs
+        ]
+        ends = [_when((h.get("stats") or {}).get("completed_at")) for _, h, _ in logs]
+        starts = [s for s in starts if s is not None]
+        ends = [e for e in ends if e is not None]
+        name = opts.name if opts.name and len(groups) == 1 else (f"{opts.name}-{model}" if opts.name else model)
+        runs.append(
+            store_harness_run(
+                stage,
+                source,
+                opts,
+                harness="inspect_ai",
+                version=version,
+                name=name,
+                config=config,
+                tasks=[t for _, _, t in logs],
+                started=min(starts) if starts else None,
+                ended=max(ends) if ends else None,
+                files=[p for p, _, _ in logs],
+            )
+        )
+    return runs

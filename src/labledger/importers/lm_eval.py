@@ -1,0 +1,280 @@
+"""Import EleutherAI lm-evaluation-harness output (``--output_path DIR --log_samples``).
+
+PATH is a ``results_<timestamp>.json`` or a folder holding them (searched recursively); each results
+file is one harness invocation and becomes one run, with one result set per task and filter from
+the ``samples_<task>_<timestamp>.jsonl`` files beside it (same timestamp). A document appears once
+per filter; a task's only filter ``none`` gives the set the task's name, any other filter is added
+after a dot (``gsm8k.strict-match``). Rows (see :mod:`labledger.importers.harness`):
+
+- multiple-choice tasks (``output_type: multiple_choice``): ``acc`` from the per-choice
+  log-likelihoods in ``filtered_resps``, ``acc_norm`` from the same divided by the length of each
+  choice's text (characters, as lm-eval does); gold is ``target`` (the choice index);
+- corpus metrics stored per sample as ``[gold, pred]`` (``f1``, ``mcc``): label rows;
+- every other per-sample number (``exact_match``, ``acc`` of a generative task...): score rows.
+
+``item_hash`` is ``doc_hash/prompt_hash``; ``prompt`` the first request's context, ``target`` the
+target, ``prediction`` the filtered response (generative) or the chosen choice (multiple choice).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from labledger.errors import ImportSourceError, RecordError
+from labledger.importers.harness import (
+    HarnessMetric,
+    HarnessTask,
+    as_float,
+    choice_rows,
+    score_row,
+    set_name,
+    store_harness_run,
+)
+from labledger.importers.source import ImportedRun, ImportOptions, Source, load_json, load_jsonl
+from labledger.store.ledger import Ledger
+
+FORMAT = "lm-eval"
+_RESULTS = re.compile(r"^results_(.+)\.json$")
+#: lm-eval's corpus-level metrics recomputable from ``[gold, pred]`` pairs, and their labledger spec.
+CORPUS = {"f1": "f1:average=binary,pos_label=1", "mcc": "mcc"}
+
+
+def _is_results(path: Path) -> bool:
+    if not _RESULTS.match(path.name):
+        return False
+    try:
+        head = path.read_bytes()[:1_000_000]
+    except OSError:
+        return False
+    return b'"n-shot"' in head and b'"configs"' in head
+
+
+def results_files(path: Path) -> list[Path]:
+    """The lm-eval results files at ``path`` (the file itself, or those under the folder)."""
+    if path.is_file():
+        return [path] if _is_results(path) else []
+    return sorted(p for p in path.rglob("results_*.json") if _is_results(p))
+
+
+def detect(path: Path) -> bool:
+    """A ``results_<timestamp>.json`` with lm-eval's keys, or a folder holding one."""
+    return bool(results_files(path))
+
+
+def _samples_files(results: Path) -> dict[str, Path]:
+    stamp = _RESULTS.match(results.name).group(1)
+    out = {}
+    for p in sorted(results.parent.glob(f"samples_*_{stamp}.jsonl")):
+        out[p.name[len("samples_") : -len(f"_{stamp}.jsonl")]] = p
+    return out
+
+
+def make_source(path: Path) -> Source:
+    files = []
+    for r in results_files(path):
+        files.append(r)
+        files.extend(_samples_files(r).values())
+    if not files:
+        raise ImportSourceError(f"{path}: no lm-eval results_<timestamp>.json here")
+    return Source(path, FORMAT, files)
+
+
+def _fail(path: Path, line: int | None, fld: str, msg: str) -> RecordError:
+    return RecordError(msg, source=str(path), line=line, field=fld)
+
+
+def _loglik(path: Path, line: int, resps: Any) -> list[float]:
+    """Per-choice log-likelihoods from ``filtered_resps`` (``[["-0.1", "False"], ...]``, strings)."""
+    if not isinstance(resps, list) or not resps:
+        raise _fail(path, line, "filtered_resps", "must be a list of [loglikelihood, is_greedy] per choice")
+    out = []
+    for i, r in enumerate(resps):
+        v = r[0] if isinstance(r, list) and r else r
+        try:
+            out.append(float(v))
+        except (TypeError, ValueError):
+            raise _fail(
+                path, line, f"filtered_resps[{i}]", f"must start with a log-likelihood; got {str(v)[:40]!r}"
+            ) from None
+    return out
+
+
+def _choices(path: Path, line: int, doc: dict[str, Any], delim: str, k: int) -> list[str]:
+    args = doc.get("arguments")
+    if not isinstance(args, dict) or len(args) != k:
+        raise _fail(path, line, "arguments", f"must hold one request per choice ({k})")
+    out = []
+    for i in range(k):
+        req = args.get(f"gen_args_{i}")
+        cont = req.get("arg_1") if isinstance(req, dict) else None
+        if not isinstance(cont, str):
+            raise _fail(path, line, f"arguments.gen_args_{i}.arg_1", "must be the choice's continuation string")
+        out.append(cont[len(delim) :] if delim and cont.startswith(delim) else cont)
+    return out
+
+
+def _task_rows(
+    path: Path, task: str, samples: Path, config: dict[str, Any], results: dict[str, Any]
+) -> list[HarnessTask]:
+    mc = config.get("output_type") == "multiple_choice"
+    delim = config.get("target_delimiter", " ")
+    by_filter: dict[str, dict[str, HarnessMetric]] = {}
+    for line, doc in load_jsonl(samples):
+        if not isinstance(doc, dict):
+            raise _fail(samples, line, "doc_id", "each line must be a JSON object (one document)")
+        for key in ("doc_id", "filter", "metrics"):
+            if key not in doc:
+                raise _fail(samples, line, key, "is missing (lm-eval --log_samples writes it on every line)")
+        filt, metric_names = str(doc["filter"]), doc["metrics"]
+        if not isinstance(metric_names, list):
+            raise _fail(samples, line, "metrics", "must be a list of metric names")
+        doc_id = str(doc["doc_id"])
+        extras = {
+            "item_hash": f"{doc.get('doc_hash', '')}/{doc.get('prompt_hash', '')}",
+            "target": doc.get("target"),
+            "filter": filt,
+        }
+        args = doc.get("arguments")
+        first = args.get("gen_args_0") if isinstance(args, dict) else None
+        if isinstance(first, dict):
+            extras["prompt"] = first.get("arg_0")
+        mets = by_filter.setdefault(filt, {})
+        logliks = choices = None
+        for name in metric_names:
+            if name not in doc:
+                raise _fail(samples, line, name, f"is missing (listed in 'metrics' of document {doc_id})")
+            value = doc[name]
+            if mc and name in ("acc", "acc_norm"):
+                if logliks is None:
+                    logliks = _loglik(samples, line, doc.get("filtered_resps"))
+                    choices = _choices(samples, line, doc, delim, len(logliks))
+                try:
+                    gold = int(doc.get("target"))
+                except (TypeError, ValueError):
+                    raise _fail(samples, line, "target", "must be the gold choice's index") from None
+                if not 0 <= gold < len(logliks):
+                    raise _fail(samples, line, "target", f"must be a choice index in 0..{len(logliks) - 1}")
+                ll = logliks if name == "acc" else [v / max(len(c), 1) for v, c in zip(logliks, choices)]
+                row = choice_rows([doc_id], [ll], [gold], task=name)[0]
+                row["loglik"] = logliks
+                pick = max(range(len(ll)), key=ll.__getitem__)
+                row.update(extras, prediction=choices[pick], choices=choices, harness_score=as_float(value))
+                shape, spec = "choices", "accuracy"
+            elif isinstance(value, list) and len(value) == 2 and name in CORPUS:
+                row = {"id": doc_id, "task": name, "gold": str(value[0]), "pred": str(value[1]), **extras}
+                shape, spec = "labels", CORPUS[name]
+            elif as_float(value) is not None:
+                row = score_row(doc_id, name, value)
+                resp = doc.get("filtered_resps")
+                row.update(extras, prediction=resp[0] if isinstance(resp, list) and len(resp) == 1 else resp)
+                shape, spec = "scores", "mean"
+            else:
+                # corpus metrics labledger cannot recompute (bleu, chrf, ter...): left out, said in the note
+                mets.setdefault(name, HarnessMetric(name, "skipped", [], ""))
+                continue
+            m = mets.setdefault(name, HarnessMetric(name, shape, [], spec))
+            m.rows.append(row)
+    out = []
+    for filt, mets in by_filter.items():
+        label = set_name(task) if filt == "none" and len(by_filter) == 1 else set_name(task, filt)
+        kept = []
+        for m in mets.values():
+            if m.shape == "skipped":
+                continue
+            m.value = as_float(results.get(f"{m.name},{filt}"))
+            m.stderr = as_float(results.get(f"{m.name}_stderr,{filt}"))
+            m.stderr_method = (
+                "bootstrap (lm-eval bootstrap_stderr)"
+                if m.shape == "labels"
+                else "sample sd (n-1) / sqrt(n) (lm-eval mean_stderr)"
+            )
+            kept.append(m)
+        skipped = sorted(m.name for m in mets.values() if m.shape == "skipped")
+        out.append(
+            HarnessTask(
+                label,
+                task,
+                kept,
+                info={"filter": filt, "skipped_metrics": skipped},
+                files=[samples.name],
+            )
+        )
+    return out
+
+
+def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: Path, several: bool) -> ImportedRun:
+    data = load_json(results_path)
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+        raise _fail(results_path, None, "results", "must map each task to its metrics")
+    cfg = data.get("config") if isinstance(data.get("config"), dict) else {}
+    configs = data.get("configs") if isinstance(data.get("configs"), dict) else {}
+    samples = _samples_files(results_path)
+    tasks: list[HarnessTask] = []
+    notes = []
+    for task, path in samples.items():
+        if task not in data["results"]:
+            raise _fail(results_path, None, f"results.{task}", f"is missing ({path.name} has samples for it)")
+        tasks.extend(_task_rows(results_path, task, path, configs.get(task) or {}, data["results"][task]))
+    for t in tasks:
+        if t.info.get("skipped_metrics"):
+            notes.append(f"{t.name}: not recomputable here, left out: {', '.join(t.info['skipped_metrics'])}")
+    missing = sorted(t for t in data["results"] if t not in samples and t in configs)
+    if missing:
+        notes.append(f"no samples file (run lm-eval with --log_samples) for: {', '.join(missing)}")
+    model = str(data.get("model_name") or cfg.get("model") or "model")
+    model_args = cfg.get("model_args")
+    name = opts.name or (model if not model_args else f"{model} {model_args}")[:200]
+    if several and opts.name:
+        name = f"{opts.name}-{_RESULTS.match(results_path.name).group(1)}"
+    config = {
+        "harness": "lm-eval",
+        "harness_version": data.get("lm_eval_version"),
+        "model": cfg.get("model"),
+        "model_args": model_args,
+        "model_name": data.get("model_name"),
+        "tasks": {
+            t: {
+                "version": (data.get("versions") or {}).get(t),
+                "n_shot": (data.get("n-shot") or {}).get(t),
+                "n_samples": (data.get("n-samples") or {}).get(t),
+                "hash": (data.get("task_hashes") or {}).get(t),
+            }
+            for t in samples
+        },
+        "seeds": {k: cfg.get(k) for k in ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed") if k in cfg},
+        "limit": cfg.get("limit"),
+        "bootstrap_iters": cfg.get("bootstrap_iters"),
+        "gen_kwargs": cfg.get("gen_kwargs"),
+        "git_hash": data.get("git_hash"),
+        "transformers_version": data.get("transformers_version"),
+        "chat_template_sha": data.get("chat_template_sha"),
+    }
+    started = as_float(data.get("date"))
+    total = as_float(data.get("total_evaluation_time_seconds"))
+    if total is None and isinstance(data.get("total_evaluation_time_seconds"), str):
+        try:
+            total = float(data["total_evaluation_time_seconds"])
+        except ValueError:
+            total = None
+    ended = started + total if started is not None and total is not None else started
+    return store_harness_run(
+        stage,
+        source,
+        opts,
+        harness="lm-eval",
+        version=data.get("lm_eval_version"),
+        name=name,
+        config=config,
+        tasks=tasks,
+        started=started,
+        ended=ended,
+        notes=notes,
+        files=[results_path, *samples.values()],
+    )
+
+
+def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
+    files = results_files(source.path)
+    return [_run_for(source, stage, opts, f, len(files) > 1) for f in files]
