@@ -412,7 +412,17 @@ def test_unknown_sources_are_refused(tmp_path):
         import_path(tmp_path / "missing", tmp_path / "ledger")
     with pytest.raises(UnknownNameError, match="Did you mean 'mlflow'"):
         import_path(tmp_path / "notes.txt", tmp_path / "ledger", fmt="mlflo")
-    assert set(FORMATS) == {"seed-run", "report", "results", "tensorboard", "mlflow"}
+    assert set(FORMATS) == {
+        "seed-run",
+        "report",
+        "results",
+        "tensorboard",
+        "mlflow",
+        "lm-eval",
+        "inspect",
+        "lighteval",
+        "helm",
+    }
 
 
 def _break_batch_json(src):

@@ -98,7 +98,7 @@ class HarnessCheck(Part, kw_only=True):
 
     name: str
     version: str | None = None
-    checks: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 # -- comparison ----------------------------------------------------------------------------------

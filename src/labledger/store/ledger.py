@@ -786,7 +786,8 @@ class Ledger:
             n_rows = getattr(document, "n", None)
         else:
             kind = kind or "evaluation"
-            data, rows, n_rows = document, [], document.get("n") if isinstance(document, dict) else None
+            rows = list(iter_metric_values(document))
+            data, n_rows = document, document.get("n") if isinstance(document, dict) else None
         run_id = self.resolve(run_ref)
         out_dir = self.run_dir(run_id) / "evals" / name
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -880,9 +881,10 @@ def _quote(value: str) -> str:
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def iter_metric_values(document: Document) -> Iterator[tuple[Any, ...]]:
+def iter_metric_values(document: Document | dict[str, Any]) -> Iterator[tuple[Any, ...]]:
     """(task, slice, metric, params, value, ci_low, ci_high, n, definition) rows of a document:
-    every scalar value of an evaluation (tasks and slices) or a calibration report."""
+    every scalar value of an evaluation (tasks and slices) or a calibration report, and the
+    ``tasks.<task>.metrics`` entries of any other stored document (an imported report)."""
     if isinstance(document, EvaluationDoc):
         for task, body in document.tasks.items():
             yield from _metric_rows(task, "", body.metrics)
@@ -895,6 +897,19 @@ def iter_metric_values(document: Document) -> Iterator[tuple[Any, ...]]:
             for fld, cvalues in (cbody.slices or {}).items():
                 for val, csbody in cvalues.items():
                     yield from _metric_rows(task, f"{fld}={val}", [decode_value(m) for m in csbody.metrics])
+    elif isinstance(document, dict) and isinstance(document.get("tasks"), dict):
+        for task, other in document["tasks"].items():
+            entries = other.get("metrics") if isinstance(other, dict) else None
+            if isinstance(entries, list):
+                scalars = [
+                    m
+                    for m in entries
+                    if isinstance(m, dict)
+                    and isinstance(m.get("metric"), str)
+                    and isinstance(m.get("value"), (int, float))
+                    and not isinstance(m.get("value"), bool)
+                ]
+                yield from _metric_rows(task, "", [decode_value(m) for m in scalars])
 
 
 def decode_value(m: dict[str, Any]) -> _Scalar:
