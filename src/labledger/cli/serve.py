@@ -23,6 +23,7 @@ from labledger.cli.base import (
     warn,
 )
 from labledger.errors import LedgerError, LedgerNotFoundError
+from labledger.server.timeouts import BODY_TIMEOUT_S, HEAD_TIMEOUT_S
 from labledger.store.ledger import DB_NAME
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
@@ -120,6 +121,20 @@ def _allowed_hosts(host: str, port: int) -> list[str] | None:
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
     help="Server log level (requests and errors go to stderr).",
 )
+@click.option(
+    "--head-timeout",
+    default=HEAD_TIMEOUT_S,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds a client may take to send a request's line and headers; slower connections are closed.",
+)
+@click.option(
+    "--body-timeout",
+    default=BODY_TIMEOUT_S,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds the server waits for each piece of a request body; a stalled body is answered 408.",
+)
 @handle_errors
 def serve_cmd(
     ledger_path,
@@ -134,6 +149,8 @@ def serve_cmd(
     artifacts,
     site_cache,
     log_level,
+    head_timeout,
+    body_timeout,
 ):
     """Serve the ledger: live pages at /, a JSON API at /api, uploads at /upload and /uploads/NAME.
 
@@ -148,6 +165,7 @@ def serve_cmd(
     import uvicorn
 
     from labledger.server import create_app
+    from labledger.server.timeouts import BodyTimeout, head_timeout_protocol
     from labledger.store.dialect import display_url, is_database_url
 
     limit = parse_size(max_upload)
@@ -190,6 +208,8 @@ def serve_cmd(
         site_cache=site_cache,
         allowed_hosts=_allowed_hosts(host, port),
     )
+    app.add_middleware(BodyTimeout, body_timeout=body_timeout)
+    protocol = head_timeout_protocol(head_timeout)
     where = display_url(location) if team else os.path.abspath(location)
     shown = f"[{host}]" if ":" in host else host
     console.print(f"labledger serving {where} at http://{shown}:{port}/")
@@ -207,6 +227,7 @@ def serve_cmd(
         timeout_keep_alive=REQUEST_IDLE_S,
         limit_concurrency=MAX_CONNECTIONS,
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        http=protocol,
     )
     uvicorn.Server(config).run(sockets=[sock])
 

@@ -30,6 +30,7 @@ REASONS = {
     403: "forbidden",
     404: "not found",
     405: "method not allowed",
+    408: "request timeout",
     409: "conflict",
     411: "length required",
     413: "payload too large",

@@ -1,0 +1,116 @@
+"""Time limits on what a client sends: a request's head, and each piece of its body.
+
+``labledger serve`` runs under uvicorn, whose own keep-alive timeout only starts once a response
+has been sent. A client that opens a connection and never finishes its request line and headers
+(a half-open connection), or that starts a body and then stalls, would otherwise hold a connection
+slot for ever (#17). Two limits close that gap:
+
+- :func:`head_timeout_protocol`: uvicorn's h11 protocol with a timer from the moment a connection
+  opens (and again after every response): a request whose head has not arrived within
+  ``head_timeout`` seconds gets its connection closed.
+- :class:`BodyTimeout`: ASGI middleware that waits at most ``body_timeout`` seconds for each piece
+  of a request body; a stalled body is answered ``408`` (the one error envelope) and dropped.
+
+A slow but moving upload is never cut off: the body limit is per piece, not per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+#: Seconds a connection may take to send a complete request line and headers.
+HEAD_TIMEOUT_S = 10.0
+#: Seconds the server waits for each piece of a request body.
+BODY_TIMEOUT_S = 30.0
+
+
+def head_timeout_protocol(head_timeout: float = HEAD_TIMEOUT_S) -> type:
+    """uvicorn's h11 protocol class, closing connections whose request head is not in within
+    ``head_timeout`` seconds of the connection opening (or of the previous response).
+
+    >>> head_timeout_protocol(2.5).head_timeout
+    2.5
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadTimeoutProtocol(H11Protocol):
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm_head_timer()
+
+        def _arm_head_timer(self) -> None:
+            self._head_timer = self.loop.call_later(head_timeout, self._head_timed_out)
+
+        def _head_timed_out(self) -> None:
+            # no request in progress: nothing (or only part of a head) arrived since the timer was armed
+            if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
+                self.transport.close()
+
+        def on_response_complete(self) -> None:
+            self._head_timer.cancel()
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm_head_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            timer = getattr(self, "_head_timer", None)
+            if timer is not None:
+                timer.cancel()
+            super().connection_lost(exc)
+
+    HeadTimeoutProtocol.head_timeout = head_timeout  # type: ignore[attr-defined]
+    return HeadTimeoutProtocol
+
+
+class BodyTimeout:
+    """ASGI middleware: a request body that stalls for ``body_timeout`` seconds is answered 408.
+
+    Only the body is timed: once its last piece arrived, later ``receive`` calls (a streaming
+    response waiting for the client to disconnect) pass through untouched.
+    """
+
+    def __init__(self, app: Any, *, body_timeout: float = BODY_TIMEOUT_S) -> None:
+        self.app = app
+        self.body_timeout = body_timeout
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        state = {"body_done": False, "started": False}
+
+        async def timed_receive() -> dict[str, Any]:
+            if state["body_done"]:
+                message: dict[str, Any] = await receive()
+                return message
+            try:
+                message = await asyncio.wait_for(receive(), self.body_timeout)
+            except TimeoutError:
+                raise _BodyStalled from None
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                state["body_done"] = True
+            return message
+
+        async def watched_send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, timed_receive, watched_send)
+        except _BodyStalled:
+            from labledger.server.envelope import error_response
+
+            if not state["started"]:
+                response = error_response(
+                    408, f"the request body stalled for {self.body_timeout:g} s; the request was not processed"
+                )
+                await response(scope, receive, send)
+
+
+class _BodyStalled(Exception):
+    """Raised inside the app when a body piece did not arrive in time (never reaches a user)."""
+
+
+__all__ = ["BODY_TIMEOUT_S", "HEAD_TIMEOUT_S", "BodyTimeout", "head_timeout_protocol"]
