@@ -651,7 +651,7 @@ def markdown(document: CalibrationDoc | dict[str, Any]) -> str:
             )
     notes = [f"- {task}: {b.status}; fitted on {b.fitted_on}." for task, b in doc.tasks.items()]
     notes += [f"- {task}: {b.transductive_note}." for task, b in doc.tasks.items() if b.transductive]
-    notes += [f"- {task}: {b.crossfit['error']}." for task, b in doc.tasks.items() if (b.crossfit or {}).get("error")]
+    notes += [f"- {task}: {err}." for task, b in doc.tasks.items() if (err := (b.crossfit or {}).get("error"))]
     return "\n".join([*out, "", *notes, ""])
 
 

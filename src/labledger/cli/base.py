@@ -40,7 +40,7 @@ def escape_controls(text: str) -> str:
 class SafeConsole(Console):
     """A rich console that escapes control characters in every string it renders (names, tags, groups)."""
 
-    def render_str(self, text: str, **kwargs: Any) -> Any:  # type: ignore[override]
+    def render_str(self, text: str, **kwargs: Any) -> Any:
         return super().render_str(escape_controls(text), **kwargs)
 
 

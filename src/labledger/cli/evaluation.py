@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from rich.console import JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
@@ -80,13 +81,14 @@ def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None
         console.print(table)
         if body.per_class is not None:
             pc = Table(title=escape(f"task '{task}': per label ({ci_label(body.per_class.ci)})"), title_justify="left")
-            for col, just in (
+            columns: tuple[tuple[str, JustifyMethod], ...] = (
                 ("label", "left"),
                 ("support", "right"),
                 ("precision", "right"),
                 ("recall", "right"),
                 ("f1", "right"),
-            ):
+            )
+            for col, just in columns:
                 pc.add_column(col, justify=just)
             for r in body.per_class.labels:
                 pc.add_row(

@@ -342,12 +342,12 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
             "eval_config": ev.get("config"),
             "revision": ev.get("revision"),
         }
-        starts = [
+        when_started = [
             _when((h.get("stats") or {}).get("started_at") or (h.get("eval") or {}).get("created")) for _, h, _ in logs
         ]
-        ends = [_when((h.get("stats") or {}).get("completed_at")) for _, h, _ in logs]
-        starts = [s for s in starts if s is not None]
-        ends = [e for e in ends if e is not None]
+        when_ended = [_when((h.get("stats") or {}).get("completed_at")) for _, h, _ in logs]
+        starts = [s for s in when_started if s is not None]
+        ends = [e for e in when_ended if e is not None]
         name = opts.name if opts.name and len(groups) == 1 else (f"{opts.name}-{model}" if opts.name else model)
         runs.append(
             store_harness_run(

@@ -37,6 +37,14 @@ FORMAT = "lighteval"
 _RESULTS = re.compile(r"^results_(.+)\.json$")
 
 
+def _stamp(results: Path) -> str:
+    """The ``<timestamp>`` of a ``results_<timestamp>.json`` file name."""
+    m = _RESULTS.match(results.name)
+    if m is None:
+        raise RecordError("must be results_<timestamp>.json", source=str(results), field="file name")
+    return m.group(1)
+
+
 def _is_results(path: Path) -> bool:
     if not _RESULTS.match(path.name):
         return False
@@ -61,7 +69,7 @@ def detect(path: Path) -> bool:
 
 def _details(results: Path) -> dict[str, Path]:
     """``{task key: details parquet}`` for a results file: ``details/<model>/<ts>/details_<task>_<ts>.parquet``."""
-    stamp = _RESULTS.match(results.name).group(1)
+    stamp = _stamp(results)
     out: dict[str, Path] = {}
     roots = [results.parent.parent.parent / "details" / results.parent.name / stamp, results.parent]
     for root in roots:
@@ -173,7 +181,7 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
     version = general.get("lighteval_version") or general.get("lighteval_sha")
     name = opts.name or model
     if several and opts.name:
-        name = f"{opts.name}-{_RESULTS.match(results_path.name).group(1)}"
+        name = f"{opts.name}-{_stamp(results_path)}"
     config = {
         "harness": "lighteval",
         "harness_version": version,
@@ -189,7 +197,7 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
         "seeds": {"model": mc.get("seed"), "num_fewshot_seeds": general.get("num_fewshot_seeds")},
         "max_samples": general.get("max_samples"),
     }
-    stamp = _RESULTS.match(results_path.name).group(1)
+    stamp = _stamp(results_path)
     try:
         started = dt.datetime.strptime(stamp, "%Y-%m-%dT%H-%M-%S.%f").timestamp()
     except ValueError:

@@ -41,6 +41,14 @@ _RESULTS = re.compile(r"^results_(.+)\.json$")
 CORPUS = {"f1": "f1:average=binary,pos_label=1", "mcc": "mcc"}
 
 
+def _stamp(results: Path) -> str:
+    """The ``<timestamp>`` of a ``results_<timestamp>.json`` file name."""
+    m = _RESULTS.match(results.name)
+    if m is None:
+        raise RecordError("must be results_<timestamp>.json", source=str(results), field="file name")
+    return m.group(1)
+
+
 def _is_results(path: Path) -> bool:
     if not _RESULTS.match(path.name):
         return False
@@ -64,7 +72,7 @@ def detect(path: Path) -> bool:
 
 
 def _samples_files(results: Path) -> dict[str, Path]:
-    stamp = _RESULTS.match(results.name).group(1)
+    stamp = _stamp(results)
     out = {}
     for p in sorted(results.parent.glob(f"samples_*_{stamp}.jsonl")):
         out[p.name[len("samples_") : -len(f"_{stamp}.jsonl")]] = p
@@ -147,11 +155,12 @@ def _task_rows(
                 raise _fail(samples, line, name, f"is missing (listed in 'metrics' of document {doc_id})")
             value = doc[name]
             if mc and name in ("acc", "acc_norm"):
-                if logliks is None:
+                if logliks is None or choices is None:
                     logliks = _loglik(samples, line, doc.get("filtered_resps"))
                     choices = _choices(samples, line, doc, delim, len(logliks))
+                target: Any = doc.get("target")
                 try:
-                    gold = int(doc.get("target"))
+                    gold = int(target)
                 except (TypeError, ValueError):
                     raise _fail(samples, line, "target", "must be the gold choice's index") from None
                 if not 0 <= gold < len(logliks):
@@ -208,8 +217,9 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
     data = load_json(results_path)
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
         raise _fail(results_path, None, "results", "must map each task to its metrics")
-    cfg = data.get("config") if isinstance(data.get("config"), dict) else {}
-    configs = data.get("configs") if isinstance(data.get("configs"), dict) else {}
+    raw_cfg, raw_configs = data.get("config"), data.get("configs")
+    cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
+    configs: dict[str, Any] = raw_configs if isinstance(raw_configs, dict) else {}
     samples = _samples_files(results_path)
     tasks: list[HarnessTask] = []
     notes = []
@@ -227,7 +237,7 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
     model_args = cfg.get("model_args")
     name = opts.name or (model if not model_args else f"{model} {model_args}")[:200]
     if several and opts.name:
-        name = f"{opts.name}-{_RESULTS.match(results_path.name).group(1)}"
+        name = f"{opts.name}-{_stamp(results_path)}"
     config = {
         "harness": "lm-eval",
         "harness_version": data.get("lm_eval_version"),

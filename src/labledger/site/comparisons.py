@@ -196,7 +196,8 @@ def comparison_view(doc: dict[str, Any], run_id: str, run_name: str, name: str) 
     >>> v["ci"], v["tasks"][0]["task"], v["tasks"][0]["metrics"][0]["diff"], v["names"]
     (0.9, 't', 0.1, {'a': 'r1:t', 'b': 'r2:t'})
     """
-    names = doc.get("names") if isinstance(doc.get("names"), dict) else {}
+    raw_names = doc.get("names")
+    names: dict[str, Any] = raw_names if isinstance(raw_names, dict) else {}
     tasks = []
     for task, body in (doc.get("tasks") or {}).items():
         if not isinstance(body, dict):

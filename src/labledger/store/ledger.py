@@ -430,7 +430,7 @@ class Ledger:
             "UPDATE runs SET status = ?, ended = ?, error = ?, summary = ?, updated = ?, fields = ? "
             "WHERE id = ? AND status = 'running'"
         )
-        params: tuple = (status, ended, error, orjson.dumps(summary).decode(), time.time(), fields, run_id)
+        params: tuple[Any, ...] = (status, ended, error, orjson.dumps(summary).decode(), time.time(), fields, run_id)
         if stale_before is not None:  # unless it beat meanwhile
             q += " AND (heartbeat IS NULL OR heartbeat < ?)"
             params += (stale_before,)
@@ -896,7 +896,7 @@ def iter_metric_values(document: Document | dict[str, Any]) -> Iterator[tuple[An
             yield from _metric_rows(task, "", cbody.metrics)
             for fld, cvalues in (cbody.slices or {}).items():
                 for val, csbody in cvalues.items():
-                    yield from _metric_rows(task, f"{fld}={val}", [decode_value(m) for m in csbody.metrics])
+                    yield from _metric_rows(task, f"{fld}={val}", csbody.metrics)
     elif isinstance(document, dict) and isinstance(document.get("tasks"), dict):
         for task, other in document["tasks"].items():
             entries = other.get("metrics") if isinstance(other, dict) else None

@@ -237,7 +237,8 @@ class _Parser:
         tok = self.next()
         if tok.kind != "string":
             raise self.fail(f"expected {what} in quotes; got {self._shown(tok)}", tok)
-        return tok.value
+        text: str = tok.value  # a string token's value is its unquoted text
+        return text
 
     def value(self, after: str) -> Any:
         tok = self.next()
@@ -645,7 +646,8 @@ def _test(t: Predicate, row: Mapping[str, Any]) -> bool:
     if v is None:
         return False
     w = conv(value)
-    return {"=": v == w, "<": v < w, "<=": v <= w, ">": v > w, ">=": v >= w}[t.op]
+    ok: bool = {"=": v == w, "<": v < w, "<=": v <= w, ">": v > w, ">=": v >= w}[t.op]
+    return ok
 
 
 def sort_rows(rows: list[Mapping[str, Any]], keys: list[tuple[Field, bool]]) -> list[Mapping[str, Any]]:
@@ -666,8 +668,12 @@ def sort_rows(rows: list[Mapping[str, Any]], keys: list[tuple[Field, bool]]) -> 
         groups: list[list[Mapping[str, Any]]] = [[], [], [], []]
         for r in out:
             groups[rank(r)].append(r)
+
+        def sort_key(r: Mapping[str, Any], f: Field = f) -> Any:
+            return _sort_value(_get(r, f))
+
         for g in groups[:3]:
-            g.sort(key=lambda r, f=f: _sort_value(_get(r, f)), reverse=desc)
+            g.sort(key=sort_key, reverse=desc)
         out = [r for g in groups for r in g]
     return out
 
