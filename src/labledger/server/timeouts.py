@@ -35,7 +35,7 @@ def head_timeout_protocol(head_timeout: float = HEAD_TIMEOUT_S) -> type:
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class HeadTimeoutProtocol(H11Protocol):
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._arm_head_timer()
 
