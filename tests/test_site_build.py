@@ -695,8 +695,10 @@ def test_evaluation_documents_lead_and_calibration_follows(tmp_path):
     ledger = labledger.open_ledger(tmp_path / "ledger", create=True)
     with labledger.start_run("r", ledger=ledger) as run:
         rid = run.id
-    for kind in ("calibration", "recipe", "sweep", "evaluation"):
-        ledger.save_evaluation(rid, "t", {"kind": kind, "tasks": {}}, kind=kind)
+    folder = ledger.run_dir(rid) / "evals" / "t"
+    folder.mkdir(parents=True)
+    for kind in ("calibration", "recipe", "sweep", "evaluation"):  # the files as a folder holds them
+        (folder / f"{kind}.json").write_text(json.dumps({"kind": kind, "tasks": {}}))
     payload, _ = eval_payload(ledger.run(rid), "t")
     assert [d["kind"] for d in payload["documents"]] == ["evaluation", "sweep", "calibration", "recipe"]
     ledger.close()

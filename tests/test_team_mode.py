@@ -152,12 +152,13 @@ def test_the_same_api_on_postgres(team, tmp_path):
             }
         },
     }
-    ledger.save_evaluation(run.id, "test", doc)
-    ledger.save_evaluation(run.id, "test", doc)  # replaced, not doubled
+    # a stored document of another kind (an imported report): its task metrics are indexed too
+    ledger.save_evaluation(run.id, "test", doc, kind="report")
+    ledger.save_evaluation(run.id, "test", doc, kind="report")  # replaced, not doubled
     values = ledger.metric_values(run.id)
     assert [(v["metric"], v["value"]) for v in values] == [("accuracy", 0.5), ("f1", 0.4)]
     kinds = sorted((e["name"], e["kind"]) for e in ledger.evaluations(run.id))
-    assert kinds == [("test", "evaluation"), ("test", "results")]
+    assert kinds == [("test", "report"), ("test", "results")]
     add_entries(
         ledger,
         [
@@ -180,7 +181,8 @@ def test_adopt_copies_a_staging_import_through_python_in_one_transaction(team):
     with ledger.staging() as stage:
         with labledger.start_run("imported", group="imp", tags=("old",), ledger=stage) as run:
             run.log(1, loss=0.3)
-        stage.save_evaluation(run.id, "ev", {"tasks": {"t": {"metrics": [{"metric": "accuracy", "value": 0.9}]}}})
+        report = {"tasks": {"t": {"metrics": [{"metric": "accuracy", "value": 0.9}]}}}
+        stage.save_evaluation(run.id, "ev", report, kind="report")
         add_entries(stage, [Entry(model="m", suite="imp", benchmark="b", metric="accuracy", value=0.9)])
         assert ledger.adopt(stage, source="report.json", sha256="ab" * 32, fmt="report") == [run.id]
     info = ledger.info(run.id)
