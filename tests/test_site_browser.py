@@ -376,25 +376,26 @@ def test_catalog_links_to_the_comparisons_page(tab, compare_site):
     tab.check()
 
 
-def test_a_damaged_run_shows_as_unreadable(browser, tmp_path):
+def test_a_damaged_line_leaves_the_run_readable(browser, tmp_path):
+    # one damaged record is skipped with a warning naming file and line; the run is still built (#17)
     ids = make_site_ledger(tmp_path / "ledger", batches=20)
     metrics = tmp_path / "ledger" / "runs" / ids["alpha"] / "metrics.jsonl"
     lines = metrics.read_bytes().splitlines(keepends=True)
     lines[0] = b"{not json\n"
     metrics.write_bytes(b"".join(lines))
-    build_site(tmp_path / "ledger", tmp_path / "out")
+    result = build_site(tmp_path / "ledger", tmp_path / "out")
+    assert any("metrics.jsonl:1" in w and ids["alpha"] in w for w in result.warnings)
     t = Tab(browser, {"out": tmp_path / "out"})
     try:
         page = t.open("index.html")
         row = page.locator("table.runs tbody tr", has_text="alpha")
-        assert "could not be read: " in row.inner_text() and "metrics.jsonl:1" in row.inner_text()
-        assert row.locator("a.runlink").count() == 0
-        assert page.locator("table.runs a.runlink").count() == 1  # the other run still links
-        page.screenshot(path=str(SHOTS / "catalog-unreadable-1280.png"), full_page=True)
+        assert "could not be read" not in row.inner_text()
+        assert page.locator("table.runs a.runlink").count() == 2  # both runs link
+        page.screenshot(path=str(SHOTS / "catalog-damaged-line-1280.png"), full_page=True)
         t.check()
         page.goto(t.url(f"run.html#run={ids['alpha']}"))
-        page.wait_for_selector(".callout.error", timeout=15000)
-        assert "could not be read" in page.locator(".callout.error").inner_text()
+        page.wait_for_selector("h1", timeout=15000)
+        assert page.locator(".callout.error").count() == 0
     finally:
         t.close()
 
@@ -427,8 +428,12 @@ def ci90_site(tmp_path_factory):
     cmp = cmp.to_dict() if hasattr(cmp, "to_dict") else cmp
     cmp["names"] = {"a": "wide", "b": "narrow"}
     ledger.save_evaluation(ids["wide"], "compare-narrow", cmp, kind="comparison")
-    ledger.save_evaluation(ids["wide"], "odd", {"kind": "calibration", "note": "not a calibration"}, kind="calibration")
     ledger.close()
+    # a file that claims to be a calibration but is not one (the store refuses to write such a
+    # document; a hand-edited or foreign file can still be there)
+    odd = root / "ledger" / "runs" / ids["wide"] / "evals" / "odd"
+    odd.mkdir(parents=True)
+    (odd / "calibration.json").write_text('{"kind": "calibration", "note": "not a calibration"}')
     out = root / "out"
     build_site(root / "ledger", out)
     SHOTS.mkdir(parents=True, exist_ok=True)
