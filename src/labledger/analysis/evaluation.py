@@ -23,6 +23,7 @@ from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranki
 from labledger.metrics.registry import Metric, MetricSpec, Prepared, metric_key, parse_metric
 from labledger.metrics.regression import regression_prepared
 from labledger.metrics.resample import bootstrap_samples, interval, mcnemar, paired_bootstrap, unpaired_bootstrap
+from labledger.metrics.stats import clustered_mcnemar, coverage_note, mde_from_se, mean_interval, refuse_degenerate
 
 #: Metrics computed when none are asked for, by task kind.
 DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
@@ -338,6 +339,8 @@ def _compute(
         used = resamples_for(prep, resamples, td.group, budget=budget)
         draws = bootstrap_samples(prep, resamples=used, seed=_seed(seed, td.task, where, key), groups=td.group)
         iv = interval(prep, prep.value(), draws, ci=ci, resamples=used, groups=td.group)
+        if metric.name != "per_class":
+            stats_extra = _interval_stats(prep, iv, td.group, ci)
         if metric.name == "per_class":
             rows = []
             for lab in td.labels:
@@ -360,9 +363,10 @@ def _compute(
                 metric,
                 params,
                 iv,
-                extra=None
+                extra=stats_extra
                 if used == resamples
                 else {
+                    **stats_extra,
                     "resamples_requested": resamples,
                     "resamples_note": f"{used} resamples instead of {resamples}: this metric is recomputed on every "
                     f"resampled item set (n={prep.n:,}), capped at {budget:.0e} item-draws; "
@@ -709,11 +713,15 @@ def compare(
             if paired:
                 res = paired_bootstrap(pa, pb, ci=ci, resamples=resamples, seed=s, groups=groups)
                 if metric.name in ("accuracy", "exact_match"):
-                    res.mcnemar = mcnemar(correct_a=_correct(pa), correct_b=_correct(pb))
+                    if groups is None:
+                        res.mcnemar = mcnemar(correct_a=_correct(pa), correct_b=_correct(pb))
+                    else:  # the item McNemar ignores clusters (type I error 30% in simulation): not reported
+                        res.mcnemar = clustered_mcnemar(correct_a=_correct(pa), correct_b=_correct(pb), groups=groups)
             else:
                 res = unpaired_bootstrap(
                     pa, pb, ci=ci, resamples=resamples, seed=s, groups_a=ta.group, groups_b=tb.group
                 )
+            extra = _paired_stats(pa, pb, res, groups if paired else None, ci, paired)
             entries.append(
                 {
                     "metric": metric.name,
@@ -733,6 +741,7 @@ def compare(
                     "n": res.n,
                     "clusters": res.clusters,
                     "mcnemar": res.mcnemar,
+                    **extra,
                 }
             )
         doc["tasks"][name] = {
@@ -744,6 +753,57 @@ def compare(
             "metrics": entries,
         }
     return Comparison(doc)
+
+
+# ------------------------------------------------------------------------------------------------
+# Inference beside the bootstrap (analytic intervals, few-cluster warnings, MDE): labledger.metrics.stats
+
+
+def _item_values(prep: Prepared) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(per-item values, mask) when the metric is a plain mean of per-item values, else None."""
+    if prep.columns is not None:
+        return None
+    if prep.metric == "accuracy" and prep.strategy == "table":
+        return _correct(prep).astype(np.float64), None
+    if prep.strategy == "mean" and prep.post is None and prep.values is not None:
+        return prep.values, prep.mask
+    return None
+
+
+def _interval_stats(prep: Prepared, iv, groups: np.ndarray | None, ci: float) -> dict[str, Any]:
+    """Fields added to a stored value: ``analytic`` interval for means, ``warning`` below 30 clusters or
+    items, and ``interval_note`` "too few clusters" where a zero-width interval is refused."""
+    out: dict[str, Any] = {}
+    item = _item_values(prep)
+    if item is not None:
+        out["analytic"] = mean_interval(item[0], groups=groups, ci=ci, mask=item[1])
+    units = iv.clusters if iv.clusters is not None else iv.n
+    note = coverage_note(units, clusters=iv.clusters is not None)
+    if note:
+        out["warning"] = note
+    refused = refuse_degenerate(iv.low, iv.high, iv.clusters)
+    if refused:
+        iv.low = iv.high = None
+        out["interval_note"] = refused
+    return out
+
+
+def _paired_stats(pa: Prepared, pb: Prepared, res, groups: np.ndarray | None, ci: float, paired: bool) -> dict:
+    """Fields added to a compared metric: ``se`` of the difference, ``mde`` at 80% power (alpha 0.05),
+    ``analytic`` paired interval for means, ``warning`` below 30 clusters or items."""
+    out: dict[str, Any] = {"se": _num(res.se), "mde": _num(mde_from_se(res.se))}
+    ia, ib = _item_values(pa), _item_values(pb)
+    if paired and ia is not None and ib is not None and ia[1] is None and ib[1] is None:
+        out["analytic"] = mean_interval(ia[0] - ib[0], groups=groups, ci=ci)
+    units = res.clusters if res.clusters is not None else res.n
+    note = coverage_note(units, clusters=res.clusters is not None)
+    if note:
+        out["warning"] = note
+    refused = refuse_degenerate(res.low, res.high, res.clusters)
+    if refused:
+        res.low = res.high = None
+        out["interval_note"] = refused
+    return out
 
 
 def _correct(prep: Prepared) -> np.ndarray:
