@@ -656,12 +656,14 @@ def compare(
     task: str | Sequence[str] | None = None,
     positive: str | Mapping[str, str] | None = None,
     tolerance: float = TOLERANCE,
+    adjust: str = "holm",
 ) -> Comparison:
     """Compare two result sets task by task: A - B for each metric with a CI and a p-value.
 
     Same item ids: a paired bootstrap (and McNemar's test for accuracy / exact match). Different
     item sets raise :class:`~labledger.errors.ComparisonError` (counts and example ids) unless
-    ``unpaired=True``, which resamples each side independently.
+    ``unpaired=True``, which resamples each side independently. ``adjust``: the p-values of every
+    metric and task form one family, adjusted by Holm (default), ``bh`` or ``none`` (``p_adjusted``).
 
     >>> gold = ["y", "n"] * 30
     >>> rows = lambda p: [{"id": i, "task": "t", "gold": g, "pred": p(i, g)} for i, g in enumerate(gold)]
@@ -752,7 +754,20 @@ def compare(
             "n": ta.n if paired else None,
             "metrics": entries,
         }
+    _adjust_comparison(doc, adjust)
     return Comparison(doc)
+
+
+def _adjust_comparison(doc: dict[str, Any], adjust: str) -> None:
+    """``p_adjusted`` on every compared metric (one family over tasks and metrics) and ``family``."""
+    from labledger.metrics.stats import adjust_p, family_note
+
+    entries = [e for body in doc["tasks"].values() for e in body["metrics"]]
+    tested = [e for e in entries if e["p_value"] is not None]
+    for e, p in zip(tested, adjust_p([e["p_value"] for e in tested], adjust)):
+        e["p_adjusted"] = p
+    doc["adjust"] = adjust
+    doc["family"] = family_note(len(tested), adjust) if tested else None
 
 
 # ------------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ def _spec(metric: str, params: dict[str, Any]) -> str:
 def paired_entry_test(a, b, *, ci: float = 0.95, resamples: int = 1000, seed: int = 0) -> dict[str, Any] | None:
     """Paired bootstrap of ``a - b`` for two benchmark entries that kept their predictions.
 
-    Returns ``{"diff", "ci_low", "ci_high", "p_value", "n"}``, or ``None`` when either entry has no
+    Returns ``{"diff", "ci_low", "ci_high", "p_value", "n", "mde", "warning"}``, or ``None`` when either entry has no
     stored predictions, the metrics differ, or the two prediction sets cover different items.
     """
     from labledger.analysis.evaluation import compare
@@ -48,7 +48,8 @@ def paired_entry_test(a, b, *, ci: float = 0.95, resamples: int = 1000, seed: in
     if not metrics:
         return None
     m = metrics[0]
-    return {"diff": m["diff"], "ci_low": m["ci_low"], "ci_high": m["ci_high"], "p_value": m["p_value"], "n": m["n"]}
+    out = {k: m.get(k) for k in ("diff", "ci_low", "ci_high", "p_value", "n", "mde", "warning")}
+    return out
 
 
 def _norm(key: str) -> str:

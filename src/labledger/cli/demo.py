@@ -183,5 +183,6 @@ def _print_evaluation(summary) -> None:
                 f"[{m['ci_low']:+.4f}, {m['ci_high']:+.4f}], paired bootstrap p {shown_p}"
             )
             if m.get("mcnemar"):
-                line += f", McNemar p = {m['mcnemar']['p_value']:.3g}"
+                clustered = "clustered " if m["mcnemar"].get("clusters") is not None else ""
+                line += f", {clustered}McNemar p = {m['mcnemar']['p_value']:.3g}"
             console.print(line + f" (n = {m['n']:,}, same items)", markup=False, highlight=False)

@@ -53,6 +53,28 @@ def _p(p: Any) -> str:
     return f"{p:.3g}" if p >= 0.001 else f"{p:.1e}"
 
 
+def _ci_cell(e: dict[str, Any]) -> str:
+    """The bootstrap interval, or why there is none ("too few clusters")."""
+    return e["interval_note"] if e.get("interval_note") else _ci(e["ci_low"], e["ci_high"])
+
+
+def _print_stat_notes(entries: list[dict[str, Any]]) -> None:
+    """The few-cluster / small-n warning and the analytic method, once per table (#16)."""
+    for note in dict.fromkeys(e["warning"] for e in entries if e.get("warning")):
+        console.print(f"[yellow]Warning:[/] {escape(note)}")
+    for how in dict.fromkeys(e["analytic"]["method"] for e in entries if e.get("analytic")):
+        console.print(f"[dim]analytic interval: {escape(how)}[/dim]")
+
+
+def _p_cell(e: dict[str, Any]) -> str:
+    """p (adjusted when the comparison adjusts), with 'n.s. (MDE x pp)' when not significant."""
+    p = e.get("p_adjusted", e["p_value"])
+    text = _p(p)
+    if p is not None and p >= 0.05:
+        text += " n.s." + (f" (MDE {e['mde'] * 100:.1f} pp)" if e.get("mde") is not None else "")
+    return text
+
+
 def display_key(entry: dict[str, Any]) -> str:
     """A metric's key for tables: its parameters, less a default ``zero_division=0``."""
     params = {k: v for k, v in entry["params"].items() if v is not None and not (k == "zero_division" and v == 0)}
@@ -81,15 +103,22 @@ def _print_evaluation(doc: dict[str, Any], definitions: bool, shown: str) -> Non
         table.add_column("value", justify="right")
         table.add_column(level, justify="right")
         table.add_column("n", justify="right")
+        analytic = any(e.get("analytic") for e in body["metrics"])
+        if analytic:
+            table.add_column(f"analytic {level}", justify="right")
         if definitions:
             table.add_column("definition", overflow="fold")
         for e in body["metrics"]:
             mark = " *" if e["key"] == body.get("headline") else ""
-            row = [escape(display_key(e)) + mark, _fmt(e["value"]), _ci(e["ci_low"], e["ci_high"]), f"{e['n']:,}"]
+            row = [escape(display_key(e)) + mark, _fmt(e["value"]), _ci_cell(e), f"{e['n']:,}"]
+            if analytic:
+                an = e.get("analytic") or {}
+                row.append(_ci(an.get("low"), an.get("high")))
             if definitions:
                 row.append(escape(e["definition"]))
             table.add_row(*row)
         console.print(table)
+        _print_stat_notes(body["metrics"])
         if body.get("per_class"):
             pc = Table(title=escape(f"task '{task}': per label ({level})"), title_justify="left")
             for col, just in (
@@ -287,7 +316,7 @@ def _print_comparison(doc: dict[str, Any], shown_a: str, shown_b: str, definitio
             ("B", "right"),
             ("A - B", "right"),
             (level, "right"),
-            ("p", "right"),
+            ("p" if doc.get("adjust", "none") == "none" else f"p ({doc['adjust']})", "right"),
             ("McNemar p", "right"),
         ):
             table.add_column(col, justify=just)
@@ -300,17 +329,23 @@ def _print_comparison(doc: dict[str, Any], shown_a: str, shown_b: str, definitio
                 _fmt(e["a"]),
                 _fmt(e["b"]),
                 _fmt(e["diff"]),
-                _ci(e["ci_low"], e["ci_high"]),
-                _p(e["p_value"]),
+                _ci_cell(e),
+                _p_cell(e),
                 "-" if not mc else f"{_p(mc['p_value'])} (b={mc['b']}, c={mc['c']})",
             ]
             if definitions:
                 row.append(escape(e["definition"]))
             table.add_row(*row)
         console.print(table)
+        _print_stat_notes(body["metrics"])
+        for how in dict.fromkeys(e["mcnemar"]["method"] for e in body["metrics"] if e.get("mcnemar")):
+            if "clustered" in how:
+                console.print(f"[dim]McNemar: {escape(how)} (the item-level test ignores clusters)[/dim]")
+    family = f"; {escape(doc['family'])}" if doc.get("family") else ""
     console.print(
-        f"[dim]{doc['resamples']:,} bootstrap resamples, seed {doc['seed']}; p: two-sided (shifted "
-        f"bootstrap); McNemar: b = A right & B wrong, c = A wrong & B right.[/dim]"
+        f"[dim]{doc['resamples']:,} bootstrap resamples, seed {doc['seed']}; p: two-sided (percentile "
+        f"bootstrap){family}; MDE: minimum detectable effect at 80% power; McNemar: b = A right & B wrong, "
+        f"c = A wrong & B right.[/dim]"
     )
 
 
@@ -331,6 +366,13 @@ def _print_comparison(doc: dict[str, Any], shown_a: str, shown_b: str, definitio
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--positive", metavar="LABEL", default=None, help="Positive label of binary 'score' tasks.")
 @click.option("--definitions", is_flag=True, help="Show each metric's definition.")
+@click.option(
+    "--adjust",
+    type=click.Choice(["holm", "bh", "none"]),
+    default="holm",
+    show_default=True,
+    help="Multiplicity adjustment over every metric and task compared (Holm, BH false discovery rate, none).",
+)
 @json_option
 @ledger_option
 @handle_errors
@@ -345,6 +387,7 @@ def compare_command(
     seed: int,
     positive: str | None,
     definitions: bool,
+    adjust: str,
     as_json: bool,
     ledger_path: str | None,
 ) -> None:
@@ -368,6 +411,7 @@ def compare_command(
         seed=seed,
         task=list(tasks) or None,
         positive=positive,
+        adjust=adjust,
     )
     doc = cmp.to_dict()
     doc["a"], doc["b"] = shown_a, shown_b
