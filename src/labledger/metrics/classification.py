@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError
-from labledger.metrics._inputs import encode, numbers, prob_matrix, same_length, score_inputs
+from labledger.metrics._inputs import check_pos_label, encode, numbers, prob_matrix, same_length, score_inputs
 from labledger.metrics.registry import ALIASES, Metric, Prepared, register
 
 EPS = float(np.finfo(np.float64).eps)
@@ -207,6 +207,8 @@ def _raw_labels(name: str, gold, pred, labels, params) -> Prepared:
     if pos_label is not None:
         if pos_label not in names:
             raise MetricInputError(f"pos_label {pos_label!r} is not one of the labels ({', '.join(map(repr, names))})")
+        if labels is None:
+            check_pos_label(pos_label, [names[i] for i in np.unique(np.concatenate([g, p]))])
         pos = names.index(pos_label)
     mask = None
     if labels is not None and params.get("average") in ("macro", "micro", "weighted"):
