@@ -381,19 +381,45 @@ def _seed_item_draws(
     return (ws * per_seed).sum(axis=1) / s
 
 
-TWO_LEVEL = "two-level bootstrap (seeds, then items: one item draw shared by all seeds), t on n_seeds-1 df"
+TWO_LEVEL = (
+    "two-level bootstrap (seeds, then items: one item draw shared by all seeds), less the doubly counted "
+    "seed x item variance (Owen 2007); t on Satterthwaite df"
+)
 
 
-def _t_from_draws(value: float, draws: np.ndarray, dof: int, ci: float) -> tuple[float, float, float]:
-    se = float(np.std(draws, ddof=1))
-    t = float(_st.t.ppf((1 + ci) / 2, max(dof, 1)))
-    return value - t * se, value + t * se, se
+def _crossed_parts(x: np.ndarray) -> tuple[float, float, float]:
+    """Two-way crossed mean squares divided by S*n: (seeds, items, residual) parts of Var(grand mean)."""
+    s, n = x.shape
+    m = x.mean()
+    ms, mi = x.mean(axis=1), x.mean(axis=0)
+    ms_seed = n * float(((ms - m) ** 2).sum()) / max(s - 1, 1)
+    ms_item = s * float(((mi - m) ** 2).sum()) / max(n - 1, 1)
+    resid = x - ms[:, None] - mi[None, :] + m
+    ms_res = float((resid**2).sum()) / max((s - 1) * (n - 1), 1)
+    return ms_seed / (s * n), ms_item / (s * n), ms_res / (s * n)
+
+
+def _t_from_draws(value: float, draws: np.ndarray, parts: list[tuple[float, float, float, int, int]], ci: float):
+    """value +- t * SE, SE^2 = Var(draws) - 2 * residual part (per group), df by Satterthwaite."""
+    var = float(np.var(draws, ddof=1)) - 2 * sum(p[2] for p in parts)
+    floor = sum(max(0.0, a + b - c) for a, b, c, _, _ in parts)
+    var = max(var, floor, 1e-300)
+    den = sum(
+        a * a / max(s - 1, 1) + b * b / max(n - 1, 1) + c * c / max((s - 1) * (n - 1), 1) for a, b, c, s, n in parts
+    )
+    num = sum(a + b - c for a, b, c, _, _ in parts)
+    df = max(1.0, num * num / den) if den > 0 and num > 0 else 1.0
+    se = math.sqrt(var)
+    t = float(_st.t.ppf((1 + ci) / 2, df))
+    return value - t * se, value + t * se, se, df
 
 
 def seed_group_interval(scores: Any, *, ci: float = 0.95, resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Mean over seeds and items of a (seeds x items) matrix of per-item scores, with a two-level
     bootstrap interval: seeds resampled, then items (the same items in every seed's result set, so one
-    item draw serves all seeds of a resample). The interval is value +- t_{S-1} * SD of the draws.
+    item draw serves all seeds of a resample). The interval is value +- t * SE with SE^2 the variance
+    of the draws less twice the seed x item residual part (which that bootstrap counts three times,
+    Owen 2007), t on Satterthwaite degrees of freedom.
 
     >>> rng = np.random.default_rng(0)
     >>> r = seed_group_interval((rng.random((5, 200)) < 0.7).astype(float))
@@ -409,15 +435,16 @@ def seed_group_interval(scores: Any, *, ci: float = 0.95, resamples: int = 2000,
     if s < 2:
         return {**out, "low": None, "high": None, "se": None}
     draws = _seed_item_draws(x, resamples, np.random.default_rng(seed))
-    lo, hi, se = _t_from_draws(value, draws, s - 1, ci)
-    return {**out, "low": lo, "high": hi, "se": se}
+    lo, hi, se, df = _t_from_draws(value, draws, [(*_crossed_parts(x), s, n)], ci)
+    return {**out, "low": lo, "high": hi, "se": se, "df": df}
 
 
 def compare_seed_groups(
     scores_a: Any, scores_b: Any, *, paired: bool, ci: float = 0.95, resamples: int = 2000, seed: int = 0
 ) -> dict[str, Any]:
     """A - B for two seed groups (seeds x items matrices) by the same two-level bootstrap; ``paired``:
-    the items match, so one item draw serves both groups. p-value: percentile bootstrap.
+    the items match, so one item draw serves both groups. p-value: t test with the same SE and df, so
+    p < 0.05 exactly when the interval excludes 0.
 
     >>> rng = np.random.default_rng(1)
     >>> a = (rng.random((4, 300)) < 0.8).astype(float); b = (rng.random((4, 300)) < 0.6).astype(float)
@@ -438,13 +465,15 @@ def compare_seed_groups(
     db = _seed_item_draws(xb, resamples, rng, w)
     d = da - db
     dof = min(xa.shape[0], xb.shape[0]) - 1
-    lo, hi, se = _t_from_draws(diff, d, dof, ci)
+    parts = [(*_crossed_parts(xa), *xa.shape), (*_crossed_parts(xb), *xb.shape)]
+    lo, hi, se, df = _t_from_draws(diff, d, parts, ci)
     return {
         "diff": diff,
         "low": lo,
         "high": hi,
         "se": se,
-        "p_value": percentile_p_value(d - d.mean() + diff) if dof >= 1 else None,
+        "df": df,
+        "p_value": float(2 * _st.t.sf(abs(diff) / se, df)) if dof >= 1 and se > 0 else None,
         "paired": paired,
         "n_seeds": [int(xa.shape[0]), int(xb.shape[0])],
         "n_items": [int(xa.shape[1]), int(xb.shape[1])],
