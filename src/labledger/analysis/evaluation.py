@@ -23,7 +23,15 @@ from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranki
 from labledger.metrics.registry import Metric, MetricSpec, Prepared, metric_key, parse_metric
 from labledger.metrics.regression import regression_prepared
 from labledger.metrics.resample import bootstrap_samples, interval, mcnemar, paired_bootstrap, unpaired_bootstrap
-from labledger.metrics.stats import clustered_mcnemar, coverage_note, mde_from_se, mean_interval, refuse_degenerate
+from labledger.metrics.stats import (
+    bca_interval,
+    clustered_mcnemar,
+    coverage_note,
+    jackknife_values,
+    mde_from_se,
+    mean_interval,
+    refuse_degenerate,
+)
 
 #: Metrics computed when none are asked for, by task kind.
 DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
@@ -340,7 +348,7 @@ def _compute(
         draws = bootstrap_samples(prep, resamples=used, seed=_seed(seed, td.task, where, key), groups=td.group)
         iv = interval(prep, prep.value(), draws, ci=ci, resamples=used, groups=td.group)
         if metric.name != "per_class":
-            stats_extra = _interval_stats(prep, iv, td.group, ci)
+            stats_extra = _interval_stats(prep, iv, td.group, ci, draws)
         if metric.name == "per_class":
             rows = []
             for lab in td.labels:
@@ -773,6 +781,9 @@ def _adjust_comparison(doc: dict[str, Any], adjust: str) -> None:
 # ------------------------------------------------------------------------------------------------
 # Inference beside the bootstrap (analytic intervals, few-cluster warnings, MDE): labledger.metrics.stats
 
+#: Metrics that are not plain means get BCa intervals below this many resampling units (items or clusters).
+BCA_BELOW = 200
+
 
 def _item_values(prep: Prepared) -> tuple[np.ndarray, np.ndarray | None] | None:
     """(per-item values, mask) when the metric is a plain mean of per-item values, else None."""
@@ -785,14 +796,23 @@ def _item_values(prep: Prepared) -> tuple[np.ndarray, np.ndarray | None] | None:
     return None
 
 
-def _interval_stats(prep: Prepared, iv, groups: np.ndarray | None, ci: float) -> dict[str, Any]:
+def _interval_stats(prep: Prepared, iv, groups: np.ndarray | None, ci: float, draws=None) -> dict[str, Any]:
     """Fields added to a stored value: ``analytic`` interval for means, ``warning`` below 30 clusters or
-    items, and ``interval_note`` "too few clusters" where a zero-width interval is refused."""
+    items, and ``interval_note`` "too few clusters" where a zero-width interval is refused. Metrics
+    that are not means get the BCa interval below :data:`BCA_BELOW` units (it covers better there in
+    bench/stats_coverage.py; the percentile interval above)."""
     out: dict[str, Any] = {}
     item = _item_values(prep)
     if item is not None:
         out["analytic"] = mean_interval(item[0], groups=groups, ci=ci, mask=item[1])
     units = iv.clusters if iv.clusters is not None else iv.n
+    if item is None and draws is not None and units is not None and units < BCA_BELOW and iv.low is not None:
+        jack = jackknife_values(prep, groups)
+        if jack is not None:
+            lo, hi = bca_interval(draws, iv.value, jack, ci)
+            if lo is not None:
+                iv.low, iv.high = lo, hi
+                iv.method = iv.method.replace("percentile bootstrap", "BCa bootstrap (jackknife acceleration)")
     note = coverage_note(units, clusters=iv.clusters is not None)
     if note:
         out["warning"] = note
