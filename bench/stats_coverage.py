@@ -37,8 +37,8 @@ def main() -> None:
     rng = np.random.default_rng(20261201)
 
     print(f"## Coverage of nominal 95% intervals (R = {r} per cell; ± = Monte Carlo SE)\n")
-    print("| data | units | accuracy, bootstrap | accuracy, analytic | macro-F1, bootstrap |")
-    print("|---|---:|---|---|---|")
+    print("| data | units | accuracy, bootstrap | accuracy, analytic | macro-F1, percentile | macro-F1, BCa |")
+    print("|---|---:|---|---|---|---|")
     for n in (10, 20, 30, 100, 1000):
         gold, pred = sim.iid_classification(rng, r, n)
         acc = sim.coverage("accuracy", gold, pred, sim.TRUE_ACCURACY)

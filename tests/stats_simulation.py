@@ -14,15 +14,19 @@ from collections.abc import Callable
 import numpy as np
 from scipy import stats as st
 
-from labledger.metrics import bootstrap, mcnemar, paired_bootstrap, prepare
+from labledger.metrics import mcnemar, paired_bootstrap, prepare
+from labledger.metrics.resample import bootstrap_samples, interval
 from labledger.metrics.stats import (
     adjust_p,
+    bca_interval,
     clustered_mcnemar,
     compare_seed_groups,
+    jackknife_values,
     mde,
     mean_interval,
     n_for_delta,
     power_at,
+    refuse_degenerate,
     seed_group_interval,
 )
 
@@ -86,18 +90,22 @@ def coverage(
 ) -> dict[str, float]:
     """Share of datasets whose 95% percentile bootstrap interval (and, for accuracy, the analytic
     interval) contains ``truth``; a refused ("too few clusters") interval counts as not covering."""
-    hit = hit_an = 0
+    hit = hit_an = hit_bca = 0
     for j in range(gold.shape[0]):
         prep = prepare(metric, gold=gold[j], pred=pred[j])
-        iv = bootstrap(prep, resamples=resamples, seed=j, groups=groups)
-        hit += iv.low is not None and iv.low <= truth <= iv.high
+        draws = bootstrap_samples(prep, resamples=resamples, seed=j, groups=groups)
+        iv = interval(prep, prep.value(), draws, ci=0.95, resamples=resamples, groups=groups)
+        refused = refuse_degenerate(iv.low, iv.high, iv.clusters)
+        hit += iv.low is not None and not refused and iv.low <= truth <= iv.high
         if metric == "accuracy":
             an = mean_interval((gold[j] == pred[j]).astype(float), groups=groups)
             hit_an += an["low"] is not None and an["low"] <= truth <= an["high"]
+        else:
+            lo, hi = bca_interval(draws, iv.value, jackknife_values(prep, groups))
+            hit_bca += lo is not None and not refused and lo <= truth <= hi
     r = gold.shape[0]
     out = {"bootstrap": hit / r, "r": r}
-    if metric == "accuracy":
-        out["analytic"] = hit_an / r
+    out["analytic" if metric == "accuracy" else "bca"] = (hit_an if metric == "accuracy" else hit_bca) / r
     return out
 
 
