@@ -45,7 +45,7 @@ def main() -> None:
         f1 = sim.coverage("f1", gold, pred, sim.TRUE_MACRO_F1)
         print(
             f"| iid items | {n} items | {_cell(acc['bootstrap'], r)} | {_cell(acc['analytic'], r)} (Wilson) "
-            f"| {_cell(f1['bootstrap'], r)} |"
+            f"| {_cell(f1['bootstrap'], r)} | {_cell(f1['bca'], r)} |"
         )
     for c in (3, 5, 10, 20, 30, 100):
         gold, pred, groups = sim.clustered_classification(rng, r, c)
@@ -53,7 +53,7 @@ def main() -> None:
         f1 = sim.coverage("f1", gold, pred, sim.TRUE_MACRO_F1, groups)
         print(
             f"| clusters of 10, group given | {c} clusters | {_cell(acc['bootstrap'], r)} "
-            f"| {_cell(acc['analytic'], r)} (CR1, t on C-1) | {_cell(f1['bootstrap'], r)} |"
+            f"| {_cell(acc['analytic'], r)} (CR1, t on C-1) | {_cell(f1['bootstrap'], r)} | {_cell(f1['bca'], r)} |"
         )
 
     print(f"\n## Paired test under the null (accuracy 0.80 both, rho 0.6; R = {r})\n")

@@ -450,19 +450,22 @@ def _crossed_parts(x: np.ndarray) -> tuple[float, float, float]:
     return ms_seed / (s * n), ms_item / (s * n), ms_res / (s * n)
 
 
-def _t_from_draws(value: float, draws: np.ndarray, parts: list[tuple[float, float, float, int, int]], ci: float):
-    """value +- t * SE, SE^2 = Var(draws) - 2 * residual part (per group), df by Satterthwaite."""
-    var = float(np.var(draws, ddof=1)) - 2 * sum(p[2] for p in parts)
-    floor = sum(max(0.0, a + b - c) for a, b, c, _, _ in parts)
-    var = max(var, floor, 1e-300)
-    den = sum(
-        a * a / max(s - 1, 1) + b * b / max(n - 1, 1) + c * c / max((s - 1) * (n - 1), 1) for a, b, c, s, n in parts
-    )
-    num = sum(a + b - c for a, b, c, _, _ in parts)
-    df = max(1.0, num * num / den) if den > 0 and num > 0 else 1.0
+def _t_from_draws(value: float, draws: np.ndarray, resid: float, terms: list[tuple[float, float]], ci: float):
+    """value +- t * SE: SE^2 = max(Var(draws) - 2 * resid, the analytic crossed-design variance
+    sum(terms)); df by Satterthwaite over the signed ``terms`` (part, df)."""
+    analytic = sum(v for v, _ in terms)
+    var = max(float(np.var(draws, ddof=1)) - 2 * resid, analytic, 1e-300)
+    den = sum(v * v / max(df, 1) for v, df in terms)
+    df = max(1.0, analytic * analytic / den) if den > 0 and analytic > 0 else 1.0
     se = math.sqrt(var)
     t = float(_st.t.ppf((1 + ci) / 2, df))
     return value - t * se, value + t * se, se, df
+
+
+def _terms(x: np.ndarray) -> list[tuple[float, float]]:
+    a, b, c = _crossed_parts(x)
+    s, n = x.shape
+    return [(a, s - 1), (b, n - 1), (-c, (s - 1) * (n - 1))]
 
 
 def seed_group_interval(scores: Any, *, ci: float = 0.95, resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
@@ -486,7 +489,7 @@ def seed_group_interval(scores: Any, *, ci: float = 0.95, resamples: int = 2000,
     if s < 2:
         return {**out, "low": None, "high": None, "se": None}
     draws = _seed_item_draws(x, resamples, np.random.default_rng(seed))
-    lo, hi, se, df = _t_from_draws(value, draws, [(*_crossed_parts(x), s, n)], ci)
+    lo, hi, se, df = _t_from_draws(value, draws, _crossed_parts(x)[2], _terms(x), ci)
     return {**out, "low": lo, "high": hi, "se": se, "df": df}
 
 
@@ -516,8 +519,16 @@ def compare_seed_groups(
     db = _seed_item_draws(xb, resamples, rng, w)
     d = da - db
     dof = min(xa.shape[0], xb.shape[0]) - 1
-    parts = [(*_crossed_parts(xa), *xa.shape), (*_crossed_parts(xb), *xb.shape)]
-    lo, hi, se, df = _t_from_draws(diff, d, parts, ci)
+    pa, pb = _crossed_parts(xa), _crossed_parts(xb)
+    resid = pa[2] + pb[2]
+    if paired:  # item effects cancel: the item part is that of the per-item difference of seed means
+        delta = xa.mean(axis=0) - xb.mean(axis=0)
+        sa, sb = xa.shape[0], xb.shape[0]
+        terms = [(pa[0], sa - 1), (pb[0], sb - 1), (float(delta.var(ddof=1)) / n, n - 1)]
+        terms += [(-pa[2], (sa - 1) * (n - 1)), (-pb[2], (sb - 1) * (n - 1))]
+    else:
+        terms = _terms(xa) + _terms(xb)
+    lo, hi, se, df = _t_from_draws(diff, d, resid, terms, ci)
     return {
         "diff": diff,
         "low": lo,
