@@ -286,3 +286,35 @@ def test_a_pos_label_that_is_not_a_label_is_refused(fn, kw):
 
 def test_pos_label_absent_from_one_label_data_is_still_allowed():
     assert f1(gold=[0, 0], pred=[0, 0], pos_label=1, average="binary") == 0.0
+
+
+# -- compare-groups: seeds ------------------------------------------------------------------------
+
+
+def test_compare_groups_gives_two_level_seed_intervals(tmp_path):
+    from labledger.analysis.groups import compare_groups
+
+    rng = np.random.default_rng(8)
+    difficulty = rng.standard_normal(150)
+    for group, shift in (("base", 0.0), ("new", 0.6)):
+        for s in range(4):
+            right = 0.5 + shift + difficulty + rng.normal(0, 0.1) + rng.standard_normal(150) > 0
+            rows = [{"id": f"i{i}", "task": "t", "gold": "y", "pred": "y" if r else "n"} for i, r in enumerate(right)]
+            with labledger.start_run(f"{group}-s{s}", group=group, ledger=tmp_path) as run:
+                run.log_results("test", rows)
+            with labledger.start_run(f"{group}-rec{s}", group=f"rec-{group}", ledger=tmp_path) as run:
+                run.log_history({"epoch": 1, "accuracy": float(right.mean())})
+    res = compare_groups(labledger.open_ledger(tmp_path), baseline="base", groups=["new"], metrics=["accuracy"])
+    by = {s["group"]: s for s in res.summary}
+    iv = by["new"]["interval"]
+    assert iv["n_seeds"] == 4 and iv["n_items"] == 150 and iv["method"].startswith("two-level bootstrap")
+    assert iv["low"] < by["new"]["mean"] < iv["high"]
+    d = by["new"]["diff_interval"]
+    assert d["paired"] and d["low"] > 0 and d["diff"] == pytest.approx(by["new"]["diff"])
+    # recorded values only: a t interval over seeds, labelled so
+    led = labledger.open_ledger(tmp_path)
+    res = compare_groups(led, baseline="rec-base", groups=["rec-new"], metrics=["accuracy"])
+    by = {s["group"]: s for s in res.summary}
+    assert by["rec-new"]["interval"]["method"] == "t interval over seeds (recorded values only)"
+    assert by["rec-new"]["interval"]["n_seeds"] == 4
+    assert by["rec-new"]["diff_interval"]["method"].startswith("Welch t interval")
