@@ -467,10 +467,10 @@ class VersionTable:
             "adjust": self.adjust,
             "family": self.family,
             "definition": "mean = macro average over the benchmarks present in every column; "
-            "delta = last column minus the --delta-from column; '*' marks a delta whose paired "
-            "bootstrap p-value (from stored predictions on the same items), adjusted for the "
-            "number of deltas tested (see 'family'), is below 0.05; 'n.s.' one whose adjusted p is "
-            "not, with its minimum detectable effect at 80% power; no mark = no stored predictions to test",
+            "delta = last column minus the --delta-from column, with its paired 95% bootstrap CI and "
+            "p-value (from stored predictions on the same items); '*' marks a delta whose p, adjusted "
+            "for the number of deltas tested (see 'family'), is below 0.05, 'n.s.' one whose adjusted p "
+            "is not, with its minimum detectable effect at 80% power; no mark = no stored predictions to test",
         }
 
     def _cells(self, pct: bool = True):
