@@ -318,3 +318,30 @@ def test_compare_groups_gives_two_level_seed_intervals(tmp_path):
     assert by["rec-new"]["interval"]["method"] == "t interval over seeds (recorded values only)"
     assert by["rec-new"]["interval"]["n_seeds"] == 4
     assert by["rec-new"]["diff_interval"]["method"].startswith("Welch t interval")
+
+
+# -- repeats --------------------------------------------------------------------------------------
+
+
+def test_repeated_rows_are_reduced_per_item_before_the_interval(tmp_path):
+    from labledger.analysis.repeats import evaluate_repeats
+
+    rng = np.random.default_rng(9)
+    p_item = rng.random(60)
+    rows = [
+        {"id": f"q{i}", "task": "t", "gold": "y", "pred": "y" if rng.random() < p_item[i] else "n", "epoch": e}
+        for i in range(60)
+        for e in range(4)
+    ]
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    doc = evaluate_repeats(path, metrics=["exact_match"], resamples=300)
+    m = doc["tasks"]["t"]["metrics"][0]
+    assert doc["repeat_field"] == "epoch" and m["k"] == 4 and m["n"] == 60 and m["n_scores"] == 240
+    per_item = np.array([np.mean([r["pred"] == "y" for r in rows if r["id"] == f"q{i}"]) for i in range(60)])
+    assert m["value"] == pytest.approx(per_item.mean())
+    assert m["between"] == pytest.approx(per_item.var(ddof=1)) and m["within"] > 0
+    assert m["analytic"]["se"] == pytest.approx(per_item.std(ddof=1) / math.sqrt(60))  # n = 60 questions
+    assert m["ci_low"] < m["value"] < m["ci_high"] and "per-item mean over repeats" in m["method"]
+    best = evaluate_repeats(rows, metrics=["exact_match"], reduction="max", resamples=0)
+    assert best["tasks"]["t"]["metrics"][0]["reduction"] == "max"
