@@ -345,3 +345,40 @@ def test_repeated_rows_are_reduced_per_item_before_the_interval(tmp_path):
     assert m["ci_low"] < m["value"] < m["ci_high"] and "per-item mean over repeats" in m["method"]
     best = evaluate_repeats(rows, metrics=["exact_match"], reduction="max", resamples=0)
     assert best["tasks"]["t"]["metrics"][0]["reduction"] == "max"
+
+
+# -- the CLI shows them ---------------------------------------------------------------------------
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+@pytest.fixture
+def grouped_files(tmp_path):
+    rng = np.random.default_rng(12)
+    groups = np.repeat(np.arange(3), 10)
+    pred = np.array((["y"] * 7 + ["n"] * 3) * 3)
+    a = _write(tmp_path / "few.jsonl", _rows(pred, groups))
+    g40 = np.repeat(np.arange(40), 5)
+    pa = np.where(rng.random(200) < 0.80, "y", "n")
+    pb = np.where(rng.random(200) < 0.79, "y", "n")
+    return a, _write(tmp_path / "a.jsonl", _rows(pa, g40)), _write(tmp_path / "b.jsonl", _rows(pb, g40))
+
+
+@pytest.mark.parametrize(
+    ("which", "extra", "expected"),
+    [
+        ("eval", [], ["too few clusters", "Warning: 3 clusters: intervals are approximate", "analytic 95% CI"]),
+        ("compare", [], ["n.s. (MDE", "clustered McNemar (Durkalski et al. 2003)", "p (holm)", "1 test, Holm"]),
+        ("compare", ["--adjust", "none"], ["n.s. (MDE", "no adjustment"]),
+    ],
+)
+def test_cli_shows_the_new_statistics(grouped_files, which, extra, expected):
+    few, a, b = grouped_files
+    args = ["eval", few, "--metric", "accuracy"] if which == "eval" else ["compare", a, b, "--metric", "accuracy"]
+    res = CliRunner().invoke(main, [*args, "--resamples", "200", *extra], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    for text in expected:
+        assert text in res.output, (text, res.output)
