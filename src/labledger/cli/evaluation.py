@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -35,6 +36,28 @@ def _ci(low: float | None, high: float | None) -> str:
     return format_ci(low, high)
 
 
+def _ci_cell(e: MetricValue | MetricDiff) -> str:
+    """The bootstrap interval, or why there is none ("too few clusters")."""
+    return e.interval_note if e.interval_note else _ci(e.ci_low, e.ci_high)
+
+
+def _print_stat_notes(entries: Sequence[MetricValue | MetricDiff]) -> None:
+    """The few-cluster / small-n warning and the analytic method, once per table (#16)."""
+    for note in dict.fromkeys(e.warning for e in entries if e.warning):
+        console.print(f"[yellow]Warning:[/] {escape(note)}")
+    for how in dict.fromkeys(e.analytic.method for e in entries if e.analytic is not None):
+        console.print(f"[dim]analytic interval: {escape(how)}[/dim]")
+
+
+def _p_cell(e: MetricDiff) -> str:
+    """p (adjusted when the comparison adjusts), with 'n.s. (MDE x pp)' when not significant."""
+    p = e.p_adjusted if e.p_adjusted is not None else e.p_value
+    text = format_p(p)
+    if p is not None and p >= 0.05:
+        text += " n.s." + (f" (MDE {e.mde * 100:.1f} pp)" if e.mde is not None else "")
+    return text
+
+
 def display_key(entry: Any) -> str:
     """A metric's key for tables: :attr:`MetricId.short` (its parameters, less ``zero_division=0``)."""
     if isinstance(entry, (MetricValue, MetricDiff)):
@@ -60,15 +83,22 @@ def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None
         table.add_column("value", justify="right")
         table.add_column(level, justify="right")
         table.add_column("n", justify="right")
+        analytic = any(e.analytic is not None for e in body.metrics)
+        if analytic:
+            table.add_column(f"analytic {level}", justify="right")
         if definitions:
             table.add_column("definition", overflow="fold")
         for e in body.metrics:
             mark = " *" if e.key == body.headline else ""
-            row = [escape(display_key(e)) + mark, _fmt(e.value), _ci(e.ci_low, e.ci_high), f"{e.n:,}"]
+            row = [escape(display_key(e)) + mark, _fmt(e.value), _ci_cell(e), f"{e.n:,}"]
+            if analytic:
+                an = e.analytic
+                row.append(_fmt(None) if an is None else _ci(an.low, an.high))
             if definitions:
                 row.append(escape(e.definition))
             table.add_row(*row)
         console.print(table)
+        _print_stat_notes(body.metrics)
         if body.per_class is not None:
             pc = Table(title=escape(f"task '{task}': per label ({ci_label(body.per_class.ci)})"), title_justify="left")
             for col, just in (
@@ -259,7 +289,7 @@ def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definition
             ("B", "right"),
             ("A - B", "right"),
             (level, "right"),
-            ("p", "right"),
+            ("p" if (doc.adjust or "none") == "none" else f"p ({doc.adjust})", "right"),
             ("McNemar p", "right"),
         ):
             table.add_column(col, justify="right" if just == "right" else "left")
@@ -272,17 +302,23 @@ def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definition
                 _fmt(e.a),
                 _fmt(e.b),
                 _fmt(e.diff),
-                _ci(e.ci_low, e.ci_high),
-                format_p(e.p_value),
+                _ci_cell(e),
+                _p_cell(e),
                 "-" if mc is None else f"{format_p(mc.p_value)} (b={mc.b}, c={mc.c})",
             ]
             if definitions:
                 row.append(escape(e.definition))
             table.add_row(*row)
         console.print(table)
+        _print_stat_notes(body.metrics)
+        for how in dict.fromkeys(e.mcnemar.method for e in body.metrics if e.mcnemar is not None):
+            if "clustered" in how:
+                console.print(f"[dim]McNemar: {escape(how)} (the item-level test ignores clusters)[/dim]")
+    family = f"; {escape(doc.family)}" if doc.family else ""
     console.print(
-        f"[dim]{doc.resamples:,} bootstrap resamples, seed {doc.seed}; p: two-sided (shifted "
-        f"bootstrap); McNemar: b = A right & B wrong, c = A wrong & B right.[/dim]"
+        f"[dim]{doc.resamples:,} bootstrap resamples, seed {doc.seed}; p: two-sided (percentile "
+        f"bootstrap){family}; MDE: minimum detectable effect at 80% power; McNemar: b = A right & B wrong, "
+        f"c = A wrong & B right.[/dim]"
     )
 
 
@@ -311,6 +347,13 @@ def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definition
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option("--positive", metavar="LABEL", default=None, help="Positive label of binary 'score' tasks.")
 @click.option("--definitions", is_flag=True, help="Show each metric's definition.")
+@click.option(
+    "--adjust",
+    type=click.Choice(["holm", "bh", "none"]),
+    default="holm",
+    show_default=True,
+    help="Multiplicity adjustment over every metric and task compared (Holm, BH false discovery rate, none).",
+)
 @json_option
 @ledger_option
 @handle_errors
@@ -325,6 +368,7 @@ def compare_command(
     seed: int,
     positive: str | None,
     definitions: bool,
+    adjust: str,
     as_json: bool,
     ledger_path: str | None,
 ) -> None:
@@ -348,6 +392,7 @@ def compare_command(
         seed=seed,
         task=list(tasks) or None,
         positive=positive,
+        adjust=adjust,
     )
     doc = cmp.doc
     doc.a, doc.b = shown_a, shown_b

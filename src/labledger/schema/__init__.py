@@ -34,6 +34,7 @@ from labledger.schema.documents import (
 from labledger.schema.format import format_ci, format_p
 from labledger.schema.ids import MetricId
 from labledger.schema.values import (
+    AnalyticInterval,
     ConfusionMatrix,
     McNemar,
     MetricDiff,
@@ -48,6 +49,7 @@ __all__ = [
     "KINDS",
     "SCHEMA_VERSION",
     "STORED_KINDS",
+    "AnalyticInterval",
     "BenchmarkEntry",
     "CalibrationDoc",
     "ComparisonDoc",

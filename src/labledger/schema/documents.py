@@ -103,7 +103,9 @@ class TaskComparison(Part, kw_only=True):
 
 
 class ComparisonDoc(Document, kw_only=True):
-    """What :func:`labledger.compare` computes: A - B per task and metric."""
+    """What :func:`labledger.compare` computes: A - B per task and metric. ``adjust`` names the
+    multiplicity adjustment of the metrics' ``p_adjusted`` (holm, bh, none) over every metric and
+    task, ``family`` says how many p-values it covered."""
 
     KIND: ClassVar[str] = "comparison"
     kind: Literal["comparison"] = "comparison"
@@ -115,6 +117,8 @@ class ComparisonDoc(Document, kw_only=True):
     seed: int
     tasks: dict[str, TaskComparison]
     names: dict[str, str] | None = None
+    adjust: str | None = None
+    family: str | None = None
 
 
 # -- calibration report --------------------------------------------------------------------------
@@ -301,6 +305,9 @@ class VersionRow(Part, kw_only=True):
     delta_ci: list[float | None] | None = None
     p_value: float | None = None
     significance: str | None = None
+    p_adjusted: float | None = None
+    mde: float | None = None
+    warning: str | None = None
 
 
 class VersionMean(Part, kw_only=True):
@@ -332,6 +339,8 @@ class VersionTableDoc(Document, kw_only=True):
     warnings: list[str]
     definition: str
     ci: float | None = None
+    adjust: str | None = None
+    family: str | None = None
 
 
 # -- runs and imports ----------------------------------------------------------------------------
