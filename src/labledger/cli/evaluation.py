@@ -65,6 +65,34 @@ def display_key(entry: Any) -> str:
     return MetricId(entry["metric"], entry["params"]).short
 
 
+def _print_repeats(doc: dict[str, Any]) -> None:
+    """The per-item reduced evaluation of repeated rows (``labledger eval`` on epoch/sample rows)."""
+    console.print(f"Results: {escape(str(doc.get('source', '')))}")
+    level = ci_label(doc.get("ci"))
+    for task, body in doc["tasks"].items():
+        table = Table(title=escape(f"task '{task}' (repeats by '{doc['repeat_field']}')"), title_justify="left")
+        for col in ("metric", "value", level, f"analytic {level}", "n items", "K", "reduction"):
+            table.add_column(col, justify="left" if col == "metric" else "right")
+        for e in body["metrics"]:
+            an = e.get("analytic") or {}
+            table.add_row(
+                escape(e["metric"]),
+                _fmt(e["value"]),
+                _ci(e["ci_low"], e["ci_high"]),
+                _ci(an.get("low"), an.get("high")),
+                f"{e['n']:,}",
+                str(e["k"]),
+                e["reduction"],
+            )
+        console.print(table)
+        for note in dict.fromkeys(e["warning"] for e in body["metrics"] if e.get("warning")):
+            console.print(f"[yellow]Warning:[/] {escape(note)}")
+    console.print(
+        "[dim]Each item's scores are reduced over its repeats before any interval: n counts questions, "
+        "K the repeats per question (Miller 2024, section 3).[/dim]"
+    )
+
+
 def _check_metrics(values: tuple[str, ...]) -> None:
     from labledger.metrics.registry import parse_metric
 
@@ -208,6 +236,14 @@ def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None
 )
 @click.option("--suite", default="public", show_default=True, help="With --model: the benchmark suite.")
 @click.option("--variant", default="raw", show_default=True, help="With --model: raw, calibrated, ...")
+@click.option(
+    "--repeats",
+    type=click.Choice(["mean", "max", "min"]),
+    default="mean",
+    show_default=True,
+    help="Rows repeated per id with an 'epoch' or 'sample' field: reduce each item's scores this way "
+    "(max = best of k) before any interval, so n counts questions, not attempts.",
+)
 @json_option
 @ledger_option
 @handle_errors
@@ -226,6 +262,7 @@ def eval_command(
     model: str | None,
     suite: str,
     variant: str,
+    repeats: str,
     as_json: bool,
     ledger_path: str | None,
 ) -> None:
@@ -236,8 +273,12 @@ def eval_command(
       labledger eval results.jsonl
       labledger eval results.jsonl --metric accuracy --metric f1:average=macro --by length
       labledger eval my-run:test --json --save my-run:test-eval
+
+    Rows that repeat an id with an 'epoch' or 'sample' field (several attempts per question) are
+    reduced per item first (--repeats), for per-item mean metrics (default: accuracy).
     """
     from labledger.analysis.evaluation import evaluate
+    from labledger.errors import RecordError
 
     _check_metrics(metrics)
     if save is not None and (":" not in save or not all(save.partition(":")[::2])):
@@ -246,17 +287,42 @@ def eval_command(
         raise click.UsageError("--model needs --save RUN:NAME (entries point at a stored evaluation)")
     path, shown = _source(results, ledger_path)
     budget: dict[str, Any] = {"item_draw_budget": None} if all_resamples else {}
-    ev = evaluate(
-        path,
-        metrics=list(metrics) or None,
-        by=list(by) or None,
-        ci=ci,
-        resamples=resamples,
-        seed=seed,
-        task=list(tasks) or None,
-        positive=positive,
-        **budget,
-    )
+    try:
+        ev = evaluate(
+            path,
+            metrics=list(metrics) or None,
+            by=list(by) or None,
+            ci=ci,
+            resamples=resamples,
+            seed=seed,
+            task=list(tasks) or None,
+            positive=positive,
+            **budget,
+        )
+    except RecordError as exc:
+        if exc.field != "id" or "duplicate id" not in exc.detail:
+            raise
+        from labledger.analysis.repeats import _rows, evaluate_repeats, repeat_field
+
+        rows = _rows(path)
+        if repeat_field(rows) is None:
+            raise
+        if save is not None or by:
+            raise click.UsageError(
+                "rows with an 'epoch' or 'sample' field are evaluated per item over repeats; "
+                "--save and --by do not apply to them yet"
+            ) from None
+        rep = evaluate_repeats(
+            rows, metrics=list(metrics) or ["accuracy"], reduction=repeats, ci=ci, resamples=resamples, seed=seed
+        )
+        rep["source"] = shown
+        if tasks:
+            rep["tasks"] = {t: body for t, body in rep["tasks"].items() if t in tasks}
+        if as_json:
+            emit_json(rep)
+        else:
+            _print_repeats(rep)
+        return
     doc = ev.doc
     doc.source = shown
     saved = None
