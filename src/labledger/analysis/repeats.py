@@ -72,7 +72,8 @@ def evaluate_repeats(
         by_repeat.setdefault(r[field], []).append({k: v for k, v in r.items() if k != field})
     sets = {k: load(v) for k, v in by_repeat.items()}
     tasks = list(dict.fromkeys(t for rs in sets.values() for t in rs))
-    doc: dict[str, Any] = {"kind": "repeats", "version": 1, "repeat_field": field, "ci": ci, "tasks": {}}
+    # builtins of a schema.RepeatsDoc (decode(doc, type=RepeatsDoc) types them)
+    doc: dict[str, Any] = {"kind": "repeats", "schema_version": 2, "repeat_field": field, "ci": ci, "tasks": {}}
     for task in tasks:
         entries: list[dict[str, Any]] = []
         for name in metrics:

@@ -10,7 +10,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
-from labledger.schema import ComparisonDoc, EvaluationDoc, MetricDiff, MetricId, MetricValue, ci_label, format_p
+from labledger.schema import (
+    ComparisonDoc,
+    EvaluationDoc,
+    MetricDiff,
+    MetricId,
+    MetricValue,
+    RepeatsDoc,
+    ci_label,
+    decode,
+    format_p,
+)
 from labledger.schema.format import format_ci, format_value
 
 
@@ -318,10 +328,11 @@ def eval_command(
         rep["source"] = shown
         if tasks:
             rep["tasks"] = {t: body for t, body in rep["tasks"].items() if t in tasks}
+        typed = decode(rep, type=RepeatsDoc, source=shown)  # the document's schema, checked
         if as_json:
-            emit_json(rep)
+            emit_json(typed.to_dict())
         else:
-            _print_repeats(rep)
+            _print_repeats(typed.to_dict())
         return
     doc = ev.doc
     doc.source = shown

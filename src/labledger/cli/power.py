@@ -86,7 +86,9 @@ def power_cmd(
         power=power,
     )
     if as_json:
-        emit_json(plan)
+        from labledger.schema import PowerPlanDoc, decode
+
+        emit_json(decode({"kind": "power_plan", "schema_version": 2, **plan}, type=PowerPlanDoc).to_dict())
         return
     src = f"omega^2 = {plan['omega2']:.4g} ({escape(plan['omega2_source'])})"
     if delta is not None:
