@@ -162,3 +162,30 @@ def test_compare_json(env):
     entry = doc["tasks"]["hover"]["metrics"][0]
     assert doc["kind"] == "comparison" and entry["mcnemar"]["method"]
     assert entry["diff"] == pytest.approx(entry["a"] - entry["b"])
+
+
+def test_eval_reduces_repeat_rows_per_item_instead_of_refusing_duplicate_ids(tmp_path):
+    """Rows with an 'epoch' field and repeated ids: n counts questions, K the attempts (#16)."""
+    rows = [
+        {"id": i, "task": "t", "gold": "y", "pred": "y" if (i * 7 + e * 3) % 5 else "n", "epoch": e}
+        for i in range(40)
+        for e in range(3)
+    ]
+    path = tmp_path / "repeats.jsonl"
+    _write(path, rows)
+    res = CliRunner().invoke(main, ["eval", str(path), "--json", "--resamples", "200"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    [m] = doc["tasks"]["t"]["metrics"]
+    assert doc["kind"] == "repeats" and doc["repeat_field"] == "epoch"
+    assert (m["metric"], m["n"], m["k"], m["reduction"]) == ("accuracy", 40, 3, "mean")
+    correct = np.array([[r["pred"] == "y" for r in rows if r["id"] == i] for i in range(40)], dtype=float)
+    assert m["value"] == pytest.approx(correct.mean())
+    best = json.loads(CliRunner().invoke(main, ["eval", str(path), "--json", "--repeats", "max"]).output)
+    assert best["tasks"]["t"]["metrics"][0]["value"] == pytest.approx(correct.max(axis=1).mean())
+    shown = CliRunner().invoke(main, ["eval", str(path), "--resamples", "100"])
+    assert shown.exit_code == 0 and "repeats by 'epoch'" in shown.output and "n items" in shown.output
+    # without a repeat field, a duplicate id is still an error naming the line
+    _write(path, [{k: v for k, v in r.items() if k != "epoch"} for r in rows])
+    bad = CliRunner().invoke(main, ["eval", str(path)])
+    assert bad.exit_code == 1 and "duplicate id" in bad.output

@@ -485,6 +485,8 @@ class VersionTable:
     delta_from: tuple[str, str] | None
     delta_to: tuple[str, str] | None
     warnings: list[str]
+    adjust: str = "holm"
+    family: str | None = None
 
     @staticmethod
     def col_name(col: tuple[str, str]) -> str:
@@ -500,10 +502,10 @@ class VersionTable:
         if self.delta_from:
             text += (
                 f"; delta = {self.col_name(self.delta_to) if self.delta_to else 'last column'} minus "
-                f"{self.col_name(self.delta_from)}; '*' marks a delta whose paired "
-                f"{ci_label(self.ci).removesuffix(' CI')} bootstrap CI (from stored predictions on the same items) "
-                "excludes 0, 'n.s.' one whose CI "
-                "includes 0; no mark = no stored predictions to test"
+                f"{self.col_name(self.delta_from)}, with its paired {ci_label(self.ci).removesuffix(' CI')} bootstrap CI "
+                "and p-value (from stored predictions on the same items); '*' marks a delta whose p, adjusted for "
+                "the number of deltas tested (see 'family'), is below 0.05, 'n.s.' one whose adjusted p is not, "
+                "with its minimum detectable effect at 80% power; no mark = no stored predictions to test"
             )
         return text
 
@@ -522,6 +524,8 @@ class VersionTable:
             warnings=self.warnings,
             definition=self.definition,
             ci=self.ci if self.delta_from else None,
+            adjust=self.adjust if self.delta_from else None,
+            family=self.family,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -545,6 +549,8 @@ class VersionTable:
             if self.delta_from:
                 d = r.get("delta")
                 mark = {"significant": " *", "not significant": " n.s."}.get(r.get("significance") or "", "")
+                if mark == " n.s." and r.get("mde") is not None:
+                    mark += f" (MDE {r['mde'] * 100:.1f} pp)"
                 cells.append("—" if d is None else f"{d * 100:+.2f}pp{mark}")
             body.append(cells)
         n = self.mean["n"]
@@ -595,8 +601,13 @@ def version_table(
     variants: Sequence[str] = ("raw",),
     delta_from: str | None = None,
     paired_test: PairedTest | None = None,
+    adjust: str = "holm",
 ) -> VersionTable:
-    """Build the table for ``models`` x ``variants`` of ``suite`` (see :class:`VersionTable`)."""
+    """Build the table for ``models`` x ``variants`` of ``suite`` (see :class:`VersionTable`).
+
+    ``adjust``: multiplicity adjustment of the deltas' p-values over the tested rows (``holm``,
+    ``bh`` or ``none``); the marks use the adjusted p, both are kept (``p_value``, ``p_adjusted``).
+    """
     columns = [(m, v) for m in models for v in variants]
     by_key: dict[tuple[str, str, str], Entry] = {}
     for e in entries:
@@ -664,15 +675,16 @@ def version_table(
                 ci_level = test.get("ci", ci_level)
                 row["delta_ci"] = [test["ci_low"], test["ci_high"]]
                 row["p_value"] = test.get("p_value")
-                row["significance"] = (
-                    "significant" if (test["ci_low"] > 0 or test["ci_high"] < 0) else "not significant"
-                )
+                row["mde"] = test.get("mde")
+                if test.get("warning"):
+                    row["warning"] = test["warning"]
         if all(x is not None for x in cells.values()):
             common.append(row)
         else:
             lacking = [VersionTable.col_name(c) for c, x in cells.items() if x is None]
             warnings.append(f"'{bench}' is missing for {', '.join(lacking)}: left out of the mean")
         rows.append(row)
+    family = _mark_significance(rows, adjust)
     mean_vals = {}
     for c in columns:
         name = VersionTable.col_name(c)
@@ -691,4 +703,18 @@ def version_table(
         delta_to=dto,
         warnings=warnings,
         ci=ci_level,
+        adjust=adjust,
+        family=family,
     )
+
+
+def _mark_significance(rows: list[dict[str, Any]], adjust: str) -> str | None:
+    """Adjust the tested rows' p-values as one family; mark each row by its adjusted p (< 0.05)."""
+    from labledger.metrics.stats import adjust_p, family_note
+
+    tested = [r for r in rows if r.get("p_value") is not None]
+    adjusted = adjust_p([r["p_value"] for r in tested], adjust)
+    for r, p in zip(tested, adjusted):
+        r["p_adjusted"] = p
+        r["significance"] = "significant" if p is not None and p < 0.05 else "not significant"
+    return family_note(len(tested), adjust) if tested else None

@@ -23,7 +23,7 @@ from labledger.schema.ids import LABELS
 def paired_entry_test(a, b, *, ci: float = 0.95, resamples: int = 1000, seed: int = 0) -> dict[str, Any] | None:
     """Paired bootstrap of ``a - b`` for two benchmark entries that kept their predictions.
 
-    Returns ``{"diff", "ci_low", "ci_high", "p_value", "n"}``, or ``None`` when either entry has no
+    Returns ``{"diff", "ci_low", "ci_high", "p_value", "n", "mde", "warning"}``, or ``None`` when either entry has no
     stored predictions, the metrics differ, or the two prediction sets cover different items.
     """
     from labledger.analysis.comparison import compare
@@ -46,7 +46,16 @@ def paired_entry_test(a, b, *, ci: float = 0.95, resamples: int = 1000, seed: in
     if not metrics:
         return None
     m = metrics[0]
-    return {"diff": m.diff, "ci_low": m.ci_low, "ci_high": m.ci_high, "p_value": m.p_value, "n": m.n, "ci": ci}
+    return {
+        "diff": m.diff,
+        "ci_low": m.ci_low,
+        "ci_high": m.ci_high,
+        "p_value": m.p_value,
+        "n": m.n,
+        "ci": ci,
+        "mde": m.mde,
+        "warning": m.warning,
+    }
 
 
 def recorded_id(key: str) -> MetricId | None:
@@ -116,8 +125,60 @@ class GroupComparison:
             "warnings": self.warnings,
             "definition": "mean and sample standard deviation over the group's runs; diff = group mean "
             "- baseline mean; 'predictions' values are recomputed from stored results with "
-            "the registry's definition, 'recorded' values are what the run logged",
+            "the registry's definition, 'recorded' values are what the run logged; 'interval' and "
+            "'diff_interval': a two-level (seeds, then items) bootstrap when every run stored per-item "
+            "scores of a mean metric on the same items, else a t interval over the runs' values",
         }
+
+
+def _item_scores(path, metric: str, task: str | None) -> tuple[list[str], Any] | None:
+    """(item ids, per-item scores) of a per-item mean metric in a stored result set, else None."""
+    from labledger.analysis.power import _item_scores as scores
+
+    try:
+        vals, _, ids, _ = scores(path, metric, task)
+    except LedgerError:
+        return None
+    return ids, vals
+
+
+def _seed_matrix(entries: list[tuple[list[str], Any] | None]) -> tuple[list[str], Any] | None:
+    """(ids, seeds x items matrix) when every run of a group has per-item scores on the same items."""
+    import numpy as np
+
+    present = [e for e in entries if e is not None]
+    if not present or len(present) < len(entries):
+        return None
+    ids = sorted(present[0][0])
+    rows = []
+    for run_ids, vals in present:
+        if sorted(run_ids) != ids:
+            return None
+        pos = {v: i for i, v in enumerate(run_ids)}
+        rows.append(np.asarray(vals)[[pos[v] for v in ids]])
+    return ids, np.vstack(rows)
+
+
+def _seed_statistics(items, values, g: str, baseline: str, metric: str) -> dict[str, Any]:
+    """``interval`` of the group mean and ``diff_interval`` against the baseline (#16): the two-level
+    seed x item bootstrap when every run has per-item scores on the same items, else t over seeds."""
+    from labledger.metrics.stats import compare_seed_groups, seed_group_interval, seed_t_interval, welch_diff
+
+    out: dict[str, Any] = {}
+    mat = _seed_matrix(items.get((g, metric), []))
+    vals = values.get((g, metric), [])
+    if mat is not None:
+        out["interval"] = seed_group_interval(mat[1])
+    elif vals:
+        out["interval"] = seed_t_interval(vals)
+    if g == baseline:
+        return out
+    base = _seed_matrix(items.get((baseline, metric), []))
+    if mat is not None and base is not None:
+        out["diff_interval"] = compare_seed_groups(mat[1], base[1], paired=mat[0] == base[0])
+    elif vals and values.get((baseline, metric)):
+        out["diff_interval"] = welch_diff(vals, values[(baseline, metric)])
+    return out
 
 
 def _computed_value(doc: EvaluationDoc, task: str, want: MetricId) -> float | None:
@@ -154,6 +215,7 @@ def compare_groups(
     names = [baseline, *[g for g in groups if g != baseline]]
     out = GroupComparison(baseline=baseline, groups=names[1:], metrics=list(metrics))
     values: dict[tuple[str, str], list[float]] = {}
+    items: dict[tuple[str, str], list[tuple[list[str], Any] | None]] = {}
     for g in names:
         all_runs = ledger.runs(group=g)
         infos = [i for i in all_runs if i.status == "finished" or (include_unfinished and i.status != "running")]
@@ -184,10 +246,12 @@ def compare_groups(
                         raise LedgerError(f"run {info.id} results '{source_name}' have tasks {tasks}; pass task=")
                     value = _computed_value(ev, tasks[0], MetricId.parse(metric))
                     source = f"predictions ({source_name})"
+                    items.setdefault((g, metric), []).append(_item_scores(view.results_path(source_name), metric, task))
                 if value is None:
                     rec = recorded_value(view, metric)
                     if rec is not None:
                         value, source = rec
+                        items.setdefault((g, metric), []).append(None)
                 if value is None:
                     out.warnings.append(f"run {info.id} ({info.name}) has no value for {metric}")
                     continue
@@ -217,6 +281,7 @@ def compare_groups(
             )
             if any(s.startswith("recorded") for s in sources) and any(s.startswith("predictions") for s in sources):
                 out.warnings.append(f"group '{g}' mixes recomputed and recorded values of {metric}")
+            out.summary[-1].update(_seed_statistics(items, values, g, baseline, metric))
     for s in out.summary:
         if s["mean"] is not None and not math.isfinite(s["mean"]):
             out.warnings.append(f"group '{s['group']}' {s['metric']} mean is not finite")

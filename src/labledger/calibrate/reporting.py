@@ -14,7 +14,7 @@ For each task of the recipe the report decides which items to evaluate and what 
 
 Every metric comes from the registry on the same items raw, calibrated and cross-fitted, resampled
 together (paired bootstrap, by cluster when rows have a ``group``): value CIs, differences with
-their CIs and shifted-bootstrap p-values. Also ECE with equal-width and equal-mass bins, Brier
+their CIs and percentile-bootstrap p-values. Also ECE with equal-width and equal-mass bins, Brier
 and log loss before and after, and reliability-diagram bins (top-label confidence, equal width).
 """
 
@@ -315,7 +315,7 @@ def _entries(
                     "ci": ci,
                     "resamples": resamples,
                     "n": int(preps[i].n_used),
-                    "method": f"paired percentile bootstrap over {unit}; p-value: shifted bootstrap, two-sided",
+                    "method": f"paired percentile bootstrap over {unit}; p-value: percentile bootstrap, two-sided",
                 }
             )
     return per_variant, diffs, head_draws

@@ -187,5 +187,6 @@ def _print_evaluation(summary) -> None:
                 f"{format_p(m.p_value)}"
             )
             if m.mcnemar is not None:
-                line += f", McNemar p {format_p(m.mcnemar.p_value)}"
+                clustered = "clustered " if m.mcnemar.clusters is not None else ""
+                line += f", {clustered}McNemar p {format_p(m.mcnemar.p_value)}"
             console.print(line + f" (n = {m.n or 0:,}, same items)", markup=False, highlight=False)

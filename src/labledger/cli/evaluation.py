@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -17,7 +18,9 @@ from labledger.schema import (
     MetricDiff,
     MetricId,
     MetricValue,
+    RepeatsDoc,
     ci_label,
+    decode,
     format_p,
 )
 from labledger.schema.format import format_ci, format_value
@@ -45,11 +48,61 @@ def _ci(low: float | None, high: float | None) -> str:
     return format_ci(low, high)
 
 
+def _ci_cell(e: MetricValue | MetricDiff) -> str:
+    """The bootstrap interval, or why there is none ("too few clusters")."""
+    return e.interval_note if e.interval_note else _ci(e.ci_low, e.ci_high)
+
+
+def _print_stat_notes(entries: Sequence[MetricValue | MetricDiff]) -> None:
+    """The few-cluster / small-n warning and the analytic method, once per table (#16)."""
+    for note in dict.fromkeys(e.warning for e in entries if e.warning):
+        console.print(f"[yellow]Warning:[/] {escape(note)}")
+    for how in dict.fromkeys(e.analytic.method for e in entries if e.analytic is not None):
+        console.print(f"[dim]analytic interval: {escape(how)}[/dim]")
+
+
+def _p_cell(e: MetricDiff) -> str:
+    """p (adjusted when the comparison adjusts), with 'n.s. (MDE x pp)' when not significant."""
+    p = e.p_adjusted if e.p_adjusted is not None else e.p_value
+    text = format_p(p)
+    if p is not None and p >= 0.05:
+        text += " n.s." + (f" (MDE {e.mde * 100:.1f} pp)" if e.mde is not None else "")
+    return text
+
+
 def display_key(entry: Any) -> str:
     """A metric's key for tables: :attr:`MetricId.short` (its parameters, less ``zero_division=0``)."""
     if isinstance(entry, (MetricValue, MetricDiff)):
         return entry.id.short
     return MetricId(entry["metric"], entry["params"]).short
+
+
+def _print_repeats(doc: dict[str, Any]) -> None:
+    """The per-item reduced evaluation of repeated rows (``labledger eval`` on epoch/sample rows)."""
+    console.print(f"Results: {escape(str(doc.get('source', '')))}")
+    level = ci_label(doc.get("ci"))
+    for task, body in doc["tasks"].items():
+        table = Table(title=escape(f"task '{task}' (repeats by '{doc['repeat_field']}')"), title_justify="left")
+        for col in ("metric", "value", level, f"analytic {level}", "n items", "K", "reduction"):
+            table.add_column(col, justify="left" if col == "metric" else "right")
+        for e in body["metrics"]:
+            an = e.get("analytic") or {}
+            table.add_row(
+                escape(e["metric"]),
+                _fmt(e["value"]),
+                _ci(e["ci_low"], e["ci_high"]),
+                _ci(an.get("low"), an.get("high")),
+                f"{e['n']:,}",
+                str(e["k"]),
+                e["reduction"],
+            )
+        console.print(table)
+        for note in dict.fromkeys(e["warning"] for e in body["metrics"] if e.get("warning")):
+            console.print(f"[yellow]Warning:[/] {escape(note)}")
+    console.print(
+        "[dim]Each item's scores are reduced over its repeats before any interval: n counts questions, "
+        "K the repeats per question (Miller 2024, section 3).[/dim]"
+    )
 
 
 def _check_metrics(values: tuple[str, ...]) -> None:
@@ -70,15 +123,22 @@ def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None
         table.add_column("value", justify="right")
         table.add_column(level, justify="right")
         table.add_column("n", justify="right")
+        analytic = any(e.analytic is not None for e in body.metrics)
+        if analytic:
+            table.add_column(f"analytic {level}", justify="right")
         if definitions:
             table.add_column("definition", overflow="fold")
         for e in body.metrics:
             mark = " *" if e.key == body.headline else ""
-            row = [escape(display_key(e)) + mark, _fmt(e.value), _ci(e.ci_low, e.ci_high), f"{e.n:,}"]
+            row = [escape(display_key(e)) + mark, _fmt(e.value), _ci_cell(e), f"{e.n:,}"]
+            if analytic:
+                an = e.analytic
+                row.append(_fmt(None) if an is None else _ci(an.low, an.high))
             if definitions:
                 row.append(escape(e.definition))
             table.add_row(*row)
         console.print(table)
+        _print_stat_notes(body.metrics)
         if body.per_class is not None:
             pc = Table(title=escape(f"task '{task}': per label ({ci_label(body.per_class.ci)})"), title_justify="left")
             columns: tuple[tuple[str, JustifyMethod], ...] = (
@@ -189,6 +249,14 @@ def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None
 )
 @click.option("--suite", default="public", show_default=True, help="With --model: the benchmark suite.")
 @click.option("--variant", default="raw", show_default=True, help="With --model: raw, calibrated, ...")
+@click.option(
+    "--repeats",
+    type=click.Choice(["mean", "max", "min"]),
+    default="mean",
+    show_default=True,
+    help="Rows repeated per id with an 'epoch' or 'sample' field: reduce each item's scores this way "
+    "(max = best of k) before any interval, so n counts questions, not attempts.",
+)
 @json_option
 @ledger_option
 @handle_errors
@@ -207,6 +275,7 @@ def eval_command(
     model: str | None,
     suite: str,
     variant: str,
+    repeats: str,
     as_json: bool,
     ledger_path: str | None,
 ) -> None:
@@ -217,8 +286,12 @@ def eval_command(
       labledger eval results.jsonl
       labledger eval results.jsonl --metric accuracy --metric f1:average=macro --by length
       labledger eval my-run:test --json --save my-run:test-eval
+
+    Rows that repeat an id with an 'epoch' or 'sample' field (several attempts per question) are
+    reduced per item first (--repeats), for per-item mean metrics (default: accuracy).
     """
     from labledger.analysis.evaluation import evaluate
+    from labledger.errors import RecordError
 
     _check_metrics(metrics)
     if save is not None and (":" not in save or not all(save.partition(":")[::2])):
@@ -230,18 +303,44 @@ def eval_command(
     from labledger.analysis.harness import harness_check, harness_lines, harness_meta, harness_metrics
 
     harness = harness_meta(path)
-    ev = evaluate(
-        path,
-        metrics=list(metrics) or (harness_metrics(harness) if harness else None),
-        headline={t: v[0] for t, v in harness_metrics(harness).items()} if harness else None,
-        by=list(by) or None,
-        ci=ci,
-        resamples=resamples,
-        seed=seed,
-        task=list(tasks) or None,
-        positive=positive,
-        **budget,
-    )
+    try:
+        ev = evaluate(
+            path,
+            metrics=list(metrics) or (harness_metrics(harness) if harness else None),
+            headline={t: v[0] for t, v in harness_metrics(harness).items()} if harness else None,
+            by=list(by) or None,
+            ci=ci,
+            resamples=resamples,
+            seed=seed,
+            task=list(tasks) or None,
+            positive=positive,
+            **budget,
+        )
+    except RecordError as exc:
+        if exc.field != "id" or "duplicate id" not in exc.detail:
+            raise
+        from labledger.analysis.repeats import _rows, evaluate_repeats, repeat_field
+
+        rows = _rows(path)
+        if repeat_field(rows) is None:
+            raise
+        if save is not None or by:
+            raise click.UsageError(
+                "rows with an 'epoch' or 'sample' field are evaluated per item over repeats; "
+                "--save and --by do not apply to them yet"
+            ) from None
+        rep = evaluate_repeats(
+            rows, metrics=list(metrics) or ["accuracy"], reduction=repeats, ci=ci, resamples=resamples, seed=seed
+        )
+        rep["source"] = shown
+        if tasks:
+            rep["tasks"] = {t: body for t, body in rep["tasks"].items() if t in tasks}
+        typed = decode(rep, type=RepeatsDoc, source=shown)  # the document's schema, checked
+        if as_json:
+            emit_json(typed.to_dict())
+        else:
+            _print_repeats(typed.to_dict())
+        return
     doc = ev.doc
     doc.source = shown
     if harness:
@@ -280,7 +379,7 @@ def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definition
             ("B", "right"),
             ("A - B", "right"),
             (level, "right"),
-            ("p", "right"),
+            ("p" if (doc.adjust or "none") == "none" else f"p ({doc.adjust})", "right"),
             ("McNemar p", "right"),
         ):
             table.add_column(col, justify="right" if just == "right" else "left")
@@ -293,17 +392,23 @@ def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definition
                 _fmt(e.a),
                 _fmt(e.b),
                 _fmt(e.diff),
-                _ci(e.ci_low, e.ci_high),
-                format_p(e.p_value),
+                _ci_cell(e),
+                _p_cell(e),
                 "-" if mc is None else f"{format_p(mc.p_value)} (b={mc.b}, c={mc.c})",
             ]
             if definitions:
                 row.append(escape(e.definition))
             table.add_row(*row)
         console.print(table)
+        _print_stat_notes(body.metrics)
+        for how in dict.fromkeys(e.mcnemar.method for e in body.metrics if e.mcnemar is not None):
+            if "clustered" in how:
+                console.print(f"[dim]McNemar: {escape(how)} (the item-level test ignores clusters)[/dim]")
+    family = f"; {escape(doc.family)}" if doc.family else ""
     console.print(
-        f"[dim]{doc.resamples:,} bootstrap resamples, seed {doc.seed}; p: two-sided (shifted "
-        f"bootstrap); McNemar: b = A right & B wrong, c = A wrong & B right.[/dim]"
+        f"[dim]{doc.resamples:,} bootstrap resamples, seed {doc.seed}; p: two-sided (percentile "
+        f"bootstrap){family}; MDE: minimum detectable effect at 80% power; McNemar: b = A right & B wrong, "
+        f"c = A wrong & B right.[/dim]"
     )
 
 
@@ -332,6 +437,13 @@ def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definition
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option("--positive", metavar="LABEL", default=None, help="Positive label of binary 'score' tasks.")
 @click.option("--definitions", is_flag=True, help="Show each metric's definition.")
+@click.option(
+    "--adjust",
+    type=click.Choice(["holm", "bh", "none"]),
+    default="holm",
+    show_default=True,
+    help="Multiplicity adjustment over every metric and task compared (Holm, BH false discovery rate, none).",
+)
 @json_option
 @ledger_option
 @handle_errors
@@ -346,6 +458,7 @@ def compare_command(
     seed: int,
     positive: str | None,
     definitions: bool,
+    adjust: str,
     as_json: bool,
     ledger_path: str | None,
 ) -> None:
@@ -372,6 +485,7 @@ def compare_command(
         seed=seed,
         task=list(tasks) or None,
         positive=positive,
+        adjust=adjust,
     )
     doc = cmp.doc
     doc.a, doc.b = shown_a, shown_b

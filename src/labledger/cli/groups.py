@@ -67,7 +67,23 @@ def compare_groups_cmd(baseline, groups, metrics, results, task, include_unfinis
         return "-" if v is None else (f"{v:+.4f}" if sign else f"{v:.4f}")
 
     t = Table(title=f"groups vs baseline '{baseline}'", title_justify="left")
-    for col in ("group", "metric", "runs", "mean", "std", "min", "max", "diff vs baseline", "from"):
+
+    def ci(iv):
+        return "-" if not iv or iv.get("low") is None else f"[{iv['low']:.4f}, {iv['high']:.4f}]"
+
+    for col in (
+        "group",
+        "metric",
+        "runs",
+        "mean",
+        "95% CI",
+        "std",
+        "min",
+        "max",
+        "diff vs baseline",
+        "diff CI",
+        "from",
+    ):
         t.add_column(col, justify="left" if col in ("group", "metric", "from") else "right")
     for s in res.summary:
         t.add_row(
@@ -75,14 +91,23 @@ def compare_groups_cmd(baseline, groups, metrics, results, task, include_unfinis
             escape(s["metric"]),
             str(s["runs"]),
             f(s["mean"]),
+            ci(s.get("interval")),
             f(s["std"]),
             f(s["min"]),
             f(s["max"]),
             f(s["diff"], sign=True),
+            ci(s.get("diff_interval")),
             ", ".join(s["sources"]),
             style="bold" if s["group"] == baseline else None,
         )
     console.print(t)
+    for how in dict.fromkeys(
+        iv["method"] + (f" (n_seeds {iv['n_seeds']}, n_items {iv['n_items']})" if iv.get("n_items") else "")
+        for s in res.summary
+        for iv in (s.get("interval"), s.get("diff_interval"))
+        if iv
+    ):
+        console.print(f"[dim]CI: {escape(how)}[/]")
     pr = Table(title="per run", title_justify="left")
     pr.add_column("group")
     pr.add_column("run")

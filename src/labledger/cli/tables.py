@@ -46,11 +46,18 @@ def _pairs(values, opt):
     default=None,
     help="Print the table in this format (default: a terminal table).",
 )
+@click.option(
+    "--adjust",
+    type=click.Choice(["holm", "bh", "none"]),
+    default="holm",
+    show_default=True,
+    help="Multiplicity adjustment of the deltas' p-values: Holm (family-wise), BH (false discovery rate), none.",
+)
 @ledger_option
 @json_option
 @click.pass_context
 @handle_errors
-def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_json):
+def table_cmd(ctx, suite, models, variants, delta_from, fmt, adjust, ledger_path, as_json):
     """Version table: benchmarks by category x models, with a mean row and deltas."""
     if ctx.invoked_subcommand is not None:
         return
@@ -80,6 +87,7 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_jso
         variants=variant_list,
         delta_from=delta_from,
         paired_test=paired_entry_test,
+        adjust=adjust,
     )
     for w in table.warnings:
         warn(w)
@@ -87,6 +95,8 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_jso
         emit_json(table.to_dict())
     elif fmt == "md":
         click.echo(table.to_markdown(), nl=False)
+        if table.family:
+            click.echo(f"\nDeltas tested: {table.family}.")
     elif fmt == "csv":
         click.echo(table.to_csv(), nl=False)
     elif fmt == "html":
@@ -99,6 +109,8 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, ledger_path, as_jso
         for i, cells in enumerate(body):
             t.add_row(*map(escape, cells), style="bold" if i == len(body) - 1 else None)
         console.print(t)
+        if table.family:
+            console.print(f"Deltas tested: {escape(table.family)}; marks use the adjusted p.")
         console.print("[dim]" + escape(table.definition) + "[/]")
 
 

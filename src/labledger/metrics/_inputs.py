@@ -171,7 +171,18 @@ def binary_gold(gold: Any, pos_label: Any) -> tuple[np.ndarray, Any]:
             pos_label = 1
         else:
             raise MetricInputError(f"gold labels are {sorted(map(str, values))}: give pos_label= (the positive label)")
+    else:
+        check_pos_label(pos_label, np.unique(g).tolist() if len(g) else [])
     return g == pos_label, pos_label
+
+
+def check_pos_label(pos_label: Any, present: Sequence[Any]) -> None:
+    """Refuse a ``pos_label`` that is not one of the labels present (when at least two are), as
+    scikit-learn does: a typo must not turn every item negative."""
+    if len(present) >= 2 and pos_label not in present:
+        raise MetricInputError(
+            f"pos_label {pos_label!r} is not a label of the data (labels: {', '.join(map(repr, present))})"
+        )
 
 
 def score_inputs(gold: Any, score: Any, pos_label: Any) -> tuple[np.ndarray, np.ndarray, Any]:

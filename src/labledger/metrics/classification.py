@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError
-from labledger.metrics._inputs import encode, numbers, prob_matrix, same_length, score_inputs
+from labledger.metrics._inputs import check_pos_label, encode, numbers, prob_matrix, same_length, score_inputs
 from labledger.metrics.entry import Metric
 from labledger.metrics.prepared import MeanPrepared, Prepared, Strategy, TablePrepared, WeightsFunction, WeightsPrepared
 
@@ -242,6 +242,8 @@ def _raw_labels(name: str, gold: Any, pred: Any, labels: Any, params: dict[str, 
     if pos_label is not None:
         if pos_label not in names:
             raise MetricInputError(f"pos_label {pos_label!r} is not one of the labels ({', '.join(map(repr, names))})")
+        if labels is None:
+            check_pos_label(pos_label, [names[i] for i in np.unique(np.concatenate([g, p]))])
         pos = names.index(pos_label)
     mask = None
     if labels is not None and params.get("average") in ("macro", "micro", "weighted"):

@@ -12,8 +12,10 @@ equivalent ways to draw them, chosen by the metric's shape (see :mod:`labledger.
   (accuracy-like 0/1) the same multinomial trick over those values is used.
 - ``weights`` metrics: W in chunks of (B_chunk x n) integer counts, passed to the metric.
 
-Percentile intervals; paired p-values by the shifted bootstrap: ``p = (1 + #{|d* - d| >= |d|}) / (B + 1)``
-where d is the observed difference and d* the resampled ones.
+Percentile intervals; paired p-values by the percentile bootstrap (one procedure with the interval):
+``p = min(1, 2 min(1 + #{d* <= 0}, 1 + #{d* >= 0}) / (B + 1))`` with d* the resampled differences, so
+p < 0.05 exactly when the 95% percentile interval excludes 0 (up to ties and 1/B); see
+:func:`labledger.metrics.stats.percentile_p_value`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 
 from labledger.errors import MetricInputError
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
+from labledger.metrics.stats import percentile_p_value
 
 #: Bound on the elements of one chunk of resample weights (keeps memory at ~100 MB per array).
 CHUNK_ELEMENTS = 1 << 22
@@ -75,6 +78,7 @@ class PairedResult:
     n: int
     clusters: int | None = None
     mcnemar: dict[str, Any] | None = field(default=None)
+    se: float | None = None  # standard deviation of the resampled differences (for the MDE)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -438,11 +442,15 @@ def bootstrap(
 
 
 def _p_value(d: np.ndarray, observed: float) -> float | None:
-    d = d[np.isfinite(d)]
-    if len(d) == 0 or not math.isfinite(observed):
+    """The percentile-bootstrap p-value of the resampled differences (consistent with the interval)."""
+    if not math.isfinite(observed):
         return None
-    extreme = np.abs(d - observed) >= abs(observed) - 1e-12 * max(1.0, abs(observed))
-    return float((1 + extreme.sum()) / (len(d) + 1))
+    return percentile_p_value(d)
+
+
+def _sd(d: np.ndarray) -> float | None:
+    d = d[np.isfinite(d)]
+    return float(np.std(d, ddof=1)) if len(d) > 1 else None
 
 
 def paired_bootstrap(
@@ -472,14 +480,14 @@ def paired_bootstrap(
         raise MetricInputError("paired comparisons need a scalar metric")
     va, vb = prep_a.value(), prep_b.value()
     diff = va - vb
-    method = "paired " + _method(prep_a, groups) + "; p-value: shifted bootstrap, two-sided"
+    method = "paired " + _method(prep_a, groups) + "; p-value: percentile bootstrap, two-sided"
     if not resamples or prep_a.n == 0:
         return PairedResult(va, vb, diff, None, None, None, ci, resamples, method, prep_a.n_used, _n_clusters(groups))
     sa, sb = resample_values([prep_a, prep_b], resamples, rng_for(seed), groups)
     d = sa - sb
     lo, hi, _ = percentile_interval(d, ci)
     return PairedResult(
-        va, vb, diff, lo, hi, _p_value(d, diff), ci, resamples, method, prep_a.n_used, _n_clusters(groups)
+        va, vb, diff, lo, hi, _p_value(d, diff), ci, resamples, method, prep_a.n_used, _n_clusters(groups), se=_sd(d)
     )
 
 
@@ -507,7 +515,7 @@ def unpaired_bootstrap(
     method = (
         "unpaired "
         + _method(prep_a, groups_a if groups_a is not None else groups_b)
-        + " (each side resampled independently); p-value: shifted bootstrap, two-sided"
+        + " (each side resampled independently); p-value: percentile bootstrap, two-sided"
     )
     n = prep_a.n_used + prep_b.n_used
     if not resamples or not prep_a.n or not prep_b.n:
@@ -518,7 +526,7 @@ def unpaired_bootstrap(
     sb = resample_values([prep_b], resamples, rb, groups_b)[0]
     d = sa - sb
     lo, hi, _ = percentile_interval(d, ci)
-    return PairedResult(va, vb, diff, lo, hi, _p_value(d, diff), ci, resamples, method, n)
+    return PairedResult(va, vb, diff, lo, hi, _p_value(d, diff), ci, resamples, method, n, se=_sd(d))
 
 
 def mcnemar(*, correct_a: Any, correct_b: Any, exact_below: int = MCNEMAR_EXACT_BELOW) -> dict[str, Any]:

@@ -24,6 +24,8 @@ from labledger.schema.documents import (
     EvaluationDoc,
     HarnessCheck,
     ImportRecord,
+    PowerPlanDoc,
+    RepeatsDoc,
     RunSummary,
     SliceBody,
     SuiteMean,
@@ -35,6 +37,7 @@ from labledger.schema.documents import (
 from labledger.schema.format import format_ci, format_p
 from labledger.schema.ids import MetricId
 from labledger.schema.values import (
+    AnalyticInterval,
     ConfusionMatrix,
     McNemar,
     MetricDiff,
@@ -49,6 +52,7 @@ __all__ = [
     "KINDS",
     "SCHEMA_VERSION",
     "STORED_KINDS",
+    "AnalyticInterval",
     "BenchmarkEntry",
     "CalibrationDoc",
     "ComparisonDoc",
@@ -64,6 +68,8 @@ __all__ = [
     "NewerDocumentError",
     "PerClass",
     "PerClassRow",
+    "PowerPlanDoc",
+    "RepeatsDoc",
     "RunSummary",
     "SliceBody",
     "Stat",

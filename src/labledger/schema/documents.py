@@ -16,7 +16,15 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from labledger.schema.ids import MetricId
-from labledger.schema.values import Compat, ConfusionMatrix, MetricDiff, MetricValue, Part, PerClass
+from labledger.schema.values import (
+    AnalyticInterval,
+    Compat,
+    ConfusionMatrix,
+    MetricDiff,
+    MetricValue,
+    Part,
+    PerClass,
+)
 
 #: The schema version every document kind is written with today.
 SCHEMA_VERSION = 2
@@ -114,7 +122,9 @@ class TaskComparison(Part, kw_only=True):
 
 
 class ComparisonDoc(Document, kw_only=True):
-    """What :func:`labledger.compare` computes: A - B per task and metric."""
+    """What :func:`labledger.compare` computes: A - B per task and metric. ``adjust`` names the
+    multiplicity adjustment of the metrics' ``p_adjusted`` (holm, bh, none) over every metric and
+    task, ``family`` says how many p-values it covered."""
 
     KIND: ClassVar[str] = "comparison"
     kind: Literal["comparison"] = "comparison"
@@ -126,6 +136,8 @@ class ComparisonDoc(Document, kw_only=True):
     seed: int
     tasks: dict[str, TaskComparison]
     names: dict[str, str] | None = None
+    adjust: str | None = None
+    family: str | None = None
 
 
 # -- calibration report --------------------------------------------------------------------------
@@ -308,6 +320,9 @@ class VersionRow(Part, kw_only=True):
     delta_ci: list[float | None] | None = None
     p_value: float | None = None
     significance: str | None = None
+    p_adjusted: float | None = None
+    mde: float | None = None
+    warning: str | None = None
 
 
 class VersionMean(Part, kw_only=True):
@@ -339,6 +354,70 @@ class VersionTableDoc(Document, kw_only=True):
     warnings: list[str]
     definition: str
     ci: float | None = None
+    adjust: str | None = None
+    family: str | None = None
+
+
+# -- statistics: power plans and repeated rows (#16) ---------------------------------------------
+class PowerPlanDoc(Document, kw_only=True):
+    """``labledger power --json``: the items needed for ``delta`` (``n``), or the minimum
+    detectable effect of ``n`` items (``mde``), and where omega^2 (the variance of the per-item
+    difference) came from."""
+
+    KIND: ClassVar[str] = "power_plan"
+    kind: Literal["power_plan"] = "power_plan"
+    schema_version: int = SCHEMA_VERSION
+    alpha: float
+    power: float
+    omega2: float
+    omega2_source: str
+    formula: str
+    n: int
+    delta: float | None = None
+    mde: float | None = None
+    power_at_mde: float | None = None
+    task: str | None = None
+    pilot_n: int | None = None
+    pilot_diff: float | None = None
+    pilot_correlation: float | None = None
+
+
+class RepeatMetric(Part, kw_only=True):
+    """One mean metric over repeated rows: reduced per item (``reduction``) before the interval;
+    ``n`` items, ``k`` repeats, ``n_scores`` attempts; ``between`` / ``within`` the variance parts."""
+
+    metric: str
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    method: str
+    analytic: AnalyticInterval | None = None
+    reduction: str
+    k: int
+    n: int
+    n_scores: int
+    between: float | None = None
+    within: float | None = None
+    warning: str | None = None
+
+
+class RepeatTask(Part, kw_only=True):
+    """The metrics of one task of a repeats evaluation."""
+
+    metrics: list[RepeatMetric]
+
+
+class RepeatsDoc(Document, kw_only=True):
+    """``labledger eval --json`` on rows repeated by ``epoch`` / ``sample``
+    (:func:`labledger.analysis.repeats.evaluate_repeats`)."""
+
+    KIND: ClassVar[str] = "repeats"
+    kind: Literal["repeats"] = "repeats"
+    schema_version: int = SCHEMA_VERSION
+    source: str | None = None
+    repeat_field: str
+    ci: float
+    tasks: dict[str, RepeatTask]
 
 
 # -- runs and imports ----------------------------------------------------------------------------
@@ -392,6 +471,8 @@ KINDS: dict[str, type[Document]] = {
         VersionTableDoc,
         RunSummary,
         ImportRecord,
+        PowerPlanDoc,
+        RepeatsDoc,
     )
 }
 
@@ -413,6 +494,10 @@ __all__ = [
     "EvaluationDoc",
     "HarnessCheck",
     "ImportRecord",
+    "PowerPlanDoc",
+    "RepeatMetric",
+    "RepeatTask",
+    "RepeatsDoc",
     "RunSummary",
     "SliceBody",
     "SuiteMean",

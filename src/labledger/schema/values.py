@@ -66,6 +66,20 @@ class Part(Compat, msgspec.Struct, kw_only=True, omit_defaults=True):
         return out
 
 
+class AnalyticInterval(Part, kw_only=True):
+    """An analytic interval beside the bootstrap one, for metrics that are means of per-item values
+    (:func:`labledger.metrics.stats.mean_interval`): Wilson, CLT with t on n-1 df, or the
+    cluster-robust SE (CR1) with t on C-1 df. ``low``/``high`` are None when it cannot be formed."""
+
+    method: str
+    low: float | None = None
+    high: float | None = None
+    se: float | None = None
+    df: int | None = None
+    ci: float | None = None
+    clusters: int | None = None
+
+
 class MetricValue(Part, kw_only=True):
     """One metric's value on one task (or slice) with its bootstrap interval."""
 
@@ -85,6 +99,9 @@ class MetricValue(Part, kw_only=True):
     undefined_resamples: int | None
     resamples_requested: int | None = None
     resamples_note: str | None = None
+    analytic: AnalyticInterval | None = None
+    warning: str | None = None
+    interval_note: str | None = None
 
     @property
     def id(self) -> MetricId:
@@ -98,17 +115,25 @@ class MetricValue(Part, kw_only=True):
 
 
 class McNemar(Part, kw_only=True):
-    """McNemar's test on the discordant pairs of a paired accuracy / exact-match comparison."""
+    """McNemar's test on the discordant pairs of a paired accuracy / exact-match comparison;
+    ``clusters`` is set when the rows carry clusters and the test is the clustered McNemar
+    (Durkalski et al. 2003) instead of the item-level one."""
 
     b: int
     c: int
     method: str
     statistic: float | None
     p_value: float | None
+    clusters: int | None = None
 
 
 class MetricDiff(Part, kw_only=True):
-    """A - B for one metric on one task: both values, the difference, its CI and a p-value."""
+    """A - B for one metric on one task: both values, the difference, its CI and a p-value.
+
+    ``p_value`` is the two-sided percentile-bootstrap p (since #16; the shifted bootstrap before),
+    so that p < 1 - ``ci`` exactly when the interval excludes 0, up to 1/B; ``p_adjusted`` is it
+    adjusted over the comparison's family (``ComparisonDoc.adjust``). ``se`` is the bootstrap SD of
+    the difference and ``mde`` the difference detectable with 80% power at alpha 0.05."""
 
     metric: str
     key: str
@@ -127,6 +152,12 @@ class MetricDiff(Part, kw_only=True):
     n: int | None
     clusters: int | None
     mcnemar: McNemar | None
+    se: float | None = None
+    mde: float | None = None
+    p_adjusted: float | None = None
+    analytic: AnalyticInterval | None = None
+    warning: str | None = None
+    interval_note: str | None = None
 
     @property
     def id(self) -> MetricId:
@@ -174,6 +205,7 @@ class ConfusionMatrix(Part, kw_only=True):
 
 
 __all__ = [
+    "AnalyticInterval",
     "ConfusionMatrix",
     "McNemar",
     "MetricDiff",

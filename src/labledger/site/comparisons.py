@@ -45,6 +45,14 @@ _METRIC_KEYS = (
     "method",
     "n",
     "clusters",
+    # the statistics of #16: adjusted p, SE and minimum detectable effect of the difference, the
+    # analytic interval, the few-cluster warning and why an interval was refused
+    "p_adjusted",
+    "se",
+    "mde",
+    "analytic",
+    "warning",
+    "interval_note",
 )
 
 #: The level of the paired tests behind the version tables' significance marks.
@@ -180,7 +188,7 @@ def _metric_view(m: dict[str, Any]) -> dict[str, Any]:
     out = {k: m.get(k) for k in _METRIC_KEYS if k in m}
     mc = m.get("mcnemar")
     if isinstance(mc, dict):
-        out["mcnemar"] = {k: mc.get(k) for k in ("b", "c", "statistic", "p_value", "method") if k in mc}
+        out["mcnemar"] = {k: mc.get(k) for k in ("b", "c", "statistic", "p_value", "method", "clusters") if k in mc}
     else:
         out["mcnemar"] = None
     return out
@@ -222,6 +230,8 @@ def comparison_view(doc: dict[str, Any], run_id: str, run_name: str, name: str) 
         "names": {"a": names.get("a") or doc.get("a"), "b": names.get("b") or doc.get("b")},
         "ci": doc.get("ci"),
         "resamples": doc.get("resamples"),
+        "adjust": doc.get("adjust"),
+        "family": doc.get("family"),
         "tasks": tasks,
     }
 

@@ -30,6 +30,10 @@ interface MetricEntry extends Interval {
   n?: Num;
   clusters?: Num;
   undefined_resamples?: Num;
+  /** #16: the analytic interval of a per-item mean, the few-cluster warning, why no interval. */
+  analytic?: AnalyticInterval | null;
+  warning?: string | null;
+  interval_note?: string | null;
 }
 
 /** The one shape of a confusion matrix: rows are `rows` (gold), columns `columns` (prediction). */
@@ -99,6 +103,18 @@ interface McNemar {
   statistic?: Num;
   p_value: Num;
   method?: string | null;
+  /** Set for the clustered McNemar (Durkalski et al. 2003). */
+  clusters?: Num;
+}
+/** An analytic interval of a per-item mean (Wilson, CLT-t, cluster-robust CR1). */
+interface AnalyticInterval {
+  method: string;
+  low?: Num;
+  high?: Num;
+  se?: Num;
+  df?: Num;
+  ci?: Num;
+  clusters?: Num;
 }
 /** One metric of a comparison: a, b, a − b with its CI and p-value, McNemar when there is one. */
 interface ComparisonMetric {
@@ -118,6 +134,14 @@ interface ComparisonMetric {
   n?: Num;
   clusters?: Num;
   mcnemar: McNemar | null;
+  /** The p-value adjusted over the document's family (ComparisonView.adjust). */
+  p_adjusted?: Num;
+  se?: Num;
+  /** Minimum detectable effect at 80% power, alpha 0.05. */
+  mde?: Num;
+  analytic?: AnalyticInterval | null;
+  warning?: string | null;
+  interval_note?: string | null;
 }
 interface ComparisonTaskView {
   task: string;
@@ -138,6 +162,8 @@ interface ComparisonView {
   names: { a: string | null; b: string | null };
   ci: Num;
   resamples: Num;
+  adjust?: string | null;
+  family?: string | null;
   tasks: ComparisonTaskView[];
 }
 
@@ -276,6 +302,9 @@ interface VersionTableRow {
   delta?: Num;
   delta_ci?: [number, number] | null;
   p_value?: Num;
+  p_adjusted?: Num;
+  mde?: Num;
+  warning?: string | null;
   significance?: string | null;
 }
 interface VersionTable {

@@ -468,19 +468,8 @@
               h("td", { class: "n", title: LL.fmt.exact(m.a) }, LL.fmt.interval(m.a, null, null).value),
               h("td", { class: "n", title: LL.fmt.exact(m.b) }, LL.fmt.interval(m.b, null, null).value),
               h("td", { class: "n diff", title: isNum(m.diff) ? "a − b = " + LL.fmt.exact(m.diff) : null }, d.value),
-              h(
-                "td",
-                { class: "n", title: isNum(m.ci_low) ? ciLabel + " [" + m.ci_low + ", " + m.ci_high + "]" : null },
-                d.ci
-              ),
-              h(
-                "td",
-                {
-                  class: "n",
-                  title: isNum(m.p_value) ? LL.fmt.exact(m.p_value) + (m.method ? " — " + m.method : "") : null,
-                },
-                LL.fmt.p(m.p_value)
-              ),
+              h("td", { class: "n", title: ciTitle(m, ciLabel) }, m.interval_note || d.ci),
+              h("td", { class: "n", title: pTitle(m, doc.adjust) }, pText(m, doc.adjust)),
               h(
                 "td",
                 {
@@ -501,6 +490,15 @@
             );
           })
         : h("tr", null, h("td", { colspan: 10, class: "muted" }, "This document has no metric entries."))
+    );
+    var notes = Array.from(
+      new Set(
+        rows
+          .map(function (x) {
+            return x.m.warning || "";
+          })
+          .filter(Boolean)
+      )
     );
     var table = h(
       "table",
@@ -529,8 +527,43 @@
       ),
       body
     );
-    return h("div", { class: "scroll" }, table);
+    return h(
+      "div",
+      { class: "scroll" },
+      table,
+      notes.map(function (w) {
+        return h("p", { class: "stat-warning muted" }, "Warning: " + w);
+      })
+    );
   };
+
+  /** @param {ComparisonMetric} m @param {string} ciLabel */
+  function ciTitle(m, ciLabel) {
+    var t = isNum(m.ci_low) ? ciLabel + " [" + m.ci_low + ", " + m.ci_high + "]" : "";
+    var an = m.analytic;
+    if (an && isNum(an.low) && isNum(an.high))
+      t += (t ? "; " : "") + "analytic [" + LL.fmt.exact(an.low) + ", " + LL.fmt.exact(an.high) + "] — " + an.method;
+    if (m.interval_note) t += (t ? "; " : "") + "no bootstrap interval: " + m.interval_note;
+    return t || null;
+  }
+  /** @param {ComparisonMetric} m @param {string | null | undefined} adjust */
+  function pTitle(m, adjust) {
+    if (!isNum(m.p_value)) return null;
+    var t = LL.fmt.exact(m.p_value) + (m.method ? " — " + m.method : "");
+    if (isNum(m.p_adjusted) && adjust && adjust !== "none")
+      t += "; adjusted (" + adjust + "): " + LL.fmt.exact(m.p_adjusted);
+    if (isNum(m.mde)) t += "; minimum detectable effect at 80% power: " + LL.fmt.exact(m.mde);
+    return t;
+  }
+  /** The bootstrap p, its adjusted value and "n.s., MDE x pp" when not significant. @param {ComparisonMetric} m @param {string | null | undefined} adjust */
+  function pText(m, adjust) {
+    var text = LL.fmt.p(m.p_value);
+    var adjusted = isNum(m.p_adjusted) && adjust && adjust !== "none";
+    if (adjusted) text += " (adj. " + LL.fmt.p(m.p_adjusted) + ")";
+    var p = adjusted ? m.p_adjusted : m.p_value;
+    if (isNum(p) && p >= 0.05) text += " n.s." + (isNum(m.mde) ? " (MDE " + (100 * m.mde).toFixed(1) + " pp)" : "");
+    return text;
+  }
 
   /** Labels in reading order: numerically when every label is a number ("-1", "0", "+1"). */
   LL.labelOrder = function (keys) {

@@ -21,13 +21,28 @@
   }
 
   /* ------------------------------------------------------------------ version tables */
-  /** @param {VersionTableRow} row @param {string} ciLabel */
-  function markOf(row, ciLabel) {
-    if (row.significance === "significant")
-      return h("span", { class: "sig-mark sig", title: "paired " + ciLabel + " excludes 0" }, "*");
+  /** The p-value a mark is read from: the adjusted one when the table adjusts (#16). @param {VersionTableRow} row */
+  function markP(row) {
+    return isNum(row.p_adjusted) ? row.p_adjusted : row.p_value;
+  }
+  /** @param {VersionTableRow} row @param {string | null | undefined} adjust */
+  function markOf(row, adjust) {
+    var p = markP(row);
+    var which = isNum(row.p_adjusted) && adjust && adjust !== "none" ? "adjusted p (" + adjust + ")" : "p";
+    var shown = isNum(p) ? which + " = " + LL.fmt.exact(p) : which + " unknown";
+    if (row.significance === "significant") return h("span", { class: "sig-mark sig", title: shown + " < 0.05" }, "*");
     if (row.significance === "not significant")
-      return h("span", { class: "sig-mark ns", title: "paired " + ciLabel + " includes 0" }, "n.s.");
+      return h("span", { class: "sig-mark ns", title: shown + " ≥ 0.05" }, "n.s.");
     return null;
+  }
+  /** "(MDE x pp)" beside an n.s. mark: inconclusive, not "no change". @param {VersionTableRow} row */
+  function mdeOf(row) {
+    if (row.significance !== "not significant" || !isNum(row.mde)) return null;
+    return h(
+      "span",
+      { class: "mde muted", title: "minimum detectable effect at 80% power, alpha 0.05" },
+      " (MDE " + (100 * row.mde).toFixed(1) + " pp)"
+    );
   }
   /** @param {VersionTableRow} row @param {string} ciLabel */
   function deltaTitle(row, ciLabel) {
@@ -36,6 +51,9 @@
     if (row.delta_ci) {
       t += "; paired bootstrap " + ciLabel + " [" + pp(row.delta_ci[0]) + ", " + pp(row.delta_ci[1]) + "]";
       if (isNum(row.p_value)) t += "; p = " + LL.fmt.exact(row.p_value);
+      if (isNum(row.p_adjusted)) t += "; adjusted p = " + LL.fmt.exact(row.p_adjusted);
+      if (isNum(row.mde)) t += "; MDE " + pp(row.mde);
+      if (row.warning) t += "; " + row.warning;
     } else {
       t += "; not tested (no stored predictions on the same items)";
     }
@@ -116,8 +134,9 @@
                 "td",
                 { class: "n delta", title: deltaTitle(r, ciLabel) },
                 pp(r.delta),
-                markOf(r, ciLabel) ? " " : null,
-                markOf(r, ciLabel)
+                markOf(r, t.adjust) ? " " : null,
+                markOf(r, t.adjust),
+                mdeOf(r)
               )
             : null
         )
@@ -182,6 +201,7 @@
         )
       );
     }
+    if (t.family) parts.push(h("p", { class: "family" }, "Deltas tested: " + t.family + "; marks use the adjusted p."));
     parts.push(h("p", { class: "definition muted" }, t.definition || ""));
     return h("div", { class: "vtable", id: "suite-" + index }, parts);
   }
@@ -220,7 +240,8 @@
         : "",
       "."
     );
-    return h("div", { class: "cdoc" }, head, where, LL.comparisonTable(doc));
+    var family = doc.family ? h("p", { class: "family muted" }, "p-values adjusted: " + doc.family + ".") : null;
+    return h("div", { class: "cdoc" }, head, where, LL.comparisonTable(doc), family);
   }
 
   /* ------------------------------------------------------------------ groups */

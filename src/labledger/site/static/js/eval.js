@@ -80,10 +80,16 @@
             return m.ci_low;
           },
           render: function (m) {
+            var title = LL.fmt.ciLabel(isNum(m.ci) ? m.ci : lv) + (m.method ? ": " + m.method : "");
+            var an = m.analytic;
+            if (an && isNum(an.low) && isNum(an.high))
+              title += "; analytic [" + LL.fmt.exact(an.low) + ", " + LL.fmt.exact(an.high) + "] — " + an.method;
+            if (m.warning) title += "; " + m.warning;
             return h(
               "span",
-              { title: LL.fmt.ciLabel(isNum(m.ci) ? m.ci : lv) + (m.method ? ": " + m.method : "") },
-              LL.fmt.interval(m.value, m.ci_low, m.ci_high).ci
+              { title: title },
+              m.interval_note || LL.fmt.interval(m.value, m.ci_low, m.ci_high).ci,
+              m.warning ? h("span", { class: "stat-warning", title: m.warning }, " ⚠") : null
             );
           },
         },
