@@ -106,8 +106,10 @@ def _config_dict(items: Any) -> dict[str, Any]:
 def read_wandb_file(path: str | os.PathLike[str]) -> WandbRunFile:
     """Read a W&B offline run file with W&B's protobuf classes (history rows keep ``_step``, ``_timestamp``)."""
     try:
-        from google.protobuf.message import DecodeError
-        from wandb.proto import wandb_internal_pb2 as pb
+        import importlib
+
+        pb: Any = importlib.import_module("wandb.proto.wandb_internal_pb2")
+        DecodeError: Any = importlib.import_module("google.protobuf.message").DecodeError
     except ImportError as exc:
         raise ImportSourceError(
             f"{path}: reading W&B run files needs the wandb package (pip install wandb): {exc}"
