@@ -20,13 +20,15 @@ Training code written against W&B runs unchanged; no account, no network, no bac
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
+from labledger.wandb._run import Config, Summary, UnsupportedError, WandbError, WandbRun, flatten
 from labledger.wandb.media import Artifact, Histogram, Image, MediaError, Settings, Table
-from labledger.wandb.run import Config, Summary, UnsupportedError, WandbError, WandbRun, flatten
 
 #: The W&B API this module follows (the calls of wandb 0.19+ that docs/wandb.md lists).
 __version__ = "0.19.0"
@@ -79,6 +81,26 @@ class _DisabledRun(WandbRun):
         self.finish()
 
 
+_open: list[WandbRun] = []
+_hooked = False
+
+
+def _at_exit() -> None:
+    """At interpreter exit, end the runs still open, as W&B does: failed if the script died of an exception."""
+    error = getattr(sys, "last_value", None)
+    for r in list(_open):
+        if r.finished:
+            continue
+        if error is not None:
+            r._flush()
+            r._close_extras()
+            r._run.finish("failed", error=f"{type(error).__name__}: {error}"[:500])
+            r.finished = True
+        else:
+            r.finish()
+    _open.clear()
+
+
 def _set_current(new: WandbRun | None) -> None:
     global run, config, summary
     run = new
@@ -87,6 +109,8 @@ def _set_current(new: WandbRun | None) -> None:
 
 
 def _ended(ended: WandbRun) -> None:
+    if ended in _open:
+        _open.remove(ended)
     if run is ended:
         _set_current(None)
 
@@ -176,6 +200,12 @@ def init(
             system_metrics=system_metrics,
             extra=extra,
         )
+    global _hooked
+    if not _hooked:  # one interpreter-exit handler (no IPython or excepthook hooks)
+        atexit.register(_at_exit)
+        _hooked = True
+    if not isinstance(new, _DisabledRun):
+        _open.append(new)
     _set_current(new)
     return new
 
@@ -217,7 +247,7 @@ def log_artifact(artifact_or_path: Any, name: str | None = None, type: str | Non
 
 def watch(*args: Any, **kwargs: Any) -> None:
     """``wandb.watch``: a no-op, with a one-time note."""
-    from labledger.wandb.run import _note_watch
+    from labledger.wandb._run import _note_watch
 
     _note_watch()
 

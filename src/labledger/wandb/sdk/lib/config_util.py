@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from labledger.wandb.run import WandbError
+from labledger.wandb._run import WandbError
 
 
 class ConfigError(WandbError):
