@@ -305,6 +305,7 @@ class WandbRun:
         self.tags = tuple(run_tags)
         self.step = 0
         self._pending: dict[str, Any] = {}
+        self._plain = False  # the pending row holds only numbers (written as they are)
         self._last: dict[str, Any] = {}  # last non-numeric values (kept out of Run._last)
         self._metrics: list[dict[str, Any]] = []  # define_metric definitions
         self._sync_axes: list[tuple[str, str]] = []  # (glob, step metric) pairs with step_sync
@@ -387,6 +388,18 @@ class WandbRun:
                 self._run.log(self.step, **data)
                 self.step += 1
                 return
+        elif commit is None and type(step) is int and step > self.step and not self._slow:
+            for v in data.values():
+                t = type(v)
+                if t is not float and t is not int:
+                    break
+            else:  # the hot path with step=: the row waits for a later step (it may still grow)
+                if self._pending:
+                    self._flush()
+                self._pending = dict(data)
+                self._plain = True
+                self.step = step
+                return
         if self.finished:
             raise WandbError(f"run {self.id} is finished; call wandb.init() to start another")
         if not isinstance(data, Mapping):
@@ -403,6 +416,7 @@ class WandbRun:
                 self._flush()
                 self.step = step
         self._pending.update(flatten(data))
+        self._plain = False
         if commit is True or (commit is None and step is None):
             self._flush()
             self.step += 1
@@ -412,6 +426,10 @@ class WandbRun:
         if not self._pending:
             return
         row, self._pending = self._pending, {}
+        if self._plain:  # only numbers, from the hot path
+            self._plain = False
+            self._run.log(self.step, **row)
+            return
         for pattern, axis in self._sync_axes:
             if (
                 axis not in row
@@ -554,6 +572,7 @@ class WandbRun:
         if step_metric is not None and step_sync is not False:
             self._sync_axes.append((name, step_metric))
         self._slow = True
+        self._plain = False
         return definition
 
     def _track(self, numbers: Mapping[str, Any]) -> None:
