@@ -7,7 +7,7 @@ import click
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
 
-FORMAT_CHOICES = ("auto", "seed-run", "report", "results", "tensorboard", "mlflow")
+FORMAT_CHOICES = ("auto", "seed-run", "report", "results", "tensorboard", "mlflow", "wandb")
 
 
 @main.command("import")

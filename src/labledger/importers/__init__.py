@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from labledger.errors import ImportSourceError, UnknownNameError
-from labledger.importers import mlflow, report, results, seed_run, tensorboard
+from labledger.importers import mlflow, report, results, seed_run, tensorboard, wandb_offline
 from labledger.importers.source import ImportedRun, ImportOptions, Source
 from labledger.store.ledger import Ledger
 
@@ -32,6 +32,7 @@ from labledger.store.ledger import Ledger
 IMPORTERS = {
     seed_run.FORMAT: seed_run,
     mlflow.FORMAT: mlflow,
+    wandb_offline.FORMAT: wandb_offline,
     tensorboard.FORMAT: tensorboard,
     report.FORMAT: report,
     results.FORMAT: results,
@@ -87,7 +88,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         f"{p}: cannot tell its format. Known: a seed-004 run folder (batches.jsonl, training_history.json, "
         "full_test/images.jsonl), a seed-000 report (.json with threshold_trials, paired_test, "
         "checkpoint_sha256...), a results .jsonl, TensorBoard event files (*tfevents*), an MLflow store "
-        "(mlflow.db or mlruns/). Name one with --format."
+        "(mlflow.db or mlruns/), W&B offline runs (run-*.wandb). Name one with --format."
     )
 
 

@@ -90,6 +90,26 @@ class WandbRunFile:
     exit_code: int | None = None
 
 
+def regroup(row: dict[str, Any]) -> dict[str, Any]:
+    """Put media values back together: W&B flattens ``{"img": {"_type": ..., "path": ...}}`` into
+    ``img._type``, ``img.path``; a key with a ``._type`` child becomes one dict again.
+
+    >>> regroup({"a.b": 1, "img._type": "image-file", "img.path": "p.png"})
+    {'a.b': 1, 'img': {'_type': 'image-file', 'path': 'p.png'}}
+    """
+    prefixes = sorted((k[: -len("._type")] for k in row if k.endswith("._type")), key=len)
+    if not prefixes:
+        return row
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        owner = next((p for p in prefixes if key.startswith(p + ".")), None)
+        if owner is None:
+            out[key] = value
+        else:
+            out.setdefault(owner, {})[key[len(owner) + 1 :]] = value
+    return out
+
+
 def _config_dict(items: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
@@ -146,7 +166,7 @@ def read_wandb_file(path: str | os.PathLike[str]) -> WandbRunFile:
             for item in rec.config.remove:
                 out.config.pop(_key(item), None)
         elif kind == "history":
-            out.history.append({_key(i): _value(i) for i in rec.history.item})
+            out.history.append(regroup({_key(i): _value(i) for i in rec.history.item}))
         elif kind == "summary":
             for item in rec.summary.update:
                 out.summary[_key(item)] = _value(item)
@@ -159,4 +179,5 @@ def read_wandb_file(path: str | os.PathLike[str]) -> WandbRunFile:
             out.files.extend(f.path for f in rec.files.files)
         elif kind == "exit":
             out.exit_code = rec.exit.exit_code
+    out.summary = regroup(out.summary)
     return out
