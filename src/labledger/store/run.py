@@ -128,6 +128,7 @@ class Run:
         ledger: Ledger | str | os.PathLike[str] | None = None,
         started: float | None = None,
         extra_meta: Mapping[str, Any] | None = None,
+        system_metrics: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise LedgerError("a run needs a non-empty name")
@@ -188,6 +189,11 @@ class Run:
         self._next_sync = time.time() + self.sync_interval
         if notes:
             self.note(notes)
+        self._system: Any = None
+        if system_metrics:
+            from labledger.store.system import start_sampler
+
+            self._system = start_sampler(self.dir)
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self) -> Run:
@@ -513,6 +519,9 @@ class Run:
             return
         if status not in ("finished", "failed", "killed"):
             raise LedgerError(f"status must be finished, failed or killed; got {status!r}")
+        if self._system is not None:
+            self._system.stop()
+            self._system = None
         for a in self._appenders():
             a.fsync()
             a.close()
@@ -536,12 +545,14 @@ def start_run(
     config: Mapping[str, Any] | None = None,
     notes: str | None = None,
     ledger: Ledger | str | os.PathLike[str] | None = None,
+    system_metrics: bool = False,
 ) -> Run:
     """Start a run; use it as a context manager.
 
     An exception inside the ``with`` block marks the run ``failed`` with the exception's summary
     and re-raises it. The ledger is ``ledger`` (a path or :class:`Ledger`), else ``$LABLEDGER_DIR``,
-    else ``./.labledger``; it is created if missing.
+    else ``./.labledger``; it is created if missing. ``system_metrics=True`` samples CPU, memory and
+    GPUs once a second into the run's ``system.jsonl`` (:mod:`labledger.store.system`).
 
     >>> import tempfile, labledger
     >>> ledger_dir = tempfile.mkdtemp()
@@ -551,4 +562,4 @@ def start_run(
     >>> labledger.open_ledger(ledger_dir).run(run.id).status
     'finished'
     """
-    return Run(name, group=group, tags=tags, config=config, notes=notes, ledger=ledger)
+    return Run(name, group=group, tags=tags, config=config, notes=notes, ledger=ledger, system_metrics=system_metrics)

@@ -30,12 +30,12 @@ from typing import Any
 import orjson
 
 from labledger.errors import LedgerError
-from labledger.store.jsonl import Appender
+from labledger.store.jsonl import RECORD_FILES, Appender
 from labledger.store.run import Run, sha256_file
 from labledger.wandb.media import Artifact, Histogram, Image, Table
 
 #: The record file (in the run folder) that references media, tables, files and artifacts.
-MEDIA_FILE = "media.jsonl"
+MEDIA_FILE = RECORD_FILES["media"]
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -293,9 +293,8 @@ class WandbRun:
             notes=notes,
             ledger=ledger,
             extra_meta={"wandb": wandb_meta, "written_by": "labledger.wandb"},
+            system_metrics=system_metrics,  # on by default, as in W&B
         )
-        self._system: Any = None
-        self.system_metrics = system_metrics
         self.config = Config(self._run)
         self.summary = Summary(self)
         self.project = project
@@ -695,9 +694,6 @@ class WandbRun:
 
     # -- end ------------------------------------------------------------------------------------
     def _close_extras(self) -> None:
-        if self._system is not None:
-            self._system.stop()
-            self._system = None
         headline = {k: v for k, v in self.summary._set.items() if self._kind(v) == "number"}
         headline.update(self._defined_summaries())
         if headline:
