@@ -42,6 +42,12 @@ class RunView:
     def __repr__(self) -> str:
         return f"<RunView {self.id} {self.name!r} {self.status}>"
 
+    def _repr_html_(self) -> str:
+        """Notebook display: meta, headline values, config and inline SVG curves (:mod:`.html`)."""
+        from labledger.store.html import run_html
+
+        return run_html(self)
+
     # -- metadata -------------------------------------------------------------------------------
     @property
     def name(self) -> str:
