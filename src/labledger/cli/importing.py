@@ -18,6 +18,7 @@ FORMAT_CHOICES = (
     "inspect",
     "lighteval",
     "helm",
+    "wandb",
 )
 
 

@@ -25,7 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from labledger.errors import ImportSourceError, UnknownNameError
-from labledger.importers import helm, inspect_log, lighteval, lm_eval, mlflow, report, results, seed_run, tensorboard
+from labledger.importers import (
+    helm,
+    inspect_log,
+    lighteval,
+    lm_eval,
+    mlflow,
+    report,
+    results,
+    seed_run,
+    tensorboard,
+    wandb_offline,
+)
 from labledger.importers.source import ImportedRun, ImportOptions, Source
 from labledger.store.ledger import Ledger
 
@@ -37,6 +48,7 @@ IMPORTERS = {
     lighteval.FORMAT: lighteval,
     helm.FORMAT: helm,
     mlflow.FORMAT: mlflow,
+    wandb_offline.FORMAT: wandb_offline,
     tensorboard.FORMAT: tensorboard,
     report.FORMAT: report,
     results.FORMAT: results,
@@ -94,7 +106,8 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         "checkpoint_sha256...), a results .jsonl, TensorBoard event files (*tfevents*), an MLflow store "
         "(mlflow.db or mlruns/), lm-eval output (results_<ts>.json + samples_*.jsonl), an inspect_ai log "
         "(.eval or .json), lighteval output (results_<ts>.json + details/*.parquet), a HELM run folder "
-        "(run_spec.json, scenario_state.json, per_instance_stats.json). Name one with --format."
+        "(run_spec.json, scenario_state.json, per_instance_stats.json), W&B offline runs (run-*.wandb). "
+        "Name one with --format."
     )
 
 

@@ -49,6 +49,8 @@ RECORD_FILES = {
     "history": "history.jsonl",
     "checkpoints": "checkpoints.jsonl",
     "notes": "notes.jsonl",
+    "system": "system.jsonl",  # system metrics, one sample a second (store/system.py)
+    "media": "media.jsonl",  # images, tables, files referenced by labledger.wandb runs
 }
 
 

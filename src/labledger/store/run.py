@@ -131,6 +131,7 @@ class Run:
         ledger: Ledger | str | os.PathLike[str] | None = None,
         started: float | None = None,
         extra_meta: Mapping[str, Any] | None = None,
+        system_metrics: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise LedgerError("a run needs a non-empty name")
@@ -195,6 +196,11 @@ class Run:
         self._next_sync = min(self._sync_due, time.time() + FOLD_INTERVAL)
         if notes:
             self.note(notes)
+        self._system: Any = None
+        if system_metrics:
+            from labledger.store.system import start_sampler
+
+            self._system = start_sampler(self.dir)
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self) -> Run:
@@ -541,6 +547,9 @@ class Run:
             return
         if status not in ("finished", "failed", "killed"):
             raise LedgerError(f"status must be finished, failed or killed; got {status!r}")
+        if self._system is not None:
+            self._system.stop()
+            self._system = None
         for a in self._appenders():
             a.fsync()
             a.close()
@@ -571,12 +580,14 @@ def start_run(
     config: Mapping[str, Any] | None = None,
     notes: str | None = None,
     ledger: Ledger | str | os.PathLike[str] | None = None,
+    system_metrics: bool = False,
 ) -> Run:
     """Start a run; use it as a context manager.
 
     An exception inside the ``with`` block marks the run ``failed`` with the exception's summary
     and re-raises it. The ledger is ``ledger`` (a path or :class:`Ledger`), else ``$LABLEDGER_DIR``,
-    else ``./.labledger``; it is created if missing.
+    else ``./.labledger``; it is created if missing. ``system_metrics=True`` samples CPU, memory and
+    GPUs once a second into the run's ``system.jsonl`` (:mod:`labledger.store.system`).
 
     >>> import tempfile, labledger
     >>> ledger_dir = tempfile.mkdtemp()
@@ -586,4 +597,4 @@ def start_run(
     >>> labledger.open_ledger(ledger_dir).run(run.id).status
     'finished'
     """
-    return Run(name, group=group, tags=tags, config=config, notes=notes, ledger=ledger)
+    return Run(name, group=group, tags=tags, config=config, notes=notes, ledger=ledger, system_metrics=system_metrics)

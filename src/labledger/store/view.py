@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from labledger.store.ledger import Ledger, RunInfo
 
 #: What ``table()``/``export`` can produce.
-TABLE_KINDS = ("scalars", "batches", "samples", "history", "checkpoints", "notes", "results")
+TABLE_KINDS = ("scalars", "batches", "samples", "history", "checkpoints", "notes", "system", "media", "results")
 
 
 class RunView:
@@ -42,6 +42,12 @@ class RunView:
 
     def __repr__(self) -> str:
         return f"<RunView {self.id} {self.name!r} {self.status}>"
+
+    def _repr_html_(self) -> str:
+        """Notebook display: meta, headline values, config and inline SVG curves (:mod:`.html`)."""
+        from labledger.store.html import run_html
+
+        return run_html(self)
 
     # -- metadata -------------------------------------------------------------------------------
     @property
@@ -171,7 +177,7 @@ class RunView:
     # -- tables ---------------------------------------------------------------------------------
     def records(self, what: str) -> Iterator[dict[str, Any]]:
         """Records of kind ``what`` (``scalars``, ``batches``, ``samples``, ``history``,
-        ``checkpoints``, ``notes``, ``results:<name>``), as dicts."""
+        ``checkpoints``, ``notes``, ``system``, ``media``, ``results:<name>``), as dicts."""
         kind, _, arg = what.partition(":")
         if kind == "scalars":
             return self.scalars()
@@ -185,6 +191,8 @@ class RunView:
             return self.checkpoints()
         if kind == "notes":
             return self.notes()
+        if kind in ("system", "media"):  # system metrics; labledger.wandb media references
+            return read_jsonl(self._file(RECORD_FILES[kind]))
         if kind == "results":
             names = self.results_names()
             if not arg:

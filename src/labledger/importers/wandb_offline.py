@@ -1,0 +1,177 @@
+"""Import W&B offline runs: ``wandb/offline-run-*/run-*.wandb`` and the files beside them.
+
+Each ``run-*.wandb`` file is one run, read by :func:`labledger.wandb.records.read_wandb_file` (W&B's
+own protobuf classes; the ``wandb`` package is required). The run keeps W&B's display name (else
+its id), project (as the group, unless the W&B group is set), tags, notes and config. Every history
+row becomes one scalar record: ``step`` is ``_step``, ``time`` is ``_timestamp``, the numbers keyed
+as W&B keys them (nested keys joined with ``.``). Images and tables that the row references and
+that exist under the run's ``files/`` are stored in the run: images under ``files/media/``, tables
+as a JSONL record file under ``files/tables/<key>/<step>.jsonl``. Numeric summary values are the
+run's headline values. A run without W&B's exit record (its process died) is imported as failed.
+Other values (histograms, strings) are counted in a note.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from labledger.errors import ImportSourceError
+from labledger.importers.source import (
+    ImportedRun,
+    ImportOptions,
+    Source,
+    finish_import,
+    inside,
+    is_number,
+    new_run,
+    walk_files,
+)
+from labledger.store.ledger import Ledger
+
+FORMAT = "wandb"
+RESERVED = ("step", "time")
+
+
+def _is_run_file(path: Path) -> bool:
+    return path.is_file() and path.suffix == ".wandb" and path.name.startswith("run-")
+
+
+def detect(path: Path) -> bool:
+    """A ``run-*.wandb`` file, or a folder with one anywhere under it."""
+    if path.is_file():
+        return _is_run_file(path)
+    return path.is_dir() and any(True for _ in path.rglob("run-*.wandb"))
+
+
+def make_source(path: Path) -> Source:
+    files = [path] if path.is_file() else [p for p in walk_files(path) if _is_run_file(p)]
+    if not files:
+        raise ImportSourceError(f"{path}: no W&B run files (wandb/offline-run-*/run-*.wandb)")
+    # W&B links logs/debug-core.log to ~/.cache/wandb: only the run files (inside the folder, as
+    # walk_files keeps them) and the media files they name (checked in _media_file) are read.
+    return Source(path, FORMAT, sorted(files), follow_symlinks=True)
+
+
+def _media_file(run_dir: Path, value: dict[str, Any]) -> Path | None:
+    rel = value.get("path")
+    if not isinstance(rel, str) or ".." in Path(rel).parts:
+        return None
+    candidate = run_dir / "files" / rel
+    return candidate if candidate.is_file() and inside(candidate, run_dir) else None
+
+
+def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
+    """One run per ``run-*.wandb`` file (see the module docstring)."""
+    from labledger.wandb._run import _safe
+    from labledger.wandb.records import read_wandb_file
+
+    out = []
+    for f in source.files:
+        data = read_wandb_file(f)
+        info = data.run
+        project = info.get("project") or None
+        name = opts.name or info.get("name") or info.get("id") or f.stem
+        run = new_run(
+            stage,
+            name,
+            source=source,
+            opts=opts,
+            config=data.config,
+            started=info.get("start_time"),
+            group=info.get("group") or project,
+            tags=info.get("tags") or (),
+            files=[f],
+            meta={"wandb": {k: info.get(k) for k in ("id", "project", "entity", "job_type") if info.get(k)}},
+            times_from="W&B's _timestamp of each history row",
+        )
+        skipped: Counter[str] = Counter()
+        renamed: dict[str, str] = {}
+        notes: list[str] = []
+        n_records = n_values = n_media = 0
+        last_time = info.get("start_time")
+        with run:
+            if info.get("notes"):
+                run.note(info["notes"])
+            for row in data.history:
+                step = row.get("_step")
+                if not isinstance(step, int):
+                    skipped["rows without _step"] += 1
+                    continue
+                when = row.get("_timestamp")
+                values: dict[str, Any] = {}
+                for key, value in row.items():
+                    if key.startswith("_"):
+                        continue
+                    if is_number(value) or value is None or isinstance(value, bool):
+                        if key in RESERVED:
+                            renamed[key] = key + "_"
+                            key = renamed[key]
+                        values[key] = value
+                        continue
+                    kind = value.get("_type") if isinstance(value, dict) else type(value).__name__
+                    media = _media_file(f.parent, value) if isinstance(value, dict) else None
+                    if media is not None and kind == "image-file":
+                        run.log_file(f"media/{_safe(key)}/{step}-{media.name}", media)
+                        n_media += 1
+                    elif media is not None and kind == "table-file":
+                        table = json.loads(media.read_text())
+                        cols = [str(c) for c in table.get("columns", [])]
+                        lines = "".join(
+                            json.dumps(dict(zip(cols, r, strict=False))) + "\n" for r in table.get("data", [])
+                        )
+                        run.log_file(f"tables/{_safe(key)}/{step}.jsonl", lines.encode())
+                        n_media += 1
+                    else:
+                        skipped[str(kind)] += 1
+                if values:
+                    kwargs = {"time": when} if isinstance(when, (int, float)) else {}
+                    run.log(step, **kwargs, **values)
+                    n_records += 1
+                    n_values += len(values)
+                if isinstance(when, (int, float)) and (last_time is None or when > last_time):
+                    last_time = when
+            headline = {
+                k: v
+                for k, v in data.summary.items()
+                if not k.startswith("_") and is_number(v) and not isinstance(v, bool)
+            }
+            if headline:
+                run.set_summary(**headline)
+            if skipped:
+                notes.append(
+                    "Not imported (numbers, images and tables are): "
+                    + ", ".join(f"{n} {k} value(s)" for k, n in sorted(skipped.items()))
+                    + "."
+                )
+            if renamed:
+                notes.append(
+                    "Keys renamed because step and time are the record's own fields: "
+                    + ", ".join(f"{a} -> {b}" for a, b in sorted(renamed.items()))
+                    + "."
+                )
+            if opts.copy:
+                source.copy_into(run, [f])
+            for text in notes:
+                run.note(text)
+            fields = {source.rel(f): f"history ({n_records} rows, {n_values} values, {n_media} media files)"}
+            if data.exit_code is None:
+                error = "the W&B run has no exit record (its process ended before wandb.finish)"
+                finish_import(run, fields, ended=last_time, status="failed", error=error)
+            elif data.exit_code != 0:
+                finish_import(run, fields, ended=last_time, status="failed", error=f"exit code {data.exit_code}")
+            else:
+                finish_import(run, fields, ended=last_time)
+        out.append(
+            ImportedRun(
+                run.id,
+                run.name,
+                run.group,
+                {"scalars": n_records, "values": n_values, "media": n_media, "notes": len(notes)},
+                fields,
+                notes,
+            )
+        )
+    return out

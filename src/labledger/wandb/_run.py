@@ -1,0 +1,741 @@
+"""The run behind ``labledger.wandb``: W&B's step/commit semantics over an ordinary :class:`labledger.Run`.
+
+Scalars go to the run's ``metrics.jsonl`` through :meth:`labledger.Run.log` at W&B's ``_step``;
+nested dicts are flattened with ``.`` as W&B flattens them; media, tables, histograms, non-numeric
+values, saved files and artifacts are referenced from ``media.jsonl`` (see :mod:`.media`).
+
+>>> import tempfile
+>>> run = WandbRun(project="demo", ledger=tempfile.mkdtemp())
+>>> run.log({"loss": 0.5, "eval": {"acc": 0.9}})
+>>> run.log({"loss": 0.25})
+>>> run.step, dict(run.summary)["eval.acc"]
+(2, 0.9)
+>>> run.finish()
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import hashlib
+import math
+import os
+import re
+import time
+import warnings
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from labledger.errors import LedgerError
+from labledger.store.jsonl import RECORD_FILES, Appender
+from labledger.store.run import Run, sha256_file
+from labledger.wandb.media import Artifact, Histogram, Image, Table
+
+#: The record file (in the run folder) that references media, tables, files and artifacts.
+MEDIA_FILE = RECORD_FILES["media"]
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class WandbError(LedgerError):
+    """A W&B call cannot be honoured as made (``wandb.Error``); the message says what to do."""
+
+
+class UnsupportedError(WandbError):
+    """A W&B call labledger.wandb does not support; the message names the alternative."""
+
+
+def _safe(name: str) -> str:
+    """A path component made of letters, digits, ``.``, ``-`` and ``_``."""
+    out = _SAFE.sub("_", str(name)).strip("._") or "x"
+    return out[:120]
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-ready copy of a config value: numpy and tensors unwrapped, other objects as ``str``."""
+
+    def default(obj: Any) -> Any:
+        if hasattr(obj, "item") and getattr(obj, "ndim", 1) == 0:
+            return obj.item()
+        if hasattr(obj, "tolist"):
+            return obj.tolist()
+        if hasattr(obj, "to_dict"):
+            return obj.to_dict()
+        if isinstance(obj, (set, frozenset, tuple)):
+            return list(obj)
+        return str(obj)
+
+    return orjson.loads(
+        orjson.dumps(value, default=default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    )
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """W&B's flattening of nested dicts in ``log``: ``{"a": {"b": 1}}`` -> ``{"a.b": 1}``.
+
+    >>> flatten({"train": {"loss": 1.0, "lr": {"g0": 0.1}}, "step": 3})
+    {'train.loss': 1.0, 'train.lr.g0': 0.1, 'step': 3}
+    """
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def config_input(config: Any) -> dict[str, Any]:
+    """A config dict from what ``wandb.init(config=...)`` takes: a mapping, argparse.Namespace or object."""
+    if config is None:
+        return {}
+    if isinstance(config, Mapping):
+        return dict(config)
+    if isinstance(config, str):
+        raise UnsupportedError(
+            f"wandb.init(config={config!r}): config files are not read by labledger.wandb; "
+            "load the file yourself (e.g. yaml.safe_load) and pass the dict"
+        )
+    if hasattr(config, "__dict__"):
+        return {k: v for k, v in vars(config).items() if not k.startswith("_")}
+    raise WandbError(f"wandb.init(config=...) takes a dict or an argparse.Namespace; got {type(config).__name__}")
+
+
+class Config:
+    """``wandb.config``: attribute and item access, ``update``, ``get``, ``keys``/``items``, ``as_dict``.
+
+    Every change is written to the run's ``config.json`` (atomically).
+
+    >>> import tempfile
+    >>> run = WandbRun(config={"lr": 0.1}, ledger=tempfile.mkdtemp())
+    >>> run.config.batch = 8; run.config["opt"] = "sgd"; run.config.update({"lr": 0.2})
+    >>> run.config.lr, run.config["batch"], sorted(run.config)
+    (0.2, 8, ['batch', 'lr', 'opt'])
+    >>> run.finish()
+    """
+
+    def __init__(self, run: Run | None = None) -> None:
+        object.__setattr__(self, "_run", run)
+        object.__setattr__(self, "_data", dict(run.config) if run is not None else {})
+
+    def _write(self, values: dict[str, Any]) -> None:
+        clean = _jsonable(values)
+        self._data.update(clean)
+        if self._run is not None and self._run.status == "running":
+            self._run.update_config(clean)
+
+    def update(self, values: Any = None, allow_val_change: bool | None = None, **kwargs: Any) -> None:
+        """Merge a dict (or Namespace) and keyword values into the config."""
+        merged = {**config_input(values), **kwargs}
+        if merged:
+            self._write(merged)
+
+    def setdefaults(self, values: Mapping[str, Any]) -> None:
+        """Set the keys that are not set yet."""
+        missing = {k: v for k, v in values.items() if k not in self._data}
+        if missing:
+            self._write(missing)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def keys(self) -> Any:
+        return self._data.keys()
+
+    def items(self) -> Any:
+        return self._data.items()
+
+    def values(self) -> Any:
+        return self._data.values()
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._write({key: value})
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self._data[key]
+        except KeyError:
+            raise AttributeError(f"wandb.config has no key {key!r}") from None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self._write({key: value})
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"wandb.config({self._data!r})"
+
+
+class Summary:
+    """``wandb.summary``: the last logged value of each key unless set explicitly (``summary[k] = v``).
+
+    >>> import tempfile
+    >>> run = WandbRun(ledger=tempfile.mkdtemp())
+    >>> run.log({"loss": 0.5}); run.summary["best"] = 0.1
+    >>> dict(run.summary)
+    {'loss': 0.5, 'best': 0.1}
+    >>> run.finish()
+    """
+
+    def __init__(self, owner: WandbRun | None = None) -> None:
+        self._owner = owner
+        self._set: dict[str, Any] = {}
+
+    def _merged(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self._owner is not None:
+            out.update(self._owner._last)
+            out.update(self._owner._run._last)
+            out.pop("time", None)
+        out.update(self._set)
+        return out
+
+    def __getitem__(self, key: str) -> Any:
+        return self._merged()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._set[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        self._set.pop(key, None)
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("_"):
+            raise AttributeError(key)
+        try:
+            return self._merged()[key]
+        except KeyError:
+            raise AttributeError(f"wandb.summary has no key {key!r}") from None
+
+    def update(self, values: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self._set.update(flatten(dict(values or {})))
+        self._set.update(kwargs)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._merged().get(key, default)
+
+    def keys(self) -> Any:
+        return self._merged().keys()
+
+    def items(self) -> Any:
+        return self._merged().items()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._merged()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._merged())
+
+    def __len__(self) -> int:
+        return len(self._merged())
+
+    def __repr__(self) -> str:
+        return f"wandb.summary({self._merged()!r})"
+
+
+_SUMMARIES = ("min", "max", "mean", "first", "last", "best", "none", "copy")
+
+
+class WandbRun:
+    """``wandb.run``: ``.id``, ``.name``, ``.dir``, ``.config``, ``.summary``, ``.log``, ``.finish``, ...
+
+    ``project`` becomes the labledger group unless ``group`` is given (then the project is kept in
+    ``run.json`` under ``wandb.project``); the ledger is ``ledger``, else ``dir/.labledger`` when
+    ``dir`` is given, else ``$LABLEDGER_DIR``, else ``./.labledger``.
+    """
+
+    def __init__(
+        self,
+        *,
+        project: str | None = None,
+        name: str | None = None,
+        group: str | None = None,
+        tags: Any = None,
+        config: Any = None,
+        notes: str | None = None,
+        job_type: str | None = None,
+        entity: str | None = None,
+        dir: str | os.PathLike[str] | None = None,
+        id: str | None = None,
+        ledger: Any = None,
+        system_metrics: bool = True,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        if ledger is None and dir is not None:
+            ledger = Path(dir) / ".labledger"
+        wandb_meta = {
+            k: v
+            for k, v in {"project": project, "entity": entity, "job_type": job_type, "id": id, **(extra or {})}.items()
+            if v is not None
+        }
+        run_tags = [str(t) for t in (tags or ())]
+        self._run = Run(
+            name or project or "wandb",
+            group=group if group is not None else project,
+            tags=run_tags,
+            config=_jsonable(config_input(config)),
+            notes=notes,
+            ledger=ledger,
+            extra_meta={"wandb": wandb_meta, "written_by": "labledger.wandb"},
+            system_metrics=system_metrics,  # on by default, as in W&B
+        )
+        self.config = Config(self._run)
+        self.summary = Summary(self)
+        self.project = project
+        self.entity = entity
+        self.job_type = job_type
+        self.notes = notes
+        self.tags = tuple(run_tags)
+        self.step = 0
+        self._pending: dict[str, Any] = {}
+        self._plain = False  # the pending row holds only numbers (written as they are)
+        self._last: dict[str, Any] = {}  # last non-numeric values (kept out of Run._last)
+        self._metrics: list[dict[str, Any]] = []  # define_metric definitions
+        self._sync_axes: list[tuple[str, str]] = []  # (glob, step metric) pairs with step_sync
+        self._tracked: dict[str, dict[str, float]] = {}  # min/max/sum/n/first per key for summaries
+        self._slow = False  # any definition that needs the per-row path
+        self._media: Appender | None = None
+        self._counters: dict[str, int] = {}
+        self.finished = False
+
+    # -- attributes W&B code reads ---------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self._run.id
+
+    @property
+    def name(self) -> str:
+        return self._run.name
+
+    @property
+    def group(self) -> str | None:
+        return self._run.group
+
+    @property
+    def dir(self) -> str:
+        return str(self._run.dir)
+
+    @property
+    def path(self) -> str:
+        return str(self._run.dir)
+
+    @property
+    def url(self) -> str:
+        return self._run.dir.resolve().as_uri()
+
+    @property
+    def offline(self) -> bool:
+        return True
+
+    @property
+    def labledger_run(self) -> Run:
+        """The :class:`labledger.Run` underneath (for labledger's own calls: log_results, log_batch...)."""
+        return self._run
+
+    def _label(self, **_: Any) -> None:
+        """Integrations label their runs (HF Trainer); accepted and ignored."""
+
+    def __repr__(self) -> str:
+        return f"<labledger.wandb run {self.id} {self.name!r}>"
+
+    def __enter__(self) -> WandbRun:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self.finished:
+            return
+        if exc is None:
+            self.finish()
+        else:
+            self._flush()
+            self._close_extras()
+            self._run.__exit__(exc_type, exc, tb)
+            self.finished = True
+            _forget(self)
+
+    # -- logging --------------------------------------------------------------------------------
+    def log(
+        self, data: Mapping[str, Any], step: int | None = None, commit: bool | None = None, sync: Any = None
+    ) -> None:
+        """``wandb.log``: merge ``data`` into the row at the current step; commit unless ``commit=False``.
+
+        With ``step=`` the row is that step (a smaller step than the current one is ignored with a
+        warning, as W&B does) and is committed when a later step arrives, at ``commit=True`` or at finish.
+        """
+        if step is None and commit is None and not self._pending and not self._slow:
+            for v in data.values():
+                t = type(v)
+                if t is not float and t is not int:
+                    break
+            else:  # the hot path: a flat dict of numbers
+                self._run.log(self.step, **data)
+                self.step += 1
+                return
+        elif commit is None and type(step) is int and step > self.step and not self._slow:
+            for v in data.values():
+                t = type(v)
+                if t is not float and t is not int:
+                    break
+            else:  # the hot path with step=: the row waits for a later step (it may still grow)
+                if self._pending:
+                    self._flush()
+                self._pending = dict(data)
+                self._plain = True
+                self.step = step
+                return
+        if self.finished:
+            raise WandbError(f"run {self.id} is finished; call wandb.init() to start another")
+        if not isinstance(data, Mapping):
+            raise WandbError(f"wandb.log takes a dict; got {type(data).__name__}")
+        if step is not None:
+            step = int(step)
+            if step < self.step:
+                warnings.warn(
+                    f"labledger.wandb: step {step} < current step {self.step}: data ignored (as W&B does)",
+                    stacklevel=2,
+                )
+                return
+            if step > self.step:
+                self._flush()
+                self.step = step
+        self._pending.update(flatten(data))
+        self._plain = False
+        if commit is True or (commit is None and step is None):
+            self._flush()
+            self.step += 1
+
+    def _flush(self) -> None:
+        """Write the pending row: numbers to metrics.jsonl, everything else to media.jsonl."""
+        if not self._pending:
+            return
+        row, self._pending = self._pending, {}
+        if self._plain:  # only numbers, from the hot path
+            self._plain = False
+            self._run.log(self.step, **row)
+            return
+        for pattern, axis in self._sync_axes:
+            if (
+                axis not in row
+                and axis in self._run._last
+                and any(fnmatch.fnmatchcase(k, pattern) for k in row if k != axis)
+            ):
+                row[axis] = self._run._last[axis]
+        numbers: dict[str, Any] = {}
+        for key, value in row.items():
+            kind = self._kind(value)
+            if kind == "number":
+                numbers[key] = value
+            else:
+                self._log_other(key, value, kind)
+        if numbers:
+            self._run.log(self.step, **numbers)
+            if self._tracked or self._metrics:
+                self._track(numbers)
+
+    @staticmethod
+    def _kind(value: Any) -> str:
+        t = type(value)
+        if t is float or t is int or t is bool or value is None:
+            return "number"
+        if isinstance(value, (Image, Table, Histogram)):
+            return type(value).__name__.lower()
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, Image) for v in value):
+            return "images"
+        size = getattr(value, "size", None)
+        if hasattr(value, "shape") and hasattr(value, "dtype"):
+            n = size() if callable(size) else size
+            if n == 1 or getattr(value, "ndim", 0) == 0:
+                return "number"
+            return "array"
+        from numbers import Real
+
+        if isinstance(value, Real):
+            return "number"
+        return "value"
+
+    def _media_file(self) -> Appender:
+        if self._media is None:
+            self._media = Appender(self._run.dir / MEDIA_FILE)
+        return self._media
+
+    def _record(self, rec: dict[str, Any]) -> None:
+        self._media_file().append({"step": self.step, "time": time.time(), **rec})
+
+    def _log_other(self, key: str, value: Any, kind: str) -> None:
+        if kind == "array":
+            value, kind = Histogram(value), "histogram"
+        if kind in ("image", "images"):
+            images = value if kind == "images" else [value]
+            files = []
+            for img in images:
+                n = self._counters.get(key, 0)
+                self._counters[key] = n + 1
+                rel = f"media/{_safe(key)}/{self.step}-{n}{img.suffix}"
+                data = img.png()
+                self._run.log_file(rel, data)
+                files.append(
+                    {
+                        "path": f"files/{rel}",
+                        "sha256": hashlib.sha256(data).hexdigest(),
+                        "caption": img.caption,
+                        "shape": list(img.shape),
+                    }
+                )
+            self._record({"kind": "image", "key": key, "files": files})
+        elif kind == "table":
+            self._log_table(key, value)
+        elif kind == "histogram":
+            self._record({"kind": "histogram", "key": key, "bins": value.bins, "counts": value.counts})
+        else:
+            self._last[key] = value
+            self._record({"kind": "value", "key": key, "value": _jsonable(value)})
+
+    def _log_table(self, key: str, table: Table) -> None:
+        from labledger.errors import RecordError
+        from labledger.inputs.results import validate_rows
+
+        rows = _jsonable(table.rows())
+        name = f"{_safe(key)}-{self.step}"
+        try:
+            validate_rows(rows, source=f"wandb.Table {key!r}")
+            is_results = bool(rows)
+        except RecordError:
+            is_results = False
+        if is_results:
+            self._run.log_results(name, rows, source_kind="wandb.Table", key=key, step=self.step)
+            self._record({"kind": "table", "key": key, "results": name, "rows": len(rows), "columns": table.columns})
+            return
+        rel = f"tables/{_safe(key)}/{self.step}.jsonl"
+        data = b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in rows)
+        self._run.log_file(rel, data)
+        self._record(
+            {
+                "kind": "table",
+                "key": key,
+                "path": f"files/{rel}",
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "rows": len(rows),
+                "columns": table.columns,
+            }
+        )
+
+    def define_metric(
+        self,
+        name: str,
+        step_metric: str | None = None,
+        step_sync: bool | None = None,
+        hidden: bool | None = None,
+        summary: str | None = None,
+        goal: str | None = None,
+        overwrite: bool | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
+        """``wandb.define_metric``: a metric's x-axis (``step_metric``) and its summary (min, max, mean, ...).
+
+        Definitions are kept in ``files/wandb-metrics.json``; ``step_sync`` fills the axis into rows
+        that lack it (its last value), as W&B does; summaries go to the run's headline values.
+        """
+        if summary is not None:
+            for part in str(summary).split(","):
+                if part.strip() not in _SUMMARIES:
+                    raise WandbError(
+                        f"define_metric({name!r}, summary={summary!r}): use one of {', '.join(_SUMMARIES)}"
+                    )
+        if goal is not None and goal not in ("minimize", "maximize"):
+            raise WandbError(f"define_metric({name!r}, goal={goal!r}): goal is 'minimize' or 'maximize'")
+        definition = {
+            "name": name,
+            "step_metric": step_metric,
+            "step_sync": step_sync,
+            "hidden": hidden,
+            "summary": summary,
+            "goal": goal,
+        }
+        self._metrics.append(definition)
+        if step_metric is not None and step_sync is not False:
+            self._sync_axes.append((name, step_metric))
+        self._slow = True
+        self._plain = False
+        return definition
+
+    def _track(self, numbers: Mapping[str, Any]) -> None:
+        for key, value in numbers.items():
+            if value is None or isinstance(value, bool):
+                continue
+            try:
+                x = float(value)
+            except (TypeError, ValueError):
+                continue
+            if math.isnan(x):
+                continue
+            t = self._tracked.get(key)
+            if t is None:
+                self._tracked[key] = {"min": x, "max": x, "sum": x, "n": 1, "first": x, "last": x}
+            else:
+                t["min"] = min(t["min"], x)
+                t["max"] = max(t["max"], x)
+                t["sum"] += x
+                t["n"] += 1
+                t["last"] = x
+
+    def _defined_summaries(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for d in self._metrics:
+            if not d["summary"]:
+                continue
+            for key, t in self._tracked.items():
+                if not fnmatch.fnmatchcase(key, d["name"]):
+                    continue
+                for part in (p.strip() for p in d["summary"].split(",")):
+                    if part == "best":
+                        part = "max" if d["goal"] == "maximize" else "min"
+                    if part in ("none", "copy"):
+                        continue
+                    value = t["sum"] / t["n"] if part == "mean" else t[part]
+                    out[f"{key}.{part}"] = value
+        return out
+
+    # -- files ----------------------------------------------------------------------------------
+    def save(self, glob_str: str | os.PathLike[str], base_path: str | None = None, policy: str = "live") -> list[str]:
+        """``wandb.save``: copy the matching files into the run's ``files/`` with their sha256."""
+        pattern = str(glob_str)
+        matches = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+        if not matches:
+            warnings.warn(f"labledger.wandb.save: no file matches {pattern!r}", stacklevel=2)
+        stored = []
+        for path in matches:
+            rel = os.path.relpath(path, base_path) if base_path else os.path.basename(path)
+            rel = "/".join(_safe(p) for p in Path(rel).parts if p not in ("..", "."))
+            target = self._run.log_file(f"saved/{rel}", path)
+            digest, size = sha256_file(target)
+            self._record(
+                {
+                    "kind": "file",
+                    "path": f"files/saved/{rel}",
+                    "source": os.path.abspath(path),
+                    "sha256": digest,
+                    "size": size,
+                }
+            )
+            stored.append(str(target))
+        return stored
+
+    def log_artifact(
+        self,
+        artifact_or_path: Artifact | str | os.PathLike[str],
+        name: str | None = None,
+        type: str | None = None,
+        aliases: list[str] | None = None,
+        **_: Any,
+    ) -> Artifact:
+        """``wandb.log_artifact``: copy the artifact's files into ``files/artifacts/<name>/v<n>/`` with sha256."""
+        if isinstance(artifact_or_path, Artifact):
+            art = artifact_or_path
+        else:
+            path = Path(artifact_or_path)
+            art = Artifact(name or path.name, type=type or "unspecified")
+            if path.is_dir():
+                art.add_dir(path)
+            else:
+                art.add_file(path)
+        version = self._counters.get(f"artifact:{art.name}", 0)
+        self._counters[f"artifact:{art.name}"] = version + 1
+        base = f"artifacts/{_safe(art.name)}/v{version}"
+        manifest = []
+        for rel, src in art.files:
+            rel = "/".join(_safe(p) for p in Path(rel).parts)
+            target = self._run.log_file(f"{base}/{rel}", src)
+            digest, size = sha256_file(target)
+            manifest.append({"path": f"files/{base}/{rel}", "sha256": digest, "size": size})
+        self._record(
+            {
+                "kind": "artifact",
+                "name": art.name,
+                "type": art.type,
+                "version": version,
+                "aliases": list(aliases or []),
+                "metadata": _jsonable(art.metadata),
+                "files": manifest,
+            }
+        )
+        return art
+
+    def watch(self, *_: Any, **__: Any) -> None:
+        """``wandb.watch``: accepted and a no-op (gradients and parameters are not logged)."""
+        _note_watch()
+
+    def alert(self, *_: Any, **__: Any) -> None:
+        raise UnsupportedError(
+            "wandb.alert is not supported by labledger.wandb: alerts need a server; check values in your loop "
+            "and raise, or use labledger's gates"
+        )
+
+    def use_artifact(self, *_: Any, **__: Any) -> None:
+        raise UnsupportedError(
+            "wandb.use_artifact is not supported by labledger.wandb: artifacts are not downloaded; open the file "
+            "from the producing run's folder (labledger show RUN) and record it with Run.log_checkpoint"
+        )
+
+    # -- end ------------------------------------------------------------------------------------
+    def _close_extras(self) -> None:
+        headline = {k: v for k, v in self.summary._set.items() if self._kind(v) == "number"}
+        headline.update(self._defined_summaries())
+        if headline:
+            self._run.set_summary(**headline)
+        if self._metrics:
+            self._run.log_file("wandb-metrics.json", orjson.dumps(self._metrics, option=orjson.OPT_INDENT_2))
+        full = {**self.summary._merged(), **self._defined_summaries()}
+        self._run.log_file("wandb-summary.json", orjson.dumps(_jsonable(full), option=orjson.OPT_INDENT_2))
+        if self._media is not None:
+            self._media.fsync()
+            self._media.close()
+
+    def finish(self, exit_code: int | None = None, quiet: bool | None = None) -> None:
+        """``wandb.finish``: commit the pending row and end the run (``exit_code`` != 0 marks it failed)."""
+        if self.finished:
+            return
+        self._flush()
+        self._close_extras()
+        if exit_code:
+            self._run.finish("failed", error=f"exit code {exit_code}")
+        else:
+            self._run.finish()
+        self.finished = True
+        _forget(self)
+
+
+_watch_noted = False
+
+
+def _note_watch() -> None:
+    global _watch_noted
+    if not _watch_noted:
+        _watch_noted = True
+        warnings.warn(
+            "labledger.wandb: wandb.watch is a no-op (gradients and parameters are not logged); "
+            "log the values you need with wandb.log",
+            stacklevel=3,
+        )
+
+
+def _forget(run: WandbRun) -> None:
+    """Tell the module-level API that ``run`` ended (``wandb.run`` becomes None when it was current)."""
+    import labledger.wandb as api
+
+    api._ended(run)

@@ -1,0 +1,276 @@
+"""``wandb.Image``, ``wandb.Table``, ``wandb.Histogram``, ``wandb.Artifact`` and ``wandb.Settings``.
+
+Each media object turns into plain files when it is logged: images into PNG files under the run's
+``files/media/``, tables into a result set (rows with ``id``/``task``/``gold``/predictions) or a JSONL
+record file under ``files/tables/``, histograms into bins and counts, artifacts into copied files
+with their sha256. The run's ``media.jsonl`` references each one by key and step.
+
+>>> import numpy as np
+>>> img = Image(np.zeros((2, 3), dtype=np.uint8), caption="blank")
+>>> img.png()[:8] == PNG_SIGNATURE, img.shape
+(True, (2, 3))
+>>> Table(columns=["a", "b"], data=[[1, "x"]]).rows()
+[{'a': 1, 'b': 'x'}]
+>>> Histogram([1, 2, 2, 3], num_bins=2).counts
+[1, 3]
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from labledger.errors import LedgerError
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_COLOR_TYPES = {1: 0, 2: 4, 3: 2, 4: 6}  # channels -> PNG colour type (gray, gray+alpha, RGB, RGBA)
+
+
+class MediaError(LedgerError):
+    """A media object (image, table, histogram, artifact) cannot be built from what it was given."""
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def encode_png(pixels: np.ndarray) -> bytes:
+    """8-bit PNG of an ``HxW`` (gray), ``HxWx1``, ``HxWx2``, ``HxWx3`` (RGB) or ``HxWx4`` (RGBA) uint8 array.
+
+    >>> encode_png(np.zeros((1, 1, 3), dtype=np.uint8))[:8] == PNG_SIGNATURE
+    True
+    """
+    arr = np.asarray(pixels)
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    if arr.ndim != 3 or arr.shape[2] not in _COLOR_TYPES or arr.size == 0:
+        raise MediaError(f"an image needs HxW or HxWxC pixels with C in 1..4; got shape {arr.shape}")
+    arr = np.ascontiguousarray(arr.astype(np.uint8, copy=False))
+    height, width, channels = arr.shape
+    raw = np.zeros((height, width * channels + 1), dtype=np.uint8)  # filter byte 0 before every row
+    raw[:, 1:] = arr.reshape(height, width * channels)
+    header = struct.pack(">IIBBBBB", width, height, 8, _COLOR_TYPES[channels], 0, 0, 0)
+    return (
+        PNG_SIGNATURE
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", zlib.compress(raw.tobytes(), 6))
+        + _chunk(b"IEND", b"")
+    )
+
+
+def _to_pixels(data: Any) -> np.ndarray:
+    """uint8 HxWxC pixels from a numpy array, a torch tensor (CHW or HWC) or a PIL image, as W&B reads them."""
+    if hasattr(data, "getbands") and hasattr(data, "convert"):  # PIL.Image.Image
+        return np.asarray(data.convert("RGBA") if data.mode not in ("L", "RGB", "RGBA", "LA") else data)
+    is_torch = type(data).__module__.startswith("torch")
+    if is_torch:
+        data = data.detach().cpu().numpy()
+        if data.ndim == 3 and data.shape[0] in (1, 3, 4) and data.shape[-1] not in (1, 3, 4):
+            data = np.transpose(data, (1, 2, 0))  # torch images are channels-first
+        elif data.ndim == 3 and data.shape[0] in (1, 3, 4) and data.shape[-1] > 4:
+            data = np.transpose(data, (1, 2, 0))
+    arr = np.asarray(data)
+    if arr.ndim == 3 and arr.shape[0] in (1, 3, 4) and arr.shape[2] not in (1, 2, 3, 4):
+        arr = np.transpose(arr, (1, 2, 0))
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.uint8) * 255
+    elif np.issubdtype(arr.dtype, np.floating):
+        finite = arr[np.isfinite(arr)]
+        # W&B's rule: floats in [0, 1] are scaled to 0..255, anything else is clipped to 0..255
+        if finite.size and finite.min() >= 0 and finite.max() <= 1:
+            arr = arr * 255.0
+        arr = np.clip(np.nan_to_num(arr), 0, 255).round().astype(np.uint8)
+    elif arr.dtype != np.uint8:
+        arr = np.clip(arr, 0, 255).astype(np.uint8)
+    return arr
+
+
+class Image:
+    """An image to log (``wandb.Image``): numpy array, torch tensor, PIL image or a PNG/JPEG file path.
+
+    Logged, it becomes ``files/media/<key>/<step>-<n>.png`` in the run, referenced from ``media.jsonl``.
+
+    >>> Image(np.ones((4, 4, 3)), caption="white").shape
+    (4, 4, 3)
+    """
+
+    def __init__(self, data_or_path: Any, mode: str | None = None, caption: str | None = None, **_: Any) -> None:
+        self.caption = caption
+        self._path: Path | None = None
+        if isinstance(data_or_path, (str, os.PathLike)):
+            self._path = Path(data_or_path)
+            if not self._path.is_file():
+                raise MediaError(f"wandb.Image: {self._path} does not exist or is not a file")
+            self._pixels: np.ndarray | None = None
+            self.shape: tuple[int, ...] = ()
+        else:
+            if mode is not None and hasattr(data_or_path, "convert"):
+                data_or_path = data_or_path.convert(mode)
+            self._pixels = _to_pixels(data_or_path)
+            self.shape = tuple(self._pixels.shape)
+
+    def png(self) -> bytes:
+        """The image's bytes (PNG, or the file's own bytes for a path)."""
+        if self._path is not None:
+            return self._path.read_bytes()
+        assert self._pixels is not None
+        return encode_png(self._pixels)
+
+    @property
+    def suffix(self) -> str:
+        return self._path.suffix.lower() if self._path is not None else ".png"
+
+
+class Table:
+    """A table to log (``wandb.Table``): ``columns`` and ``data`` rows, or a pandas ``dataframe``.
+
+    Logged, rows that are result rows (``id``, ``task``, ``gold``, a prediction) become a result set;
+    any other rows become a JSONL record file ``files/tables/<key>/<step>.jsonl``.
+
+    >>> t = Table(columns=["x"])
+    >>> t.add_data(1); t.add_data(2)
+    >>> len(t.data), t.rows()[1]
+    (2, {'x': 2})
+    """
+
+    def __init__(
+        self,
+        columns: Sequence[str] | None = None,
+        data: Iterable[Sequence[Any]] | None = None,
+        rows: Iterable[Sequence[Any]] | None = None,
+        dataframe: Any = None,
+        **_: Any,
+    ) -> None:
+        if dataframe is not None:
+            columns = [str(c) for c in dataframe.columns]
+            data = dataframe.itertuples(index=False, name=None)
+        self.columns = [str(c) for c in (columns or [])]
+        self.data: list[list[Any]] = [list(r) for r in (data if data is not None else rows or [])]
+        if not self.columns and self.data:
+            self.columns = [f"col{i}" for i in range(len(self.data[0]))]
+        for i, row in enumerate(self.data, 1):
+            if len(row) != len(self.columns):
+                raise MediaError(f"wandb.Table: row {i} has {len(row)} values for {len(self.columns)} columns")
+
+    def add_data(self, *values: Any) -> None:
+        """Append one row (as many values as columns)."""
+        if len(values) != len(self.columns):
+            raise MediaError(f"wandb.Table.add_data: {len(values)} values for {len(self.columns)} columns")
+        self.data.append(list(values))
+
+    def add_column(self, name: str, data: Sequence[Any]) -> None:
+        """Append a column (one value per existing row)."""
+        if len(data) != len(self.data):
+            raise MediaError(f"wandb.Table.add_column: {len(data)} values for {len(self.data)} rows")
+        self.columns.append(str(name))
+        for row, v in zip(self.data, data, strict=True):
+            row.append(v)
+
+    def get_column(self, name: str) -> list[Any]:
+        """The values of column ``name``."""
+        i = self.columns.index(name)
+        return [row[i] for row in self.data]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows as dicts keyed by column."""
+        return [dict(zip(self.columns, row, strict=True)) for row in self.data]
+
+
+class Histogram:
+    """A histogram to log (``wandb.Histogram``): from a ``sequence`` or a numpy ``(counts, edges)``.
+
+    >>> h = Histogram(np_histogram=([2, 1], [0.0, 0.5, 1.0]))
+    >>> h.counts, h.bins
+    ([2, 1], [0.0, 0.5, 1.0])
+    """
+
+    def __init__(
+        self,
+        sequence: Any = None,
+        np_histogram: tuple[Sequence[Any], Sequence[Any]] | None = None,
+        num_bins: int = 64,
+    ) -> None:
+        counts: Any
+        edges: Any
+        if np_histogram is not None:
+            counts, edges = np_histogram
+        elif sequence is not None:
+            values = sequence
+            if type(values).__module__.startswith("torch"):
+                values = values.detach().cpu().numpy()
+            arr = np.asarray(values, dtype=float).ravel()
+            counts, edges = np.histogram(arr[np.isfinite(arr)], bins=int(num_bins))
+        else:
+            raise MediaError("wandb.Histogram needs a sequence or np_histogram=(counts, edges)")
+        self.counts = [int(c) if float(c).is_integer() else float(c) for c in np.asarray(counts).tolist()]
+        self.bins = [float(e) for e in np.asarray(edges).tolist()]
+        if len(self.bins) != len(self.counts) + 1:
+            raise MediaError(f"wandb.Histogram: {len(self.bins)} edges for {len(self.counts)} counts (need one more)")
+
+
+class Artifact:
+    """Files to keep with the run (``wandb.Artifact``); logged with their sha256 by ``log_artifact``.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "w.bin"; _ = p.write_bytes(b"x")
+    >>> a = Artifact("model", type="model"); a.add_file(str(p))
+    >>> [name for name, _ in a.files]
+    ['w.bin']
+    """
+
+    def __init__(
+        self,
+        name: str,
+        type: str = "unspecified",
+        description: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **_: Any,
+    ) -> None:
+        self.name = str(name)
+        self.type = str(type)
+        self.description = description
+        self.metadata = dict(metadata or {})
+        self.files: list[tuple[str, Path]] = []
+
+    def add_file(self, local_path: str | os.PathLike[str], name: str | None = None, **_: Any) -> None:
+        """Add one file (stored under ``name``, default its base name)."""
+        path = Path(local_path)
+        if not path.is_file():
+            raise MediaError(f"wandb.Artifact.add_file: {path} does not exist or is not a file")
+        self.files.append((name or path.name, path))
+
+    def add_dir(self, local_path: str | os.PathLike[str], name: str | None = None, **_: Any) -> None:
+        """Add every file under a folder (paths kept relative to it, under ``name`` when given)."""
+        root = Path(local_path)
+        if not root.is_dir():
+            raise MediaError(f"wandb.Artifact.add_dir: {root} is not a folder")
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            rel = path.relative_to(root).as_posix()
+            self.files.append((f"{name}/{rel}" if name else rel, path))
+
+    def add_reference(self, uri: str, name: str | None = None, **_: Any) -> None:
+        """Not supported: references to remote objects are not copied or hashed."""
+        raise MediaError(
+            f"wandb.Artifact.add_reference({uri!r}) is not supported by labledger.wandb: "
+            "download the object and use add_file, or record its hash with Run.log_checkpoint_reference"
+        )
+
+
+class Settings:
+    """``wandb.Settings(...)``: accepted; the values are kept (and stored in the run's meta) but change nothing.
+
+    >>> Settings(silent=True).silent
+    True
+    """
+
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if isinstance(v, (str, int, float, bool, type(None)))}

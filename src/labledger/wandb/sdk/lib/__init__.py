@@ -1,0 +1,1 @@
+"""``wandb.sdk.lib``: only what integrations import."""
