@@ -422,6 +422,7 @@ def test_unknown_sources_are_refused(tmp_path):
         "inspect",
         "lighteval",
         "helm",
+        "wandb",
     }
 
 
