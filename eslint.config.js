@@ -4,7 +4,17 @@ const js = require("@eslint/js");
 const globals = require("globals");
 
 module.exports = [
-  { ignores: ["node_modules/", "src/labledger/site/static/vendor/", "**/*.d.ts"] },
+  // only the site scripts and this file are linted: never a virtual environment or anything installed
+  {
+    ignores: [
+      "node_modules/",
+      ".venv*/",
+      "build/",
+      "test-artifacts/",
+      "src/labledger/site/static/vendor/",
+      "**/*.d.ts",
+    ],
+  },
   {
     files: ["src/labledger/site/static/js/**/*.js"],
     languageOptions: {
