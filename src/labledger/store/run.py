@@ -100,8 +100,16 @@ def _rows_from_bytes(data: bytes, source: str) -> tuple[list[Any], list[int], by
 
 
 def new_run_id() -> str:
-    """Time-sortable, unique: ``YYYYmmdd-HHMMSS-xxxxxx``."""
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+    """Time-sortable, globally unique: ``YYYYmmdd-HHMMSS-xxxxxxxxxxxx`` (48 random bits).
+
+    Runs of many machines meet on one team server (#18): with 24 random bits, a sweep starting
+    1,000 runs in the same second on a cluster collided with odds of about 3 %; with 48 bits the odds
+    are about 2e-9.
+
+    >>> len(new_run_id().split("-")[-1])
+    12
+    """
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(6)
 
 
 class Run:
