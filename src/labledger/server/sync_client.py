@@ -237,13 +237,16 @@ def sync_runs(
     repair: bool = False,
     timeout: float = 300.0,
     on_file: Callable[[str, str, int], None] | None = None,
+    trust_cache: bool = False,
 ) -> SyncReport:
     """Copy ``runs`` (all by default) of a local ledger to the server at ``to``; see the module docstring.
 
     Raises :class:`SyncConflictError` for a run another ledger synced, one changed on the server, or
     a record file that no longer starts with what was sent, and :class:`SyncError` for anything
     else the server refused or a digest that differs. ``dry_run`` sends nothing and fills
-    ``pending`` (``labledger sync --status``).
+    ``pending`` (``labledger sync --status``). ``trust_cache`` (the rounds of :func:`watch`) skips
+    runs whose files and index rows have not changed since they were last synced without asking the
+    server; otherwise the server is asked about every run, so damage on its side is found.
 
     >>> sync_runs(".labledger", "http://127.0.0.1:8765", token="...")   # doctest: +SKIP
     SyncReport(runs=3, runs_sent=['20260101-120000-0123456789ab'], files_sent=4, bytes_sent=81920, ...)
@@ -270,7 +273,7 @@ def sync_runs(
                 files = run_files(run_dir)
                 stats = [stat_key((run_dir / f).stat()) for f in files]
                 signature = hashlib.sha256(orjson.dumps([rows_digest, files, stats])).hexdigest()
-                if cache.done.get(info.id) == signature and not dry_run:
+                if trust_cache and cache.done.get(info.id) == signature and not dry_run:
                     continue
                 todo.append((info.id, run_dir, files, rows, rows_digest, signature))
             for start in range(0, len(todo), BATCH):
@@ -437,7 +440,7 @@ def watch(
         report: SyncReport | None = None
         error: Exception | None = None
         try:
-            report = sync_runs(ledger, to, token=token, runs=runs)
+            report = sync_runs(ledger, to, token=token, runs=runs, trust_cache=True)
         except SyncConflictError:
             raise
         except LedgerError as exc:
