@@ -202,7 +202,7 @@ def create_app(
         Route("/api/runs/{run}/{kind}", api.run_records, methods=["GET"]),
         Route("/api/table", api.get_table, methods=["GET"]),
         Route("/api/sync/state", sync.state, methods=["POST"]),
-        Route("/api/sync/runs/{run}/files/{path:path}", sync.put_file, methods=["PUT"]),
+        Route("/api/sync/runs/{run}/files", sync.put_file, methods=["PUT"]),
         Route("/api/sync/runs/{run}/index", sync.put_index, methods=["POST"]),
         Route("/api/uploads", uploads.list_uploads, methods=["GET"]),
         Route("/upload", uploads.upload, methods=["POST"]),

@@ -3,7 +3,7 @@
 * ``POST /api/sync/state`` ``{"origin": O, "runs": [ids]}``: per run what the server holds (its
   manifest's files with size and chunk hashes, the part files of interrupted uploads, the index
   digest), ``null`` for a run it lacks, ``{"foreign": true}`` for a run it has that sync did not make.
-* ``PUT /api/sync/runs/{run}/files/{path}?offset=N&size=TOTAL``: the bytes ``[N, TOTAL)`` of one
+* ``PUT /api/sync/runs/{run}/files?path=REL&offset=N&size=TOTAL``: the bytes ``[N, TOTAL)`` of one
   file, streamed to disk and hashed chunk by chunk on the way (``N`` is a chunk boundary). Record
   files (append-only) are written in place; every other file goes to a part file that is renamed
   into place once complete, so a reader never sees half a checkpoint. ``X-Prefix-Digest`` is the
@@ -163,13 +163,13 @@ async def state(request: Request) -> Response:
 
 
 async def put_file(request: Request) -> Response:
-    """``PUT /api/sync/runs/{run}/files/{path}?offset=N&size=TOTAL``."""
+    """``PUT /api/sync/runs/{run}/files?path=REL&offset=N&size=TOTAL``."""
     ctx = request.app.state.ctx
     ctx.require_write(request)
     origin, host = _origin(request)
     run_id = _run_id(request.path_params["run"])
     try:
-        rel = check_run_path(request.path_params["path"])
+        rel = check_run_path(request.query_params.get("path") or "")
     except RecordError as exc:
         raise ApiError(400, str(exc)) from None
     try:

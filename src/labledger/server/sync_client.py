@@ -409,7 +409,7 @@ def _send(session: _Session, run_id: str, rel: str, path: Path, offset: int, siz
     }
     doc = session.call(
         "PUT",
-        f"/api/sync/runs/{run_id}/files/{quote(rel)}?offset={offset}&size={size}",
+        f"/api/sync/runs/{run_id}/files?path={quote(rel, safe='')}&offset={offset}&size={size}",
         content=body(),
         headers=headers,
     )
