@@ -85,7 +85,7 @@ def check_run_path(rel: str) -> str:
     >>> check_run_path("../x")
     Traceback (most recent call last):
     ...
-    labledger.errors.RecordError: path: must be a relative path of names that do not start with '.'; got '../x'
+    labledger.errors.RecordError: field 'path' must be a relative path of names that do not start with '.'; got '../x'
     """
     parts = rel.split("/")
     if (
