@@ -29,7 +29,7 @@ from labledger.cli.base import (
     envvar="LABLEDGER_SYNC",
     show_envvar=True,
     metavar="URL",
-    help="The team server (http://HOST:PORT), a `labledger serve` with a token.",
+    help="The team server (http://HOST:PORT), a `labledger serve` with a token; or s3://BUCKET/PREFIX.",
 )
 @click.option("--token", default=None, envvar="LABLEDGER_TOKEN", show_envvar=True, help="The server's token.")
 @click.option(
@@ -66,6 +66,20 @@ def sync_cmd(runs, to, token, watch, interval, status, repair, ledger_path, as_j
 
     path = resolve_ledger_path(ledger_path)
     wanted = list(runs) or None
+    if to.startswith("s3://"):
+        if watch or status or repair:
+            raise click.UsageError("--watch, --status and --repair are for a server; s3:// takes a plain sync")
+        from labledger.store.objects import sync_to_objects
+
+        done = sync_to_objects(path, to, runs=wanted)
+        if as_json:
+            emit_json(done.to_dict())
+            return
+        console.print(
+            f"Synced {done.runs} run(s) to {to}: {done.chunks_sent} new chunk(s), {done.bytes_sent:,} bytes "
+            f"({done.runs_sent} manifest(s) written); every chunk checked by sha256"
+        )
+        return
     if status:
         report = sync_runs(path, to, token=token, runs=wanted, dry_run=True)
         if as_json:

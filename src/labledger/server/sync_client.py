@@ -30,10 +30,19 @@ import orjson
 from labledger.errors import LedgerError, SyncConflictError, SyncError
 from labledger.store.jsonl import read_json, write_json
 from labledger.store.ledger import Ledger
-from labledger.store.manifest import APPEND_ONLY, CHUNK, MUTABLE, digest, range_hash, run_files, stat_key
+from labledger.store.manifest import (
+    APPEND_ONLY,
+    CHUNK,
+    MUTABLE,
+    complete_size,
+    digest,
+    index_rows,
+    range_hash,
+    run_files,
+    stat_key,
+)
 
 BATCH = 200
-INDEX_TABLES = ("runs", "run_tags", "checkpoints", "benchmark_entries")
 
 
 @dataclass
@@ -87,23 +96,6 @@ def _check_url(to: str) -> str:
     return to.rstrip("/")
 
 
-def _complete_size(path: Path, size: int) -> int:
-    """``size`` cut back to just after the last newline (a live record file's last line may be torn)."""
-    if size == 0:
-        return 0
-    with open(path, "rb") as f:
-        end = size
-        while end > 0:
-            start = max(0, end - 65536)
-            f.seek(start)
-            block = f.read(end - start)
-            i = block.rfind(b"\n")
-            if i >= 0:
-                return start + i + 1
-            end = start
-    return 0
-
-
 class _Cache:
     """Chunk hashes of local files by ``stat``, and the signature of each run known synced."""
 
@@ -145,36 +137,6 @@ class _Cache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_json(self.path, {"files": self.files, "done": self.done})
             self.dirty = False
-
-
-def index_rows(book: Ledger, run_id: str) -> dict[str, Any]:
-    """The run's rows of every index table, as ``{table: {"columns": [...], "rows": [[...]]}}``."""
-    out: dict[str, Any] = {}
-
-    def grab(table: str, where: str, params: tuple[Any, ...]) -> list[list[Any]]:
-        cur = book.db.execute(f"SELECT * FROM {table} WHERE {where}", params)
-        cols = [d[0] for d in cur.description]
-        rows = [list(r) for r in cur.fetchall()]
-        out[table] = {"columns": cols, "rows": rows}
-        return rows
-
-    for table in INDEX_TABLES:
-        grab(table, "id = ?" if table == "runs" else "run_id = ?", (run_id,))
-    evals = grab("evaluations", "run_id = ?", (run_id,))
-    ids = [r[out["evaluations"]["columns"].index("id")] for r in evals]
-    if ids:
-        grab("metric_values", f"eval_id IN ({','.join('?' * len(ids))})", tuple(ids))
-    else:
-        out["metric_values"] = {"columns": [], "rows": []}
-    # 'updated' and 'heartbeat' change without the run changing: not part of what is compared
-    runs = out["runs"]
-    for col in ("updated", "heartbeat"):
-        if col in runs["columns"]:
-            i = runs["columns"].index(col)
-            runs["columns"].pop(i)
-            for r in runs["rows"]:
-                r.pop(i)
-    return out
 
 
 class _Session:
@@ -343,7 +305,7 @@ def _sync_one(
         size = path.stat().st_size
         append_only = rel in APPEND_ONLY
         if rel.endswith(".jsonl"):
-            size = _complete_size(path, size)
+            size = complete_size(path, size)
         local = cache.chunks(f"{run_id}/{rel}", path, size, append_only)
         have = s_files.get(rel)
         offset = 0

@@ -164,3 +164,53 @@ def check_manifest(run_dir: Path) -> list[str]:
                 f"{path}: chunk {bad} (bytes {bad * CHUNK}..) does not match the sha256 recorded when it was synced"
             )
     return problems
+
+
+def complete_size(path: Path, size: int) -> int:
+    """``size`` cut back to just after the last newline (a live record file's last line may be torn)."""
+    if size == 0:
+        return 0
+    with open(path, "rb") as f:
+        end = size
+        while end > 0:
+            start = max(0, end - 65536)
+            f.seek(start)
+            block = f.read(end - start)
+            i = block.rfind(b"\n")
+            if i >= 0:
+                return start + i + 1
+            end = start
+    return 0
+
+
+INDEX_TABLES = ("runs", "run_tags", "checkpoints", "benchmark_entries")
+
+
+def index_rows(book: Any, run_id: str) -> dict[str, Any]:
+    """The run's rows of every index table, as ``{table: {"columns": [...], "rows": [[...]]}}``."""
+    out: dict[str, Any] = {}
+
+    def grab(table: str, where: str, params: tuple[Any, ...]) -> list[list[Any]]:
+        cur = book.db.execute(f"SELECT * FROM {table} WHERE {where}", params)
+        cols = [d[0] for d in cur.description]
+        rows = [list(r) for r in cur.fetchall()]
+        out[table] = {"columns": cols, "rows": rows}
+        return rows
+
+    for table in INDEX_TABLES:
+        grab(table, "id = ?" if table == "runs" else "run_id = ?", (run_id,))
+    evals = grab("evaluations", "run_id = ?", (run_id,))
+    ids = [r[out["evaluations"]["columns"].index("id")] for r in evals]
+    if ids:
+        grab("metric_values", f"eval_id IN ({','.join('?' * len(ids))})", tuple(ids))
+    else:
+        out["metric_values"] = {"columns": [], "rows": []}
+    # 'updated' and 'heartbeat' change without the run changing: not part of what is compared
+    runs = out["runs"]
+    for col in ("updated", "heartbeat"):
+        if col in runs["columns"]:
+            i = runs["columns"].index(col)
+            runs["columns"].pop(i)
+            for r in runs["rows"]:
+                r.pop(i)
+    return out
