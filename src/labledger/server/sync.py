@@ -120,12 +120,13 @@ def run_state(run_dir: Path) -> dict[str, Any] | None:
     if doc is None:
         return {"foreign": True} if run_dir.exists() else None
     files: dict[str, Any] = {}
+    base = str(run_dir) + "/"
     for rel, entry in doc["files"].items():
-        path = run_dir / rel
-        if not path.is_file():
+        try:
+            now = fresh_entry(base + rel, entry)
+        except FileNotFoundError:
             files[rel] = {"size": 0, "chunks": [], "changed": True}
             continue
-        now = fresh_entry(path, entry)
         files[rel] = {"size": now["size"], "chunks": now["chunks"], "changed": now is not entry}
     parts: dict[str, Any] = {}
     part_dir = run_dir / PARTS

@@ -38,7 +38,7 @@ from labledger.store.manifest import (
     digest,
     index_rows,
     range_hash,
-    run_files,
+    run_file_stats,
     stat_key,
 )
 
@@ -232,8 +232,9 @@ def sync_runs(
                 rows = index_rows(book, info.id)
                 rows_digest = hashlib.sha256(orjson.dumps(rows)).hexdigest()
                 run_dir = book.run_dir(info.id)
-                files = run_files(run_dir)
-                stats = [stat_key((run_dir / f).stat()) for f in files]
+                found = run_file_stats(run_dir)
+                files = [rel for rel, _ in found]
+                stats = [stat_key(st) for _, st in found]
                 signature = hashlib.sha256(orjson.dumps([rows_digest, files, stats])).hexdigest()
                 if trust_cache and cache.done.get(info.id) == signature and not dry_run:
                     continue

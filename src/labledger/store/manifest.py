@@ -99,16 +99,25 @@ def check_run_path(rel: str) -> str:
 
 def run_files(run_dir: Path) -> list[str]:
     """Every regular file of a run folder that sync copies (relative paths; hidden names are left out)."""
-    out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(run_dir):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        base = Path(dirpath).relative_to(run_dir)
-        for name in sorted(filenames):
-            if name.startswith("."):
+    return [rel for rel, _ in run_file_stats(run_dir)]
+
+
+def run_file_stats(run_dir: Path) -> list[tuple[str, os.stat_result]]:
+    """:func:`run_files` with each file's ``stat`` (one ``scandir`` pass; symlinks are left out)."""
+    out: list[tuple[str, os.stat_result]] = []
+
+    def walk(folder: str, prefix: str) -> None:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for entry in entries:
+            if entry.name.startswith("."):
                 continue
-            p = Path(dirpath) / name
-            if p.is_file() and not p.is_symlink():
-                out.append((base / name).as_posix())
+            if entry.is_dir(follow_symlinks=False):
+                walk(entry.path, prefix + entry.name + "/")
+            elif entry.is_file(follow_symlinks=False):
+                out.append((prefix + entry.name, entry.stat(follow_symlinks=False)))
+
+    walk(str(run_dir), "")
     return out
 
 
@@ -131,9 +140,9 @@ def write_manifest(run_dir: Path, doc: dict[str, Any]) -> None:
     write_json(run_dir / MANIFEST, doc)
 
 
-def fresh_entry(path: Path, entry: dict[str, Any] | None) -> dict[str, Any]:
+def fresh_entry(path: Path | str, entry: dict[str, Any] | None) -> dict[str, Any]:
     """A file's manifest entry, hashed again when the file changed since ``entry`` was made."""
-    st = path.stat()
+    st = os.stat(path)
     if entry is not None and entry.get("stat") == stat_key(st):
         return entry
     chunks = chunk_hashes(path, size=st.st_size)
