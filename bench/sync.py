@@ -103,10 +103,12 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=100_000)
     ap.add_argument("--checkpoint-mib", type=int, default=1024)
     ap.add_argument("--noop-runs", type=int, default=1000)
+    ap.add_argument("--log-calls", type=int, default=200_000, help="Run.log calls timed with and without sync=.")
     ap.add_argument("--tmp", default=None, help="Folder for the ledgers (default: a temporary one).")
     args = ap.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="bench-sync-", dir=args.tmp))
+    os.environ["LABLEDGER_TOKEN"] = TOKEN  # the sync= processes of section 4 read it
     env = {**os.environ, "LABLEDGER_TOKEN": TOKEN, "PYTHONPATH": os.pathsep.join(sys.path)}
     rows: list[dict] = []
     server_root = base / "server"
@@ -208,6 +210,35 @@ def main() -> None:
                 "server_rss": vm_hwm(srv.pid),
             }
         )
+
+        # 4. the cost of Run.log with sync= (a separate process): no sync, server down, server up
+        for label, target in (
+            ("no sync", None),
+            ("sync= to a server that is down", f"http://127.0.0.1:{free_port()}"),
+            ("sync= to the server", url),
+        ):
+            t0, c0 = time.perf_counter(), time.process_time()
+            with labledger.start_run("cost", ledger=base / f"cost-{len(rows)}", sync=target) as run:
+                for i in range(1, args.log_calls + 1):
+                    run.log(i, loss=1.0 / i, lr=1e-3)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            if run.sync_process is not None:
+                if target == url:
+                    run.sync_process.wait(timeout=300)
+                else:
+                    run.sync_process.kill()
+                    run.sync_process.wait()
+            rows.append(
+                {
+                    "what": f"Run.log x{args.log_calls:,}, {label}: {1e6 * wall / args.log_calls:.2f} us per call",
+                    "wall": wall,
+                    "process": wall,
+                    "cpu": cpu,
+                    "rss": 0,
+                    "bytes": 0,
+                    "server_rss": vm_hwm(srv.pid),
+                }
+            )
     finally:
         srv.terminate()
         srv.wait()
