@@ -63,7 +63,14 @@ def digest(chunks: list[str]) -> str:
 
 
 def range_hash(path: str | os.PathLike[str], start: int, end: int) -> str:
-    """sha256 of the bytes ``[start, end)`` of a file (for comparing a short last chunk)."""
+    """sha256 of the bytes ``[start, end)`` of a file (for comparing a short last chunk).
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "f")
+    >>> _ = open(p, "wb").write(b"abcdef")
+    >>> range_hash(p, 2, 4) == hashlib.sha256(b"cd").hexdigest()
+    True
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         f.seek(start)
@@ -98,7 +105,14 @@ def check_run_path(rel: str) -> str:
 
 
 def run_files(run_dir: Path) -> list[str]:
-    """Every regular file of a run folder that sync copies (relative paths; hidden names are left out)."""
+    """Every regular file of a run folder that sync copies (relative paths; hidden names are left out).
+
+    >>> import tempfile, labledger
+    >>> with labledger.start_run("r", ledger=tempfile.mkdtemp()) as run:
+    ...     run.log(1, loss=0.5)
+    >>> run_files(run.dir)
+    ['batches.jsonl', 'config.json', 'metrics.jsonl', 'run.json']
+    """
     return [rel for rel, _ in run_file_stats(run_dir)]
 
 
@@ -175,8 +189,15 @@ def check_manifest(run_dir: Path) -> list[str]:
     return problems
 
 
-def complete_size(path: Path, size: int) -> int:
-    """``size`` cut back to just after the last newline (a live record file's last line may be torn)."""
+def complete_size(path: Path | str, size: int) -> int:
+    """``size`` cut back to just after the last newline (a live record file's last line may be torn).
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "m.jsonl")
+    >>> _ = open(p, "wb").write(b'{"a": 1}\\n{"a"')
+    >>> complete_size(p, os.path.getsize(p))
+    9
+    """
     if size == 0:
         return 0
     with open(path, "rb") as f:
