@@ -91,7 +91,8 @@ class ObjectStore:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            data: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            return data
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return None
