@@ -64,7 +64,7 @@ ELLIPSIS = "..."
 
 #: What varies from run to run, replaced on both sides before comparing.
 NORMALISE = [
-    (re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b"), "<run-id>"),
+    (re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{6}(?:[0-9a-f]{6})?\b"), "<run-id>"),
     # a recipe's id hashes its content, which names the results file it was fitted on (a temporary path)
     (re.compile(r"\brecipe [0-9a-f]{16}\b"), "recipe <id>"),
     (re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([+-]\d{2}:?\d{2}|Z)?"), "<time>"),

@@ -116,6 +116,14 @@ class PushError(LedgerError):
     """An upload to a labledger server was refused, cut off, or stored with a different sha256."""
 
 
+class SyncError(PushError):
+    """``labledger sync`` could not complete: a conflict, a refused write, a sha256 that differs (#18)."""
+
+
+class SyncConflictError(SyncError):
+    """Two copies of one run disagree (another machine's, or one changed on the server): refused, not merged."""
+
+
 class StorageError(LedgerError):
     """The disk refused a write (full, read-only, I/O error): the record or file was not stored.
 

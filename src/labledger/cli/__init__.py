@@ -19,6 +19,7 @@ from labledger.cli import (
     serve,  # noqa: F401
     site,  # noqa: F401
     sweep,  # noqa: F401
+    sync,  # noqa: F401
     tables,  # noqa: F401
     verify,  # noqa: F401
 )

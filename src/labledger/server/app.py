@@ -18,7 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from labledger.errors import LedgerError
-from labledger.server import api, pages, uploads
+from labledger.server import api, pages, sync, uploads
 from labledger.server.context import ServerContext
 from labledger.server.envelope import REASONS, ApiError, JSONResponse, error_response, ok, status_of
 from labledger.server.openapi import openapi_document
@@ -201,6 +201,9 @@ def create_app(
         Route("/api/runs/{run}/finish", api.finish_run, methods=["POST"]),
         Route("/api/runs/{run}/{kind}", api.run_records, methods=["GET"]),
         Route("/api/table", api.get_table, methods=["GET"]),
+        Route("/api/sync/state", sync.state, methods=["POST"]),
+        Route("/api/sync/runs/{run}/files", sync.put_file, methods=["PUT"]),
+        Route("/api/sync/runs/{run}/index", sync.put_index, methods=["POST"]),
         Route("/api/uploads", uploads.list_uploads, methods=["GET"]),
         Route("/upload", uploads.upload, methods=["POST"]),
         Route("/uploads/{name}", uploads.get_upload, methods=["GET", "HEAD"]),

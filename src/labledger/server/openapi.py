@@ -333,6 +333,59 @@ def openapi_document(version: str) -> dict[str, Any]:
         },
         "responses": {"200": _json("#/components/schemas/Accepted", "Stored"), **_errors(400, 401, 403, 404, 409)},
     }
+    sync_headers = [
+        {
+            "name": "X-Labledger-Origin",
+            "in": "header",
+            "required": True,
+            "schema": {"type": "string"},
+            "description": "The id of the local ledger that owns the run (16-64 hex digits)",
+        },
+    ]
+    paths["/api/sync/state"] = {
+        "post": {
+            "summary": "labledger sync: what the server holds of some runs (files, chunk sha256s, index digest)",
+            "operationId": "sync_state",
+            "tags": ["sync"],
+            "security": BEARER,
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}},
+            "responses": {
+                "200": {"description": "Per run: null, {foreign: true} or its manifest"},
+                **_errors(400, 401, 403, 413),
+            },
+        }
+    }
+    paths["/api/sync/runs/{run}/files"] = {
+        "put": {
+            "summary": "labledger sync: the bytes [offset, size) of one run file, streamed and hashed per 1 MiB chunk",
+            "operationId": "sync_put_file",
+            "tags": ["sync"],
+            "security": BEARER,
+            "parameters": [
+                _p("run", "Run id"),
+                _q("path", "The file's path in the run folder", required=True),
+                _q("offset", "First byte sent (a multiple of 1 MiB)", {"type": "integer", "minimum": 0}),
+                _q("size", "The file's whole size", {"type": "integer", "minimum": 0}, required=True),
+                *sync_headers,
+            ],
+            "requestBody": {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string"}}}},
+            "responses": {
+                "200": {"description": "Stored: the digest of the server's copy"},
+                **_errors(400, 401, 403, 409, 413),
+            },
+        }
+    }
+    paths["/api/sync/runs/{run}/index"] = {
+        "post": {
+            "summary": "labledger sync: replace the run's index rows",
+            "operationId": "sync_put_index",
+            "tags": ["sync"],
+            "security": BEARER,
+            "parameters": [_p("run", "Run id"), *sync_headers],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}},
+            "responses": {"200": {"description": "Stored"}, **_errors(400, 401, 403, 409, 413, 503)},
+        }
+    }
     schemas = {
         "Error": {
             "type": "object",

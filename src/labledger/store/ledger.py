@@ -381,6 +381,8 @@ class Ledger:
                 continue
             if lock_is_held(self.run_dir(run_id) / ".lock"):
                 continue
+            if (self.run_dir(run_id) / ".sync.json").exists():
+                continue  # a copy synced from another ledger (#18): its owner reports its status
             crashed.append(run_id)
         for run_id in crashed:
             self._mark_crashed(run_id)

@@ -35,6 +35,7 @@ import orjson
 from labledger.errors import LedgerError
 from labledger.store.jsonl import RECORD_FILES, atomic_write, damaged_lines, decode_line
 from labledger.store.ledger import Ledger, lock_is_held
+from labledger.store.manifest import check_manifest
 
 #: The site builder's manifest (labledger.site.output.MANIFEST; named here so store/ imports nothing above it).
 SITE_MANIFEST = ".labledger-site.json"
@@ -294,6 +295,8 @@ def verify_ledger(
         _check_record_files(report, run_dir, repair=repair, live=live)
         _check_results(report, ledger, run_id, run_dir)
         _check_checkpoints(report, run_dir)
+        for message in check_manifest(run_dir):  # a run synced here from another ledger (#18)
+            report.add(run_dir, message)
     candidates = [Path(s) for s in sites]
     default_site = ledger.root / "site"
     if not refs and (default_site / SITE_MANIFEST).is_file() and default_site not in candidates:

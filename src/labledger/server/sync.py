@@ -1,0 +1,335 @@
+"""The server's side of ``labledger sync`` (#18): state, streamed file writes, index rows.
+
+* ``POST /api/sync/state`` ``{"origin": O, "runs": [ids]}``: per run what the server holds (its
+  manifest's files with size and chunk hashes, the part files of interrupted uploads, the index
+  digest), ``null`` for a run it lacks, ``{"foreign": true}`` for a run it has that sync did not make.
+* ``PUT /api/sync/runs/{run}/files?path=REL&offset=N&size=TOTAL``: the bytes ``[N, TOTAL)`` of one
+  file, streamed to disk and hashed chunk by chunk on the way (``N`` is a chunk boundary). Record
+  files (append-only) are written in place; every other file goes to a part file that is renamed
+  into place once complete, so a reader never sees half a checkpoint. ``X-Prefix-Digest`` is the
+  digest of the client's first ``N / CHUNK`` chunks: a server copy that differs there is a conflict.
+* ``POST /api/sync/runs/{run}/index``: the run's index rows (runs, tags, checkpoints, evaluations,
+  metric values, benchmark entries), replaced in one transaction.
+
+Every write needs the token and ``X-Labledger-Origin``: the ledger that first synced a run owns it
+on this server; another origin is refused (409), never merged. A file larger than the server's
+``max_upload`` is refused (413), and JSON bodies are capped by ``max_body``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from labledger.errors import RecordError
+from labledger.server.envelope import ApiError, ok
+from labledger.store.manifest import (
+    APPEND_ONLY,
+    CHUNK,
+    check_run_path,
+    chunk_hashes,
+    digest,
+    fresh_entry,
+    read_manifest,
+    stat_key,
+    write_manifest,
+)
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ORIGIN = re.compile(r"^[0-9a-f]{16,64}$")
+PARTS = ".sync-parts"
+#: Index tables copied per run, with the column naming the run.
+TABLES = (("runs", "id"), ("run_tags", "run_id"), ("checkpoints", "run_id"), ("benchmark_entries", "run_id"))
+_locks: dict[str, asyncio.Lock] = {}
+
+
+def _lock(run_id: str) -> asyncio.Lock:
+    lock = _locks.get(run_id)
+    if lock is None:
+        lock = _locks[run_id] = asyncio.Lock()
+    return lock
+
+
+def _run_id(value: str) -> str:
+    if not _RUN_ID.fullmatch(value) or ".." in value:
+        raise ApiError(400, f"run id {value[:80]!r} is not a valid run id")
+    return value
+
+
+def _origin(request: Request) -> tuple[str, str]:
+    origin = request.headers.get("x-labledger-origin") or ""
+    if not _ORIGIN.fullmatch(origin):
+        raise ApiError(400, "sync writes need the header X-Labledger-Origin: the local ledger's id (16-64 hex digits)")
+    host = (request.headers.get("x-labledger-host") or "")[:200]
+    return origin, host
+
+
+async def _json_body(request: Request) -> Any:
+    limit = request.app.state.ctx.max_body
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ApiError(413, f"the request body passed {limit} bytes, the most this server takes")
+    try:
+        return orjson.loads(bytes(body))
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, f"the body is not JSON ({exc})") from None
+
+
+def _owned(run_dir: Path, origin: str, host: str, *, create: bool) -> dict[str, Any]:
+    """The run folder's manifest when ``origin`` owns it (made when ``create`` and the run is new)."""
+    doc = read_manifest(run_dir)
+    if doc is None:
+        if run_dir.exists():
+            raise ApiError(
+                409, f"run {run_dir.name} exists on this server and was not made by sync: refusing to merge into it"
+            )
+        if not create:
+            raise ApiError(409, f"run {run_dir.name} has no files on this server yet: send its files first")
+        run_dir.mkdir(parents=True)
+        doc = {"origin": origin, "host": host, "files": {}, "index": None}
+        write_manifest(run_dir, doc)
+    if doc.get("origin") != origin:
+        raise ApiError(
+            409,
+            f"run {run_dir.name} on this server was synced from another ledger (host {doc.get('host') or '?'}): "
+            f"refusing to merge two copies of one run",
+        )
+    return doc
+
+
+def _part_path(run_dir: Path, rel: str) -> Path:
+    return run_dir / PARTS / (quote(rel, safe="") + ".part")
+
+
+def run_state(run_dir: Path) -> dict[str, Any] | None:
+    """What the server holds of one run (see the module docstring)."""
+    doc = read_manifest(run_dir)
+    if doc is None:
+        return {"foreign": True} if run_dir.exists() else None
+    files: dict[str, Any] = {}
+    base = str(run_dir) + "/"
+    for rel, entry in doc["files"].items():
+        try:
+            now = fresh_entry(base + rel, entry)
+        except FileNotFoundError:
+            files[rel] = {"size": 0, "chunks": [], "changed": True}
+            continue
+        files[rel] = {"size": now["size"], "chunks": now["chunks"], "changed": now is not entry}
+    parts: dict[str, Any] = {}
+    part_dir = run_dir / PARTS
+    if part_dir.is_dir():
+        from urllib.parse import unquote
+
+        for p in part_dir.iterdir():
+            if p.name.endswith(".part"):
+                size = p.stat().st_size
+                size -= size % CHUNK  # resume from a whole chunk
+                parts[unquote(p.name[: -len(".part")])] = {"size": size, "chunks": chunk_hashes(p, size=size)}
+    return {
+        "origin": doc.get("origin"),
+        "host": doc.get("host"),
+        "index": doc.get("index"),
+        "files": files,
+        "parts": parts,
+    }
+
+
+async def state(request: Request) -> Response:
+    """``POST /api/sync/state``."""
+    ctx = request.app.state.ctx
+    ctx.require_write(request)
+    body = await _json_body(request)
+    runs = body.get("runs") if isinstance(body, dict) else None
+    if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs) or len(runs) > 10_000:
+        raise ApiError(400, "the body must be {'runs': [run ids]} (at most 10,000)")
+    root = ctx.root / "runs"
+
+    def collect() -> dict[str, Any]:
+        return {rid: run_state(root / _run_id(rid)) for rid in runs}
+
+    return ok({"runs": await run_in_threadpool(collect), "chunk": CHUNK, "max_upload": ctx.max_upload})
+
+
+async def put_file(request: Request) -> Response:
+    """``PUT /api/sync/runs/{run}/files?path=REL&offset=N&size=TOTAL``."""
+    ctx = request.app.state.ctx
+    ctx.require_write(request)
+    origin, host = _origin(request)
+    run_id = _run_id(request.path_params["run"])
+    try:
+        rel = check_run_path(request.query_params.get("path") or "")
+    except RecordError as exc:
+        raise ApiError(400, str(exc)) from None
+    try:
+        offset = int(request.query_params.get("offset", "0"))
+        total = int(request.query_params["size"])
+    except (KeyError, ValueError):
+        raise ApiError(400, "offset and size must be numbers of bytes (?offset=N&size=TOTAL)") from None
+    if offset < 0 or offset % CHUNK or total < offset:
+        raise ApiError(400, f"offset must be a multiple of {CHUNK} and at most size; got offset={offset} size={total}")
+    if total > ctx.max_upload:
+        raise ApiError(413, f"{rel} is {total} bytes; this server takes files of at most {ctx.max_upload} bytes")
+    run_dir = ctx.root / "runs" / run_id
+    async with _lock(run_id):
+        doc = await run_in_threadpool(_owned, run_dir, origin, host, create=True)
+        in_place = rel in APPEND_ONLY
+        target = run_dir / rel if in_place else _part_path(run_dir, rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if in_place:
+            entry = doc["files"].get(rel)
+            have = await run_in_threadpool(fresh_entry, target, entry) if target.exists() else None
+            kept = (have or {}).get("chunks", [])[: offset // CHUNK]
+            have_size = have["size"] if have else 0
+        else:
+            have_size = target.stat().st_size if target.exists() else 0
+            kept = await run_in_threadpool(lambda: chunk_hashes(target, size=offset)) if offset else []
+        if have_size < offset or len(kept) != offset // CHUNK:
+            raise ApiError(409, f"{rel}: the server has {have_size} bytes, fewer than offset {offset}: ask for state")
+        prefix = request.headers.get("x-prefix-digest")
+        if offset and prefix != digest(kept):
+            raise ApiError(409, f"{rel}: the server's first {offset} bytes differ from the client's: refusing to merge")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        chunks = list(kept)
+        written = offset
+        pending = hashlib.sha256()
+        pending_n = 0
+        complete = False
+        try:
+            os.ftruncate(fd, offset)
+            try:
+                async for data in request.stream():
+                    if written + len(data) > total:
+                        raise ApiError(400, f"{rel}: the body is longer than size - offset = {total - offset} bytes")
+                    view = memoryview(data)
+                    while view:
+                        take = min(len(view), CHUNK - pending_n)
+                        pending.update(view[:take])
+                        pending_n += take
+                        view = view[take:]
+                        if pending_n == CHUNK:
+                            chunks.append(pending.hexdigest())
+                            pending, pending_n = hashlib.sha256(), 0
+                    os.pwrite(fd, data, written)
+                    written += len(data)
+            except ClientDisconnect:
+                pass
+            if pending_n:
+                chunks.append(pending.hexdigest())
+            complete = written == total
+            if complete:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+            if in_place:  # what was written is recorded even when the client went away
+                st = target.stat()
+                doc["files"][rel] = {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
+                await run_in_threadpool(write_manifest, run_dir, doc)
+        if not complete:
+            raise ApiError(400, f"{rel}: the body ended after {written - offset} of {total - offset} bytes")
+        if not in_place:
+            final = run_dir / rel
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(target, final)
+            st = final.stat()
+            doc["files"][rel] = {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
+            await run_in_threadpool(write_manifest, run_dir, doc)
+    return ok({"path": rel, "size": total, "digest": digest(chunks), "chunks": len(chunks)})
+
+
+def _server_columns(book: Any, table: str) -> list[str]:
+    if book.dialect == "postgresql":
+        return list(book.db.columns(table))
+    return [r[1] for r in book.db.execute(f"PRAGMA table_info({table})")]
+
+
+def write_index(book: Any, run_id: str, tables: dict[str, Any]) -> None:
+    """Replace one run's index rows with ``tables`` (``{table: {"columns": [...], "rows": [[...]]}}``)."""
+
+    def table(name: str) -> tuple[list[str], list[list[Any]]]:
+        t = tables.get(name) or {"columns": [], "rows": []}
+        cols, rows = t.get("columns"), t.get("rows")
+        if not isinstance(cols, list) or not isinstance(rows, list):
+            raise ApiError(400, f"index table {name!r} must be {{'columns': [...], 'rows': [[...]]}}")
+        return cols, rows
+
+    def insert(db: Any, name: str, cols: list[str], rows: list[list[Any]], skip: tuple[str, ...] = ()) -> None:
+        ours = set(_server_columns(book, name))
+        keep = [i for i, c in enumerate(cols) if c in ours and c not in skip]
+        if not keep or not rows:
+            return
+        names = ", ".join(cols[i] for i in keep)
+        marks = ",".join("?" * len(keep))
+        db.executemany(f"INSERT INTO {name} ({names}) VALUES ({marks})", [[r[i] for i in keep] for r in rows])
+
+    runs_cols, runs_rows = table("runs")
+    if len(runs_rows) != 1 or "id" not in runs_cols or runs_rows[0][runs_cols.index("id")] != run_id:
+        raise ApiError(400, f"the index rows must hold exactly the runs row of {run_id}")
+    if "updated" not in runs_cols:  # the client leaves it out (it changes without the run changing)
+        tables["runs"] = {"columns": [*runs_cols, "updated"], "rows": [[*runs_rows[0], time.time()]]}
+    with book.transaction() as db:
+        ids = [r[0] for r in db.execute("SELECT id FROM evaluations WHERE run_id = ?", (run_id,)).fetchall()]
+        for eid in ids:
+            db.execute("DELETE FROM metric_values WHERE eval_id = ?", (eid,))
+        db.execute("DELETE FROM evaluations WHERE run_id = ?", (run_id,))
+        for name, key in reversed(TABLES):
+            db.execute(f"DELETE FROM {name} WHERE {key} = ?", (run_id,))
+        for name, _ in TABLES:
+            cols, rows = table(name)
+            insert(db, name, cols, rows, skip=("id",) if name == "benchmark_entries" else ("heartbeat",))
+        ecols, erows = table("evaluations")
+        mcols, mrows = table("metric_values")
+        if erows:
+            ours = set(_server_columns(book, "evaluations"))
+            keep = [i for i, c in enumerate(ecols) if c in ours and c != "id"]
+            names = ", ".join(ecols[i] for i in keep)
+            marks = ",".join("?" * len(keep))
+            eid_at = ecols.index("id")
+            mid_at = mcols.index("eval_id") if "eval_id" in mcols else -1
+            for row in erows:
+                if book.dialect == "postgresql":
+                    new_id = db.execute(
+                        f"INSERT INTO evaluations ({names}) VALUES ({marks}) RETURNING id", [row[i] for i in keep]
+                    ).fetchone()[0]
+                else:
+                    new_id = db.execute(
+                        f"INSERT INTO evaluations ({names}) VALUES ({marks})", [row[i] for i in keep]
+                    ).lastrowid
+                mine = [
+                    [new_id if i == mid_at else v for i, v in enumerate(m)] for m in mrows if m[mid_at] == row[eid_at]
+                ]
+                insert(db, "metric_values", mcols, mine)
+
+
+async def put_index(request: Request) -> Response:
+    """``POST /api/sync/runs/{run}/index``."""
+    ctx = request.app.state.ctx
+    ctx.require_write(request)
+    origin, host = _origin(request)
+    run_id = _run_id(request.path_params["run"])
+    body = await _json_body(request)
+    if (
+        not isinstance(body, dict)
+        or not isinstance(body.get("tables"), dict)
+        or not isinstance(body.get("digest"), str)
+    ):
+        raise ApiError(400, "the body must be {'digest': ..., 'tables': {...}}")
+    run_dir = ctx.root / "runs" / run_id
+    async with _lock(run_id):
+        doc = await run_in_threadpool(_owned, run_dir, origin, host, create=False)
+        await run_in_threadpool(lambda: write_index(ctx.ledger(), run_id, body["tables"]))
+        doc["index"] = body["digest"]
+        await run_in_threadpool(write_manifest, run_dir, doc)
+    return ok({"run": run_id, "index": body["digest"]})

@@ -1,0 +1,246 @@
+"""Chunk manifests of run folders: what ``labledger sync`` compares, sends and verifies (#18).
+
+A file is identified by its size and the sha256 of each of its ``CHUNK``-byte chunks (the last one
+may be short). Two copies of a file agree when their chunk lists agree; a copy that is a prefix of
+the other (an append-only record file still being written) agrees on every full chunk, and its
+short last chunk is the hash of the other's bytes over the same range. The *digest* of a file is
+the sha256 of its chunk hashes, so a single value names the whole content.
+
+A synced run folder on a server keeps its manifest in ``.sync.json``: the origin (the local ledger
+that owns the run), and per file the size, the chunk hashes and the ``stat`` seen after the last
+write. A file whose ``stat`` changed since (a write that was cut off, bytes damaged on disk) is
+hashed again, so a damaged chunk is seen by the next sync and by ``labledger verify``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from labledger.errors import RecordError
+from labledger.store.jsonl import RECORD_FILES, read_json, write_json
+
+#: Bytes per hashed chunk.
+CHUNK = 1 << 20
+#: The manifest of a synced run folder on the server.
+MANIFEST = ".sync.json"
+#: Files that only grow (sent from the first chunk that differs, appended in place on the server).
+APPEND_ONLY = frozenset(RECORD_FILES.values())
+#: Files a run rewrites while it lives (the owner may replace them).
+MUTABLE = frozenset({"run.json"})
+
+
+def chunk_hashes(path: str | os.PathLike[str], *, size: int | None = None) -> list[str]:
+    """The sha256 of each ``CHUNK``-byte chunk of the first ``size`` bytes (all by default), streamed.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "f")
+    >>> _ = open(p, "wb").write(b"abc")
+    >>> chunk_hashes(p) == [hashlib.sha256(b"abc").hexdigest()]
+    True
+    """
+    out: list[str] = []
+    with open(path, "rb") as f:
+        left = os.fstat(f.fileno()).st_size if size is None else size
+        while left > 0:
+            data = f.read(min(CHUNK, left))
+            if not data:
+                break
+            out.append(hashlib.sha256(data).hexdigest())
+            left -= len(data)
+    return out
+
+
+def digest(chunks: list[str]) -> str:
+    """The digest of a file from its chunk hashes (sha256 of the hex hashes, one per line).
+
+    >>> digest([]) == hashlib.sha256(b"").hexdigest()
+    True
+    """
+    return hashlib.sha256("".join(c + "\n" for c in chunks).encode()).hexdigest()
+
+
+def range_hash(path: str | os.PathLike[str], start: int, end: int) -> str:
+    """sha256 of the bytes ``[start, end)`` of a file (for comparing a short last chunk).
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "f")
+    >>> _ = open(p, "wb").write(b"abcdef")
+    >>> range_hash(p, 2, 4) == hashlib.sha256(b"cd").hexdigest()
+    True
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = end - start
+        while left > 0:
+            data = f.read(min(CHUNK, left))
+            if not data:
+                break
+            h.update(data)
+            left -= len(data)
+    return h.hexdigest()
+
+
+def check_run_path(rel: str) -> str:
+    """A run-relative file path that sync may write: safe components, no hidden names, no ``..``.
+
+    >>> check_run_path("evals/test/results.jsonl")
+    'evals/test/results.jsonl'
+    >>> check_run_path("../x")
+    Traceback (most recent call last):
+    ...
+    labledger.errors.RecordError: field 'path' must be a relative path of names that do not start with '.'; got '../x'
+    """
+    parts = rel.split("/")
+    if (
+        not rel
+        or len(rel) > 1000
+        or any(not p or p.startswith(".") or "\\" in p or "\0" in p or len(p.encode()) > 250 for p in parts)
+    ):
+        raise RecordError(f"must be a relative path of names that do not start with '.'; got {rel!r}", field="path")
+    return rel
+
+
+def run_files(run_dir: Path) -> list[str]:
+    """Every regular file of a run folder that sync copies (relative paths; hidden names are left out).
+
+    >>> import tempfile, labledger
+    >>> with labledger.start_run("r", ledger=tempfile.mkdtemp()) as run:
+    ...     run.log(1, loss=0.5)
+    >>> run_files(run.dir)
+    ['batches.jsonl', 'config.json', 'metrics.jsonl', 'run.json']
+    """
+    return [rel for rel, _ in run_file_stats(run_dir)]
+
+
+def run_file_stats(run_dir: Path) -> list[tuple[str, os.stat_result]]:
+    """:func:`run_files` with each file's ``stat`` (one ``scandir`` pass; symlinks are left out)."""
+    out: list[tuple[str, os.stat_result]] = []
+
+    def walk(folder: str, prefix: str) -> None:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                walk(entry.path, prefix + entry.name + "/")
+            elif entry.is_file(follow_symlinks=False):
+                out.append((prefix + entry.name, entry.stat(follow_symlinks=False)))
+
+    walk(str(run_dir), "")
+    return out
+
+
+def stat_key(st: os.stat_result) -> list[int]:
+    """What says "this file has not changed since it was hashed": size, mtime and inode."""
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    """The ``.sync.json`` of a synced run folder, or ``None`` when the folder was never synced."""
+    try:
+        doc = read_json(run_dir / MANIFEST)
+    except (FileNotFoundError, RecordError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("files"), dict) else None
+
+
+def write_manifest(run_dir: Path, doc: dict[str, Any]) -> None:
+    """Replace the manifest atomically."""
+    write_json(run_dir / MANIFEST, doc)
+
+
+def fresh_entry(path: Path | str, entry: dict[str, Any] | None) -> dict[str, Any]:
+    """A file's manifest entry, hashed again when the file changed since ``entry`` was made."""
+    st = os.stat(path)
+    if entry is not None and entry.get("stat") == stat_key(st):
+        return entry
+    chunks = chunk_hashes(path, size=st.st_size)
+    return {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
+
+
+def check_manifest(run_dir: Path) -> list[str]:
+    """Problems of a synced run folder: files whose bytes no longer match the manifest's chunks.
+
+    >>> import tempfile
+    >>> check_manifest(Path(tempfile.mkdtemp()))
+    []
+    """
+    doc = read_manifest(run_dir)
+    if doc is None:
+        return []
+    problems = []
+    for rel, entry in sorted(doc["files"].items()):
+        path = run_dir / rel
+        if not path.is_file():
+            problems.append(f"{path}: synced file is missing")
+            continue
+        chunks = chunk_hashes(path)
+        want = entry.get("chunks") or []
+        if chunks != want:
+            bad = next((i for i, (a, b) in enumerate(zip(chunks, want)) if a != b), min(len(chunks), len(want)))
+            problems.append(
+                f"{path}: chunk {bad} (bytes {bad * CHUNK}..) does not match the sha256 recorded when it was synced"
+            )
+    return problems
+
+
+def complete_size(path: Path | str, size: int) -> int:
+    """``size`` cut back to just after the last newline (a live record file's last line may be torn).
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "m.jsonl")
+    >>> _ = open(p, "wb").write(b'{"a": 1}\\n{"a"')
+    >>> complete_size(p, os.path.getsize(p))
+    9
+    """
+    if size == 0:
+        return 0
+    with open(path, "rb") as f:
+        end = size
+        while end > 0:
+            start = max(0, end - 65536)
+            f.seek(start)
+            block = f.read(end - start)
+            i = block.rfind(b"\n")
+            if i >= 0:
+                return start + i + 1
+            end = start
+    return 0
+
+
+INDEX_TABLES = ("runs", "run_tags", "checkpoints", "benchmark_entries")
+
+
+def index_rows(book: Any, run_id: str) -> dict[str, Any]:
+    """The run's rows of every index table, as ``{table: {"columns": [...], "rows": [[...]]}}``."""
+    out: dict[str, Any] = {}
+
+    def grab(table: str, where: str, params: tuple[Any, ...]) -> list[list[Any]]:
+        cur = book.db.execute(f"SELECT * FROM {table} WHERE {where}", params)
+        cols = [d[0] for d in cur.description]
+        rows = [list(r) for r in cur.fetchall()]
+        out[table] = {"columns": cols, "rows": rows}
+        return rows
+
+    for table in INDEX_TABLES:
+        grab(table, "id = ?" if table == "runs" else "run_id = ?", (run_id,))
+    evals = grab("evaluations", "run_id = ?", (run_id,))
+    ids = [r[out["evaluations"]["columns"].index("id")] for r in evals]
+    if ids:
+        grab("metric_values", f"eval_id IN ({','.join('?' * len(ids))})", tuple(ids))
+    else:
+        out["metric_values"] = {"columns": [], "rows": []}
+    # 'updated' and 'heartbeat' change without the run changing: not part of what is compared
+    runs = out["runs"]
+    for col in ("updated", "heartbeat"):
+        if col in runs["columns"]:
+            i = runs["columns"].index(col)
+            runs["columns"].pop(i)
+            for r in runs["rows"]:
+                r.pop(i)
+    return out

@@ -1,0 +1,236 @@
+"""Run files on S3-compatible object storage (#18): immutable chunk objects and a manifest per run.
+
+``labledger sync --to s3://bucket/prefix`` copies runs here without a server. Object stores cannot
+append, so a file is stored as its ``CHUNK``-byte chunks, each an immutable object named by its
+sha256 (``<prefix>/chunks/<sha256>``, uploaded with S3's own ``ChecksumSHA256`` so the store checks
+it on arrival), and a run is ``<prefix>/runs/<id>/manifest.json``: per file its size and chunk
+hashes, plus the run's index rows. A live record file's full chunks never change, so each sync
+uploads only its new chunks and its short last one; readers stitch the chunks back in order and
+check each one's sha256 as they stream (:func:`read_file`), never holding a file in memory.
+
+The client is boto3, configured as every AWS tool is: ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``
+(or ``~/.aws/credentials``, a profile, an instance role), ``AWS_DEFAULT_REGION`` and
+``AWS_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL_S3``) for MinIO, Ceph or any S3-compatible store.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from labledger.errors import LedgerError, StorageError
+
+CHUNK = 1 << 20
+
+
+def parse_s3_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/prefix`` -> ``("bucket", "prefix")`` (prefix without slashes at its ends).
+
+    >>> parse_s3_url("s3://lab-runs/team/a")
+    ('lab-runs', 'team/a')
+    >>> parse_s3_url("s3://lab-runs")
+    ('lab-runs', '')
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "s3" or not parts.netloc:
+        raise LedgerError(f"an object store must be given as s3://BUCKET[/PREFIX]; got {url!r}")
+    return parts.netloc, parts.path.strip("/")
+
+
+@dataclass
+class ObjectStore:
+    """One bucket and prefix, through boto3 (see the module docstring for the configuration)."""
+
+    url: str
+    client: Any = None
+
+    def __post_init__(self) -> None:
+        self.bucket, self.prefix = parse_s3_url(self.url)
+        if self.client is None:
+            try:
+                self.client = s3_client_from_env()
+            except ImportError:
+                raise LedgerError('s3:// needs boto3: pip install "labledger[s3]"') from None
+
+    def key(self, *parts: str) -> str:
+        return "/".join(p for p in (self.prefix, *parts) if p)
+
+    def _fail(self, what: str, exc: Exception) -> StorageError:
+        return StorageError(f"{self.url}: {what} failed ({type(exc).__name__}: {exc})")
+
+    def has(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise self._fail(f"HEAD {key}", exc) from None
+        return True
+
+    def put_chunk(self, data: bytes, sha: str) -> None:
+        """Upload one chunk as ``chunks/<sha256>`` (S3 checks ``ChecksumSHA256`` on arrival)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        checksum = base64.b64encode(bytes.fromhex(sha)).decode()
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self.key("chunks", sha), Body=data, ChecksumSHA256=checksum)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(f"upload of chunk {sha[:12]}", exc) from None
+
+    def get(self, key: str) -> bytes | None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            data: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            return data
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise self._fail(f"GET {key}", exc) from None
+        except BotoCoreError as exc:
+            raise self._fail(f"GET {key}", exc) from None
+
+    def put_json(self, key: str, doc: Any) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        data = orjson.dumps(doc)
+        checksum = base64.b64encode(hashlib.sha256(data).digest()).decode()
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ChecksumSHA256=checksum)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(f"upload of {key}", exc) from None
+
+    def manifest(self, run_id: str) -> dict[str, Any] | None:
+        data = self.get(self.key("runs", run_id, "manifest.json"))
+        return None if data is None else orjson.loads(data)
+
+
+def read_file(store: ObjectStore, run_id: str, rel: str) -> Iterator[bytes]:
+    """The bytes of one stored run file, chunk by chunk in order, each checked against its sha256.
+
+    Raises :class:`StorageError` naming the file and chunk when a chunk is missing or damaged.
+    """
+    doc = store.manifest(run_id)
+    if doc is None or rel not in doc.get("files", {}):
+        raise StorageError(f"{store.url}: run {run_id} has no file {rel!r}")
+    for i, sha in enumerate(doc["files"][rel]["chunks"]):
+        data = store.get(store.key("chunks", sha))
+        if data is None or hashlib.sha256(data).hexdigest() != sha:
+            state = "missing" if data is None else "damaged (its sha256 differs)"
+            raise StorageError(f"{store.url}: run {run_id} file {rel}: chunk {i} ({sha[:12]}) is {state}")
+        yield data
+
+
+def restore_run(store: ObjectStore, run_id: str, dest: Path) -> list[str]:
+    """Write every file of a stored run under ``dest`` (streamed and checked); return their paths."""
+    from labledger.store.manifest import check_run_path
+
+    doc = store.manifest(run_id)
+    if doc is None:
+        raise StorageError(f"{store.url}: no run {run_id}")
+    out = []
+    for rel in sorted(doc["files"]):
+        target = dest / check_run_path(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as f:
+            for data in read_file(store, run_id, rel):
+                f.write(data)
+        out.append(rel)
+    return out
+
+
+@dataclass
+class ObjectSyncReport:
+    """What :func:`sync_to_objects` did."""
+
+    runs: int = 0
+    runs_sent: int = 0
+    chunks_sent: int = 0
+    bytes_sent: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "runs_sent": self.runs_sent,
+            "chunks_sent": self.chunks_sent,
+            "bytes_sent": self.bytes_sent,
+            "files_sent": self.chunks_sent,
+        }
+
+
+def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, client: Any = None) -> ObjectSyncReport:
+    """Copy runs of a local ledger to ``s3://bucket/prefix``: new chunks, then each run's manifest.
+
+    Incremental (a chunk the run's manifest already names is not sent), idempotent, and safe while a
+    run is written (record files up to their last complete line). The manifest is written last, so
+    a reader never sees a file whose chunks are not all there.
+
+    >>> sync_to_objects(".labledger", "s3://lab-runs/team")   # doctest: +SKIP
+    ObjectSyncReport(runs=3, runs_sent=1, chunks_sent=4, bytes_sent=2621440)
+    """
+    from labledger.store.ledger import Ledger
+    from labledger.store.manifest import complete_size, index_rows, run_files
+
+    store = ObjectStore(url, client=client)
+    book = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
+    report = ObjectSyncReport()
+    try:
+        infos = book.runs()
+        if runs:
+            wanted = {book.resolve(r) for r in runs}
+            infos = [i for i in infos if i.id in wanted]
+        report.runs = len(infos)
+        for info in infos:
+            run_dir = book.run_dir(info.id)
+            old = store.manifest(info.id) or {"files": {}}
+            known = {c for f in old["files"].values() for c in f["chunks"]}
+            files: dict[str, Any] = {}
+            sent = 0
+            for rel in run_files(run_dir):
+                path = run_dir / rel
+                size = path.stat().st_size
+                if rel.endswith(".jsonl"):
+                    size = complete_size(path, size)
+                chunks = []
+                with open(path, "rb") as f:
+                    left = size
+                    while left > 0:
+                        data = f.read(min(CHUNK, left))
+                        if not data:
+                            break
+                        left -= len(data)
+                        sha = hashlib.sha256(data).hexdigest()
+                        chunks.append(sha)
+                        if sha not in known:
+                            store.put_chunk(data, sha)
+                            known.add(sha)
+                            sent += 1
+                            report.bytes_sent += len(data)
+                files[rel] = {"size": size, "chunks": chunks}
+            doc = {"run": info.id, "files": files, "index": index_rows(book, info.id)}
+            if doc != {k: old.get(k) for k in doc}:
+                store.put_json(store.key("runs", info.id, "manifest.json"), doc)
+                report.runs_sent += 1
+            report.chunks_sent += sent
+    finally:
+        if not isinstance(ledger, Ledger):
+            book.close()
+    return report
+
+
+def s3_client_from_env() -> Any:
+    """A boto3 S3 client from the standard AWS variables (``AWS_ENDPOINT_URL`` included)."""
+    import boto3
+
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    return boto3.client("s3", endpoint_url=endpoint) if endpoint else boto3.client("s3")

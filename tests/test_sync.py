@@ -1,0 +1,343 @@
+"""``labledger sync`` (#18): local ledgers copied to a team server, incrementally and verifiably.
+
+Real servers throughout (uvicorn in a child process, tests/server_process.py), real ledgers in
+tmp_path, and for team mode a real PostgreSQL cluster (tests/postgres_server.py). The issue's
+"server down for 30 s" is shortened to about 2 s here: what matters is that records pile up and go
+after, which the shorter outage shows as well.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+from click.testing import CliRunner
+from postgres_server import pg_url, postgres_cluster  # noqa: F401 (fixtures)
+from server_process import ServerProcess, free_port
+
+import labledger
+from labledger.cli import main
+from labledger.errors import SyncConflictError, SyncError
+from labledger.server.sync_client import sync_runs
+from labledger.store.ledger import Ledger
+from labledger.store.manifest import CHUNK, run_files
+from labledger.store.verify import verify_ledger
+
+TOKEN = "sync-test-token-0123456789"
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _same_runs(local: Path, server_root: Path, run_ids: list[str]) -> None:
+    """Every file of every run is on the server byte for byte (compared by sha256 and record by record)."""
+    for rid in run_ids:
+        a, b = local / "runs" / rid, server_root / "runs" / rid
+        files = run_files(a)
+        assert files == run_files(b), rid
+        for rel in files:
+            assert _sha(a / rel) == _sha(b / rel), (rid, rel)
+            if rel.endswith(".jsonl"):
+                assert [orjson.loads(x) for x in (a / rel).read_bytes().splitlines()] == [
+                    orjson.loads(x) for x in (b / rel).read_bytes().splitlines()
+                ]
+
+
+def _log_run(ledger: Path, name: str, steps: int = 200, *, checkpoint: int = 0, tmp: Path | None = None) -> str:
+    with labledger.start_run(name, ledger=ledger, tags=["sync"], config={"lr": 0.1}) as run:
+        for i in range(1, steps + 1):
+            run.log(i, loss=1.0 / i)
+        run.log_batch({"microbatch": 1, "samples": [{"id": "a", "loss": 0.5}, {"id": "b", "loss": 0.25}]})
+        run.log_results(
+            "test",
+            [{"id": "a", "task": "t", "gold": 1.0, "pred": 1.0}, {"id": "b", "task": "t", "gold": 0.0, "pred": 0.5}],
+        )
+        run.log_file("notes/readme.md", b"# hello\n")
+        if checkpoint:
+            assert tmp is not None
+            ck = tmp / f"{name}.pt"
+            ck.write_bytes(os.urandom(checkpoint))
+            run.log_checkpoint(ck, step=steps, copy=True)
+        run.set_summary(acc=0.5)
+    return run.id
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One server for the module's quick tests (each test syncs its own runs from its own ledgers)."""
+    tmp = tmp_path_factory.mktemp("sync-server")
+    root = tmp / "server"
+    Ledger(root, create=True).close()
+    proc = ServerProcess(root, uploads_dir=tmp / "uploads", token=TOKEN).start()
+    proc.root = root  # type: ignore[attr-defined]
+    yield proc
+    proc.stop()
+
+
+def test_sync_copies_every_file_and_index_row_then_sends_nothing(tmp_path, server):
+    local = tmp_path / "local"
+    ids = [_log_run(local, "a", checkpoint=CHUNK * 2 + 123, tmp=tmp_path), _log_run(local, "b")]
+    report = sync_runs(local, server.url, token=TOKEN)
+    assert sorted(report.runs_sent) == sorted(ids) and report.files_sent > 0
+    _same_runs(local, server.root, ids)
+    with Ledger(server.root) as book:
+        infos = {i.id: i for i in book.runs()}
+        assert set(infos) == set(ids)
+        assert infos[ids[0]].status == "finished" and infos[ids[0]].tags == ["sync"]
+        assert infos[ids[0]].summary["scalar_records"] == 200
+        assert [e.name for e in book.evaluations(ids[0])] == ["test"]
+        assert len(list(book.run(ids[0]).checkpoints())) == 1
+        assert verify_ledger(book).ok
+    again = sync_runs(local, server.url, token=TOKEN)
+    assert (again.files_sent, again.bytes_sent, again.runs_sent) == (0, 0, [])
+    # and the server agrees: asked afresh (no local cache), nothing is pending
+    status = sync_runs(local, server.url, token=TOKEN, dry_run=True)
+    assert status.pending == {}
+
+
+def test_a_live_run_is_sent_incrementally_and_its_crash_shows_on_the_server(tmp_path, server):
+    local = tmp_path / "local"
+    script = textwrap.dedent(f"""
+        import sys, time, labledger
+        run = labledger.start_run("live", ledger={str(local)!r})
+        print(run.id, flush=True)
+        for i in range(1, 30001):
+            run.log(i, loss=1.0 / i, a=0.123456789, b=1234.56789, c=9.87654321e-5)
+        print("logged", flush=True)
+        time.sleep(60)
+    """)
+    env = {**os.environ, "PYTHONPATH": SRC}
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        run_id = proc.stdout.readline().strip()
+        assert proc.stdout.readline().strip() == "logged"
+        first = sync_runs(local, server.url, token=TOKEN)
+        size = (local / "runs" / run_id / "metrics.jsonl").stat().st_size
+        assert size > 2 * CHUNK and first.bytes_sent >= size
+        with Ledger(server.root) as book:
+            assert book.info(run_id).status == "running"
+    finally:
+        proc.kill()
+        proc.wait()
+    # the process died: the local ledger calls it crashed, and only the last chunk (at most) is resent
+    second = sync_runs(local, server.url, token=TOKEN)
+    assert second.bytes_sent < size // 2
+    with Ledger(server.root) as book:
+        assert book.info(run_id).status == "crashed"
+    _same_runs(local, server.root, [run_id])
+
+
+def test_conflicts_are_refused_not_merged(tmp_path, server):
+    a, b = tmp_path / "a", tmp_path / "b"
+    rid = _log_run(a, "r")
+    sync_runs(a, server.url, token=TOKEN)
+    # the same run on another machine (a copy of the ledger, with its own sync id)
+    import shutil
+
+    shutil.copytree(a, b)
+    (b / ".sync" / "origin").write_text("ab" * 16 + "\n")
+    (b / "runs" / rid / "notes.jsonl").write_bytes(b'{"text": "other"}\n')
+    with pytest.raises(SyncConflictError, match="another ledger"):
+        sync_runs(b, server.url, token=TOKEN)
+    # a record file rewritten locally (not appended to) is refused too
+    path = a / "runs" / rid / "metrics.jsonl"
+    path.write_bytes(b'{"step": 1, "loss": 9}\n' + path.read_bytes()[30:])
+    with pytest.raises(SyncConflictError, match="metrics.jsonl"):
+        sync_runs(a, server.url, token=TOKEN)
+
+
+def test_a_corrupted_chunk_on_the_server_is_found_by_verify_and_by_the_next_sync(tmp_path, server):
+    local = tmp_path / "local"
+    rid = _log_run(local, "r", checkpoint=CHUNK + 10, tmp=tmp_path)
+    sync_runs(local, server.url, token=TOKEN)
+    target = server.root / "runs" / rid / "checkpoints" / "r.pt"
+    data = bytearray(target.read_bytes())
+    data[CHUNK + 3] ^= 0xFF
+    target.write_bytes(bytes(data))
+    with Ledger(server.root) as book:
+        report = verify_ledger(book)
+    assert not report.ok and any("r.pt" in str(p) and "chunk 1" in str(p) for p in report.problems)
+    result = CliRunner().invoke(main, ["sync", "--to", server.url, "--token", TOKEN, "--ledger", str(local)])
+    assert result.exit_code == 1 and "r.pt" in result.output and "changed on the server" in result.output
+    repaired = sync_runs(local, server.url, token=TOKEN, repair=True)
+    assert repaired.files_sent == 1
+    _same_runs(local, server.root, [rid])
+    with Ledger(server.root) as book:
+        assert verify_ledger(book).ok
+
+
+def test_the_sync_api_needs_the_token_an_origin_safe_paths_and_keeps_the_limits(tmp_path):
+    root = tmp_path / "server"
+    Ledger(root, create=True).close()
+    srv = ServerProcess(root, uploads_dir=tmp_path / "up", token=TOKEN, max_upload=CHUNK).start()
+    try:
+        url = srv.url + "/api/sync/runs/20260101-000000-aaaaaaaaaaaa/files?path=metrics.jsonl&offset=0&size=3"
+        auth = {"Authorization": f"Bearer {TOKEN}", "X-Labledger-Origin": "cd" * 16}
+        assert httpx.put(url, content=b"{}\n").status_code == 401
+        assert httpx.put(url, content=b"{}\n", headers={"Authorization": "Bearer wrong"}).status_code == 403
+        assert httpx.put(url, content=b"{}\n", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 400
+        bad = srv.url + "/api/sync/runs/20260101-000000-aaaaaaaaaaaa/files?path=..%2f..%2fx&offset=0&size=3"
+        assert httpx.put(bad, content=b"{}\n", headers=auth).status_code == 400
+        big = url.replace("size=3", f"size={CHUNK + 1}")
+        r = httpx.put(big, content=b"x" * (CHUNK + 1), headers=auth)
+        assert r.status_code == 413
+        assert httpx.put(url, content=b"{}\n", headers=auth).status_code == 200
+        assert not list((root / "runs").glob("*/../x"))
+        # a too-large file named in a run makes `sync` fail naming the file and the limit
+        local = tmp_path / "local"
+        _log_run(local, "r", checkpoint=CHUNK + 1, tmp=tmp_path)
+        with pytest.raises(SyncError, match=r"r\.pt.*at most"):
+            sync_runs(local, srv.url, token=TOKEN)
+    finally:
+        srv.stop()
+
+
+SYNC_CHILD = [sys.executable, "-m", "labledger", "sync"]
+
+
+@pytest.mark.slow
+def test_sync_killed_at_random_moments_resumes_and_verifies(tmp_path, server):
+    local = tmp_path / "local"
+    ids = [_log_run(local, f"r{i}", steps=3000, checkpoint=6 * CHUNK + 7, tmp=tmp_path) for i in range(3)]
+    env = {**os.environ, "PYTHONPATH": SRC, "LABLEDGER_TOKEN": TOKEN}
+    for seed in range(10):
+        delay = random.Random(seed).uniform(0.3, 1.5)
+        child = subprocess.Popen([*SYNC_CHILD, "--to", server.url, "--ledger", str(local)], env=env)
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    sync_runs(local, server.url, token=TOKEN)
+    _same_runs(local, server.root, ids)
+    assert sync_runs(local, server.url, token=TOKEN, dry_run=True).pending == {}
+
+
+@pytest.mark.slow
+def test_server_killed_mid_sync_then_resumed(tmp_path):
+    root = tmp_path / "server"
+    Ledger(root, create=True).close()
+    local = tmp_path / "local"
+    rid = _log_run(local, "big", checkpoint=40 * CHUNK + 1, tmp=tmp_path)
+    srv = ServerProcess(root, uploads_dir=tmp_path / "up", token=TOKEN, max_upload=1 << 30).start()
+    env = {**os.environ, "PYTHONPATH": SRC, "LABLEDGER_TOKEN": TOKEN}
+    child = subprocess.Popen([*SYNC_CHILD, "--to", srv.url, "--ledger", str(local)], env=env, stderr=subprocess.PIPE)
+    part_dir = root / "runs" / rid / ".sync-parts"
+    deadline = time.monotonic() + 30
+
+    def part_bytes() -> int:
+        return sum(p.stat().st_size for p in part_dir.iterdir()) if part_dir.is_dir() else 0
+
+    while time.monotonic() < deadline and part_bytes() < 2 * CHUNK:
+        time.sleep(0.005)
+    srv.kill()
+    kept = part_bytes() // CHUNK * CHUNK
+    assert kept >= CHUNK
+    assert child.wait(timeout=60) == 1
+    srv = ServerProcess(root, port=srv.port, uploads_dir=tmp_path / "up", token=TOKEN, max_upload=1 << 30).start()
+    try:
+        report = sync_runs(local, srv.url, token=TOKEN)
+        total = sum((local / "runs" / rid / f).stat().st_size for f in run_files(local / "runs" / rid))
+        assert 0 < report.bytes_sent <= total - kept  # resumed from the part the server kept
+        _same_runs(local, root, [rid])
+    finally:
+        srv.stop()
+
+
+@pytest.mark.slow
+def test_two_machines_watch_into_one_postgres_team_server(tmp_path, pg_url):
+    artifacts = tmp_path / "artifacts"
+    srv = ServerProcess(pg_url, artifacts=artifacts, uploads_dir=tmp_path / "up", token=TOKEN).start()
+    env = {**os.environ, "PYTHONPATH": SRC, "LABLEDGER_TOKEN": TOKEN}
+    script = textwrap.dedent("""
+        import sys, labledger
+        ledger, url = sys.argv[1], sys.argv[2]
+        for r in range(2):
+            with labledger.start_run(f"m-{r}", ledger=ledger, sync=url) as run:
+                for i in range(1, 2001):
+                    run.log(i, loss=1.0 / i)
+        print("done", flush=True)
+    """)
+    machines = [tmp_path / "m1", tmp_path / "m2"]
+    try:
+        procs = [
+            subprocess.Popen([sys.executable, "-c", script, str(m), srv.url], env=env, stdout=subprocess.PIPE)
+            for m in machines
+        ]
+        for p in procs:
+            assert p.wait(timeout=60) == 0
+        # each run's background sync exits once its run ended and is fully synced
+        watch = [
+            subprocess.Popen(
+                [*SYNC_CHILD, "--to", srv.url, "--watch", "--interval", "0.2", "--ledger", str(m), *ids(m)], env=env
+            )
+            for m in machines
+        ]
+        for w in watch:
+            assert w.wait(timeout=60) == 0
+        with Ledger(pg_url, artifacts=artifacts) as book:
+            infos = book.runs()
+            assert len(infos) == 4 and {i.status for i in infos} == {"finished"}
+            for m in machines:
+                _same_runs(m, artifacts, ids(m))
+            assert verify_ledger(book).ok
+        for m in machines:
+            assert sync_runs(m, srv.url, token=TOKEN).bytes_sent == 0
+    finally:
+        srv.stop()
+
+
+def ids(ledger: Path) -> list[str]:
+    with Ledger(ledger) as book:
+        return [i.id for i in book.runs()]
+
+
+@pytest.mark.slow
+def test_sync_in_the_background_while_the_server_is_down_for_a_while(tmp_path):
+    root = tmp_path / "server"
+    Ledger(root, create=True).close()
+    port = free_port()
+    local = tmp_path / "local"
+    os.environ["LABLEDGER_TOKEN"] = TOKEN
+    try:
+        run = labledger.start_run("bg", ledger=local, sync=f"http://127.0.0.1:{port}")
+        assert run.sync_process is not None
+        for i in range(1, 20001):
+            run.log(i, loss=1.0 / i)
+        time.sleep(1.5)  # the server is down: the records stay local, the loop does not wait
+        srv = ServerProcess(root, port=port, uploads_dir=tmp_path / "up", token=TOKEN).start()
+        try:
+            for i in range(20001, 30001):
+                run.log(i, loss=1.0 / i)
+            run.finish()
+            assert run.sync_process.wait(timeout=60) == 0
+            _same_runs(local, root, [run.id])
+            with Ledger(root) as book:
+                assert book.info(run.id).status == "finished"
+                assert book.info(run.id).summary["scalar_records"] == 30000
+        finally:
+            srv.stop()
+    finally:
+        os.environ.pop("LABLEDGER_TOKEN", None)
+
+
+def test_status_shows_what_is_pending(tmp_path, server):
+    local = tmp_path / "local"
+    rid = _log_run(local, "r")
+    runner = CliRunner()
+    out = runner.invoke(main, ["sync", "--to", server.url, "--token", TOKEN, "--status", "--ledger", str(local)])
+    assert out.exit_code == 0 and rid in out.output and "pending" in out.output
+    out = runner.invoke(main, ["sync", "--to", server.url, "--token", TOKEN, "--ledger", str(local), "--json"])
+    assert out.exit_code == 0 and orjson.loads(out.output)["runs_sent"] == [rid]
+    out = runner.invoke(main, ["sync", "--to", server.url, "--token", TOKEN, "--status", "--ledger", str(local)])
+    assert out.exit_code == 0 and "Up to date" in out.output
