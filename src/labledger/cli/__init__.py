@@ -12,6 +12,7 @@ from labledger.cli import (
     evaluation,  # noqa: F401
     groups,  # noqa: F401
     importing,  # noqa: F401
+    lineage,  # noqa: F401
     report,  # noqa: F401
     schema,  # noqa: F401
     serve,  # noqa: F401

@@ -169,3 +169,20 @@ def m004_run_heartbeat(db: sqlite3.Connection) -> None:
     # Team mode: live runs stamp this with the database server's clock on an interval, so that a
     # host that cannot see a run's flock (another machine) can still tell a dead run (issue 7).
     db.execute("ALTER TABLE runs ADD COLUMN heartbeat REAL")
+
+
+@migration
+def m005_run_inits(db: sqlite3.Connection) -> None:
+    # Lineage (issue 15): what each run started from. A row with a sha256 that the checkpoints
+    # table also holds links the run to the run that logged that checkpoint.
+    db.execute("""
+        CREATE TABLE run_inits (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            kind TEXT NOT NULL,
+            sha256 TEXT,
+            name TEXT,
+            path TEXT,
+            size INTEGER
+        )""")
+    db.execute("CREATE INDEX run_inits_run ON run_inits(run_id)")
+    db.execute("CREATE INDEX run_inits_sha ON run_inits(sha256)")
