@@ -27,7 +27,7 @@ from labledger.errors import LedgerError, RunNotFoundError
 from labledger.store.ledger import Ledger
 from labledger.store.view import checkpoint_state
 
-__all__ = ["DEFAULT_COLUMNS", "Lineage", "lineage", "trajectory"]
+__all__ = ["DEFAULT_COLUMNS", "Lineage", "lineage", "lineage_of", "trajectory"]
 
 #: Trajectory table columns: label -> config keys tried in order (dotted keys reach into nested configs).
 DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -312,6 +312,39 @@ def lineage(ledger: Ledger, ref: str, *, all_checkpoints: bool = False, verify: 
         for i in index.soups.get(rid, ()):
             _link_input(graph, index, rid, {"sha256": i["sha256"], "path": i.get("path")}, i.get("weight"), "input")
     return graph
+
+
+def lineage_of(ledger: Ledger, refs: Iterable[str], *, verify: bool = True) -> Lineage:
+    """One graph: the union of :func:`lineage` of each of ``refs`` (the report's runs).
+
+    >>> import tempfile, labledger
+    >>> d = tempfile.mkdtemp()
+    >>> for name in ("a", "b"):
+    ...     with labledger.start_run(name, ledger=d) as run:
+    ...         pass
+    >>> sorted(n["name"] for n in lineage_of(labledger.open_ledger(d), ["a", "b"]).runs())
+    ['a', 'b']
+    """
+    merged: Lineage | None = None
+    seen_edges: set[tuple[str, str, str]] = set()
+    for ref in refs:
+        if merged is not None and f"run:{ledger.resolve(ref)}" in merged.nodes:
+            continue
+        g = lineage(ledger, ref, verify=verify)
+        if merged is None:
+            merged = g
+            seen_edges = {(e["source"], e["target"], e["kind"]) for e in g.edges}
+            continue
+        for k, n in g.nodes.items():
+            merged.nodes.setdefault(k, n)
+        for e in g.edges:
+            key = (e["source"], e["target"], e["kind"])
+            if key not in seen_edges:
+                seen_edges.add(key)
+                merged.edges.append(e)
+    if merged is None:
+        raise LedgerError("no runs to draw the lineage of")
+    return merged
 
 
 def _add_checkpoint(graph: Lineage, ledger: Ledger, index: _Index, run_id: str, sha: str, *, verify: bool) -> str:
