@@ -290,18 +290,18 @@ def _asset_section(views: list) -> list[str]:
     out = ["## Files and assets\n", "| kind | run | file | bytes | sha256 |", "|---|---|---|---:|---|"]
     for v in views:
         for c in v.verified_checkpoints():
-            size = "-" if c.get("size") is None else f"{c['size']:,}"
+            shown = "-" if c.get("size") is None else f"{c['size']:,}"
             note = " (**changed since logged**)" if c.get("state") == "changed" else ""
-            out.append(f"| checkpoint | {_md(v.name)} | `{_md(c.get('path'))}`{note} | {size} | `{c.get('sha256')}` |")
+            out.append(f"| checkpoint | {_md(v.name)} | `{_md(c.get('path'))}`{note} | {shown} | `{c.get('sha256')}` |")
         for name in v.results_names():
             path = v.results_path(name)
-            sha, size = digest(path)
-            out.append(f"| result set | {_md(v.name)} | `{_md(path)}` | {size:,} | `{sha}` |")
+            sha, n_bytes = digest(path)
+            out.append(f"| result set | {_md(v.name)} | `{_md(path)}` | {n_bytes:,} | `{sha}` |")
         evals = Path(v.dir) / "evals"
         for doc in sorted(evals.glob("*/*.json")) if evals.is_dir() else ():
             if doc.name == "meta.json":
                 continue
-            sha, size = digest(doc)
-            out.append(f"| report | {_md(v.name)} | `{_md(doc)}` | {size:,} | `{sha}` |")
+            sha, n_bytes = digest(doc)
+            out.append(f"| report | {_md(v.name)} | `{_md(doc)}` | {n_bytes:,} | `{sha}` |")
     out.append("")
     return out
