@@ -108,3 +108,56 @@ def test_run_without_mixture_is_a_clear_error(tmp_path):
         run.log(1, loss=1.0)
     res = CliRunner().invoke(main, ["mixture", run.id, "--ledger", str(tmp_path)])
     assert res.exit_code == 1 and "declares no mixture" in res.output
+
+
+# -- class balance (#15) ------------------------------------------------------------------------
+def _balance_run(ledger_dir, *, forced: bool, config: dict | None = None):
+    """HoVer 79:21 and ContractNLI 69:31 naturally; seed 001's loader bug trained them 50:50."""
+    import labledger
+
+    def samples(name, yes, no):
+        return [{"dataset": name, "gold": "yes"}] * yes + [{"dataset": name, "gold": "no"}] * no
+
+    hover = samples("hover", 50, 50) if forced else samples("hover", 79, 21)
+    nli = samples("contractnli", 69, 31)
+    with labledger.start_run("balance", ledger=ledger_dir, config=config or {}) as run:
+        run.log_batch({"microbatch": 1, "samples": hover + nli})
+    return run
+
+
+def test_class_balance_catches_a_forced_50_50(tmp_path):
+    import labledger
+    from labledger.analysis.mixture import audit_run_balance
+
+    natural = {"hover": {"yes": 79, "no": 21}, "contractnli": {"yes": 0.69, "no": 0.31}}
+    run = _balance_run(tmp_path, forced=True, config={"class_distribution": natural})
+    audit = audit_run_balance(labledger.open_ledger(tmp_path).run(run.id))
+    assert audit.forced == ["hover"] and audit.flagged == ["hover"]
+    row = next(r for r in audit.rows if r["dataset"] == "hover" and r["label"] == "yes")
+    assert row["trained_share"] == 0.5 and abs(row["natural_share"] - 0.79) < 1e-12
+    ok = _balance_run(tmp_path / "ok", forced=False, config={"class_distribution": natural})
+    assert audit_run_balance(labledger.open_ledger(tmp_path / "ok").run(ok.id)).flagged == []
+
+
+def test_mixture_cli_class_balance_from_a_natural_results_file(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from labledger.cli import main
+
+    run = _balance_run(tmp_path / "l", forced=True)
+    natural = tmp_path / "natural.jsonl"
+    rows = [
+        {"id": f"h{i}", "task": "hover", "gold": "yes" if i < 79 else "no", "probs": {"yes": 1.0, "no": 0.0}}
+        for i in range(100)
+    ]
+    natural.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["mixture", run.id, "--natural", str(natural), "--ledger", str(tmp_path / "l")]
+    res = CliRunner().invoke(main, [*args, "--strict"])
+    assert res.exit_code == 3, res.output
+    assert "FORCED 50:50" in res.output and "hover" in res.output
+    doc = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
+    assert doc["class_balance"]["forced_uniform"] == ["hover"]
+    res = CliRunner().invoke(main, ["mixture", run.id, "--ledger", str(tmp_path / "l")])
+    assert res.exit_code == 1 and "no class distribution" in res.output

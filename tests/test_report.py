@@ -96,8 +96,12 @@ def test_handoff_has_every_section(tmp_path):
         "held out",
         "## Metric definitions",
         "`f1[average=macro]`: F1 = 2 tp",
+        "## Trajectory",
+        "```mermaid\nflowchart TD",
         "## Checkpoints",
         "**Soup `v4-soup`**",
+        "## Files and assets",
+        "| result set | v4 |",
         "| 0.3 |",
         "## Data-mixture audits",
         "**OFF**",
@@ -106,6 +110,8 @@ def test_handoff_has_every_section(tmp_path):
         "note: trained on 2 GPUs",
     ):
         assert needle in text, needle
+    order = [text.index(h) for h in ("## Trajectory", "## Calibration recipes", "## Files and assets")]
+    assert order == sorted(order)  # seed 001's order: trajectory (§4), calibration (§5), assets (§6)
     res = CliRunner().invoke(main, ["report", "--models", "nobody", "--ledger", str(ledger_dir)])
     assert res.exit_code == 1 and "no benchmark entries for nobody" in res.output
     res = CliRunner().invoke(main, ["report", "--ledger", str(ledger_dir)])

@@ -554,3 +554,89 @@ def test_a_document_without_its_kinds_fields_is_reported_and_shown_as_stored(bro
     assert sec.locator("details[open] .jtree").count() == 1  # the document as stored, opened
     t.check()
     t.close()
+
+
+# -- lineage (#15) -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def lineage_site(tmp_path_factory):
+    """s1 (from a hub model) -> s2 and s3 (from s1's checkpoint); a soup 0.25 s2 + 0.75 s3, named
+    like an XSS attempt; s2's referenced checkpoint file changed after it was logged."""
+    import labledger
+
+    root = tmp_path_factory.mktemp("browser-lineage")
+    book = root / "ledger"
+    ids, recs = {}, {}
+    with labledger.start_run("s1", ledger=book, init="hub/base-model", config={"steps": 10, "lr": 1e-4}) as run:
+        (root / "s1.pt").write_bytes(b"s1")
+        recs["s1"] = run.log_checkpoint(root / "s1.pt", step=10)
+    ids["s1"] = run.id
+    for name in ("s2", "s3"):
+        with labledger.start_run(name, ledger=book, init=recs["s1"], config={"steps": 5}) as run:
+            (root / f"{name}.pt").write_bytes(name.encode())
+            recs[name] = run.log_checkpoint(root / f"{name}.pt", step=5, copy=name == "s3")
+        ids[name] = run.id
+    (root / "s2.pt").write_bytes(b"s2 overwritten")
+    inputs = [
+        {"path": recs["s2"]["path"], "sha256": recs["s2"]["sha256"], "weight": 0.25},
+        {"path": recs["s3"]["path"], "sha256": recs["s3"]["sha256"], "weight": 0.75},
+    ]
+    with labledger.start_run(XSS[0], ledger=book, tags=("soup",), config={"soup": {"inputs": inputs}}) as run:
+        (root / "soup.pt").write_bytes(b"soup")
+        run.log_checkpoint(root / "soup.pt")
+    ids["soup"] = run.id
+    build_site(book, root / "out")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return {"out": root / "out", "ids": ids}
+
+
+@pytest.mark.parametrize("viewport", ["desktop", "phone"])
+def test_lineage_page_draws_nodes_links_weights_and_the_path(browser, lineage_site, viewport):
+    t = Tab(browser, lineage_site, viewport)
+    ids = lineage_site["ids"]
+    try:
+        page = t.open(f"lineage.html#node=run:{ids['soup']}")
+        page.screenshot(path=str(SHOTS / f"lineage-{VIEWPORTS[viewport]['width']}.png"), full_page=True)
+        graph = page.locator("svg.lineage-graph")
+        assert graph.locator(".node").count() == 9  # 4 runs + 4 checkpoints + 1 external
+        assert graph.locator(".node-soup").count() == 1 and graph.locator(".node-external").count() == 1
+        assert sorted(graph.locator("text.weight").all_text_contents()) == ["0.25", "0.75"]
+        hrefs = [a.get_attribute("href") for a in graph.locator("a.node-link").all()]
+        assert sorted(hrefs) == sorted(f"run.html#run={i}" for i in ids.values())
+        # the path to the soup: every node upstream of it (all but the checkpoint the soup wrote)
+        assert graph.locator(".node.on-path").count() == 8
+        page.select_option("#lineage-select", f"run:{ids['s2']}")
+        on = graph.locator(".node.on-path")
+        assert on.count() == 4  # external, s1, s1's checkpoint, s2
+        assert "s3" not in " ".join(on.all_text_contents())
+        assert page.url.endswith(f"#node=run%3A{ids['s2']}") or page.url.endswith(f"#node=run:{ids['s2']}")
+        assert graph.locator(".node.changed").count() == 1
+        assert "sha256 mismatch" in page.locator(".callout.error").inner_text()
+        table = page.locator("table.trajectory")
+        assert table.locator("tbody tr").count() == 4
+        assert "0.25 s2 (" in table.inner_text() and "hub/base-model" in table.inner_text()
+        graph.locator(f'a.node-link[href="run.html#run={ids["s1"]}"]').click()
+        t.ready()
+        assert page.url.endswith(f"run.html#run={ids['s1']}")
+        t.check()
+    finally:
+        t.close()
+
+
+def test_catalog_links_to_the_lineage_page(tab, lineage_site):
+    tab.site = lineage_site
+    page = tab.open("index.html")
+    page.locator("#lineage-link").click()
+    page.wait_for_url("**/lineage.html", timeout=15000)
+    tab.ready()
+    assert page.url.endswith("lineage.html") and page.locator("svg.lineage-graph .node").count() == 9
+    tab.check()
+
+
+def test_lineage_page_shows_xss_run_names_as_text(tab, lineage_site):
+    tab.site = lineage_site
+    page = tab.open("lineage.html")
+    assert XSS[0] in page.locator("svg.lineage-graph").inner_html().replace("&lt;", "<").replace("&gt;", ">")
+    assert XSS[0] in page.locator("table.trajectory").inner_text()
+    assert page.locator("svg script, main script").count() == 0
+    page.wait_for_timeout(200)
+    tab.check()

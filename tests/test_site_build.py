@@ -416,6 +416,7 @@ def test_rebuild_after_a_new_run_rewrites_only_what_changed(tmp_path):
     assert result.rebuilt_runs == [run.id]
     assert written == {
         "data/catalog.js",
+        "data/lineage.js",  # a new run is a new node of the lineage graph (#15)
         f"data/runs/{run.id}.js",
         f"data/batches/{run.id}/toc.js",
         f"data/batches/{run.id}/loss.js",

@@ -97,8 +97,8 @@ def test_checkpoint_sha256_streamed_and_referenced(ledger_dir, tmp_path):
     data = bytes(range(256)) * 10_000
     ckpt.write_bytes(data)
     with labledger.start_run("ck", ledger=ledger_dir) as run:
-        rec = run.log_checkpoint(ckpt, step=7, metrics={"val_loss": 0.1})
-        copied = run.log_checkpoint(ckpt, step=8, copy=True)
+        rec = run.log_checkpoint(ckpt, step=7, metrics={"val_loss": 0.1}, copy=False)
+        copied = run.log_checkpoint(ckpt, step=8)  # copied into the run by default (#15)
     assert rec["sha256"] == hashlib.sha256(data).hexdigest() and rec["size"] == len(data)
     assert rec["path"] == str(ckpt.resolve()) and not rec["copied"]
     assert copied["path"].startswith(str(run.dir)) and open(copied["path"], "rb").read() == data

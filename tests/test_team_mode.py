@@ -374,3 +374,21 @@ def test_the_server_and_the_cli_on_a_postgres_ledger(team, tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "over-http" in result.output
+
+
+def test_lineage_on_postgres_and_through_an_adopted_import(team, tmp_path):
+    """run_inits exists in PostgreSQL too, and adopt() (the Python path) carries a run's init (#15)."""
+    from labledger.analysis.lineage import lineage
+
+    ledger = team["ledger"]
+    ck = tmp_path / "w.bin"
+    ck.write_bytes(b"weights")
+    with labledger.start_run("parent", ledger=ledger) as parent:
+        rec = parent.log_checkpoint(ck, step=1)
+    with ledger.staging() as stage:
+        with labledger.start_run("child", ledger=stage, init=rec) as child:
+            pass
+        ledger.adopt(stage)
+    graph = lineage(ledger, child.id)
+    assert {e["kind"] for e in graph.edges} == {"wrote", "init"}
+    assert {n["name"] for n in graph.runs()} == {"parent", "child"}

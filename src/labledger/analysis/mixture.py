@@ -132,3 +132,165 @@ def audit_run(view, *, tolerance: float = DEFAULT_TOLERANCE) -> MixtureAudit:
     if intended is None:
         raise LedgerError(f"run {view.id} declares no mixture (config['mixture'] is missing)")
     return audit_counts(intended, view.batches(), tolerance=tolerance, run_id=view.id)
+
+
+# -- class balance (#15) ------------------------------------------------------------------------
+#: Default tolerance of the class-balance audit: the largest |trained - natural| share of a label.
+DEFAULT_BALANCE_TOLERANCE = 0.1
+
+
+@dataclass
+class ClassBalanceAudit:
+    """Per dataset and label: the share the run trained on against the dataset's natural share."""
+
+    run_id: str
+    tolerance: float
+    rows: list[dict[str, Any]]
+    natural_from: str
+
+    @property
+    def flagged(self) -> list[str]:
+        return sorted({r["dataset"] for r in self.rows if r["flagged"]})
+
+    @property
+    def forced(self) -> list[str]:
+        """Datasets trained on a uniform balance (50:50) that their natural distribution is not."""
+        return sorted({r["dataset"] for r in self.rows if r["forced_uniform"]})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run_id,
+            "tolerance": self.tolerance,
+            "natural_from": self.natural_from,
+            "rows": self.rows,
+            "flagged": self.flagged,
+            "forced_uniform": self.forced,
+            "definition": "trained share = samples of the label / samples of the dataset in batches.jsonl "
+            "(field 'gold', else 'label'); natural share from config['class_distribution'] or --natural; "
+            "flagged when |trained - natural| > tolerance for any label of the dataset; forced_uniform "
+            "when every trained share is within 0.02 of 1/k while the natural distribution is not",
+        }
+
+
+def _sample_dataset(s: dict[str, Any]) -> str:
+    name = s.get("dataset", s.get("source"))
+    return "(all)" if name is None else str(name)
+
+
+def _shares(counts: dict[str, float]) -> dict[str, float]:
+    total = float(sum(counts.values()))
+    return {k: v / total for k, v in counts.items()} if total > 0 else {}
+
+
+def natural_from_rows(rows: Any) -> dict[str, dict[str, float]]:
+    """Per dataset (``dataset``, else ``slices.dataset``, else ``task``), the share of each ``gold`` label.
+
+    >>> natural_from_rows([{"task": "t", "gold": "yes"}] * 3 + [{"task": "t", "gold": "no"}])
+    {'t': {'yes': 0.75, 'no': 0.25}}
+    """
+    counts: dict[str, Counter[str]] = {}
+    for r in rows:
+        gold = r.get("gold")
+        if gold is None or isinstance(gold, (list, dict)):
+            continue
+        slices = r.get("slices") if isinstance(r.get("slices"), dict) else {}
+        name = r.get("dataset", slices.get("dataset", r.get("task")))
+        counts.setdefault("(all)" if name is None else str(name), Counter())[str(gold)] += 1
+    return {k: _shares(dict(c)) for k, c in counts.items()}
+
+
+def _natural_table(declared: Any, source: str) -> dict[str, dict[str, float]]:
+    """``{dataset: {label: share}}`` from a declared ``class_distribution`` (counts or shares; a flat
+    ``{label: share}`` applies to every dataset, under ``(all)``)."""
+    if not isinstance(declared, dict) or not declared:
+        raise LedgerError(f"{source} must map dataset -> {{label: share}} (or label -> share)")
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in declared.values()):
+        declared = {"(all)": declared}
+    out = {}
+    for name, dist in declared.items():
+        if not isinstance(dist, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in dist.values()
+        ):
+            raise LedgerError(f"{source}['{name}'] must map labels to numbers >= 0; got {dist!r}")
+        out[str(name)] = _shares({str(k): float(v) for k, v in dist.items()})
+    return out
+
+
+def audit_class_balance(
+    natural: dict[str, Any],
+    batches: Any,
+    *,
+    tolerance: float = DEFAULT_BALANCE_TOLERANCE,
+    run_id: str = "",
+    natural_from: str = "config['class_distribution']",
+) -> ClassBalanceAudit:
+    """Trained-on label shares per dataset against the natural ones (seed 001's second loader bug).
+
+    >>> batches = [{"samples": [{"dataset": "hover", "gold": g} for g in ["yes", "no"] * 50]}]
+    >>> audit = audit_class_balance({"hover": {"yes": 79, "no": 21}}, batches)
+    >>> audit.forced, audit.flagged
+    (['hover'], ['hover'])
+    """
+    if not 0 < tolerance < 1:
+        raise LedgerError(f"tolerance must be in (0, 1); got {tolerance}")
+    table = _natural_table(natural, natural_from)
+    counts: dict[str, Counter[str]] = {}
+    for b in batches:
+        for s in b.get("samples") or ():
+            label = s.get("gold", s.get("label"))
+            if label is None or isinstance(label, (list, dict)):
+                continue
+            counts.setdefault(_sample_dataset(s), Counter())[str(label)] += 1
+    if "(all)" in table and len(table) == 1:  # one distribution for every dataset
+        table = dict.fromkeys(counts, table["(all)"]) or table
+    if not counts:
+        raise LedgerError(f"run {run_id} has no labelled samples ('gold' or 'label') in batches.jsonl")
+    rows = []
+    for name in sorted(set(table) | set(counts)):
+        trained = _shares(dict(counts.get(name, {})))
+        nat = table.get(name)
+        labels = sorted(set(trained) | set(nat or {}))
+        k = len(labels)
+        uniform_trained = bool(trained) and k > 1 and all(abs(trained.get(x, 0.0) - 1 / k) <= 0.02 for x in labels)
+        uniform_natural = nat is not None and all(abs(nat.get(x, 0.0) - 1 / k) <= 0.02 for x in labels)
+        for label in labels:
+            t, n = trained.get(label), (nat or {}).get(label)
+            diff = None if t is None or n is None else t - n
+            rows.append(
+                {
+                    "dataset": name,
+                    "label": label,
+                    "trained_share": t,
+                    "natural_share": n,
+                    "difference": diff,
+                    "examples": counts.get(name, Counter()).get(label, 0),
+                    "flagged": nat is not None and bool(trained) and abs((t or 0.0) - (n or 0.0)) > tolerance,
+                    "forced_uniform": uniform_trained and not uniform_natural,
+                }
+            )
+    # a dataset is flagged as a whole when any of its labels is
+    bad = {r["dataset"] for r in rows if r["flagged"]}
+    for r in rows:
+        r["flagged"] = r["dataset"] in bad
+    return ClassBalanceAudit(run_id=run_id, tolerance=tolerance, rows=rows, natural_from=natural_from)
+
+
+def audit_run_balance(
+    view: Any,
+    *,
+    natural: dict[str, Any] | None = None,
+    natural_from: str | None = None,
+    tolerance: float = DEFAULT_BALANCE_TOLERANCE,
+) -> ClassBalanceAudit:
+    """The class-balance audit of a stored run: ``natural`` given, else ``config['class_distribution']``."""
+    if natural is None:
+        natural = (view.config or {}).get("class_distribution")
+        natural_from = "config['class_distribution']"
+        if natural is None:
+            raise LedgerError(
+                f"run {view.id} declares no natural class distribution (config['class_distribution']); "
+                "give one with --natural RESULTS"
+            )
+    return audit_class_balance(
+        natural, view.batches(), tolerance=tolerance, run_id=view.id, natural_from=natural_from or "natural"
+    )

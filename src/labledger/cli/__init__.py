@@ -13,6 +13,7 @@ from labledger.cli import (
     evaluation,  # noqa: F401
     groups,  # noqa: F401
     importing,  # noqa: F401
+    lineage,  # noqa: F401
     power,  # noqa: F401
     report,  # noqa: F401
     schema,  # noqa: F401

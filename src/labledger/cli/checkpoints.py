@@ -125,41 +125,117 @@ def logit_diff_cmd(a, b, as_json):
     show_default=True,
     help="Flag a dataset whose actual/intended share ratio is off by more.",
 )
+@click.option(
+    "--natural",
+    default=None,
+    metavar="RESULTS|RUN:NAME",
+    help="The natural class distribution per dataset, from a results file's gold labels (default: "
+    "config['class_distribution']).",
+)
+@click.option(
+    "--balance-tolerance",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.1,
+    show_default=True,
+    help="Flag a dataset whose trained-on share of a label is this far from its natural share.",
+)
 @click.option("--strict", is_flag=True, help="Exit 3 when any dataset is flagged.")
 @ledger_option
 @json_option
 @handle_errors
-def mixture_cmd(run, tolerance, strict, ledger_path, as_json):
-    """Audit RUN's data mixture: intended vs actual share of examples seen per dataset."""
+def mixture_cmd(run, tolerance, natural, balance_tolerance, strict, ledger_path, as_json):
+    """Audit RUN's data mixture: intended vs actual share of examples seen per dataset, and the class
+    balance trained on vs each dataset's natural distribution (a forced 50:50 is flagged)."""
     import sys
 
     from labledger import open_ledger
-    from labledger.analysis.mixture import audit_run
+    from labledger.analysis.mixture import audit_run, audit_run_balance, natural_from_rows
+    from labledger.errors import LedgerError
 
-    audit = audit_run(open_ledger(resolve_ledger_path(ledger_path)).run(run), tolerance=tolerance)
-    if as_json:
-        emit_json(audit.to_dict())
-    else:
-        t = Table(
-            title=f"data mixture of run {audit.run_id} ({audit.examples:,} examples seen, field '{audit.field_used}')",
-            title_justify="left",
+    view = open_ledger(resolve_ledger_path(ledger_path)).run(run)
+    audit = audit_run(view, tolerance=tolerance) if view.config.get("mixture") is not None else None
+    balance = None
+    if natural is not None:
+        from labledger.cli.evaluation import resolve_results
+        from labledger.store.jsonl import read_jsonl
+
+        path, shown, _, _ = resolve_results(natural, ledger_path)
+        balance = audit_run_balance(
+            view, natural=natural_from_rows(read_jsonl(path)), natural_from=shown, tolerance=balance_tolerance
         )
-        for col in ("dataset", "intended", "actual", "ratio", "examples", ""):
-            t.add_column(col, justify="left" if col in ("dataset", "") else "right")
-        for r in audit.rows:
-            t.add_row(
-                escape(r["dataset"]),
-                f"{r['intended_share']:.1%}",
-                f"{r['actual_share']:.1%}",
-                f"{r['ratio']:.2f}",
-                f"{r['examples']:,}",
-                "[red bold]OFF[/]" if r["flagged"] else "ok",
-            )
-        console.print(t)
-        if audit.flagged:
-            console.print(
-                f"[red]{len(audit.flagged)} dataset(s) off by more than {tolerance:.0%} of "
-                f"their intended share: {', '.join(audit.flagged)}[/]"
-            )
-    if strict and audit.flagged:
+    elif view.config.get("class_distribution") is not None:
+        balance = audit_run_balance(view, tolerance=balance_tolerance)
+    if audit is None and balance is None:
+        raise LedgerError(
+            f"run {view.id} declares no mixture (config['mixture']) and no class distribution "
+            "(config['class_distribution'] or --natural)"
+        )
+    flagged = (audit.flagged if audit else []) + (balance.flagged if balance else [])
+    if as_json:
+        doc = audit.to_dict() if audit else {"run": view.id}
+        if balance is not None:
+            doc["class_balance"] = balance.to_dict()
+        emit_json(doc)
+    else:
+        if audit is not None:
+            _print_mixture(audit, tolerance)
+        if balance is not None:
+            _print_balance(balance)
+    if strict and flagged:
         sys.exit(3)
+
+
+def _print_mixture(audit, tolerance: float) -> None:
+    t = Table(
+        title=f"data mixture of run {audit.run_id} ({audit.examples:,} examples seen, field '{audit.field_used}')",
+        title_justify="left",
+    )
+    for col in ("dataset", "intended", "actual", "ratio", "examples", ""):
+        t.add_column(col, justify="left" if col in ("dataset", "") else "right")
+    for r in audit.rows:
+        t.add_row(
+            escape(r["dataset"]),
+            f"{r['intended_share']:.1%}",
+            f"{r['actual_share']:.1%}",
+            f"{r['ratio']:.2f}",
+            f"{r['examples']:,}",
+            "[red bold]OFF[/]" if r["flagged"] else "ok",
+        )
+    console.print(t)
+    if audit.flagged:
+        console.print(
+            f"[red]{len(audit.flagged)} dataset(s) off by more than {tolerance:.0%} of "
+            f"their intended share: {', '.join(escape(f) for f in audit.flagged)}[/]"
+        )
+
+
+def _print_balance(balance) -> None:
+    def pct(v):
+        return "-" if v is None else f"{v:.1%}"
+
+    t = Table(
+        title=f"class balance of run {balance.run_id} (natural: {escape(balance.natural_from)})", title_justify="left"
+    )
+    for col in ("dataset", "label", "trained", "natural", "examples", ""):
+        t.add_column(col, justify="left" if col in ("dataset", "label", "") else "right")
+    for r in balance.rows:
+        flag = "[red bold]FORCED 50:50[/]" if r["forced_uniform"] else ("[red bold]OFF[/]" if r["flagged"] else "ok")
+        t.add_row(
+            escape(r["dataset"]),
+            escape(r["label"]),
+            pct(r["trained_share"]),
+            pct(r["natural_share"]),
+            f"{r['examples']:,}",
+            flag,
+        )
+    console.print(t)
+    if balance.forced:
+        console.print(
+            f"[red]{len(balance.forced)} dataset(s) trained on a forced uniform class balance their natural "
+            f"distribution does not have: {', '.join(escape(f) for f in balance.forced)}[/]"
+        )
+    elif balance.flagged:
+        console.print(
+            f"[red]{len(balance.flagged)} dataset(s) trained more than {balance.tolerance:.0%} away from their "
+            f"natural class balance: {', '.join(escape(f) for f in balance.flagged)}[/]"
+        )

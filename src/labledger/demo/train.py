@@ -229,7 +229,7 @@ def train(
         result.validation.append(entry)
         path = checkpoint_dir / f"epoch{epoch:02d}-step{step:05d}.pt"
         torch.save(model.state_dict(), path)
-        result.checkpoints.append(run.log_checkpoint(path, step=step, metrics={"epoch": epoch, **metrics}))
+        result.checkpoints.append(run.log_checkpoint(path, step=step, metrics={"epoch": epoch, **metrics}, copy=False))
         if on_progress is not None:
             on_progress(f"epoch {epoch}/{config.epochs}: step {step}, val accuracy {metrics['eval_accuracy']:.3f}")
     result.optimizer_steps, result.microbatches, result.examples_seen = step, microbatch, seen

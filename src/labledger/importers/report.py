@@ -252,13 +252,13 @@ def _log_checkpoint(run, report: dict[str, Any], path: Path, notes: list[str]) -
                 "not recorded as a checkpoint."
             )
             return None
-        return run.log_checkpoint(found)
+        return run.log_checkpoint(found, copy=False)
     sha = sha.lower()
     found = _resolve_checkpoint(stated, path.parent) if stated else None
     if found is not None:
         digest, _ = sha256_file(found)
         if digest == sha:
-            return run.log_checkpoint(found)
+            return run.log_checkpoint(found, copy=False)
         notes.append(
             f"Checkpoint {stated}: the file now at {found} has sha256 {digest}, not the "
             f"report's {sha}; it is not the checkpoint the report describes. The report's "

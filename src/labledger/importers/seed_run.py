@@ -113,6 +113,8 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
     )
     counts: dict[str, int] = {}
     with run:
+        if isinstance(meta.get("init"), list) and meta["init"]:
+            run.set_init(meta["init"])  # lineage: what the run started from (#15)
         if (root / BATCHES).is_file():
             counts["batches"], last = _log_batches(run, root / BATCHES)
             ends += [last] if last is not None else []
@@ -351,7 +353,7 @@ def _log_checkpoints(run, path: Path, source: Source) -> int:
         step, metrics, sha = rec.get("step"), rec.get("metrics") or {}, rec.get("sha256")
         try:
             if file.is_file() and (sha is None or source.digest(file)[0] == sha):
-                run.log_checkpoint(file, step=step, metrics=metrics)
+                run.log_checkpoint(file, step=step, metrics=metrics, copy=False)
             else:
                 run.log_checkpoint_reference(rec["path"], sha, size=rec.get("size"), step=step, metrics=metrics)
         except RecordError as exc:

@@ -109,6 +109,7 @@ class LedgerCallback(TrainerCallback):
         samples: bool = True,
         tokenizer: Any = None,
         finish_on_train_end: bool = True,
+        init: str | os.PathLike[str] | None = None,
     ):
         self.name = name
         self.group = group
@@ -119,6 +120,9 @@ class LedgerCallback(TrainerCallback):
         self.samples = samples
         self.tokenizer = tokenizer
         self.finish_on_train_end = finish_on_train_end
+        #: What the run starts from (lineage, #15); else resume_from_checkpoint, else the model's name_or_path.
+        self.init = init
+        self.resume_from: str | os.PathLike[str] | None = None
         self.run: Run | None = None
         self._decoder: Any = None
         self._id2label: dict[int, str] = {}
@@ -188,6 +192,14 @@ class LedgerCallback(TrainerCallback):
         config.update(self.extra_config)
         name = self.name or getattr(args, "run_name", None) or Path(args.output_dir or "trainer").name
         self.run = Run(name, group=self.group, tags=self.tags, config=config, notes=self.notes, ledger=self.ledger)
+        init = (
+            self.init
+            or self.resume_from
+            or getattr(args, "resume_from_checkpoint", None)
+            or getattr(model, "name_or_path", None)
+        )
+        if init:  # a hub id stays text; a local folder or file is hashed and linked by sha256
+            self.run.set_init(init, missing_as_name=True)
         self._microbatch = self._examples = self._last_logged_step = 0
         self._last_eval, self._train_summary, self._warned = {}, {}, False
         self._interval_ce, self._ratio_noted = [], False
@@ -268,7 +280,8 @@ class LedgerCallback(TrainerCallback):
         if state.epoch is not None:
             metrics["epoch"] = state.epoch
         for f in checkpoint_files(folder):
-            self.run.log_checkpoint(f, step=int(state.global_step), metrics=metrics)
+            # referenced in place: the Trainer owns (and rotates) its checkpoint folders; readers re-verify
+            self.run.log_checkpoint(f, step=int(state.global_step), metrics=metrics, copy=False)
 
     def on_train_end(self, args, state, control, **kwargs):
         if not state.is_world_process_zero or not self.active:
@@ -459,6 +472,13 @@ class LedgerTrainer(Trainer):
         return (loss, outputs) if return_outputs else loss
 
     def train(self, *args: Any, **kwargs: Any):
+        resume = kwargs.get("resume_from_checkpoint", args[0] if args else None)
+        if resume is True:
+            from transformers.trainer_utils import get_last_checkpoint
+
+            resume = get_last_checkpoint(self.args.output_dir)
+        if isinstance(resume, (str, os.PathLike)):
+            self.ledger_callback.resume_from = resume
         try:
             return super().train(*args, **kwargs)
         except BaseException as exc:

@@ -59,8 +59,11 @@ class LedgerLogger(Logger):
         config: Mapping[str, Any] | None = None,
         notes: str | None = None,
         ledger: Ledger | str | os.PathLike[str] | None = None,
+        init: str | os.PathLike[str] | None = None,
     ):
         super().__init__()
+        #: What the run starts from (the ``ckpt_path`` given to ``fit``, a hub name...; lineage, #15).
+        self._init = init
         self._name = name
         self._group = group
         self._tags = tuple(tags)
@@ -94,6 +97,8 @@ class LedgerLogger(Logger):
                 notes=self._notes,
                 ledger=self._ledger,
             )
+            if self._init:
+                self._run.set_init(self._init, missing_as_name=True)
         return self._run
 
     @property
@@ -148,7 +153,9 @@ class LedgerLogger(Logger):
         if monitor and score is not None:
             metrics = numbers({monitor: score})
         step = getattr(checkpoint_callback, "_last_global_step_saved", None)
-        run.log_checkpoint(path, step=step if isinstance(step, int) and step >= 0 else None, metrics=metrics)
+        run.log_checkpoint(  # referenced in place: ModelCheckpoint owns its files; readers re-verify
+            path, step=step if isinstance(step, int) and step >= 0 else None, metrics=metrics, copy=False
+        )
 
     @rank_zero_only
     def finalize(self, status: str) -> None:

@@ -130,6 +130,7 @@ def handoff(
                     None,
                 )
                 cal_rows.append((view.name, ev.name, task, body, m, doc.ci))
+    out += _trajectory_section(ledger, views)
     out.append("## Calibration recipes\n")
     if cal_rows:
         levels = sorted({ci for *_, ci in cal_rows})
@@ -174,15 +175,15 @@ def handoff(
     out.append("## Checkpoints\n")
     ck_lines = []
     for view in views:
-        for c in view.checkpoints():
+        for c in view.verified_checkpoints():
             size = "-" if c.get("size") is None else f"{c['size']:,}"
             ck_lines.append(
                 f"| {_md(view.name)} | {c.get('step') if c.get('step') is not None else '-'} | "
-                f"`{_md(c.get('path'))}` | {size} | `{c.get('sha256')}` |"
+                f"`{_md(c.get('path'))}` | {size} | `{c.get('sha256')}` | {_state(c)} |"
             )
     if ck_lines:
-        out.append("| run | step | path | bytes | sha256 |")
-        out.append("|---|---:|---|---:|---|")
+        out.append("| run | step | path | bytes | sha256 | file |")
+        out.append("|---|---:|---|---:|---|---|")
         out += ck_lines
         out.append("")
     else:
@@ -224,6 +225,8 @@ def handoff(
     else:
         out.append("No run declares an intended mixture (`config['mixture']`).\n")
 
+    out += _asset_section(views)
+
     # -- notes and limits ---------------------------------------------------------------------
     out.append("## Runs, notes and limits\n")
     for v in views:
@@ -241,3 +244,66 @@ def handoff(
             out.append(f"- note: {_md(n.get('text'))}")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _state(c: dict[str, Any]) -> str:
+    """A checkpoint's re-verified state for a table cell (a changed file is said loudly)."""
+    state = c.get("state", "-")
+    if state == "changed":
+        return f"**CHANGED since logged** (now `{c.get('found_sha256')}`)"
+    return str(state)
+
+
+def _trajectory_section(ledger, views: list) -> list[str]:
+    """Seed 001 §4: the lineage flowchart (a mermaid block) and the trajectory table (#15)."""
+    from labledger.analysis.lineage import lineage_of, trajectory
+
+    out = ["## Trajectory\n"]
+    if not views:
+        return [*out, "No runs.\n"]
+    graph = lineage_of(ledger, [v.id for v in views])
+    out.append(
+        "Which checkpoint each run started from (`init`) and which soups combined which, read from "
+        "the ledger (`labledger lineage`).\n"
+    )
+    out += ["```mermaid", graph.mermaid(), "```", ""]
+    rows = trajectory(ledger, graph)
+    keys = [k for k in rows[0] if k not in ("run_id", "type")] if rows else []
+    out.append("| " + " | ".join(keys) + " |")
+    out.append("|" + "---|" * len(keys))
+    for r in rows:
+        out.append("| " + " | ".join(_md("-" if r[k] is None else r[k]) for k in keys) + " |")
+    out.append("")
+    return out
+
+
+def _asset_section(views: list) -> list[str]:
+    """Seed 001 §6: every checkpoint, result set and stored report with its sha256 and size (#15)."""
+    import hashlib
+    from pathlib import Path
+
+    def digest(path: Path) -> tuple[str, int]:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        return h.hexdigest(), path.stat().st_size
+
+    out = ["## Files and assets\n", "| kind | run | file | bytes | sha256 |", "|---|---|---|---:|---|"]
+    for v in views:
+        for c in v.verified_checkpoints():
+            shown = "-" if c.get("size") is None else f"{c['size']:,}"
+            note = " (**changed since logged**)" if c.get("state") == "changed" else ""
+            out.append(f"| checkpoint | {_md(v.name)} | `{_md(c.get('path'))}`{note} | {shown} | `{c.get('sha256')}` |")
+        for name in v.results_names():
+            path = v.results_path(name)
+            sha, n_bytes = digest(path)
+            out.append(f"| result set | {_md(v.name)} | `{_md(path)}` | {n_bytes:,} | `{sha}` |")
+        evals = Path(v.dir) / "evals"
+        for doc in sorted(evals.glob("*/*.json")) if evals.is_dir() else ():
+            if doc.name == "meta.json":
+                continue
+            sha, n_bytes = digest(doc)
+            out.append(f"| report | {_md(v.name)} | `{_md(doc)}` | {n_bytes:,} | `{sha}` |")
+    out.append("")
+    return out

@@ -53,6 +53,7 @@ PAGES = (
     ("eval.html", "eval", "Evaluation", True),
     ("test.html", "test", "Test breakdown", False),
     ("compare.html", "compare", "Comparisons", False),
+    ("lineage.html", "lineage", "Lineage", False),
 )
 #: What a run folder that cannot be read raises while its pages are built (the run is left out).
 _UNREADABLE = (LedgerError, OSError, ValueError, KeyError, TypeError)
@@ -267,6 +268,13 @@ def build_site(
         )
         compare = compare_payload(book, infos, readable, paired, result.warnings)
         writer.write_data("data/compare.js", "compare", compare)
+        from labledger.site.lineage import lineage_payload
+
+        try:
+            writer.write_data("data/lineage.js", "lineage", lineage_payload(book, list(readable)))
+        except _UNREADABLE as exc:  # the lineage page says so; the rest of the site stands
+            result.warnings.append(f"the lineage page could not be built: {exc}")
+            writer.write_data("data/lineage.js", "lineage", {"nodes": [], "edges": [], "trajectory": []})
         catalog = {
             "ledger": book.root.resolve().name,
             "runs": catalog_runs,

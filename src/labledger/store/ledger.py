@@ -649,7 +649,7 @@ class Ledger:
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 marks = ",".join("?" * len(run_ids))
-                for table in ("runs", "run_tags", "checkpoints"):
+                for table in ("runs", "run_tags", "checkpoints", "run_inits"):
                     key = "id" if table == "runs" else "run_id"
                     self.db.execute(
                         f"INSERT INTO main.{table} SELECT * FROM stage.{table} WHERE {key} IN ({marks})", run_ids
@@ -708,7 +708,12 @@ class Ledger:
         marks = ",".join("?" * len(run_ids))
         try:
             with self.transaction() as db:
-                for table, key in (("runs", "id"), ("run_tags", "run_id"), ("checkpoints", "run_id")):
+                for table, key in (
+                    ("runs", "id"),
+                    ("run_tags", "run_id"),
+                    ("checkpoints", "run_id"),
+                    ("run_inits", "run_id"),
+                ):
                     cols = self._common_columns(stage, table)
                     rows = stage.db.execute(
                         f"SELECT {', '.join(cols)} FROM {table} WHERE {key} IN ({marks})", run_ids

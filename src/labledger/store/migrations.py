@@ -184,3 +184,19 @@ def m005_run_query_fields(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN eval_fields TEXT")
     for (run_id,) in db.execute("SELECT DISTINCT run_id FROM evaluations").fetchall():
         db.execute("UPDATE runs SET eval_fields = ? WHERE id = ?", (eval_fields_of_run(db, run_id), run_id))
+
+
+def m006_run_inits(db: sqlite3.Connection) -> None:
+    # Lineage (issue 15): what each run started from. A row with a sha256 that the checkpoints
+    # table also holds links the run to the run that logged that checkpoint.
+    db.execute("""
+        CREATE TABLE run_inits (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            kind TEXT NOT NULL,
+            sha256 TEXT,
+            name TEXT,
+            path TEXT,
+            size INTEGER
+        )""")
+    db.execute("CREATE INDEX run_inits_run ON run_inits(run_id)")
+    db.execute("CREATE INDEX run_inits_sha ON run_inits(sha256)")

@@ -16,7 +16,7 @@ import secrets
 import shutil
 import time
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,46 @@ def sha256_file(path: str | os.PathLike[str]) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
+def _clone_or_copy(src: Path, dest: Path) -> None:
+    """A copy-on-write clone (``FICLONE``) where the filesystem supports it, else a streamed copy.
+
+    A hard link would not protect the record: ``torch.save`` truncates and rewrites the same inode.
+    """
+    with open(src, "rb") as fin, open(dest, "xb") as fout:
+        try:
+            fcntl.ioctl(fout.fileno(), 0x40049409, fin.fileno())  # FICLONE
+            return
+        except OSError:
+            pass
+        shutil.copyfileobj(fin, fout, CHUNK)
+
+
+def _copy_checkpoint(src: Path, dest_dir: Path) -> tuple[str, int, Path]:
+    """Copy ``src`` into ``dest_dir``; ``(sha256, size, stored path)`` of what was stored.
+
+    The stored copy is hashed (not the source), so the record describes the bytes the run keeps
+    even if the source changes during the copy. Same name and content as an earlier copy: reused.
+    """
+    tmp = dest_dir / f".{src.name}.{secrets.token_hex(4)}.tmp"
+    try:
+        _clone_or_copy(src, tmp)
+        digest, size = sha256_file(tmp)
+        target = dest_dir / src.name
+        if target.exists():
+            if sha256_file(target)[0] == digest:
+                tmp.unlink()
+                return digest, size, target
+            target = dest_dir / f"{src.stem}-{digest[:12]}{src.suffix}"
+            if target.exists():
+                tmp.unlink()
+                return digest, size, target
+        os.replace(tmp, target)
+        return digest, size, target
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def _as_step(step: Any) -> int:
     """An integer step from an int-like value (numpy integers, 0-d integer tensors)."""
     import numbers
@@ -100,6 +140,75 @@ def _rows_from_bytes(data: bytes, source: str) -> tuple[list[Any], list[int], by
         else:
             data = data[: data.rfind(b"\n") + 1]  # the torn tail is not stored
     return [row for _, row in numbered], [n for n, _ in numbered], data
+
+
+#: What a run can start from (see :meth:`Run.set_init`).
+InitSource = str | os.PathLike[str] | Mapping[str, Any] | Sequence[Mapping[str, Any]]
+_SHA_RE = re.compile(r"^[0-9a-fA-F]{64}$")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+
+
+def _init_entry(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """One stored init entry from a mapping (a checkpoint record or an entry read back)."""
+    sha = rec.get("sha256")
+    if isinstance(sha, str) and _SHA_RE.match(sha):
+        size = rec.get("size")
+        entry: dict[str, Any] = {"kind": str(rec.get("kind") or "sha256"), "sha256": sha.lower()}
+        if rec.get("path") is not None:
+            entry["path"] = str(rec["path"])
+        if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+            entry["size"] = size
+        return entry
+    if sha is None and isinstance(rec.get("name"), str) and rec["name"]:
+        return {"kind": "name", "name": rec["name"]}
+    raise RecordError(f"must be 64 hexadecimal digits (or a 'name' without one); got {sha!r}", field="init.sha256")
+
+
+def resolve_init(source: InitSource, *, missing_as_name: bool = False) -> list[dict[str, Any]]:
+    """Init entries (``kind`` file/sha256/name, ``sha256``, ``path``, ``size``) for :meth:`Run.set_init`.
+
+    >>> resolve_init("ab" * 32)
+    [{'kind': 'sha256', 'sha256': 'abababababababababababababababababababababababababababababababab'}]
+    >>> resolve_init("org/model-name")
+    [{'kind': 'name', 'name': 'org/model-name'}]
+    """
+    if isinstance(source, Mapping):
+        return [_init_entry(source)]
+    if isinstance(source, Sequence) and not isinstance(source, str):
+        out = []
+        for item in source:
+            if not isinstance(item, Mapping):
+                raise RecordError(f"a list of init entries holds mappings; got {type(item).__name__}", field="init")
+            out.append(_init_entry(item))
+        return out
+    if not isinstance(source, (str, os.PathLike)):
+        raise RecordError(f"must be a path, a sha256 or a name; got {type(source).__name__}", field="init")
+    text = os.fspath(source)
+    if not text.strip():
+        raise RecordError("must not be empty", field="init")
+    path = Path(text)
+    if path.is_file():
+        digest, size = sha256_file(path)
+        return [{"kind": "file", "sha256": digest, "path": str(path.resolve()), "size": size}]
+    if path.is_dir():
+        weights = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in _WEIGHT_SUFFIXES)
+        if not weights and missing_as_name:
+            return [{"kind": "name", "name": text}]
+        if not weights:
+            raise LedgerError(f"init folder {path} holds no weights file ({', '.join(_WEIGHT_SUFFIXES)})")
+        out = []
+        for w in weights:
+            digest, size = sha256_file(w)
+            out.append({"kind": "file", "sha256": digest, "path": str(w.resolve()), "size": size})
+        return out
+    if isinstance(source, str) and _SHA_RE.match(text):
+        return [{"kind": "sha256", "sha256": text.lower()}]
+    looks_like_path = text.startswith(("/", "./", "../")) or text.endswith(_WEIGHT_SUFFIXES)
+    if looks_like_path and missing_as_name:  # integrations: a path that is gone is still a name
+        return [{"kind": "name", "name": text}]
+    if not isinstance(source, str) or looks_like_path:
+        raise LedgerError(f"init {text!r}: no such file (a hub name is text without a path or weights suffix)")
+    return [{"kind": "name", "name": text}]
 
 
 def new_run_id() -> str:
@@ -141,6 +250,7 @@ class Run:
         extra_meta: Mapping[str, Any] | None = None,
         system_metrics: bool = False,
         sync: str | None = None,
+        init: InitSource | None = None,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise LedgerError("a run needs a non-empty name")
@@ -214,6 +324,8 @@ class Run:
         target = sync if sync is not None else os.environ.get("LABLEDGER_SYNC")
         if target:
             self.sync_process = self._start_sync(target)
+        if init is not None:
+            self.set_init(init)
 
     def _start_sync(self, to: str) -> Any:
         """A ``labledger sync --watch`` process for this run (#18): the loop never waits for the network.
@@ -346,25 +458,36 @@ class Run:
         *,
         step: int | None = None,
         metrics: Mapping[str, Any] | None = None,
-        copy: bool = False,
+        copy: bool = True,
     ) -> dict[str, Any]:
-        """Record a checkpoint file: streamed sha256 and size; referenced in place unless ``copy``.
+        """Record a checkpoint file: streamed sha256 and size, and a copy in the run folder.
 
-        Returns the stored record (``path``, ``sha256``, ``size``, ``step``, ``metrics``, ...).
+        By default the file is copied into the run's ``checkpoints/`` (a copy-on-write clone where
+        the filesystem can, else a streamed copy), so that a script writing ``model.pt`` again
+        cannot change what this run recorded. With ``copy=False`` the file is referenced in place;
+        readers re-hash it (:meth:`labledger.store.view.RunView.verified_checkpoints`) and report a
+        changed file as a sha256 mismatch. A second file of the same name with other content is
+        stored as ``<stem>-<sha256[:12]><suffix>``. Returns the stored record (``path``,
+        ``sha256``, ``size``, ``step``, ``metrics``, ...).
+
+        >>> import tempfile, pathlib, labledger
+        >>> ck = pathlib.Path(tempfile.mkdtemp()) / "model.pt"; _ = ck.write_bytes(b"weights")
+        >>> with labledger.start_run("r", ledger=tempfile.mkdtemp()) as run:
+        ...     rec = run.log_checkpoint(ck, step=1)
+        >>> rec["copied"], pathlib.Path(rec["path"]).parent.name
+        (True, 'checkpoints')
         """
         self._check_open()
         src = Path(path)
         if not src.is_file():
             raise LedgerError(f"checkpoint {src} does not exist or is not a file")
-        digest, size = sha256_file(src)
         stored = src.resolve()
         if copy:
             dest_dir = self.dir / "checkpoints"
             dest_dir.mkdir(exist_ok=True)
-            stored = dest_dir / src.name
-            if stored.exists():
-                raise LedgerError(f"checkpoint {stored} already exists in the run")
-            shutil.copyfile(src, stored)
+            digest, size, stored = _copy_checkpoint(src, dest_dir)
+        else:
+            digest, size = sha256_file(src)
         # A copied checkpoint is recorded relative to the run folder, so the record stays true when the
         # folder moves (imports adopted from a staging ledger, a ledger copied to another machine).
         shown = str(stored.relative_to(self.dir)) if copy else str(stored)
@@ -438,6 +561,34 @@ class Run:
             )
         self.sync()
         return rec
+
+    def set_init(self, source: InitSource, *, missing_as_name: bool = False) -> list[dict[str, Any]]:
+        """Record what this run started from; returns the stored entries (also ``run.json`` ``init``).
+
+        ``source`` is a checkpoint file (hashed, streamed), a folder of weights (each ``.safetensors``,
+        ``.bin``, ``.pt``, ``.pth``, ``.ckpt`` file in it hashed), a sha256 (64 hex digits), a
+        checkpoint record (a mapping with ``sha256``, as :meth:`log_checkpoint` returns), a list of
+        such entries, or any other text: an external name such as a hub model id, kept as text. A
+        sha256 that a checkpoint of another run in the ledger has links the two runs
+        (:func:`labledger.analysis.lineage.lineage`). Calling it again replaces the entries. With
+        ``missing_as_name`` a path that does not exist (or a folder without weights) is kept as a name.
+
+        >>> import tempfile, labledger
+        >>> with labledger.start_run("r", ledger=tempfile.mkdtemp()) as run:
+        ...     [e["kind"] for e in run.set_init("bert-base-uncased")]
+        ['name']
+        """
+        self._check_open()
+        entries = resolve_init(source, missing_as_name=missing_as_name)
+        with self.ledger.transaction() as db:
+            db.execute("DELETE FROM run_inits WHERE run_id = ?", (self.id,))
+            db.executemany(
+                "INSERT INTO run_inits (run_id, kind, sha256, name, path, size) VALUES (?, ?, ?, ?, ?, ?)",
+                [(self.id, e["kind"], e.get("sha256"), e.get("name"), e.get("path"), e.get("size")) for e in entries],
+            )
+        self.meta["init"] = entries
+        write_json(self.dir / "run.json", self.meta)
+        return entries
 
     def update_config(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """Merge ``values`` into the run's config (top-level keys; new values win); returns the config.
@@ -633,8 +784,12 @@ def start_run(
     ledger: Ledger | str | os.PathLike[str] | None = None,
     system_metrics: bool = False,
     sync: str | None = None,
+    init: InitSource | None = None,
 ) -> Run:
     """Start a run; use it as a context manager.
+
+    ``init`` is what the run starts from (a checkpoint file, a sha256, a hub name: see
+    :meth:`Run.set_init`); a checkpoint another run logged links the two in ``labledger lineage``.
 
     An exception inside the ``with`` block marks the run ``failed`` with the exception's summary
     and re-raises it. The ledger is ``ledger`` (a path or :class:`Ledger`), else ``$LABLEDGER_DIR``,
@@ -660,4 +815,5 @@ def start_run(
         ledger=ledger,
         system_metrics=system_metrics,
         sync=sync,
+        init=init,
     )

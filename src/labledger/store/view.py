@@ -114,6 +114,26 @@ class RunView:
                 rec["path"] = str(self.dir / path)
             yield rec
 
+    def verified_checkpoints(self) -> Iterator[dict[str, Any]]:
+        """Checkpoint records, each with ``state``: the file re-hashed against the recorded sha256.
+
+        ``ok`` (same bytes), ``changed`` (a sha256 mismatch: ``found_sha256`` says what the file
+        holds now), ``missing`` (no file at the path) or ``reference`` (recorded by its hash only).
+        A file is hashed once per process while its size and modification time stay the same.
+
+        >>> import tempfile, pathlib, labledger
+        >>> ck = pathlib.Path(tempfile.mkdtemp()) / "m.pt"; _ = ck.write_bytes(b"v1")
+        >>> d = tempfile.mkdtemp()
+        >>> with labledger.start_run("r", ledger=d) as run:
+        ...     _ = run.log_checkpoint(ck, copy=False)
+        >>> _ = ck.write_bytes(b"v2")
+        >>> [c["state"] for c in labledger.open_ledger(d).run(run.id).verified_checkpoints()]
+        ['changed']
+        """
+        for rec in self.checkpoints():
+            rec.update(checkpoint_state(rec))
+            yield rec
+
     def notes(self) -> Iterator[dict[str, Any]]:
         return read_jsonl(self._file(RECORD_FILES["notes"]))
 
@@ -224,6 +244,40 @@ class RunView:
                 "(or use RunView.table(), a pyarrow.Table, which needs nothing more)"
             ) from None
         return self.table(what).to_pandas()
+
+
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def checkpoint_state(rec: dict[str, Any]) -> dict[str, Any]:
+    """``{"state": ok|changed|missing|reference}`` for one checkpoint record (with ``found_sha256``
+    when changed); see :meth:`RunView.verified_checkpoints`.
+
+    >>> checkpoint_state({"path": "/nonexistent/x.pt", "sha256": "ab" * 32})
+    {'state': 'missing'}
+    """
+    if rec.get("reference"):
+        return {"state": "reference"}
+    path = rec.get("path")
+    if not isinstance(path, str):
+        return {"state": "missing"}
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return {"state": "missing"}
+    key = (path, st.st_size, st.st_mtime_ns)
+    found = _HASHES.get(key)
+    if found is None:
+        from labledger.store.run import sha256_file
+
+        try:
+            found = sha256_file(path)[0]
+        except OSError:
+            return {"state": "missing"}
+        _HASHES[key] = found
+    if found == rec.get("sha256"):
+        return {"state": "ok"}
+    return {"state": "changed", "found_sha256": found}
 
 
 def _samples(batches: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

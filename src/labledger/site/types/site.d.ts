@@ -330,6 +330,30 @@ interface ComparePayload {
   groups: GroupSummary[];
   group_definition?: string;
 }
+/** The lineage page (#15): nodes laid out in layers, edges, seed 001's trajectory table. */
+interface LineageNode {
+  id: string;
+  type: "run" | "soup" | "checkpoint" | "external";
+  label: string;
+  layer: number;
+  run_id: string | null;
+  sha256: string | null;
+  size: number | null;
+  step: number | null;
+  state: string | null;
+  name: string | null;
+}
+interface LineageEdge {
+  source: string;
+  target: string;
+  kind: string;
+  weight: number | null;
+}
+interface LineagePayload {
+  nodes: LineageNode[];
+  edges: LineageEdge[];
+  trajectory: Record<string, string | number | null>[];
+}
 /** Run, batch and test pages' payloads: read field by field by run.js, batches.js and test.js. */
 type RunPayload = Record<string, any>;
 type BatchesToc = Record<string, any>;
@@ -420,6 +444,7 @@ interface LLFormat {
 interface LLData {
   catalog(): Promise<CatalogPayload>;
   compare(): Promise<ComparePayload>;
+  lineage(): Promise<LineagePayload>;
   run(id: string): Promise<RunPayload>;
   toc(id: string): Promise<BatchesToc>;
   loss(id: string): Promise<Record<string, any>>;

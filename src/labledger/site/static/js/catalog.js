@@ -305,6 +305,18 @@
               )
         )
       );
+      main.appendChild(
+        LL.section(
+          "Lineage",
+          "lineage",
+          h(
+            "p",
+            null,
+            h("a", { href: "lineage.html", id: "lineage-link" }, "Open the Lineage page"),
+            " — which run started from which checkpoint, soups with their weights, and the trajectory table."
+          )
+        )
+      );
     });
   });
 })();

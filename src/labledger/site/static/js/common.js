@@ -63,7 +63,7 @@
 
   /* Links only ever point at this site's pages, anchors or files. */
   LL.safeHref = function (href) {
-    if (/^(index|run|batches|eval|test|compare)\.html(#.*)?$/.test(href) || /^#/.test(href)) return href;
+    if (/^(index|run|batches|eval|test|compare|lineage)\.html(#.*)?$/.test(href) || /^#/.test(href)) return href;
     if (/^images\//.test(href) && href.indexOf("..") < 0) return href;
     return "#";
   };
@@ -114,6 +114,9 @@
     },
     compare: function () {
       return LL.load("compare", "data/compare.js");
+    },
+    lineage: function () {
+      return LL.load("lineage", "data/lineage.js");
     },
     run: function (id) {
       checkId(id);

@@ -1,0 +1,50 @@
+"""The lineage page's data (#15): the graph of every run of the site, laid out in layers, and the
+trajectory table (see :mod:`labledger.analysis.lineage`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from labledger.analysis.lineage import lineage_of, trajectory
+from labledger.store.ledger import Ledger
+
+
+def lineage_payload(book: Ledger, run_ids: list[str]) -> dict[str, Any]:
+    """``{"nodes", "edges", "trajectory"}`` for ``data/lineage.js``; each node has a ``layer``
+    (0 for what has no parent; one more than its deepest parent) and a ``label``.
+
+    >>> import tempfile, labledger
+    >>> d = tempfile.mkdtemp()
+    >>> with labledger.start_run("a", ledger=d, init="hub/base") as run:
+    ...     pass
+    >>> doc = lineage_payload(labledger.open_ledger(d), [run.id])
+    >>> [(n["type"], n["layer"]) for n in doc["nodes"]]
+    [('external', 0), ('run', 1)]
+    """
+    if not run_ids:
+        return {"nodes": [], "edges": [], "trajectory": []}
+    graph = lineage_of(book, run_ids)
+    parents: dict[str, list[str]] = {}
+    for e in graph.edges:
+        parents.setdefault(e["target"], []).append(e["source"])
+    layer: dict[str, int] = {}
+    nodes = []
+    for node_id in graph.order():
+        layer[node_id] = 1 + max((layer.get(p, 0) for p in parents.get(node_id, ())), default=-1)
+        n = graph.nodes[node_id]
+        nodes.append(
+            {
+                "id": node_id,
+                "type": n["type"],
+                "label": graph.label(node_id),
+                "layer": layer[node_id],
+                "run_id": n.get("run_id"),
+                "sha256": n.get("sha256"),
+                "size": n.get("size"),
+                "step": n.get("step"),
+                "state": n.get("state"),
+                "name": n.get("name"),
+            }
+        )
+    rows = trajectory(book, graph)
+    return {"nodes": nodes, "edges": graph.edges, "trajectory": rows}
