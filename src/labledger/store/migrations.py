@@ -186,6 +186,7 @@ def m005_run_query_fields(db: sqlite3.Connection) -> None:
         db.execute("UPDATE runs SET eval_fields = ? WHERE id = ?", (eval_fields_of_run(db, run_id), run_id))
 
 
+@migration
 def m006_run_inits(db: sqlite3.Connection) -> None:
     # Lineage (issue 15): what each run started from. A row with a sha256 that the checkpoints
     # table also holds links the run to the run that logged that checkpoint.
