@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
     from labledger.store.ledger import Ledger, RunInfo
 
+#: Record kinds a run has only when it logged them (counted only then).
+OPTIONAL_RECORDS = frozenset({"system", "media"})
 #: What ``table()``/``export`` can produce.
 TABLE_KINDS = ("scalars", "batches", "samples", "history", "checkpoints", "notes", "system", "media", "results")
 
@@ -178,8 +180,16 @@ class RunView:
         return self.dir / "files" / name
 
     def counts(self) -> dict[str, int]:
-        """Number of records of each kind (read from the files, so exact even after a crash)."""
-        out = {kind: count_lines(self._file(fname)) for kind, fname in RECORD_FILES.items()}
+        """Number of records of each kind (read from the files, so exact even after a crash).
+
+        The optional kinds (``system`` samples, ``media`` of wandb-style runs) are counted only when
+        the run has them, so a run without them shows exactly the counts it always did.
+        """
+        out = {
+            kind: count_lines(self._file(fname))
+            for kind, fname in RECORD_FILES.items()
+            if kind not in OPTIONAL_RECORDS or self._file(fname).exists()
+        }
         for name in self.results_names():
             out[f"results:{name}"] = count_lines(self.results_path(name))
         return out
