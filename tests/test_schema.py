@@ -161,7 +161,7 @@ def test_every_kind_has_a_schema_and_the_cli_prints_it():
         jsonschema.Draft202012Validator.check_schema(json_schema(kind))
         assert (Path(__file__).parents[1] / "docs" / "schemas" / f"{kind}.json").read_text() == res.output
     res = CliRunner().invoke(main, ["schema", "--markdown"])
-    assert res.exit_code == 0 and "## `version_table`" in res.output
+    assert res.exit_code == 0 and "### `version_table`" in res.output
     assert CliRunner().invoke(main, ["schema", "nope"]).exit_code == 2
 
 

@@ -225,6 +225,9 @@ def build_site(
         result = SiteBuild(out=out_path, index=out_path / "index.html", runs=[])
         for filename, data in _render_pages().items():
             writer.write(filename, data)
+        from labledger.site.dictionary import dictionary_page
+
+        writer.write("dictionary.html", dictionary_page())
         for rel, src in _static_files():
             writer.copy(rel, src)
         catalog_runs = []
