@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 from pathlib import Path
 
 import orjson
@@ -268,25 +269,40 @@ def test_pages_are_the_static_site_served_live(world, tmp_path):
     assert c.get(f"/data/batches/{alpha}/0.js").status_code == 200
 
 
+def served_when(c, path, tmp_path, ok, timeout: float = 60.0):
+    """The data of ``path`` once ``ok(data)`` holds: the server's own timer refreshes the site (#17)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = c.get(path)
+        assert response.status_code in (200, 404), response.text
+        data = data_of(response, tmp_path)[1] if response.status_code == 200 else None
+        if data is not None and ok(data):
+            return data
+        assert time.monotonic() < deadline, f"{path} did not show the change within {timeout} s"
+        time.sleep(0.05)
+
+
 def test_a_new_run_shows_and_a_running_runs_curves_grow_without_a_rebuild(world, tmp_path):
     c = world["client"]
     run = labledger.start_run("fresh", ledger=world["ledger"])
     try:
         for step in range(1, 6):
             run.log(step, loss=1.0 / step)
-        _, catalog = data_of(c.get("/data/catalog.js"), tmp_path)
-        entry = next(r for r in catalog["runs"] if r["id"] == run.id)
-        assert entry["status"] == "running"
-        _, payload = data_of(c.get(f"/data/runs/{run.id}.js"), tmp_path)
+        catalog = served_when(c, "/data/catalog.js", tmp_path, lambda d: any(r["id"] == run.id for r in d["runs"]))
+        assert next(r for r in catalog["runs"] if r["id"] == run.id)["status"] == "running"
+        payload = served_when(c, f"/data/runs/{run.id}.js", tmp_path, lambda d: len(d["scalars"]["loss"]["y"]) == 5)
         assert payload["scalars"]["loss"]["y"] == [1.0, 0.5, 1 / 3, 0.25, 0.2]
         for step in range(6, 11):
             run.log(step, loss=1.0 / step)
-        _, payload = data_of(c.get(f"/data/runs/{run.id}.js"), tmp_path)
-        assert len(payload["scalars"]["loss"]["y"]) == 10
+        served_when(c, f"/data/runs/{run.id}.js", tmp_path, lambda d: len(d["scalars"]["loss"]["y"]) == 10)
     finally:
         run.finish()
-    _, catalog = data_of(c.get("/data/catalog.js"), tmp_path)
-    assert next(r for r in catalog["runs"] if r["id"] == run.id)["status"] == "finished"
+    served_when(
+        c,
+        "/data/catalog.js",
+        tmp_path,
+        lambda d: next(r for r in d["runs"] if r["id"] == run.id)["status"] == "finished",
+    )
 
 
 def test_page_paths_cannot_leave_the_site(world):

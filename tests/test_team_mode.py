@@ -368,6 +368,9 @@ def test_the_server_and_the_cli_on_a_postgres_ledger(team, tmp_path):
         listed = c.get("/api/runs?group=api").json()["runs"]
         assert [r["name"] for r in listed] == ["over-http"] and listed[0]["summary"]["batches"] == 50
         assert c.get(f"/api/runs/{run['id']}/batches?offset=49").json()["batches"][0]["microbatch"] == 50
+        deadline = time.monotonic() + 60  # the site is refreshed by the server's timer, not by a GET (#17)
+        while "over-http" not in c.get("/data/catalog.js").text and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert "over-http" in c.get("/data/catalog.js").text
     result = CliRunner().invoke(
         main, ["runs", "--ledger", team["url"], "--json"], env={"LABLEDGER_ARTIFACTS": str(team["artifacts"])}

@@ -114,9 +114,10 @@ class Guard:
     """ASGI middleware: refuse unexpected ``Host`` headers (DNS rebinding against a loopback server)
     and add security headers to every response."""
 
-    def __init__(self, app, *, allowed_hosts: list[str] | None):
+    def __init__(self, app, *, allowed_hosts: list[str] | None, on_write: Any = None):
         self.app = app
         self.allowed = {h.lower() for h in allowed_hosts} if allowed_hosts else None
+        self.on_write = on_write  # called after every request that may write (the live site's nudge)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -145,7 +146,11 @@ class Guard:
                 message = {**message, "headers": headers}
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            if self.on_write is not None and scope.get("method") not in ("GET", "HEAD", "OPTIONS"):
+                self.on_write()
 
 
 def create_app(
@@ -228,14 +233,15 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette):
         task = asyncio.create_task(reaper())
+        site.start()  # the live site is rebuilt on this timer, never by a request (#17)
         try:
             yield
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+            await run_in_threadpool(site.close)
             ctx.close()
-            site.close()
 
     # each handler takes its own exception class (Starlette types them all as taking Exception)
     handlers: dict[Any, Any] = {
@@ -249,7 +255,7 @@ def create_app(
         lifespan=lifespan,
         exception_handlers=handlers,
     )
-    app.add_middleware(Guard, allowed_hosts=allowed_hosts)
+    app.add_middleware(Guard, allowed_hosts=allowed_hosts, on_write=site.nudge)
     app.state.ctx = ctx
     app.state.uploads = store
     app.state.site = site

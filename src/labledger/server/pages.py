@@ -1,11 +1,16 @@
 """The static site's pages, served live: ``/`` is the catalog, ``/data/...js`` come from the ledger.
 
-The server keeps a site folder of its own (a temporary folder, or ``site_cache``) and brings it up
-to date with :func:`labledger.site.build_site` when a page asks for an entry point of its data (the
-catalog, a run's data file, a run's batch table of contents or loss curve), at most once per
-``min_interval`` seconds. The build is incremental (a run whose files did not change is not read
-again), so a new run shows on the next reload without a rebuild by hand, and a running run's curves
-grow as it logs. Everything else (pages, scripts, batch chunks, images) is served from that folder.
+The server keeps a site of its own (in a temporary folder, or ``site_cache``) and refreshes it on
+its own timer, never on a request (#17): a background thread looks at the ledger every
+``min_interval`` seconds (sooner after a write through the API) and, when it changed (a run started, finished or logged, the index was
+written) or at least every ``full_interval`` seconds, rebuilds with
+:func:`labledger.site.build_site`. It builds into the folder that is *not* being served (two
+generations, ``a/`` and ``b/``, each updated incrementally), and switches to it only once the build
+is complete, so a page is always served from the last complete build: a build in progress, or one
+that fails (its error is kept in :attr:`LiveSite.last_error`), changes nothing a reader sees. Only
+one build runs at a time, and the thread waits at least as long as the last build took before the
+next one, so the builder takes at most half of one core however large the ledger. Before the
+first build has finished, a page waits for it (up to :data:`FIRST_BUILD_WAIT` seconds, then 503).
 
 The pages are the static site's own: they build the DOM with ``textContent`` from data files whose
 JSON has ``<`` escaped, so a string from a run shows as text; the server adds a
@@ -15,6 +20,7 @@ Content-Security-Policy header that allows scripts from this server only.
 from __future__ import annotations
 
 import mimetypes
+import os
 import re
 import shutil
 import tempfile
@@ -22,6 +28,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.concurrency import run_in_threadpool
@@ -33,8 +40,8 @@ from labledger.server.context import TOKEN_COOKIE, ServerContext
 from labledger.server.envelope import ApiError
 
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$")
-#: Data files that pages load first: asking for one brings the site up to date.
-_ENTRY = re.compile(r"^data/(catalog\.js|runs/[^/]+\.js|batches/[^/]+/(toc|loss)\.js)$")
+#: Seconds a page waits for the server's first site build before answering 503.
+FIRST_BUILD_WAIT = 60.0
 PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -46,64 +53,182 @@ _TYPES = {
     ".json": "application/json",
     ".svg": "image/svg+xml",
 }
+_GENERATIONS = ("a", "b")
+
+
+def _stat(path: Path) -> tuple[str, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (path.name, st.st_size, st.st_mtime_ns)
+
+
+def _tree_stats(folder: Path, depth: int = 3) -> list[Any]:
+    """(name, size, mtime) of the files under ``folder`` (a running run's records, evals, files)."""
+    out: list[Any] = []
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return out
+    for e in entries:
+        try:
+            if e.is_dir(follow_symlinks=False):
+                if depth > 1:
+                    out.append((e.name, _tree_stats(Path(e.path), depth - 1)))
+            else:
+                st = e.stat(follow_symlinks=False)
+                out.append((e.name, st.st_size, st.st_mtime_ns))
+        except OSError:
+            continue
+    return out
 
 
 class LiveSite:
-    """A site folder kept up to date from the ledger (see the module docstring)."""
+    """A site kept up to date from the ledger by a background thread (see the module docstring)."""
 
-    def __init__(self, ctx: ServerContext, cache_dir: str | Path | None = None, *, min_interval: float = 1.0):
+    def __init__(
+        self,
+        ctx: ServerContext,
+        cache_dir: str | Path | None = None,
+        *,
+        min_interval: float = 1.0,
+        full_interval: float = 30.0,
+    ):
         self.ctx = ctx
         self.own = cache_dir is None
-        self._dir = Path(cache_dir) if cache_dir is not None else None
+        self._root = Path(cache_dir) if cache_dir is not None else None
         self._cleanup: weakref.finalize | None = None
         self.min_interval = min_interval
-        self.lock = threading.Lock()
-        self.built_at: float | None = None
+        self.full_interval = full_interval
+        self.lock = threading.Lock()  # one build at a time
+        self._start_lock = threading.Lock()
+        self._current: Path | None = None
+        self._signature: Any = None
+        self._first = threading.Event()  # set once the first build has been tried
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.built_at: float | None = None  # time.monotonic() of the start of the build served
+        self.build_seconds = 0.0
         self.builds = 0
+        self.failures = 0
+        self.last_error: str | None = None
 
     @property
-    def dir(self) -> Path:
-        """The site folder (a temporary one is made on first use and removed with the server)."""
-        if self._dir is None:
-            with self.lock:
-                if self._dir is None:
+    def root(self) -> Path:
+        """The cache folder (a temporary one is made on first use and removed with the server)."""
+        if self._root is None:
+            with self._start_lock:
+                if self._root is None:
                     path = Path(tempfile.mkdtemp(prefix="labledger-live-site-"))
                     self._cleanup = weakref.finalize(self, shutil.rmtree, path, True)
-                    self._dir = path
-        return self._dir
+                    self._root = path
+        return self._root
 
-    def refresh(self, *, force: bool = False) -> None:
-        """Rebuild what changed, unless a build started less than ``min_interval`` seconds ago."""
+    @property
+    def dir(self) -> Path | None:
+        """The folder of the last complete build (None before the first one)."""
+        return self._current
+
+    # -- the builder ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the background builder (once; later calls do nothing)."""
+        if self._thread is not None:
+            return
+        with self._start_lock:
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(target=self._loop, name="labledger-live-site", daemon=True)
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            built = self.refresh()
+            self._first.set()
+            # rest at least as long as the build took (bounded duty; the first build, which imports
+            # the builder and writes every file, does not count), then until min_interval is up or
+            # the server wrote to the ledger (nudge)
+            rest = self.build_seconds if built and self.builds > 1 else 0.0
+            if rest and self._stop.wait(rest):
+                break
+            self._wake.wait(max(self.min_interval - rest, 0.05))
+            self._wake.clear()
+
+    def nudge(self) -> None:
+        """Look at the ledger soon (the server wrote to it): called after every API write."""
+        self._wake.set()
+
+    def signature(self) -> Any:
+        """What the builder compares between rounds: the index rows of every run, the index file's
+        size and mtime, and the files of every running run."""
+        book = self.ctx.ledger()
+        parts: list[Any] = [_stat(book.root / name) for name in ("ledger.db", "ledger.db-wal")]
+        for info in book.runs():
+            parts.append((info.id, info.name, info.status, info.ended, tuple(info.tags), repr(info.summary)))
+            if info.status == "running":
+                parts.append(_tree_stats(book.run_dir(info.id)))
+        return parts
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Build into the spare folder and serve it, if the ledger changed (or ``force``); True if
+        a build completed. A failing build keeps the last complete one and sets ``last_error``."""
         from labledger.site import build_site
 
-        asked = time.monotonic()
-        out = self.dir
         with self.lock:
-            if not force and self.built_at is not None and asked - self.built_at < self.min_interval:
-                return
             started = time.monotonic()
+            due = self.built_at is None or started - self.built_at >= self.full_interval
             try:
-                build_site(self.ctx.ledger(), out)
-            except LedgerError as exc:
-                raise ApiError(500, self.ctx.redact(f"the site could not be built from the ledger: {exc}")) from None
-            except Exception as exc:  # noqa: BLE001 - a bug must not show the server's paths either
-                shown = self.ctx.redact(str(exc)).replace(str(out), "<site>")
-                raise ApiError(
-                    500, f"the site could not be built from the ledger ({type(exc).__name__}: {shown})"
-                ) from None
+                signature = self.signature()
+            except Exception as exc:  # noqa: BLE001 - a locked or vanished index: try again next round
+                self._failed(exc, None)
+                return False
+            if not (force or due or self.last_error or signature != self._signature):
+                return False
+            spare = self.root / next(g for g in _GENERATIONS if self._current is None or self.root / g != self._current)
+            try:
+                build_site(self.ctx.ledger(), spare)
+            except Exception as exc:  # noqa: BLE001 - the server stays up and serves the last build
+                self._failed(exc, spare)
+                return False
+            finally:
+                self.build_seconds = time.monotonic() - started
+            self._current = spare
+            self._signature = signature
             self.built_at = started
             self.builds += 1
+            self.last_error = None
+            return True
 
-    def resolve(self, rel: str) -> Path:
-        """The file for URL path ``rel`` inside the site folder (404 for anything else)."""
+    def _failed(self, exc: BaseException, out: Path | None) -> None:
+        shown = self.ctx.redact(str(exc))
+        if out is not None:
+            shown = shown.replace(str(out), "<site>")
+        self.last_error = shown if isinstance(exc, LedgerError) else f"{type(exc).__name__}: {shown}"
+        self.failures += 1
+
+    def wait_first(self, timeout: float = FIRST_BUILD_WAIT) -> Path | None:
+        """The folder to serve: the last complete build, waiting (without building) for the first."""
+        if self._current is None:
+            self.start()
+            self._first.wait(timeout)
+        return self._current
+
+    def resolve(self, rel: str, folder: Path) -> Path:
+        """The file for URL path ``rel`` inside ``folder`` (404 for anything else)."""
         parts = rel.split("/")
         if not parts or not all(_PART.match(p) and ".." not in p for p in parts):
             raise ApiError(404, "no such page")
         if not (parts[0] in ("static", "data", "images") or (len(parts) == 1 and parts[0].endswith(".html"))):
             raise ApiError(404, "no such page")
-        return self.dir.joinpath(*parts)
+        return folder.joinpath(*parts)
 
     def close(self) -> None:
+        """Stop the builder (waiting for a build in progress) and remove a temporary cache."""
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=60)
         if self._cleanup is not None:
             self._cleanup()
 
@@ -113,20 +238,26 @@ async def site_file(request: Request) -> Response:
     site: LiveSite = request.app.state.site
     ctx.require_read(request)
     rel = request.scope["path"].lstrip("/") or "index.html"
-    path = site.resolve(rel)
+    site.resolve(rel, Path("."))  # 404 for a path outside the site before any waiting
 
-    def work() -> bytes:
-        if site.built_at is None or _ENTRY.match(rel) or rel == "index.html":
-            site.refresh()
+    def work() -> tuple[Path, bytes]:
+        folder = site.wait_first()
+        if folder is None:
+            why = f" (the last build failed: {site.last_error})" if site.last_error else ""
+            raise ApiError(503, f"the site is being built from the ledger; reload in a moment{why}")
+        path = site.resolve(rel, folder)
         try:
-            return path.read_bytes()
+            return path, path.read_bytes()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ApiError(404, f"no such page or data file: /{rel}") from None
 
-    data = await run_in_threadpool(work)
+    path, data = await run_in_threadpool(work)
     suffix = path.suffix.lower()
     media = _TYPES.get(suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-    headers = {"Cache-Control": "no-store" if rel.startswith("data/") or suffix == ".html" else "no-cache"}
+    headers = {
+        "Cache-Control": "no-store" if rel.startswith("data/") or suffix == ".html" else "no-cache",
+        "X-Labledger-Site-Build": str(site.builds),
+    }
     if suffix == ".html":
         headers["Content-Security-Policy"] = PAGE_CSP
     return Response(data, media_type=media, headers=headers)

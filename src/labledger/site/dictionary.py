@@ -10,11 +10,13 @@ True
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 
+@cache
 def dictionary_page() -> bytes:
-    """The HTML of ``dictionary.html``."""
+    """The HTML of ``dictionary.html`` (made once per process: it depends on the code only)."""
     import jinja2
 
     from labledger import __version__
