@@ -119,6 +119,16 @@ def test_a_sidecar_lost_in_a_crash_is_rebuilt_from_the_file(client, tmp_path):
     # a file changed behind the server's back is hashed again, never served with a stale ETag
     (tmp_path / "area/uploads/b.txt").write_bytes(b"changed on disk")
     assert client.head("/uploads/b.txt").headers["etag"] == f'"{sha(b"changed on disk")}"'
+    # ... and a read writes nothing (#17): the sidecar is repaired when a server starts on the folder
+    assert not (tmp_path / "area/uploads/.meta/b.txt.json").exists()
+    assert client.get("/uploads/b.txt").content == b"changed on disk"
+    assert not (tmp_path / "area/uploads/.meta/b.txt.json").exists()
+    from labledger.server.uploads import UploadStore
+
+    again = UploadStore(tmp_path / "area/uploads", max_upload=1024)
+    assert again.repaired == ["b.txt"]
+    meta = orjson.loads((tmp_path / "area/uploads/.meta/b.txt.json").read_bytes())
+    assert meta["sha256"] == sha(b"changed on disk") and meta["content_type"].startswith("text/plain")
 
 
 # -- bad input: each gets its 4xx, and nothing is written outside the uploads folder ------------

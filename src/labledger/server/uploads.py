@@ -10,8 +10,10 @@ The rules (issue 7, seed 003's workflow made safe):
   renamed into place, so a name is either absent or complete. A client (or server) that dies
   mid-upload leaves only a hidden ``.upload-*.part`` file, removed when its process is gone.
 * Each file has a sidecar ``.meta/NAME.json`` with its size, sha256, content type and upload
-  time. A sidecar that does not match the file (a crash between rename and sidecar) is rebuilt
-  from the file on the next read, so the ETag is always the sha256 of the bytes served.
+  time. A sidecar that does not match the file (a crash between rename and sidecar, a file changed
+  behind the server's back) is rewritten when the server starts (:meth:`UploadStore.repair_sidecars`);
+  a read never writes (#17): it hashes the file itself and keeps the result in memory, so the ETag
+  is always the sha256 of the bytes served.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import mimetypes
 import os
 import re
 import secrets
+import stat as stat_mod
 import threading
 import time
 from dataclasses import dataclass
@@ -162,7 +165,34 @@ class UploadStore:
         self._locks_guard = threading.Lock()
         #: Marks this server's temporary files (a restarted server may get the same pid, e.g. 1).
         self.instance = secrets.token_hex(4)
+        #: sha256s computed on reads where the sidecar did not match: (ino, mtime_ns, size) -> meta.
+        self._hashed: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
         self.cleaned = self.clean_temp()
+        self.repaired = self.repair_sidecars()
+
+    def repair_sidecars(self) -> list[str]:
+        """Rewrite every sidecar that is missing or does not match its file (at start, never on a read)."""
+        repaired = []
+        for p in sorted(self.root.iterdir()):
+            if p.name.startswith(".") or not _NAME.match(p.name):
+                continue
+            try:
+                fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                st = os.fstat(fd)
+                if not stat_mod.S_ISREG(st.st_mode):
+                    continue
+                meta = self._read_meta(p.name)
+                if not self._matches(meta, st):
+                    meta = self._hash(fd, p, st, meta)
+                    with self._lock(p.name):
+                        self._write_meta(self._stored(p, meta, st), st)
+                    repaired.append(p.name)
+            finally:
+                os.close(fd)
+        return repaired
 
     def clean_temp(self) -> list[str]:
         """Remove temporary files whose process is gone (a server killed mid-upload)."""
@@ -260,28 +290,40 @@ class UploadStore:
             raise ApiError(404, f"no upload named '{name}'") from None
         try:
             st = os.fstat(fd)
-            import stat as stat_mod
-
             if not stat_mod.S_ISREG(st.st_mode):
                 raise ApiError(404, f"no upload named '{name}'")
             meta = self._read_meta(name)
-            if meta is None or (meta.get("ino"), meta.get("mtime_ns"), meta.get("size")) != (
-                st.st_ino,
-                st.st_mtime_ns,
-                st.st_size,
-            ):
-                meta = self._rebuild_meta(fd, path, st, meta)
-            stored = Stored(
-                path=path,
-                size=st.st_size,
-                sha256=meta["sha256"],
-                content_type=meta.get("content_type") or content_type_for(name, None),
-                uploaded=meta.get("uploaded") or st.st_mtime,
-            )
+            if not self._matches(meta, st):
+                key = (st.st_ino, st.st_mtime_ns, st.st_size)
+                known = self._hashed.get(name)
+                if known is not None and known[0] == key:
+                    meta = known[1]
+                else:
+                    meta = self._hash(fd, path, st, meta)
+                    self._hashed[name] = (key, meta)
+            stored = self._stored(path, meta, st)
         except BaseException:
             os.close(fd)
             raise
         return fd, stored
+
+    @staticmethod
+    def _matches(meta: dict[str, Any] | None, st: os.stat_result) -> bool:
+        return meta is not None and (meta.get("ino"), meta.get("mtime_ns"), meta.get("size")) == (
+            st.st_ino,
+            st.st_mtime_ns,
+            st.st_size,
+        )
+
+    @staticmethod
+    def _stored(path: Path, meta: dict[str, Any], st: os.stat_result) -> Stored:
+        return Stored(
+            path=path,
+            size=st.st_size,
+            sha256=meta["sha256"],
+            content_type=meta.get("content_type") or content_type_for(path.name, None),
+            uploaded=meta.get("uploaded") or st.st_mtime,
+        )
 
     def _read_meta(self, name: str) -> dict[str, Any] | None:
         try:
@@ -290,7 +332,9 @@ class UploadStore:
             return None
         return meta if isinstance(meta, dict) and isinstance(meta.get("sha256"), str) else None
 
-    def _rebuild_meta(self, fd: int, path: Path, st: os.stat_result, old: dict[str, Any] | None) -> dict[str, Any]:
+    @staticmethod
+    def _hash(fd: int, path: Path, st: os.stat_result, old: dict[str, Any] | None) -> dict[str, Any]:
+        """The metadata of the file open as ``fd`` (its sha256 computed), keeping the old content type."""
         h = hashlib.sha256()
         offset = 0
         while chunk := os.pread(fd, CHUNK, offset):
@@ -298,8 +342,6 @@ class UploadStore:
             offset += len(chunk)
         ctype = (old or {}).get("content_type") or content_type_for(path.name, None)
         stored = Stored(path=path, size=st.st_size, sha256=h.hexdigest(), content_type=ctype, uploaded=st.st_mtime)
-        with self._lock(path.name):
-            self._write_meta(stored, st)
         return {**stored.to_dict(), "ino": st.st_ino, "mtime_ns": st.st_mtime_ns}
 
     def list(self) -> list[dict[str, Any]]:
