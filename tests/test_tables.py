@@ -128,6 +128,18 @@ def test_warnings_for_different_metrics_and_n(tmp_path):
     assert table.mean["n"] == 1
 
 
+def test_entries_are_the_schema_documents_read_back_typed(tmp_path):
+    from labledger.schema import BenchmarkEntry, decode
+
+    assert Entry is BenchmarkEntry  # one type: the analysis code has no copy of it
+    ledger = labledger.open_ledger(tmp_path, create=True)
+    e = BenchmarkEntry(model="a", suite="s", benchmark="b", metric="f1", params={"average": "macro"}, value=0.5)
+    add_entries(ledger, [e])
+    (back,) = read_entries(ledger, suite="s")
+    assert type(back) is BenchmarkEntry and back == e and back.metric_id == "f1[average=macro]"
+    assert decode(back.to_json()) == e and back.to_dict()["kind"] == "benchmark_entry"
+
+
 def test_csv_import_errors_name_line_and_field(tmp_path):
     p = tmp_path / "t.csv"
     p.write_text("model,suite,benchmark,metric,value\nm,s,b,accuracy,0.5\nm,s,b2,accuracy,high\n")

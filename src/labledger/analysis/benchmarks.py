@@ -14,7 +14,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,42 +30,9 @@ ROUNDING_TOLERANCE = 0.0001 + 1e-9
 _AGGREGATE = re.compile(r"(\bmean\b|\baverage\b|\bavg\b|평균)", re.I)
 
 
-@dataclass
-class Entry:
-    """One value of the benchmark ledger."""
-
-    model: str
-    suite: str
-    benchmark: str
-    metric: str
-    value: float
-    category: str = ""
-    params: dict[str, Any] = field(default_factory=dict)
-    variant: str = "raw"
-    n: int | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    run_id: str | None = None
-    evaluation: str | None = None
-    results_path: str | None = None
-    source: str | None = None
-
-    @property
-    def id(self) -> MetricId:
-        """The metric's identity."""
-        return MetricId(self.metric, self.params)
-
-    @property
-    def metric_id(self) -> str:
-        """The metric's key as tables show it (``f1[average=macro]``; see :attr:`MetricId.short`)."""
-        return self.id.short
-
-    def to_document(self) -> BenchmarkEntry:
-        """The entry as a typed :class:`~labledger.schema.BenchmarkEntry`."""
-        return BenchmarkEntry(**asdict(self), metric_id=self.metric_id)
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.to_document().to_dict()
+#: The benchmark ledger's entries are :class:`labledger.schema.BenchmarkEntry` documents (this name
+#: is kept for the callers that import it from here; it is the same type).
+Entry = BenchmarkEntry
 
 
 def _table_metric(text: str) -> tuple[str, dict[str, Any]]:
@@ -94,7 +61,7 @@ _COLS = (
 )
 
 
-def add_entries(ledger, entries: Iterable[Entry]) -> int:
+def add_entries(ledger, entries: Iterable[BenchmarkEntry]) -> int:
     """Add entries in one transaction (all or nothing). Later entries supersede earlier ones with
     the same model, suite, benchmark and variant in tables; nothing is deleted."""
     rows = []
@@ -132,7 +99,7 @@ def add_entries(ledger, entries: Iterable[Entry]) -> int:
 
 def read_entries(
     ledger, *, suite: str | None = None, models: Sequence[str] | None = None, variants: Sequence[str] | None = None
-) -> list[Entry]:
+) -> list[BenchmarkEntry]:
     """The current entries (latest per model, suite, benchmark, variant)."""
     q = (
         f"SELECT {', '.join(_COLS)} FROM benchmark_entries WHERE id IN (SELECT MAX(id) FROM benchmark_entries "
@@ -153,7 +120,7 @@ def read_entries(
     for row in ledger.db.execute(q, params):
         d = dict(zip(_COLS, row))
         d["params"] = orjson.loads(d["params"])
-        out.append(Entry(**d))
+        out.append(BenchmarkEntry(**d))
     return out
 
 
@@ -167,7 +134,7 @@ def entries_from_evaluation(
     evaluation: str | None = None,
     results_path: str | None = None,
     category: str = "",
-) -> list[Entry]:
+) -> list[BenchmarkEntry]:
     """One entry per task of an evaluation document: its headline metric, with n and CI."""
     doc = document if isinstance(document, EvaluationDoc) else decode(document, type=EvaluationDoc)
     out = []
@@ -176,7 +143,7 @@ def entries_from_evaluation(
         if m is None or m.value is None:
             continue
         out.append(
-            Entry(
+            BenchmarkEntry(
                 model=model,
                 suite=suite,
                 benchmark=task,
@@ -233,7 +200,7 @@ def record_evaluation(
 # -- import --------------------------------------------------------------------------------------
 @dataclass
 class ImportResult:
-    entries: list[Entry]
+    entries: list[BenchmarkEntry]
     aggregates: list[dict[str, Any]] = field(default_factory=list)  # stated vs recomputed mean rows
     warnings: list[str] = field(default_factory=list)
 
@@ -328,10 +295,10 @@ def import_markdown(
         missing = [k for k in columns if not any(spec_matches(h, k) for h in header)]
         if missing:
             raise RecordError(f"column(s) {missing} not in the header {header}", source=str(path), line=header_line)
-    entries: list[Entry] = []
+    entries: list[BenchmarkEntry] = []
     aggregates: list[dict[str, Any]] = []
     category = ""
-    block: list[Entry] = []
+    block: list[BenchmarkEntry] = []
     for lineno, cells in body:
         if cat_col is not None and cat_col < len(cells) and cells[cat_col]:
             category = cells[cat_col]
@@ -375,7 +342,7 @@ def import_markdown(
             v = _num(cells[j], percent=False, source=str(path), line=lineno, fld=header[j])
             if v is None:
                 continue
-            e = Entry(
+            e = BenchmarkEntry(
                 model=model,
                 suite=this_suite,
                 benchmark=bench.strip(),
@@ -457,7 +424,7 @@ def import_records(path: str | Path) -> ImportResult:
         except ValueError:
             raise RecordError(f"must be an integer; got {n!r:.60}", source=str(path), line=i, field="n") from None
         entries.append(
-            Entry(
+            BenchmarkEntry(
                 model=str(row["model"]),
                 suite=str(row["suite"]),
                 benchmark=str(row["benchmark"]),
@@ -590,11 +557,11 @@ class VersionTable:
         )
 
 
-PairedTest = Callable[[Entry, Entry], dict[str, Any] | None]
+PairedTest = Callable[[BenchmarkEntry, BenchmarkEntry], dict[str, Any] | None]
 
 
 def version_table(
-    entries: Sequence[Entry],
+    entries: Sequence[BenchmarkEntry],
     *,
     suite: str,
     models: Sequence[str],
@@ -609,7 +576,7 @@ def version_table(
     ``bh`` or ``none``); the marks use the adjusted p, both are kept (``p_value``, ``p_adjusted``).
     """
     columns = [(m, v) for m in models for v in variants]
-    by_key: dict[tuple[str, str, str], Entry] = {}
+    by_key: dict[tuple[str, str, str], BenchmarkEntry] = {}
     for e in entries:
         if e.suite == suite:
             by_key[(e.benchmark, e.model, e.variant)] = e

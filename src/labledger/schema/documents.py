@@ -284,7 +284,14 @@ class SweepDoc(Document, kw_only=True):
 
 # -- benchmark entries and version tables --------------------------------------------------------
 class BenchmarkEntry(Document, kw_only=True):
-    """One value of the benchmark ledger (``labledger table``'s cells)."""
+    """One value of the benchmark ledger (``labledger table``'s cells); what
+    :mod:`labledger.analysis.benchmarks` stores, reads and tables. ``metric_id`` is filled in from
+    ``metric`` and ``params`` when not given.
+
+    >>> e = BenchmarkEntry(model="m", suite="s", benchmark="b", metric="f1", params={"average": "macro"}, value=0.5)
+    >>> e.metric_id, e.id.key
+    ('f1[average=macro]', 'f1[average=macro]')
+    """
 
     KIND: ClassVar[str] = "benchmark_entry"
     kind: Literal["benchmark_entry"] = "benchmark_entry"
@@ -305,6 +312,15 @@ class BenchmarkEntry(Document, kw_only=True):
     results_path: str | None = None
     source: str | None = None
     metric_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.metric_id:
+            self.metric_id = self.id.short
+
+    @property
+    def id(self) -> MetricId:
+        """The metric's identity (name and canonical parameters)."""
+        return MetricId(self.metric, self.params)
 
 
 class VersionRow(Part, kw_only=True):

@@ -130,9 +130,10 @@ def version_tables(ledger: Ledger, paired_test: Callable[..., Any] | None, warni
     """One version table per suite of the benchmark ledger (see the module docstring).
 
     >>> import tempfile, labledger
-    >>> from labledger.analysis.benchmarks import Entry, add_entries
+    >>> from labledger.analysis.benchmarks import add_entries
+    >>> from labledger.schema import BenchmarkEntry as E
     >>> book = labledger.open_ledger(tempfile.mkdtemp(), create=True)
-    >>> _ = add_entries(book, [Entry("m1", "s", "b", "accuracy", 0.5), Entry("m2", "s", "b", "accuracy", 0.75)])
+    >>> _ = add_entries(book, [E(model=m, suite="s", benchmark="b", metric="accuracy", value=v) for m, v in (("m1", 0.5), ("m2", 0.75))])
     >>> [t] = version_tables(book, None, [])
     >>> t["suite"], t["columns"], t["rows"][0]["delta"], t["mean"]["n"]
     ('s', ['m1', 'm2'], 0.25, 1)
