@@ -11,11 +11,12 @@ labledger wrote before these types (plain dicts with ``"version": 1``); it is mi
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
 from labledger.schema.ids import MetricId
+from labledger.schema.records import meaning
 from labledger.schema.values import (
     AnalyticInterval,
     Compat,
@@ -49,76 +50,88 @@ class Document(Compat, msgspec.Struct, kw_only=True):
 class SliceBody(Part, kw_only=True):
     """The metrics of one value of a slice field."""
 
-    n: int
-    metrics: list[MetricValue]
+    n: Annotated[int, meaning("items with this slice value", "items")]
+    metrics: Annotated[list[MetricValue], meaning("the metrics on those items")]
 
 
 class TaskEvaluation(Part, kw_only=True):
     """One task of an evaluation: its metrics, tables and slices."""
 
-    kind: str
-    n: int
-    labels: list[str] | None
-    positive: str | None
-    clusters: int | None
-    headline: str | None
-    metrics: list[MetricValue]
-    per_class: PerClass | None = None
-    confusion_matrix: ConfusionMatrix | None = None
-    slices: dict[str, dict[str, SliceBody]] | None = None
+    kind: Annotated[str, meaning("the task kind: classification, binary, regression, ranking, exact_match, ...")]
+    n: Annotated[int, meaning("items of the task", "items")]
+    labels: Annotated[list[str] | None, meaning("the labels, in the order of the tables")]
+    positive: Annotated[str | None, meaning("the positive label of a binary task")]
+    clusters: Annotated[
+        int | None,
+        meaning("clusters (rows' group values) resampled together; null when items were resampled one by one"),
+    ]
+    headline: Annotated[str | None, meaning("the key of the task's headline metric")]
+    metrics: Annotated[list[MetricValue], meaning("every metric of the task with its interval")]
+    per_class: Annotated[PerClass | None, meaning("precision, recall and F1 per label with intervals")] = None
+    confusion_matrix: Annotated[ConfusionMatrix | None, meaning("counts of (gold, predicted) label pairs")] = None
+    slices: Annotated[
+        dict[str, dict[str, SliceBody]] | None, meaning("slice field -> slice value -> the metrics on those items")
+    ] = None
 
 
 class SuiteMean(Part, kw_only=True):
     """The macro mean of the tasks' headline metrics (evaluations of several tasks)."""
 
-    metric: str
-    definition: str | None = None
-    value: float | None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    ci: float | None = None
-    n_tasks: int | None = None
-    tasks: dict[str, str]
-    excluded: list[str]
+    metric: Annotated[str, meaning("what is averaged: the tasks' headline metrics")]
+    definition: Annotated[str | None, meaning("how the mean is formed")] = None
+    value: Annotated[float | None, meaning("the macro mean over the tasks")]
+    ci_low: Annotated[float | None, meaning("lower end of the interval")] = None
+    ci_high: Annotated[float | None, meaning("upper end of the interval")] = None
+    ci: Annotated[float | None, meaning("the interval's confidence level (0.95: a 95% CI)")] = None
+    n_tasks: Annotated[int | None, meaning("tasks in the mean")] = None
+    tasks: Annotated[dict[str, str], meaning("task -> the headline metric key averaged")]
+    excluded: Annotated[list[str], meaning("tasks left out (no comparable headline)")]
 
 
 class EvaluationDoc(Document, kw_only=True):
     """What :func:`labledger.evaluate` computes and ``Ledger.save_evaluation`` stores."""
 
     KIND: ClassVar[str] = "evaluation"
-    kind: Literal["evaluation"] = "evaluation"
-    schema_version: int = SCHEMA_VERSION
-    source: str
-    n: int
-    ci: float
-    resamples: int
-    seed: int
-    by: list[str]
-    tasks: dict[str, TaskEvaluation]
-    suite: SuiteMean | None = None
+    kind: Annotated[Literal["evaluation"], meaning("the document kind")] = "evaluation"
+    schema_version: Annotated[int, meaning("the document's schema version (older ones are migrated on read)")] = (
+        SCHEMA_VERSION
+    )
+    source: Annotated[str, meaning("the results file (or RUN:NAME) evaluated")]
+    n: Annotated[int, meaning("result rows read", "rows")]
+    ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
+    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: no interval)")]
+    seed: Annotated[int, meaning("the random seed of the bootstrap")]
+    by: Annotated[list[str], meaning("slice fields the metrics are also given by")]
+    tasks: Annotated[dict[str, TaskEvaluation], meaning("task -> its evaluation")]
+    suite: Annotated[SuiteMean | None, meaning("the macro mean of the tasks' headline metrics (several tasks)")] = None
     #: For a result set imported from an evaluation harness: what the harness reported beside
     #: labledger's recomputed values (see :mod:`labledger.analysis.harness`).
-    harness: HarnessCheck | None = None
+    harness: Annotated[
+        HarnessCheck | None, meaning("for an imported harness run: the harness's own values beside labledger's")
+    ] = None
 
 
 class HarnessCheck(Part, kw_only=True):
     """The harness's own values and stderrs next to labledger's, one check per harness metric."""
 
-    name: str
-    version: str | None = None
-    checks: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    name: Annotated[str, meaning("the harness (lm_eval, inspect_ai, lighteval, ...)")]
+    version: Annotated[str | None, meaning("the harness's version")] = None
+    checks: Annotated[
+        list[dict[str, Any]],
+        meaning("per harness metric: its reported value and stderr, labledger's value, whether they agree"),
+    ] = msgspec.field(default_factory=list)
 
 
 # -- comparison ----------------------------------------------------------------------------------
 class TaskComparison(Part, kw_only=True):
     """One task of a comparison."""
 
-    kind: str
-    paired: bool
-    n_a: int
-    n_b: int
-    n: int | None
-    metrics: list[MetricDiff]
+    kind: Annotated[str, meaning("the task kind")]
+    paired: Annotated[bool, meaning("true when A and B share item ids (paired resampling)")]
+    n_a: Annotated[int, meaning("items in A", "items")]
+    n_b: Annotated[int, meaning("items in B", "items")]
+    n: Annotated[int | None, meaning("items in both (paired)", "items")]
+    metrics: Annotated[list[MetricDiff], meaning("A - B per metric")]
 
 
 class ComparisonDoc(Document, kw_only=True):
@@ -127,57 +140,61 @@ class ComparisonDoc(Document, kw_only=True):
     task, ``family`` says how many p-values it covered."""
 
     KIND: ClassVar[str] = "comparison"
-    kind: Literal["comparison"] = "comparison"
-    schema_version: int = SCHEMA_VERSION
-    a: str
-    b: str
-    ci: float
-    resamples: int
-    seed: int
-    tasks: dict[str, TaskComparison]
-    names: dict[str, str] | None = None
-    adjust: str | None = None
-    family: str | None = None
+    kind: Annotated[Literal["comparison"], meaning("the document kind")] = "comparison"
+    schema_version: Annotated[int, meaning("the document's schema version (older ones are migrated on read)")] = (
+        SCHEMA_VERSION
+    )
+    a: Annotated[str, meaning("result set A (a file or RUN:NAME)")]
+    b: Annotated[str, meaning("result set B")]
+    ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
+    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: no interval)")]
+    seed: Annotated[int, meaning("the random seed of the bootstrap")]
+    tasks: Annotated[dict[str, TaskComparison], meaning("task -> its comparison")]
+    names: Annotated[dict[str, str] | None, meaning("display names of A and B")] = None
+    adjust: Annotated[str | None, meaning("the multiplicity adjustment of p_adjusted: holm, bh or none")] = None
+    family: Annotated[str | None, meaning("how many p-values the adjustment covered")] = None
 
 
 # -- calibration report --------------------------------------------------------------------------
 class CalibrationMetric(Part, kw_only=True):
     """Calibrated minus raw for one metric of one task (``value`` is the difference)."""
 
-    metric: str
-    key: str
-    base_metric: str
-    variant: str
-    params: dict[str, Any]
-    definition: str
-    higher_is_better: bool
-    raw: float | None
-    calibrated: float | None
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    ci: float
-    resamples: int
-    n: int
-    method: str | None = None
+    metric: Annotated[str, meaning("the metric's name as shown (the two ECEs apart)")]
+    key: Annotated[str, meaning("the metric's identity: name and canonical parameters, e.g. f1[average=macro]")]
+    base_metric: Annotated[str, meaning("the key of the metric being differenced")]
+    variant: Annotated[str, meaning("calibrated or cross-fitted (what raw is subtracted from)")]
+    params: Annotated[dict[str, Any], meaning("the metric's parameters (average=, k=, pos_label=, n_bins=)")]
+    definition: Annotated[str, meaning("the metric's one-sentence definition")]
+    higher_is_better: Annotated[bool, meaning("true when a larger value is better")]
+    raw: Annotated[float | None, meaning("the metric on the raw predictions")]
+    calibrated: Annotated[float | None, meaning("the metric on this variant's predictions")]
+    value: Annotated[float | None, meaning("variant minus raw")]
+    ci_low: Annotated[float | None, meaning("lower end of the paired interval of the difference")]
+    ci_high: Annotated[float | None, meaning("upper end of the paired interval of the difference")]
+    p_value: Annotated[float | None, meaning("two-sided percentile-bootstrap p of H0: difference = 0")]
+    ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
+    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: no interval)")]
+    n: Annotated[int, meaning("items", "items")]
+    method: Annotated[
+        str | None, meaning("how the interval was formed (percentile bootstrap, cluster bootstrap, ...)")
+    ] = None
 
 
 class CalibrationValue(Part, kw_only=True):
     """One metric's value for one variant (raw, calibrated, cross-fitted) with its interval;
     ``metric`` is the name shown (the two ECEs apart), ``key`` the metric's identity."""
 
-    metric: str
-    key: str
-    params: dict[str, Any]
-    definition: str
-    higher_is_better: bool
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    ci: float
-    resamples: int
-    n: int
+    metric: Annotated[str, meaning("the metric's name as shown (the two ECEs apart)")]
+    key: Annotated[str, meaning("the metric's identity: name and canonical parameters, e.g. f1[average=macro]")]
+    params: Annotated[dict[str, Any], meaning("the metric's parameters (average=, k=, pos_label=, n_bins=)")]
+    definition: Annotated[str, meaning("the metric's one-sentence definition")]
+    higher_is_better: Annotated[bool, meaning("true when a larger value is better")]
+    value: Annotated[float | None, meaning("the metric's value (null when undefined on these items)")]
+    ci_low: Annotated[float | None, meaning("lower end of the interval")]
+    ci_high: Annotated[float | None, meaning("upper end of the interval")]
+    ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
+    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: no interval)")]
+    n: Annotated[int, meaning("items", "items")]
 
     @property
     def id(self) -> MetricId:
@@ -188,71 +205,86 @@ class CalibrationValue(Part, kw_only=True):
 class CalibrationSliceBody(Part, kw_only=True):
     """Raw or calibrated values of one task (``slices.variant.raw`` / ``.calibrated``)."""
 
-    n: int
-    metrics: list[CalibrationValue]
+    n: Annotated[int, meaning("items", "items")]
+    metrics: Annotated[list[CalibrationValue], meaning("every metric on this variant's predictions")]
 
 
 class CalibrationTask(Part, kw_only=True):
     """One task of a calibration report."""
 
-    method: str
-    steps: str
-    transductive: bool
-    fitted_on: str | None = None
-    in_sample: str
-    status: str
-    n: int
-    clusters: int | None
-    headline: str | None
-    honest: str | None
-    metrics: list[CalibrationMetric]
-    slices: dict[str, dict[str, CalibrationSliceBody]] | None = None
-    reliability: dict[str, Any] | None = None
-    crossfit: dict[str, Any] | None = None
-    transductive_note: str | None = None
-    em: dict[str, Any] | None = None
+    method: Annotated[str, meaning("the recipe's calibration method(s)")]
+    steps: Annotated[str, meaning("the fitted steps with their parameters, as text")]
+    transductive: Annotated[bool, meaning("true when a step uses the evaluated items themselves (em_prior_shift)")]
+    fitted_on: Annotated[str | None, meaning("what the recipe was fitted on (file, split, sha256)")] = None
+    in_sample: Annotated[str, meaning("whether the recipe was fitted on these items: yes, no, partly or unknown")]
+    status: Annotated[str, meaning("what that means for the calibrated figure (held out, or optimistic)")]
+    n: Annotated[int, meaning("items of the task", "items")]
+    clusters: Annotated[
+        int | None,
+        meaning("clusters (rows' group values) resampled together; null when items were resampled one by one"),
+    ]
+    headline: Annotated[str | None, meaning("the key of the task's headline metric")]
+    honest: Annotated[str | None, meaning("the variant to quote: cross-fitted when fitted in sample, else calibrated")]
+    metrics: Annotated[list[CalibrationMetric], meaning("variant minus raw per metric, with paired intervals")]
+    slices: Annotated[
+        dict[str, dict[str, CalibrationSliceBody]] | None,
+        meaning("slices.variant.<raw|calibrated|cross-fitted>: each variant's metrics"),
+    ] = None
+    reliability: Annotated[
+        dict[str, Any] | None,
+        meaning("reliability bins of top-label confidence (bins, raw_bins, cross_fitted_bins, strategy, note)"),
+    ] = None
+    crossfit: Annotated[
+        dict[str, Any] | None, meaning("the cross-fit's k, seed and folds (or why it could not be done)")
+    ] = None
+    transductive_note: Annotated[str | None, meaning("what a transductive step means for the figures")] = None
+    em: Annotated[dict[str, Any] | None, meaning("the EM prior-shift estimate (priors, iterations)")] = None
 
 
 class CalibrationRow(Part, kw_only=True):
     """One row of the report's headline table."""
 
-    task: str
-    method: str
-    metric: str
-    variant: str
-    fitted: str
-    raw: float | None
-    calibrated: float | None
-    diff: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    n: int
-    honest: bool
+    task: Annotated[str, meaning("the task")]
+    method: Annotated[str, meaning("the calibration method")]
+    metric: Annotated[str, meaning("the metric's registry name (accuracy, f1, ece, ...)")]
+    variant: Annotated[str, meaning("calibrated or cross-fitted")]
+    fitted: Annotated[str, meaning("in sample or held out (in_sample / status in short)")]
+    raw: Annotated[float | None, meaning("the headline metric on raw predictions")]
+    calibrated: Annotated[float | None, meaning("the headline metric on this variant")]
+    diff: Annotated[float | None, meaning("calibrated - raw")]
+    ci_low: Annotated[float | None, meaning("lower end of the interval")]
+    ci_high: Annotated[float | None, meaning("upper end of the interval")]
+    p_value: Annotated[float | None, meaning("two-sided percentile-bootstrap p of H0: difference = 0")]
+    n: Annotated[int, meaning("items the value is computed on", "items")]
+    honest: Annotated[bool, meaning("true for the row to quote")]
 
 
 class CalibrationDoc(Document, kw_only=True):
     """``labledger calibrate report``: raw vs calibrated with paired CIs."""
 
     KIND: ClassVar[str] = "calibration"
-    kind: Literal["calibration"] = "calibration"
-    schema_version: int = SCHEMA_VERSION
-    source: str
-    sha256: str | None = None
-    recipe_id: str | None = None
-    ci: float
-    resamples: int
-    seed: int
-    bins: int
-    tasks: dict[str, CalibrationTask]
-    table: list[CalibrationRow]
-    raw: dict[str, float | None]
-    calibrated: dict[str, float | None]
-    n: int
-    mean: dict[str, Any] | None
-    recipe: dict[str, Any]
-    definitions: dict[str, str]
-    stored: str | None = None
+    kind: Annotated[Literal["calibration"], meaning("the document kind")] = "calibration"
+    schema_version: Annotated[int, meaning("the document's schema version (older ones are migrated on read)")] = (
+        SCHEMA_VERSION
+    )
+    source: Annotated[str, meaning("the results evaluated")]
+    sha256: Annotated[str | None, meaning("sha256 of the results file")] = None
+    recipe_id: Annotated[str | None, meaning("the id of the recipe applied")] = None
+    ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
+    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: no interval)")]
+    seed: Annotated[int, meaning("the random seed of the bootstrap")]
+    bins: Annotated[int, meaning("equal-width bins of the reliability tables and ECE")]
+    tasks: Annotated[dict[str, CalibrationTask], meaning("task -> its report")]
+    table: Annotated[list[CalibrationRow], meaning("the headline table, one row per task and variant")]
+    raw: Annotated[dict[str, float | None], meaning("task -> the headline metric on raw predictions")]
+    calibrated: Annotated[
+        dict[str, float | None], meaning("task -> the headline metric calibrated (the honest variant)")
+    ]
+    n: Annotated[int, meaning("items over every task", "items")]
+    mean: Annotated[dict[str, Any] | None, meaning("the mean over tasks of raw, calibrated and their difference")]
+    recipe: Annotated[dict[str, Any], meaning("the recipe applied, in full")]
+    definitions: Annotated[dict[str, str], meaning("what raw, calibrated, cross-fitted and reliability mean")]
+    stored: Annotated[str | None, meaning("where the report was saved (--save)")] = None
 
 
 # -- sweep report --------------------------------------------------------------------------------
@@ -260,26 +292,35 @@ class SweepDoc(Document, kw_only=True):
     """``labledger sweep --json``: thresholds under gates and the selected one."""
 
     KIND: ClassVar[str] = "sweep"
-    kind: Literal["sweep"] = "sweep"
-    schema_version: int = SCHEMA_VERSION
-    source: str | None = None
-    task: str | None = None
-    n: int
-    positive: str
-    negative: str
-    support: dict[str, int]
-    decision: str
-    thresholds: str
-    objective: str
-    gates: list[str]
-    selection_rule: str
-    tie_break: str
-    definition: dict[str, str]
-    threshold_selection: dict[str, Any]
-    threshold_trials: list[dict[str, Any]]
-    paired_test: dict[str, Any] | None = None
-    notes: list[str] | None = None
-    test: dict[str, Any] | None = None
+    kind: Annotated[Literal["sweep"], meaning("the document kind")] = "sweep"
+    schema_version: Annotated[int, meaning("the document's schema version (older ones are migrated on read)")] = (
+        SCHEMA_VERSION
+    )
+    source: Annotated[str | None, meaning("the results swept")] = None
+    task: Annotated[str | None, meaning("the task swept")] = None
+    n: Annotated[int, meaning("items", "items")]
+    positive: Annotated[str, meaning("the positive label")]
+    negative: Annotated[str, meaning("the negative label")]
+    support: Annotated[dict[str, int], meaning("items per label", "items")]
+    decision: Annotated[str, meaning("the decision rule: positive when score >= threshold")]
+    thresholds: Annotated[str, meaning("the thresholds tried, as given (a grid or the observed scores)")]
+    objective: Annotated[str, meaning("the metric maximised")]
+    gates: Annotated[list[str], meaning("the constraints a threshold must meet (recall >= 0.9, per-slice gates)")]
+    selection_rule: Annotated[str, meaning("how the selected threshold was chosen")]
+    tie_break: Annotated[str, meaning("how ties on the objective were broken")]
+    definition: Annotated[dict[str, str], meaning("metric -> its definition")]
+    threshold_selection: Annotated[
+        dict[str, Any], meaning("the selected threshold with its metrics (or why none met the gates)")
+    ]
+    threshold_trials: Annotated[list[dict[str, Any]], meaning("every threshold tried with its metrics and gates met")]
+    paired_test: Annotated[
+        dict[str, Any] | None,
+        meaning("the selected threshold applied to held-out test results (--test), with its metrics"),
+    ] = None
+    notes: Annotated[list[str] | None, meaning("what to keep in mind when reading the figures")] = None
+    test: Annotated[
+        dict[str, Any] | None, meaning("held-out test results of an older sweep document (kept as written)")
+    ] = None
 
 
 # -- benchmark entries and version tables --------------------------------------------------------
@@ -294,24 +335,28 @@ class BenchmarkEntry(Document, kw_only=True):
     """
 
     KIND: ClassVar[str] = "benchmark_entry"
-    kind: Literal["benchmark_entry"] = "benchmark_entry"
-    schema_version: int = SCHEMA_VERSION
-    model: str
-    suite: str
-    benchmark: str
-    metric: str
-    value: float
-    category: str = ""
-    params: dict[str, Any] = {}
-    variant: str = "raw"
-    n: int | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    run_id: str | None = None
-    evaluation: str | None = None
-    results_path: str | None = None
-    source: str | None = None
-    metric_id: str = ""
+    kind: Annotated[Literal["benchmark_entry"], meaning("the document kind")] = "benchmark_entry"
+    schema_version: Annotated[int, meaning("the document's schema version (older ones are migrated on read)")] = (
+        SCHEMA_VERSION
+    )
+    model: Annotated[str, meaning("the model (a version table's column)")]
+    suite: Annotated[str, meaning("the suite (one version table)")]
+    benchmark: Annotated[str, meaning("the benchmark (a table row)")]
+    metric: Annotated[str, meaning("the metric's registry name (accuracy, f1, ece, ...)")]
+    value: Annotated[float, meaning("the value")]
+    category: Annotated[str, meaning("the benchmark's category (a group of table rows)")] = ""
+    params: Annotated[dict[str, Any], meaning("the metric's parameters (average=, k=, pos_label=, n_bins=)")] = {}
+    variant: Annotated[str, meaning("raw or calibrated (or another named variant)")] = "raw"
+    n: Annotated[int | None, meaning("items behind the value", "items")] = None
+    ci_low: Annotated[float | None, meaning("lower end of the interval")] = None
+    ci_high: Annotated[float | None, meaning("upper end of the interval")] = None
+    run_id: Annotated[str | None, meaning("the run it came from")] = None
+    evaluation: Annotated[str | None, meaning("the result set's name")] = None
+    results_path: Annotated[str | None, meaning("the results file (paired deltas read it)")] = None
+    source: Annotated[str | None, meaning("where it came from (an evaluation, an imported table line, a harness)")] = (
+        None
+    )
+    metric_id: Annotated[str, meaning("the metric's key as tables show it (quiet default parameters dropped)")] = ""
 
     def __post_init__(self) -> None:
         if not self.metric_id:
@@ -326,52 +371,54 @@ class BenchmarkEntry(Document, kw_only=True):
 class VersionRow(Part, kw_only=True):
     """One benchmark of a version table."""
 
-    category: str
-    benchmark: str
-    metric_id: str
-    values: dict[str, float | None]
-    ci: dict[str, list[float | None] | None]
-    n: dict[str, int | None]
-    delta: float | None = None
-    delta_ci: list[float | None] | None = None
-    p_value: float | None = None
-    significance: str | None = None
-    p_adjusted: float | None = None
-    mde: float | None = None
-    warning: str | None = None
+    category: Annotated[str, meaning("the benchmark's category (a group of table rows)")]
+    benchmark: Annotated[str, meaning("the benchmark (a table row)")]
+    metric_id: Annotated[str, meaning("the metric's key as tables show it (quiet default parameters dropped)")]
+    values: Annotated[dict[str, float | None], meaning("column -> value")]
+    ci: Annotated[dict[str, list[float | None] | None], meaning("column -> [low, high] of its interval")]
+    n: Annotated[dict[str, int | None], meaning("column -> items", "items")]
+    delta: Annotated[float | None, meaning("the delta column's difference (to - from)")] = None
+    delta_ci: Annotated[list[float | None] | None, meaning("[low, high] of the delta's paired interval")] = None
+    p_value: Annotated[float | None, meaning("two-sided percentile-bootstrap p of H0: difference = 0")] = None
+    significance: Annotated[str | None, meaning("significant or not significant, by the adjusted p")] = None
+    p_adjusted: Annotated[float | None, meaning("p_value adjusted over the document's family of tests")] = None
+    mde: Annotated[float | None, meaning("difference detectable with 80% power at alpha 0.05")] = None
+    warning: Annotated[str | None, meaning("the interval covers less than its level")] = None
 
 
 class VersionMean(Part, kw_only=True):
     """The mean row: macro mean over the benchmarks present in every column."""
 
-    n: int
-    values: dict[str, float | None]
-    delta: float | None = None
+    n: Annotated[int, meaning("benchmarks present in every column (the mean's rows)")]
+    values: Annotated[dict[str, float | None], meaning("column -> macro mean")]
+    delta: Annotated[float | None, meaning("the mean's delta")] = None
 
 
 class VersionDelta(Part, kw_only=True):
     """Which columns the delta column subtracts."""
 
-    to: str | None
-    from_: str = msgspec.field(name="from")
+    to: Annotated[str | None, meaning("the column subtracted from")]
+    from_: Annotated[str, meaning("the column subtracted")] = msgspec.field(name="from")
 
 
 class VersionTableDoc(Document, kw_only=True):
     """``labledger table --json``: benchmarks x model columns, a mean row and deltas."""
 
     KIND: ClassVar[str] = "version_table"
-    kind: Literal["version_table"] = "version_table"
-    schema_version: int = SCHEMA_VERSION
-    suite: str
-    columns: list[str]
-    rows: list[VersionRow]
-    mean: VersionMean
-    delta: VersionDelta | None
-    warnings: list[str]
-    definition: str
-    ci: float | None = None
-    adjust: str | None = None
-    family: str | None = None
+    kind: Annotated[Literal["version_table"], meaning("the document kind")] = "version_table"
+    schema_version: Annotated[int, meaning("the document's schema version (older ones are migrated on read)")] = (
+        SCHEMA_VERSION
+    )
+    suite: Annotated[str, meaning("the suite (one version table)")]
+    columns: Annotated[list[str], meaning("model (or model/variant) columns, in order")]
+    rows: Annotated[list[VersionRow], meaning("one row per benchmark")]
+    mean: Annotated[VersionMean, meaning("the mean row")]
+    delta: Annotated[VersionDelta | None, meaning("which columns the delta column subtracts")]
+    warnings: Annotated[list[str], meaning("what makes cells incomparable (different metrics or n, missing cells)")]
+    definition: Annotated[str, meaning("how the mean row is formed")]
+    ci: Annotated[float | None, meaning("the level of the delta intervals")] = None
+    adjust: Annotated[str | None, meaning("the multiplicity adjustment of p_adjusted: holm, bh or none")] = None
+    family: Annotated[str | None, meaning("how many p-values the adjustment covered")] = None
 
 
 # -- statistics: power plans and repeated rows (#16) ---------------------------------------------
@@ -381,46 +428,52 @@ class PowerPlanDoc(Document, kw_only=True):
     difference) came from."""
 
     KIND: ClassVar[str] = "power_plan"
-    kind: Literal["power_plan"] = "power_plan"
-    schema_version: int = SCHEMA_VERSION
-    alpha: float
-    power: float
-    omega2: float
-    omega2_source: str
-    formula: str
-    n: int
-    delta: float | None = None
-    mde: float | None = None
-    power_at_mde: float | None = None
-    task: str | None = None
-    pilot_n: int | None = None
-    pilot_diff: float | None = None
-    pilot_correlation: float | None = None
+    kind: Annotated[Literal["power_plan"], meaning("the document kind")] = "power_plan"
+    schema_version: Annotated[int, meaning("the document's schema version (older ones are migrated on read)")] = (
+        SCHEMA_VERSION
+    )
+    alpha: Annotated[float, meaning("the two-sided significance level")]
+    power: Annotated[float, meaning("the power asked for")]
+    omega2: Annotated[float, meaning("variance of the per-item difference (omega^2)")]
+    omega2_source: Annotated[str, meaning("where omega^2 came from (a pilot comparison, or given)")]
+    formula: Annotated[str, meaning("the formula used")]
+    n: Annotated[int, meaning("items needed for delta, or the items given for an MDE", "items")]
+    delta: Annotated[float | None, meaning("the difference to detect")] = None
+    mde: Annotated[float | None, meaning("the minimum detectable effect of n items")] = None
+    power_at_mde: Annotated[float | None, meaning("the power at the MDE")] = None
+    task: Annotated[str | None, meaning("the task of the pilot")] = None
+    pilot_n: Annotated[int | None, meaning("paired items of the pilot", "items")] = None
+    pilot_diff: Annotated[float | None, meaning("the pilot's mean difference")] = None
+    pilot_correlation: Annotated[float | None, meaning("correlation of A's and B's per-item scores in the pilot")] = (
+        None
+    )
 
 
 class RepeatMetric(Part, kw_only=True):
     """One mean metric over repeated rows: reduced per item (``reduction``) before the interval;
     ``n`` items, ``k`` repeats, ``n_scores`` attempts; ``between`` / ``within`` the variance parts."""
 
-    metric: str
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    method: str
-    analytic: AnalyticInterval | None = None
-    reduction: str
-    k: int
-    n: int
-    n_scores: int
-    between: float | None = None
-    within: float | None = None
-    warning: str | None = None
+    metric: Annotated[str, meaning("the metric's registry name (accuracy, f1, ece, ...)")]
+    value: Annotated[float | None, meaning("the mean over items of the per-item reduced score")]
+    ci_low: Annotated[float | None, meaning("lower end of the interval")]
+    ci_high: Annotated[float | None, meaning("upper end of the interval")]
+    method: Annotated[str, meaning("how the interval was formed")]
+    analytic: Annotated[
+        AnalyticInterval | None, meaning("the analytic interval beside the bootstrap one (for per-item means)")
+    ] = None
+    reduction: Annotated[str, meaning("how an item's repeats are reduced first: mean, max (best of k) or min")]
+    k: Annotated[int, meaning("repeats per item")]
+    n: Annotated[int, meaning("items", "items")]
+    n_scores: Annotated[int, meaning("attempts (rows) over every item", "rows")]
+    between: Annotated[float | None, meaning("variance of the per-item means (n - 1)")] = None
+    within: Annotated[float | None, meaning("mean within-item variance across repeats")] = None
+    warning: Annotated[str | None, meaning("the interval covers less than its level (few clusters or items)")] = None
 
 
 class RepeatTask(Part, kw_only=True):
     """The metrics of one task of a repeats evaluation."""
 
-    metrics: list[RepeatMetric]
+    metrics: Annotated[list[RepeatMetric], meaning("the task's mean metrics")]
 
 
 class RepeatsDoc(Document, kw_only=True):
@@ -428,12 +481,14 @@ class RepeatsDoc(Document, kw_only=True):
     (:func:`labledger.analysis.repeats.evaluate_repeats`)."""
 
     KIND: ClassVar[str] = "repeats"
-    kind: Literal["repeats"] = "repeats"
-    schema_version: int = SCHEMA_VERSION
-    source: str | None = None
-    repeat_field: str
-    ci: float
-    tasks: dict[str, RepeatTask]
+    kind: Annotated[Literal["repeats"], meaning("the document kind")] = "repeats"
+    schema_version: Annotated[int, meaning("the document's schema version (older ones are migrated on read)")] = (
+        SCHEMA_VERSION
+    )
+    source: Annotated[str | None, meaning("the results evaluated")] = None
+    repeat_field: Annotated[str, meaning("the field that numbers repeats: epoch or sample")]
+    ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
+    tasks: Annotated[dict[str, RepeatTask], meaning("task -> its metrics")]
 
 
 # -- runs and imports ----------------------------------------------------------------------------
@@ -441,38 +496,42 @@ class RunSummary(Document, kw_only=True):
     """One run's index row and summary (``labledger runs --json`` rows, ``/api/runs``)."""
 
     KIND: ClassVar[str] = "run_summary"
-    kind: Literal["run_summary"] = "run_summary"
-    schema_version: int = SCHEMA_VERSION
-    id: str
-    name: str
-    group: str | None
-    tags: list[str]
-    status: str
-    started: float
-    ended: float | None
-    duration: float | None
-    host: str | None
-    pid: int | None
-    git_commit: str | None
-    git_dirty: bool | None
-    error: str | None
-    summary: dict[str, Any]
-    dir: str | None
+    kind: Annotated[Literal["run_summary"], meaning("the document kind")] = "run_summary"
+    schema_version: Annotated[int, meaning("the document's schema version (older ones are migrated on read)")] = (
+        SCHEMA_VERSION
+    )
+    id: Annotated[str, meaning("the run id")]
+    name: Annotated[str, meaning("the run's name")]
+    group: Annotated[str | None, meaning("the run's group")]
+    tags: Annotated[list[str], meaning("its tags")]
+    status: Annotated[str, meaning("running, finished, failed or crashed")]
+    started: Annotated[float, meaning("when it started", "unix seconds")]
+    ended: Annotated[float | None, meaning("when it ended", "unix seconds")]
+    duration: Annotated[float | None, meaning("ended - started (to now while running)", "s")]
+    host: Annotated[str | None, meaning("the host it ran on")]
+    pid: Annotated[int | None, meaning("the logging process's id")]
+    git_commit: Annotated[str | None, meaning("HEAD's commit at start")]
+    git_dirty: Annotated[bool | None, meaning("uncommitted changes at start")]
+    error: Annotated[str | None, meaning("why it failed")]
+    summary: Annotated[dict[str, Any], meaning("headline values and last/min/max of each scalar")]
+    dir: Annotated[str | None, meaning("the run folder (only with the token)")]
 
 
 class ImportRecord(Document, kw_only=True):
     """``labledger import --json``: the source, its format and hash, the runs made."""
 
     KIND: ClassVar[str] = "import"
-    kind: Literal["import"] = "import"
-    schema_version: int = SCHEMA_VERSION
-    source: str
-    format: str
-    sha256: str
-    mode: str
-    again: bool
-    previous: dict[str, Any] | None
-    runs: list[dict[str, Any]]
+    kind: Annotated[Literal["import"], meaning("the document kind")] = "import"
+    schema_version: Annotated[int, meaning("the document's schema version (older ones are migrated on read)")] = (
+        SCHEMA_VERSION
+    )
+    source: Annotated[str, meaning("the imported file or folder")]
+    format: Annotated[str, meaning("the importer")]
+    sha256: Annotated[str, meaning("sha256 of the source")]
+    mode: Annotated[str, meaning("copy or reference")]
+    again: Annotated[bool, meaning("true when this source was imported before")]
+    previous: Annotated[dict[str, Any] | None, meaning("the earlier import of the same source")]
+    runs: Annotated[list[dict[str, Any]], meaning("the runs made (id, name, counts)")]
 
 
 #: Every document type by kind.

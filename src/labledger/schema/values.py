@@ -13,11 +13,12 @@ optional parts are left out of the JSON when unset (``omit_defaults``), as befor
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from labledger.schema.ids import MetricId
+from labledger.schema.records import meaning
 
 
 def ci_label(level: float | None) -> str:
@@ -71,37 +72,46 @@ class AnalyticInterval(Part, kw_only=True):
     (:func:`labledger.metrics.stats.mean_interval`): Wilson, CLT with t on n-1 df, or the
     cluster-robust SE (CR1) with t on C-1 df. ``low``/``high`` are None when it cannot be formed."""
 
-    method: str
-    low: float | None = None
-    high: float | None = None
-    se: float | None = None
-    df: int | None = None
-    ci: float | None = None
-    clusters: int | None = None
+    method: Annotated[
+        str, meaning("the interval: Wilson score, CLT SE with t on n-1 df, or cluster-robust (CR1) with t on C-1 df")
+    ]
+    low: Annotated[float | None, meaning("lower end")] = None
+    high: Annotated[float | None, meaning("upper end")] = None
+    se: Annotated[float | None, meaning("the standard error")] = None
+    df: Annotated[int | None, meaning("degrees of freedom of the t quantile")] = None
+    ci: Annotated[float | None, meaning("the interval's confidence level")] = None
+    clusters: Annotated[int | None, meaning("clusters of the cluster-robust SE")] = None
 
 
 class MetricValue(Part, kw_only=True):
     """One metric's value on one task (or slice) with its bootstrap interval."""
 
-    metric: str
-    key: str
-    params: dict[str, Any]
-    definition: str
-    higher_is_better: bool
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    ci: float
-    resamples: int
-    method: str | None
-    n: int
-    clusters: int | None
-    undefined_resamples: int | None
-    resamples_requested: int | None = None
-    resamples_note: str | None = None
-    analytic: AnalyticInterval | None = None
-    warning: str | None = None
-    interval_note: str | None = None
+    metric: Annotated[str, meaning("the metric's registry name (accuracy, f1, ece, ...)")]
+    key: Annotated[str, meaning("the metric's identity: name and canonical parameters, e.g. f1[average=macro]")]
+    params: Annotated[dict[str, Any], meaning("the metric's parameters (average=, k=, pos_label=, n_bins=)")]
+    definition: Annotated[str, meaning("the metric's one-sentence definition")]
+    higher_is_better: Annotated[bool, meaning("true when a larger value is better")]
+    value: Annotated[float | None, meaning("the metric's value (null when undefined on these items)")]
+    ci_low: Annotated[float | None, meaning("lower end of the interval")]
+    ci_high: Annotated[float | None, meaning("upper end of the interval")]
+    ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
+    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: no interval)")]
+    method: Annotated[str | None, meaning("how the interval was formed (percentile bootstrap, cluster bootstrap, ...)")]
+    n: Annotated[int, meaning("items the value is computed on", "items")]
+    clusters: Annotated[
+        int | None,
+        meaning("clusters (rows' group values) resampled together; null when items were resampled one by one"),
+    ]
+    undefined_resamples: Annotated[
+        int | None, meaning("resamples on which the metric was undefined (left out of the interval)")
+    ]
+    resamples_requested: Annotated[int | None, meaning("resamples asked for, when fewer were drawn")] = None
+    resamples_note: Annotated[str | None, meaning("why fewer resamples were drawn")] = None
+    analytic: Annotated[
+        AnalyticInterval | None, meaning("the analytic interval beside the bootstrap one (for per-item means)")
+    ] = None
+    warning: Annotated[str | None, meaning("the interval covers less than its level (few clusters or items)")] = None
+    interval_note: Annotated[str | None, meaning("why ci_low/ci_high are empty")] = None
 
     @property
     def id(self) -> MetricId:
@@ -119,12 +129,17 @@ class McNemar(Part, kw_only=True):
     ``clusters`` is set when the rows carry clusters and the test is the clustered McNemar
     (Durkalski et al. 2003) instead of the item-level one."""
 
-    b: int
-    c: int
-    method: str
-    statistic: float | None
-    p_value: float | None
-    clusters: int | None = None
+    b: Annotated[int, meaning("pairs right on A, wrong on B", "items")]
+    c: Annotated[int, meaning("pairs wrong on A, right on B", "items")]
+    method: Annotated[
+        str,
+        meaning(
+            "exact binomial (few discordant pairs) or chi-square with continuity correction; the clustered test when clusters is set"
+        ),
+    ]
+    statistic: Annotated[float | None, meaning("the chi-square statistic (null for the exact test)")]
+    p_value: Annotated[float | None, meaning("two-sided p of H0: b = c")]
+    clusters: Annotated[int | None, meaning("clusters of the clustered McNemar test")] = None
 
 
 class MetricDiff(Part, kw_only=True):
@@ -135,29 +150,34 @@ class MetricDiff(Part, kw_only=True):
     adjusted over the comparison's family (``ComparisonDoc.adjust``). ``se`` is the bootstrap SD of
     the difference and ``mde`` the difference detectable with 80% power at alpha 0.05."""
 
-    metric: str
-    key: str
-    params: dict[str, Any]
-    definition: str
-    higher_is_better: bool
-    a: float | None
-    b: float | None
-    diff: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    ci: float
-    resamples: int
-    method: str | None
-    n: int | None
-    clusters: int | None
-    mcnemar: McNemar | None
-    se: float | None = None
-    mde: float | None = None
-    p_adjusted: float | None = None
-    analytic: AnalyticInterval | None = None
-    warning: str | None = None
-    interval_note: str | None = None
+    metric: Annotated[str, meaning("the metric's registry name (accuracy, f1, ece, ...)")]
+    key: Annotated[str, meaning("the metric's identity: name and canonical parameters, e.g. f1[average=macro]")]
+    params: Annotated[dict[str, Any], meaning("the metric's parameters (average=, k=, pos_label=, n_bins=)")]
+    definition: Annotated[str, meaning("the metric's one-sentence definition")]
+    higher_is_better: Annotated[bool, meaning("true when a larger value is better")]
+    a: Annotated[float | None, meaning("the value on A")]
+    b: Annotated[float | None, meaning("the value on B")]
+    diff: Annotated[float | None, meaning("A - B")]
+    ci_low: Annotated[float | None, meaning("lower end of the difference's interval")]
+    ci_high: Annotated[float | None, meaning("upper end of the difference's interval")]
+    p_value: Annotated[float | None, meaning("two-sided percentile-bootstrap p of H0: difference = 0")]
+    ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
+    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: no interval)")]
+    method: Annotated[str | None, meaning("how the interval was formed (percentile bootstrap, cluster bootstrap, ...)")]
+    n: Annotated[int | None, meaning("paired items (null when unpaired)", "items")]
+    clusters: Annotated[
+        int | None,
+        meaning("clusters (rows' group values) resampled together; null when items were resampled one by one"),
+    ]
+    mcnemar: Annotated[McNemar | None, meaning("McNemar's test on the discordant pairs (accuracy, exact match)")]
+    se: Annotated[float | None, meaning("bootstrap standard deviation of the difference")] = None
+    mde: Annotated[float | None, meaning("difference detectable with 80% power at alpha 0.05")] = None
+    p_adjusted: Annotated[float | None, meaning("p_value adjusted over the document's family of tests")] = None
+    analytic: Annotated[
+        AnalyticInterval | None, meaning("the analytic interval beside the bootstrap one (for per-item means)")
+    ] = None
+    warning: Annotated[str | None, meaning("the interval covers less than its level (few clusters or items)")] = None
+    interval_note: Annotated[str | None, meaning("why ci_low/ci_high are empty")] = None
 
     @property
     def id(self) -> MetricId:
@@ -168,40 +188,40 @@ class MetricDiff(Part, kw_only=True):
 class Stat(Part, kw_only=True):
     """A value with its interval (per-class cells)."""
 
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
+    value: Annotated[float | None, meaning("the value")]
+    ci_low: Annotated[float | None, meaning("lower end of the interval")]
+    ci_high: Annotated[float | None, meaning("upper end of the interval")]
 
 
 class PerClassRow(Part, kw_only=True):
     """Precision, recall and F1 of one label."""
 
-    label: str
-    support: int
-    precision: Stat
-    recall: Stat
-    f1: Stat
+    label: Annotated[str, meaning("the label")]
+    support: Annotated[int, meaning("items with this gold label", "items")]
+    precision: Annotated[Stat, meaning("precision of the label")]
+    recall: Annotated[Stat, meaning("recall of the label")]
+    f1: Annotated[Stat, meaning("F1 of the label")]
 
 
 class PerClass(Part, kw_only=True):
     """The ``per_class`` table of a task."""
 
-    definition: str
-    params: dict[str, Any]
-    ci: float
-    resamples: int
-    method: str | None
-    labels: list[PerClassRow]
+    definition: Annotated[str, meaning("what the table holds")]
+    params: Annotated[dict[str, Any], meaning("the metric's parameters (average=, k=, pos_label=, n_bins=)")]
+    ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
+    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: no interval)")]
+    method: Annotated[str | None, meaning("how the interval was formed (percentile bootstrap, cluster bootstrap, ...)")]
+    labels: Annotated[list[PerClassRow], meaning("one row per label")]
 
 
 class ConfusionMatrix(Part, kw_only=True):
     """Counts of (gold, predicted) label pairs: ``matrix[i][j]`` = gold ``labels[i]``, predicted ``labels[j]``."""
 
-    labels: list[str]
-    rows: str
-    columns: str
-    matrix: list[list[int]]
-    definition: str | None = None
+    labels: Annotated[list[str], meaning("the labels, in the order of the tables")]
+    rows: Annotated[str, meaning("what the rows are (gold)")]
+    columns: Annotated[str, meaning("what the columns are (predicted)")]
+    matrix: Annotated[list[list[int]], meaning("matrix[i][j]: items with gold labels[i] predicted labels[j]", "items")]
+    definition: Annotated[str | None, meaning("how the predicted label is formed")] = None
 
 
 __all__ = [
