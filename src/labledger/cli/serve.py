@@ -207,6 +207,7 @@ def serve_cmd(
         artifacts=artifacts if team else None,
         site_cache=site_cache,
         allowed_hosts=_allowed_hosts(host, port),
+        build_site_at_start=True,
     )
     app.add_middleware(BodyTimeout, body_timeout=body_timeout)
     protocol = head_timeout_protocol(head_timeout)

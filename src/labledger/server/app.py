@@ -165,12 +165,16 @@ def create_app(
     site_refresh: float = 1.0,
     max_body: int = MAX_BODY,
     allowed_hosts: list[str] | None = None,
+    build_site_at_start: bool = False,
 ) -> Starlette:
     """The server of one ledger (a folder, or ``postgresql://...`` with ``artifacts``) as an ASGI app.
 
     ``token`` is needed for uploads and API writes (``Authorization: Bearer <token>``); without one
     the server is read-only. With ``private`` every read needs it too. ``allowed_hosts`` (e.g.
     ``["127.0.0.1:8765", "localhost:8765"]``) refuses requests naming any other ``Host``.
+    The live site's builder starts with the server when ``build_site_at_start`` (``labledger
+    serve``), else with the first page request; either way it rebuilds on its own timer, never
+    because of a request (:mod:`labledger.server.pages`).
 
     >>> import tempfile, labledger
     >>> from starlette.testclient import TestClient
@@ -233,7 +237,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette):
         task = asyncio.create_task(reaper())
-        site.start()  # the live site is rebuilt on this timer, never by a request (#17)
+        if build_site_at_start:
+            site.start()  # the live site is rebuilt on its own timer, never by a request (#17)
         try:
             yield
         finally:

@@ -11,6 +11,8 @@ that fails (its error is kept in :attr:`LiveSite.last_error`), changes nothing a
 one build runs at a time, and the thread waits at least as long as the last build took before the
 next one, so the builder takes at most half of one core however large the ledger. Before the
 first build has finished, a page waits for it (up to :data:`FIRST_BUILD_WAIT` seconds, then 503).
+The builder starts with the server (``labledger serve``) or, for an app made without
+``build_site_at_start``, when the first page is asked for.
 
 The pages are the static site's own: they build the DOM with ``textContent`` from data files whose
 JSON has ``<`` escaped, so a string from a run shows as text; the server adds a
