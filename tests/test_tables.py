@@ -152,3 +152,32 @@ def test_csv_import_errors_name_line_and_field(tmp_path):
         from labledger.analysis.benchmarks import import_records
 
         import_records(p)
+
+
+def test_a_moved_ledger_keeps_its_paired_deltas(tmp_path):
+    """The index keeps a saved evaluation's predictions relative to the ledger's folder, so a ledger
+    copied elsewhere (the original deleted) still pairs the items of a delta."""
+    import shutil
+
+    from import_sources import results_rows, write_jsonl
+
+    from labledger.analysis.benchmarks import record_evaluation
+
+    ledger = tmp_path / "first"
+    for name, seed in (("base", 0), ("tuned", 1)):
+        with labledger.start_run(name, ledger=ledger) as run:
+            run.log_results("test", write_jsonl(tmp_path / f"{name}.jsonl", results_rows(80, seed=seed)))
+        book = labledger.open_ledger(ledger)
+        view = book.run(run.id)
+        ev = labledger.evaluate(view.results_path("test"), resamples=50)
+        record_evaluation(book, run.id, "test", ev.doc, model=name, results_path=str(view.results_path("test")))
+    stored = {r[0] for r in labledger.open_ledger(ledger).db.execute("SELECT results_path FROM benchmark_entries")}
+    assert stored and all(p.startswith("runs/") for p in stored)
+    moved = tmp_path / "moved"
+    shutil.copytree(ledger, moved)
+    shutil.rmtree(ledger)
+    args = ["table", "--models", "base,tuned", "--delta-from", "base", "--json", "--ledger", str(moved)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    entries = read_entries(labledger.open_ledger(moved))
+    assert all(e.results_path and e.results_path.startswith(str(moved)) for e in entries)

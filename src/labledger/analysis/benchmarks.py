@@ -84,7 +84,7 @@ def add_entries(ledger, entries: Iterable[BenchmarkEntry]) -> int:
                 e.ci_high,
                 e.run_id,
                 e.evaluation,
-                e.results_path,
+                _stored_path(ledger, e.results_path),
                 e.source,
                 now,
             )
@@ -120,8 +120,36 @@ def read_entries(
     for row in ledger.db.execute(q, params):
         d = dict(zip(_COLS, row))
         d["params"] = orjson.loads(d["params"])
+        d["results_path"] = _found_path(ledger, d["results_path"], d["run_id"], d["evaluation"])
         out.append(BenchmarkEntry(**d))
     return out
+
+
+def _stored_path(ledger, path: str | None) -> str | None:
+    """A results path as the index keeps it: relative to the ledger's folder when it lies inside it,
+    so that a ledger copied or moved elsewhere still finds its predictions."""
+    if path is None:
+        return path
+    try:
+        return Path(path).resolve().relative_to(Path(ledger.root).resolve()).as_posix()
+    except ValueError:
+        return path
+
+
+def _found_path(ledger, path: str | None, run_id: str | None, evaluation: str | None) -> str | None:
+    """The file a stored results path names today: a relative one lies in the ledger's folder; an
+    absolute one written by an older version (or before the ledger was moved) that no longer exists
+    is the entry's own run's result set when that run is here."""
+    if path is None:
+        return path
+    p = Path(path)
+    if not p.is_absolute():
+        return str(Path(ledger.root) / p)
+    if not p.exists() and run_id and evaluation:
+        here = Path(ledger.run_dir(run_id)) / "evals" / evaluation / "results.jsonl"
+        if here.exists():
+            return str(here)
+    return path
 
 
 def entries_from_evaluation(
