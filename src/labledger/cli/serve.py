@@ -209,7 +209,7 @@ def serve_cmd(
         allowed_hosts=_allowed_hosts(host, port),
     )
     app.add_middleware(BodyTimeout, body_timeout=body_timeout)
-    protocol = head_timeout_protocol(head_timeout)
+    protocol = head_timeout_protocol(head_timeout, MAX_HEADER_BYTES)
     where = display_url(location) if team else os.path.abspath(location)
     shown = f"[{host}]" if ":" in host else host
     console.print(f"labledger serving {where} at http://{shown}:{port}/")

@@ -204,33 +204,16 @@ async def put_file(request: Request) -> Response:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
         chunks = list(kept)
         written = offset
-        pending = hashlib.sha256()
-        pending_n = 0
         complete = False
         try:
             os.ftruncate(fd, offset)
             try:
-                async for data in request.stream():
-                    if written + len(data) > total:
-                        raise ApiError(400, f"{rel}: the body is longer than size - offset = {total - offset} bytes")
-                    view = memoryview(data)
-                    while view:
-                        take = min(len(view), CHUNK - pending_n)
-                        pending.update(view[:take])
-                        pending_n += take
-                        view = view[take:]
-                        if pending_n == CHUNK:
-                            chunks.append(pending.hexdigest())
-                            pending, pending_n = hashlib.sha256(), 0
-                    os.pwrite(fd, data, written)
-                    written += len(data)
-            except ClientDisconnect:
-                pass
-            if pending_n:
-                chunks.append(pending.hexdigest())
+                written = await _receive_into(request, fd, offset, total, chunks, rel)
+            except ClientDisconnect:  # the whole chunks that came are written and hashed
+                written = offset + (len(chunks) - len(kept)) * CHUNK
             complete = written == total
             if complete:
-                os.fsync(fd)
+                await run_in_threadpool(os.fsync, fd)
         finally:
             os.close(fd)
             if in_place:  # what was written is recorded even when the client went away
@@ -247,6 +230,58 @@ async def put_file(request: Request) -> Response:
             doc["files"][rel] = {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
             await run_in_threadpool(write_manifest, run_dir, doc)
     return ok({"path": rel, "size": total, "digest": digest(chunks), "chunks": len(chunks)})
+
+
+def _write_chunk(fd: int, pieces: list[memoryview], at: int) -> str:
+    """Hash and write one chunk given as the body pieces it came in (in a worker thread: hashlib
+    and ``pwritev`` let the event loop go on, and the pieces are never joined)."""
+    h = hashlib.sha256()
+    for piece in pieces:
+        h.update(piece)
+    while pieces:
+        done = os.pwritev(fd, pieces, at)
+        at += done
+        while pieces and done >= len(pieces[0]):
+            done -= len(pieces.pop(0))
+        if done:
+            pieces[0] = pieces[0][done:]
+    return h.hexdigest()
+
+
+async def _receive_into(request: Request, fd: int, offset: int, total: int, chunks: list[str], rel: str) -> int:
+    """Stream the body into ``fd`` from ``offset``, appending each ``CHUNK``'s sha256 to ``chunks``.
+
+    The body's pieces are gathered up to one ``CHUNK``; a full chunk is hashed and written (one
+    ``pwritev``) by a worker thread while the event loop gathers the next, so at most two chunks
+    are held whatever the file's size. Returns the bytes the file holds after the last write.
+    """
+    pieces: list[memoryview] = []
+    fill, at = 0, offset
+    job: asyncio.Future[str] | None = None
+    loop = asyncio.get_running_loop()
+    try:
+        async for data in request.stream():
+            if at + fill + len(data) > total:
+                raise ApiError(400, f"{rel}: the body is longer than size - offset = {total - offset} bytes")
+            view = memoryview(data)
+            while view:
+                take = min(len(view), CHUNK - fill)
+                pieces.append(view[:take])
+                fill += take
+                view = view[take:]
+                if fill == CHUNK:
+                    if job is not None:
+                        chunks.append(await job)
+                    job = loop.run_in_executor(None, _write_chunk, fd, pieces, at)
+                    at += fill
+                    pieces, fill = [], 0
+    finally:
+        if job is not None:
+            chunks.append(await job)
+    if fill:
+        chunks.append(await run_in_threadpool(_write_chunk, fd, pieces, at))
+        at += fill
+    return at
 
 
 def _server_columns(book: Any, table: str) -> list[str]:
