@@ -45,6 +45,7 @@ from labledger.store.manifest import (
     stat_key,
     write_manifest,
 )
+from labledger.store.objects import read_file, ship_file
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ORIGIN = re.compile(r"^[0-9a-f]{16,64}$")
@@ -229,6 +230,10 @@ async def put_file(request: Request) -> Response:
             st = final.stat()
             doc["files"][rel] = {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
             await run_in_threadpool(write_manifest, run_dir, doc)
+        if ctx.objects is not None:  # the file goes on to object storage before the answer
+            await run_in_threadpool(
+                ship_file, ctx.objects, run_id, rel, run_dir / rel, doc["files"][rel], whole=not in_place
+            )
     return ok({"path": rel, "size": total, "digest": digest(chunks), "chunks": len(chunks)})
 
 
@@ -282,6 +287,43 @@ async def _receive_into(request: Request, fd: int, offset: int, total: int, chun
         chunks.append(await run_in_threadpool(_write_chunk, fd, pieces, at))
         at += fill
     return at
+
+
+async def get_file(request: Request) -> Response:
+    """``GET /api/sync/runs/{run}/files?path=REL``: one synced file, streamed.
+
+    With run files in object storage (``serve --artifacts s3://...``) it is read from there, chunk
+    by chunk, each checked against its sha256 (a damaged chunk ends the response early, never
+    passes as good bytes); otherwise from the server's run folder.
+    """
+    from starlette.responses import FileResponse, StreamingResponse
+
+    from labledger.errors import StorageError
+
+    ctx = request.app.state.ctx
+    ctx.require_read(request)
+    run_id = _run_id(request.path_params["run"])
+    try:
+        rel = check_run_path(request.query_params.get("path") or "")
+    except RecordError as exc:
+        raise ApiError(400, str(exc)) from None
+    if ctx.objects is None:
+        path = ctx.root / "runs" / run_id / rel
+        if not path.is_file():
+            raise ApiError(404, f"run {run_id} has no synced file {rel}")
+        return FileResponse(path, media_type="application/octet-stream")
+    pieces = read_file(ctx.objects, run_id, rel)
+    try:
+        first = await run_in_threadpool(next, pieces, b"")
+    except StorageError as exc:
+        raise ApiError(404 if "has no file" in str(exc) else 502, str(exc)) from None
+    rest = pieces
+
+    def body() -> Any:
+        yield first
+        yield from rest
+
+    return StreamingResponse(body(), media_type="application/octet-stream")
 
 
 def _server_columns(book: Any, table: str) -> list[str]:
