@@ -235,3 +235,29 @@ def test_two_machines_watch_into_a_postgres_server_with_runs_in_object_storage(t
             assert sync_runs(m, srv.url, token=TOKEN).bytes_sent == 0
     finally:
         srv.stop()
+
+
+def test_a_store_that_fails_is_shipped_to_at_the_next_sync(tmp_path, s3):
+    import boto3
+    from server_process import ServerProcess
+
+    from labledger.errors import SyncError
+    from labledger.server.sync_client import sync_runs
+    from labledger.store.ledger import Ledger
+
+    root = tmp_path / "server"
+    Ledger(root, create=True).close()
+    url = "s3://later-bucket/p"  # not there yet: every upload fails
+    srv = ServerProcess(root, uploads_dir=tmp_path / "up", token=TOKEN, artifacts=url).start()
+    try:
+        local = tmp_path / "local"
+        with labledger.start_run("r", ledger=local) as run:
+            run.log(1, loss=0.5)
+        with pytest.raises(SyncError, match="later-bucket"):
+            sync_runs(local, srv.url, token=TOKEN)
+        boto3.client("s3").create_bucket(Bucket="later-bucket")
+        sync_runs(local, srv.url, token=TOKEN)
+        sync_runs(local, srv.url, token=TOKEN)
+        _stored_equals_local(ObjectStore(url), local, [run.id])
+    finally:
+        srv.stop()

@@ -32,7 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from labledger.errors import RecordError
+from labledger.errors import LedgerError, RecordError
 from labledger.server.envelope import ApiError, ok
 from labledger.store.manifest import (
     APPEND_ONLY,
@@ -148,6 +148,18 @@ def run_state(run_dir: Path) -> dict[str, Any] | None:
     }
 
 
+def _ship_pending(store: Any, run_dir: Path) -> None:
+    """Ship the files of a run whose upload to object storage failed (a StorageError if it fails again)."""
+    doc = read_manifest(run_dir)
+    if doc is None:
+        return
+    for rel, entry in doc["files"].items():
+        if entry.get("unshipped"):
+            ship_file(store, run_dir.name, rel, run_dir / rel, entry, whole=rel not in APPEND_ONLY)
+            del entry["unshipped"]
+            write_manifest(run_dir, doc)
+
+
 async def state(request: Request) -> Response:
     """``POST /api/sync/state``."""
     ctx = request.app.state.ctx
@@ -159,6 +171,9 @@ async def state(request: Request) -> Response:
     root = ctx.root / "runs"
 
     def collect() -> dict[str, Any]:
+        if ctx.objects is not None:
+            for rid in runs:
+                _ship_pending(ctx.objects, root / _run_id(rid))
         return {rid: run_state(root / _run_id(rid)) for rid in runs}
 
     return ok({"runs": await run_in_threadpool(collect), "chunk": CHUNK, "max_upload": ctx.max_upload})
@@ -231,9 +246,14 @@ async def put_file(request: Request) -> Response:
             doc["files"][rel] = {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
             await run_in_threadpool(write_manifest, run_dir, doc)
         if ctx.objects is not None:  # the file goes on to object storage before the answer
-            await run_in_threadpool(
-                ship_file, ctx.objects, run_id, rel, run_dir / rel, doc["files"][rel], whole=not in_place
-            )
+            try:
+                await run_in_threadpool(
+                    ship_file, ctx.objects, run_id, rel, run_dir / rel, doc["files"][rel], whole=not in_place
+                )
+            except LedgerError:  # the store is unreachable: shipped again at the next state request
+                doc["files"][rel]["unshipped"] = True
+                await run_in_threadpool(write_manifest, run_dir, doc)
+                raise
     return ok({"path": rel, "size": total, "digest": digest(chunks), "chunks": len(chunks)})
 
 
