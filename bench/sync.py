@@ -4,14 +4,16 @@ checkpoint, and a no-op sync of many synced runs, to a local ``labledger serve``
 run files in a folder) on 127.0.0.1.
 
     python bench/sync.py                                  # the issue's sizes: 1M steps, 100k batches, 1 GiB
-    python bench/sync.py --steps 200000 --batches 20000 --checkpoint-mib 256 --noop-runs 1000
+    python bench/sync.py --quick                          # 100k steps, 10k batches, 256 MiB, 200 runs
 
 Per row: wall time of the sync (timed inside the client's process) and CPU time of that whole
 child process (its interpreter's start included), bytes sent, the
 peak RSS of the client and of the server (the server's ``VmHWM`` is read after each row, so it is
 the peak so far), and for the checkpoint the speed beside ``cp`` of the same file on the same disk.
-Peers (``wandb sync`` of an offline run, MLflow's ``log_artifact``) are measured when their
-packages are importable; otherwise the row says so. Nothing is asserted.
+Peers: W&B's local processing (an offline run of ``--peer-steps`` steps written, and a checkpoint
+staged as an Artifact; ``wandb sync`` itself needs W&B's server) and MLflow's ``log_artifact`` of
+the same checkpoint to a local ``mlflow server --workers 1``; a missing package is a row saying
+so. ``--quick`` runs it all in a few minutes. Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE]
 
 import argparse
+import contextlib
 import json
 import shutil
 import socket
@@ -60,6 +63,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process and its children so far."""
+    import psutil
+
+    proc = psutil.Process(pid)
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def tree_hwm(pid: int) -> int:
+    """The largest peak RSS among a process and its children (``mlflow server`` forks uvicorn)."""
+    import psutil
+
+    best = vm_hwm(pid)
+    for p in psutil.Process(pid).children(recursive=True):
+        with contextlib.suppress(OSError, psutil.Error):
+            best = max(best, vm_hwm(p.pid))
+    return best
+
+
 def vm_hwm(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -76,7 +105,7 @@ def child(cmd: list[str], env: dict[str, str]) -> dict:
     wall = time.perf_counter() - t0
     if status != 0:
         raise RuntimeError(f"{cmd[:4]} exited with {status}: {out[-500:]!r}")
-    doc = json.loads(out)
+    doc = json.loads(out.strip().splitlines()[-1])
     return {
         "wall": doc["elapsed"],
         "process": wall,
@@ -97,6 +126,136 @@ def seed_big(ledger: Path, steps: int, batches: int) -> str:
     return run.id
 
 
+WANDB = """
+import json, os, sys, time
+import wandb
+steps, batches, ckpt = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+t = time.perf_counter()
+run = wandb.init(mode="offline", project="bench", dir=sys.argv[4], settings=wandb.Settings(console="off"))
+for i in range(1, steps + 1):
+    run.log({"loss": 1.0 / i, "lr": 1e-3, "grad_norm": 0.5}, step=i)
+for b in range(1, batches + 1):
+    run.log({"batch": {"microbatch": b, "samples": [{"id": f"s{b}-{k}", "loss": 0.1 * k} for k in range(16)]}})
+if ckpt:
+    art = wandb.Artifact("ckpt", type="model")
+    art.add_file(ckpt)
+    run.log_artifact(art)
+run.finish()
+print(json.dumps({"elapsed": time.perf_counter() - t, "bytes_sent": 0}))
+"""
+
+MLFLOW = """
+import json, sys, time
+import mlflow
+mlflow.set_tracking_uri(sys.argv[1])
+t = time.perf_counter()
+with mlflow.start_run():
+    mlflow.log_artifact(sys.argv[2])
+print(json.dumps({"elapsed": time.perf_counter() - t, "bytes_sent": int(sys.argv[3])}))
+"""
+
+
+def wandb_rows(args: argparse.Namespace) -> list[dict]:
+    """W&B's local processing of the run: an offline run written (what ``wandb sync`` later sends)."""
+    try:
+        import wandb
+    except ImportError:
+        return [{"what": "wandb: not installed here (pip install wandb); not measured"}]
+    out = []
+    base = Path(tempfile.mkdtemp(prefix="bench-sync-wandb-", dir=args.tmp))
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DISABLE_GIT": "true"}
+    try:
+        steps, batches = args.peer_steps, args.peer_steps // 10
+        r = child([sys.executable, "-c", WANDB, str(steps), str(batches), "", str(base / "run")], env)
+        size = sum(p.stat().st_size for p in (base / "run").rglob("*") if p.is_file())
+        r["bytes"] = size
+        out.append(
+            {
+                "what": f"W&B {wandb.__version__} offline run written: {steps:,} steps + {batches:,} batches x16 (on disk)",
+                **r,
+            }
+        )
+        ck = base / "ckpt.bin"
+        with open(ck, "wb") as f:
+            block = os.urandom(MIB)
+            for _ in range(args.checkpoint_mib):
+                f.write(block)
+        r = child([sys.executable, "-c", WANDB, "0", "0", str(ck), str(base / "ck")], env)
+        r["bytes"] = 0  # nothing is sent offline: the file is copied to W&B's staging folder
+        out.append(
+            {"what": f"W&B offline Artifact of the {args.checkpoint_mib} MiB checkpoint (staged as a copy)", **r}
+        )
+    except (RuntimeError, OSError, ValueError) as exc:  # a peer that fails is a row, not a crash
+        out.append({"what": f"wandb: failed ({type(exc).__name__}: {str(exc)[:120]})"})
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    out.append({"what": "  (wandb sync itself needs W&B's GraphQL server; not measured against a local endpoint)"})
+    return out
+
+
+def mlflow_rows(args: argparse.Namespace) -> list[dict]:
+    """MLflow's ``log_artifact`` of the checkpoint to a local ``mlflow server`` (proxied artifacts)."""
+    mlflow = shutil.which(args.mlflow)
+    if mlflow is None:
+        return [{"what": f"mlflow: {args.mlflow} not found; not measured"}]
+    base = Path(tempfile.mkdtemp(prefix="bench-sync-mlflow-", dir=args.tmp))
+    port = free_port()
+    srv = subprocess.Popen(
+        [
+            mlflow,
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{base}/mlflow.db",
+            "--artifacts-destination",
+            str(base / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    out = []
+    try:
+        for _ in range(1200):
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        ck = base / "ckpt.bin"
+        with open(ck, "wb") as f:
+            block = os.urandom(MIB)
+            for _ in range(args.checkpoint_mib):
+                f.write(block)
+        subprocess.run(["sync"], check=False)
+        s0 = server_cpu(srv.pid)
+        r = child([sys.executable, "-c", MLFLOW, url, str(ck), str(ck.stat().st_size)], dict(os.environ))
+        r["server_cpu"] = server_cpu(srv.pid) - s0
+        speed = args.checkpoint_mib / r["wall"]
+        out.append(
+            {
+                "what": f"MLflow log_artifact {args.checkpoint_mib} MiB to mlflow server: {speed:.0f} MiB/s",
+                **r,
+                "server_rss": tree_hwm(srv.pid),
+            }
+        )
+    except (RuntimeError, OSError, ValueError, httpx.HTTPError) as exc:
+        out.append({"what": f"mlflow: failed ({type(exc).__name__}: {str(exc)[:120]})"})
+    finally:
+        srv.terminate()
+        try:
+            srv.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+        shutil.rmtree(base, ignore_errors=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=1_000_000)
@@ -105,7 +264,14 @@ def main() -> None:
     ap.add_argument("--noop-runs", type=int, default=1000)
     ap.add_argument("--log-calls", type=int, default=200_000, help="Run.log calls timed with and without sync=.")
     ap.add_argument("--tmp", default=None, help="Folder for the ledgers (default: a temporary one).")
+    ap.add_argument("--quick", action="store_true", help="Smaller sizes (100k steps, 10k batches, 256 MiB, 200 runs).")
+    ap.add_argument("--peer-steps", type=int, default=100_000, help="Scalar steps of the W&B offline run.")
+    ap.add_argument("--mlflow", default="mlflow", help="The mlflow executable for `mlflow server`.")
+    ap.add_argument("--no-peers", action="store_true")
     args = ap.parse_args()
+    if args.quick:
+        args.steps, args.batches, args.checkpoint_mib = 100_000, 10_000, 256
+        args.noop_runs, args.log_calls, args.peer_steps = 200, 50_000, 20_000
 
     base = Path(tempfile.mkdtemp(prefix="bench-sync-", dir=args.tmp))
     os.environ["LABLEDGER_TOKEN"] = TOKEN  # the sync= processes of section 4 read it
@@ -150,7 +316,9 @@ def main() -> None:
         seed_big(local, args.steps, args.batches)
         seeded = time.perf_counter() - t0
         size = sum(p.stat().st_size for p in (local / "runs").rglob("*") if p.is_file())
+        s0 = server_cpu(srv.pid)
         r = child([*sync, str(local), TOKEN], env)
+        r["server_cpu"] = server_cpu(srv.pid) - s0
         rows.append(
             {
                 "what": f"run: {args.steps:,} steps + {args.batches:,} batches x16 ({size / MIB:.0f} MiB; logged in {seeded:.0f} s)",
@@ -176,19 +344,25 @@ def main() -> None:
             for _ in range(args.checkpoint_mib):
                 f.write(block)
         t0 = time.perf_counter()
-        subprocess.run(["cp", str(ck), str(base / "ckpt.copy")], check=True)
+        cp_proc = subprocess.Popen(["cp", str(ck), str(base / "ckpt.copy")])
+        _, _, cp_usage = os.wait4(cp_proc.pid, 0)
         subprocess.run(["sync"], check=False)
         cp = time.perf_counter() - t0
+        cp_cpu = cp_usage.ru_utime + cp_usage.ru_stime
         (base / "ckpt.copy").unlink()
         ckl = base / "ckpt-ledger"
         with labledger.start_run("ckpt", ledger=ckl) as run:
             run.log_checkpoint(ck, copy=True)
+        subprocess.run(["sync"], check=False)  # the copy's writeback is not the sync's (cp's own was timed)
+        s0 = server_cpu(srv.pid)
         r = child([*sync, str(ckl), TOKEN], env)
+        r["server_cpu"] = server_cpu(srv.pid) - s0
         speed = args.checkpoint_mib / r["wall"]
         cp_speed = args.checkpoint_mib / cp
         rows.append(
             {
-                "what": f"checkpoint {args.checkpoint_mib} MiB: {speed:.0f} MiB/s, {100 * speed / cp_speed:.0f}% of cp ({cp_speed:.0f} MiB/s)",
+                "what": f"checkpoint {args.checkpoint_mib} MiB: {speed:.0f} MiB/s, {100 * speed / cp_speed:.0f}% of cp "
+                f"({cp_speed:.0f} MiB/s, {cp_cpu:.2f} s CPU)",
                 **r,
                 "server_rss": vm_hwm(srv.pid),
             }
@@ -244,21 +418,21 @@ def main() -> None:
         srv.wait()
         shutil.rmtree(base, ignore_errors=True)
 
-    for peer in ("wandb", "mlflow"):
-        try:
-            __import__(peer)
-        except ImportError:
-            rows.append({"what": f"{peer}: not installed here (pip install {peer}); not measured"})
+    if not args.no_peers:
+        rows.extend(wandb_rows(args))
+        rows.extend(mlflow_rows(args))
     load = os.getloadavg()
     print(f"labledger sync bench; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs")
-    print(f"{'what':<78} {'wall s':>8} {'cpu s':>7} {'sent MiB':>9} {'client MB':>10} {'server MB':>10}")
+    print(f"{'what':<84} {'wall s':>8} {'cpu s':>7} {'srv cpu':>7} {'sent MiB':>9} {'client MB':>10} {'server MB':>10}")
     for row in rows:
         if "wall" not in row:
             print(row["what"])
             continue
+        scpu = f"{row['server_cpu']:>7.2f}" if "server_cpu" in row else f"{'':>7}"
+        srss = f"{row['server_rss'] / 1e6:>10.0f}" if row.get("server_rss") else f"{'-':>10}"
         print(
-            f"{row['what']:<78} {row['wall']:>8.2f} {row['cpu']:>7.2f} {row['bytes'] / MIB:>9.1f} "
-            f"{row['rss'] / 1e6:>10.0f} {row['server_rss'] / 1e6:>10.0f}"
+            f"{row['what']:<84} {row['wall']:>8.2f} {row['cpu']:>7.2f} {scpu} {row['bytes'] / MIB:>9.1f} "
+            f"{row['rss'] / 1e6:>10.0f} {srss}"
         )
 
 

@@ -113,3 +113,15 @@ def test_a_normal_client_is_served_after_the_slow_ones(served):
         for _ in range(3):  # keep-alive: the head timer is re-armed after each response
             assert client.get(url + "/api/runs").status_code == 200
             time.sleep(0.2)
+
+
+def test_a_request_head_past_the_limit_is_refused_and_closed(served):
+    port, url = served
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (80 * 1024))
+        closed, got = _closed_within(sock, 10)
+    assert closed and got.split(b"\r\n", 1)[0] in (
+        b"HTTP/1.1 400 Bad Request",
+        b"HTTP/1.1 431 Request Header Fields Too Large",
+    )
+    assert httpx.get(url + "/api/runs", headers={"X-Fine": "b" * 8000}).status_code == 200

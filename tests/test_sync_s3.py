@@ -9,10 +9,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from postgres_server import pg_url, postgres_cluster  # noqa: F401 (fixtures)
 from server_process import free_port
 
 import labledger
@@ -129,3 +131,133 @@ def test_the_cli_syncs_to_s3(tmp_path, s3):
     assert out.exit_code == 2
     out = CliRunner().invoke(main, ["sync", "--to", "s3://no-such-bucket/x", "--ledger", str(local)])
     assert out.exit_code == 1 and "s3://no-such-bucket/x" in out.output and "Traceback" not in out.output
+
+
+TOKEN = "s3-serve-token-0123456789"
+
+
+def _stored_equals_local(store: ObjectStore, local: Path, run_ids: list[str]) -> None:
+    """Every file of every run is in the store byte for byte (stitched from its chunks or its object)."""
+    for rid in run_ids:
+        folder = local / "runs" / rid
+        files = run_files(folder)
+        assert sorted(store.manifest(rid)["files"]) == sorted(files), rid
+        for rel in files:
+            got = hashlib.sha256(b"".join(read_file(store, rid, rel))).hexdigest()
+            assert got == _sha(folder / rel), (rid, rel)
+
+
+def test_serve_keeps_synced_runs_in_object_storage_and_streams_them_back_checked(tmp_path, s3):
+    import httpx
+    from server_process import ServerProcess
+
+    from labledger.server.sync_client import sync_runs
+    from labledger.store.ledger import Ledger
+
+    root = tmp_path / "server"
+    Ledger(root, create=True).close()
+    url = "s3://runs/served"
+    srv = ServerProcess(root, uploads_dir=tmp_path / "up", token=TOKEN, artifacts=url).start()
+    try:
+        local = tmp_path / "local"
+        ck = tmp_path / "ck.pt"
+        ck.write_bytes(os.urandom(16 * CHUNK + 5))  # large: one object, uploaded in parts
+        with labledger.start_run("r", ledger=local) as run:
+            for i in range(1, 3001):
+                run.log(i, loss=1.0 / i)
+            run.log_checkpoint(ck, copy=True)
+        first = sync_runs(local, srv.url, token=TOKEN)
+        assert first.files_sent >= 4
+        store = ObjectStore(url)
+        _stored_equals_local(store, local, [run.id])
+        entries = store.manifest(run.id)["files"]
+        big = next(rel for rel in entries if rel.startswith("checkpoints/"))
+        assert entries[big].get("object") and not entries["metrics.jsonl"].get("object")
+        got = httpx.get(f"{srv.url}/api/sync/runs/{run.id}/files", params={"path": big}, timeout=60)
+        assert got.status_code == 200 and hashlib.sha256(got.content).hexdigest() == _sha(ck)
+        assert sync_runs(local, srv.url, token=TOKEN).bytes_sent == 0
+        # damage the object in the store: a read is refused naming the file and chunk, never served as good
+        store.client.put_object(Bucket="runs", Key=entries[big]["object"], Body=b"not the bytes")
+        bad = httpx.get(f"{srv.url}/api/sync/runs/{run.id}/files", params={"path": big}, timeout=60)
+        assert bad.status_code == 502 and f"{big}: chunk 0 is damaged" in bad.json()["error"]
+    finally:
+        srv.stop()
+
+
+@pytest.mark.slow
+def test_two_machines_watch_into_a_postgres_server_with_runs_in_object_storage(tmp_path, s3, pg_url, monkeypatch):
+    from server_process import ServerProcess
+
+    from labledger.server.sync_client import sync_runs
+    from labledger.store.ledger import Ledger
+
+    monkeypatch.setenv("LABLEDGER_SPOOL", str(tmp_path / "spool"))
+    url = "s3://runs/team-pg"
+    srv = ServerProcess(pg_url, artifacts=url, uploads_dir=tmp_path / "up", token=TOKEN).start()
+    env = {**os.environ, "PYTHONPATH": SRC, "LABLEDGER_TOKEN": TOKEN}
+    script = textwrap.dedent("""
+        import sys, labledger
+        for r in range(2):
+            with labledger.start_run(f"m-{r}", ledger=sys.argv[1]) as run:
+                for i in range(1, 3001):
+                    run.log(i, loss=1.0 / i)
+                    if i == 1500:
+                        print("half", flush=True)
+    """)
+    machines = [tmp_path / "m1", tmp_path / "m2"]
+    try:
+        watch = []
+        for m in machines:  # logging and --watch at once, two folders, two processes
+            log = subprocess.Popen([sys.executable, "-c", script, str(m)], env=env, stdout=subprocess.PIPE, text=True)
+            assert log.stdout.readline().strip() == "half"
+            w = [sys.executable, "-m", "labledger", "sync", "--to", srv.url, "--watch", "--interval", "0.2"]
+            watch.append((log, subprocess.Popen([*w, "--ledger", str(m)], env=env)))
+        for log, _ in watch:
+            assert log.wait(timeout=60) == 0
+        deadline = time.monotonic() + 60
+        store = ObjectStore(url)
+        while True:
+            try:
+                for m in machines:
+                    with Ledger(m) as book:
+                        _stored_equals_local(store, m, [i.id for i in book.runs()])
+                break
+            except (AssertionError, TypeError, StorageError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+        for _, w in watch:
+            w.terminate()
+            w.wait(timeout=30)
+        with Ledger(pg_url, artifacts=tmp_path / "spool") as book:
+            assert len(book.runs()) == 4
+        for m in machines:
+            assert sync_runs(m, srv.url, token=TOKEN).bytes_sent == 0
+    finally:
+        srv.stop()
+
+
+def test_a_store_that_fails_is_shipped_to_at_the_next_sync(tmp_path, s3):
+    import boto3
+    from server_process import ServerProcess
+
+    from labledger.errors import SyncError
+    from labledger.server.sync_client import sync_runs
+    from labledger.store.ledger import Ledger
+
+    root = tmp_path / "server"
+    Ledger(root, create=True).close()
+    url = "s3://later-bucket/p"  # not there yet: every upload fails
+    srv = ServerProcess(root, uploads_dir=tmp_path / "up", token=TOKEN, artifacts=url).start()
+    try:
+        local = tmp_path / "local"
+        with labledger.start_run("r", ledger=local) as run:
+            run.log(1, loss=0.5)
+        with pytest.raises(SyncError, match="later-bucket"):
+            sync_runs(local, srv.url, token=TOKEN)
+        boto3.client("s3").create_bucket(Bucket="later-bucket")
+        sync_runs(local, srv.url, token=TOKEN)
+        sync_runs(local, srv.url, token=TOKEN)
+        _stored_equals_local(ObjectStore(url), local, [run.id])
+    finally:
+        srv.stop()

@@ -105,8 +105,9 @@ def _allowed_hosts(host: str, port: int) -> list[str] | None:
     "--artifacts",
     default=None,
     envvar="LABLEDGER_ARTIFACTS",
-    metavar="DIR",
-    help="Team mode (--ledger postgresql://...): the shared folder with the run files.",
+    metavar="DIR|s3://BUCKET/PREFIX",
+    help="Where run files live: team mode's shared folder (--ledger postgresql://...), or S3-compatible "
+    "object storage for synced runs (s3://...; endpoint and credentials from the AWS environment).",
 )
 @click.option(
     "--site-cache",
@@ -160,7 +161,8 @@ def serve_cmd(
     `labledger push FILE --to http://HOST:PORT` or
     `curl -H "Authorization: Bearer $TOKEN" --data-binary @FILE "http://HOST:PORT/upload?filename=FILE"`.
 
-    --ledger may be postgresql://user@host/db (team mode) with --artifacts DIR.
+    --ledger may be postgresql://user@host/db (team mode) with --artifacts DIR; --artifacts s3://BUCKET/PREFIX
+    keeps synced run files in object storage.
     """
     import uvicorn
 
@@ -193,10 +195,15 @@ def serve_cmd(
             f"No ledger at {os.path.abspath(location)} (no {DB_NAME}); pass --create to serve a new empty one"
         )
     sock = _bind(host, port)
+    objects = bool(artifacts) and str(artifacts).startswith("s3://")
+    if team and not artifacts:
+        raise click.UsageError("team mode (--ledger postgresql://...) needs --artifacts DIR or s3://BUCKET/PREFIX")
     if uploads_dir is None:
-        base = artifacts if team else location
-        if team and not base:
-            raise click.UsageError("team mode (--ledger postgresql://...) needs --artifacts DIR")
+        base = location if objects or not team else artifacts
+        if team and objects:
+            from labledger.server.context import spool_dir
+
+            base = spool_dir(artifacts)
         uploads_dir = os.path.join(base, "uploads")
     app = create_app(
         location,
@@ -204,13 +211,13 @@ def serve_cmd(
         token=token,
         private=private,
         max_upload=limit,
-        artifacts=artifacts if team else None,
+        artifacts=artifacts if team or objects else None,
         site_cache=site_cache,
         allowed_hosts=_allowed_hosts(host, port),
         build_site_at_start=True,
     )
     app.add_middleware(BodyTimeout, body_timeout=body_timeout)
-    protocol = head_timeout_protocol(head_timeout)
+    protocol = head_timeout_protocol(head_timeout, MAX_HEADER_BYTES)
     where = display_url(location) if team else os.path.abspath(location)
     shown = f"[{host}]" if ":" in host else host
     console.print(f"labledger serving {where} at http://{shown}:{port}/")

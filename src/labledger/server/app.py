@@ -212,6 +212,7 @@ def create_app(
         Route("/api/table", api.get_table, methods=["GET"]),
         Route("/api/sync/state", sync.state, methods=["POST"]),
         Route("/api/sync/runs/{run}/files", sync.put_file, methods=["PUT"]),
+        Route("/api/sync/runs/{run}/files", sync.get_file, methods=["GET"]),
         Route("/api/sync/runs/{run}/index", sync.put_index, methods=["POST"]),
         Route("/api/uploads", uploads.list_uploads, methods=["GET"]),
         Route("/upload", uploads.upload, methods=["POST"]),

@@ -4,8 +4,10 @@ folder, the live site, the runs opened through the API, and the token checks."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import hmac
 import os
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,16 @@ from labledger.store.run import Run
 PRIVATE_META = frozenset({"argv", "cwd", "user", "host", "pid"})
 #: Cookie that carries the token for browsers in ``--private`` mode (set by ``POST /login``).
 TOKEN_COOKIE = "labledger_token"
+
+
+def spool_dir(url: str) -> str:
+    """The local folder of a team server whose run files live at ``url`` (``s3://...``).
+
+    >>> spool_dir("s3://b/p").startswith(os.environ.get("LABLEDGER_SPOOL") or tempfile.gettempdir())
+    True
+    """
+    tag = hashlib.sha256(url.encode()).hexdigest()[:12]
+    return os.environ.get("LABLEDGER_SPOOL") or os.path.join(tempfile.gettempdir(), f"labledger-spool-{tag}")
 
 
 @dataclass
@@ -48,6 +60,18 @@ class ServerContext:
         max_body: int,
     ):
         self.location = str(ledger) if is_database_url(str(ledger)) else Path(ledger)
+        #: With ``artifacts="s3://bucket/prefix"``: where synced run files are kept (#18). The run
+        #: folders on local disk are then the spool (live logs are appended there, and every file
+        #: is shipped to the store as it arrives); in team mode that spool is ``$LABLEDGER_SPOOL``
+        #: or a folder in the system's temporary directory.
+        self.objects: Any = None
+        if artifacts is not None and str(artifacts).startswith("s3://"):
+            from labledger.store.objects import ObjectStore
+
+            self.objects = ObjectStore(str(artifacts))
+            artifacts = None
+            if isinstance(self.location, str):
+                artifacts = spool_dir(self.objects.url)
         self.artifacts = artifacts
         self.token = token or None
         self.private = private

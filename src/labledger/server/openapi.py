@@ -35,6 +35,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
         404: "Not found",
         409: "Conflict",
         413: "Body larger than the server's cap",
+        502: "The object store gave back bytes whose sha256 differs from the one recorded",
         503: "The ledger's index (PostgreSQL) is unreachable",
     }
     return {str(s): _json("#/components/schemas/Error", names[s]) for s in statuses}
@@ -373,7 +374,17 @@ def openapi_document(version: str) -> dict[str, Any]:
                 "200": {"description": "Stored: the digest of the server's copy"},
                 **_errors(400, 401, 403, 409, 413),
             },
-        }
+        },
+        "get": {
+            "summary": "One synced run file, streamed (from object storage with --artifacts s3://, each chunk checked)",
+            "operationId": "sync_get_file",
+            "tags": ["sync"],
+            "parameters": [_p("run", "Run id"), _q("path", "The file's path in the run folder", required=True)],
+            "responses": {
+                "200": {"description": "The file's bytes", "content": {"application/octet-stream": {}}},
+                **_errors(400, 401, 404, 502),
+            },
+        },
     }
     paths["/api/sync/runs/{run}/index"] = {
         "post": {

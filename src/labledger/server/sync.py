@@ -32,7 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from labledger.errors import RecordError
+from labledger.errors import LedgerError, RecordError
 from labledger.server.envelope import ApiError, ok
 from labledger.store.manifest import (
     APPEND_ONLY,
@@ -45,6 +45,7 @@ from labledger.store.manifest import (
     stat_key,
     write_manifest,
 )
+from labledger.store.objects import read_file, ship_file
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ORIGIN = re.compile(r"^[0-9a-f]{16,64}$")
@@ -147,6 +148,18 @@ def run_state(run_dir: Path) -> dict[str, Any] | None:
     }
 
 
+def _ship_pending(store: Any, run_dir: Path) -> None:
+    """Ship the files of a run whose upload to object storage failed (a StorageError if it fails again)."""
+    doc = read_manifest(run_dir)
+    if doc is None:
+        return
+    for rel, entry in doc["files"].items():
+        if entry.get("unshipped"):
+            ship_file(store, run_dir.name, rel, run_dir / rel, entry, whole=rel not in APPEND_ONLY)
+            del entry["unshipped"]
+            write_manifest(run_dir, doc)
+
+
 async def state(request: Request) -> Response:
     """``POST /api/sync/state``."""
     ctx = request.app.state.ctx
@@ -158,6 +171,9 @@ async def state(request: Request) -> Response:
     root = ctx.root / "runs"
 
     def collect() -> dict[str, Any]:
+        if ctx.objects is not None:
+            for rid in runs:
+                _ship_pending(ctx.objects, root / _run_id(rid))
         return {rid: run_state(root / _run_id(rid)) for rid in runs}
 
     return ok({"runs": await run_in_threadpool(collect), "chunk": CHUNK, "max_upload": ctx.max_upload})
@@ -204,33 +220,16 @@ async def put_file(request: Request) -> Response:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
         chunks = list(kept)
         written = offset
-        pending = hashlib.sha256()
-        pending_n = 0
         complete = False
         try:
             os.ftruncate(fd, offset)
             try:
-                async for data in request.stream():
-                    if written + len(data) > total:
-                        raise ApiError(400, f"{rel}: the body is longer than size - offset = {total - offset} bytes")
-                    view = memoryview(data)
-                    while view:
-                        take = min(len(view), CHUNK - pending_n)
-                        pending.update(view[:take])
-                        pending_n += take
-                        view = view[take:]
-                        if pending_n == CHUNK:
-                            chunks.append(pending.hexdigest())
-                            pending, pending_n = hashlib.sha256(), 0
-                    os.pwrite(fd, data, written)
-                    written += len(data)
-            except ClientDisconnect:
-                pass
-            if pending_n:
-                chunks.append(pending.hexdigest())
+                written = await _receive_into(request, fd, offset, total, chunks, rel)
+            except ClientDisconnect:  # the whole chunks that came are written and hashed
+                written = offset + (len(chunks) - len(kept)) * CHUNK
             complete = written == total
             if complete:
-                os.fsync(fd)
+                await run_in_threadpool(os.fsync, fd)
         finally:
             os.close(fd)
             if in_place:  # what was written is recorded even when the client went away
@@ -246,7 +245,105 @@ async def put_file(request: Request) -> Response:
             st = final.stat()
             doc["files"][rel] = {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
             await run_in_threadpool(write_manifest, run_dir, doc)
+        if ctx.objects is not None:  # the file goes on to object storage before the answer
+            try:
+                await run_in_threadpool(
+                    ship_file, ctx.objects, run_id, rel, run_dir / rel, doc["files"][rel], whole=not in_place
+                )
+            except LedgerError:  # the store is unreachable: shipped again at the next state request
+                doc["files"][rel]["unshipped"] = True
+                await run_in_threadpool(write_manifest, run_dir, doc)
+                raise
     return ok({"path": rel, "size": total, "digest": digest(chunks), "chunks": len(chunks)})
+
+
+def _write_chunk(fd: int, pieces: list[memoryview], at: int) -> str:
+    """Hash and write one chunk given as the body pieces it came in (in a worker thread: hashlib
+    and ``pwritev`` let the event loop go on, and the pieces are never joined)."""
+    h = hashlib.sha256()
+    for piece in pieces:
+        h.update(piece)
+    while pieces:
+        done = os.pwritev(fd, pieces, at)
+        at += done
+        while pieces and done >= len(pieces[0]):
+            done -= len(pieces.pop(0))
+        if done:
+            pieces[0] = pieces[0][done:]
+    return h.hexdigest()
+
+
+async def _receive_into(request: Request, fd: int, offset: int, total: int, chunks: list[str], rel: str) -> int:
+    """Stream the body into ``fd`` from ``offset``, appending each ``CHUNK``'s sha256 to ``chunks``.
+
+    The body's pieces are gathered up to one ``CHUNK``; a full chunk is hashed and written (one
+    ``pwritev``) by a worker thread while the event loop gathers the next, so at most two chunks
+    are held whatever the file's size. Returns the bytes the file holds after the last write.
+    """
+    pieces: list[memoryview] = []
+    fill, at = 0, offset
+    job: asyncio.Future[str] | None = None
+    loop = asyncio.get_running_loop()
+    try:
+        async for data in request.stream():
+            if at + fill + len(data) > total:
+                raise ApiError(400, f"{rel}: the body is longer than size - offset = {total - offset} bytes")
+            view = memoryview(data)
+            while view:
+                take = min(len(view), CHUNK - fill)
+                pieces.append(view[:take])
+                fill += take
+                view = view[take:]
+                if fill == CHUNK:
+                    if job is not None:
+                        chunks.append(await job)
+                    job = loop.run_in_executor(None, _write_chunk, fd, pieces, at)
+                    at += fill
+                    pieces, fill = [], 0
+    finally:
+        if job is not None:
+            chunks.append(await job)
+    if fill:
+        chunks.append(await run_in_threadpool(_write_chunk, fd, pieces, at))
+        at += fill
+    return at
+
+
+async def get_file(request: Request) -> Response:
+    """``GET /api/sync/runs/{run}/files?path=REL``: one synced file, streamed.
+
+    With run files in object storage (``serve --artifacts s3://...``) it is read from there, chunk
+    by chunk, each checked against its sha256 (a damaged chunk ends the response early, never
+    passes as good bytes); otherwise from the server's run folder.
+    """
+    from starlette.responses import FileResponse, StreamingResponse
+
+    from labledger.errors import StorageError
+
+    ctx = request.app.state.ctx
+    ctx.require_read(request)
+    run_id = _run_id(request.path_params["run"])
+    try:
+        rel = check_run_path(request.query_params.get("path") or "")
+    except RecordError as exc:
+        raise ApiError(400, str(exc)) from None
+    if ctx.objects is None:
+        path = ctx.root / "runs" / run_id / rel
+        if not path.is_file():
+            raise ApiError(404, f"run {run_id} has no synced file {rel}")
+        return FileResponse(path, media_type="application/octet-stream")
+    pieces = read_file(ctx.objects, run_id, rel)
+    try:
+        first = await run_in_threadpool(next, pieces, b"")
+    except StorageError as exc:
+        raise ApiError(404 if "has no file" in str(exc) else 502, str(exc)) from None
+    rest = pieces
+
+    def body() -> Any:
+        yield first
+        yield from rest
+
+    return StreamingResponse(body(), media_type="application/octet-stream")
 
 
 def _server_columns(book: Any, table: str) -> list[str]:

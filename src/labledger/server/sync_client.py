@@ -15,14 +15,15 @@ so a sync with nothing to do reads only ``stat``s and the index.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import quote, urlsplit
 
 import orjson
@@ -132,6 +133,18 @@ class _Cache:
         self.dirty = True
         return list(out)
 
+    def known(self, key: str, st: os.stat_result, size: int) -> list[str] | None:
+        """The cached chunk hashes of a file unchanged since they were computed (``None`` otherwise)."""
+        hit = self.files.get(key)
+        if hit and hit["stat"] == [size, st.st_mtime_ns, st.st_ino]:
+            return list(hit["chunks"])
+        return None
+
+    def store(self, key: str, st: os.stat_result, size: int, chunks: list[str]) -> None:
+        """Record ``chunks`` (of the first ``size`` bytes, hashed while sent) of the file whose ``stat`` is ``st``."""
+        self.files[key] = {"stat": [size, st.st_mtime_ns, st.st_ino], "chunks": list(chunks)}
+        self.dirty = True
+
     def save(self) -> None:
         if self.dirty:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,6 +161,7 @@ class _Session:
         self.headers = {"X-Labledger-Origin": origin, "X-Labledger-Host": socket.gethostname()[:200]}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
+        self.timeout = timeout
         self.client = httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0), headers=self.headers)
 
     def close(self) -> None:
@@ -159,17 +173,62 @@ class _Session:
             response = self.client.request(method, url, **kwargs)
         except self.httpx.HTTPError as exc:
             raise SyncError(f"sync to {self.to} failed: {type(exc).__name__}: {exc}") from None
+        return self._answer(method, path, response.status_code, response.content)
+
+    def _answer(self, method: str, path: str, status: int, body: bytes) -> dict[str, Any]:
         try:
-            doc = response.json()
-        except ValueError:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
             doc = None
-        if response.status_code >= 400 or not isinstance(doc, dict) or not doc.get("ok", True):
-            message = doc.get("error") if isinstance(doc, dict) and doc.get("error") else response.text[:200]
+        if status >= 400 or not isinstance(doc, dict) or not doc.get("ok", True):
+            message = (
+                doc.get("error") if isinstance(doc, dict) and doc.get("error") else body[:200].decode(errors="replace")
+            )
             if isinstance(message, dict):
                 message = message.get("message", message)
-            kind = SyncConflictError if response.status_code == 409 else SyncError
-            raise kind(f"the server refused {method} {path.split('?')[0]} ({response.status_code}): {message}")
+            kind = SyncConflictError if status == 409 else SyncError
+            raise kind(f"the server refused {method} {path.split('?')[0]} ({status}): {message}")
         return doc
+
+    def put_file(
+        self, path: str, f: BinaryIO, offset: int, size: int, headers: dict[str, str], hashes: list[str] | None
+    ) -> dict[str, Any]:
+        """PUT the bytes ``[offset, size)`` of the open file ``f``, zero-copy where it can.
+
+        One connection of its own (``http.client``): the head is sent, then each ``CHUNK`` of the
+        file goes with ``socket.sendfile`` (``os.sendfile`` over plain http), so the bytes are
+        never copied into Python. With ``hashes``, each chunk's sha256 is appended to it just
+        before the chunk is sent, computed over a memory map of it (the file is read once).
+        """
+        import http.client
+
+        parts = urlsplit(self.to)
+        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        conn = kind(parts.hostname or "", parts.port, timeout=self.timeout)
+        target = (parts.path or "") + path
+        try:
+            try:
+                conn.putrequest("PUT", target, skip_accept_encoding=True)
+                for name, value in {**self.headers, **headers}.items():
+                    conn.putheader(name, value)
+                conn.endheaders()
+                sock = conn.sock
+                at = offset
+                while at < size:
+                    n = min(CHUNK, size - at)
+                    if hashes is not None:
+                        with mmap.mmap(f.fileno(), n, offset=at, access=mmap.ACCESS_READ) as window:
+                            hashes.append(hashlib.sha256(window).hexdigest())
+                    if sock.sendfile(f, at, n) != n:  # os.sendfile (through TLS: reads and sends)
+                        raise SyncError(f"{f.name}: the file shrank while it was being sent")
+                    at += n
+                response = conn.getresponse()
+                body = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                raise SyncError(f"sync to {self.to} failed: {type(exc).__name__}: {exc}") from None
+        finally:
+            conn.close()
+        return self._answer("PUT", path, response.status, body)
 
 
 def _server_agrees(local: list[str], path: Path, server: dict[str, Any]) -> tuple[bool, int]:
@@ -303,42 +362,55 @@ def _sync_one(
     order = sorted(files, key=lambda f: (f in MUTABLE, f not in APPEND_ONLY, f))
     for rel in order:
         path = run_dir / rel
-        size = path.stat().st_size
+        st = path.stat()
+        size = st.st_size
         append_only = rel in APPEND_ONLY
         if rel.endswith(".jsonl"):
             size = complete_size(path, size)
-        local = cache.chunks(f"{run_id}/{rel}", path, size, append_only)
+        key = f"{run_id}/{rel}"
         have = s_files.get(rel)
-        offset = 0
-        if have is not None:
-            if have.get("changed") and not repair:
-                raise SyncConflictError(
-                    f"{rel} of run {run_id} was changed on the server since it was synced (damaged or edited there): "
-                    f"refusing to overwrite it; `labledger verify` on the server names the damage, "
-                    f"`labledger sync --repair` sends the local copy again"
-                )
-            if have.get("size") == size and have.get("chunks") == local:
+        part = s_parts.get(rel) if have is None and not append_only else None
+        if have is None and part is None:
+            # the server lacks the file: hashed while it is sent (one read), unless the cache knows it
+            if dry_run:
+                entry = report.pending.setdefault(run_id, {"files": 0, "bytes": 0})
+                entry["files"] += 1
+                entry["bytes"] += size
                 continue
-            agrees, offset = _server_agrees(local, path, have)
-            if not agrees:
-                if append_only and not repair:
+            offset = 0
+            chunks = _send(session, path, _file_url(run_id, rel, 0, size), 0, size, [], cache.known(key, st, size))
+            cache.store(key, st, size, chunks)
+        else:
+            local = cache.chunks(key, path, size, append_only)
+            offset = 0
+            if have is not None:
+                if have.get("changed") and not repair:
                     raise SyncConflictError(
-                        f"{rel} of run {run_id}: the server's copy differs from the local one at byte {offset} "
-                        f"(the record file was rewritten on one side): refusing to merge"
+                        f"{rel} of run {run_id} was changed on the server since it was synced (damaged or edited "
+                        f"there): refusing to overwrite it; `labledger verify` on the server names the damage, "
+                        f"`labledger sync --repair` sends the local copy again"
                     )
-                if not append_only:
-                    offset = 0
-        elif rel in s_parts and not append_only:
-            part = s_parts[rel]
-            n = len(part.get("chunks") or [])
-            if part.get("chunks") == local[:n] and n * CHUNK <= size:
-                offset = n * CHUNK  # an interrupted upload: continue where it stopped
-        if dry_run:
-            entry = report.pending.setdefault(run_id, {"files": 0, "bytes": 0})
-            entry["files"] += 1
-            entry["bytes"] += size - offset
-            continue
-        _send(session, run_id, rel, path, offset, size, local)
+                if have.get("size") == size and have.get("chunks") == local:
+                    continue
+                agrees, offset = _server_agrees(local, path, have)
+                if not agrees:
+                    if append_only and not repair:
+                        raise SyncConflictError(
+                            f"{rel} of run {run_id}: the server's copy differs from the local one at byte {offset} "
+                            f"(the record file was rewritten on one side): refusing to merge"
+                        )
+                    if not append_only:
+                        offset = 0
+            elif part is not None:
+                n = len(part.get("chunks") or [])
+                if part.get("chunks") == local[:n] and n * CHUNK <= size:
+                    offset = n * CHUNK  # an interrupted upload: continue where it stopped
+            if dry_run:
+                entry = report.pending.setdefault(run_id, {"files": 0, "bytes": 0})
+                entry["files"] += 1
+                entry["bytes"] += size - offset
+                continue
+            _send(session, path, _file_url(run_id, rel, offset, size), offset, size, local[: offset // CHUNK], local)
         sent_any = True
         report.files_sent += 1
         report.bytes_sent += size - offset
@@ -353,34 +425,46 @@ def _sync_one(
     return sent_any
 
 
-def _send(session: _Session, run_id: str, rel: str, path: Path, offset: int, size: int, local: list[str]) -> None:
-    def body() -> Iterator[bytes]:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            left = size - offset
-            while left > 0:
-                data = f.read(min(CHUNK, left))
-                if not data:
-                    raise SyncError(f"{path}: the file shrank while it was being sent")
-                left -= len(data)
-                yield data
+def _file_url(run_id: str, rel: str, offset: int, size: int) -> str:
+    return f"/api/sync/runs/{run_id}/files?path={quote(rel, safe='')}&offset={offset}&size={size}"
 
+
+def _send(
+    session: _Session,
+    path: Path,
+    url: str,
+    offset: int,
+    size: int,
+    prefix: list[str],
+    known: list[str] | None,
+) -> list[str]:
+    """PUT the bytes ``[offset, size)`` of ``path``; return the file's chunk hashes (``prefix`` + sent).
+
+    ``prefix`` holds the hashes of the chunks before ``offset`` (what the server has). With
+    ``known`` (the file's hashes, computed before) the bytes are only sent; otherwise each chunk is
+    hashed just before it goes, so the file is read once. Either way the digest the server
+    computed of what it stored must equal the local one, and a file whose ``stat`` changed while it
+    was sent fails (its bytes on the server may be a mix).
+    """
+    before = os.stat(path)
+    hashed: list[str] = list(prefix)
     headers = {
         "Content-Length": str(size - offset),
         "Content-Type": "application/octet-stream",
-        "X-Prefix-Digest": digest(local[: offset // CHUNK]),
+        "X-Prefix-Digest": digest(prefix),
     }
-    doc = session.call(
-        "PUT",
-        f"/api/sync/runs/{run_id}/files?path={quote(rel, safe='')}&offset={offset}&size={size}",
-        content=body(),
-        headers=headers,
-    )
+    with open(path, "rb") as f:
+        doc = session.put_file(url, f, offset, size, headers, None if known is not None else hashed)
+    local = known if known is not None else hashed
+    after = os.stat(path)
+    if known is None and (after.st_mtime_ns, after.st_ino) != (before.st_mtime_ns, before.st_ino):
+        raise SyncError(f"{path}: the file changed while it was sent; the next sync sends it again")
     if doc.get("digest") != digest(local):
         raise SyncError(
             f"{path}: the server stored digest {doc.get('digest')} but the local file's is {digest(local)}: "
             f"the file changed while it was sent or was damaged on the way"
         )
+    return local
 
 
 def watch(

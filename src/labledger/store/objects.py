@@ -118,17 +118,58 @@ class ObjectStore:
 def read_file(store: ObjectStore, run_id: str, rel: str) -> Iterator[bytes]:
     """The bytes of one stored run file, chunk by chunk in order, each checked against its sha256.
 
-    Raises :class:`StorageError` naming the file and chunk when a chunk is missing or damaged.
+    A file stored as one object (a large one, uploaded in parts) is streamed from it in
+    ``CHUNK``-byte pieces, each checked against the chunk hashes recorded for it. Raises
+    :class:`StorageError` naming the file and chunk when a chunk is missing or damaged.
     """
     doc = store.manifest(run_id)
     if doc is None or rel not in doc.get("files", {}):
         raise StorageError(f"{store.url}: run {run_id} has no file {rel!r}")
-    for i, sha in enumerate(doc["files"][rel]["chunks"]):
+    entry = doc["files"][rel]
+    if entry.get("object"):
+        yield from _read_object(store, run_id, rel, entry)
+        return
+    for i, sha in enumerate(entry["chunks"]):
         data = store.get(store.key("chunks", sha))
         if data is None or hashlib.sha256(data).hexdigest() != sha:
             state = "missing" if data is None else "damaged (its sha256 differs)"
             raise StorageError(f"{store.url}: run {run_id} file {rel}: chunk {i} ({sha[:12]}) is {state}")
         yield data
+
+
+def _read_object(store: ObjectStore, run_id: str, rel: str, entry: dict[str, Any]) -> Iterator[bytes]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    key = entry["object"]
+    try:
+        body = store.client.get_object(Bucket=store.bucket, Key=key)["Body"]
+    except (BotoCoreError, ClientError) as exc:
+        raise StorageError(f"{store.url}: run {run_id} file {rel}: object {key} cannot be read ({exc})") from None
+    chunks: list[str] = entry["chunks"]
+    buf = bytearray()
+    i = 0
+
+    def check(data: bytes) -> bytes:
+        if i >= len(chunks) or hashlib.sha256(data).hexdigest() != chunks[i]:
+            raise StorageError(f"{store.url}: run {run_id} file {rel}: chunk {i} is damaged (its sha256 differs)")
+        return data
+
+    try:
+        for piece in body.iter_chunks(CHUNK):
+            buf += piece
+            while len(buf) >= CHUNK:
+                data = check(bytes(buf[:CHUNK]))
+                del buf[:CHUNK]
+                i += 1
+                yield data
+        if buf:
+            data = check(bytes(buf))
+            i += 1
+            yield data
+    finally:
+        body.close()
+    if i != len(chunks):
+        raise StorageError(f"{store.url}: run {run_id} file {rel}: the object holds {i} of {len(chunks)} chunks")
 
 
 def restore_run(store: ObjectStore, run_id: str, dest: Path) -> list[str]:
@@ -226,6 +267,59 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
         if not isinstance(ledger, Ledger):
             book.close()
     return report
+
+
+#: Files at least this large (and not record files) are stored as one object, uploaded in parts.
+MULTIPART = 16 * CHUNK
+
+
+def ship_file(store: ObjectStore, run_id: str, rel: str, path: Path, entry: dict[str, Any], *, whole: bool) -> None:
+    """Copy one file of a server's run folder to the store, given its manifest ``entry`` (size and
+    chunk hashes, already computed as it arrived), then record it in the run's manifest there.
+
+    Record files (and small files) go as the chunks the store lacks, each an immutable object named
+    by its sha256; with ``whole`` (a large file that is complete) the file goes as one object,
+    uploaded in 8 MiB parts by boto3's transfer manager (never read whole into memory) and named by
+    its digest. The run's manifest is written after the bytes, so a reader never sees a file whose
+    chunks are not all stored.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from labledger.store.manifest import digest
+
+    doc = store.manifest(run_id) or {"run": run_id, "files": {}}
+    old = doc["files"].get(rel) or {}
+    chunks: list[str] = list(entry["chunks"])
+    record: dict[str, Any] = {"size": entry["size"], "chunks": chunks}
+    if old == record or (old.get("object") and old.get("chunks") == chunks):
+        return
+    if whole and entry["size"] >= MULTIPART:
+        from boto3.s3.transfer import TransferConfig
+
+        key = store.key("objects", digest(chunks))
+        config = TransferConfig(multipart_threshold=8 * CHUNK, multipart_chunksize=8 * CHUNK, max_concurrency=2)
+        try:
+            with open(path, "rb") as f:
+                store.client.upload_fileobj(
+                    f, store.bucket, key, Config=config, ExtraArgs={"ChecksumAlgorithm": "SHA256"}
+                )
+        except (BotoCoreError, ClientError, OSError) as exc:
+            raise store._fail(f"upload of {rel} of run {run_id}", exc) from None
+        record["object"] = key
+    else:
+        known = {c for f in doc["files"].values() for c in f["chunks"]}
+        with open(path, "rb") as f:
+            for i, sha in enumerate(chunks):
+                if sha in known:
+                    continue
+                f.seek(i * CHUNK)
+                data = f.read(min(CHUNK, entry["size"] - i * CHUNK))
+                if hashlib.sha256(data).hexdigest() != sha:
+                    raise StorageError(f"{path}: chunk {i} changed since it was received; not shipped")
+                store.put_chunk(data, sha)
+                known.add(sha)
+    doc["files"][rel] = record
+    store.put_json(store.key("runs", run_id, "manifest.json"), doc)
 
 
 def s3_client_from_env() -> Any:
