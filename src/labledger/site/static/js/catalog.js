@@ -73,7 +73,7 @@
         "aria-label": "Query (the language of labledger runs --where)",
         "aria-describedby": "where-help",
       });
-      var whereErr = h("pre", { id: "where-error", class: "callout error query-error", role: "alert", hidden: true });
+      var whereErr = h("pre", { id: "where-error", class: "query-error", role: "alert", hidden: true });
       var whereHelp = h(
         "p",
         { id: "where-help", class: "muted small" },

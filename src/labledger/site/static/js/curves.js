@@ -567,6 +567,13 @@
       function detail(x0, x1) {
         var full = u && u.data[0].length ? [u.data[0][0], u.data[0][u.data[0].length - 1]] : [x0, x1];
         var zoomed = x0 > full[0] || x1 < full[1];
+        if (
+          !zoomed &&
+          series.every(function (s) {
+            return s.level === 0;
+          })
+        )
+          return Promise.resolve(null);
         var jobs = series.map(function (s) {
           var top = bucketRows(s.doc.top, s.doc.widths[0]);
           var inside = top.filter(function (r) {
@@ -622,7 +629,6 @@
             return s.level;
           });
           figure.levels = levels;
-          var al = null;
           draw();
           if (zoomed) {
             applying = true;
@@ -636,7 +642,7 @@
             " curves; bucket level " +
             (Math.max.apply(null, levels.concat([0])) || 0) +
             (zoomed ? " in the visible range. Double-click to reset." : ". Drag across the chart to zoom.");
-          return al;
+          return null;
         });
       }
 

@@ -87,6 +87,10 @@
     if (x0 === x1) {
       x0 -= 1;
       x1 += 1;
+    } else if (numeric) {
+      var xpad = (x1 - x0) * 0.05;
+      x0 -= xpad;
+      x1 += xpad;
     }
     if (y0 === y1) {
       y0 -= Math.abs(y0) * 0.1 || 1;

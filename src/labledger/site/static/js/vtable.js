@@ -147,8 +147,12 @@
     order();
     header();
     paint(true);
-    // The first paint happens before the box is in the document (no height yet): paint again then.
+    // The first paint happens before the box is in the document (no height yet): paint again then,
+    // with the row height the browser actually gave (so the spacers match the rows they replace).
     requestAnimationFrame(function () {
+      var tr = /** @type {HTMLElement | null} */ (tbody.firstElementChild);
+      var real = tr && sorted.length ? tr.getBoundingClientRect().height : 0;
+      if (real > 0 && Math.abs(real - rowH) > 0.5) rowH = real;
       paint(true);
     });
     box.redraw = function (newRows, newCols) {
