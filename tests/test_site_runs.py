@@ -58,7 +58,7 @@ def make_runs_ledger(root):
         for seed in (0, 1, 2):
             config = {"optim": {"lr": lr, "name": "adam" if lr < 0.05 else "sgd"}, "seed": seed, HOSTILE_KEY: XSS[0]}
             with labledger.start_run(f"lr{lr}", group="sweep", tags=("sweep",), config=config, ledger=ledger) as run:
-                for step in range(0, STEPS):
+                for step in range(STEPS):
                     loss = (1.0 + seed * 0.1) / (1 + step * lr) + (25.0 if (step == 4321 and seed == 0) else 0.0)
                     run.log(step, loss=loss, examples_seen=32 * step)
                 run.set_summary(best=1.0 - lr - seed / 100)
@@ -276,7 +276,9 @@ def test_ten_thousand_run_catalog_opens_without_errors(browser, tmp_path):
                 "samples": 0,
             }
         )
-        rows.append([10 ** -float(rng.integers(2, 6)), ["adam", "sgd"][i % 2], float(rng.random()), float(rng.random())])
+        rows.append(
+            [10 ** -float(rng.integers(2, 6)), ["adam", "sgd"][i % 2], float(rng.random()), float(rng.random())]
+        )
     from labledger.site.output import js_assignment
 
     cat = {"ledger": "big", "runs": runs, "fields": {"names": names, "rows": rows}, "groups": [], "tags": ["t"]}
@@ -293,6 +295,26 @@ def test_ten_thousand_run_catalog_opens_without_errors(browser, tmp_path):
         page.wait_for_timeout(100)
         assert page.locator("table.runs tbody tr").count() < 100
         page.screenshot(path=str(SHOTS / "catalog-10000-1280.png"))
+        t.check()
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("page_name", ["curves", "hparams", "diff"])
+def test_new_pages_fit_a_phone(browser, runs_site, page_name):
+    ids = list(runs_site["ids"].values())
+    rel = {
+        "curves": f"curves.html#runs={','.join(ids)}&group=config.seed",
+        "hparams": f"hparams.html#runs={','.join(ids)}",
+        "diff": f"diff.html#a={ids[0]}&b={ids[-1]}",
+    }[page_name]
+    t = Tab(browser, runs_site, "phone")
+    try:
+        page = t.open(rel)
+        assert page.locator("h1").count() == 1 and page.locator(".callout.error").count() == 0
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1, f"{page_name} is {overflow}px wider than a phone"
+        page.screenshot(path=str(SHOTS / f"{page_name}-390.png"), full_page=True)
         t.check()
     finally:
         t.close()

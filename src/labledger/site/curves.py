@@ -184,7 +184,7 @@ def write_curves(
             chunks.append(ranges)
         payload = {
             "name": name,
-            "points": int(len(steps)),
+            "points": len(steps),
             "first": _clean(steps[:1])[0] if len(steps) else None,
             "last": _clean(steps[-1:])[0] if len(steps) else None,
             "started": started,

@@ -531,7 +531,7 @@
         var keep = xScale && u && u.__zoomed ? [xScale.min, xScale.max] : null;
         if (u) u.destroy();
         var cfg = {
-          width: Math.max(320, Math.floor(plotEl.getBoundingClientRect().width || 800)),
+          width: Math.max(240, Math.floor(plotEl.getBoundingClientRect().width || 800)),
           height: 380,
           series: cfgSeries,
           bands: bands,
