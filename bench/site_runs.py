@@ -107,7 +107,7 @@ def open_times(out: Path, rel: str, wait: str | None, repeats: int = 3) -> dict:
                 raise RuntimeError(f"{rel}: {errors[:3]}")
             page.close()
         browser.close()
-    return {"ms": statistics.median(times), "bytes": loaded}
+    return {"ms": statistics.median(times), "min_ms": min(times), "bytes": loaded}
 
 
 def add_run(ledger: Path) -> str:
@@ -202,7 +202,7 @@ def catalog_site(ledger_dir: Path, out: Path) -> dict:
     """A site with one run's pages and the catalog of every run (see the module docstring)."""
     import labledger
     from labledger.site import build_site
-    from labledger.site.build import _query_fields, _version
+    from labledger.site.build import _query_fields, _version, slim_entries
     from labledger.site.output import js_assignment
     from labledger.site.rundata import run_basics
 
@@ -218,6 +218,7 @@ def catalog_site(ledger_dir: Path, out: Path) -> dict:
         for e, row in zip(entries, fields["rows"]):
             e["checkpoints"] = 0
             e["scalars"] = [n[8:-5] for n, v in zip(fields["names"], row) if n.endswith(".last") and v is not None]
+        entries = slim_entries(entries, fields)
         catalog = {"ledger": book.root.resolve().name, "runs": entries, "fields": fields, "labledger": _version()}
         catalog.update(
             groups=sorted({e["group"] for e in entries if e["group"]}),

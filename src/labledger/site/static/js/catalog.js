@@ -5,7 +5,11 @@
   var LL = window.LL,
     h = LL.h;
 
-  function headlineKeys(runs) {
+  /* The last value of each scalar: in the entry, or in the query fields (scalars.<name>.last). */
+  var lastOf = function (r, k) {
+    return (r.last || {})[k];
+  };
+  function headlineKeys(runs, fieldNames) {
     var keys = [];
     runs.forEach(function (r) {
       Object.keys(r.headline || {}).forEach(function (k) {
@@ -13,16 +17,24 @@
       });
     });
     if (!keys.length) {
+      var names = [];
       runs.forEach(function (r) {
         Object.keys(r.last || {}).forEach(function (k) {
-          if (keys.indexOf("last." + k) < 0 && /loss|acc|f1/i.test(k)) keys.push("last." + k);
+          if (names.indexOf(k) < 0) names.push(k);
         });
+      });
+      fieldNames.forEach(function (f) {
+        var m = /^scalars\.(.*)\.last$/.exec(f);
+        if (m && names.indexOf(m[1]) < 0) names.push(m[1]);
+      });
+      names.forEach(function (k) {
+        if (keys.indexOf("last." + k) < 0 && /loss|acc|f1/i.test(k)) keys.push("last." + k);
       });
     }
     return keys.slice(0, 6);
   }
   function headlineValue(r, k) {
-    if (k.indexOf("last.") === 0) return (r.last || {})[k.slice(5)];
+    if (k.indexOf("last.") === 0) return lastOf(r, k.slice(5));
     return (r.headline || {})[k];
   }
 
@@ -100,6 +112,12 @@
         }
       }
       compileWhere();
+      lastOf = function (r, k) {
+        var v = r.last ? r.last[k] : undefined;
+        if (v !== undefined) return v;
+        var q = byId[r.id];
+        return q ? q.fields("scalars." + k + ".last") : undefined;
+      };
       var search = h("input", {
         type: "search",
         id: "filter",
@@ -150,7 +168,7 @@
         h("div", { class: "controls selection" }, selCount, curvesLink, hparamsLink, diffLink, clearSel)
       );
 
-      var keys = headlineKeys(runs);
+      var keys = headlineKeys(runs, known);
       /** @type {TableColumn<CatalogRun>[]} */
       var cols = [
         {
