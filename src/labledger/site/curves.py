@@ -156,7 +156,15 @@ def _slice(level: dict[str, list[Any]], start: int, stop: int) -> dict[str, list
 def write_curves(
     writer: SiteWriter, run_id: str, names: list[str], records: Iterable[Mapping[str, Any]], started: float
 ) -> list[str]:
-    """Write the summaries of every scalar of a run; returns the scalar names in file order (k)."""
+    """Write the summaries of every scalar of a run; returns the scalar names in file order (k).
+
+    >>> import pathlib, tempfile
+    >>> w = SiteWriter(pathlib.Path(tempfile.mkdtemp()) / "site")
+    >>> write_curves(w, "r1", ["loss"], [{"step": s, "time": 0.0, "loss": 1 / (s + 1)} for s in range(3000)], 0.0)
+    ['loss']
+    >>> w.written
+    ['data/curves/r1/0/1-0.js', 'data/curves/r1/0/1-1.js', 'data/curves/r1/0.js']
+    """
     series, ex_key = collect(records)
     order = [n for n in names if n in series] + [n for n in series if n not in names]
     for k, name in enumerate(order):
