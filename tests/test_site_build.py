@@ -422,6 +422,8 @@ def test_rebuild_after_a_new_run_rewrites_only_what_changed(tmp_path):
         f"data/batches/{run.id}/loss.js",
         f"data/batches/{run.id}/0.js",
         f"data/batches/{run.id}/1.js",
+        f"data/curves/{run.id}/0.js",  # its one scalar's summaries (#12)
+        f"data/diff/{run.id}.js",  # what the diff view compares (#12)
     }
     changed = {k for k in after if before.get(k) != after[k]}
     assert changed == written  # nothing else was touched, not even rewritten with the same bytes

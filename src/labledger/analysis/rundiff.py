@@ -97,6 +97,32 @@ def _fields(book: Any, run_id: str) -> dict[str, Any]:
     return merged
 
 
+def run_sides(book: Any, view: Any) -> dict[str, dict[str, Any]]:
+    """The values of one run that :func:`diff_runs` compares, section by section (the static site
+    writes them per run and its diff view compares two of them the same way).
+
+    >>> import tempfile, labledger
+    >>> d = tempfile.mkdtemp()
+    >>> with labledger.start_run("a", config={"model": {"hidden": 32}}, ledger=d) as run:
+    ...     run.log(1, loss=0.5)
+    >>> book = labledger.open_ledger(d)
+    >>> run_sides(book, book.run("a"))["config"]
+    {'model.hidden': 32}
+    """
+    fields = _fields(book, view.id)
+
+    def part(prefix: str) -> dict[str, Any]:
+        return {k[len(prefix) :]: v for k, v in fields.items() if k.startswith(prefix)}
+
+    return {
+        "config": dict(flatten(view.config or {})),
+        "environment": _environment(view.meta),
+        "data": _data(book, view),
+        "scalars": part("scalars."),
+        "evaluations": part("eval."),
+    }
+
+
 def diff_runs(book: Any, a: str, b: str, *, compare_results: bool = True, resamples: int = 1000) -> dict[str, Any]:
     """Everything that differs between runs ``a`` and ``b`` (ids, names or ``name@K``), as a document:
     ``{"a", "b", "config", "environment", "data", "scalars", "evaluations", "comparisons"}``; each
@@ -112,21 +138,11 @@ def diff_runs(book: Any, a: str, b: str, *, compare_results: bool = True, resamp
     [('model.hidden', 32, 128)]
     """
     va, vb = book.run(a), book.run(b)
-    fa, fb = _fields(book, va.id), _fields(book, vb.id)
-
-    def part(fields: dict[str, Any], prefix: str) -> dict[str, Any]:
-        return {k[len(prefix) :]: v for k, v in fields.items() if k.startswith(prefix)}
-
-    config_a = dict(flatten(va.config or {}))
-    config_b = dict(flatten(vb.config or {}))
+    sa, sb = run_sides(book, va), run_sides(book, vb)
     doc: dict[str, Any] = {
         "a": {"id": va.id, "name": va.name},
         "b": {"id": vb.id, "name": vb.name},
-        "config": _changes(config_a, config_b),
-        "environment": _changes(_environment(va.meta), _environment(vb.meta)),
-        "data": _changes(_data(book, va), _data(book, vb)),
-        "scalars": _changes(part(fa, "scalars."), part(fb, "scalars.")),
-        "evaluations": _changes(part(fa, "eval."), part(fb, "eval.")),
+        **{section: _changes(sa[section], sb[section]) for section in SECTIONS},
         "comparisons": [],
     }
     if compare_results:

@@ -11,6 +11,8 @@ Layout (seed 004, extended to many runs)::
     OUT/data/evals/<run>/<name>.js (+ <name>.logits.js)         evaluation pages
     OUT/data/tests/<run>/<name>.js, <name>/<part>.js            test breakdowns (cells grid)
     OUT/data/compare.js                                         version tables, comparisons, groups
+    OUT/data/curves/<run>/<k>.js, <k>/<level>-<chunk>.js         multi-resolution scalar summaries
+    OUT/data/diff/<run>.js                                      what ``labledger diff`` compares
     OUT/images/<run>/<path under the run's files/>              images the samples refer to
     OUT/.labledger-site.json                                    manifest for incremental builds
 
@@ -34,6 +36,7 @@ from labledger.errors import DamagedLineWarning, LedgerError, SiteError
 from labledger.site.batches import CHUNK_BYTES, CHUNK_RECORDS, ImageIndex, write_batches
 from labledger.site.breakdown import breakdown_summaries, write_breakdown
 from labledger.site.comparisons import PairedTestCache, compare_payload
+from labledger.site.curves import write_curves
 from labledger.site.evaluations import eval_names, eval_payload, eval_summary
 from labledger.site.output import FORMAT, SiteWriter
 from labledger.site.rundata import run_basics, run_payload
@@ -54,6 +57,9 @@ PAGES = (
     ("test.html", "test", "Test breakdown", False),
     ("compare.html", "compare", "Comparisons", False),
     ("lineage.html", "lineage", "Lineage", False),
+    ("curves.html", "curves", "Curves", True),
+    ("hparams.html", "hparams", "Hyperparameters", False),
+    ("diff.html", "diff", "Diff", False),
 )
 #: What a run folder that cannot be read raises while its pages are built (the run is left out).
 _UNREADABLE = (LedgerError, OSError, ValueError, KeyError, TypeError)
@@ -278,9 +284,11 @@ def build_site(
         except _UNREADABLE as exc:  # the lineage page says so; the rest of the site stands
             result.warnings.append(f"the lineage page could not be built: {exc}")
             writer.write_data("data/lineage.js", "lineage", {"nodes": [], "edges": [], "trajectory": []})
+        query_fields = _query_fields(book, catalog_runs)
         catalog = {
             "ledger": book.root.resolve().name,
-            "runs": catalog_runs,
+            "runs": slim_entries(catalog_runs, query_fields),
+            "fields": query_fields,
             "groups": sorted({r["group"] for r in catalog_runs if r["group"]}),
             "tags": sorted({t for r in catalog_runs for t in r["tags"]}),
             "comparisons": {
@@ -301,6 +309,43 @@ def build_site(
     finally:
         if owns:
             book.close()
+
+
+def _query_fields(book: Ledger, catalog_runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The index's queryable fields of the catalogued runs, for the catalog's filter box: field
+    names once and a row of values per run (null where a run has no such field); ``host`` and
+    ``git_commit`` are added to each catalog entry."""
+    wanted = {r["id"]: i for i, r in enumerate(catalog_runs)}
+    rows: list[dict[str, Any]] = [{} for _ in catalog_runs]
+    names: dict[str, None] = {}
+    cur = book.db.execute("SELECT id, host, git_commit, fields, eval_fields FROM runs")
+    for rid, host, commit, fields, evals in cur.fetchall():
+        i = wanted.get(rid)
+        if i is None:
+            continue
+        catalog_runs[i]["host"] = host
+        catalog_runs[i]["git_commit"] = commit
+        merged = {**orjson.loads(fields or "{}"), **orjson.loads(evals or "{}")}
+        rows[i] = merged
+        names.update(dict.fromkeys(merged))
+    order = sorted(names)
+    return {"names": order, "rows": [[row.get(n) for n in order] for row in rows]}
+
+
+def slim_entries(catalog_runs: list[dict[str, Any]], query_fields: dict[str, Any]) -> list[dict[str, Any]]:
+    """Catalog entries without ``last`` where the query fields carry ``scalars.<name>.last`` (the
+    page reads them there; at 10,000 runs the copy was a fifth of the catalog).
+
+    >>> slim_entries([{"id": "a", "last": {"loss": 0.2}}], {"names": ["scalars.loss.last"], "rows": [[0.2]]})
+    [{'id': 'a'}]
+    """
+    lasts = [i for i, n in enumerate(query_fields["names"]) if n.startswith("scalars.") and n.endswith(".last")]
+    out = []
+    for entry, row in zip(catalog_runs, query_fields["rows"]):
+        if entry.get("last") and any(row[i] is not None for i in lasts):
+            entry = {k: v for k, v in entry.items() if k != "last"}
+        out.append(entry)
+    return out
 
 
 def _short(reason: str, run_dir: Path) -> str:
@@ -373,8 +418,15 @@ def _build_run(
         tests.append(write_breakdown(writer, view, name, summary, images))
     for ref in sorted(set(batch_images) | set(images.found())):
         writer.copy(f"images/{run_id}/{ref}", view.dir / "files" / ref)
-    payload = run_payload(view, info, batches=batch_summary, evaluations=evaluations, tests=tests)
+    records = list(view.scalars())
+    payload = run_payload(view, info, batches=batch_summary, evaluations=evaluations, tests=tests, scalars=records)
     writer.write_data(f"data/runs/{run_id}.js", f"runs/{run_id}", payload)
+    curves = write_curves(writer, run_id, list(payload["scalars"]), records, info.started)
+    from labledger.analysis.rundiff import run_sides
+
+    writer.write_data(
+        f"data/diff/{run_id}.js", f"diff/{run_id}", {"id": run_id, "name": info.name, **run_sides(ledger, view)}
+    )
     catalog = {
         **run_basics(info),
         "batches": batch_summary["count"] if batch_summary else 0,
@@ -383,7 +435,7 @@ def _build_run(
         "tests": [t["name"] for t in tests],
         "history": len(payload["history"]),
         "checkpoints": len(payload["checkpoints"]),
-        "scalars": list(payload["scalars"]),
+        "scalars": curves,
     }
     entry = {
         "sig": sig,

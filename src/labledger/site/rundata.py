@@ -218,8 +218,10 @@ def run_payload(
     batches: dict[str, Any] | None,
     evaluations: list[dict[str, Any]],
     tests: list[dict[str, Any]],
+    scalars: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Everything ``run.html`` shows, as one JSON-ready dict."""
+    """Everything ``run.html`` shows, as one JSON-ready dict (``scalars``: the run's scalar records,
+    when the caller has read them already)."""
     meta = view.meta
     config = view.config
     history = list(view.history())
@@ -230,12 +232,12 @@ def run_payload(
         for c in checkpoints:
             if c.get("step") is not None and c.get("step") == chosen.get("step"):
                 c["selected"] = True
-    scalars, steps = share_steps(scalar_series(view.scalars()))
+    series, steps = share_steps(scalar_series(view.scalars() if scalars is None else scalars))
     return {
         **run_basics(info),
         "meta": {k: v for k, v in meta.items() if k not in ("notes",)},
         "config": config,
-        "scalars": scalars,
+        "scalars": series,
         "scalar_steps": steps,
         "history": history,
         "validation": validation,

@@ -373,6 +373,7 @@ interface TableColumn<R> {
   sortable?: boolean;
   render?: (row: R, i: number) => Child;
   value?: (row: R) => unknown;
+  head?: () => Child;
 }
 interface TableOptions<R> {
   rows: R[];
@@ -453,6 +454,9 @@ interface LLData {
   logits(id: string, name: string): Promise<LogitsPayload>;
   test(id: string, name: string): Promise<TestPayload>;
   testPart(id: string, name: string, part: string): Promise<Record<string, any>>;
+  curve(id: string, k: number): Promise<any>;
+  curveChunk(id: string, k: number, level: number, c: number): Promise<any>;
+  diffSide(id: string): Promise<any>;
 }
 
 interface LLNamespace {
@@ -500,6 +504,9 @@ interface LLNamespace {
   readyKeys?: string[];
   ema(values: (number | null | undefined)[], alpha: number): Num[];
   lineChart(opts: LineChartOptions): ChartFigure;
+  vtable(opts: any): any;
+  where: any;
+  diffDoc?: (a: any, b: any) => any;
   reliabilityChart(
     series: ReliabilitySeries[],
     opts?: { label?: string; xLabel?: string; yLabel?: string }

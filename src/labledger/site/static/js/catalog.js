@@ -5,7 +5,11 @@
   var LL = window.LL,
     h = LL.h;
 
-  function headlineKeys(runs) {
+  /* The last value of each scalar: in the entry, or in the query fields (scalars.<name>.last). */
+  var lastOf = function (r, k) {
+    return (r.last || {})[k];
+  };
+  function headlineKeys(runs, fieldNames) {
     var keys = [];
     runs.forEach(function (r) {
       Object.keys(r.headline || {}).forEach(function (k) {
@@ -13,16 +17,24 @@
       });
     });
     if (!keys.length) {
+      var names = [];
       runs.forEach(function (r) {
         Object.keys(r.last || {}).forEach(function (k) {
-          if (keys.indexOf("last." + k) < 0 && /loss|acc|f1/i.test(k)) keys.push("last." + k);
+          if (names.indexOf(k) < 0) names.push(k);
         });
+      });
+      fieldNames.forEach(function (f) {
+        var m = /^scalars\.(.*)\.last$/.exec(f);
+        if (m && names.indexOf(m[1]) < 0) names.push(m[1]);
+      });
+      names.forEach(function (k) {
+        if (keys.indexOf("last." + k) < 0 && /loss|acc|f1/i.test(k)) keys.push("last." + k);
       });
     }
     return keys.slice(0, 6);
   }
   function headlineValue(r, k) {
-    if (k.indexOf("last.") === 0) return (r.last || {})[k.slice(5)];
+    if (k.indexOf("last.") === 0) return lastOf(r, k.slice(5));
     return (r.headline || {})[k];
   }
 
@@ -43,7 +55,69 @@
           ". Click a run for its curves, microbatches and evaluations."
         )
       );
-      var state = { q: p.q || "", group: p.group || "", status: p.status || "", tag: p.tag || "" };
+      var state = {
+        q: p.q || "",
+        group: p.group || "",
+        status: p.status || "",
+        tag: p.tag || "",
+        where: p.where || "",
+      };
+      var known = (cat.fields && cat.fields.names) || [];
+      var queryRows = LL.where.rowsOf(cat);
+      var byId = {};
+      queryRows.forEach(function (q) {
+        byId[q.id] = q;
+      });
+      /** @type {Record<string, boolean>} */
+      var selected = {};
+      (p.sel || "").split(",").forEach(function (id) {
+        if (id && byId[id]) selected[id] = true;
+      });
+      /** @type {((row: any) => boolean) | null} */
+      var whereTest = null;
+      var whereBox = h("input", {
+        type: "text",
+        id: "where",
+        class: "mono",
+        spellcheck: "false",
+        placeholder: "config.lr < 1e-3 and status = 'finished'",
+        value: state.where,
+        "aria-label": "Query (the language of labledger runs --where)",
+        "aria-describedby": "where-help",
+      });
+      var whereErr = h("pre", { id: "where-error", class: "query-error", role: "alert", hidden: true });
+      var whereHelp = h(
+        "p",
+        { id: "where-help", class: "muted small" },
+        "The same expressions as ",
+        h("code", null, "labledger runs --where"),
+        ": config.<key>, scalars.<name>.last|min|max, summary.<key>, eval.<set>.<metric>, name, group, status, " +
+          "tags has 'x', started, duration; = != < <= > >= ~ in (...) between … and …, is null, and/or/not."
+      );
+      function compileWhere() {
+        whereTest = null;
+        whereErr.hidden = true;
+        whereBox.removeAttribute("aria-invalid");
+        if (!state.where.trim()) return;
+        try {
+          whereTest = LL.where.compile(state.where, known).test;
+        } catch (e) {
+          if (!e || !e.query) throw e;
+          whereErr.textContent = e.message;
+          whereErr.hidden = false;
+          whereBox.setAttribute("aria-invalid", "true");
+          whereTest = function () {
+            return false;
+          };
+        }
+      }
+      compileWhere();
+      lastOf = function (r, k) {
+        var v = r.last ? r.last[k] : undefined;
+        if (v !== undefined) return v;
+        var q = byId[r.id];
+        return q ? q.fields("scalars." + k + ".last") : undefined;
+      };
       var search = h("input", {
         type: "search",
         id: "filter",
@@ -74,12 +148,65 @@
       var tg = select("f-tag", "Tag", cat.tags || [], state.tag);
       var count = h("span", { class: "muted", "aria-live": "polite" });
       main.appendChild(
+        h(
+          "div",
+          { class: "query" },
+          h("label", { for: "where", class: "field wide" }, "Query ", whereBox),
+          whereErr,
+          whereHelp
+        )
+      );
+      main.appendChild(
         h("div", { class: "controls" }, h("label", { class: "field" }, "Filter ", search), g, st, tg, count)
       );
+      var selCount = h("span", { id: "sel-count", class: "muted" });
+      var curvesLink = h("a", { id: "open-curves", class: "button", href: "curves.html" }, "Curves");
+      var hparamsLink = h("a", { id: "open-hparams", class: "button", href: "hparams.html" }, "Hyperparameters");
+      var diffLink = h("a", { id: "open-diff", class: "button", href: "diff.html" }, "Diff");
+      var clearSel = h("button", { type: "button", id: "sel-clear", class: "small" }, "Clear selection");
+      main.appendChild(
+        h("div", { class: "controls selection" }, selCount, curvesLink, hparamsLink, diffLink, clearSel)
+      );
 
-      var keys = headlineKeys(runs);
+      var keys = headlineKeys(runs, known);
       /** @type {TableColumn<CatalogRun>[]} */
       var cols = [
+        {
+          key: "sel",
+          label: "Select",
+          sortable: false,
+          className: "sel",
+          head: function () {
+            var all = h("input", {
+              type: "checkbox",
+              id: "sel-all",
+              "aria-label": "Select every run shown",
+              onchange: function () {
+                shownRows().forEach(function (r) {
+                  if (all.checked) selected[r.id] = true;
+                  else delete selected[r.id];
+                });
+                refresh();
+              },
+            });
+            return all;
+          },
+          render: function (r) {
+            return h("input", {
+              type: "checkbox",
+              class: "pick",
+              checked: !!selected[r.id],
+              "aria-label": "Select " + r.name,
+              dataset: { id: r.id },
+              onchange: function (/** @type {Event} */ ev) {
+                if (/** @type {HTMLInputElement} */ (ev.target).checked) selected[r.id] = true;
+                else delete selected[r.id];
+                updateSelection();
+                save();
+              },
+            });
+          },
+        },
         {
           key: "name",
           label: "Run",
@@ -185,6 +312,7 @@
         ? { key: p.sort.replace(/^-/, ""), dir: p.sort[0] === "-" ? -1 : 1 }
         : { key: "started", dir: -1 };
       function matches(r) {
+        if (whereTest && !whereTest(byId[r.id])) return false;
         if (state.group && r.group !== state.group) return false;
         if (state.status && r.status !== state.status) return false;
         if (state.tag && (r.tags || []).indexOf(state.tag) < 0) return false;
@@ -199,11 +327,46 @@
         }
         return true;
       }
-      var table = LL.table({
+      function shownRows() {
+        return runs.filter(matches);
+      }
+      function selectedIds() {
+        return runs
+          .filter(function (r) {
+            return selected[r.id];
+          })
+          .map(function (r) {
+            return r.id;
+          });
+      }
+      function updateSelection() {
+        var ids = selectedIds();
+        selCount.textContent = ids.length
+          ? ids.length + " selected:"
+          : "None selected; the pages below open the runs the query selects:";
+        var scope = ids.length ? { runs: ids.join(",") } : { where: state.where };
+        curvesLink.setAttribute("href", LL.link("curves.html", scope));
+        hparamsLink.setAttribute("href", LL.link("hparams.html", scope));
+        if (ids.length === 2) {
+          diffLink.setAttribute("href", LL.link("diff.html", { a: ids[0], b: ids[1] }));
+          diffLink.removeAttribute("aria-disabled");
+          diffLink.title = "What differs between the two selected runs";
+        } else {
+          diffLink.setAttribute("href", "#");
+          diffLink.setAttribute("aria-disabled", "true");
+          diffLink.title = "Select exactly two runs to compare them";
+        }
+      }
+      clearSel.addEventListener("click", function () {
+        selected = {};
+        refresh();
+      });
+      var table = LL.vtable({
         columns: cols,
         rows: runs.filter(matches),
         sort: sort,
         className: "runs",
+        rowHeight: 46,
         empty: runs.length ? "No run matches the filters." : "The ledger has no runs yet.",
         onSort: function (s) {
           sort = s;
@@ -212,6 +375,8 @@
       });
       function save() {
         LL.setHash({
+          where: state.where,
+          sel: selectedIds().join(","),
           q: state.q,
           group: state.group,
           status: state.status,
@@ -223,8 +388,25 @@
         var rows = runs.filter(matches);
         count.textContent = rows.length + " of " + runs.length + " shown";
         table.redraw(rows);
+        updateSelection();
         save();
       }
+      var whereTimer = null;
+      whereBox.addEventListener("input", function () {
+        clearTimeout(whereTimer);
+        whereTimer = setTimeout(function () {
+          state.where = whereBox.value;
+          compileWhere();
+          refresh();
+        }, 150);
+      });
+      whereBox.addEventListener("keydown", function (/** @type {KeyboardEvent} */ ev) {
+        if (ev.key !== "Enter") return;
+        clearTimeout(whereTimer);
+        state.where = whereBox.value;
+        compileWhere();
+        refresh();
+      });
       search.addEventListener("input", function () {
         state.q = search.value.trim();
         refresh();
@@ -246,6 +428,7 @@
       });
       main.appendChild(LL.section("All runs", "runs", table));
       count.textContent = runs.filter(matches).length + " of " + runs.length + " shown";
+      updateSelection();
 
       var comps = cat.comparisons || { tables: [], documents: 0, groups: [] };
       var nTables = (comps.tables || []).length,

@@ -63,7 +63,8 @@
 
   /* Links only ever point at this site's pages, anchors or files. */
   LL.safeHref = function (href) {
-    if (/^(index|run|batches|eval|test|compare|lineage)\.html(#.*)?$/.test(href) || /^#/.test(href)) return href;
+    if (/^(index|run|batches|eval|test|compare|lineage|curves|hparams|diff)\.html(#.*)?$/.test(href) || /^#/.test(href))
+      return href;
     if (/^images\//.test(href) && href.indexOf("..") < 0) return href;
     return "#";
   };
@@ -144,6 +145,23 @@
       checkId(id);
       checkId(name, "evaluation name");
       return LL.load("evals/" + id + "/" + name + "/logits", "data/evals/" + id + "/" + name + ".logits.js");
+    },
+    curve: function (id, k) {
+      checkId(id);
+      if (!(k >= 0 && k === Math.floor(k))) throw new Error("bad scalar index");
+      return LL.load("curves/" + id + "/" + k, "data/curves/" + id + "/" + k + ".js");
+    },
+    curveChunk: function (id, k, level, c) {
+      checkId(id);
+      [k, level, c].forEach(function (i) {
+        if (!(i >= 0 && i === Math.floor(i))) throw new Error("bad chunk index");
+      });
+      var key = "curves/" + id + "/" + k + "/" + level + "-" + c;
+      return LL.load(key, "data/" + key + ".js");
+    },
+    diffSide: function (id) {
+      checkId(id);
+      return LL.load("diff/" + id, "data/diff/" + id + ".js");
     },
     test: function (id, name) {
       checkId(id);

@@ -1,0 +1,317 @@
+#!/usr/bin/env python
+"""Many runs on the static site (issue 12): the catalog of 10,000 runs and the curves page of 20 runs
+x 100,000 steps in headless Chromium (time to a useful page, bytes loaded), and the site rebuild
+after one new run (files written, time) at two ledger sizes, to see whether it depends on N.
+
+* Ledgers are bench/runs.py's (12 config keys, 5 scalars x 1,000 steps, one stored evaluation per
+  run; real run folders, index rows written in one transaction), built once under ``--dir`` and
+  reused.
+* Catalog (``--catalog-runs``, 10,000): the catalog page reads only ``data/catalog.js`` and the
+  static files. On the 2 shared cores here a full site of 10,000 runs takes most of an hour, so
+  this site holds the pages of one run and a ``data/catalog.js`` of every run, written with the
+  builder's own functions (``run_basics`` and ``_query_fields``: the same entries and query fields
+  a full build writes, minus per-run page counts that are zero in this ledger anyway).
+* Curves: 20 runs of ``loss``, ``accuracy`` and ``examples_seen`` at 100,000 steps each (a spike in
+  every run at a random step), written as run folders like bench/runs.py does, then a full site.
+* Rebuild (``--rebuild-runs``, 200 and 1,000): full sites; one new run (the Run API, 5 scalars x
+  1,000 steps) is added and the site rebuilt: the files written and the wall/CPU time of that
+  build, at both sizes. The run is then removed again (so the ledger can be reused).
+
+Times are milliseconds from navigation start (``performance.now()``), median of 3 fresh pages:
+"ready" is when the page has built its DOM from its data (the catalog's table, the curves page's
+chart drawn). "Loaded" adds up the static files and the data files the page had read by then.
+Nothing here is asserted: the script prints a table.
+
+    python bench/site_runs.py                       # builds its ledgers once (minutes), then measures
+    python bench/site_runs.py --catalog-runs 1000 --rebuild-runs 100,200   # smaller
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE]
+
+import argparse
+import platform
+import random
+import resource
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+CURVE_RUNS = 20
+CURVE_STEPS = 100_000
+
+
+def _runs_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_runs", os.path.join(_HERE, "runs.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def timed_build(ledger: Path, out: Path) -> dict:
+    from labledger.site import build_site
+
+    w, c = time.perf_counter(), cpu()
+    res = build_site(ledger, out)
+    return {"wall": time.perf_counter() - w, "cpu": cpu() - c, "written": len(res.written), "bytes": res.bytes_written}
+
+
+def site_size(out: Path) -> tuple[int, int]:
+    files = [p for p in out.rglob("*") if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def open_times(out: Path, rel: str, wait: str | None, repeats: int = 3) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    times, loaded = [], 0
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        for _ in range(repeats):
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            errors: list[str] = []
+            page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+            base, _, frag = rel.partition("#")
+            page.goto((out / base).as_uri() + ("#" + frag if frag else ""))
+            page.wait_for_selector("body[data-ready='1']", timeout=300_000)
+            t = page.evaluate("LL.readyAt")
+            if wait:
+                page.wait_for_function(f"() => {wait}", timeout=300_000)
+                t = max(t, page.evaluate(wait))
+            times.append(t)
+            static = page.evaluate(
+                'Array.from(document.querySelectorAll(\'script[src^="static/"], link[href^="static/"]\'))'
+                ".map(e => e.getAttribute('src') || e.getAttribute('href'))"
+            )
+            keys = page.evaluate("Object.keys(window.LABLEDGER)")
+            loaded = sum((out / f).stat().st_size for f in static) + sum(
+                (out / f"data/{k}.js").stat().st_size for k in keys if (out / f"data/{k}.js").exists()
+            )
+            if errors:
+                raise RuntimeError(f"{rel}: {errors[:3]}")
+            page.close()
+        browser.close()
+    return {"ms": statistics.median(times), "min_ms": min(times), "bytes": loaded}
+
+
+def add_run(ledger: Path) -> str:
+    import labledger
+
+    with labledger.start_run("bench-new-run", config={"lr": 1e-3, "opt": "adam"}, ledger=ledger) as run:
+        for step in range(1, 1001):
+            run.log(step, loss=1 / step, val_loss=1.1 / step, accuracy=1 - 1 / step, lr=1e-3, grad_norm=1.0)
+        return run.id
+
+
+def remove_run(ledger: Path, run_id: str) -> None:
+    import labledger
+
+    book = labledger.open_ledger(ledger)
+    try:
+        with book.transaction() as db:
+            for table in ("run_tags", "evaluations"):
+                db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+            db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        shutil.rmtree(book.run_dir(run_id), ignore_errors=True)
+    finally:
+        book.close()
+
+
+def curves_ledger(root: Path) -> tuple[Path, list[str]]:
+    """20 run folders of 100,000 steps and their index rows (as bench/runs.py writes them)."""
+    import numpy as np
+    import orjson
+
+    import labledger
+    from labledger.store.fields import ScalarStats, dumps_fields, run_fields
+
+    ledger_dir = root / "ledger"
+    if (root / "done").exists():
+        return ledger_dir, (root / "done").read_text().split()
+    shutil.rmtree(root, ignore_errors=True)
+    ledger = labledger.open_ledger(ledger_dir, create=True)
+    ids, rows = [], []
+    base = 1_790_000_000.0
+    for i in range(CURVE_RUNS):
+        rng = np.random.default_rng(i)
+        rid = f"20261202-{i:06d}-{i * 2654435761 % 16**6:06x}"
+        run_dir = ledger.run_dir(rid)
+        run_dir.mkdir(parents=True)
+        cfg = {"lr": [1e-3, 3e-4][i % 2], "seed": i}
+        meta = {"id": rid, "name": f"long-{i:02d}", "group": "long", "tags": [], "status": "finished"}
+        meta.update(started=base + i, ended=base + i + 3600, host="bench", error=None)
+        (run_dir / "run.json").write_bytes(orjson.dumps(meta))
+        (run_dir / "config.json").write_bytes(orjson.dumps(cfg))
+        t = np.arange(CURVE_STEPS)
+        loss = 2.0 / np.sqrt(1 + t) + rng.random(CURVE_STEPS) * 0.01
+        loss[random.Random(i).randrange(CURVE_STEPS)] += 5.0
+        acc = 1 - loss / 3
+        with open(run_dir / "metrics.jsonl", "wb") as f:
+            for step in range(CURVE_STEPS):
+                rec = {"step": step, "time": base + i + step * 0.036, "loss": float(loss[step])}
+                rec.update(accuracy=float(acc[step]), examples_seen=64 * step)
+                f.write(orjson.dumps(rec) + b"\n")
+        stats = ScalarStats()
+        stats.low = {"loss": float(loss.min()), "accuracy": float(acc.min()), "examples_seen": 0}
+        stats.high = {"loss": float(loss.max()), "accuracy": float(acc.max()), "examples_seen": 64 * (CURVE_STEPS - 1)}
+        last = {"loss": float(loss[-1]), "accuracy": float(acc[-1]), "examples_seen": 64 * (CURVE_STEPS - 1)}
+        summary = {"steps": CURVE_STEPS, "scalar_records": CURVE_STEPS, "last": last, "headline": {}}
+        rows.append(
+            (
+                rid,
+                meta["name"],
+                "long",
+                "finished",
+                meta["started"],
+                meta["ended"],
+                "bench",
+                orjson.dumps(summary).decode(),
+                meta["ended"],
+                dumps_fields(run_fields(cfg, summary, stats)),
+            )
+        )
+        ids.append(rid)
+    with ledger.transaction() as db:
+        db.executemany(
+            "INSERT INTO runs (id, name, grp, status, started, ended, host, summary, updated, fields) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+    ledger.close()
+    (root / "done").write_text(" ".join(ids))
+    return ledger_dir, ids
+
+
+def catalog_site(ledger_dir: Path, out: Path) -> dict:
+    """A site with one run's pages and the catalog of every run (see the module docstring)."""
+    import labledger
+    from labledger.site import build_site
+    from labledger.site.build import _query_fields, _version, slim_entries
+    from labledger.site.output import js_assignment
+    from labledger.site.rundata import run_basics
+
+    book = labledger.open_ledger(ledger_dir)
+    try:
+        infos = book.runs()
+        build_site(book, out, runs=[infos[0].id])
+        w, c = time.perf_counter(), cpu()
+        entries = [
+            {**run_basics(i), "batches": 0, "samples": 0, "evaluations": [], "tests": [], "history": 0} for i in infos
+        ]
+        fields = _query_fields(book, entries)
+        for e, row in zip(entries, fields["rows"]):
+            e["checkpoints"] = 0
+            e["scalars"] = [n[8:-5] for n, v in zip(fields["names"], row) if n.endswith(".last") and v is not None]
+        entries = slim_entries(entries, fields)
+        catalog = {"ledger": book.root.resolve().name, "runs": entries, "fields": fields, "labledger": _version()}
+        catalog.update(
+            groups=sorted({e["group"] for e in entries if e["group"]}),
+            tags=sorted({t for e in entries for t in e["tags"]}),
+        )
+        catalog["comparisons"] = {"tables": [], "documents": 0, "groups": []}
+        data = js_assignment("catalog", catalog)
+        (out / "data/catalog.js").write_bytes(data)
+        return {"wall": time.perf_counter() - w, "cpu": cpu() - c, "bytes": len(data)}
+    finally:
+        book.close()
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--catalog-runs", type=int, default=10_000)
+    ap.add_argument("--rebuild-runs", default="200,1000", help="ledger sizes for the rebuild (comma-separated)")
+    ap.add_argument("--dir", default="/tmp/labledger-bench-site-runs")
+    ap.add_argument("--no-curves", action="store_true")
+    args = ap.parse_args()
+    root = Path(args.dir)
+    runs_mod = _runs_module()
+    print(f"# bench/site_runs.py  Python {platform.python_version()}  load {os.getloadavg()[0]:.1f}", flush=True)
+
+    def ledger_of(n: int) -> Path:
+        ledger = root / f"ledger-{n}"
+        if not (ledger / "ledger.db").exists():
+            t = runs_mod.build_labledger(ledger, n)
+            print(f"ledger of {n} runs built in {t:.0f} s", flush=True)
+        return ledger
+
+    lines = ["| page / build | runs | figure | goal |", "|---|---|---|---|"]
+    for n in [int(x) for x in args.rebuild_runs.split(",") if x]:
+        ledger = ledger_of(n)
+        out = root / f"site-{n}"
+        if not (out / ".labledger-site.json").exists():
+            cold = timed_build(ledger, out)
+            files, size = site_size(out)
+            print(f"site of {n} runs: cold build {cold['wall']:.0f} s, {files} files, {fmt_bytes(size)}", flush=True)
+        timed_build(ledger, out)  # up to date (a new builder rebuilds once)
+        same = timed_build(ledger, out)
+        rid = add_run(ledger)
+        try:
+            plus = timed_build(ledger, out)
+        finally:
+            remove_run(ledger, rid)
+            timed_build(ledger, out)
+        print({"n": n, "no change": same, "+1 run": plus}, flush=True)
+        lines.append(
+            f"| rebuild after one new run | {n:,} | {plus['written']} files ({fmt_bytes(plus['bytes'])}), "
+            f"{plus['wall']:.1f} s wall / {plus['cpu']:.1f} s CPU (no change: {same['wall']:.1f} s / "
+            f"{same['cpu']:.1f} s CPU) | independent of N |"
+        )
+    if args.catalog_runs:
+        n = args.catalog_runs
+        out = root / f"catalog-{n}"
+        shutil.rmtree(out, ignore_errors=True)
+        written = catalog_site(ledger_of(n), out)
+        print({"catalog written": written}, flush=True)
+        c = open_times(out, "index.html", None)
+        print({"catalog": c}, flush=True)
+        lines.append(f"| catalog ready (file://) | {n:,} | {c['ms']:.0f} ms, {fmt_bytes(c['bytes'])} loaded | < 1 s |")
+        q = open_times(out, "index.html#where=config.lr%20%3C%201e-3%20and%20config.opt%20%3D%20'adam'", None)
+        lines.append(f"| catalog ready, with a query in the URL | {n:,} | {q['ms']:.0f} ms | < 1 s |")
+    if not args.no_curves:
+        cl, ids = curves_ledger(root / "curves")
+        out = root / "curves-site"
+        if not (out / ".labledger-site.json").exists():
+            cold = timed_build(cl, out)
+            files, size = site_size(out)
+            print(f"curves site: cold build {cold['wall']:.0f} s, {files} files, {fmt_bytes(size)}", flush=True)
+        wait = "document.querySelector('figure.curves') && document.querySelector('figure.curves').drawnAt"
+        curves = open_times(out, "curves.html#runs=" + ",".join(ids) + "&scalar=loss", wait)
+        print({"curves": curves}, flush=True)
+        lines.append(
+            f"| curves page, chart drawn | {CURVE_RUNS} x {CURVE_STEPS:,} steps | {curves['ms']:.0f} ms, "
+            f"{fmt_bytes(curves['bytes'])} loaded | < 1 s |"
+        )
+        g = open_times(out, "curves.html#runs=" + ",".join(ids) + "&scalar=loss&group=config.lr&band=ci", wait)
+        lines.append(
+            f"| curves page, grouped by config.lr (CI band) | {CURVE_RUNS} x {CURVE_STEPS:,} | {g['ms']:.0f} ms | < 1 s |"
+        )
+    print(f"load at the end {os.getloadavg()[0]:.1f}")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
