@@ -353,8 +353,10 @@ def _auc_point(is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None]
     return fn
 
 
-def _ap_w(score: np.ndarray, is_pos: np.ndarray) -> WeightsFunction:
-    order, starts = _sorted_groups(score, descending=True)
+def _ap_w(
+    score: np.ndarray, is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None] | None = None
+) -> WeightsFunction:
+    order, starts = sorted_ if sorted_ is not None else _sorted_groups(score, descending=True)
     pos_f = is_pos[order].astype(np.float64)
 
     def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
@@ -386,6 +388,44 @@ def _ovr_w(
         return _div(np.where(ok, vals, 0).sum(axis=1), ok.sum(axis=1), math.nan)
 
     return fn
+
+
+def _auc_infl(is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None]) -> Callable[[bool], np.ndarray]:
+    """DeLong influence values of ROC-AUC (:func:`labledger.metrics.analytic.auc_influence`), on the one sort."""
+    from labledger.metrics.analytic import auc_influence
+
+    return lambda clustered: auc_influence(is_pos, sorted_[0], sorted_[1], clustered)
+
+
+def _ap_infl(is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None]) -> Callable[[bool], np.ndarray]:
+    """Delta-method influence values of average precision, on the one (descending) sort."""
+    from labledger.metrics.analytic import ap_influence
+
+    return lambda clustered: ap_influence(is_pos, sorted_[0], sorted_[1], clustered)
+
+
+def _ovr_infl(name: str, probs: np.ndarray, gold: np.ndarray, classes: Sequence[int]) -> Callable[[bool], np.ndarray]:
+    """Influence values of a one-vs-rest macro mean (each class sorted once, when first asked)."""
+    from labledger.metrics.analytic import ovr_influence
+
+    def fn(clustered: bool) -> np.ndarray:
+        parts = []
+        for c in classes:
+            y = gold == c
+            s = _sorted_groups(probs[:, c], descending=name != "roc_auc")
+            parts.append((_auc_infl if name == "roc_auc" else _ap_infl)(y, s))
+        return ovr_influence(parts, clustered)
+
+    return fn
+
+
+def _ece_binned(
+    conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Equal-width ECE as bin cells: (bin of each item, correct, confidence); None for equal-mass bins."""
+    if strategy != "uniform":
+        return None
+    return np.minimum((conf * n_bins).astype(np.int64), n_bins - 1), correct.astype(np.float64), conf
 
 
 def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str) -> WeightsFunction:
@@ -427,17 +467,32 @@ def score_prepared(
     """A :class:`Prepared` for a binary probability metric from P(positive) (no (n, 2) matrix)."""
     n = len(score)
 
-    def weights(from_weights: WeightsFunction, point: Callable[[], float] | None = None) -> WeightsPrepared:
-        return WeightsPrepared(metric=name, params=params, n=n, n_used=n, from_weights=from_weights, point=point)
+    def weights(
+        from_weights: WeightsFunction,
+        point: Callable[[], float] | None = None,
+        influence: Callable[[bool], np.ndarray] | None = None,
+        binned: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ) -> WeightsPrepared:
+        return WeightsPrepared(
+            metric=name,
+            params=params,
+            n=n,
+            n_used=n,
+            from_weights=from_weights,
+            point=point,
+            influence=influence,
+            binned=binned,
+        )
 
     def mean(values: np.ndarray) -> MeanPrepared:
         return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
 
     if name == "roc_auc":
         sorted_ = _sorted_groups(score, descending=False)
-        return weights(_auc_w(score, is_pos, sorted_), _auc_point(is_pos, sorted_))
+        return weights(_auc_w(score, is_pos, sorted_), _auc_point(is_pos, sorted_), _auc_infl(is_pos, sorted_))
     if name == "average_precision":
-        return weights(_ap_w(score, is_pos))
+        sorted_d = _sorted_groups(score, descending=True)
+        return weights(_ap_w(score, is_pos, sorted_d), influence=_ap_infl(is_pos, sorted_d))
     if name == "log_loss":
         p = np.clip(np.where(is_pos, score, 1.0 - score), EPS, 1 - EPS)
         return mean(-np.log(p))
@@ -447,7 +502,10 @@ def score_prepared(
         if pred_pos is None:
             pred_pos = score >= 0.5
         conf = np.where(pred_pos, score, 1.0 - score)
-        return weights(_ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]))
+        return weights(
+            _ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]),
+            binned=_ece_binned(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]),
+        )
     raise MetricInputError(f"{name} is not a probability metric")
 
 
@@ -464,8 +522,22 @@ def prob_prepared(
     """A :class:`Prepared` for a probability metric: ``gold`` indices, ``probs`` (n, K) keyed by ``labels``."""
     n, k = probs.shape
 
-    def weights(from_weights: WeightsFunction, point: Callable[[], float] | None = None) -> WeightsPrepared:
-        return WeightsPrepared(metric=name, params=params, n=n, n_used=n, from_weights=from_weights, point=point)
+    def weights(
+        from_weights: WeightsFunction,
+        point: Callable[[], float] | None = None,
+        influence: Callable[[bool], np.ndarray] | None = None,
+        binned: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ) -> WeightsPrepared:
+        return WeightsPrepared(
+            metric=name,
+            params=params,
+            n=n,
+            n_used=n,
+            from_weights=from_weights,
+            point=point,
+            influence=influence,
+            binned=binned,
+        )
 
     def mean(values: np.ndarray) -> MeanPrepared:
         return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
@@ -481,8 +553,12 @@ def prob_prepared(
             if _reverse_ranking(probs[:, 0], probs[:, 1], sorted_[0]):
                 # P(label 0) ranks the items exactly in reverse: both one-vs-rest AUCs are equal (when
                 # both are defined), so their macro mean is the AUC of label 1, computed once
-                return weights(_auc_w(probs[:, 1], gold == 1, sorted_), _auc_point(gold == 1, sorted_))
-        return weights(_ovr_w(make, probs, gold, range(k)))
+                return weights(
+                    _auc_w(probs[:, 1], gold == 1, sorted_),
+                    _auc_point(gold == 1, sorted_),
+                    _auc_infl(gold == 1, sorted_),
+                )
+        return weights(_ovr_w(make, probs, gold, range(k)), influence=_ovr_infl(name, probs, gold, range(k)))
     if name == "log_loss":
         p = np.clip(probs[np.arange(n), gold], EPS, 1 - EPS)
         return mean(-np.log(p))
@@ -497,7 +573,10 @@ def prob_prepared(
         if pred is None:
             pred = probs.argmax(axis=1)
         conf = probs[np.arange(n), pred]
-        return weights(_ece_w(conf, pred == gold, params["n_bins"], params["strategy"]))
+        return weights(
+            _ece_w(conf, pred == gold, params["n_bins"], params["strategy"]),
+            binned=_ece_binned(conf, pred == gold, params["n_bins"], params["strategy"]),
+        )
     raise MetricInputError(f"{name} is not a probability metric")
 
 

@@ -57,6 +57,7 @@ class Interval:
     n: int
     clusters: int | None = None
     undefined_resamples: int = 0
+    se: float | None = None  # analytic intervals: the standard error they are formed from
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -319,10 +320,74 @@ def _resample_mean(
     return _run_chunks(_chunks(resamples, n), rng, work_items, len(preps))
 
 
+#: From this many items, binned metrics (equal-width ECE) resample bin cells instead of items.
+BINNED_FROM = 10_000
+#: Most occupied joint cells the binned path draws over (several variants' bins crossed).
+MAX_BIN_CELLS = 1 << 16
+
+
+def _resample_binned(
+    preps: Sequence[WeightsPrepared], resamples: int, rng: np.random.Generator
+) -> list[np.ndarray] | None:
+    """Equal-width ECE of each prep on the same resamples, drawn over the joint (bin, correct) cells.
+
+    A resample is a multinomial draw of n over the occupied cells (exact), and each cell's sum of
+    confidences over its drawn items is drawn from its normal law given the count (the exact mean
+    N* mean_c and covariance N* Cov_c across the variants): ``resamples x cells`` numbers, not
+    ``resamples x n``. None when the cells are too many (the item path is used).
+    """
+    binned = [p.binned for p in preps]
+    if any(b is None for b in binned):
+        return None
+    parts = [b for b in binned if b is not None]
+    n = preps[0].n
+    code = np.zeros(n, dtype=np.int64)
+    for bins, correct, _ in parts:
+        code = code * (int(bins.max(initial=0)) + 1) * 2 + bins * 2 + correct.astype(np.int64)
+    uniq, inv, counts = np.unique(code, return_inverse=True, return_counts=True)
+    n_cat = len(uniq)
+    if n_cat > MAX_BIN_CELLS:
+        return None
+    inv = inv.reshape(-1)
+    k = len(parts)
+    cnt = counts.astype(np.float64)
+    means = np.stack([np.bincount(inv, weights=c, minlength=n_cat) / cnt for _, _, c in parts], axis=1)
+    cov = np.empty((n_cat, k, k))
+    for i in range(k):
+        ci = parts[i][2] - means[inv, i]
+        for j in range(i, k):
+            cj = parts[j][2] - means[inv, j]
+            cov[:, i, j] = cov[:, j, i] = np.bincount(inv, weights=ci * cj, minlength=n_cat) / cnt
+    vals, vecs = np.linalg.eigh(cov)
+    root = vecs * np.sqrt(np.clip(vals, 0, None))[:, None, :]  # (cells, k, k): root @ root.T = cov
+    first = np.zeros(n_cat, dtype=np.int64)
+    first[inv[::-1]] = np.arange(n - 1, -1, -1)  # one item of each cell: its bin and correctness
+    cell_bin = [b[first] for b, _, _ in parts]
+    cell_ok = [c[first] for _, c, _ in parts]
+    n_bins = [int(p.params.get("n_bins", int(b.max(initial=0)) + 1)) for p, (b, _, _) in zip(preps, parts)]
+
+    def work(size: int, gen: np.random.Generator) -> list[np.ndarray]:
+        draws = draw_counts(counts, size, gen)  # (size, cells)
+        z = gen.standard_normal((size, n_cat, k))
+        noise = np.einsum("cij,bcj->bci", root, z) * np.sqrt(draws)[:, :, None]
+        out = []
+        for j in range(k):
+            sums = draws * means[:, j] + noise[:, :, j]
+            gap = _scatter(draws * cell_ok[j] - sums, cell_bin[j], n_bins[j])
+            out.append(np.abs(gap).sum(axis=1) / n)
+        return out
+
+    return _run_chunks(_chunks(resamples, n_cat * (k + 1)), rng, work, k)
+
+
 def _resample_weights(
     preps: Sequence[WeightsPrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None
 ) -> list[np.ndarray]:
     n = preps[0].n
+    if groups is None and n >= BINNED_FROM:
+        fast = _resample_binned(preps, resamples, rng)
+        if fast is not None:
+            return fast
     n_groups = int(groups.max()) + 1 if groups is not None and len(groups) else 0
 
     # A fresh draw for one metric on items (not clusters) is exchangeable: the metric may read its
@@ -360,7 +425,15 @@ def percentile_interval(samples: np.ndarray, ci: float) -> tuple[Any, Any, int]:
 def _method(prep: Prepared, groups: Any) -> str:
     how = {"table": "count-table multinomial", "mean": "item-value resample", "weights": "resample-weight matrix"}
     unit = "clusters" if groups is not None else "items"
-    return f"percentile bootstrap over {unit} ({how[prep.strategy]})"
+    shape = how[prep.strategy]
+    if binned_path(prep, groups):
+        shape = "bin count-table multinomial, confidence sums by their normal law"
+    return f"percentile bootstrap over {unit} ({shape})"
+
+
+def binned_path(prep: Prepared, groups: Any = None) -> bool:
+    """Whether the bootstrap of ``prep`` draws bin cells (equal-width ECE from :data:`BINNED_FROM` items)."""
+    return isinstance(prep, WeightsPrepared) and prep.binned is not None and groups is None and prep.n >= BINNED_FROM
 
 
 def _check_ci(ci: float, resamples: int) -> None:
@@ -563,10 +636,12 @@ def mcnemar(*, correct_a: Any, correct_b: Any, exact_below: int = MCNEMAR_EXACT_
 
 
 __all__ = [
+    "BINNED_FROM",
     "CHUNK_ELEMENTS",
     "MCNEMAR_EXACT_BELOW",
     "Interval",
     "PairedResult",
+    "binned_path",
     "bootstrap",
     "bootstrap_samples",
     "draw_counts",
