@@ -25,7 +25,7 @@ replace the bootstrap (``bench/analytic_coverage.py`` measures their coverage).
 >>> p = prepare("roc_auc", gold=[0, 0, 1, 1, 0, 1], score=[0.1, 0.4, 0.35, 0.8, 0.2, 0.9])
 >>> iv = analytic_interval(p)
 >>> round(iv.value, 4), iv.method
-(0.8889, True)
+(0.8889, 'analytic: DeLong SE, normal')
 """
 
 from __future__ import annotations
