@@ -74,7 +74,7 @@ def auc_influence(is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | No
     >>> import numpy as np
     >>> y = np.array([False, True, False, True]); order = np.arange(4)
     >>> auc_influence(y, order, None, True).round(3).tolist()
-    [0.25, -0.125, 0.0, 0.125]
+    [0.125, -0.125, -0.125, 0.125]
     """
     n = len(is_pos)
     y = is_pos[order]
