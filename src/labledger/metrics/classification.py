@@ -463,9 +463,11 @@ def _ovr_infl(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSo
     return fn
 
 
-def _ece_point(binned: tuple[np.ndarray, np.ndarray, np.ndarray] | None, n_bins: int) -> Callable[[], float] | None:
+def _ece_point(
+    binned: tuple[np.ndarray, np.ndarray, np.ndarray] | None, n_bins: int, strategy: str
+) -> Callable[[], float] | None:
     """The unweighted equal-width ECE from its bin cells (no sort); None for equal-mass bins."""
-    if binned is None:
+    if binned is None or strategy != "uniform":
         return None
     bins, correct, conf = binned
 
@@ -481,9 +483,12 @@ def _ece_point(binned: tuple[np.ndarray, np.ndarray, np.ndarray] | None, n_bins:
 def _ece_binned(
     conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Equal-width ECE as bin cells: (bin of each item, correct, confidence); None for equal-mass bins."""
+    """ECE as cells: (bin of each item, correct, confidence) for equal-width bins; for equal-mass bins
+    the item's rank in the stable confidence order (the resampler cuts the ranks into chunks)."""
     if strategy != "uniform":
-        return None
+        rank = np.empty(len(conf), dtype=np.int64)
+        rank[np.argsort(conf, kind="stable")] = np.arange(len(conf))
+        return rank, correct.astype(np.float64), conf
     return np.minimum((conf * n_bins).astype(np.int64), n_bins - 1), correct.astype(np.float64), conf
 
 
@@ -573,7 +578,7 @@ def score_prepared(
         binned = _ece_binned(conf, pred_pos == is_pos, params["n_bins"], params["strategy"])
         return weights(
             _ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]),
-            _ece_point(binned, params["n_bins"]),
+            _ece_point(binned, params["n_bins"], params["strategy"]),
             binned=binned,
         )
     raise MetricInputError(f"{name} is not a probability metric")
@@ -651,7 +656,7 @@ def prob_prepared(
         binned = _ece_binned(conf, pred == gold, params["n_bins"], params["strategy"])
         return weights(
             _ece_w(conf, pred == gold, params["n_bins"], params["strategy"]),
-            _ece_point(binned, params["n_bins"]),
+            _ece_point(binned, params["n_bins"], params["strategy"]),
             binned=binned,
         )
     raise MetricInputError(f"{name} is not a probability metric")

@@ -326,45 +326,72 @@ BINNED_FROM = 10_000
 MAX_BIN_CELLS = 1 << 16
 
 
+def _binned_codes(preps: Sequence[WeightsPrepared], per_bin: int) -> tuple[list[np.ndarray], list[int]] | None:
+    """Each prep's cell of every item (bin x correct; equal-mass bins: rank chunk x correct) and its
+    number of cells, or None when one has no binned form."""
+    codes, sizes = [], []
+    for p in preps:
+        b = p.binned
+        if b is None:
+            return None
+        cells, correct, _ = b
+        n_bins = int(p.params.get("n_bins", int(cells.max(initial=0)) + 1))
+        if p.params.get("strategy") == "quantile":
+            m = n_bins * per_bin
+            codes.append(cells * m // max(len(cells), 1) * 2 + correct.astype(np.int64))
+            sizes.append(2 * m)
+        else:
+            codes.append(cells * 2 + correct.astype(np.int64))
+            sizes.append(2 * n_bins)
+    return codes, sizes
+
+
 def _resample_binned(
     preps: Sequence[WeightsPrepared], resamples: int, rng: np.random.Generator
 ) -> list[np.ndarray] | None:
-    """Equal-width ECE of each prep on the same resamples, drawn over the joint (bin, correct) cells.
+    """ECE of each prep on the same resamples, drawn over the joint (bin, correct) cells.
 
     A resample is a multinomial draw of n over the occupied cells (exact), and each cell's sum of
     confidences over its drawn items is drawn from its normal law given the count (the exact mean
-    N* mean_c and covariance N* Cov_c across the variants): ``resamples x cells`` numbers, not
-    ``resamples x n``. None when the cells are too many (the item path is used).
+    N* mean_c and covariance N* Cov_c across the preps): ``resamples x cells`` numbers, not
+    ``resamples x n``. Equal-mass bins use rank chunks (8, 4 or 2 per bin) as cells; a resample
+    places each chunk by its resampled position and splits a chunk that straddles a bin edge in
+    proportion. None when the cells are too many (the item path is used).
     """
-    binned = [p.binned for p in preps]
-    if any(b is None for b in binned):
-        return None
-    parts = [b for b in binned if b is not None]
     n = preps[0].n
-    code = np.zeros(n, dtype=np.int64)
-    for bins, correct, _ in parts:
-        code = code * (int(bins.max(initial=0)) + 1) * 2 + bins * 2 + correct.astype(np.int64)
-    uniq, inv, counts = np.unique(code, return_inverse=True, return_counts=True)
-    n_cat = len(uniq)
-    if n_cat > MAX_BIN_CELLS:
+    for per_bin in (8, 4, 2):
+        found = _binned_codes(preps, per_bin)
+        if found is None:
+            return None
+        codes, sizes = found
+        code = np.zeros(n, dtype=np.int64)
+        for c, size in zip(codes, sizes):
+            code = code * size + c
+        uniq, inv, counts = np.unique(code, return_inverse=True, return_counts=True)
+        if len(uniq) <= min(MAX_BIN_CELLS, n // 8):  # else drawing cells costs as much as drawing items
+            break
+    else:
         return None
+    n_cat = len(uniq)
     inv = inv.reshape(-1)
-    k = len(parts)
+    k = len(preps)
+    confs = [p.binned[2] for p in preps if p.binned is not None]
     cnt = counts.astype(np.float64)
-    means = np.stack([np.bincount(inv, weights=c, minlength=n_cat) / cnt for _, _, c in parts], axis=1)
+    means = np.stack([np.bincount(inv, weights=c, minlength=n_cat) / cnt for c in confs], axis=1)
     cov = np.empty((n_cat, k, k))
     for i in range(k):
-        ci = parts[i][2] - means[inv, i]
+        ci = confs[i] - means[inv, i]
         for j in range(i, k):
-            cj = parts[j][2] - means[inv, j]
+            cj = confs[j] - means[inv, j]
             cov[:, i, j] = cov[:, j, i] = np.bincount(inv, weights=ci * cj, minlength=n_cat) / cnt
     vals, vecs = np.linalg.eigh(cov)
     root = vecs * np.sqrt(np.clip(vals, 0, None))[:, None, :]  # (cells, k, k): root @ root.T = cov
     first = np.zeros(n_cat, dtype=np.int64)
-    first[inv[::-1]] = np.arange(n - 1, -1, -1)  # one item of each cell: its bin and correctness
-    cell_bin = [b[first] for b, _, _ in parts]
-    cell_ok = [c[first] for _, c, _ in parts]
-    n_bins = [int(p.params.get("n_bins", int(b.max(initial=0)) + 1)) for p, (b, _, _) in zip(preps, parts)]
+    first[inv[::-1]] = np.arange(n - 1, -1, -1)  # one item of each cell: its bin/chunk and correctness
+    cell_of = [c[first] // 2 for c in codes]
+    cell_ok = [(c[first] % 2).astype(np.float64) for c in codes]
+    quantile = [p.params.get("strategy") == "quantile" for p in preps]
+    n_bins = [int(p.params.get("n_bins", 1)) for p in preps]
 
     def work(size: int, gen: np.random.Generator) -> list[np.ndarray]:
         draws = draw_counts(counts, size, gen)  # (size, cells)
@@ -372,8 +399,24 @@ def _resample_binned(
         noise = np.einsum("cij,bcj->bci", root, z) * np.sqrt(draws)[:, :, None]
         out = []
         for j in range(k):
-            sums = draws * means[:, j] + noise[:, :, j]
-            gap = _scatter(draws * cell_ok[j] - sums, cell_bin[j], n_bins[j])
+            gaps = draws * cell_ok[j] - (draws * means[:, j] + noise[:, :, j])
+            nb = n_bins[j]
+            if not quantile[j]:
+                gap = _scatter(gaps, cell_of[j], nb)
+            else:
+                m = sizes[j] // 2
+                w = _scatter(draws, cell_of[j], m)
+                d = _scatter(gaps, cell_of[j], m)
+                before = np.cumsum(w, axis=1) - w
+                b0 = np.minimum((before * nb / n).astype(np.int64), nb - 1)
+                edge = np.ceil((b0 + 1) * n / nb)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    frac = np.where(w > 0, np.clip(edge - before, 0, w) / np.where(w > 0, w, 1), 1.0)
+                b1 = np.minimum(b0 + 1, nb - 1)
+                rows = nb * np.arange(size)[:, None]
+                gap = np.bincount((b0 + rows).ravel(), weights=(frac * d).ravel(), minlength=size * nb)
+                gap += np.bincount((b1 + rows).ravel(), weights=((1 - frac) * d).ravel(), minlength=size * nb)
+                gap = gap.reshape(size, nb)
             out.append(np.abs(gap).sum(axis=1) / n)
         return out
 
@@ -428,6 +471,8 @@ def _method(prep: Prepared, groups: Any) -> str:
     shape = how[prep.strategy]
     if binned_path(prep, groups):
         shape = "bin count-table multinomial, confidence sums by their normal law"
+        if prep.params.get("strategy") == "quantile":
+            shape = "rank-chunk count-table multinomial, confidence sums by their normal law"
     return f"percentile bootstrap over {unit} ({shape})"
 
 

@@ -178,6 +178,7 @@ class CalibrationValue(Part, kw_only=True):
     ci: float
     resamples: int
     n: int
+    method: str | None = None  # how the interval was formed (#19: analytic or which bootstrap)
 
     @property
     def id(self) -> MetricId:
