@@ -1,8 +1,9 @@
 """Coverage of the analytic intervals (#19): DeLong (ROC-AUC), the AP delta method, the CLT (log loss,
 Brier) and DeLong of a paired AUC difference, at several n, against the known population value.
 
-Population: gold ~ Bernoulli(0.3); score = clip(N(0.35 + 0.3 gold, 0.2), 0, 1), rounded to 3
-digits (ties). The true values are those of a 2,000,000-item sample (their own SE < 0.0005).
+Population: gold ~ Bernoulli(0.3); score = clip(N(0.35 + 0.3 gold, 0.2), 0.001, 0.999), rounded
+to 3 digits (ties). (Clipped at 0 and 1 instead, a few items per thousand get a log loss of 36 --
+-ln of the clipping eps -- and no interval of the mean covers at n = 1,000: 0.75 in this script.) The true values are those of a 2,000,000-item sample (their own SE < 0.0005).
 R datasets per cell; the Monte Carlo SE of a coverage near 0.95 is sqrt(0.95 * 0.05 / R).
 
     python bench/analytic_coverage.py --reps 1000          # ~1 minute on 2 cores
@@ -23,8 +24,8 @@ from labledger.metrics.analytic import analytic_interval, paired_analytic
 
 def sample(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     y = rng.random(n) < 0.3
-    s = np.clip(rng.normal(0.35 + 0.3 * y, 0.2), 0, 1).round(3)
-    s2 = np.clip(s + rng.normal(0, 0.15, n), 0, 1).round(3)  # a second, worse model on the same items
+    s = np.clip(rng.normal(0.35 + 0.3 * y, 0.2), 0.001, 0.999).round(3)
+    s2 = np.clip(s + rng.normal(0, 0.15, n), 0.001, 0.999).round(3)  # a second, worse model on the same items
     return y.astype(int), s, s2
 
 
