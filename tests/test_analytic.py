@@ -43,7 +43,7 @@ def _delong_reference(y: np.ndarray, scores: list[np.ndarray]) -> tuple[np.ndarr
 def test_delong_equals_the_reference_to_1e12(seed, n, digits):
     rng = np.random.default_rng(seed)
     y = rng.random(n) < 0.4
-    y[:2] = [True, False]
+    y[:4] = [True, False, True, False]  # DeLong's S10/S01 need two of each
     sa = rng.random(n).round(digits)  # few digits: many ties
     sb = np.clip(sa + rng.normal(0, 0.2, n), 0, 1).round(digits)
     aucs, cov = _delong_reference(y, [sa, sb])

@@ -281,7 +281,10 @@ def analytic_interval(prep: Prepared, *, ci: float = 0.95, groups: np.ndarray | 
     z = _quantile(ci, _df(prep, groups, t_ref))
     if not math.isfinite(se) or not math.isfinite(value):
         return Interval(value, None, None, ci, 0, describe(prep, groups), prep.n_used, clusters, 0, None)
-    return Interval(value, value - z * se, value + z * se, ci, 0, describe(prep, groups), prep.n_used, clusters, 0, se)
+    lo, hi = value - z * se, value + z * se
+    if prep.metric in ("roc_auc", "average_precision"):  # bounded: never an interval outside [0, 1]
+        lo, hi = max(lo, 0.0), min(hi, 1.0)
+    return Interval(value, lo, hi, ci, 0, describe(prep, groups), prep.n_used, clusters, 0, se)
 
 
 def paired_analytic(prep_a: Prepared, prep_b: Prepared, *, ci: float = 0.95, groups: np.ndarray | None = None) -> Any:
