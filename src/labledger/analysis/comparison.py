@@ -12,37 +12,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from labledger.analysis.evaluation import (
     _align_labels,
     _check_applicable,
-    _correct,
-    _item_values,
     _json_params,
     _num,
     _pair,
     _seed,
     _select_tasks,
     _specs_for,
-    analytic_interval,
     find_metric,
     prepare_task,
     task_params,
 )
+from labledger.analysis.intervals import correct_of as _correct
+from labledger.analysis.intervals import diff_interval, diff_notes
 from labledger.errors import ComparisonError
 from labledger.inputs.results import TOLERANCE, LabelTask, load
-from labledger.metrics.prepared import Prepared
 from labledger.metrics.registry import metric_key
-from labledger.metrics.resample import PairedResult, mcnemar, paired_bootstrap, unpaired_bootstrap
-from labledger.metrics.stats import (
-    adjust_p,
-    clustered_mcnemar,
-    coverage_note,
-    family_note,
-    mde_from_se,
-    refuse_degenerate,
-)
+from labledger.metrics.resample import mcnemar
+from labledger.metrics.stats import adjust_p, clustered_mcnemar, family_note
 from labledger.schema import ComparisonDoc, McNemar, MetricDiff, MetricId, TaskComparison
 
 
@@ -136,18 +125,23 @@ def compare(
             pa, pb = prepare_task(metric, params, ta), prepare_task(metric, params, tb)
             key = metric_key(metric.name, params)
             s = _seed(seed, name, "compare", key)
-            if paired:
-                res = paired_bootstrap(pa, pb, ci=ci, resamples=resamples, seed=s, groups=groups)
-                if metric.name in ("accuracy", "exact_match"):
-                    if groups is None:
-                        res.mcnemar = mcnemar(correct_a=_correct(pa), correct_b=_correct(pb))
-                    else:  # the item McNemar ignores clusters (type I error 30% in simulation): not reported
-                        res.mcnemar = clustered_mcnemar(correct_a=_correct(pa), correct_b=_correct(pb), groups=groups)
-            else:
-                res = unpaired_bootstrap(
-                    pa, pb, ci=ci, resamples=resamples, seed=s, groups_a=ta.group, groups_b=tb.group
-                )
-            extra = _paired_stats(pa, pb, res, groups if paired else None, ci, paired)
+            res = diff_interval(
+                pa,
+                pb,
+                ci=ci,
+                resamples=resamples,
+                seed=s,
+                paired=paired,
+                groups=groups,
+                groups_a=ta.group,
+                groups_b=tb.group,
+            )
+            if paired and metric.name in ("accuracy", "exact_match"):
+                if groups is None:
+                    res.mcnemar = mcnemar(correct_a=_correct(pa), correct_b=_correct(pb))
+                else:  # the item McNemar ignores clusters (type I error 30% in simulation): not reported
+                    res.mcnemar = clustered_mcnemar(correct_a=_correct(pa), correct_b=_correct(pb), groups=groups)
+            extra = diff_notes(pa, pb, res, groups if paired else None, ci, paired)
             entries.append(
                 MetricDiff(
                     metric=metric.name,
@@ -162,7 +156,7 @@ def compare(
                     ci_high=_num(res.high),
                     p_value=res.p_value,
                     ci=ci,
-                    resamples=resamples,
+                    resamples=res.resamples,
                     method=res.method,
                     n=res.n,
                     clusters=res.clusters,
@@ -184,26 +178,6 @@ def _adjust_comparison(doc: ComparisonDoc, adjust: str) -> None:
         e.p_adjusted = p
     doc.adjust = adjust
     doc.family = family_note(len(tested), adjust) if tested else None
-
-
-def _paired_stats(
-    pa: Prepared, pb: Prepared, res: PairedResult, groups: np.ndarray | None, ci: float, paired: bool
-) -> dict[str, Any]:
-    """Fields added to a compared metric: ``se`` of the difference, ``mde`` at 80% power (alpha 0.05),
-    ``analytic`` paired interval for means, ``warning`` below 30 clusters or items."""
-    out: dict[str, Any] = {"se": _num(res.se), "mde": _num(mde_from_se(res.se))}
-    ia, ib = _item_values(pa), _item_values(pb)
-    if paired and ia is not None and ib is not None and ia[1] is None and ib[1] is None:
-        out["analytic"] = analytic_interval(ia[0] - ib[0], groups=groups, ci=ci)
-    units = res.clusters if res.clusters is not None else res.n
-    note = coverage_note(units, clusters=res.clusters is not None)
-    if note:
-        out["warning"] = note
-    refused = refuse_degenerate(res.low, res.high, res.clusters)
-    if refused:
-        res.low = res.high = None
-        out["interval_note"] = refused
-    return out
 
 
 __all__ = ["Comparison", "compare"]

@@ -14,9 +14,19 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import msgspec
 import numpy as np
 
+from labledger.analysis.intervals import (
+    BCA_BELOW,
+    ITEM_RESAMPLE_BUDGET,
+    MIN_RESAMPLES,
+    analytic_interval,
+    correct_of,
+    item_values,
+    resamples_for,
+    value_interval,
+    value_notes,
+)
 from labledger.errors import ComparisonError, MetricInputError, UnknownNameError
 from labledger.inputs.records import finite_or_none
 from labledger.inputs.results import (
@@ -30,22 +40,14 @@ from labledger.inputs.results import (
     TaskData,
     load,
 )
+from labledger.metrics.analytic import normal_draws
 from labledger.metrics.classification import label_prepared, prob_prepared, resolve_average
-from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared
+from labledger.metrics.prepared import MeanPrepared, Prepared
 from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranking_prepared, set_f1_values
 from labledger.metrics.registry import Metric, MetricSpec, metric_key, parse_metric
 from labledger.metrics.regression import regression_prepared
-from labledger.metrics.resample import Interval, bootstrap_samples, interval
-from labledger.metrics.stats import (
-    MIN_CLUSTERS,
-    bca_interval,
-    coverage_note,
-    jackknife_values,
-    mean_interval,
-    refuse_degenerate,
-)
+from labledger.metrics.resample import Interval, rng_for
 from labledger.schema import (
-    AnalyticInterval,
     ConfusionMatrix,
     EvaluationDoc,
     MetricId,
@@ -231,29 +233,10 @@ def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: _T
     raise MetricInputError(f"metric '{metric.name}' cannot be bound to task '{td.task}'")
 
 
-#: Metrics without a count-table or mean form (ROC-AUC, AP, ECE, Pearson, Spearman...) are recomputed on
-#: every resample: n x resamples item-draws. Past this many draws the number of resamples is reduced
-#: (never below MIN_RESAMPLES), and the stored value says so (``resamples``, ``resamples_requested``).
-#: At 1M items that is 200 resamples: seconds instead of a minute. None: no cap.
-ITEM_RESAMPLE_BUDGET: float | None = 2e8
-MIN_RESAMPLES = 200
-
-
-def resamples_for(
-    prep: Prepared, resamples: int, groups: np.ndarray | None = None, *, budget: float | None = ITEM_RESAMPLE_BUDGET
-) -> int:
-    """How many bootstrap resamples a prepared metric gets (see :data:`ITEM_RESAMPLE_BUDGET`).
-
-    >>> from labledger.metrics import prepare
-    >>> resamples_for(prepare("accuracy", gold=[0, 1] * 10, pred=[0, 1] * 10), 1000)
-    1000
-    """
-    if not resamples or budget is None or prep.strategy != "weights":
-        return resamples
-    # clusters are expanded to item weights, so the cost is items x resamples either way
-    if prep.n * resamples <= budget:
-        return resamples
-    return max(min(resamples, MIN_RESAMPLES), int(budget // max(prep.n, 1)))
+#: Metrics without a count-table, bin-cell or analytic form are recomputed on every resample: n x
+#: resamples item-draws; past ITEM_RESAMPLE_BUDGET draws the number of resamples is reduced (never
+#: below MIN_RESAMPLES), and the stored value says so (``resamples``, ``resamples_requested``).
+#: The rules live in :mod:`labledger.analysis.intervals` (one builder for evaluate and compare).
 
 
 def _value_entry(
@@ -425,9 +408,9 @@ def _compute(
             continue
         if metric.name == "per_class" and where != "":
             continue
-        used = resamples_for(prep, resamples, td.group, budget=budget)
-        draws = bootstrap_samples(prep, resamples=used, seed=_seed(seed, td.task, where, key), groups=td.group)
-        iv = interval(prep, prep.value(), draws, ci=ci, resamples=used, groups=td.group)
+        iv, draws, used = value_interval(
+            prep, ci=ci, resamples=resamples, seed=_seed(seed, td.task, where, key), groups=td.group, budget=budget
+        )
         if metric.name == "per_class" and isinstance(iv, dict):
 
             def stat(name: str, lab: str, iv: Any = iv) -> Stat:
@@ -452,7 +435,7 @@ def _compute(
                 ],
             )
             continue
-        stats_extra = _interval_stats(prep, iv, td.group, ci, draws) if isinstance(iv, Interval) else {}
+        stats_extra = value_notes(prep, iv, td.group, ci, draws) if isinstance(iv, Interval) else {}
         entries.append(
             _value_entry(
                 metric,
@@ -470,6 +453,10 @@ def _compute(
                 },
             )
         )
+        if keep is not None and key in keep and draws is None and iv.resamples == 0 and resamples:
+            # an analytic headline: normal draws stand in for its bootstrap ones in the suite mean
+            found = normal_draws([prep], resamples, rng_for(_seed(seed, td.task, where, key)), td.group)
+            draws = None if found is None else found[0]
         if keep is not None and key in keep and draws is not None:
             samples[key] = draws
     return entries, tables, samples
@@ -755,77 +742,21 @@ def __getattr__(name: str) -> Any:
 # ------------------------------------------------------------------------------------------------
 # Inference beside the bootstrap (analytic intervals, few-cluster warnings, MDE): labledger.metrics.stats
 
-#: Metrics that are not plain means get BCa intervals below this many resampling units (items or clusters).
-BCA_BELOW = 200
-
-
-def _item_values(prep: Prepared) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """(per-item values, mask) when the metric is a plain mean of per-item values, else None."""
-    if prep.columns is not None:
-        return None
-    if prep.metric == "accuracy" and isinstance(prep, TablePrepared):
-        return _correct(prep).astype(np.float64), None
-    if isinstance(prep, MeanPrepared) and prep.post is None:
-        return prep.values, prep.mask
-    return None
-
-
-def analytic_interval(values: Any, *, groups: Any = None, ci: float = 0.95, mask: Any = None) -> AnalyticInterval:
-    """:func:`labledger.metrics.stats.mean_interval` as a typed :class:`~labledger.schema.AnalyticInterval`.
-
-    >>> analytic_interval([1, 0, 1, 1]).method
-    'Wilson score interval'
-    """
-    return msgspec.convert(mean_interval(values, groups=groups, ci=ci, mask=mask), AnalyticInterval)
-
-
-def _interval_stats(
-    prep: Prepared, iv: Interval, groups: np.ndarray | None, ci: float, draws: np.ndarray | None = None
-) -> dict[str, Any]:
-    """Fields added to a stored value: ``analytic`` interval for means, ``warning`` below 30 clusters or
-    items, and ``interval_note`` "too few clusters" where a zero-width interval is refused. Metrics
-    that are not means get the BCa interval below :data:`BCA_BELOW` units and from 5 clusters (it
-    covers better there in bench/stats_coverage.py; the percentile interval elsewhere)."""
-    out: dict[str, Any] = {}
-    item = _item_values(prep)
-    if item is not None:
-        out["analytic"] = analytic_interval(item[0], groups=groups, ci=ci, mask=item[1])
-    units = iv.clusters if iv.clusters is not None else iv.n
-    few = iv.clusters is not None and iv.clusters < MIN_CLUSTERS  # BCa covered worse there (0.73 vs 0.77)
-    if item is None and draws is not None and units < BCA_BELOW and not few and iv.low is not None:
-        jack = jackknife_values(prep, groups)
-        if jack is not None:
-            lo, hi = bca_interval(draws, iv.value, jack, ci)
-            if lo is not None:
-                iv.low, iv.high = lo, hi
-                iv.method = iv.method.replace("percentile bootstrap", "BCa bootstrap (jackknife acceleration)")
-    note = coverage_note(units, clusters=iv.clusters is not None)
-    if note:
-        out["warning"] = note
-    refused = refuse_degenerate(iv.low, iv.high, iv.clusters)
-    if refused:
-        iv.low = iv.high = None
-        out["interval_note"] = refused
-    return out
-
-
-def _correct(prep: Prepared) -> np.ndarray:
-    """Per-item correctness of accuracy (the diagonal cells of its table) or exact match (the hits)."""
-    if isinstance(prep, TablePrepared):
-        k = round(math.sqrt(prep.n_cells))
-        cells = prep.get_cells()
-        return np.asarray((cells // k) == (cells % k))
-    if isinstance(prep, MeanPrepared):
-        return np.asarray(prep.values > 0.5)
-    raise MetricInputError(f"{prep.metric}: McNemar's test needs per-item correctness")
+_item_values = item_values  # the names the sibling modules import
+_correct = correct_of
 
 
 __all__ = [
+    "BCA_BELOW",
     "DEFAULT_METRICS",
     "HEADLINE",
+    "ITEM_RESAMPLE_BUDGET",
+    "MIN_RESAMPLES",
     "Evaluation",
+    "analytic_interval",
     "evaluate",
     "find_metric",
     "prepare_task",
+    "resamples_for",
     "task_params",
 ]

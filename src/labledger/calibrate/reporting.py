@@ -25,20 +25,15 @@ from typing import Any
 import numpy as np
 
 from labledger.analysis.evaluation import HEADLINE, _num, _seed
+from labledger.analysis.intervals import resamples_for, value_interval
 from labledger.calibrate.applying import check_tasks, reading_positive
 from labledger.calibrate.fitting import crossfit_scores, load_results, split_mask
 from labledger.calibrate.methods import Scores, TaskArrays, apply_steps, task_arrays
 from labledger.calibrate.recipe import Recipe, TaskRecipe, item_hashes, load_recipe, sketch_overlap
 from labledger.calibrate.search import Objective, objective_from_key, resolve_objective
 from labledger.errors import CalibrationError, UnknownNameError
-from labledger.metrics.resample import (
-    _p_value,
-    bootstrap_samples,
-    interval,
-    percentile_interval,
-    resample_values,
-    rng_for,
-)
+from labledger.metrics.analytic import analytic_interval, normal_draws, paired_analytic, use_analytic
+from labledger.metrics.resample import _p_value, percentile_interval, resample_values, rng_for
 from labledger.schema import SCHEMA_VERSION, CalibrationDoc, MetricId, decode, format_p
 from labledger.schema.documents import CalibrationValue
 from labledger.schema.values import ci_label
@@ -251,8 +246,17 @@ def _entries(
         values = [float(p.value()) for p in preps]
         groups = None if obj.mode == "items" else arr.group
         draws = None
-        if resamples and preps[0].n:
-            draws = resample_values(preps, resamples, rng_for(_seed(seed, task, obj.key)), groups)
+        rng = rng_for(_seed(seed, task, obj.key))
+        analytic = bool(
+            resamples and preps[0].n and obj.mode != "items" and all(use_analytic(p, groups) for p in preps)
+        )
+        if analytic:  # joint normal draws (the suite mean's), intervals and tests from the analytic forms
+            draws = normal_draws(preps, resamples, rng, groups)
+            analytic = draws is not None
+        used = resamples
+        if resamples and preps[0].n and draws is None:
+            used = resamples_for(preps[0], resamples, groups) if obj.mode != "items" else resamples
+            draws = resample_values(preps, used, rng, groups)
         unit = (
             "items (rows grouped by '" + str(obj.item_field) + "')"
             if obj.mode == "items"
@@ -260,18 +264,22 @@ def _entries(
         )
         for i, v in enumerate(names):
             lo = hi = None
+            how = None
             if draws is not None and i == 0 and obj.mode != "items":
                 # the raw value's CI is the evaluation's (same procedure and seed as ``evaluate``),
                 # so a page showing both shows one interval for one number
-                raw_draws = bootstrap_samples(
-                    preps[0], resamples=resamples, seed=_seed(seed, task, "", obj.key), groups=groups
+                iv, _, _ = value_interval(
+                    preps[0], ci=ci, resamples=resamples, seed=_seed(seed, task, "", obj.key), groups=groups
                 )
-                iv = interval(preps[0], preps[0].value(), raw_draws, ci=ci, resamples=resamples, groups=groups)
                 if isinstance(iv, dict):  # a table metric: not a headline or probability metric of the report
                     raise CalibrationError(f"task '{task}': metric {obj.key} has no single value")
-                lo, hi = iv.low, iv.high
+                lo, hi, how = iv.low, iv.high, iv.method
+            elif analytic:
+                iv = analytic_interval(preps[i], ci=ci, groups=groups)
+                lo, hi, how = iv.low, iv.high, iv.method
             elif draws is not None:
                 lo, hi, _ = percentile_interval(draws[i], ci)
+                how = f"percentile bootstrap over {unit}"
             per_variant[v].append(
                 {
                     "metric": _display(obj),
@@ -283,18 +291,24 @@ def _entries(
                     "ci_low": _num(lo),
                     "ci_high": _num(hi),
                     "ci": ci,
-                    "resamples": resamples,
+                    "resamples": 0 if analytic else used,
                     "n": int(preps[i].n_used),
+                    "method": how,
                 }
             )
             if i == 0:
                 continue
             diff = values[i] - values[0]
             lo = hi = p = None
+            method = f"paired percentile bootstrap over {unit}; p-value: percentile bootstrap, two-sided"
             if draws is not None:
                 d = draws[i] - draws[0]
-                lo, hi, _ = percentile_interval(d, ci)
-                p = _p_value(d, diff)
+                if analytic:
+                    res = paired_analytic(preps[i], preps[0], ci=ci, groups=groups)
+                    lo, hi, p, method = res.low, res.high, res.p_value, res.method
+                else:
+                    lo, hi, _ = percentile_interval(d, ci)
+                    p = _p_value(d, diff)
                 if obj.key == head.key:
                     head_draws[v] = d
             diffs.append(
@@ -313,9 +327,9 @@ def _entries(
                     "ci_high": _num(hi),
                     "p_value": p,
                     "ci": ci,
-                    "resamples": resamples,
+                    "resamples": 0 if analytic else used,
                     "n": int(preps[i].n_used),
-                    "method": f"paired percentile bootstrap over {unit}; p-value: percentile bootstrap, two-sided",
+                    "method": method,
                 }
             )
     return per_variant, diffs, head_draws

@@ -59,6 +59,12 @@ def _print_stat_notes(entries: Sequence[MetricValue | MetricDiff]) -> None:
         console.print(f"[yellow]Warning:[/] {escape(note)}")
     for how in dict.fromkeys(e.analytic.method for e in entries if e.analytic is not None):
         console.print(f"[dim]analytic interval: {escape(how)}[/dim]")
+    forms: dict[str, list[str]] = {}
+    for e in entries:  # intervals formed without resampling (#19): which form each metric got
+        if e.method and e.method.startswith("analytic"):
+            forms.setdefault(e.method, []).append(display_key(e))
+    for how, keys in forms.items():
+        console.print(f"[dim]intervals: {escape(how)} ({escape(', '.join(keys))})[/dim]")
 
 
 def _p_cell(e: MetricDiff) -> str:

@@ -158,8 +158,21 @@ def prob_matrix(probs: Any, labels: Sequence[Any] | None) -> tuple[np.ndarray, t
     return mat, names
 
 
-def binary_gold(gold: Any, pos_label: Any) -> tuple[np.ndarray, Any]:
-    """``gold == pos_label`` as bool; ``pos_label`` defaults to 1/True for 0/1 or boolean gold."""
+def binary_gold(
+    gold: Any, pos_label: Any, *, negative: Any = None, only_two: bool = False, name: str = "pos_label"
+) -> tuple[np.ndarray, Any, Any]:
+    """``(gold == positive as bool, positive, negative)``: the one binary-gold encoder (metrics, sweeps).
+
+    ``pos_label`` None: 1 (True for boolean gold) when gold is 0/1 or boolean, else an error naming
+    ``name=``. ``only_two`` (the threshold sweep): every other item must be ``negative`` (default:
+    0/False for 0/1 gold, else the first value that is not the positive); otherwise a given
+    ``pos_label`` must be one of the labels present (when at least two are) and ``negative`` is None.
+
+    >>> binary_gold(["a", "b", "a"], "a")[0].tolist()
+    [True, False, True]
+    >>> binary_gold([0, 1, 1], None, only_two=True)[1:]
+    (1, 0)
+    """
     g = as_1d(gold, "gold")
     if pos_label is None:
         if g.dtype.kind in "biu":
@@ -167,13 +180,41 @@ def binary_gold(gold: Any, pos_label: Any) -> tuple[np.ndarray, Any]:
             values = {0, 1} if ok else {int(g.min()), int(g.max())}
         else:
             values = set(np.unique(g).tolist()) if len(g) else set()
-        if values <= {0, 1} or values <= {False, True}:
-            pos_label = 1
+        if (len(g) or not only_two) and (values <= {0, 1} or values <= {False, True}):
+            pos_label = True if g.dtype == bool else 1
+            if only_two and negative is None:
+                negative = False if g.dtype == bool else 0
         else:
-            raise MetricInputError(f"gold labels are {sorted(map(str, values))}: give pos_label= (the positive label)")
-    else:
+            raise MetricInputError(
+                f"gold labels are {sorted(map(str, values))}: give {name}= the positive label ({name}= is required "
+                "unless gold is boolean or 0/1)"
+            )
+    elif not only_two:
         check_pos_label(pos_label, np.unique(g).tolist() if len(g) else [])
-    return g == pos_label, pos_label
+    is_pos = g == pos_label
+    if not isinstance(is_pos, np.ndarray):  # comparison of incompatible types
+        is_pos = np.array([x == pos_label for x in g], dtype=bool)
+    if not only_two:
+        return is_pos, pos_label, None
+    rest = ~is_pos
+    if negative is None:
+        first = np.flatnonzero(rest)
+        if first.size == 0:
+            raise MetricInputError(
+                f"gold holds only the positive class {pos_label!r}; pass negative= to name the other."
+            )
+        negative = _py(g[first[0]])
+    bad = rest & (g != negative)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise MetricInputError(
+            f"gold[{i}] is {_py(g[i])!r}; a binary sweep expects only {_py(negative)!r} and {_py(pos_label)!r}."
+        )
+    return is_pos, pos_label, negative
+
+
+def _py(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def check_pos_label(pos_label: Any, present: Sequence[Any]) -> None:
@@ -187,7 +228,7 @@ def check_pos_label(pos_label: Any, present: Sequence[Any]) -> None:
 
 def score_inputs(gold: Any, score: Any, pos_label: Any) -> tuple[np.ndarray, np.ndarray, Any]:
     """Binary (gold, score) -> (gold is positive, score as float64, the positive label)."""
-    is_pos, pos_label = binary_gold(gold, pos_label)
+    is_pos, pos_label, _ = binary_gold(gold, pos_label)
     s = numbers(score, "score")
     same_length(gold=is_pos, score=s)
     if len(s) and (s.min() < 0 or s.max() > 1):

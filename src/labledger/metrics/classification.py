@@ -353,8 +353,10 @@ def _auc_point(is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None]
     return fn
 
 
-def _ap_w(score: np.ndarray, is_pos: np.ndarray) -> WeightsFunction:
-    order, starts = _sorted_groups(score, descending=True)
+def _ap_w(
+    score: np.ndarray, is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None] | None = None
+) -> WeightsFunction:
+    order, starts = sorted_ if sorted_ is not None else _sorted_groups(score, descending=True)
     pos_f = is_pos[order].astype(np.float64)
 
     def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
@@ -372,13 +374,28 @@ def _ap_w(score: np.ndarray, is_pos: np.ndarray) -> WeightsFunction:
     return fn
 
 
+class _OvrSorts:
+    """Each class's score sort for a one-vs-rest metric, computed once and shared by its weighted,
+    point and influence paths."""
+
+    def __init__(self, probs: np.ndarray, descending: bool):
+        self.probs, self.descending = probs, descending
+        self._sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
+
+    def get(self, c: int) -> tuple[np.ndarray, np.ndarray | None]:
+        if c not in self._sorts:
+            self._sorts[c] = _sorted_groups(np.ascontiguousarray(self.probs[:, c]), self.descending)
+        return self._sorts[c]
+
+
 def _ovr_w(
-    make: Callable[[np.ndarray, np.ndarray], WeightsFunction],
+    make: Callable[..., WeightsFunction],
     probs: np.ndarray,
     gold: np.ndarray,
     classes: Sequence[int],
+    sorts: _OvrSorts | None = None,
 ) -> WeightsFunction:
-    fns = [make(probs[:, c], gold == c) for c in classes]
+    fns = [make(probs[:, c], gold == c, None if sorts is None else sorts.get(c)) for c in classes]
 
     def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         vals = np.stack([f(w) for f in fns], axis=1)
@@ -388,19 +405,111 @@ def _ovr_w(
     return fn
 
 
+def ap_sorted(y: np.ndarray, starts: np.ndarray | None) -> float:
+    """Unweighted average precision from the class flags in descending score order (``starts``: tie groups).
+
+    >>> ap_sorted(np.array([True, False, True, False]), None)
+    0.8333333333333333
+    """
+    n, p = len(y), int(np.count_nonzero(y))
+    if p == 0:
+        return math.nan
+    if starts is None:
+        tp = y.astype(np.float64)
+        prec = np.cumsum(tp) / np.arange(1, n + 1)
+    else:
+        tp = np.add.reduceat(y.astype(np.float64), starts)
+        prec = np.cumsum(tp) / np.r_[starts[1:], n]
+    return float(np.dot(tp, prec) / p)
+
+
+def _ovr_point(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSorts) -> Callable[[], float]:
+    """The unweighted one-vs-rest macro mean from each class's sort (classes where it is defined)."""
+    kernel = roc_auc_sorted if name == "roc_auc" else ap_sorted
+
+    def fn() -> float:
+        vals = []
+        for c in classes:
+            order, starts = sorts.get(c)
+            vals.append(kernel((gold == c)[order], starts))
+        ok = [v for v in vals if not math.isnan(v)]
+        return float(np.mean(ok)) if ok else math.nan
+
+    return fn
+
+
+def _auc_infl(is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None]) -> Callable[[bool], np.ndarray]:
+    """DeLong influence values of ROC-AUC (:func:`labledger.metrics.analytic.auc_influence`), on the one sort."""
+    from labledger.metrics.analytic import auc_influence
+
+    return lambda clustered: auc_influence(is_pos, sorted_[0], sorted_[1], clustered)
+
+
+def _ap_infl(is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None]) -> Callable[[bool], np.ndarray]:
+    """Delta-method influence values of average precision, on the one (descending) sort."""
+    from labledger.metrics.analytic import ap_influence
+
+    return lambda clustered: ap_influence(is_pos, sorted_[0], sorted_[1], clustered)
+
+
+def _ovr_infl(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSorts) -> Callable[[bool], np.ndarray]:
+    """Influence values of a one-vs-rest macro mean (on the classes' shared sorts)."""
+    from labledger.metrics.analytic import ovr_influence
+
+    def fn(clustered: bool) -> np.ndarray:
+        kernel = _auc_infl if name == "roc_auc" else _ap_infl
+        return ovr_influence([kernel(gold == c, sorts.get(c)) for c in classes], clustered)
+
+    return fn
+
+
+def _ece_point(
+    binned: tuple[np.ndarray, np.ndarray, np.ndarray] | None, n_bins: int, strategy: str
+) -> Callable[[], float] | None:
+    """The unweighted equal-width ECE from its bin cells (no sort); None for equal-mass bins."""
+    if binned is None or strategy != "uniform":
+        return None
+    bins, correct, conf = binned
+
+    def fn() -> float:
+        if not len(bins):
+            return math.nan
+        gap = np.bincount(bins, weights=correct - conf, minlength=n_bins)
+        return float(np.abs(gap).sum() / len(bins))
+
+    return fn
+
+
+def _ece_binned(
+    conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """ECE as cells: (bin of each item, correct, confidence) for equal-width bins; for equal-mass bins
+    the item's rank in the stable confidence order (the resampler cuts the ranks into chunks)."""
+    if strategy != "uniform":
+        rank = np.empty(len(conf), dtype=np.int64)
+        rank[np.argsort(conf, kind="stable")] = np.arange(len(conf))
+        return rank, correct.astype(np.float64), conf
+    return np.minimum((conf * n_bins).astype(np.int64), n_bins - 1), correct.astype(np.float64), conf
+
+
 def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str) -> WeightsFunction:
     n = len(conf)
     if strategy == "uniform":
-        bins = np.minimum((conf * n_bins).astype(np.int64), n_bins - 1)
-        order = np.argsort(bins, kind="stable")
-        b_sorted = bins[order]
-        starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]]) if n else np.zeros(0, np.int64)
-        c_s, k_s = conf[order], correct[order].astype(np.float64)
+        cache: dict[str, np.ndarray] = {}
 
         def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
+            if not cache:  # sorted on first use: the point value and the bin-cell bootstrap never need it
+                bins = np.minimum((conf * n_bins).astype(np.int64), n_bins - 1)
+                cache["order"] = np.argsort(bins, kind="stable")
+                b_sorted = bins[cache["order"]]
+                cache["starts"] = (
+                    np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]]) if n else np.zeros(0, np.int64)
+                )
+                cache["d"] = correct[cache["order"]].astype(np.float64) - conf[cache["order"]]
+            order, starts = cache["order"], cache["starts"]
             ws = w if exchangeable else np.take(w, order, axis=1)
             tot = np.add.reduceat(ws, starts, axis=1)
-            gap = np.add.reduceat(ws * (k_s - c_s), starts, axis=1)
+            gap = np.add.reduceat(ws * cache["d"], starts, axis=1)
             return _div(np.abs(gap).sum(axis=1), tot.sum(axis=1), math.nan)
 
         return fn
@@ -427,17 +536,36 @@ def score_prepared(
     """A :class:`Prepared` for a binary probability metric from P(positive) (no (n, 2) matrix)."""
     n = len(score)
 
-    def weights(from_weights: WeightsFunction, point: Callable[[], float] | None = None) -> WeightsPrepared:
-        return WeightsPrepared(metric=name, params=params, n=n, n_used=n, from_weights=from_weights, point=point)
+    def weights(
+        from_weights: WeightsFunction,
+        point: Callable[[], float] | None = None,
+        influence: Callable[[bool], np.ndarray] | None = None,
+        binned: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ) -> WeightsPrepared:
+        return WeightsPrepared(
+            metric=name,
+            params=params,
+            n=n,
+            n_used=n,
+            from_weights=from_weights,
+            point=point,
+            influence=influence,
+            binned=binned,
+        )
 
     def mean(values: np.ndarray) -> MeanPrepared:
         return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
 
     if name == "roc_auc":
         sorted_ = _sorted_groups(score, descending=False)
-        return weights(_auc_w(score, is_pos, sorted_), _auc_point(is_pos, sorted_))
+        return weights(_auc_w(score, is_pos, sorted_), _auc_point(is_pos, sorted_), _auc_infl(is_pos, sorted_))
     if name == "average_precision":
-        return weights(_ap_w(score, is_pos))
+        sorted_d = _sorted_groups(score, descending=True)
+        return weights(
+            _ap_w(score, is_pos, sorted_d),
+            lambda: ap_sorted(is_pos[sorted_d[0]], sorted_d[1]),
+            _ap_infl(is_pos, sorted_d),
+        )
     if name == "log_loss":
         p = np.clip(np.where(is_pos, score, 1.0 - score), EPS, 1 - EPS)
         return mean(-np.log(p))
@@ -447,7 +575,12 @@ def score_prepared(
         if pred_pos is None:
             pred_pos = score >= 0.5
         conf = np.where(pred_pos, score, 1.0 - score)
-        return weights(_ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]))
+        binned = _ece_binned(conf, pred_pos == is_pos, params["n_bins"], params["strategy"])
+        return weights(
+            _ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]),
+            _ece_point(binned, params["n_bins"], params["strategy"]),
+            binned=binned,
+        )
     raise MetricInputError(f"{name} is not a probability metric")
 
 
@@ -464,8 +597,22 @@ def prob_prepared(
     """A :class:`Prepared` for a probability metric: ``gold`` indices, ``probs`` (n, K) keyed by ``labels``."""
     n, k = probs.shape
 
-    def weights(from_weights: WeightsFunction, point: Callable[[], float] | None = None) -> WeightsPrepared:
-        return WeightsPrepared(metric=name, params=params, n=n, n_used=n, from_weights=from_weights, point=point)
+    def weights(
+        from_weights: WeightsFunction,
+        point: Callable[[], float] | None = None,
+        influence: Callable[[bool], np.ndarray] | None = None,
+        binned: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ) -> WeightsPrepared:
+        return WeightsPrepared(
+            metric=name,
+            params=params,
+            n=n,
+            n_used=n,
+            from_weights=from_weights,
+            point=point,
+            influence=influence,
+            binned=binned,
+        )
 
     def mean(values: np.ndarray) -> MeanPrepared:
         return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
@@ -481,8 +628,17 @@ def prob_prepared(
             if _reverse_ranking(probs[:, 0], probs[:, 1], sorted_[0]):
                 # P(label 0) ranks the items exactly in reverse: both one-vs-rest AUCs are equal (when
                 # both are defined), so their macro mean is the AUC of label 1, computed once
-                return weights(_auc_w(probs[:, 1], gold == 1, sorted_), _auc_point(gold == 1, sorted_))
-        return weights(_ovr_w(make, probs, gold, range(k)))
+                return weights(
+                    _auc_w(probs[:, 1], gold == 1, sorted_),
+                    _auc_point(gold == 1, sorted_),
+                    _auc_infl(gold == 1, sorted_),
+                )
+        sorts = _OvrSorts(probs, descending=name != "roc_auc")
+        return weights(
+            _ovr_w(make, probs, gold, range(k), sorts),
+            _ovr_point(name, gold, range(k), sorts),
+            _ovr_infl(name, gold, range(k), sorts),
+        )
     if name == "log_loss":
         p = np.clip(probs[np.arange(n), gold], EPS, 1 - EPS)
         return mean(-np.log(p))
@@ -497,7 +653,12 @@ def prob_prepared(
         if pred is None:
             pred = probs.argmax(axis=1)
         conf = probs[np.arange(n), pred]
-        return weights(_ece_w(conf, pred == gold, params["n_bins"], params["strategy"]))
+        binned = _ece_binned(conf, pred == gold, params["n_bins"], params["strategy"])
+        return weights(
+            _ece_w(conf, pred == gold, params["n_bins"], params["strategy"]),
+            _ece_point(binned, params["n_bins"], params["strategy"]),
+            binned=binned,
+        )
     raise MetricInputError(f"{name} is not a probability metric")
 
 
@@ -942,6 +1103,7 @@ __all__ = [
     "BINARY_TABLE_METRICS",
     "METRICS",
     "accuracy",
+    "ap_sorted",
     "average_precision",
     "balanced_accuracy",
     "binary_table_metric",

@@ -186,6 +186,12 @@ class WeightsPrepared(_Bound):
 
     from_weights: WeightsFunction
     point: Callable[[], float] | None = None
+    #: Per-item influence values for an analytic interval (:mod:`labledger.metrics.analytic`); the
+    #: argument says whether clusters will be summed.
+    influence: Callable[[bool], np.ndarray] | None = None
+    #: A binned metric's count-table form (ECE, equal-width bins): (bin of each item, correct 0/1,
+    #: confidence); the bootstrap then draws bin cells instead of items (:mod:`labledger.metrics.resample`).
+    binned: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     strategy: Literal["weights"] = field(default="weights", init=False)
 
     def weighted(self, weights: npt.ArrayLike) -> np.ndarray:

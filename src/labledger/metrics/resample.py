@@ -57,6 +57,7 @@ class Interval:
     n: int
     clusters: int | None = None
     undefined_resamples: int = 0
+    se: float | None = None  # analytic intervals: the standard error they are formed from
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -319,10 +320,117 @@ def _resample_mean(
     return _run_chunks(_chunks(resamples, n), rng, work_items, len(preps))
 
 
+#: From this many items, binned metrics (equal-width ECE) resample bin cells instead of items.
+BINNED_FROM = 10_000
+#: Most occupied joint cells the binned path draws over (several variants' bins crossed).
+MAX_BIN_CELLS = 1 << 16
+
+
+def _binned_codes(preps: Sequence[WeightsPrepared], per_bin: int) -> tuple[list[np.ndarray], list[int]] | None:
+    """Each prep's cell of every item (bin x correct; equal-mass bins: rank chunk x correct) and its
+    number of cells, or None when one has no binned form."""
+    codes, sizes = [], []
+    for p in preps:
+        b = p.binned
+        if b is None:
+            return None
+        cells, correct, _ = b
+        n_bins = int(p.params.get("n_bins", int(cells.max(initial=0)) + 1))
+        if p.params.get("strategy") == "quantile":
+            m = n_bins * per_bin
+            codes.append(cells * m // max(len(cells), 1) * 2 + correct.astype(np.int64))
+            sizes.append(2 * m)
+        else:
+            codes.append(cells * 2 + correct.astype(np.int64))
+            sizes.append(2 * n_bins)
+    return codes, sizes
+
+
+def _resample_binned(
+    preps: Sequence[WeightsPrepared], resamples: int, rng: np.random.Generator
+) -> list[np.ndarray] | None:
+    """ECE of each prep on the same resamples, drawn over the joint (bin, correct) cells.
+
+    A resample is a multinomial draw of n over the occupied cells (exact), and each cell's sum of
+    confidences over its drawn items is drawn from its normal law given the count (the exact mean
+    N* mean_c and covariance N* Cov_c across the preps): ``resamples x cells`` numbers, not
+    ``resamples x n``. Equal-mass bins use rank chunks (8, 4 or 2 per bin) as cells; a resample
+    places each chunk by its resampled position and splits a chunk that straddles a bin edge in
+    proportion. None when the cells are too many (the item path is used).
+    """
+    n = preps[0].n
+    for per_bin in (8, 4, 2):
+        found = _binned_codes(preps, per_bin)
+        if found is None:
+            return None
+        codes, sizes = found
+        code = np.zeros(n, dtype=np.int64)
+        for c, size in zip(codes, sizes):
+            code = code * size + c
+        uniq, inv, counts = np.unique(code, return_inverse=True, return_counts=True)
+        if len(uniq) <= min(MAX_BIN_CELLS, n // 8):  # else drawing cells costs as much as drawing items
+            break
+    else:
+        return None
+    n_cat = len(uniq)
+    inv = inv.reshape(-1)
+    k = len(preps)
+    confs = [p.binned[2] for p in preps if p.binned is not None]
+    cnt = counts.astype(np.float64)
+    means = np.stack([np.bincount(inv, weights=c, minlength=n_cat) / cnt for c in confs], axis=1)
+    cov = np.empty((n_cat, k, k))
+    for i in range(k):
+        ci = confs[i] - means[inv, i]
+        for j in range(i, k):
+            cj = confs[j] - means[inv, j]
+            cov[:, i, j] = cov[:, j, i] = np.bincount(inv, weights=ci * cj, minlength=n_cat) / cnt
+    vals, vecs = np.linalg.eigh(cov)
+    root = vecs * np.sqrt(np.clip(vals, 0, None))[:, None, :]  # (cells, k, k): root @ root.T = cov
+    first = np.zeros(n_cat, dtype=np.int64)
+    first[inv[::-1]] = np.arange(n - 1, -1, -1)  # one item of each cell: its bin/chunk and correctness
+    cell_of = [c[first] // 2 for c in codes]
+    cell_ok = [(c[first] % 2).astype(np.float64) for c in codes]
+    quantile = [p.params.get("strategy") == "quantile" for p in preps]
+    n_bins = [int(p.params.get("n_bins", 1)) for p in preps]
+
+    def work(size: int, gen: np.random.Generator) -> list[np.ndarray]:
+        draws = draw_counts(counts, size, gen)  # (size, cells)
+        z = gen.standard_normal((size, n_cat, k))
+        noise = np.einsum("cij,bcj->bci", root, z) * np.sqrt(draws)[:, :, None]
+        out = []
+        for j in range(k):
+            gaps = draws * cell_ok[j] - (draws * means[:, j] + noise[:, :, j])
+            nb = n_bins[j]
+            if not quantile[j]:
+                gap = _scatter(gaps, cell_of[j], nb)
+            else:
+                m = sizes[j] // 2
+                w = _scatter(draws, cell_of[j], m)
+                d = _scatter(gaps, cell_of[j], m)
+                before = np.cumsum(w, axis=1) - w
+                b0 = np.minimum((before * nb / n).astype(np.int64), nb - 1)
+                edge = np.ceil((b0 + 1) * n / nb)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    frac = np.where(w > 0, np.clip(edge - before, 0, w) / np.where(w > 0, w, 1), 1.0)
+                b1 = np.minimum(b0 + 1, nb - 1)
+                rows = nb * np.arange(size)[:, None]
+                gap = np.bincount((b0 + rows).ravel(), weights=(frac * d).ravel(), minlength=size * nb)
+                gap += np.bincount((b1 + rows).ravel(), weights=((1 - frac) * d).ravel(), minlength=size * nb)
+                gap = gap.reshape(size, nb)
+            out.append(np.abs(gap).sum(axis=1) / n)
+        return out
+
+    return _run_chunks(_chunks(resamples, n_cat * (k + 1)), rng, work, k)
+
+
 def _resample_weights(
     preps: Sequence[WeightsPrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None
 ) -> list[np.ndarray]:
     n = preps[0].n
+    if groups is None and n >= BINNED_FROM:
+        fast = _resample_binned(preps, resamples, rng)
+        if fast is not None:
+            return fast
     n_groups = int(groups.max()) + 1 if groups is not None and len(groups) else 0
 
     # A fresh draw for one metric on items (not clusters) is exchangeable: the metric may read its
@@ -360,7 +468,17 @@ def percentile_interval(samples: np.ndarray, ci: float) -> tuple[Any, Any, int]:
 def _method(prep: Prepared, groups: Any) -> str:
     how = {"table": "count-table multinomial", "mean": "item-value resample", "weights": "resample-weight matrix"}
     unit = "clusters" if groups is not None else "items"
-    return f"percentile bootstrap over {unit} ({how[prep.strategy]})"
+    shape = how[prep.strategy]
+    if binned_path(prep, groups):
+        shape = "bin count-table multinomial, confidence sums by their normal law"
+        if prep.params.get("strategy") == "quantile":
+            shape = "rank-chunk count-table multinomial, confidence sums by their normal law"
+    return f"percentile bootstrap over {unit} ({shape})"
+
+
+def binned_path(prep: Prepared, groups: Any = None) -> bool:
+    """Whether the bootstrap of ``prep`` draws bin cells (equal-width ECE from :data:`BINNED_FROM` items)."""
+    return isinstance(prep, WeightsPrepared) and prep.binned is not None and groups is None and prep.n >= BINNED_FROM
 
 
 def _check_ci(ci: float, resamples: int) -> None:
@@ -563,10 +681,12 @@ def mcnemar(*, correct_a: Any, correct_b: Any, exact_below: int = MCNEMAR_EXACT_
 
 
 __all__ = [
+    "BINNED_FROM",
     "CHUNK_ELEMENTS",
     "MCNEMAR_EXACT_BELOW",
     "Interval",
     "PairedResult",
+    "binned_path",
     "bootstrap",
     "bootstrap_samples",
     "draw_counts",

@@ -43,13 +43,13 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from labledger.errors import MetricInputError, UnknownMetricError
+from labledger.metrics._inputs import binary_gold
 from labledger.metrics.classification import binary_table_metric, roc_auc_sorted, tie_starts
 from labledger.metrics.gates import (
     _CLASS_METRICS,
     OBJECTIVES,
     Gate,
     _check_labels,
-    _py,
     _slice_mask,
     parse_gate,
 )
@@ -250,39 +250,6 @@ def best_grid_point(values: Any, distance: Any, *, higher: bool = True) -> int |
 
 # ----------------------------------------------------------------------------------------------
 # Inputs
-
-
-def _binary_gold(gold: Any, positive: Any, negative: Any) -> tuple[np.ndarray, Any, Any]:
-    g = np.asarray(gold)
-    if g.ndim != 1:
-        raise MetricInputError(f"gold must be one-dimensional; got shape {g.shape}.")
-    if positive is None:
-        if g.dtype == bool:
-            positive = True
-            negative = False if negative is None else negative
-        elif g.dtype.kind in "iuf" and g.size and bool(np.isin(g, (0, 1)).all()):
-            positive = 1
-            negative = 0 if negative is None else negative
-        else:
-            raise MetricInputError("positive= is required unless gold is boolean or 0/1.")
-    is_pos = g == positive
-    if not isinstance(is_pos, np.ndarray):  # comparison of incompatible types
-        is_pos = np.array([x == positive for x in g], dtype=bool)
-    rest = ~is_pos
-    if negative is None:
-        first = np.flatnonzero(rest)
-        if first.size == 0:
-            raise MetricInputError(
-                f"gold holds only the positive class {positive!r}; pass negative= to name the other."
-            )
-        negative = _py(g[first[0]])
-    bad = rest & (g != negative)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise MetricInputError(
-            f"gold[{i}] is {_py(g[i])!r}; a binary sweep expects only {_py(negative)!r} and {_py(positive)!r}."
-        )
-    return is_pos, positive, negative
 
 
 def _scores(score: Any, n: int, name: str = "score") -> np.ndarray:
@@ -502,7 +469,7 @@ def _prepare(
     gates: Sequence[Gate],
     strict_slices: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, dict[SliceKey, Any], Any, Any]:
-    is_pos, positive, negative = _binary_gold(gold, positive, negative)
+    is_pos, positive, negative = binary_gold(gold, positive, negative=negative, only_two=True, name="positive")
     n = int(is_pos.size)
     s = _scores(score, n)
     labels = [str(negative), str(positive)]

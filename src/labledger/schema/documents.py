@@ -173,7 +173,10 @@ class CalibrationMetric(Part, kw_only=True):
     ci_high: Annotated[float | None, meaning("upper end of the paired interval of the difference")]
     p_value: Annotated[float | None, meaning("two-sided percentile-bootstrap p of H0: difference = 0")]
     ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
-    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: no interval)")]
+    resamples: Annotated[
+        int,
+        meaning("bootstrap resamples drawn (0: none drawn; `method` names an analytic interval, else there is none)"),
+    ]
     n: Annotated[int, meaning("items", "items")]
     method: Annotated[
         str | None, meaning("how the interval was formed (percentile bootstrap, cluster bootstrap, ...)")
@@ -193,8 +196,14 @@ class CalibrationValue(Part, kw_only=True):
     ci_low: Annotated[float | None, meaning("lower end of the interval")]
     ci_high: Annotated[float | None, meaning("upper end of the interval")]
     ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
-    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: no interval)")]
+    resamples: Annotated[
+        int,
+        meaning("bootstrap resamples drawn (0: none drawn; `method` names an analytic interval, else there is none)"),
+    ]
     n: Annotated[int, meaning("items", "items")]
+    method: Annotated[
+        str | None, meaning("how the interval was formed: an analytic form (DeLong, CLT, Wilson) or which bootstrap")
+    ] = None
 
     @property
     def id(self) -> MetricId:

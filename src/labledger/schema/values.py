@@ -95,7 +95,10 @@ class MetricValue(Part, kw_only=True):
     ci_low: Annotated[float | None, meaning("lower end of the interval")]
     ci_high: Annotated[float | None, meaning("upper end of the interval")]
     ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
-    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: no interval)")]
+    resamples: Annotated[
+        int,
+        meaning("bootstrap resamples drawn (0: none drawn; `method` names an analytic interval, else there is none)"),
+    ]
     method: Annotated[str | None, meaning("how the interval was formed (percentile bootstrap, cluster bootstrap, ...)")]
     n: Annotated[int, meaning("items the value is computed on", "items")]
     clusters: Annotated[
@@ -162,7 +165,10 @@ class MetricDiff(Part, kw_only=True):
     ci_high: Annotated[float | None, meaning("upper end of the difference's interval")]
     p_value: Annotated[float | None, meaning("two-sided percentile-bootstrap p of H0: difference = 0")]
     ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
-    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: no interval)")]
+    resamples: Annotated[
+        int,
+        meaning("bootstrap resamples drawn (0: none drawn; `method` names an analytic interval, else there is none)"),
+    ]
     method: Annotated[str | None, meaning("how the interval was formed (percentile bootstrap, cluster bootstrap, ...)")]
     n: Annotated[int | None, meaning("paired items (null when unpaired)", "items")]
     clusters: Annotated[
@@ -209,7 +215,10 @@ class PerClass(Part, kw_only=True):
     definition: Annotated[str, meaning("what the table holds")]
     params: Annotated[dict[str, Any], meaning("the metric's parameters (average=, k=, pos_label=, n_bins=)")]
     ci: Annotated[float, meaning("the interval's confidence level (0.95: a 95% CI)")]
-    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: no interval)")]
+    resamples: Annotated[
+        int,
+        meaning("bootstrap resamples drawn (0: none drawn; `method` names an analytic interval, else there is none)"),
+    ]
     method: Annotated[str | None, meaning("how the interval was formed (percentile bootstrap, cluster bootstrap, ...)")]
     labels: Annotated[list[PerClassRow], meaning("one row per label")]
 

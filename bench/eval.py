@@ -1,0 +1,291 @@
+"""``labledger eval`` / ``compare`` / ``calibrate report`` at scale, beside pandas+sklearn and duckdb+numpy (#19).
+
+Writes binary and 3-class ``results.jsonl`` files of ``--rows`` rows (the review's generator:
+reviews/perf.md section 2), then runs each case in a fresh subprocess, cases interleaved rep by rep,
+and prints one table: wall and CPU (user+sys) seconds, peak RSS, and the 1-minute load average at
+the start of the case. CPU is the stable figure on a shared machine; wall is what a user waits for.
+
+Cases (``--only`` picks some by name):
+
+- ``eval``: ``labledger eval FILE --json`` (default metrics, 95% intervals), end to end from JSONL;
+- ``eval-compute``: the same in one process, ``evaluate`` timed apart from reading (``read`` column);
+- ``eval-3``: accuracy, macro F1 and ROC-AUC, ``--resamples 0`` (like for like with the peers);
+- ``pandas``: ``pd.read_json`` + sklearn (accuracy, macro F1, ROC-AUC; no intervals);
+- ``duckdb``: ``read_json`` + numpy (the same three; no intervals);
+- ``compare``: ``labledger compare A B --json`` on two 3-class files with the same items;
+- ``calibrate``: ``labledger calibrate report A --recipe R --json`` (a prior-multiplier recipe
+  fitted with ``--crossfit 5`` beforehand, not timed).
+
+    python bench/eval.py --rows 1000000            # ~1-2 minutes on 2 quiet cores
+    python bench/eval.py --rows 10000000 --only eval,eval-compute,compare,calibrate
+    python bench/eval.py --rows 200000 --reps 3 --markdown
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+CASES = ("eval", "eval-compute", "eval-3", "pandas", "duckdb", "compare", "calibrate")
+
+COMPUTE = r"""
+import json, sys, time
+t0 = time.perf_counter(); c0 = time.process_time()
+from labledger.inputs.results import load
+from labledger.analysis.evaluation import evaluate
+path, positive = sys.argv[1], (sys.argv[2] or None)
+t1 = time.perf_counter()
+rs = load(path, positive=positive)
+t2 = time.perf_counter(); c2 = time.process_time()
+ev = evaluate(rs)
+t3 = time.perf_counter(); c3 = time.process_time()
+print(json.dumps({"read_s": t2 - t1, "compute_s": t3 - t2, "compute_cpu_s": c3 - c2}))
+"""
+
+PANDAS = r"""
+import json, sys
+import numpy as np, pandas as pd
+from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
+path, kind = sys.argv[1], sys.argv[2]
+df = pd.read_json(path, lines=True)
+if kind == "binary":
+    y = (df["gold"] == "yes").to_numpy(); s = df["score"].to_numpy(); pred = s >= 0.5
+    out = [accuracy_score(y, pred), f1_score(y, pred, average="macro"), roc_auc_score(y, s)]
+else:
+    labels = ["neg", "neu", "pos"]
+    P = pd.DataFrame(df["probs"].tolist())[labels].to_numpy()
+    y = df["gold"].map({l: i for i, l in enumerate(labels)}).to_numpy(); pred = P.argmax(1)
+    out = [accuracy_score(y, pred), f1_score(y, pred, average="macro"),
+           roc_auc_score(y, P, multi_class="ovr", average="macro")]
+print(json.dumps(out))
+"""
+
+DUCK = r"""
+import json, sys
+import duckdb, numpy as np
+path, kind = sys.argv[1], sys.argv[2]
+def auc(pos, s):
+    u, inv, cnt = np.unique(s, return_inverse=True, return_counts=True)
+    ranks = (np.cumsum(cnt) - (cnt - 1) / 2.0)[inv]
+    n1 = int(pos.sum()); n0 = len(s) - n1
+    return (ranks[pos].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n0)
+def macro_f1(y, pred, k):
+    cm = np.bincount(y * k + pred, minlength=k * k).reshape(k, k)
+    tp = np.diag(cm); fp = cm.sum(0) - tp; fn = cm.sum(1) - tp
+    return float(np.mean(2 * tp / (2 * tp + fp + fn)))
+if kind == "binary":
+    d = duckdb.sql(f"SELECT gold, score FROM read_json('{path}', format='newline_delimited')").fetchnumpy()
+    y = (d["gold"] == "yes").astype(np.int64); s = d["score"]; pred = (s >= 0.5).astype(np.int64)
+    out = [float((y == pred).mean()), macro_f1(y, pred, 2), auc(y == 1, s)]
+else:
+    d = duckdb.sql(f"SELECT gold, probs.neg AS a, probs.neu AS b, probs.pos AS c FROM read_json('{path}', "
+                   "format='newline_delimited')").fetchnumpy()
+    P = np.column_stack([d["a"], d["b"], d["c"]]); labels = np.array(["neg", "neu", "pos"])
+    y = np.searchsorted(labels, d["gold"].astype(str)); pred = P.argmax(1)
+    out = [float((y == pred).mean()), macro_f1(y, pred, 3), float(np.mean([auc(y == c, P[:, c]) for c in range(3)]))]
+print(json.dumps(out))
+"""
+
+
+def generate(kind: str, n: int, path: Path, seed: int = 0, model_seed: int | None = None) -> None:
+    """The review's generator (reviews/perf-scripts/s2_gen.py), in chunks of 1M rows."""
+    rng = np.random.default_rng(seed)
+    rng2 = np.random.default_rng(model_seed) if model_seed is not None else None
+    chunk = 1_000_000
+    with open(path, "wb") as f:
+        for start in range(0, n, chunk):
+            m = min(chunk, n - start)
+            if kind == "binary":
+                gold = rng.random(m) < 0.3
+                score = np.clip(rng.normal(np.where(gold, 0.65, 0.35), 0.2), 0.0, 1.0).tolist()
+                g = np.where(gold, "yes", "no").tolist()
+                lines = [
+                    orjson.dumps({"id": f"b{start + i}", "task": "bin", "gold": g[i], "score": score[i]})
+                    for i in range(m)
+                ]
+            else:
+                labels = ("neg", "neu", "pos")
+                gold = rng.choice(3, size=m, p=[0.3, 0.45, 0.25])
+                logits = rng.normal(0, 1, (m, 3))
+                boost = 1.2
+                if rng2 is not None:
+                    logits, boost = rng2.normal(0, 1, (m, 3)), 1.3
+                logits[np.arange(m), gold] += boost
+                p = np.exp(logits)
+                p /= p.sum(1, keepdims=True)
+                pl = p.tolist()
+                gl = [labels[k] for k in gold.tolist()]
+                lines = [
+                    orjson.dumps(
+                        {
+                            "id": f"c{start + i}",
+                            "task": "cls3",
+                            "gold": gl[i],
+                            "probs": {"neg": pl[i][0], "neu": pl[i][1], "pos": pl[i][2]},
+                        }
+                    )
+                    for i in range(m)
+                ]
+            f.write(b"\n".join(lines) + b"\n")
+
+
+def run(cmd: list[str]) -> dict:
+    """Wall, CPU (user+sys) and peak RSS of one fresh subprocess, with its stdout."""
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    return {"wall": wall, "out": out.decode(), "err": err.decode()[-400:], "rc": proc.returncode, "load": load}
+
+
+def measured(cmd: list[str]) -> dict:
+    """Like :func:`run`, with CPU and peak RSS from ``/usr/bin/time`` when present, else rusage deltas."""
+    timer = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
+    if timer:
+        r = run([timer, "-f", "@@%U %S %M", *cmd])
+        tail = [ln for ln in r["err"].splitlines() if ln.startswith("@@")]
+        if tail:
+            u, s, m = tail[-1][2:].split()
+            return {**r, "cpu": float(u) + float(s), "rss_mib": int(m) / 1024}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = run(cmd)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {**r, "cpu": cpu, "rss_mib": after.ru_maxrss / 1024}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--only", default=",".join(CASES))
+    ap.add_argument("--kinds", default="binary,cls3")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--keep", help="write the files here and keep them (reused when present)")
+    args = ap.parse_args()
+    only = args.only.split(",")
+    lb = [sys.executable, "-m", "labledger"]
+    tmp = Path(args.keep or tempfile.mkdtemp(prefix="bench-eval-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for kind in args.kinds.split(","):
+        path = tmp / f"{kind}_{args.rows}.jsonl"
+        if not path.exists():
+            generate(kind, args.rows, path)
+        files[kind] = path
+    if "compare" in only or "calibrate" in only:
+        files["cls3_b"] = tmp / f"cls3_b_{args.rows}.jsonl"
+        if not files["cls3_b"].exists():
+            generate("cls3", args.rows, files["cls3_b"], seed=0, model_seed=7)
+    recipe = tmp / f"recipe_{args.rows}.toml"
+    if "calibrate" in only and not recipe.exists():
+        subprocess.run(
+            [
+                *lb,
+                "calibrate",
+                "fit",
+                str(files.get("cls3", tmp / f"cls3_{args.rows}.jsonl")),
+                "--task",
+                "cls3",
+                "--method",
+                "prior_multiplier",
+                "--crossfit",
+                "5",
+                "--out",
+                str(recipe),
+            ],
+            check=True,
+            capture_output=True,
+        )
+
+    def cases():
+        for kind, path in files.items():
+            if kind == "cls3_b":
+                continue
+            pos = ["--positive", "yes"] if kind == "binary" else []
+            yield kind, "eval", [*lb, "eval", str(path), *pos, "--json"]
+            yield kind, "eval-compute", [sys.executable, "-c", COMPUTE, str(path), "yes" if kind == "binary" else ""]
+            yield (
+                kind,
+                "eval-3",
+                [
+                    *lb,
+                    "eval",
+                    str(path),
+                    *pos,
+                    "--metric",
+                    "accuracy",
+                    "--metric",
+                    "macro_f1",
+                    "--metric",
+                    "roc_auc",
+                    "--resamples",
+                    "0",
+                    "--json",
+                ],
+            )
+            yield kind, "pandas", [sys.executable, "-c", PANDAS, str(path), kind]
+            yield kind, "duckdb", [sys.executable, "-c", DUCK, str(path), kind]
+            if kind == "cls3":
+                yield kind, "compare", [*lb, "compare", str(path), str(files["cls3_b"]), "--json"]
+                yield kind, "calibrate", [*lb, "calibrate", "report", str(path), "--recipe", str(recipe), "--json"]
+
+    rows: list[dict] = []
+    for rep in range(args.reps):
+        for kind, case, cmd in cases():
+            if case not in only:
+                continue
+            if case in ("pandas", "duckdb"):
+                mod = "sklearn" if case == "pandas" else "duckdb"
+                if subprocess.run([sys.executable, "-c", f"import {mod}"], capture_output=True).returncode:
+                    rows.append({"kind": kind, "case": case, "rep": rep, "skipped": f"{mod} not installed"})
+                    continue
+            r = measured(cmd)
+            row = {
+                "kind": kind,
+                "case": case,
+                "rep": rep,
+                "wall": r["wall"],
+                "cpu": r["cpu"],
+                "rss_mib": r["rss_mib"],
+                "load": r["load"],
+                "rc": r["rc"],
+            }
+            if r["rc"]:
+                row["error"] = r["err"]
+            if case == "eval-compute" and not r["rc"]:
+                row.update(json.loads(r["out"].strip().splitlines()[-1]))
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    print(f"\n{args.rows:,} rows; {args.reps} rep(s); os.cpu_count() = {os.cpu_count()}")
+    head = "| file | case | wall s | CPU s | peak RSS MiB | load | note |"
+    print(head)
+    print("|---|---|---:|---:|---:|---:|---|")
+    for r in rows:
+        if "skipped" in r:
+            print(f"| {r['kind']} | {r['case']} | | | | | skipped: {r['skipped']} |")
+            continue
+        note = r.get("error", "")[:60]
+        if "compute_s" in r:
+            note = f"read {r['read_s']:.2f} s, compute {r['compute_s']:.2f} s wall / {r['compute_cpu_s']:.2f} s CPU"
+        print(
+            f"| {r['kind']} | {r['case']} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['rss_mib']:.0f} | {r['load']:.1f} | {note} |"
+        )
+    if not args.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

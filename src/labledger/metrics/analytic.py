@@ -1,0 +1,366 @@
+"""Analytic intervals whose cost does not grow with n x resamples (#19): influence values.
+
+Every interval here comes from one per-item *influence value* psi_i (the metric's first-order change
+when item i is weighted up), so that ``Var(metric) ~ sum_i psi_i^2``; a paired difference uses
+``psi_A - psi_B`` on the same items, and clusters sum psi within each cluster (cluster-robust, CR1:
+``C/(C-1) sum_c (sum_{i in c} psi_i)^2``). One O(n) pass after one sort per metric:
+
+- means of per-item values (log loss, Brier, MAE, exact match...): ``psi_i = (x_i - mean) / n``,
+  scaled by ``sqrt(n/(n-1))`` (the CLT SE with the n-1 variance); t on n-1 df; a 0/1 mean's own
+  interval is the Wilson score interval; a transformed mean (RMSE = sqrt of the MSE) by the delta
+  method;
+- ROC-AUC: DeLong, DeLong & Clarke-Pearson (1988): positives ``(V10_i - AUC) / P``, negatives
+  ``(V01_j - AUC) / Q`` with the structural components V10/V01 (ties count one half), scaled by
+  ``sqrt(P/(P-1))`` and ``sqrt(Q/(Q-1))``: exactly DeLong's ``S10/P + S01/Q`` (and, paired, his
+  covariance of two AUCs on the same items); the one-vs-rest macro mean averages the classes' psi;
+- average precision: the delta method on ``AP = E[Y G(S)/F(S)] / P(Y=1)`` (G, F the survival
+  functions of the positives' and all scores), giving
+  ``psi_i = (1/P) [y_i (prec_i - AP) + sum_{j pos, s_j <= s_i} (y_i - prec_j) / K_j]``.
+
+These are the standard large-sample forms; :data:`ANALYTIC_FROM` says from how many items they
+replace the bootstrap (``bench/analytic_coverage.py`` measures their coverage).
+
+>>> import numpy as np
+>>> from labledger.metrics import prepare
+>>> p = prepare("roc_auc", gold=[0, 0, 1, 1, 0, 1], score=[0.1, 0.4, 0.35, 0.8, 0.2, 0.9])
+>>> iv = analytic_interval(p)
+>>> round(iv.value, 4), iv.method
+(0.8889, 'analytic: DeLong SE, normal')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats as _st
+
+from labledger.errors import MetricInputError
+from labledger.metrics.prepared import MeanPrepared, Prepared, WeightsPrepared
+
+#: From this many items (no clusters) analytic intervals replace the bootstrap for the metrics that
+#: have one (means, ROC-AUC, AP): below it the bootstrap costs under ~0.1 s a metric, and from it
+#: bench/analytic_coverage.py measures DeLong / CLT / the AP delta method at nominal coverage
+#: (0.94-0.96 with R = 1,000 from n = 1,000: see bench/RESULTS.md, #19).
+ANALYTIC_FROM = 10_000
+#: With clusters, the cluster-robust (CR1) analytic form needs this many clusters (coverage 0.92-0.97
+#: at 100 clusters in tests/test_stats_simulation.py); fewer: the cluster bootstrap.
+ANALYTIC_MIN_CLUSTERS = 100
+
+#: A function returning per-item influence values; its argument says whether clusters will be summed
+#: (then the per-stratum n/(n-1) factors are left out: CR1 brings its own C/(C-1)).
+InfluenceFunction = Callable[[bool], np.ndarray]
+
+
+# ------------------------------------------------------------------------------------------------
+# Influence values of the metrics
+
+
+def _group_ids(starts: np.ndarray | None, n: int) -> np.ndarray:
+    """The tie-group index of each sorted position (``starts``: group starts; None: no ties)."""
+    if starts is None:
+        return np.arange(n)
+    flags = np.zeros(n, dtype=np.int64)
+    flags[starts] = 1
+    return np.cumsum(flags) - 1
+
+
+def auc_influence(is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | None, clustered: bool) -> np.ndarray:
+    """DeLong's per-item influence values of ROC-AUC (``order``: ascending score order, ``starts``: tie
+    groups of the sorted scores); nan everywhere when a class is absent.
+
+    >>> import numpy as np
+    >>> y = np.array([False, True, False, True]); order = np.arange(4)
+    >>> auc_influence(y, order, None, True).round(3).tolist()
+    [0.125, -0.125, -0.125, 0.125]
+    """
+    n = len(is_pos)
+    y = is_pos[order]
+    p = int(np.count_nonzero(y))
+    q = n - p
+    if p == 0 or q == 0:
+        return np.full(n, math.nan)
+    gid = _group_ids(starts, n)
+    yf = y.astype(np.float64)
+    pos_g = np.bincount(gid, weights=yf)
+    neg_g = np.bincount(gid, weights=1.0 - yf)
+    neg_below = np.cumsum(neg_g) - neg_g
+    pos_above = p - np.cumsum(pos_g)
+    v10 = (neg_below + 0.5 * neg_g) / q  # for a positive: the share of negatives it outranks
+    v01 = (pos_above + 0.5 * pos_g) / p  # for a negative: the share of positives that outrank it
+    auc = float((pos_g * v10).sum() / p)
+    sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
+    sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
+    psi_sorted = np.where(y, (v10[gid] - auc) / p * sp, (v01[gid] - auc) / q * sq)
+    out = np.empty(n)
+    out[order] = psi_sorted
+    return out
+
+
+def ap_influence(is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | None, clustered: bool) -> np.ndarray:
+    """Delta-method influence values of average precision (``order``: descending score order).
+
+    >>> import numpy as np
+    >>> y = np.array([True, False, True, False]); order = np.arange(4)
+    >>> abs(float(ap_influence(y, order, None, True).sum())) < 1e-12
+    True
+    """
+    n = len(is_pos)
+    y = is_pos[order]
+    p = int(np.count_nonzero(y))
+    if p == 0 or n == 0:
+        return np.full(n, math.nan)
+    gid = _group_ids(starts, n)
+    yf = y.astype(np.float64)
+    pos_g = np.bincount(gid, weights=yf)
+    cnt_g = np.bincount(gid).astype(np.float64)
+    k_c = np.cumsum(cnt_g)
+    prec = np.cumsum(pos_g) / k_c
+    ap = float((pos_g * prec).sum() / p)
+    a = np.cumsum((pos_g / k_c)[::-1])[::-1]  # groups at or below each score
+    b = np.cumsum((pos_g * prec / k_c)[::-1])[::-1]
+    psi_sorted = (yf * (prec[gid] - ap) + yf * a[gid] - b[gid]) / p
+    if not clustered and n > 1:
+        psi_sorted *= math.sqrt(n / (n - 1))
+    out = np.empty(n)
+    out[order] = psi_sorted
+    return out
+
+
+def ovr_influence(fns: Sequence[InfluenceFunction], clustered: bool) -> np.ndarray:
+    """Influence values of a one-vs-rest macro mean: the mean of the defined classes' values."""
+    parts = [f(clustered) for f in fns]
+    ok = [x for x in parts if np.isfinite(x).all()]
+    if not ok:
+        return np.full(len(parts[0]) if parts else 0, math.nan)
+    return np.mean(np.stack(ok), axis=0)
+
+
+def _mean_influence(prep: MeanPrepared, clustered: bool) -> np.ndarray | None:
+    keep = np.ones(prep.n, dtype=bool) if prep.mask is None else np.asarray(prep.mask, dtype=bool)
+    m_used = int(keep.sum())
+    if m_used == 0:
+        return None
+    x = prep.values
+    m = float(x[keep].mean())
+    psi = np.where(keep, (x - m) / m_used, 0.0)
+    if prep.post is not None:
+        h = 1e-6 * max(1.0, abs(m))
+        lo, hi = prep.post(np.array([m - h, m + h]))
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            return None
+        psi = psi * float((hi - lo) / (2 * h))
+    if not clustered and m_used > 1:
+        psi = psi * math.sqrt(m_used / (m_used - 1))
+    return psi
+
+
+def influence(prep: Prepared, clustered: bool = False) -> np.ndarray | None:
+    """Per-item influence values of a prepared metric, or None when it has no analytic form here.
+
+    >>> from labledger.metrics import prepare
+    >>> influence(prepare("log_loss", gold=[0, 1], score=[0.5, 0.5])).tolist()
+    [0.0, 0.0]
+    """
+    if prep.columns is not None:
+        return None
+    if isinstance(prep, MeanPrepared):
+        return _mean_influence(prep, clustered)
+    if isinstance(prep, WeightsPrepared) and prep.influence is not None:
+        psi = prep.influence(clustered)
+        return psi if np.isfinite(psi).all() else None
+    return None
+
+
+def has_analytic(prep: Prepared) -> bool:
+    """Whether :func:`influence` gives the metric an analytic interval (means, ROC-AUC, AP)."""
+    if prep.columns is not None:
+        return False
+    return isinstance(prep, MeanPrepared) or (isinstance(prep, WeightsPrepared) and prep.influence is not None)
+
+
+def use_analytic(prep: Prepared, groups: np.ndarray | None = None) -> bool:
+    """Whether :func:`labledger.analysis.intervals` gives ``prep`` its analytic interval instead of
+    the bootstrap: it has one, and there are >= :data:`ANALYTIC_FROM` items (and, with clusters,
+    >= :data:`ANALYTIC_MIN_CLUSTERS` clusters).
+
+    >>> from labledger.metrics import prepare
+    >>> use_analytic(prepare("log_loss", gold=[0, 1] * 10, score=[0.3] * 20))
+    False
+    """
+    if prep.n_used < ANALYTIC_FROM or not has_analytic(prep):
+        return False
+    return not (groups is not None and len(groups) and int(np.max(groups)) + 1 < ANALYTIC_MIN_CLUSTERS)
+
+
+# ------------------------------------------------------------------------------------------------
+# Variances, intervals and tests
+
+
+def covariance(psis: Sequence[np.ndarray], groups: np.ndarray | None = None) -> np.ndarray:
+    """(k, k) covariance of k metrics on the same items from their influence values (CR1 with clusters).
+
+    >>> import numpy as np
+    >>> covariance([np.array([0.5, -0.5])]).tolist()
+    [[0.5]]
+    """
+    mat = np.column_stack(psis)
+    if groups is not None:
+        codes = np.asarray(groups, dtype=np.int64)
+        c = int(codes.max()) + 1 if len(codes) else 0
+        sums = np.stack([np.bincount(codes, weights=mat[:, j], minlength=c) for j in range(mat.shape[1])], axis=1)
+        factor = c / (c - 1) if c > 1 else math.nan
+        return factor * (sums.T @ sums)
+    return mat.T @ mat
+
+
+def _quantile(ci: float, df: int | None) -> float:
+    if df is None:
+        return float(_st.norm.ppf((1 + ci) / 2))
+    return float(_st.t.ppf((1 + ci) / 2, max(df, 1)))
+
+
+def _kind(prep: Prepared) -> tuple[str, bool]:
+    """(how the SE is formed, whether a t reference applies)."""
+    if isinstance(prep, MeanPrepared):
+        how = "CLT SE (n-1 variance)" if prep.post is None else "delta method on the CLT SE of the mean"
+        return how, True
+    if prep.metric == "roc_auc":
+        return "DeLong SE" + (" (one-vs-rest mean)" if prep.params.get("average") == "macro" else ""), False
+    return "delta-method (influence-function) SE", False
+
+
+def _df(prep: Prepared, groups: np.ndarray | None, t_ref: bool) -> int | None:
+    if groups is not None:
+        return int(np.max(groups))  # C - 1
+    return prep.n_used - 1 if t_ref else None
+
+
+def describe(prep: Prepared, groups: np.ndarray | None = None, *, paired: bool = False) -> str:
+    """The ``method`` text of an analytic interval (what is stored with each value)."""
+    how, t_ref = _kind(prep)
+    if groups is not None:
+        how = "cluster-robust (CR1: C/(C-1)) " + how + ", t on C-1 df"
+    elif t_ref:
+        how += ", t on n-1 df"
+    else:
+        how += ", normal"
+    if paired:
+        return f"analytic, paired: {how} of the per-item difference; p-value: the same reference, two-sided"
+    return "analytic: " + how
+
+
+def analytic_interval(prep: Prepared, *, ci: float = 0.95, groups: np.ndarray | None = None) -> Any:
+    """The metric's value with its analytic interval, as a :class:`labledger.metrics.resample.Interval`
+    (``resamples`` 0, ``method`` naming the form); None when it has no analytic form.
+
+    A plain 0/1 mean without clusters gets the Wilson score interval.
+
+    >>> from labledger.metrics import prepare
+    >>> analytic_interval(prepare("exact_match", gold=[1, 2, 3, 4], pred=[1, 2, 3, 0])).method
+    'analytic: Wilson score interval'
+    """
+    from labledger.metrics.resample import Interval
+    from labledger.metrics.stats import wilson_interval
+
+    psi = influence(prep, clustered=groups is not None)
+    if psi is None:
+        return None
+    value = prep.value()
+    clusters = None if groups is None else int(np.max(groups)) + 1 if len(groups) else 0
+    var = float(covariance([psi], groups)[0, 0])
+    se = math.sqrt(var) if math.isfinite(var) and var >= 0 else math.nan
+    if groups is None and isinstance(prep, MeanPrepared) and prep.post is None:
+        vals = prep.values if prep.mask is None else prep.values[prep.mask]
+        if np.all((vals == 0) | (vals == 1)):
+            lo, hi = wilson_interval(float(vals.sum()), len(vals), ci)
+            return Interval(value, lo, hi, ci, 0, "analytic: Wilson score interval", prep.n_used, None, 0, se)
+    _, t_ref = _kind(prep)
+    z = _quantile(ci, _df(prep, groups, t_ref))
+    if not math.isfinite(se) or not math.isfinite(value):
+        return Interval(value, None, None, ci, 0, describe(prep, groups), prep.n_used, clusters, 0, None)
+    lo, hi = value - z * se, value + z * se
+    if prep.metric in ("roc_auc", "average_precision"):  # bounded: never an interval outside [0, 1]
+        lo, hi = max(lo, 0.0), min(hi, 1.0)
+    return Interval(value, lo, hi, ci, 0, describe(prep, groups), prep.n_used, clusters, 0, se)
+
+
+def paired_analytic(prep_a: Prepared, prep_b: Prepared, *, ci: float = 0.95, groups: np.ndarray | None = None) -> Any:
+    """A - B on the same items with its analytic interval and two-sided p-value, as a
+    :class:`labledger.metrics.resample.PairedResult`; None when the metric has no analytic form.
+
+    >>> from labledger.metrics import prepare
+    >>> g = [0, 1] * 50
+    >>> a = prepare("brier", gold=g, score=[0.2, 0.8] * 50)
+    >>> b = prepare("brier", gold=g, score=[0.4, 0.6] * 50)
+    >>> r = paired_analytic(a, b)
+    >>> round(r.diff, 2), r.p_value < 0.001
+    (-0.12, True)
+    """
+    from labledger.metrics.resample import PairedResult
+
+    if prep_a.n != prep_b.n:
+        raise MetricInputError(f"paired intervals need the same items on both sides; got n = {prep_a.n}, {prep_b.n}")
+    clustered = groups is not None
+    pa, pb = influence(prep_a, clustered), influence(prep_b, clustered)
+    if pa is None or pb is None:
+        return None
+    va, vb = prep_a.value(), prep_b.value()
+    diff = va - vb
+    clusters = None if groups is None else int(np.max(groups)) + 1 if len(groups) else 0
+    var = float(covariance([pa - pb], groups)[0, 0])
+    method = describe(prep_a, groups, paired=True)
+    if not (math.isfinite(var) and math.isfinite(diff)):
+        return PairedResult(va, vb, diff, None, None, None, ci, 0, method, prep_a.n_used, clusters)
+    se = math.sqrt(max(var, 0.0))
+    _, t_ref = _kind(prep_a)
+    df = _df(prep_a, groups, t_ref)
+    z = _quantile(ci, df)
+    if se == 0:
+        p = 1.0 if diff == 0 else 0.0
+    else:
+        stat = abs(diff) / se
+        p = float(2 * (_st.norm.sf(stat) if df is None else _st.t.sf(stat, max(df, 1))))
+    return PairedResult(
+        va, vb, diff, diff - z * se, diff + z * se, min(1.0, p), ci, 0, method, prep_a.n_used, clusters, se=se
+    )
+
+
+def normal_draws(
+    preps: Sequence[Prepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None = None
+) -> list[np.ndarray] | None:
+    """Joint normal draws (value + N(0, covariance)) standing in for the paired bootstrap draws of
+    several metrics on the same items; None unless every one has influence values.
+
+    At large n the bootstrap distribution of these metrics is this normal one to O(n^-1/2): a
+    caller that needs draws (a suite mean, the differences of several variants) keeps its code.
+    """
+    psis = [influence(p, clustered=groups is not None) for p in preps]
+    if any(x is None for x in psis):
+        return None
+    cov = covariance([x for x in psis if x is not None], groups)
+    if not np.isfinite(cov).all():
+        return None
+    vals, vecs = np.linalg.eigh(cov)
+    root = vecs * np.sqrt(np.clip(vals, 0, None))
+    z = rng.standard_normal((resamples, len(preps))) @ root.T
+    return [float(p.value()) + z[:, j] for j, p in enumerate(preps)]
+
+
+__all__ = [
+    "ANALYTIC_FROM",
+    "ANALYTIC_MIN_CLUSTERS",
+    "analytic_interval",
+    "ap_influence",
+    "auc_influence",
+    "covariance",
+    "describe",
+    "has_analytic",
+    "influence",
+    "normal_draws",
+    "ovr_influence",
+    "paired_analytic",
+    "use_analytic",
+]

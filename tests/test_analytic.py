@@ -1,0 +1,187 @@
+"""Analytic intervals and the bin-cell bootstrap (#19): fast paths against slow ones and references.
+
+DeLong is checked against a reference written here from the paper (DeLong, DeLong & Clarke-Pearson
+1988: the structural components V10/V01 from the O(P x Q) kernel psi(X, Y) = 1[X > Y] + 1/2 1[X = Y],
+Var = S10/m + S01/n, and the covariance of two AUCs on the same items); the other analytic forms
+against the bootstrap at large n, within Monte Carlo error.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from labledger.analysis.comparison import compare
+from labledger.analysis.evaluation import evaluate
+from labledger.metrics import analytic, prepare
+from labledger.metrics import resample as rs
+from labledger.metrics.analytic import analytic_interval, covariance, influence, paired_analytic
+
+
+def _delong_reference(y: np.ndarray, scores: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(AUCs, their covariance matrix) by DeLong et al. (1988), from the pairwise kernel."""
+    pos, neg = np.flatnonzero(y), np.flatnonzero(~y)
+    m, n = len(pos), len(neg)
+    v10, v01, aucs = [], [], []
+    for s in scores:
+        x, z = s[pos][:, None], s[neg][None, :]
+        kern = (x > z) + 0.5 * (x == z)
+        aucs.append(kern.mean())
+        v10.append(kern.mean(axis=1))
+        v01.append(kern.mean(axis=0))
+    s10 = np.cov(np.stack(v10), ddof=1).reshape(len(scores), len(scores))
+    s01 = np.cov(np.stack(v01), ddof=1).reshape(len(scores), len(scores))
+    return np.array(aucs), s10 / m + s01 / n
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000), st.integers(6, 80), st.sampled_from([1, 2, 6]))
+def test_delong_equals_the_reference_to_1e12(seed, n, digits):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.4
+    y[:4] = [True, False, True, False]  # DeLong's S10/S01 need two of each
+    sa = rng.random(n).round(digits)  # few digits: many ties
+    sb = np.clip(sa + rng.normal(0, 0.2, n), 0, 1).round(digits)
+    aucs, cov = _delong_reference(y, [sa, sb])
+    pa, pb = (prepare("roc_auc", gold=y.astype(int), score=s) for s in (sa, sb))
+    assert abs(pa.value() - aucs[0]) < 1e-12
+    assert abs(analytic_interval(pa).se ** 2 - cov[0, 0]) < 1e-12
+    d = paired_analytic(pa, pb)
+    assert abs(d.se**2 - (cov[0, 0] + cov[1, 1] - 2 * cov[0, 1])) < 1e-12
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 60), st.integers(2, 4), st.sampled_from([1, 2, 8]))
+def test_point_fast_paths_equal_the_weight_path(seed, n, k, digits):
+    """One-vs-rest ROC-AUC/AP, binary AP and equal-width ECE point values (no weight matrix) against
+    the weighted path with unit weights."""
+    rng = np.random.default_rng(seed)
+    gold = rng.integers(0, k, n)
+    probs = rng.dirichlet(np.ones(k), n).round(digits)
+    preps = [prepare(m, gold=gold, probs=probs, labels=list(range(k))) for m in ("roc_auc", "average_precision", "ece")]
+    preps.append(prepare("average_precision", gold=(gold == 0).astype(int), score=probs[:, 0]))
+    for p in preps:
+        fast, slow = p.value(), float(p.from_weights(np.ones((1, n)))[0])
+        assert (math.isnan(fast) and math.isnan(slow)) or abs(fast - slow) < 1e-12, (p.metric, fast, slow)
+
+
+def test_influence_values_sum_to_zero_and_clusters_of_one_give_the_item_variance():
+    rng = np.random.default_rng(0)
+    n = 400
+    y = rng.random(n) < 0.3
+    s = np.clip(rng.normal(0.3 + 0.3 * y, 0.2), 0, 1).round(2)
+    for m in ("roc_auc", "average_precision", "log_loss", "brier"):
+        p = prepare(m, gold=y.astype(int), score=s)
+        psi = influence(p, clustered=True)
+        assert abs(psi.sum()) < 1e-12, m
+        one_each = covariance([psi], np.arange(n))[0, 0]
+        assert one_each == pytest.approx(covariance([influence(p)])[0, 0], rel=0.01), m
+
+
+@pytest.mark.parametrize("metric", ["roc_auc", "average_precision", "log_loss", "brier", "rmse_like"])
+def test_analytic_se_matches_the_bootstrap_at_large_n(metric):
+    """Within Monte Carlo error: B = 400 resamples estimate an SD to ~3.5% (1/sqrt(2B)); 4 of those."""
+    rng = np.random.default_rng(1)
+    n = 5000
+    y = rng.random(n) < 0.3
+    s = np.clip(rng.normal(0.3 + 0.3 * y, 0.2), 0, 1)
+    if metric == "rmse_like":
+        p = prepare("rmse", gold=rng.normal(size=n), pred=rng.normal(size=n))
+    else:
+        p = prepare(metric, gold=y.astype(int), score=s)
+    draws = rs.bootstrap_samples(p, resamples=400, seed=2)
+    assert analytic_interval(p).se == pytest.approx(float(np.std(draws, ddof=1)), rel=0.14)
+
+
+@pytest.mark.slow  # ~3 s; the binary forms are covered fast above
+def test_one_vs_rest_analytic_se_matches_the_bootstrap():
+    rng = np.random.default_rng(3)
+    n, k = 6000, 3
+    g = rng.integers(0, k, n)
+    probs = rng.dirichlet(np.ones(k), n)
+    probs[np.arange(n), g] += 0.5
+    probs /= probs.sum(axis=1, keepdims=True)
+    for m in ("roc_auc", "average_precision"):
+        p = prepare(m, gold=g, probs=probs, labels=[0, 1, 2])
+        draws = rs.bootstrap_samples(p, resamples=400, seed=4)
+        assert analytic_interval(p).se == pytest.approx(float(np.std(draws, ddof=1)), rel=0.14), m
+
+
+@pytest.mark.parametrize("strategy", ["uniform", pytest.param("quantile", marks=pytest.mark.slow)])
+def test_bin_cell_bootstrap_matches_the_item_bootstrap(strategy, monkeypatch):
+    rng = np.random.default_rng(5)
+    n = 12_000
+    y = rng.random(n) < 0.4
+    s = np.clip(rng.normal(0.4 + 0.2 * y, 0.25), 0, 1)
+    s2 = np.clip(s + rng.normal(0, 0.05, n), 0, 1)
+    pa = prepare("ece", gold=y.astype(int), score=s, strategy=strategy)
+    pb = prepare("ece", gold=y.astype(int), score=s2, strategy=strategy)
+    assert rs.binned_path(pa)
+    fast_a, fast_b = rs.resample_values([pa, pb], 400, rs.rng_for(1))
+    monkeypatch.setattr(rs, "BINNED_FROM", 10**9)
+    assert not rs.binned_path(pa)
+    slow_a, slow_b = rs.resample_values([pa, pb], 400, rs.rng_for(1))
+    for fast, slow in ((fast_a, slow_a), (fast_a - fast_b, slow_a - slow_b)):
+        sd = float(np.std(slow, ddof=1))
+        assert abs(np.mean(fast) - np.mean(slow)) < 4 * sd / math.sqrt(400) * math.sqrt(2)
+        assert float(np.std(fast, ddof=1)) == pytest.approx(sd, rel=0.14)
+
+
+@pytest.fixture
+def low_threshold(monkeypatch):
+    """Analytic intervals from 200 items, so that documents can be checked on small data."""
+    monkeypatch.setattr(analytic, "ANALYTIC_FROM", 200)
+    monkeypatch.setattr(analytic, "ANALYTIC_MIN_CLUSTERS", 20)
+
+
+def _rows(n, shift=0.0, seed=0, groups=False):
+    rng = np.random.default_rng(seed)
+    gold = rng.random(n) < 0.4
+    score = np.clip(rng.normal(0.35 + 0.3 * gold + shift, 0.2), 0, 1)
+    return [
+        {
+            "id": i,
+            "task": "t",
+            "gold": "y" if g else "n",
+            "score": float(p),
+            **({"group": str(i // 10)} if groups else {}),
+        }
+        for i, (g, p) in enumerate(zip(gold.tolist(), score.tolist()))
+    ]
+
+
+def test_evaluate_stores_the_method_of_each_interval(low_threshold):
+    doc = evaluate(_rows(400), positive="y", resamples=200).to_dict()
+    by = {e["metric"]: e for e in doc["tasks"]["t"]["metrics"]}
+    assert by["roc_auc"]["method"] == "analytic: DeLong SE, normal" and by["roc_auc"]["resamples"] == 0
+    assert by["log_loss"]["method"].startswith("analytic: CLT SE")
+    assert by["average_precision"]["method"].startswith("analytic: delta-method")
+    assert by["accuracy"]["method"].startswith("percentile bootstrap over items (count-table")
+    assert by["roc_auc"]["ci_low"] < by["roc_auc"]["value"] < by["roc_auc"]["ci_high"]
+    small = evaluate(_rows(150), positive="y", resamples=200).to_dict()
+    assert all("bootstrap" in e["method"] for e in small["tasks"]["t"]["metrics"])
+
+
+def test_clusters_use_the_cluster_robust_form_or_the_cluster_bootstrap(low_threshold):
+    many = evaluate(_rows(400, groups=True), positive="y", resamples=200).to_dict()
+    auc = next(e for e in many["tasks"]["t"]["metrics"] if e["metric"] == "roc_auc")
+    assert auc["method"].startswith("analytic: cluster-robust (CR1") and auc["clusters"] == 40
+    few = evaluate(_rows(300, groups=True)[:150], positive="y", resamples=100).to_dict()  # 15 clusters
+    auc = next(e for e in few["tasks"]["t"]["metrics"] if e["metric"] == "roc_auc")
+    assert "over clusters" in auc["method"]
+
+
+def test_compare_uses_paired_analytic_tests(low_threshold):
+    c = compare(_rows(600), _rows(600, shift=0.0, seed=0), positive="y", resamples=200)
+    same = c.metric("t", "roc_auc")
+    assert same.diff == 0 and same.p_value == 1.0 and same.method.startswith("analytic, paired: DeLong")
+    a, b = _rows(600), _rows(600, seed=0)
+    rng = np.random.default_rng(9)
+    for r in b:  # another model: the same gold, noisier scores
+        r["score"] = float(np.clip(r["score"] + rng.normal(0, 0.25), 0, 1))
+    d = compare(a, b, positive="y", resamples=400).metric("t", "roc_auc")
+    assert d.diff > 0 and d.p_value < 0.05 and d.ci_low > 0 and d.se is not None
