@@ -218,14 +218,15 @@ class RunView:
             self.ledger.store_counters(self.id, scanned)
         return scanned
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, counters: Counters | None = None) -> dict[str, int]:
         """Number of records of each kind, from :meth:`counters` (exact even after a crash).
 
         The optional kinds (``system`` samples, ``media`` of wandb-style runs) are counted only when
         the run has them, so a run without them shows exactly the counts it always did. A result
         set's rows come from the index (the count its validation stored), else from its file.
+        ``counters``: from :meth:`counters`, when the caller has them already.
         """
-        records = self.counters().records
+        records = (counters or self.counters()).records
         out = {
             kind: records.get(kind, 0)
             for kind, fname in RECORD_FILES.items()
@@ -239,9 +240,9 @@ class RunView:
                 out[f"results:{name}"] = n if n is not None else count_lines(self.results_path(name))
         return out
 
-    def last_scalars(self) -> dict[str, Any]:
+    def last_scalars(self, counters: Counters | None = None) -> dict[str, Any]:
         """The last value logged for each scalar key, with its step (from :meth:`counters`)."""
-        return self.counters().last_scalars()
+        return (counters or self.counters()).last_scalars()
 
     # -- tables ---------------------------------------------------------------------------------
     def records(self, what: str) -> Iterator[dict[str, Any]]:
