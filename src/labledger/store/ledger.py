@@ -339,6 +339,7 @@ class Ledger:
             for run_id, tag in self.db.execute(q, part):
                 tags[run_id].append(tag)
         out = []
+        runs_dir = self.root / "runs"  # one Path per row, not two (10,000 rows: #12, #19)
         for rid, name, grp, status, started, ended, host, pid, commit, dirty, error, summary in rows:
             out.append(
                 RunInfo(
@@ -355,7 +356,7 @@ class Ledger:
                     git_dirty=None if dirty is None else bool(dirty),
                     error=error,
                     summary=orjson.loads(summary or "{}"),
-                    dir=self.run_dir(rid),
+                    dir=runs_dir / rid,
                 )
             )
         return out
