@@ -10,6 +10,7 @@ and every ``sync_interval`` seconds. The index's summary, query fields and count
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import math
@@ -25,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from labledger.errors import LedgerError, RecordError, RunStateError
+from labledger.errors import IndexUnavailableError, LedgerError, RecordError, RunStateError
 from labledger.inputs.records import clean_scalars, unwrap_scalar, validate_batch
 from labledger.store.counters import Counters
 from labledger.store.environment import environment
@@ -796,15 +797,27 @@ class Run:
         if now >= self._sync_due:
             self.sync()
         elif now >= self._index_due:
-            self.refresh_index()
+            # the records are in the files; when the index is unreachable the next sync tries again
+            # and fails loudly
+            with contextlib.suppress(IndexUnavailableError):
+                self.refresh_index()
         else:
             self._next_sync = min(self._sync_due, self._index_due, now + FOLD_INTERVAL)
 
     def refresh_index(self) -> None:
-        """Write the index row's summary, query fields and counters (done every ``index_interval``)."""
-        self.ledger.update_run(
-            self.id, summary=self._summary(), fields=self._fields(), counters=self._counters().to_json()
-        )
+        """Write the index row's summary, query fields and counters (done every ``index_interval``).
+
+        When the index is unreachable (team mode, PostgreSQL down past its retry window), the next
+        attempt waits for the next sync, so that log calls do not wait on the index at every refresh.
+        """
+        try:
+            self.ledger.update_run(
+                self.id, summary=self._summary(), fields=self._fields(), counters=self._counters().to_json()
+            )
+        except IndexUnavailableError:
+            self._index_due = self._sync_due
+            self._next_sync = min(self._sync_due, time.time() + FOLD_INTERVAL)
+            raise
         now = time.time()
         self._index_due = now + self.index_interval
         self._next_sync = min(self._sync_due, self._index_due, now + FOLD_INTERVAL)
