@@ -17,18 +17,26 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from labledger.errors import LedgerError, RecordError, RunNotFoundError
-from labledger.store import Ledger, Run, RunInfo, RunView, start_run
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from labledger import calibrate  # labledger.calibrate.fit / apply / report
     from labledger.analysis.evaluation import compare, evaluate
+    from labledger.store import Ledger, Run, RunInfo, RunView, start_run
+
+#: Names of labledger.store re-exported here, loaded on first use: `labledger --help` imports this
+#: package and needs none of them (#19).
+_STORE_NAMES = ("Ledger", "Run", "RunInfo", "RunView", "start_run")
 
 
 def __getattr__(name: str) -> Any:
     # calibrate, compare and evaluate load on first use (they pull in the metric kernels), so that
-    # `import labledger` and the CLI's read commands start fast (issue 12).
+    # `import labledger` and the CLI's read commands start fast (issue 12); the store's names too.
+    if name in _STORE_NAMES:
+        from labledger import store
+
+        return getattr(store, name)
     if name == "calibrate":
         import importlib
 
@@ -49,6 +57,8 @@ def open_ledger(
     files then live in ``artifacts`` (else ``$LABLEDGER_ARTIFACTS``), a folder every machine mounts.
     Raises :class:`labledger.errors.LedgerNotFoundError` when there is none, unless ``create``.
     """
+    from labledger.store import Ledger
+
     return Ledger(path, create=create, artifacts=artifacts)
 
 

@@ -1,26 +1,42 @@
-"""The ``labledger`` command line. Commands live in one module per area and attach to ``main``."""
+"""The ``labledger`` command line. Commands live in one module per area and attach to ``main``.
 
-# Each module registers its commands on `main` when imported.
-from labledger.cli import runs  # noqa: F401
+A command's module is imported only when that command runs (``--help`` imports them all), so
+``labledger runs`` starts without numpy, pyarrow or the metric registry (#19). A new command: define
+it in its module with ``@main.command(...)`` and add its name and module to ``COMMANDS``.
+"""
+
 from labledger.cli.base import main
 
-__all__ = ["main"]
-from labledger.cli import (
-    calibrate,  # noqa: F401
-    checkpoints,  # noqa: F401
-    demo,  # noqa: F401
-    diff,  # noqa: F401
-    evaluation,  # noqa: F401
-    groups,  # noqa: F401
-    importing,  # noqa: F401
-    lineage,  # noqa: F401
-    power,  # noqa: F401
-    report,  # noqa: F401
-    schema,  # noqa: F401
-    serve,  # noqa: F401
-    site,  # noqa: F401
-    sweep,  # noqa: F401
-    sync,  # noqa: F401
-    tables,  # noqa: F401
-    verify,  # noqa: F401
-)
+#: Every command of ``labledger`` -> the module of ``labledger.cli`` that defines it.
+COMMANDS = {
+    "calibrate": "calibrate",
+    "compare": "evaluation",
+    "compare-groups": "groups",
+    "demo": "demo",
+    "diff": "diff",
+    "eval": "evaluation",
+    "export": "runs",
+    "forensics": "sweep",
+    "hash": "checkpoints",
+    "import": "importing",
+    "lineage": "lineage",
+    "logit-diff": "checkpoints",
+    "mixture": "checkpoints",
+    "power": "power",
+    "push": "serve",
+    "report": "report",
+    "runs": "runs",
+    "schema": "schema",
+    "select-epoch": "sweep",
+    "serve": "serve",
+    "show": "runs",
+    "site": "site",
+    "soup": "checkpoints",
+    "sweep": "sweep",
+    "sync": "sync",
+    "table": "tables",
+    "verify": "verify",
+}
+main.lazy.update(COMMANDS)
+
+__all__ = ["COMMANDS", "main"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import os
 import re
 import sys
@@ -62,7 +63,97 @@ def _show_warning(message: Any, category: Any, filename: str, lineno: int, file:
 warnings.showwarning = _show_warning
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Commands(dict):  # type: ignore[type-arg]
+    """The commands of a :class:`LazyGroup`: reading them all (``group.commands.items()``) first
+    imports every module that defines one; adding one (``add_command``) is a plain store."""
+
+    def __init__(self, group: LazyGroup) -> None:
+        super().__init__()
+        self._group = group
+
+    def _all(self) -> _Commands:
+        self._group.load_all()
+        return self
+
+    def __iter__(self) -> Iterator[str]:
+        return dict.__iter__(self._all())
+
+    def __len__(self) -> int:
+        return dict.__len__(self._all())
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self._all(), name)
+
+    def __getitem__(self, name: str) -> click.Command:
+        return dict.__getitem__(self._all(), name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return dict.get(self._all(), name, default)
+
+    def keys(self) -> Any:
+        return dict.keys(self._all())
+
+    def values(self) -> Any:
+        return dict.values(self._all())
+
+    def items(self) -> Any:
+        return dict.items(self._all())
+
+
+class LazyGroup(click.Group):
+    """A click group whose commands are defined in modules imported only when needed (#19).
+
+    ``lazy`` maps each command name to its module under ``labledger.cli``; running a command
+    imports its module alone, so ``labledger runs`` never loads numpy, pyarrow or the metric
+    registry. Listing the commands (``--help``, ``group.commands``) imports every module.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: Command name -> the module of ``labledger.cli`` that defines it.
+        self.lazy: dict[str, str] = {}
+        self.commands = _Commands(self)
+
+    def _import(self, module: str) -> None:
+        importlib.import_module(f"labledger.cli.{module}")
+
+    def load_all(self) -> None:
+        """Import every module of :attr:`lazy` (each registers its commands when imported)."""
+        for name, module in list(self.lazy.items()):
+            if not dict.__contains__(self.commands, name):
+                self._import(module)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.lazy) | set(dict.keys(self.commands)))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = self.lazy.get(cmd_name)
+        if module is not None and not dict.__contains__(self.commands, cmd_name):
+            self._import(module)
+        return dict.get(self.commands, cmd_name)
+
+
+class LazyChoice(click.Choice):
+    """A :class:`click.Choice` whose choices come from ``load()`` on first use (help, parsing), so
+    that the module that knows them (a metric kernel's) loads only when the command runs.
+
+    >>> LazyChoice(lambda: ["f1", "accuracy"]).convert("f1", None, None)
+    'f1'
+    """
+
+    def __init__(self, load: Any, case_sensitive: bool = True) -> None:
+        self._load = load
+        self._choices: tuple[str, ...] | None = None
+        self.case_sensitive = case_sensitive
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        if self._choices is None:
+            self._choices = tuple(self._load())
+        return self._choices
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="labledger")
 def main() -> None:
     """labledger: a local-first ledger for ML experiments.

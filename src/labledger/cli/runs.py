@@ -210,6 +210,7 @@ def show_cmd(run, ledger_path, as_json):
     ledger = open_for_cli(ledger_path)
     view = ledger.run(run)
     meta = view.meta
+    counters = view.counters()  # from the index: no scan of the run's records (#19)
     doc = {
         "id": view.id,
         "name": view.name,
@@ -219,8 +220,8 @@ def show_cmd(run, ledger_path, as_json):
         "dir": str(view.dir),
         "meta": meta,
         "config": view.config,
-        "counts": view.counts(),
-        "last_scalars": view.last_scalars(),
+        "counts": view.counts(counters),
+        "last_scalars": view.last_scalars(counters),
         "headline": (view.summary.get("headline") or {}),
         "checkpoints": list(view.checkpoints()),
         "results": view.results_names(),

@@ -24,7 +24,6 @@ from labledger.cli.base import (
 )
 from labledger.errors import LedgerError, LedgerNotFoundError
 from labledger.server.timeouts import BODY_TIMEOUT_S, HEAD_TIMEOUT_S
-from labledger.store.ledger import DB_NAME
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -190,6 +189,8 @@ def serve_cmd(
     if token and not is_loopback(host) and not public_reads:
         private = True  # off loopback, a token guards reads too unless --public-reads says otherwise
     team = is_database_url(location)
+    from labledger.store.ledger import DB_NAME
+
     if not team and not create and not (Path(location) / DB_NAME).exists():
         raise LedgerNotFoundError(
             f"No ledger at {os.path.abspath(location)} (no {DB_NAME}); pass --create to serve a new empty one"

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-import numpy as np
 import orjson
 from rich.markup import escape
 from rich.table import Table
 
 from labledger.cli.base import (
+    LazyChoice,
     console,
     emit_json,
     handle_errors,
@@ -25,13 +25,21 @@ from labledger.cli.base import (
     warn,
 )
 from labledger.errors import LedgerError, MetricInputError
-from labledger.metrics.sweep import OBJECTIVES, parse_thresholds
+
+
+def _objectives() -> list[str]:
+    from labledger.metrics.sweep import OBJECTIVES
+
+    return list(OBJECTIVES)
+
 
 #: Exit code of ``sweep --strict`` when no threshold passes every gate.
 EXIT_NO_THRESHOLD = 3
 
 
 def _thresholds_param(ctx, param, value):
+    from labledger.metrics.sweep import parse_thresholds
+
     try:
         parse_thresholds(value)
     except MetricInputError as exc:
@@ -77,6 +85,8 @@ def _binary_task(
 def _shown_rows(count: int, selected: int, limit: int) -> list[int]:
     if count <= limit:
         return list(range(count))
+    import numpy as np
+
     rows = set(np.linspace(0, count - 1, limit - 1).round().astype(int).tolist()) | {selected}
     return sorted(rows)
 
@@ -168,7 +178,7 @@ def _print_report(report, data: dict[str, Any], max_rows: int) -> None:
     "objective",
     default="f1",
     show_default=True,
-    type=click.Choice(list(OBJECTIVES)),
+    type=LazyChoice(_objectives),
     help="The objective maximised under the gates.",
 )
 @click.option(

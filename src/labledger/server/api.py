@@ -210,16 +210,17 @@ async def get_run(request: Request) -> Response:
         book = ctx.ledger()
         run_id, note = book.resolve_with_note(ref)
         view = book.run(run_id)
+        counters = view.counters()  # from the index: no scan of the run's records (#19)
         return {
             "run": run_info_dict(view.info),
             **({"note": note} if note else {}),
             "meta": ctx.meta_for(request, view.meta),
             "config": view.config,
-            "counts": view.counts(),
+            "counts": view.counts(counters),
             "results": view.results_names(),
             "evaluations": _indexed_evaluations(book, view.id),
             "files": view.files()[:1000],
-            "last": view.last_scalars(),
+            "last": view.last_scalars(counters),
         }
 
     return ok(await run_in_threadpool(work))

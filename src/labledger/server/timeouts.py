@@ -16,7 +16,6 @@ A slow but moving upload is never cut off: the body limit is per piece, not per 
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 #: Seconds a connection may take to send a complete request line and headers.
@@ -110,6 +109,8 @@ class BodyTimeout:
             if state["body_done"]:
                 message: dict[str, Any] = await receive()
                 return message
+            import asyncio  # here: `labledger --help` reads this module's constants only (#19)
+
             try:
                 message = await asyncio.wait_for(receive(), self.body_timeout)
             except TimeoutError:

@@ -56,19 +56,18 @@ class ScalarStats:
 
     def fold(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Take the values of ``records`` (dicts of name -> number; ``step``/``time`` skipped) into account."""
-        by_key: dict[str, list[float]] = {}
-        for rec in records:
-            for k, v in rec.items():
-                if v is None or isinstance(v, bool) or v != v:  # v != v: NaN
-                    continue
-                col = by_key.get(k)
-                if col is None:
-                    by_key[k] = [v]
-                else:
-                    col.append(v)
+        if not isinstance(records, list):
+            records = list(records)
+        if not records:
+            return
+        keys = set().union(*records)  # one C-level pass; then one comprehension per key (#19)
+        keys.discard("step")
+        keys.discard("time")
         low, high = self.low, self.high
-        for k, col in by_key.items():
-            if k in ("step", "time"):
+        for k in keys:
+            # NaN (v != v), None and booleans are not values
+            col = [v for r in records if (v := r.get(k)) is not None and v == v and type(v) is not bool]
+            if not col:
                 continue
             lo, hi = min(col), max(col)
             if math.isinf(lo) or math.isinf(hi):

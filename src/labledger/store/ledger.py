@@ -42,6 +42,7 @@ from labledger.errors import (
 )
 from labledger.schema import STORED_KINDS, CalibrationDoc, Document, EvaluationDoc, decode
 from labledger.schema.store import StoredEvaluation, StoredMetricValue
+from labledger.store.counters import Counters, scan_run, summary_of
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.fields import ScalarStats, backfill_fields, dumps_fields, eval_fields_of_run, run_fields
 from labledger.store.jsonl import read_json, write_json
@@ -338,6 +339,7 @@ class Ledger:
             for run_id, tag in self.db.execute(q, part):
                 tags[run_id].append(tag)
         out = []
+        runs_dir = self.root / "runs"  # one Path per row, not two (10,000 rows: #12, #19)
         for rid, name, grp, status, started, ended, host, pid, commit, dirty, error, summary in rows:
             out.append(
                 RunInfo(
@@ -354,7 +356,7 @@ class Ledger:
                     git_dirty=None if dirty is None else bool(dirty),
                     error=error,
                     summary=orjson.loads(summary or "{}"),
-                    dir=self.run_dir(rid),
+                    dir=runs_dir / rid,
                 )
             )
         return out
@@ -412,7 +414,8 @@ class Ledger:
         except ValueError:
             ended = time.time()
         stats = ScalarStats()
-        summary = summarize_run_dir(run_dir, stats=stats)
+        counters = scan_run(run_dir, stats=stats)  # one pass: counts, last values, min/max (#19)
+        summary = summary_of(counters)
         try:
             config = read_json(run_dir / "config.json")
         except (OSError, LedgerError):
@@ -429,10 +432,19 @@ class Ledger:
         else:
             error = error or "the logging process ended without finishing the run (killed or crashed)"
         q = (
-            "UPDATE runs SET status = ?, ended = ?, error = ?, summary = ?, updated = ?, fields = ? "
+            "UPDATE runs SET status = ?, ended = ?, error = ?, summary = ?, updated = ?, fields = ?, counters = ? "
             "WHERE id = ? AND status = 'running'"
         )
-        params: tuple[Any, ...] = (status, ended, error, orjson.dumps(summary).decode(), time.time(), fields, run_id)
+        params: tuple[Any, ...] = (
+            status,
+            ended,
+            error,
+            orjson.dumps(summary).decode(),
+            time.time(),
+            fields,
+            counters.to_json(),
+            run_id,
+        )
         if stale_before is not None:  # unless it beat meanwhile
             q += " AND (heartbeat IS NULL OR heartbeat < ?)"
             params += (stale_before,)
@@ -582,6 +594,25 @@ class Ledger:
         run_id = self.resolve(ref)
         rows = self.db.execute(f"SELECT {self._COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchall()
         return self._rows_to_info(rows)[0]
+
+    def run_counters(self, run_id: str) -> Counters | None:
+        """The counters the index holds for a run (:mod:`labledger.store.counters`), ``None`` when
+        it holds none (a run of an older version, or one that died before its first refresh)."""
+        row = self.db.execute("SELECT counters FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return Counters.from_json(row[0]) if row else None
+
+    def results_rows(self, run_id: str) -> dict[str, int | None]:
+        """Rows of each result set of a run, as :meth:`Run.log_results` stored them in the index."""
+        q = "SELECT name, n_rows FROM evaluations WHERE run_id = ? AND kind = 'results'"
+        return dict(self.db.execute(q, (run_id,)).fetchall())
+
+    def store_counters(self, run_id: str, counters: Counters) -> None:
+        """Keep counters that a reader computed for a run that no longer logs (a running run's own
+        refreshes are the only writer of its row)."""
+        text = counters.to_json()
+        self._write(
+            lambda db: db.execute("UPDATE runs SET counters = ? WHERE id = ? AND status != 'running'", (text, run_id))
+        )
 
     def run(self, ref: str) -> RunView:
         """A read-only view of one run's records (see :class:`labledger.store.view.RunView`)."""
@@ -952,32 +983,6 @@ def _metric_rows(task: str, slice_: str, metrics: Iterable[Any]) -> Iterator[tup
 
 
 def summarize_run_dir(run_dir: Path, *, stats: ScalarStats | None = None) -> dict[str, Any]:
-    """Counts and last scalars recomputed from a run's files (for crashed runs and ``show``);
-    with ``stats``, every scalar value is folded into it too (min/max for the index)."""
-    from labledger.store.jsonl import RECORD_FILES, count_lines, iter_decoded
-
-    summary: dict[str, Any] = {}
-    last: dict[str, Any] = {}
-    steps = None
-    n = 0
-    pending: list[dict[str, Any]] = []
-    for _, _, rec in iter_decoded(run_dir / RECORD_FILES["scalars"]):  # damaged lines: skipped, warned
-        n += 1
-        step = rec.pop("step", None)
-        rec.pop("time", None)
-        if step is not None:
-            steps = step if steps is None else max(steps, step)
-        last.update(rec)
-        if stats is not None:
-            pending.append(rec)
-            if len(pending) >= 4096:
-                stats.fold(pending)
-                pending.clear()
-    if stats is not None:
-        stats.fold(pending)
-    summary["scalar_records"] = n
-    summary["steps"] = steps
-    summary["last"] = last
-    for key in ("batches", "history", "checkpoints"):
-        summary[key] = count_lines(run_dir / RECORD_FILES[key])
-    return summary
+    """Counts and last scalars recomputed from a run's files (for runs indexed before the query
+    fields); with ``stats``, every scalar value is folded into it too (min/max for the index)."""
+    return summary_of(scan_run(run_dir, stats=stats))

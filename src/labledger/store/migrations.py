@@ -201,3 +201,12 @@ def m006_run_inits(db: sqlite3.Connection) -> None:
         )""")
     db.execute("CREATE INDEX run_inits_run ON run_inits(run_id)")
     db.execute("CREATE INDEX run_inits_sha ON run_inits(sha256)")
+
+
+@migration
+def m007_run_counters(db: sqlite3.Connection) -> None:
+    # Issue 19: records per kind, steps, last values (with their steps), first/last time and where
+    # each record file ended, written by the run with its summary (labledger.store.counters), so
+    # that `show` and GET /api/runs/{run} never scan a run's files. NULL (older runs, a run that died
+    # before its first refresh): the first reader scans the folder once and stores them.
+    db.execute("ALTER TABLE runs ADD COLUMN counters TEXT")

@@ -3,13 +3,17 @@
 The hot paths (:meth:`Run.log` and :meth:`Run.log_batch`) validate, serialise with orjson and hand
 the line to the kernel with one ``write(2)``: nothing is buffered in user space, so a ``kill -9``
 loses nothing that a ``log_*`` call had acknowledged. Files are fsynced at checkpoints, at finish
-and every ``sync_interval`` seconds, when the index summary is refreshed too.
+and every ``sync_interval`` seconds. The index's summary, query fields and counters
+(:mod:`labledger.store.counters`) are refreshed every ``index_interval`` seconds while the run logs
+(#19), from the records the log calls only appended to a pending list.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
+import math
 import os
 import re
 import secrets
@@ -22,8 +26,9 @@ from typing import Any
 
 import orjson
 
-from labledger.errors import LedgerError, RecordError, RunStateError
+from labledger.errors import IndexUnavailableError, LedgerError, RecordError, RunStateError
 from labledger.inputs.records import clean_scalars, unwrap_scalar, validate_batch
+from labledger.store.counters import Counters
 from labledger.store.environment import environment
 from labledger.store.fields import ScalarStats, run_fields
 from labledger.store.jsonl import DUMP_OPTIONS, RECORD_FILES, Appender, atomic_write, dumps_line, write_all, write_json
@@ -33,6 +38,9 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _FILE_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 #: Seconds between folds of logged scalars into the running min/max (bounds the pending list).
 FOLD_INTERVAL = 0.25
+#: Seconds between refreshes of the index row (summary, query fields, counters) while a run logs:
+#: what ``labledger runs`` and ``show`` report is at most this old (plus one log call's gap).
+INDEX_INTERVAL = 0.5
 #: Chunk size for streamed hashing and copying.
 CHUNK = 1 << 20
 
@@ -234,8 +242,10 @@ class Run:
     'finished'
     """
 
-    #: Seconds between background fsyncs + index summary refreshes (checked on each log call).
+    #: Seconds between background fsyncs (checked on each log call).
     sync_interval = 5.0
+    #: Seconds between refreshes of the index row (checked on each log call; see INDEX_INTERVAL).
+    index_interval = INDEX_INTERVAL
 
     def __init__(
         self,
@@ -307,12 +317,19 @@ class Run:
         self._n_batches = 0
         self._n_history = 0
         self._n_checkpoints = 0
+        self._n_notes = 0
         self._last_microbatch: int | None = None
-        # Scalar records not yet folded into the index's min/max (see _tick): Run.log only appends.
+        # Scalar records not yet folded into the index's min/max, last steps and times (see _tick):
+        # Run.log only appends the record it wrote.
         self._pending: list[dict[str, Any]] = []
         self._stats = ScalarStats()
-        self._sync_due = time.time() + self.sync_interval
-        self._next_sync = min(self._sync_due, time.time() + FOLD_INTERVAL)
+        self._last_step: dict[str, Any] = {}
+        self._first_time: float | None = None
+        self._last_time: float | None = None
+        now = time.time()
+        self._sync_due = now + self.sync_interval
+        self._index_due = now + self.index_interval
+        self._next_sync = min(self._sync_due, self._index_due, now + FOLD_INTERVAL)
         if notes:
             self.note(notes)
         self._system: Any = None
@@ -408,7 +425,7 @@ class Run:
         rec.update(scalars)  # an explicit time= (imports) overrides the wall time
         write_all(self._scalars.fd, orjson.dumps(rec, option=DUMP_OPTIONS))
         self._last.update(scalars)
-        self._pending.append(scalars)
+        self._pending.append(rec)
         self._n_scalars += 1
         if self._max_step is None or step > self._max_step:
             self._max_step = step
@@ -695,6 +712,7 @@ class Run:
         if self._notes is None:
             self._notes = Appender(self.dir / RECORD_FILES["notes"])
         self._notes.append({"time": time.time(), "text": str(text)})
+        self._n_notes += 1
 
     def set_summary(self, **values: Any) -> None:
         """Headline values shown in ``labledger runs`` (e.g. ``test_accuracy``)."""
@@ -718,30 +736,98 @@ class Run:
         ]
 
     def _fold(self) -> None:
-        if self._pending:
-            self._stats.fold(self._pending)
-            self._pending = []
+        """Fold the pending scalar records into the min/max, each key's last step and the times."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        self._stats.fold(pending)
+        if self._first_time is None:
+            self._first_time = pending[0].get("time")
+        self._last_time = pending[-1].get("time")
+        # Each key's last step: from the newest record back, until every key logged so far is seen
+        # (usually the newest record has them all, so this costs nothing per record).
+        found: dict[str, Any] = {}
+        need = len(self._last.keys() | {"step", "time"})
+        for rec in reversed(pending):
+            step = rec["step"]
+            for k in rec:
+                if k not in found:
+                    found[k] = step
+            if len(found) >= need:
+                break
+        self._last_step.update(found)
 
     def _fields(self) -> dict[str, Any]:
         self._fold()
         return run_fields(self.config, self._summary(), self._stats)
 
+    def _counters(self) -> Counters:
+        """The index's counters (:mod:`labledger.store.counters`) of what this run wrote so far."""
+        self._fold()
+        files: dict[str, list[int]] = {}
+        for a in self._appenders():
+            st = os.fstat(a.fd)
+            files[a.path.name] = [st.st_size, st.st_mtime_ns]
+        records = {
+            "scalars": self._n_scalars,
+            "batches": self._n_batches,
+            "history": self._n_history,
+            "checkpoints": self._n_checkpoints,
+            "notes": self._n_notes,
+        }
+        if self._system is not None and self._system.position is not None:
+            n, size, mtime = self._system.position
+            records["system"] = n
+            files[RECORD_FILES["system"]] = [size, mtime]
+        last_step = self._last_step
+        return Counters(
+            records=records,
+            files=files,
+            steps=self._max_step,
+            last={k: [_finite_or_none(v), last_step.get(k)] for k, v in self._last.items() if k != "time"},
+            first_time=self._first_time,
+            last_time=self._last_time,
+        )
+
     def _tick(self, now: float) -> None:
-        """The log calls' timer: fold pending scalars (memory stays flat); sync when it is due."""
+        """The log calls' timer: fold pending scalars (memory stays flat); refresh the index and
+        sync when they are due."""
         self._fold()
         if now >= self._sync_due:
             self.sync()
+        elif now >= self._index_due:
+            # the records are in the files; when the index is unreachable the next sync tries again
+            # and fails loudly
+            with contextlib.suppress(IndexUnavailableError):
+                self.refresh_index()
         else:
-            self._next_sync = min(self._sync_due, now + FOLD_INTERVAL)
+            self._next_sync = min(self._sync_due, self._index_due, now + FOLD_INTERVAL)
+
+    def refresh_index(self) -> None:
+        """Write the index row's summary, query fields and counters (done every ``index_interval``).
+
+        When the index is unreachable (team mode, PostgreSQL down past its retry window), the next
+        attempt waits for the next sync, so that log calls do not wait on the index at every refresh.
+        """
+        try:
+            self.ledger.update_run(
+                self.id, summary=self._summary(), fields=self._fields(), counters=self._counters().to_json()
+            )
+        except IndexUnavailableError:
+            self._index_due = self._sync_due
+            self._next_sync = min(self._sync_due, time.time() + FOLD_INTERVAL)
+            raise
+        now = time.time()
+        self._index_due = now + self.index_interval
+        self._next_sync = min(self._sync_due, self._index_due, now + FOLD_INTERVAL)
 
     def sync(self) -> None:
-        """fsync every file and refresh the index summary and query fields (also done on an interval)."""
+        """fsync every file and refresh the index row (both also done on an interval)."""
         for a in self._appenders():
             a.fsync()
-        self.ledger.update_run(self.id, summary=self._summary(), fields=self._fields())
-        now = time.time()
-        self._sync_due = now + self.sync_interval
-        self._next_sync = min(self._sync_due, now + FOLD_INTERVAL)
+        self._sync_due = time.time() + self.sync_interval
+        self.refresh_index()
 
     def finish(self, status: str = "finished", *, error: str | None = None, ended: float | None = None) -> None:
         """End the run with ``status`` (finished, failed, killed); fsyncs everything."""
@@ -751,7 +837,8 @@ class Run:
             raise LedgerError(f"status must be finished, failed or killed; got {status!r}")
         if self._system is not None:
             self._system.stop()
-            self._system = None
+        counters = self._counters()  # the files as they end, before they close
+        self._system = None
         for a in self._appenders():
             a.fsync()
             a.close()
@@ -767,11 +854,19 @@ class Run:
             error=error,
             summary=self._summary(),
             fields=self._fields(),
+            counters=counters.to_json(),
         )
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         os.close(self._lock_fd)
         if self._owns_ledger:
             self.ledger.close()
+
+
+def _finite_or_none(v: Any) -> Any:
+    """A logged value as the counters store it (NaN and infinities as ``None``, as in the files)."""
+    if type(v) is float and not math.isfinite(v):
+        return None
+    return v
 
 
 def start_run(

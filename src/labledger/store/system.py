@@ -116,6 +116,9 @@ class SystemSampler:
         self._last_cpu = time.process_time()
         self._last_wall = time.monotonic()
         self.samples = 0
+        #: ``(samples, file size, mtime_ns)`` after the last complete write, set in one assignment
+        #: so that the run's index counters (#19) never see a count and a size that disagree.
+        self.position: tuple[int, int, int] | None = None
         self._thread = threading.Thread(target=self._loop, name="labledger-system-metrics", daemon=True)
         self._thread.start()
 
@@ -140,6 +143,8 @@ class SystemSampler:
             try:
                 self._out.append(self.sample())
                 self.samples += 1
+                st = os.fstat(self._out.fd)
+                self.position = (self.samples, st.st_size, st.st_mtime_ns)
             except Exception:  # noqa: BLE001 - a full disk or a closed file ends sampling, never the run
                 return
             if self._stop.wait(self.interval):

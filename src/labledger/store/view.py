@@ -11,6 +11,7 @@ import orjson
 
 from labledger.errors import LedgerError, UnknownNameError
 from labledger.schema import STORED_KINDS, decode
+from labledger.store.counters import TAIL_LIMIT, Counters, bring_up_to_date, scan_run, tail_bytes
 from labledger.store.jsonl import RECORD_FILES, count_lines, read_json, read_jsonl
 
 if TYPE_CHECKING:
@@ -179,30 +180,69 @@ class RunView:
     def file_path(self, name: str) -> Path:
         return self.dir / "files" / name
 
-    def counts(self) -> dict[str, int]:
-        """Number of records of each kind (read from the files, so exact even after a crash).
+    def counters(self) -> Counters:
+        """The run's counters (:mod:`labledger.store.counters`): records of each kind, steps, last
+        values, first/last time, without scanning the run's files (#19).
+
+        They come from the index and are brought up to date by reading what was appended since
+        they were taken (a running run's last second or so), so they are exact. A run without
+        counters (an older version's, or one that died before its first refresh), or whose files
+        were rewritten, is scanned once; the result is kept in the index when the run no longer
+        logs. A running run that logged more than ``TAIL_LIMIT`` bytes since its last refresh is
+        shown as that refresh left it (at most ``Run.index_interval`` seconds old).
+
+        >>> import tempfile, labledger
+        >>> d = tempfile.mkdtemp()
+        >>> with labledger.start_run("r", ledger=d) as run:
+        ...     run.log(1, loss=0.5); run.log(2, loss=0.25)
+        >>> c = labledger.open_ledger(d).run(run.id).counters()
+        >>> c.records["scalars"], c.steps, c.last["loss"]
+        (2, 2, [0.25, 2])
+        """
+        running = self.info.status == "running"
+        stored = self.ledger.run_counters(self.id)
+        if stored is not None:
+            pending = tail_bytes(stored, self.dir)
+            if pending == 0:
+                return stored
+            if pending is not None and pending <= TAIL_LIMIT:
+                fresh = bring_up_to_date(stored, self.dir)
+                if fresh is not None:
+                    if not running and self.ledger.reap_on_read:
+                        self.ledger.store_counters(self.id, fresh)
+                    return fresh
+            elif pending is not None and running:
+                return stored
+        scanned = scan_run(self.dir)
+        if not running and self.ledger.reap_on_read:  # a server's GETs change nothing (#17)
+            self.ledger.store_counters(self.id, scanned)
+        return scanned
+
+    def counts(self, counters: Counters | None = None) -> dict[str, int]:
+        """Number of records of each kind, from :meth:`counters` (exact even after a crash).
 
         The optional kinds (``system`` samples, ``media`` of wandb-style runs) are counted only when
-        the run has them, so a run without them shows exactly the counts it always did.
+        the run has them, so a run without them shows exactly the counts it always did. A result
+        set's rows come from the index (the count its validation stored), else from its file.
+        ``counters``: from :meth:`counters`, when the caller has them already.
         """
+        records = (counters or self.counters()).records
         out = {
-            kind: count_lines(self._file(fname))
+            kind: records.get(kind, 0)
             for kind, fname in RECORD_FILES.items()
-            if kind not in OPTIONAL_RECORDS or self._file(fname).exists()
+            if kind not in OPTIONAL_RECORDS or kind in records or self._file(fname).exists()
         }
-        for name in self.results_names():
-            out[f"results:{name}"] = count_lines(self.results_path(name))
+        names = self.results_names()
+        if names:
+            stored = self.ledger.results_rows(self.id)
+            for name in names:
+                n = stored.get(name)
+                out[f"results:{name}"] = n if n is not None else count_lines(self.results_path(name))
         return out
 
-    def last_scalars(self) -> dict[str, Any]:
-        """The last value logged for each scalar key."""
-        last: dict[str, Any] = {}
-        for rec in self.scalars():
-            step = rec.pop("step", None)
-            rec.pop("time", None)
-            for k, v in rec.items():
-                last[k] = {"value": v, "step": step}
-        return last
+    def last_scalars(self, counters: Counters | None = None) -> dict[str, Any]:
+        """The last value logged for each scalar key, with its step (from :meth:`counters`)."""
+        return (counters or self.counters()).last_scalars()
 
     # -- tables ---------------------------------------------------------------------------------
     def records(self, what: str) -> Iterator[dict[str, Any]]:

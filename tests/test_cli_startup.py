@@ -1,0 +1,52 @@
+"""CLI start-up (#19): a command imports only its own module; ``--help`` and ``runs`` load no numpy or pyarrow."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import labledger
+from labledger.cli import COMMANDS, main
+
+SRC = str(Path(labledger.__file__).resolve().parents[1])
+HEAVY = ("numpy", "pyarrow", "scipy", "pandas", "labledger.metrics", "labledger.analysis")
+
+
+def imported(*args: str, ledger: Path) -> set[str]:
+    """Modules ``python -X importtime -m labledger ARGS`` imported (a real process)."""
+    env = {**os.environ, "PYTHONPATH": SRC, "LABLEDGER_DIR": str(ledger)}
+    res = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "labledger", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    return {line.rsplit("|", 1)[1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
+
+
+@pytest.fixture(scope="module")
+def small_ledger(tmp_path_factory):
+    d = tmp_path_factory.mktemp("startup") / "ledger"
+    with labledger.start_run("r", ledger=d) as run:
+        run.log(1, loss=0.5)
+    return d
+
+
+@pytest.mark.parametrize("args", [("--help",), ("runs",), ("runs", "--json")])
+def test_help_and_runs_import_no_numpy_or_pyarrow(args, small_ledger):
+    mods = imported(*args, ledger=small_ledger)
+    assert "labledger.cli" in mods  # the measurement saw the CLI load
+    assert not {m for m in mods if m.split(".")[0] in HEAVY or m.startswith(HEAVY)}
+
+
+def test_every_command_is_listed_and_loads_from_its_module():
+    names = set(main.commands)  # reading them all imports every command module
+    assert names == set(COMMANDS), "add new commands to labledger.cli.COMMANDS"
+    for name, module in COMMANDS.items():
+        assert main.commands[name].callback.__module__.startswith(f"labledger.cli.{module}")
