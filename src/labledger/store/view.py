@@ -237,8 +237,29 @@ class RunView:
 
         Nested values (sample inputs, probability maps, samples of a batch) are flattened where
         they are flat mappings of numbers (``probabilities.<label>``) and kept as JSON text otherwise.
+
+        ``samples`` is built with Arrow kernels from the file itself when its records allow it;
+        the table of a large record file (>= 4 MiB) of a run that is not running is kept in the
+        columnar cache (:mod:`labledger.inputs.columnar`) and read from there while the file is
+        unchanged.
         """
-        return records_to_table(self.records(what))
+        kind = what.partition(":")[0]
+        source = None
+        if kind in ("scalars", "batches", "history", "notes", "system", "media"):
+            source = self._file(RECORD_FILES[kind])
+        elif kind == "samples":
+            source = self._file(RECORD_FILES["batches"])
+        if source is None:
+            return records_to_table(self.records(what))
+        from labledger.store.record_columns import file_table, samples_table
+
+        return file_table(
+            source,
+            f"table-{kind}",
+            lambda: records_to_table(self.records(what)),
+            fast=samples_table if kind == "samples" else None,
+            cache=self.status != "running",
+        )
 
     def dataframe(self, what: str) -> Any:
         """A pandas DataFrame of records of kind ``what``: :meth:`table` as pandas.
