@@ -332,3 +332,21 @@ def test_samples_table_refuses_what_it_cannot_read_exactly():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert samples_table(b'{"microbatch": 1, "samples": [{"a": 1}]}\n{"microbatch": 2, "sa') is None
+
+
+def test_export_parquet_copies_the_fresh_cache_entry(finished_run, cache_dir, tmp_path):
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from labledger.cli import main
+
+    view = finished_run
+    want = records_to_table(view.records("samples"))
+    args = ["export", view.id, "--what", "samples", "--format", "parquet", "--ledger", str(view.dir.parents[1])]
+    for out in (tmp_path / "a.parquet", tmp_path / "b.parquet"):  # built and stored; then copied
+        res = CliRunner().invoke(main, [*args, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        assert pq.read_table(out).replace_schema_metadata(None).equals(want)
+    assert view.cached_parquet("samples") is not None
+    (view.dir / "batches.jsonl").write_bytes(b"")  # the run's file changed: the entry is stale
+    assert view.cached_parquet("samples") is None

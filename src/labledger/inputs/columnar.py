@@ -126,14 +126,11 @@ def wanted(size: int) -> Path | None:
     return cache_folder()
 
 
-def cached_table(
+def fresh_entry(
     source: str | os.PathLike[str], kind: str, *, folder: Path | None = None, key: str | None = None
-) -> pa.Table | None:
-    """The cached table of ``source`` when its entry matches the source's content now, else ``None``.
-
-    ``key`` is the source's :func:`content_key` when the caller already has it. A stale entry, a
-    torn one or one of another format is never returned.
-    """
+) -> Path | None:
+    """The cache entry of ``source`` when it matches the source's content now (a Parquet file that
+    may be copied as it is), else ``None``."""
     folder = folder if folder is not None else cache_folder()
     if folder is None:
         return None
@@ -151,6 +148,22 @@ def cached_table(
     key = key if key is not None else file_key(source)
     if key is None or meta.get(_KEY) != key.encode():
         return None
+    return entry
+
+
+def cached_table(
+    source: str | os.PathLike[str], kind: str, *, folder: Path | None = None, key: str | None = None
+) -> pa.Table | None:
+    """The cached table of ``source`` when its entry matches the source's content now, else ``None``.
+
+    ``key`` is the source's :func:`content_key` when the caller already has it. A stale entry, a
+    torn one or one of another format is never returned.
+    """
+    entry = fresh_entry(source, kind, folder=folder, key=key)
+    if entry is None:
+        return None
+    import pyarrow.parquet as pq
+
     try:
         return pq.read_table(entry)
     except (OSError, ValueError):
@@ -196,6 +209,7 @@ __all__ = [
     "content_key",
     "entry_path",
     "file_key",
+    "fresh_entry",
     "min_cache_bytes",
     "store_table",
     "wanted",

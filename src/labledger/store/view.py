@@ -261,6 +261,17 @@ class RunView:
             cache=self.status != "running",
         )
 
+    def cached_parquet(self, what: str) -> Path | None:
+        """The columnar cache's zstd Parquet of :meth:`table` ``(what)`` when it is there and matches
+        the run's file now (``export --format parquet`` copies it), else ``None``."""
+        from labledger.inputs.columnar import fresh_entry
+
+        kind = what.partition(":")[0]
+        name = RECORD_FILES["batches"] if kind == "samples" else RECORD_FILES.get(kind)
+        if name is None or kind in ("checkpoints",):
+            return None
+        return fresh_entry(self._file(name), f"table-{kind}")
+
     def dataframe(self, what: str) -> Any:
         """A pandas DataFrame of records of kind ``what``: :meth:`table` as pandas.
 
