@@ -123,28 +123,36 @@ def read_arrow(
     a read.
     """
     try:
-        data = path.read_bytes()
+        size = path.stat().st_size
     except OSError:
         return None
-    folder = wanted(len(data)) if cache else None
+    folder = wanted(size) if cache else None
     if folder is not None:
         from labledger.inputs.result_table import result_set_from_table, result_set_to_table
 
         kind = "results-" + xxhash.xxh3_64_hexdigest(
             orjson.dumps([tolerance, positive, repeats], option=orjson.OPT_SORT_KEYS, default=str)
         )
-        key = content_key(data)
-        table = cached_table(path, kind, folder=folder, key=key)
+        table = cached_table(path, kind, folder=folder)  # hashes the file through a memory map
         if table is not None:
             cached = result_set_from_table(table, source=name)
             if cached is not None:
                 return cached
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        key = content_key(data)  # of the bytes read: what is stored matches its key
         rs = _read_arrow(data, name, tolerance, positive, repeats)
         if rs is not None:
             encoded = result_set_to_table(rs)
             if encoded is not None:
                 store_table(encoded, path, kind, key, folder=folder)
         return rs
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
     return _read_arrow(data, name, tolerance, positive, repeats)
 
 
@@ -169,14 +177,23 @@ def _read_arrow(data: bytes, name: str, tolerance: float, positive: Any, repeats
         return None
 
 
+def _distinct(values: np.ndarray) -> bool:
+    """Whether no value repeats (a sort: numpy's hash-based ``unique`` is ~50x slower at 1M)."""
+    s = np.sort(values)
+    return not bool((s[1:] == s[:-1]).any())
+
+
 def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeats: bool) -> str | None:
     """The repeat field when some id repeats within a task (the row reader's rule, vectorised):
     ``None`` when ids are unique; raises ``_Fallback`` when they are not and no field explains them
     (the row reader then raises the duplicate id with its line)."""
     n = table.num_rows
-    id_codes = pc.dictionary_encode(ids).indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    pair = task_codes.astype(np.int64) * (int(id_codes.max(initial=0)) + 1) + id_codes
-    if len(np.unique(pair)) == n:
+    enc = pc.dictionary_encode(ids)
+    if len(enc.dictionary) == n:
+        return None  # every id distinct in the whole file
+    id_codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    pair = task_codes.astype(np.int64) * len(enc.dictionary) + id_codes
+    if _distinct(pair):
         return None
     if not repeats:
         raise _Fallback
@@ -187,9 +204,9 @@ def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeat
         if col.null_count or not (_is_num(col.type) or pa.types.is_string(col.type)):
             raise _Fallback  # a null or a nested repeat index: the row reader judges it
         rep = pc.dictionary_encode(col).indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        _, pair_codes = np.unique(pair, return_inverse=True)
-        triple = pair_codes.astype(np.int64) * (int(rep.max(initial=0)) + 1) + rep
-        if len(np.unique(triple)) != n:
+        order = np.lexsort((rep, pair))
+        same = (pair[order][1:] == pair[order][:-1]) & (rep[order][1:] == rep[order][:-1])
+        if same.any():
             raise _Fallback
         return f
     raise _Fallback

@@ -46,22 +46,25 @@ def result_set_to_table(rs: ResultSet) -> pa.Table | None:
     for t, (name, td) in enumerate(rs.tasks.items()):
         p = f"t{t}."
         info: dict[str, Any] = {"task": name, "kind": td.kind, "n": td.n, "start": start}
-        cols: dict[str, Any] = {
-            "id": pa.array(td.ids.tolist(), pa.string()),
-            "line": pa.array(td.lines, pa.int64()),
-        }
+        cols: dict[str, Any] = {"id": pa.array(td.ids.tolist(), pa.string())}
+        if td.n and np.array_equal(td.lines, np.arange(td.lines[0], td.lines[0] + td.n)):
+            info["first_line"] = int(td.lines[0])  # consecutive lines: no column
+        else:
+            cols["line"] = pa.array(td.lines, pa.int64())
         if td.group is not None:
             cols["group"] = pa.array(td.group, pa.int64())
         if td.repeat is not None:
             cols["repeat"] = pa.array(td.repeat.tolist())
         if isinstance(td, ProbTask):
-            info.update(labels=list(td.labels), positive=td.positive)
+            # only what the readers do not derive: binary probs and both pred_index come back
+            # from score / probs by the readers' own rules (binary_task, argmax), bit for bit
+            info.update(labels=list(td.labels), positive=td.positive, has_score=td.score is not None)
             cols["gold_index"] = pa.array(td.gold_index, pa.int64())
-            cols["pred_index"] = pa.array(td.pred_index, pa.int64())
-            for j in range(len(td.labels)):
-                cols[f"p{j}"] = pa.array(td.probs[:, j], pa.float64())
-            if td.score is not None:
+            if td.kind == "binary":
                 cols["score"] = pa.array(td.score, pa.float64())
+            else:
+                for j in range(len(td.labels)):
+                    cols[f"p{j}"] = pa.array(td.probs[:, j], pa.float64())
         elif isinstance(td, RegressionTask):
             cols["gold_value"] = pa.array(td.gold_value, pa.float64())
             cols["pred_value"] = pa.array(td.pred_value, pa.float64())
@@ -113,12 +116,12 @@ def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
             return np.asarray(col(name).to_numpy(), dtype=dtype)
 
         names = set(info["columns"])
-        ids = np.empty(info["n"], dtype=object)
-        ids[:] = col("id").to_pylist()
+        ids = col("id").to_numpy()  # an object array of str
+        first = info.get("first_line")
         common: dict[str, Any] = {
             "task": info["task"],
             "ids": ids,
-            "lines": num("line", np.int64),
+            "lines": num("line", np.int64) if first is None else np.arange(first, first + info["n"], dtype=np.int64),
             "group": num("group", np.int64) if "group" in names else None,
             "slice_columns": {
                 sname: (num(f"s{k}", np.int32), values) for k, (sname, values) in enumerate(info["slices"])
@@ -134,20 +137,38 @@ def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
             td = RegressionTask(
                 **common, gold_value=num("gold_value", np.float64), pred_value=num("pred_value", np.float64)
             )
+        elif info["kind"] == "binary":
+            labels = tuple(info["labels"])
+            score = num("score", np.float64)
+            pj = labels.index(info["positive"])
+            probs = np.empty((info["n"], 2), dtype=np.float64)
+            probs[:, pj] = score
+            probs[:, 1 - pj] = 1.0 - score
+            td = ProbTask(
+                **common,
+                kind="binary",
+                labels=labels,
+                probs=probs,
+                gold_index=num("gold_index", np.int64),
+                pred_index=np.where(score >= 0.5, pj, 1 - pj).astype(np.int64),
+                score=score,
+                positive=info["positive"],
+            )
         else:
             labels = tuple(info["labels"])
             probs = np.empty((info["n"], len(labels)), dtype=np.float64)
             for j in range(len(labels)):
                 probs[:, j] = num(f"p{j}", np.float64)
+            positive = info["positive"]
             td = ProbTask(
                 **common,
-                kind=info["kind"],
+                kind="classification",
                 labels=labels,
                 probs=probs,
                 gold_index=num("gold_index", np.int64),
-                pred_index=num("pred_index", np.int64),
-                score=num("score", np.float64) if "score" in names else None,
-                positive=info["positive"],
+                pred_index=probs.argmax(axis=1).astype(np.int64) if info["n"] else np.zeros(0, np.int64),
+                score=probs[:, labels.index(positive)].copy() if info["has_score"] else None,
+                positive=positive,
             )
         out[info["task"]] = td
     return ResultSet(out, source=source, repeat_field=doc["repeat_field"])
