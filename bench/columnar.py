@@ -244,7 +244,13 @@ def main() -> None:
         "results cache entry": sum(p.stat().st_size for p in cache.glob("results-*.parquet")),
         "bin, zstd Parquet": (folder / "bin.zstd.parquet").stat().st_size,
     }
-    print(f"# bench/columnar.py: {args.rows:,} results rows, {args.batches:,} batches x 16 samples; {args.reps} reps")
+    import pyarrow.parquet as pq
+
+    n_rows = pq.read_metadata(folder / "bin.zstd.parquet").num_rows
+    n_samples = pq.read_metadata(folder / "samples.zstd.parquet").num_rows
+    print(
+        f"# bench/columnar.py: {n_rows:,} results rows, {n_samples:,} samples ({n_samples // 16:,} batches); {args.reps} reps"
+    )
     print(
         f"load average before {load0[0]:.2f} {load0[1]:.2f}, after {load1[0]:.2f} {load1[1]:.2f}; {os.cpu_count()} CPUs\n"
     )

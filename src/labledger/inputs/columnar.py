@@ -93,7 +93,13 @@ def content_key(data: bytes | bytearray | memoryview | mmap.mmap) -> str:
 
 
 def file_key(path: str | os.PathLike[str]) -> str | None:
-    """:func:`content_key` of a file, hashed through a memory map (no copy); ``None`` if unreadable."""
+    """:func:`content_key` of a file, hashed through a memory map (no copy); ``None`` if unreadable.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "f"; _ = p.write_bytes(b"abc")
+    >>> file_key(p) == content_key(b"abc"), file_key(p.parent / "missing")
+    (True, None)
+    """
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -130,7 +136,14 @@ def fresh_entry(
     source: str | os.PathLike[str], kind: str, *, folder: Path | None = None, key: str | None = None
 ) -> Path | None:
     """The cache entry of ``source`` when it matches the source's content now (a Parquet file that
-    may be copied as it is), else ``None``."""
+    may be copied as it is), else ``None``.
+
+    >>> import tempfile, pathlib, pyarrow as pa
+    >>> d = pathlib.Path(tempfile.mkdtemp()); src = d / "r.jsonl"; _ = src.write_bytes(b"{}\\n")
+    >>> _ = store_table(pa.table({"a": [1]}), src, "demo", content_key(b"{}\\n"), folder=d)
+    >>> fresh_entry(src, "demo", folder=d) == entry_path(src, "demo", d)
+    True
+    """
     folder = folder if folder is not None else cache_folder()
     if folder is None:
         return None
@@ -154,7 +167,8 @@ def fresh_entry(
 def cached_table(
     source: str | os.PathLike[str], kind: str, *, folder: Path | None = None, key: str | None = None
 ) -> pa.Table | None:
-    """The cached table of ``source`` when its entry matches the source's content now, else ``None``.
+    """The cached table of ``source`` when its entry matches the source's content now, else ``None``
+    (see the module docstring's example).
 
     ``key`` is the source's :func:`content_key` when the caller already has it. A stale entry, a
     torn one or one of another format is never returned.
@@ -174,7 +188,13 @@ def store_table(
     table: pa.Table, source: str | os.PathLike[str], kind: str, key: str, *, folder: Path | None = None
 ) -> bool:
     """Write ``table`` as the cache entry of ``source`` (content ``key``), atomically; whether it was
-    written (a cache that cannot be written is skipped: it is only a cache)."""
+    written (a cache that cannot be written is skipped: it is only a cache).
+
+    >>> import tempfile, pathlib, pyarrow as pa
+    >>> blocked = pathlib.Path(tempfile.mkdtemp()) / "a-file"; _ = blocked.write_text("")
+    >>> store_table(pa.table({"a": [1]}), blocked, "demo", "k", folder=blocked)  # not a folder
+    False
+    """
     folder = folder if folder is not None else cache_folder()
     if folder is None:
         return False

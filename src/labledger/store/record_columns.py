@@ -154,6 +154,11 @@ def file_table(
 
     A table built while damaged lines were skipped is not stored, so every later read reports them
     again (their warnings are passed on as they were raised).
+
+    >>> import tempfile, pathlib, pyarrow as pa
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.jsonl"; _ = p.write_bytes(b'{"step": 1}\\n')
+    >>> file_table(p, "table-scalars", lambda: pa.table({"step": [1]})).to_pydict()
+    {'step': [1]}
     """
     try:
         size = os.stat(path).st_size

@@ -263,7 +263,15 @@ class RunView:
 
     def cached_parquet(self, what: str) -> Path | None:
         """The columnar cache's zstd Parquet of :meth:`table` ``(what)`` when it is there and matches
-        the run's file now (``export --format parquet`` copies it), else ``None``."""
+        the run's file now (``export --format parquet`` copies it), else ``None``.
+
+        >>> import tempfile, labledger
+        >>> d = tempfile.mkdtemp()
+        >>> with labledger.start_run("r", ledger=d) as run:
+        ...     run.log(step=1, loss=0.5)
+        >>> labledger.open_ledger(d).run(run.id).cached_parquet("scalars") is None  # small files: no entry
+        True
+        """
         from labledger.inputs.columnar import fresh_entry
 
         kind = what.partition(":")[0]
