@@ -28,17 +28,21 @@ from labledger.inputs.results import REPEAT_FIELDS, ResultSet
 
 def _by_repeat(rs: ResultSet) -> dict[Any, ResultSet]:
     """A set read with ``repeats=True`` split into one set per repeat value (in order of first line)."""
+    keys = {
+        name: [repr((type(v).__name__, v)) for v in ([] if td.repeat is None else td.repeat.tolist())]
+        for name, td in rs.tasks.items()
+    }
     first: dict[str, tuple[int, Any]] = {}
-    for td in rs.tasks.values():
-        for v, line in zip(td.repeat.tolist(), td.lines.tolist()):
-            key = repr((type(v).__name__, v))
+    for name, td in rs.tasks.items():
+        values = [] if td.repeat is None else td.repeat.tolist()
+        for key, v, line in zip(keys[name], values, td.lines.tolist()):
             if key not in first or line < first[key][0]:
                 first[key] = (line, v)
     out: dict[Any, ResultSet] = {}
     for key, (_, v) in sorted(first.items(), key=lambda kv: kv[1][0]):
         tasks = {}
         for name, td in rs.tasks.items():
-            mask = np.fromiter((repr((type(x).__name__, x)) == key for x in td.repeat.tolist()), bool, count=td.n)
+            mask = np.asarray([k == key for k in keys[name]], dtype=bool)
             if mask.any():
                 sub = td.subset(mask)
                 sub.repeat = None
