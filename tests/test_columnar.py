@@ -255,7 +255,7 @@ def test_arrow_samples_table_equals_the_dict_path(tmp_path, recs):
         assert fast.schema == slow.schema and fast.equals(slow)
     samples = [s for r in recs for s in r["samples"]]
     plain = all(isinstance(s["input"], str) and len(s["probabilities"]) == 3 and s["gold"] is not True for s in samples)
-    if plain and not any("source" in s for s in samples):
+    if plain and not any("source" in s for s in samples) and all(r["samples"] for r in recs):
         assert fast is not None  # the shape the ledger writes is read by the fast path
 
 

@@ -108,8 +108,18 @@ def _flat(table: pa.Table) -> pa.Table | None:
     par = parents.to_numpy(zero_copy_only=False)
     index = np.arange(len(par), dtype=np.int64) - offsets[par]
     columns: dict[str, Any] = {}
+    # Arrow inferred the batch fields' types from every record; the dict path sees only records
+    # with samples. They agree unless a record without samples is what made a column double
+    # (the others' values may be integers): then the dict path decides.
+    lengths = pc.list_value_length(samples).fill_null(0)
+    some_empty = bool(pc.any(pc.equal(lengths, 0)).as_py()) if len(samples) else False
     for c in base_names:
-        columns[c] = table.column(c).chunk(0).take(parents)
+        col = table.column(c).chunk(0).take(parents)
+        if some_empty and pa.types.is_floating(col.type):
+            raise _Outside
+        if col.null_count == len(col) and not pa.types.is_null(col.type):
+            col = pa.nulls(len(col))  # null in every record with samples: the dict path's null column
+        columns[c] = col
     columns["sample_index"] = pa.array(index, pa.int64())
     base = set(base_names)
     struct_type = flat.type
