@@ -11,6 +11,8 @@ SHARED = REPO.parent / "shared"
 SEEDS = SHARED / "seeds"
 #: Screenshots and other artefacts that CI keeps.
 ARTIFACTS = Path(__import__("os").environ.get("LABLEDGER_TEST_ARTIFACTS", REPO / "test-artifacts"))
+# The columnar cache (#19) of the files tests read goes to a folder of this session, not ~/.cache.
+__import__("os").environ.setdefault("LABLEDGER_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="labledger-cache-"))
 
 
 def make_batch(

@@ -23,9 +23,32 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError, RecordError
+from labledger.inputs.results import REPEAT_FIELDS, ResultSet
 
-#: Fields that carry a repeat index, in the order they are looked for.
-REPEAT_FIELDS = ("epoch", "sample")
+
+def _by_repeat(rs: ResultSet) -> dict[Any, ResultSet]:
+    """A set read with ``repeats=True`` split into one set per repeat value (in order of first line)."""
+    keys = {
+        name: [repr((type(v).__name__, v)) for v in ([] if td.repeat is None else td.repeat.tolist())]
+        for name, td in rs.tasks.items()
+    }
+    first: dict[str, tuple[int, Any]] = {}
+    for name, td in rs.tasks.items():
+        values = [] if td.repeat is None else td.repeat.tolist()
+        for key, v, line in zip(keys[name], values, td.lines.tolist()):
+            if key not in first or line < first[key][0]:
+                first[key] = (line, v)
+    out: dict[Any, ResultSet] = {}
+    for key, (_, v) in sorted(first.items(), key=lambda kv: kv[1][0]):
+        tasks = {}
+        for name, td in rs.tasks.items():
+            mask = np.asarray([k == key for k in keys[name]], dtype=bool)
+            if mask.any():
+                sub = td.subset(mask)
+                sub.repeat = None
+                tasks[name] = sub
+        out[v] = ResultSet(tasks, source=rs.source)
+    return out
 
 
 def _rows(source: Any) -> list[dict[str, Any]]:
@@ -55,7 +78,11 @@ def evaluate_repeats(
     resamples: int = 1000,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Per-item reduced values of mean metrics over repeated rows, with intervals over items."""
+    """Per-item reduced values of mean metrics over repeated rows, with intervals over items.
+
+    ``source``: rows, a results file, or a :class:`ResultSet` read with ``repeats=True`` (its
+    ``repeat_field`` is used; the file is then read once, by the columnar reader).
+    """
     from labledger.analysis.evaluation import _item_values, prepare_task, task_params
     from labledger.inputs.results import load
     from labledger.metrics.prepared import MeanPrepared
@@ -63,14 +90,19 @@ def evaluate_repeats(
     from labledger.metrics.resample import Interval, bootstrap_samples, interval
     from labledger.metrics.stats import coverage_note, mean_interval, reduce_repeats
 
-    rows = _rows(source)
-    field = field or repeat_field(rows)
-    if field is None:
-        raise RecordError(f"no repeat field: every row needs one of {', '.join(REPEAT_FIELDS)}", field="epoch")
-    by_repeat: dict[Any, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_repeat.setdefault(r[field], []).append({k: v for k, v in r.items() if k != field})
-    sets = {k: load(v) for k, v in by_repeat.items()}
+    sets: dict[Any, ResultSet]
+    if isinstance(source, ResultSet) and source.repeat_field is not None and field in (None, source.repeat_field):
+        field = source.repeat_field
+        sets = _by_repeat(source)
+    else:
+        rows = _rows(source)
+        field = field or repeat_field(rows)
+        if field is None:
+            raise RecordError(f"no repeat field: every row needs one of {', '.join(REPEAT_FIELDS)}", field="epoch")
+        by_repeat: dict[Any, list[dict[str, Any]]] = {}
+        for r in rows:
+            by_repeat.setdefault(r[field], []).append({k: v for k, v in r.items() if k != field})
+        sets = {k: load(v) for k, v in by_repeat.items()}
     tasks = list(dict.fromkeys(t for rs in sets.values() for t in rs))
     # builtins of a schema.RepeatsDoc (decode(doc, type=RepeatsDoc) types them)
     doc: dict[str, Any] = {"kind": "repeats", "schema_version": 2, "repeat_field": field, "ci": ci, "tasks": {}}

@@ -297,7 +297,6 @@ def eval_command(
     reduced per item first (--repeats), for per-item mean metrics (default: accuracy).
     """
     from labledger.analysis.evaluation import evaluate
-    from labledger.errors import RecordError
 
     _check_metrics(metrics)
     if save is not None and (":" not in save or not all(save.partition(":")[::2])):
@@ -309,34 +308,20 @@ def eval_command(
     from labledger.analysis.harness import harness_check, harness_lines, harness_meta, harness_metrics
 
     harness = harness_meta(path)
-    try:
-        ev = evaluate(
-            path,
-            metrics=list(metrics) or (harness_metrics(harness) if harness else None),
-            headline={t: v[0] for t, v in harness_metrics(harness).items()} if harness else None,
-            by=list(by) or None,
-            ci=ci,
-            resamples=resamples,
-            seed=seed,
-            task=list(tasks) or None,
-            positive=positive,
-            **budget,
-        )
-    except RecordError as exc:
-        if exc.field != "id" or "duplicate id" not in exc.detail:
-            raise
-        from labledger.analysis.repeats import _rows, evaluate_repeats, repeat_field
+    from labledger.inputs.results import read_results
 
-        rows = _rows(path)
-        if repeat_field(rows) is None:
-            raise
+    # one read: rows that repeat ids with an epoch/sample field come back with their repeat column
+    rs = read_results(path, positive=positive, repeats=True)
+    if rs.repeat_field is not None:
+        from labledger.analysis.repeats import evaluate_repeats
+
         if save is not None or by:
             raise click.UsageError(
                 "rows with an 'epoch' or 'sample' field are evaluated per item over repeats; "
                 "--save and --by do not apply to them yet"
-            ) from None
+            )
         rep = evaluate_repeats(
-            rows, metrics=list(metrics) or ["accuracy"], reduction=repeats, ci=ci, resamples=resamples, seed=seed
+            rs, metrics=list(metrics) or ["accuracy"], reduction=repeats, ci=ci, resamples=resamples, seed=seed
         )
         rep["source"] = shown
         if tasks:
@@ -347,6 +332,18 @@ def eval_command(
         else:
             _print_repeats(typed.to_dict())
         return
+    ev = evaluate(
+        rs,
+        metrics=list(metrics) or (harness_metrics(harness) if harness else None),
+        headline={t: v[0] for t, v in harness_metrics(harness).items()} if harness else None,
+        by=list(by) or None,
+        ci=ci,
+        resamples=resamples,
+        seed=seed,
+        task=list(tasks) or None,
+        positive=positive,
+        **budget,
+    )
     doc = ev.doc
     doc.source = shown
     if harness:

@@ -359,10 +359,16 @@ def export_cmd(run, what, fmt, out, ledger_path, as_json):
         table = view.table(what)
         n = table.num_rows
         with atomic_open(out_path) as f:
-            if fmt == "parquet":
+            entry = view.cached_parquet(what) if fmt == "parquet" else None
+            if entry is not None:  # the columnar cache holds this very table as zstd Parquet (#19)
+                import shutil
+
+                with open(entry, "rb") as src:
+                    shutil.copyfileobj(src, f, 2**20)
+            elif fmt == "parquet":
                 import pyarrow.parquet as pq
 
-                pq.write_table(table, f)
+                pq.write_table(table, f, compression="zstd")
             else:
                 import pyarrow.csv as pacsv
 

@@ -14,14 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
+import xxhash
 
 from labledger.errors import RecordError
+from labledger.inputs.columnar import cached_table, content_key, store_table, wanted
 from labledger.inputs.results import (
     _CORE,
     MAX_ID_CHARS,
+    REPEAT_FIELDS,
     ProbTask,
     RegressionTask,
     ResultSet,
@@ -109,12 +113,50 @@ def safe_for_arrow(data: bytes) -> bool:
     return True
 
 
-def read_arrow(path: Path, name: str, tolerance: float, positive: Any) -> ResultSet | None:
-    """The file as a :class:`ResultSet`, or ``None`` when it must be read row by row."""
+def read_arrow(
+    path: Path, name: str, tolerance: float, positive: Any, *, repeats: bool = False, cache: bool = False
+) -> ResultSet | None:
+    """The file as a :class:`ResultSet`, or ``None`` when it must be read row by row.
+
+    ``cache``: use the columnar cache (:mod:`labledger.inputs.columnar`) for a large file: the
+    checked columns come from it while the file's content is unchanged, and are stored there after
+    a read.
+    """
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    folder = wanted(size) if cache else None
+    if folder is not None:
+        from labledger.inputs.result_table import result_set_from_table, result_set_to_table
+
+        kind = "results-" + xxhash.xxh3_64_hexdigest(
+            orjson.dumps([tolerance, positive, repeats], option=orjson.OPT_SORT_KEYS, default=str)
+        )
+        table = cached_table(path, kind, folder=folder)  # hashes the file through a memory map
+        if table is not None:
+            cached = result_set_from_table(table, source=name)
+            if cached is not None:
+                return cached
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        key = content_key(data)  # of the bytes read: what is stored matches its key
+        rs = _read_arrow(data, name, tolerance, positive, repeats)
+        if rs is not None:
+            encoded = result_set_to_table(rs)
+            if encoded is not None:
+                store_table(encoded, path, kind, key, folder=folder)
+        return rs
     try:
         data = path.read_bytes()
     except OSError:
         return None
+    return _read_arrow(data, name, tolerance, positive, repeats)
+
+
+def _read_arrow(data: bytes, name: str, tolerance: float, positive: Any, repeats: bool) -> ResultSet | None:
     if not data or data.isspace() or not safe_for_arrow(data):
         return None
     n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
@@ -130,12 +172,47 @@ def read_arrow(path: Path, name: str, tolerance: float, positive: Any) -> Result
             return None  # the row reader refuses it with its line
     try:
         table = table.combine_chunks()
-        return _read_table(table, name, tolerance, positive)
+        return _read_table(table, name, tolerance, positive, repeats)
     except _Fallback:
         return None
 
 
-def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any) -> ResultSet:
+def _distinct(values: np.ndarray) -> bool:
+    """Whether no value repeats (a sort: numpy's hash-based ``unique`` is ~50x slower at 1M)."""
+    s = np.sort(values)
+    return not bool((s[1:] == s[:-1]).any())
+
+
+def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeats: bool) -> str | None:
+    """The repeat field when some id repeats within a task (the row reader's rule, vectorised):
+    ``None`` when ids are unique; raises ``_Fallback`` when they are not and no field explains them
+    (the row reader then raises the duplicate id with its line)."""
+    n = table.num_rows
+    enc = pc.dictionary_encode(ids)
+    if len(enc.dictionary) == n:
+        return None  # every id distinct in the whole file
+    id_codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    pair = task_codes.astype(np.int64) * len(enc.dictionary) + id_codes
+    if _distinct(pair):
+        return None
+    if not repeats:
+        raise _Fallback
+    for f in REPEAT_FIELDS:
+        if f not in table.column_names:
+            continue
+        col = table.column(f).chunk(0) if table.column(f).num_chunks else pa.array([], pa.int64())
+        if col.null_count or not (_is_num(col.type) or pa.types.is_string(col.type)):
+            raise _Fallback  # a null or a nested repeat index: the row reader judges it
+        rep = pc.dictionary_encode(col).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        order = np.lexsort((rep, pair))
+        same = (pair[order][1:] == pair[order][:-1]) & (rep[order][1:] == rep[order][:-1])
+        if same.any():
+            raise _Fallback
+        return f
+    raise _Fallback
+
+
+def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, repeats: bool = False) -> ResultSet:
     cols = set(table.column_names)
     if not {"id", "task", "gold"} <= cols or "scores" in cols:
         raise _Fallback
@@ -152,14 +229,16 @@ def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any) -> 
     names = enc.dictionary.to_pylist()
     if any(not t for t in names):
         raise _Fallback
+    repeat = _repeat_field(table, codes, ids, repeats)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
     tasks: dict[str, TaskData] = {}
     for t, task in enumerate(names):
         idx_np = order[bounds[t] : bounds[t + 1]]
         idx = pa.array(idx_np)
-        tasks[task] = _read_task(table, task, idx_np, idx, ids, tolerance, _positive_of(positive, task), name)
-    return ResultSet(tasks, source=name)
+        td = _read_task(table, task, idx_np, idx, ids, tolerance, _positive_of(positive, task), name, repeat)
+        tasks[task] = td
+    return ResultSet(tasks, source=name, repeat_field=repeat)
 
 
 def _read_task(
@@ -171,11 +250,10 @@ def _read_task(
     tol: float,
     positive: str | None,
     source: str,
+    repeat: str | None = None,
 ) -> TaskData:
     n = len(idx_np)
     ids = ids_all.take(idx)
-    if len(pc.unique(ids)) != n:
-        raise _Fallback
     id_arr = np.empty(n, dtype=object)
     id_arr[:] = ids.to_pylist()  # ~5x faster than Array.to_numpy for strings
     lines = idx_np.astype(np.int64) + 1
@@ -207,6 +285,9 @@ def _read_task(
         if pos.null_count != n:
             raise _Fallback  # rare: let the row checker judge it
     _slices_group_extras(td, table, idx)
+    if repeat is not None:
+        td.repeat = np.empty(n, dtype=object)
+        td.repeat[:] = table.column(repeat).chunk(0).take(idx).to_pylist()
     return td
 
 

@@ -53,6 +53,8 @@ _KIND_FIELD = {
 }
 _CORE = frozenset(("id", "task", "gold", "probs", "score", "scores", "pred", "slices", "group", "positive"))
 _NUM = (int, float)
+#: Fields that carry a repeat index (inspect's epochs, best-of-k samples), in the order they are looked for.
+REPEAT_FIELDS = ("epoch", "sample")
 
 
 #: The fields of the other task kinds, and the value reading one gives (see ``_Task.__getattr__``).
@@ -80,7 +82,9 @@ _OTHER_KINDS_FIELDS: dict[str, Any] = {
 class _Task:
     """What every task kind has: ``ids`` (object array of str), ``lines`` (1-based source line of
     each item), ``group`` (int64 cluster codes; rows without a group are their own cluster) or
-    ``None``, the slice columns and the extra row fields."""
+    ``None``, the slice columns and the extra row fields; ``repeat`` (object array) is each row's
+    repeat index when the set's rows repeat ids by ``epoch``/``sample`` (see
+    :attr:`ResultSet.repeat_field`), else ``None``."""
 
     task: str
     ids: np.ndarray
@@ -88,6 +92,7 @@ class _Task:
     group: np.ndarray | None = None
     slice_columns: dict[str, tuple[np.ndarray, list[Any]]] = field(default_factory=dict)
     extras: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    repeat: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -127,6 +132,7 @@ class _Task:
             "group": None if self.group is None else canonical_codes(self.group[idx]),
             "slice_columns": {k: (c[idx], v) for k, (c, v) in self.slice_columns.items()},
             "extras": {k: [v[i] for i in idx] for k, v in self.extras.items()},
+            "repeat": None if self.repeat is None else self.repeat[idx],
         }
 
 
@@ -253,14 +259,18 @@ TaskData: TypeAlias = LabelTask | RegressionTask | SetTask | RankingTask
 class ResultSet(Mapping[str, TaskData]):
     """The tasks of one results file (or list of rows), in order of first appearance.
 
+    ``repeat_field`` is ``epoch`` or ``sample`` when the rows repeat ids with that field (read with
+    ``repeats=True``): every task then has its ``repeat`` column, and ids are unique per repeat.
+
     >>> rs = results_from_rows([{"id": 1, "task": "t", "gold": "a", "probs": {"a": 0.9, "b": 0.1}}])
     >>> rs["t"].labels, rs["t"].n
     (('a', 'b'), 1)
     """
 
-    def __init__(self, tasks: dict[str, TaskData], *, source: str = "<rows>"):
+    def __init__(self, tasks: dict[str, TaskData], *, source: str = "<rows>", repeat_field: str | None = None):
         self.tasks = tasks
         self.source = source
+        self.repeat_field = repeat_field
 
     def __getitem__(self, task: str) -> TaskData:
         try:
@@ -328,6 +338,7 @@ class _TaskBuilder:
         "positive",
         "positive_line",
         "pred",
+        "repeats",
         "slices",
         "task",
     )
@@ -344,17 +355,22 @@ class _TaskBuilder:
         self.positive: str | None = None
         self.positive_line = 0
         self.n = 0
+        self.repeats: dict[str, list[Any]] = {f: [] for f in REPEAT_FIELDS}
 
 
 class _Checker:
     """Validates rows one at a time; keeps per-task columns when ``collect`` is true."""
 
-    def __init__(self, source: str, tolerance: float, collect: bool):
+    def __init__(self, source: str, tolerance: float, collect: bool, repeats: bool = False):
         self.source = source
         self.tol = float(tolerance)
         self.collect = collect
         self.tasks: dict[str, _TaskBuilder] = {}
         self.seen: dict[tuple[str, str], int] = {}
+        # repeats: a duplicate id is kept until the end, where a repeat field may explain it
+        self.repeats = repeats and collect
+        self.first_duplicate: RecordError | None = None
+        self.lacking: set[str] = set()
 
     def fail(self, msg: str, line: int, fld: str | None = None) -> RecordError:
         return RecordError(msg, source=self.source, line=line, field=fld)
@@ -380,8 +396,13 @@ class _Checker:
         key = (task, sid)
         prev = self.seen.get(key)
         if prev is not None:
-            raise self.fail(f"duplicate id {sid!r} in task '{task}' (also on line {prev})", line, "id")
-        self.seen[key] = line
+            err = self.fail(f"duplicate id {sid!r} in task '{task}' (also on line {prev})", line, "id")
+            if not self.repeats:
+                raise err
+            if self.first_duplicate is None:
+                self.first_duplicate = err
+        else:
+            self.seen[key] = line
 
         g: Any
         pred: Any
@@ -508,6 +529,33 @@ class _Checker:
         b.group.append(grp)
         _append_sparse(b.slices, slices.items() if slices else (), i)
         _append_sparse(b.extras, ((k, v) for k, v in row.items() if k not in _CORE) if len(row) > 4 else (), i)
+        if self.repeats:
+            for f in REPEAT_FIELDS:
+                if f in row:
+                    b.repeats[f].append(row[f])
+                else:
+                    self.lacking.add(f)
+
+    def repeat_field(self) -> str | None:
+        """After the last row: the field that explains repeated ids (raises when none does)."""
+        if self.first_duplicate is None:
+            return None
+        field_ = next((f for f in REPEAT_FIELDS if f not in self.lacking), None)
+        if field_ is None:
+            raise self.first_duplicate
+        seen: dict[tuple[str, str, str], int] = {}
+        for b in self.tasks.values():
+            for sid, line, v in zip(b.ids, b.lines, b.repeats[field_]):
+                key = (b.task, sid, _canon(v))
+                prev = seen.get(key)
+                if prev is not None:
+                    raise self.fail(
+                        f"duplicate id {sid!r} in task '{b.task}' with {field_} {_show(v)} (also on line {prev})",
+                        line,
+                        "id",
+                    )
+                seen[key] = line
+        return field_
 
 
 def _append_sparse(columns: dict[str, list[Any]], items: Iterable[tuple[str, Any]], i: int) -> None:
@@ -733,8 +781,14 @@ def _positive_of(positive: str | Mapping[str, str] | None, task: str) -> str | N
 
 
 def _finish(checker: _Checker, source: str, positive: str | Mapping[str, str] | None) -> ResultSet:
+    repeat = checker.repeat_field() if checker.repeats else None
     tasks = {name: _build(b, source, _positive_of(positive, name)) for name, b in checker.tasks.items()}
-    return ResultSet(tasks, source=source)
+    if repeat is not None:
+        for name, b in checker.tasks.items():
+            values = np.empty(len(b.ids), dtype=object)
+            values[:] = b.repeats[repeat]
+            tasks[name].repeat = values
+    return ResultSet(tasks, source=source, repeat_field=repeat)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -768,15 +822,18 @@ def results_from_rows(
     source: str = "<rows>",
     tolerance: float = TOLERANCE,
     positive: str | Mapping[str, str] | None = None,
+    repeats: bool = False,
 ) -> ResultSet:
     """Validate rows (dicts) and return them as a :class:`ResultSet` of columnar tasks.
+
+    ``repeats=True`` accepts ids repeated with an ``epoch``/``sample`` field (see :func:`read_results`).
 
     >>> rs = results_from_rows([{"id": "a", "task": "t", "gold": "yes", "score": 0.8},
     ...                         {"id": "b", "task": "t", "gold": "no", "score": 0.3}], positive="yes")
     >>> rs["t"].labels, rs["t"].pred_index.tolist()
     (('no', 'yes'), [1, 0])
     """
-    checker = _Checker(source, tolerance, collect=True)
+    checker = _Checker(source, tolerance, collect=True, repeats=repeats)
     for i, row in enumerate(rows, 1):
         checker.check(row, i)
     return _finish(checker, source, positive)
@@ -857,12 +914,22 @@ def read_results(
     positive: str | Mapping[str, str] | None = None,
     display: str | None = None,
     engine: str = "auto",
+    repeats: bool = False,
+    cache: bool | None = None,
 ) -> ResultSet:
     """Read and validate a ``results.jsonl`` file into a :class:`ResultSet`.
 
     ``positive`` names the positive label of binary tasks (one label, or ``{task: label}``).
     ``engine``: ``"auto"`` or ``"arrow"`` (Arrow when the file's shape allows, else row by row) or
     ``"rows"`` (row by row only); both give the same data and the same errors.
+
+    ``repeats=True``: rows may repeat an id within a task when every row has an ``epoch`` (or else
+    a ``sample``) field and ids are unique per repeat; the set's ``repeat_field`` names it and each
+    task's ``repeat`` holds the values (without it, a repeated id is an error).
+
+    ``cache``: keep the checked columns of a large file (>= 4 MiB) in the columnar cache
+    (:mod:`labledger.inputs.columnar`) and read them from there while the file is unchanged;
+    ``None`` (the default) caches when a cache folder is configured, ``False`` never.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "results.jsonl"
@@ -876,10 +943,10 @@ def read_results(
     if engine != "rows":
         from labledger.inputs.arrow import read_arrow
 
-        result = read_arrow(Path(path), name, tolerance, positive)
+        result = read_arrow(Path(path), name, tolerance, positive, repeats=repeats, cache=cache is not False)
         if result is not None:
             return result
-    checker = _Checker(name, tolerance, collect=True)
+    checker = _Checker(name, tolerance, collect=True, repeats=repeats)
     n = 0
     for lineno, row in iter_rows(path, display=name):
         checker.check(row, lineno)
@@ -902,6 +969,7 @@ def load(source: Any, *, tolerance: float = TOLERANCE, positive: str | Mapping[s
 
 __all__ = [
     "KINDS",
+    "REPEAT_FIELDS",
     "TOLERANCE",
     "LabelTask",
     "ProbTask",

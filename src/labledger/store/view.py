@@ -277,8 +277,48 @@ class RunView:
 
         Nested values (sample inputs, probability maps, samples of a batch) are flattened where
         they are flat mappings of numbers (``probabilities.<label>``) and kept as JSON text otherwise.
+
+        ``samples`` is built with Arrow kernels from the file itself when its records allow it;
+        the table of a large record file (>= 4 MiB) of a run that is not running is kept in the
+        columnar cache (:mod:`labledger.inputs.columnar`) and read from there while the file is
+        unchanged.
         """
-        return records_to_table(self.records(what))
+        kind = what.partition(":")[0]
+        source = None
+        if kind in ("scalars", "batches", "history", "notes", "system", "media"):
+            source = self._file(RECORD_FILES[kind])
+        elif kind == "samples":
+            source = self._file(RECORD_FILES["batches"])
+        if source is None:
+            return records_to_table(self.records(what))
+        from labledger.store.record_columns import file_table, samples_table
+
+        return file_table(
+            source,
+            f"table-{kind}",
+            lambda: records_to_table(self.records(what)),
+            fast=samples_table if kind == "samples" else None,
+            cache=self.status != "running",
+        )
+
+    def cached_parquet(self, what: str) -> Path | None:
+        """The columnar cache's zstd Parquet of :meth:`table` ``(what)`` when it is there and matches
+        the run's file now (``export --format parquet`` copies it), else ``None``.
+
+        >>> import tempfile, labledger
+        >>> d = tempfile.mkdtemp()
+        >>> with labledger.start_run("r", ledger=d) as run:
+        ...     run.log(step=1, loss=0.5)
+        >>> labledger.open_ledger(d).run(run.id).cached_parquet("scalars") is None  # small files: no entry
+        True
+        """
+        from labledger.inputs.columnar import fresh_entry
+
+        kind = what.partition(":")[0]
+        name = RECORD_FILES["batches"] if kind == "samples" else RECORD_FILES.get(kind)
+        if name is None or kind in ("checkpoints",):
+            return None
+        return fresh_entry(self._file(name), f"table-{kind}")
 
     def dataframe(self, what: str) -> Any:
         """A pandas DataFrame of records of kind ``what``: :meth:`table` as pandas.

@@ -1,0 +1,177 @@
+"""A checked :class:`~labledger.inputs.results.ResultSet` as one Arrow table, and back: the form
+the columnar cache (:mod:`labledger.inputs.columnar`) keeps of a results file.
+
+Only the task kinds the Arrow reader builds are encoded (classification, binary, regression);
+:func:`result_set_to_table` returns ``None`` for anything else and the set is simply not cached.
+Tasks are stored one after another (rows ``start .. start + n``); every column belongs to one task
+(``t0.id``, ``t0.p1``, ...) and is null outside its rows, so a task's columns are a slice.
+The per-task facts that are not columns (kind, labels, positive label, slice values, extra
+field names) travel as JSON in the schema's metadata.
+
+>>> from labledger.inputs.results import results_from_rows
+>>> rs = results_from_rows([{"id": "a", "task": "t", "gold": "x", "probs": {"x": 0.8, "y": 0.2}}])
+>>> back = result_set_from_table(result_set_to_table(rs), source="r.jsonl")
+>>> back["t"].labels, back["t"].probs.tolist(), back.source
+(('x', 'y'), [[0.8, 0.2]], 'r.jsonl')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+
+from labledger.inputs.results import ProbTask, RegressionTask, ResultSet, TaskData
+
+_META = b"labledger.results"
+
+
+def _padded(arr: pa.Array | pa.ChunkedArray, start: int, total: int) -> pa.Array:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    after = total - start - len(arr)
+    if start == 0 and after == 0:
+        return arr
+    return pa.concat_arrays([pa.nulls(start, arr.type), arr, pa.nulls(after, arr.type)])
+
+
+def result_set_to_table(rs: ResultSet) -> pa.Table | None:
+    """``rs`` as one table (see the module docstring), or ``None`` when a task is of a kind not encoded."""
+    total = rs.n
+    columns: dict[str, pa.Array] = {}
+    tasks: list[dict[str, Any]] = []
+    start = 0
+    for t, (name, td) in enumerate(rs.tasks.items()):
+        p = f"t{t}."
+        info: dict[str, Any] = {"task": name, "kind": td.kind, "n": td.n, "start": start}
+        cols: dict[str, Any] = {"id": pa.array(td.ids.tolist(), pa.string())}
+        if td.n and np.array_equal(td.lines, np.arange(td.lines[0], td.lines[0] + td.n)):
+            info["first_line"] = int(td.lines[0])  # consecutive lines: no column
+        else:
+            cols["line"] = pa.array(td.lines, pa.int64())
+        if td.group is not None:
+            cols["group"] = pa.array(td.group, pa.int64())
+        if td.repeat is not None:
+            cols["repeat"] = pa.array(td.repeat.tolist())
+        if isinstance(td, ProbTask):
+            # only what the readers do not derive: binary probs and both pred_index come back
+            # from score / probs by the readers' own rules (binary_task, argmax), bit for bit
+            info.update(labels=list(td.labels), positive=td.positive, has_score=td.score is not None)
+            cols["gold_index"] = pa.array(td.gold_index, pa.int64())
+            if td.kind == "binary":
+                cols["score"] = pa.array(td.score, pa.float64())
+            else:
+                for j in range(len(td.labels)):
+                    cols[f"p{j}"] = pa.array(td.probs[:, j], pa.float64())
+        elif isinstance(td, RegressionTask):
+            cols["gold_value"] = pa.array(td.gold_value, pa.float64())
+            cols["pred_value"] = pa.array(td.pred_value, pa.float64())
+        else:
+            return None
+        slices = []
+        for k, (sname, (codes, values)) in enumerate(td.slice_columns.items()):
+            cols[f"s{k}"] = pa.array(codes, pa.int32())
+            slices.append([sname, values])
+        info["slices"] = slices
+        extras = list(td.extras)
+        for k, ename in enumerate(extras):
+            vals = td.extras[ename]
+            arrow = getattr(td.extras, "_arrow", None)
+            try:
+                cols[f"x{k}"] = arrow[ename] if arrow is not None else pa.array(list(vals))
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                return None
+        info["extras"] = extras
+        info["columns"] = list(cols)
+        for cname, arr in cols.items():
+            columns[p + cname] = _padded(arr, start, total)
+        tasks.append(info)
+        start += td.n
+    try:
+        meta = orjson.dumps({"tasks": tasks, "repeat_field": rs.repeat_field})
+    except TypeError:
+        return None  # a slice value JSON cannot hold
+    return pa.table(columns).replace_schema_metadata({_META: meta})
+
+
+def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
+    """The :class:`ResultSet` that :func:`result_set_to_table` encoded (``None`` if ``table`` is not one)."""
+    from labledger.inputs.arrow import LazyColumns
+
+    raw = (table.schema.metadata or {}).get(_META)
+    if raw is None:
+        return None
+    out: dict[str, TaskData] = {}
+    doc = orjson.loads(raw)
+    for t, info in enumerate(doc["tasks"]):
+        sub = table.slice(info["start"], info["n"])
+        p = f"t{t}."
+
+        def col(name: str, sub: pa.Table = sub, p: str = p) -> pa.ChunkedArray:
+            return sub.column(p + name)
+
+        def num(name: str, dtype: Any) -> np.ndarray:
+            return np.asarray(col(name).to_numpy(), dtype=dtype)
+
+        names = set(info["columns"])
+        ids = col("id").to_numpy()  # an object array of str
+        first = info.get("first_line")
+        common: dict[str, Any] = {
+            "task": info["task"],
+            "ids": ids,
+            "lines": num("line", np.int64) if first is None else np.arange(first, first + info["n"], dtype=np.int64),
+            "group": num("group", np.int64) if "group" in names else None,
+            "slice_columns": {
+                sname: (num(f"s{k}", np.int32), values) for k, (sname, values) in enumerate(info["slices"])
+            },
+            "extras": LazyColumns({ename: col(f"x{k}") for k, ename in enumerate(info["extras"])}),
+        }
+        if "repeat" in names:
+            rep = np.empty(info["n"], dtype=object)
+            rep[:] = col("repeat").to_pylist()
+            common["repeat"] = rep
+        td: TaskData
+        if info["kind"] == "regression":
+            td = RegressionTask(
+                **common, gold_value=num("gold_value", np.float64), pred_value=num("pred_value", np.float64)
+            )
+        elif info["kind"] == "binary":
+            labels = tuple(info["labels"])
+            score = num("score", np.float64)
+            pj = labels.index(info["positive"])
+            probs = np.empty((info["n"], 2), dtype=np.float64)
+            probs[:, pj] = score
+            probs[:, 1 - pj] = 1.0 - score
+            td = ProbTask(
+                **common,
+                kind="binary",
+                labels=labels,
+                probs=probs,
+                gold_index=num("gold_index", np.int64),
+                pred_index=np.where(score >= 0.5, pj, 1 - pj).astype(np.int64),
+                score=score,
+                positive=info["positive"],
+            )
+        else:
+            labels = tuple(info["labels"])
+            probs = np.empty((info["n"], len(labels)), dtype=np.float64)
+            for j in range(len(labels)):
+                probs[:, j] = num(f"p{j}", np.float64)
+            positive = info["positive"]
+            td = ProbTask(
+                **common,
+                kind="classification",
+                labels=labels,
+                probs=probs,
+                gold_index=num("gold_index", np.int64),
+                pred_index=probs.argmax(axis=1).astype(np.int64) if info["n"] else np.zeros(0, np.int64),
+                score=probs[:, labels.index(positive)].copy() if info["has_score"] else None,
+                positive=positive,
+            )
+        out[info["task"]] = td
+    return ResultSet(out, source=source, repeat_field=doc["repeat_field"])
+
+
+__all__ = ["result_set_from_table", "result_set_to_table"]

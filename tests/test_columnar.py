@@ -1,0 +1,352 @@
+"""The columnar paths (#19): the cache of result sets and record tables, the Arrow samples reader,
+repeats read in one pass. Each equals the slow path exactly; a stale or torn cache is never read."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import labledger
+from labledger.errors import DamagedLineWarning, RecordError
+from labledger.inputs import columnar
+from labledger.inputs.results import read_results
+from labledger.store.record_columns import samples_table
+from labledger.store.view import _samples, records_to_table
+
+HYP = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(columnar.CACHE_DIR_ENV, str(folder))
+    monkeypatch.setenv(columnar.MIN_BYTES_ENV, "0")
+    return folder
+
+
+def write(path, rows):
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return path
+
+
+def entries(folder):
+    return sorted(p.name for p in folder.glob("*.parquet")) if folder.exists() else []
+
+
+# ------------------------------------------------------------------------------------------------
+# Result sets
+
+
+@st.composite
+def result_rows(draw):
+    kind = draw(st.sampled_from(["cls", "bin", "reg"]))
+    n = draw(st.integers(1, 20))
+    epochs = draw(st.integers(0, 3))  # 0: no repeats
+    rows = []
+    for i in range(n):
+        task = draw(st.sampled_from(["t1", "t2"]))
+        for e in range(max(epochs, 1)):
+            row = {"id": f"i{i}", "task": task}
+            if epochs:
+                row["epoch"] = e
+            if kind == "cls":
+                w = [x + 1 for x in draw(st.lists(st.integers(0, 9), min_size=3, max_size=3))]
+                row["probs"] = {k: w[j] / sum(w) for j, k in enumerate("abc")}
+                row["gold"] = draw(st.sampled_from("abc"))
+            elif kind == "bin":
+                row["score"] = draw(st.floats(0, 1))
+                row["gold"] = draw(st.booleans())
+            else:
+                row["gold"] = draw(st.floats(-3, 3))
+                row["pred"] = draw(st.floats(-3, 3))
+            if draw(st.booleans()):
+                row["slices"] = {"s": draw(st.sampled_from(["u", "v"]))}
+            if draw(st.booleans()):
+                row["group"] = draw(st.sampled_from(["g1", "g2"]))
+            if draw(st.booleans()):
+                row["note"] = draw(st.sampled_from(["x", "y"]))
+            rows.append(row)
+    return rows
+
+
+def assert_same_set(a, b):
+    assert list(a) == list(b) and a.repeat_field == b.repeat_field and a.source == b.source
+    for task in a:
+        x, y = a[task], b[task]
+        assert type(x) is type(y) and x.kind == y.kind and x.labels == y.labels and x.positive == y.positive
+        assert x.ids.tolist() == y.ids.tolist() and x.lines.tolist() == y.lines.tolist()
+        for f in ("gold_index", "pred_index", "probs", "score", "gold_value", "pred_value", "group", "repeat"):
+            u, v = getattr(x, f), getattr(y, f)
+            assert (u is None) == (v is None), f
+            if u is not None:
+                assert u.dtype == v.dtype, f
+                np.testing.assert_array_equal(u, v, err_msg=f)
+        assert {k: (c.tolist(), v) for k, (c, v) in x.slice_columns.items()} == {
+            k: (c.tolist(), v) for k, (c, v) in y.slice_columns.items()
+        }
+        assert {k: list(x.extras[k]) for k in x.extras} == {k: list(y.extras[k]) for k in y.extras}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=result_rows())
+def test_cached_result_set_equals_the_direct_read(tmp_path, cache_dir, rows):
+    path = write(tmp_path / "r.jsonl", rows)
+    direct = read_results(path, cache=False, repeats=True)
+    stored = read_results(path, repeats=True)  # reads and stores
+    assert len(entries(cache_dir)) >= 1
+    cached = read_results(path, repeats=True)  # from the cache
+    rows_path = read_results(path, engine="rows", repeats=True)
+    for other in (stored, cached, rows_path):
+        assert_same_set(direct, other)
+
+
+def test_a_stale_result_cache_is_rebuilt_even_at_the_same_size_and_time(tmp_path, cache_dir):
+    rows = [{"id": i, "task": "t", "gold": "a", "probs": {"a": 0.25, "b": 0.75}} for i in range(50)]
+    path = write(tmp_path / "r.jsonl", rows)
+    assert read_results(path)["t"].probs[0].tolist() == [0.25, 0.75]
+    [entry] = entries(cache_dir)
+    st_before = path.stat()
+    data = path.read_bytes().replace(b'{"a":0.25,"b":0.75}', b'{"a":0.75,"b":0.25}', 1)
+    path.write_bytes(data)
+    os.utime(path, ns=(st_before.st_atime_ns, st_before.st_mtime_ns))  # same size, same mtime
+    assert path.stat().st_size == st_before.st_size
+    assert read_results(path)["t"].probs[0].tolist() == [0.75, 0.25]
+    assert entries(cache_dir) == [entry]  # the one entry of this file, rewritten
+    assert read_results(path)["t"].probs[0].tolist() == [0.75, 0.25]
+
+
+def test_a_torn_or_foreign_cache_entry_is_never_read(tmp_path, cache_dir):
+    rows = [{"id": i, "task": "t", "gold": "no", "score": i / 100} for i in range(100)]
+    path = write(tmp_path / "r.jsonl", rows)
+    want = read_results(path, positive="no", cache=False)
+    read_results(path, positive="no")
+    [entry] = cache_dir.glob("*.parquet")
+    (cache_dir / ".tmp-crashed.parquet").write_bytes(b"PAR1 half a file")  # a writer killed mid-write
+    entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])  # a torn entry
+    assert_same_set(want, read_results(path, positive="no"))
+    assert_same_set(want, read_results(path, positive="no"))  # rebuilt and read back
+    entry.write_bytes(b"not parquet at all")
+    assert_same_set(want, read_results(path, positive="no"))
+
+
+def test_the_cache_is_keyed_by_the_reading_parameters_and_can_be_off(tmp_path, cache_dir, monkeypatch):
+    rows = [{"id": i, "task": "t", "gold": ["x", "y"][i % 2], "score": 0.5 + i / 1000} for i in range(40)]
+    path = write(tmp_path / "r.jsonl", rows)
+    assert read_results(path, positive="x")["t"].positive == "x"
+    assert read_results(path, positive="y")["t"].positive == "y"
+    assert len(entries(cache_dir)) == 2
+    monkeypatch.setenv(columnar.CACHE_DIR_ENV, "off")
+    other = write(tmp_path / "s.jsonl", rows)
+    read_results(other, positive="x")
+    assert len(entries(cache_dir)) == 2
+    monkeypatch.setenv(columnar.CACHE_DIR_ENV, str(tmp_path / "a-file"))
+    (tmp_path / "a-file").write_text("the cache folder cannot be made here")
+    assert read_results(other, positive="x")["t"].n == 40  # an unwritable cache is skipped
+
+
+def test_small_files_are_not_cached_by_default(tmp_path, cache_dir, monkeypatch):
+    monkeypatch.delenv(columnar.MIN_BYTES_ENV)
+    path = write(tmp_path / "r.jsonl", [{"id": 1, "task": "t", "gold": 1.0, "pred": 0.5}])
+    read_results(path)
+    assert entries(cache_dir) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# Repeats in the reader
+
+
+def test_repeats_are_read_in_one_pass_by_both_engines(tmp_path):
+    rows = [
+        {"id": i, "task": "t", "gold": "y", "pred": "yn"[(i + e) % 2], "epoch": e} for i in range(5) for e in range(3)
+    ]
+    path = write(tmp_path / "r.jsonl", rows)
+    for engine in ("auto", "rows"):
+        rs = read_results(path, repeats=True, engine=engine)
+        assert rs.repeat_field == "epoch" and rs["t"].repeat.tolist() == [r["epoch"] for r in rows]
+        with pytest.raises(RecordError, match=r"r.jsonl:2: field 'id' duplicate id '0' in task 't' \(also on line 1\)"):
+            read_results(path, engine=engine)  # without repeats=True: the error it always was
+    bin_rows = [{**r, "score": 0.7, "gold": "y"} for r in rows for r in [{k: v for k, v in r.items() if k != "pred"}]]
+    path = write(tmp_path / "b.jsonl", bin_rows)
+    a, b = read_results(path, repeats=True, positive="y"), read_results(path, repeats=True, positive="y", engine="rows")
+    assert_same_set(a, b)
+    # unique ids with an epoch field: a plain set, the epoch an extra field
+    plain = read_results(write(tmp_path / "p.jsonl", rows[::3]), repeats=True)
+    assert plain.repeat_field is None and plain["t"].repeat is None
+
+
+def test_a_repeat_that_does_not_explain_a_duplicate_names_its_line(tmp_path):
+    rows = [{"id": 1, "task": "t", "gold": "y", "pred": "y", "epoch": 0}] * 2
+    path = write(tmp_path / "r.jsonl", rows)
+    for engine in ("auto", "rows"):
+        with pytest.raises(RecordError, match=r"r.jsonl:2: field 'id' duplicate id '1' in task 't' with epoch 0"):
+            read_results(path, repeats=True, engine=engine)
+    rows = [
+        {"id": 1, "task": "t", "gold": "y", "pred": "y", "epoch": 0},
+        {"id": 1, "task": "t", "gold": "y", "pred": "n"},
+    ]
+    with pytest.raises(RecordError, match=r"r.jsonl:2: field 'id' duplicate id '1'"):
+        read_results(write(path, rows), repeats=True)
+
+
+def test_evaluate_repeats_of_a_set_equals_evaluate_repeats_of_the_rows(tmp_path):
+    from labledger.analysis.repeats import evaluate_repeats
+
+    rows = [
+        {"id": i, "task": "t", "gold": "y", "pred": "yn"[(i * 7 + e) % 3 == 0], "epoch": e}
+        for i in range(12)
+        for e in range(2)
+    ]
+    path = write(tmp_path / "r.jsonl", rows)
+    a = evaluate_repeats(rows, metrics=["exact_match"], resamples=20)
+    b = evaluate_repeats(read_results(path, repeats=True), metrics=["exact_match"], resamples=20)
+    assert a == b
+
+
+# ------------------------------------------------------------------------------------------------
+# Batch records: the Arrow samples reader and the table cache
+
+LABELS = ("-1", "0", "+1")
+
+
+@st.composite
+def batch_records(draw):
+    n = draw(st.integers(1, 6))
+    shape = draw(st.sampled_from(["plain", "plain", "nested_input", "missing_label", "bool_gold", "extra_key"]))
+    recs = []
+    for k in range(1, n + 1):
+        samples = []
+        for i in range(draw(st.integers(0 if k > 1 else 1, 4))):
+            w = [x + 1 for x in draw(st.lists(st.integers(0, 9), min_size=3, max_size=3))]
+            s = {
+                "id": f"s{k}-{i}",
+                "input": draw(st.text(max_size=8)),
+                "gold": draw(st.sampled_from(LABELS)),
+                "probabilities": {lab: w[j] / sum(w) for j, lab in enumerate(LABELS)},
+                "cross_entropy": draw(st.floats(0, 5)),
+            }
+            if shape == "nested_input" and draw(st.booleans()):
+                s["input"] = {"text": s["input"], "n": i}
+            if shape == "missing_label" and i == 1:
+                del s["probabilities"]["0"]
+            if shape == "bool_gold" and i == 0:
+                s["gold"] = True
+            if shape == "extra_key" and k == n:
+                s["source"] = "late"
+            samples.append(s)
+        loss = draw(st.one_of(st.none(), st.floats(0, 3), st.integers(0, 3)))
+        recs.append({"microbatch": k, "optimizer_step": k, "loss": loss, "time": 1.5e9 + k, "samples": samples})
+    return recs
+
+
+@HYP
+@given(recs=batch_records())
+def test_arrow_samples_table_equals_the_dict_path(tmp_path, recs):
+    data = b"".join(orjson.dumps(r) + b"\n" for r in recs)
+    slow = records_to_table(_samples(iter(recs)))
+    fast = samples_table(data)
+    if fast is not None:
+        assert fast.schema == slow.schema and fast.equals(slow)
+    samples = [s for r in recs for s in r["samples"]]
+    plain = all(isinstance(s["input"], str) and len(s["probabilities"]) == 3 and s["gold"] is not True for s in samples)
+    if plain and not any("source" in s for s in samples) and all(r["samples"] for r in recs):
+        assert fast is not None  # the shape the ledger writes is read by the fast path
+
+
+@pytest.fixture
+def finished_run(tmp_path):
+    ledger = tmp_path / "ledger"
+    with labledger.start_run("r", ledger=ledger) as run:
+        for k in range(1, 21):
+            run.log_batch(
+                {
+                    "microbatch": k,
+                    "loss": 0.5,
+                    "batch_size": 2,
+                    "samples": [
+                        {
+                            "id": f"{k}-{i}",
+                            "gold": "a",
+                            "probabilities": {"a": 0.5, "b": 0.5},
+                            "cross_entropy": 0.6931472,
+                        }
+                        for i in range(2)
+                    ],
+                }
+            )
+        run.log(step=1, loss=0.5)
+    return labledger.open_ledger(ledger).run(run.id)
+
+
+def test_run_tables_from_the_cache_equal_the_dict_path_and_go_stale(finished_run, cache_dir):
+    view = finished_run
+    for what in ("samples", "batches", "scalars"):
+        want = records_to_table(view.records(what))
+        assert view.table(what).equals(want)  # built (and stored)
+        assert view.table(what).equals(want)  # from the cache
+    assert len(entries(cache_dir)) == 3
+    path = view.dir / "batches.jsonl"
+    st0 = path.stat()
+    path.write_bytes(path.read_bytes().replace(b'"loss":0.5', b'"loss":0.7', 1))
+    os.utime(path, ns=(st0.st_atime_ns, st0.st_mtime_ns))
+    table = view.table("samples")
+    assert table.column("loss").to_pylist()[:3] == [0.7, 0.7, 0.5] and table.equals(
+        records_to_table(view.records("samples"))
+    )
+    assert view.dataframe("samples")["loss"].tolist()[:3] == [0.7, 0.7, 0.5]
+
+
+def test_damaged_lines_are_reported_on_every_read_and_never_cached(finished_run, cache_dir):
+    path = finished_run.dir / "batches.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    path.write_bytes(b"\n".join([*lines[:3], b'{"microbatch": 99, "sampl', *lines[3:]]))
+    for _ in range(2):
+        with pytest.warns(DamagedLineWarning, match="batches.jsonl:4: damaged line skipped"):
+            table = finished_run.table("samples")
+        assert table.num_rows == 40
+    assert not any(n.startswith("table-samples") for n in entries(cache_dir))
+
+
+def test_a_live_runs_table_is_not_cached(tmp_path, cache_dir):
+    with labledger.start_run("live", ledger=tmp_path / "l") as run:
+        run.log_batch({"microbatch": 1, "samples": [{"gold": "a"}]})
+        view = labledger.open_ledger(tmp_path / "l").run(run.id)
+        assert view.status == "running" and view.table("samples").num_rows == 1
+        assert entries(cache_dir) == []
+
+
+def test_samples_table_refuses_what_it_cannot_read_exactly():
+    assert samples_table(b"") is None
+    assert samples_table(b'{"microbatch": 1}\n\n{"microbatch": 2}\n') is None  # blank line
+    assert samples_table(b"[1]\n") is None
+    assert samples_table(b'{"microbatch": 1, "samples": [{"a": [1, 2]}]}\n') is None  # a list: JSON text
+    t = samples_table(b'{"microbatch": 1, "samples": [{"a": 1}, {"a": 2}]}\n')
+    assert t is not None and t.to_pydict() == {"microbatch": [1, 1], "sample_index": [0, 1], "a": [1, 2]}
+    assert isinstance(t, pa.Table)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert samples_table(b'{"microbatch": 1, "samples": [{"a": 1}]}\n{"microbatch": 2, "sa') is None
+
+
+def test_export_parquet_copies_the_fresh_cache_entry(finished_run, cache_dir, tmp_path):
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from labledger.cli import main
+
+    view = finished_run
+    want = records_to_table(view.records("samples"))
+    args = ["export", view.id, "--what", "samples", "--format", "parquet", "--ledger", str(view.dir.parents[1])]
+    for out in (tmp_path / "a.parquet", tmp_path / "b.parquet"):  # built and stored; then copied
+        res = CliRunner().invoke(main, [*args, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        assert pq.read_table(out).replace_schema_metadata(None).equals(want)
+    assert view.cached_parquet("samples") is not None
+    (view.dir / "batches.jsonl").write_bytes(b"")  # the run's file changed: the entry is stale
+    assert view.cached_parquet("samples") is None
