@@ -453,7 +453,14 @@ def _compute(
                 },
             )
         )
-        if keep is not None and key in keep and draws is None and iv.resamples == 0 and resamples:
+        if (
+            keep is not None
+            and key in keep
+            and draws is None
+            and isinstance(iv, Interval)
+            and iv.resamples == 0
+            and resamples
+        ):
             # an analytic headline: normal draws stand in for its bootstrap ones in the suite mean
             found = normal_draws([prep], resamples, rng_for(_seed(seed, td.task, where, key)), td.group)
             draws = None if found is None else found[0]

@@ -63,7 +63,7 @@ def _show_warning(message: Any, category: Any, filename: str, lineno: int, file:
 warnings.showwarning = _show_warning
 
 
-class _Commands(dict):  # type: ignore[type-arg]
+class _Commands(dict[str, click.Command]):
     """The commands of a :class:`LazyGroup`: reading them all (``group.commands.items()``) first
     imports every module that defines one; adding one (``add_command``) is a plain store."""
 
@@ -112,7 +112,8 @@ class LazyGroup(click.Group):
         super().__init__(*args, **kwargs)
         #: Command name -> the module of ``labledger.cli`` that defines it.
         self.lazy: dict[str, str] = {}
-        self.commands = _Commands(self)
+        self._store = _Commands(self)
+        self.commands = self._store
 
     def _import(self, module: str) -> None:
         importlib.import_module(f"labledger.cli.{module}")
@@ -120,17 +121,17 @@ class LazyGroup(click.Group):
     def load_all(self) -> None:
         """Import every module of :attr:`lazy` (each registers its commands when imported)."""
         for name, module in list(self.lazy.items()):
-            if not dict.__contains__(self.commands, name):
+            if not dict.__contains__(self._store, name):
                 self._import(module)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(self.lazy) | set(dict.keys(self.commands)))
+        return sorted(set(self.lazy) | set(dict.keys(self._store)))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module = self.lazy.get(cmd_name)
-        if module is not None and not dict.__contains__(self.commands, cmd_name):
+        if module is not None and not dict.__contains__(self._store, cmd_name):
             self._import(module)
-        return dict.get(self.commands, cmd_name)
+        return dict.get(self._store, cmd_name)
 
 
 class LazyChoice(click.Choice):
@@ -146,8 +147,8 @@ class LazyChoice(click.Choice):
         self._choices: tuple[str, ...] | None = None
         self.case_sensitive = case_sensitive
 
-    @property  # type: ignore[override]
-    def choices(self) -> tuple[str, ...]:
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
         if self._choices is None:
             self._choices = tuple(self._load())
         return self._choices

@@ -135,7 +135,7 @@ def ovr_influence(fns: Sequence[InfluenceFunction], clustered: bool) -> np.ndarr
     ok = [x for x in parts if np.isfinite(x).all()]
     if not ok:
         return np.full(len(parts[0]) if parts else 0, math.nan)
-    return np.mean(np.stack(ok), axis=0)
+    return np.asarray(np.mean(np.stack(ok), axis=0))
 
 
 def _mean_influence(prep: MeanPrepared, clustered: bool) -> np.ndarray | None:
@@ -212,8 +212,8 @@ def covariance(psis: Sequence[np.ndarray], groups: np.ndarray | None = None) -> 
         c = int(codes.max()) + 1 if len(codes) else 0
         sums = np.stack([np.bincount(codes, weights=mat[:, j], minlength=c) for j in range(mat.shape[1])], axis=1)
         factor = c / (c - 1) if c > 1 else math.nan
-        return factor * (sums.T @ sums)
-    return mat.T @ mat
+        return np.asarray(factor * (sums.T @ sums))
+    return np.asarray(mat.T @ mat)
 
 
 def _quantile(ci: float, df: int | None) -> float:

@@ -156,11 +156,15 @@ def dictionary_sections(kind: str | None = None) -> list[Section]:
             )
     kinds = [kind] if kind else list(KINDS)
     for k in kinds:
-        for i, struct in enumerate(_nested(KINDS[k])):
-            title = f"{k}" if i == 0 else f"{k} › {struct.__name__}"
+        for i, doc_part in enumerate(_nested(KINDS[k])):
+            title = f"{k}" if i == 0 else f"{k} › {doc_part.__name__}"
             out.append(
                 Section(
-                    "Documents", title, f"doc-{k}-{struct.__name__.lower()}", _first_line(struct), field_rows(struct)
+                    "Documents",
+                    title,
+                    f"doc-{k}-{doc_part.__name__.lower()}",
+                    _first_line(doc_part),
+                    field_rows(doc_part),
                 )
             )
     return out

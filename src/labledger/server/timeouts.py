@@ -38,12 +38,17 @@ def head_timeout_protocol(head_timeout: float = HEAD_TIMEOUT_S, max_head: int = 
     >>> head_timeout_protocol(2.5).head_timeout
     2.5
     """
+    base: type[Any]
     try:
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as Base
-    except ImportError:  # no httptools: h11
-        from uvicorn.protocols.http.h11_impl import H11Protocol as Base
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    class HeadTimeoutProtocol(Base):  # type: ignore[misc,valid-type]
+        base = HttpToolsProtocol
+    except ImportError:  # no httptools: h11
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        base = H11Protocol
+
+    class HeadTimeoutProtocol(base):
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._head_bytes = 0
@@ -84,7 +89,7 @@ def head_timeout_protocol(head_timeout: float = HEAD_TIMEOUT_S, max_head: int = 
                 timer.cancel()
             super().connection_lost(exc)
 
-    HeadTimeoutProtocol.head_timeout = head_timeout  # type: ignore[attr-defined]
+    HeadTimeoutProtocol.head_timeout = head_timeout
     return HeadTimeoutProtocol
 
 

@@ -30,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from labledger.errors import RecordError
 from labledger.server.envelope import ApiError
@@ -308,7 +308,7 @@ class UploadStore:
         return fd, stored
 
     @staticmethod
-    def _matches(meta: dict[str, Any] | None, st: os.stat_result) -> bool:
+    def _matches(meta: dict[str, Any] | None, st: os.stat_result) -> TypeGuard[dict[str, Any]]:
         return meta is not None and (meta.get("ino"), meta.get("mtime_ns"), meta.get("size")) == (
             st.st_ino,
             st.st_mtime_ns,

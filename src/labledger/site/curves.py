@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -43,7 +43,7 @@ CHUNK_BUCKETS = 2000
 EXAMPLE_KEYS = ("examples_seen", "examples", "samples_seen")
 
 
-def _number(v: Any) -> bool:
+def _number(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
