@@ -299,6 +299,14 @@ class RunsRow(RunRecord, kw_only=True):
     heartbeat: Annotated[float | None, meaning("the logger's last sign of life", "unix seconds")] = None
     fields: Annotated[str | None, meaning("JSON: config flattened to dotted keys, for queries")] = None
     eval_fields: Annotated[str | None, meaning("JSON: stored evaluation values by task.metric, for queries")] = None
+    counters: Annotated[
+        str | None,
+        meaning(
+            "JSON: records per kind, steps, each scalar's last value and step, first/last time and where each "
+            "record file ended, kept by the run as it logs so that show never scans its files (null: not yet "
+            "counted; the first reader scans once and stores them)"
+        ),
+    ] = None
 
 
 class RunTagsRow(RunRecord, kw_only=True):
