@@ -19,6 +19,7 @@ FORMAT_CHOICES = (
     "lighteval",
     "helm",
     "wandb",
+    "trackio",
 )
 
 

@@ -35,6 +35,7 @@ from labledger.importers import (
     results,
     seed_run,
     tensorboard,
+    trackio,
     wandb_offline,
 )
 from labledger.importers.source import ImportedRun, ImportOptions, Source
@@ -49,6 +50,7 @@ IMPORTERS = {
     helm.FORMAT: helm,
     mlflow.FORMAT: mlflow,
     wandb_offline.FORMAT: wandb_offline,
+    trackio.FORMAT: trackio,
     tensorboard.FORMAT: tensorboard,
     report.FORMAT: report,
     results.FORMAT: results,
@@ -106,7 +108,8 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         "checkpoint_sha256...), a results .jsonl, TensorBoard event files (*tfevents*), an MLflow store "
         "(mlflow.db or mlruns/), lm-eval output (results_<ts>.json + samples_*.jsonl), an inspect_ai log "
         "(.eval or .json), lighteval output (results_<ts>.json + details/*.parquet), a HELM run folder "
-        "(run_spec.json, scenario_state.json, per_instance_stats.json), W&B offline runs (run-*.wandb). "
+        "(run_spec.json, scenario_state.json, per_instance_stats.json), W&B offline runs (run-*.wandb), a Trackio "
+        "project (<project>.db, or its TRACKIO_DIR). "
         "Name one with --format."
     )
 
