@@ -100,6 +100,12 @@ class EvaluationDoc(Document, kw_only=True):
     #: labledger's recomputed values (see :mod:`labledger.analysis.harness`).
     harness: HarnessCheck | None = None
 
+    def _repr_html_(self) -> str:
+        """Notebook display: small escaped tables with CIs and definitions (:mod:`labledger.schema.html`)."""
+        from labledger.schema.html import evaluation_html
+
+        return evaluation_html(self)
+
 
 class HarnessCheck(Part, kw_only=True):
     """The harness's own values and stderrs next to labledger's, one check per harness metric."""
@@ -138,6 +144,12 @@ class ComparisonDoc(Document, kw_only=True):
     names: dict[str, str] | None = None
     adjust: str | None = None
     family: str | None = None
+
+    def _repr_html_(self) -> str:
+        """Notebook display: small escaped tables with CIs and definitions (:mod:`labledger.schema.html`)."""
+        from labledger.schema.html import comparison_html
+
+        return comparison_html(self)
 
 
 # -- calibration report --------------------------------------------------------------------------
@@ -254,6 +266,12 @@ class CalibrationDoc(Document, kw_only=True):
     definitions: dict[str, str]
     stored: str | None = None
 
+    def _repr_html_(self) -> str:
+        """Notebook display: small escaped tables with CIs and definitions (:mod:`labledger.schema.html`)."""
+        from labledger.schema.html import calibration_html
+
+        return calibration_html(self)
+
 
 # -- sweep report --------------------------------------------------------------------------------
 class SweepDoc(Document, kw_only=True):
@@ -356,6 +374,12 @@ class VersionTableDoc(Document, kw_only=True):
     ci: float | None = None
     adjust: str | None = None
     family: str | None = None
+
+    def _repr_html_(self) -> str:
+        """Notebook display: small escaped tables with CIs and definitions (:mod:`labledger.schema.html`)."""
+        from labledger.schema.html import version_table_html
+
+        return version_table_html(self)
 
 
 # -- statistics: power plans and repeated rows (#16) ---------------------------------------------
