@@ -187,19 +187,19 @@ def version_table_html(doc: VersionTableDoc) -> str:
     head = ["category", "benchmark", "metric", *doc.columns] + (
         ["delta", "delta CI", "p adjusted", ""] if delta else []
     )
-    rows = []
+    rows: list[list[Any]] = []
     for r in doc.rows:
-        cells = []
+        cells: list[Any] = []
         for col in doc.columns:
             ci = (r.ci or {}).get(col)
             cells.append(num(r.values.get(col)) + (f" {interval(ci[0], ci[1])}" if ci else ""))
-        extra = [r.delta, interval(*(r.delta_ci or [None, None])), r.p_adjusted, r.significance or ""] if delta else []
+        extra: list[Any] = (
+            [r.delta, interval(*(r.delta_ci or [None, None])), r.p_adjusted, r.significance or ""] if delta else []
+        )
         rows.append([r.category, r.benchmark, r.metric_id, *cells, *extra])
     mean = doc.mean
-    rows.append(
-        ["", f"mean ({mean.n})", "", *(num(mean.values.get(c)) for c in doc.columns)]
-        + ([mean.delta, "", "", ""] if delta else [])
-    )
+    tail: list[Any] = [mean.delta, "", "", ""] if delta else []
+    rows.append(["", f"mean ({mean.n})", "", *(num(mean.values.get(c)) for c in doc.columns), *tail])
     body = [table(head, rows)]
     body.extend(f'<p style="color:#a60">{escape(w)}</p>' for w in doc.warnings)
     body.append(f"<p>{escape(doc.definition)}</p>")

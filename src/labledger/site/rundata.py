@@ -81,6 +81,10 @@ def share_steps(series: dict[str, dict[str, list]]) -> tuple[dict[str, dict[str,
     return out, steps
 
 
+def _finite(v: Any) -> Any:
+    return v if is_number(v) and math.isfinite(float(v)) else None
+
+
 #: At most this many system samples go into the run page (evenly thinned; the first and last kept).
 MAX_SYSTEM_POINTS = 2000
 
@@ -101,7 +105,7 @@ def system_view(records: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
         recs = recs[::stride] + ([recs[-1]] if (n - 1) % stride else [])
     t0 = recs[0]["time"]
     keys = list(dict.fromkeys(k for r in recs for k, v in r.items() if k != "time" and is_number(v)))
-    series = {k: [v if is_number(v := r.get(k)) and math.isfinite(v) else None for r in recs] for k in keys}
+    series = {k: [_finite(r.get(k)) for r in recs] for k in keys}
     return {"samples": n, "shown": len(recs), "x": [round(r["time"] - t0, 3) for r in recs], "series": series}
 
 
