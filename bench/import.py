@@ -15,6 +15,16 @@ of 1,000,000 scalar points each, side by side with reading the same data with th
   client on a snapshot of the database) and by ``mlflow.search_runs`` + ``MlflowClient.get_metric_history``
   for every metric.
 
+* W&B offline run, Trackio project, Aim repository (issue 14), 4 metrics x 250,000 steps each:
+  W&B: ``wandb.init(mode="offline")`` + ``wandb.log`` of the 4 metrics per step; wandb ships no reader
+  for its ``.wandb`` file (``wandb sync`` only uploads), so the other row is labledger's own decoder
+  alone (``labledger.wandb.records.read_wandb_file``, W&B's protobuf classes), without the writes.
+  Trackio: ``SQLiteStorage.bulk_log`` (what trackio's sender thread calls) in batches of 10,000
+  rows; read by ``SQLiteStorage.get_logs`` (what its dashboard and API call). Aim: ``Run.track`` of
+  the 4 metrics per step (~1 ms a point here, so this source takes minutes to write), then the run
+  indexed with Aim's ``RepoIndexManager`` as ``aim up`` would, so that Aim's own reader
+  (``Repo.iter_runs()``, ``run.metrics()``, ``metric.data.numpy()``) sees it.
+
 Each reader runs in its own fresh subprocess; the time is the wall time of the read/import only
 (imports of the libraries are done before the clock starts; MLflow's client creation is inside it,
 for both). Memory: the process's peak RSS (``VmHWM``) and its rise over the RSS measured just
@@ -23,6 +33,7 @@ before the clock started. Every reader's point count is checked against the poin
     python bench/import.py                  # 1M points each (~3-4 minutes on 2 cores)
     python bench/import.py --points 200000  # smaller
     python bench/import.py --markdown       # also print the table as Markdown (for RESULTS.md)
+    python bench/import.py --only wandb,trackio,aim   # some sources only
 """
 
 from __future__ import annotations
@@ -114,6 +125,61 @@ def write_mlflow(store: Path, steps: int) -> float:
     return time.perf_counter() - t0
 
 
+def write_wandb(root: Path, steps: int) -> float:
+    import wandb
+
+    root.mkdir(parents=True)
+    t0 = time.perf_counter()
+    run = wandb.init(project="bench", name="bench-run", mode="offline", dir=str(root), config={"lr": 0.001})
+    for s in range(steps):
+        run.log({tag: value(i, s) for i, tag in enumerate(TAGS)}, step=s)
+    run.finish()
+    return time.perf_counter() - t0
+
+
+def write_trackio(root: Path, steps: int) -> float:
+    os.environ["TRACKIO_DIR"] = str(root)  # read once, when trackio is imported
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from trackio.sqlite_storage import SQLiteStorage
+
+    t0 = time.perf_counter()
+    for start in range(0, steps, 10_000):
+        chunk = range(start, min(steps, start + 10_000))
+        SQLiteStorage.bulk_log(
+            "bench",
+            "bench-run",
+            [{tag: value(i, s) for i, tag in enumerate(TAGS)} for s in chunk],
+            steps=list(chunk),
+            timestamps=[f"2023-11-14T22:13:{s % 60:02d}.{s % 1000:03d}+00:00" for s in chunk],
+            config={"lr": 0.001} if start == 0 else None,
+            run_id="bench-run-id",
+        )
+    return time.perf_counter() - t0
+
+
+def write_aim(root: Path, steps: int) -> float:
+    import aim
+    from aim.sdk.index_manager import RepoIndexManager
+
+    root.mkdir(parents=True)
+    t0 = time.perf_counter()
+    run = aim.Run(
+        repo=str(root),
+        experiment="bench",
+        system_tracking_interval=None,
+        capture_terminal_logs=False,
+        log_system_params=False,
+    )
+    run.name = "bench-run"
+    run["hparams"] = {"lr": 0.001}
+    for s in range(steps):
+        run.track({tag: value(i, s) for i, tag in enumerate(TAGS)}, step=s)
+    run.close()
+    repo = aim.Repo(str(root))
+    RepoIndexManager.get_index_manager(repo).index(run.hash)  # as `aim up` would, for Aim's own reader
+    return time.perf_counter() - t0
+
+
 # -- the readers (each in its own subprocess) ------------------------------------------------------
 
 
@@ -125,11 +191,22 @@ def child(case: str, source: str, out: str) -> dict:
         if case == "labledger-tensorboard":
             from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader  # noqa: F401
             from tensorboard.compat.proto import event_pb2  # noqa: F401
-        else:
+        elif case == "labledger-wandb":
+            import wandb.proto.wandb_internal_pb2  # noqa: F401
+        elif case == "labledger-aim":
+            import aim
+        elif case == "labledger-mlflow":
             from mlflow.tracking import MlflowClient
         from labledger.importers import import_path
     elif case == "tensorboard-eventaccumulator":
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    elif case == "wandb-records":
+        from labledger.wandb.records import read_wandb_file
+    elif case == "trackio-get-logs":
+        os.environ["TRACKIO_DIR"] = source
+        from trackio.sqlite_storage import SQLiteStorage
+    elif case == "aim-repo":
+        import aim
     else:
         import mlflow
         from mlflow.tracking import MlflowClient
@@ -153,6 +230,25 @@ def child(case: str, source: str, out: str) -> dict:
         series = {tag: acc.Scalars(tag) for tag in acc.Tags()["scalars"]}
         elapsed = time.perf_counter() - t0
         points = sum(len(s) for s in series.values())
+        records, stored = None, None
+    elif case == "wandb-records":
+        files = sorted(Path(source).rglob("run-*.wandb"))
+        histories = [read_wandb_file(f).history for f in files]
+        elapsed = time.perf_counter() - t0
+        points = sum(1 for h in histories for row in h for k in row if not k.startswith("_"))
+        records, stored = None, None
+    elif case == "trackio-get-logs":
+        logs = {
+            r["id"]: SQLiteStorage.get_logs("bench", run_id=r["id"]) for r in SQLiteStorage.get_run_records("bench")
+        }
+        elapsed = time.perf_counter() - t0
+        points = sum(len(row) - 2 for rows in logs.values() for row in rows)  # less step and timestamp
+        records, stored = None, None
+    elif case == "aim-repo":
+        repo = aim.Repo(source)
+        series = [m.data.numpy() for run in repo.iter_runs() for m in run.metrics()]
+        elapsed = time.perf_counter() - t0
+        points = sum(len(steps) for steps, _ in series)
         records, stored = None, None
     else:
         uri = f"sqlite:///{Path(source) / 'mlflow.db'}"
@@ -194,7 +290,20 @@ CASES = [
     ("TensorBoard log", "EventAccumulator (all scalars)", "tensorboard-eventaccumulator", "tb"),
     ("MLflow SQLite store", "labledger import", "labledger-mlflow", "mlflow"),
     ("MLflow SQLite store", "search_runs + get_metric_history", "mlflow-client", "mlflow"),
+    ("W&B offline run", "labledger import", "labledger-wandb", "wandb"),
+    ("W&B offline run", "read_wandb_file (decode only; wandb has no reader)", "wandb-records", "wandb"),
+    ("Trackio project", "labledger import", "labledger-trackio", "trackio"),
+    ("Trackio project", "SQLiteStorage.get_logs", "trackio-get-logs", "trackio"),
+    ("Aim repository", "labledger import", "labledger-aim", "aim"),
+    ("Aim repository", "Repo.iter_runs + metric.data.numpy", "aim-repo", "aim"),
 ]
+WRITERS = {
+    "tb": ("TensorBoard log", lambda d, n: write_tensorboard(d / "run1", n), "tb"),
+    "mlflow": ("MLflow store", write_mlflow, "mlflow"),
+    "wandb": ("W&B offline run", write_wandb, "wandb"),
+    "trackio": ("Trackio project", write_trackio, "trackio"),
+    "aim": ("Aim repository", write_aim, "aim"),
+}
 
 
 def table(rows: list[dict], points: int) -> list[list[str]]:
@@ -247,7 +356,17 @@ def print_table(rows: list[list[str]], markdown: bool) -> None:
 
 def versions() -> str:
     out = []
-    for dist in ("labledger", "tensorboard", "mlflow-skinny", "sqlalchemy", "protobuf", "torch"):
+    for dist in (
+        "labledger",
+        "tensorboard",
+        "mlflow-skinny",
+        "sqlalchemy",
+        "protobuf",
+        "torch",
+        "wandb",
+        "trackio",
+        "aim",
+    ):
         with contextlib.suppress(metadata.PackageNotFoundError):
             out.append(f"{dist} {metadata.version(dist)}")
     return ", ".join(out)
@@ -258,6 +377,9 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=1_000_000, help="scalar points per source (default 1M)")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--json", help="also write the raw numbers here")
+    ap.add_argument(
+        "--only", default=",".join(WRITERS), help=f"sources, comma-separated (default: {','.join(WRITERS)})"
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--source", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -274,15 +396,22 @@ def main() -> None:
     print(f"# {versions()}")
     tmp = Path(tempfile.mkdtemp(prefix="labledger-bench-import-"))
     try:
-        tb, ml = tmp / "tb" / "run1", tmp / "mlflow"
-        t_tb = write_tensorboard(tb, steps)
-        print(f"# wrote the TensorBoard log in {t_tb:.1f} s ({dir_mib(tb):.0f} MiB)")
-        t_ml = write_mlflow(ml, steps)
-        print(f"# wrote the MLflow store in {t_ml:.1f} s ({dir_mib(ml):.0f} MiB)")
+        only = [w.strip() for w in args.only.split(",") if w.strip()]
+        unknown = sorted(set(only) - set(WRITERS))
+        if unknown:
+            ap.error(f"unknown source(s) {unknown}; known: {', '.join(WRITERS)}")
+        sources, write_seconds = {}, {}
+        for key in only:
+            label, write, _ = WRITERS[key]
+            src = tmp / key
+            write_seconds[key] = write(src, steps)
+            sources[key] = src / "run1" if key == "tb" else src
+            print(f"# wrote the {label} in {write_seconds[key]:.1f} s ({dir_mib(src):.0f} MiB)")
         rows = []
         for i, (source, reader, case, which) in enumerate(CASES):
-            src = tb if which == "tb" else ml
-            r = run_child(case, src, tmp / f"ledger{i}")
+            if which not in sources:
+                continue
+            r = run_child(case, sources[which], tmp / f"ledger{i}")
             r.update(source=source, reader=reader)
             rows.append(r)
             shutil.rmtree(tmp / f"ledger{i}", ignore_errors=True)
@@ -290,9 +419,7 @@ def main() -> None:
         print_table(table(rows, points), args.markdown)
         if args.json:
             Path(args.json).write_text(
-                json.dumps(
-                    {"points": points, "rows": rows, "write_seconds": {"tensorboard": t_tb, "mlflow": t_ml}}, indent=2
-                )
+                json.dumps({"points": points, "rows": rows, "write_seconds": write_seconds}, indent=2)
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -53,3 +53,35 @@ def test_notebook_runs_finish_and_display(tmp_path, monkeypatch):
     assert runs == {"nb<script>": "finished", "fails": "failed", "open": "finished"}
     assert sys.executable  # the kernel is this environment's python3
     assert os.environ["PYTHONPATH"] == str(ROOT / "src")
+
+
+@pytest.mark.slow
+def test_notebook_displays_documents(tmp_path, monkeypatch):
+    """Evaluation, comparison, calibration report and version table display as escaped HTML tables."""
+    setup = (
+        "import labledger\n"
+        "from labledger.analysis.benchmarks import Entry, version_table\n"
+        "from labledger.calibrate import fit, report\n"
+        "rows = [{'id': i, 'task': '<t>', 'gold': 'yes' if i % 3 == 0 else 'no', 'split': 'dev' if i < 30 else 'test',\n"
+        "         'probs': {'yes': 0.35 + 0.3 * (i % 3 == 0), 'no': 0.65 - 0.3 * (i % 3 == 0)}} for i in range(60)]\n"
+        "worse = [{**r, 'probs': {'yes': 0.5, 'no': 0.5}} for r in rows]"
+    )
+    cells = [
+        setup,
+        "labledger.evaluate(rows, resamples=50)",
+        "labledger.compare(rows, worse, resamples=50)",
+        "report(rows, fit(rows, method='threshold', positive='yes', fit_split='split=dev'), resamples=50)",
+        "version_table([Entry(model=m, suite='s', benchmark='b', metric='accuracy', value=v) for m, v in "
+        "(('<m1>', 0.5), ('m2', 0.75))], suite='s', models=['<m1>', 'm2'], delta_from='<m1>')",
+    ]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "src"))
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    pages = [c.outputs[0]["data"]["text/html"] for c in nb.cells[1:]]
+    for page, kind in zip(pages, ("evaluation", "comparison", "calibration", "version-table"), strict=True):
+        assert f'class="labledger-{kind}"' in page and "<script" not in page and "<table" in page
+    assert "&lt;t&gt;" in pages[0] and "95% CI" in pages[0] and "accuracy" in pages[0]
+    assert "A - B" in pages[1] and "p adjusted" in pages[1]
+    assert "calibrated" in pages[2] and "Definitions" in pages[2]
+    assert "&lt;m1&gt;" in pages[3] and "0.2500" in pages[3]

@@ -504,6 +504,10 @@ class VersionTable:
             )
         return text
 
+    def _repr_html_(self) -> str:
+        """Notebook display (the document's table, :mod:`labledger.schema.html`)."""
+        return self.to_document()._repr_html_()
+
     def to_document(self) -> VersionTableDoc:
         """The table as a typed :class:`~labledger.schema.VersionTableDoc`."""
         return VersionTableDoc(

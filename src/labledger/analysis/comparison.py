@@ -52,6 +52,10 @@ class Comparison:
         """The comparison as one JSON-ready dict (what ``labledger compare --json`` prints)."""
         return self.doc.to_dict()
 
+    def _repr_html_(self) -> str:
+        """Notebook display (the document's tables, :mod:`labledger.schema.html`)."""
+        return self.doc._repr_html_()
+
     def to_json(self) -> str:
         """The comparison as JSON text."""
         return self.doc.to_json()

@@ -305,6 +305,10 @@ class Evaluation:
         """The evaluation as one JSON-ready dict (what ``labledger eval --json`` prints)."""
         return self.doc.to_dict()
 
+    def _repr_html_(self) -> str:
+        """Notebook display (the document's tables, :mod:`labledger.schema.html`)."""
+        return self.doc._repr_html_()
+
     def to_json(self) -> str:
         """The evaluation as JSON text."""
         return self.doc.to_json()

@@ -59,6 +59,10 @@ class CalibrationReport:
         """The report as one JSON-ready dict."""
         return self.doc.to_dict()
 
+    def _repr_html_(self) -> str:
+        """Notebook display (the document's tables, :mod:`labledger.schema.html`)."""
+        return self.doc._repr_html_()
+
     def to_json(self) -> str:
         """The report as JSON text."""
         return self.doc.to_json()

@@ -19,6 +19,8 @@ FORMAT_CHOICES = (
     "lighteval",
     "helm",
     "wandb",
+    "trackio",
+    "aim",
 )
 
 
@@ -59,7 +61,9 @@ def import_cmd(path, name, group, fmt, copy, again, suite, ledger_path, as_json)
     threshold-selection report (.json), a results .jsonl, TensorBoard event files (a file or a folder), or an MLflow
     store (mlflow.db or mlruns/), or what an evaluation harness wrote: lm-eval's --output_path
     (with --log_samples), inspect_ai logs (.eval, .json), lighteval's output folder, a HELM run
-    folder: one run per model, one result set per task. Originals are never changed. The same content imported twice is
+    folder: one run per model, one result set per task; or another tracker's runs: W&B offline runs
+    (wandb/), a Trackio project (<project>.db), an Aim repository (a folder holding .aim/).
+    Originals are never changed. The same content imported twice is
     refused unless --again.
     """
     from labledger.importers import import_path

@@ -26,6 +26,7 @@ from typing import Any
 
 from labledger.errors import ImportSourceError, UnknownNameError
 from labledger.importers import (
+    aim,
     helm,
     inspect_log,
     lighteval,
@@ -35,6 +36,7 @@ from labledger.importers import (
     results,
     seed_run,
     tensorboard,
+    trackio,
     wandb_offline,
 )
 from labledger.importers.source import ImportedRun, ImportOptions, Source
@@ -49,6 +51,8 @@ IMPORTERS = {
     helm.FORMAT: helm,
     mlflow.FORMAT: mlflow,
     wandb_offline.FORMAT: wandb_offline,
+    trackio.FORMAT: trackio,
+    aim.FORMAT: aim,
     tensorboard.FORMAT: tensorboard,
     report.FORMAT: report,
     results.FORMAT: results,
@@ -106,7 +110,9 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         "checkpoint_sha256...), a results .jsonl, TensorBoard event files (*tfevents*), an MLflow store "
         "(mlflow.db or mlruns/), lm-eval output (results_<ts>.json + samples_*.jsonl), an inspect_ai log "
         "(.eval or .json), lighteval output (results_<ts>.json + details/*.parquet), a HELM run folder "
-        "(run_spec.json, scenario_state.json, per_instance_stats.json), W&B offline runs (run-*.wandb). "
+        "(run_spec.json, scenario_state.json, per_instance_stats.json), W&B offline runs (run-*.wandb), a Trackio "
+        "project (<project>.db, or its TRACKIO_DIR), an Aim "
+        "repository (a folder holding .aim/). "
         "Name one with --format."
     )
 

@@ -110,6 +110,12 @@ class EvaluationDoc(Document, kw_only=True):
         HarnessCheck | None, meaning("for an imported harness run: the harness's own values beside labledger's")
     ] = None
 
+    def _repr_html_(self) -> str:
+        """Notebook display: small escaped tables with CIs and definitions (:mod:`labledger.schema.html`)."""
+        from labledger.schema.html import evaluation_html
+
+        return evaluation_html(self)
+
 
 class HarnessCheck(Part, kw_only=True):
     """The harness's own values and stderrs next to labledger's, one check per harness metric."""
@@ -153,6 +159,12 @@ class ComparisonDoc(Document, kw_only=True):
     names: Annotated[dict[str, str] | None, meaning("display names of A and B")] = None
     adjust: Annotated[str | None, meaning("the multiplicity adjustment of p_adjusted: holm, bh or none")] = None
     family: Annotated[str | None, meaning("how many p-values the adjustment covered")] = None
+
+    def _repr_html_(self) -> str:
+        """Notebook display: small escaped tables with CIs and definitions (:mod:`labledger.schema.html`)."""
+        from labledger.schema.html import comparison_html
+
+        return comparison_html(self)
 
 
 # -- calibration report --------------------------------------------------------------------------
@@ -295,6 +307,12 @@ class CalibrationDoc(Document, kw_only=True):
     definitions: Annotated[dict[str, str], meaning("what raw, calibrated, cross-fitted and reliability mean")]
     stored: Annotated[str | None, meaning("where the report was saved (--save)")] = None
 
+    def _repr_html_(self) -> str:
+        """Notebook display: small escaped tables with CIs and definitions (:mod:`labledger.schema.html`)."""
+        from labledger.schema.html import calibration_html
+
+        return calibration_html(self)
+
 
 # -- sweep report --------------------------------------------------------------------------------
 class SweepDoc(Document, kw_only=True):
@@ -428,6 +446,12 @@ class VersionTableDoc(Document, kw_only=True):
     ci: Annotated[float | None, meaning("the level of the delta intervals")] = None
     adjust: Annotated[str | None, meaning("the multiplicity adjustment of p_adjusted: holm, bh or none")] = None
     family: Annotated[str | None, meaning("how many p-values the adjustment covered")] = None
+
+    def _repr_html_(self) -> str:
+        """Notebook display: small escaped tables with CIs and definitions (:mod:`labledger.schema.html`)."""
+        from labledger.schema.html import version_table_html
+
+        return version_table_html(self)
 
 
 # -- statistics: power plans and repeated rows (#16) ---------------------------------------------

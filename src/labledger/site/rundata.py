@@ -81,6 +81,34 @@ def share_steps(series: dict[str, dict[str, list]]) -> tuple[dict[str, dict[str,
     return out, steps
 
 
+def _finite(v: Any) -> Any:
+    return v if is_number(v) and math.isfinite(float(v)) else None
+
+
+#: At most this many system samples go into the run page (evenly thinned; the first and last kept).
+MAX_SYSTEM_POINTS = 2000
+
+
+def system_view(records: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The run's system metrics (``system.jsonl``) for its page: seconds since the first sample as
+    ``x``, one series per numeric key, thinned to :data:`MAX_SYSTEM_POINTS`; None without samples.
+
+    >>> system_view([{"time": 10.0, "cpu_percent": 50.0}, {"time": 11.5, "cpu_percent": 75.0, "rss_mb": 9}])
+    {'samples': 2, 'shown': 2, 'x': [0.0, 1.5], 'series': {'cpu_percent': [50.0, 75.0], 'rss_mb': [None, 9]}}
+    """
+    recs = [r for r in records if is_number(r.get("time"))]
+    if not recs:
+        return None
+    n = len(recs)
+    if n > MAX_SYSTEM_POINTS:
+        stride = math.ceil(n / MAX_SYSTEM_POINTS)
+        recs = recs[::stride] + ([recs[-1]] if (n - 1) % stride else [])
+    t0 = recs[0]["time"]
+    keys = list(dict.fromkeys(k for r in recs for k, v in r.items() if k != "time" and is_number(v)))
+    series = {k: [_finite(r.get(k)) for r in recs] for k in keys}
+    return {"samples": n, "shown": len(recs), "x": [round(r["time"] - t0, 3) for r in recs], "series": series}
+
+
 def _is_validation(entry: Mapping[str, Any]) -> bool:
     kind = entry.get("kind")
     if isinstance(kind, str) and kind.lower() in VALIDATION_KINDS:
@@ -239,6 +267,7 @@ def run_payload(
         "config": config,
         "scalars": series,
         "scalar_steps": steps,
+        "system": system_view(view.records("system")) if (view.dir / "system.jsonl").exists() else None,
         "history": history,
         "validation": validation,
         "checkpoints": checkpoints,

@@ -132,6 +132,36 @@
     return sec;
   }
 
+  function systemSection(run) {
+    var sys = run.system;
+    if (!sys) return null;
+    var keys = Object.keys(sys.series);
+    var grid = h("div", { class: "charts", id: "system-charts" });
+    keys.forEach(function (k, i) {
+      grid.appendChild(
+        LL.lineChart({
+          title: k,
+          x: sys.x,
+          xLabel: "seconds since the first sample",
+          series: [{ label: k, values: sys.series[k], color: LL.palette[i % LL.palette.length] }],
+        })
+      );
+    });
+    return LL.section(
+      "System metrics",
+      "system",
+      h(
+        "p",
+        { class: "muted" },
+        LL.fmt.num(sys.samples) +
+          " samples (system.jsonl)" +
+          (sys.shown < sys.samples ? ", " + LL.fmt.num(sys.shown) + " shown, evenly spaced" : "") +
+          "."
+      ),
+      grid
+    );
+  }
+
   function columnsOf(entries, skip) {
     var cols = [];
     entries.forEach(function (e) {
@@ -540,6 +570,7 @@
         var sections = [
           pagesSection(run),
           curvesSection(run, state),
+          systemSection(run),
           validationSection(run),
           historySection(run),
           checkpointsSection(run),
