@@ -423,3 +423,39 @@ def _encode_records(
             cols += [_json_items(value[pos[sel, j]]) for j in range(c)]
             out[rec[sel]] = [tmpl % r for r in zip(*cols)]
     return b"".join(out.tolist())
+
+
+#: Names a scalar cannot have in a record (the record's own fields); importers add ``_``.
+RESERVED = ("step", "time")
+
+
+def record_name(name: str, renamed: dict[str, str]) -> str:
+    """``name`` as a scalar of a record: ``step``/``time`` become ``step_``/``time_`` (noted in ``renamed``).
+
+    >>> seen = {}; record_name("time", seen), record_name("loss", seen), seen
+    ('time_', 'loss', {'time': 'time_'})
+    """
+    if name in RESERVED:
+        renamed[name] = name + "_"
+        return renamed[name]
+    return name
+
+
+def scalar_notes(skipped: Mapping[str, int], renamed: Mapping[str, str], *, kept: str, names: str) -> list[str]:
+    """The notes of a scalar import (TensorBoard, W&B): what was not imported, what was renamed.
+
+    >>> scalar_notes({"histo": 2}, {"step": "step_"}, kept="only scalars are", names="Tags")
+    ['Not imported (only scalars are): 2 histo value(s).', "Tags renamed because step and time are the record's own fields: step -> step_."]
+    """
+    notes = []
+    if skipped:
+        notes.append(
+            f"Not imported ({kept}): " + ", ".join(f"{n} {k} value(s)" for k, n in sorted(skipped.items())) + "."
+        )
+    if renamed:
+        notes.append(
+            f"{names} renamed because step and time are the record's own fields: "
+            + ", ".join(f"{a} -> {b}" for a, b in sorted(renamed.items()))
+            + "."
+        )
+    return notes

@@ -34,13 +34,14 @@ from labledger.importers.source import (
     finish_import,
     log_scalar_columns,
     new_run,
+    record_name,
+    scalar_notes,
     walk_files,
 )
 from labledger.store.ledger import Ledger
 
 FORMAT = "tensorboard"
 MARK = "tfevents"
-RESERVED = ("step", "time")
 
 
 def _reader():
@@ -199,10 +200,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
         tag_ids: dict[str, int] = {}
 
         def tag_id(tag: str, renamed: dict[str, str] = renamed, tag_ids: dict[str, int] = tag_ids) -> int:
-            if tag in RESERVED:
-                renamed[tag] = tag + "_"
-                tag = renamed[tag]
-            return tag_ids.setdefault(tag, len(tag_ids))
+            return tag_ids.setdefault(record_name(tag, renamed), len(tag_ids))
 
         with run:
             for f in files:
@@ -267,18 +265,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                     "; hyperparameters -> config" if has_hparams else ""
                 )
                 del tf
-            if skipped:
-                notes.append(
-                    "Not imported (only scalars and hyperparameters are): "
-                    + ", ".join(f"{n} {k} value(s)" for k, n in sorted(skipped.items()))
-                    + "."
-                )
-            if renamed:
-                notes.append(
-                    "Tags renamed because step and time are the record's own fields: "
-                    + ", ".join(f"{a} -> {b}" for a, b in sorted(renamed.items()))
-                    + "."
-                )
+            notes += scalar_notes(skipped, renamed, kept="only scalars and hyperparameters are", names="Tags")
             if opts.copy:
                 copied = source.copy_into(run, files)
                 for rel, stored in copied.items():
