@@ -225,7 +225,10 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                     values: dict[int, float] = {}
                     sub = 0
                     for v in ev.summary.value:
-                        x = _scalar(v, tensor_util)
+                        try:
+                            x = _scalar(v, tensor_util)
+                        except (TypeError, ValueError, IndexError) as exc:  # a tensor that does not decode
+                            raise _decode_error(source, f, exc) from None
                         if x is not None:
                             k = tag_id(v.tag)
                             if k in values:  # the same tag twice in one event: keep both records
@@ -236,7 +239,10 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                             continue
                         plugin = v.metadata.plugin_data.plugin_name
                         if plugin == "hparams":
-                            hp = _hparams(v)
+                            try:
+                                hp = _hparams(v)
+                            except DecodeError as exc:
+                                raise _decode_error(source, f, exc) from None
                             if hp:
                                 run.update_config(hp)
                                 has_hparams = True
