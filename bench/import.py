@@ -3,16 +3,17 @@
 of 1,000,000 scalar points each, side by side with reading the same data with the tools' own readers.
 
 * TensorBoard: a log of 4 tags x 250,000 steps written by ``torch.utils.tensorboard.SummaryWriter``
-  (one event per point, as ``add_scalar`` writes them). Read by labledger's importer (TensorBoard's
-  ``RawEventFileLoader`` + ``Event`` protobuf, one scalar record per event, staged and adopted into a
-  fresh ledger) and by TensorBoard's ``EventAccumulator`` (``size_guidance={"scalars": 0}``, i.e.
+  (one event per point, as ``add_scalar`` writes them). Read by labledger's importer (the file read
+  as columns: framing and CRCs in numpy, ``add_scalar`` events decoded in numpy, one scalar record
+  per event, staged and adopted into a fresh ledger) and by TensorBoard's ``EventAccumulator`` (``size_guidance={"scalars": 0}``, i.e.
   keep every point; ``Reload()`` then ``Scalars(tag)`` for every tag).
 * MLflow: an SQLite store (``mlflow.db``) with one run of 4 metrics x 250,000 steps. The run, its
   params and each metric's first point are logged with MLflow's client; the other points are
   inserted into MLflow's own ``metrics`` table with ``sqlite3.executemany`` (``log_batch`` takes
   ~100 us per point here, ~2 minutes for 1M) and ``latest_metrics`` is set to the last points, so
   MLflow's client reads the store as if it had logged them. Read by labledger's importer (MLflow's
-  client on a snapshot of the database) and by ``mlflow.search_runs`` + ``MlflowClient.get_metric_history``
+  client for experiments and runs, one ``SELECT`` per metric for the points, on a snapshot of the
+  database) and by ``mlflow.search_runs`` + ``MlflowClient.get_metric_history``
   for every metric.
 
 * W&B offline run, Trackio project, Aim repository (issue 14), 4 metrics x 250,000 steps each:
@@ -25,7 +26,7 @@ of 1,000,000 scalar points each, side by side with reading the same data with th
   indexed with Aim's ``RepoIndexManager`` as ``aim up`` would, so that Aim's own reader
   (``Repo.iter_runs()``, ``run.metrics()``, ``metric.data.numpy()``) sees it.
 
-Each reader runs in its own fresh subprocess; the time is the wall time of the read/import only
+Each reader runs in its own fresh subprocess; the times are the wall and CPU time of the read/import only
 (imports of the libraries are done before the clock starts; MLflow's client creation is inside it,
 for both). Memory: the process's peak RSS (``VmHWM``) and its rise over the RSS measured just
 before the clock started. Every reader's point count is checked against the points written.
@@ -34,6 +35,7 @@ before the clock started. Every reader's point count is checked against the poin
     python bench/import.py --points 200000  # smaller
     python bench/import.py --markdown       # also print the table as Markdown (for RESULTS.md)
     python bench/import.py --only wandb,trackio,aim   # some sources only
+    python bench/import.py --sources /tmp/srcs --reps 2   # keep the sources for the next run; best of 2
 """
 
 from __future__ import annotations
@@ -189,7 +191,6 @@ def child(case: str, source: str, out: str) -> dict:
         import labledger.importers
 
         if case == "labledger-tensorboard":
-            from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader  # noqa: F401
             from tensorboard.compat.proto import event_pb2  # noqa: F401
         elif case == "labledger-wandb":
             import wandb.proto.wandb_internal_pb2  # noqa: F401
@@ -212,9 +213,11 @@ def child(case: str, source: str, out: str) -> dict:
         from mlflow.tracking import MlflowClient
     base = rss_mib()
     t0 = time.perf_counter()
+    c0 = time.process_time()
     if case.startswith("labledger"):
         result = import_path(source, out)
         elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - c0
         import labledger
 
         ledger = labledger.open_ledger(out)
@@ -229,6 +232,7 @@ def child(case: str, source: str, out: str) -> dict:
         acc.Reload()
         series = {tag: acc.Scalars(tag) for tag in acc.Tags()["scalars"]}
         elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - c0
         points = sum(len(s) for s in series.values())
         records, stored = None, None
     elif case == "wandb-records":
@@ -262,11 +266,14 @@ def child(case: str, source: str, out: str) -> dict:
             for key in (c[len("metrics.") :] for c in runs.columns if c.startswith("metrics."))
         }
         elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - c0
         points = sum(len(h) for h in history.values())
         records, stored = None, None
     return {
         "case": case,
         "seconds": elapsed,
+        "cpu_seconds": cpu,
+        "load": os.getloadavg()[0],
         "points": points,
         "records": records,
         "stored_mib": stored,
@@ -312,16 +319,22 @@ def table(rows: list[dict], points: int) -> list[list[str]]:
         "reader",
         "points read",
         "scalar records",
-        "seconds",
+        "wall s",
+        "CPU s",
+        "peer / labledger CPU",
+        "load",
         "points/s",
         "peak RSS (MiB)",
         "RSS rise (MiB)",
         "stored (MiB)",
     ]
     out = [head]
+    peer_cpu = {
+        r["source"]: r["cpu_seconds"] for r in rows if "error" not in r and not r["case"].startswith("labledger")
+    }
     for r in rows:
         if "error" in r:
-            out.append([r["source"], r["reader"], "failed: " + r["error"], "", "", "", "", "", ""])
+            out.append([r["source"], r["reader"], "failed: " + r["error"], *[""] * (len(head) - 3)])
             continue
         ok = "" if r["points"] == points else f" (expected {points:,})"
         out.append(
@@ -330,7 +343,12 @@ def table(rows: list[dict], points: int) -> list[list[str]]:
                 r["reader"],
                 f"{r['points']:,}{ok}",
                 "-" if r["records"] is None else f"{r['records']:,}",
-                f"{r['seconds']:.1f}",
+                f"{r['seconds']:.2f}",
+                f"{r['cpu_seconds']:.2f}",
+                f"{peer_cpu[r['source']] / r['cpu_seconds']:.1f}x"
+                if r["case"].startswith("labledger") and r["source"] in peer_cpu
+                else "",
+                f"{r['load']:.1f}",
                 f"{r['points'] / r['seconds']:,.0f}",
                 f"{r['peak_rss_mib']:.0f}",
                 f"{r['peak_rss_mib'] - r['base_rss_mib']:.0f}",
@@ -380,6 +398,8 @@ def main() -> None:
     ap.add_argument(
         "--only", default=",".join(WRITERS), help=f"sources, comma-separated (default: {','.join(WRITERS)})"
     )
+    ap.add_argument("--sources", help="keep the written sources in this folder and reuse them on the next run")
+    ap.add_argument("--reps", type=int, default=1, help="runs of each case, interleaved; the table keeps the best CPU")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--source", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -395,31 +415,42 @@ def main() -> None:
     )
     print(f"# {versions()}")
     tmp = Path(tempfile.mkdtemp(prefix="labledger-bench-import-"))
+    keep = Path(args.sources) / str(points) if args.sources else tmp
     try:
         only = [w.strip() for w in args.only.split(",") if w.strip()]
         unknown = sorted(set(only) - set(WRITERS))
         if unknown:
             ap.error(f"unknown source(s) {unknown}; known: {', '.join(WRITERS)}")
-        sources, write_seconds = {}, {}
+        sources: dict[str, Path] = {}
+        write_seconds: dict[str, float | None] = {}
         for key in only:
             label, write, _ = WRITERS[key]
-            src = tmp / key
-            write_seconds[key] = write(src, steps)
+            src = keep / key
             sources[key] = src / "run1" if key == "tb" else src
-            print(f"# wrote the {label} in {write_seconds[key]:.1f} s ({dir_mib(src):.0f} MiB)")
-        rows = []
-        for i, (source, reader, case, which) in enumerate(CASES):
-            if which not in sources:
+            if src.exists():  # kept from an earlier run (--sources)
+                write_seconds[key] = None
                 continue
-            r = run_child(case, sources[which], tmp / f"ledger{i}")
-            r.update(source=source, reader=reader)
-            rows.append(r)
-            shutil.rmtree(tmp / f"ledger{i}", ignore_errors=True)
+            write_seconds[key] = write(src, steps)
+            print(f"# wrote the {label} in {write_seconds[key]:.1f} s ({dir_mib(src):.0f} MiB)")
+        best: dict[str, dict] = {}
+        for _ in range(args.reps):
+            for i, (source, reader, case, which) in enumerate(CASES):
+                if which not in sources:
+                    continue
+                r = run_child(case, sources[which], tmp / f"ledger{i}")
+                r.update(source=source, reader=reader)
+                if case not in best or "error" in best[case] or r.get("cpu_seconds", 1e9) < best[case]["cpu_seconds"]:
+                    best[case] = r
+                shutil.rmtree(tmp / f"ledger{i}", ignore_errors=True)
+        rows = [best[case] for _, _, case, which in CASES if which in sources]
         print(f"# load after: {os.getloadavg()[0]:.1f}")
         print_table(table(rows, points), args.markdown)
         if args.json:
             Path(args.json).write_text(
-                json.dumps({"points": points, "rows": rows, "write_seconds": write_seconds}, indent=2)
+                json.dumps(
+                    {"points": points, "rows": rows, "write_seconds": write_seconds},
+                    indent=2,
+                )
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

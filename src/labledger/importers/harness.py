@@ -33,16 +33,68 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from labledger.importers.source import ImportedRun, ImportOptions, Source, finish_import, new_run
+from labledger.errors import RecordError
+from labledger.importers.source import ImportedRun, ImportOptions, Source, finish_import, load_json, new_run
 from labledger.store.ledger import Ledger
 
 #: The labledger metric that recomputes each row shape.
 SHAPE_METRIC = {"choices": "accuracy", "scores": "mean"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: ``results_<timestamp>.json``: the results file lm-eval and lighteval both write per invocation.
+_CHOICE_KEYS = [str(i) for i in range(64)]
+RESULTS_NAME = re.compile(r"^results_(.+)\.json$")
+
+
+def results_stamp(results: Path) -> str:
+    """The ``<timestamp>`` of a ``results_<timestamp>.json`` file name.
+
+    >>> results_stamp(Path("out/results_2026-12-01T00-00-00.json"))
+    '2026-12-01T00-00-00'
+    """
+    m = RESULTS_NAME.match(results.name)
+    if m is None:
+        raise RecordError("must be results_<timestamp>.json", source=str(results), field="file name")
+    return m.group(1)
+
+
+def results_files(path: Path, markers: Sequence[bytes], *, head: int) -> list[Path]:
+    """The ``results_<timestamp>.json`` files at ``path`` (the file itself, or those under the
+    folder, searched recursively) whose first ``head`` bytes hold every one of ``markers`` (the keys
+    that tell one harness's results from another's).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "results_1.json").write_text('{"n-shot": {}, "configs": {}}')
+    >>> [p.name for p in results_files(d, (b'"n-shot"', b'"configs"'), head=1000)]
+    ['results_1.json']
+    """
+
+    def matches(p: Path) -> bool:
+        if not RESULTS_NAME.match(p.name):
+            return False
+        try:
+            with open(p, "rb") as f:
+                start = f.read(head)
+        except OSError:
+            return False
+        return all(m in start for m in markers)
+
+    if path.is_file():
+        return [path] if matches(path) else []
+    return sorted(p for p in path.rglob("results_*.json") if matches(p))
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """A harness's ``results_<timestamp>.json``: a JSON object whose ``results`` maps each task to
+    its metrics (else :class:`RecordError` naming the file and the field)."""
+    data = load_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+        raise RecordError("must map each task to its metrics", source=str(path), field="results")
+    return data
 
 
 @dataclass
@@ -88,9 +140,11 @@ def softmax(logliks: Sequence[float]) -> dict[str, float]:
     {'0': 0.5, '1': 0.5}
     """
     top = max(logliks)
-    ex = [math.exp(v - top) for v in logliks]
+    exp = math.exp
+    ex = [exp(v - top) for v in logliks]
     total = math.fsum(ex)
-    return {str(i): e / total for i, e in enumerate(ex)}
+    keys = _CHOICE_KEYS if len(ex) <= len(_CHOICE_KEYS) else [str(i) for i in range(len(ex))]
+    return {k: e / total for k, e in zip(keys, ex)}
 
 
 def choice_rows(

@@ -85,6 +85,8 @@ class EvalZip:
         except (OSError, zipfile.BadZipFile) as exc:
             raise ImportSourceError(f"{path}: not a readable .eval (ZIP) file ({exc})") from None
         self.names = self.zip.namelist()
+        self._data: bytes | None = None
+        self._dctx: Any = None
 
     def read(self, name: str) -> bytes:
         info = self.zip.getinfo(name)
@@ -97,16 +99,22 @@ class EvalZip:
                 f"{self.path}: member {name} is zstd-compressed (inspect_ai's default); reading it needs the "
                 "'zstandard' package: pip install 'labledger[harness]' (or zstandard)"
             ) from None
-        with self.path.open("rb") as fh:
-            fh.seek(info.header_offset)
-            head = fh.read(30)
-            if len(head) < 30 or head[:4] != b"PK\x03\x04":
-                raise ImportSourceError(f"{self.path}: member {name}: bad local header")
-            n_name, n_extra = struct.unpack("<HH", head[26:30])
-            fh.seek(info.header_offset + 30 + n_name + n_extra)
-            raw = fh.read(info.compress_size)
+        if self._data is None:  # read once: one open and one decompressor for every member (#13)
+            try:
+                self._data = self.path.read_bytes()
+            except OSError as exc:
+                raise ImportSourceError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
+            self._dctx = zstandard.ZstdDecompressor()
+        data = self._data
+        start = info.header_offset
+        head = data[start : start + 30]
+        if len(head) < 30 or head[:4] != b"PK\x03\x04":
+            raise ImportSourceError(f"{self.path}: member {name}: bad local header")
+        n_name, n_extra = struct.unpack("<HH", head[26:30])
+        start += 30 + n_name + n_extra
+        raw = data[start : start + info.compress_size]
         try:
-            return zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+            return self._dctx.decompressobj().decompress(raw)
         except zstandard.ZstdError as exc:
             raise ImportSourceError(f"{self.path}: member {name}: cannot decompress ({exc})") from None
 

@@ -16,7 +16,6 @@ square root of the number of resamples (0.13.0): ``labledger eval`` says so besi
 from __future__ import annotations
 
 import datetime as dt
-import re
 from pathlib import Path
 
 from labledger.errors import ImportSourceError, RecordError
@@ -26,40 +25,26 @@ from labledger.importers.harness import (
     as_float,
     choice_rows,
     item_hash,
+    read_results,
+    results_stamp,
     score_row,
     set_name,
     store_harness_run,
 )
-from labledger.importers.source import ImportedRun, ImportOptions, Source, load_json
+from labledger.importers.harness import results_files as harness_results_files
+from labledger.importers.source import ImportedRun, ImportOptions, Source
 from labledger.store.ledger import Ledger
 
 FORMAT = "lighteval"
-_RESULTS = re.compile(r"^results_(.+)\.json$")
 
 
-def _stamp(results: Path) -> str:
-    """The ``<timestamp>`` of a ``results_<timestamp>.json`` file name."""
-    m = _RESULTS.match(results.name)
-    if m is None:
-        raise RecordError("must be results_<timestamp>.json", source=str(results), field="file name")
-    return m.group(1)
-
-
-def _is_results(path: Path) -> bool:
-    if not _RESULTS.match(path.name):
-        return False
-    try:
-        head = path.read_bytes()[:200_000]
-    except OSError:
-        return False
-    return b'"config_general"' in head
+#: The key in the head of a lighteval results file (lm-eval's has ``n-shot`` and ``configs``).
+MARKERS = (b'"config_general"',)
 
 
 def results_files(path: Path) -> list[Path]:
     """The lighteval results files at ``path`` (the file, or those under the folder)."""
-    if path.is_file():
-        return [path] if _is_results(path) else []
-    return sorted(p for p in path.rglob("results_*.json") if _is_results(p))
+    return harness_results_files(path, MARKERS, head=200_000)
 
 
 def detect(path: Path) -> bool:
@@ -69,7 +54,7 @@ def detect(path: Path) -> bool:
 
 def _details(results: Path) -> dict[str, Path]:
     """``{task key: details parquet}`` for a results file: ``details/<model>/<ts>/details_<task>_<ts>.parquet``."""
-    stamp = _stamp(results)
+    stamp = results_stamp(results)
     out: dict[str, Path] = {}
     roots = [results.parent.parent.parent / "details" / results.parent.name / stamp, results.parent]
     for root in roots:
@@ -147,9 +132,7 @@ def _rows(path: Path, task: str) -> list[HarnessMetric]:
 
 
 def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: Path, several: bool) -> ImportedRun:
-    data = load_json(results_path)
-    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
-        raise RecordError("must map each task to its metrics", source=str(results_path), field="results")
+    data = read_results(results_path)
     general = data.get("config_general") or {}
     details = _details(results_path)
     tasks: list[HarnessTask] = []
@@ -181,7 +164,7 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
     version = general.get("lighteval_version") or general.get("lighteval_sha")
     name = opts.name or model
     if several and opts.name:
-        name = f"{opts.name}-{_stamp(results_path)}"
+        name = f"{opts.name}-{results_stamp(results_path)}"
     config = {
         "harness": "lighteval",
         "harness_version": version,
@@ -197,7 +180,7 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
         "seeds": {"model": mc.get("seed"), "num_fewshot_seeds": general.get("num_fewshot_seeds")},
         "max_samples": general.get("max_samples"),
     }
-    stamp = _stamp(results_path)
+    stamp = results_stamp(results_path)
     try:
         started = dt.datetime.strptime(stamp, "%Y-%m-%dT%H-%M-%S.%f").timestamp()
     except ValueError:

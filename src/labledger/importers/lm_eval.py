@@ -18,7 +18,6 @@ target, ``prediction`` the filtered response (generative) or the chosen choice (
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -27,43 +26,29 @@ from labledger.importers.harness import (
     HarnessMetric,
     HarnessTask,
     as_float,
-    choice_rows,
+    read_results,
+    results_stamp,
     score_row,
     set_name,
+    softmax,
     store_harness_run,
 )
-from labledger.importers.source import ImportedRun, ImportOptions, Source, load_json, load_jsonl
+from labledger.importers.harness import results_files as harness_results_files
+from labledger.importers.source import ImportedRun, ImportOptions, Source, load_jsonl
 from labledger.store.ledger import Ledger
 
 FORMAT = "lm-eval"
-_RESULTS = re.compile(r"^results_(.+)\.json$")
 #: lm-eval's corpus-level metrics recomputable from ``[gold, pred]`` pairs, and their labledger spec.
 CORPUS = {"f1": "f1:average=binary,pos_label=1", "mcc": "mcc"}
 
 
-def _stamp(results: Path) -> str:
-    """The ``<timestamp>`` of a ``results_<timestamp>.json`` file name."""
-    m = _RESULTS.match(results.name)
-    if m is None:
-        raise RecordError("must be results_<timestamp>.json", source=str(results), field="file name")
-    return m.group(1)
-
-
-def _is_results(path: Path) -> bool:
-    if not _RESULTS.match(path.name):
-        return False
-    try:
-        head = path.read_bytes()[:1_000_000]
-    except OSError:
-        return False
-    return b'"n-shot"' in head and b'"configs"' in head
+#: Keys in the head of an lm-eval results file (lighteval's has ``config_general`` instead).
+MARKERS = (b'"n-shot"', b'"configs"')
 
 
 def results_files(path: Path) -> list[Path]:
     """The lm-eval results files at ``path`` (the file itself, or those under the folder)."""
-    if path.is_file():
-        return [path] if _is_results(path) else []
-    return sorted(p for p in path.rglob("results_*.json") if _is_results(p))
+    return harness_results_files(path, MARKERS, head=1_000_000)
 
 
 def detect(path: Path) -> bool:
@@ -72,7 +57,7 @@ def detect(path: Path) -> bool:
 
 
 def _samples_files(results: Path) -> dict[str, Path]:
-    stamp = _stamp(results)
+    stamp = results_stamp(results)
     out = {}
     for p in sorted(results.parent.glob(f"samples_*_{stamp}.jsonl")):
         out[p.name[len("samples_") : -len(f"_{stamp}.jsonl")]] = p
@@ -166,10 +151,12 @@ def _task_rows(
                 if not 0 <= gold < len(logliks):
                     raise _fail(samples, line, "target", f"must be a choice index in 0..{len(logliks) - 1}")
                 ll = logliks if name == "acc" else [v / max(len(c), 1) for v, c in zip(logliks, choices)]
-                row = choice_rows([doc_id], [ll], [gold], task=name)[0]
-                row["loglik"] = logliks
-                pick = max(range(len(ll)), key=ll.__getitem__)
-                row.update(extras, prediction=choices[pick], choices=choices, harness_score=as_float(value))
+                # the row choice_rows would build, plus what lm-eval recorded (built once, no copies)
+                row = {"id": doc_id, "task": name, "gold": str(gold), "probs": softmax(ll), "loglik": logliks}
+                row.update(extras)
+                row["prediction"] = choices[ll.index(max(ll))]
+                row["choices"] = choices
+                row["harness_score"] = as_float(value)
                 shape, spec = "choices", "accuracy"
             elif isinstance(value, list) and len(value) == 2 and name in CORPUS:
                 row = {"id": doc_id, "task": name, "gold": str(value[0]), "pred": str(value[1]), **extras}
@@ -214,9 +201,7 @@ def _task_rows(
 
 
 def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: Path, several: bool) -> ImportedRun:
-    data = load_json(results_path)
-    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
-        raise _fail(results_path, None, "results", "must map each task to its metrics")
+    data = read_results(results_path)
     raw_cfg, raw_configs = data.get("config"), data.get("configs")
     cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
     configs: dict[str, Any] = raw_configs if isinstance(raw_configs, dict) else {}
@@ -237,7 +222,7 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
     model_args = cfg.get("model_args")
     name = opts.name or (model if not model_args else f"{model} {model_args}")[:200]
     if several and opts.name:
-        name = f"{opts.name}-{_stamp(results_path)}"
+        name = f"{opts.name}-{results_stamp(results_path)}"
     config = {
         "harness": "lm-eval",
         "harness_version": data.get("lm_eval_version"),

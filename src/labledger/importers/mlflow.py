@@ -15,7 +15,7 @@ Each active MLflow run becomes one ledger run:
 | experiment name (unless ``--group``) | group |
 | params (strings, as MLflow stores them) | config |
 | tags | ``run.json`` ``mlflow.tags`` (all of them); user tags also as ledger tags ``key=value``; ``mlflow.note.content`` as a note; ``mlflow.user`` / ``mlflow.source.*`` as the run's user, argv and git |
-| metrics, every point | scalar records: one per (step, timestamp), ``time`` = timestamp / 1000, values keyed by metric name |
+| metrics, every point (an SQLite store's read with one ``SELECT``) | scalar records: one per (step, timestamp), ``time`` = timestamp / 1000, values keyed by metric name |
 | status FINISHED / FAILED / KILLED | finished / failed / killed; RUNNING or SCHEDULED becomes killed with an error saying the run had not ended |
 | start_time / end_time (ms) | started / ended |
 | artifacts | referenced (``artifact_uri``), or with ``--copy`` copied under ``files/artifacts/`` when local |
@@ -44,6 +44,7 @@ from labledger.importers.source import (
     ImportOptions,
     Source,
     finish_import,
+    log_scalar_columns,
     new_run,
     safe_relpath,
     walk_files,
@@ -190,26 +191,54 @@ def _metric_arrays(client: Any, run_id: str, keys: list[str]) -> tuple[np.ndarra
     return np.concatenate(ks), np.concatenate(steps), np.concatenate(stamps), np.concatenate(values)
 
 
+def _sql_metric_arrays(db: Path, run_id: str, keys: list[str]) -> tuple[np.ndarray, ...]:
+    """What :func:`_metric_arrays` gives, read with one ``SELECT`` from MLflow's ``metrics`` table
+    (#19): the columns go straight into numpy arrays, no ORM objects, no ``Metric`` entities. NaN
+    is stored as ``is_nan`` (value 0), as MLflow's own reader reads it."""
+    dtype = np.dtype([("step", "<i8"), ("stamp", "<i8"), ("value", "<f8"), ("nan", "?")])
+    parts = []
+    con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        for i, key in enumerate(keys):  # the primary key starts with the metric's key: one index range each
+            rows = con.execute(
+                "SELECT step, timestamp, value, is_nan FROM metrics WHERE key = ? AND run_uuid = ?", (key, run_id)
+            ).fetchall()
+            try:
+                part = np.array(rows, dtype=dtype)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise ImportSourceError(
+                    f"{db}: a point of metric {key!r} of run {run_id} is not a number ({exc})"
+                ) from None
+            parts.append((np.full(part.size, i, dtype=np.int64), part))
+            del rows
+    except sqlite3.DatabaseError as exc:
+        raise ImportSourceError(f"{db}: cannot read MLflow's metrics table ({exc})") from None
+    finally:
+        con.close()
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, np.zeros(0)
+    k = np.concatenate([p[0] for p in parts])
+    table = np.concatenate([p[1] for p in parts])
+    value = table["value"].copy()
+    value[table["nan"]] = np.nan
+    return k, table["step"].copy(), table["stamp"].copy(), value
+
+
 def _log_metrics(run: Any, keys: list[str], arrays: tuple[np.ndarray, ...]) -> int:
-    """One scalar record per (step, timestamp); returns the number of records."""
+    """One scalar record per (step, timestamp), values keyed by metric name (a metric with two
+    values at one step and timestamp starts a second record); returns the number of records."""
     k, step, stamp, value = arrays
     if k.size == 0:
         return 0
-    order = np.lexsort((k, stamp, step))
-    k, step, stamp, value = k[order].tolist(), step[order].tolist(), stamp[order].tolist(), value[order].tolist()
+    order = np.lexsort((value, k, stamp, step))  # as MLflow orders a history: timestamp, step, value
+    k, step, stamp, value = k[order], step[order], stamp[order], value[order]
+    new = np.ones(k.size, dtype=bool)
+    new[1:] = (step[1:] != step[:-1]) | (stamp[1:] != stamp[:-1]) | (k[1:] == k[:-1])
+    first = np.flatnonzero(new)
+    starts = np.append(first, k.size)
     names = [name + "_" if name in RESERVED else name for name in keys]
-    n = 0
-    cur_step, cur_stamp = step[0], stamp[0]
-    values: dict[str, Any] = {}
-    for ki, s, t, v in zip(k, step, stamp, value):
-        name = names[ki]
-        if s != cur_step or t != cur_stamp or name in values:
-            run.log(cur_step, time=cur_stamp / 1000.0, **values)
-            n += 1
-            cur_step, cur_stamp, values = s, t, {}
-        values[name] = v
-    run.log(cur_step, time=cur_stamp / 1000.0, **values)
-    return n + 1
+    return log_scalar_columns(run, names, step[first], stamp[first] / 1000.0, starts, k, value)
 
 
 def _local_path(uri: str | None) -> Path | None:
@@ -229,6 +258,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
     out: list[ImportedRun] = []
     with _snapshot(source.path) as uri:
         client = client_cls(tracking_uri=uri)
+        db = Path(uri[len("sqlite:///") :]) if uri.startswith("sqlite:///") else None
         experiments = list(
             _paged(lambda token: client.search_experiments(view_type=view_type.ALL, max_results=PAGE, page_token=token))
         )
@@ -253,12 +283,13 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
             )
         several = len(runs) > 1
         for exp, r in runs:
-            out.append(_import_run(client, source, stage, opts, exp, r, several, skipped_note))
+            out.append(_import_run(client, db, source, stage, opts, exp, r, several, skipped_note))
     return out
 
 
 def _import_run(
     client: Any,
+    db: Path | None,
     source: Source,
     stage: Ledger,
     opts: ImportOptions,
@@ -330,7 +361,11 @@ def _import_run(
         "tags": f"run.json mlflow.tags ({len(tags)}); {len(user_tags)} user tag(s) as ledger tags",
     }
     with run:
-        n = _log_metrics(run, keys, _metric_arrays(client, info.run_id, keys))
+        if db is not None:
+            arrays = _sql_metric_arrays(db, info.run_id, keys)
+        else:
+            arrays = _metric_arrays(client, info.run_id, keys)
+        n = _log_metrics(run, keys, arrays)
         fields["metrics"] = f"scalars ({len(keys)} metrics in {n} records, one per step and timestamp)"
         if tags.get("mlflow.note.content"):
             notes.append(tags["mlflow.note.content"])

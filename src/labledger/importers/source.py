@@ -14,11 +14,12 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
+import numpy as np
 import orjson
 
 from labledger.errors import ImportSourceError, RecordError
@@ -311,3 +312,150 @@ def file_times(files: Iterable[Path]) -> tuple[float | None, float | None]:
     """Earliest and latest modification time of ``files`` (None when there are none)."""
     times = [f.stat().st_mtime for f in files]
     return (min(times), max(times)) if times else (None, None)
+
+
+#: Records encoded and written per chunk by :func:`log_scalar_columns` (bounds its memory).
+CHUNK = 200_000
+
+
+def _json_items(values: np.ndarray) -> list[bytes]:
+    """Each element of a numeric array as orjson writes it (NaN and infinities as ``null``)."""
+    if values.size == 0:
+        return []
+    return orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
+
+
+def log_scalar_columns(
+    run: Run,
+    names: Sequence[str],
+    step: np.ndarray,
+    wall_time: np.ndarray,
+    starts: np.ndarray,
+    key: np.ndarray,
+    value: np.ndarray,
+) -> int:
+    """Log scalar records given as columns, byte for byte what ``run.log(step, time=t, **values)``
+    would write for each; returns the number of records.
+
+    Record ``i`` has ``step[i]``, ``wall_time[i]`` and the values ``value[starts[i]:starts[i + 1]]`` of
+    the scalars ``names[key[...]]`` (in that order). The lines are built from orjson's encoding of
+    each column, never from per-record dicts.
+
+    >>> import tempfile, labledger, numpy as np
+    >>> with labledger.start_run("r", ledger=tempfile.mkdtemp()) as run:
+    ...     log_scalar_columns(run, ["loss", "acc"], np.array([1, 2]), np.array([10.0, 11.0]),
+    ...                        np.array([0, 2, 3]), np.array([0, 1, 0]), np.array([0.5, 0.25, 0.4]))
+    2
+    >>> (run.dir / "metrics.jsonl").read_text().splitlines()[1]
+    '{"step":2,"time":11.0,"loss":0.4}'
+    """
+    step = np.asarray(step, dtype=np.int64)
+    wall_time = np.asarray(wall_time, dtype=np.float64)
+    starts = np.asarray(starts, dtype=np.int64)
+    key = np.asarray(key, dtype=np.int64)
+    value = np.asarray(value, dtype=np.float64)
+    n = step.size
+    if n == 0:
+        return 0
+    last: dict[str, Any] = {"time": float(wall_time[-1])}
+    low: dict[str, float] = {}
+    high: dict[str, float] = {}
+    if key.size:
+        # The last value of each scalar: the last position of each key.
+        rev_first = np.unique(key[::-1], return_index=True)
+        for k, pos in zip(rev_first[0].tolist(), rev_first[1].tolist()):
+            last[names[k]] = float(value[key.size - 1 - pos])
+        finite = np.isfinite(value)
+        if finite.any():
+            fk, fv = key[finite], value[finite]
+            order = np.argsort(fk, kind="stable")
+            fk, fv = fk[order], fv[order]
+            cuts = np.flatnonzero(np.diff(fk)) + 1
+            bounds = np.concatenate([[0], cuts, [fk.size]])
+            lows = np.minimum.reduceat(fv, bounds[:-1])
+            highs = np.maximum.reduceat(fv, bounds[:-1])
+            for k, lo, hi in zip(fk[bounds[:-1]].tolist(), lows.tolist(), highs.tolist()):
+                low[names[k]], high[names[k]] = lo, hi
+    counts = np.diff(starts)
+    for a in range(0, n, CHUNK):
+        b = min(a + CHUNK, n)
+        lines = _encode_records(names, step[a:b], wall_time[a:b], starts[a:b], counts[a:b], key, value)
+        run.log_encoded_scalars(
+            lines,
+            records=b - a,
+            max_step=int(step[a:b].max()),
+            last=last if b == n else {},
+            low=low if b == n else {},
+            high=high if b == n else {},
+        )
+    return n
+
+
+def _encode_records(
+    names: Sequence[str],
+    step: np.ndarray,
+    wall_time: np.ndarray,
+    starts: np.ndarray,
+    counts: np.ndarray,
+    key: np.ndarray,
+    value: np.ndarray,
+) -> bytes:
+    """The JSON lines of some records: records with the same scalars (in the same order) share one
+    bytes template, filled with orjson's encoding of their step, time and value columns."""
+    out = np.empty(step.size, dtype=object)
+    names_json = [orjson.dumps(str(name)).replace(b"%", b"%%") for name in names]
+    for c in np.unique(counts).tolist():
+        rec = np.flatnonzero(counts == c)
+        pos = starts[rec][:, None] + np.arange(c)
+        keys = key[pos]
+        base = max(len(names), 1)
+        if base**c < 2**62:  # each row's keys as one integer: a 1-D unique, no row sort
+            sig = keys @ (base ** np.arange(c, dtype=np.int64))
+            _, first, inverse = np.unique(sig, return_index=True, return_inverse=True)
+            shapes = keys[first]
+        else:
+            shapes, inverse = np.unique(keys, axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        for g, shape in enumerate(shapes.tolist()):
+            sel = np.flatnonzero(inverse == g) if len(shapes) > 1 else np.arange(rec.size)
+            tmpl = b'{"step":%b,"time":%b' + b"".join(b"," + names_json[k] + b":%b" for k in shape) + b"}\n"
+            cols = [_json_items(step[rec[sel]]), _json_items(wall_time[rec[sel]])]
+            cols += [_json_items(value[pos[sel, j]]) for j in range(c)]
+            out[rec[sel]] = [tmpl % r for r in zip(*cols)]
+    return b"".join(out.tolist())
+
+
+#: Names a scalar cannot have in a record (the record's own fields); importers add ``_``.
+RESERVED = ("step", "time")
+
+
+def record_name(name: str, renamed: dict[str, str]) -> str:
+    """``name`` as a scalar of a record: ``step``/``time`` become ``step_``/``time_`` (noted in ``renamed``).
+
+    >>> seen = {}; record_name("time", seen), record_name("loss", seen), seen
+    ('time_', 'loss', {'time': 'time_'})
+    """
+    if name in RESERVED:
+        renamed[name] = name + "_"
+        return renamed[name]
+    return name
+
+
+def scalar_notes(skipped: Mapping[str, int], renamed: Mapping[str, str], *, kept: str, names: str) -> list[str]:
+    """The notes of a scalar import (TensorBoard, W&B): what was not imported, what was renamed.
+
+    >>> scalar_notes({"histo": 2}, {"step": "step_"}, kept="only scalars are", names="Tags")
+    ['Not imported (only scalars are): 2 histo value(s).', "Tags renamed because step and time are the record's own fields: step -> step_."]
+    """
+    notes = []
+    if skipped:
+        notes.append(
+            f"Not imported ({kept}): " + ", ".join(f"{n} {k} value(s)" for k, n in sorted(skipped.items())) + "."
+        )
+    if renamed:
+        notes.append(
+            f"{names} renamed because step and time are the record's own fields: "
+            + ", ".join(f"{a} -> {b}" for a, b in sorted(renamed.items()))
+            + "."
+        )
+    return notes

@@ -1,8 +1,9 @@
 """Import TensorBoard event files: scalars with their steps and wall times, hyperparameters.
 
-Files are read with TensorBoard's own record reader
-(``tensorboard.backend.event_processing.event_file_loader.RawEventFileLoader``) and its ``Event``
-protobuf, so the ``tensorboard`` package is required. As in TensorBoard, every folder holding event
+Files are read as columns (#19, :mod:`labledger.importers.tfrecord`): the TFRecord framing and
+both CRCs of every record are checked with numpy, ``add_scalar`` events are decoded with numpy, and
+every other record goes through TensorBoard's own ``Event`` protobuf, so the ``tensorboard``
+package is required. As in TensorBoard, every folder holding event
 files is one run (``SummaryWriter.add_scalars`` and ``add_hparams`` write sub-folders, which become
 runs of their own); a folder's files are read in name order (their names start with the time they
 were opened).
@@ -22,34 +23,36 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from labledger.errors import ImportSourceError
+from labledger.importers import tfrecord
 from labledger.importers.source import (
     ImportedRun,
     ImportOptions,
     Source,
     finish_import,
+    log_scalar_columns,
     new_run,
+    record_name,
+    scalar_notes,
     walk_files,
 )
 from labledger.store.ledger import Ledger
 
 FORMAT = "tensorboard"
 MARK = "tfevents"
-RESERVED = ("step", "time")
-#: Bytes around each TFRecord's payload: length (8), length CRC (4), payload CRC (4).
-RECORD_OVERHEAD = 16
 
 
 def _reader():
     try:
-        from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
         from tensorboard.compat.proto import event_pb2
     except ImportError:
         raise ImportSourceError(
             "reading TensorBoard event files needs the 'tensorboard' package (labledger reads them with "
             "TensorBoard's own event reader): pip install tensorboard, or pip install 'labledger[importers]'"
         ) from None
-    return RawEventFileLoader, event_pb2
+    return event_pb2
 
 
 def is_event_file(path: Path) -> bool:
@@ -120,13 +123,6 @@ def _hparams(value: Any) -> dict[str, Any]:
     return out
 
 
-def _first_wall_time(files: list[Path], loader_cls: Any, event_pb2: Any) -> float | None:
-    for f in files:
-        for raw in loader_cls(str(f)).Load():
-            return event_pb2.Event.FromString(raw).wall_time
-    return None
-
-
 def _groups(source: Source) -> dict[str, list[Path]]:
     groups: dict[str, list[Path]] = {}
     for f in source.files:
@@ -135,9 +131,38 @@ def _groups(source: Source) -> dict[str, list[Path]]:
     return dict(sorted(groups.items()))
 
 
+class _File:
+    """One event file read as columns: its records, the ``add_scalar`` ones decoded."""
+
+    def __init__(self, path: Path):
+        try:
+            self.data = path.read_bytes()
+        except OSError as exc:
+            raise ImportSourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        self.frames = tfrecord.frames(self.data)
+        self.scalars = tfrecord.scalar_events(self.data, self.frames)
+
+    def first_wall_time(self, event_pb2: Any) -> float | None:
+        """The wall time of the file's first record (None when it has none)."""
+        if self.frames.offsets.size == 0:
+            return None
+        if self.scalars.index.size and self.scalars.index[0] == 0:
+            return float(self.scalars.wall_time[0])
+        return self.event(0, event_pb2).wall_time
+
+    def event(self, i: int, event_pb2: Any) -> Any:
+        o, n = int(self.frames.offsets[i]), int(self.frames.lengths[i])
+        return event_pb2.Event.FromString(self.data[o : o + n])
+
+
+def _decode_error(source: Source, f: Path, exc: Exception) -> ImportSourceError:
+    return ImportSourceError(f"{source.rel(f)}: a record is not a TensorBoard Event protobuf ({exc})")
+
+
 def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
     """One run per folder of event files (see the module docstring)."""
-    loader_cls, event_pb2 = _reader()
+    event_pb2 = _reader()
+    from google.protobuf.message import DecodeError
     from tensorboard.util import tensor_util
 
     base = source.path.name if source.path.is_dir() else source.path.parent.name
@@ -147,7 +172,13 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
     out = []
     for rel_dir, files in groups.items():
         name = base if rel_dir == "." else f"{base}/{rel_dir}"
-        started = _first_wall_time(files, loader_cls, event_pb2)
+        read: dict[Path, _File] = {}
+        started = None
+        for f in files:  # the first record of the first file that has one
+            read[f] = _File(f)
+            started = read[f].first_wall_time(event_pb2)
+            if started is not None:
+                break
         run = new_run(
             stage,
             name,
@@ -166,50 +197,70 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
         notes: list[str] = []
         n_records = n_values = 0
         first_time = last_time = started
+        tag_ids: dict[str, int] = {}
+
+        def tag_id(tag: str, renamed: dict[str, str] = renamed, tag_ids: dict[str, int] = tag_ids) -> int:
+            return tag_ids.setdefault(record_name(tag, renamed), len(tag_ids))
+
         with run:
             for f in files:
-                consumed = n_file = 0
+                tf = read.pop(f, None) or _File(f)
+                sc = tf.scalars
                 has_hparams = False
-                for raw in loader_cls(str(f)).Load():
-                    consumed += len(raw) + RECORD_OVERHEAD
-                    ev = event_pb2.Event.FromString(raw)
-                    if last_time is None or ev.wall_time > last_time:
-                        last_time = ev.wall_time
-                    if first_time is None or ev.wall_time < first_time:
-                        first_time = ev.wall_time
+                # The records of other shapes, through the protobuf decoder: (event index, order
+                # within the event, step, wall time, [(tag id, value)]).
+                slow: list[tuple[int, int, int, float, list[tuple[int, float]]]] = []
+                slow_times: list[float] = []
+                for i in sc.rest.tolist():
+                    try:
+                        ev = tf.event(i, event_pb2)
+                    except DecodeError as exc:
+                        raise _decode_error(source, f, exc) from None
+                    slow_times.append(ev.wall_time)
                     what = ev.WhichOneof("what")
                     if what != "summary":
                         if what not in (None, "file_version"):
                             skipped[what] += 1
                         continue
-                    values: dict[str, float] = {}
+                    values: dict[int, float] = {}
+                    sub = 0
                     for v in ev.summary.value:
-                        x = _scalar(v, tensor_util)
+                        try:
+                            x = _scalar(v, tensor_util)
+                        except (TypeError, ValueError, IndexError) as exc:  # a tensor that does not decode
+                            raise _decode_error(source, f, exc) from None
                         if x is not None:
-                            tag = v.tag
-                            if tag in RESERVED:
-                                renamed[tag] = tag + "_"
-                                tag = renamed[tag]
-                            if tag in values:  # the same tag twice in one event: keep both records
-                                run.log(ev.step, time=ev.wall_time, **values)
-                                n_records += 1
+                            k = tag_id(v.tag)
+                            if k in values:  # the same tag twice in one event: keep both records
+                                slow.append((i, sub, ev.step, ev.wall_time, list(values.items())))
+                                sub += 1
                                 values = {}
-                            values[tag] = x
+                            values[k] = x
                             continue
                         plugin = v.metadata.plugin_data.plugin_name
                         if plugin == "hparams":
-                            hp = _hparams(v)
+                            try:
+                                hp = _hparams(v)
+                            except DecodeError as exc:
+                                raise _decode_error(source, f, exc) from None
                             if hp:
                                 run.update_config(hp)
                                 has_hparams = True
                             continue
                         skipped[plugin or v.WhichOneof("value") or "unknown"] += 1
                     if values:
-                        run.log(ev.step, time=ev.wall_time, **values)
-                        n_records += 1
-                        n_values += len(values)
-                        n_file += len(values)
-                size = f.stat().st_size
+                        slow.append((i, sub, ev.step, ev.wall_time, list(values.items())))
+                fast_keys = np.array([tag_id(t) for t in sc.tags], dtype=np.int64)
+                n_file = _log_file_scalars(run, tag_ids, sc, fast_keys, slow)
+                n_records += sc.index.size + len(slow)
+                n_values += n_file
+                times = np.concatenate([sc.wall_time, np.array(slow_times, dtype=np.float64)])
+                if times.size:
+                    lo, hi = float(times.min()), float(times.max())
+                    first_time = lo if first_time is None or lo < first_time else first_time
+                    last_time = hi if last_time is None or hi > last_time else last_time
+                size = len(tf.data)
+                consumed = tf.frames.consumed
                 if consumed < size:
                     notes.append(
                         f"{source.rel(f)}: the last {size - consumed} bytes are not a complete "
@@ -219,18 +270,8 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                 fields[source.rel(f)] = f"scalars ({n_file} values)" + (
                     "; hyperparameters -> config" if has_hparams else ""
                 )
-            if skipped:
-                notes.append(
-                    "Not imported (only scalars and hyperparameters are): "
-                    + ", ".join(f"{n} {k} value(s)" for k, n in sorted(skipped.items()))
-                    + "."
-                )
-            if renamed:
-                notes.append(
-                    "Tags renamed because step and time are the record's own fields: "
-                    + ", ".join(f"{a} -> {b}" for a, b in sorted(renamed.items()))
-                    + "."
-                )
+                del tf
+            notes += scalar_notes(skipped, renamed, kept="only scalars and hyperparameters are", names="Tags")
             if opts.copy:
                 copied = source.copy_into(run, files)
                 for rel, stored in copied.items():
@@ -253,3 +294,33 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
             )
         )
     return out
+
+
+def _log_file_scalars(
+    run: Any,
+    tag_ids: dict[str, int],
+    sc: tfrecord.ScalarEvents,
+    fast_keys: np.ndarray,
+    slow: list[tuple[int, int, int, float, list[tuple[int, float]]]],
+) -> int:
+    """Log one file's scalar records in file order (decoded columns and protobuf-decoded events
+    merged by record index); returns the number of values."""
+    n_fast = sc.index.size
+    counts = np.concatenate([np.ones(n_fast, dtype=np.int64), [len(r[4]) for r in slow]]).astype(np.int64)
+    event = np.concatenate([sc.index, [r[0] for r in slow]]).astype(np.int64)
+    sub = np.concatenate([np.zeros(n_fast, dtype=np.int64), [r[1] for r in slow]]).astype(np.int64)
+    step = np.concatenate([sc.step, [r[2] for r in slow]]).astype(np.int64)
+    wall = np.concatenate([sc.wall_time, [r[3] for r in slow]]).astype(np.float64)
+    keys = np.concatenate([fast_keys[sc.tag], [k for r in slow for k, _ in r[4]]]).astype(np.int64)
+    values = np.concatenate([sc.value, [x for r in slow for _, x in r[4]]]).astype(np.float64)
+    if slow:
+        order = np.lexsort((sub, event))
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        new_counts = counts[order]
+        new_starts = np.concatenate([[0], np.cumsum(new_counts)])
+        take = np.repeat(starts[order] - new_starts[:-1], new_counts) + np.arange(values.size)
+        step, wall, keys, values, counts = step[order], wall[order], keys[take], values[take], new_counts
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    names = sorted(tag_ids, key=tag_ids.__getitem__)
+    log_scalar_columns(run, names, step, wall, starts, keys, values)
+    return int(values.size)

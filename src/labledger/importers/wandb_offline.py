@@ -27,12 +27,13 @@ from labledger.importers.source import (
     inside,
     is_number,
     new_run,
+    record_name,
+    scalar_notes,
     walk_files,
 )
 from labledger.store.ledger import Ledger
 
 FORMAT = "wandb"
-RESERVED = ("step", "time")
 
 
 def _is_run_file(path: Path) -> bool:
@@ -106,10 +107,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                     if key.startswith("_"):
                         continue
                     if is_number(value) or value is None or isinstance(value, bool):
-                        if key in RESERVED:
-                            renamed[key] = key + "_"
-                            key = renamed[key]
-                        values[key] = value
+                        values[record_name(key, renamed)] = value
                         continue
                     kind = value.get("_type") if isinstance(value, dict) else type(value).__name__
                     media = _media_file(f.parent, value) if isinstance(value, dict) else None
@@ -140,18 +138,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
             }
             if headline:
                 run.set_summary(**headline)
-            if skipped:
-                notes.append(
-                    "Not imported (numbers, images and tables are): "
-                    + ", ".join(f"{n} {k} value(s)" for k, n in sorted(skipped.items()))
-                    + "."
-                )
-            if renamed:
-                notes.append(
-                    "Keys renamed because step and time are the record's own fields: "
-                    + ", ".join(f"{a} -> {b}" for a, b in sorted(renamed.items()))
-                    + "."
-                )
+            notes += scalar_notes(skipped, renamed, kept="numbers, images and tables are", names="Keys")
             if opts.copy:
                 source.copy_into(run, [f])
             for text in notes:

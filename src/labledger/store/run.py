@@ -432,6 +432,37 @@ class Run:
         if now >= self._next_sync:
             self._tick(now)
 
+    def log_encoded_scalars(
+        self,
+        lines: bytes,
+        *,
+        records: int,
+        max_step: int | None,
+        last: Mapping[str, Any],
+        low: Mapping[str, float],
+        high: Mapping[str, float],
+    ) -> None:
+        """Append ``records`` scalar records already encoded as JSON lines, as :meth:`log` writes them.
+
+        For bulk importers (``labledger.importers.source.log_scalar_columns`` builds the lines from
+        columns): ``last`` is each scalar's last value, ``low``/``high`` its finite min and max.
+
+        >>> import tempfile, labledger
+        >>> with labledger.start_run("r", ledger=tempfile.mkdtemp()) as run:
+        ...     run.log_encoded_scalars(b'{"step":1,"time":0.5,"loss":0.9}\\n', records=1, max_step=1,
+        ...                             last={"loss": 0.9}, low={"loss": 0.9}, high={"loss": 0.9})
+        >>> (run.dir / "metrics.jsonl").read_bytes()
+        b'{"step":1,"time":0.5,"loss":0.9}\\n'
+        """
+        self._check_open()
+        write_all(self._scalars.fd, lines)
+        self._last.update(last)
+        self._fold()
+        self._stats.fold([low, high])
+        self._n_scalars += records
+        if max_step is not None and (self._max_step is None or max_step > self._max_step):
+            self._max_step = max_step
+
     def log_batch(self, record: Mapping[str, Any]) -> None:
         """Log one microbatch record with its samples (schema: :mod:`labledger.inputs.records`).
 
