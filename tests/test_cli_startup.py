@@ -48,5 +48,15 @@ def test_help_and_runs_import_no_numpy_or_pyarrow(args, small_ledger):
 def test_every_command_is_listed_and_loads_from_its_module():
     names = set(main.commands)  # reading them all imports every command module
     assert names == set(COMMANDS), "add new commands to labledger.cli.COMMANDS"
-    for name, module in COMMANDS.items():
-        assert main.commands[name].callback.__module__.startswith(f"labledger.cli.{module}")
+    for name, (module, text) in COMMANDS.items():
+        cmd = main.commands[name]
+        assert cmd.callback.__module__.startswith(f"labledger.cli.{module}")
+        first = " ".join((cmd.short_help or (cmd.help or "").split("\n\n")[0]).split())
+        assert text == first, f"COMMANDS[{name!r}] lists another help than the command's own first paragraph"
+
+
+def test_help_lists_every_command_without_importing_their_modules(small_ledger):
+    mods = imported("--help", ledger=small_ledger)
+    modules = {module for module, _ in COMMANDS.values()}
+    assert not {m for m in mods if m.startswith("labledger.cli.") and m.split(".")[2] in modules}
+    assert not {m for m in mods if m.split(".")[0] == "rich"}

@@ -19,7 +19,6 @@ from typing import Any
 
 import click
 import orjson
-from rich.console import Console
 
 from labledger.errors import LedgerError, RunNameWarning
 
@@ -38,19 +37,31 @@ def escape_controls(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-class SafeConsole(Console):
-    """A rich console that escapes control characters in every string it renders (names, tags, groups)."""
+def _consoles() -> dict[str, Any]:
+    """The two rich consoles, made on first use (rich costs ~45 ms, which ``--help`` and ``--json``
+    need not pay): ``console`` for tables and summaries on stdout (never used with ``--json``), and
+    ``err_console`` for warnings on stderr, so that ``--json`` output stays one clean document. Both
+    escape control characters in every string they render (names, tags, groups)."""
+    from rich.console import Console
 
-    def render_str(self, text: str, **kwargs: Any) -> Any:
-        return super().render_str(escape_controls(text), **kwargs)
+    class SafeConsole(Console):
+        def render_str(self, text: str, **kwargs: Any) -> Any:
+            return super().render_str(escape_controls(text), **kwargs)
+
+    width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "150"))
+    made = {
+        "console": SafeConsole(highlight=False, soft_wrap=False, width=width),
+        "err_console": SafeConsole(stderr=True, highlight=False),
+    }
+    globals().update(made)
+    return made
 
 
-#: Rich console for tables and summaries (stdout). Never used when ``--json`` is given.
-console = SafeConsole(
-    highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "150"))
-)
-#: Console for warnings (stderr), so that ``--json`` output on stdout stays one clean document.
-err_console = SafeConsole(stderr=True, highlight=False)
+def __getattr__(name: str) -> Any:
+    """``console`` and ``err_console`` (see :func:`_consoles`)."""
+    if name in ("console", "err_console"):
+        return _consoles()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
@@ -105,13 +116,15 @@ class LazyGroup(click.Group):
 
     ``lazy`` maps each command name to its module under ``labledger.cli``; running a command
     imports its module alone, so ``labledger runs`` never loads numpy, pyarrow or the metric
-    registry. Listing the commands (``--help``, ``group.commands``) imports every module.
+    registry. ``--help`` lists them from :attr:`lazy_help`; ``group.commands`` imports every module.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         #: Command name -> the module of ``labledger.cli`` that defines it.
         self.lazy: dict[str, str] = {}
+        #: Command name -> the first paragraph of its help, which ``--help`` lists without importing.
+        self.lazy_help: dict[str, str] = {}
         self._store = _Commands(self)
         self.commands = self._store
 
@@ -126,6 +139,22 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.lazy) | set(dict.keys(self._store)))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands section of ``--help``, as click writes it, from :attr:`lazy_help` for the
+        commands not imported yet (so listing them imports nothing)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = dict.get(self._store, name)
+            if cmd is not None and cmd.hidden:
+                continue
+            rows.append((name, cmd.help if cmd is not None and name not in self.lazy_help else self.lazy_help[name]))
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl(
+                    [(name, click.Command(name, help=text).get_short_help_str(limit)) for name, text in rows]
+                )
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module = self.lazy.get(cmd_name)
@@ -208,7 +237,7 @@ def warn(message: str) -> None:
     """A warning on stderr."""
     from rich.markup import escape
 
-    err_console.print(f"[yellow]Warning:[/yellow] {escape(message)}", markup=True, highlight=False)
+    __getattr__("err_console").print(f"[yellow]Warning:[/yellow] {escape(message)}", markup=True, highlight=False)
 
 
 @contextlib.contextmanager
