@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import os
 import random
 from pathlib import Path
 
@@ -10,9 +11,12 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 SEEDS = SHARED / "seeds"
 #: Screenshots and other artefacts that CI keeps.
-ARTIFACTS = Path(__import__("os").environ.get("LABLEDGER_TEST_ARTIFACTS", REPO / "test-artifacts"))
+ARTIFACTS = Path(os.environ.get("LABLEDGER_TEST_ARTIFACTS", REPO / "test-artifacts"))
 # The columnar cache (#19) of the files tests read goes to a folder of this session, not ~/.cache.
-__import__("os").environ.setdefault("LABLEDGER_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="labledger-cache-"))
+os.environ.setdefault("LABLEDGER_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="labledger-cache-"))
+# Tables are laid out to the CLI's own default width whatever the runner sets (pytest-xdist's
+# workers set COLUMNS=80); a test of another width passes COLUMNS to CliRunner itself.
+os.environ["COLUMNS"] = "150"
 
 
 def make_batch(

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 import labledger
-from labledger.cli import base, main
+from labledger.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +58,7 @@ def test_runs_where_table(ledger, args, code, present, absent):
 @pytest.mark.parametrize("width", [80, 100])
 def test_ids_are_never_cut(ledger, monkeypatch, width):
     d, ids = ledger
-    monkeypatch.setattr(base.console, "width", width)
-    res = CliRunner().invoke(main, ["runs", "--ledger", str(d)])
+    res = CliRunner().invoke(main, ["runs", "--ledger", str(d)], env={"COLUMNS": str(width)})
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert max(len(line.rstrip()) for line in lines) <= width

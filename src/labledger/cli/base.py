@@ -48,13 +48,24 @@ def _consoles() -> dict[str, Any]:
         def render_str(self, text: str, **kwargs: Any) -> Any:
             return super().render_str(escape_controls(text), **kwargs)
 
-    width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "150"))
     made = {
-        "console": SafeConsole(highlight=False, soft_wrap=False, width=width),
+        "console": SafeConsole(highlight=False, soft_wrap=False, width=_width()),
         "err_console": SafeConsole(stderr=True, highlight=False),
     }
     globals().update(made)
     return made
+
+
+def _width() -> int | None:
+    """The width tables are laid out to: the terminal's, else ``$COLUMNS``, else 150."""
+    return None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "150"))
+
+
+def _fit_console() -> None:
+    """Lay the stdout console out to this command's width (``$COLUMNS`` may differ from when it was made)."""
+    made = globals().get("console")
+    if made is not None and not sys.stdout.isatty():
+        made.width = _width()
 
 
 def __getattr__(name: str) -> Any:
@@ -266,6 +277,7 @@ def handle_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        _fit_console()
         try:
             with name_notes():
                 return fn(*args, **kwargs)

@@ -35,10 +35,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats as _st
 
 from labledger.errors import MetricInputError
 from labledger.metrics.prepared import MeanPrepared, Prepared, WeightsPrepared
+from labledger.metrics.stats import norm_ppf, norm_sf, t_ppf, t_sf
 
 #: From this many items (no clusters) analytic intervals replace the bootstrap for the metrics that
 #: have one (means, ROC-AUC, AP): below it the bootstrap costs under ~0.1 s a metric, and from it
@@ -218,8 +218,8 @@ def covariance(psis: Sequence[np.ndarray], groups: np.ndarray | None = None) -> 
 
 def _quantile(ci: float, df: int | None) -> float:
     if df is None:
-        return float(_st.norm.ppf((1 + ci) / 2))
-    return float(_st.t.ppf((1 + ci) / 2, max(df, 1)))
+        return float(norm_ppf((1 + ci) / 2))
+    return float(t_ppf((1 + ci) / 2, max(df, 1)))
 
 
 def _kind(prep: Prepared) -> tuple[str, bool]:
@@ -322,7 +322,7 @@ def paired_analytic(prep_a: Prepared, prep_b: Prepared, *, ci: float = 0.95, gro
         p = 1.0 if diff == 0 else 0.0
     else:
         stat = abs(diff) / se
-        p = float(2 * (_st.norm.sf(stat) if df is None else _st.t.sf(stat, max(df, 1))))
+        p = float(2 * (norm_sf(stat) if df is None else t_sf(stat, max(df, 1))))
     return PairedResult(
         va, vb, diff, diff - z * se, diff + z * se, min(1.0, p), ci, 0, method, prep_a.n_used, clusters, se=se
     )
