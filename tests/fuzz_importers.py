@@ -104,6 +104,7 @@ def run(importer: str, cases: int, seed: int) -> dict[str, Any]:
     os.environ.setdefault("MLFLOW_TRACKING_URI", "sqlite:///:memory:")
     rng = random.Random(seed)
     counts: Counter[str] = Counter()
+    noted = 0
     failures: list[str] = []
     signal.signal(signal.SIGALRM, _alarm)
     slowest = 0.0
@@ -125,7 +126,8 @@ def run(importer: str, cases: int, seed: int) -> dict[str, Any]:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    import_path(path if importer != "tensorboard" else folder, folder / "ledger", fmt=importer)
+                    done = import_path(path if importer != "tensorboard" else folder, folder / "ledger", fmt=importer)
+                noted += any(r.notes for r in done.runs)  # damage skipped and reported (a torn record)
             except Hang:
                 outcome, detail = "hang", how
             except LedgerError as exc:
@@ -145,6 +147,7 @@ def run(importer: str, cases: int, seed: int) -> dict[str, Any]:
         "cases": cases,
         "seed": seed,
         "counts": dict(counts),
+        "noted": noted,
         "failures": failures[:30],
         "slowest_s": round(slowest, 2),
     }

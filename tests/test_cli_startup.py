@@ -60,3 +60,15 @@ def test_help_lists_every_command_without_importing_their_modules(small_ledger):
     modules = {module for module, _ in COMMANDS.values()}
     assert not {m for m in mods if m.startswith("labledger.cli.") and m.split(".")[2] in modules}
     assert not {m for m in mods if m.split(".")[0] == "rich"}
+
+
+def test_the_consoles_are_made_once_and_follow_each_commands_columns(monkeypatch):
+    """Every module holds the same console (a warning printed on stderr makes no second one), and
+    each command lays its tables out to that command's $COLUMNS."""
+    from labledger.cli import base
+
+    first = base.__getattr__("console")
+    assert base.__getattr__("err_console") is base.err_console and base.console is first
+    monkeypatch.setenv("COLUMNS", "91")
+    base._fit_console()
+    assert first.width == 91

@@ -65,4 +65,6 @@ def test_fuzz_sample_each_importer_fails_cleanly_or_imports(importer, cases):
 def test_fuzz_corpus_each_importer_fails_cleanly_or_imports(importer, cases):
     pytest.importorskip({"tensorboard": "tensorboard", "mlflow": "mlflow", "report": "orjson"}[importer])
     report = fuzz(importer, cases, seed=0)
-    assert report["counts"].get("exit1", 0) > 0  # the corpus reaches the error paths
+    # the corpus reaches the error paths: a one-line error, or (TensorBoard: a record failing its
+    # CRC ends the file, as in TensorBoard's reader) the damage skipped with a note
+    assert report["counts"].get("exit1", 0) + report["noted"] > 0, report

@@ -423,6 +423,8 @@ def test_unknown_sources_are_refused(tmp_path):
         "lighteval",
         "helm",
         "wandb",
+        "trackio",
+        "aim",
     }
 
 

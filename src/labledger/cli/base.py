@@ -42,6 +42,8 @@ def _consoles() -> dict[str, Any]:
     need not pay): ``console`` for tables and summaries on stdout (never used with ``--json``), and
     ``err_console`` for warnings on stderr, so that ``--json`` output stays one clean document. Both
     escape control characters in every string they render (names, tags, groups)."""
+    if "console" in globals():  # made already: every module holds these same two
+        return {name: globals()[name] for name in ("console", "err_console")}
     from rich.console import Console
 
     class SafeConsole(Console):
