@@ -530,11 +530,9 @@ def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str) ->
     return fn_q
 
 
-def score_prepared(
-    name: str, params: dict[str, Any], is_pos: np.ndarray, score: np.ndarray, pred_pos: np.ndarray | None = None
-) -> Prepared:
-    """A :class:`Prepared` for a binary probability metric from P(positive) (no (n, 2) matrix)."""
-    n = len(score)
+def _weights_of(name: str, params: dict[str, Any], n: int) -> Callable[..., WeightsPrepared]:
+    """``weights(from_weights, point=, influence=, binned=)``: the metric's :class:`WeightsPrepared`
+    over all ``n`` items (the probability metrics' common constructor)."""
 
     def weights(
         from_weights: WeightsFunction,
@@ -552,6 +550,17 @@ def score_prepared(
             influence=influence,
             binned=binned,
         )
+
+    return weights
+
+
+def score_prepared(
+    name: str, params: dict[str, Any], is_pos: np.ndarray, score: np.ndarray, pred_pos: np.ndarray | None = None
+) -> Prepared:
+    """A :class:`Prepared` for a binary probability metric from P(positive) (no (n, 2) matrix)."""
+    n = len(score)
+
+    weights = _weights_of(name, params, n)
 
     def mean(values: np.ndarray) -> MeanPrepared:
         return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
@@ -597,22 +606,7 @@ def prob_prepared(
     """A :class:`Prepared` for a probability metric: ``gold`` indices, ``probs`` (n, K) keyed by ``labels``."""
     n, k = probs.shape
 
-    def weights(
-        from_weights: WeightsFunction,
-        point: Callable[[], float] | None = None,
-        influence: Callable[[bool], np.ndarray] | None = None,
-        binned: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-    ) -> WeightsPrepared:
-        return WeightsPrepared(
-            metric=name,
-            params=params,
-            n=n,
-            n_used=n,
-            from_weights=from_weights,
-            point=point,
-            influence=influence,
-            binned=binned,
-        )
+    weights = _weights_of(name, params, n)
 
     def mean(values: np.ndarray) -> MeanPrepared:
         return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
