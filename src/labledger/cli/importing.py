@@ -6,22 +6,10 @@ from __future__ import annotations
 import click
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
+from labledger.importers import FORMATS
 
-FORMAT_CHOICES = (
-    "auto",
-    "seed-run",
-    "report",
-    "results",
-    "tensorboard",
-    "mlflow",
-    "lm-eval",
-    "inspect",
-    "lighteval",
-    "helm",
-    "wandb",
-    "trackio",
-    "aim",
-)
+#: ``auto`` and every importer, in the order ``auto`` tries them.
+FORMAT_CHOICES = ("auto", *FORMATS)
 
 
 @main.command("import")
