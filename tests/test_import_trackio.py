@@ -153,3 +153,22 @@ def test_cli_import_trackio(trackio_dir, tmp_path):
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "(trackio, sha256" in done.stdout and "alpha [g1]: 5 scalars" in done.stdout
+
+
+def test_a_project_file_missing_a_table_is_an_error_naming_it(tmp_path):
+    """A file with Trackio's metrics table but not its configs table (a new user's hand-made or
+    truncated file) is a one-line error, not sqlite3's traceback; the ledger is left empty."""
+    db = tmp_path / "p.db"
+    conn = sqlite3.connect(db)
+    conn.execute(
+        "CREATE TABLE metrics(id INTEGER PRIMARY KEY, timestamp TEXT, run_name TEXT, step INTEGER, metrics TEXT)"
+    )
+    conn.execute(
+        "INSERT INTO metrics(timestamp, run_name, step, metrics) VALUES ('2026-01-01T00:00:00', 'r1', 0, '{}')"
+    )
+    conn.commit()
+    conn.close()
+    with pytest.raises(ImportSourceError, match=r"p\.db: not a Trackio project file \(no such table: configs\)"):
+        import_path(db, tmp_path / "ledger", fmt="trackio")
+    if (tmp_path / "ledger").exists():
+        assert labledger.open_ledger(tmp_path / "ledger").runs() == []

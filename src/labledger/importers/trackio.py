@@ -164,7 +164,10 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
     for db in (f for f in source.files if f.suffix == ".db"):
         files = [f for f in source.files if f == db or f.name == db.name + "-wal"]
         with _connect(db) as conn:
-            out.extend(_load_project(conn, db, files, source, stage, opts))
+            try:
+                out.extend(_load_project(conn, db, files, source, stage, opts))
+            except sqlite3.DatabaseError as exc:  # a table or column a Trackio project has is missing
+                raise ImportSourceError(f"{db}: not a Trackio project file ({exc})") from None
     return out
 
 
