@@ -72,3 +72,22 @@ def test_the_consoles_are_made_once_and_follow_each_commands_columns(monkeypatch
     monkeypatch.setenv("COLUMNS", "91")
     base._fit_console()
     assert first.width == 91
+
+
+def test_output_to_a_full_disk_is_a_one_line_error(small_ledger):
+    """``labledger schema --markdown > out.md`` on a full disk (/dev/full): exit 1, one line, no traceback."""
+    env = {**os.environ, "PYTHONPATH": SRC, "LABLEDGER_DIR": str(small_ledger)}
+    for args in (["schema", "--markdown"], ["runs"]):
+        with open("/dev/full", "w") as full:
+            res = subprocess.run(
+                [sys.executable, "-m", "labledger", *args],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                timeout=60,
+            )
+        assert res.returncode == 1, res.stderr
+        assert res.stderr.strip().splitlines() == [
+            "Error: cannot write the output: No space left on device (what was written is incomplete)"
+        ]

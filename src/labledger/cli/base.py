@@ -7,6 +7,7 @@ stderr and exit 1; usage errors (click) -> exit 2.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import importlib
 import os
@@ -288,5 +289,13 @@ def handle_errors(fn):
             sys.exit(getattr(exc, "exit_code", 1))
         except BrokenPipeError:  # `labledger runs | head`
             sys.exit(0)
+        except OSError as exc:  # stdout on a full disk (`labledger schema --markdown > out.md`)
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+                raise
+            where = exc.filename or "the output"
+            click.echo(f"Error: cannot write {where}: {exc.strerror} (what was written is incomplete)", err=True)
+            with contextlib.suppress(OSError):  # nothing more reaches the full file at exit
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
 
     return wrapper
