@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -231,6 +232,18 @@ def test_serve_keeps_synced_runs_in_object_storage_and_streams_them_back_checked
         assert entries[big].get("object") and not entries["metrics.jsonl"].get("object")
         got = httpx.get(f"{srv.url}/api/sync/runs/{run.id}/files", params={"path": big}, timeout=60)
         assert got.status_code == 200 and hashlib.sha256(got.content).hexdigest() == _sha(ck)
+        assert sync_runs(local, srv.url, token=TOKEN).bytes_sent == 0
+        # a spool that lost the run (a new disk, a second server) takes it back from the store at
+        # start, byte for byte and still owned by this ledger: the next sync sends no file again
+        srv.stop()
+        shutil.rmtree(root / "runs" / run.id)
+        srv = ServerProcess(root, port=srv.port, uploads_dir=tmp_path / "up", token=TOKEN, artifacts=url).start()
+        deadline = time.monotonic() + 30
+        while not (root / "runs" / run.id / ".sync.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for rel in run_files(local / "runs" / run.id):
+            assert _sha(root / "runs" / run.id / rel) == _sha(local / "runs" / run.id / rel), rel
+        assert httpx.get(f"{srv.url}/api/runs/{run.id}", timeout=30).json()["run"]["name"] == "r"
         assert sync_runs(local, srv.url, token=TOKEN).bytes_sent == 0
         # damage the object in the store: a read is refused naming the file and chunk, never served as good
         store.client.put_object(Bucket="runs", Key=entries[big]["object"], Body=b"not the bytes")

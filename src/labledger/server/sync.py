@@ -156,9 +156,46 @@ def _ship_pending(store: Any, run_dir: Path) -> None:
         return
     for rel, entry in doc["files"].items():
         if entry.get("unshipped"):
-            ship_file(store, run_dir.name, rel, run_dir / rel, entry, whole=rel not in APPEND_ONLY)
+            ship_file(store, run_dir.name, rel, run_dir / rel, entry, whole=rel not in APPEND_ONLY, owner=doc)
             del entry["unshipped"]
             write_manifest(run_dir, doc)
+
+
+def restore_spool(store: Any, runs_dir: Path) -> list[str]:
+    """Copy back from object storage every synced run whose folder the spool lacks; return their ids.
+
+    With ``serve --artifacts s3://...`` the store is where synced runs are kept and the run folders
+    on the server's disk are its working copy (the spool): the run API and the live site read
+    those, since record files are appended there while a run lives (an object store cannot append)
+    and their readers need what only a local file gives (``stat`` for the site's rebuilds, byte
+    offsets for paging results, memory maps for the columnar reads). Every byte of the spool was
+    hashed as it arrived and shipped before the upload was answered. A spool that lost runs (a new
+    disk, a fresh ``$TMPDIR`` in team mode, a second server on the same store) is filled again
+    from the store at start: each file streamed and checked chunk by chunk, its folder renamed into
+    place once complete, still owned by the ledger that synced it.
+    """
+    import shutil
+
+    from labledger.store.objects import restore_run, stored_runs
+
+    done = []
+    for run_id in stored_runs(store):
+        if not _RUN_ID.fullmatch(run_id) or (runs_dir / run_id).exists():
+            continue
+        doc = store.manifest(run_id) or {}
+        if not doc.get("origin"):  # shipped before owners were recorded: not taken back unowned
+            continue
+        tmp = runs_dir / f".restoring-{run_id}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        restore_run(store, run_id, tmp)
+        files = {}
+        for rel, entry in doc["files"].items():
+            st = (tmp / rel).stat()
+            files[rel] = {"size": st.st_size, "chunks": list(entry["chunks"]), "stat": stat_key(st)}
+        write_manifest(tmp, {"origin": doc["origin"], "host": doc.get("host"), "files": files, "index": None})
+        os.replace(tmp, runs_dir / run_id)
+        done.append(run_id)
+    return done
 
 
 async def state(request: Request) -> Response:
@@ -253,7 +290,9 @@ async def put_file(request: Request) -> Response:
         if ctx.objects is not None:  # the file goes on to object storage before the answer
             try:
                 await run_in_threadpool(
-                    ship_file, ctx.objects, run_id, rel, run_dir / rel, doc["files"][rel], whole=not in_place
+                    lambda: ship_file(
+                        ctx.objects, run_id, rel, run_dir / rel, doc["files"][rel], whole=not in_place, owner=doc
+                    )
                 )
             except LedgerError:  # the store is unreachable: shipped again at the next state request
                 doc["files"][rel]["unshipped"] = True

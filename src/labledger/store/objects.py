@@ -344,7 +344,16 @@ def tails(doc: dict[str, Any]) -> set[str]:
 MULTIPART = 16 * CHUNK
 
 
-def ship_file(store: ObjectStore, run_id: str, rel: str, path: Path, entry: dict[str, Any], *, whole: bool) -> None:
+def ship_file(
+    store: ObjectStore,
+    run_id: str,
+    rel: str,
+    path: Path,
+    entry: dict[str, Any],
+    *,
+    whole: bool,
+    owner: dict[str, Any] | None = None,
+) -> None:
     """Copy one file of a server's run folder to the store, given its manifest ``entry`` (size and
     chunk hashes, already computed as it arrived), then record it in the run's manifest there.
 
@@ -352,13 +361,18 @@ def ship_file(store: ObjectStore, run_id: str, rel: str, path: Path, entry: dict
     by its sha256; with ``whole`` (a large file that is complete) the file goes as one object,
     uploaded in 8 MiB parts by boto3's transfer manager (never read whole into memory) and named by
     its digest. The run's manifest is written after the bytes, so a reader never sees a file whose
-    chunks are not all stored.
+    chunks are not all stored. ``owner`` (``origin`` and ``host`` of the ledger that synced the
+    run) goes into that manifest, so a server whose spool lost the run can take it back from the
+    store still owned by the same ledger (:func:`stored_runs`).
     """
     from botocore.exceptions import BotoCoreError, ClientError
 
     from labledger.store.manifest import digest
 
     doc = store.manifest(run_id) or {"run": run_id, "files": {}}
+    for k in ("origin", "host"):
+        if owner and owner.get(k) and not doc.get(k):
+            doc[k] = owner[k]
     old = doc["files"].get(rel) or {}
     chunks: list[str] = list(entry["chunks"])
     record: dict[str, Any] = {"size": entry["size"], "chunks": chunks}
@@ -400,6 +414,23 @@ def ship_file(store: ObjectStore, run_id: str, rel: str, path: Path, entry: dict
     doc["files"][rel] = record
     store.put_json(store.key("runs", run_id, "manifest.json"), doc)
     store.drop_tails(before - tails(doc))
+
+
+def stored_runs(store: ObjectStore) -> list[str]:
+    """The ids of the runs that have a manifest in the store (``runs/<id>/manifest.json``)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    prefix = store.key("runs") + "/"
+    out: list[str] = []
+    try:
+        pages = store.client.get_paginator("list_objects_v2").paginate(
+            Bucket=store.bucket, Prefix=prefix, Delimiter="/"
+        )
+        for page in pages:
+            out += [p["Prefix"][len(prefix) :].rstrip("/") for p in page.get("CommonPrefixes", [])]
+    except (BotoCoreError, ClientError) as exc:
+        raise store._fail(f"listing {prefix}", exc) from None
+    return sorted(out)
 
 
 def s3_client_from_env() -> Any:
