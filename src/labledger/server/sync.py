@@ -187,6 +187,7 @@ def restore_spool(store: Any, runs_dir: Path) -> list[str]:
             continue
         tmp = runs_dir / f".restoring-{run_id}"
         shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
         restore_run(store, run_id, tmp)
         files = {}
         for rel, entry in doc["files"].items():
