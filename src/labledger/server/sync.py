@@ -173,6 +173,10 @@ def restore_spool(store: Any, runs_dir: Path) -> list[str]:
     disk, a fresh ``$TMPDIR`` in team mode, a second server on the same store) is filled again
     from the store at start: each file streamed and checked chunk by chunk, its folder renamed into
     place once complete, still owned by the ledger that synced it.
+
+    >>> from labledger.store.objects import ObjectStore
+    >>> restore_spool(ObjectStore("s3://lab-runs/team"), Path("/srv/spool/runs"))   # doctest: +SKIP
+    ['20260101-120000-0123456789ab']
     """
     import shutil
 

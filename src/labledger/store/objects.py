@@ -417,7 +417,11 @@ def ship_file(
 
 
 def stored_runs(store: ObjectStore) -> list[str]:
-    """The ids of the runs that have a manifest in the store (``runs/<id>/manifest.json``)."""
+    """The ids of the runs that have a manifest in the store (``runs/<id>/manifest.json``).
+
+    >>> stored_runs(ObjectStore("s3://lab-runs/team"))   # doctest: +SKIP
+    ['20260101-120000-0123456789ab']
+    """
     from botocore.exceptions import BotoCoreError, ClientError
 
     prefix = store.key("runs") + "/"
