@@ -14,6 +14,11 @@ Peers: W&B's local processing (an offline run of ``--peer-steps`` steps written,
 staged as an Artifact; ``wandb sync`` itself needs W&B's server) and MLflow's ``log_artifact`` of
 the same checkpoint to a local ``mlflow server --workers 1``; a missing package is a row saying
 so. ``--quick`` runs it all in a few minutes. Nothing is asserted.
+
+    python bench/sync.py --only checkpoint --repeat 3 --no-peers   # the checkpoint beside cp, 3 times
+
+The load average is printed beside every row: on a shared machine the wall times (and so the
+percentage of ``cp``) follow it; the CPU columns are the comparable figures.
 """
 
 from __future__ import annotations
@@ -38,12 +43,19 @@ import httpx
 
 TOKEN = "bench-token-0123456789abcdef0123"
 MIB = 2**20
+#: The server as ``labledger serve`` runs it (its HTTP protocol and body timeout; no live site).
 SERVER = """
 import json, sys, uvicorn
 from labledger.server import create_app
+from labledger.server.timeouts import BodyTimeout, head_timeout_protocol
 args = json.loads(sys.argv[1])
 app = create_app(args["ledger"], uploads_dir=args["uploads"], token=args["token"], max_upload=args["max_upload"])
-uvicorn.run(app, host="127.0.0.1", port=args["port"], log_level="warning")
+app.add_middleware(BodyTimeout, body_timeout=30.0)
+try:
+    protocol = head_timeout_protocol(10.0, 64 * 1024, 30.0)
+except TypeError:  # before raw request bodies (#18) the protocol took no body timeout
+    protocol = head_timeout_protocol(10.0, 64 * 1024)
+uvicorn.run(app, host="127.0.0.1", port=args["port"], log_level="warning", http=protocol)
 """
 
 
@@ -256,6 +268,131 @@ def mlflow_rows(args: argparse.Namespace) -> list[dict]:
     return out
 
 
+def load1() -> float:
+    return os.getloadavg()[0]
+
+
+def section_run(args: argparse.Namespace, base: Path, sync: list[str], env: dict, srv: subprocess.Popen) -> list[dict]:
+    """A run of many steps and microbatch records, synced, then synced again (nothing to send)."""
+    local = base / "local"
+    t0 = time.perf_counter()
+    seed_big(local, args.steps, args.batches)
+    seeded = time.perf_counter() - t0
+    size = sum(p.stat().st_size for p in (local / "runs").rglob("*") if p.is_file())
+    rows = []
+    s0, load = server_cpu(srv.pid), load1()
+    r = child([*sync, str(local), TOKEN], env)
+    r["server_cpu"] = server_cpu(srv.pid) - s0
+    rows.append(
+        {
+            "what": f"run: {args.steps:,} steps + {args.batches:,} batches x16 ({size / MIB:.0f} MiB; logged in {seeded:.0f} s)",
+            **r,
+            "server_rss": vm_hwm(srv.pid),
+            "load": load,
+        }
+    )
+    load = load1()
+    r = child([*sync, str(local), TOKEN], env)
+    rows.append({"what": "the same again (nothing to send)", **r, "server_rss": vm_hwm(srv.pid), "load": load})
+    return rows
+
+
+def section_checkpoint(
+    args: argparse.Namespace, base: Path, sync: list[str], env: dict, srv: subprocess.Popen, n: int
+) -> list[dict]:
+    """A large checkpoint synced, beside ``cp`` of the same file on the same disk (both with their writeback)."""
+    import labledger
+
+    ck = base / f"ckpt-{n}.bin"
+    with open(ck, "wb") as f:
+        block = os.urandom(MIB)
+        for _ in range(args.checkpoint_mib):
+            f.write(block)
+    subprocess.run(["sync"], check=False)
+    load = load1()
+    t0 = time.perf_counter()
+    cp_proc = subprocess.Popen(["cp", str(ck), str(base / "ckpt.copy")])
+    _, _, cp_usage = os.wait4(cp_proc.pid, 0)
+    subprocess.run(["sync"], check=False)
+    cp = time.perf_counter() - t0
+    cp_cpu = cp_usage.ru_utime + cp_usage.ru_stime
+    (base / "ckpt.copy").unlink()
+    ckl = base / f"ckpt-ledger-{n}"
+    with labledger.start_run("ckpt", ledger=ckl) as run:
+        run.log_checkpoint(ck, copy=True)
+    ck.unlink()
+    subprocess.run(["sync"], check=False)  # the copy's writeback is not the sync's (cp's own was timed)
+    s0 = server_cpu(srv.pid)
+    r = child([*sync, str(ckl), TOKEN], env)
+    r["server_cpu"] = server_cpu(srv.pid) - s0
+    speed = args.checkpoint_mib / r["wall"]
+    cp_speed = args.checkpoint_mib / cp
+    shutil.rmtree(ckl, ignore_errors=True)
+    return [
+        {
+            "what": f"checkpoint {args.checkpoint_mib} MiB: {speed:.0f} MiB/s, {100 * speed / cp_speed:.0f}% of cp "
+            f"({cp_speed:.0f} MiB/s, {cp_cpu:.2f} s CPU)",
+            **r,
+            "server_rss": vm_hwm(srv.pid),
+            "load": load,
+        }
+    ]
+
+
+def section_noop(args: argparse.Namespace, base: Path, sync: list[str], env: dict, srv: subprocess.Popen) -> list[dict]:
+    """A no-op sync of many synced runs."""
+    import labledger
+    from labledger.store.ledger import Ledger
+
+    many = base / "many"
+    book = Ledger(many, create=True)
+    for i in range(args.noop_runs):
+        with labledger.start_run(f"r{i}", ledger=book) as run:
+            run.log(1, loss=0.5)
+    book.close()
+    child([*sync, str(many), TOKEN], env)
+    load = load1()
+    r = child([*sync, str(many), TOKEN], env)
+    return [{"what": f"no-op sync of {args.noop_runs:,} synced runs", **r, "server_rss": vm_hwm(srv.pid), "load": load}]
+
+
+def section_log(args: argparse.Namespace, base: Path, url: str, srv: subprocess.Popen) -> list[dict]:
+    """The cost of Run.log with sync= (a separate process): no sync, server down, server up."""
+    import labledger
+
+    rows = []
+    for label, target in (
+        ("no sync", None),
+        ("sync= to a server that is down", f"http://127.0.0.1:{free_port()}"),
+        ("sync= to the server", url),
+    ):
+        load = load1()
+        t0, c0 = time.perf_counter(), time.process_time()
+        with labledger.start_run("cost", ledger=base / f"cost-{len(rows)}", sync=target) as run:
+            for i in range(1, args.log_calls + 1):
+                run.log(i, loss=1.0 / i, lr=1e-3)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        if run.sync_process is not None:
+            if target == url:
+                run.sync_process.wait(timeout=300)
+            else:
+                run.sync_process.kill()
+                run.sync_process.wait()
+        rows.append(
+            {
+                "what": f"Run.log x{args.log_calls:,}, {label}: {1e6 * wall / args.log_calls:.2f} us per call",
+                "wall": wall,
+                "process": wall,
+                "cpu": cpu,
+                "rss": 0,
+                "bytes": 0,
+                "server_rss": vm_hwm(srv.pid),
+                "load": load,
+            }
+        )
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=1_000_000)
@@ -268,10 +405,13 @@ def main() -> None:
     ap.add_argument("--peer-steps", type=int, default=100_000, help="Scalar steps of the W&B offline run.")
     ap.add_argument("--mlflow", default="mlflow", help="The mlflow executable for `mlflow server`.")
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--only", default="run,checkpoint,noop,log", help="Sections, comma-separated (default: all).")
+    ap.add_argument("--repeat", type=int, default=1, help="Times the checkpoint section runs.")
     args = ap.parse_args()
     if args.quick:
         args.steps, args.batches, args.checkpoint_mib = 100_000, 10_000, 256
         args.noop_runs, args.log_calls, args.peer_steps = 200, 50_000, 20_000
+    only = set(args.only.split(","))
 
     base = Path(tempfile.mkdtemp(prefix="bench-sync-", dir=args.tmp))
     os.environ["LABLEDGER_TOKEN"] = TOKEN  # the sync= processes of section 4 read it
@@ -307,112 +447,16 @@ def main() -> None:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        sync = [sys.executable, "-c", CLIENT, url]
-        # the ledger goes after the URL; the token last
-
-        # 1. a run of many steps and microbatch records
-        local = base / "local"
-        t0 = time.perf_counter()
-        seed_big(local, args.steps, args.batches)
-        seeded = time.perf_counter() - t0
-        size = sum(p.stat().st_size for p in (local / "runs").rglob("*") if p.is_file())
-        s0 = server_cpu(srv.pid)
-        r = child([*sync, str(local), TOKEN], env)
-        r["server_cpu"] = server_cpu(srv.pid) - s0
-        rows.append(
-            {
-                "what": f"run: {args.steps:,} steps + {args.batches:,} batches x16 ({size / MIB:.0f} MiB; logged in {seeded:.0f} s)",
-                **r,
-                "server_rss": vm_hwm(srv.pid),
-            }
-        )
-        r = child([*sync, str(local), TOKEN], env)
-        rows.append(
-            {
-                "what": "the same again (nothing to send)",
-                **r,
-                "server_rss": vm_hwm(srv.pid),
-            }
-        )
-
-        # 2. a large checkpoint, beside cp
-        import labledger
-
-        ck = base / "ckpt.bin"
-        with open(ck, "wb") as f:
-            block = os.urandom(MIB)
-            for _ in range(args.checkpoint_mib):
-                f.write(block)
-        t0 = time.perf_counter()
-        cp_proc = subprocess.Popen(["cp", str(ck), str(base / "ckpt.copy")])
-        _, _, cp_usage = os.wait4(cp_proc.pid, 0)
-        subprocess.run(["sync"], check=False)
-        cp = time.perf_counter() - t0
-        cp_cpu = cp_usage.ru_utime + cp_usage.ru_stime
-        (base / "ckpt.copy").unlink()
-        ckl = base / "ckpt-ledger"
-        with labledger.start_run("ckpt", ledger=ckl) as run:
-            run.log_checkpoint(ck, copy=True)
-        subprocess.run(["sync"], check=False)  # the copy's writeback is not the sync's (cp's own was timed)
-        s0 = server_cpu(srv.pid)
-        r = child([*sync, str(ckl), TOKEN], env)
-        r["server_cpu"] = server_cpu(srv.pid) - s0
-        speed = args.checkpoint_mib / r["wall"]
-        cp_speed = args.checkpoint_mib / cp
-        rows.append(
-            {
-                "what": f"checkpoint {args.checkpoint_mib} MiB: {speed:.0f} MiB/s, {100 * speed / cp_speed:.0f}% of cp "
-                f"({cp_speed:.0f} MiB/s, {cp_cpu:.2f} s CPU)",
-                **r,
-                "server_rss": vm_hwm(srv.pid),
-            }
-        )
-
-        # 3. a no-op sync of many synced runs
-        many = base / "many"
-        book = Ledger(many, create=True)
-        for i in range(args.noop_runs):
-            with labledger.start_run(f"r{i}", ledger=book) as run:
-                run.log(1, loss=0.5)
-        book.close()
-        child([*sync, str(many), TOKEN], env)
-        r = child([*sync, str(many), TOKEN], env)
-        rows.append(
-            {
-                "what": f"no-op sync of {args.noop_runs:,} synced runs",
-                **r,
-                "server_rss": vm_hwm(srv.pid),
-            }
-        )
-
-        # 4. the cost of Run.log with sync= (a separate process): no sync, server down, server up
-        for label, target in (
-            ("no sync", None),
-            ("sync= to a server that is down", f"http://127.0.0.1:{free_port()}"),
-            ("sync= to the server", url),
-        ):
-            t0, c0 = time.perf_counter(), time.process_time()
-            with labledger.start_run("cost", ledger=base / f"cost-{len(rows)}", sync=target) as run:
-                for i in range(1, args.log_calls + 1):
-                    run.log(i, loss=1.0 / i, lr=1e-3)
-            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            if run.sync_process is not None:
-                if target == url:
-                    run.sync_process.wait(timeout=300)
-                else:
-                    run.sync_process.kill()
-                    run.sync_process.wait()
-            rows.append(
-                {
-                    "what": f"Run.log x{args.log_calls:,}, {label}: {1e6 * wall / args.log_calls:.2f} us per call",
-                    "wall": wall,
-                    "process": wall,
-                    "cpu": cpu,
-                    "rss": 0,
-                    "bytes": 0,
-                    "server_rss": vm_hwm(srv.pid),
-                }
-            )
+        sync = [sys.executable, "-c", CLIENT, url]  # then the ledger, then the token
+        if "run" in only:
+            rows += section_run(args, base, sync, env, srv)
+        if "checkpoint" in only:
+            for n in range(args.repeat):
+                rows += section_checkpoint(args, base, sync, env, srv, n)
+        if "noop" in only:
+            rows += section_noop(args, base, sync, env, srv)
+        if "log" in only:
+            rows += section_log(args, base, url, srv)
     finally:
         srv.terminate()
         srv.wait()
@@ -423,15 +467,19 @@ def main() -> None:
         rows.extend(mlflow_rows(args))
     load = os.getloadavg()
     print(f"labledger sync bench; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs")
-    print(f"{'what':<84} {'wall s':>8} {'cpu s':>7} {'srv cpu':>7} {'sent MiB':>9} {'client MB':>10} {'server MB':>10}")
+    print(
+        f"{'what':<84} {'load':>5} {'wall s':>8} {'cpu s':>7} {'srv cpu':>7} {'sent MiB':>9} "
+        f"{'client MB':>10} {'server MB':>10}"
+    )
     for row in rows:
         if "wall" not in row:
             print(row["what"])
             continue
         scpu = f"{row['server_cpu']:>7.2f}" if "server_cpu" in row else f"{'':>7}"
         srss = f"{row['server_rss'] / 1e6:>10.0f}" if row.get("server_rss") else f"{'-':>10}"
+        rload = f"{row['load']:>5.1f}" if "load" in row else f"{'':>5}"
         print(
-            f"{row['what']:<84} {row['wall']:>8.2f} {row['cpu']:>7.2f} {scpu} {row['bytes'] / MIB:>9.1f} "
+            f"{row['what']:<84} {rload} {row['wall']:>8.2f} {row['cpu']:>7.2f} {scpu} {row['bytes'] / MIB:>9.1f} "
             f"{row['rss'] / 1e6:>10.0f} {srss}"
         )
 

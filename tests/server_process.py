@@ -19,8 +19,14 @@ import json, sys, uvicorn
 from labledger.server import create_app
 args = json.loads(sys.argv[1])
 port = args.pop("port")
+serve_protocol = args.pop("serve_protocol", None)
 app = create_app(args.pop("ledger"), **args)
-uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", server_header=False)
+extra = {}
+if serve_protocol is not None:  # what `labledger serve` adds: timeouts and raw bodies (body_timeout s)
+    from labledger.server.timeouts import BodyTimeout, head_timeout_protocol
+    app.add_middleware(BodyTimeout, body_timeout=serve_protocol)
+    extra["http"] = head_timeout_protocol(10.0, 64 * 1024, serve_protocol)
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", server_header=False, **extra)
 """
 
 
@@ -31,7 +37,11 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """``labledger.server.create_app(ledger, **options)`` served by uvicorn in a child process."""
+    """``labledger.server.create_app(ledger, **options)`` served by uvicorn in a child process.
+
+    ``serve_protocol=SECONDS`` serves it as ``labledger serve`` does (its HTTP protocol, with raw
+    request bodies, and the body timeout of that many seconds); otherwise plain uvicorn.
+    """
 
     def __init__(self, ledger: str | Path, *, port: int | None = None, **options):
         self.ledger = str(ledger)

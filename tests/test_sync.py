@@ -76,11 +76,13 @@ def _log_run(ledger: Path, name: str, steps: int = 200, *, checkpoint: int = 0, 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """One server for the module's quick tests (each test syncs its own runs from its own ledgers)."""
+    """One server for the module's quick tests (each test syncs its own runs from its own ledgers),
+    served as ``labledger serve`` serves: file bodies are read straight from the socket
+    (labledger.server.raw_body); the other servers here are plain uvicorn, which streams them."""
     tmp = tmp_path_factory.mktemp("sync-server")
     root = tmp / "server"
     Ledger(root, create=True).close()
-    proc = ServerProcess(root, uploads_dir=tmp / "uploads", token=TOKEN).start()
+    proc = ServerProcess(root, uploads_dir=tmp / "uploads", token=TOKEN, serve_protocol=30.0).start()
     proc.root = root  # type: ignore[attr-defined]
     yield proc
     proc.stop()
@@ -202,6 +204,59 @@ def test_the_sync_api_needs_the_token_an_origin_safe_paths_and_keeps_the_limits(
             sync_runs(local, srv.url, token=TOKEN)
     finally:
         srv.stop()
+
+
+def test_a_body_cut_off_keeps_its_whole_chunks_and_the_next_sync_resumes_there(tmp_path, server):
+    """A checkpoint whose body stops after 1.5 chunks (the client gone): the server keeps one whole
+    chunk of it (hashed, in the part file), and the next sync sends only the rest."""
+    import socket
+    from urllib.parse import quote
+
+    from labledger.server.sync_client import ledger_origin
+
+    local = tmp_path / "local"
+    rid = _log_run(local, "cut", checkpoint=3 * CHUNK + 5, tmp=tmp_path)
+    rel = next(f for f in run_files(local / "runs" / rid) if f.startswith("checkpoints/"))
+    body = (local / "runs" / rid / rel).read_bytes()
+    head = (
+        f"PUT /api/sync/runs/{rid}/files?path={quote(rel, safe='')}&offset=0&size={len(body)} HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"X-Labledger-Origin: {ledger_origin(local)}\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(head + body[: CHUNK + CHUNK // 2])
+        sock.shutdown(socket.SHUT_WR)
+        assert b" 400 " in sock.recv(4096).split(b"\r\n")[0]  # "the body ended after ..."
+    state = httpx.post(
+        server.url + "/api/sync/state", json={"runs": [rid]}, headers={"Authorization": f"Bearer {TOKEN}"}
+    ).json()["runs"][rid]
+    assert state["parts"][rel]["size"] == CHUNK
+    assert state["parts"][rel]["chunks"] == [hashlib.sha256(body[:CHUNK]).hexdigest()]
+    report = sync_runs(local, server.url, token=TOKEN)
+    total = sum((local / "runs" / rid / f).stat().st_size for f in run_files(local / "runs" / rid))
+    assert report.bytes_sent == total - CHUNK
+    _same_runs(local, server.root, [rid])
+    # a Content-Length that is not size - offset is refused before a byte is written
+    url = f"{server.url}/api/sync/runs/{rid}/files?path=other.bin&offset=0&size=10"
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Labledger-Origin": ledger_origin(local)}
+    bad = httpx.put(url, content=b"x" * 4, headers=headers)
+    assert bad.status_code == 400 and "Content-Length is 4" in bad.json()["error"]
+
+
+def test_a_raw_body_read_waits_for_each_piece_at_most_the_body_timeout():
+    import socket
+
+    from labledger.server.raw_body import BodyStalled, read_exact
+
+    a, b = socket.socketpair()
+    with a, b:
+        a.setblocking(False)
+        b.sendall(b"ab")
+        buf = memoryview(bytearray(4))
+        t0 = time.monotonic()
+        with pytest.raises(BodyStalled):
+            read_exact(a.fileno(), buf, 0.05)
+        assert time.monotonic() - t0 < 2 and bytes(buf[:2]) == b"ab"
 
 
 SYNC_CHILD = [sys.executable, "-m", "labledger", "sync"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -120,6 +121,62 @@ def test_a_live_log_ships_as_new_immutable_chunks_and_damage_is_caught_on_read(t
         b"".join(read_file(store, run_id, "metrics.jsonl"))
 
 
+def test_a_superseded_last_chunk_is_deleted_once_the_manifest_no_longer_names_it(tmp_path, s3):
+    """A live record file's short last chunk (its tail) is replaced when the file grows: the old one
+    is deleted after the new manifest is written, both by ``sync --to s3://`` and by a server that
+    keeps its runs in object storage, and what is stored still reads back byte for byte."""
+    from server_process import ServerProcess
+
+    from labledger.server.sync_client import sync_runs
+    from labledger.store.ledger import Ledger
+    from labledger.store.objects import tails
+
+    root = tmp_path / "server"
+    Ledger(root, create=True).close()
+    served = "s3://runs/tails-served"
+    srv = ServerProcess(root, uploads_dir=tmp_path / "up", token=TOKEN, artifacts=served).start()
+    stores = [ObjectStore("s3://runs/tails-direct"), ObjectStore(served)]
+    local = tmp_path / "local"
+
+    def stored_tails(store: ObjectStore, run_id: str) -> set[str]:
+        listed = store.client.list_objects_v2(Bucket="runs", Prefix=store.key("runs", run_id, "tails") + "/")
+        return {o["Key"] for o in listed.get("Contents", [])}
+
+    def sync_both(run_id: str) -> list[str]:
+        sync_to_objects(local, stores[0].url)
+        sync_runs(local, srv.url, token=TOKEN)
+        out = []
+        for store in stores:
+            doc = store.manifest(run_id)
+            assert stored_tails(store, run_id) == tails(doc)  # exactly the tails the manifest names
+            assert (
+                b"".join(read_file(store, run_id, "metrics.jsonl"))
+                == (local / "runs" / run_id / "metrics.jsonl").read_bytes()
+            )
+            out.append(doc["files"]["metrics.jsonl"]["tail"])
+        return out
+
+    try:
+        run = labledger.start_run("t", ledger=local)
+        for i in range(1, 16001):  # metrics.jsonl: one full chunk and a tail
+            run.log(i, loss=1.0 / i)
+        first = sync_both(run.id)
+        reading = read_file(stores[0], run.id, "metrics.jsonl")
+        head = next(reading)  # a reader that has the old manifest and its first chunk
+        for i in range(16001, 16101):
+            run.log(i, loss=1.0 / i)
+        second = sync_both(run.id)
+        assert all(a != b for a, b in zip(first, second))  # the first tails are gone (checked above)
+        # the reader finds its tail gone and goes on with the newer manifest
+        assert b"".join([head, *reading]) == (local / "runs" / run.id / "metrics.jsonl").read_bytes()
+        run.finish()
+        sync_both(run.id)
+        for store in stores:
+            _stored_equals_local(store, local, [run.id])
+    finally:
+        srv.stop()
+
+
 def test_the_cli_syncs_to_s3(tmp_path, s3):
     local = tmp_path / "local"
     with labledger.start_run("r", ledger=local) as run:
@@ -175,6 +232,18 @@ def test_serve_keeps_synced_runs_in_object_storage_and_streams_them_back_checked
         assert entries[big].get("object") and not entries["metrics.jsonl"].get("object")
         got = httpx.get(f"{srv.url}/api/sync/runs/{run.id}/files", params={"path": big}, timeout=60)
         assert got.status_code == 200 and hashlib.sha256(got.content).hexdigest() == _sha(ck)
+        assert sync_runs(local, srv.url, token=TOKEN).bytes_sent == 0
+        # a spool that lost the run (a new disk, a second server) takes it back from the store at
+        # start, byte for byte and still owned by this ledger: the next sync sends no file again
+        srv.stop()
+        shutil.rmtree(root / "runs" / run.id)
+        srv = ServerProcess(root, port=srv.port, uploads_dir=tmp_path / "up", token=TOKEN, artifacts=url).start()
+        deadline = time.monotonic() + 30
+        while not (root / "runs" / run.id / ".sync.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for rel in run_files(local / "runs" / run.id):
+            assert _sha(root / "runs" / run.id / rel) == _sha(local / "runs" / run.id / rel), rel
+        assert httpx.get(f"{srv.url}/api/runs/{run.id}", timeout=30).json()["run"]["name"] == "r"
         assert sync_runs(local, srv.url, token=TOKEN).bytes_sent == 0
         # damage the object in the store: a read is refused naming the file and chunk, never served as good
         store.client.put_object(Bucket="runs", Key=entries[big]["object"], Body=b"not the bytes")

@@ -218,7 +218,7 @@ def serve_cmd(
         build_site_at_start=True,
     )
     app.add_middleware(BodyTimeout, body_timeout=body_timeout)
-    protocol = head_timeout_protocol(head_timeout, MAX_HEADER_BYTES)
+    protocol = head_timeout_protocol(head_timeout, MAX_HEADER_BYTES, body_timeout)
     where = display_url(location) if team else os.path.abspath(location)
     shown = f"[{host}]" if ":" in host else host
     console.print(f"labledger serving {where} at http://{shown}:{port}/")

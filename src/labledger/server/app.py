@@ -235,9 +235,17 @@ def create_app(
                 await run_in_threadpool(ctx.reap)
             await asyncio.sleep(REAP_INTERVAL)
 
+    async def restore() -> None:
+        """A spool that lost synced runs takes them back from object storage (#18)."""
+        try:
+            await run_in_threadpool(sync.restore_spool, ctx.objects, ctx.root / "runs")
+        except (LedgerError, OSError) as exc:  # the store unreachable, a sync racing it: the runs stay as they are
+            log.warning("could not restore synced runs from %s: %s", ctx.objects.url, exc)
+
     @asynccontextmanager
     async def lifespan(app: Starlette):
         task = asyncio.create_task(reaper())
+        restoring = asyncio.create_task(restore()) if ctx.objects is not None else None
         if build_site_at_start:
             site.start()  # the live site is rebuilt on its own timer, never by a request (#17)
         try:
@@ -246,6 +254,9 @@ def create_app(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+            if restoring is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await restoring
             await run_in_threadpool(site.close)
             ctx.close()
 

@@ -34,6 +34,7 @@ from starlette.responses import Response
 
 from labledger.errors import LedgerError, RecordError
 from labledger.server.envelope import ApiError, ok
+from labledger.server.raw_body import BodyStalled, read_exact
 from labledger.store.manifest import (
     APPEND_ONLY,
     CHUNK,
@@ -155,9 +156,51 @@ def _ship_pending(store: Any, run_dir: Path) -> None:
         return
     for rel, entry in doc["files"].items():
         if entry.get("unshipped"):
-            ship_file(store, run_dir.name, rel, run_dir / rel, entry, whole=rel not in APPEND_ONLY)
+            ship_file(store, run_dir.name, rel, run_dir / rel, entry, whole=rel not in APPEND_ONLY, owner=doc)
             del entry["unshipped"]
             write_manifest(run_dir, doc)
+
+
+def restore_spool(store: Any, runs_dir: Path) -> list[str]:
+    """Copy back from object storage every synced run whose folder the spool lacks; return their ids.
+
+    With ``serve --artifacts s3://...`` the store is where synced runs are kept and the run folders
+    on the server's disk are its working copy (the spool): the run API and the live site read
+    those, since record files are appended there while a run lives (an object store cannot append)
+    and their readers need what only a local file gives (``stat`` for the site's rebuilds, byte
+    offsets for paging results, memory maps for the columnar reads). Every byte of the spool was
+    hashed as it arrived and shipped before the upload was answered. A spool that lost runs (a new
+    disk, a fresh ``$TMPDIR`` in team mode, a second server on the same store) is filled again
+    from the store at start: each file streamed and checked chunk by chunk, its folder renamed into
+    place once complete, still owned by the ledger that synced it.
+
+    >>> from labledger.store.objects import ObjectStore
+    >>> restore_spool(ObjectStore("s3://lab-runs/team"), Path("/srv/spool/runs"))   # doctest: +SKIP
+    ['20260101-120000-0123456789ab']
+    """
+    import shutil
+
+    from labledger.store.objects import restore_run, stored_runs
+
+    done = []
+    for run_id in stored_runs(store):
+        if not _RUN_ID.fullmatch(run_id) or (runs_dir / run_id).exists():
+            continue
+        doc = store.manifest(run_id) or {}
+        if not doc.get("origin"):  # shipped before owners were recorded: not taken back unowned
+            continue
+        tmp = runs_dir / f".restoring-{run_id}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        restore_run(store, run_id, tmp)
+        files = {}
+        for rel, entry in doc["files"].items():
+            st = (tmp / rel).stat()
+            files[rel] = {"size": st.st_size, "chunks": list(entry["chunks"]), "stat": stat_key(st)}
+        write_manifest(tmp, {"origin": doc["origin"], "host": doc.get("host"), "files": files, "index": None})
+        os.replace(tmp, runs_dir / run_id)
+        done.append(run_id)
+    return done
 
 
 async def state(request: Request) -> Response:
@@ -223,8 +266,12 @@ async def put_file(request: Request) -> Response:
         complete = False
         try:
             os.ftruncate(fd, offset)
+            raw = request.scope.get("extensions", {}).get("labledger.raw_body")
             try:
-                written = await _receive_into(request, fd, offset, total, chunks, rel)
+                if raw is not None and not raw.taken:
+                    written = await _receive_raw(raw, fd, offset, total, chunks, rel)
+                else:
+                    written = await _receive_into(request, fd, offset, total, chunks, rel)
             except ClientDisconnect:  # the whole chunks that came are written and hashed
                 written = offset + (len(chunks) - len(kept)) * CHUNK
             complete = written == total
@@ -248,7 +295,9 @@ async def put_file(request: Request) -> Response:
         if ctx.objects is not None:  # the file goes on to object storage before the answer
             try:
                 await run_in_threadpool(
-                    ship_file, ctx.objects, run_id, rel, run_dir / rel, doc["files"][rel], whole=not in_place
+                    lambda: ship_file(
+                        ctx.objects, run_id, rel, run_dir / rel, doc["files"][rel], whole=not in_place, owner=doc
+                    )
                 )
             except LedgerError:  # the store is unreachable: shipped again at the next state request
                 doc["files"][rel]["unshipped"] = True
@@ -306,6 +355,45 @@ async def _receive_into(request: Request, fd: int, offset: int, total: int, chun
     if fill:
         chunks.append(await run_in_threadpool(_write_chunk, fd, pieces, at))
         at += fill
+    return at
+
+
+async def _receive_raw(raw: Any, fd: int, offset: int, total: int, chunks: list[str], rel: str) -> int:
+    """:func:`_receive_into` with the body read straight from the socket (:mod:`labledger.server.raw_body`).
+
+    One worker thread reads each ``CHUNK`` into one preallocated buffer, hashes it and writes it
+    with ``pwrite``: no copy in Python, no event-loop round per piece. A body that ends early
+    leaves the whole chunks that came, written and hashed, like a disconnect on the other path.
+    """
+    if raw.length != total - offset:
+        raise ApiError(400, f"{rel}: Content-Length is {raw.length} but size - offset = {total - offset} bytes")
+    first, sock_fd = raw.take()
+    try:
+        return await run_in_threadpool(_read_chunks, sock_fd, first, fd, offset, total, chunks, raw.timeout)
+    except BodyStalled:
+        raise ApiError(408, f"the request body stalled for {raw.timeout:g} s; {rel} keeps its whole chunks") from None
+
+
+def _read_chunks(
+    sock_fd: int, first: bytes, fd: int, offset: int, total: int, chunks: list[str], timeout: float
+) -> int:
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    at = offset
+    head = memoryview(first)
+    while at < total:
+        want = min(CHUNK, total - at)
+        take = min(len(head), want)
+        view[:take] = head[:take]
+        head = head[take:]
+        got = take + (read_exact(sock_fd, view[take:want], timeout) if take < want else 0)
+        if got < want:  # the client went away: a short chunk is not kept
+            break
+        piece = view[:want]
+        chunks.append(hashlib.sha256(piece).hexdigest())
+        while piece:
+            piece = piece[os.pwrite(fd, piece, at + want - len(piece)) :]
+        at += want
     return at
 
 

@@ -197,15 +197,18 @@ class _Session:
 
         One connection of its own (``http.client``): the head is sent, then each ``CHUNK`` of the
         file goes with ``socket.sendfile`` (``os.sendfile`` over plain http), so the bytes are
-        never copied into Python. With ``hashes``, each chunk's sha256 is appended to it just
-        before the chunk is sent, computed over a memory map of it (the file is read once).
+        never copied into Python. With ``hashes``, each chunk's sha256 is appended to it,
+        computed over a memory map of it by a worker thread while the main one sends it (both
+        let go of the GIL: hashing and sending overlap, and the file is read once).
         """
         import http.client
+        from concurrent.futures import ThreadPoolExecutor
 
         parts = urlsplit(self.to)
         kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         conn = kind(parts.hostname or "", parts.port, timeout=self.timeout)
         target = (parts.path or "") + path
+        pool = ThreadPoolExecutor(1, thread_name_prefix="labledger-sync-hash") if hashes is not None else None
         try:
             try:
                 conn.putrequest("PUT", target, skip_accept_encoding=True)
@@ -216,19 +219,27 @@ class _Session:
                 at = offset
                 while at < size:
                     n = min(CHUNK, size - at)
-                    if hashes is not None:
-                        with mmap.mmap(f.fileno(), n, offset=at, access=mmap.ACCESS_READ) as window:
-                            hashes.append(hashlib.sha256(window).hexdigest())
+                    job = pool.submit(_hash_window, f.fileno(), at, n) if pool is not None else None
                     if sock.sendfile(f, at, n) != n:  # os.sendfile (through TLS: reads and sends)
                         raise SyncError(f"{f.name}: the file shrank while it was being sent")
+                    if job is not None and hashes is not None:
+                        hashes.append(job.result())
                     at += n
                 response = conn.getresponse()
                 body = response.read()
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, ValueError, http.client.HTTPException) as exc:  # ValueError: mmap past the end
                 raise SyncError(f"sync to {self.to} failed: {type(exc).__name__}: {exc}") from None
         finally:
             conn.close()
+            if pool is not None:
+                pool.shutdown()
         return self._answer("PUT", path, response.status, body)
+
+
+def _hash_window(fd: int, at: int, n: int) -> str:
+    """sha256 of the bytes ``[at, at + n)`` of an open file, over a memory map (no copy)."""
+    with mmap.mmap(fd, n, offset=at, access=mmap.ACCESS_READ) as window:
+        return hashlib.sha256(window).hexdigest()
 
 
 def _server_agrees(local: list[str], path: Path, server: dict[str, Any]) -> tuple[bool, int]:

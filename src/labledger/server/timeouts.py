@@ -11,6 +11,10 @@ slot for ever (#17). Two limits close that gap:
 - :class:`BodyTimeout`: ASGI middleware that waits at most ``body_timeout`` seconds for each piece
   of a request body; a stalled body is answered ``408`` (the one error envelope) and dropped.
 
+The same protocol offers large bodies to the app straight from the socket
+(:mod:`labledger.server.raw_body`, which ``labledger sync``'s uploads use), each piece under the
+same ``body_timeout``.
+
 A slow but moving upload is never cut off: the body limit is per piece, not per request.
 """
 
@@ -26,27 +30,33 @@ BODY_TIMEOUT_S = 30.0
 MAX_HEAD_BYTES = 64 * 1024
 
 
-def head_timeout_protocol(head_timeout: float = HEAD_TIMEOUT_S, max_head: int = MAX_HEAD_BYTES) -> type:
+def head_timeout_protocol(
+    head_timeout: float = HEAD_TIMEOUT_S, max_head: int = MAX_HEAD_BYTES, body_timeout: float = BODY_TIMEOUT_S
+) -> type:
     """uvicorn's HTTP protocol class, closing connections whose request head is not in within
     ``head_timeout`` seconds of the connection opening (or of the previous response).
 
     It is uvicorn's httptools protocol when httptools is installed (its C parser takes request
     bodies several times faster than h11, which ``labledger sync`` of a checkpoint feels), with a
-    request head over ``max_head`` bytes answered 400; otherwise the h11 protocol (uvicorn's
+    request head over ``max_head`` bytes answered 400, and a request with a ``Content-Length`` over
+    plain HTTP given the ``labledger.raw_body`` extension (:mod:`labledger.server.raw_body`; its
+    reads wait ``body_timeout`` seconds per piece); otherwise the h11 protocol (uvicorn's
     ``h11_max_incomplete_event_size`` bounds the head there).
 
     >>> head_timeout_protocol(2.5).head_timeout
     2.5
     """
     base: type[Any]
+    raw = True
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
         base = HttpToolsProtocol
-    except ImportError:  # no httptools: h11
+    except ImportError:  # no httptools: h11 (its parser buffers the body itself: no raw bodies)
         from uvicorn.protocols.http.h11_impl import H11Protocol
 
         base = H11Protocol
+        raw = False
 
     class HeadTimeoutProtocol(base):
         def connection_made(self, transport: Any) -> None:
@@ -75,7 +85,25 @@ def head_timeout_protocol(head_timeout: float = HEAD_TIMEOUT_S, max_head: int = 
 
         def on_headers_complete(self) -> None:
             self._head_bytes = 0
+            before = self.cycle
+            idle = before is None or before.response_complete
             super().on_headers_complete()
+            if raw and idle and self.cycle is not before:
+                self._offer_raw_body()
+
+        def _offer_raw_body(self) -> None:
+            length = None
+            for name, value in self.scope["headers"]:
+                if name == b"transfer-encoding":
+                    return
+                if name == b"content-length":
+                    length = int(value) if value.isdigit() else None
+            if not length or self.transport.get_extra_info("sslcontext") is not None:
+                return
+            from labledger.server.raw_body import RawBody
+
+            extensions = self.scope.setdefault("extensions", {})
+            extensions["labledger.raw_body"] = RawBody(self, length, body_timeout)
 
         def on_response_complete(self) -> None:
             self._head_timer.cancel()

@@ -8,6 +8,12 @@ hashes, plus the run's index rows. A live record file's full chunks never change
 uploads only its new chunks and its short last one; readers stitch the chunks back in order and
 check each one's sha256 as they stream (:func:`read_file`), never holding a file in memory.
 
+The short last chunk of a record file (its *tail*) is superseded as soon as the file grows, so it
+is not shared: it is stored under the run, ``<prefix>/runs/<id>/tails/<sha256>``, named by the
+file's ``"tail"`` in the manifest, and deleted once a manifest that no longer names it is written
+(a chunk under ``chunks/`` may be named by any run's manifest, and is never deleted). A reader
+that finds a tail gone (the file grew while it read) reads the newer manifest and goes on.
+
 The client is boto3, configured as every AWS tool is: ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``
 (or ``~/.aws/credentials``, a profile, an instance role), ``AWS_DEFAULT_REGION`` and
 ``AWS_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL_S3``) for MinIO, Ceph or any S3-compatible store.
@@ -16,6 +22,7 @@ The client is boto3, configured as every AWS tool is: ``AWS_ACCESS_KEY_ID``/``AW
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 from collections.abc import Iterator
@@ -110,6 +117,29 @@ class ObjectStore:
         except (BotoCoreError, ClientError) as exc:
             raise self._fail(f"upload of {key}", exc) from None
 
+    def put_tail(self, run_id: str, data: bytes, sha: str) -> str:
+        """Upload the short last chunk of a record file under the run; return its key."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        key = self.key("runs", run_id, "tails", sha)
+        checksum = base64.b64encode(bytes.fromhex(sha)).decode()
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ChecksumSHA256=checksum)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(f"upload of the last chunk {sha[:12]} of run {run_id}", exc) from None
+        return key
+
+    def drop_tails(self, keys: set[str]) -> None:
+        """Delete superseded tails (after the manifest that no longer names them was written).
+
+        Best effort: a tail that cannot be deleted now is only unused bytes, never a wrong read.
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        for key in sorted(keys):  # one that fails is left behind: named by no manifest, read by no one
+            with contextlib.suppress(BotoCoreError, ClientError):
+                self.client.delete_object(Bucket=self.bucket, Key=key)
+
     def manifest(self, run_id: str) -> dict[str, Any] | None:
         data = self.get(self.key("runs", run_id, "manifest.json"))
         return None if data is None else orjson.loads(data)
@@ -129,12 +159,21 @@ def read_file(store: ObjectStore, run_id: str, rel: str) -> Iterator[bytes]:
     if entry.get("object"):
         yield from _read_object(store, run_id, rel, entry)
         return
-    for i, sha in enumerate(entry["chunks"]):
-        data = store.get(store.key("chunks", sha))
+    i = 0
+    while i < len(entry["chunks"]):
+        sha = entry["chunks"][i]
+        tail = entry.get("tail") if i == len(entry["chunks"]) - 1 else None
+        data = store.get(tail or store.key("chunks", sha))
+        if data is None and tail:  # superseded while this was read: the newer manifest goes on
+            newer = (store.manifest(run_id) or {}).get("files", {}).get(rel)
+            if newer and newer.get("tail") != tail and newer["chunks"][:i] == entry["chunks"][:i]:
+                entry = newer
+                continue
         if data is None or hashlib.sha256(data).hexdigest() != sha:
             state = "missing" if data is None else "damaged (its sha256 differs)"
             raise StorageError(f"{store.url}: run {run_id} file {rel}: chunk {i} ({sha[:12]}) is {state}")
         yield data
+        i += 1
 
 
 def _read_object(store: ObjectStore, run_id: str, rel: str, entry: dict[str, Any]) -> Iterator[bytes]:
@@ -220,7 +259,7 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
     ObjectSyncReport(runs=3, runs_sent=1, chunks_sent=4, bytes_sent=2621440)
     """
     from labledger.store.ledger import Ledger
-    from labledger.store.manifest import complete_size, index_rows, run_files
+    from labledger.store.manifest import APPEND_ONLY, complete_size, index_rows, run_files
 
     store = ObjectStore(url, client=client)
     book = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
@@ -234,7 +273,8 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
         for info in infos:
             run_dir = book.run_dir(info.id)
             old = store.manifest(info.id) or {"files": {}}
-            known = {c for f in old["files"].values() for c in f["chunks"]}
+            known = shared_chunks(old)
+            old_tails = tails(old)
             files: dict[str, Any] = {}
             sent = 0
             for rel in run_files(run_dir):
@@ -243,6 +283,7 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
                 if rel.endswith(".jsonl"):
                     size = complete_size(path, size)
                 chunks = []
+                entry: dict[str, Any] = {"size": size, "chunks": chunks}
                 with open(path, "rb") as f:
                     left = size
                     while left > 0:
@@ -252,15 +293,23 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
                         left -= len(data)
                         sha = hashlib.sha256(data).hexdigest()
                         chunks.append(sha)
-                        if sha not in known:
+                        if rel in APPEND_ONLY and len(data) < CHUNK:  # a tail, superseded when the file grows
+                            entry["tail"] = store.key("runs", info.id, "tails", sha)
+                            if entry["tail"] in old_tails:
+                                continue
+                            store.put_tail(info.id, data, sha)
+                        elif sha in known:
+                            continue
+                        else:
                             store.put_chunk(data, sha)
                             known.add(sha)
-                            sent += 1
-                            report.bytes_sent += len(data)
-                files[rel] = {"size": size, "chunks": chunks}
+                        sent += 1
+                        report.bytes_sent += len(data)
+                files[rel] = entry
             doc = {"run": info.id, "files": files, "index": index_rows(book, info.id)}
             if doc != {k: old.get(k) for k in doc}:
                 store.put_json(store.key("runs", info.id, "manifest.json"), doc)
+                store.drop_tails(old_tails - tails(doc))
                 report.runs_sent += 1
             report.chunks_sent += sent
     finally:
@@ -269,11 +318,42 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
     return report
 
 
+def shared_chunks(doc: dict[str, Any]) -> set[str]:
+    """The chunks under ``chunks/`` that a run's manifest names (not its tails, not whole objects).
+
+    >>> sorted(shared_chunks({"files": {"a": {"chunks": ["x", "y"], "tail": "runs/r/tails/y"}, "b": {"chunks": ["z"]}}}))
+    ['x', 'z']
+    """
+    out: set[str] = set()
+    for f in doc["files"].values():
+        if not f.get("object"):
+            out.update(f["chunks"][:-1] if f.get("tail") else f["chunks"])
+    return out
+
+
+def tails(doc: dict[str, Any]) -> set[str]:
+    """The keys of the tails a run's manifest names.
+
+    >>> tails({"files": {"a": {"chunks": ["x", "y"], "tail": "runs/r/tails/y"}, "b": {"chunks": ["z"]}}})
+    {'runs/r/tails/y'}
+    """
+    return {f["tail"] for f in doc["files"].values() if f.get("tail")}
+
+
 #: Files at least this large (and not record files) are stored as one object, uploaded in parts.
 MULTIPART = 16 * CHUNK
 
 
-def ship_file(store: ObjectStore, run_id: str, rel: str, path: Path, entry: dict[str, Any], *, whole: bool) -> None:
+def ship_file(
+    store: ObjectStore,
+    run_id: str,
+    rel: str,
+    path: Path,
+    entry: dict[str, Any],
+    *,
+    whole: bool,
+    owner: dict[str, Any] | None = None,
+) -> None:
     """Copy one file of a server's run folder to the store, given its manifest ``entry`` (size and
     chunk hashes, already computed as it arrived), then record it in the run's manifest there.
 
@@ -281,18 +361,27 @@ def ship_file(store: ObjectStore, run_id: str, rel: str, path: Path, entry: dict
     by its sha256; with ``whole`` (a large file that is complete) the file goes as one object,
     uploaded in 8 MiB parts by boto3's transfer manager (never read whole into memory) and named by
     its digest. The run's manifest is written after the bytes, so a reader never sees a file whose
-    chunks are not all stored.
+    chunks are not all stored. ``owner`` (``origin`` and ``host`` of the ledger that synced the
+    run) goes into that manifest, so a server whose spool lost the run can take it back from the
+    store still owned by the same ledger (:func:`stored_runs`).
     """
     from botocore.exceptions import BotoCoreError, ClientError
 
     from labledger.store.manifest import digest
 
     doc = store.manifest(run_id) or {"run": run_id, "files": {}}
+    for k in ("origin", "host"):
+        if owner and owner.get(k) and not doc.get(k):
+            doc[k] = owner[k]
     old = doc["files"].get(rel) or {}
     chunks: list[str] = list(entry["chunks"])
     record: dict[str, Any] = {"size": entry["size"], "chunks": chunks}
+    short = bool(chunks) and entry["size"] % CHUNK != 0
+    if not whole and short:  # a record file's short last chunk: stored under the run (see the module docstring)
+        record["tail"] = store.key("runs", run_id, "tails", chunks[-1])
     if old == record or (old.get("object") and old.get("chunks") == chunks):
         return
+    before = tails(doc)
     if whole and entry["size"] >= MULTIPART:
         from boto3.s3.transfer import TransferConfig
 
@@ -307,19 +396,45 @@ def ship_file(store: ObjectStore, run_id: str, rel: str, path: Path, entry: dict
             raise store._fail(f"upload of {rel} of run {run_id}", exc) from None
         record["object"] = key
     else:
-        known = {c for f in doc["files"].values() for c in f["chunks"]}
+        known = shared_chunks(doc)
         with open(path, "rb") as f:
             for i, sha in enumerate(chunks):
-                if sha in known:
+                tail = record.get("tail") if i == len(chunks) - 1 else None
+                if (tail in before) if tail else (sha in known):
                     continue
                 f.seek(i * CHUNK)
                 data = f.read(min(CHUNK, entry["size"] - i * CHUNK))
                 if hashlib.sha256(data).hexdigest() != sha:
                     raise StorageError(f"{path}: chunk {i} changed since it was received; not shipped")
-                store.put_chunk(data, sha)
-                known.add(sha)
+                if tail:
+                    store.put_tail(run_id, data, sha)
+                else:
+                    store.put_chunk(data, sha)
+                    known.add(sha)
     doc["files"][rel] = record
     store.put_json(store.key("runs", run_id, "manifest.json"), doc)
+    store.drop_tails(before - tails(doc))
+
+
+def stored_runs(store: ObjectStore) -> list[str]:
+    """The ids of the runs that have a manifest in the store (``runs/<id>/manifest.json``).
+
+    >>> stored_runs(ObjectStore("s3://lab-runs/team"))   # doctest: +SKIP
+    ['20260101-120000-0123456789ab']
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    prefix = store.key("runs") + "/"
+    out: list[str] = []
+    try:
+        pages = store.client.get_paginator("list_objects_v2").paginate(
+            Bucket=store.bucket, Prefix=prefix, Delimiter="/"
+        )
+        for page in pages:
+            out += [p["Prefix"][len(prefix) :].rstrip("/") for p in page.get("CommonPrefixes", [])]
+    except (BotoCoreError, ClientError) as exc:
+        raise store._fail(f"listing {prefix}", exc) from None
+    return sorted(out)
 
 
 def s3_client_from_env() -> Any:
