@@ -1,4 +1,4 @@
-"""Pairing two result sets by a sorted-key join (#19): the same pairs as the dict it replaced, on
+"""Pairing two result sets by an Arrow hash join (#19): the same pairs as the dict it replaced, on
 random ids (strings, ints, both), and the same comparison whatever B's row order."""
 
 from __future__ import annotations

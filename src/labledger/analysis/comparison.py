@@ -183,30 +183,36 @@ def paired_positions(ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray | None:
     """For each id of A, the position of the same id in B (ids unique within each side), or None
     when the two sides do not hold the same ids.
 
-    A sorted-key join: both id columns sorted once, compared, and the orders composed (no Python
-    dict of a million ids). Ids that do not sort together (ints beside strings) fall back to a dict.
+    A hash join in Arrow (``pyarrow.compute.index_in``), not a Python dict of a million ids; ids
+    Arrow cannot type as one column (ints beside strings) fall back to a dict, which matches the
+    same way (``1 == 1.0``, ``1 != "1"``).
 
     >>> paired_positions(np.array(["b", "c", "a"], dtype=object), np.array(["a", "b", "c"], dtype=object)).tolist()
     [1, 2, 0]
     >>> paired_positions(np.array(["a", "b"], dtype=object), np.array(["a", "z"], dtype=object)) is None
     True
     """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     n = len(ids_a)
     if len(ids_b) != n:
         return None
     try:
-        order_a = np.argsort(ids_a, kind="stable")
-        order_b = np.argsort(ids_b, kind="stable")
-        same = bool(np.all(ids_a[order_a] == ids_b[order_b]))
-    except TypeError:  # mixed id types: no order between them
+        col_a, col_b = pa.array(ids_a), pa.array(ids_b)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        col_a = col_b = None
+    if col_a is None or col_b is None or col_a.type != col_b.type:  # mixed id types: match as Python does
         pos = {v: i for i, v in enumerate(ids_b.tolist())}
         if len(pos) != n or any(v not in pos for v in ids_a.tolist()):
             return None
         return np.fromiter((pos[v] for v in ids_a.tolist()), dtype=np.int64, count=n)
-    if not same:
+    found = pc.index_in(col_a, value_set=col_b)
+    if found.null_count:
         return None
-    out = np.empty(n, dtype=np.int64)
-    out[order_a] = order_b
+    out = np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
+    if n and int(np.bincount(out, minlength=n).max()) > 1:  # a repeated id: no one-to-one pairing
+        return None
     return out
 
 
