@@ -12,12 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from labledger.analysis.evaluation import (
     _align_labels,
     _check_applicable,
+    _check_gold,
+    _check_item_hash,
+    _examples,
     _json_params,
     _num,
-    _pair,
     _seed,
     _select_tasks,
     _specs_for,
@@ -28,7 +32,7 @@ from labledger.analysis.evaluation import (
 from labledger.analysis.intervals import correct_of as _correct
 from labledger.analysis.intervals import diff_interval, diff_notes
 from labledger.errors import ComparisonError
-from labledger.inputs.results import TOLERANCE, LabelTask, load
+from labledger.inputs.results import TOLERANCE, LabelTask, TaskData, load
 from labledger.metrics.registry import metric_key
 from labledger.metrics.resample import mcnemar
 from labledger.metrics.stats import adjust_p, clustered_mcnemar, family_note
@@ -175,6 +179,76 @@ def compare(
     return Comparison(doc)
 
 
+def paired_positions(ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray | None:
+    """For each id of A, the position of the same id in B (ids unique within each side), or None
+    when the two sides do not hold the same ids.
+
+    A hash join in Arrow (``pyarrow.compute.index_in``), not a Python dict of a million ids; ids
+    Arrow cannot type as one column (ints beside strings) fall back to a dict, which matches the
+    same way (``1 == 1.0``, ``1 != "1"``).
+
+    >>> paired_positions(np.array(["b", "c", "a"], dtype=object), np.array(["a", "b", "c"], dtype=object)).tolist()
+    [1, 2, 0]
+    >>> paired_positions(np.array(["a", "b"], dtype=object), np.array(["a", "z"], dtype=object)) is None
+    True
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(ids_a)
+    if len(ids_b) != n:
+        return None
+    try:
+        col_a, col_b = pa.array(ids_a), pa.array(ids_b)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        col_a = col_b = None
+    if col_a is None or col_b is None or col_a.type != col_b.type:  # mixed id types: match as Python does
+        pos = {v: i for i, v in enumerate(ids_b.tolist())}
+        if len(pos) != n or any(v not in pos for v in ids_a.tolist()):
+            return None
+        return np.fromiter((pos[v] for v in ids_a.tolist()), dtype=np.int64, count=n)
+    found = pc.index_in(col_a, value_set=col_b)
+    if found.null_count:
+        return None
+    out = np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
+    if n and int(np.bincount(out, minlength=n).max()) > 1:  # a repeated id: no one-to-one pairing
+        return None
+    return out
+
+
+def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData, bool]:
+    """B's items in A's order when both hold the same ids (paired), else A and B as they are when
+    ``unpaired``, else a :class:`ComparisonError` with counts and example ids."""
+    ids_a, ids_b = a.ids, b.ids
+    same_order = len(ids_a) == len(ids_b) and bool(np.all(ids_a == ids_b))
+    if not same_order:
+        where = paired_positions(ids_a, ids_b)
+        if where is None:
+            if unpaired:
+                return a, b, False
+            set_a, set_b = set(ids_a.tolist()), set(ids_b.tolist())
+            only_a, only_b = set_a - set_b, set_b - set_a
+            raise ComparisonError(
+                f"task '{a.task}': the item sets differ (A has {len(set_a)} items, B has {len(set_b)}; "
+                f"{len(only_a)} only in A, e.g. {_examples(only_a)}; {len(only_b)} only in B, e.g. "
+                f"{_examples(only_b)}). A paired comparison needs the same ids; pass --unpaired (unpaired=True) "
+                "to compare different item sets."
+            )
+        b = b.subset(where)
+    if unpaired:
+        return a, b, False
+    same_gold = (
+        isinstance(a, LabelTask)
+        and isinstance(b, LabelTask)
+        and a.labels == b.labels
+        and np.array_equal(a.gold_index, b.gold_index)
+    )
+    if not same_gold:  # (label codes over the same labels: equal codes are equal gold, no strings compared)
+        _check_gold(a, b)
+    _check_item_hash(a, b)
+    return a, b, True
+
+
 def _adjust_comparison(doc: ComparisonDoc, adjust: str) -> None:
     """``p_adjusted`` on every compared metric (one family over tasks and metrics) and ``family``."""
     tested = [e for body in doc.tasks.values() for e in body.metrics if e.p_value is not None]
@@ -184,4 +258,4 @@ def _adjust_comparison(doc: ComparisonDoc, adjust: str) -> None:
     doc.family = family_note(len(tested), adjust) if tested else None
 
 
-__all__ = ["Comparison", "compare"]
+__all__ = ["Comparison", "compare", "paired_positions"]

@@ -42,6 +42,8 @@ from labledger.metrics.sweep import best_grid_point, parse_thresholds, threshold
 BLOCK = 1 << 21
 #: Largest product grid searched exhaustively for prior multipliers (beyond: coordinate ascent).
 MAX_PRODUCT = 20_000
+#: Up to this many multipliers on the last axis, :func:`_count_products` counts them one by one.
+DIRECT_COUNT = 64
 #: Default grids.
 DEFAULT_THRESHOLDS = "0:1:0.01"
 DEFAULT_ALPHAS = "0.02:2:0.02"
@@ -312,6 +314,122 @@ def argmax_tables(
     return _rows(counts.reshape(fn, n_grid, kk), fold is not None)
 
 
+def _count_products(p: np.ndarray, w_sorted: np.ndarray, bound: np.ndarray, strict: bool) -> np.ndarray:
+    """For each item i, how many t have ``p[i] * w_sorted[t] < bound[i]`` (``strict``) or ``<=`` it.
+
+    The float products are the ones :func:`argmax_tables` compares: ``p * w`` rounded is
+    non-decreasing in ``w`` for ``p >= 0``, so the count is a cut point. Up to
+    :data:`DIRECT_COUNT` multipliers it is counted product by product; beyond, it is estimated by
+    ``searchsorted`` of ``bound / p`` and then corrected with the exact products (a division
+    rounds differently from a product), so the answer is exact either way.
+
+    >>> _count_products(np.array([0.5, 0.0]), np.array([0.5, 1.0, 2.0]), np.array([0.5, 0.0]), strict=False).tolist()
+    [2, 3]
+
+    """
+    g = len(w_sorted)
+    if g <= DIRECT_COUNT:  # a few multipliers: count them one by one (the same products, no search)
+        out = np.zeros(len(p), dtype=np.int64)
+        x = np.empty(len(p))
+        hit = np.empty(len(p), dtype=bool)
+        for w in w_sorted.tolist():
+            np.multiply(p, w, out=x)
+            (np.less if strict else np.less_equal)(x, bound, out=hit)
+            out += hit
+        return out
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = bound / p
+    est = np.searchsorted(w_sorted, ratio, side="left" if strict else "right")  # nan (0 / 0): g
+    todo = np.arange(len(p))
+    while len(todo):
+        e, pt, bt = est[todo], p[todo], bound[todo]
+        below = pt * w_sorted[np.maximum(e - 1, 0)]
+        at = pt * w_sorted[np.minimum(e, g - 1)]
+        if strict:
+            down = (e > 0) & ~(below < bt)
+            up = (e < g) & (at < bt)
+        else:
+            down = (e > 0) & ~(below <= bt)
+            up = (e < g) & (at <= bt)
+        est[todo[down]] -= 1
+        est[todo[up]] += 1
+        todo = todo[down | up]
+    return est
+
+
+def product_argmax_tables(
+    p: np.ndarray,
+    gold: np.ndarray,
+    base: np.ndarray,
+    last: int,
+    w_last: np.ndarray,
+    fold: np.ndarray | None,
+    n_folds: int,
+) -> np.ndarray:
+    """:func:`argmax_tables` of a product grid, without scoring every grid point on every item.
+
+    The grid is every combination of ``base`` (C, K) (label ``last``'s column unused) with each
+    multiplier of ``w_last`` (G_L,) > 0 for label ``last``; grid point ``c * G_L + t`` is combination
+    c with ``w_last[t]`` (the order of ``itertools.product`` with label ``last`` varying fastest).
+    For each combination and item the decision is the first label of highest ``p_k * w_k``: label
+    ``last`` exactly when ``p_last * w`` beats the labels before it (``>``) and ties or beats the
+    labels after it (``>=``); since ``p_last * w`` grows with w, that holds on a suffix of the sorted
+    multipliers, found by :func:`_count_products`; else the decision is the first argmax of the other
+    labels. One ``bincount`` of (fold, combination, gold, other decision, cut point) then gives every
+    grid point's table: the same products and comparisons as :func:`argmax_tables` (equal tables),
+    with C x n instead of C x G_L x n scores.
+    """
+    n, k = p.shape
+    n_comb, g_l = len(base), len(w_last)
+    fn = n_folds if fold is not None else 1
+    kk = k * k
+    perm = np.argsort(w_last, kind="stable")
+    w_sorted = np.ascontiguousarray(w_last[perm], dtype=np.float64)
+    slots = g_l + 1
+    counts = np.zeros(fn * n_comb * kk * slots, dtype=np.int64)
+    chunk = max(1, BLOCK // max(n_comb, 1))
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        p_last = np.ascontiguousarray(p[a:b, last])
+        head = gold[a:b].astype(np.int64) * k
+        if fold is not None:
+            head = head + fold[a:b].astype(np.int64) * (n_comb * kk)
+        for c in range(n_comb):
+            before = after = best = None
+            other = np.zeros(b - a, dtype=np.int64)
+            for lab in range(k):
+                if lab == last:
+                    continue
+                q = p[a:b, lab] * base[c, lab]
+                if lab < last:
+                    before = q if before is None else np.maximum(before, q)
+                else:
+                    after = q if after is None else np.maximum(after, q)
+                if best is None:
+                    best = q.copy()
+                    other[:] = lab
+                else:
+                    other[q > best] = lab
+                    np.maximum(best, q, out=best)
+            cut = np.zeros(b - a, dtype=np.int64)
+            if before is not None:
+                cut = _count_products(p_last, w_sorted, before, strict=False)
+            if after is not None:
+                cut = np.maximum(cut, _count_products(p_last, w_sorted, after, strict=True))
+            cells = ((head + c * kk + other) * slots) + cut
+            counts += np.bincount(cells, minlength=len(counts))
+    by_cut = counts.reshape(fn, n_comb, k, k, slots)  # (fold, combination, gold, other decision, cut)
+    # sorted multiplier t: items whose cut is <= t decide `last`, the others their other decision
+    won = np.cumsum(by_cut, axis=4)[..., :g_l].sum(axis=3)  # (fold, comb, gold, t)
+    lost = by_cut.sum(axis=4, keepdims=True) - np.cumsum(by_cut, axis=4)  # cut > t
+    tables = np.zeros((fn, n_comb, g_l, k, k), dtype=np.int64)
+    tables[..., :] = np.moveaxis(lost[..., :g_l], 4, 2)  # (fold, comb, t, gold, other)
+    tables[..., last] += np.moveaxis(won, 3, 2)
+    out = np.empty_like(tables)
+    out[:, :, perm] = tables  # back to the grid's own order of w_last
+    return _rows(out.reshape(fn, n_comb * g_l, kk), fold is not None)
+
+
 def item_f1_grid(
     s_pos: np.ndarray, y: np.ndarray, items: np.ndarray, taus: np.ndarray, fold_of_item: np.ndarray | None, n_folds: int
 ) -> np.ndarray:
@@ -529,7 +647,13 @@ def _fit_multipliers(spec, s, arr, obj, fold, n_folds, wts) -> StepFit:
         for row, combo in enumerate(itertools.product(*(axes[n] for n in names))):
             for lab, v in zip(names, combo):
                 cands[row, arr.labels.index(lab)] = v
-        values = evaluate(cands, arr, s, fold, n_folds)
+        if obj.mode == "table":  # the same tables as argmax_tables, without scoring each grid point
+            last = arr.labels.index(names[-1])
+            base = cands[:: len(axes[names[-1]])]
+            tables = product_argmax_tables(s.p, arr.gold, base, last, axes[names[-1]], fold, n_folds)
+            values = _table_values(obj, arr, tables)
+        else:
+            values = evaluate(cands, arr, s, fold, n_folds)
         best = _pick(values, obj, distance(cands), "prior_multiplier")
         steps = [Step("prior_multiplier", {"weights": _wdict(arr.labels, cands[b])}) for b in best]
         return StepFit(
@@ -626,6 +750,7 @@ __all__ = [
     "item_f1_grid",
     "nll",
     "objective_from_key",
+    "product_argmax_tables",
     "resolve_objective",
     "row_weights",
     "source_prior",
