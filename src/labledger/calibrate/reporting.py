@@ -33,7 +33,6 @@ from labledger.calibrate.recipe import Recipe, TaskRecipe, item_hashes, load_rec
 from labledger.calibrate.search import Objective, objective_from_key, resolve_objective
 from labledger.errors import CalibrationError, UnknownNameError
 from labledger.metrics.analytic import analytic_interval, normal_draws, paired_analytic, use_analytic
-from labledger.metrics.prepared import Prepared
 from labledger.metrics.resample import _p_value, percentile_interval, resample_values, rng_for
 from labledger.schema import SCHEMA_VERSION, CalibrationDoc, MetricId, decode, format_p
 from labledger.schema.documents import CalibrationValue
@@ -211,20 +210,6 @@ def reliability(arr: TaskArrays, s: Scores, bins: int) -> list[dict[str, Any]]:
     return out
 
 
-def _value_once(prep: Prepared) -> Prepared:
-    """``prep`` with its unweighted value computed once: the entries below ask each variant's value
-    of every interval and test (13 times a metric; an exact ``fsum`` over the items each time).
-    Weighted values are still computed as asked."""
-    value = prep.value()
-    weighted = prep.value
-
-    def cached(sample_weight: Any = None) -> Any:
-        return value if sample_weight is None else weighted(sample_weight)
-
-    setattr(prep, "value", cached)  # noqa: B010 (an instance attribute shadowing the method)
-    return prep
-
-
 def _display(obj: Objective) -> str:
     """The name a metric is shown under (the two ECEs apart)."""
     if obj.metric.name == "ece":
@@ -261,7 +246,7 @@ def _entries(
             continue
         seen.add(obj.key)
         names = list(variants)
-        preps = [_value_once(obj.prepared(arr, variants[v])) for v in names]
+        preps = [obj.prepared(arr, variants[v]) for v in names]
         values = [float(p.value()) for p in preps]
         groups = None if obj.mode == "items" else arr.group
         draws = None

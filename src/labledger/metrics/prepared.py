@@ -60,6 +60,8 @@ class _Bound:
     n: int
     n_used: int
     columns: tuple[str, ...] | None = None
+    #: the unit-weight value, computed on first ask (the prepared data never changes)
+    _unit: Any = field(default=None, init=False, repr=False, compare=False)
 
     def _check_weights(self, weights: npt.ArrayLike) -> np.ndarray:
         w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
@@ -77,7 +79,9 @@ class _Bound:
     def value(self, sample_weight: npt.ArrayLike | None = None) -> Any:
         """The point value (unit weights unless ``sample_weight``): a float, or a dict for tables."""
         if sample_weight is None:
-            out = self._unit_value()
+            if self._unit is None:
+                self._unit = self._unit_value()
+            out = self._unit
         else:
             w = np.asarray(sample_weight, dtype=np.float64)
             if w.shape != (self.n,):
