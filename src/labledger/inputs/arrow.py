@@ -16,8 +16,6 @@ from typing import Any
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pj
 import xxhash
 
 from labledger.errors import RecordError
@@ -36,6 +34,9 @@ from labledger.inputs.results import (
     binary_task,
     canonical_codes,
 )
+
+# pyarrow.compute and pyarrow.json are imported inside the JSONL reader's functions: a read from the
+# columnar cache needs neither (pyarrow.compute alone is ~0.05 s of start-up, #19)
 
 
 class _Fallback(Exception):
@@ -67,6 +68,8 @@ def _is_num(t: pa.DataType) -> bool:
 
 def _labels(arr: pa.Array) -> pa.Array:
     """Gold values as label strings (the same rule as the row checker's)."""
+    import pyarrow.compute as pc
+
     t = arr.type
     if pa.types.is_string(t):
         return arr
@@ -157,6 +160,9 @@ def read_arrow(
 
 
 def _read_arrow(data: bytes, name: str, tolerance: float, positive: Any, repeats: bool) -> ResultSet | None:
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
     if not data or data.isspace() or not safe_for_arrow(data):
         return None
     n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
@@ -187,6 +193,8 @@ def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeat
     """The repeat field when some id repeats within a task (the row reader's rule, vectorised):
     ``None`` when ids are unique; raises ``_Fallback`` when they are not and no field explains them
     (the row reader then raises the duplicate id with its line)."""
+    import pyarrow.compute as pc
+
     n = table.num_rows
     enc = pc.dictionary_encode(ids)
     if len(enc.dictionary) == n:
@@ -213,6 +221,8 @@ def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeat
 
 
 def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, repeats: bool = False) -> ResultSet:
+    import pyarrow.compute as pc
+
     cols = set(table.column_names)
     if not {"id", "task", "gold"} <= cols or "scores" in cols:
         raise _Fallback
@@ -300,6 +310,8 @@ def _classification(
     tol: float,
     positive: str | None,
 ) -> ProbTask:
+    import pyarrow.compute as pc
+
     if not pa.types.is_struct(probs.type):
         raise _Fallback
     n = len(probs)
@@ -352,6 +364,8 @@ def _binary(
     positive: str | None,
     source: str,
 ) -> ProbTask:
+    import pyarrow.compute as pc
+
     score = _numbers(table.column("score").chunk(0).take(idx))
     if not (np.isfinite(score).all() and (score >= 0).all() and (score <= 1).all()):
         raise _Fallback
@@ -389,6 +403,8 @@ def _scalar_type(t: pa.DataType) -> bool:
 
 
 def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array) -> None:
+    import pyarrow.compute as pc
+
     n = td.n
     if "slices" in table.column_names:
         sl = table.column("slices").chunk(0).take(idx)

@@ -97,7 +97,7 @@ class _Task:
     @property
     def n(self) -> int:
         """Number of items."""
-        return len(self.ids)
+        return len(self.lines)
 
     @property
     def slices(self) -> dict[str, np.ndarray]:
@@ -121,6 +121,12 @@ class _Task:
             # The reading API before the split had one class with every kind's fields: reading a
             # field of another kind still gives its old default (``()`` or ``None``) at run time.
             # Type checkers do not see this, so typed code uses the fields of its task's class.
+            if name == "ids" and "_ids_from" in self.__dict__:
+                # ids read from the columnar cache become an object array on first use (#19):
+                # most evaluations never look at them, and the conversion loads pandas
+                ids = self.__dict__.pop("_ids_from")()
+                self.__dict__["ids"] = ids
+                return ids
             if name in _OTHER_KINDS_FIELDS:
                 return _OTHER_KINDS_FIELDS[name]
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
