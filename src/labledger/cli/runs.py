@@ -8,9 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich import box
-from rich.markup import escape
-from rich.table import Table
 
 from labledger.cli.base import (
     console,
@@ -74,6 +71,13 @@ def headline(summary: dict[str, Any], limit: int = 3) -> str:
 #: terminal (the last first); ``id`` and ``name`` always stay, whole.
 RUN_COLUMNS = ("id", "name", "group", "status", "steps", "started", "duration", "headline")
 DROP_ORDER = ("group", "steps", "duration", "started", "status", "headline")
+
+
+def escape(text: str) -> str:
+    """rich's markup escape, imported on first use: ``runs --json`` and ``show --json`` load no rich (#19)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def _cell(info, col: str, fields: dict[str, Any]) -> str:
@@ -179,6 +183,9 @@ def runs_cmd(group, tag, status, name, where, sort, columns, limit, ledger_path,
     if not infos:
         console.print(f"No runs in {ledger.root} match.")
         return
+    from rich import box
+    from rich.table import Table
+
     rows = [[_cell(i, c, fields.get(i.id, {})) for c in cols] for i in infos]
     shown = cols if columns else fit_columns(cols, rows, console.width)
     table = Table(title=f"Runs in {ledger.root}", title_justify="left", box=box.SIMPLE_HEAD)
@@ -232,6 +239,8 @@ def show_cmd(run, ledger_path, as_json):
     if as_json:
         emit_json(doc)
         return
+    from rich.table import Table
+
     status = f"[{STATUS_STYLE.get(view.status, '')}]{view.status}[/]"
     console.print(f"[bold]{escape(view.name)}[/]  {view.id}  {status}")
     git = meta.get("git") or {}

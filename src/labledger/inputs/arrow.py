@@ -33,6 +33,7 @@ from labledger.inputs.results import (
     _set_positive_column,
     binary_task,
     canonical_codes,
+    defer_ids,
 )
 
 # pyarrow.compute and pyarrow.json are imported inside the JSONL reader's functions: a read from the
@@ -86,10 +87,15 @@ def _numbers(arr: pa.Array) -> np.ndarray:
     return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
-def _valid(table: pa.Table, name: str, idx: pa.Array) -> np.ndarray:
+def _take(arr: Any, idx: pa.Array | None) -> Any:
+    """``arr.take(idx)``; ``arr`` itself when ``idx`` is None (a file of one task: every row, in order)."""
+    return arr if idx is None else arr.take(idx)
+
+
+def _valid(table: pa.Table, name: str, idx: pa.Array | None) -> np.ndarray:
     if name not in table.column_names:
-        return np.zeros(len(idx), dtype=bool)
-    col = table.column(name).take(idx)
+        return np.zeros(table.num_rows if idx is None else len(idx), dtype=bool)
+    col = _take(table.column(name), idx)
     return np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
 
@@ -240,12 +246,15 @@ def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, rep
     if any(not t for t in names):
         raise _Fallback
     repeat = _repeat_field(table, codes, ids, repeats)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    if len(names) == 1:  # one task: its rows are the table's, in order (no argsort, no column copies)
+        order, bounds = np.arange(len(codes)), np.array([0, len(codes)])
+    else:
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
     tasks: dict[str, TaskData] = {}
     for t, task in enumerate(names):
         idx_np = order[bounds[t] : bounds[t + 1]]
-        idx = pa.array(idx_np)
+        idx = None if len(names) == 1 else pa.array(idx_np)
         td = _read_task(table, task, idx_np, idx, ids, tolerance, _positive_of(positive, task), name, repeat)
         tasks[task] = td
     return ResultSet(tasks, source=name, repeat_field=repeat)
@@ -255,7 +264,7 @@ def _read_task(
     table: pa.Table,
     task: str,
     idx_np: np.ndarray,
-    idx: pa.Array,
+    idx: pa.Array | None,
     ids_all: pa.Array,
     tol: float,
     positive: str | None,
@@ -263,19 +272,18 @@ def _read_task(
     repeat: str | None = None,
 ) -> TaskData:
     n = len(idx_np)
-    ids = ids_all.take(idx)
-    id_arr = np.empty(n, dtype=object)
-    id_arr[:] = ids.to_pylist()  # ~5x faster than Array.to_numpy for strings
+    ids = _take(ids_all, idx)
+    id_arr = np.empty(0, dtype=object)  # ids become an object array on first use (defer_ids below)
     lines = idx_np.astype(np.int64) + 1
     has_probs = _valid(table, "probs", idx)
     has_score = _valid(table, "score", idx)
     has_pred = _valid(table, "pred", idx)
-    gold = table.column("gold").chunk(0).take(idx)
+    gold = _take(table.column("gold").chunk(0), idx)
     if gold.null_count:
         raise _Fallback
     td: TaskData
     if has_probs.all():
-        td = _classification(task, id_arr, lines, table.column("probs").chunk(0).take(idx), gold, tol, positive)
+        td = _classification(task, id_arr, lines, _take(table.column("probs").chunk(0), idx), gold, tol, positive)
     elif not has_probs.any() and has_score.all():
         td = _binary(task, id_arr, lines, table, idx, gold, positive, source)
     elif not has_probs.any() and not has_score.any() and has_pred.all():
@@ -284,20 +292,21 @@ def _read_task(
             ids=id_arr,
             lines=lines,
             gold_value=_numbers(gold),
-            pred_value=_numbers(table.column("pred").chunk(0).take(idx)),
+            pred_value=_numbers(_take(table.column("pred").chunk(0), idx)),
         )
         if not (np.isfinite(td.gold_value).all() and np.isfinite(td.pred_value).all()):
             raise _Fallback
     else:
         raise _Fallback
     if "positive" in table.column_names and td.kind != "binary":
-        pos = table.column("positive").chunk(0).take(idx)
+        pos = _take(table.column("positive").chunk(0), idx)
         if pos.null_count != n:
             raise _Fallback  # rare: let the row checker judge it
     _slices_group_extras(td, table, idx)
     if repeat is not None:
         td.repeat = np.empty(n, dtype=object)
-        td.repeat[:] = table.column(repeat).chunk(0).take(idx).to_pylist()
+        td.repeat[:] = _take(table.column(repeat).chunk(0), idx).to_pylist()
+    defer_ids(td, ids)
     return td
 
 
@@ -359,14 +368,14 @@ def _binary(
     ids: np.ndarray,
     lines: np.ndarray,
     table: pa.Table,
-    idx: pa.Array,
+    idx: pa.Array | None,
     gold: pa.Array,
     positive: str | None,
     source: str,
 ) -> ProbTask:
     import pyarrow.compute as pc
 
-    score = _numbers(table.column("score").chunk(0).take(idx))
+    score = _numbers(_take(table.column("score").chunk(0), idx))
     if not (np.isfinite(score).all() and (score >= 0).all() and (score <= 1).all()):
         raise _Fallback
     g = _labels(gold)
@@ -374,7 +383,7 @@ def _binary(
     golds = set(enc.dictionary.to_pylist())
     row_pos = None
     if "positive" in table.column_names:
-        pos_col = table.column("positive").chunk(0).take(idx)
+        pos_col = _take(table.column("positive").chunk(0), idx)
         if pos_col.null_count not in (0, len(pos_col)):
             raise _Fallback
         if pos_col.null_count == 0:
@@ -402,12 +411,12 @@ def _scalar_type(t: pa.DataType) -> bool:
     )
 
 
-def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array) -> None:
+def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array | None) -> None:
     import pyarrow.compute as pc
 
     n = td.n
     if "slices" in table.column_names:
-        sl = table.column("slices").chunk(0).take(idx)
+        sl = _take(table.column("slices").chunk(0), idx)
         if not pa.types.is_struct(sl.type):
             if sl.null_count != n:
                 raise _Fallback
@@ -425,7 +434,7 @@ def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array) -> None:
                 codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
                 td.slice_columns[f.name] = (codes, enc.dictionary.to_pylist())
     if "group" in table.column_names:
-        grp = table.column("group").chunk(0).take(idx)
+        grp = _take(table.column("group").chunk(0), idx)
         if grp.null_count != n:
             if not (pa.types.is_string(grp.type) or pa.types.is_int64(grp.type)):
                 raise _Fallback
@@ -441,7 +450,7 @@ def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array) -> None:
     for name in table.column_names:
         if name in _CORE:
             continue
-        col = table.column(name).chunk(0).take(idx)
+        col = _take(table.column(name).chunk(0), idx)
         if col.null_count != n:
             extras[name] = col
     td.extras = LazyColumns(extras)

@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from labledger.inputs.results import ProbTask, RegressionTask, ResultSet, TaskData
+from labledger.inputs.results import ProbTask, RegressionTask, ResultSet, TaskData, defer_ids, deferred_ids
 
 _META = b"labledger.results"
 
@@ -46,7 +46,10 @@ def result_set_to_table(rs: ResultSet) -> pa.Table | None:
     for t, (name, td) in enumerate(rs.tasks.items()):
         p = f"t{t}."
         info: dict[str, Any] = {"task": name, "kind": td.kind, "n": td.n, "start": start}
-        cols: dict[str, Any] = {"id": pa.array(td.ids.tolist(), pa.string())}
+        arrow_ids = deferred_ids(td)
+        if isinstance(arrow_ids, pa.ChunkedArray):
+            arrow_ids = arrow_ids.combine_chunks()
+        cols: dict[str, Any] = {"id": arrow_ids if arrow_ids is not None else pa.array(td.ids.tolist(), pa.string())}
         if td.n and np.array_equal(td.lines, np.arange(td.lines[0], td.lines[0] + td.n)):
             info["first_line"] = int(td.lines[0])  # consecutive lines: no column
         else:
@@ -112,12 +115,6 @@ def _numbers(column: pa.ChunkedArray, dtype: Any) -> np.ndarray:
         return np.asarray(column.to_numpy(), dtype=dtype)
     data = np.frombuffer(arr.buffers()[1], dtype=plain, count=len(arr) + arr.offset)[arr.offset :]
     return np.array(data, dtype=dtype)
-
-
-def _defer_ids(td: TaskData, column: pa.ChunkedArray) -> None:
-    """Make ``td.ids`` the object array of ``column``, built on first access (see ``_Task.__getattr__``)."""
-    del td.__dict__["ids"]
-    td.__dict__["_ids_from"] = column.to_numpy  # an object array of str
 
 
 def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
@@ -195,7 +192,7 @@ def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
                 score=probs[:, labels.index(positive)].copy() if info["has_score"] else None,
                 positive=positive,
             )
-        _defer_ids(td, id_col)
+        defer_ids(td, id_col)
         out[info["task"]] = td
     return ResultSet(out, source=source, repeat_field=doc["repeat_field"])
 
