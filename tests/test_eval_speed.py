@@ -234,3 +234,18 @@ def test_eval_from_the_cache_loads_no_pandas_dataset_or_compute(tmp_path, monkey
     assert "labledger.analysis.evaluation" in mods and "pyarrow.parquet" in mods  # it did read the cache
     heavy = {m for m in mods if m.split(".")[0] == "pandas" or m.startswith(("pyarrow.dataset", "pyarrow.compute"))}
     assert not heavy
+
+
+def test_runs_and_show_json_load_no_rich(tmp_path):
+    ledger = tmp_path / "ledger"
+    with labledger.start_run("r", ledger=ledger) as run:
+        run.log(1, loss=0.5)
+    env = {**os.environ, "PYTHONPATH": SRC, "LABLEDGER_DIR": str(ledger)}
+    for args in (["runs", "--json"], ["show", "r", "--json"]):
+        res = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "labledger", *args], capture_output=True, text=True, env=env
+        )
+        assert res.returncode == 0, res.stderr[-2000:]
+        mods = {ln.rsplit("|", 1)[1].strip() for ln in res.stderr.splitlines() if ln.startswith("import time:")}
+        # (the command's module itself is imported through importlib, which -X importtime does not list)
+        assert "labledger.store.ledger" in mods and not {m for m in mods if m.split(".")[0] == "rich"}
