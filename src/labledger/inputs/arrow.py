@@ -20,6 +20,7 @@ import xxhash
 
 from labledger.errors import RecordError
 from labledger.inputs.columnar import cached_table, content_key, store_table, wanted
+from labledger.inputs.result_table import arrow_numpy
 from labledger.inputs.results import (
     _CORE,
     MAX_ID_CHARS,
@@ -84,7 +85,7 @@ def _labels(arr: pa.Array) -> pa.Array:
 def _numbers(arr: pa.Array) -> np.ndarray:
     if not _is_num(arr.type) or arr.null_count:
         raise _Fallback
-    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+    return np.asarray(arrow_numpy(arr), dtype=np.float64)
 
 
 def _take(arr: Any, idx: pa.Array | None) -> Any:
@@ -96,7 +97,9 @@ def _valid(table: pa.Table, name: str, idx: pa.Array | None) -> np.ndarray:
     if name not in table.column_names:
         return np.zeros(table.num_rows if idx is None else len(idx), dtype=bool)
     col = _take(table.column(name), idx)
-    return np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    if col.null_count in (0, len(col)):
+        return np.full(len(col), col.null_count == 0)
+    return arrow_numpy(col.is_valid())
 
 
 def safe_for_arrow(data: bytes) -> bool:
@@ -205,7 +208,7 @@ def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeat
     enc = pc.dictionary_encode(ids)
     if len(enc.dictionary) == n:
         return None  # every id distinct in the whole file
-    id_codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    id_codes = arrow_numpy(enc.indices).astype(np.int64)
     pair = task_codes.astype(np.int64) * len(enc.dictionary) + id_codes
     if _distinct(pair):
         return None
@@ -217,7 +220,7 @@ def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeat
         col = table.column(f).chunk(0) if table.column(f).num_chunks else pa.array([], pa.int64())
         if col.null_count or not (_is_num(col.type) or pa.types.is_string(col.type)):
             raise _Fallback  # a null or a nested repeat index: the row reader judges it
-        rep = pc.dictionary_encode(col).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        rep = arrow_numpy(pc.dictionary_encode(col).indices).astype(np.int64)
         order = np.lexsort((rep, pair))
         same = (pair[order][1:] == pair[order][:-1]) & (rep[order][1:] == rep[order][:-1])
         if same.any():
@@ -241,7 +244,7 @@ def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, rep
     if not pa.types.is_string(ids.type) or ids.null_count:
         raise _Fallback
     enc = pc.dictionary_encode(task_col)
-    codes = enc.indices.to_numpy(zero_copy_only=False)
+    codes = arrow_numpy(enc.indices)
     names = enc.dictionary.to_pylist()
     if any(not t for t in names):
         raise _Fallback
@@ -338,13 +341,17 @@ def _classification(
     labels = sorted(fields)
     mat = np.empty((n, len(labels)), dtype=np.float64)
     for j, lab in enumerate(labels):
-        mat[:, j] = fields[lab].to_numpy(zero_copy_only=False)
+        mat[:, j] = arrow_numpy(fields[lab])
     if not (np.isfinite(mat).all() and (mat >= 0).all() and (mat <= 1).all()):
         raise _Fallback
     if n and np.abs(mat.sum(axis=1) - 1.0).max() > tol:
         raise _Fallback
-    gold_idx = pc.index_in(_labels(gold), value_set=pa.array(labels, pa.string()))
-    if gold_idx.null_count:
+    # pc.index_in(gold, value_set=labels), through the gold values' dictionary: building an Arrow
+    # array from a Python list would import pandas (#19)
+    enc = pc.dictionary_encode(_labels(gold))
+    lut = np.array([labels.index(v) if v in fields else -1 for v in enc.dictionary.to_pylist()], dtype=np.int64)
+    gold_idx = lut[arrow_numpy(enc.indices)] if len(lut) else np.zeros(0, np.int64)
+    if (gold_idx < 0).any():
         raise _Fallback
     td = ProbTask(
         task=task,
@@ -353,7 +360,7 @@ def _classification(
         kind="classification",
         labels=tuple(labels),
         probs=mat,
-        gold_index=gold_idx.to_numpy(zero_copy_only=False).astype(np.int64),
+        gold_index=gold_idx,
         pred_index=mat.argmax(axis=1).astype(np.int64) if n else np.zeros(0, np.int64),
     )
     try:
@@ -380,7 +387,8 @@ def _binary(
         raise _Fallback
     g = _labels(gold)
     enc = pc.dictionary_encode(g)
-    golds = set(enc.dictionary.to_pylist())
+    gold_values = enc.dictionary.to_pylist()
+    golds = set(gold_values)
     row_pos = None
     if "positive" in table.column_names:
         pos_col = _take(table.column("positive").chunk(0), idx)
@@ -397,7 +405,8 @@ def _binary(
         raise _Fallback from None
     if len(golds - {pos}) > 1:
         raise _Fallback
-    gold_pos = pc.equal(g, pos).to_numpy(zero_copy_only=False)
+    # equal to pc.equal(g, pos), from the codes: a Python scalar argument would import pandas (#19)
+    gold_pos = arrow_numpy(enc.indices) == (gold_values.index(pos) if pos in golds else -1)
     return binary_task(task, ids, lines, pos, golds, score, gold_pos)
 
 
@@ -431,7 +440,7 @@ def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array | None) ->
                 if not _scalar_type(f.type) or pa.types.is_null(f.type):
                     raise _Fallback
                 enc = pc.dictionary_encode(child, null_encoding="encode")
-                codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+                codes = arrow_numpy(enc.indices).astype(np.int32)
                 td.slice_columns[f.name] = (codes, enc.dictionary.to_pylist())
     if "group" in table.column_names:
         grp = _take(table.column("group").chunk(0), idx)
@@ -439,8 +448,8 @@ def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array | None) ->
             if not (pa.types.is_string(grp.type) or pa.types.is_int64(grp.type)):
                 raise _Fallback
             enc = pc.dictionary_encode(grp)
-            codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-            valid = grp.is_valid().to_numpy(zero_copy_only=False)
+            codes = arrow_numpy(pc.fill_null(enc.indices, -1)).astype(np.int64)
+            valid = arrow_numpy(grp.is_valid())
             if not valid.all():
                 codes = codes.copy()
                 missing = np.flatnonzero(~valid)

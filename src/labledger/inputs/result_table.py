@@ -99,22 +99,44 @@ def result_set_to_table(rs: ResultSet) -> pa.Table | None:
     return pa.table(columns).replace_schema_metadata({_META: meta})
 
 
-_PLAIN = {pa.float64(): np.float64, pa.int64(): np.int64, pa.int32(): np.int32}
+_PLAIN = {
+    pa.float64(): np.float64,
+    pa.int64(): np.int64,
+    pa.int32(): np.int32,
+    pa.int16(): np.int16,
+    pa.int8(): np.int8,
+    pa.uint8(): np.uint8,
+    pa.uint32(): np.uint32,
+}
+
+
+def arrow_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A numeric or boolean Arrow column without nulls as a writable numpy array, from its buffers;
+    anything else through pyarrow's ``to_numpy``. (pyarrow's ``to_numpy`` imports pandas: ~0.3 s of
+    every read's start-up, #19.)
+
+    >>> arrow_numpy(pa.chunked_array([[1.5, 2.5], [3.5]])).tolist(), arrow_numpy(pa.array([True, False, True]).slice(1)).tolist()
+    ([1.5, 2.5, 3.5], [False, True])
+    """
+    arr = column if not isinstance(column, pa.ChunkedArray) else column.combine_chunks()
+    if arr.null_count == 0:
+        n, off = len(arr), arr.offset
+        plain = _PLAIN.get(arr.type)
+        if plain is not None:
+            return np.frombuffer(arr.buffers()[1], dtype=plain, count=n + off)[off:].copy()
+        if pa.types.is_boolean(arr.type):
+            bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8, count=(n + off + 7) // 8)
+            return np.unpackbits(bits, count=n + off, bitorder="little")[off:].astype(bool)
+    return np.asarray(arr.to_numpy(zero_copy_only=False))
 
 
 def _numbers(column: pa.ChunkedArray, dtype: Any) -> np.ndarray:
-    """A numeric column as a (writable) numpy array: from its data buffer when it has no nulls (pyarrow's
-    ``to_numpy`` imports pandas, ~0.3 s of a command's start-up, #19), else through ``to_numpy``.
+    """A numeric column as a (writable) numpy array of ``dtype`` (:func:`arrow_numpy`).
 
     >>> _numbers(pa.chunked_array([[1.5, 2.5], [3.5]]), np.float64).tolist()
     [1.5, 2.5, 3.5]
     """
-    arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    plain = _PLAIN.get(arr.type)
-    if plain is None or arr.null_count:
-        return np.asarray(column.to_numpy(), dtype=dtype)
-    data = np.frombuffer(arr.buffers()[1], dtype=plain, count=len(arr) + arr.offset)[arr.offset :]
-    return np.array(data, dtype=dtype)
+    return np.asarray(arrow_numpy(column), dtype=dtype)
 
 
 def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
