@@ -249,3 +249,23 @@ def test_runs_and_show_json_load_no_rich(tmp_path):
         mods = {ln.rsplit("|", 1)[1].strip() for ln in res.stderr.splitlines() if ln.startswith("import time:")}
         # (the command's module itself is imported through importlib, which -X importtime does not list)
         assert "labledger.store.ledger" in mods and not {m for m in mods if m.split(".")[0] == "rich"}
+
+
+def test_reading_a_results_file_imports_no_pandas(tmp_path):
+    rows = [{"id": f"c{i}", "task": "t", "gold": "ab"[i % 2], "probs": {"a": 0.3, "b": 0.7}} for i in range(30)]
+    rows += [{"id": f"b{i}", "task": "u", "gold": "yes" if i % 3 else "no", "score": 0.4} for i in range(30)]
+    for name, part in (("cls", rows[:30]), ("bin", rows[30:])):
+        (tmp_path / f"{name}.jsonl").write_bytes(b"\n".join(orjson.dumps(r) for r in part) + b"\n")
+    code = (
+        "import sys\n"
+        "from labledger.inputs.results import read_results\n"
+        f"a = read_results({str(tmp_path / 'cls.jsonl')!r}, cache=False)\n"
+        f"b = read_results({str(tmp_path / 'bin.jsonl')!r}, positive='yes', cache=False)\n"
+        "assert type(a['t'].extras).__name__ == 'LazyColumns'  # the Arrow reader read them\n"
+        "print(a['t'].gold_index.tolist()[:4], int(b['u'].gold_index.sum()), 'pandas' in sys.modules)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": SRC}
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["[0,", "1,", "0,", "1]", "20", "False"]
