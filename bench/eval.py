@@ -7,7 +7,9 @@ the start of the case. CPU is the stable figure on a shared machine; wall is wha
 
 Cases (``--only`` picks some by name):
 
-- ``eval``: ``labledger eval FILE --json`` (default metrics, 95% intervals), end to end from JSONL;
+- ``eval``: ``labledger eval FILE --json`` (default metrics, 95% intervals), end to end from JSONL
+  (the columnar cache off);
+- ``eval-cached``: the same reading the columnar cache entry (filled by an untimed first run);
 - ``eval-compute``: the same in one process, ``evaluate`` timed apart from reading (``read`` column);
 - ``eval-3``: accuracy, macro F1 and ROC-AUC, ``--resamples 0`` (like for like with the peers);
 - ``pandas``: ``pd.read_json`` + sklearn (accuracy, macro F1, ROC-AUC; no intervals);
@@ -19,6 +21,13 @@ Cases (``--only`` picks some by name):
     python bench/eval.py --rows 1000000            # ~1-2 minutes on 2 quiet cores
     python bench/eval.py --rows 10000000 --only eval,eval-compute,compare,calibrate
     python bench/eval.py --rows 200000 --reps 3 --markdown
+    python bench/eval.py --rows 1000000 --only eval,eval-cached --kinds binary --baseline /work/main/src
+    python bench/eval.py --rows 10000000 --only eval,eval-cached,eval-compute,duckdb --kinds binary --keep D
+
+``--baseline SRC`` adds each labledger case run with ``PYTHONPATH=SRC`` (another checkout's ``src``),
+interleaved with this tree's. Bytecode is cached in a temporary folder, as in an installed package
+(``PYTHONDONTWRITEBYTECODE`` would compile every module in every process). pandas at 10M binary
+rows needs ~10 GiB of memory (reviews/perf.md): leave it out of ``--only`` on a shared machine.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-CASES = ("eval", "eval-compute", "eval-3", "pandas", "duckdb", "compare", "calibrate")
+CASES = ("eval", "eval-cached", "eval-compute", "eval-3", "pandas", "duckdb", "compare", "calibrate")
 
 COMPUTE = r"""
 import json, sys, time
@@ -140,27 +149,27 @@ def generate(kind: str, n: int, path: Path, seed: int = 0, model_seed: int | Non
             f.write(b"\n".join(lines) + b"\n")
 
 
-def run(cmd: list[str]) -> dict:
+def run(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     """Wall, CPU (user+sys) and peak RSS of one fresh subprocess, with its stdout."""
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     out, err = proc.communicate()
     wall = time.perf_counter() - t0
     return {"wall": wall, "out": out.decode(), "err": err.decode()[-400:], "rc": proc.returncode, "load": load}
 
 
-def measured(cmd: list[str]) -> dict:
+def measured(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     """Like :func:`run`, with CPU and peak RSS from ``/usr/bin/time`` when present, else rusage deltas."""
     timer = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
     if timer:
-        r = run([timer, "-f", "@@%U %S %M", *cmd])
+        r = run([timer, "-f", "@@%U %S %M", *cmd], env)
         tail = [ln for ln in r["err"].splitlines() if ln.startswith("@@")]
         if tail:
             u, s, m = tail[-1][2:].split()
             return {**r, "cpu": float(u) + float(s), "rss_mib": int(m) / 1024}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = run(cmd)
+    r = run(cmd, env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {**r, "cpu": cpu, "rss_mib": after.ru_maxrss / 1024}
@@ -174,6 +183,7 @@ def main() -> None:
     ap.add_argument("--kinds", default="binary,cls3")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--keep", help="write the files here and keep them (reused when present)")
+    ap.add_argument("--baseline", help="another checkout's src folder: its labledger cases run too, interleaved")
     args = ap.parse_args()
     only = args.only.split(",")
     lb = [sys.executable, "-m", "labledger"]
@@ -210,12 +220,20 @@ def main() -> None:
             capture_output=True,
         )
 
+    base_env = {**os.environ, "PYTHONPYCACHEPREFIX": str(tmp / "pycache"), "LABLEDGER_CACHE_DIR": "off"}
+    base_env.pop("PYTHONDONTWRITEBYTECODE", None)
+    trees = {"": base_env}
+    if args.baseline:
+        trees[" (baseline)"] = {**base_env, "PYTHONPATH": args.baseline}
+    cache_dir = tmp / "columnar-cache"
+
     def cases():
         for kind, path in files.items():
             if kind == "cls3_b":
                 continue
             pos = ["--positive", "yes"] if kind == "binary" else []
             yield kind, "eval", [*lb, "eval", str(path), *pos, "--json"]
+            yield kind, "eval-cached", [*lb, "eval", str(path), *pos, "--json"]
             yield kind, "eval-compute", [sys.executable, "-c", COMPUTE, str(path), "yes" if kind == "binary" else ""]
             yield (
                 kind,
@@ -243,19 +261,27 @@ def main() -> None:
                 yield kind, "calibrate", [*lb, "calibrate", "report", str(path), "--recipe", str(recipe), "--json"]
 
     rows: list[dict] = []
+    if "eval-cached" in only:  # fill the cache entries (not timed)
+        for _kind, case, cmd in cases():
+            if case == "eval-cached":
+                for env in trees.values():
+                    subprocess.run(cmd, env={**env, "LABLEDGER_CACHE_DIR": str(cache_dir)}, capture_output=True)
+    labledger_cases = ("eval", "eval-cached", "eval-compute", "eval-3", "compare", "calibrate")
     for rep in range(args.reps):
-        for kind, case, cmd in cases():
-            if case not in only:
+        for (kind, case, cmd), (tree, env) in ((c, t) for c in cases() for t in trees.items()):
+            if case not in only or (tree and case not in labledger_cases):
                 continue
+            if case == "eval-cached":
+                env = {**env, "LABLEDGER_CACHE_DIR": str(cache_dir)}
             if case in ("pandas", "duckdb"):
                 mod = "sklearn" if case == "pandas" else "duckdb"
                 if subprocess.run([sys.executable, "-c", f"import {mod}"], capture_output=True).returncode:
                     rows.append({"kind": kind, "case": case, "rep": rep, "skipped": f"{mod} not installed"})
                     continue
-            r = measured(cmd)
+            r = measured(cmd, env)
             row = {
                 "kind": kind,
-                "case": case,
+                "case": case + tree,
                 "rep": rep,
                 "wall": r["wall"],
                 "cpu": r["cpu"],

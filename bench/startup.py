@@ -12,6 +12,7 @@ temporary folder) as in a normal install, after one warm-up round. Goal: ``--hel
 
     python bench/startup.py                 # 7 reps
     python bench/startup.py --reps 15 --markdown
+    python bench/startup.py --reps 7 --baseline /work/main/src   # each case also on another checkout
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ def main() -> None:
         default=None,
         help="a ledger of many runs (bench/runs.py builds one of 10,000): adds its query case, on a copy of its index",
     )
+    ap.add_argument(
+        "--baseline", help="another checkout's src folder: every labledger case also runs on it, interleaved"
+    )
     a = ap.parse_args()
     tmp = Path(a.dir or tempfile.mkdtemp(prefix="labledger-startup-"))
     ledger = tmp / "ledger"
@@ -126,13 +130,20 @@ def main() -> None:
             "--ledger",
             str(qdir),
         ]
-    for cmd in cases.values():  # warm-up: fills the bytecode cache
-        timed(cmd, env)
+    envs = dict.fromkeys(cases, env)
+    if a.baseline:
+        base_env = {**env, "PYTHONPATH": a.baseline, "PYTHONPYCACHEPREFIX": str(tmp / "pycache-baseline")}
+        for name, cmd in list(cases.items()):
+            if name != "python -c pass":
+                cases[name + " (baseline)"], envs[name + " (baseline)"] = cmd, base_env
+        cases = dict(sorted(cases.items(), key=lambda kv: kv[0].removesuffix(" (baseline)")))
+    for name, cmd in cases.items():  # warm-up: fills the bytecode cache
+        timed(cmd, envs[name])
     load0 = os.getloadavg()[0]
     results: dict[str, list[tuple[float, float, float]]] = {k: [] for k in cases}
     for _ in range(a.reps):
         for name, cmd in cases.items():
-            wall, cpu, rss, rc = timed(cmd, env)
+            wall, cpu, rss, rc = timed(cmd, envs[name])
             if rc != 0:
                 raise SystemExit(f"{name}: exit {rc}")
             results[name].append((wall, cpu, rss))

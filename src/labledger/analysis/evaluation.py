@@ -173,11 +173,13 @@ def task_params(metric: Metric, params: Mapping[str, Any], td: TaskData) -> dict
 
 
 class _TaskCache:
-    """Per-task inputs shared by several metrics (the flattened ranking arrays)."""
+    """Per-task inputs shared by several metrics (the flattened ranking arrays, and each probability
+    column's ascending sort order: ROC-AUC and average precision sort a column once, #19)."""
 
     def __init__(self, td: TaskData):
         self.td = td
         self._ranking: RankingArrays | None = None
+        self.sorts: dict[int, np.ndarray] = {}
 
     def ranking(self, td: RankingTask) -> RankingArrays:
         """The flattened ranking arrays of ``td`` (the cached task), built once."""
@@ -207,7 +209,9 @@ def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: _T
             return label_prepared(metric.name, params, td.gold_index, td.pred_index, td.labels, pos=pos)
         if not isinstance(td, ProbTask):
             raise _not_for(metric, td)
-        return prob_prepared(metric.name, params, td.gold_index, td.probs, td.labels, pos=pos, pred=td.pred_index)
+        return prob_prepared(
+            metric.name, params, td.gold_index, td.probs, td.labels, pos=pos, pred=td.pred_index, sorts=cache.sorts
+        )
     if metric.needs == "values":
         if not isinstance(td, RegressionTask):
             raise _not_for(metric, td)

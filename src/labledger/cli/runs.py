@@ -8,15 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich import box
-from rich.markup import escape
-from rich.table import Table
 
+# the consoles are read as base.console when printing: importing them would load rich (#19)
+from labledger.cli import base
 from labledger.cli.base import (
-    console,
     csv_list,
     emit_json,
-    err_console,
     handle_errors,
     json_option,
     ledger_option,
@@ -74,6 +71,13 @@ def headline(summary: dict[str, Any], limit: int = 3) -> str:
 #: terminal (the last first); ``id`` and ``name`` always stay, whole.
 RUN_COLUMNS = ("id", "name", "group", "status", "steps", "started", "duration", "headline")
 DROP_ORDER = ("group", "steps", "duration", "started", "status", "headline")
+
+
+def escape(text: str) -> str:
+    """rich's markup escape, imported on first use: ``runs --json`` and ``show --json`` load no rich (#19)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def _cell(info, col: str, fields: dict[str, Any]) -> str:
@@ -177,10 +181,13 @@ def runs_cmd(group, tag, status, name, where, sort, columns, limit, ledger_path,
         emit_json({"ledger": str(ledger.root), "runs": docs})
         return
     if not infos:
-        console.print(f"No runs in {ledger.root} match.")
+        base.console.print(f"No runs in {ledger.root} match.")
         return
+    from rich import box
+    from rich.table import Table
+
     rows = [[_cell(i, c, fields.get(i.id, {})) for c in cols] for i in infos]
-    shown = cols if columns else fit_columns(cols, rows, console.width)
+    shown = cols if columns else fit_columns(cols, rows, base.console.width)
     table = Table(title=f"Runs in {ledger.root}", title_justify="left", box=box.SIMPLE_HEAD)
     for col in shown:
         table.add_column(
@@ -194,10 +201,12 @@ def runs_cmd(group, tag, status, name, where, sort, columns, limit, ledger_path,
     idx = [cols.index(c) for c in shown]
     for r in rows:
         table.add_row(*(r[i] for i in idx))
-    console.print(table)
+    base.console.print(table)
     if len(shown) < len(cols):
         hidden = ", ".join(c for c in cols if c not in shown)
-        err_console.print(f"({hidden} hidden to fit {console.width} columns; --columns picks them)", highlight=False)
+        base.err_console.print(
+            f"({hidden} hidden to fit {base.console.width} columns; --columns picks them)", highlight=False
+        )
 
 
 @click.command("show")
@@ -232,8 +241,10 @@ def show_cmd(run, ledger_path, as_json):
     if as_json:
         emit_json(doc)
         return
+    from rich.table import Table
+
     status = f"[{STATUS_STYLE.get(view.status, '')}]{view.status}[/]"
-    console.print(f"[bold]{escape(view.name)}[/]  {view.id}  {status}")
+    base.console.print(f"[bold]{escape(view.name)}[/]  {view.id}  {status}")
     git = meta.get("git") or {}
     lines = [
         ("group", view.group or "-"),
@@ -249,20 +260,20 @@ def show_cmd(run, ledger_path, as_json):
     if meta.get("error"):
         lines.append(("error", meta["error"]))
     for k, v in lines:
-        console.print(f"  [dim]{k:>9}[/]  {escape(str(v))}", markup=True, highlight=False)
+        base.console.print(f"  [dim]{k:>9}[/]  {escape(str(v))}", markup=True, highlight=False)
     if doc["config"]:
         t = Table(title="config", title_justify="left", show_header=False)
         t.add_column("key")
         t.add_column("value")
         for k, v in _flat_items(doc["config"]):
             t.add_row(escape(k), escape(str(v)))
-        console.print(t)
+        base.console.print(t)
     t = Table(title="records", title_justify="left")
     t.add_column("kind")
     t.add_column("count", justify="right")
     for k, v in doc["counts"].items():
         t.add_row(k, f"{v:,}")
-    console.print(t)
+    base.console.print(t)
     if doc["last_scalars"] or doc["headline"]:
         t = Table(title="last values", title_justify="left")
         t.add_column("name")
@@ -272,7 +283,7 @@ def show_cmd(run, ledger_path, as_json):
             t.add_row(escape(k), fmt_num(v), "summary")
         for k, v in doc["last_scalars"].items():
             t.add_row(escape(k), fmt_num(v["value"]), fmt_num(v["step"]))
-        console.print(t)
+        base.console.print(t)
     if doc["checkpoints"]:
         t = Table(title="checkpoints (paths relative to the run folder when inside it)", title_justify="left")
         for col in ("step", "path", "size", "sha256"):
@@ -286,17 +297,17 @@ def show_cmd(run, ledger_path, as_json):
             t.add_row(
                 fmt_num(c.get("step")), escape(shown), "-" if c.get("size") is None else f"{c['size']:,}", c["sha256"]
             )
-        console.print(t)
+        base.console.print(t)
     if doc["results"] or doc["evaluations"]:
-        console.print("  [dim]results[/]  " + (", ".join(doc["results"]) or "-"))
+        base.console.print("  [dim]results[/]  " + (", ".join(doc["results"]) or "-"))
         evals = sorted({e["name"] for e in doc["evaluations"] if e["kind"] != "results"})
-        console.print("  [dim]evaluations[/]  " + (", ".join(evals) or "-"))
+        base.console.print("  [dim]evaluations[/]  " + (", ".join(evals) or "-"))
     if doc["files"]:
         shown = doc["files"][:8]
         more = len(doc["files"]) - len(shown)
-        console.print("  [dim]files[/]  " + ", ".join(shown) + (f", ... ({more} more)" if more > 0 else ""))
+        base.console.print("  [dim]files[/]  " + ", ".join(shown) + (f", ... ({more} more)" if more > 0 else ""))
     for n in doc["notes"]:
-        console.print("  note: " + n, markup=False, highlight=False)
+        base.console.print("  note: " + n, markup=False, highlight=False)
 
 
 def _flat_items(d: dict[str, Any], prefix: str = ""):
@@ -377,7 +388,7 @@ def export_cmd(run, what, fmt, out, ledger_path, as_json):
     if as_json:
         emit_json(doc)
     else:
-        console.print(f"Wrote {n:,} {what} records of run {view.id} to {out_path} ({fmt}).")
+        base.console.print(f"Wrote {n:,} {what} records of run {view.id} to {out_path} ({fmt}).")
 
 
 for _cmd in (runs_cmd, show_cmd, export_cmd):

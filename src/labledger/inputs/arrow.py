@@ -16,12 +16,11 @@ from typing import Any
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pj
 import xxhash
 
 from labledger.errors import RecordError
 from labledger.inputs.columnar import cached_table, content_key, store_table, wanted
+from labledger.inputs.result_table import arrow_numpy
 from labledger.inputs.results import (
     _CORE,
     MAX_ID_CHARS,
@@ -35,7 +34,11 @@ from labledger.inputs.results import (
     _set_positive_column,
     binary_task,
     canonical_codes,
+    defer_ids,
 )
+
+# pyarrow.compute and pyarrow.json are imported inside the JSONL reader's functions: a read from the
+# columnar cache needs neither (pyarrow.compute alone is ~0.05 s of start-up, #19)
 
 
 class _Fallback(Exception):
@@ -67,6 +70,8 @@ def _is_num(t: pa.DataType) -> bool:
 
 def _labels(arr: pa.Array) -> pa.Array:
     """Gold values as label strings (the same rule as the row checker's)."""
+    import pyarrow.compute as pc
+
     t = arr.type
     if pa.types.is_string(t):
         return arr
@@ -80,14 +85,21 @@ def _labels(arr: pa.Array) -> pa.Array:
 def _numbers(arr: pa.Array) -> np.ndarray:
     if not _is_num(arr.type) or arr.null_count:
         raise _Fallback
-    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+    return np.asarray(arrow_numpy(arr), dtype=np.float64)
 
 
-def _valid(table: pa.Table, name: str, idx: pa.Array) -> np.ndarray:
+def _take(arr: Any, idx: pa.Array | None) -> Any:
+    """``arr.take(idx)``; ``arr`` itself when ``idx`` is None (a file of one task: every row, in order)."""
+    return arr if idx is None else arr.take(idx)
+
+
+def _valid(table: pa.Table, name: str, idx: pa.Array | None) -> np.ndarray:
     if name not in table.column_names:
-        return np.zeros(len(idx), dtype=bool)
-    col = table.column(name).take(idx)
-    return np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        return np.zeros(table.num_rows if idx is None else len(idx), dtype=bool)
+    col = _take(table.column(name), idx)
+    if col.null_count in (0, len(col)):
+        return np.full(len(col), col.null_count == 0)
+    return arrow_numpy(col.is_valid())
 
 
 def safe_for_arrow(data: bytes) -> bool:
@@ -157,6 +169,9 @@ def read_arrow(
 
 
 def _read_arrow(data: bytes, name: str, tolerance: float, positive: Any, repeats: bool) -> ResultSet | None:
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
     if not data or data.isspace() or not safe_for_arrow(data):
         return None
     n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
@@ -187,11 +202,13 @@ def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeat
     """The repeat field when some id repeats within a task (the row reader's rule, vectorised):
     ``None`` when ids are unique; raises ``_Fallback`` when they are not and no field explains them
     (the row reader then raises the duplicate id with its line)."""
+    import pyarrow.compute as pc
+
     n = table.num_rows
     enc = pc.dictionary_encode(ids)
     if len(enc.dictionary) == n:
         return None  # every id distinct in the whole file
-    id_codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    id_codes = arrow_numpy(enc.indices).astype(np.int64)
     pair = task_codes.astype(np.int64) * len(enc.dictionary) + id_codes
     if _distinct(pair):
         return None
@@ -203,7 +220,7 @@ def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeat
         col = table.column(f).chunk(0) if table.column(f).num_chunks else pa.array([], pa.int64())
         if col.null_count or not (_is_num(col.type) or pa.types.is_string(col.type)):
             raise _Fallback  # a null or a nested repeat index: the row reader judges it
-        rep = pc.dictionary_encode(col).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        rep = arrow_numpy(pc.dictionary_encode(col).indices).astype(np.int64)
         order = np.lexsort((rep, pair))
         same = (pair[order][1:] == pair[order][:-1]) & (rep[order][1:] == rep[order][:-1])
         if same.any():
@@ -213,6 +230,8 @@ def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeat
 
 
 def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, repeats: bool = False) -> ResultSet:
+    import pyarrow.compute as pc
+
     cols = set(table.column_names)
     if not {"id", "task", "gold"} <= cols or "scores" in cols:
         raise _Fallback
@@ -225,17 +244,20 @@ def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, rep
     if not pa.types.is_string(ids.type) or ids.null_count:
         raise _Fallback
     enc = pc.dictionary_encode(task_col)
-    codes = enc.indices.to_numpy(zero_copy_only=False)
+    codes = arrow_numpy(enc.indices)
     names = enc.dictionary.to_pylist()
     if any(not t for t in names):
         raise _Fallback
     repeat = _repeat_field(table, codes, ids, repeats)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    if len(names) == 1:  # one task: its rows are the table's, in order (no argsort, no column copies)
+        order, bounds = np.arange(len(codes)), np.array([0, len(codes)])
+    else:
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
     tasks: dict[str, TaskData] = {}
     for t, task in enumerate(names):
         idx_np = order[bounds[t] : bounds[t + 1]]
-        idx = pa.array(idx_np)
+        idx = None if len(names) == 1 else pa.array(idx_np)
         td = _read_task(table, task, idx_np, idx, ids, tolerance, _positive_of(positive, task), name, repeat)
         tasks[task] = td
     return ResultSet(tasks, source=name, repeat_field=repeat)
@@ -245,7 +267,7 @@ def _read_task(
     table: pa.Table,
     task: str,
     idx_np: np.ndarray,
-    idx: pa.Array,
+    idx: pa.Array | None,
     ids_all: pa.Array,
     tol: float,
     positive: str | None,
@@ -253,19 +275,18 @@ def _read_task(
     repeat: str | None = None,
 ) -> TaskData:
     n = len(idx_np)
-    ids = ids_all.take(idx)
-    id_arr = np.empty(n, dtype=object)
-    id_arr[:] = ids.to_pylist()  # ~5x faster than Array.to_numpy for strings
+    ids = _take(ids_all, idx)
+    id_arr = np.empty(0, dtype=object)  # ids become an object array on first use (defer_ids below)
     lines = idx_np.astype(np.int64) + 1
     has_probs = _valid(table, "probs", idx)
     has_score = _valid(table, "score", idx)
     has_pred = _valid(table, "pred", idx)
-    gold = table.column("gold").chunk(0).take(idx)
+    gold = _take(table.column("gold").chunk(0), idx)
     if gold.null_count:
         raise _Fallback
     td: TaskData
     if has_probs.all():
-        td = _classification(task, id_arr, lines, table.column("probs").chunk(0).take(idx), gold, tol, positive)
+        td = _classification(task, id_arr, lines, _take(table.column("probs").chunk(0), idx), gold, tol, positive)
     elif not has_probs.any() and has_score.all():
         td = _binary(task, id_arr, lines, table, idx, gold, positive, source)
     elif not has_probs.any() and not has_score.any() and has_pred.all():
@@ -274,20 +295,21 @@ def _read_task(
             ids=id_arr,
             lines=lines,
             gold_value=_numbers(gold),
-            pred_value=_numbers(table.column("pred").chunk(0).take(idx)),
+            pred_value=_numbers(_take(table.column("pred").chunk(0), idx)),
         )
         if not (np.isfinite(td.gold_value).all() and np.isfinite(td.pred_value).all()):
             raise _Fallback
     else:
         raise _Fallback
     if "positive" in table.column_names and td.kind != "binary":
-        pos = table.column("positive").chunk(0).take(idx)
+        pos = _take(table.column("positive").chunk(0), idx)
         if pos.null_count != n:
             raise _Fallback  # rare: let the row checker judge it
     _slices_group_extras(td, table, idx)
     if repeat is not None:
         td.repeat = np.empty(n, dtype=object)
-        td.repeat[:] = table.column(repeat).chunk(0).take(idx).to_pylist()
+        td.repeat[:] = _take(table.column(repeat).chunk(0), idx).to_pylist()
+    defer_ids(td, ids)
     return td
 
 
@@ -300,6 +322,8 @@ def _classification(
     tol: float,
     positive: str | None,
 ) -> ProbTask:
+    import pyarrow.compute as pc
+
     if not pa.types.is_struct(probs.type):
         raise _Fallback
     n = len(probs)
@@ -317,13 +341,17 @@ def _classification(
     labels = sorted(fields)
     mat = np.empty((n, len(labels)), dtype=np.float64)
     for j, lab in enumerate(labels):
-        mat[:, j] = fields[lab].to_numpy(zero_copy_only=False)
+        mat[:, j] = arrow_numpy(fields[lab])
     if not (np.isfinite(mat).all() and (mat >= 0).all() and (mat <= 1).all()):
         raise _Fallback
     if n and np.abs(mat.sum(axis=1) - 1.0).max() > tol:
         raise _Fallback
-    gold_idx = pc.index_in(_labels(gold), value_set=pa.array(labels, pa.string()))
-    if gold_idx.null_count:
+    # pc.index_in(gold, value_set=labels), through the gold values' dictionary: building an Arrow
+    # array from a Python list would import pandas (#19)
+    enc = pc.dictionary_encode(_labels(gold))
+    lut = np.array([labels.index(v) if v in fields else -1 for v in enc.dictionary.to_pylist()], dtype=np.int64)
+    gold_idx = lut[arrow_numpy(enc.indices)] if len(lut) else np.zeros(0, np.int64)
+    if (gold_idx < 0).any():
         raise _Fallback
     td = ProbTask(
         task=task,
@@ -332,7 +360,7 @@ def _classification(
         kind="classification",
         labels=tuple(labels),
         probs=mat,
-        gold_index=gold_idx.to_numpy(zero_copy_only=False).astype(np.int64),
+        gold_index=gold_idx,
         pred_index=mat.argmax(axis=1).astype(np.int64) if n else np.zeros(0, np.int64),
     )
     try:
@@ -347,20 +375,23 @@ def _binary(
     ids: np.ndarray,
     lines: np.ndarray,
     table: pa.Table,
-    idx: pa.Array,
+    idx: pa.Array | None,
     gold: pa.Array,
     positive: str | None,
     source: str,
 ) -> ProbTask:
-    score = _numbers(table.column("score").chunk(0).take(idx))
+    import pyarrow.compute as pc
+
+    score = _numbers(_take(table.column("score").chunk(0), idx))
     if not (np.isfinite(score).all() and (score >= 0).all() and (score <= 1).all()):
         raise _Fallback
     g = _labels(gold)
     enc = pc.dictionary_encode(g)
-    golds = set(enc.dictionary.to_pylist())
+    gold_values = enc.dictionary.to_pylist()
+    golds = set(gold_values)
     row_pos = None
     if "positive" in table.column_names:
-        pos_col = table.column("positive").chunk(0).take(idx)
+        pos_col = _take(table.column("positive").chunk(0), idx)
         if pos_col.null_count not in (0, len(pos_col)):
             raise _Fallback
         if pos_col.null_count == 0:
@@ -374,7 +405,8 @@ def _binary(
         raise _Fallback from None
     if len(golds - {pos}) > 1:
         raise _Fallback
-    gold_pos = pc.equal(g, pos).to_numpy(zero_copy_only=False)
+    # equal to pc.equal(g, pos), from the codes: a Python scalar argument would import pandas (#19)
+    gold_pos = arrow_numpy(enc.indices) == (gold_values.index(pos) if pos in golds else -1)
     return binary_task(task, ids, lines, pos, golds, score, gold_pos)
 
 
@@ -388,10 +420,12 @@ def _scalar_type(t: pa.DataType) -> bool:
     )
 
 
-def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array) -> None:
+def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array | None) -> None:
+    import pyarrow.compute as pc
+
     n = td.n
     if "slices" in table.column_names:
-        sl = table.column("slices").chunk(0).take(idx)
+        sl = _take(table.column("slices").chunk(0), idx)
         if not pa.types.is_struct(sl.type):
             if sl.null_count != n:
                 raise _Fallback
@@ -406,16 +440,16 @@ def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array) -> None:
                 if not _scalar_type(f.type) or pa.types.is_null(f.type):
                     raise _Fallback
                 enc = pc.dictionary_encode(child, null_encoding="encode")
-                codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+                codes = arrow_numpy(enc.indices).astype(np.int32)
                 td.slice_columns[f.name] = (codes, enc.dictionary.to_pylist())
     if "group" in table.column_names:
-        grp = table.column("group").chunk(0).take(idx)
+        grp = _take(table.column("group").chunk(0), idx)
         if grp.null_count != n:
             if not (pa.types.is_string(grp.type) or pa.types.is_int64(grp.type)):
                 raise _Fallback
             enc = pc.dictionary_encode(grp)
-            codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-            valid = grp.is_valid().to_numpy(zero_copy_only=False)
+            codes = arrow_numpy(pc.fill_null(enc.indices, -1)).astype(np.int64)
+            valid = arrow_numpy(grp.is_valid())
             if not valid.all():
                 codes = codes.copy()
                 missing = np.flatnonzero(~valid)
@@ -425,7 +459,7 @@ def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array) -> None:
     for name in table.column_names:
         if name in _CORE:
             continue
-        col = table.column(name).chunk(0).take(idx)
+        col = _take(table.column(name).chunk(0), idx)
         if col.null_count != n:
             extras[name] = col
     td.extras = LazyColumns(extras)

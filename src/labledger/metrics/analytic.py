@@ -58,13 +58,23 @@ InfluenceFunction = Callable[[bool], np.ndarray]
 # Influence values of the metrics
 
 
-def _group_ids(starts: np.ndarray | None, n: int) -> np.ndarray:
-    """The tie-group index of each sorted position (``starts``: group starts; None: no ties)."""
+def _group_sums(yf: np.ndarray, starts: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Positives per tie group and the groups' sizes (``None``: no ties, every group one item)."""
     if starts is None:
-        return np.arange(n)
-    flags = np.zeros(n, dtype=np.int64)
-    flags[starts] = 1
-    return np.cumsum(flags) - 1
+        return yf, None
+    return np.add.reduceat(yf, starts), np.diff(np.append(starts, len(yf)))
+
+
+def _per_item(
+    y: np.ndarray, if_pos: np.ndarray, if_neg: np.ndarray, sizes: np.ndarray | None, order: np.ndarray
+) -> np.ndarray:
+    """Each item's value (by group and class, in sorted positions) put back in the items' order: one
+    value per group spread by ``np.repeat`` rather than gathered item by item (#19)."""
+    if sizes is not None:
+        if_pos, if_neg = np.repeat(if_pos, sizes), np.repeat(if_neg, sizes)
+    out = np.empty(len(y))
+    out[order] = np.where(y, if_pos, if_neg)
+    return out
 
 
 def auc_influence(is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | None, clustered: bool) -> np.ndarray:
@@ -82,10 +92,9 @@ def auc_influence(is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | No
     q = n - p
     if p == 0 or q == 0:
         return np.full(n, math.nan)
-    gid = _group_ids(starts, n)
     yf = y.astype(np.float64)
-    pos_g = np.bincount(gid, weights=yf)
-    neg_g = np.bincount(gid, weights=1.0 - yf)
+    pos_g, sizes = _group_sums(yf, starts)
+    neg_g = 1.0 - yf if sizes is None else sizes - pos_g  # whole numbers: exact either way
     neg_below = np.cumsum(neg_g) - neg_g
     pos_above = p - np.cumsum(pos_g)
     v10 = (neg_below + 0.5 * neg_g) / q  # for a positive: the share of negatives it outranks
@@ -93,10 +102,7 @@ def auc_influence(is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | No
     auc = float((pos_g * v10).sum() / p)
     sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
     sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
-    psi_sorted = np.where(y, (v10[gid] - auc) / p * sp, (v01[gid] - auc) / q * sq)
-    out = np.empty(n)
-    out[order] = psi_sorted
-    return out
+    return _per_item(y, (v10 - auc) / p * sp, (v01 - auc) / q * sq, sizes, order)
 
 
 def ap_influence(is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | None, clustered: bool) -> np.ndarray:
@@ -112,21 +118,19 @@ def ap_influence(is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | Non
     p = int(np.count_nonzero(y))
     if p == 0 or n == 0:
         return np.full(n, math.nan)
-    gid = _group_ids(starts, n)
     yf = y.astype(np.float64)
-    pos_g = np.bincount(gid, weights=yf)
-    cnt_g = np.bincount(gid).astype(np.float64)
+    pos_g, sizes = _group_sums(yf, starts)
+    cnt_g = np.ones(n) if sizes is None else sizes.astype(np.float64)
     k_c = np.cumsum(cnt_g)
     prec = np.cumsum(pos_g) / k_c
     ap = float((pos_g * prec).sum() / p)
     a = np.cumsum((pos_g / k_c)[::-1])[::-1]  # groups at or below each score
     b = np.cumsum((pos_g * prec / k_c)[::-1])[::-1]
-    psi_sorted = (yf * (prec[gid] - ap) + yf * a[gid] - b[gid]) / p
+    if_pos, if_neg = ((prec - ap) + a - b) / p, (0.0 - b) / p
     if not clustered and n > 1:
-        psi_sorted *= math.sqrt(n / (n - 1))
-    out = np.empty(n)
-    out[order] = psi_sorted
-    return out
+        scale = math.sqrt(n / (n - 1))
+        if_pos, if_neg = if_pos * scale, if_neg * scale
+    return _per_item(y, if_pos, if_neg, sizes, order)
 
 
 def ovr_influence(fns: Sequence[InfluenceFunction], clustered: bool) -> np.ndarray:

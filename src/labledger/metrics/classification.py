@@ -270,10 +270,28 @@ def tie_starts(sorted_values: np.ndarray) -> np.ndarray | None:
     return np.concatenate([[0], np.flatnonzero(differs) + 1])
 
 
-def _sorted_groups(score: np.ndarray, descending: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """Sort order (any order among equal scores: ties are grouped) and tie-group starts (None: no ties)."""
-    order = np.argsort(-score if descending else score)
+def _sorted_groups(
+    score: np.ndarray, descending: bool, ascending: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Sort order (any order among equal scores: ties are grouped) and tie-group starts (None: no ties).
+
+    ``ascending``: an ascending sort order of ``score`` already at hand (one argsort serves ROC-AUC,
+    average precision and the intervals of both, #19); the descending order is its reverse.
+    """
+    order = np.argsort(score) if ascending is None else ascending
+    if descending:
+        order = np.ascontiguousarray(order[::-1])
     return order, tie_starts(score[order])
+
+
+def _ascending(sorts: dict[int, np.ndarray] | None, probs: np.ndarray, j: int) -> np.ndarray | None:
+    """The ascending sort order of column ``j`` of ``probs``, computed once per ``sorts`` (a caller's
+    cache shared by the metrics of one task); ``None`` without a cache."""
+    if sorts is None:
+        return None
+    if j not in sorts:
+        sorts[j] = np.argsort(probs[:, j])
+    return sorts[j]
 
 
 def _group_sum(x: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
@@ -378,13 +396,14 @@ class _OvrSorts:
     """Each class's score sort for a one-vs-rest metric, computed once and shared by its weighted,
     point and influence paths."""
 
-    def __init__(self, probs: np.ndarray, descending: bool):
-        self.probs, self.descending = probs, descending
+    def __init__(self, probs: np.ndarray, descending: bool, shared: dict[int, np.ndarray] | None = None):
+        self.probs, self.descending, self.shared = probs, descending, shared
         self._sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
 
     def get(self, c: int) -> tuple[np.ndarray, np.ndarray | None]:
         if c not in self._sorts:
-            self._sorts[c] = _sorted_groups(np.ascontiguousarray(self.probs[:, c]), self.descending)
+            col = np.ascontiguousarray(self.probs[:, c])
+            self._sorts[c] = _sorted_groups(col, self.descending, _ascending(self.shared, self.probs, c))
         return self._sorts[c]
 
 
@@ -555,9 +574,16 @@ def _weights_of(name: str, params: dict[str, Any], n: int) -> Callable[..., Weig
 
 
 def score_prepared(
-    name: str, params: dict[str, Any], is_pos: np.ndarray, score: np.ndarray, pred_pos: np.ndarray | None = None
+    name: str,
+    params: dict[str, Any],
+    is_pos: np.ndarray,
+    score: np.ndarray,
+    pred_pos: np.ndarray | None = None,
+    *,
+    ascending: np.ndarray | None = None,
 ) -> Prepared:
-    """A :class:`Prepared` for a binary probability metric from P(positive) (no (n, 2) matrix)."""
+    """A :class:`Prepared` for a binary probability metric from P(positive) (no (n, 2) matrix);
+    ``ascending``: an ascending sort order of ``score`` when the caller has one."""
     n = len(score)
 
     weights = _weights_of(name, params, n)
@@ -566,10 +592,10 @@ def score_prepared(
         return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
 
     if name == "roc_auc":
-        sorted_ = _sorted_groups(score, descending=False)
+        sorted_ = _sorted_groups(score, descending=False, ascending=ascending)
         return weights(_auc_w(score, is_pos, sorted_), _auc_point(is_pos, sorted_), _auc_infl(is_pos, sorted_))
     if name == "average_precision":
-        sorted_d = _sorted_groups(score, descending=True)
+        sorted_d = _sorted_groups(score, descending=True, ascending=ascending)
         return weights(
             _ap_w(score, is_pos, sorted_d),
             lambda: ap_sorted(is_pos[sorted_d[0]], sorted_d[1]),
@@ -602,8 +628,13 @@ def prob_prepared(
     *,
     pos: int | None,
     pred: np.ndarray | None = None,
+    sorts: dict[int, np.ndarray] | None = None,
 ) -> Prepared:
-    """A :class:`Prepared` for a probability metric: ``gold`` indices, ``probs`` (n, K) keyed by ``labels``."""
+    """A :class:`Prepared` for a probability metric: ``gold`` indices, ``probs`` (n, K) keyed by ``labels``.
+
+    ``sorts``: a cache of each column's ascending sort order that the caller shares between the
+    metrics of one task, so that ROC-AUC and average precision sort a column once (#19).
+    """
     n, k = probs.shape
 
     weights = _weights_of(name, params, n)
@@ -616,9 +647,11 @@ def prob_prepared(
         if params["average"] == "binary":
             if pos is None:
                 raise MetricInputError(f"{name} with average='binary' needs pos_label= (the positive label)")
-            return score_prepared(name, params, gold == pos, np.ascontiguousarray(probs[:, pos]))
+            return score_prepared(
+                name, params, gold == pos, np.ascontiguousarray(probs[:, pos]), ascending=_ascending(sorts, probs, pos)
+            )
         if name == "roc_auc" and k == 2:
-            sorted_ = _sorted_groups(probs[:, 1], descending=False)
+            sorted_ = _sorted_groups(probs[:, 1], descending=False, ascending=_ascending(sorts, probs, 1))
             if _reverse_ranking(probs[:, 0], probs[:, 1], sorted_[0]):
                 # P(label 0) ranks the items exactly in reverse: both one-vs-rest AUCs are equal (when
                 # both are defined), so their macro mean is the AUC of label 1, computed once
@@ -627,11 +660,11 @@ def prob_prepared(
                     _auc_point(gold == 1, sorted_),
                     _auc_infl(gold == 1, sorted_),
                 )
-        sorts = _OvrSorts(probs, descending=name != "roc_auc")
+        ovr = _OvrSorts(probs, descending=name != "roc_auc", shared=sorts)
         return weights(
-            _ovr_w(make, probs, gold, range(k), sorts),
-            _ovr_point(name, gold, range(k), sorts),
-            _ovr_infl(name, gold, range(k), sorts),
+            _ovr_w(make, probs, gold, range(k), ovr),
+            _ovr_point(name, gold, range(k), ovr),
+            _ovr_infl(name, gold, range(k), ovr),
         )
     if name == "log_loss":
         p = np.clip(probs[np.arange(n), gold], EPS, 1 - EPS)

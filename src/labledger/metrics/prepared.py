@@ -180,7 +180,9 @@ class MeanPrepared(_Bound):
 
     def _unit_value(self) -> Any:
         vals = self.values if self.mask is None else self.values[self.mask]
-        return self.mean_of(np.array([math.fsum(vals)]), np.array([float(len(vals))]))[0]
+        # the exact sum, over a memoryview: Python floats, not numpy scalars (half the time, #19)
+        total = math.fsum(memoryview(np.ascontiguousarray(vals, dtype=np.float64)))
+        return self.mean_of(np.array([total]), np.array([float(len(vals))]))[0]
 
 
 @dataclass(kw_only=True)

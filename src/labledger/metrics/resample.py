@@ -346,6 +346,22 @@ def _binned_codes(preps: Sequence[WeightsPrepared], per_bin: int) -> tuple[list[
     return codes, sizes
 
 
+def _unique_codes(code: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(code, return_inverse=True, return_counts=True)`` of codes in ``[0, total)``: by one
+    ``bincount`` when the range is small (O(n), no sort: ~0.1 s less at 1M items, #19).
+
+    >>> [a.tolist() for a in _unique_codes(np.array([4, 1, 4, 0]), 6)]
+    [[0, 1, 4], [2, 1, 2, 0], [1, 1, 2]]
+    """
+    if total > 1 << 22 or not len(code):
+        return np.unique(code, return_inverse=True, return_counts=True)
+    all_counts = np.bincount(code, minlength=total)
+    uniq = np.flatnonzero(all_counts)
+    lookup = np.zeros(total, dtype=np.int64)
+    lookup[uniq] = np.arange(len(uniq))
+    return uniq, lookup[code], all_counts[uniq]
+
+
 def _resample_binned(
     preps: Sequence[WeightsPrepared], resamples: int, rng: np.random.Generator
 ) -> list[np.ndarray] | None:
@@ -367,7 +383,7 @@ def _resample_binned(
         code = np.zeros(n, dtype=np.int64)
         for c, size in zip(codes, sizes):
             code = code * size + c
-        uniq, inv, counts = np.unique(code, return_inverse=True, return_counts=True)
+        uniq, inv, counts = _unique_codes(code, math.prod(sizes))
         if len(uniq) <= min(MAX_BIN_CELLS, n // 8):  # else drawing cells costs as much as drawing items
             break
     else:

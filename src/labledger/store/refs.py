@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labledger.errors import RecordError
-from labledger.store.ledger import Ledger, default_ledger_path
 
 
 @dataclass(frozen=True)
@@ -53,6 +52,8 @@ def resolve_results(ref: str | os.PathLike[str], ledger: str | os.PathLike[str] 
         if not path.exists():
             raise RecordError("no such results file (or RUN:NAME of a run's stored results)", source=text)
         return ResultsRef(path, text)
+    from labledger.store.ledger import Ledger, default_ledger_path  # not for a plain file: ~0.1 s of imports
+
     run, _, name = text.partition(":")
     with Ledger(ledger if ledger is not None else default_ledger_path()) as book:
         view = book.run(run)

@@ -1,0 +1,271 @@
+"""The fast paths of ``labledger eval`` (#19) equal the paths they replaced, and its start-up from the
+columnar cache loads none of pandas, pyarrow.dataset or pyarrow.compute."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import special
+
+import labledger
+from labledger.inputs.result_table import _numbers, result_set_from_table, result_set_to_table
+from labledger.inputs.results import read_results
+from labledger.metrics import stats
+from labledger.metrics.analytic import ap_influence, auc_influence
+from labledger.metrics.classification import _sorted_groups, prob_prepared
+from labledger.metrics.resample import _unique_codes
+
+SRC = str(Path(labledger.__file__).resolve().parents[1])
+FAST = settings(max_examples=60, deadline=None)
+
+
+# ------------------------------------------------------------------------------------------------
+# The normal and t quantiles and tails against scipy.special (what they were before)
+
+
+@FAST
+@given(st.floats(1e-12, 1 - 1e-12))
+def test_norm_ppf_equals_scipy(q):
+    assert stats.norm_ppf(q) == pytest.approx(float(special.ndtri(q)), rel=1e-12, abs=1e-12)
+
+
+@FAST
+@given(st.floats(-40, 40))
+def test_norm_cdf_and_sf_equal_scipy(x):
+    assert stats.norm_cdf(x) == pytest.approx(float(special.ndtr(x)), rel=1e-12, abs=1e-300)
+    assert stats.norm_sf(x) == pytest.approx(float(special.ndtr(-x)), rel=1e-12, abs=1e-300)
+
+
+@FAST
+@given(st.floats(1e-12, 1 - 1e-12), st.floats(stats.T_EXPANSION_DF, 1e12))
+def test_t_ppf_expansion_equals_scipy_at_large_df(q, df):
+    assert stats.t_ppf(q, df) == pytest.approx(float(special.stdtrit(df, q)), rel=1e-12, abs=1e-12)
+
+
+def test_quantile_edges_and_small_df():
+    assert stats.norm_ppf(0.0) == -math.inf and stats.norm_ppf(1.0) == math.inf
+    assert math.isnan(stats.norm_ppf(1.5)) and math.isnan(stats.norm_cdf(math.nan))
+    assert stats.t_ppf(0.975, 10) == float(special.stdtrit(10, 0.975))  # below the expansion: scipy
+    assert stats.t_sf(2.0, 7) == float(special.stdtr(7, -2.0))
+
+
+# ------------------------------------------------------------------------------------------------
+# Influence values: the group-level forms against the item-level ones they replaced
+
+
+def _group_ids(starts, n):
+    if starts is None:
+        return np.arange(n)
+    flags = np.zeros(n, dtype=np.int64)
+    flags[starts] = 1
+    return np.cumsum(flags) - 1
+
+
+def _auc_influence_before(is_pos, order, starts, clustered):
+    n = len(is_pos)
+    y = is_pos[order]
+    p = int(np.count_nonzero(y))
+    q = n - p
+    if p == 0 or q == 0:
+        return np.full(n, math.nan)
+    gid = _group_ids(starts, n)
+    yf = y.astype(np.float64)
+    pos_g = np.bincount(gid, weights=yf)
+    neg_g = np.bincount(gid, weights=1.0 - yf)
+    neg_below = np.cumsum(neg_g) - neg_g
+    pos_above = p - np.cumsum(pos_g)
+    v10 = (neg_below + 0.5 * neg_g) / q
+    v01 = (pos_above + 0.5 * pos_g) / p
+    auc = float((pos_g * v10).sum() / p)
+    sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
+    sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
+    psi_sorted = np.where(y, (v10[gid] - auc) / p * sp, (v01[gid] - auc) / q * sq)
+    out = np.empty(n)
+    out[order] = psi_sorted
+    return out
+
+
+def _ap_influence_before(is_pos, order, starts, clustered):
+    n = len(is_pos)
+    y = is_pos[order]
+    p = int(np.count_nonzero(y))
+    if p == 0 or n == 0:
+        return np.full(n, math.nan)
+    gid = _group_ids(starts, n)
+    yf = y.astype(np.float64)
+    pos_g = np.bincount(gid, weights=yf)
+    cnt_g = np.bincount(gid).astype(np.float64)
+    k_c = np.cumsum(cnt_g)
+    prec = np.cumsum(pos_g) / k_c
+    ap = float((pos_g * prec).sum() / p)
+    a = np.cumsum((pos_g / k_c)[::-1])[::-1]
+    b = np.cumsum((pos_g * prec / k_c)[::-1])[::-1]
+    psi_sorted = (yf * (prec[gid] - ap) + yf * a[gid] - b[gid]) / p
+    if not clustered and n > 1:
+        psi_sorted *= math.sqrt(n / (n - 1))
+    out = np.empty(n)
+    out[order] = psi_sorted
+    return out
+
+
+scores_and_labels = st.integers(0, 2**32 - 1).flatmap(
+    lambda seed: st.tuples(st.just(seed), st.integers(1, 300), st.sampled_from([3, 20, 0]))
+)
+
+
+def _data(seed, n, levels):
+    rng = np.random.default_rng(seed)
+    score = rng.random(n) if levels == 0 else rng.integers(0, levels, n) / levels  # ties when levels > 0
+    return score, rng.random(n) < 0.4
+
+
+@FAST
+@given(scores_and_labels, st.booleans())
+def test_influence_values_equal_the_item_level_forms(case, clustered):
+    score, y = _data(*case)
+    asc = _sorted_groups(score, descending=False)
+    desc = _sorted_groups(score, descending=True)
+    np.testing.assert_allclose(
+        auc_influence(y, *asc, clustered), _auc_influence_before(y, *asc, clustered), rtol=1e-12, atol=1e-15
+    )
+    np.testing.assert_allclose(
+        ap_influence(y, *desc, clustered), _ap_influence_before(y, *desc, clustered), rtol=1e-12, atol=1e-15
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# One argsort shared by ROC-AUC and AP; the descending order as the reversed ascending one
+
+
+@FAST
+@given(scores_and_labels, st.sampled_from(["roc_auc", "average_precision"]))
+def test_shared_sort_gives_the_same_values_and_influence(case, name):
+    score, y = _data(*case)
+    probs = np.column_stack([1.0 - score, score])
+    gold = y.astype(np.int64)
+    params = {"average": "binary", "pos_label": "p"}
+    alone = prob_prepared(name, params, gold, probs, ("n", "p"), pos=1)
+    sorts: dict[int, np.ndarray] = {}
+    prob_prepared("roc_auc", {"average": "macro"}, gold, probs, ("n", "p"), pos=None, sorts=sorts)
+    shared = prob_prepared(name, params, gold, probs, ("n", "p"), pos=1, sorts=sorts)
+    assert 1 in sorts  # the ROC-AUC's sort was reused
+    a, b = alone.value(), shared.value()
+    assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-12, abs=1e-15)
+    if len(score) > 1 and alone.influence is not None:
+        np.testing.assert_allclose(shared.influence(False), alone.influence(False), rtol=1e-12, atol=1e-15)
+    w = np.random.default_rng(1).poisson(1.0, (4, len(score))).astype(np.float64)
+    np.testing.assert_allclose(shared.weighted(w), alone.weighted(w), rtol=1e-12, atol=1e-15)
+
+
+@FAST
+@given(st.lists(st.integers(0, 40), min_size=0, max_size=200))
+def test_unique_codes_equals_numpy_unique(codes):
+    code = np.array(codes, dtype=np.int64)
+    for got, want in zip(_unique_codes(code, 41), np.unique(code, return_inverse=True, return_counts=True)):
+        assert got.tolist() == want.reshape(-1).tolist()
+
+
+def test_mean_value_is_the_exact_sum():
+    from labledger.metrics import prepare
+
+    rng = np.random.default_rng(3)
+    score = rng.random(5000)
+    gold = (rng.random(5000) < 0.5).astype(int)
+    prep = prepare("log_loss", gold=gold, score=score)
+    assert prep.value() == math.fsum(prep.values.tolist()) / 5000
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading from the columnar cache
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.lists(st.floats(-1e6, 1e6), min_size=0, max_size=5), min_size=1, max_size=4), st.data())
+def test_numbers_from_buffers_equal_to_numpy(chunks, data):
+    col = pa.chunked_array([pa.array(c, pa.float64()) for c in chunks])
+    start = data.draw(st.integers(0, len(col)))
+    part = col.slice(start)
+    got = _numbers(part, np.float64)
+    assert got.tolist() == part.to_numpy().tolist() and got.flags.writeable
+    ints = pa.chunked_array([pa.array([int(v) for v in c], pa.int64()) for c in chunks]).slice(start)
+    assert _numbers(ints, np.int64).tolist() == ints.to_pylist()
+
+
+def test_ids_from_the_cache_are_converted_on_first_use(tmp_path):
+    path = tmp_path / "r.jsonl"
+    rows = [{"id": f"i{i}", "task": "t", "gold": "yes" if i % 3 else "no", "score": (i % 7) / 7} for i in range(50)]
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
+    rs = read_results(path, positive="yes", cache=False)
+    back = result_set_from_table(result_set_to_table(rs), source=str(path))
+    td = back["t"]
+    assert "ids" not in td.__dict__ and td.n == 50  # n does not convert them
+    assert td.ids.tolist() == rs["t"].ids.tolist() and "ids" in td.__dict__
+    assert td.subset(np.array([3, 1])).ids.tolist() == ["i3", "i1"]
+
+
+def test_eval_from_the_cache_loads_no_pandas_dataset_or_compute(tmp_path, monkeypatch):
+    path = tmp_path / "r.jsonl"
+    rng = np.random.default_rng(0)
+    lines = [
+        orjson.dumps({"id": f"b{i}", "task": "bin", "gold": "yes" if g else "no", "score": float(s)})
+        for i, (g, s) in enumerate(zip(rng.random(400) < 0.3, rng.random(400)))
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    monkeypatch.setenv("LABLEDGER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("LABLEDGER_CACHE_MIN_BYTES", "0")
+    first = read_results(path, positive="yes", repeats=True)  # fills the cache, as eval's first read
+    assert list((tmp_path / "cache").iterdir())
+    env = {**os.environ, "PYTHONPATH": SRC}
+    cmd = [sys.executable, "-X", "importtime", "-m", "labledger", "eval", str(path), "--positive", "yes", "--json"]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert orjson.loads(res.stdout)["tasks"]["bin"]["n"] == first["bin"].n == 400
+    mods = {ln.rsplit("|", 1)[1].strip() for ln in res.stderr.splitlines() if ln.startswith("import time:")}
+    assert "labledger.analysis.evaluation" in mods and "pyarrow.parquet" in mods  # it did read the cache
+    heavy = {m for m in mods if m.split(".")[0] == "pandas" or m.startswith(("pyarrow.dataset", "pyarrow.compute"))}
+    assert not heavy
+
+
+def test_runs_and_show_json_load_no_rich(tmp_path):
+    ledger = tmp_path / "ledger"
+    with labledger.start_run("r", ledger=ledger) as run:
+        run.log(1, loss=0.5)
+    env = {**os.environ, "PYTHONPATH": SRC, "LABLEDGER_DIR": str(ledger)}
+    for args in (["runs", "--json"], ["show", "r", "--json"]):
+        res = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "labledger", *args], capture_output=True, text=True, env=env
+        )
+        assert res.returncode == 0, res.stderr[-2000:]
+        mods = {ln.rsplit("|", 1)[1].strip() for ln in res.stderr.splitlines() if ln.startswith("import time:")}
+        # (the command's module itself is imported through importlib, which -X importtime does not list)
+        assert "labledger.store.ledger" in mods and not {m for m in mods if m.split(".")[0] == "rich"}
+
+
+def test_reading_a_results_file_imports_no_pandas(tmp_path):
+    rows = [{"id": f"c{i}", "task": "t", "gold": "ab"[i % 2], "probs": {"a": 0.3, "b": 0.7}} for i in range(30)]
+    rows += [{"id": f"b{i}", "task": "u", "gold": "yes" if i % 3 else "no", "score": 0.4} for i in range(30)]
+    for name, part in (("cls", rows[:30]), ("bin", rows[30:])):
+        (tmp_path / f"{name}.jsonl").write_bytes(b"\n".join(orjson.dumps(r) for r in part) + b"\n")
+    code = (
+        "import sys\n"
+        "from labledger.inputs.results import read_results\n"
+        f"a = read_results({str(tmp_path / 'cls.jsonl')!r}, cache=False)\n"
+        f"b = read_results({str(tmp_path / 'bin.jsonl')!r}, positive='yes', cache=False)\n"
+        "assert type(a['t'].extras).__name__ == 'LazyColumns'  # the Arrow reader read them\n"
+        "print(a['t'].gold_index.tolist()[:4], int(b['u'].gold_index.sum()), 'pandas' in sys.modules)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": SRC}
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["[0,", "1,", "0,", "1]", "20", "False"]
