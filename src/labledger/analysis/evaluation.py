@@ -674,30 +674,6 @@ def _relabel(td: LabelTask, labels: tuple[str, ...]) -> LabelTask:
     return new
 
 
-def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData, bool]:
-    ids_a, ids_b = a.ids, b.ids
-    same_order = len(ids_a) == len(ids_b) and bool(np.all(ids_a == ids_b))
-    if not same_order:
-        set_a, set_b = set(ids_a.tolist()), set(ids_b.tolist())
-        if set_a != set_b:
-            if unpaired:
-                return a, b, False
-            only_a, only_b = set_a - set_b, set_b - set_a
-            raise ComparisonError(
-                f"task '{a.task}': the item sets differ (A has {len(set_a)} items, B has {len(set_b)}; "
-                f"{len(only_a)} only in A, e.g. {_examples(only_a)}; {len(only_b)} only in B, e.g. "
-                f"{_examples(only_b)}). A paired comparison needs the same ids; pass --unpaired (unpaired=True) "
-                "to compare different item sets."
-            )
-        pos = {v: i for i, v in enumerate(ids_b.tolist())}
-        b = b.subset(np.fromiter((pos[v] for v in ids_a.tolist()), dtype=np.int64, count=len(ids_a)))
-    if unpaired:
-        return a, b, False
-    _check_gold(a, b)
-    _check_item_hash(a, b)
-    return a, b, True
-
-
 def _check_item_hash(a: TaskData, b: TaskData) -> None:
     """Refuse pairs whose documents differ: rows may carry ``item_hash`` (a harness's document identity,
     e.g. lm-eval's doc_hash/prompt_hash); where both sides have one for a paired id, they must match."""
