@@ -8,12 +8,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labledger.analysis import evaluation
 from labledger.analysis.comparison import _pair, compare, paired_positions
 from labledger.errors import ComparisonError
 from labledger.inputs.results import results_from_rows
 
 FAST = settings(max_examples=40, deadline=None)
+
+
+def dict_pair(a, b):
+    """The pairing that the hash join replaced (a dict of B's ids), kept here as the reference."""
+    if len(a.ids) == len(b.ids) and bool(np.all(a.ids == b.ids)):
+        return b
+    pos = {v: i for i, v in enumerate(b.ids.tolist())}
+    return b.subset(np.fromiter((pos[v] for v in a.ids.tolist()), dtype=np.int64, count=len(a.ids)))
 
 
 def rows_of(ids: list, gold: list[str], probs: np.ndarray) -> list[dict]:
@@ -46,8 +53,8 @@ def test_pairing_equals_the_dict_join(ids: list, seed: int) -> None:
     perm = rng.permutation(n)
     b = results_from_rows(rows_of([ids[i] for i in perm], [gold[i] for i in perm], rng.dirichlet(np.ones(3), n)))["t"]
     a1, b1, paired1 = _pair(a, b, False)
-    a0, b0, paired0 = evaluation._pair(a, b, False)
-    assert paired1 and paired0
+    b0 = dict_pair(a, b)
+    assert paired1
     assert b1.ids.tolist() == b0.ids.tolist() == a.ids.tolist()
     assert np.array_equal(b1.probs, b0.probs)
     where = paired_positions(a.ids, b.ids)
