@@ -204,6 +204,7 @@ def catalog_site(ledger_dir: Path, out: Path) -> dict:
     from labledger.site import build_site
     from labledger.site.build import _query_fields, _version, slim_entries
     from labledger.site.output import js_assignment
+    from labledger.site.packing import pack_catalog
     from labledger.site.rundata import run_basics
 
     book = labledger.open_ledger(ledger_dir)
@@ -225,7 +226,7 @@ def catalog_site(ledger_dir: Path, out: Path) -> dict:
             tags=sorted({t for e in entries for t in e["tags"]}),
         )
         catalog["comparisons"] = {"tables": [], "documents": 0, "groups": []}
-        data = js_assignment("catalog", catalog)
+        data = js_assignment("catalog", pack_catalog(catalog))
         (out / "data/catalog.js").write_bytes(data)
         return {"wall": time.perf_counter() - w, "cpu": cpu() - c, "bytes": len(data)}
     finally:

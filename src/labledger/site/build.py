@@ -39,6 +39,7 @@ from labledger.site.comparisons import PairedTestCache, compare_payload
 from labledger.site.curves import write_curves
 from labledger.site.evaluations import eval_names, eval_payload, eval_summary
 from labledger.site.output import FORMAT, SiteWriter
+from labledger.site.packing import pack_catalog
 from labledger.site.rundata import run_basics, run_payload
 from labledger.store.ledger import Ledger, RunInfo
 from labledger.store.run import check_name
@@ -298,7 +299,7 @@ def build_site(
             },
             "labledger": _version(),
         }
-        writer.write_data("data/catalog.js", "catalog", catalog)
+        writer.write_data("data/catalog.js", "catalog", pack_catalog(catalog))
         writer.save({"fingerprint": fingerprint, "paired_tests": paired.new})
         result.written = [out_path / rel for rel in writer.written]
         result.unchanged = len(writer.unchanged)
