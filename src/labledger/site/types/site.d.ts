@@ -287,8 +287,20 @@ interface CatalogRun {
   evaluations?: string[];
   [field: string]: any;
 }
+/** One column of the packed catalog (labledger/site/packing.py). */
+interface PackedColumn {
+  c?: any;
+  v?: any[];
+  f?: string;
+  int?: number;
+  d?: any[];
+  i?: string;
+  w?: 1 | 2 | 4;
+}
 interface CatalogPayload {
   runs: CatalogRun[];
+  /** The query fields, one array per field (fields.columns[j][i]: field j of run i). */
+  fields?: { names: string[]; columns: any[][] };
   comparisons?: { tables: string[]; documents: number; groups: string[] };
   [field: string]: any;
 }
@@ -466,6 +478,8 @@ interface LLNamespace {
   clear<T extends Node>(node: T): T;
   main(): HTMLElement;
   load(key: string, src: string): Promise<any>;
+  unpackColumn(col: PackedColumn, n: number): any[];
+  unpackCatalog(cat: any): CatalogPayload;
   data: LLData;
   findRun(catalog: CatalogPayload, id: string | undefined): CatalogRun;
   imageSrc(runId: string, ref: string): string;

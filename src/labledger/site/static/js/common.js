@@ -120,6 +120,7 @@
     for (var i = 0; i < n; i++) out[i] = bin.charCodeAt(i);
     return out;
   }
+  /** @type {any} */
   var ABSENT = undefined;
   /** The n values of a packed column (labledger/site/packing.py); undefined where a row has no such key. */
   LL.unpackColumn = function (col, n) {
@@ -147,6 +148,7 @@
    */
   LL.unpackCatalog = function (cat) {
     if (!cat || cat.unpacked) return cat;
+    /** @type {any} */
     var out = {},
       k;
     for (k in cat) if (Object.prototype.hasOwnProperty.call(cat, k)) out[k] = cat[k];
@@ -155,11 +157,12 @@
       var t = cat.runs,
         n = t.n,
         keys = t.keys,
-        cols = t.cols.map(function (c) {
+        cols = t.cols.map(function (/** @type {PackedColumn} */ c) {
           return LL.unpackColumn(c, n);
         });
       var runs = new Array(n);
       for (var i = 0; i < n; i++) {
+        /** @type {any} */
         var r = {};
         for (var j = 0; j < keys.length; j++) {
           var v = cols[j][i];
@@ -170,7 +173,7 @@
       out.runs = runs;
       out.fields = {
         names: fields.names,
-        columns: fields.cols.map(function (c) {
+        columns: fields.cols.map(function (/** @type {PackedColumn} */ c) {
           return LL.unpackColumn(c, fields.n);
         }),
       };
@@ -179,8 +182,8 @@
       out.runs = cat.runs || [];
       out.fields = {
         names: fields.names || [],
-        columns: (fields.names || []).map(function (_, j) {
-          return rows.map(function (row) {
+        columns: (fields.names || []).map(function (/** @type {string} */ _, /** @type {number} */ j) {
+          return rows.map(function (/** @type {any[]} */ row) {
             var v = row[j];
             return v === undefined ? null : v;
           });
