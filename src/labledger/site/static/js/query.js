@@ -52,8 +52,11 @@
     /** @type {any} */ (e).query = true;
     return e;
   }
+  /** Python's repr() of a text (the CLI's messages quote with it): "'" inside picks double quotes. */
   function repr(s) {
-    return "'" + String(s).replace(/\\/g, "\\\\").replace(/'/g, "\\'") + "'";
+    var t = String(s).replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/\r/g, "\\r").replace(/\t/g, "\\t");
+    if (t.indexOf("'") >= 0 && t.indexOf('"') < 0) return '"' + t + '"';
+    return "'" + t.replace(/'/g, "\\'") + "'";
   }
 
   function tokenize(text) {
