@@ -480,6 +480,9 @@ interface LLNamespace {
   load(key: string, src: string): Promise<any>;
   unpackColumn(col: PackedColumn, n: number): any[];
   unpackCatalog(cat: any): CatalogPayload;
+  /** A running run's page in labledger serve: where its following stands (run.js). */
+  live?: { cursor: number; fetches: number; records: number; running: boolean };
+  liveIntervalMs: number;
   data: LLData;
   findRun(catalog: CatalogPayload, id: string | undefined): CatalogRun;
   imageSrc(runId: string, ref: string): string;
