@@ -469,6 +469,7 @@ interface LLData {
   curve(id: string, k: number): Promise<any>;
   curveChunk(id: string, k: number, level: number, c: number): Promise<any>;
   diffSide(id: string): Promise<any>;
+  diffPaired(id: string): Promise<any>;
 }
 
 interface LLNamespace {

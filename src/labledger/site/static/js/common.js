@@ -253,6 +253,10 @@
       checkId(id);
       return LL.load("diff/" + id, "data/diff/" + id + ".js");
     },
+    diffPaired: function (id) {
+      checkId(id);
+      return LL.load("diff/" + id + "/paired", "data/diff/" + id + ".paired.js");
+    },
     test: function (id, name) {
       checkId(id);
       checkId(name, "test name");
