@@ -93,10 +93,14 @@ def test_the_static_site_says_to_rebuild_for_a_running_run(browser, tmp_path):
     run.sync()
     build_site(tmp_path / "ledger", tmp_path / "site")
     page = browser.new_page()
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
     try:
         page.goto((tmp_path / "site" / "run.html").as_uri() + f"#run={run.id}")
         page.wait_for_selector("body[data-ready='1']")
         assert "rebuild the site and reload" in page.locator("#live-status").inner_text()
+        page.wait_for_timeout(300)
+        assert all(u.startswith("file://") for u in requests), requests  # no fetch from a file:// page
     finally:
         page.close()
         run.finish()
