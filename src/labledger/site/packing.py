@@ -40,6 +40,15 @@ def _b64(a: np.ndarray) -> str:
     return base64.b64encode(a.tobytes()).decode("ascii")
 
 
+def _key(v: Any) -> Any:
+    """What makes two values the same value of a column (1, 1.0 and True are three)."""
+    if v is None or isinstance(v, (str, int, float)):
+        return (type(v), v)
+    if v is ABSENT:
+        return ABSENT
+    return (list, orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS))
+
+
 def pack_column(values: Sequence[Any]) -> dict[str, Any]:
     """One column of a packed table (``ABSENT`` where a row has no such key).
 
@@ -54,11 +63,13 @@ def pack_column(values: Sequence[Any]) -> dict[str, Any]:
     """
     n = len(values)
     absent = any(v is ABSENT for v in values)
-    keys = [b"" if v is ABSENT else orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS) for v in values]
-    distinct: dict[bytes, int] = {}
+    keys = [_key(v) for v in values]
+    distinct: dict[Any, int] = {}
+    first: list[Any] = []
     for k, v in zip(keys, values):
         if v is not ABSENT and k not in distinct:
             distinct[k] = len(distinct)
+            first.append(v)
     if not absent and len(distinct) == 1:
         return {"c": values[0]}
     numeric = not absent and all(v is None or (_is_number(v) and abs(v) <= 2**53) for v in values)
@@ -70,7 +81,7 @@ def pack_column(values: Sequence[Any]) -> dict[str, Any]:
         return out
     if not absent and len(distinct) == n and all(isinstance(v, str) for v in values):
         return {"v": list(values)}
-    table = [orjson.loads(k) for k in distinct]
+    table = first
     width = 1 if len(table) < 255 else 2 if len(table) < 65535 else 4
     index = np.array([len(table) if v is ABSENT else distinct[k] for k, v in zip(keys, values)], dtype=f"<u{width}")
     return {"d": table, "i": _b64(index), "w": width}
