@@ -77,7 +77,20 @@ def write_paired(
     warnings: list[str],
 ) -> dict[str, Any]:
     """Write ``data/diff/<run>.paired.js`` for every readable run with a result set; returns the
-    comparisons computed or reused (the manifest keeps them for the next build)."""
+    comparisons computed or reused (the manifest keeps them for the next build).
+
+    >>> import tempfile, labledger
+    >>> d = tempfile.mkdtemp()
+    >>> for flip in (2, 3):
+    ...     with labledger.start_run(f"r{flip}", group="g", ledger=d) as run:
+    ...         rows = [{"id": f"x{i}", "task": "t", "gold": i % 2, "pred": int(i % flip == 0)} for i in range(30)]
+    ...         _ = run.log_results("test", rows)
+    >>> book, files = labledger.open_ledger(d), {}
+    >>> infos = book.runs()
+    >>> kept = write_paired(lambda rel, key, doc: files.update({rel: doc}), book, infos, {i.id: 1 for i in infos}, None, [])
+    >>> len(kept), sorted(len(doc["partners"]) for doc in files.values())
+    (2, [1, 1])
+    """
     from labledger.analysis.rundiff import run_comparisons
 
     cache = old if isinstance(old, dict) else {}
