@@ -44,6 +44,7 @@ import shutil
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
@@ -123,7 +124,7 @@ def _chromium_cpu() -> float:
     return total
 
 
-def _open_once(browser, out: Path, rel: str, wait: str | None, g: dict) -> int:
+def _open_once(browser: Any, out: Path, rel: str, wait: str | None, g: dict) -> int:
     """One fresh page of ``out``: its times go into ``g``; returns the bytes it loaded."""
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     cdp = page.context.new_cdp_session(page)
