@@ -17,9 +17,11 @@ after one new run (files written, time) at two ledger sizes, to see whether it d
   1,000 steps) is added and the site rebuilt: the files written and the wall/CPU time of that
   build, at both sizes. The run is then removed again (so the ledger can be reused).
 
-Times are milliseconds from navigation start (``performance.now()``), median of 3 fresh pages:
+Times are milliseconds from navigation start (``performance.now()``), median of 5 fresh pages:
 "ready" is when the page has built its DOM from its data (the catalog's table, the curves page's
-chart drawn). "Loaded" adds up the static files and the data files the page had read by then.
+chart drawn); "Chromium CPU" is the CPU time (user + system) all of Chromium's processes spent
+from navigation to ready (less exposed to the machine's load than the wall time), "script" the
+page's script execution (CDP ``ScriptDuration``). "Loaded" adds up the static files and the data files the page had read by then.
 Nothing here is asserted: the script prints a table.
 
     python bench/site_runs.py                       # builds its ledgers once (minutes), then measures
@@ -42,6 +44,7 @@ import shutil
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
@@ -76,38 +79,83 @@ def site_size(out: Path) -> tuple[int, int]:
     return len(files), sum(p.stat().st_size for p in files)
 
 
-def open_times(out: Path, rel: str, wait: str | None, repeats: int = 3) -> dict:
+def open_times(out: Path, rel: str, wait: str | None, repeats: int = 5) -> dict:
+    """Median time to a useful page over ``repeats`` fresh pages, with the renderer's main-thread
+    busy time (CDP ``TaskDuration``, the page's CPU time) and its script time."""
+    return open_times_of([out], rel, wait, repeats)[0]
+
+
+def open_times_of(outs: list[Path], rel: str, wait: str | None, repeats: int = 5) -> list[dict]:
+    """:func:`open_times` of several sites, interleaved (site 1, site 2, site 1, ...) so that the
+    machine's load falls on each alike."""
     from playwright.sync_api import sync_playwright
 
-    times, loaded = [], 0
+    got: list[dict] = [{"times": [], "cpu": [], "script": [], "bytes": 0} for _ in outs]
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         for _ in range(repeats):
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            errors: list[str] = []
-            page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
-            base, _, frag = rel.partition("#")
-            page.goto((out / base).as_uri() + ("#" + frag if frag else ""))
-            page.wait_for_selector("body[data-ready='1']", timeout=300_000)
-            t = page.evaluate("LL.readyAt")
-            if wait:
-                page.wait_for_function(f"() => {wait}", timeout=300_000)
-                t = max(t, page.evaluate(wait))
-            times.append(t)
-            static = page.evaluate(
-                'Array.from(document.querySelectorAll(\'script[src^="static/"], link[href^="static/"]\'))'
-                ".map(e => e.getAttribute('src') || e.getAttribute('href'))"
-            )
-            keys = page.evaluate("Object.keys(window.LABLEDGER)")
-            loaded = sum((out / f).stat().st_size for f in static) + sum(
-                (out / f"data/{k}.js").stat().st_size for k in keys if (out / f"data/{k}.js").exists()
-            )
-            if errors:
-                raise RuntimeError(f"{rel}: {errors[:3]}")
-            page.close()
+            for out, g in zip(outs, got):
+                g["bytes"] = _open_once(browser, out, rel, wait, g)
         browser.close()
-    return {"ms": statistics.median(times), "min_ms": min(times), "bytes": loaded}
+    return [
+        {
+            "ms": statistics.median(g["times"]),
+            "min_ms": min(g["times"]),
+            "cpu_ms": statistics.median(g["cpu"]),
+            "script_ms": statistics.median(g["script"]),
+            "bytes": g["bytes"],
+        }
+        for g in got
+    ]
+
+
+def _chromium_cpu() -> float:
+    """CPU seconds (user + system) of every Chromium process this script started."""
+    import psutil
+
+    total = 0.0
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "chrom" in proc.name():
+                t = proc.cpu_times()
+                total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def _open_once(browser: Any, out: Path, rel: str, wait: str | None, g: dict) -> int:
+    """One fresh page of ``out``: its times go into ``g``; returns the bytes it loaded."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    cpu0 = _chromium_cpu()
+    errors: list[str] = []
+    page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+    base, _, frag = rel.partition("#")
+    page.goto((out / base).as_uri() + ("#" + frag if frag else ""))
+    page.wait_for_selector("body[data-ready='1']", timeout=300_000)
+    t = page.evaluate("LL.readyAt")
+    if wait:
+        page.wait_for_function(f"() => {wait}", timeout=300_000)
+        t = max(t, page.evaluate(wait))
+    g["cpu"].append((_chromium_cpu() - cpu0) * 1000)
+    g["times"].append(t)
+    metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    g["script"].append(metrics["ScriptDuration"] * 1000)
+    static = page.evaluate(
+        'Array.from(document.querySelectorAll(\'script[src^="static/"], link[href^="static/"]\'))'
+        ".map(e => e.getAttribute('src') || e.getAttribute('href'))"
+    )
+    keys = page.evaluate("Object.keys(window.LABLEDGER)")
+    loaded = sum((out / f).stat().st_size for f in static) + sum(
+        (out / f"data/{k}.js").stat().st_size for k in keys if (out / f"data/{k}.js").exists()
+    )
+    if errors:
+        raise RuntimeError(f"{rel}: {errors[:3]}")
+    page.close()
+    return loaded
 
 
 def add_run(ledger: Path) -> str:
@@ -204,6 +252,7 @@ def catalog_site(ledger_dir: Path, out: Path) -> dict:
     from labledger.site import build_site
     from labledger.site.build import _query_fields, _version, slim_entries
     from labledger.site.output import js_assignment
+    from labledger.site.packing import pack_catalog
     from labledger.site.rundata import run_basics
 
     book = labledger.open_ledger(ledger_dir)
@@ -225,7 +274,7 @@ def catalog_site(ledger_dir: Path, out: Path) -> dict:
             tags=sorted({t for e in entries for t in e["tags"]}),
         )
         catalog["comparisons"] = {"tables": [], "documents": 0, "groups": []}
-        data = js_assignment("catalog", catalog)
+        data = js_assignment("catalog", pack_catalog(catalog))
         (out / "data/catalog.js").write_bytes(data)
         return {"wall": time.perf_counter() - w, "cpu": cpu() - c, "bytes": len(data)}
     finally:
@@ -246,6 +295,8 @@ def main() -> None:
     ap.add_argument("--rebuild-runs", default="200,1000", help="ledger sizes for the rebuild (comma-separated)")
     ap.add_argument("--dir", default="/tmp/labledger-bench-site-runs")
     ap.add_argument("--no-curves", action="store_true")
+    ap.add_argument("--against", help="another built catalog site (e.g. main's) to time alongside, interleaved")
+    ap.add_argument("--against-label", default="main")
     args = ap.parse_args()
     root = Path(args.dir)
     runs_mod = _runs_module()
@@ -286,11 +337,17 @@ def main() -> None:
         shutil.rmtree(out, ignore_errors=True)
         written = catalog_site(ledger_of(n), out)
         print({"catalog written": written}, flush=True)
-        c = open_times(out, "index.html", None)
-        print({"catalog": c}, flush=True)
-        lines.append(f"| catalog ready (file://) | {n:,} | {c['ms']:.0f} ms, {fmt_bytes(c['bytes'])} loaded | < 1 s |")
-        q = open_times(out, "index.html#where=config.lr%20%3C%201e-3%20and%20config.opt%20%3D%20'adam'", None)
-        lines.append(f"| catalog ready, with a query in the URL | {n:,} | {q['ms']:.0f} ms | < 1 s |")
+        sites = [out] + ([Path(args.against)] if args.against else [])
+        query = "index.html#where=config.lr%20%3C%201e-3%20and%20config.opt%20%3D%20'adam'"
+        for rel, what in (("index.html", "catalog ready (file://)"), (query, "catalog ready, query in the URL")):
+            got = open_times_of(sites, rel, None)
+            print({what: got}, flush=True)
+            for site, c in zip(sites, got):
+                label = what if site == out else f"{what}, {args.against_label}"
+                lines.append(
+                    f"| {label} | {n:,} | {c['ms']:.0f} ms median (min {c['min_ms']:.0f}); Chromium CPU "
+                    f"{c['cpu_ms']:.0f} ms (script {c['script_ms']:.0f} ms); {fmt_bytes(c['bytes'])} loaded | < 1 s |"
+                )
     if not args.no_curves:
         cl, ids = curves_ledger(root / "curves")
         out = root / "curves-site"

@@ -38,7 +38,12 @@ ARGS = [
     "--no-first-run",
 ]
 SHOTS = ARTIFACTS / "screenshots"
-VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+VIEWPORTS = {
+    "desktop": {"width": 1280, "height": 800},
+    "wide": {"width": 1920, "height": 1080},
+    "narrow": {"width": 900, "height": 800},
+    "phone": {"width": 390, "height": 844},
+}
 
 
 @pytest.fixture(scope="module")

@@ -236,14 +236,53 @@ def test_diff_view_is_the_cli_document(tab, runs_site):
     page = tab.open(f"diff.html#a={a}&b={b}")
     doc = page.evaluate("window.LABLEDGER['diff/doc']")
     with labledger.open_ledger(runs_site["ledger"]) as book:
-        expected = diff_runs(book, a, b, compare_results=False)
-    expected.pop("comparisons")
+        expected = diff_runs(book, a, b)  # no result sets here: no comparisons
     assert json.loads(json.dumps(doc)) == json.loads(json.dumps(expected))
     keys = page.locator("#diff-config tbody th").all_inner_texts()
     assert keys == ["optim.lr", "optim.name", "seed"]
     assert page.locator("#diff-scalars tbody tr").count() >= 1
     page.screenshot(path=str(SHOTS / "diff-1280.png"), full_page=True)
     tab.check()
+
+
+def test_diff_view_shows_the_paired_comparisons_of_labledger_diff(browser, tmp_path):
+    """Result sets of runs of one group are compared at build time as ``labledger diff`` does."""
+    ledger, ids = tmp_path / "ledger", {}
+    for name, group, flip in (("a", "g", 2), ("b", "g", 3), ("c", "other", 5)):
+        with labledger.start_run(name, group=group, ledger=ledger) as run:
+            run.log(1, loss=1.0 / flip)
+            gold = [i % 2 for i in range(60)]
+            run.log_results(
+                "test",
+                [{"id": f"x{i}", "task": "t", "gold": g, "pred": int(i % flip == 0)} for i, g in enumerate(gold)],
+            )
+            ids[name] = run.id
+    out = tmp_path / "site"
+    build_site(ledger, out)
+    assert (out / f"data/diff/{ids['a']}.paired.js").exists()
+    t = Tab(browser, {"out": out})
+    try:
+        page = t.open(f"diff.html#a={ids['b']}&b={ids['a']}")
+        doc = page.evaluate("window.LABLEDGER['diff/doc']")
+        with labledger.open_ledger(ledger) as book:
+            expected = diff_runs(book, ids["b"], ids["a"])
+        assert expected["comparisons"][0]["paired"] and expected["comparisons"][0]["metrics"]
+        assert json.loads(json.dumps(doc)) == json.loads(json.dumps(expected))
+        assert page.locator("#diff-comparisons tbody tr").count() == len(expected["comparisons"][0]["metrics"])
+        page.screenshot(path=str(SHOTS / "diff-paired-1280.png"), full_page=True)
+        # runs of different groups are not compared at build time: the page gives the command
+        t.check()
+    finally:
+        t.close()
+    t = Tab(browser, {"out": out})
+    try:
+        page = t.open(f"diff.html#a={ids['a']}&b={ids['c']}")
+        assert "labledger diff" in page.locator("#comparisons-missing").inner_text()
+        t.check()
+    finally:
+        t.close()
+    again = build_site(ledger, out)  # the comparisons come from the manifest: nothing rewritten
+    assert again.written == []
 
 
 def test_ten_thousand_run_catalog_opens_without_errors(browser, tmp_path):
@@ -270,9 +309,9 @@ def test_ten_thousand_run_catalog_opens_without_errors(browser, tmp_path):
                 "headline": {},
                 "last": {"loss": float(rng.random())},
                 "scalars": ["loss"],
-                "evaluations": [],
+                "evaluations": [] if i % 50 else ["test"],
                 "tests": [],
-                "batches": 0,
+                "batches": 0 if i % 50 else 3,
                 "samples": 0,
             }
         )
@@ -298,6 +337,27 @@ def test_ten_thousand_run_catalog_opens_without_errors(browser, tmp_path):
         t.check()
     finally:
         t.close()
+    # every column (microbatches and pages too): the table fits, or (narrower than 1280 px here)
+    # scrolls sideways inside its box with the checkbox and the run's name kept in view
+    for viewport, fits in (("narrow", False), ("desktop", True), ("wide", True)):
+        t = Tab(browser, {"out": out}, viewport)
+        try:
+            page = t.open("index.html")
+            box = page.locator(".vtable-box")
+            assert box.evaluate("b => b.scrollWidth <= b.clientWidth") == fits
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            box.evaluate("b => b.scrollLeft = b.scrollWidth")
+            page.wait_for_timeout(50)
+            left = box.evaluate("b => b.getBoundingClientRect().left")
+            name = page.locator("table.runs tbody tr td.runcol").first.bounding_box()
+            pick = page.locator("table.runs tbody tr td.sel").first.bounding_box()
+            assert abs(pick["x"] - left) < 3 and abs(name["x"] - (pick["x"] + pick["width"])) < 3
+            last = page.locator("table.runs thead th").last.bounding_box()
+            assert last["x"] + last["width"] <= box.evaluate("b => b.getBoundingClientRect().right") + 1
+            page.screenshot(path=str(SHOTS / f"catalog-10000-{viewport}-scrolled.png"))
+            t.check()
+        finally:
+            t.close()
 
 
 @pytest.mark.parametrize("page_name", ["curves", "hparams", "diff"])

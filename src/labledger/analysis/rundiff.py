@@ -146,11 +146,23 @@ def diff_runs(book: Any, a: str, b: str, *, compare_results: bool = True, resamp
         "comparisons": [],
     }
     if compare_results:
-        doc["comparisons"] = _comparisons(va, vb, resamples=resamples)
+        doc["comparisons"] = run_comparisons(va, vb, resamples=resamples)
     return doc
 
 
-def _comparisons(va: Any, vb: Any, *, resamples: int) -> list[dict[str, Any]]:
+def run_comparisons(va: Any, vb: Any, *, resamples: int) -> list[dict[str, Any]]:
+    """The ``comparisons`` of :func:`diff_runs`: each result set both runs (views) stored, compared
+    through :func:`labledger.compare` (B against A), or a note saying why it was not.
+
+    >>> import tempfile, labledger
+    >>> d = tempfile.mkdtemp()
+    >>> for flip in (2, 3):
+    ...     with labledger.start_run(f"r{flip}", ledger=d) as run:
+    ...         _ = run.log_results("test", [{"id": f"x{i}", "task": "t", "gold": i % 2, "pred": int(i % flip == 0)} for i in range(30)])
+    >>> book = labledger.open_ledger(d)
+    >>> [(c["results"], c["paired"]) for c in run_comparisons(book.run("r2"), book.run("r3"), resamples=100)]
+    [('test', True)]
+    """
     from labledger.analysis.evaluation import compare
 
     out = []

@@ -5,6 +5,7 @@ Reads (public unless ``--private``)::
     GET  /api/runs?group=&tag=&status=&name=&where=&sort=&offset=&limit=   where/sort: the query language
     GET  /api/runs/{run}                      run = id, unique id prefix or unique name
     GET  /api/runs/{run}/{kind}?offset=&limit=   kind = batches | scalars | history | checkpoints | notes
+    GET  /api/runs/{run}/{kind}?since=N       only what was logged after the first N (``next`` of the last page)
     GET  /api/runs/{run}/evals
     GET  /api/runs/{run}/evals/{name}         stored documents and the result set's meta
     GET  /api/runs/{run}/evals/{name}/results?offset=&limit=
@@ -237,7 +238,11 @@ async def run_records(request: Request) -> Response:
     if kind not in RECORD_KINDS:
         raise ApiError(404, f"no record kind '{kind[:40]}' (known: {', '.join(RECORD_KINDS)}, evals)")
     fname, default, high = RECORD_KINDS[kind]
-    offset = int_param(request, "offset", 0, low=0, high=10**12)
+    # ``since`` is a cursor (a live page passes the ``next`` of its last fetch and gets only what was
+    # logged after it); records are only ever appended, so it is the index of the first record sent
+    if request.query_params.get("since") and request.query_params.get("offset"):
+        raise ApiError(400, "pass 'since' (a cursor) or 'offset', not both")
+    offset = int_param(request, "since", 0, low=0, high=10**12) or int_param(request, "offset", 0, low=0, high=10**12)
     limit = int_param(request, "limit", default, low=1, high=high)
     ref = request.path_params["run"]
 
@@ -247,9 +252,8 @@ async def run_records(request: Request) -> Response:
         return run_id, *_page(ctx, book.run_dir(run_id) / fname, offset, limit)
 
     run_id, lines, total = await run_in_threadpool(work)
-    return _page_response(
-        {"run": run_id, "offset": offset, "limit": limit, "total": total, "count": len(lines)}, kind, lines
-    )
+    head = {"run": run_id, "offset": offset, "limit": limit, "total": total, "count": len(lines)}
+    return _page_response({**head, "next": offset + len(lines)}, kind, lines)
 
 
 def _server_read(ctx: ServerContext, read, *args: Any) -> Any:

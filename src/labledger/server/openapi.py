@@ -43,6 +43,11 @@ def _errors(*statuses: int) -> dict[str, Any]:
 
 RUN = _p("run", "Run id, unique id prefix, or unique run name")
 OFFSET = _q("offset", "Index of the first record (0-based)", {"type": "integer", "minimum": 0, "default": 0})
+SINCE = _q(
+    "since",
+    "A cursor: the records logged after the first `since` (the `next` of the last page); not with offset",
+    {"type": "integer", "minimum": 0},
+)
 BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 RECORDS_BODY = {
     "required": True,
@@ -62,6 +67,7 @@ def _page(kind: str, default: int, most: int, description: str) -> dict[str, Any
             "parameters": [
                 RUN,
                 OFFSET,
+                SINCE,
                 _q(
                     "limit",
                     f"Records per page (at most {most})",
@@ -421,6 +427,7 @@ def openapi_document(version: str) -> dict[str, Any]:
                 "limit": {"type": "integer"},
                 "total": {"type": "integer"},
                 "count": {"type": "integer"},
+                "next": {"type": "integer", "description": "The cursor to pass as `since` for what comes next"},
             },
         },
         "Accepted": {

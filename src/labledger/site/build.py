@@ -13,6 +13,7 @@ Layout (seed 004, extended to many runs)::
     OUT/data/compare.js                                         version tables, comparisons, groups
     OUT/data/curves/<run>/<k>.js, <k>/<level>-<chunk>.js         multi-resolution scalar summaries
     OUT/data/diff/<run>.js                                      what ``labledger diff`` compares
+    OUT/data/diff/<run>.paired.js                               its paired comparisons (site/pairs.py)
     OUT/images/<run>/<path under the run's files/>              images the samples refer to
     OUT/.labledger-site.json                                    manifest for incremental builds
 
@@ -39,6 +40,8 @@ from labledger.site.comparisons import PairedTestCache, compare_payload
 from labledger.site.curves import write_curves
 from labledger.site.evaluations import eval_names, eval_payload, eval_summary
 from labledger.site.output import FORMAT, SiteWriter
+from labledger.site.packing import pack_catalog
+from labledger.site.pairs import write_paired
 from labledger.site.rundata import run_basics, run_payload
 from labledger.store.ledger import Ledger, RunInfo
 from labledger.store.run import check_name
@@ -272,6 +275,14 @@ def build_site(
             catalog_runs.append(entry["catalog"])
             result.runs.append(info.id)
             readable[info.id] = run_dir
+        paired_diffs = write_paired(
+            writer.write_data,
+            book,
+            infos,
+            readable,
+            writer.old.get("paired_diffs") if writer.old.get("fingerprint") == fingerprint else None,
+            result.warnings,
+        )
         paired = PairedTestCache(
             writer.old.get("paired_tests") if writer.old.get("fingerprint") == fingerprint else None
         )
@@ -298,8 +309,8 @@ def build_site(
             },
             "labledger": _version(),
         }
-        writer.write_data("data/catalog.js", "catalog", catalog)
-        writer.save({"fingerprint": fingerprint, "paired_tests": paired.new})
+        writer.write_data("data/catalog.js", "catalog", pack_catalog(catalog))
+        writer.save({"fingerprint": fingerprint, "paired_tests": paired.new, "paired_diffs": paired_diffs})
         result.written = [out_path / rel for rel in writer.written]
         result.unchanged = len(writer.unchanged)
         result.removed = [out_path / rel for rel in writer.removed]

@@ -79,7 +79,8 @@ def js_assignment(key: str, payload: Any = None, *, raw_json: bytes | None = Non
 
 
 def load_data_file(path: str | os.PathLike[str]) -> tuple[str, Any]:
-    """Read a data file written by :func:`js_assignment` back into ``(key, payload)``.
+    """Read a data file written by :func:`js_assignment` back into ``(key, payload)`` (a packed
+    catalog comes back in its list-of-objects form, :func:`labledger.site.packing.unpack_catalog`).
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.js"
@@ -92,7 +93,12 @@ def load_data_file(path: str | os.PathLike[str]) -> tuple[str, Any]:
         raise SiteError(f"{path}: not a labledger site data file")
     rest = data[len(_PREFIX) : -2]
     end = rest.index(b"]=")
-    return orjson.loads(rest[:end]), orjson.loads(rest[end + 2 :])
+    key, payload = orjson.loads(rest[:end]), orjson.loads(rest[end + 2 :])
+    if key == "catalog" and isinstance(payload, dict) and payload.get("packed"):
+        from labledger.site.packing import unpack_catalog
+
+        payload = unpack_catalog(payload)
+    return key, payload
 
 
 #: Temporary files of atomic writes (``.NAME.PID.tmp``), removed when a killed build resumes.

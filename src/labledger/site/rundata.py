@@ -249,7 +249,8 @@ def run_payload(
     scalars: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Everything ``run.html`` shows, as one JSON-ready dict (``scalars``: the run's scalar records,
-    when the caller has read them already)."""
+    when the caller has read them already; ``cursor.scalars``: how many records it holds, the
+    ``since`` a page in ``labledger serve`` asks the API for while the run logs)."""
     meta = view.meta
     config = view.config
     history = list(view.history())
@@ -260,13 +261,16 @@ def run_payload(
         for c in checkpoints:
             if c.get("step") is not None and c.get("step") == chosen.get("step"):
                 c["selected"] = True
-    series, steps = share_steps(scalar_series(view.scalars() if scalars is None else scalars))
+    records = list(view.scalars()) if scalars is None else scalars
+    series, steps = share_steps(scalar_series(records))
     return {
         **run_basics(info),
         "meta": {k: v for k, v in meta.items() if k not in ("notes",)},
         "config": config,
         "scalars": series,
         "scalar_steps": steps,
+        # how many scalar records the page has: a live page asks the server for those after it
+        "cursor": {"scalars": len(records)},
         "system": system_view(view.records("system")) if (view.dir / "system.jsonl").exists() else None,
         "history": history,
         "validation": validation,

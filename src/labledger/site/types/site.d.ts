@@ -287,8 +287,20 @@ interface CatalogRun {
   evaluations?: string[];
   [field: string]: any;
 }
+/** One column of the packed catalog (labledger/site/packing.py). */
+interface PackedColumn {
+  c?: any;
+  v?: any[];
+  f?: string;
+  int?: number;
+  d?: any[];
+  i?: string;
+  w?: 1 | 2 | 4;
+}
 interface CatalogPayload {
   runs: CatalogRun[];
+  /** The query fields, one array per field (fields.columns[j][i]: field j of run i). */
+  fields?: { names: string[]; columns: any[][] };
   comparisons?: { tables: string[]; documents: number; groups: string[] };
   [field: string]: any;
 }
@@ -457,6 +469,7 @@ interface LLData {
   curve(id: string, k: number): Promise<any>;
   curveChunk(id: string, k: number, level: number, c: number): Promise<any>;
   diffSide(id: string): Promise<any>;
+  diffPaired(id: string): Promise<any>;
 }
 
 interface LLNamespace {
@@ -466,6 +479,11 @@ interface LLNamespace {
   clear<T extends Node>(node: T): T;
   main(): HTMLElement;
   load(key: string, src: string): Promise<any>;
+  unpackColumn(col: PackedColumn, n: number): any[];
+  unpackCatalog(cat: any): CatalogPayload;
+  /** A running run's page in labledger serve: where its following stands (run.js). */
+  live?: { cursor: number; fetches: number; records: number; running: boolean };
+  liveIntervalMs: number;
   data: LLData;
   findRun(catalog: CatalogPayload, id: string | undefined): CatalogRun;
   imageSrc(runId: string, ref: string): string;

@@ -210,6 +210,7 @@
         {
           key: "name",
           label: "Run",
+          className: "runcol",
           render: function (r) {
             if (r.unreadable) {
               return h(
@@ -266,7 +267,16 @@
           },
         },
         { key: "steps", label: "Steps", num: true },
-        {
+      ];
+      // Columns that would show only "–" for every run are left out (the table fits 1280 px).
+      var anyBatches = runs.some(function (r) {
+        return r.batches && !r.unreadable;
+      });
+      var anyPages = runs.some(function (r) {
+        return (r.evaluations || []).length || (r.tests || []).length;
+      });
+      if (anyBatches)
+        cols.push({
           key: "batches",
           label: "Microbatches",
           num: true,
@@ -275,8 +285,7 @@
               ? h("a", { href: LL.link("batches.html", { run: r.id }) }, LL.fmt.num(r.batches))
               : "–";
           },
-        },
-      ];
+        });
       keys.forEach(function (k) {
         cols.push({
           key: "h:" + k,
@@ -292,22 +301,23 @@
           },
         });
       });
-      cols.push({
-        key: "pages",
-        label: "Pages",
-        sortable: false,
-        title: "evaluation pages (eval) and test breakdowns (grid)",
-        render: function (r) {
-          var links = [];
-          (r.evaluations || []).forEach(function (n) {
-            links.push(h("a", { href: LL.link("eval.html", { run: r.id, name: n }) }, "eval: " + n));
-          });
-          (r.tests || []).forEach(function (n) {
-            links.push(h("a", { href: LL.link("test.html", { run: r.id, name: n }) }, "grid: " + n));
-          });
-          return links.length ? h("span", { class: "chips" }, links) : "–";
-        },
-      });
+      if (anyPages)
+        cols.push({
+          key: "pages",
+          label: "Pages",
+          sortable: false,
+          title: "evaluation pages (eval) and test breakdowns (grid)",
+          render: function (r) {
+            var links = [];
+            (r.evaluations || []).forEach(function (n) {
+              links.push(h("a", { href: LL.link("eval.html", { run: r.id, name: n }) }, "eval: " + n));
+            });
+            (r.tests || []).forEach(function (n) {
+              links.push(h("a", { href: LL.link("test.html", { run: r.id, name: n }) }, "grid: " + n));
+            });
+            return links.length ? h("span", { class: "chips" }, links) : "–";
+          },
+        });
       var sort = p.sort
         ? { key: p.sort.replace(/^-/, ""), dir: p.sort[0] === "-" ? -1 : 1 }
         : { key: "started", dir: -1 };

@@ -78,6 +78,102 @@
     return typeof v === "number" ? LL.numCell(v) : LL.valueText(v);
   }
 
+  /** The result sets a run's side lists (data: results.<name>.rows). */
+  function resultSets(side) {
+    return Object.keys((side && side.data) || {})
+      .map(function (k) {
+        var m = /^results\.(.+)\.rows$/.exec(k);
+        return m ? m[1] : null;
+      })
+      .filter(function (n) {
+        return n !== null;
+      });
+  }
+
+  /** Paired comparisons of the result sets both runs stored (labledger diff's, precomputed). */
+  function comparisonsSection(comparisons, ra, rb, resamples) {
+    var title = "Paired comparisons";
+    if (comparisons === null)
+      return LL.section(
+        title,
+        "sec-comparisons",
+        h(
+          "p",
+          { class: "muted", id: "comparisons-missing" },
+          "Both runs stored result sets, but the site compares only runs of the same group (or name) " +
+            "near each other in time. Run ",
+          h("code", null, "labledger diff " + ra.id + " " + rb.id),
+          " for the paired comparison."
+        )
+      );
+    if (!comparisons.length)
+      return LL.section(
+        title + " (0)",
+        "sec-comparisons",
+        h("p", { class: "muted" }, "No result set both runs stored.")
+      );
+    var rows = [];
+    comparisons.forEach(function (c) {
+      if (!c.paired) {
+        rows.push(h("tr", null, h("th", { scope: "row" }, c.results), h("td", { colspan: 7, class: "muted" }, c.note)));
+        return;
+      }
+      (c.metrics || []).forEach(function (m) {
+        rows.push(
+          h(
+            "tr",
+            null,
+            h("th", { scope: "row" }, c.results),
+            h("td", null, m.task),
+            h("td", { class: "mono" }, m.metric),
+            h("td", { class: "n" }, LL.numCell(m.a)),
+            h("td", { class: "n" }, LL.numCell(m.b)),
+            h("td", { class: "n" }, LL.numCell(m.diff)),
+            h(
+              "td",
+              { class: "n" },
+              LL.isNum(m.ci_low) && LL.isNum(m.ci_high)
+                ? "[" + LL.fmt.num(m.ci_low) + ", " + LL.fmt.num(m.ci_high) + "]"
+                : "–"
+            ),
+            h("td", { class: "n" }, LL.fmt.p(m.p))
+          )
+        );
+      });
+    });
+    return LL.section(
+      title + " (" + comparisons.length + ")",
+      "sec-comparisons",
+      h(
+        "p",
+        { class: "muted" },
+        "Each result set both runs stored, B against A on the items they share (paired bootstrap" +
+          (resamples ? ", " + LL.fmt.num(resamples) + " resamples" : "") +
+          "), computed when the site was built."
+      ),
+      h(
+        "div",
+        { class: "scroll" },
+        h(
+          "table",
+          { class: "data diff", id: "diff-comparisons" },
+          h(
+            "thead",
+            null,
+            h(
+              "tr",
+              null,
+              ["result set", "task", "metric", "A", "B", "B − A", "95% CI", "p"].map(function (t, i) {
+                return h("th", { scope: "col", class: i >= 3 ? "n" : null }, t);
+              })
+            )
+          ),
+          h("tbody", null, rows)
+        )
+      )
+    );
+  }
+
   LL.start(function () {
     return LL.data.catalog().then(function (cat) {
       var main = LL.main(),
@@ -87,7 +183,28 @@
       var ra = LL.findRun(cat, p.a),
         rb = LL.findRun(cat, p.b);
       return Promise.all([LL.data.diffSide(ra.id), LL.data.diffSide(rb.id)]).then(function (sides) {
+        var shared = resultSets(sides[0]).filter(function (n) {
+          return resultSets(sides[1]).indexOf(n) >= 0;
+        });
+        if (!shared.length) return render(sides, []);
+        return LL.data
+          .diffPaired(ra.id)
+          .catch(function () {
+            return null;
+          })
+          .then(function (paired) {
+            var found = paired && paired.partners && paired.partners[rb.id];
+            return render(sides, found || null, paired ? paired.resamples : null);
+          });
+      });
+      /**
+       * @param {any[]} sides
+       * @param {any[] | null} comparisons  null: the builder did not compare this pair
+       * @param {number | null} [resamples]
+       */
+      function render(sides, comparisons, resamples) {
         var doc = diffDoc(sides[0], sides[1]);
+        doc.comparisons = comparisons;
         window.LABLEDGER["diff/doc"] = doc;
         main.appendChild(h("h1", null, "Diff: " + ra.name + " → " + rb.name));
         main.appendChild(
@@ -104,7 +221,7 @@
             h("code", null, rb.id),
             "). Only what differs; the same as ",
             h("code", null, "labledger diff " + ra.id + " " + rb.id),
-            " (which also runs paired comparisons of result sets). ",
+            ". ",
             h("a", { href: LL.link("diff.html", { a: rb.id, b: ra.id }), id: "diff-swap" }, "Swap A and B"),
             " · ",
             h("a", { href: LL.link("curves.html", { runs: ra.id + "," + rb.id }) }, "Curves of both")
@@ -152,8 +269,9 @@
             : h("p", { class: "muted" }, "No differences.");
           main.appendChild(LL.section(TITLES[s] + " (" + rows.length + ")", "sec-" + s, body));
         });
+        main.appendChild(comparisonsSection(doc.comparisons, ra, rb, resamples));
         if (!total) main.appendChild(LL.callout("info", "The two runs do not differ in anything the diff compares."));
-      });
+      }
     });
   });
 })();

@@ -230,6 +230,7 @@
           {
             key: "name",
             label: "Run",
+            className: "runcol",
             render: function (r) {
               return h("a", { href: LL.link("run.html", { run: r.id }), class: "runlink", title: r.id }, r.name);
             },

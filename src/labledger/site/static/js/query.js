@@ -52,8 +52,11 @@
     /** @type {any} */ (e).query = true;
     return e;
   }
+  /** Python's repr() of a text (the CLI's messages quote with it): "'" inside picks double quotes. */
   function repr(s) {
-    return "'" + String(s).replace(/\\/g, "\\\\").replace(/'/g, "\\'") + "'";
+    var t = String(s).replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/\r/g, "\\r").replace(/\t/g, "\\t");
+    if (t.indexOf("'") >= 0 && t.indexOf('"') < 0) return '"' + t + '"';
+    return "'" + t.replace(/'/g, "\\'") + "'";
   }
 
   function tokenize(text) {
@@ -511,19 +514,19 @@
   }
 
   /**
-   * The catalog's runs as rows the evaluator reads: index columns, tags and the fields.
+   * The catalog's runs (LL.unpackCatalog's form) as rows the evaluator reads: index columns, tags
+   * and the fields.
    * @param {any} catalog
    */
   function rowsOf(catalog) {
     var names = (catalog.fields && catalog.fields.names) || [],
-      values = (catalog.fields && catalog.fields.rows) || [];
+      columns = (catalog.fields && catalog.fields.columns) || [];
     var index = {};
     names.forEach(function (n, i) {
-      index[n] = i;
+      index[n] = columns[i];
     });
     var now = Date.now() / 1000;
     return (catalog.runs || []).map(function (r, i) {
-      var vals = values[i] || [];
       var ended = r.ended;
       return {
         run: r,
@@ -537,8 +540,8 @@
         duration: typeof ended === "number" ? ended - r.started : r.status === "running" ? now - r.started : null,
         tags: r.tags || [],
         fields: function (name) {
-          var j = index[name];
-          return j === undefined ? undefined : vals[j];
+          var c = index[name];
+          return c === undefined ? undefined : c[i];
         },
       };
     });
@@ -592,9 +595,10 @@
     select: select,
     /** A field's value in a catalog run (index i of catalog.runs). */
     field: function (catalog, i, name) {
-      var f = catalog.fields || { names: [], rows: [] };
+      var f = catalog.fields || { names: [], columns: [] };
       var j = f.names.indexOf(name);
-      return j < 0 ? null : (f.rows[i] || [])[j];
+      var v = j < 0 ? null : f.columns[j][i];
+      return v === undefined ? null : v;
     },
   };
 })();

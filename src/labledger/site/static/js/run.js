@@ -129,8 +129,87 @@
       draw();
     });
     draw();
+    /** Scalar records logged since the page's data (a live page in `labledger serve`): appended, redrawn. */
+    /** @type {any} */ (sec).append = function (/** @type {any[]} */ records) {
+      records.forEach(function (rec) {
+        var step = rec.step;
+        if (typeof step !== "number") return;
+        Object.keys(rec).forEach(function (k) {
+          var v = rec[k];
+          if (k === "step" || k === "time" || !(typeof v === "number" || v === null)) return;
+          var s = run.scalars[k];
+          if (!s) {
+            s = run.scalars[k] = { x: [], y: [] };
+            keys.push(k);
+          } else if (typeof s.x === "number") s.x = run.scalar_steps[s.x].slice(); // no longer shared
+          s.x.push(step);
+          s.y.push(typeof v === "number" && isFinite(v) ? v : null);
+        });
+      });
+      draw();
+    };
     return sec;
   }
+
+  /**
+   * A running run's page served by `labledger serve` follows the run: every few seconds it asks the
+   * API for the scalar records logged since its last fetch (`since`, the cursor of the run's data,
+   * then the `next` of each answer) and redraws the curves. The static site shows what the build
+   * read (reload after a rebuild for newer steps).
+   */
+  function follow(run, curves, status) {
+    if (run.status !== "running") return;
+    if (!/^https?:$/.test(location.protocol)) {
+      status.textContent = "This run was running when the site was built: rebuild the site and reload for newer steps.";
+      return;
+    }
+    var cursor = (run.cursor && run.cursor.scalars) || 0,
+      added = 0,
+      base = "api/runs/" + encodeURIComponent(run.id);
+    LL.live = { cursor: cursor, fetches: 0, records: 0, running: true };
+    function json(url) {
+      // eslint-disable-next-line no-restricted-syntax -- only under http(s), from labledger serve's API
+      return fetch(url, { credentials: "same-origin", cache: "no-store" }).then(function (r) {
+        if (!r.ok) throw new Error(url + ": HTTP " + r.status);
+        return r.json();
+      });
+    }
+    function tick() {
+      json(base + "/scalars?since=" + cursor + "&limit=10000")
+        .then(function (page) {
+          LL.live.fetches += 1;
+          if (page.count) curves.append(page.scalars);
+          added += page.count;
+          cursor = page.next;
+          LL.live.cursor = cursor;
+          LL.live.records = added;
+          if (page.count === page.limit) return true; // more to read: at once
+          return json(base).then(function (info) {
+            var running = info.run.status === "running";
+            LL.live.running = running;
+            status.textContent =
+              (running ? "Following the run: " : "The run is " + info.run.status + ": ") +
+              LL.fmt.num(added) +
+              " scalar record" +
+              (added === 1 ? "" : "s") +
+              " since the page opened (last update " +
+              new Date().toLocaleTimeString() +
+              ").";
+            if (running) setTimeout(tick, LL.liveIntervalMs);
+            return false;
+          });
+        })
+        .then(function (again) {
+          if (again) tick();
+        })
+        .catch(function (e) {
+          status.textContent = "Live updates stopped: " + e.message;
+        });
+    }
+    setTimeout(tick, LL.liveIntervalMs);
+  }
+  /** Milliseconds between a live page's fetches. */
+  LL.liveIntervalMs = 2000;
 
   function systemSection(run) {
     var sys = run.system;
@@ -567,9 +646,13 @@
           if (n) main.appendChild(n);
         });
         var state = { smoothing: 0 };
+        var curves = curvesSection(run, state);
+        var liveStatus = h("p", { id: "live-status", class: "muted", "aria-live": "polite" });
+        curves.insertBefore(liveStatus, curves.querySelector(".charts"));
+        follow(run, curves, liveStatus);
         var sections = [
           pagesSection(run),
-          curvesSection(run, state),
+          curves,
           systemSection(run),
           validationSection(run),
           historySection(run),

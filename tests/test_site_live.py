@@ -1,0 +1,106 @@
+"""A running run's page follows the run (#12): in ``labledger serve`` (a real server on 127.0.0.1,
+stopped after) the page asks the API only for the scalar records logged since its last fetch (the
+``since`` cursor) and redraws its curves; the static site says to rebuild and reload."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import httpx
+import pytest
+from server_process import ServerProcess
+from test_site_browser import ARGS, CHROMIUM, sync_playwright
+
+import labledger
+from labledger.site import build_site
+
+
+def test_since_is_a_cursor_over_the_records(tmp_path):
+    """The API: ``since=N`` gives the records after the first N and ``next`` to pass the next time."""
+    from starlette.testclient import TestClient
+
+    from labledger.server import create_app
+
+    with labledger.start_run("live", ledger=tmp_path / "ledger") as run:
+        for step in range(5):
+            run.log(step, loss=1.0 / (step + 1))
+    client = TestClient(create_app(tmp_path / "ledger", uploads_dir=tmp_path / "up"))
+    first = client.get(f"/api/runs/{run.id}/scalars?since=0&limit=3").json()
+    assert [r["step"] for r in first["scalars"]] == [0, 1, 2] and first["next"] == 3
+    rest = client.get(f"/api/runs/{run.id}/scalars?since={first['next']}").json()
+    assert [r["step"] for r in rest["scalars"]] == [3, 4] and rest["next"] == 5
+    assert client.get(f"/api/runs/{run.id}/scalars?since=5").json()["scalars"] == []
+    both = client.get(f"/api/runs/{run.id}/scalars?since=1&offset=2")
+    assert both.status_code == 400 and "not both" in both.json()["error"]
+
+
+@pytest.fixture
+def browser():
+    if sync_playwright is None or not CHROMIUM.exists():
+        pytest.skip("no browser")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+def test_a_running_runs_page_fetches_only_what_was_logged_since(browser, tmp_path):
+    ledger = tmp_path / "ledger"
+    run = labledger.start_run("live", ledger=ledger)
+    for step in range(10):
+        run.log(step, loss=1.0 / (step + 1))
+    run.sync()
+    server = ServerProcess(ledger, uploads_dir=tmp_path / "up", site_refresh=0.2).start()
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    try:
+        deadline = time.monotonic() + 60
+        while f"{run.id}" not in httpx.get(server.url + "/data/catalog.js").text:
+            assert time.monotonic() < deadline, "the live site never listed the run"
+            time.sleep(0.2)
+        page.goto(f"{server.url}/run.html#run={run.id}")
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        page.evaluate("() => { LL.liveIntervalMs = 200; }")
+        logged = page.evaluate("() => LL.live.cursor")
+        assert logged >= 10  # what the page's data holds
+        for step in range(10, 40):
+            run.log(step, loss=1.0 / (step + 1))
+        run.sync()
+        page.wait_for_function(f"() => LL.live.cursor >= 40 && LL.live.records === 40 - {logged}", timeout=30_000)
+        run.finish()
+        page.wait_for_function("() => !LL.live.running", timeout=30_000)
+        assert "finished" in page.locator("#live-status").inner_text()
+        # every fetch asked for what came after the last one, never for the run's data file again
+        since = [int(m.group(1)) for u in requests if (m := re.search(r"/scalars\?since=(\d+)", u))]
+        assert since[0] == logged and since == sorted(since) and since[-1] == 40
+        assert sum(f"/data/runs/{run.id}.js" in u for u in requests) == 1
+        assert page.locator("#curve-charts figure, #curve-charts .chart").count() >= 1
+        assert errors == []
+    finally:
+        page.close()
+        server.stop()
+        if run.status == "running":
+            run.finish()
+
+
+def test_the_static_site_says_to_rebuild_for_a_running_run(browser, tmp_path):
+    run = labledger.start_run("live", ledger=tmp_path / "ledger")
+    run.log(0, loss=1.0)
+    run.sync()
+    build_site(tmp_path / "ledger", tmp_path / "site")
+    page = browser.new_page()
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    try:
+        page.goto((tmp_path / "site" / "run.html").as_uri() + f"#run={run.id}")
+        page.wait_for_selector("body[data-ready='1']")
+        assert "rebuild the site and reload" in page.locator("#live-status").inner_text()
+        page.wait_for_timeout(300)
+        assert all(u.startswith("file://") for u in requests), requests  # no fetch from a file:// page
+    finally:
+        page.close()
+        run.finish()
