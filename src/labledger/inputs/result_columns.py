@@ -89,6 +89,9 @@ class ResultColumns:
         """Number of rows."""
         return len(self.ids)
 
+    def __len__(self) -> int:
+        return len(self.ids)
+
     def iter_rows(self) -> Iterator[dict[str, Any]]:
         """The rows, one dict each, as :meth:`~labledger.Run.log_results` would be given them."""
         cols = {k: _row_values(v) for k, v in self.fields.items()}
@@ -130,7 +133,7 @@ def _row_values(col: Column) -> Any:
 
 
 def _all_type(values: Sequence[Any], t: type) -> bool:
-    return all(type(v) is t for v in values)
+    return set(map(type, values)) <= {t}
 
 
 def _finite_numbers(col: Column, n: int) -> bool:
@@ -139,7 +142,7 @@ def _finite_numbers(col: Column, n: int) -> bool:
         return col.shape == (n,) and col.dtype.kind in "fiu" and bool(np.isfinite(col).all())
     if isinstance(col, Probs) or len(col) != n:
         return False
-    if not all(type(v) is float or type(v) is int for v in col):
+    if not set(map(type, col)) <= {int, float}:
         return False
     try:
         return bool(np.isfinite(np.asarray(col, dtype=np.float64)).all())
@@ -215,14 +218,6 @@ def _split_numbers(values: Any) -> list[bytes]:
     return text[1:-1].split(b",") if len(text) > 2 else []
 
 
-def _value_fragments(col: Column, n: int) -> list[bytes] | None:
-    """One JSON fragment per row (``b""`` for ``MISSING``), or ``None`` when orjson refuses a value."""
-    try:
-        return _fragments(col, n)
-    except TypeError:
-        return None
-
-
 def _as_exact(a: np.ndarray) -> np.ndarray | list[Any]:
     """``a`` as float64/int64/bool (whose orjson text is that of ``a.tolist()``), else the list."""
     if a.dtype.kind == "f":
@@ -234,64 +229,66 @@ def _as_exact(a: np.ndarray) -> np.ndarray | list[Any]:
     return a.tolist()
 
 
-def _fragments(col: Column, n: int) -> list[bytes]:
+def _by_template(prefix: bytes, inner: bytes, flat: list[bytes], k: int) -> list[bytes]:
+    """``prefix + inner % (k items)`` per row, from the row-major ``flat`` fragments."""
+    template = prefix.replace(b"%", b"%%") + inner
+    return [template % t for t in zip(*(flat[j::k] for j in range(k)))]
+
+
+def _fragments(col: Column, n: int, prefix: bytes) -> list[bytes] | None:
+    """``prefix`` + the JSON of each row's value (``b""`` for ``MISSING``), or ``None`` when
+    orjson refuses a value."""
+    try:
+        return _encode(col, n, prefix)
+    except TypeError:
+        return None
+
+
+def _encode(col: Column, n: int, prefix: bytes) -> list[bytes]:
     if isinstance(col, np.ndarray):
         col = _as_exact(col)
     if isinstance(col, Probs):
         k = len(col.labels)
-        template = b"{" + b",".join(orjson.dumps(lab).replace(b"%", b"%%") + b":%b" for lab in col.labels) + b"}"
-        flat = _split_numbers(np.asarray(col.matrix, dtype=np.float64).ravel())
-        return [template % t for t in zip(*(flat[j::k] for j in range(k)))]
+        inner = b"{" + b",".join(orjson.dumps(lab).replace(b"%", b"%%") + b":%b" for lab in col.labels) + b"}"
+        return _by_template(prefix, inner, _split_numbers(np.asarray(col.matrix, dtype=np.float64).ravel()), k)
     if isinstance(col, np.ndarray):
         if col.ndim == 1:
-            return _split_numbers(col)
+            return [prefix + v for v in _split_numbers(col)]
         if col.ndim == 2:
             k = col.shape[1]
             if k == 0:
-                return [b"[]"] * n
-            template = b"[" + b",".join([b"%b"] * k) + b"]"
-            flat = _split_numbers(col.ravel())
-            return [template % t for t in zip(*(flat[j::k] for j in range(k)))]
-        return [orjson.dumps(v, option=_OPTIONS) for v in col.tolist()]
-    if n and _all_type(col, str):
+                return [prefix + b"[]"] * n
+            return _by_template(prefix, b"[" + b",".join([b"%b"] * k) + b"]", _split_numbers(col.ravel()), k)
+        col = col.tolist()
+    types = set(map(type, col))
+    if types == {str}:
         text = orjson.dumps(col)
         if b"\\" not in text:  # no escapes: every quote delimits an item, so '","' separates two
-            return [b'"' + s + b'"' for s in text[2:-2].split(b'","')]
-        return [orjson.dumps(v) for v in col]
-    if n and all(type(v) is float or type(v) is int for v in col):
-        return _split_numbers(col)
+            start, end = prefix + b'"', b'"'
+            return [start + s + end for s in text[2:-2].split(b'","')]
+    elif types and types <= {int, float}:
+        return [prefix + v for v in _split_numbers(col)]
     dumps = orjson.dumps
-    return [b"" if v is MISSING else dumps(v, option=_OPTIONS) for v in col]
-
-
-def _keyed(key: str, values: list[bytes], col: Column) -> list[bytes]:
-    prefix = b"," + orjson.dumps(key) + b":"
-    if isinstance(col, (Probs, np.ndarray)) or not any(v is MISSING for v in col):
-        return [prefix + v for v in values]
-    return [b"" if c is MISSING else prefix + v for v, c in zip(values, col)]
+    return [b"" if v is MISSING else prefix + dumps(v, option=_OPTIONS) for v in col]
 
 
 def _encode_block(block: ResultColumns, cache: dict[tuple[int, str], list[bytes]]) -> bytes | None:
     n = block.n
     if n == 0:
         return b""
-    ids = _value_fragments(block.ids, n)
-    gold = _value_fragments(block.gold, n)
+    ids = _fragments(block.ids, n, b'{"id":')
+    gold = _fragments(block.gold, n, b',"task":' + orjson.dumps(block.task) + b',"gold":')
     if ids is None or gold is None:
         return None
-    parts: list[Any] = [
-        [b'{"id":' + v for v in ids],
-        repeat(b',"task":' + orjson.dumps(block.task) + b',"gold":', n),
-        gold,
-    ]
+    parts: list[Any] = [ids, gold]
     for key, col in block.fields.items():
         ck = (id(col), key)
         frags = cache.get(ck)
         if frags is None:
-            values = _value_fragments(col, n)
-            if values is None or len(values) != n:
+            frags = _fragments(col, n, b"," + orjson.dumps(key) + b":")
+            if frags is None or len(frags) != n:
                 return None
-            frags = cache[ck] = _keyed(key, values, col)
+            cache[ck] = frags
         parts.append(frags)
     parts.append(repeat(b"}\n", n))
     return b"".join(map(b"".join, zip(*parts)))
