@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -283,10 +284,10 @@ def _columns_of(
     out: dict[str, dict[str, HarnessMetric]] = {}
     for filt, group in by_filter.items():
         n = len(group)
-        ids = [str(d.doc_id) for d in group]
+        ids = list(map(str, map(attrgetter("doc_id"), group)))
         common = {
             "item_hash": [f"{d.doc_hash}/{d.prompt_hash}" for d in group],
-            "target": [d.target for d in group],
+            "target": list(map(attrgetter("target"), group)),
             "filter": [filt] * n,
         }
         firsts = [d.arguments.get("gen_args_0") if d.arguments is not None else None for d in group]
@@ -294,8 +295,8 @@ def _columns_of(
         mets: dict[str, HarnessMetric] = {}
         choice_cols: dict[str, Any] | None = None
         for i, name in enumerate(names):
-            values = [getattr(d, f"m{i}") for d in group]
-            if any(v is msgspec.UNSET for v in values):
+            values = list(map(attrgetter(f"m{i}"), group))
+            if msgspec.UNSET in values:
                 return None
             if mc and name in ("acc", "acc_norm"):
                 if choice_cols is None:
@@ -347,11 +348,11 @@ def _columns_of(
 def _choice_columns(group: list[Any], delim: str, prompts: list[Any]) -> dict[str, Any] | None:
     """Per-choice log-likelihoods (raw and length-normalised), choice texts and gold indices of a
     multiple-choice task, when every document has the same number of choices and valid fields."""
-    resps = [d.filtered_resps for d in group]
-    if not resps or any(type(r) is not list or not r for r in resps):
+    resps = list(map(attrgetter("filtered_resps"), group))
+    if not resps or set(map(type, resps)) != {list}:
         return None
     k = len(resps[0])
-    if any(len(r) != k for r in resps) or any(v is MISSING for v in prompts):
+    if not k or set(map(len, resps)) != {k} or MISSING in prompts:
         return None
     each = list(chain.from_iterable(resps))
     if set(map(type, each)) == {list} and all(map(len, each)):  # [["-0.1", "False"], ...]: as lm-eval writes
@@ -359,17 +360,18 @@ def _choice_columns(group: list[Any], delim: str, prompts: list[Any]) -> dict[st
     else:
         flat = [float(r[0] if isinstance(r, list) and r else r) for r in each]
     keys = [f"gen_args_{i}" for i in range(k)]
-    if any(d.arguments is None or len(d.arguments) != k for d in group):
+    arguments = list(map(attrgetter("arguments"), group))
+    if None in arguments or set(map(len, arguments)) != {k}:
         return None
-    conts = [d.arguments[key].arg_1 for d in group for key in keys]
+    conts = [args[key].arg_1 for args in arguments for key in keys]
     if set(map(type, conts)) != {str}:
         return None
     if delim:
         cut = len(delim)
         conts = [c[cut:] if c.startswith(delim) else c for c in conts]
     choices = [conts[i : i + k] for i in range(0, len(conts), k)]
-    gold = [int(d.target) for d in group]
-    if any(not 0 <= g < k for g in gold):
+    gold = list(map(int, map(attrgetter("target"), group)))
+    if min(gold) < 0 or max(gold) >= k:
         return None
     loglik = np.asarray(flat, dtype=np.float64).reshape(len(group), k)
     if not np.isfinite(loglik).all():
