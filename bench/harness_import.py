@@ -13,7 +13,9 @@ ledger, and the harness's own reader (lm-eval has no public results reader: its
 with ``datasets.load_dataset("json")``, which is what is timed; inspect: ``read_eval_log``).
 
 Goal (issue #13): 100,000 samples imported in <= 3 s. Usage: ``python bench/harness_import.py [--tasks 60]
-[--docs 1000] [--samples 10000] [--epochs 3]``. Prints a table; figures go in bench/RESULTS.md.
+[--docs 1000] [--samples 10000] [--epochs 3] [--compare /work/main/src --repeat 3] [--no-peers]``.
+Prints a table (the import-only figures are the best CPU of ``--repeat`` runs, alternating with
+``--compare``'s when given); figures go in bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -202,18 +204,20 @@ def measure(kind: str, *args: str) -> tuple[float, float, float]:
     return wall, cpu, rss / 1024
 
 
-def measure_import_only(path: Path, ledger: Path) -> tuple[float, float]:
-    """Wall and CPU seconds of the import itself, in a child, without interpreter and import start-up."""
+def measure_import_only(path: Path, ledger: Path, src: str | None = None) -> tuple[float, float, float]:
+    """Wall s, CPU s and peak RSS MiB of the import itself, in a child, without interpreter and
+    module start-up; ``src`` puts another checkout's ``src`` first on the path (``--compare``)."""
     code = (
-        "import sys, time; from labledger.importers import import_path; import labledger.importers.lm_eval;"
+        "import sys, time, resource; from labledger.importers import import_path; import labledger.importers.lm_eval;"
         "t=time.perf_counter(); c=time.process_time(); import_path(sys.argv[1], sys.argv[2]);"
-        "print(time.perf_counter()-t, time.process_time()-c)"
+        "print(time.perf_counter()-t, time.process_time()-c, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     )
+    env = {**os.environ, "PYTHONPATH": src} if src else None
     out = subprocess.run(
-        [sys.executable, "-c", code, str(path), str(ledger)], check=True, capture_output=True, text=True
+        [sys.executable, "-c", code, str(path), str(ledger)], check=True, capture_output=True, text=True, env=env
     )
-    wall, cpu = map(float, out.stdout.split())
-    return wall, cpu
+    wall, cpu, rss = map(float, out.stdout.split())
+    return wall, cpu, rss / 1024
 
 
 def mb(p: Path) -> float:
@@ -228,6 +232,11 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=1000)
     ap.add_argument("--samples", type=int, default=10_000)
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument(
+        "--compare", metavar="SRC", help="also time the import with this src folder (e.g. main's), interleaved"
+    )
+    ap.add_argument("--repeat", type=int, default=1, help="import-only runs per source (and per --compare side)")
+    ap.add_argument("--no-peers", action="store_true", help="skip the harnesses' own readers")
     a = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="harness-bench-"))
     t0 = time.perf_counter()
@@ -236,24 +245,40 @@ def main() -> None:
     print(f"generated in {time.perf_counter() - t0:.1f} s: {root}")
     print(f"load average {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     rows = []
+    sides = [("this", None)] + ([("compare", a.compare)] if a.compare else [])
+    best: dict[tuple[str, str], tuple[float, float, float]] = {}
+    k = 0
     for label, path, n, own in (
         (f"lm-eval {a.tasks} tasks x {a.docs} docs", lm, a.tasks * a.docs, "lm_eval"),
         (f"inspect {a.samples} samples x {a.epochs} epochs", ev, a.samples * a.epochs, "inspect_ai"),
     ):
+        load = os.getloadavg()[0]
         w, c, rss = measure("labledger", str(path), str(root / f"ledger-{own}"))
-        iw, ic = measure_import_only(path, root / f"ledger2-{own}")
-        hw, hc, hrss = measure(own, str(path), str(root / "hf-cache"))
-        rows.append((label, n, mb(path), w, c, rss, iw, ic, own, hw, hc, hrss))
+        for _ in range(a.repeat):
+            for side, src in sides:
+                k += 1
+                r = measure_import_only(path, root / f"ledger{k}", src)
+                print(
+                    f"  {own} {side}: import {r[0]:.2f} s wall, {r[1]:.2f} s CPU, {r[2]:.0f} MiB (load {os.getloadavg()[0]:.1f})"
+                )
+                if (own, side) not in best or r[1] < best[own, side][1]:
+                    best[own, side] = r
+        iw, ic, irss = best[own, "this"]
+        hw, hc, hrss = (float("nan"),) * 3 if a.no_peers else measure(own, str(path), str(root / "hf-cache"))
+        rows.append((label, n, mb(path), load, w, c, rss, iw, ic, irss, n / ic, own, hw, hc, hrss))
     print()
     head = (
         "source",
         "samples",
         "MiB",
+        "load",
         "labledger wall s",
         "CPU s",
         "peak MiB",
         "import-only wall s",
         "CPU s",
+        "peak MiB",
+        "samples/CPU s",
         "harness reader",
         "wall s",
         "CPU s",
@@ -263,8 +288,15 @@ def main() -> None:
     for r in rows:
         print(" | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in r))
     total_n = sum(r[1] for r in rows)
-    total_w = sum(r[6] for r in rows)
-    print(f"\n{total_n:,} samples imported in {total_w:.2f} s (import-only wall; goal <= 3 s for 100,000)")
+    total_w = sum(r[7] for r in rows)
+    total_c = sum(r[8] for r in rows)
+    print(
+        f"\ntotal: {total_n:,} samples imported in {total_w:.2f} s wall, {total_c:.2f} s CPU "
+        f"({total_n / total_c:,.0f} samples per CPU second; goal: 100,000 in <= 3 s)"
+    )
+    if a.compare:
+        other = sum(best[own, "compare"][1] for own in ("lm_eval", "inspect_ai"))
+        print(f"compare ({a.compare}): {other:.2f} s CPU for the same imports (best of {a.repeat})")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

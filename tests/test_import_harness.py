@@ -415,3 +415,26 @@ def test_docstring_examples_run(module):
 
     failures, tried = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert tried > 0 and failures == 0
+
+
+@pytest.mark.slow
+def test_lm_eval_columns_equal_rows_on_real_output(outputs):
+    """The columnar reader takes real lm-eval samples files and builds exactly the row path's rows (#13)."""
+    from labledger.importers import lm_eval
+
+    out = _need(outputs, "lm-eval")
+    configs = _lm_results(out)["configs"]
+    files = sorted(out.rglob("samples_*.jsonl"))
+    assert files
+    for path in files:
+        task = next(t for t in configs if path.name.startswith(f"samples_{t}_"))
+        cols = lm_eval._metric_columns(path, configs[task])
+        rows = lm_eval._metric_rows(path, configs[task])
+        assert cols is not None, path.name
+        assert list(cols) == list(rows)
+        for filt, mets in rows.items():
+            assert list(cols[filt]) == list(mets)
+            for name, m in mets.items():
+                c = cols[filt][name]
+                assert (c.shape, c.spec) == (m.shape, m.spec)
+                assert (c.rows if m.shape == "skipped" else c.rows.rows()) == m.rows

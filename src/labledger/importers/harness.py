@@ -28,10 +28,12 @@ the harness reported and the labledger metric that recomputes it (see
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,7 @@ import orjson
 
 from labledger.errors import RecordError
 from labledger.importers.source import ImportedRun, ImportOptions, Source, finish_import, load_json, new_run
+from labledger.inputs.result_columns import ResultColumns
 from labledger.store.ledger import Ledger
 
 #: The labledger metric that recomputes each row shape.
@@ -48,6 +51,24 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 #: ``results_<timestamp>.json``: the results file lm-eval and lighteval both write per invocation.
 _CHOICE_KEYS = [str(i) for i in range(64)]
 RESULTS_NAME = re.compile(r"^results_(.+)\.json$")
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while an import builds its columns (hundreds of
+    thousands of acyclic objects: each full collection would walk them all again); restored after.
+
+    >>> with paused_gc():
+    ...     gc.isenabled()
+    False
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def results_stamp(results: Path) -> str:
@@ -99,11 +120,12 @@ def read_results(path: Path) -> dict[str, Any]:
 
 @dataclass
 class HarnessMetric:
-    """One harness metric of one task: the rows that recompute it and what the harness reported."""
+    """One harness metric of one task: the rows that recompute it (row dicts, or the same rows as
+    columns) and what the harness reported."""
 
     name: str
     shape: str
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]] | ResultColumns
     spec: str
     value: float | None = None
     stderr: float | None = None
@@ -231,11 +253,16 @@ def store_harness_run(
     fields: dict[str, str] = {}
     with run:
         for t in tasks:
-            rows = [r for m in t.metrics for r in m.rows]
-            if not rows:
+            blocks = [m.rows for m in t.metrics]
+            n = sum(len(b) for b in blocks)
+            if not n:
                 continue
-            run.log_results(t.name, rows, harness=harness_meta(harness, version, t))
-            counts[f"results:{t.name}"] = len(rows)
+            if all(isinstance(b, ResultColumns) for b in blocks):
+                run.log_result_columns(t.name, blocks, harness=harness_meta(harness, version, t))
+            else:
+                rows = [r for b in blocks for r in (b.iter_rows() if isinstance(b, ResultColumns) else b)]
+                run.log_results(t.name, rows, harness=harness_meta(harness, version, t))
+            counts[f"results:{t.name}"] = n
             for f in t.files:
                 fields[f] = f"result set '{t.name}' ({', '.join(m.name for m in t.metrics)})"
         if opts.copy:

@@ -18,14 +18,22 @@ target, ``prediction`` the filtered response (generative) or the chosen choice (
 
 from __future__ import annotations
 
+import math
+from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
+
+import msgspec
+import numpy as np
+import orjson
 
 from labledger.errors import ImportSourceError, RecordError
 from labledger.importers.harness import (
     HarnessMetric,
     HarnessTask,
     as_float,
+    paused_gc,
     read_results,
     results_stamp,
     score_row,
@@ -35,6 +43,7 @@ from labledger.importers.harness import (
 )
 from labledger.importers.harness import results_files as harness_results_files
 from labledger.importers.source import ImportedRun, ImportOptions, Source, load_jsonl
+from labledger.inputs.result_columns import MISSING, Probs, ResultColumns
 from labledger.store.ledger import Ledger
 
 FORMAT = "lm-eval"
@@ -109,8 +118,18 @@ def _choices(path: Path, line: int, doc: dict[str, Any], delim: str, k: int) -> 
 
 
 def _task_rows(
-    path: Path, task: str, samples: Path, config: dict[str, Any], results: dict[str, Any]
+    path: Path, task: str, samples: Path, config: dict[str, Any], results: dict[str, Any], *, columns: bool = True
 ) -> list[HarnessTask]:
+    """The result sets of one samples file: built as columns when the file's shape allows
+    (:func:`_metric_columns`), else row by row (:func:`_metric_rows`, whose errors name the line)."""
+    by_filter = _metric_columns(samples, config) if columns else None
+    if by_filter is None:
+        by_filter = _metric_rows(samples, config)
+    return _tasks_of(task, samples, by_filter, results)
+
+
+def _metric_rows(samples: Path, config: dict[str, Any]) -> dict[str, dict[str, HarnessMetric]]:
+    """``{filter: {metric: HarnessMetric}}`` with one row dict per document and metric."""
     mc = config.get("output_type") == "multiple_choice"
     delim = config.get("target_delimiter", " ")
     by_filter: dict[str, dict[str, HarnessMetric]] = {}
@@ -172,6 +191,205 @@ def _task_rows(
                 continue
             m = mets.setdefault(name, HarnessMetric(name, shape, [], spec))
             m.rows.append(row)
+    return by_filter
+
+
+class _Request(msgspec.Struct, gc=False):
+    """One request of a document's ``arguments`` (``arg_0`` the context, ``arg_1`` the continuation)."""
+
+    arg_0: Any = None
+    arg_1: Any = None
+
+
+_FIXED = ("doc_id", "filter", "metrics", "target", "arguments", "filtered_resps", "doc_hash", "prompt_hash")
+
+
+def _doc_decoder(metric_names: list[Any]) -> msgspec.json.Decoder | None:
+    """A decoder of one samples line that keeps only what the rows need (``doc`` and ``resps`` are
+    skipped unparsed), with one field per metric (``UNSET`` where a line lacks it)."""
+    if not all(type(m) is str for m in metric_names) or set(metric_names) & set(_FIXED):
+        return None
+    doc = msgspec.defstruct(
+        "Doc",
+        [
+            ("doc_id", Any),
+            ("filter", Any),
+            ("metrics", Any),
+            ("target", Any, None),
+            ("arguments", dict[str, _Request] | None, None),
+            ("filtered_resps", Any, None),
+            ("doc_hash", Any, ""),
+            ("prompt_hash", Any, ""),
+            *((f"m{i}", Any, msgspec.UNSET) for i in range(len(metric_names))),
+        ],
+        rename={f"m{i}": m for i, m in enumerate(metric_names)},
+        gc=False,
+    )
+    return msgspec.json.Decoder(doc)
+
+
+def _floats(values: list[Any]) -> list[float | None]:
+    """``[as_float(v) for v in values]``, without a call per value when all are finite floats."""
+    if set(map(type, values)) == {float} and np.isfinite(np.asarray(values, dtype=np.float64)).all():
+        return values
+    return [as_float(v) for v in values]
+
+
+def _softmax_rows(ll: np.ndarray) -> np.ndarray:
+    """:func:`~labledger.importers.harness.softmax` of each row, to the last bit (``math.exp`` and
+    ``math.fsum``, as the row path computes it)."""
+    shifted = ll - ll.max(axis=1, keepdims=True)
+    ex = np.fromiter(map(math.exp, shifted.ravel().tolist()), dtype=np.float64, count=shifted.size)
+    ex = ex.reshape(shifted.shape)
+    total = np.fromiter(map(math.fsum, ex.tolist()), dtype=np.float64, count=len(ex))
+    return ex / total[:, None]
+
+
+def _metric_columns(samples: Path, config: dict[str, Any]) -> dict[str, dict[str, HarnessMetric]] | None:
+    """What :func:`_metric_rows` builds, as :class:`ResultColumns` (one block per metric), from one
+    decode of the file; ``None`` when the file is not in the common shape (every document of a
+    filter with the same metrics, one number of choices per task, nothing malformed), and the row
+    path then reads it (and names the line of any fault)."""
+    try:
+        data = samples.read_bytes()
+    except OSError:
+        return None
+    if not data.endswith(b"\n") or data.startswith(b"\xef\xbb\xbf"):
+        return None
+    try:
+        first = orjson.loads(data[: data.index(b"\n")])
+        names = first["metrics"]
+        dec = _doc_decoder(names) if isinstance(names, list) else None
+        if dec is None:
+            return None
+        docs = dec.decode_lines(data)
+    except (orjson.JSONDecodeError, msgspec.DecodeError, TypeError, KeyError, ValueError):
+        return None
+    try:
+        return _columns_of(docs, names, config)
+    except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+        return None
+
+
+def _columns_of(
+    docs: list[Any], names: list[str], config: dict[str, Any]
+) -> dict[str, dict[str, HarnessMetric]] | None:
+    mc = config.get("output_type") == "multiple_choice"
+    delim = config.get("target_delimiter", " ")
+    by_filter: dict[str, list[Any]] = {}
+    for d in docs:
+        if type(d.filter) is not str or d.metrics != names:
+            return None
+        by_filter.setdefault(d.filter, []).append(d)
+    out: dict[str, dict[str, HarnessMetric]] = {}
+    for filt, group in by_filter.items():
+        n = len(group)
+        ids = list(map(str, map(attrgetter("doc_id"), group)))
+        common = {
+            "item_hash": [f"{d.doc_hash}/{d.prompt_hash}" for d in group],
+            "target": list(map(attrgetter("target"), group)),
+            "filter": [filt] * n,
+        }
+        firsts = [d.arguments.get("gen_args_0") if d.arguments is not None else None for d in group]
+        prompts = [MISSING if r is None else r.arg_0 for r in firsts]
+        mets: dict[str, HarnessMetric] = {}
+        choice_cols: dict[str, Any] | None = None
+        for i, name in enumerate(names):
+            values = list(map(attrgetter(f"m{i}"), group))
+            if msgspec.UNSET in values:
+                return None
+            if mc and name in ("acc", "acc_norm"):
+                if choice_cols is None:
+                    choice_cols = _choice_columns(group, delim, prompts)
+                    if choice_cols is None:
+                        return None
+                ll = choice_cols["loglik"] if name == "acc" else choice_cols["norm"]
+                probs = Probs(choice_cols["labels"], _softmax_rows(ll))
+                pick = ll.argmax(axis=1).tolist()
+                fields = {
+                    "probs": probs,
+                    "loglik": choice_cols["loglik"],
+                    **common,
+                    "prompt": prompts,
+                    "prediction": [c[j] for c, j in zip(choice_cols["choices"], pick)],
+                    "choices": choice_cols["choices"],
+                    "harness_score": _floats(values),
+                }
+                cols = ResultColumns(name, ids, choice_cols["gold"], fields)
+                shape, spec = "choices", "accuracy"
+            elif name in CORPUS and all(isinstance(v, list) and len(v) == 2 for v in values):
+                fields = {"pred": [str(v[1]) for v in values], **common, "prompt": prompts}
+                cols = ResultColumns(name, ids, [str(v[0]) for v in values], fields)
+                shape, spec = "labels", CORPUS[name]
+            elif all(
+                as_float(v) is not None and not (isinstance(v, list) and len(v) == 2 and name in CORPUS) for v in values
+            ):
+                resps = [d.filtered_resps for d in group]
+                fields = {
+                    "pred": [float(v) for v in values],
+                    **common,
+                    "prompt": prompts,
+                    "prediction": [r[0] if isinstance(r, list) and len(r) == 1 else r for r in resps],
+                }
+                cols = ResultColumns(name, ids, [1.0] * n, fields)
+                shape, spec = "scores", "mean"
+            elif all(
+                as_float(v) is None and not (isinstance(v, list) and len(v) == 2 and name in CORPUS) for v in values
+            ):
+                mets[name] = HarnessMetric(name, "skipped", [], "")
+                continue
+            else:
+                return None  # a metric whose documents have different shapes: the row path decides
+            mets[name] = HarnessMetric(name, shape, cols, spec)
+        out[filt] = mets
+    return out
+
+
+def _choice_columns(group: list[Any], delim: str, prompts: list[Any]) -> dict[str, Any] | None:
+    """Per-choice log-likelihoods (raw and length-normalised), choice texts and gold indices of a
+    multiple-choice task, when every document has the same number of choices and valid fields."""
+    resps = list(map(attrgetter("filtered_resps"), group))
+    if not resps or set(map(type, resps)) != {list}:
+        return None
+    k = len(resps[0])
+    if not k or set(map(len, resps)) != {k} or MISSING in prompts:
+        return None
+    each = list(chain.from_iterable(resps))
+    if set(map(type, each)) == {list} and all(map(len, each)):  # [["-0.1", "False"], ...]: as lm-eval writes
+        flat = list(map(float, [r[0] for r in each]))
+    else:
+        flat = [float(r[0] if isinstance(r, list) and r else r) for r in each]
+    keys = [f"gen_args_{i}" for i in range(k)]
+    arguments = list(map(attrgetter("arguments"), group))
+    if None in arguments or set(map(len, arguments)) != {k}:
+        return None
+    conts = [args[key].arg_1 for args in arguments for key in keys]
+    if set(map(type, conts)) != {str}:
+        return None
+    if delim:
+        cut = len(delim)
+        conts = [c[cut:] if c.startswith(delim) else c for c in conts]
+    choices = [conts[i : i + k] for i in range(0, len(conts), k)]
+    gold = list(map(int, map(attrgetter("target"), group)))
+    if min(gold) < 0 or max(gold) >= k:
+        return None
+    loglik = np.asarray(flat, dtype=np.float64).reshape(len(group), k)
+    if not np.isfinite(loglik).all():
+        return None
+    lengths = np.fromiter(map(len, conts), dtype=np.float64, count=len(conts)).reshape(loglik.shape)
+    lengths[lengths < 1] = 1
+    return {
+        "loglik": loglik,
+        "norm": loglik / lengths,
+        "choices": choices,
+        "gold": [str(g) for g in gold],
+        "labels": tuple(str(i) for i in range(k)),
+    }
+
+
+def _tasks_of(
+    task: str, samples: Path, by_filter: dict[str, dict[str, HarnessMetric]], results: dict[str, Any]
+) -> list[HarnessTask]:
     out = []
     for filt, mets in by_filter.items():
         label = set_name(task) if filt == "none" and len(by_filter) == 1 else set_name(task, filt)
@@ -272,4 +490,5 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
 
 def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
     files = results_files(source.path)
-    return [_run_for(source, stage, opts, f, len(files) > 1) for f in files]
+    with paused_gc():
+        return [_run_for(source, stage, opts, f, len(files) > 1) for f in files]

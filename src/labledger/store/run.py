@@ -22,7 +22,7 @@ import time
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -33,6 +33,9 @@ from labledger.store.environment import environment
 from labledger.store.fields import ScalarStats, run_fields
 from labledger.store.jsonl import DUMP_OPTIONS, RECORD_FILES, Appender, atomic_write, dumps_line, write_all, write_json
 from labledger.store.ledger import Ledger, default_ledger_path
+
+if TYPE_CHECKING:
+    from labledger.inputs.result_columns import ResultColumns
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _FILE_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -694,10 +697,43 @@ class Run:
             except TypeError as exc:
                 raise RecordError(f"results rows must be JSON-serialisable ({exc})") from None
             origin = None
+        return self._store_results(name, data, len(rows), origin, meta)
+
+    def log_result_columns(self, name: str, columns: Sequence[ResultColumns], **meta: Any) -> Path:
+        """Store result rows given as columns (one :class:`~labledger.inputs.result_columns.ResultColumns`
+        block per task, one after another) as result set ``name``.
+
+        The stored file, its ``meta.json`` and every error are those of
+        ``log_results(name, [r for c in columns for r in c.rows()], **meta)``; the rows are checked
+        and encoded column by column (see :mod:`labledger.inputs.result_columns`), and only what
+        those checks cannot vouch for goes through the row checker. Returns the stored file's path.
+
+        >>> import tempfile, labledger
+        >>> from labledger.inputs.result_columns import ResultColumns
+        >>> with labledger.start_run("r", ledger=tempfile.mkdtemp()) as run:
+        ...     p = run.log_result_columns("r", [ResultColumns("mean", ["a"], [1.0], {"pred": [0.5]})])
+        >>> p.read_bytes()
+        b'{"id":"a","task":"mean","gold":1.0,"pred":0.5}\\n'
+        """
+        from labledger.inputs.result_columns import encode_columns, rows_of
+
+        self._check_open()
+        check_name(name, "result set name")
+        if (self.dir / "evals" / name / "results.jsonl").exists():
+            raise LedgerError(f"run {self.id} already has results '{name}'")
+        data = encode_columns(columns)
+        if data is None:
+            return self.log_results(name, rows_of(columns), **meta)
+        return self._store_results(name, data, sum(c.n for c in columns), None, meta)
+
+    def _store_results(self, name: str, data: bytes, n_rows: int, origin: str | None, meta: Mapping[str, Any]) -> Path:
+        """Write a checked result set's file and ``meta.json`` inside the index transaction."""
+        out_dir = self.dir / "evals" / name
+        target = out_dir / "results.jsonl"
         info = {
             **meta,
             "name": name,
-            "rows": len(rows),
+            "rows": n_rows,
             "sha256": hashlib.sha256(data).hexdigest(),
             "source": origin,
             "created": time.time(),
@@ -707,7 +743,7 @@ class Run:
             db.execute(
                 "INSERT OR REPLACE INTO evaluations (run_id, name, kind, created, n_rows, sha256) "
                 "VALUES (?, ?, 'results', ?, ?, ?)",
-                (self.id, name, info["created"], len(rows), info["sha256"]),
+                (self.id, name, info["created"], n_rows, info["sha256"]),
             )
             out_dir.mkdir(parents=True, exist_ok=True)
             try:
