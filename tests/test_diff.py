@@ -63,6 +63,15 @@ def test_only_what_differs(two):
     assert cmp["paired"] is True and cmp["results"] == "test"
     acc = cmp["metrics"][0]
     assert acc["diff"] == pytest.approx(acc["b"] - acc["a"])
+    # each row states its paired n and how its interval was formed, as compare's document does
+    direct = labledger.compare(
+        str(labledger.open_ledger(d).run(ids[1]).results_path("test")),
+        str(labledger.open_ledger(d).run(ids[0]).results_path("test")),
+        resamples=200,
+    )
+    want = {m.key: (m.n, m.method) for t in direct.doc.tasks.values() for m in t.metrics}
+    assert {m["metric"]: (m["n"], m["method"]) for m in cmp["metrics"]} == want
+    assert all(m["n"] == len(rows(2)) for m in cmp["metrics"])
 
 
 def test_cli_diff_text_and_json(two):

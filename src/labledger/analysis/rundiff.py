@@ -182,18 +182,21 @@ def run_comparisons(va: Any, vb: Any, *, resamples: int) -> list[dict[str, Any]]
             continue
         entry["paired"] = True
         rows = []
-        for task, body in (cmp.to_dict().get("tasks") or {}).items():
-            for m in body.get("metrics") or []:
+        # compare(B, A): the document's A is run B, so its a/b swap back and diff is B - A
+        for task, body in cmp.doc.tasks.items():
+            for m in body.metrics:
                 rows.append(
                     {
                         "task": task,
-                        "metric": m.get("key") or m.get("metric"),
-                        "a": m.get("b", m.get("value_b")),
-                        "b": m.get("a", m.get("value_a")),
-                        "diff": m.get("diff"),
-                        "ci_low": m.get("ci_low"),
-                        "ci_high": m.get("ci_high"),
-                        "p": m.get("p_value", m.get("p")),
+                        "metric": m.key,
+                        "a": m.b,
+                        "b": m.a,
+                        "diff": m.diff,
+                        "ci_low": m.ci_low,
+                        "ci_high": m.ci_high,
+                        "p": m.p_value,
+                        "n": m.n,
+                        "method": m.method,
                     }
                 )
         entry["metrics"] = rows

@@ -71,21 +71,21 @@ def diff_cmd(a, b, no_compare, resamples, ledger_path, as_json):
         if not c["paired"]:
             console.print(f"results {escape(c['results'])}: {escape(c['note'])}", highlight=False)
             continue
-        t = Table(
-            title=f"results {escape(c['results'])}: B - A on the same items (paired bootstrap)", title_justify="left"
-        )
-        for col in ("task", "metric", "A", "B", "B - A", "95% CI", "p"):
+        t = Table(title=f"results {escape(c['results'])}: B - A on the same items", title_justify="left")
+        for col in ("task", "metric", "n", "A", "B", "B - A", "95% CI", "p", "interval"):
             t.add_column(col, justify="left" if col in ("task", "metric") else "right", overflow="fold")
         for m in c["metrics"]:
             ci = "-" if m["ci_low"] is None else f"[{m['ci_low']:+.4f}, {m['ci_high']:+.4f}]"
             t.add_row(
                 escape(str(m["task"])),
                 escape(str(m["metric"])),
+                "-" if m["n"] is None else f"{m['n']:,}",
                 _v(m["a"]),
                 _v(m["b"]),
                 "-" if m["diff"] is None else f"{m['diff']:+.4f}",
                 ci,
                 "-" if m["p"] is None else f"{m['p']:.3g}",
+                escape(m["method"] or "-"),
             )
         console.print(t)
 

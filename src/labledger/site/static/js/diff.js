@@ -115,7 +115,7 @@
     var rows = [];
     comparisons.forEach(function (c) {
       if (!c.paired) {
-        rows.push(h("tr", null, h("th", { scope: "row" }, c.results), h("td", { colspan: 7, class: "muted" }, c.note)));
+        rows.push(h("tr", null, h("th", { scope: "row" }, c.results), h("td", { colspan: 9, class: "muted" }, c.note)));
         return;
       }
       (c.metrics || []).forEach(function (m) {
@@ -126,6 +126,7 @@
             h("th", { scope: "row" }, c.results),
             h("td", null, m.task),
             h("td", { class: "mono" }, m.metric),
+            h("td", { class: "n" }, LL.isNum(m.n) ? LL.fmt.num(m.n) : "–"),
             h("td", { class: "n" }, LL.numCell(m.a)),
             h("td", { class: "n" }, LL.numCell(m.b)),
             h("td", { class: "n" }, LL.numCell(m.diff)),
@@ -136,7 +137,8 @@
                 ? "[" + LL.fmt.num(m.ci_low) + ", " + LL.fmt.num(m.ci_high) + "]"
                 : "–"
             ),
-            h("td", { class: "n" }, LL.fmt.p(m.p))
+            h("td", { class: "n" }, LL.fmt.p(m.p)),
+            h("td", { class: "muted" }, m.method || "–")
           )
         );
       });
@@ -147,9 +149,10 @@
       h(
         "p",
         { class: "muted" },
-        "Each result set both runs stored, B against A on the items they share (paired bootstrap" +
-          (resamples ? ", " + LL.fmt.num(resamples) + " resamples" : "") +
-          "), computed when the site was built."
+        "Each result set both runs stored, B against A on the n items they share, computed when the site " +
+          "was built" +
+          (resamples ? " (bootstraps draw " + LL.fmt.num(resamples) + " resamples)" : "") +
+          "; the interval column says how each interval was formed."
       ),
       h(
         "div",
@@ -163,8 +166,8 @@
             h(
               "tr",
               null,
-              ["result set", "task", "metric", "A", "B", "B − A", "95% CI", "p"].map(function (t, i) {
-                return h("th", { scope: "col", class: i >= 3 ? "n" : null }, t);
+              ["result set", "task", "metric", "n", "A", "B", "B − A", "95% CI", "p", "interval"].map(function (t, i) {
+                return h("th", { scope: "col", class: i >= 3 && i < 9 ? "n" : null }, t);
               })
             )
           ),
