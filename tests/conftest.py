@@ -18,6 +18,32 @@ os.environ.setdefault("LABLEDGER_CACHE_DIR", __import__("tempfile").mkdtemp(pref
 # workers set COLUMNS=80); a test of another width passes COLUMNS to CliRunner itself.
 os.environ["COLUMNS"] = "150"
 
+#: Debian's Chromium, driven headless by Playwright with the flags this machine needs.
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # pragma: no cover - depends on the environment
+    sync_playwright = None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium per test module (Playwright gives it a fresh profile), closed after."""
+    if sync_playwright is None or not CHROMIUM.exists():
+        pytest.skip("no browser: playwright or /usr/bin/chromium is missing")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
 
 def make_batch(
     mb: int,

@@ -9,19 +9,12 @@ Screenshots go to test-artifacts/screenshots/ (CI keeps that folder).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
-from conftest import ARTIFACTS
+from conftest import ARTIFACTS, CHROMIUM, sync_playwright
 from test_site_build import CHUNK, XSS, make_compare_ledger, make_site_ledger, results_rows
 
 from labledger.site import build_site, load_data_file
-
-CHROMIUM = Path("/usr/bin/chromium")
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover - depends on the environment
-    sync_playwright = None
 
 pytestmark = [
     pytest.mark.browser,
@@ -29,14 +22,6 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is missing (apt-get install chromium)"),
 ]
 
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SHOTS = ARTIFACTS / "screenshots"
 VIEWPORTS = {
     "desktop": {"width": 1280, "height": 800},
@@ -54,14 +39,6 @@ def site(tmp_path_factory):
     build_site(root / "ledger", out, chunk_records=CHUNK)
     SHOTS.mkdir(parents=True, exist_ok=True)
     return {"out": out, "ids": ids}
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
 
 
 class Tab:

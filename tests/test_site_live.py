@@ -8,9 +8,7 @@ import re
 import time
 
 import httpx
-import pytest
 from server_process import ServerProcess
-from test_site_browser import ARGS, CHROMIUM, sync_playwright
 
 import labledger
 from labledger.site import build_site
@@ -33,16 +31,6 @@ def test_since_is_a_cursor_over_the_records(tmp_path):
     assert client.get(f"/api/runs/{run.id}/scalars?since=5").json()["scalars"] == []
     both = client.get(f"/api/runs/{run.id}/scalars?since=1&offset=2")
     assert both.status_code == 400 and "not both" in both.json()["error"]
-
-
-@pytest.fixture
-def browser():
-    if sync_playwright is None or not CHROMIUM.exists():
-        pytest.skip("no browser")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
 
 
 def test_a_running_runs_page_fetches_only_what_was_logged_since(browser, tmp_path):

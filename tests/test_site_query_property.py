@@ -11,10 +11,10 @@ import re
 import warnings
 
 import pytest
+from conftest import ARGS, CHROMIUM, sync_playwright
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from test_query import expressions, fill, run_rows, sorts
-from test_site_browser import ARGS, CHROMIUM, sync_playwright
 
 import labledger
 from labledger.site import build_site
@@ -96,7 +96,12 @@ def mutated(draw) -> str:
     return text[:i] + c + text[i + (how == "replace") :]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
 @given(
     rows=run_rows,
     queries=st.lists(st.tuples(st.one_of(expressions(), mutated()), sorts), min_size=1, max_size=8),

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-from test_site_browser import ARGS, CHROMIUM, SHOTS, Tab, sync_playwright
+from test_site_browser import SHOTS, Tab
 from test_site_build import XSS
 
 import labledger
@@ -93,16 +93,6 @@ def test_catalog_has_the_query_fields_and_curve_files(runs_site):
 
 
 # -- in Chromium --------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser():
-    if sync_playwright is None or not CHROMIUM.exists():
-        pytest.skip("no browser")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
-
-
 @pytest.fixture
 def tab(browser, runs_site):
     t = Tab(browser, runs_site)

@@ -132,6 +132,12 @@ class HarnessMetric:
     stderr_method: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def add_row(self, row: dict[str, Any]) -> None:
+        """Add one row to a metric read row by row (not one built as columns)."""
+        if isinstance(self.rows, ResultColumns):
+            raise TypeError(f"metric {self.name!r} was built as columns")
+        self.rows.append(row)
+
 
 @dataclass
 class HarnessTask:
@@ -257,8 +263,9 @@ def store_harness_run(
             n = sum(len(b) for b in blocks)
             if not n:
                 continue
-            if all(isinstance(b, ResultColumns) for b in blocks):
-                run.log_result_columns(t.name, blocks, harness=harness_meta(harness, version, t))
+            columns = [b for b in blocks if isinstance(b, ResultColumns)]
+            if len(columns) == len(blocks):
+                run.log_result_columns(t.name, columns, harness=harness_meta(harness, version, t))
             else:
                 rows = [r for b in blocks for r in (b.iter_rows() if isinstance(b, ResultColumns) else b)]
                 run.log_results(t.name, rows, harness=harness_meta(harness, version, t))

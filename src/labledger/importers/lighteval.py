@@ -127,7 +127,7 @@ def _rows(path: Path, task: str) -> list[HarnessMetric]:
                 shape, spec = "scores", "mean"
             else:
                 raise RecordError(f"must be a number; got {str(value)[:40]!r}", source=where, field=f"metric.{name}")
-            metrics.setdefault(name, HarnessMetric(name, shape, [], spec)).rows.append(row)
+            metrics.setdefault(name, HarnessMetric(name, shape, [], spec)).add_row(row)
     return list(metrics.values())
 
 

@@ -189,8 +189,7 @@ def _metric_rows(samples: Path, config: dict[str, Any]) -> dict[str, dict[str, H
                 # corpus metrics labledger cannot recompute (bleu, chrf, ter...): left out, said in the note
                 mets.setdefault(name, HarnessMetric(name, "skipped", [], ""))
                 continue
-            m = mets.setdefault(name, HarnessMetric(name, shape, [], spec))
-            m.rows.append(row)
+            mets.setdefault(name, HarnessMetric(name, shape, [], spec)).add_row(row)
     return by_filter
 
 

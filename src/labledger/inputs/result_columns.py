@@ -132,7 +132,7 @@ def _row_values(col: Column) -> Any:
 # back to it, and its error is the one the user sees).
 
 
-def _all_type(values: Sequence[Any], t: type) -> bool:
+def _all_type(values: Sequence[Any] | np.ndarray, t: type) -> bool:
     return set(map(type, values)) <= {t}
 
 
@@ -226,7 +226,8 @@ def _as_exact(a: np.ndarray) -> np.ndarray | list[Any]:
         return a.astype(np.int64, copy=False)
     if a.dtype.kind == "b":
         return a
-    return a.tolist()
+    values: list[Any] = a.tolist()
+    return values
 
 
 def _by_template(prefix: bytes, inner: bytes, flat: list[bytes], k: int) -> list[bytes]:
@@ -245,21 +246,27 @@ def _fragments(col: Column, n: int, prefix: bytes) -> list[bytes] | None:
 
 
 def _encode(col: Column, n: int, prefix: bytes) -> list[bytes]:
-    if isinstance(col, np.ndarray):
-        col = _as_exact(col)
     if isinstance(col, Probs):
         k = len(col.labels)
         inner = b"{" + b",".join(orjson.dumps(lab).replace(b"%", b"%%") + b":%b" for lab in col.labels) + b"}"
         return _by_template(prefix, inner, _split_numbers(np.asarray(col.matrix, dtype=np.float64).ravel()), k)
+    seq: Sequence[Any]
     if isinstance(col, np.ndarray):
-        if col.ndim == 1:
-            return [prefix + v for v in _split_numbers(col)]
-        if col.ndim == 2:
-            k = col.shape[1]
+        exact = _as_exact(col)
+        if isinstance(exact, list):
+            seq = exact
+        elif exact.ndim == 1:
+            return [prefix + v for v in _split_numbers(exact)]
+        elif exact.ndim == 2:
+            k = exact.shape[1]
             if k == 0:
                 return [prefix + b"[]"] * n
-            return _by_template(prefix, b"[" + b",".join([b"%b"] * k) + b"]", _split_numbers(col.ravel()), k)
-        col = col.tolist()
+            return _by_template(prefix, b"[" + b",".join([b"%b"] * k) + b"]", _split_numbers(exact.ravel()), k)
+        else:
+            seq = exact.tolist()
+    else:
+        seq = col
+    col = seq
     types = set(map(type, col))
     if types == {str}:
         text = orjson.dumps(col)

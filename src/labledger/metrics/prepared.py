@@ -181,7 +181,7 @@ class MeanPrepared(_Bound):
     def _unit_value(self) -> Any:
         vals = self.values if self.mask is None else self.values[self.mask]
         # the exact sum, over a memoryview: Python floats, not numpy scalars (half the time, #19)
-        total = math.fsum(memoryview(np.ascontiguousarray(vals, dtype=np.float64)))
+        total = math.fsum(np.ascontiguousarray(vals, dtype=np.float64).data)
         return self.mean_of(np.array([total]), np.array([float(len(vals))]))[0]
 
 

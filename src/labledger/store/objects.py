@@ -282,7 +282,7 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
                 size = path.stat().st_size
                 if rel.endswith(".jsonl"):
                     size = complete_size(path, size)
-                chunks = []
+                chunks: list[Any] = []
                 entry: dict[str, Any] = {"size": size, "chunks": chunks}
                 with open(path, "rb") as f:
                     left = size
