@@ -349,33 +349,25 @@ def test_strings_from_runs_are_escaped_when_served(xss_site, tmp_path):
         assert api.json()["run"]["name"] == XSS[0]
 
 
-def test_xss_cases_in_a_real_browser_over_http(xss_site):
-    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    chromium = Path("/usr/bin/chromium")
-    if not chromium.exists():
-        pytest.skip("/usr/bin/chromium is missing (apt-get install chromium)")
+def test_xss_cases_in_a_real_browser_over_http(xss_site, browser):
     root, ids = xss_site
-    with ServerProcess(root / "ledger", uploads_dir=root / "uploads") as srv, playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(chromium), args=["--no-sandbox", "--disable-gpu"])
-        try:
-            for rel, expected in (
-                ("index.html", XSS),
-                (f"run.html#run={ids['xss']}", XSS),
-                (f"batches.html#run={ids['alpha']}&mb=1&sample=1", XSS),
-            ):
-                page = browser.new_page()
-                dialogs, errors = [], []
-                page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.goto(f"{srv.url}/{rel}")
-                page.wait_for_selector("body[data-ready='1']", timeout=20000)
-                text = page.locator("body").inner_text()
-                for s in expected:
-                    assert s in text, (rel, s)
-                assert page.locator('img[src="x"]').count() == 0
-                page.wait_for_timeout(200)
-                assert dialogs == [] and errors == [], (rel, dialogs, errors)
-                page.close()
-        finally:
-            browser.close()
+    with ServerProcess(root / "ledger", uploads_dir=root / "uploads") as srv:
+        for rel, expected in (
+            ("index.html", XSS),
+            (f"run.html#run={ids['xss']}", XSS),
+            (f"batches.html#run={ids['alpha']}&mb=1&sample=1", XSS),
+        ):
+            page = browser.new_page()
+            dialogs, errors = [], []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto(f"{srv.url}/{rel}")
+            page.wait_for_selector("body[data-ready='1']", timeout=20000)
+            text = page.locator("body").inner_text()
+            for s in expected:
+                assert s in text, (rel, s)
+            assert page.locator('img[src="x"]').count() == 0
+            page.wait_for_timeout(200)
+            assert dialogs == [] and errors == [], (rel, dialogs, errors)
+            page.close()

@@ -46,27 +46,19 @@ def test_system_view_thins_long_runs_keeping_the_ends():
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_the_run_page_draws_the_system_charts(site):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not CHROMIUM.exists():
-        pytest.skip("/usr/bin/chromium is missing")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
-        try:
-            errors: list[str] = []
-            for run_id, expect in ((site["sampled"], True), (site["plain"], False)):
-                page = browser.new_page()  # (a new page: only the hash would change)
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.goto((site["out"] / "run.html").as_uri() + f"#run={run_id}")
-                page.wait_for_selector("body[data-ready='1']", timeout=15000)
-                page.wait_for_timeout(150)
-                assert (page.locator("#system").count() == 1) is expect
-                if expect:
-                    titles = page.locator("#system-charts .chart-title").all_text_contents()
-                    assert "rss_mb" in titles and "cpu_percent" in titles
-                    assert page.locator("#system-charts canvas").count() >= len(titles)  # uPlot drew them
-                    assert "samples (system.jsonl)" in page.locator("#system").inner_text()
-            assert errors == []
-        finally:
-            browser.close()
+def test_the_run_page_draws_the_system_charts(site, browser):
+    errors: list[str] = []
+    for run_id, expect in ((site["sampled"], True), (site["plain"], False)):
+        page = browser.new_page()  # (a new page: only the hash would change)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto((site["out"] / "run.html").as_uri() + f"#run={run_id}")
+        page.wait_for_selector("body[data-ready='1']", timeout=15000)
+        page.wait_for_timeout(150)
+        assert (page.locator("#system").count() == 1) is expect
+        if expect:
+            titles = page.locator("#system-charts .chart-title").all_text_contents()
+            assert "rss_mb" in titles and "cpu_percent" in titles
+            assert page.locator("#system-charts canvas").count() >= len(titles)  # uPlot drew them
+            assert "samples (system.jsonl)" in page.locator("#system").inner_text()
+    assert errors == []
