@@ -133,6 +133,7 @@ def build(folder: Path, rows: int, batches: int) -> None:
     import labledger
 
     shutil.rmtree(folder / "ledger", ignore_errors=True)
+    os.environ["LABLEDGER_COMPACT_MIN_BYTES"] = "off"  # the plain run; compacted copies are made from it
     rng = np.random.default_rng(4)
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     vocab = ["".join(rng.choice(letters, size=int(k))) for k in rng.integers(2, 10, size=20_000)]

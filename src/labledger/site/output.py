@@ -78,8 +78,43 @@ def js_assignment(key: str, payload: Any = None, *, raw_json: bytes | None = Non
     return _PREFIX + orjson.dumps(key) + b"]=" + js_safe(body) + b";\n"
 
 
+#: The marker of a packed payload (see :func:`packed_json`).
+PACKED = "gzip+base64"
+#: gzip level of packed payloads (the batch chunks: 6 is zlib's default).
+PACK_LEVEL = 6
+
+
+def packed_json(raw_json: bytes, *, level: int = PACK_LEVEL) -> bytes:
+    """A payload that holds ``raw_json`` gzip-compressed, as base64 text (#19):
+    ``{"packed": "gzip+base64", "data": "..."}``. A page unpacks it with the browser's
+    ``DecompressionStream("gzip")`` (``LL.unpack`` in common.js): a script tag is the only way a
+    page opened from ``file://`` can load data, and it loads text, so the bytes travel as base64.
+    The output is the same for the same input (no time stamp in the gzip header).
+
+    >>> p = packed_json(b'{"a": 1}')
+    >>> p.startswith(b'{"packed":"gzip+base64","data":"'), unpack_payload(orjson.loads(p))
+    (True, {'a': 1})
+    """
+    import base64
+    import gzip
+
+    data = base64.b64encode(gzip.compress(raw_json, compresslevel=level, mtime=0))
+    return b'{"packed":"' + PACKED.encode() + b'","data":"' + data + b'"}'
+
+
+def unpack_payload(payload: Any) -> Any:
+    """The payload a :func:`packed_json` payload holds (any other payload as it is)."""
+    if isinstance(payload, dict) and payload.get("packed") == PACKED and isinstance(payload.get("data"), str):
+        import base64
+        import gzip
+
+        return orjson.loads(gzip.decompress(base64.b64decode(payload["data"])))
+    return payload
+
+
 def load_data_file(path: str | os.PathLike[str]) -> tuple[str, Any]:
-    """Read a data file written by :func:`js_assignment` back into ``(key, payload)``.
+    """Read a data file written by :func:`js_assignment` back into ``(key, payload)`` (a packed
+    payload is unpacked: :func:`packed_json`).
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.js"
@@ -92,7 +127,7 @@ def load_data_file(path: str | os.PathLike[str]) -> tuple[str, Any]:
         raise SiteError(f"{path}: not a labledger site data file")
     rest = data[len(_PREFIX) : -2]
     end = rest.index(b"]=")
-    return orjson.loads(rest[:end]), orjson.loads(rest[end + 2 :])
+    return orjson.loads(rest[:end]), unpack_payload(orjson.loads(rest[end + 2 :]))
 
 
 #: Temporary files of atomic writes (``.NAME.PID.tmp``), removed when a killed build resumes.

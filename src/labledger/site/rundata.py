@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from labledger.store.compressed import record_exists
 from labledger.store.ledger import RunInfo
 from labledger.store.view import RunView
 
@@ -267,7 +268,7 @@ def run_payload(
         "config": config,
         "scalars": series,
         "scalar_steps": steps,
-        "system": system_view(view.records("system")) if (view.dir / "system.jsonl").exists() else None,
+        "system": system_view(view.records("system")) if record_exists(view.dir / "system.jsonl") else None,
         "history": history,
         "validation": validation,
         "checkpoints": checkpoints,

@@ -244,18 +244,31 @@ class _FrameReader(io.RawIOBase):
         return True
 
     def seekable(self) -> bool:
-        return self._index is not None
+        return True
 
     def tell(self) -> int:
         return self._pos
 
+    @property
+    def size(self) -> int:
+        """The JSONL's size (-1 when the index is unreadable)."""
+        return self._index.size if self._index is not None else -1
+
+    @property
+    def stored(self) -> Path:
+        return self._zpath
+
     def seek(self, pos: int, whence: int = os.SEEK_SET) -> int:
-        if self._index is None:
-            raise io.UnsupportedOperation("seek in a compressed record file without its index")
         if whence == os.SEEK_CUR:
+            if pos == 0:
+                return self._pos
             pos += self._pos
         elif whence == os.SEEK_END:
+            if self._index is None:
+                raise io.UnsupportedOperation("seek from the end of a compressed record file without its index")
             pos += self._index.size
+        if self._index is None:
+            return self._seek_in_order(max(0, pos))
         pos = max(0, min(pos, self._index.size))
         k = self._index.frame_at(pos)
         if k != self._frame and self._index.frames:
@@ -280,6 +293,21 @@ class _FrameReader(io.RawIOBase):
                     self._stream.close()
             self._f.close()
         super().close()
+
+    def _seek_in_order(self, pos: int) -> int:
+        """Seek without an index: read forward (from the start again when going back)."""
+        if pos < self._pos:
+            self._stream.close()
+            self._f.seek(0)
+            self._stream = self._dctx.stream_reader(self._f, read_across_frames=True, closefd=False)
+            self._line, self._buf, self._at, self._pos, self._done = 1, b"", 0, 0, False
+        while self._pos < pos:
+            if self._at >= len(self._buf) and not self._next():
+                break
+            n = min(pos - self._pos, len(self._buf) - self._at)
+            self._at += n
+            self._pos += n
+        return self._pos
 
     # frames
     def _load(self, k: int) -> None:
@@ -355,6 +383,16 @@ def open_record(path: str | os.PathLike[str], *, display: str | None = None) -> 
     index = read_index(zpath, zf)
     raw = _FrameReader(zpath, zf, index, display or str(zpath))
     return io.BufferedReader(raw, buffer_size=1 << 16)
+
+
+def opened_state(f: IO[bytes]) -> tuple[int, int]:
+    """``(inode of the stored file, JSONL size)`` of a file :func:`open_record` returned (size -1:
+    a compressed file whose index is unreadable)."""
+    raw = getattr(f, "raw", None)
+    if isinstance(raw, _FrameReader):
+        return os.stat(raw.stored).st_ino, raw.size
+    st = os.fstat(f.fileno())
+    return st.st_ino, st.st_size
 
 
 def is_compressed(path: str | os.PathLike[str]) -> bool:
@@ -757,6 +795,7 @@ __all__ = [
     "compressed_path",
     "is_compressed",
     "open_record",
+    "opened_state",
     "plain_path",
     "read_index",
     "read_record_bytes",
