@@ -592,7 +592,9 @@ def compact_file(
         st = os.stat(path)
     except FileNotFoundError:
         return Compaction(str(path), "skipped: no such file")
-    if st.st_size < max(min_bytes, 1):
+    if st.st_size == 0:
+        return Compaction(str(path), "skipped: empty")
+    if st.st_size < min_bytes:
         return Compaction(str(path), f"skipped: under {min_bytes} bytes", st.st_size)
     if dry_run:
         return Compaction(str(path), "would compact", st.st_size)
