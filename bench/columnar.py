@@ -276,7 +276,9 @@ def main() -> None:
         for tree, src in trees:
             for name in names:
                 if tree == "baseline" and (
-                    "pq.read_table" in name or ("from the cache" in name and "export" not in name)
+                    "pq.read_table" in name
+                    or ("from the cache" in name and "export" not in name)
+                    or "compacted" in name
                 ):
                     continue
                 results.setdefault((tree, name), []).append(run_one(name, folder, src, cache))

@@ -252,3 +252,15 @@ def test_compact_command_dry_run_then_compact_then_nothing_to_do(pair, tmp_path)
     assert done.exit_code == 0 and "compacted 5 file(s) of 1 run(s)" in done.output, done.output
     again = orjson.loads(r.invoke(main, [*args, "--json"]).output)
     assert {f["action"] for f in again["files"]} == {"skipped: already compacted"}
+
+
+def test_importing_a_compacted_run_folder_gives_the_same_run(pair, tmp_path):
+    from labledger.importers import import_path
+
+    root, run_id = pair
+    got = []
+    for k in ("plain", "packed"):
+        result = import_path(root / k / "runs" / run_id, tmp_path / k)
+        view = labledger.open_ledger(tmp_path / k).run(result.runs[0].id)
+        got.append((result.runs[0].counts, list(view.batches()), list(view.records("scalars"))))
+    assert orjson.dumps(got[0]) == orjson.dumps(got[1]) and got[0][0]["batches"] == 120
