@@ -264,3 +264,34 @@ def test_importing_a_compacted_run_folder_gives_the_same_run(pair, tmp_path):
         view = labledger.open_ledger(tmp_path / k).run(result.runs[0].id)
         got.append((result.runs[0].counts, list(view.batches()), list(view.records("scalars"))))
     assert orjson.dumps(got[0]) == orjson.dumps(got[1]) and got[0][0]["batches"] == 120
+
+
+def test_a_run_synced_live_then_compacted_at_finish_reads_the_same_on_the_server(tmp_path):
+    from server_process import ServerProcess
+
+    from labledger.server.sync_client import sync_runs
+    from labledger.store.ledger import Ledger
+
+    token = "compact-sync-token-0123456789"
+    Ledger(tmp_path / "server", create=True).close()
+    server = ServerProcess(tmp_path / "server", uploads_dir=tmp_path / "uploads", token=token).start()
+    try:
+        local = tmp_path / "local"
+        run = labledger.start_run("live", ledger=local)
+        for mb in range(1, 41):
+            run.log_batch(make_batch(mb))
+        sync_runs(local, server.url, token=token)  # the server has the JSONL as it was then
+        for mb in range(41, 81):
+            run.log_batch(make_batch(mb))
+        run.compact_min_bytes = 0
+        run.finish()
+        assert (run.dir / "batches.jsonl.zst").is_file() and not (run.dir / "batches.jsonl").exists()
+        sync_runs(local, server.url, token=token)
+        mine = list(labledger.open_ledger(local).run(run.id).batches())
+        with Ledger(tmp_path / "server") as book:
+            assert book.info(run.id).status == "finished"
+            theirs = list(book.run(run.id).batches())  # the compressed copy, not the stale JSONL
+            assert verify_ledger(book, [run.id]).ok  # the older JSONL (a prefix) is kept: the manifest lists it
+        assert theirs == mine and len(mine) == 80
+    finally:
+        server.stop()

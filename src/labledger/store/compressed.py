@@ -426,12 +426,13 @@ def record_state(path: str | os.PathLike[str]) -> list[int] | None:
 
 
 def read_record_bytes(path: str | os.PathLike[str], *, display: str | None = None) -> bytes:
-    """The JSONL bytes of record file ``path`` in either form (``FileNotFoundError`` when missing).
+    """The JSONL bytes of record file ``path`` in either form (``FileNotFoundError`` when missing;
+    a compressed file gives a ``bytearray``, decompressed into one buffer).
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.jsonl"; _ = p.write_bytes(b'{"a": 1}\\n')
     >>> _ = compact_file(p, min_bytes=0)
-    >>> read_record_bytes(p)
+    >>> bytes(read_record_bytes(p))
     b'{"a": 1}\\n'
     """
     path = Path(path)
@@ -442,7 +443,19 @@ def read_record_bytes(path: str | os.PathLike[str], *, display: str | None = Non
     if f is None:  # pragma: no cover - removed between the two calls
         raise FileNotFoundError(str(path))
     with f:
-        return f.read()
+        size = f.raw.size if isinstance(f.raw, _FrameReader) else -1  # type: ignore[attr-defined]
+        if size < 0:
+            return f.read()
+        out = bytearray(size)  # one buffer, filled frame by frame: no second copy of the JSONL
+        view = memoryview(out)
+        pos = 0
+        while pos < size:
+            n = f.readinto(view[pos:])
+            if not n:
+                break
+            pos += n
+        view.release()
+        return bytes(out) if pos < size else out  # type: ignore[return-value]
 
 
 def record_key(path: str | os.PathLike[str]) -> str | None:
@@ -562,7 +575,8 @@ def compact_file(
     JSONL's (``verified``); it is renamed to ``X.jsonl.zst`` and the folder fsynced (``renamed``:
     from here the compressed file is read); the JSONL is removed (``removed``). Idempotent: a file
     already compacted is skipped (a JSONL left beside a verified ``X.jsonl.zst`` by a crash is
-    removed once its sha256 matches). Files under ``min_bytes`` are left as they are.
+    removed once its bytes are the compressed file's, or their beginning; on a server, whose synced
+    run folders list their files in ``.sync.json``, it is kept). Files under ``min_bytes`` are left as they are.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "batches.jsonl"; _ = p.write_bytes(b'{"microbatch": 1}\\n' * 100)
@@ -580,7 +594,9 @@ def compact_file(
         if path.is_file() and index is not None:  # a crash after the rename: finish the job
             if dry_run:
                 return Compaction(str(path), "would remove the JSONL already compacted", path.stat().st_size)
-            if sha256_of_file(path) == (index.sha256, index.size):
+            if (path.parent / ".sync.json").exists():  # a server's synced copy: its manifest lists the file
+                return Compaction(str(path), "skipped: already compacted (a synced copy keeps its older JSONL)")
+            if is_prefix(path, zpath):  # the same bytes (a crash after the rename), or their beginning
                 path.unlink()
                 fsync_dir(path.parent)
                 return Compaction(str(path), "removed the JSONL already compacted", index.size, zpath.stat().st_size)
@@ -648,8 +664,8 @@ def compact_run(
     >>> import tempfile, labledger
     >>> with labledger.start_run("r", ledger=tempfile.mkdtemp()) as run:
     ...     run.log(1, loss=0.5)
-    >>> [c.action for c in compact_run(run.dir, min_bytes=0)]
-    ['compacted']
+    >>> [c.action for c in compact_run(run.dir, min_bytes=0)]  # metrics.jsonl, and an empty batches.jsonl
+    ['compacted', 'skipped: empty']
     """
     import fcntl
 
@@ -678,6 +694,18 @@ def compact_run(
     finally:
         if lock_fd >= 0:
             os.close(lock_fd)
+
+
+def is_prefix(path: Path, zpath: Path) -> bool:
+    """Whether the bytes of plain file ``path`` are the compressed file's JSONL or its beginning."""
+    f = open_record(path)  # the compressed form: it exists
+    if f is None:  # pragma: no cover - removed meanwhile
+        return False
+    with f, open(path, "rb") as plain:
+        while block := plain.read(1 << 20):
+            if f.read(len(block)) != block:
+                return False
+    return True
 
 
 def sha256_of_file(path: Path) -> tuple[str, int]:

@@ -36,8 +36,8 @@ import orjson
 from labledger.errors import DamagedLineWarning, LedgerError
 from labledger.store.compressed import (
     check_compressed,
-    compact_file,
     compressed_path,
+    is_prefix,
     read_record_bytes,
     write_record_bytes,
 )
@@ -155,12 +155,8 @@ def _check_record_files(report: Report, run_dir: Path, *, repair: bool, live: bo
             report.files += 1
             for line, what in check_compressed(zpath):
                 report.add(zpath, what, line)
-            if path.is_file():
-                p = report.add(path, "a JSONL left beside its compressed copy (an interrupted compaction)")
-                if repair and not live:
-                    done = compact_file(path)
-                    if done.action.startswith("removed"):
-                        p.repaired = "removed (its compressed copy has the same sha256)"
+            if path.is_file() and not is_prefix(path, zpath):  # a leftover of the same records is harmless
+                report.add(path, "a JSONL beside its compressed copy holds other records (the compressed copy is read)")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DamagedLineWarning)  # damaged frames: reported above
                 data = read_record_bytes(path)
