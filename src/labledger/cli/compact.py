@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
@@ -33,7 +35,9 @@ def compact_cmd(runs, ledger_path, dry_run, min_bytes, as_json):
         ids = [ledger.resolve(r) for r in runs] if runs else [i.id for i in ledger.runs() if i.status != "running"]
         for run_id in ids:
             for c in compact_run(ledger.run_dir(run_id), min_bytes=least, dry_run=dry_run):
-                rows.append({"run": run_id, **c.to_dict()})
+                row = {"run": run_id, **c.to_dict()}
+                row["path"] = os.path.relpath(row["path"], ledger.root)  # runs/RUN/FILE, as verify shows it
+                rows.append(row)
     if as_json:
         emit_json({"dry_run": dry_run, "files": rows})
         return
