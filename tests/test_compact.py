@@ -295,3 +295,29 @@ def test_a_run_synced_live_then_compacted_at_finish_reads_the_same_on_the_server
         assert theirs == mine and len(mine) == 80
     finally:
         server.stop()
+
+
+@pytest.mark.browser
+def test_the_batch_page_shows_the_same_rows_from_packed_chunks(pair, tmp_path):
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("/usr/bin/chromium is missing")
+    root, run_id = pair
+    build_site(root / "packed", tmp_path / "site", chunk_records=40)
+    chunk = load_data_file(tmp_path / "site" / f"data/batches/{run_id}/1.js")[1]  # microbatches 41..80
+    samples = chunk["batches"][2]["samples"]
+    want = [(s["input"]["image"], f"{s['cross_entropy']:.3f}") for s in samples]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto((tmp_path / "site" / "batches.html").as_uri() + f"#run={run_id}&mb=43")
+            page.wait_for_function("document.querySelector('#position').innerText.indexOf('Microbatch 43 ') >= 0")
+            rows = page.locator("#samples tbody tr")
+            assert rows.count() == len(want) == 3 and not errors
+            text = [rows.nth(i).inner_text() for i in range(3)]
+            assert all(image in t and t.endswith(ce) for (image, ce), t in zip(want, text)), text
+        finally:
+            browser.close()
