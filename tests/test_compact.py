@@ -181,7 +181,7 @@ def test_the_site_packs_batch_chunks_and_reads_a_compacted_run(pair, tmp_path):
         a = load_data_file(tmp_path / "plain" / f"data/batches/{run_id}/{i}.js")
         b = load_data_file(tmp_path / "packed" / f"data/batches/{run_id}/{i}.js")
         assert a == b and len(a[1]["batches"]) == 40
-    assert b'"packed":"gzip+base64"' in (tmp_path / "packed" / f"data/batches/{run_id}/0.js").read_bytes()
+    assert b'"encoding":"gzip+base64"' in (tmp_path / "packed" / f"data/batches/{run_id}/0.js").read_bytes()
     batch_file = read_record_bytes(root / "plain" / "runs" / run_id / "batches.jsonl")
     assert sizes["plain"] == sizes["packed"] < 0.6 * len(batch_file)  # not a second full copy
 

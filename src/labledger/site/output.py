@@ -78,7 +78,7 @@ def js_assignment(key: str, payload: Any = None, *, raw_json: bytes | None = Non
     return _PREFIX + orjson.dumps(key) + b"]=" + js_safe(body) + b";\n"
 
 
-#: The marker of a packed payload (see :func:`packed_json`).
+#: The ``encoding`` of a packed payload (see :func:`packed_json`).
 PACKED = "gzip+base64"
 #: gzip level of packed payloads (the batch chunks: 6 is zlib's default).
 PACK_LEVEL = 6
@@ -86,25 +86,25 @@ PACK_LEVEL = 6
 
 def packed_json(raw_json: bytes, *, level: int = PACK_LEVEL) -> bytes:
     """A payload that holds ``raw_json`` gzip-compressed, as base64 text (#19):
-    ``{"packed": "gzip+base64", "data": "..."}``. A page unpacks it with the browser's
+    ``{"encoding": "gzip+base64", "data": "..."}``. A page unpacks it with the browser's
     ``DecompressionStream("gzip")`` (``LL.unpack`` in common.js): a script tag is the only way a
     page opened from ``file://`` can load data, and it loads text, so the bytes travel as base64.
     The output is the same for the same input (no time stamp in the gzip header).
 
     >>> p = packed_json(b'{"a": 1}')
-    >>> p.startswith(b'{"packed":"gzip+base64","data":"'), unpack_payload(orjson.loads(p))
+    >>> p.startswith(b'{"encoding":"gzip+base64","data":"'), unpack_payload(orjson.loads(p))
     (True, {'a': 1})
     """
     import base64
     import gzip
 
     data = base64.b64encode(gzip.compress(raw_json, compresslevel=level, mtime=0))
-    return b'{"packed":"' + PACKED.encode() + b'","data":"' + data + b'"}'
+    return b'{"encoding":"' + PACKED.encode() + b'","data":"' + data + b'"}'
 
 
 def unpack_payload(payload: Any) -> Any:
     """The payload a :func:`packed_json` payload holds (any other payload as it is)."""
-    if isinstance(payload, dict) and payload.get("packed") == PACKED and isinstance(payload.get("data"), str):
+    if isinstance(payload, dict) and payload.get("encoding") == PACKED and isinstance(payload.get("data"), str):
         import base64
         import gzip
 

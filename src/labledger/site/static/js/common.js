@@ -106,12 +106,12 @@
   /** @type {Record<string, Promise<any>>} */
   var unpacked = {};
   /**
-   * The payload a packed data file holds ({"packed": "gzip+base64", "data": ...}: site/output.py
+   * The payload a packed data file holds ({"encoding": "gzip+base64", "data": ...}: site/output.py
    * packed_json), decompressed with the browser's DecompressionStream; any other payload as it is.
    * @param {string} key @param {any} payload
    */
   LL.unpack = function (key, payload) {
-    if (!payload || payload.packed !== "gzip+base64" || typeof payload.data !== "string") return Promise.resolve(payload);
+    if (!payload || payload.encoding !== "gzip+base64" || typeof payload.data !== "string") return Promise.resolve(payload);
     if (unpacked[key]) return unpacked[key];
     if (typeof DecompressionStream === "undefined")
       return Promise.reject(new Error("This browser cannot decompress the batch data (no DecompressionStream)."));
