@@ -92,6 +92,21 @@ CASES = {
         " '--out', sys.argv[1] + '/export.parquet'], standalone_mode=False)",
         True,
     ),
+    "samples: view.table, compacted run (cache off)": (
+        "import labledger",
+        "t = labledger.open_ledger(sys.argv[1] + '/ledger-packed').run(sys.argv[2]).table('samples')",
+        False,
+    ),
+    "batches: every record as dicts (view.batches), JSONL": (
+        "import labledger",
+        "n = sum(1 for _ in labledger.open_ledger(sys.argv[1] + '/ledger').run(sys.argv[2]).batches())",
+        False,
+    ),
+    "batches: every record as dicts (view.batches), compacted run": (
+        "import labledger",
+        "n = sum(1 for _ in labledger.open_ledger(sys.argv[1] + '/ledger-packed').run(sys.argv[2]).batches())",
+        False,
+    ),
     "samples: pq.read_table(flat zstd Parquet)": (
         "import pyarrow.parquet as pq",
         "t = pq.read_table(sys.argv[1] + '/samples.zstd.parquet')",
@@ -133,6 +148,7 @@ def build(folder: Path, rows: int, batches: int) -> None:
     import labledger
 
     shutil.rmtree(folder / "ledger", ignore_errors=True)
+    os.environ["LABLEDGER_COMPACT_MIN_BYTES"] = "off"  # the plain run; compacted copies are made from it
     rng = np.random.default_rng(4)
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     vocab = ["".join(rng.choice(letters, size=int(k))) for k in rng.integers(2, 10, size=20_000)]
@@ -172,6 +188,42 @@ def build(folder: Path, rows: int, batches: int) -> None:
     pq.write_table(pa.table(cols), folder / "samples.zstd.parquet", compression="zstd")
 
 
+COMPACT = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from labledger.cli import main
+t1 = time.perf_counter()
+main(["compact", "--ledger", sys.argv[1] + "/ledger-packed"], standalone_mode=False)
+t2 = time.perf_counter()
+hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")]
+print(json.dumps({"op_s": t2 - t1, "import_s": t1 - t0, "hwm_kib": int(hwm[0].split()[1]) if hwm else -1}))
+"""
+
+
+def compact_copy(folder: Path, src: str) -> dict[str, float] | None:
+    """``ledger-packed``: a copy of the plain ledger, compacted by ``labledger compact`` (timed, once);
+    ``None`` when the copy is there already."""
+    if (folder / "ledger-packed").exists():
+        return None
+    shutil.copytree(folder / "ledger", folder / "ledger-packed.tmp")
+    os.rename(folder / "ledger-packed.tmp", folder / "ledger-packed")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", COMPACT, str(folder)], env={**os.environ, "PYTHONPATH": src}, stdout=subprocess.PIPE
+    )
+    out = proc.stdout.read() if proc.stdout else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status:
+        raise SystemExit("labledger compact failed")
+    doc = json.loads(out.decode().strip().splitlines()[-1])
+    return {
+        "wall": time.perf_counter() - t0,
+        "op": doc["op_s"],
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "rss": doc["hwm_kib"] / 1024,
+    }
+
+
 RUN = "columnar"
 
 
@@ -208,6 +260,8 @@ def main() -> None:
     global RUN
     RUN = args.run
     build(folder, args.rows, args.batches)
+    load_c = os.getloadavg()
+    compaction = compact_copy(folder, SRC)
     cache = folder / "cache"
     shutil.rmtree(cache, ignore_errors=True)
     trees = [("this tree", SRC)] + ([("baseline", args.baseline)] if args.baseline else [])
@@ -222,7 +276,9 @@ def main() -> None:
         for tree, src in trees:
             for name in names:
                 if tree == "baseline" and (
-                    "pq.read_table" in name or ("from the cache" in name and "export" not in name)
+                    "pq.read_table" in name
+                    or ("from the cache" in name and "export" not in name)
+                    or "compacted" in name
                 ):
                     continue
                 results.setdefault((tree, name), []).append(run_one(name, folder, src, cache))
@@ -238,6 +294,9 @@ def main() -> None:
     load1 = os.getloadavg()
     sizes = {
         "batches.jsonl": sum(p.stat().st_size for p in (folder / "ledger").rglob("batches.jsonl")),
+        "batches.jsonl.zst (the compacted run)": sum(
+            p.stat().st_size for p in (folder / "ledger-packed").rglob("batches.jsonl.zst")
+        ),
         "samples cache entry": sum(p.stat().st_size for p in cache.glob("table-samples-*.parquet")),
         "samples, flat zstd Parquet": (folder / "samples.zstd.parquet").stat().st_size,
         "bin.jsonl": (folder / "bin.jsonl").stat().st_size,
@@ -261,10 +320,18 @@ def main() -> None:
         print(f"| {tree} | {name} | {med['wall']:.2f} | {med['op']:.2f} | {med['cpu']:.2f} | {med['rss']:,.0f} |")
     for name, r in first.items():
         print(f"| this tree | {name} (once) | {r['wall']:.2f} | {r['op']:.2f} | {r['cpu']:.2f} | {r['rss']:,.0f} |")
-    print("\n| file | MiB |")
-    print("|---|---:|")
+    if compaction is not None:
+        r = compaction
+        print(
+            f"| this tree | `labledger compact` of the run (once; load {load_c[0]:.1f}) | {r['wall']:.2f} | "
+            f"{r['op']:.2f} | {r['cpu']:.2f} | {r['rss']:,.0f} |"
+        )
+    parquet = sizes["samples, flat zstd Parquet"]
+    print("\n| file | MiB | x flat zstd Parquet of the samples |")
+    print("|---|---:|---:|")
     for k, v in sizes.items():
-        print(f"| {k} | {v / 2**20:,.1f} |")
+        ratio = f"{v / parquet:.2f}x" if k.startswith(("batches", "samples")) else ""
+        print(f"| {k} | {v / 2**20:,.1f} | {ratio} |")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,10 @@ COMMANDS = {
         "groups",
         "Mean, spread and run count of each metric per group, and the difference from the baseline.",
     ),
+    "compact": (
+        "compact",
+        "Compress the record files of RUNs (default: every run that is not running) into verified zstd frames (X.jsonl.zst), as Run.finish does: each is decompressed and its sha256 checked before the JSONL is removed. Idempotent; a running run is skipped.",
+    ),
     "demo": ("demo", "Train two small PyTorch models on the digit stepping task and log everything."),
     "diff": (
         "diff",

@@ -36,6 +36,7 @@ from labledger.importers.source import (
     new_run,
     relocate,
 )
+from labledger.store.compressed import record_exists
 from labledger.store.ledger import Ledger
 
 FORMAT = "seed-run"
@@ -62,7 +63,7 @@ FOLDER_FILES = (BATCHES, *HISTORY_FILES, METRICS, NOTES, CHECKPOINTS)
 def detect(path: Path) -> bool:
     """A folder with ``batches.jsonl``, ``training_history.json``/``history.jsonl``, ``metrics.jsonl``
     or ``full_test/images.jsonl``."""
-    return path.is_dir() and any((path / m).is_file() for m in _MARKERS)
+    return path.is_dir() and any(record_exists(path / m) for m in _MARKERS)
 
 
 def make_source(path: Path) -> Source:
@@ -80,7 +81,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
         if not isinstance(config, dict):
             raise RecordError(f"must be a JSON object; got {type(config).__name__}", source=str(root / CONFIG))
         fields[CONFIG] = "config"
-    history_path = next((root / h for h in HISTORY_FILES if (root / h).is_file()), None)
+    history_path = next((root / h for h in HISTORY_FILES if record_exists(root / h)), None)
     history: list[tuple[int | None, dict[str, Any]]] = []
     if history_path is not None:
         history, extra = _read_history(history_path)
@@ -115,18 +116,18 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
     with run:
         if isinstance(meta.get("init"), list) and meta["init"]:
             run.set_init(meta["init"])  # lineage: what the run started from (#15)
-        if (root / BATCHES).is_file():
+        if record_exists(root / BATCHES):
             counts["batches"], last = _log_batches(run, root / BATCHES)
             ends += [last] if last is not None else []
             fields[BATCHES] = f"batches ({counts['batches']} records)"
         for _, entry in history:
             run.log_history(entry)
         counts["history"] = len(history)
-        if (root / METRICS).is_file():
+        if record_exists(root / METRICS):
             counts["scalars"], last = _log_metrics(run, root / METRICS)
             ends += [last] if last is not None else []
             fields[METRICS] = f"scalars ({counts['scalars']} records)"
-        if (root / CHECKPOINTS).is_file():
+        if record_exists(root / CHECKPOINTS):
             counts["checkpoints"] = _log_checkpoints(run, root / CHECKPOINTS, source)
             fields[CHECKPOINTS] = f"checkpoints ({counts['checkpoints']} records)"
         for results in sorted(root.glob("evals/*/results.jsonl")):
@@ -142,7 +143,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
         for rel, path in ledger_files:
             run.log_file(rel, path)
             fields[source.rel(path)] = f"file {rel} of the run"
-        if (root / NOTES).is_file():
+        if record_exists(root / NOTES):
             for lineno, rec in load_jsonl(root / NOTES):
                 if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
                     raise RecordError(
@@ -259,7 +260,7 @@ def _times(root: Path, source: Source) -> tuple[float | None, float | None, str]
     """Start (and a fallback end): the first record's ``time`` of ``batches.jsonl``, else of
     ``metrics.jsonl``; else the files' modification times."""
     for name in (BATCHES, METRICS):
-        if (root / name).is_file():
+        if record_exists(root / name):
             for _, rec in load_jsonl(root / name):
                 t = rec.get("time") if isinstance(rec, dict) else None
                 if is_number(t):

@@ -9,7 +9,6 @@ replaced (new inode) is indexed again from the start.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import orjson
 
 from labledger.errors import RecordError
+from labledger.store.compressed import open_record, opened_state
 
 #: Remember the offset of every STRIDE-th record.
 STRIDE = 256
@@ -51,14 +51,13 @@ class LineIndex:
 
     def page(self, offset: int, limit: int) -> tuple[list[bytes], int]:
         """Raw JSON of records ``offset .. offset + limit - 1`` (validated) and the record count."""
-        try:
-            f = open(self.path, "rb")  # noqa: SIM115 - only the open may raise FileNotFoundError
-        except FileNotFoundError:
+        f = open_record(self.path)  # a finished run's file may be compacted (#19)
+        if f is None:
             return [], 0
         with f, self.lock:
-            st = os.fstat(f.fileno())
-            if st.st_ino != self.ino or st.st_size < self.scanned:
-                self._reset(st.st_ino)
+            ino, size = opened_state(f)
+            if ino != self.ino or size < self.scanned:
+                self._reset(ino)
             self._scan(f)
             total = self.records
             if offset >= total or limit <= 0:

@@ -501,7 +501,7 @@ def watch(
             report = sync_runs(ledger, to, token=token, runs=runs, trust_cache=True)
         except SyncConflictError:
             raise
-        except LedgerError as exc:
+        except (LedgerError, FileNotFoundError) as exc:  # a JSONL compacted at finish mid-round: next round (#19)
             error = exc
         if on_round is not None:
             on_round(report, error)

@@ -2,7 +2,9 @@
 
 ``data/batches/<run>/<index>.js`` holds consecutive microbatch records exactly as logged (the
 line's JSON is copied, not rebuilt), plus the image references of that chunk that exist in the
-run's files. A chunk closes after ``chunk_records`` records or ``chunk_bytes`` bytes, whichever
+run's files, gzip-compressed as base64 text (:func:`~labledger.site.output.packed_json`, #19: the
+site's batch data is ~0.4x the batch file instead of a second full copy; the page unpacks a chunk
+with the browser's ``DecompressionStream``). A chunk closes after ``chunk_records`` records or ``chunk_bytes`` bytes, whichever
 comes first, so the chunks of an append-only file never move: a run that logged more batches
 rewrites only its last chunk. ``toc.js`` lists each chunk's microbatch and optimizer-step range;
 ``loss.js`` has every microbatch's loss for the run page's curve (float32 values are written in
@@ -26,7 +28,7 @@ import numpy as np
 import orjson
 
 from labledger.errors import RecordError
-from labledger.site.output import SiteWriter, js_assignment
+from labledger.site.output import SiteWriter, js_assignment, packed_json
 from labledger.store.jsonl import iter_decoded
 
 #: Records per chunk file (at most).
@@ -189,7 +191,7 @@ def write_batches(
         i = len(index.chunks)
         head = orjson.dumps({"run": run_id, "index": i, "images": images.check(refs)})
         raw = head[:-1] + b',"batches":[' + b",".join(lines) + b"]}"
-        writer.write(f"data/batches/{run_id}/{i}.js", js_assignment(f"batches/{run_id}/{i}", raw_json=raw))
+        writer.write(f"data/batches/{run_id}/{i}.js", js_assignment(f"batches/{run_id}/{i}", raw_json=packed_json(raw)))
         index.chunks.append([first_mb, last_mb, min_step, max_step, len(lines)])
         lines, refs, size = [], set(), 0
         first_mb = last_mb = min_step = max_step = None

@@ -43,6 +43,7 @@ from labledger.site.output import FORMAT, SiteWriter
 from labledger.site.packing import pack_catalog
 from labledger.site.pairs import write_paired
 from labledger.site.rundata import run_basics, run_payload
+from labledger.store.compressed import record_state
 from labledger.store.ledger import Ledger, RunInfo
 from labledger.store.run import check_name
 from labledger.store.view import RunView
@@ -171,6 +172,13 @@ def _stat_line(h: Any, rel: str, path: Path) -> None:
     h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
 
 
+def _record_line(h: Any, rel: str, path: Path) -> None:
+    """:func:`_stat_line` of a record file in either form (compacting it changes no signature)."""
+    state = record_state(path)
+    if state is not None:
+        h.update(f"{rel}\0{state[0]}\0{state[1]}\n".encode())
+
+
 def _signatures(run_dir: Path, info: RunInfo, fingerprint: str, chunking: tuple[int, int]) -> tuple[str, str]:
     """(run signature, batches signature) from the run's files' sizes and mtimes and its index row."""
     run_h = hashlib.sha256(fingerprint.encode())
@@ -181,15 +189,16 @@ def _signatures(run_dir: Path, info: RunInfo, fingerprint: str, chunking: tuple[
         if path.name == ".lock" or not path.is_file():
             continue
         rel = path.relative_to(run_dir).as_posix()
-        if rel == "batches.jsonl":
+        if rel in ("batches.jsonl", "batches.jsonl.zst"):
+            continue
+        if rel.endswith(".jsonl.zst") and "/" not in rel:  # a compacted record file: as its JSONL (#19)
+            _record_line(run_h, rel[: -len(".zst")], path.with_name(rel[: -len(".zst")]))
             continue
         _stat_line(run_h, rel, path)
         if rel.startswith("files/"):
             _stat_line(files_h, rel, path)
     batch_h = hashlib.sha256(f"{fingerprint}\0{chunking}\0{files_h.hexdigest()}".encode())
-    batches = run_dir / "batches.jsonl"
-    if batches.exists():
-        _stat_line(batch_h, "batches.jsonl", batches)
+    _record_line(batch_h, "batches.jsonl", run_dir / "batches.jsonl")
     run_h.update(batch_h.digest())
     return run_h.hexdigest(), batch_h.hexdigest()
 
@@ -389,7 +398,7 @@ def _build_run(
     batch_summary = None
     batch_images: list[str] = []
     batch_outputs: list[str] = []
-    if batches_path.exists() and batches_path.stat().st_size > 0:
+    if (record_state(batches_path) or [0])[0] != 0:
         if (
             old
             and old.get("batch_sig") == batch_sig

@@ -78,9 +78,44 @@ def js_assignment(key: str, payload: Any = None, *, raw_json: bytes | None = Non
     return _PREFIX + orjson.dumps(key) + b"]=" + js_safe(body) + b";\n"
 
 
+#: The ``encoding`` of a packed payload (see :func:`packed_json`).
+PACKED = "gzip+base64"
+#: gzip level of packed payloads (the batch chunks: 6 is zlib's default).
+PACK_LEVEL = 6
+
+
+def packed_json(raw_json: bytes, *, level: int = PACK_LEVEL) -> bytes:
+    """A payload that holds ``raw_json`` gzip-compressed, as base64 text (#19):
+    ``{"encoding": "gzip+base64", "data": "..."}``. A page unpacks it with the browser's
+    ``DecompressionStream("gzip")`` (``LL.unpack`` in common.js): a script tag is the only way a
+    page opened from ``file://`` can load data, and it loads text, so the bytes travel as base64.
+    The output is the same for the same input (no time stamp in the gzip header).
+
+    >>> p = packed_json(b'{"a": 1}')
+    >>> p.startswith(b'{"encoding":"gzip+base64","data":"'), unpack_payload(orjson.loads(p))
+    (True, {'a': 1})
+    """
+    import base64
+    import gzip
+
+    data = base64.b64encode(gzip.compress(raw_json, compresslevel=level, mtime=0))
+    return b'{"encoding":"' + PACKED.encode() + b'","data":"' + data + b'"}'
+
+
+def unpack_payload(payload: Any) -> Any:
+    """The payload a :func:`packed_json` payload holds (any other payload as it is)."""
+    if isinstance(payload, dict) and payload.get("encoding") == PACKED and isinstance(payload.get("data"), str):
+        import base64
+        import gzip
+
+        return orjson.loads(gzip.decompress(base64.b64decode(payload["data"])))
+    return payload
+
+
 def load_data_file(path: str | os.PathLike[str]) -> tuple[str, Any]:
     """Read a data file written by :func:`js_assignment` back into ``(key, payload)`` (a packed
-    catalog comes back in its list-of-objects form, :func:`labledger.site.packing.unpack_catalog`).
+    payload is unpacked, :func:`packed_json`; a packed catalog comes back in its list-of-objects form,
+    :func:`labledger.site.packing.unpack_catalog`).
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.js"
@@ -93,7 +128,7 @@ def load_data_file(path: str | os.PathLike[str]) -> tuple[str, Any]:
         raise SiteError(f"{path}: not a labledger site data file")
     rest = data[len(_PREFIX) : -2]
     end = rest.index(b"]=")
-    key, payload = orjson.loads(rest[:end]), orjson.loads(rest[end + 2 :])
+    key, payload = orjson.loads(rest[:end]), unpack_payload(orjson.loads(rest[end + 2 :]))
     if key == "catalog" and isinstance(payload, dict) and payload.get("packed"):
         from labledger.site.packing import unpack_catalog
 

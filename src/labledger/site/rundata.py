@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from labledger.store.compressed import record_exists
 from labledger.store.ledger import RunInfo
 from labledger.store.view import RunView
 
@@ -271,7 +272,7 @@ def run_payload(
         "scalar_steps": steps,
         # how many scalar records the page has: a live page asks the server for those after it
         "cursor": {"scalars": len(records)},
-        "system": system_view(view.records("system")) if (view.dir / "system.jsonl").exists() else None,
+        "system": system_view(view.records("system")) if record_exists(view.dir / "system.jsonl") else None,
         "history": history,
         "validation": validation,
         "checkpoints": checkpoints,

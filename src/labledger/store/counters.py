@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from labledger.store.compressed import open_record, record_state
 from labledger.store.jsonl import RECORD_FILES
 
 #: Counters format version (the ``v`` key of the stored JSON).
@@ -131,12 +132,9 @@ class Counters:
 
 
 def file_state(path: Path) -> list[int] | None:
-    """``[size, mtime_ns]`` of a record file, ``None`` when it does not exist."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return [st.st_size, st.st_mtime_ns]
+    """``[size, mtime_ns]`` of a record file, ``None`` when it does not exist (a compacted file:
+    those of the JSONL it holds, so counters taken before compaction stay current)."""
+    return record_state(path)
 
 
 class _Damaged(Exception):
@@ -156,9 +154,8 @@ def _read_lines(
     :class:`_Damaged`. ``stats`` (a :class:`~labledger.store.fields.ScalarStats`) gets every
     scalar value folded in.
     """
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - only the open may raise FileNotFoundError
-    except FileNotFoundError:
+    f = open_record(path)  # either form: a compacted file reads as its JSONL (#19)
+    if f is None:
         return None
     decode = kind == "scalars" or tail
     scalars = kind == "scalars"
@@ -286,7 +283,10 @@ def tail_bytes(counters: Counters, run_dir: str | os.PathLike[str]) -> int | Non
 
 def _at_line_end(path: Path, offset: int) -> bool:
     try:
-        with open(path, "rb") as f:
+        f = open_record(path)
+        if f is None:
+            return False
+        with f:
             f.seek(offset - 1)
             return f.read(1) == b"\n"
     except OSError:

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from labledger.store.compressed import record_exists
+
 if TYPE_CHECKING:
     from labledger.store.view import RunView
 
@@ -108,7 +110,7 @@ def run_html(view: RunView) -> str:
         parts.append("<h4>Curves (x = step)</h4><div>")
         parts.extend(svg_curve(points, key) for key, points in sorted(curves.items()))
         parts.append("</div>")
-    if (view.dir / "system.jsonl").exists():
+    if record_exists(view.dir / "system.jsonl"):
         recs = list(view.records("system"))
         t0 = recs[0]["time"] if recs else 0.0
         system = _curves(({**r, "time": r["time"] - t0} for r in recs), "time", ())

@@ -37,6 +37,7 @@ from typing import IO, Any
 import orjson
 
 from labledger.errors import DamagedLineWarning, RecordError, StorageError, TornLineWarning
+from labledger.store.compressed import compressed_path, open_record, read_record_bytes, restore_plain
 
 #: orjson options for every record the ledger writes.
 DUMP_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
@@ -111,6 +112,8 @@ class Appender:
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
+        if compressed_path(self.path).is_file():  # a compacted record file gets appended to again
+            restore_plain(self.path)
         try:
             self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
@@ -140,6 +143,9 @@ def _warn(message: str, category: type[Warning] = DamagedLineWarning) -> None:
 def iter_lines(path: str | os.PathLike[str], *, display: str | None = None) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line_number, raw_line)`` for each complete line (1-based, newline stripped).
 
+    A finished run's compacted file (``X.jsonl.zst``, :mod:`labledger.store.compressed`) is read in
+    its place, with the JSONL's line numbers.
+
     A last line with no newline is yielded when it is valid JSON (a complete record whose newline
     is missing) and otherwise skipped as torn, with a :class:`TornLineWarning`. Blank lines are
     skipped.
@@ -151,13 +157,13 @@ def iter_lines(path: str | os.PathLike[str], *, display: str | None = None) -> I
     [1, 3]
     """
     path = Path(path)
-    name = display or str(path)
     try:
-        f = open(path, "rb")  # noqa: SIM115 - only the open may raise FileNotFoundError
-    except FileNotFoundError:
-        return
+        f = open_record(path, display=display)
     except IsADirectoryError:
-        raise RecordError("is a folder, not a record file", source=name) from None
+        raise RecordError("is a folder, not a record file", source=display or str(path)) from None
+    if f is None:
+        return
+    name = display or str(getattr(f, "name", path))
     with f:
         for lineno, raw in enumerate(f, 1):
             if not raw.endswith(b"\n"):
@@ -245,7 +251,7 @@ def damaged_lines(path: str | os.PathLike[str]) -> list[tuple[int, str]]:
     """
     out: list[tuple[int, str]] = []
     try:
-        data = Path(path).read_bytes()
+        data = read_record_bytes(path)
     except FileNotFoundError:
         return out
     lines = data.split(b"\n")

@@ -19,7 +19,6 @@ line, a nested ``input``, a label missing from some samples' probabilities, mixe
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +31,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from labledger.inputs.arrow import safe_for_arrow
-from labledger.inputs.columnar import cached_table, content_key, file_key, store_table, wanted
+from labledger.inputs.columnar import cached_table, content_key, store_table, wanted
+from labledger.store.compressed import read_record_bytes, record_key, record_state
 
 
 def _scalar(t: pa.DataType) -> bool:
@@ -170,18 +170,18 @@ def file_table(
     >>> file_table(p, "table-scalars", lambda: pa.table({"step": [1]})).to_pydict()
     {'step': [1]}
     """
-    try:
-        size = os.stat(path).st_size
-    except OSError:
+    state = record_state(path)  # either form: a compacted file is read as its JSONL (#19)
+    if state is None or state[0] < 0:
         return slow()
+    size = state[0]
     folder = wanted(size) if cache else None
     if folder is not None:
-        hit = cached_table(path, kind, folder=folder)
+        hit = cached_table(path, kind, folder=folder, key=record_key(path))
         if hit is not None:
             return hit.replace_schema_metadata(None)
     if folder is None and fast is None:
         return slow()
-    data = path.read_bytes()
+    data = read_record_bytes(path)
     key = content_key(data)
     table = fast(data) if fast is not None else None
     if table is None:
@@ -191,7 +191,7 @@ def file_table(
             table = slow()
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        if caught or (folder is not None and file_key(path) != key):
+        if caught or (folder is not None and record_key(path) != key):
             folder = None  # damaged lines, or the file changed while it was read
     if folder is not None:
         store_table(table, path, kind, key, folder=folder)

@@ -249,6 +249,11 @@ class Run:
     sync_interval = 5.0
     #: Seconds between refreshes of the index row (checked on each log call; see INDEX_INTERVAL).
     index_interval = INDEX_INTERVAL
+    #: Compact the record files at finish (:mod:`labledger.store.compressed`, #19): those of at
+    #: least ``compact_min_bytes`` (``None``: ``$LABLEDGER_COMPACT_MIN_BYTES``, else 1 MiB) become
+    #: verified zstd frames (``X.jsonl.zst``).
+    compact_at_finish = True
+    compact_min_bytes: int | None = None
 
     def __init__(
         self,
@@ -896,6 +901,21 @@ class Run:
         self._sync_due = time.time() + self.sync_interval
         self.refresh_index()
 
+    def _compact(self) -> None:
+        """Compress the record files of at least ``compact_min_bytes`` (#19): verified before the
+        JSONL goes; a failure (a full disk) keeps the JSONL and only warns."""
+        from labledger.store.compressed import compact_min_bytes, compact_run
+
+        least = self.compact_min_bytes if self.compact_min_bytes is not None else compact_min_bytes()
+        if least is None:
+            return
+        try:
+            compact_run(self.dir, min_bytes=least, held=True)
+        except (LedgerError, OSError) as exc:
+            import warnings
+
+            warnings.warn(f"{self.dir}: record files left as JSONL ({exc})", RuntimeWarning, stacklevel=3)
+
     def finish(self, status: str = "finished", *, error: str | None = None, ended: float | None = None) -> None:
         """End the run with ``status`` (finished, failed, killed); fsyncs everything."""
         if self.status != "running":
@@ -923,6 +943,8 @@ class Run:
             fields=self._fields(),
             counters=counters.to_json(),
         )
+        if self.compact_at_finish:
+            self._compact()
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         os.close(self._lock_fd)
         if self._owns_ledger:

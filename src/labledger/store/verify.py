@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +33,15 @@ from typing import Any
 
 import orjson
 
-from labledger.errors import LedgerError
-from labledger.store.jsonl import RECORD_FILES, atomic_write, damaged_lines, decode_line
+from labledger.errors import DamagedLineWarning, LedgerError
+from labledger.store.compressed import (
+    check_compressed,
+    compressed_path,
+    is_prefix,
+    read_record_bytes,
+    write_record_bytes,
+)
+from labledger.store.jsonl import RECORD_FILES, damaged_lines, decode_line
 from labledger.store.ledger import Ledger, lock_is_held
 from labledger.store.manifest import check_manifest
 
@@ -113,7 +121,7 @@ def quarantine_lines(path: Path, bad: Iterable[int]) -> int:
     bad = set(bad)
     if not bad:
         return 0
-    data = path.read_bytes()
+    data = read_record_bytes(path)  # a compacted file is rewritten compressed (#19)
     lines = data.split(b"\n")
     keep: list[bytes] = []
     moved: list[bytes] = []
@@ -135,13 +143,32 @@ def quarantine_lines(path: Path, bad: Iterable[int]) -> int:
     body = b"\n".join(keep)
     if body and not body.endswith(b"\n"):
         body += b"\n"
-    atomic_write(path, body)
+    write_record_bytes(path, body)
     return len(moved)
 
 
 def _check_record_files(report: Report, run_dir: Path, *, repair: bool, live: bool) -> None:
     for fname in RECORD_FILES.values():
         path = run_dir / fname
+        zpath = compressed_path(path)
+        if zpath.is_file():  # a compacted file (#19): its frames, index and sha256, then its lines
+            report.files += 1
+            for line, what in check_compressed(zpath):
+                report.add(zpath, what, line)
+            if path.is_file() and not is_prefix(path, zpath):  # a leftover of the same records is harmless
+                report.add(path, "a JSONL beside its compressed copy holds other records (the compressed copy is read)")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DamagedLineWarning)  # damaged frames: reported above
+                data = read_record_bytes(path)
+                found = damaged_lines(path)
+            report.lines += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+            del data
+            problems = [report.add(zpath, f"damaged line ({why})", line) for line, why in found]
+            if repair and problems and not live:
+                quarantine_lines(path, [line for line, _ in found])
+                for p in problems:
+                    p.repaired = f"moved to {path.name}{DAMAGED_SUFFIX}"
+            continue
         if not path.is_file():
             continue
         report.files += 1
@@ -192,7 +219,7 @@ def _check_results(report: Report, ledger: Ledger, run_id: str, run_dir: Path) -
 
 def _check_checkpoints(report: Report, run_dir: Path) -> None:
     path = run_dir / RECORD_FILES["checkpoints"]
-    if not path.is_file():
+    if not path.is_file() and not compressed_path(path).is_file():
         return
     from labledger.store.jsonl import iter_lines
 

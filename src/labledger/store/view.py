@@ -11,6 +11,7 @@ import orjson
 
 from labledger.errors import LedgerError, UnknownNameError
 from labledger.schema import STORED_KINDS, decode
+from labledger.store.compressed import record_exists
 from labledger.store.counters import TAIL_LIMIT, Counters, bring_up_to_date, scan_run, tail_bytes
 from labledger.store.jsonl import RECORD_FILES, count_lines, read_json, read_jsonl
 
@@ -230,7 +231,7 @@ class RunView:
         out = {
             kind: records.get(kind, 0)
             for kind, fname in RECORD_FILES.items()
-            if kind not in OPTIONAL_RECORDS or kind in records or self._file(fname).exists()
+            if kind not in OPTIONAL_RECORDS or kind in records or record_exists(self._file(fname))
         }
         names = self.results_names()
         if names:
@@ -313,12 +314,16 @@ class RunView:
         True
         """
         from labledger.inputs.columnar import fresh_entry
+        from labledger.store.compressed import record_key
 
         kind = what.partition(":")[0]
         name = RECORD_FILES["batches"] if kind == "samples" else RECORD_FILES.get(kind)
         if name is None or kind in ("checkpoints",):
             return None
-        return fresh_entry(self._file(name), f"table-{kind}")
+        key = record_key(self._file(name))  # of the JSONL, in either form (#19)
+        if key is None:
+            return None
+        return fresh_entry(self._file(name), f"table-{kind}", key=key)
 
     def dataframe(self, what: str) -> Any:
         """A pandas DataFrame of records of kind ``what``: :meth:`table` as pandas.

@@ -103,6 +103,26 @@
     });
     return pending[key];
   };
+  /** @type {Record<string, Promise<any>>} */
+  var unpacked = {};
+  /**
+   * The payload a packed data file holds ({"encoding": "gzip+base64", "data": ...}: site/output.py
+   * packed_json), decompressed with the browser's DecompressionStream; any other payload as it is.
+   * @param {string} key @param {any} payload
+   */
+  LL.unpack = function (key, payload) {
+    if (!payload || payload.encoding !== "gzip+base64" || typeof payload.data !== "string")
+      return Promise.resolve(payload);
+    if (unpacked[key]) return unpacked[key];
+    if (typeof DecompressionStream === "undefined")
+      return Promise.reject(new Error("This browser cannot decompress the batch data (no DecompressionStream)."));
+    var text = atob(payload.data);
+    var bytes = new Uint8Array(text.length);
+    for (var i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    unpacked[key] = new Response(stream).text().then(JSON.parse);
+    return unpacked[key];
+  };
   /** @param {unknown} id @param {string} [what] */
   function checkId(id, what) {
     if (typeof id !== "string" || !SAFE_ID.test(id))
@@ -224,7 +244,10 @@
     chunk: function (id, i) {
       checkId(id);
       if (!(i >= 0 && i === Math.floor(i))) throw new Error("bad chunk index");
-      return LL.load("batches/" + id + "/" + i, "data/batches/" + id + "/" + i + ".js");
+      var key = "batches/" + id + "/" + i;
+      return LL.load(key, "data/" + key + ".js").then(function (payload) {
+        return LL.unpack(key, payload);
+      });
     },
     evaluation: function (id, name) {
       checkId(id);
