@@ -132,27 +132,29 @@ def _groups(source: Source) -> dict[str, list[Path]]:
 
 
 class _File:
-    """One event file read as columns: its records, the ``add_scalar`` ones decoded."""
+    """One event file read as columns, a window at a time: the ``add_scalar`` records decoded, the
+    payloads of the others kept for the protobuf decoder."""
 
     def __init__(self, path: Path):
         try:
-            self.data = path.read_bytes()
+            with open(path, "rb") as fh:
+                ev = tfrecord.read_events(fh)
         except OSError as exc:
             raise ImportSourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
-        self.frames = tfrecord.frames(self.data)
-        self.scalars = tfrecord.scalar_events(self.data, self.frames)
+        self.size, self.consumed, self.records = ev.size, ev.consumed, ev.records
+        self.scalars = ev.scalars
+        self._payloads = ev.payloads
 
     def first_wall_time(self, event_pb2: Any) -> float | None:
         """The wall time of the file's first record (None when it has none)."""
-        if self.frames.offsets.size == 0:
+        if self.records == 0:
             return None
         if self.scalars.index.size and self.scalars.index[0] == 0:
             return float(self.scalars.wall_time[0])
         return self.event(0, event_pb2).wall_time
 
     def event(self, i: int, event_pb2: Any) -> Any:
-        o, n = int(self.frames.offsets[i]), int(self.frames.lengths[i])
-        return event_pb2.Event.FromString(self.data[o : o + n])
+        return event_pb2.Event.FromString(self._payloads[i])
 
 
 def _decode_error(source: Source, f: Path, exc: Exception) -> ImportSourceError:
@@ -259,8 +261,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                     lo, hi = float(times.min()), float(times.max())
                     first_time = lo if first_time is None or lo < first_time else first_time
                     last_time = hi if last_time is None or hi > last_time else last_time
-                size = len(tf.data)
-                consumed = tf.frames.consumed
+                size, consumed = tf.size, tf.consumed
                 if consumed < size:
                     notes.append(
                         f"{source.rel(f)}: the last {size - consumed} bytes are not a complete "
