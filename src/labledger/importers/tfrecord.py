@@ -265,7 +265,7 @@ def _tag_ids(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[
 
 
 #: Bytes read at a time by :func:`read_events` (a record longer than this is carried over whole).
-CHUNK = 32 << 20
+CHUNK = 16 << 20
 
 
 @dataclass
