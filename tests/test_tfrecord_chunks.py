@@ -7,9 +7,11 @@ import io
 import struct
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import labledger
 from labledger.importers.tfrecord import frames, masked_crc32c, read_events, scalar_events
 
 
@@ -80,3 +82,28 @@ def test_a_record_longer_than_the_window_is_carried_over_whole():
     data = record(add_scalar(1.0, 1, b"loss", 0.5)) + big + record(add_scalar(2.0, 2, b"loss", 0.25))
     ev = read_events(io.BytesIO(data), chunk=64)
     assert ev.records == 3 and ev.scalars.step.tolist() == [1, 2] and ev.payloads == {1: b"x" * 5000}
+
+
+def test_an_import_in_small_windows_writes_what_one_window_writes(tmp_path, monkeypatch):
+    event_pb2 = pytest.importorskip("tensorboard.compat.proto.event_pb2")
+    from labledger.importers import import_path, tfrecord
+
+    first = event_pb2.Event(step=0, wall_time=0.5, file_version="brain.Event:2").SerializeToString()
+    two = event_pb2.Event(step=7, wall_time=7.5)
+    two.summary.value.add(tag="a", simple_value=1.0)
+    two.summary.value.add(tag="b", simple_value=2.0)
+    payloads = [first] + [add_scalar(1.0 + i, i, b"loss" if i % 3 else b"acc", i / 7) for i in range(1, 40)]
+    payloads.insert(20, two.SerializeToString())
+    src = tmp_path / "logs" / "run1"
+    src.mkdir(parents=True)
+    data = b"".join(record(p) for p in payloads) + record(add_scalar(99.0, 99, b"loss", 0.0))[:-3]
+    (src / "events.out.tfevents.1.host").write_bytes(data)
+    written = []
+    for i, chunk in enumerate((tfrecord.CHUNK, 50)):
+        monkeypatch.setattr(tfrecord, "CHUNK", chunk)
+        result = import_path(src, tmp_path / f"ledger{i}")
+        book = labledger.open_ledger(tmp_path / f"ledger{i}")
+        run = book.run(result.runs[0].id)
+        written.append(((run.dir / "metrics.jsonl").read_bytes(), result.runs[0].notes, result.runs[0].counts))
+    assert written[0] == written[1]
+    assert written[0][2]["scalars"] == 40 and "the last" in written[0][1][0]
