@@ -315,7 +315,7 @@ def file_times(files: Iterable[Path]) -> tuple[float | None, float | None]:
 
 
 #: Records encoded and written per chunk by :func:`log_scalar_columns` (bounds its memory).
-CHUNK = 200_000
+CHUNK = 50_000
 
 
 def _json_items(values: np.ndarray) -> list[bytes]:

@@ -20,6 +20,7 @@ not make a whole record (a writer that stopped mid-write) are reported in a note
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -132,27 +133,53 @@ def _groups(source: Source) -> dict[str, list[Path]]:
 
 
 class _File:
-    """One event file read as columns: its records, the ``add_scalar`` ones decoded."""
+    """One event file read as columns, a window at a time (:class:`~labledger.importers.tfrecord.EventWindows`):
+    the ``add_scalar`` records decoded, the payloads of the others kept for the protobuf decoder."""
 
     def __init__(self, path: Path):
+        self.path = path
         try:
-            self.data = path.read_bytes()
+            self._fh = open(path, "rb")  # noqa: SIM115 - closed once its windows are read
+            self._windows = tfrecord.EventWindows(self._fh, tfrecord.CHUNK)
+            self._it = iter(self._windows)
+            self._first = next(self._it, None)
         except OSError as exc:
             raise ImportSourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
-        self.frames = tfrecord.frames(self.data)
-        self.scalars = tfrecord.scalar_events(self.data, self.frames)
+        self._payloads: dict[int, bytes] = self._first[1] if self._first else {}
+
+    @property
+    def size(self) -> int:
+        return self._windows.size
+
+    @property
+    def consumed(self) -> int:
+        return self._windows.consumed
 
     def first_wall_time(self, event_pb2: Any) -> float | None:
         """The wall time of the file's first record (None when it has none)."""
-        if self.frames.offsets.size == 0:
+        if self._first is None:
             return None
-        if self.scalars.index.size and self.scalars.index[0] == 0:
-            return float(self.scalars.wall_time[0])
+        sc = self._first[0]
+        if sc.index.size and sc.index[0] == 0:
+            return float(sc.wall_time[0])
         return self.event(0, event_pb2).wall_time
 
+    def windows(self) -> Iterator[tfrecord.ScalarEvents]:
+        """The scalar events of each window in file order (``event`` decodes the window's others)."""
+        try:
+            if self._first is not None:
+                yield self._first[0]
+                self._first = None
+                for sc, payloads in self._it:
+                    self._payloads = payloads
+                    yield sc
+        except OSError as exc:
+            raise ImportSourceError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
+        finally:
+            self._fh.close()
+
     def event(self, i: int, event_pb2: Any) -> Any:
-        o, n = int(self.frames.offsets[i]), int(self.frames.lengths[i])
-        return event_pb2.Event.FromString(self.data[o : o + n])
+        return event_pb2.Event.FromString(self._payloads[i])
 
 
 def _decode_error(source: Source, f: Path, exc: Exception) -> ImportSourceError:
@@ -205,62 +232,63 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
         with run:
             for f in files:
                 tf = read.pop(f, None) or _File(f)
-                sc = tf.scalars
                 has_hparams = False
-                # The records of other shapes, through the protobuf decoder: (event index, order
-                # within the event, step, wall time, [(tag id, value)]).
-                slow: list[tuple[int, int, int, float, list[tuple[int, float]]]] = []
-                slow_times: list[float] = []
-                for i in sc.rest.tolist():
-                    try:
-                        ev = tf.event(i, event_pb2)
-                    except DecodeError as exc:
-                        raise _decode_error(source, f, exc) from None
-                    slow_times.append(ev.wall_time)
-                    what = ev.WhichOneof("what")
-                    if what != "summary":
-                        if what not in (None, "file_version"):
-                            skipped[what] += 1
-                        continue
-                    values: dict[int, float] = {}
-                    sub = 0
-                    for v in ev.summary.value:
+                n_file = 0
+                for sc in tf.windows():
+                    # The records of other shapes, through the protobuf decoder: (event index, order
+                    # within the event, step, wall time, [(tag id, value)]).
+                    slow: list[tuple[int, int, int, float, list[tuple[int, float]]]] = []
+                    slow_times: list[float] = []
+                    for i in sc.rest.tolist():
                         try:
-                            x = _scalar(v, tensor_util)
-                        except (TypeError, ValueError, IndexError) as exc:  # a tensor that does not decode
+                            ev = tf.event(i, event_pb2)
+                        except DecodeError as exc:
                             raise _decode_error(source, f, exc) from None
-                        if x is not None:
-                            k = tag_id(v.tag)
-                            if k in values:  # the same tag twice in one event: keep both records
-                                slow.append((i, sub, ev.step, ev.wall_time, list(values.items())))
-                                sub += 1
-                                values = {}
-                            values[k] = x
+                        slow_times.append(ev.wall_time)
+                        what = ev.WhichOneof("what")
+                        if what != "summary":
+                            if what not in (None, "file_version"):
+                                skipped[what] += 1
                             continue
-                        plugin = v.metadata.plugin_data.plugin_name
-                        if plugin == "hparams":
+                        values: dict[int, float] = {}
+                        sub = 0
+                        for v in ev.summary.value:
                             try:
-                                hp = _hparams(v)
-                            except DecodeError as exc:
+                                x = _scalar(v, tensor_util)
+                            except (TypeError, ValueError, IndexError) as exc:  # a tensor that does not decode
                                 raise _decode_error(source, f, exc) from None
-                            if hp:
-                                run.update_config(hp)
-                                has_hparams = True
-                            continue
-                        skipped[plugin or v.WhichOneof("value") or "unknown"] += 1
-                    if values:
-                        slow.append((i, sub, ev.step, ev.wall_time, list(values.items())))
-                fast_keys = np.array([tag_id(t) for t in sc.tags], dtype=np.int64)
-                n_file = _log_file_scalars(run, tag_ids, sc, fast_keys, slow)
-                n_records += sc.index.size + len(slow)
-                n_values += n_file
-                times = np.concatenate([sc.wall_time, np.array(slow_times, dtype=np.float64)])
-                if times.size:
-                    lo, hi = float(times.min()), float(times.max())
-                    first_time = lo if first_time is None or lo < first_time else first_time
-                    last_time = hi if last_time is None or hi > last_time else last_time
-                size = len(tf.data)
-                consumed = tf.frames.consumed
+                            if x is not None:
+                                k = tag_id(v.tag)
+                                if k in values:  # the same tag twice in one event: keep both records
+                                    slow.append((i, sub, ev.step, ev.wall_time, list(values.items())))
+                                    sub += 1
+                                    values = {}
+                                values[k] = x
+                                continue
+                            plugin = v.metadata.plugin_data.plugin_name
+                            if plugin == "hparams":
+                                try:
+                                    hp = _hparams(v)
+                                except DecodeError as exc:
+                                    raise _decode_error(source, f, exc) from None
+                                if hp:
+                                    run.update_config(hp)
+                                    has_hparams = True
+                                continue
+                            skipped[plugin or v.WhichOneof("value") or "unknown"] += 1
+                        if values:
+                            slow.append((i, sub, ev.step, ev.wall_time, list(values.items())))
+                    fast_keys = np.array([tag_id(t) for t in sc.tags], dtype=np.int64)
+                    n_window = _log_file_scalars(run, tag_ids, sc, fast_keys, slow)
+                    n_file += n_window
+                    n_records += sc.index.size + len(slow)
+                    n_values += n_window
+                    times = np.concatenate([sc.wall_time, np.array(slow_times, dtype=np.float64)])
+                    if times.size:
+                        lo, hi = float(times.min()), float(times.max())
+                        first_time = lo if first_time is None or lo < first_time else first_time
+                        last_time = hi if last_time is None or hi > last_time else last_time
+                size, consumed = tf.size, tf.consumed
                 if consumed < size:
                     notes.append(
                         f"{source.rel(f)}: the last {size - consumed} bytes are not a complete "

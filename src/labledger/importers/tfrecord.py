@@ -16,6 +16,7 @@ is checked, the tag must be UTF-8); any other record is handed back for ``Event.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -262,3 +263,122 @@ def _tag_ids(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[
             bad = names[raw]
             keep &= ids != bad
     return ids, tags, keep
+
+
+#: Bytes read at a time by :func:`read_events` (a record longer than this is carried over whole).
+CHUNK = 4 << 20
+
+
+@dataclass
+class EventFile:
+    """One event file read window by window: its ``add_scalar`` records as columns, the payloads of
+    the other records (by record index), how many whole records there were and where they ended."""
+
+    size: int
+    consumed: int
+    records: int
+    scalars: ScalarEvents
+    payloads: dict[int, bytes]
+
+
+def _header_ok(data: bytes | memoryview, pos: int) -> bool:
+    """Whether the length at ``pos`` has its CRC (the record may still run past the window)."""
+    return masked_crc32c(bytes(data[pos : pos + 8])) == struct.unpack_from("<I", data, pos + 8)[0]
+
+
+class EventWindows:
+    """The records of a binary file object, ``chunk`` bytes at a time: iterating yields, for each
+    window that holds whole records, its :func:`scalar_events` (record indices counted from the
+    file's start) and the payloads of its other records by index.
+
+    A record that straddles two windows is carried over to the next; the file ends, as for the whole
+    file, at the first record that is cut short or fails a check. Memory: one window and its columns.
+    Once iterated, ``size`` is the file's size, ``consumed`` where its last whole record ends and
+    ``records`` how many there were.
+    """
+
+    def __init__(self, f: object, chunk: int = CHUNK) -> None:
+        self._read = f.read  # type: ignore[attr-defined]
+        self.chunk = chunk
+        self.size = self.consumed = self.records = 0
+
+    def _skip_rest(self) -> None:
+        self.size += sum(len(b) for b in iter(lambda: self._read(self.chunk), b""))
+
+    def __iter__(self) -> Iterator[tuple[ScalarEvents, dict[int, bytes]]]:
+        carry = b""
+        while True:
+            block = self._read(self.chunk)
+            self.size += len(block)
+            data = carry + block if carry else block
+            if not data:
+                return
+            fr = frames(data)
+            n = self.records
+            if fr.offsets.size:
+                sc = scalar_events(data, fr)
+                payloads = {}
+                for i in sc.rest.tolist():
+                    o, m = int(fr.offsets[i]), int(fr.lengths[i])
+                    payloads[n + i] = data[o : o + m]
+                sc.index = sc.index + n
+                sc.rest = sc.rest + n
+                self.records += fr.offsets.size
+                self.consumed += fr.consumed
+                yield sc, payloads
+                del sc, payloads
+            left = len(data) - fr.consumed
+            if not block:  # end of file: what is left is a torn record
+                return
+            if left >= 12 and not _header_ok(data, fr.consumed):
+                self._skip_rest()
+                return  # a damaged length: the file ends here
+            if left >= 16 and left >= 16 + struct.unpack_from("<Q", data, fr.consumed)[0]:
+                self._skip_rest()
+                return  # a whole record that fails its payload check: the file ends here
+            carry = data[fr.consumed :]
+            del data, fr
+
+
+def read_events(f: object, chunk: int = CHUNK) -> EventFile:
+    """:class:`EventWindows` of ``f`` gathered into one :class:`EventFile` (what :func:`frames` and
+    :func:`scalar_events` give for the whole file).
+
+    >>> import io, struct
+    >>> def rec(p): h = struct.pack("<Q", len(p)); return (h + struct.pack("<I", masked_crc32c(h))
+    ...     + p + struct.pack("<I", masked_crc32c(p)))
+    >>> ev = read_events(io.BytesIO(rec(b"ab") + rec(b"xyz") + b"\x01"), chunk=20)
+    >>> ev.records, sorted(ev.payloads.values()), ev.consumed, ev.size
+    (2, [b'ab', b'xyz'], 37, 38)
+    """
+    windows = EventWindows(f, chunk)
+    parts: list[ScalarEvents] = []
+    payloads: dict[int, bytes] = {}
+    for sc, more in windows:
+        parts.append(sc)
+        payloads.update(more)
+    return EventFile(windows.size, windows.consumed, windows.records, _concat(parts), payloads)
+
+
+def _concat(parts: list[ScalarEvents]) -> ScalarEvents:
+    """The windows' scalar events as one, their tags in one list (in order of first appearance)."""
+    names: dict[str, int] = {}
+    tag_cols = []
+    for sc in parts:
+        remap = np.array([names.setdefault(t, len(names)) for t in sc.tags] or [0], dtype=np.int64)
+        tag_cols.append(remap[sc.tag] if sc.tag.size else sc.tag.astype(np.int64))
+
+    def cat(name: str, dtype: object) -> np.ndarray:
+        cols = [getattr(sc, name) for sc in parts]
+        return np.concatenate(cols).astype(dtype, copy=False) if cols else np.zeros(0, dtype=dtype)
+
+    tags = np.concatenate(tag_cols).astype(np.int64, copy=False) if tag_cols else np.zeros(0, dtype=np.int64)
+    return ScalarEvents(
+        cat("index", np.int64),
+        cat("wall_time", np.float64),
+        cat("step", np.int64),
+        tags,
+        cat("value", np.float64),
+        list(names),
+        cat("rest", np.int64),
+    )

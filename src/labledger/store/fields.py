@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
+from operator import itemgetter
 from typing import Any
 
 #: Keys of the run summary that become ``counts.<key>``.
@@ -54,31 +55,49 @@ class ScalarStats:
         self.low: dict[str, float] = {}
         self.high: dict[str, float] = {}
 
-    def fold(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Take the values of ``records`` (dicts of name -> number; ``step``/``time`` skipped) into account."""
+    def fold(
+        self, records: Iterable[Mapping[str, Any]], keys: Iterable[str] | None = None, *, numbers: bool = False
+    ) -> None:
+        """Take the values of ``records`` (dicts of name -> number; ``step``/``time`` skipped) into account.
+
+        ``keys`` (without ``step`` and ``time``) are the names to fold when the caller already has
+        them; by default every key of ``records``. ``numbers``: see :meth:`fold_column`.
+        """
         if not isinstance(records, list):
             records = list(records)
         if not records:
             return
-        keys = set().union(*records)  # one C-level pass; then one comprehension per key (#19)
-        keys.discard("step")
-        keys.discard("time")
-        low, high = self.low, self.high
+        if keys is None:
+            keys = set().union(*records)  # one C-level pass; then a few C-level passes per key (#19)
+            keys.discard("step")
+            keys.discard("time")
         for k in keys:
-            # NaN (v != v), None and booleans are not values
-            col = [v for r in records if (v := r.get(k)) is not None and v == v and type(v) is not bool]
-            if not col:
-                continue
-            lo, hi = min(col), max(col)
-            if math.isinf(lo) or math.isinf(hi):
-                finite = [x for x in col if not math.isinf(x)]
-                if not finite:
-                    continue
-                lo, hi = min(finite), max(finite)
-            if k not in low or lo < low[k]:
-                low[k] = lo
-            if k not in high or hi > high[k]:
-                high[k] = hi
+            try:
+                col = list(map(itemgetter(k), records))
+            except KeyError:  # a key that only some records have (an eval metric every N steps)
+                col = [r[k] for r in records if k in r]
+            self.fold_column(k, col, numbers=numbers)
+
+    def fold_column(self, key: str, values: list[Any], *, numbers: bool = False) -> None:
+        """Take the logged values of one scalar into account (NaN, infinities, None, booleans skipped).
+
+        ``numbers=True`` promises that ``values`` holds only floats, ints and None, never a boolean
+        (what :meth:`labledger.store.run.Run.log` stores), which saves a pass over them.
+
+        >>> s = ScalarStats()
+        >>> s.fold_column("loss", [0.5, float("nan"), 2, None, True, float("-inf")])
+        >>> s.low["loss"], s.high["loss"]
+        (0.5, 2)
+        """
+        span = _finite_min_max(values, numbers)
+        if span is None:
+            return
+        lo, hi = span
+        low, high = self.low, self.high
+        if key not in low or lo < low[key]:
+            low[key] = lo
+        if key not in high or hi > high[key]:
+            high[key] = hi
 
     def fields(self, last: Mapping[str, Any]) -> dict[str, Any]:
         """``scalars.<name>.last|min|max`` given the last value of each scalar."""
@@ -90,6 +109,44 @@ class ScalarStats:
             out[f"scalars.{k}.min"] = self.low.get(k)
             out[f"scalars.{k}.max"] = self.high.get(k)
         return out
+
+
+_PLAIN_NUMBERS = frozenset((float, int))
+
+
+def _finite_min_max(col: list[Any], numbers: bool = False) -> tuple[Any, Any] | None:
+    """``(min, max)`` of the finite numbers of ``col`` (NaN, infinities, None and booleans skipped).
+
+    The common column, plain floats and ints, takes two C-level passes, ``min`` and ``max`` (a third,
+    of the types, unless ``numbers`` says there is no boolean): a NaN never wins a comparison, so
+    it changes neither unless it comes first, when the result is NaN and the column is filtered;
+    None raises TypeError, and is filtered too. Anything else is filtered first.
+
+    >>> _finite_min_max([0.5, float("nan"), 2, None, True, float("inf")])
+    (0.5, 2)
+    >>> _finite_min_max([float("nan")]) is None
+    True
+    """
+    if not col:
+        return None
+    if numbers or _PLAIN_NUMBERS.issuperset(map(type, col)):
+        try:
+            lo, hi = min(col), max(col)
+            if lo == lo and hi == hi and not math.isinf(lo) and not math.isinf(hi):
+                return lo, hi
+        except TypeError:  # a None
+            pass
+    # NaN (v != v), None and booleans are not values
+    col = [v for v in col if v is not None and v == v and type(v) is not bool]
+    if not col:
+        return None
+    lo, hi = min(col), max(col)
+    if math.isinf(lo) or math.isinf(hi):
+        col = [x for x in col if not math.isinf(x)]
+        if not col:
+            return None
+        lo, hi = min(col), max(col)
+    return lo, hi
 
 
 def _finite(v: Any) -> Any:

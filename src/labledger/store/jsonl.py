@@ -85,15 +85,17 @@ def _fd_path(fd: int) -> str | None:
         return None
 
 
-def write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes, written: int = 0) -> None:
     """Write ``data`` to ``fd``: one syscall in practice; loops only on a short write.
 
     When the disk refuses part of it, the bytes already written are cut off again (the file ends
-    at its last complete record) and :class:`StorageError` is raised.
+    at its last complete record) and :class:`StorageError` is raised. ``written`` is how many
+    leading bytes of ``data`` the caller's own ``os.write`` already wrote (``Run.log`` inlines the
+    first write), so that they are completed, or cut off with the rest.
     """
-    written = 0
     try:
-        written = os.write(fd, data)
+        if not written:
+            written = os.write(fd, data)
         while written < len(data):  # only on signals / full disks; keeps the bytes contiguous otherwise
             written += os.write(fd, data[written:])
     except OSError as exc:

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import hashlib
 import math
+import operator
 import os
 import re
 import secrets
@@ -46,6 +47,8 @@ FOLD_INTERVAL = 0.25
 INDEX_INTERVAL = 0.5
 #: Chunk size for streamed hashing and copying.
 CHUNK = 1 << 20
+_os_write = os.write
+_STEP = operator.itemgetter("step")
 
 
 def check_name(name: str, what: str = "name") -> str:
@@ -315,11 +318,14 @@ class Run:
         self.summary: dict[str, Any] = {}
         self.status = "running"
         self._scalars = Appender(self.dir / RECORD_FILES["scalars"])
+        self._scalars_fd = self._scalars.fd  # Run.log writes here without looking it up
         self._batches = Appender(self.dir / RECORD_FILES["batches"])
         self._history: Appender | None = None
         self._checkpoints: Appender | None = None
         self._notes: Appender | None = None
-        self._last: dict[str, Any] = {}
+        # Each scalar's last value (in the order first logged), last step and the run's max step
+        # and record count are folded from the pending records (see _fold), not kept per log call.
+        self._last_values: dict[str, Any] = {}
         self._max_step: int | None = None
         self._n_scalars = 0
         self._n_batches = 0
@@ -327,8 +333,8 @@ class Run:
         self._n_checkpoints = 0
         self._n_notes = 0
         self._last_microbatch: int | None = None
-        # Scalar records not yet folded into the index's min/max, last steps and times (see _tick):
-        # Run.log only appends the record it wrote.
+        # Scalar records not yet folded into the count, max step, last values and steps, min/max and
+        # times (see _fold, called by _tick every FOLD_INTERVAL): Run.log only appends the record it wrote.
         self._pending: list[dict[str, Any]] = []
         self._stats = ScalarStats()
         self._last_step: dict[str, Any] = {}
@@ -429,14 +435,18 @@ class Run:
                 scalars = clean_scalars(scalars)
                 break
         now = time.time()
-        rec = {"step": step, "time": now}
-        rec.update(scalars)  # an explicit time= (imports) overrides the wall time
-        write_all(self._scalars.fd, orjson.dumps(rec, option=DUMP_OPTIONS))
-        self._last.update(scalars)
+        rec = {"step": step, "time": now, **scalars}  # an explicit time= (imports) overrides the wall time
+        data = orjson.dumps(rec, option=DUMP_OPTIONS)
+        # write_all's first os.write, inlined (#19); a short write or a refusal goes through write_all,
+        # which completes the line or cuts it back and raises StorageError (a refused write wrote
+        # nothing, so write_all tries it once more from the start).
+        try:
+            written = _os_write(self._scalars_fd, data)
+        except OSError:
+            written = 0
+        if written != len(data):
+            write_all(self._scalars_fd, data, written)
         self._pending.append(rec)
-        self._n_scalars += 1
-        if self._max_step is None or step > self._max_step:
-            self._max_step = step
         if now >= self._next_sync:
             self._tick(now)
 
@@ -463,9 +473,9 @@ class Run:
         b'{"step":1,"time":0.5,"loss":0.9}\\n'
         """
         self._check_open()
-        write_all(self._scalars.fd, lines)
-        self._last.update(last)
+        write_all(self._scalars_fd, lines)
         self._fold()
+        self._last_values.update((k, v) for k, v in last.items() if k not in ("step", "time"))
         self._stats.fold([low, high])
         self._n_scalars += records
         if max_step is not None and (self._max_step is None or max_step > self._max_step):
@@ -791,14 +801,21 @@ class Run:
         self.summary.update(clean_scalars(values))
 
     # -- lifecycle ------------------------------------------------------------------------------
+    @property
+    def _last(self) -> dict[str, Any]:
+        """Each scalar's last value, in the order first logged (read by :mod:`labledger.wandb`)."""
+        self._fold()
+        return self._last_values
+
     def _summary(self) -> dict[str, Any]:
+        self._fold()
         return {
             "steps": self._max_step,
             "scalar_records": self._n_scalars,
             "batches": self._n_batches,
             "history": self._n_history,
             "checkpoints": self._n_checkpoints,
-            "last": {k: v for k, v in self._last.items() if k != "time"},
+            "last": dict(self._last_values),
             "headline": dict(self.summary),
         }
 
@@ -808,27 +825,69 @@ class Run:
         ]
 
     def _fold(self) -> None:
-        """Fold the pending scalar records into the min/max, each key's last step and the times."""
+        """Fold the pending scalar records into the record count, the max step, each key's last
+        value and step, the min/max and the first and last times.
+
+        Each value is visited by C-level passes only (``map``, ``min``, ``max``): in the usual run
+        every pending record has the keys of the newest one, so its columns are taken whole and the
+        last values are the newest record's; otherwise each key's records are found.
+        """
         pending = self._pending
         if not pending:
             return
         self._pending = []
-        self._stats.fold(pending)
+        self._n_scalars += len(pending)
+        newest = pending[-1]
+        last, last_step, stats = self._last_values, self._last_step, self._stats
+        cols: dict[str, list[Any]] | None
+        try:
+            cols = {k: list(map(operator.itemgetter(k), pending)) for k in newest if k != "time"}
+        except KeyError:
+            cols = None
+        if cols is not None and sum(map(len, pending)) != len(newest) * len(pending):
+            cols = None  # each has the newest record's keys, and one has more: not the same keys
+        if cols is not None:
+            top = max(cols.pop("step"))
+            for k in pending[0]:  # a new key takes its place in the order keys were first logged
+                if k not in last and k in cols:
+                    last[k] = None
+            step = newest["step"]
+            for k, col in cols.items():
+                last[k] = col[-1]
+                last_step[k] = step
+                stats.fold_column(k, col, numbers=True)
+        else:
+            top = max(map(_STEP, pending))
+            keys = set().union(*pending)
+            # Each key's last value and step: from the newest record back, until every key is seen.
+            found: dict[str, tuple[Any, Any]] = {}
+            need = len(keys)
+            for rec in reversed(pending):
+                step = rec["step"]
+                for k, v in rec.items():
+                    if k not in found:
+                        found[k] = (v, step)
+                if len(found) >= need:
+                    break
+            keys.discard("step")
+            keys.discard("time")
+            new = keys - last.keys()
+            if new:  # a key logged for the first time: keep the order in which keys were first logged
+                for rec in pending:
+                    for k in rec:
+                        if k in new:
+                            last[k] = None
+                            new.discard(k)
+                    if not new:
+                        break
+            for k in keys:
+                last[k], last_step[k] = found[k]
+            stats.fold(pending, keys, numbers=True)
+        if self._max_step is None or top > self._max_step:
+            self._max_step = top
         if self._first_time is None:
             self._first_time = pending[0].get("time")
-        self._last_time = pending[-1].get("time")
-        # Each key's last step: from the newest record back, until every key logged so far is seen
-        # (usually the newest record has them all, so this costs nothing per record).
-        found: dict[str, Any] = {}
-        need = len(self._last.keys() | {"step", "time"})
-        for rec in reversed(pending):
-            step = rec["step"]
-            for k in rec:
-                if k not in found:
-                    found[k] = step
-            if len(found) >= need:
-                break
-        self._last_step.update(found)
+        self._last_time = newest.get("time")
 
     def _fields(self) -> dict[str, Any]:
         self._fold()
@@ -857,7 +916,7 @@ class Run:
             records=records,
             files=files,
             steps=self._max_step,
-            last={k: [_finite_or_none(v), last_step.get(k)] for k, v in self._last.items() if k != "time"},
+            last={k: [_finite_or_none(v), last_step.get(k)] for k, v in self._last_values.items()},
             first_time=self._first_time,
             last_time=self._last_time,
         )
