@@ -368,7 +368,7 @@ def _concat(parts: list[ScalarEvents]) -> ScalarEvents:
         remap = np.array([names.setdefault(t, len(names)) for t in sc.tags] or [0], dtype=np.int64)
         tag_cols.append(remap[sc.tag] if sc.tag.size else sc.tag.astype(np.int64))
 
-    def cat(name: str, dtype: object) -> np.ndarray:
+    def cat(name: str, dtype: type[np.generic]) -> np.ndarray:
         cols = [getattr(sc, name) for sc in parts]
         return np.concatenate(cols).astype(dtype, copy=False) if cols else np.zeros(0, dtype=dtype)
 

@@ -481,6 +481,8 @@ interface LLNamespace {
   load(key: string, src: string): Promise<any>;
   unpackColumn(col: PackedColumn, n: number): any[];
   unpackCatalog(cat: any): CatalogPayload;
+  /** A gzip-packed data payload ({"encoding": "gzip+base64", "data"}) decompressed; any other as it is. */
+  unpack(key: string, payload: any): Promise<any>;
   /** A running run's page in labledger serve: where its following stands (run.js). */
   live?: { cursor: number; fetches: number; records: number; running: boolean };
   liveIntervalMs: number;
