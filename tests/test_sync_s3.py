@@ -170,10 +170,14 @@ def test_a_superseded_last_chunk_is_deleted_once_the_manifest_no_longer_names_it
         assert all(a != b for a, b in zip(first, second))  # the first tails are gone (checked above)
         # the reader finds its tail gone and goes on with the newer manifest
         assert b"".join([head, *reading]) == (local / "runs" / run.id / "metrics.jsonl").read_bytes()
-        run.finish()
-        sync_both(run.id)
-        for store in stores:
+        run.finish()  # metrics.jsonl (> 1 MiB) is compacted into metrics.jsonl.zst
+        assert not (local / "runs" / run.id / "metrics.jsonl").exists()
+        sync_to_objects(local, stores[0].url)
+        sync_runs(local, srv.url, token=TOKEN)
+        for store in stores:  # both hold the compacted file only: the plain one and its tail are gone
             _stored_equals_local(store, local, [run.id])
+            assert stored_tails(store, run.id) == tails(store.manifest(run.id))
+        assert not (root / "runs" / run.id / "metrics.jsonl").exists()
     finally:
         srv.stop()
 

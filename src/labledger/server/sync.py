@@ -46,7 +46,7 @@ from labledger.store.manifest import (
     stat_key,
     write_manifest,
 )
-from labledger.store.objects import read_file, ship_file
+from labledger.store.objects import drop_file, read_file, ship_file
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ORIGIN = re.compile(r"^[0-9a-f]{16,64}$")
@@ -285,12 +285,14 @@ async def put_file(request: Request) -> Response:
                 await run_in_threadpool(write_manifest, run_dir, doc)
         if not complete:
             raise ApiError(400, f"{rel}: the body ended after {written - offset} of {total - offset} bytes")
+        superseded = None
         if not in_place:
             final = run_dir / rel
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(target, final)
             st = final.stat()
             doc["files"][rel] = {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
+            superseded = await run_in_threadpool(_drop_superseded, run_dir, doc, rel)
             await run_in_threadpool(write_manifest, run_dir, doc)
         if ctx.objects is not None:  # the file goes on to object storage before the answer
             try:
@@ -303,7 +305,30 @@ async def put_file(request: Request) -> Response:
                 doc["files"][rel]["unshipped"] = True
                 await run_in_threadpool(write_manifest, run_dir, doc)
                 raise
+            if superseded:
+                await run_in_threadpool(drop_file, ctx.objects, run_id, superseded)
     return ok({"path": rel, "size": total, "digest": digest(chunks), "chunks": len(chunks)})
+
+
+def _drop_superseded(run_dir: Path, doc: dict[str, Any], rel: str) -> str | None:
+    """When ``rel`` is a compacted record file (``X.jsonl.zst``, verified as it arrived), the run's
+    plain ``X.jsonl`` that it replaces is removed and left out of the manifest, so the server holds
+    each record once, as the client does: returns ``X.jsonl``. A plain file whose bytes are not the
+    compressed file's (or their beginning) is kept, and ``verify`` reports it."""
+    from labledger.store.compressed import is_prefix
+
+    if not rel.endswith(".jsonl.zst"):
+        return None
+    plain = rel[: -len(".zst")]
+    path = run_dir / plain
+    if plain not in doc["files"] and not path.exists():
+        return None
+    if path.exists():
+        if not is_prefix(path, run_dir / rel):
+            return None
+        path.unlink()
+    doc["files"].pop(plain, None)
+    return plain
 
 
 def _write_chunk(fd: int, pieces: list[memoryview], at: int) -> str:

@@ -416,6 +416,21 @@ def ship_file(
     store.drop_tails(before - tails(doc))
 
 
+def drop_file(store: ObjectStore, run_id: str, rel: str) -> None:
+    """Take ``rel`` out of a run's manifest in the store (a record file superseded by its compacted
+    ``.zst``), then delete the tail it alone named. Chunks under ``chunks/`` stay: any run may name them.
+
+    >>> drop_file(ObjectStore("s3://lab-runs/team"), "20261201-101010-abc", "metrics.jsonl")  # doctest: +SKIP
+    """
+    doc = store.manifest(run_id)
+    if not doc or rel not in doc["files"]:
+        return
+    before = tails(doc)
+    del doc["files"][rel]
+    store.put_json(store.key("runs", run_id, "manifest.json"), doc)
+    store.drop_tails(before - tails(doc))
+
+
 def stored_runs(store: ObjectStore) -> list[str]:
     """The ids of the runs that have a manifest in the store (``runs/<id>/manifest.json``).
 
