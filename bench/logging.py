@@ -189,7 +189,8 @@ def summarise(ts: list[int], overhead: int, per: int = 1) -> dict:
 
 
 def store_bytes(root: Path) -> tuple[int, bytes]:
-    """Total size of every file under ``root`` and their concatenated content (for marker counts)."""
+    """Total size of every file under ``root`` on disk and their concatenated content (for marker
+    counts; labledger's compacted record files decompressed)."""
     total, chunks = 0, []
     for p in sorted(root.rglob("*")):
         if p.relative_to(root).parts[0] == HOME_DIR:
@@ -197,6 +198,10 @@ def store_bytes(root: Path) -> tuple[int, bytes]:
         if p.is_file() and not p.is_symlink():
             data = p.read_bytes()
             total += len(data)
+            if p.name.endswith(".jsonl.zst"):  # a record file compacted at finish: its records, decompressed
+                from labledger.store.compressed import read_record_bytes
+
+                data = bytes(read_record_bytes(p.with_name(p.name[: -len(".zst")])))
             chunks.append(data)
     return total, b"\n".join(chunks)
 
