@@ -266,17 +266,16 @@ def _encode(col: Column, n: int, prefix: bytes) -> list[bytes]:
             seq = exact.tolist()
     else:
         seq = col
-    col = seq
-    types = set(map(type, col))
+    types = set(map(type, seq))
     if types == {str}:
-        text = orjson.dumps(col)
+        text = orjson.dumps(seq)
         if b"\\" not in text:  # no escapes: every quote delimits an item, so '","' separates two
             start, end = prefix + b'"', b'"'
             return [start + s + end for s in text[2:-2].split(b'","')]
     elif types and types <= {int, float}:
-        return [prefix + v for v in _split_numbers(col)]
+        return [prefix + v for v in _split_numbers(seq)]
     dumps = orjson.dumps
-    return [b"" if v is MISSING else prefix + dumps(v, option=_OPTIONS) for v in col]
+    return [b"" if v is MISSING else prefix + dumps(v, option=_OPTIONS) for v in seq]
 
 
 def _encode_block(block: ResultColumns, cache: dict[tuple[int, str], list[bytes]]) -> bytes | None:
