@@ -37,7 +37,7 @@ def test_a_running_runs_page_fetches_only_what_was_logged_since(browser, tmp_pat
     ledger = tmp_path / "ledger"
     run = labledger.start_run("live", ledger=ledger)
     for step in range(10):
-        run.log(step, loss=1.0 / (step + 1))
+        run.log(step, loss=1.0 / (step + 1), lr=0.1)
     run.sync()
     server = ServerProcess(ledger, uploads_dir=tmp_path / "up", site_refresh=0.2).start()
     page = browser.new_page()
@@ -55,10 +55,24 @@ def test_a_running_runs_page_fetches_only_what_was_logged_since(browser, tmp_pat
         page.evaluate("() => { LL.liveIntervalMs = 200; }")
         logged = page.evaluate("() => LL.live.cursor")
         assert logged >= 10  # what the page's data holds
+        # the user zooms into the loss chart; the lr chart stays whole
+        page.wait_for_function(
+            "() => document.querySelectorAll('#curve-charts figure.chart').length === 2"
+            " && [...document.querySelectorAll('#curve-charts figure.chart')].every(f => f.chart)"
+        )
+        charts = "[...document.querySelectorAll('#curve-charts figure.chart')]"
+        titles = page.evaluate(f"() => {charts}.map(f => f.querySelector('.chart-title').textContent)")
+        zoomed = titles.index("loss")
+        page.evaluate(f"() => {charts}[{zoomed}].chart.setScale('x', {{min: 2, max: 5}})")
         for step in range(10, 40):
-            run.log(step, loss=1.0 / (step + 1))
+            run.log(step, loss=1.0 / (step + 1), lr=0.1)
         run.sync()
         page.wait_for_function(f"() => LL.live.cursor >= 40 && LL.live.records === 40 - {logged}", timeout=30_000)
+        scales = page.evaluate(
+            f"() => {charts}.map(f => [f.chart.scales.x.min, f.chart.scales.x.max, f.chart.data[0].length])"
+        )
+        assert scales[zoomed] == [2, 5, 40]  # the new steps are in the chart, and the zoom is kept
+        assert scales[1 - zoomed][1:] == [39, 40]  # the unzoomed chart grew with the data
         run.finish()
         page.wait_for_function("() => !LL.live.running", timeout=30_000)
         assert "finished" in page.locator("#live-status").inner_text()

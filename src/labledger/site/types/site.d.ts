@@ -406,6 +406,8 @@ interface TableWrap extends HTMLElement {
 }
 interface ChartFigure extends HTMLElement {
   mount: () => void;
+  /** New x and series values, drawn in place (a zoomed-in range is kept). */
+  setData: (x: number[], values: Num[][]) => void;
   chart?: unknown;
   /** When the chart was last drawn (performance.now()), for bench/site.py. */
   drawnAt?: number;

@@ -239,6 +239,24 @@
       }
     }
     box.mount = create;
+    /**
+     * New data for the same series (a live page's appended steps): the chart is updated in place,
+     * so a zoomed-in x range stays where the user put it; an unzoomed chart grows with the data.
+     */
+    box.setData = function (/** @type {number[]} */ x, /** @type {any[][]} */ values) {
+      var first = opts.x[0],
+        last = opts.x[opts.x.length - 1];
+      opts.x = x;
+      data = [x];
+      values.forEach(function (v) {
+        data.push(v);
+        if (alpha) data.push(LL.ema(v, alpha));
+      });
+      if (!u) return;
+      var sx = u.scales.x,
+        zoomed = sx.min !== null && sx.max !== null && (sx.min > first || sx.max < last);
+      u.setData(data, !zoomed);
+    };
     requestAnimationFrame(create);
     return box;
   };

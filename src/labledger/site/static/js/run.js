@@ -61,15 +61,18 @@
     );
     var grid = h("div", { class: "charts", id: "curve-charts" });
     sec.appendChild(grid);
+    /** @type {Record<string, any>} */
+    var charts = {}; // scalar name -> its chart, updated in place by `append`
     function draw() {
       LL.clear(grid);
+      charts = {};
       if (!keys.length && !hasBatches)
         grid.appendChild(h("p", { class: "muted" }, "This run logged no per-step scalars."));
       keys.forEach(function (k, i) {
         var raw = run.scalars[k];
         var s = { x: typeof raw.x === "number" ? run.scalar_steps[raw.x] : raw.x, y: raw.y };
         grid.appendChild(
-          LL.lineChart({
+          (charts[k] = LL.lineChart({
             title: k,
             x: s.x,
             xLabel: "optimizer step",
@@ -84,7 +87,7 @@
             pickLabel: function (idx, step) {
               return "Click: microbatches of optimizer step " + step + " (" + k + " = " + LL.fmt.exact(s.y[idx]) + ")";
             },
-          })
+          }))
         );
       });
       if (hasBatches) {
@@ -129,8 +132,12 @@
       draw();
     });
     draw();
-    /** Scalar records logged since the page's data (a live page in `labledger serve`): appended, redrawn. */
+    /**
+     * Scalar records logged since the page's data (a live page in `labledger serve`): appended to
+     * each scalar's chart in place (a zoomed-in chart keeps its range); a new scalar redraws all.
+     */
     /** @type {any} */ (sec).append = function (/** @type {any[]} */ records) {
+      var before = keys.length;
       records.forEach(function (rec) {
         var step = rec.step;
         if (typeof step !== "number") return;
@@ -146,7 +153,12 @@
           s.y.push(typeof v === "number" && isFinite(v) ? v : null);
         });
       });
-      draw();
+      if (keys.length !== before) return draw();
+      keys.forEach(function (k) {
+        var s = run.scalars[k];
+        var x = typeof s.x === "number" ? run.scalar_steps[s.x] : s.x;
+        if (charts[k]) charts[k].setData(x, [s.y]);
+      });
     };
     return sec;
   }
