@@ -121,6 +121,37 @@ def test_query_box_selects_what_the_index_selects(tab, runs_site, query):
     tab.check()
 
 
+def test_tables_sort_in_natural_order_with_missing_values_last(tab):
+    """Every table (paged and virtual) sorts with one rule: numbers by value, text in natural order,
+    ties in their original order, missing values (null, NaN) last in both directions."""
+    page = tab.open("index.html")
+    order = page.evaluate(
+        """() => {
+        const rows = [{n: "run-10", v: 3}, {n: null, v: NaN}, {n: "run-2", v: null}, {n: "run-1", v: 3}, {n: "Run-3", v: 1}];
+        const by = (key, dir) => LL.sortRows(rows, {key: key, label: key}, dir).map(r => r[key] === null ? "-" : String(r[key]));
+        return [by("n", 1), by("n", -1), by("v", 1), by("v", -1)];
+    }"""
+    )
+    assert order == [
+        ["run-1", "run-2", "Run-3", "run-10", "-"],
+        ["run-10", "Run-3", "run-2", "run-1", "-"],
+        ["1", "3", "3", "NaN", "-"],
+        ["3", "3", "1", "NaN", "-"],
+    ]
+    # a click on the catalog's Steps header sorts its virtual table, descending first, then ascending
+    steps = "table.runs tbody tr td:nth-child({})"
+    header = page.locator("table.runs thead th", has=page.locator("button.sort", has_text="Steps"))
+    column = page.locator("table.runs thead th").evaluate_all(
+        "ths => ths.findIndex(th => th.textContent.startsWith('Steps')) + 1"
+    )
+    header.locator("button").click()
+    assert header.get_attribute("aria-sort") == "descending"
+    header.locator("button").click()
+    assert header.get_attribute("aria-sort") == "ascending"
+    assert page.locator(steps.format(column)).count() == 6
+    tab.check()
+
+
 def test_query_errors_point_at_the_position_and_suggest(tab):
     page = tab.open("index.html")
     page.locator("#where").fill("config.lr << 3")

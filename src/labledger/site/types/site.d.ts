@@ -514,6 +514,16 @@ interface LLNamespace {
   kv(obj: Record<string, unknown> | null | undefined, opts?: { compact?: boolean }): HTMLElement;
   jsonTree(value: any, openDepth?: number, depth?: number): HTMLElement;
   table<R>(opts: TableOptions<R>): TableWrap;
+  cellValue<R>(c: TableColumn<R>, r: R): any;
+  cellCompare(a: unknown, b: unknown): number;
+  sortRows<R>(rows: R[], c: TableColumn<R>, dir: number): R[];
+  sortHeader<R>(
+    thead: HTMLElement,
+    cols: TableColumn<R>[],
+    sort: { key: string; dir: number } | null,
+    onSort: (sort: { key: string; dir: number }) => void,
+    sortable?: boolean
+  ): void;
   probBars(probs: any, gold?: unknown, pred?: unknown, order?: string[]): Child;
   inputView(value: any, images?: Set<string> | null, runId?: string): HTMLElement;
   crumbs(items: { label: string; href?: string }[]): void;

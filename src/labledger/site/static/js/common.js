@@ -847,6 +847,93 @@
     return det;
   };
 
+  var collator = new Intl.Collator("en", { numeric: true });
+  /** @param {any} v */
+  function missing(v) {
+    return v === null || v === undefined || (typeof v === "number" && isNaN(v));
+  }
+  /**
+   * Two cells' order: numbers by value, text in natural order ("run-2" before "run-10"); a missing
+   * value (null, undefined, NaN) after every other.
+   * @param {any} a @param {any} b
+   */
+  LL.cellCompare = function (a, b) {
+    if (a === b) return 0;
+    if (missing(a)) return missing(b) ? 0 : 1;
+    if (missing(b)) return -1;
+    if (typeof a === "number" && typeof b === "number") return a - b;
+    return collator.compare(String(a), String(b));
+  };
+  /**
+   * A row's value in a column: its `value(row)`, else `row[key]`.
+   * @param {TableColumn<any>} c @param {any} r
+   */
+  LL.cellValue = function (c, r) {
+    return c.value ? c.value(r) : r[c.key];
+  };
+  /**
+   * Rows sorted by a column (its `value(row)` or `row[key]`) in direction dir (1 or -1): stable, and
+   * missing values last in either direction.
+   * @param {any[]} rows @param {TableColumn<any>} c @param {number} dir
+   */
+  LL.sortRows = function (rows, c, dir) {
+    var keyed = rows.map(function (r, i) {
+      return /** @type {[any, number, any]} */ ([LL.cellValue(c, r), i, r]);
+    });
+    keyed.sort(function (a, b) {
+      var d = LL.cellCompare(a[0], b[0]);
+      if (d !== 0 && (missing(a[0]) || missing(b[0]))) return d;
+      return d * dir || a[1] - b[1];
+    });
+    return keyed.map(function (p) {
+      return p[2];
+    });
+  };
+  /**
+   * A sortable table's header row into thead: a button per sortable column; a click calls
+   * onSort with the new sort (the same column again reverses it; numbers start descending).
+   * @param {HTMLElement} thead @param {TableColumn<any>[]} cols @param {{key: string, dir: number} | null} sort
+   * @param {(sort: {key: string, dir: number}) => void} onSort @param {boolean} [sortable]
+   */
+  LL.sortHeader = function (thead, cols, sort, onSort, sortable) {
+    LL.clear(thead);
+    thead.appendChild(
+      h(
+        "tr",
+        null,
+        cols.map(function (c) {
+          var dir = sort && sort.key === c.key ? sort.dir : null;
+          var still = c.sortable === false || sortable === false;
+          return h(
+            "th",
+            {
+              scope: "col",
+              class: (c.num ? "n " : "") + (c.className || ""),
+              title: c.title || null,
+              "aria-sort": dir ? (dir > 0 ? "ascending" : "descending") : null,
+            },
+            still
+              ? c.head
+                ? c.head()
+                : c.label
+              : h(
+                  "button",
+                  {
+                    class: "sort",
+                    type: "button",
+                    onclick: function () {
+                      onSort({ key: c.key, dir: sort && sort.key === c.key ? -sort.dir : c.num ? -1 : 1 });
+                    },
+                  },
+                  c.label,
+                  h("span", { class: "arrow", "aria-hidden": "true" }, dir ? (dir > 0 ? " ▲" : " ▼") : "")
+                )
+          );
+        })
+      )
+    );
+  };
+
   /**
    * A sortable table. columns: [{key, label, render(row, i), value(row), num, title, className}].
    * opts: rows, sort: {key, dir}, caption, pageSize, rowClass(row), onRow(row, tr), empty.
@@ -869,54 +956,18 @@
     table.appendChild(tbody);
     wrap.appendChild(table);
     wrap.appendChild(pager);
-    /** @param {TableColumn<any>} c @param {any} r */
-    function val(c, r) {
-      return c.value ? c.value(r) : r[c.key];
-    }
-    /** @param {any} a @param {any} b */
-    function cmp(a, b) {
-      if (a === b) return 0;
-      if (a === null || a === undefined || (typeof a === "number" && isNaN(a))) return 1;
-      if (b === null || b === undefined || (typeof b === "number" && isNaN(b))) return -1;
-      if (typeof a === "number" && typeof b === "number") return a - b;
-      return String(a).localeCompare(String(b), "en", { numeric: true });
-    }
     function header() {
-      LL.clear(thead);
-      thead.appendChild(
-        h(
-          "tr",
-          null,
-          cols.map(function (c) {
-            var dir = sort && sort.key === c.key ? sort.dir : null;
-            var th = h("th", {
-              scope: "col",
-              class: (c.num ? "n " : "") + (c.className || ""),
-              title: c.title || null,
-              "aria-sort": dir ? (dir > 0 ? "ascending" : "descending") : null,
-            });
-            if (c.sortable === false || opts.sortable === false) th.appendChild(document.createTextNode(c.label));
-            else
-              th.appendChild(
-                h(
-                  "button",
-                  {
-                    class: "sort",
-                    type: "button",
-                    onclick: function () {
-                      sort = { key: c.key, dir: sort && sort.key === c.key ? -sort.dir : c.num ? -1 : 1 };
-                      page = 0;
-                      draw();
-                      if (opts.onSort) opts.onSort(sort);
-                    },
-                  },
-                  c.label,
-                  h("span", { class: "arrow", "aria-hidden": "true" }, dir ? (dir > 0 ? " ▲" : " ▼") : "")
-                )
-              );
-            return th;
-          })
-        )
+      LL.sortHeader(
+        thead,
+        cols,
+        sort,
+        function (next) {
+          sort = next;
+          page = 0;
+          draw();
+          if (opts.onSort) opts.onSort(sort);
+        },
+        opts.sortable
       );
     }
     function draw() {
@@ -924,28 +975,9 @@
       var data = rows.slice();
       if (sort) {
         var c = cols.filter(function (x) {
-          return x.key === sort.key;
+          return x.key === /** @type {any} */ (sort).key;
         })[0];
-        if (c)
-          data = data
-            .map(function (r, i) {
-              return /** @type {[any, number]} */ ([r, i]);
-            })
-            .sort(function (a, b) {
-              var d = cmp(val(c, a[0]), val(c, b[0]));
-              if (
-                d !== 0 &&
-                (val(c, a[0]) === null ||
-                  val(c, a[0]) === undefined ||
-                  val(c, b[0]) === null ||
-                  val(c, b[0]) === undefined)
-              )
-                return d;
-              return d * sort.dir || a[1] - b[1];
-            })
-            .map(function (p) {
-              return p[0];
-            });
+        if (c) data = LL.sortRows(data, c, sort.dir);
       }
       LL.clear(tbody);
       var start = pageSize ? page * pageSize : 0,

@@ -6,14 +6,6 @@
   var LL = window.LL,
     h = LL.h;
 
-  function cmp(a, b) {
-    if (a === b) return 0;
-    if (a === null || a === undefined || (typeof a === "number" && isNaN(a))) return 1;
-    if (b === null || b === undefined || (typeof b === "number" && isNaN(b))) return -1;
-    if (typeof a === "number" && typeof b === "number") return a - b;
-    return String(a) < String(b) ? -1 : String(a) > String(b) ? 1 : 0;
-  }
-
   /**
    * opts: {columns: [{key, label, render(row), value(row), num, title, className, sortable}], rows,
    * sort: {key, dir}, className, empty, onSort(sort), rowHeight (px), height (CSS), rowClass(row)}.
@@ -40,70 +32,22 @@
     box.appendChild(below);
     var drawn = [-1, -1];
 
-    function val(c, r) {
-      return c.value ? c.value(r) : r[c.key];
-    }
     function order() {
       var c = sort
         ? cols.filter(function (x) {
             return x.key === sort.key;
           })[0]
         : null;
-      if (!c) {
-        sorted = rows.slice();
-        return;
-      }
-      var keyed = rows.map(function (r, i) {
-        return [val(c, r), i, r];
-      });
-      keyed.sort(function (a, b) {
-        var d = cmp(a[0], b[0]);
-        var missing = a[0] === null || a[0] === undefined || b[0] === null || b[0] === undefined;
-        if (d !== 0 && missing) return d;
-        return d * sort.dir || a[1] - b[1];
-      });
-      sorted = keyed.map(function (p) {
-        return p[2];
-      });
+      sorted = c ? LL.sortRows(rows, c, sort.dir) : rows.slice();
     }
     function header() {
-      LL.clear(thead);
-      thead.appendChild(
-        h(
-          "tr",
-          null,
-          cols.map(function (c) {
-            var dir = sort && sort.key === c.key ? sort.dir : null;
-            var th = h("th", {
-              scope: "col",
-              class: (c.num ? "n " : "") + (c.className || ""),
-              title: c.title || null,
-              "aria-sort": dir ? (dir > 0 ? "ascending" : "descending") : null,
-            });
-            if (c.sortable === false) th.appendChild(c.head ? c.head() : document.createTextNode(c.label));
-            else
-              th.appendChild(
-                h(
-                  "button",
-                  {
-                    class: "sort",
-                    type: "button",
-                    onclick: function () {
-                      sort = { key: c.key, dir: sort && sort.key === c.key ? -sort.dir : c.num ? -1 : 1 };
-                      order();
-                      header();
-                      paint(true);
-                      if (opts.onSort) opts.onSort(sort);
-                    },
-                  },
-                  c.label,
-                  h("span", { class: "arrow", "aria-hidden": "true" }, dir ? (dir > 0 ? " ▲" : " ▼") : "")
-                )
-              );
-            return th;
-          })
-        )
-      );
+      LL.sortHeader(thead, cols, sort, function (next) {
+        sort = next;
+        order();
+        header();
+        paint(true);
+        if (opts.onSort) opts.onSort(sort);
+      });
     }
     function paint(force) {
       var headH = thead.getBoundingClientRect().height || rowH;
@@ -128,7 +72,11 @@
             "tr",
             { class: opts.rowClass ? opts.rowClass(r) : null, style: { height: rowH + "px" } },
             cols.map(function (c) {
-              var out = c.render ? c.render(r, i) : c.num ? LL.numCell(val(c, r)) : LL.valueText(val(c, r));
+              var out = c.render
+                ? c.render(r, i)
+                : c.num
+                  ? LL.numCell(LL.cellValue(c, r))
+                  : LL.valueText(LL.cellValue(c, r));
               return h("td", { class: (c.num ? "n " : "") + (c.className || ""), "data-label": c.label || null }, out);
             })
           )
