@@ -219,7 +219,7 @@ def _mix(x: np.ndarray) -> np.ndarray:
     x = x * np.uint64(0xBF58476D1CE4E5B9)
     x = x ^ (x >> np.uint64(27))
     x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    return np.asarray(x ^ (x >> np.uint64(31)))
 
 
 def surely_distinct(ids: pa.Array) -> bool:
