@@ -182,8 +182,13 @@ def label_prepared(
     *,
     pos: int | None = None,
     label_mask: np.ndarray | None = None,
+    cells: np.ndarray | None = None,
 ) -> TablePrepared:
-    """A :class:`Prepared` for a confusion-matrix metric over encoded ``gold``/``pred`` indices."""
+    """A :class:`Prepared` for a confusion-matrix metric over encoded ``gold``/``pred`` indices.
+
+    ``cells``: ``gold * K + pred`` (int64) when the caller has it, shared by the count-table
+    metrics of one task instead of each building its own (#19).
+    """
     k = len(labels)
     n = len(gold)
 
@@ -194,6 +199,7 @@ def label_prepared(
             n=n,
             n_used=n,
             parts=(gold, pred, k),
+            cells=cells,
             n_cells=k * k,
             from_tables=from_tables,
             columns=columns,

@@ -1,8 +1,10 @@
-"""The JSONL reader's fast checks (#19): hashed id distinctness and one newline count, against the
-exact forms they stand in for."""
+"""The fast paths of ``eval`` (#19) against the exact forms they stand in for: the JSONL reader's
+hashed id distinctness and single newline count, the one-table bootstrap categories and the count
+cells shared by a task's metrics."""
 
 from __future__ import annotations
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,10 +15,17 @@ from hypothesis import strategies as st
 from labledger.errors import RecordError
 from labledger.inputs.arrow import HASH_ID_BYTES, arrow_lines, safe_for_arrow, surely_distinct
 from labledger.inputs.results import read_results
+from labledger.metrics.classification import label_prepared
+from labledger.metrics.resample import _joint_categories, one_table_categories
 
-FAST = settings(max_examples=60, deadline=None)
+FAST = settings(max_examples=40, deadline=None)
 
-ids_strategy = st.lists(st.text(min_size=0, max_size=24), min_size=0, max_size=40)
+# short and long ids, a NUL and multi-byte letters, lengths on both sides of the 8-byte words
+POOL = ["", "a", "b", "a\x00", "\x00a", "\xe9", "\U00010000", "abcdefgh", "abcdefgh1", "abcdefgh2", "b" * 17]
+POOL += [f"id-{i}" for i in range(30)] + ["\xe9" * 9, "x" * 64, "x" * 63 + "y"]
+ids_strategy = st.one_of(
+    st.lists(st.sampled_from(POOL), max_size=40), st.lists(st.sampled_from(POOL), max_size=40, unique=True)
+)
 
 
 @FAST
@@ -72,3 +81,33 @@ def test_repeated_ids_across_tasks_are_allowed_and_within_a_task_refused(tmp_pat
     _write(tmp_path / "dup.jsonl", [*rows, {"id": "i3", "task": "a", "gold": "no", "score": 0.2}])
     with pytest.raises(RecordError, match=r"dup\.jsonl:11"):
         read_results(tmp_path / "dup.jsonl", positive="yes", cache=False)
+
+
+@FAST
+@given(st.lists(st.integers(0, 9), min_size=0, max_size=300))
+def test_one_table_categories_equal_the_joint_categories(codes):
+    cells = np.array(codes, dtype=np.int64)
+    inv, uniq = _joint_categories([cells])
+    want = np.bincount(inv, minlength=len(uniq))
+    got_uniq, got_counts = one_table_categories(cells, 10)
+    assert got_uniq.tolist() == uniq.tolist() and got_counts.tolist() == want.tolist()
+    assert got_uniq.dtype == uniq.dtype and got_counts.dtype == want.dtype
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.integers(1, 200), st.integers(2, 4))
+def test_shared_cells_give_the_same_values_and_tables(seed, n, k):
+    rng = np.random.default_rng(seed)
+    gold, pred = rng.integers(0, k, n), rng.integers(0, k, n)
+    labels = [f"l{j}" for j in range(k)]
+    cells = gold.astype(np.int64) * k + pred
+    w = rng.integers(0, 3, (4, n)).astype(np.float64)
+    for name, params in (
+        ("accuracy", {}),
+        ("f1", {"average": "macro", "zero_division": 0.0}),
+        ("per_class", {"zero_division": 0.0}),
+    ):
+        a = label_prepared(name, params, gold, pred, labels)
+        b = label_prepared(name, params, gold, pred, labels, cells=cells)
+        assert a.value() == b.value()
+        assert a.tables(w).tolist() == b.tables(w).tolist()
