@@ -381,9 +381,12 @@ def _ap_w(
     score: np.ndarray, is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None] | None = None
 ) -> WeightsFunction:
     order, starts = sorted_ if sorted_ is not None else _sorted_groups(score, descending=True)
-    pos_f = is_pos[order].astype(np.float64)
+    cache: dict[str, np.ndarray] = {}
 
     def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
+        if "pos_f" not in cache:  # built on first use: an analytic interval never needs it (#19)
+            cache["pos_f"] = is_pos[order].astype(np.float64)
+        pos_f = cache["pos_f"]
         ws = w if exchangeable else np.take(w, order, axis=1)
         tp = ws * pos_f
         if starts is not None:
