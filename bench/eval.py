@@ -256,7 +256,7 @@ def main() -> None:
             )
             yield kind, "pandas", [sys.executable, "-c", PANDAS, str(path), kind]
             yield kind, "duckdb", [sys.executable, "-c", DUCK, str(path), kind]
-            if kind == "cls3":
+            if kind == "cls3" and "cls3_b" in files:  # (written only when compare/calibrate is asked for)
                 yield kind, "compare", [*lb, "compare", str(path), str(files["cls3_b"]), "--json"]
                 yield kind, "calibrate", [*lb, "calibrate", "report", str(path), "--recipe", str(recipe), "--json"]
 

@@ -180,6 +180,13 @@ class _TaskCache:
         self.td = td
         self._ranking: RankingArrays | None = None
         self.sorts: dict[int, np.ndarray] = {}
+        self._cells: np.ndarray | None = None
+
+    def cells(self, td: LabelTask) -> np.ndarray:
+        """``gold * K + pred`` of the cached task, built once for all its count-table metrics (#19)."""
+        if self._cells is None:
+            self._cells = td.gold_index.astype(np.int64) * len(td.labels) + td.pred_index
+        return self._cells
 
     def ranking(self, td: RankingTask) -> RankingArrays:
         """The flattened ranking arrays of ``td`` (the cached task), built once."""
@@ -206,7 +213,9 @@ def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: _T
             raise _not_for(metric, td)
         pos = td.labels.index(params["pos_label"]) if params.get("pos_label") is not None else None
         if metric.needs == "labels":
-            return label_prepared(metric.name, params, td.gold_index, td.pred_index, td.labels, pos=pos)
+            return label_prepared(
+                metric.name, params, td.gold_index, td.pred_index, td.labels, pos=pos, cells=cache.cells(td)
+            )
         if not isinstance(td, ProbTask):
             raise _not_for(metric, td)
         return prob_prepared(

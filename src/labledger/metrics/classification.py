@@ -182,8 +182,13 @@ def label_prepared(
     *,
     pos: int | None = None,
     label_mask: np.ndarray | None = None,
+    cells: np.ndarray | None = None,
 ) -> TablePrepared:
-    """A :class:`Prepared` for a confusion-matrix metric over encoded ``gold``/``pred`` indices."""
+    """A :class:`Prepared` for a confusion-matrix metric over encoded ``gold``/``pred`` indices.
+
+    ``cells``: ``gold * K + pred`` (int64) when the caller has it, shared by the count-table
+    metrics of one task instead of each building its own (#19).
+    """
     k = len(labels)
     n = len(gold)
 
@@ -194,6 +199,7 @@ def label_prepared(
             n=n,
             n_used=n,
             parts=(gold, pred, k),
+            cells=cells,
             n_cells=k * k,
             from_tables=from_tables,
             columns=columns,
@@ -375,9 +381,12 @@ def _ap_w(
     score: np.ndarray, is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None] | None = None
 ) -> WeightsFunction:
     order, starts = sorted_ if sorted_ is not None else _sorted_groups(score, descending=True)
-    pos_f = is_pos[order].astype(np.float64)
+    cache: dict[str, np.ndarray] = {}
 
     def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
+        if "pos_f" not in cache:  # built on first use: an analytic interval never needs it (#19)
+            cache["pos_f"] = is_pos[order].astype(np.float64)
+        pos_f = cache["pos_f"]
         ws = w if exchangeable else np.take(w, order, axis=1)
         tp = ws * pos_f
         if starts is not None:

@@ -209,6 +209,19 @@ def _joint_categories(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray
     return rank[inv.reshape(-1)], uniq[order]
 
 
+def one_table_categories(cells: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(unique rows, counts) of one column of cell codes in ``[0, size)``: what
+    :func:`_joint_categories` and a bincount of its inverse give for that column, from one bincount.
+
+    >>> uniq, counts = one_table_categories(np.array([3, 0, 3, 3]), 4)
+    >>> uniq.ravel().tolist(), counts.tolist()
+    ([0, 3], [1, 3])
+    """
+    full = np.bincount(cells, minlength=size)
+    occupied = np.flatnonzero(full)
+    return occupied[:, None], full[occupied]
+
+
 def _table_cells(prep: TablePrepared) -> np.ndarray:
     cells = prep.get_cells()
     return np.where(cells >= 0, cells, prep.n_cells)
@@ -264,14 +277,20 @@ def _resample_table(
     preps: Sequence[TablePrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None
 ) -> list[np.ndarray]:
     cells = [_table_cells(p) for p in preps]
-    inv, uniq = _joint_categories(cells)
-    n_cat = len(uniq)
-    if groups is None:
-        counts = np.bincount(inv, minlength=n_cat)
-        per_row = n_cat
+    if groups is None and len(preps) == 1 and cells[0].dtype.kind in "iu" and preps[0].n_cells < 1 << 22:
+        # one table, no clusters: the occupied cells in order of value with their counts (the
+        # categories of _small_int_categories) from one bincount, without per-item codes (#19)
+        uniq, counts = one_table_categories(cells[0], preps[0].n_cells + 1)
+        per_row = len(counts)
     else:
-        gmat, n_groups = _group_matrix(groups, inv, n_cat)
-        per_row = max(n_groups, n_cat)
+        inv, uniq = _joint_categories(cells)
+        n_cat = len(uniq)
+        if groups is None:
+            counts = np.bincount(inv, minlength=n_cat)
+            per_row = n_cat
+        else:
+            gmat, n_groups = _group_matrix(groups, inv, n_cat)
+            per_row = max(n_groups, n_cat)
 
     def work(size: int, gen: np.random.Generator) -> list[np.ndarray]:
         if groups is None:

@@ -1,0 +1,114 @@
+"""The fast paths of ``eval`` (#19) against the exact forms they stand in for: the JSONL reader's
+hashed id distinctness and single newline count, the one-table bootstrap categories and the count
+cells shared by a task's metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from labledger.errors import RecordError
+from labledger.inputs.arrow import HASH_ID_BYTES, arrow_lines, safe_for_arrow, surely_distinct
+from labledger.inputs.results import read_results
+from labledger.metrics.classification import label_prepared
+from labledger.metrics.resample import _joint_categories, one_table_categories
+
+FAST = settings(max_examples=40, deadline=None)
+
+# short and long ids, a NUL and multi-byte letters, lengths on both sides of the 8-byte words
+POOL = ["", "a", "b", "a\x00", "\x00a", "\xe9", "\U00010000", "abcdefgh", "abcdefgh1", "abcdefgh2", "b" * 17]
+POOL += [f"id-{i}" for i in range(30)] + ["\xe9" * 9, "x" * 64, "x" * 63 + "y"]
+ids_strategy = st.one_of(
+    st.lists(st.sampled_from(POOL), max_size=40), st.lists(st.sampled_from(POOL), max_size=40, unique=True)
+)
+
+
+@FAST
+@given(ids_strategy, st.integers(0, 5))
+def test_surely_distinct_is_never_wrong_and_sees_distinct_ids(values, start):
+    arr = pa.array(values, pa.string()).slice(min(start, len(values)))  # a slice: offsets not at 0
+    part = values[min(start, len(values)) :]
+    distinct = len(set(part)) == len(part)
+    got = surely_distinct(arr)
+    assert surely_distinct(arr, chunk=3) == got  # hashed in passes of 3 ids: the same hashes
+    if got:
+        assert distinct
+    if distinct and all(len(v.encode()) <= HASH_ID_BYTES for v in part):
+        assert got  # a 64-bit collision among 40 ids is not expected
+    assert (len(pc.dictionary_encode(arr).dictionary) == len(arr)) == distinct  # the exact form agrees
+
+
+def test_surely_distinct_edges():
+    assert surely_distinct(pa.array([], pa.string())) and surely_distinct(pa.array(["a"]))
+    assert not surely_distinct(pa.array(["", ""])) and surely_distinct(pa.array(["", "a"]))
+    assert surely_distinct(pa.array(["a", "a\x00", "a\x00\x00"]))  # trailing NULs are not padding
+    assert surely_distinct(pa.array(["abcdefgh1", "abcdefgh2"]))  # the second word decides
+    assert not surely_distinct(pa.array(["x" * (HASH_ID_BYTES + 1), "y"]))  # too long: "maybe"
+    assert not surely_distinct(pa.array([1, 2]))  # not strings
+    assert not surely_distinct(pa.array(["a", None, "b"]))
+
+
+lines_strategy = st.lists(
+    st.sampled_from(['{"a": 1}', "null", "", '{"b": "\xe9"}', " {}", "{}"]), min_size=0, max_size=6
+).flatmap(lambda ls: st.tuples(st.just(ls), st.booleans()))
+
+
+@FAST
+@given(lines_strategy)
+def test_arrow_lines_equals_the_two_counts_it_replaced(case):
+    lines, trailing = case
+    data = "\n".join(lines).encode() + (b"\n" if trailing and lines else b"")
+    want = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    got = arrow_lines(data)
+    assert (got is not None) == safe_for_arrow(data)
+    if got is not None:
+        assert got == want
+
+
+def _write(path, rows):
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
+
+
+def test_repeated_ids_across_tasks_are_allowed_and_within_a_task_refused(tmp_path):
+    rows = [{"id": f"i{k}", "task": t, "gold": "yes", "score": 0.5} for t in ("a", "b") for k in range(5)]
+    _write(tmp_path / "ok.jsonl", rows)
+    rs = read_results(tmp_path / "ok.jsonl", positive="yes", cache=False)
+    assert rs["a"].n == rs["b"].n == 5 and rs["b"].ids.tolist() == [f"i{k}" for k in range(5)]
+    _write(tmp_path / "dup.jsonl", [*rows, {"id": "i3", "task": "a", "gold": "no", "score": 0.2}])
+    with pytest.raises(RecordError, match=r"dup\.jsonl:11"):
+        read_results(tmp_path / "dup.jsonl", positive="yes", cache=False)
+
+
+@FAST
+@given(st.lists(st.integers(0, 9), min_size=0, max_size=300))
+def test_one_table_categories_equal_the_joint_categories(codes):
+    cells = np.array(codes, dtype=np.int64)
+    inv, uniq = _joint_categories([cells])
+    want = np.bincount(inv, minlength=len(uniq))
+    got_uniq, got_counts = one_table_categories(cells, 10)
+    assert got_uniq.tolist() == uniq.tolist() and got_counts.tolist() == want.tolist()
+    assert got_uniq.dtype == uniq.dtype and got_counts.dtype == want.dtype
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.integers(1, 200), st.integers(2, 4))
+def test_shared_cells_give_the_same_values_and_tables(seed, n, k):
+    rng = np.random.default_rng(seed)
+    gold, pred = rng.integers(0, k, n), rng.integers(0, k, n)
+    labels = [f"l{j}" for j in range(k)]
+    cells = gold.astype(np.int64) * k + pred
+    w = rng.integers(0, 3, (4, n)).astype(np.float64)
+    for name, params in (
+        ("accuracy", {}),
+        ("f1", {"average": "macro", "zero_division": 0.0}),
+        ("per_class", {"zero_division": 0.0}),
+    ):
+        a = label_prepared(name, params, gold, pred, labels)
+        b = label_prepared(name, params, gold, pred, labels, cells=cells)
+        assert a.value() == b.value()
+        assert a.tables(w).tolist() == b.tables(w).tolist()
