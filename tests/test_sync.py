@@ -180,6 +180,35 @@ def test_a_corrupted_chunk_on_the_server_is_found_by_verify_and_by_the_next_sync
         assert verify_ledger(book).ok
 
 
+def test_a_record_file_compacted_on_the_server_still_counts_as_synced(tmp_path, server):
+    """`labledger compact` on the server turns a synced JSONL into ``X.jsonl.zst`` (compaction knows
+    nothing of sync): the manifest's reader notices that the compressed file holds every byte
+    synced, so `verify` passes and the next sync sends nothing; a compressed file that holds other
+    records does not stand for it."""
+    from labledger.store.compressed import compact_file, compact_run
+
+    local = tmp_path / "local"
+    rid = _log_run(local, "packed-there")
+    sync_runs(local, server.url, token=TOKEN)
+    run_dir = server.root / "runs" / rid
+    assert "compacted" in [c.action for c in compact_run(run_dir, min_bytes=0)]
+    assert (run_dir / "metrics.jsonl.zst").is_file() and not (run_dir / "metrics.jsonl").exists()
+    with Ledger(server.root) as book:
+        assert verify_ledger(book, [rid]).ok
+    again = sync_runs(local, server.url, token=TOKEN)
+    assert (again.files_sent, again.bytes_sent) == (0, 0)
+    other = tmp_path / "other" / "metrics.jsonl"
+    other.parent.mkdir()
+    other.write_bytes((local / "runs" / rid / "metrics.jsonl").read_bytes().replace(b'"step":7,', b'"step":8,'))
+    compact_file(other, min_bytes=0)
+    os.replace(other.with_name("metrics.jsonl.zst"), run_dir / "metrics.jsonl.zst")
+    with Ledger(server.root) as book:
+        problems = [str(p) for p in verify_ledger(book, [rid]).problems]
+    assert any("metrics.jsonl: synced file is missing" in p for p in problems), problems
+    with pytest.raises(SyncConflictError, match=r"metrics\.jsonl of run .* changed on the server"):
+        sync_runs(local, server.url, token=TOKEN)
+
+
 def test_the_sync_api_needs_the_token_an_origin_safe_paths_and_keeps_the_limits(tmp_path):
     root = tmp_path / "server"
     Ledger(root, create=True).close()
