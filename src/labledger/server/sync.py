@@ -336,7 +336,7 @@ def _drop_superseded(run_dir: Path, doc: dict[str, Any], rel: str) -> str | None
 
 
 #: Bytes written between two starts of their writeback to disk (:class:`Writeback`).
-WRITEBACK_BYTES = 8 * CHUNK
+WRITEBACK_BYTES = 32 * CHUNK
 
 
 def _sync_file_range() -> Any:
