@@ -291,7 +291,8 @@ def test_a_run_synced_live_then_compacted_at_finish_reads_the_same_on_the_server
         with Ledger(tmp_path / "server") as book:
             assert book.info(run.id).status == "finished"
             theirs = list(book.run(run.id).batches())  # the compressed copy, not the stale JSONL
-            assert verify_ledger(book, [run.id]).ok  # the older JSONL (a prefix) is kept: the manifest lists it
+            assert verify_ledger(book, [run.id]).ok
+        assert not (tmp_path / "server" / "runs" / run.id / "batches.jsonl").exists()  # replaced, held once
         assert theirs == mine and len(mine) == 80
     finally:
         server.stop()

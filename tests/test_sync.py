@@ -180,6 +180,35 @@ def test_a_corrupted_chunk_on_the_server_is_found_by_verify_and_by_the_next_sync
         assert verify_ledger(book).ok
 
 
+def test_a_record_file_compacted_on_the_server_still_counts_as_synced(tmp_path, server):
+    """`labledger compact` on the server turns a synced JSONL into ``X.jsonl.zst`` (compaction knows
+    nothing of sync): the manifest's reader notices that the compressed file holds every byte
+    synced, so `verify` passes and the next sync sends nothing; a compressed file that holds other
+    records does not stand for it."""
+    from labledger.store.compressed import compact_file, compact_run
+
+    local = tmp_path / "local"
+    rid = _log_run(local, "packed-there")
+    sync_runs(local, server.url, token=TOKEN)
+    run_dir = server.root / "runs" / rid
+    assert "compacted" in [c.action for c in compact_run(run_dir, min_bytes=0)]
+    assert (run_dir / "metrics.jsonl.zst").is_file() and not (run_dir / "metrics.jsonl").exists()
+    with Ledger(server.root) as book:
+        assert verify_ledger(book, [rid]).ok
+    again = sync_runs(local, server.url, token=TOKEN)
+    assert (again.files_sent, again.bytes_sent) == (0, 0)
+    other = tmp_path / "other" / "metrics.jsonl"
+    other.parent.mkdir()
+    other.write_bytes((local / "runs" / rid / "metrics.jsonl").read_bytes().replace(b'"step":7,', b'"step":8,'))
+    compact_file(other, min_bytes=0)
+    os.replace(other.with_name("metrics.jsonl.zst"), run_dir / "metrics.jsonl.zst")
+    with Ledger(server.root) as book:
+        problems = [str(p) for p in verify_ledger(book, [rid]).problems]
+    assert any("metrics.jsonl: synced file is missing" in p for p in problems), problems
+    with pytest.raises(SyncConflictError, match=r"metrics\.jsonl of run .* changed on the server"):
+        sync_runs(local, server.url, token=TOKEN)
+
+
 def test_the_sync_api_needs_the_token_an_origin_safe_paths_and_keeps_the_limits(tmp_path):
     root = tmp_path / "server"
     Ledger(root, create=True).close()
@@ -241,6 +270,63 @@ def test_a_body_cut_off_keeps_its_whole_chunks_and_the_next_sync_resumes_there(t
     headers = {"Authorization": f"Bearer {TOKEN}", "X-Labledger-Origin": ledger_origin(local)}
     bad = httpx.put(url, content=b"x" * 4, headers=headers)
     assert bad.status_code == 400 and "Content-Length is 4" in bad.json()["error"]
+
+
+def test_a_raw_body_that_stalls_keeps_its_whole_chunks(tmp_path):
+    """The server's read of a raw body (a real socket, a real file): 2.5 chunks come, then nothing.
+    After the body timeout the read stops (the 408) with the two whole chunks, received into one
+    buffer and written together, hashed and in the file, so the next sync resumes after them; a
+    short chunk is never kept."""
+    import socket
+    import threading
+
+    from labledger.server.raw_body import BodyStalled
+    from labledger.server.sync import Writeback, _read_chunks
+
+    body = os.urandom(5 * CHUNK + 5)
+    path = tmp_path / "ckpt.part"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    a, b = socket.socketpair()
+    chunks: list[str] = []
+    with a, b:
+        a.setblocking(False)
+        # the first 1000 bytes came with the head; the socket's buffer holds less than the rest
+        sender = threading.Thread(target=b.sendall, args=(body[1000 : 2 * CHUNK + CHUNK // 2],))
+        sender.start()
+        flush = Writeback(fd, path=path)
+        with pytest.raises(BodyStalled):
+            _read_chunks(a.fileno(), body[:1000], flush, 0, len(body), chunks, 0.2)
+        flush.close()
+        sender.join()
+    os.close(fd)
+    assert chunks == [hashlib.sha256(body[i * CHUNK : (i + 1) * CHUNK]).hexdigest() for i in range(2)]
+    assert path.read_bytes()[: 2 * CHUNK] == body[: 2 * CHUNK]
+
+
+def test_the_servers_writes_reach_the_file_direct_or_buffered(tmp_path):
+    """The server's writes of an upload (Writeback): page-aligned chunks go to the disk directly
+    (O_DIRECT where the filesystem takes them), a buffer it refuses falls back to buffered writes,
+    whose spans are sent on to the disk as they fill; the file holds every byte either way."""
+    import mmap
+
+    from labledger.server.sync import DIRECT_ALIGN, Writeback
+
+    data = os.urandom(6 * DIRECT_ALIGN + 5)
+    path = tmp_path / "upload.part"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    w = Writeback(fd, path=path, span=2 * DIRECT_ALIGN)
+    page = mmap.mmap(-1, 2 * DIRECT_ALIGN)
+    page[:] = data[: 2 * DIRECT_ALIGN]
+    w.write(memoryview(page), 0, aligned=True)
+    odd = memoryview(bytearray(2 * DIRECT_ALIGN + 1))[1:]  # not on a page boundary: EINVAL direct
+    odd[:] = data[2 * DIRECT_ALIGN : 4 * DIRECT_ALIGN]
+    w.write(odd, 2 * DIRECT_ALIGN, aligned=True)
+    w.write(memoryview(data)[4 * DIRECT_ALIGN :], 4 * DIRECT_ALIGN)  # the short tail: a full span
+    w.close()
+    os.fsync(fd)
+    os.close(fd)
+    page.close()
+    assert path.read_bytes() == data
 
 
 def test_a_raw_body_read_waits_for_each_piece_at_most_the_body_timeout():

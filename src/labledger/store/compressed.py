@@ -576,8 +576,8 @@ def compact_file(
     JSONL's (``verified``); it is renamed to ``X.jsonl.zst`` and the folder fsynced (``renamed``:
     from here the compressed file is read); the JSONL is removed (``removed``). Idempotent: a file
     already compacted is skipped (a JSONL left beside a verified ``X.jsonl.zst`` by a crash is
-    removed once its bytes are the compressed file's, or their beginning; on a server, whose synced
-    run folders list their files in ``.sync.json``, it is kept). Files under ``min_bytes`` are left as they are.
+    removed once its bytes are the compressed file's, or their beginning). Files under ``min_bytes``
+    are left as they are.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "batches.jsonl"; _ = p.write_bytes(b'{"microbatch": 1}\\n' * 100)
@@ -595,8 +595,6 @@ def compact_file(
         if path.is_file() and index is not None:  # a crash after the rename: finish the job
             if dry_run:
                 return Compaction(str(path), "would remove the JSONL already compacted", path.stat().st_size)
-            if (path.parent / ".sync.json").exists():  # a server's synced copy: its manifest lists the file
-                return Compaction(str(path), "skipped: already compacted (a synced copy keeps its older JSONL)")
             if is_prefix(path, zpath):  # the same bytes (a crash after the rename), or their beginning
                 path.unlink()
                 fsync_dir(path.parent)

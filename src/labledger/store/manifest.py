@@ -155,8 +155,18 @@ def write_manifest(run_dir: Path, doc: dict[str, Any]) -> None:
 
 
 def fresh_entry(path: Path | str, entry: dict[str, Any] | None) -> dict[str, Any]:
-    """A file's manifest entry, hashed again when the file changed since ``entry`` was made."""
-    st = os.stat(path)
+    """A file's manifest entry, hashed again when the file changed since ``entry`` was made.
+
+    A record file compacted since (:func:`compacted_entry`) keeps ``entry``: its records are all
+    there, in the other form. Any other file that is gone raises ``FileNotFoundError``.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        held = compacted_entry(path, entry)
+        if held is None:
+            raise
+        return held
     if entry is not None and entry.get("stat") == stat_key(st):
         return entry
     chunks = chunk_hashes(path, size=st.st_size)
@@ -177,7 +187,8 @@ def check_manifest(run_dir: Path) -> list[str]:
     for rel, entry in sorted(doc["files"].items()):
         path = run_dir / rel
         if not path.is_file():
-            problems.append(f"{path}: synced file is missing")
+            if compacted_entry(path, entry) is None:
+                problems.append(f"{path}: synced file is missing")
             continue
         chunks = chunk_hashes(path)
         want = entry.get("chunks") or []
@@ -187,6 +198,43 @@ def check_manifest(run_dir: Path) -> list[str]:
                 f"{path}: chunk {bad} (bytes {bad * CHUNK}..) does not match the sha256 recorded when it was synced"
             )
     return problems
+
+
+def compacted_entry(path: Path | str, entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``entry`` of a synced record file ``X.jsonl`` that was compacted where it is kept (``labledger
+    compact`` turned it into ``X.jsonl.zst`` and removed it): when the compressed file's JSONL begins
+    with exactly the bytes ``entry`` records (the sha256 of each chunk of its first ``size`` bytes),
+    every record synced is still there and ``entry`` stands; otherwise (a file not compacted, or a
+    compressed copy that holds other bytes) ``None``. Compaction knows nothing of sync: this is where
+    sync notices it, as the server's upload of an ``X.jsonl.zst`` drops the plain file it replaces.
+
+    >>> import tempfile
+    >>> from labledger.store.compressed import compact_file
+    >>> p = Path(tempfile.mkdtemp()) / "metrics.jsonl"; _ = p.write_bytes(b'{"step": 1}\\n' * 3)
+    >>> entry = {"size": 36, "chunks": chunk_hashes(p), "stat": stat_key(p.stat())}
+    >>> compact_file(p, min_bytes=0).action
+    'compacted'
+    >>> compacted_entry(p, entry) is entry, compacted_entry(p, {**entry, "size": 37})
+    (True, None)
+    """
+    from labledger.store.compressed import compressed_path, open_record
+
+    if entry is None or not str(path).endswith(".jsonl") or not compressed_path(path).is_file():
+        return None
+    size = int(entry.get("size") or 0)
+    got: list[str] = []
+    f = open_record(path)
+    if f is None:  # pragma: no cover - removed between the two calls
+        return None
+    with f:
+        left = size
+        while left > 0:
+            data = f.read(min(CHUNK, left))
+            if not data:
+                return None
+            got.append(hashlib.sha256(data).hexdigest())
+            left -= len(data)
+    return entry if got == list(entry.get("chunks") or []) else None
 
 
 def complete_size(path: Path | str, size: int) -> int:
