@@ -294,6 +294,8 @@ def m008_run_fields(db: Connection) -> None:
             "CREATE TABLE run_fields (run_id TEXT NOT NULL, key TEXT NOT NULL, kind INTEGER NOT NULL, "
             "num, str TEXT, PRIMARY KEY (run_id, key)) WITHOUT ROWID"
         )
+    # Opening a ledger looks for runs without fields (backfill_fields): an index of those, not a scan.
+    db.execute("CREATE INDEX runs_without_fields ON runs(id) WHERE fields IS NULL")
     db.execute("CREATE INDEX run_fields_num ON run_fields(key, kind, num)")
     db.execute("CREATE INDEX run_fields_str ON run_fields(key, str)")
     if pg:

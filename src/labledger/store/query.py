@@ -41,11 +41,9 @@ names of this ledger as suggestions.
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from labledger.errors import LedgerError
 
@@ -84,16 +82,14 @@ _TOKEN = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     kind: str  # number, string, name, op, punct, end
     text: str
     pos: int
     value: Any = None
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):
     name: str
     pos: int
 
@@ -102,8 +98,7 @@ class Field:
         return COLUMNS.get(self.name)
 
 
-@dataclass(frozen=True)
-class Predicate:
+class Predicate(NamedTuple):
     """One test of a field: ``op`` is = != < <= > >= in between ~ null has."""
 
     field: Field
@@ -112,13 +107,11 @@ class Predicate:
     negated: bool = False
 
 
-@dataclass(frozen=True)
-class HasTag:
+class HasTag(NamedTuple):
     tag: str
 
 
-@dataclass(frozen=True)
-class Bool:
+class Bool(NamedTuple):
     op: str  # and, or, not
     parts: tuple[Node, ...]
 
@@ -375,6 +368,8 @@ def _check_column_values(text: str, t: Predicate, kind: str) -> None:
 
 def unknown_field_message(name: str, known: set[str]) -> str:
     """``unknown field 'lr'; did you mean 'config.lr'?`` (nearest names among the ledger's fields)."""
+    import difflib
+
     names = sorted(set(COLUMNS) | {"tags"} | known)
     close = [k for k in names if k.endswith("." + name) or f".{name}." in k][:3]
     close += [c for c in difflib.get_close_matches(name, names, n=3, cutoff=0.6) if c not in close]
