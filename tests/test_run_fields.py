@@ -214,3 +214,24 @@ def test_the_migration_fills_the_table_from_the_json_columns(book):
     rows = table_rows(book.db)
     assert rows == expected_rows(book.db) and len(rows) > 5
     assert [r.name for r in book.runs(where="config.flag = false and eval.t.f1 < 0.3")] == ["x"]
+
+
+def test_run_dicts_are_the_runs_to_dict_and_dir_is_made_on_first_use(tmp_path):
+    from labledger.store.ledger import RunInfo
+
+    with labledger.start_run("a", tags=["y", "x"], config={"lr": 0.1}, ledger=tmp_path / "l") as run:
+        run.log(1, loss=0.5)
+    running = labledger.start_run("b", ledger=tmp_path / "l")
+    book = labledger.open_ledger(tmp_path / "l")
+    infos = book.runs(sort="name")
+    assert vars(infos[0])["_dir"] is None  # no Path made until asked
+    dicts = book.run_dicts(sort="name")
+    assert [d["duration"] is not None for d in dicts] == [True, True]  # a running run: to now
+    for d in dicts:
+        d.pop("duration")
+    assert dicts == [{k: v for k, v in i.to_dict().items() if k != "duration"} for i in infos]
+    assert dicts[0]["tags"] == ["x", "y"] and dicts[0]["dir"] == str(book.run_dir(run.id))
+    assert infos[0].dir == book.run_dir(run.id) and vars(infos[0])["_dir"] == infos[0].dir
+    given = RunInfo("i", "n", None, [], "finished", 0.0, 1.0, None, None, None, None, None, dir=tmp_path)
+    assert given.dir == tmp_path and RunInfo("i", "n", None, [], "finished", 0.0, None, *[None] * 5).dir is None
+    running.finish()
