@@ -297,7 +297,7 @@ def m008_run_fields(db: Connection) -> None:
     # Opening a ledger looks for runs without fields (backfill_fields): an index of those, not a scan.
     db.execute("CREATE INDEX runs_without_fields ON runs(id) WHERE fields IS NULL")
     db.execute("CREATE INDEX run_fields_num ON run_fields(key, kind, num)")
-    db.execute("CREATE INDEX run_fields_str ON run_fields(key, str)")
+    db.execute("CREATE INDEX run_fields_str ON run_fields(key, str) WHERE str IS NOT NULL")  # text fields only
     if pg:
         db.execute(_PG_FUNCTIONS)
         db.execute(

@@ -422,7 +422,7 @@ class _Compiler:
     A test of a query field is ``r.id IN (SELECT run_id FROM run_fields WHERE key = ? AND ...)``:
     the index's narrow field table (migration m008, one row per run and field: ``kind`` 0 number,
     1 text, 2 boolean, 3 list or object, 4 null; numbers and booleans in ``num``, text in ``str``)
-    answers it from its (key, kind, num) or (key, str) index, without parsing any run's JSON. A
+    answers it from its (key, kind, num) index or its (key, str) index of text values, without parsing any run's JSON. A
     run has no row for a field it does not have, so every test is true or false, never unknown.
     A sort key is a LEFT JOIN on (run_id, key), the table's primary key.
     """
@@ -485,7 +485,7 @@ class _Compiler:
         if t.op == "null":
             return f"(NOT {self.field_test(name, 'kind != 4', ())})"
         if t.op == "~":
-            regex = "str ~ ?" if self.pg else "regexp(?, str)"
+            regex = "str IS NOT NULL AND " + ("str ~ ?" if self.pg else "regexp(?, str)")  # the str index's rows
             return self.field_test(name, regex, t.values)
         if t.op == "in":
             parts, params = [], []
