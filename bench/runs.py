@@ -18,7 +18,10 @@ and reused; ``--rebuild`` starts again.
   (50M history rows would take ~12 GB, see reviews/perf.md section 1); ``search_runs`` reads
   ``latest_metrics``, never the history.
 
-The query, one process each, cold (a fresh interpreter, imports included), interleaved, 3 reps:
+The query, one process each, cold (a fresh interpreter, imports included), interleaved, 3 reps
+(``--compare-src /work/main/src`` adds the same ``labledger`` command run with another checkout's
+code, on the ledger under ``--compare-dir``, interleaved with the others, and checks both print
+the same runs):
 
 * ``labledger runs --where "config.lr < 1e-3 and config.opt = 'adam'" --sort -eval.test.accuracy --json``
 * ``mlflow.search_runs(filter_string="params.opt = 'adam'", order_by=["metrics.`test.accuracy` DESC"])``
@@ -290,9 +293,9 @@ import orjson
 import labledger
 t0 = time.perf_counter()
 book = labledger.open_ledger(sys.argv[1])
-runs = book.runs(where=sys.argv[2], sort=sys.argv[3])
-out = orjson.dumps({"runs": [r.to_dict() for r in runs]})
-print(json.dumps({"op_s": time.perf_counter() - t0, "n": len(runs), "first": runs[0].name if runs else None}))
+runs = book.run_dicts(where=sys.argv[2], sort=sys.argv[3])  # what `labledger runs --json` prints
+out = orjson.dumps({"runs": runs}, option=orjson.OPT_INDENT_2)
+print(json.dumps({"op_s": time.perf_counter() - t0, "n": len(runs), "first": runs[0]["name"] if runs else None}))
 """
 
 
@@ -320,6 +323,16 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument(
+        "--compare-src",
+        metavar="SRC",
+        help="also time `labledger runs` with PYTHONPATH=SRC (another checkout's src/, e.g. main's), interleaved",
+    )
+    ap.add_argument(
+        "--compare-dir",
+        metavar="DIR",
+        help="the --dir whose ledger --compare-src queries (default: --dir; a ledger its code made and migrated)",
+    )
     args = ap.parse_args()
     base = Path(args.dir) / str(args.runs)
     if args.rebuild and base.exists():
@@ -348,30 +361,48 @@ def main() -> None:
     uri = f"sqlite:///{mlflow_dir / 'mlflow.db'}"
     mlflow_cmd = [sys.executable, "-c", MLFLOW_QUERY, uri, info["experiment"], MLFLOW_FILTER, json.dumps(MLFLOW_ORDER)]
     op_cmd = [sys.executable, "-c", LABLEDGER_QUERY, str(ledger_dir), WHERE, SORT]
-    results: dict[str, list[dict]] = {"labledger": [], "mlflow": [], "op": []}
+    results: dict[str, list[dict]] = {"labledger": [], "mlflow": [], "op": [], "compare": []}
+    compare_cmd, compare_env = None, None
+    if args.compare_src:
+        other = Path(args.compare_dir or args.dir) / str(args.runs) / "labledger"
+        compare_cmd = [*labledger_cmd[:3], str(other), *labledger_cmd[4:]]
+        compare_env = {**env, "PYTHONPATH": args.compare_src}
     load0 = os.getloadavg()[0]
     run_child(labledger_cmd, env)  # warm the page cache for both, once
     run_child(mlflow_cmd, env)
+    if compare_cmd is not None:
+        run_child(compare_cmd, compare_env)
     for _ in range(args.reps):
         results["labledger"].append(run_child(labledger_cmd, env))
+        if compare_cmd is not None:
+            results["compare"].append(run_child(compare_cmd, compare_env))
         results["mlflow"].append(run_child(mlflow_cmd, env))
         results["op"].append(run_child(op_cmd, env))
     load1 = os.getloadavg()[0]
     ours = orjson.loads(results["labledger"][-1]["out"])["runs"]
     theirs = json.loads(results["mlflow"][-1]["out"])
     same = len(ours) == theirs["n"] and (ours[0]["name"] if ours else None) == theirs["first"]
+    if compare_cmd is not None:
+
+        def strip(docs: list[dict]) -> list[dict]:
+            return [{k: v for k, v in d.items() if k != "dir"} for d in docs]  # the ledgers' folders differ
+
+        same = same and strip(orjson.loads(results["compare"][-1]["out"])["runs"]) == strip(ours)
 
     def med(name: str, key: str) -> float:
         return statistics.median(r[key] for r in results[name])
 
     rows = []
-    for name, what in (
+    cases = [
         ("labledger", f'labledger runs --where "{WHERE}" --sort {SORT} --json'),
         (
             "mlflow",
             f'mlflow.search_runs(filter_string="{MLFLOW_FILTER}", order_by={MLFLOW_ORDER}) + lr filter in pandas',
         ),
-    ):
+    ]
+    if compare_cmd is not None:
+        cases.append(("compare", f"the same labledger command, PYTHONPATH={args.compare_src}"))
+    for name, what in cases:
         rows.append(
             (
                 what,
@@ -382,7 +413,7 @@ def main() -> None:
             )
         )
     print(
-        f"\n{args.runs:,} runs ({len(ours)} match; same runs and best run in both: {same}); "
+        f"\n{args.runs:,} runs ({len(ours)} match; same runs and best run in all: {same}); "
         f"built in {info['labledger_s']:.0f} s (labledger) / {info['mlflow_s']:.0f} s (MLflow, bulk rows); "
         f"load {load0:.1f} -> {load1:.1f}; {platform.python_version()}, {os.cpu_count()} cores; "
         f"MLflow operation alone {theirs['op_s']:.2f} s"
@@ -390,7 +421,7 @@ def main() -> None:
     ops_l = sorted(json.loads(r["out"])["op_s"] for r in results["op"])
     ops_m = sorted(json.loads(r["out"])["op_s"] for r in results["mlflow"])
     print(
-        f"the operation alone, in the process after imports (median): labledger Ledger.runs(where=, sort=) + "
+        f"the operation alone, in the process after imports (median): labledger Ledger.run_dicts(where=, sort=) + "
         f"JSON {statistics.median(ops_l):.3f} s, MLflow search_runs + pandas filter {statistics.median(ops_m):.3f} s "
         f"({statistics.median(ops_m) / statistics.median(ops_l):.0f}x)"
     )
@@ -406,6 +437,11 @@ def main() -> None:
     ratio_cpu = rows[1][3] / rows[0][3]
     ratio_rss = rows[1][4] / rows[0][4]
     print(f"MLflow / labledger: wall {ratio_wall:.1f}x, CPU {ratio_cpu:.1f}x, peak RSS {ratio_rss:.1f}x")
+    if compare_cmd is not None:
+        print(
+            f"{args.compare_src} / this labledger: wall {rows[2][2] / rows[0][2]:.2f}x, "
+            f"CPU {rows[2][3] / rows[0][3]:.2f}x (medians)"
+        )
     goal = "PASS" if rows[0][2] <= 0.3 and ratio_wall >= 10 else "FAIL"
     print(f"{goal}: labledger {rows[0][2]:.3f} s (goal <= 0.3 s), {ratio_wall:.1f}x faster than MLflow (goal >= 10x)")
     if args.markdown:

@@ -161,25 +161,23 @@ def runs_cmd(group, tag, status, name, where, sort, columns, limit, ledger_path,
     Ids are never cut: on a narrow terminal the less useful columns give way first.
     """
     ledger = open_for_cli(ledger_path)
-    infos = ledger.runs(name=name, group=group, tag=tag, status=status, where=where, sort=sort)
-    if limit is not None:
-        infos = infos[:limit]
     cols = csv_list(columns) or list(RUN_COLUMNS)
     extra = [c for c in cols if c not in RUN_COLUMNS and c not in ("tags", "host", "git.commit")]
     fields: dict[str, dict[str, Any]] = {}
+    filters = {"name": name, "group": group, "tag": tag, "status": status, "where": where, "sort": sort}
+    if as_json:  # the index rows straight to dicts, no RunInfo in between (#12)
+        docs = ledger.run_dicts(**filters)[:limit]
+        if extra and docs:
+            fields = {row["id"]: row for row in ledger.runs_table(where=where, sort=sort, columns=extra).to_pylist()}
+            for doc in docs:
+                doc["fields"] = {c: fields.get(doc["id"], {}).get(c) for c in extra}
+        emit_json({"ledger": str(ledger.root), "runs": docs})
+        return
+    infos = ledger.runs(**filters)[:limit]
     if extra and infos:
         table = ledger.runs_table(where=where, sort=sort, columns=extra)
         for row in table.to_pylist():
             fields[row["id"]] = row
-    if as_json:
-        docs = []
-        for i in infos:
-            doc = i.to_dict()
-            if extra:
-                doc["fields"] = {c: fields.get(i.id, {}).get(c) for c in extra}
-            docs.append(doc)
-        emit_json({"ledger": str(ledger.root), "runs": docs})
-        return
     if not infos:
         base.console.print(f"No runs in {ledger.root} match.")
         return

@@ -316,6 +316,17 @@ class RunTagsRow(RunRecord, kw_only=True):
     tag: Annotated[str, meaning("one of its tags")]
 
 
+class RunFieldsRow(RunRecord, kw_only=True):
+    """Index table ``run_fields``: one row per (run, query field) of ``runs.fields`` and ``runs.eval_fields``,
+    kept equal to them by triggers, so that a query reads indexed values instead of every run's JSON (#12)."""
+
+    run_id: Annotated[str, meaning("the run")]
+    key: Annotated[str, meaning("the field, as the query language names it (config.lr, eval.test.accuracy)")]
+    kind: Annotated[int, meaning("what the value is: 0 a number, 1 text, 2 a boolean, 3 a list or object, 4 null")]
+    num: Annotated[float | None, meaning("a number's value, or a boolean's (1 or 0)")] = None
+    text: Annotated[str | None, meaning("a text value")] = msgspec.field(default=None, name="str")
+
+
 class CheckpointsRow(RunRecord, kw_only=True):
     """Index table ``checkpoints``: every checkpoint of every run, by sha256 (lineage links)."""
 
@@ -425,6 +436,7 @@ RUN_FILES: tuple[tuple[str, type[RunRecord] | str], ...] = (
 INDEX_TABLES: dict[str, type[RunRecord]] = {
     "runs": RunsRow,
     "run_tags": RunTagsRow,
+    "run_fields": RunFieldsRow,
     "checkpoints": CheckpointsRow,
     "run_inits": RunInitsRow,
     "evaluations": EvaluationsRow,
@@ -450,6 +462,7 @@ __all__ = [
     "NoteRecord",
     "ResultRow",
     "ResultSetMeta",
+    "RunFieldsRow",
     "RunInitsRow",
     "RunMeta",
     "RunRecord",

@@ -185,7 +185,7 @@ async def list_runs(request: Request) -> Response:
     limit = int_param(request, "limit", 1000, low=1, high=10000)
 
     def work():
-        infos = ctx.ledger().runs(
+        docs = ctx.ledger().run_dicts(  # the index rows straight to dicts (#12)
             name=q.get("name") or None,
             group=q.get("group") or None,
             tag=q.get("tag") or None,
@@ -193,12 +193,10 @@ async def list_runs(request: Request) -> Response:
             where=q.get("where") or None,
             sort=q.get("sort") or None,
         )
-        return {
-            "total": len(infos),
-            "offset": offset,
-            "limit": limit,
-            "runs": [run_info_dict(i) for i in infos[offset : offset + limit]],
-        }
+        page = docs[offset : offset + limit]
+        for d in page:
+            d.pop("dir")  # a path on the server: nothing a client can use
+        return {"total": len(docs), "offset": offset, "limit": limit, "runs": page}
 
     return ok(await run_in_threadpool(work))
 

@@ -62,6 +62,23 @@ def default_ledger_path() -> Path | str:
     return value if is_database_url(value) else Path(value)
 
 
+class _RunDir:
+    """``RunInfo.dir``: the folder given to ``RunInfo(dir=...)``, or, for the rows of
+    :meth:`Ledger.runs`, ``<ledger>/runs/<id>`` made on first use (a ``Path`` per row costs
+    more than the rest of the row: #12)."""
+
+    def __get__(self, obj: Any, owner: Any = None) -> Path | None:
+        if obj is None:
+            return None  # the field's default
+        d: Path | None = obj.__dict__.get("_dir")
+        if d is None and obj.__dict__.get("_runs_dir") is not None:
+            d = obj.__dict__["_dir"] = obj.__dict__["_runs_dir"] / obj.id
+        return d
+
+    def __set__(self, obj: Any, value: Path | None) -> None:
+        obj.__dict__["_dir"] = value
+
+
 @dataclass
 class RunInfo:
     """One row of the run index."""
@@ -79,13 +96,12 @@ class RunInfo:
     git_dirty: bool | None
     error: str | None
     summary: dict[str, Any] = field(default_factory=dict)
-    dir: Path | None = None
+    dir: _RunDir = _RunDir()
 
     @property
     def duration(self) -> float | None:
         """Seconds from start to end (to now while running)."""
-        end = self.ended if self.ended is not None else (time.time() if self.status == "running" else None)
-        return None if end is None else max(0.0, end - self.started)
+        return _duration(self.started, self.ended, self.status)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +121,11 @@ class RunInfo:
             "summary": self.summary,
             "dir": str(self.dir) if self.dir else None,
         }
+
+
+def _duration(started: float, ended: float | None, status: str) -> float | None:
+    end = ended if ended is not None else (time.time() if status == "running" else None)
+    return None if end is None else max(0.0, end - started)
 
 
 def lock_is_held(lock_path: Path) -> bool:
@@ -330,35 +351,38 @@ class Ledger:
         if self._heartbeat is not None and fields.get("status", "running") != "running":
             self._heartbeat.discard(run_id)
 
-    def _rows_to_info(self, rows: list[tuple[Any, ...]]) -> list[RunInfo]:
-        ids = [r[0] for r in rows]
+    def _tags_of(self, ids: list[str]) -> dict[str, list[str]]:
         tags: dict[str, list[str]] = {i: [] for i in ids}
         for chunk in range(0, len(ids), 500):
             part = ids[chunk : chunk + 500]
             q = f"SELECT run_id, tag FROM run_tags WHERE run_id IN ({','.join('?' * len(part))}) ORDER BY tag"
             for run_id, tag in self.db.execute(q, part):
                 tags[run_id].append(tag)
+        return tags
+
+    def _rows_to_info(self, rows: list[tuple[Any, ...]]) -> list[RunInfo]:
+        tags = self._tags_of([r[0] for r in rows])
         out = []
-        runs_dir = self.root / "runs"  # one Path per row, not two (10,000 rows: #12, #19)
+        runs_dir = self.root / "runs"  # each RunInfo makes its dir from it when asked (#12, #19)
+        loads = orjson.loads
         for rid, name, grp, status, started, ended, host, pid, commit, dirty, error, summary in rows:
-            out.append(
-                RunInfo(
-                    id=rid,
-                    name=name,
-                    group=grp,
-                    tags=tags[rid],
-                    status=status,
-                    started=started,
-                    ended=ended,
-                    host=host,
-                    pid=pid,
-                    git_commit=commit,
-                    git_dirty=None if dirty is None else bool(dirty),
-                    error=error,
-                    summary=orjson.loads(summary or "{}"),
-                    dir=runs_dir / rid,
-                )
+            info = RunInfo(
+                rid,
+                name,
+                grp,
+                tags[rid],
+                status,
+                started,
+                ended,
+                host,
+                pid,
+                commit,
+                None if dirty is None else bool(dirty),
+                error,
+                loads(summary or "{}"),
             )
+            info.__dict__["_runs_dir"] = runs_dir
+            out.append(info)
         return out
 
     _COLUMNS = "id, name, grp, status, started, ended, host, pid, git_commit, git_dirty, error, summary"
@@ -475,6 +499,63 @@ class Ledger:
         >>> [r.name for r in labledger.open_ledger(d).runs(where="config.optim.lr < 1e-3", sort="-scalars.loss.min")]
         ['lr0.0001']
         """
+        return self._rows_to_info(self._select(name, group, tag, status, where, sort))
+
+    def run_dicts(
+        self,
+        *,
+        name: str | None = None,
+        group: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        where: str | None = None,
+        sort: str | list[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The runs of :meth:`runs` as the dicts of :meth:`RunInfo.to_dict`, made straight from the
+        index rows (what ``labledger runs --json`` prints: no objects in between, #12).
+
+        >>> import tempfile, labledger
+        >>> d = tempfile.mkdtemp()
+        >>> labledger.start_run("a", config={"lr": 0.1}, ledger=d).finish()
+        >>> book = labledger.open_ledger(d)
+        >>> book.run_dicts(where="config.lr = 0.1") == [r.to_dict() for r in book.runs(where="config.lr = 0.1")]
+        True
+        """
+        rows = self._select(name, group, tag, status, where, sort)
+        tags = self._tags_of([r[0] for r in rows])
+        runs_dir = str(self.root / "runs")
+        loads = orjson.loads
+        return [
+            {
+                "id": rid,
+                "name": name_,
+                "group": grp,
+                "tags": tags[rid],
+                "status": status_,
+                "started": started,
+                "ended": ended,
+                "duration": _duration(started, ended, status_),
+                "host": host,
+                "pid": pid,
+                "git_commit": commit,
+                "git_dirty": None if dirty is None else bool(dirty),
+                "error": error,
+                "summary": loads(summary or "{}"),
+                "dir": f"{runs_dir}/{rid}",  # str(RunInfo.dir), without a Path per run
+            }
+            for rid, name_, grp, status_, started, ended, host, pid, commit, dirty, error, summary in rows
+        ]
+
+    def _select(
+        self,
+        name: str | None,
+        group: str | None,
+        tag: str | None,
+        status: str | None,
+        where: str | None,
+        sort: str | list[str] | None,
+    ) -> list[tuple[Any, ...]]:
+        """The index rows (:attr:`_COLUMNS`) of :meth:`runs`."""
         from labledger.store.query import compile_query, prepare
 
         if self.reap_on_read:
@@ -490,7 +571,8 @@ class Ledger:
             extra = parse(" and ".join(filters))
             node = extra if node is None else Bool("and", (extra, node))
         sql, params = compile_query(node, keys, columns=self._COLUMNS, dialect=self.dialect, now=time.time())
-        return self._rows_to_info(self.db.execute(sql, params).fetchall())
+        rows: list[tuple[Any, ...]] = self.db.execute(sql, params).fetchall()
+        return rows
 
     def runs_table(
         self, *, where: str | None = None, sort: str | list[str] | None = None, columns: list[str] | None = None

@@ -210,3 +210,121 @@ def m007_run_counters(db: sqlite3.Connection) -> None:
     # that `show` and GET /api/runs/{run} never scan a run's files. NULL (older runs, a run that died
     # before its first refresh): the first reader scans the folder once and stores them.
     db.execute("ALTER TABLE runs ADD COLUMN counters TEXT")
+
+
+# What a JSON value of ``fields``/``eval_fields`` becomes in ``run_fields`` (m008): kind 0 a number
+# (num), 1 text (str), 2 a boolean (num 1 or 0), 3 a list or an object, 4 null.
+_SQLITE_FIELD_ROW = """
+    SELECT {run}, j.key,
+        CASE j.type WHEN 'integer' THEN 0 WHEN 'real' THEN 0 WHEN 'text' THEN 1 WHEN 'true' THEN 2
+            WHEN 'false' THEN 2 WHEN 'null' THEN 4 ELSE 3 END,
+        CASE j.type WHEN 'integer' THEN j.value WHEN 'real' THEN j.value WHEN 'true' THEN 1
+            WHEN 'false' THEN 0 END,
+        CASE j.type WHEN 'text' THEN j.value END
+    FROM {tables}json_each(CASE WHEN NOT json_valid({value}) THEN NULL WHEN json_type({value}) = 'object'
+        THEN {value} END) j
+    WHERE substr(j.key, 1, 5) {eval_op} 'eval.'"""
+
+_PG_FUNCTIONS = """
+CREATE OR REPLACE FUNCTION labledger_json_object(value text) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $f$
+DECLARE parsed jsonb;
+BEGIN
+    IF value IS NULL THEN RETURN NULL; END IF;
+    BEGIN
+        parsed := value::jsonb;
+    EXCEPTION WHEN others THEN
+        RETURN NULL;
+    END;
+    IF jsonb_typeof(parsed) <> 'object' THEN RETURN NULL; END IF;
+    RETURN parsed;
+END
+$f$;
+CREATE OR REPLACE FUNCTION labledger_field_rows(run text, value text, evals boolean)
+RETURNS TABLE (run_id text, key text, kind bigint, num double precision, str text) LANGUAGE sql STABLE AS $f$
+    SELECT run, j.key,
+        CASE jsonb_typeof(j.value) WHEN 'number' THEN 0 WHEN 'string' THEN 1 WHEN 'boolean' THEN 2
+            WHEN 'null' THEN 4 ELSE 3 END::bigint,
+        CASE jsonb_typeof(j.value) WHEN 'number' THEN (j.value #>> '{}')::float8
+            WHEN 'boolean' THEN CASE WHEN j.value = 'true'::jsonb THEN 1 ELSE 0 END END,
+        CASE jsonb_typeof(j.value) WHEN 'string' THEN j.value #>> '{}' END
+    FROM jsonb_each(labledger_json_object(value)) j WHERE (left(j.key, 5) = 'eval.') = evals
+$f$;
+CREATE OR REPLACE FUNCTION labledger_run_fields() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        DELETE FROM run_fields WHERE run_id = OLD.id;
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'INSERT' OR NEW.fields IS DISTINCT FROM OLD.fields THEN
+        DELETE FROM run_fields WHERE run_id = NEW.id AND left(key, 5) <> 'eval.';
+        INSERT INTO run_fields (run_id, key, kind, num, str)
+            SELECT * FROM labledger_field_rows(NEW.id, NEW.fields, false)
+            ON CONFLICT (run_id, key) DO NOTHING;
+    END IF;
+    IF TG_OP = 'INSERT' OR NEW.eval_fields IS DISTINCT FROM OLD.eval_fields THEN
+        DELETE FROM run_fields WHERE run_id = NEW.id AND left(key, 5) = 'eval.';
+        INSERT INTO run_fields (run_id, key, kind, num, str)
+            SELECT * FROM labledger_field_rows(NEW.id, NEW.eval_fields, true)
+            ON CONFLICT (run_id, key) DO NOTHING;
+    END IF;
+    RETURN NULL;
+END
+$f$;
+CREATE TRIGGER runs_fields AFTER INSERT OR DELETE OR UPDATE OF fields, eval_fields ON runs
+    FOR EACH ROW EXECUTE FUNCTION labledger_run_fields()
+"""
+
+
+@migration
+def m008_run_fields(db: Connection) -> None:
+    # Issue 12: the query fields in a narrow, indexed table, so that a query reads index entries
+    # instead of parsing every run's JSON: one row per (run, field) of ``fields`` and ``eval_fields``
+    # (see _SQLITE_FIELD_ROW for what each column holds). Triggers on ``runs`` keep it equal to those
+    # two columns whatever writes them (start, refreshes, finish, evaluations, imports, sync, the
+    # backfill of old runs, and versions of labledger from before this table).
+    pg = getattr(db, "dialect", "sqlite") == "postgresql"
+    if pg:
+        db.execute(
+            "CREATE TABLE run_fields (run_id TEXT NOT NULL, key TEXT NOT NULL, kind INTEGER NOT NULL, "
+            "num REAL, str TEXT, PRIMARY KEY (run_id, key))"
+        )
+    else:
+        # ``num`` has no type: integers stay integers (exact beyond 2**53), as json_extract gives them.
+        db.execute(
+            "CREATE TABLE run_fields (run_id TEXT NOT NULL, key TEXT NOT NULL, kind INTEGER NOT NULL, "
+            "num, str TEXT, PRIMARY KEY (run_id, key)) WITHOUT ROWID"
+        )
+    # Opening a ledger looks for runs without fields (backfill_fields): an index of those, not a scan.
+    db.execute("CREATE INDEX runs_without_fields ON runs(id) WHERE fields IS NULL")
+    db.execute("CREATE INDEX run_fields_num ON run_fields(key, kind, num)")
+    db.execute("CREATE INDEX run_fields_str ON run_fields(key, str) WHERE str IS NOT NULL")  # text fields only
+    if pg:
+        db.execute(_PG_FUNCTIONS)
+        db.execute(
+            "INSERT INTO run_fields (run_id, key, kind, num, str) "
+            "SELECT f.* FROM runs r, labledger_field_rows(r.id, r.fields, false) f "
+            "UNION ALL SELECT e.* FROM runs r, labledger_field_rows(r.id, r.eval_fields, true) e"
+        )
+        return
+
+    def rows(row: str, column: str, *, evals: bool, tables: str = "") -> str:
+        op = "=" if evals else "!="
+        return _SQLITE_FIELD_ROW.format(run=f"{row}.id", value=f"{row}.{column}", eval_op=op, tables=tables)
+
+    insert = "INSERT OR REPLACE INTO run_fields (run_id, key, kind, num, str)"
+    db.execute(
+        f"{insert} {rows('r', 'fields', evals=False, tables='runs r, ')}"
+        f" UNION ALL {rows('r', 'eval_fields', evals=True, tables='runs r, ')}"
+    )
+    both = f"{rows('NEW', 'fields', evals=False)} UNION ALL {rows('NEW', 'eval_fields', evals=True)}"
+    db.execute(f"CREATE TRIGGER runs_fields_insert AFTER INSERT ON runs BEGIN {insert} {both}; END")
+    for column, evals in (("fields", False), ("eval_fields", True)):
+        db.execute(f"""
+            CREATE TRIGGER runs_{column}_update AFTER UPDATE OF {column} ON runs
+            WHEN NEW.{column} IS NOT OLD.{column} BEGIN
+                DELETE FROM run_fields WHERE run_id = NEW.id AND substr(key, 1, 5) {"=" if evals else "!="} 'eval.';
+                {insert} {rows("NEW", column, evals=evals)};
+            END""")
+    db.execute(
+        "CREATE TRIGGER runs_fields_delete AFTER DELETE ON runs BEGIN DELETE FROM run_fields WHERE run_id = OLD.id; END"
+    )

@@ -41,11 +41,9 @@ names of this ledger as suggestions.
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from labledger.errors import LedgerError
 
@@ -84,16 +82,14 @@ _TOKEN = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     kind: str  # number, string, name, op, punct, end
     text: str
     pos: int
     value: Any = None
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):
     name: str
     pos: int
 
@@ -102,8 +98,7 @@ class Field:
         return COLUMNS.get(self.name)
 
 
-@dataclass(frozen=True)
-class Predicate:
+class Predicate(NamedTuple):
     """One test of a field: ``op`` is = != < <= > >= in between ~ null has."""
 
     field: Field
@@ -112,13 +107,11 @@ class Predicate:
     negated: bool = False
 
 
-@dataclass(frozen=True)
-class HasTag:
+class HasTag(NamedTuple):
     tag: str
 
 
-@dataclass(frozen=True)
-class Bool:
+class Bool(NamedTuple):
     op: str  # and, or, not
     parts: tuple[Node, ...]
 
@@ -375,6 +368,8 @@ def _check_column_values(text: str, t: Predicate, kind: str) -> None:
 
 def unknown_field_message(name: str, known: set[str]) -> str:
     """``unknown field 'lr'; did you mean 'config.lr'?`` (nearest names among the ledger's fields)."""
+    import difflib
+
     names = sorted(set(COLUMNS) | {"tags"} | known)
     close = [k for k in names if k.endswith("." + name) or f".{name}." in k][:3]
     close += [c for c in difflib.get_close_matches(name, names, n=3, cutoff=0.6) if c not in close]
@@ -422,50 +417,41 @@ def check_sort(
 
 # -- SQL ---------------------------------------------------------------------------------------
 class _Compiler:
-    """Builds ``WITH r AS MATERIALIZED (...) SELECT ... FROM r WHERE ... ORDER BY ...``: every JSON
-    field is extracted once per row in the CTE (``j0, j1, ...``), then tested on that small value."""
+    """Builds ``SELECT ... FROM (runs + duration) r [LEFT JOIN run_fields sN ...] WHERE ... ORDER BY ...``.
+
+    A test of a query field is ``r.id IN (SELECT run_id FROM run_fields WHERE key = ? AND ...)``:
+    the index's narrow field table (migration m008, one row per run and field: ``kind`` 0 number,
+    1 text, 2 boolean, 3 list or object, 4 null; numbers and booleans in ``num``, text in ``str``)
+    answers it from its (key, kind, num) index or its (key, str) index of text values, without parsing any run's JSON. A
+    run has no row for a field it does not have, so every test is true or false, never unknown.
+    A sort key is a LEFT JOIN on (run_id, key), the table's primary key.
+    """
 
     def __init__(self, dialect: str, now: float):
         self.pg = dialect == "postgresql"
         self.now = now
-        self.json: dict[str, int] = {}
-        self.cte_params: list[Any] = []
+        self.joins: dict[str, int] = {}
+        self.join_params: list[Any] = []
         self.params: list[Any] = []
 
-    def j(self, name: str) -> str:
-        if name not in self.json:
-            self.json[name] = len(self.json)
-            self.cte_params.append(name if self.pg else '$."' + name + '"')
-        return f"j{self.json[name]}"
+    def column_value(self, f: Field, value: Any) -> Any:
+        if f.name == "started" and isinstance(value, str):
+            return dt.datetime.fromisoformat(value).timestamp()
+        return value
 
-    def jtype(self, j: str) -> str:
-        return f"jsonb_typeof({j})" if self.pg else f"json_type({j})"
+    def field_test(self, name: str, condition: str, params: Sequence[Any]) -> str:
+        self.params.append(name)
+        self.params.extend(params)
+        return f"(r.id IN (SELECT run_id FROM run_fields WHERE key = ? AND {condition}))"
 
-    def typed(self, name: str, kind: str) -> str:
-        """The field as a number, text or boolean (0/1), NULL when it holds another type."""
-        j = self.j(name)
-        if self.pg:
-            if kind == "number":
-                return f"(CASE WHEN jsonb_typeof({j}) = 'number' THEN ({j} #>> '{{}}')::float8 END)"
-            if kind == "text":
-                return f"(CASE WHEN jsonb_typeof({j}) = 'string' THEN ({j} #>> '{{}}') END) COLLATE \"C\""
-            return (
-                f"(CASE WHEN jsonb_typeof({j}) = 'boolean' THEN (CASE WHEN {j} = 'true'::jsonb THEN 1 ELSE 0 END) END)"
-            )
+    @staticmethod
+    def typed(kind: str) -> str:
+        """The ``run_fields`` condition and column that hold a value of ``kind``."""
         if kind == "number":
-            return f"(CASE WHEN json_type({j}) IN ('integer', 'real') THEN json_extract({j}, '$') END)"
+            return "kind = 0 AND num"
         if kind == "text":
-            return f"(CASE WHEN json_type({j}) = 'text' THEN json_extract({j}, '$') END)"
-        return f"(CASE json_type({j}) WHEN 'true' THEN 1 WHEN 'false' THEN 0 END)"
-
-    def operand(self, f: Field, value: Any) -> tuple[str, Any]:
-        kind = "boolean" if isinstance(value, bool) else ("text" if isinstance(value, str) else "number")
-        col = f.column
-        if col is not None:
-            if f.name == "started" and isinstance(value, str):
-                value = dt.datetime.fromisoformat(value).timestamp()
-            return col[0], value
-        return self.typed(f.name, kind), (int(value) if kind == "boolean" else value)
+            return "str"
+        return "kind = 2 AND num"
 
     def node(self, n: Node) -> str:
         if isinstance(n, Bool):
@@ -475,41 +461,45 @@ class _Compiler:
         if isinstance(n, HasTag):
             self.params.append(n.tag)
             return "EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.id AND t.tag = ?)"
-        sql = self.test(n)
+        sql = self.test(n) if n.field.column is None else self.column_test(n)
         return f"(NOT {sql})" if n.negated else sql
 
-    def test(self, t: Predicate) -> str:
+    def column_test(self, t: Predicate) -> str:
         f = t.field
+        col = f"r.{f.column[0]}" if f.column is not None else ""
         if t.op == "null":
-            col = f.column
-            if col is not None:
-                return f"({col[0]} IS NULL)"
-            j = self.j(f.name)
-            return f"({j} IS NULL OR {self.jtype(j)} = 'null')"
+            return f"({col} IS NULL)"
         if t.op == "~":
-            expr, pattern = self.operand(f, t.values[0])
-            self.params.append(pattern)
-            return f"COALESCE(({expr} ~ ?), FALSE)" if self.pg else f"COALESCE(regexp(?, {expr}), FALSE)"
+            self.params.append(t.values[0])
+            return f"COALESCE(({col} ~ ?), FALSE)" if self.pg else f"COALESCE(regexp(?, {col}), FALSE)"
+        values = [self.column_value(f, v) for v in t.values]
+        self.params.extend(values)
         if t.op == "in":
-            parts = []
-            for kind in ("number", "text", "boolean"):
-                vals = [v for v in t.values if _kind(v) == kind]
-                if not vals:
-                    continue
-                expr, _ = self.operand(f, vals[0])
-                conv = [self.operand(f, v)[1] for v in vals]
-                self.params.extend(conv)
-                parts.append(f"{expr} IN ({', '.join('?' * len(conv))})")
-            return "COALESCE((" + " OR ".join(parts) + "), FALSE)"
+            return f"COALESCE(({col} IN ({', '.join('?' * len(values))})), FALSE)"
         if t.op == "between":
-            expr, low = self.operand(f, t.values[0])
-            _, high = self.operand(f, t.values[1])
-            self.params.extend([low, high])
-            return f"COALESCE(({expr} BETWEEN ? AND ?), FALSE)"
-        value = t.values[0]
-        expr, param = self.operand(f, value)
-        self.params.append(param)
-        return f"COALESCE(({expr} {t.op} ?), FALSE)"
+            return f"COALESCE(({col} BETWEEN ? AND ?), FALSE)"
+        return f"COALESCE(({col} {t.op} ?), FALSE)"
+
+    def test(self, t: Predicate) -> str:
+        name = t.field.name
+        if t.op == "null":
+            return f"(NOT {self.field_test(name, 'kind != 4', ())})"
+        if t.op == "~":
+            regex = "str IS NOT NULL AND " + ("str ~ ?" if self.pg else "regexp(?, str)")  # the str index's rows
+            return self.field_test(name, regex, t.values)
+        if t.op == "in":
+            parts, params = [], []
+            for kind in ("number", "text", "boolean"):
+                vals = [int(v) if kind == "boolean" else v for v in t.values if _kind(v) == kind]
+                if vals:
+                    parts.append(f"({self.typed(kind)} IN ({', '.join('?' * len(vals))}))")
+                    params += vals
+            return self.field_test(name, "(" + " OR ".join(parts) + ")", params)
+        kind = _kind(t.values[0])
+        if t.op == "between":
+            return self.field_test(name, f"{self.typed(kind)} BETWEEN ? AND ?", t.values)
+        value = int(t.values[0]) if kind == "boolean" else t.values[0]
+        return self.field_test(name, f"{self.typed(kind)} {t.op} ?", (value,))
 
     def order(self, keys: list[tuple[Field, bool]]) -> str:
         out = []
@@ -517,19 +507,15 @@ class _Compiler:
             d = " DESC" if desc else ""
             col = f.column
             if col is not None:
-                out += [f"({col[0]} IS NULL)", f"{col[0]}{d}"]
+                out += [f"(r.{col[0]} IS NULL)", f"r.{col[0]}{d}"]
                 continue
-            j = self.j(f.name)
-            if self.pg:
-                rank = f"(CASE jsonb_typeof({j}) WHEN 'number' THEN 0 WHEN 'string' THEN 1 WHEN 'boolean' THEN 2 ELSE 3 END)"
-            else:
-                rank = (
-                    f"(CASE json_type({j}) WHEN 'integer' THEN 0 WHEN 'real' THEN 0 WHEN 'text' THEN 1 "
-                    f"WHEN 'true' THEN 2 WHEN 'false' THEN 2 ELSE 3 END)"
-                )
-            num = f"COALESCE({self.typed(f.name, 'number')}, {self.typed(f.name, 'boolean')})"
-            out += [rank, f"{num}{d}", f"{self.typed(f.name, 'text')}{d}"]
-        out += ["started DESC", "id DESC"]
+            if f.name not in self.joins:
+                self.joins[f.name] = len(self.joins)
+                self.join_params.append(f.name)
+            s = f"s{self.joins[f.name]}"
+            # numbers, then text, then booleans, then the rest (lists, null, missing) in both directions
+            out += [f"(CASE WHEN {s}.kind <= 2 THEN {s}.kind ELSE 3 END)", f"{s}.num{d}", f"{s}.str{d}"]
+        out += ["r.started DESC", "r.id DESC"]
         return ", ".join(out)
 
 
@@ -537,7 +523,7 @@ def _kind(v: Any) -> str:
     return "boolean" if isinstance(v, bool) else ("text" if isinstance(v, str) else "number")
 
 
-#: Columns of ``runs`` a query may select, and those its tests and sorting read.
+#: Columns of ``runs`` a query may select.
 _BASE_COLUMNS = (
     "id",
     "name",
@@ -554,34 +540,30 @@ _BASE_COLUMNS = (
     "fields",
     "eval_fields",
 )
-_TESTED_COLUMNS = ("id", "name", "grp", "status", "started", "ended", "host", "git_commit")
 
 
 def compile_query(
     where: Node | None, sort: list[tuple[Field, bool]], *, columns: str, dialect: str = "sqlite", now: float
 ) -> tuple[str, list[Any]]:
-    """``(sql, params)`` selecting ``columns`` (of ``runs``) for the runs that match, in order.
+    """``(sql, params)`` selecting ``columns`` (of ``runs``, and ``duration``) for the runs that match, in order.
 
     >>> sql, params = compile_query(parse("config.opt = 'adam'"), [], columns="id", now=0.0)
     >>> params
-    [0.0, '$."config.opt"', 'adam']
+    [0.0, 'config.opt', 'adam']
     """
     c = _Compiler(dialect, now)
     where_sql = c.node(where) if where is not None else "TRUE"
     order_sql = c.order(sort)
-    jcols = []
-    for name, i in c.json.items():
-        source = "eval_fields" if name.startswith("eval.") else "fields"
-        jcols.append(f"(({source})::jsonb -> ?) AS j{i}" if c.pg else f"({source} -> ?) AS j{i}")
     duration = "CASE WHEN ended IS NOT NULL THEN ended - started WHEN status = 'running' THEN ? - started END"
-    wanted = [c.strip() for c in columns.split(",")]
-    base = [c for c in _BASE_COLUMNS if c in wanted or c in _TESTED_COLUMNS]
-    cte = f"SELECT {', '.join(base)}, {duration} AS duration" + "".join(", " + j for j in jcols) + " FROM runs"
-    # MATERIALIZED: each JSON field is extracted once per row, not once per use (SQLite would
-    # otherwise inline the CTE); without JSON fields a plain subquery does.
-    how = "MATERIALIZED " if jcols else ""
-    sql = f"WITH r AS {how}({cte}) SELECT {columns} FROM r WHERE {where_sql} ORDER BY {order_sql}"
-    return sql, [now, *c.cte_params, *c.params]
+    wanted = [col.strip() for col in columns.split(",")]
+    base = ", ".join(_BASE_COLUMNS)
+    joins = "".join(f" LEFT JOIN run_fields s{i} ON s{i}.run_id = r.id AND s{i}.key = ?" for i in range(len(c.joins)))
+    select = ", ".join(f"r.{col}" for col in wanted)
+    sql = (
+        f"SELECT {select} FROM (SELECT {base}, {duration} AS duration FROM runs) r{joins} "
+        f"WHERE {where_sql} ORDER BY {order_sql}"
+    )
+    return sql, [now, *c.join_params, *c.params]
 
 
 # -- the reference evaluator (tests; the site's query.js follows it) --------------------------
@@ -697,24 +679,13 @@ _REGEX_CACHE: dict[str, re.Pattern[str]] = {}
 
 # -- running a query on the index -----------------------------------------------------------
 def _has_field(db: Any, dialect: str, name: str) -> bool:
-    source = "eval_fields" if name.startswith("eval.") else "fields"
-    if dialect == "postgresql":
-        q = f"SELECT 1 FROM runs WHERE (({source})::jsonb -> ?) IS NOT NULL LIMIT 1"
-        return db.execute(q, (name,)).fetchone() is not None
-    q = f"SELECT 1 FROM runs WHERE ({source} -> ?) IS NOT NULL LIMIT 1"
-    return db.execute(q, ('$."' + name + '"',)).fetchone() is not None
+    return db.execute("SELECT 1 FROM run_fields WHERE key = ? LIMIT 1", (name,)).fetchone() is not None
 
 
 def known_fields(db: Any, dialect: str = "sqlite") -> list[str]:
     """Every field name some run of the index has (run fields first, then the JSON fields, sorted)."""
-    keys: set[str] = set()
-    for source in ("fields", "eval_fields"):
-        if dialect == "postgresql":
-            q = f"SELECT DISTINCT jsonb_object_keys(({source})::jsonb) FROM runs WHERE {source} IS NOT NULL"
-        else:
-            q = f"SELECT DISTINCT j.key FROM runs, json_each(runs.{source}) j WHERE runs.{source} IS NOT NULL"
-        keys.update(r[0] for r in db.execute(q).fetchall())
-    return [*COLUMNS, "tags", *sorted(keys)]
+    keys = [r[0] for r in db.execute("SELECT DISTINCT key FROM run_fields ORDER BY key").fetchall()]
+    return [*COLUMNS, "tags", *keys]
 
 
 def prepare(
