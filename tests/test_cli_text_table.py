@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import sys
 
 import pytest
 from click.testing import CliRunner
@@ -138,18 +137,3 @@ def test_runs_prints_the_same_table_either_way(ledger):
     assert mlp and mlp[0].split() == next(line for line in one.stdout.splitlines() if " mlp " in line).split()
     header = [line.split() for line in (both.stdout, one.stdout) for line in [line.splitlines()[2]]]
     assert header[0] == header[1] == ["id", "name", "group", "status", "steps", "started", "duration", "headline"]
-
-
-def test_runs_loads_no_rich(ledger):
-    """``labledger runs`` (a table of ASCII runs) prints without importing rich (a real process)."""
-    import subprocess
-
-    code = (
-        "import sys\nfrom labledger.cli import main\n"
-        "try:\n    main(['runs', '--ledger', sys.argv[1], '--name', 'mlp'], prog_name='labledger')\n"
-        "except SystemExit:\n    pass\n"
-        "print('RICH' if any(m.split('.')[0] == 'rich' for m in sys.modules) else 'NO-RICH')\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code, str(ledger)], capture_output=True, text=True, timeout=60)
-    assert out.stdout.strip().endswith("NO-RICH"), out.stdout + out.stderr
-    assert "mlp" in out.stdout
