@@ -137,3 +137,49 @@ def test_runs_prints_the_same_table_either_way(ledger):
     assert mlp and mlp[0].split() == next(line for line in one.stdout.splitlines() if " mlp " in line).split()
     header = [line.split() for line in (both.stdout, one.stdout) for line in [line.splitlines()[2]]]
     assert header[0] == header[1] == ["id", "name", "group", "status", "steps", "started", "duration", "headline"]
+
+
+def test_no_runs_is_one_line(ledger):
+    res = CliRunner().invoke(main, ["runs", "--ledger", str(ledger), "--name", "nope"])
+    assert res.exit_code == 0 and res.stdout == f"No runs in {ledger} match.\n"
+
+
+def test_the_width_on_a_terminal_is_the_one_rich_finds(monkeypatch):
+    """On a terminal (a real pty as stdout) tables are laid out to rich's width: ``$COLUMNS``, 80 on
+    a dumb terminal, else the first of stdin, stdout, stderr that is a terminal, else 80."""
+    import fcntl
+    import os
+    import struct
+    import sys
+    import termios
+
+    from labledger.cli import base
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 97, 0, 0))
+    tty = open(slave, "w", closefd=False)
+    monkeypatch.setattr(sys, "stdout", tty)
+    for key in ("TERM", "COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR"):
+        monkeypatch.delenv(key, raising=False)
+    try:
+        cases = [({"COLUMNS": "91"}, 91), ({"COLUMNS": "91", "TERM": "dumb"}, 80)]
+        for env, width in cases:
+            for key, value in env.items():
+                monkeypatch.setenv(key, value)
+            assert base.out_width() == width == Console(file=tty).width
+            for key in env:
+                monkeypatch.delenv(key)
+        saved = os.dup(0)
+        os.dup2(slave, 0)  # stdin on the terminal: its size is the width
+        try:
+            assert base.out_width() == 97 == Console(file=tty).width
+        finally:
+            os.dup2(saved, 0)
+            os.close(saved)
+        if not any(os.isatty(fd) for fd in (0, 1, 2)):
+            assert base.out_width() == 80 == Console(file=tty).width
+        assert text_table.color_mode(tty) == "full"
+    finally:
+        tty.close()
+        os.close(slave)
+        os.close(master)
