@@ -15,11 +15,9 @@ import re
 import sys
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import click
-import orjson
 
 from labledger.errors import LedgerError, RunNameWarning
 
@@ -62,6 +60,27 @@ def _consoles() -> dict[str, Any]:
 def _width() -> int | None:
     """The width tables are laid out to: the terminal's, else ``$COLUMNS``, else 150."""
     return None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "150"))
+
+
+def out_width() -> int:
+    """The width stdout's tables are laid out to, found as rich finds it: 80 on a dumb terminal,
+    else :func:`_width`, else (a terminal) ``$COLUMNS``, else the terminal's own width, else 80."""
+    from labledger.cli.text_table import is_dumb
+
+    if is_dumb(sys.stdout):
+        return 80
+    width = _width()
+    if width is not None:
+        return width
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit():
+        return int(columns) or 80
+    for fd in (0, 1, 2):
+        try:
+            return os.get_terminal_size(fd).columns or 80
+        except (AttributeError, ValueError, OSError):  # not a terminal
+            continue
+    return 80
 
 
 def _fit_console() -> None:
@@ -230,6 +249,8 @@ def csv_list(value: str | None) -> list[str]:
 
 def emit_json(obj: Any) -> None:
     """Print one JSON document on stdout (numpy scalars/arrays and NaN handled)."""
+    import orjson  # here, not at the top: `labledger --help` and the tables need no JSON (#19)
+
     data = orjson.dumps(
         obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=_json_default
     )
@@ -238,8 +259,8 @@ def emit_json(obj: Any) -> None:
 
 
 def _json_default(obj: Any) -> Any:
-    if isinstance(obj, Path):
-        return str(obj)
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
     if isinstance(obj, (set, frozenset, tuple)):
         return list(obj)
     if hasattr(obj, "to_dict"):

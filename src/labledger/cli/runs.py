@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 # the consoles are read as base.console when printing: importing them would load rich (#19)
-from labledger.cli import base
+from labledger.cli import base, text_table
 from labledger.cli.base import (
     csv_list,
     emit_json,
+    escape_controls,
     handle_errors,
     json_option,
     ledger_option,
     main,
     resolve_ledger_path,
 )
+from labledger.cli.text_table import Column
 
 
 def open_for_cli(ledger_path: str | None):
@@ -74,49 +77,60 @@ DROP_ORDER = ("group", "steps", "duration", "started", "status", "headline")
 
 
 def escape(text: str) -> str:
-    """rich's markup escape, imported on first use: ``runs --json`` and ``show --json`` load no rich (#19)."""
+    """rich's markup escape, imported on first use: ``runs`` and ``show --json`` load no rich (#19)."""
     from rich.markup import escape as rich_escape
 
     return rich_escape(text)
 
 
 def _cell(info, col: str, fields: dict[str, Any]) -> str:
+    """The plain text of one cell of ``labledger runs`` (control characters escaped; no markup)."""
     if col == "id":
         return info.id
     if col == "name":
-        return escape(info.name)
-    if col == "group":
-        return escape(info.group or "-")
-    if col == "status":
-        return f"[{STATUS_STYLE.get(info.status, '')}]{info.status}[/]"
-    if col == "steps":
+        text = info.name
+    elif col == "group":
+        text = info.group or "-"
+    elif col == "status":
+        text = info.status
+    elif col == "steps":
         return fmt_num(info.summary.get("steps"))
-    if col == "started":
+    elif col == "started":
         return fmt_time(info.started, seconds=False)
-    if col == "duration":
+    elif col == "duration":
         return fmt_duration(info.duration)
-    if col == "headline":
-        return escape(headline(info.summary))
-    if col == "tags":
-        return escape(", ".join(info.tags) or "-")
-    if col == "host":
-        return escape(info.host or "-")
-    if col == "git.commit":
-        return escape((info.git_commit or "-")[:12])
-    v = fields.get(col)
-    return "-" if v is None else escape(fmt_num(v) if not isinstance(v, str) else v)
+    elif col == "headline":
+        text = headline(info.summary)
+    elif col == "tags":
+        text = ", ".join(info.tags) or "-"
+    elif col == "host":
+        text = info.host or "-"
+    elif col == "git.commit":
+        text = (info.git_commit or "-")[:12]
+    else:
+        v = fields.get(col)
+        text = "-" if v is None else (fmt_num(v) if not isinstance(v, str) else v)
+    return "\n".join(map(escape_controls, text.split("\n")))
+
+
+def cell_len(text: str) -> int:
+    """Terminal cells ``text`` takes (rich's count: wide characters take two)."""
+    if text.isascii():
+        return len(text)
+    from rich.cells import cell_len as rich_cell_len
+
+    return rich_cell_len(text)
 
 
 def fit_columns(columns: list[str], rows: list[list[str]], width: int) -> list[str]:
     """The columns that fit ``width`` characters (dropping those of DROP_ORDER first; ``id`` and
     ``name`` always stay; ``headline`` wraps beyond 24 characters)."""
-    from rich.text import Text
 
     def need(cols: list[str]) -> int:
         total = 0
         for c in cols:
             i = columns.index(c)
-            cells = [max(Text.from_markup(line).cell_len for line in r[i].split("\n")) for r in rows] + [len(c)]
+            cells = [max(cell_len(line) for line in r[i].split("\n")) for r in rows] + [len(c)]
             w = max(cells) if c != "headline" else min(max(cells), 24)
             total += w + 3
         return total + 2
@@ -128,6 +142,40 @@ def fit_columns(columns: list[str], rows: list[list[str]], width: int) -> list[s
         if c in kept and len(kept) > 2:
             kept.remove(c)
     return kept
+
+
+def print_table(title: str, columns: list[Column], rows: list[list[str]], styles: list[list[str | None]]) -> None:
+    """Print a table on stdout as rich's ``box.SIMPLE_HEAD`` shows it: by :mod:`labledger.cli.text_table`
+    when it fits as it is (no rich to import), else by rich, which wraps and cuts cells to fit."""
+    width = base.out_width()
+    text = text_table.render(title, columns, rows, width=width, mode=text_table.color_mode(sys.stdout), styles=styles)
+    if text is not None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(title, style="table.title"), title_justify="left", box=box.SIMPLE_HEAD)
+    for c in columns:
+        table.add_column(
+            c.header,
+            justify="right" if c.justify == "right" else "left",
+            no_wrap=not c.wrap,
+            min_width=c.min_width or None,
+            ratio=1 if c.wrap else None,
+            overflow="fold" if c.wrap else "ellipsis",
+        )
+    for row, row_styles in zip(rows, styles):
+        cells: list[Text] = []
+        for cell, style in zip(row, row_styles):
+            rich_text = Text(cell)
+            if style:
+                rich_text.stylize(style, 0, len(cell))  # the text only, as [style]...[/] markup does
+            cells.append(rich_text)
+        table.add_row(*cells)
+    base.console.print(table)
 
 
 @click.command("runs")
@@ -179,32 +227,26 @@ def runs_cmd(group, tag, status, name, where, sort, columns, limit, ledger_path,
         for row in table.to_pylist():
             fields[row["id"]] = row
     if not infos:
-        base.console.print(f"No runs in {ledger.root} match.")
+        click.echo(escape_controls(f"No runs in {ledger.root} match."))
         return
-    from rich import box
-    from rich.table import Table
-
     rows = [[_cell(i, c, fields.get(i.id, {})) for c in cols] for i in infos]
-    shown = cols if columns else fit_columns(cols, rows, base.console.width)
-    table = Table(title=f"Runs in {ledger.root}", title_justify="left", box=box.SIMPLE_HEAD)
-    for col in shown:
-        table.add_column(
+    shown = cols if columns else fit_columns(cols, rows, base.out_width())
+    spec = [
+        Column(
             col,
             justify="right" if col == "steps" or col in extra else "left",
-            no_wrap=col != "headline",
-            min_width=len(infos[0].id) if col == "id" else None,
-            ratio=1 if col == "headline" else None,
-            overflow="fold" if col == "headline" else "ellipsis",
+            min_width=len(infos[0].id) if col == "id" else 0,
+            wrap=col == "headline",
         )
+        for col in shown
+    ]
     idx = [cols.index(c) for c in shown]
-    for r in rows:
-        table.add_row(*(r[i] for i in idx))
-    base.console.print(table)
+    status = cols.index("status") if "status" in shown else None
+    styles = [[STATUS_STYLE.get(r[status]) if i == status else None for i in idx] for r in rows]
+    print_table(escape_controls(f"Runs in {ledger.root}"), spec, [[r[i] for i in idx] for r in rows], styles)
     if len(shown) < len(cols):
         hidden = ", ".join(c for c in cols if c not in shown)
-        base.err_console.print(
-            f"({hidden} hidden to fit {base.console.width} columns; --columns picks them)", highlight=False
-        )
+        click.echo(f"({hidden} hidden to fit {base.out_width()} columns; --columns picks them)", err=True)
 
 
 @click.command("show")

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import hashlib
 import io
 import os
 import struct
@@ -518,6 +517,8 @@ def write_compressed(
     on_step: Callable[[str], None] = _no_step,
 ) -> FrameIndex:
     """Compress the JSONL read from ``src`` into ``dest`` (frames, then the index); return the index."""
+    import hashlib  # here, not at the top: opening a ledger (`labledger runs`) loads no OpenSSL (#19)
+
     import xxhash
     import zstandard
 
@@ -709,6 +710,8 @@ def is_prefix(path: Path, zpath: Path) -> bool:
 
 def sha256_of_file(path: Path) -> tuple[str, int]:
     """sha256 and size of a plain file, streamed."""
+    import hashlib
+
     h = hashlib.sha256()
     n = 0
     with open(path, "rb") as f:
@@ -745,6 +748,8 @@ def check_compressed(
         return [(None, "the compressed file's index is missing or unreadable (a torn or truncated file)")]
     if expect is not None and (index.sha256, index.size) != (expect.sha256, expect.size):
         return [(None, "the index does not describe the JSONL compressed")]
+    import hashlib
+
     dctx = zstandard.ZstdDecompressor()
     h = hashlib.sha256()
     out: list[tuple[int | None, str]] = []

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import fcntl
 import os
-import socket
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import orjson
 
 from labledger.errors import (
@@ -40,8 +38,6 @@ from labledger.errors import (
     RunNotFoundError,
     StorageError,
 )
-from labledger.schema import STORED_KINDS, CalibrationDoc, Document, EvaluationDoc, decode
-from labledger.schema.store import StoredEvaluation, StoredMetricValue
 from labledger.store.counters import Counters, scan_run, summary_of
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.fields import ScalarStats, backfill_fields, dumps_fields, eval_fields_of_run, run_fields
@@ -50,6 +46,8 @@ from labledger.store.migrations import migrate
 from labledger.store.query import regexp
 
 if TYPE_CHECKING:
+    from labledger.schema import Document
+    from labledger.schema.store import StoredEvaluation, StoredMetricValue
     from labledger.store.view import RunView
 
 DB_NAME = "ledger.db"
@@ -178,7 +176,7 @@ class Ledger:
         #: GETs change nothing, and a background task reaps instead (#17).
         self.reap_on_read = True
         self.dialect = "sqlite"
-        self.host = socket.gethostname()
+        self.host = os.uname().nodename  # socket.gethostname(), without importing socket (#19)
         self._heartbeat: Heartbeat | None = None
         if is_database_url(root):
             self._open_postgres(str(root), artifacts, create)
@@ -890,6 +888,8 @@ class Ledger:
         of evaluations (tasks and slices) and calibration reports are indexed for
         :meth:`metric_values`. Benchmark entries: ``labledger.analysis.benchmarks.record_evaluation``.
         """
+        from labledger.schema import STORED_KINDS, Document, decode
+        from labledger.store.metric_rows import iter_metric_values
         from labledger.store.run import check_name
 
         check_name(name, "evaluation name")
@@ -957,6 +957,8 @@ class Ledger:
         >>> book.evaluations("r1")
         []
         """
+        from labledger.schema.store import StoredEvaluation
+
         run_id = self.resolve(run_ref)
         return [
             StoredEvaluation(
@@ -973,6 +975,8 @@ class Ledger:
 
     def metric_values(self, run_ref: str) -> list[StoredMetricValue]:
         """Every indexed metric value of a run's stored evaluations."""
+        from labledger.schema.store import StoredMetricValue
+
         run_id = self.resolve(run_ref)
         q = (
             "SELECT e.name, m.task, m.slice, m.metric, m.params, m.value, m.ci_low, m.ci_high, m.n, "
@@ -999,69 +1003,6 @@ class Ledger:
 def _quote(value: str) -> str:
     """A text literal of the query language."""
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def iter_metric_values(document: Document | dict[str, Any]) -> Iterator[tuple[Any, ...]]:
-    """(task, slice, metric, params, value, ci_low, ci_high, n, definition) rows of a document:
-    every scalar value of an evaluation (tasks and slices) or a calibration report, and the
-    ``tasks.<task>.metrics`` entries of any other stored document (an imported report)."""
-    if isinstance(document, EvaluationDoc):
-        for task, body in document.tasks.items():
-            yield from _metric_rows(task, "", body.metrics)
-            for fld, values in (body.slices or {}).items():
-                for val, sbody in values.items():
-                    yield from _metric_rows(task, f"{fld}={val}", sbody.metrics)
-    elif isinstance(document, CalibrationDoc):
-        for task, cbody in document.tasks.items():
-            yield from _metric_rows(task, "", cbody.metrics)
-            for fld, cvalues in (cbody.slices or {}).items():
-                for val, csbody in cvalues.items():
-                    yield from _metric_rows(task, f"{fld}={val}", csbody.metrics)
-    elif isinstance(document, dict) and isinstance(document.get("tasks"), dict):
-        for task, other in document["tasks"].items():
-            entries = other.get("metrics") if isinstance(other, dict) else None
-            if isinstance(entries, list):
-                scalars = [
-                    m
-                    for m in entries
-                    if isinstance(m, dict)
-                    and isinstance(m.get("metric"), str)
-                    and isinstance(m.get("value"), (int, float))
-                    and not isinstance(m.get("value"), bool)
-                ]
-                yield from _metric_rows(task, "", [decode_value(m) for m in scalars])
-
-
-def decode_value(m: dict[str, Any]) -> _Scalar:
-    """A calibration slice's value entry as a typed scalar."""
-    return msgspec.convert(m, _Scalar, strict=False)
-
-
-class _Scalar(msgspec.Struct, kw_only=True):
-    metric: str
-    params: dict[str, Any] = {}
-    value: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    n: int | None = None
-    definition: str | None = None
-
-
-def _metric_rows(task: str, slice_: str, metrics: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
-    for m in metrics:
-        if m.value is None:
-            continue  # undefined values and tables (confusion matrices, per-class) live in the document only
-        yield (
-            task,
-            slice_,
-            m.metric,
-            orjson.dumps(m.params, option=orjson.OPT_SORT_KEYS).decode(),
-            m.value,
-            m.ci_low,
-            m.ci_high,
-            m.n,
-            m.definition,
-        )
 
 
 def summarize_run_dir(run_dir: Path, *, stats: ScalarStats | None = None) -> dict[str, Any]:
