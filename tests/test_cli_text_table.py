@@ -159,10 +159,14 @@ def test_the_width_on_a_terminal_is_the_one_rich_finds(monkeypatch):
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 97, 0, 0))
     tty = open(slave, "w", closefd=False)
     monkeypatch.setattr(sys, "stdout", tty)
-    for key in ("TERM", "COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR"):
+    for key in ("TERM", "COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR"):
         monkeypatch.delenv(key, raising=False)
     try:
-        cases = [({"COLUMNS": "91"}, 91), ({"COLUMNS": "91", "TERM": "dumb"}, 80)]
+        cases = [
+            ({"COLUMNS": "91"}, 91),
+            ({"COLUMNS": "91", "TERM": "dumb"}, 80),
+            ({"COLUMNS": "91", "LINES": "20", "TERM": "dumb"}, 91),  # rich takes a size given whole
+        ]
         for env, width in cases:
             for key, value in env.items():
                 monkeypatch.setenv(key, value)

@@ -63,16 +63,17 @@ def _width() -> int | None:
 
 
 def out_width() -> int:
-    """The width stdout's tables are laid out to, found as rich finds it: 80 on a dumb terminal,
-    else :func:`_width`, else (a terminal) ``$COLUMNS``, else the terminal's own width, else 80."""
+    """The width stdout's tables are laid out to, found as rich finds it: 80 on a dumb terminal
+    (unless both ``$COLUMNS`` and ``$LINES`` are set), else :func:`_width`, else (a terminal)
+    ``$COLUMNS``, else the terminal's own width, else 80."""
     from labledger.cli.text_table import is_dumb
 
-    if is_dumb(sys.stdout):
+    columns = os.environ.get("COLUMNS", "")
+    if is_dumb(sys.stdout) and not (columns.isdigit() and os.environ.get("LINES", "").isdigit()):
         return 80
     width = _width()
     if width is not None:
         return width
-    columns = os.environ.get("COLUMNS", "")
     if columns.isdigit():
         return int(columns) or 80
     for fd in (0, 1, 2):
