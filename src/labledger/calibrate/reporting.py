@@ -27,6 +27,9 @@ import numpy as np
 from labledger.analysis.evaluation import HEADLINE, _num, _seed
 from labledger.analysis.intervals import resamples_for, value_interval
 from labledger.calibrate.applying import check_tasks, reading_positive
+from labledger.calibrate.ece_draws import METHOD as ECE_METHOD
+from labledger.calibrate.ece_draws import applies as ece_applies
+from labledger.calibrate.ece_draws import joint_ece_draws
 from labledger.calibrate.fitting import crossfit_scores, load_results, split_mask
 from labledger.calibrate.methods import Scores, TaskArrays, apply_steps, task_arrays
 from labledger.calibrate.recipe import Recipe, TaskRecipe, item_hashes, load_recipe, sketch_overlap
@@ -258,7 +261,10 @@ def _entries(
             draws = normal_draws(preps, resamples, rng, groups)
             analytic = draws is not None
         used = resamples
-        if resamples and preps[0].n and draws is None:
+        binned = bool(resamples and preps[0].n and draws is None and obj.mode != "items" and ece_applies(preps, groups))
+        if binned:  # ECEs of the variants: their bins' sums by their joint normal law (#19)
+            draws = joint_ece_draws(preps, resamples, rng)
+        elif resamples and preps[0].n and draws is None:
             used = resamples_for(preps[0], resamples, groups) if obj.mode != "items" else resamples
             draws = resample_values(preps, used, rng, groups)
         unit = (
@@ -266,6 +272,7 @@ def _entries(
             if obj.mode == "items"
             else ("clusters" if groups is not None else "items")
         )
+        shape = f" ({ECE_METHOD})" if binned else ""
         for i, v in enumerate(names):
             lo = hi = None
             how = None
@@ -283,7 +290,7 @@ def _entries(
                 lo, hi, how = iv.low, iv.high, iv.method
             elif draws is not None:
                 lo, hi, _ = percentile_interval(draws[i], ci)
-                how = f"percentile bootstrap over {unit}"
+                how = f"percentile bootstrap over {unit}{shape}"
             per_variant[v].append(
                 {
                     "metric": _display(obj),
@@ -304,7 +311,7 @@ def _entries(
                 continue
             diff = values[i] - values[0]
             lo = hi = p = None
-            method = f"paired percentile bootstrap over {unit}; p-value: percentile bootstrap, two-sided"
+            method = f"paired percentile bootstrap over {unit}{shape}; p-value: percentile bootstrap, two-sided"
             if draws is not None:
                 d = draws[i] - draws[0]
                 if analytic:
