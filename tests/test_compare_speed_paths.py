@@ -74,3 +74,34 @@ def test_when_both_sides_fail_a_error_is_raised(tmp_path):
     rows = _rows(np.random.default_rng(1), 20, [f"i{j}" for j in range(20)], 3)
     with pytest.raises(LedgerError, match="b_missing"):
         compare(rows, str(tmp_path / "b_missing.jsonl"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(x=st.floats(-10, 60), df=st.floats(1e5, 1e9))
+def test_t_tail_expansion_equals_scipy(x, df):
+    """The large-df t tail (no scipy import) against scipy's: 4e-16 absolute, 1e-12 relative while
+    x^4 <= 1e-3 df."""
+    from scipy import special as sp
+
+    from labledger.metrics.stats import t_sf
+
+    got, want = t_sf(x, df), float(sp.stdtr(df, -x))
+    assert abs(got - want) <= 4e-16
+    if x**4 <= 1e-3 * df:
+        assert abs(got - want) <= 1e-12 * want
+
+
+def test_a_paired_t_test_at_1e5_items_imports_no_scipy_special():
+    """A paired analytic test of a mean at 1e5+ items (t on n-1 df) needs no scipy (0.3 s of start-up)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np; from labledger.metrics import prepare; "
+        "from labledger.metrics.analytic import paired_analytic; "
+        "rng = np.random.default_rng(0); g = rng.integers(0, 2, 100_001); "
+        "a, b = (prepare('brier', gold=g, score=rng.random(100_001)) for _ in range(2)); "
+        "r = paired_analytic(a, b); print(0 < r.p_value < 1, 'scipy.special' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False"]

@@ -95,7 +95,7 @@ def moments(preps: Sequence[WeightsPrepared], per_bin: int) -> tuple[np.ndarray,
     >>> p = prepare("ece", gold=[0, 1] * 6000, score=[0.2, 0.7] * 6000, n_bins=2)
     >>> mean, cov, blocks = moments([p], 1)
     >>> mean.round(3).tolist(), cov.shape
-    ([0.0, 0.15], (2, 2))
+    ([0.0, 0.25], (2, 2))
     """
     feats = _features(preps, per_bin)
     n = preps[0].n

@@ -20,6 +20,8 @@ and log loss before and after, and reliability-diagram bins (top-label confidenc
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -36,6 +38,7 @@ from labledger.calibrate.recipe import Recipe, TaskRecipe, item_hashes, load_rec
 from labledger.calibrate.search import Objective, objective_from_key, resolve_objective
 from labledger.errors import CalibrationError, UnknownNameError
 from labledger.metrics.analytic import analytic_interval, normal_draws, paired_analytic, use_analytic
+from labledger.metrics.prepared import Prepared
 from labledger.metrics.resample import _p_value, percentile_interval, resample_values, rng_for
 from labledger.schema import SCHEMA_VERSION, CalibrationDoc, MetricId, decode, format_p
 from labledger.schema.documents import CalibrationValue
@@ -220,6 +223,13 @@ def _display(obj: Objective) -> str:
     return obj.metric.name
 
 
+def _prepared_value(obj: Objective, arr: TaskArrays, scores: Scores) -> Prepared:
+    """``obj`` prepared on one variant, its value computed (and kept by the prepared metric)."""
+    prep = obj.prepared(arr, scores)
+    prep.value()
+    return prep
+
+
 def _entries(
     task: str,
     arr: TaskArrays,
@@ -249,7 +259,8 @@ def _entries(
             continue
         seen.add(obj.key)
         names = list(variants)
-        preps = [obj.prepared(arr, variants[v]) for v in names]
+        with ThreadPoolExecutor(2) as pool:  # the variants' sorts side by side (numpy releases the GIL, #19)
+            preps = list(pool.map(partial(_prepared_value, obj, arr), [variants[v] for v in names]))
         values = [float(p.value()) for p in preps]
         groups = None if obj.mode == "items" else arr.group
         draws = None
