@@ -154,3 +154,45 @@ def test_the_draws_cover_the_true_ece_and_difference():
     intervals (500 draws) of ECE A and of B - A."""
     cover = ece_coverage(200, 10_000, 500)
     assert all(0.91 <= c <= 0.985 for c in cover.values()), cover
+
+
+def test_variants_that_score_alike_are_prepared_once_with_the_same_entries(monkeypatch):
+    """A cross-fitted variant equal to the calibrated one (as at 1M items, where every fold picks the
+    same multiplier): one prepared metric for both gives the entries that preparing each gives."""
+    import labledger.calibrate as cal
+    from labledger.calibrate import reporting
+    from labledger.calibrate.methods import Scores, apply_steps, task_arrays
+    from labledger.calibrate.search import objective_from_key
+    from labledger.inputs.results import results_from_rows
+
+    rng = np.random.default_rng(3)
+    gold = rng.integers(0, 3, 600)
+    probs = rng.dirichlet(np.ones(3), 600)
+    probs[np.arange(600), gold] += 0.4
+    probs /= probs.sum(axis=1, keepdims=True)
+    rows = [
+        {"id": i, "task": "t", "gold": "abc"[g], "probs": dict(zip("abc", map(float, p)))}
+        for i, (g, p) in enumerate(zip(gold.tolist(), probs))
+    ]
+    steps = cal.fit(rows, method="prior_multiplier").tasks["t"].steps
+    arr = task_arrays(results_from_rows(rows)["t"], steps)
+    head = objective_from_key("accuracy", arr, steps)
+    raw = arr.scores()
+    calibrated = apply_steps(steps, raw, arr)
+    variants = {
+        "raw": raw,
+        "calibrated": calibrated,
+        "cross-fitted": Scores(calibrated.p.copy(), calibrated.pred.copy()),
+    }
+    specs = reporting._metric_specs(head, arr, 15)
+
+    def entries():
+        return reporting._entries("t", arr, variants, specs, head, steps, ci=0.95, resamples=100, seed=0)
+
+    assert reporting._same_scores(variants["calibrated"], variants["cross-fitted"])
+    assert not reporting._same_scores(raw, calibrated)
+    fast = entries()
+    monkeypatch.setattr(reporting, "_same_scores", lambda a, b: a is b)
+    slow = entries()
+    assert fast[0] == slow[0] and fast[1] == slow[1]
+    assert all(np.array_equal(fast[2][v], slow[2][v]) for v in slow[2])

@@ -223,6 +223,11 @@ def _display(obj: Objective) -> str:
     return obj.metric.name
 
 
+def _same_scores(a: Scores, b: Scores) -> bool:
+    """Whether two variants predict and score every item alike (then every metric of them is equal)."""
+    return a is b or (np.array_equal(a.pred, b.pred) and np.array_equal(a.p, b.p))
+
+
 def _prepared_value(obj: Objective, arr: TaskArrays, scores: Scores) -> Prepared:
     """``obj`` prepared on one variant, its value computed (and kept by the prepared metric)."""
     prep = obj.prepared(arr, scores)
@@ -259,8 +264,11 @@ def _entries(
             continue
         seen.add(obj.key)
         names = list(variants)
+        first = [next(u for u in names if _same_scores(variants[u], variants[v])) for v in names]
+        distinct = list(dict.fromkeys(first))  # (cross-fitted often equals calibrated at large n: prepared once)
         with ThreadPoolExecutor(2) as pool:  # the variants' sorts side by side (numpy releases the GIL, #19)
-            preps = list(pool.map(partial(_prepared_value, obj, arr), [variants[v] for v in names]))
+            found = dict(zip(distinct, pool.map(partial(_prepared_value, obj, arr), [variants[v] for v in distinct])))
+        preps = [found[u] for u in first]
         values = [float(p.value()) for p in preps]
         groups = None if obj.mode == "items" else arr.group
         draws = None
