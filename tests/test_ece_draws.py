@@ -196,3 +196,21 @@ def test_variants_that_score_alike_are_prepared_once_with_the_same_entries(monke
     slow = entries()
     assert fast[0] == slow[0] and fast[1] == slow[1]
     assert all(np.array_equal(fast[2][v], slow[2][v]) for v in slow[2])
+
+
+def test_the_report_reads_and_hashes_a_file_side_by_side_with_the_same_errors(tmp_path):
+    from labledger.calibrate.fitting import load_results
+    from labledger.errors import LedgerError, RecordError
+    from labledger.store.run import sha256_file
+
+    with pytest.raises(RecordError, match="no such results file"):
+        load_results(tmp_path / "missing.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1, "task": "t", "gold": "a", "pred": "a"}\n{"id": 2, "task": \n')
+    with pytest.raises(LedgerError) as err:
+        load_results(bad)
+    assert "no such results file" not in str(err.value)
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"id": 1, "task": "t", "gold": "a", "pred": "a"}\n')
+    rs, name, sha = load_results(good)
+    assert sha == sha256_file(good)[0] and name == str(good) and rs["t"].n == 1
