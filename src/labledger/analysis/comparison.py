@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from labledger.analysis.evaluation import (
     _seed,
     _select_tasks,
     _specs_for,
+    _TaskCache,
     find_metric,
     prepare_task,
     task_params,
@@ -32,11 +35,14 @@ from labledger.analysis.evaluation import (
 from labledger.analysis.intervals import correct_of as _correct
 from labledger.analysis.intervals import diff_interval, diff_notes
 from labledger.errors import ComparisonError
-from labledger.inputs.results import TOLERANCE, LabelTask, TaskData, load
+from labledger.inputs.results import TOLERANCE, LabelTask, TaskData, deferred_ids, load
+from labledger.metrics.prepared import Prepared
 from labledger.metrics.registry import metric_key
 from labledger.metrics.resample import mcnemar
 from labledger.metrics.stats import adjust_p, clustered_mcnemar, family_note
 from labledger.schema import ComparisonDoc, McNemar, MetricDiff, MetricId, TaskComparison
+
+T = TypeVar("T")
 
 
 class Comparison:
@@ -101,8 +107,51 @@ def compare(
     >>> c.metric("t", "exact_match").diff
     0.25
     """
-    ra = load(a, tolerance=tolerance, positive=positive)
-    rb = load(b, tolerance=tolerance, positive=positive)
+    with ThreadPoolExecutor(2) as pool:  # the two sides read (and, below, prepared) side by side (#19)
+        return _compare(
+            pool,
+            a,
+            b,
+            metrics=metrics,
+            unpaired=unpaired,
+            ci=ci,
+            resamples=resamples,
+            seed=seed,
+            task=task,
+            positive=positive,
+            tolerance=tolerance,
+            adjust=adjust,
+        )
+
+
+def _both(pool: ThreadPoolExecutor, fn: Callable[[Any], T], x: Any, y: Any) -> tuple[T, T]:
+    """``(fn(x), fn(y))``, the first in a worker thread (numpy, Arrow and file reads release the GIL);
+    an error of ``fn(x)`` is raised first, as when they run one after the other."""
+    first = pool.submit(fn, x)
+    try:
+        second = fn(y)
+    except BaseException:
+        first.result()  # (A's error, if it has one, is the one to show)
+        raise
+    return first.result(), second
+
+
+def _compare(
+    pool: ThreadPoolExecutor,
+    a: Any,
+    b: Any,
+    *,
+    metrics: Any,
+    unpaired: bool,
+    ci: float,
+    resamples: int,
+    seed: int,
+    task: str | Sequence[str] | None,
+    positive: str | Mapping[str, str] | None,
+    tolerance: float,
+    adjust: str,
+) -> Comparison:
+    ra, rb = _both(pool, lambda src: load(src, tolerance=tolerance, positive=positive), a, b)
     if task is None:
         only_a, only_b = set(ra) - set(rb), set(rb) - set(ra)
         if only_a or only_b:
@@ -125,12 +174,13 @@ def compare(
         ta, tb, paired = _pair(ta, tb, unpaired)
         groups = ta.group if ta.group is not None else tb.group
         entries: list[MetricDiff] = []
+        cache_a, cache_b = _TaskCache(ta), _TaskCache(tb)  # each column sorted once for every metric
         for spec in _specs_for(ta, metrics):
             metric = spec.metric
             if ta.kind not in metric.kinds or metric.table:
                 continue
             params = task_params(metric, dict(spec.params), ta)
-            pa, pb = prepare_task(metric, params, ta), prepare_task(metric, params, tb)
+            pa, pb = _both(pool, partial(_prepared, metric, params), (ta, cache_a), (tb, cache_b))
             key = metric_key(metric.name, params)
             s = _seed(seed, name, "compare", key)
             res = diff_interval(
@@ -219,8 +269,10 @@ def paired_positions(ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray | None:
 def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData, bool]:
     """B's items in A's order when both hold the same ids (paired), else A and B as they are when
     ``unpaired``, else a :class:`ComparisonError` with counts and example ids."""
-    ids_a, ids_b = a.ids, b.ids
-    same_order = len(ids_a) == len(ids_b) and bool(np.all(ids_a == ids_b))
+    same_order = _same_arrow_ids(a, b)
+    if not same_order:
+        ids_a, ids_b = a.ids, b.ids
+        same_order = len(ids_a) == len(ids_b) and bool(np.all(ids_a == ids_b))
     if not same_order:
         where = paired_positions(ids_a, ids_b)
         if where is None:
@@ -247,6 +299,25 @@ def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData,
         _check_gold(a, b)
     _check_item_hash(a, b)
     return a, b, True
+
+
+def _prepared(metric: Any, params: dict[str, Any], side: tuple[TaskData, _TaskCache]) -> Prepared:
+    return prepare_task(metric, params, side[0], side[1])
+
+
+def _same_arrow_ids(a: TaskData, b: TaskData) -> bool:
+    """Whether both sides' ids are still Arrow strings (:func:`~labledger.inputs.results.defer_ids`)
+    and equal in order: compared in Arrow, without building a million Python strings a side."""
+    import pyarrow as pa
+
+    ia, ib = deferred_ids(a), deferred_ids(b)
+    if ia is None or ib is None or len(ia) != len(ib) or ia.type != ib.type:
+        return False
+    if isinstance(ia, pa.ChunkedArray):
+        ia = ia.combine_chunks()
+    if isinstance(ib, pa.ChunkedArray):
+        ib = ib.combine_chunks()
+    return bool(ia.equals(ib))
 
 
 def _adjust_comparison(doc: ComparisonDoc, adjust: str) -> None:

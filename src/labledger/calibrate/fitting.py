@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +50,23 @@ def load_results(
     if isinstance(results, (str, os.PathLike)):
         path = Path(results)
         name = display or str(results)
-        try:
-            sha = sha256_file(path)[0]
-        except FileNotFoundError:
-            raise RecordError("no such results file", source=name) from None
-        return read_results(path, positive=positive, display=name, tolerance=tolerance), name, sha
+        with ThreadPoolExecutor(1) as pool:  # the file's sha256 while it is read (hashlib releases the GIL, #19)
+            digest = pool.submit(sha256_file, path)
+            try:
+                rs = read_results(path, positive=positive, display=name, tolerance=tolerance)
+            except BaseException:
+                _sha(digest, name)  # (a missing file: the same error as before)
+                raise
+            return rs, name, _sha(digest, name)
     rs = results_from_rows(results, positive=positive, tolerance=tolerance)
     return rs, display or rs.source, None
+
+
+def _sha(digest: Future[Any], name: str) -> str:
+    try:
+        return str(digest.result()[0])
+    except FileNotFoundError:
+        raise RecordError("no such results file", source=name) from None
 
 
 def parse_methods(method: str | Sequence[str]) -> list[str]:

@@ -20,6 +20,8 @@ and log loss before and after, and reliability-diagram bins (top-label confidenc
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -27,12 +29,16 @@ import numpy as np
 from labledger.analysis.evaluation import HEADLINE, _num, _seed
 from labledger.analysis.intervals import resamples_for, value_interval
 from labledger.calibrate.applying import check_tasks, reading_positive
+from labledger.calibrate.ece_draws import METHOD as ECE_METHOD
+from labledger.calibrate.ece_draws import applies as ece_applies
+from labledger.calibrate.ece_draws import joint_ece_draws
 from labledger.calibrate.fitting import crossfit_scores, load_results, split_mask
 from labledger.calibrate.methods import Scores, TaskArrays, apply_steps, task_arrays
 from labledger.calibrate.recipe import Recipe, TaskRecipe, item_hashes, load_recipe, sketch_overlap
 from labledger.calibrate.search import Objective, objective_from_key, resolve_objective
 from labledger.errors import CalibrationError, UnknownNameError
 from labledger.metrics.analytic import analytic_interval, normal_draws, paired_analytic, use_analytic
+from labledger.metrics.prepared import Prepared
 from labledger.metrics.resample import _p_value, percentile_interval, resample_values, rng_for
 from labledger.schema import SCHEMA_VERSION, CalibrationDoc, MetricId, decode, format_p
 from labledger.schema.documents import CalibrationValue
@@ -217,6 +223,18 @@ def _display(obj: Objective) -> str:
     return obj.metric.name
 
 
+def _same_scores(a: Scores, b: Scores) -> bool:
+    """Whether two variants predict and score every item alike (then every metric of them is equal)."""
+    return a is b or (np.array_equal(a.pred, b.pred) and np.array_equal(a.p, b.p))
+
+
+def _prepared_value(obj: Objective, arr: TaskArrays, scores: Scores) -> Prepared:
+    """``obj`` prepared on one variant, its value computed (and kept by the prepared metric)."""
+    prep = obj.prepared(arr, scores)
+    prep.value()
+    return prep
+
+
 def _entries(
     task: str,
     arr: TaskArrays,
@@ -246,7 +264,11 @@ def _entries(
             continue
         seen.add(obj.key)
         names = list(variants)
-        preps = [obj.prepared(arr, variants[v]) for v in names]
+        first = [next(u for u in names if _same_scores(variants[u], variants[v])) for v in names]
+        distinct = list(dict.fromkeys(first))  # (cross-fitted often equals calibrated at large n: prepared once)
+        with ThreadPoolExecutor(2) as pool:  # the variants' sorts side by side (numpy releases the GIL, #19)
+            found = dict(zip(distinct, pool.map(partial(_prepared_value, obj, arr), [variants[v] for v in distinct])))
+        preps = [found[u] for u in first]
         values = [float(p.value()) for p in preps]
         groups = None if obj.mode == "items" else arr.group
         draws = None
@@ -258,7 +280,10 @@ def _entries(
             draws = normal_draws(preps, resamples, rng, groups)
             analytic = draws is not None
         used = resamples
-        if resamples and preps[0].n and draws is None:
+        binned = bool(resamples and preps[0].n and draws is None and obj.mode != "items" and ece_applies(preps, groups))
+        if binned:  # ECEs of the variants: their bins' sums by their joint normal law (#19)
+            draws = joint_ece_draws(preps, resamples, rng)
+        elif resamples and preps[0].n and draws is None:
             used = resamples_for(preps[0], resamples, groups) if obj.mode != "items" else resamples
             draws = resample_values(preps, used, rng, groups)
         unit = (
@@ -266,6 +291,7 @@ def _entries(
             if obj.mode == "items"
             else ("clusters" if groups is not None else "items")
         )
+        shape = f" ({ECE_METHOD})" if binned else ""
         for i, v in enumerate(names):
             lo = hi = None
             how = None
@@ -283,7 +309,7 @@ def _entries(
                 lo, hi, how = iv.low, iv.high, iv.method
             elif draws is not None:
                 lo, hi, _ = percentile_interval(draws[i], ci)
-                how = f"percentile bootstrap over {unit}"
+                how = f"percentile bootstrap over {unit}{shape}"
             per_variant[v].append(
                 {
                     "metric": _display(obj),
@@ -304,7 +330,7 @@ def _entries(
                 continue
             diff = values[i] - values[0]
             lo = hi = p = None
-            method = f"paired percentile bootstrap over {unit}; p-value: percentile bootstrap, two-sided"
+            method = f"paired percentile bootstrap over {unit}{shape}; p-value: percentile bootstrap, two-sided"
             if draws is not None:
                 d = draws[i] - draws[0]
                 if analytic:

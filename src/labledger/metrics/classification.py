@@ -520,7 +520,11 @@ def _ece_binned(
     return np.minimum((conf * n_bins).astype(np.int64), n_bins - 1), correct.astype(np.float64), conf
 
 
-def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str) -> WeightsFunction:
+def _ece_w(
+    conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str, rank: np.ndarray | None = None
+) -> WeightsFunction:
+    """``rank``: each item's rank in the stable confidence order, when the caller has it (equal-mass
+    bins: the order is its inverse permutation, not a second sort; #19)."""
     n = len(conf)
     if strategy == "uniform":
         cache: dict[str, np.ndarray] = {}
@@ -541,7 +545,11 @@ def _ece_w(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str) ->
             return _div(np.abs(gap).sum(axis=1), tot.sum(axis=1), math.nan)
 
         return fn
-    order = np.argsort(conf, kind="stable")
+    if rank is None:
+        order = np.argsort(conf, kind="stable")
+    else:
+        order = np.empty(n, dtype=np.int64)
+        order[rank] = np.arange(n)
     diff = correct[order].astype(np.float64) - conf[order]
 
     def fn_q(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
@@ -620,8 +628,9 @@ def score_prepared(
             pred_pos = score >= 0.5
         conf = np.where(pred_pos, score, 1.0 - score)
         binned = _ece_binned(conf, pred_pos == is_pos, params["n_bins"], params["strategy"])
+        rank = None if binned is None or params["strategy"] == "uniform" else binned[0]  # (one sort)
         return weights(
-            _ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"]),
+            _ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"], rank),
             _ece_point(binned, params["n_bins"], params["strategy"]),
             binned=binned,
         )
@@ -690,8 +699,9 @@ def prob_prepared(
             pred = probs.argmax(axis=1)
         conf = probs[np.arange(n), pred]
         binned = _ece_binned(conf, pred == gold, params["n_bins"], params["strategy"])
+        rank = None if binned is None or params["strategy"] == "uniform" else binned[0]  # (one sort)
         return weights(
-            _ece_w(conf, pred == gold, params["n_bins"], params["strategy"]),
+            _ece_w(conf, pred == gold, params["n_bins"], params["strategy"], rank),
             _ece_point(binned, params["n_bins"], params["strategy"]),
             binned=binned,
         )

@@ -96,12 +96,31 @@ def t_ppf(q: float, df: float) -> float:
     return float(sp.stdtrit(df, q))
 
 
+#: From this many degrees of freedom :func:`t_sf` uses its 1/df expansion (no scipy import, #19).
+T_SF_EXPANSION_DF = 100_000
+
+
+def _t_sf_expansion(x: float, df: float) -> float:
+    """Student t's upper tail from the normal one, to order 1/df^3: the t density's series in 1/df
+    (``phi(t) [1 + (t^4 - 2t^2 - 1) / (4 df) + ...]``) integrated term by term. Against
+    ``scipy.special.stdtr`` from 1e5 df: within 4e-16 absolute for every x (relative 1e-12 while
+    x^4 <= 1e-3 df; beyond, the tail is below 1e-8 and the relative error grows)."""
+    z2 = x * x
+    phi = math.exp(-z2 / 2) / math.sqrt(2 * math.pi)
+    c1 = x * (z2 + 1) / 4
+    c2 = x * (z2 - 3) * ((3 * z2 + 2) * z2 + 1) / 96
+    c3 = x * (((((z2 - 11) * z2 + 14) * z2 + 6) * z2 - 3) * z2 - 15) / 384
+    return norm_sf(x) + phi * (c1 + (c2 + c3 / df) / df) / df
+
+
 def t_sf(x: float, df: float) -> float:
     """Student t's upper tail (``scipy.stats.t.sf``).
 
-    >>> round(t_sf(2.228139, 10), 6)
-    0.025
+    >>> round(t_sf(2.228139, 10), 6), round(t_sf(1.959966, 999_999), 6)
+    (0.025, 0.025)
     """
+    if df >= T_SF_EXPANSION_DF and math.isfinite(df) and math.isfinite(x):
+        return _t_sf_expansion(float(x), float(df))
     from scipy import special as sp
 
     return float(sp.stdtr(df, -x))
