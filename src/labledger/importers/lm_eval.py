@@ -19,6 +19,7 @@ target, ``prediction`` the filtered response (generative) or the chosen choice (
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from itertools import chain
 from operator import attrgetter, itemgetter
 from pathlib import Path
@@ -535,18 +536,22 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
     cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
     configs: dict[str, Any] = raw_configs if isinstance(raw_configs, dict) else {}
     samples = _samples_files(results_path)
-    tasks: list[HarnessTask] = []
-    notes = []
-    for task, path in samples.items():
-        if task not in data["results"]:
-            raise _fail(results_path, None, f"results.{task}", f"is missing ({path.name} has samples for it)")
-        tasks.extend(_task_rows(results_path, task, path, configs.get(task) or {}, data["results"][task]))
-    for t in tasks:
-        if t.info.get("skipped_metrics"):
-            notes.append(f"{t.name}: not recomputable here, left out: {', '.join(t.info['skipped_metrics'])}")
-    missing = sorted(t for t in data["results"] if t not in samples and t in configs)
-    if missing:
-        notes.append(f"no samples file (run lm-eval with --log_samples) for: {', '.join(missing)}")
+    notes: list[str] = []
+
+    def tasks() -> Iterator[HarnessTask]:
+        """Each samples file read when the run stores its result sets (one file's columns in memory
+        at a time), with its notes; the last note after the last file."""
+        for task, path in samples.items():
+            if task not in data["results"]:
+                raise _fail(results_path, None, f"results.{task}", f"is missing ({path.name} has samples for it)")
+            for t in _task_rows(results_path, task, path, configs.get(task) or {}, data["results"][task]):
+                if t.info.get("skipped_metrics"):
+                    notes.append(f"{t.name}: not recomputable here, left out: {', '.join(t.info['skipped_metrics'])}")
+                yield t
+        missing = sorted(t for t in data["results"] if t not in samples and t in configs)
+        if missing:
+            notes.append(f"no samples file (run lm-eval with --log_samples) for: {', '.join(missing)}")
+
     model = str(data.get("model_name") or cfg.get("model") or "model")
     model_args = cfg.get("model_args")
     name = opts.name or (model if not model_args else f"{model} {model_args}")[:200]
@@ -591,7 +596,7 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
         version=data.get("lm_eval_version"),
         name=name,
         config=config,
-        tasks=tasks,
+        tasks=tasks(),
         started=started,
         ended=ended,
         notes=notes,
