@@ -211,6 +211,12 @@ def test_lm_eval_typed_decoder_reads_what_lm_eval_writes(tmp_path):
     typed = lm_eval._doc_decoder(["acc", "acc_norm"], 3).decode_lines(path.read_bytes())
     assert lm_eval._columns_of(typed, ["acc", "acc_norm"], MC, typed=True) is None  # "-0": float() decides
     same(path, MC)
+    # K requests but another number of log-likelihoods on a line of another filter: the row path decides
+    odd = mc_doc(1, filter="other", filtered_resps=[["-1", "False"], ["-2", "False"]])
+    path = write(tmp_path / "o.jsonl", [mc_doc(2), odd])
+    typed = lm_eval._doc_decoder(["acc", "acc_norm"], 3).decode_lines(path.read_bytes())
+    assert lm_eval._columns_of(typed, ["acc", "acc_norm"], MC, typed=True) is None
+    assert lm_eval._metric_columns(path, MC) is None
 
 
 @settings(max_examples=60, deadline=None)

@@ -452,7 +452,7 @@ def _choice_columns(group: list[Any], delim: str, prompts: list[Any]) -> dict[st
 def _typed_choice_columns(group: list[Any], delim: str, prompts: list[Any]) -> dict[str, Any] | None:
     """:func:`_choice_columns` of documents read by the multiple-choice decoder (every one with
     the same K requests and K log-likelihoods, already floats)."""
-    k = len(group[0].filtered_resps)
+    k = len(type(group[0].arguments).__struct_fields__)  # the decoder's K: every document's requests
     if set(map(len, map(attrgetter("filtered_resps"), group))) != {k}:
         return None
     flat = list(map(itemgetter(0), chain.from_iterable(map(attrgetter("filtered_resps"), group))))
