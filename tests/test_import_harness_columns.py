@@ -233,3 +233,18 @@ def test_softmax_rows_with_and_without_numpy_exp(monkeypatch):
     monkeypatch.setattr(lm_eval, "_NUMPY_EXP", False)  # as on a CPU where numpy has its own exp
     assert lm_eval._softmax_rows(ll).tolist() == want
     assert lm_eval._exp_is_math_exp() in (True, False)
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        b"[1]",  # not an object
+        b"{not json",
+        orjson.dumps({**mc_doc(0), "metrics": "acc"}),  # metrics not a list
+        orjson.dumps({**mc_doc(0), "filtered_resps": "x"}),  # no K for the typed decoder: the plain one reads it
+    ],
+)
+def test_lm_eval_columns_of_odd_first_lines(tmp_path, first):
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(first + b"\n" + orjson.dumps(mc_doc(1)) + b"\n")
+    assert lm_eval._metric_columns(path, MC) is None
