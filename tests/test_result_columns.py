@@ -8,6 +8,7 @@ import json
 import math
 
 import numpy as np
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,7 +19,9 @@ from labledger.inputs.result_columns import MISSING, Probs, ResultColumns, encod
 from labledger.inputs.results import validate_rows
 from labledger.store.jsonl import dumps_line
 
-TEXT = st.text(alphabet=st.sampled_from(["a", '"', ",", "\\", "%", "é", "\n", "}", "{", "\u2028", " "]), max_size=6)
+TEXT = st.text(
+    alphabet=st.sampled_from(["a", '"', ",", "\\", "%", "é", "\n", "}", "{", "\u2028", " ", "[", "]"]), max_size=6
+)
 NAMES = itertools.count()
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | TEXT,
@@ -190,3 +193,20 @@ def test_errors_name_the_row_line_and_field(runs) -> None:
     run.log_result_columns("ok", [dup])
     with pytest.raises(LedgerError, match="already has results 'ok'"):
         run.log_result_columns("ok", [dup])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(TEXT | st.sampled_from(["2.0", "[", "],[", "a,b"]), min_size=1, max_size=4, unique=True),
+    st.data(),
+)
+def test_probability_and_list_columns_are_each_rows_json(labels: list[str], data: st.DataObject) -> None:
+    from labledger.inputs.result_columns import _OPTIONS, _fragments
+
+    k, n = len(labels), data.draw(st.integers(1, 4))
+    edge = st.sampled_from([0.0, -0.0, 1.0, 5e-324, 0.1, 1 / 3, 0.5, 2.0, -1.0]) | st.floats(0, 1)
+    m = np.asarray(data.draw(st.lists(edge, min_size=n * k, max_size=n * k))).reshape(n, k)
+    lists = data.draw(st.lists(st.lists(TEXT, min_size=1, max_size=3), min_size=n, max_size=n))
+    for col, values in ((Probs(tuple(labels), m), [dict(zip(labels, r)) for r in m.tolist()]), (lists, lists)):
+        want = [b',"c":' + orjson.dumps(v, option=_OPTIONS) for v in values]
+        assert _fragments(col, n, b',"c":') == want

@@ -32,7 +32,7 @@ import gc
 import hashlib
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,13 +237,16 @@ def store_harness_run(
     version: str | None,
     name: str,
     config: Mapping[str, Any],
-    tasks: Sequence[HarnessTask],
+    tasks: Iterable[HarnessTask],
     started: float | None,
     ended: float | None,
     notes: Sequence[str] = (),
     files: Sequence[Any] | None = None,
 ) -> ImportedRun:
-    """One run holding one result set per task, with the harness's numbers in each set's meta."""
+    """One run holding one result set per task, with the harness's numbers in each set's meta.
+
+    ``tasks`` may be an iterator that reads each task as it is asked for (each task's rows are
+    stored and let go before the next is read); ``notes`` are read after the last task."""
     run = new_run(
         stage,
         name,

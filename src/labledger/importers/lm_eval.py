@@ -19,8 +19,9 @@ target, ``prediction`` the filtered response (generative) or the chosen choice (
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -200,14 +201,46 @@ class _Request(msgspec.Struct, gc=False):
     arg_1: Any = None
 
 
+class _FirstChoice(msgspec.Struct, gc=False):
+    """The first request of a multiple-choice document: the choice's continuation and the context."""
+
+    arg_1: str
+    arg_0: Any = None
+
+
+class _Choice(msgspec.Struct, gc=False):
+    """Another request of a multiple-choice document: only its continuation (the context, the same
+    as the first request's, is skipped unparsed)."""
+
+    arg_1: str
+
+
 _FIXED = ("doc_id", "filter", "metrics", "target", "arguments", "filtered_resps", "doc_hash", "prompt_hash")
 
 
-def _doc_decoder(metric_names: list[Any]) -> msgspec.json.Decoder | None:
+def _doc_decoder(metric_names: list[Any], choices: int | None = None) -> msgspec.json.Decoder | None:
     """A decoder of one samples line that keeps only what the rows need (``doc`` and ``resps`` are
-    skipped unparsed), with one field per metric (``UNSET`` where a line lacks it)."""
+    skipped unparsed), with one field per metric (``UNSET`` where a line lacks it).
+
+    With ``choices`` (a multiple-choice task's K), ``arguments`` must hold exactly ``gen_args_0`` to
+    ``gen_args_{K-1}`` with string continuations, and ``filtered_resps`` K ``[loglikelihood,
+    is_greedy]`` pairs, the log-likelihood decoded straight to a float from its string (what
+    ``float()`` of it gives: checked by :func:`_loglik_matrix`); a line of another shape fails the
+    decode, and the file is read with the plain decoder instead."""
     if not all(type(m) is str for m in metric_names) or set(metric_names) & set(_FIXED):
         return None
+    arguments: Any = dict[str, _Request] | None
+    resps: Any = Any
+    if choices is not None:
+        if choices < 1:
+            return None
+        arguments = msgspec.defstruct(
+            "Arguments",
+            [(f"gen_args_{i}", _FirstChoice if i == 0 else _Choice) for i in range(choices)],
+            forbid_unknown_fields=True,
+            gc=False,
+        )
+        resps = list[tuple[float, bool]]
     doc = msgspec.defstruct(
         "Doc",
         [
@@ -215,8 +248,8 @@ def _doc_decoder(metric_names: list[Any]) -> msgspec.json.Decoder | None:
             ("filter", Any),
             ("metrics", Any),
             ("target", Any, None),
-            ("arguments", dict[str, _Request] | None, None),
-            ("filtered_resps", Any, None),
+            ("arguments", arguments, None),
+            ("filtered_resps", resps, None),
             ("doc_hash", Any, ""),
             ("prompt_hash", Any, ""),
             *((f"m{i}", Any, msgspec.UNSET) for i in range(len(metric_names))),
@@ -224,7 +257,7 @@ def _doc_decoder(metric_names: list[Any]) -> msgspec.json.Decoder | None:
         rename={f"m{i}": m for i, m in enumerate(metric_names)},
         gc=False,
     )
-    return msgspec.json.Decoder(doc)
+    return msgspec.json.Decoder(doc, strict=choices is None)
 
 
 def _floats(values: list[Any]) -> list[float | None]:
@@ -234,12 +267,41 @@ def _floats(values: list[Any]) -> list[float | None]:
     return [as_float(v) for v in values]
 
 
+def _exp_is_math_exp() -> bool:
+    """Whether numpy's float64 ``exp`` computes what :func:`math.exp` computes. numpy calls the C
+    library's ``exp`` (as :mod:`math` does) unless it was built with a kernel of its own for the CPU
+    (AVX-512); an own kernel differs from the C library's in the last bit on many inputs, which a
+    probe over every magnitude the softmax meets finds at once.
+
+    >>> isinstance(_exp_is_math_exp(), bool)
+    True
+    """
+    probe = -np.concatenate([np.geomspace(1e-300, 745.0, 6000), np.linspace(0.0, 60.0, 6001)[1:] * np.pi])
+    expected = np.fromiter(map(math.exp, probe.tolist()), dtype=np.float64, count=probe.size)
+    return bool(np.array_equal(np.exp(probe), expected))
+
+
+_NUMPY_EXP: bool | None = None
+
+
+def _exp(x: np.ndarray) -> np.ndarray:
+    """``math.exp`` of every value of ``x``, vectorised where numpy's ``exp`` is the same function."""
+    global _NUMPY_EXP
+    if _NUMPY_EXP is None:
+        _NUMPY_EXP = _exp_is_math_exp()
+    if _NUMPY_EXP:
+        return np.exp(x)
+    return np.fromiter(map(math.exp, x.ravel().tolist()), dtype=np.float64, count=x.size).reshape(x.shape)
+
+
 def _softmax_rows(ll: np.ndarray) -> np.ndarray:
     """:func:`~labledger.importers.harness.softmax` of each row, to the last bit (``math.exp`` and
-    ``math.fsum``, as the row path computes it)."""
-    shifted = ll - ll.max(axis=1, keepdims=True)
-    ex = np.fromiter(map(math.exp, shifted.ravel().tolist()), dtype=np.float64, count=shifted.size)
-    ex = ex.reshape(shifted.shape)
+    ``math.fsum``, as the row path computes it).
+
+    >>> _softmax_rows(np.array([[0.0, 0.0]])).tolist()
+    [[0.5, 0.5]]
+    """
+    ex = _exp(ll - ll.max(axis=1, keepdims=True))
     total = np.fromiter(map(math.fsum, ex.tolist()), dtype=np.float64, count=len(ex))
     return ex / total[:, None]
 
@@ -258,21 +320,36 @@ def _metric_columns(samples: Path, config: dict[str, Any]) -> dict[str, dict[str
     try:
         first = orjson.loads(data[: data.index(b"\n")])
         names = first["metrics"]
-        dec = _doc_decoder(names) if isinstance(names, list) else None
+        resps = first.get("filtered_resps")
+    except (orjson.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError):
+        return None
+    if not isinstance(names, list):
+        return None
+    attempts: list[int | None] = [None]
+    if config.get("output_type") == "multiple_choice" and set(names) <= {"acc", "acc_norm"} and resps:
+        attempts.insert(0, len(resps) if isinstance(resps, list) else 0)  # log-likelihoods decoded as floats
+    for choices in attempts:
+        dec = _doc_decoder(names, choices)
         if dec is None:
-            return None
-        docs = dec.decode_lines(data)
-    except (orjson.JSONDecodeError, msgspec.DecodeError, TypeError, KeyError, ValueError):
-        return None
-    try:
-        return _columns_of(docs, names, config)
-    except (TypeError, ValueError, AttributeError, IndexError, KeyError):
-        return None
+            continue
+        try:
+            docs = dec.decode_lines(data)
+        except (msgspec.DecodeError, TypeError, ValueError):
+            continue
+        try:
+            out = _columns_of(docs, names, config, typed=choices is not None)
+        except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+            out = None
+        if out is not None:
+            return out
+    return None
 
 
 def _columns_of(
-    docs: list[Any], names: list[str], config: dict[str, Any]
+    docs: list[Any], names: list[str], config: dict[str, Any], *, typed: bool = False
 ) -> dict[str, dict[str, HarnessMetric]] | None:
+    """The metrics of each filter from decoded documents (``typed``: decoded by the
+    multiple-choice decoder of :func:`_doc_decoder`), or ``None`` for the row path to decide."""
     mc = config.get("output_type") == "multiple_choice"
     delim = config.get("target_delimiter", " ")
     by_filter: dict[str, list[Any]] = {}
@@ -289,8 +366,11 @@ def _columns_of(
             "target": list(map(attrgetter("target"), group)),
             "filter": [filt] * n,
         }
-        firsts = [d.arguments.get("gen_args_0") if d.arguments is not None else None for d in group]
-        prompts = [MISSING if r is None else r.arg_0 for r in firsts]
+        if typed:
+            prompts = list(map(attrgetter("arguments.gen_args_0.arg_0"), group))
+        else:
+            firsts = [d.arguments.get("gen_args_0") if d.arguments is not None else None for d in group]
+            prompts = [MISSING if r is None else r.arg_0 for r in firsts]
         mets: dict[str, HarnessMetric] = {}
         choice_cols: dict[str, Any] | None = None
         for i, name in enumerate(names):
@@ -299,7 +379,7 @@ def _columns_of(
                 return None
             if mc and name in ("acc", "acc_norm"):
                 if choice_cols is None:
-                    choice_cols = _choice_columns(group, delim, prompts)
+                    choice_cols = (_typed_choice_columns if typed else _choice_columns)(group, delim, prompts)
                     if choice_cols is None:
                         return None
                 ll = choice_cols["loglik"] if name == "acc" else choice_cols["norm"]
@@ -365,15 +445,30 @@ def _choice_columns(group: list[Any], delim: str, prompts: list[Any]) -> dict[st
     conts = [args[key].arg_1 for args in arguments for key in keys]
     if set(map(type, conts)) != {str}:
         return None
-    if delim:
-        cut = len(delim)
-        conts = [c[cut:] if c.startswith(delim) else c for c in conts]
+    loglik = np.asarray(flat, dtype=np.float64).reshape(len(group), k)
+    return _choice_fields(group, loglik, strip_prefix(conts, delim))
+
+
+def _typed_choice_columns(group: list[Any], delim: str, prompts: list[Any]) -> dict[str, Any] | None:
+    """:func:`_choice_columns` of documents read by the multiple-choice decoder (every one with
+    the same K requests and K log-likelihoods, already floats)."""
+    k = len(type(group[0].arguments).__struct_fields__)  # the decoder's K: every document's requests
+    if set(map(len, map(attrgetter("filtered_resps"), group))) != {k}:
+        return None
+    flat = list(map(itemgetter(0), chain.from_iterable(map(attrgetter("filtered_resps"), group))))
+    loglik = np.asarray(flat, dtype=np.float64).reshape(len(group), k)
+    if not loglik.all():  # a zero: the decoder reads "-0" as 0.0, float() as -0.0; the plain decoder decides
+        return None
+    conts: Any = attrgetter(*(f"arguments.gen_args_{i}.arg_1" for i in range(k)))  # a K-tuple (K > 1)
+    flat_conts: list[str] = list(chain.from_iterable(map(conts, group))) if k > 1 else list(map(conts, group))
+    return _choice_fields(group, loglik, strip_prefix(flat_conts, delim))
+
+
+def _choice_fields(group: list[Any], loglik: np.ndarray, conts: list[str]) -> dict[str, Any] | None:
+    k = loglik.shape[1]
     choices = [conts[i : i + k] for i in range(0, len(conts), k)]
     gold = list(map(int, map(attrgetter("target"), group)))
-    if min(gold) < 0 or max(gold) >= k:
-        return None
-    loglik = np.asarray(flat, dtype=np.float64).reshape(len(group), k)
-    if not np.isfinite(loglik).all():
+    if min(gold) < 0 or max(gold) >= k or not np.isfinite(loglik).all():
         return None
     lengths = np.fromiter(map(len, conts), dtype=np.float64, count=len(conts)).reshape(loglik.shape)
     lengths[lengths < 1] = 1
@@ -384,6 +479,24 @@ def _choice_columns(group: list[Any], delim: str, prompts: list[Any]) -> dict[st
         "gold": [str(g) for g in gold],
         "labels": tuple(str(i) for i in range(k)),
     }
+
+
+def strip_prefix(texts: list[str], prefix: str) -> list[str]:
+    """``[t[len(prefix):] if t.startswith(prefix) else t for t in texts]``, in a few passes over one
+    joined string when every text starts with ``prefix`` (lm-eval's continuations all begin with
+    the target delimiter).
+
+    >>> strip_prefix([" a", " b c", "d"], " "), strip_prefix([" a", " b"], " ")
+    (['a', 'b c', 'd'], ['a', 'b'])
+    """
+    if not prefix:
+        return texts
+    cut = len(prefix)
+    if texts and "\0" not in prefix:
+        joined = "\0".join(texts)
+        if joined.count("\0") == len(texts) - 1 and ("\0" + joined).count("\0" + prefix) == len(texts):
+            return joined[cut:].split("\0" + prefix)  # NULs only between texts, each followed by the prefix
+    return [t[cut:] if t.startswith(prefix) else t for t in texts]
 
 
 def _tasks_of(
@@ -423,18 +536,22 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
     cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
     configs: dict[str, Any] = raw_configs if isinstance(raw_configs, dict) else {}
     samples = _samples_files(results_path)
-    tasks: list[HarnessTask] = []
-    notes = []
-    for task, path in samples.items():
-        if task not in data["results"]:
-            raise _fail(results_path, None, f"results.{task}", f"is missing ({path.name} has samples for it)")
-        tasks.extend(_task_rows(results_path, task, path, configs.get(task) or {}, data["results"][task]))
-    for t in tasks:
-        if t.info.get("skipped_metrics"):
-            notes.append(f"{t.name}: not recomputable here, left out: {', '.join(t.info['skipped_metrics'])}")
-    missing = sorted(t for t in data["results"] if t not in samples and t in configs)
-    if missing:
-        notes.append(f"no samples file (run lm-eval with --log_samples) for: {', '.join(missing)}")
+    notes: list[str] = []
+
+    def tasks() -> Iterator[HarnessTask]:
+        """Each samples file read when the run stores its result sets (one file's columns in memory
+        at a time), with its notes; the last note after the last file."""
+        for task, path in samples.items():
+            if task not in data["results"]:
+                raise _fail(results_path, None, f"results.{task}", f"is missing ({path.name} has samples for it)")
+            for t in _task_rows(results_path, task, path, configs.get(task) or {}, data["results"][task]):
+                if t.info.get("skipped_metrics"):
+                    notes.append(f"{t.name}: not recomputable here, left out: {', '.join(t.info['skipped_metrics'])}")
+                yield t
+        missing = sorted(t for t in data["results"] if t not in samples and t in configs)
+        if missing:
+            notes.append(f"no samples file (run lm-eval with --log_samples) for: {', '.join(missing)}")
+
     model = str(data.get("model_name") or cfg.get("model") or "model")
     model_args = cfg.get("model_args")
     name = opts.name or (model if not model_args else f"{model} {model_args}")[:200]
@@ -479,7 +596,7 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
         version=data.get("lm_eval_version"),
         name=name,
         config=config,
-        tasks=tasks,
+        tasks=tasks(),
         started=started,
         ended=ended,
         notes=notes,

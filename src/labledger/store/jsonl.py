@@ -30,7 +30,7 @@ import contextlib
 import errno
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -280,6 +280,37 @@ def fsync_dir(folder: str | os.PathLike[str]) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def fsync_files(paths: Iterable[str | os.PathLike[str]]) -> None:
+    """fsync many written files and then their folders, from a pool of threads: the file system
+    commits its journal once for fsyncs that wait together, not once per file (#13). A disk that
+    refuses raises :class:`StorageError` naming the file.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "a.txt"; _ = p.write_bytes(b"x")
+    >>> fsync_files([p])
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    files = list(dict.fromkeys(Path(p) for p in paths))
+    if not files:
+        return
+    folders = list(dict.fromkeys(f.parent for f in files))
+
+    def one(path: Path) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise disk_error(exc, path, "the file was not written") from None
+
+    with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+        list(pool.map(one, files))
+        list(pool.map(fsync_dir, folders))
 
 
 @contextlib.contextmanager

@@ -41,7 +41,7 @@ from labledger.errors import (
 from labledger.store.counters import Counters, scan_run, summary_of
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.fields import ScalarStats, backfill_fields, dumps_fields, eval_fields_of_run, run_fields
-from labledger.store.jsonl import read_json, write_json
+from labledger.store.jsonl import fsync_files, read_json, write_json
 from labledger.store.migrations import migrate
 from labledger.store.query import regexp
 
@@ -178,6 +178,10 @@ class Ledger:
         self.dialect = "sqlite"
         self.host = os.uname().nodename  # socket.gethostname(), without importing socket (#19)
         self._heartbeat: Heartbeat | None = None
+        #: Files written without their own fsync, synced together by :meth:`sync_deferred` before
+        #: :meth:`adopt` makes them visible (a staging ledger's result sets, #13); ``None``: every
+        #: write fsyncs itself.
+        self.deferred_sync: list[Path] | None = None
         if is_database_url(root):
             self._open_postgres(str(root), artifacts, create)
             return
@@ -732,12 +736,19 @@ class Ledger:
             os.close(lock_fd)
             shutil.rmtree(path, ignore_errors=True)
             raise
+        stage.deferred_sync = []  # nothing staged is seen before adopt, which syncs it all at once
         try:
             yield stage
         finally:
             stage.close()
             shutil.rmtree(path, ignore_errors=True)
             os.close(lock_fd)
+
+    def sync_deferred(self) -> None:
+        """fsync the files written with their fsync deferred (see :attr:`deferred_sync`), all at once."""
+        if self.deferred_sync:
+            fsync_files(self.deferred_sync)
+            self.deferred_sync.clear()
 
     def previous_import(self, sha256: str) -> dict[str, Any] | None:
         """The earlier import of a source with this content hash, if any."""
@@ -752,6 +763,7 @@ class Ledger:
         With ``sha256``, the import is recorded so that the same content is recognised later.
         """
         run_ids = [r[0] for r in stage.db.execute("SELECT id FROM runs ORDER BY started")]
+        stage.sync_deferred()  # every staged file on disk before the commit that shows it
         if self.dialect == "postgresql":
             return self._adopt_through_python(stage, run_ids, source=source, sha256=sha256, fmt=fmt)
         moved: list[tuple[Path, Path]] = []

@@ -753,7 +753,9 @@ class Run:
             "source": origin,
             "created": time.time(),
         }
-        # The files are written inside the index transaction: if either fails, neither is kept.
+        # The files are written inside the index transaction: if either fails, neither is kept. In a
+        # staging ledger (an import) their fsyncs wait for the adopt, which makes them all at once.
+        deferred = self.ledger.deferred_sync
         with self.ledger.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO evaluations (run_id, name, kind, created, n_rows, sha256) "
@@ -762,12 +764,14 @@ class Run:
             )
             out_dir.mkdir(parents=True, exist_ok=True)
             try:
-                write_json(out_dir / "meta.json", info)
-                atomic_write(target, data)
+                write_json(out_dir / "meta.json", info, fsync=deferred is None)
+                atomic_write(target, data, fsync=deferred is None)
             except BaseException:
                 for leftover in (target, out_dir / "meta.json"):
                     leftover.unlink(missing_ok=True)
                 raise
+        if deferred is not None:
+            deferred += (out_dir / "meta.json", target)
         return target
 
     def log_file(self, name: str, data: bytes | str | os.PathLike[str]) -> Path:
