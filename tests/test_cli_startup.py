@@ -18,18 +18,20 @@ HEAVY = ("numpy", "pyarrow", "scipy", "pandas", "labledger.metrics", "labledger.
 LIGHT_TOO = ("rich", "msgspec", "labledger.schema", "hashlib")
 
 
-def imported(*args: str, ledger: Path) -> set[str]:
-    """Modules ``python -X importtime -m labledger ARGS`` imported (a real process)."""
-    env = {**os.environ, "PYTHONPATH": SRC, "LABLEDGER_DIR": str(ledger)}
+def _importtime(*argv: str, env: dict[str, str]) -> set[str]:
     res = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "labledger", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
+        [sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, env=env, timeout=60
     )
     assert res.returncode == 0, res.stderr[-2000:]
     return {line.rsplit("|", 1)[1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
+
+
+def imported(*args: str, ledger: Path) -> set[str]:
+    """Modules ``python -X importtime -m labledger ARGS`` imported (a real process), less those a
+    bare interpreter in the same environment imports (under ``pytest --cov`` coverage starts in
+    every subprocess and loads hashlib, for one)."""
+    env = {**os.environ, "PYTHONPATH": SRC, "LABLEDGER_DIR": str(ledger)}
+    return _importtime("-m", "labledger", *args, env=env) - _importtime("-c", "pass", env=env)
 
 
 @pytest.fixture(scope="module")
