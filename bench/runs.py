@@ -53,6 +53,7 @@ import shutil
 import sqlite3
 import statistics
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -346,7 +347,11 @@ def main() -> None:
         t_m, exp = build_mlflow(mlflow_dir, args.runs)
         built.write_text(json.dumps({"labledger_s": t_l, "mlflow_s": t_m, "experiment": exp}))
     info = json.loads(built.read_text())
-    env = dict(os.environ)
+    # Compiled bytecode as an install has it, for both tools (this machine sets
+    # PYTHONDONTWRITEBYTECODE; a user's site-packages has .pyc files): the warm-up runs fill it.
+    pycache = Path(tempfile.mkdtemp(prefix="bench-runs-pycache-"))
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(pycache / "this")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     labledger_cmd = [
         shutil.which("labledger") or "labledger",
         "runs",
@@ -366,7 +371,7 @@ def main() -> None:
     if args.compare_src:
         other = Path(args.compare_dir or args.dir) / str(args.runs) / "labledger"
         compare_cmd = [*labledger_cmd[:3], str(other), *labledger_cmd[4:]]
-        compare_env = {**env, "PYTHONPATH": args.compare_src}
+        compare_env = {**env, "PYTHONPATH": args.compare_src, "PYTHONPYCACHEPREFIX": str(pycache / "compare")}
     load0 = os.getloadavg()[0]
     run_child(labledger_cmd, env)  # warm the page cache for both, once
     run_child(mlflow_cmd, env)
