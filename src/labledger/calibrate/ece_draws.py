@@ -38,6 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from labledger.metrics.prepared import Prepared, WeightsPrepared
+from labledger.metrics.resample import quantile_ece_from_chunks
 
 #: How the draws of :func:`joint_ece_draws` are made (stored in each interval's ``method``).
 METHOD = "bin sums drawn from their joint normal law: the item resample's mean and covariance"
@@ -136,22 +137,6 @@ def moments(preps: Sequence[WeightsPrepared], per_bin: int) -> tuple[np.ndarray,
     return mean, cov, blocks
 
 
-def _quantile_ece(w: np.ndarray, d: np.ndarray, n_bins: int, n: int) -> np.ndarray:
-    """Equal-mass ECE from drawn chunk counts ``w`` and gap sums ``d`` (resamples x chunks): each chunk
-    placed by its resampled position, a chunk straddling a bin edge split in proportion."""
-    size = w.shape[0]
-    before = np.cumsum(w, axis=1) - w
-    b0 = np.clip((before * n_bins / n).astype(np.int64), 0, n_bins - 1)
-    edge = np.ceil((b0 + 1) * n / n_bins)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        frac = np.where(w > 0, np.clip(edge - before, 0, w) / np.where(w > 0, w, 1), 1.0)
-    b1 = np.minimum(b0 + 1, n_bins - 1)
-    rows = n_bins * np.arange(size)[:, None]
-    gap = np.bincount((b0 + rows).ravel(), weights=(frac * d).ravel(), minlength=size * n_bins)
-    gap += np.bincount((b1 + rows).ravel(), weights=((1 - frac) * d).ravel(), minlength=size * n_bins)
-    return np.asarray(np.abs(gap.reshape(size, n_bins)).sum(axis=1) / n)
-
-
 def _root(cov: np.ndarray) -> np.ndarray:
     """A square root L of a covariance (L @ L.T = cov, up to a relative 1e-10 on the diagonal): Cholesky
     on the dimensions that vary (eigh where Cholesky fails), zero rows for the others."""
@@ -193,7 +178,7 @@ def joint_ece_draws(preps: Sequence[Prepared], resamples: int, rng: np.random.Ge
         drawn = sums[:, block]
         if p.params.get("strategy") == "quantile":
             m = drawn.shape[1] // 2
-            out.append(_quantile_ece(drawn[:, :m], drawn[:, m:], n_bins, n))
+            out.append(quantile_ece_from_chunks(drawn[:, :m], drawn[:, m:], n_bins, n))
         else:
             out.append(np.abs(drawn).sum(axis=1) / n)
     return [out[i] for i in same_as]

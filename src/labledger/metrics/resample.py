@@ -381,6 +381,27 @@ def _unique_codes(code: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray,
     return uniq, lookup[code], all_counts[uniq]
 
 
+def quantile_ece_from_chunks(w: np.ndarray, d: np.ndarray, n_bins: int, n: int) -> np.ndarray:
+    """Equal-mass ECE of each resample from its drawn chunk counts ``w`` and gap sums ``d``
+    (resamples x chunks, in score order): each chunk placed by its resampled position, a chunk
+    straddling a bin edge split in proportion.
+
+    >>> quantile_ece_from_chunks(np.array([[2.0, 2.0]]), np.array([[0.5, -0.5]]), 2, 4).tolist()
+    [0.25]
+    """
+    size = w.shape[0]
+    before = np.cumsum(w, axis=1) - w
+    b0 = np.clip((before * n_bins / n).astype(np.int64), 0, n_bins - 1)
+    edge = np.ceil((b0 + 1) * n / n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.where(w > 0, np.clip(edge - before, 0, w) / np.where(w > 0, w, 1), 1.0)
+    b1 = np.minimum(b0 + 1, n_bins - 1)
+    rows = n_bins * np.arange(size)[:, None]
+    gap = np.bincount((b0 + rows).ravel(), weights=(frac * d).ravel(), minlength=size * n_bins)
+    gap += np.bincount((b1 + rows).ravel(), weights=((1 - frac) * d).ravel(), minlength=size * n_bins)
+    return np.asarray(np.abs(gap.reshape(size, n_bins)).sum(axis=1) / n)
+
+
 def _resample_binned(
     preps: Sequence[WeightsPrepared], resamples: int, rng: np.random.Generator
 ) -> list[np.ndarray] | None:
@@ -446,18 +467,10 @@ def _resample_binned(
                 gap = _scatter(gaps, cell_of[j], nb)
             else:
                 m = sizes[j] // 2
-                w = _scatter(draws, cell_of[j], m)
-                d = _scatter(gaps, cell_of[j], m)
-                before = np.cumsum(w, axis=1) - w
-                b0 = np.minimum((before * nb / n).astype(np.int64), nb - 1)
-                edge = np.ceil((b0 + 1) * n / nb)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    frac = np.where(w > 0, np.clip(edge - before, 0, w) / np.where(w > 0, w, 1), 1.0)
-                b1 = np.minimum(b0 + 1, nb - 1)
-                rows = nb * np.arange(size)[:, None]
-                gap = np.bincount((b0 + rows).ravel(), weights=(frac * d).ravel(), minlength=size * nb)
-                gap += np.bincount((b1 + rows).ravel(), weights=((1 - frac) * d).ravel(), minlength=size * nb)
-                gap = gap.reshape(size, nb)
+                out.append(
+                    quantile_ece_from_chunks(_scatter(draws, cell_of[j], m), _scatter(gaps, cell_of[j], m), nb, n)
+                )
+                continue
             out.append(np.abs(gap).sum(axis=1) / n)
         return out
 

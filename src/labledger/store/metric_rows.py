@@ -23,18 +23,13 @@ def iter_metric_values(document: Document | dict[str, Any]) -> Iterator[tuple[An
     >>> list(iter_metric_values({"tasks": {"t": {"metrics": [{"metric": "f1", "value": 0.5}]}}}))
     [('t', '', 'f1', '{}', 0.5, None, None, None, None)]
     """
-    if isinstance(document, EvaluationDoc):
-        for task, body in document.tasks.items():
+    if isinstance(document, (EvaluationDoc, CalibrationDoc)):
+        tasks: dict[str, Any] = document.tasks  # both: task -> body with .metrics and .slices
+        for task, body in tasks.items():
             yield from _metric_rows(task, "", body.metrics)
             for fld, values in (body.slices or {}).items():
                 for val, sbody in values.items():
                     yield from _metric_rows(task, f"{fld}={val}", sbody.metrics)
-    elif isinstance(document, CalibrationDoc):
-        for task, cbody in document.tasks.items():
-            yield from _metric_rows(task, "", cbody.metrics)
-            for fld, cvalues in (cbody.slices or {}).items():
-                for val, csbody in cvalues.items():
-                    yield from _metric_rows(task, f"{fld}={val}", csbody.metrics)
     elif isinstance(document, dict) and isinstance(document.get("tasks"), dict):
         for task, other in document["tasks"].items():
             entries = other.get("metrics") if isinstance(other, dict) else None
