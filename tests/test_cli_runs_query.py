@@ -37,6 +37,7 @@ CASES = [
     (["--where", "lr << 3"], 2, ["invalid expression", "  lr << 3", "      ^"], []),
     (["--where", "lr < 3"], 2, ["unknown field 'lr'; did you mean 'config.lr'?"], []),
     (["--sort", "-nope"], 2, ["invalid sort: unknown field 'nope'"], []),
+    (["--columns", "id,bogus"], 2, ["invalid columns: unknown field 'bogus'"], ["is null"]),
     (["--where", "config.lr > 1", "--json"], 0, ['"runs": []'], []),
 ]
 

@@ -404,7 +404,11 @@ def parse_sort(text: str | Sequence[str] | None) -> list[tuple[Field, bool]]:
 
 
 def check_sort(
-    text: str, keys: list[tuple[Field, bool]], known: Iterable[str] | None, suggest: Iterable[str] = ()
+    text: str,
+    keys: list[tuple[Field, bool]],
+    known: Iterable[str] | None,
+    suggest: Iterable[str] = (),
+    what: str = "sort",
 ) -> None:
     known_set = set(known) if known is not None else None
     hints = set(suggest)
@@ -412,7 +416,7 @@ def check_sort(
         if f.column is not None:
             continue
         if not f.name.startswith(PREFIXES) or (known_set is not None and f.name not in known_set):
-            raise _caret(text, f.pos, unknown_field_message(f.name, hints), "sort")
+            raise _caret(text, f.pos, unknown_field_message(f.name, hints), what)
 
 
 # -- SQL ---------------------------------------------------------------------------------------
@@ -689,10 +693,17 @@ def known_fields(db: Any, dialect: str = "sqlite") -> list[str]:
 
 
 def prepare(
-    db: Any, dialect: str, where: str | None, sort: str | Sequence[str] | None, *, strict: bool = True
+    db: Any,
+    dialect: str,
+    where: str | None,
+    sort: str | Sequence[str] | None,
+    *,
+    strict: bool = True,
+    what: str = "sort",
 ) -> tuple[Node | None, list[tuple[Field, bool]]]:
     """Parse and check ``where`` and ``sort``; with ``strict``, a JSON field that no run has is an
-    error suggesting the fields that exist (the lookup runs only for names not found)."""
+    error suggesting the fields that exist (the lookup runs only for names not found); ``what``
+    names the field list in errors about ``sort`` (``columns`` when that list is the columns)."""
     node = parse(where) if where is not None and str(where).strip() else None
     keys = parse_sort(sort)
     names = {t.field.name for t in predicates_in(node)} if node is not None else set()
@@ -705,7 +716,7 @@ def prepare(
         check_fields(str(where), node, known, suggest)
     if keys:
         shown = sort if isinstance(sort, str) else ",".join(sort or ())
-        check_sort(shown, keys, known, suggest)
+        check_sort(shown, keys, known, suggest, what)
     return node, keys
 
 
@@ -723,9 +734,9 @@ def runs_table(
     ledger.reap()
     node, keys = prepare(ledger.db, ledger.dialect, where, sort)
     if columns is not None:
-        probe = " and ".join(f"`{c}` is null" for c in columns if c not in ("id", "name", "tags"))
-        if probe:
-            prepare(ledger.db, ledger.dialect, probe, None)  # unknown column names are errors too
+        named = [c for c in columns if c not in ("id", "name", "tags")]
+        if named:  # unknown column names are errors too, as unknown sort keys are
+            prepare(ledger.db, ledger.dialect, None, named, what="columns")
     sql, params = compile_query(
         node,
         keys,
