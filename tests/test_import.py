@@ -32,7 +32,8 @@ import labledger
 from labledger.errors import ImportSourceError, RecordError, UnknownNameError
 from labledger.importers import FORMATS, detect_format, import_path
 
-SEED_000 = next(SEEDS.glob("000_*.txt"))
+SEED_000 = next(SEEDS.glob("000_*.txt"), None)
+needs_seed = pytest.mark.skipif(SEED_000 is None, reason="../shared/seeds is not beside the repo")
 
 
 def _only_run(ledger_dir):
@@ -144,6 +145,7 @@ def test_round_trip_of_a_demo_like_run_through_the_ledger_layout(tmp_path):
 # -- seed-000 report ---------------------------------------------------------------------------------
 
 
+@needs_seed
 def test_generated_report_has_the_shape_of_seed_000():
     real = json.loads(SEED_000.read_text())
     fake = report_doc("x.pt", "0" * 64)
@@ -234,6 +236,7 @@ def test_report_checkpoint_with_another_hash_is_said(tmp_path):
     assert any("not the checkpoint the report describes" in n["text"] for n in view.notes())
 
 
+@needs_seed
 def test_real_seed_000_imports_with_every_field_accounted_for(tmp_path):
     result = import_path(SEED_000, tmp_path / "ledger", fmt="report")
     real = json.loads(SEED_000.read_text())
