@@ -102,6 +102,26 @@ def test_disk_full_scalars_raise_storage_error_leave_no_partial_line_and_work_ag
     assert cli("verify", "--ledger", str(ledger_dir)).exit_code == 0
 
 
+def test_disk_full_reads_still_list_runs_and_mark_dead_ones_once_there_is_space(small_disk):
+    # Listing the runs is how a user finds what to delete: the reap of a dead run (a write) must not
+    # stop the read when the disk is full.
+    ledger_dir = small_disk / "ledger"
+    code = (
+        "import os, labledger; run = labledger.start_run('dead', ledger=os.environ['L']); "
+        "run.log(1, loss=0.5); os._exit(0)"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": SRC, "L": str(ledger_dir)}, check=True
+    )
+    filler = fill(small_disk)
+    listed = labledger_proc("runs", "--ledger", str(ledger_dir), "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [r["status"] for r in orjson.loads(listed.stdout)["runs"]] == ["running"]
+    assert labledger_proc("show", "dead", "--ledger", str(ledger_dir)).returncode == 0
+    filler.unlink()
+    assert labledger.open_ledger(ledger_dir).info("dead").status == "crashed"
+
+
 def test_disk_full_batches_keep_every_record_saved_before_the_error(small_disk):
     ledger_dir = small_disk / "ledger"
     run = labledger.start_run("full", ledger=ledger_dir)

@@ -392,6 +392,9 @@ class Ledger:
     def reap(self) -> list[str]:
         """Mark runs whose process died as ``crashed``; return their ids.
 
+        Reads call it first. When the disk is full it marks what it can and returns those ids: the
+        read goes on, and the runs left are marked by a later read once there is space.
+
         A run of this host is dead when no process holds its ``flock``. In team mode, a run of
         another host (whose lock is not visible from here) is dead when its heartbeat, stamped
         with the database server's clock, is older than ``heartbeat_timeout`` seconds.
@@ -412,19 +415,26 @@ class Ledger:
             if (self.run_dir(run_id) / ".sync.json").exists():
                 continue  # a copy synced from another ledger (#18): its owner reports its status
             crashed.append(run_id)
-        for run_id in crashed:
-            self._mark_crashed(run_id)
-        for run_id, host, cutoff in stale:
-            if self._mark_crashed(
-                run_id,
-                stale_before=cutoff,
-                error=(
-                    f"{STALE_HEARTBEAT_ERROR} from host {host} for over {self.heartbeat_timeout:g} s: "
-                    f"its logging process stopped or lost the index (killed, crashed, or cut off)"
-                ),
-            ):
-                crashed.append(run_id)
-        return crashed
+        marked: list[str] = []
+        try:
+            for run_id in crashed:
+                self._mark_crashed(run_id)
+                marked.append(run_id)
+            for run_id, host, cutoff in stale:
+                if self._mark_crashed(
+                    run_id,
+                    stale_before=cutoff,
+                    error=(
+                        f"{STALE_HEARTBEAT_ERROR} from host {host} for over {self.heartbeat_timeout:g} s: "
+                        f"its logging process stopped or lost the index (killed, crashed, or cut off)"
+                    ),
+                ):
+                    marked.append(run_id)
+        except StorageError:
+            # A full disk must not stop the read that reaps (listing runs is how a user finds what
+            # to delete): the rest stay "running" until a later read, with space, marks them.
+            pass
+        return marked
 
     def _mark_crashed(self, run_id: str, *, stale_before: float | None = None, error: str | None = None) -> bool:
         run_dir = self.run_dir(run_id)
