@@ -231,8 +231,15 @@ def test_eval_from_the_cache_loads_no_pandas_dataset_or_compute(tmp_path, monkey
     assert res.returncode == 0, res.stderr[-2000:]
     assert orjson.loads(res.stdout)["tasks"]["bin"]["n"] == first["bin"].n == 400
     mods = {ln.rsplit("|", 1)[1].strip() for ln in res.stderr.splitlines() if ln.startswith("import time:")}
-    assert "labledger.analysis.evaluation" in mods and "pyarrow.parquet" in mods  # it did read the cache
-    heavy = {m for m in mods if m.split(".")[0] == "pandas" or m.startswith(("pyarrow.dataset", "pyarrow.compute"))}
+    # it read the cache (the JSONL reader imports pyarrow.json), a memory-mapped Arrow file: no
+    # pyarrow.parquet; and --json prints no table: no rich (#19)
+    assert "labledger.analysis.evaluation" in mods and "pyarrow.json" not in mods
+    heavy = {
+        m
+        for m in mods
+        if m.split(".")[0] in ("pandas", "rich")
+        or m.startswith(("pyarrow.dataset", "pyarrow.compute", "pyarrow.parquet"))
+    }
     assert not heavy
 
 
