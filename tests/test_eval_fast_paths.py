@@ -112,3 +112,43 @@ def test_shared_cells_give_the_same_values_and_tables(seed, n, k):
         b = label_prepared(name, params, gold, pred, labels, cells=cells)
         assert a.value() == b.value()
         assert a.tables(w).tolist() == b.tables(w).tolist()
+
+
+@st.composite
+def prob_rows(draw):
+    """A binary (score) or 3-class (probs) task whose scores repeat (tied), with or without clusters."""
+    kind = draw(st.sampled_from(["bin", "cls"]))
+    n = draw(st.integers(20, 200))
+    seed = draw(st.integers(0, 2**16))
+    grid = draw(st.sampled_from([5, 50, 0]))  # 0: continuous scores (no ties)
+    rng = np.random.default_rng(seed)
+    clusters = draw(st.booleans())
+    rows = []
+    for i in range(n):
+        row: dict = {"id": i, "task": "t"}
+        if kind == "bin":
+            s = float(rng.random()) if not grid else int(rng.integers(0, grid + 1)) / grid
+            row.update(gold="yes" if rng.random() < 0.4 + 0.3 * s else "no", score=s)
+        else:
+            w = rng.random(3) if not grid else rng.integers(1, grid + 1, 3).astype(float)
+            row.update(gold="abc"[int(rng.integers(0, 3))], probs=dict(zip("abc", (w / w.sum()).tolist())))
+        if clusters:
+            row["group"] = f"g{i % 7}"
+        rows.append(row)
+    return rows
+
+
+@settings(max_examples=6, deadline=None)
+@given(prob_rows())
+def test_metrics_computed_in_threads_equal_the_sequential_ones(rows):
+    from labledger.analysis import evaluation as ev_mod
+
+    before = (ev_mod.PARALLEL_FROM, ev_mod.THREADS)
+    try:
+        ev_mod.PARALLEL_FROM, ev_mod.THREADS = 10**12, 1
+        seq = ev_mod.evaluate(rows, positive="yes", resamples=100).to_dict()
+        ev_mod.PARALLEL_FROM, ev_mod.THREADS = 0, 2
+        par = ev_mod.evaluate(rows, positive="yes", resamples=100).to_dict()
+    finally:
+        ev_mod.PARALLEL_FROM, ev_mod.THREADS = before
+    assert orjson.dumps(par) == orjson.dumps(seq)  # every value, interval and note, bit for bit

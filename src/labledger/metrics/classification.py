@@ -19,7 +19,9 @@ Undefined values (0/0) follow one documented rule per metric, like scikit-learn'
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -290,14 +292,29 @@ def _sorted_groups(
     return order, tie_starts(score[order])
 
 
+class SortCache(dict[int, np.ndarray]):
+    """Each probability column's ascending sort order, shared by the metrics of one task; its lock
+    makes metrics prepared in parallel threads sort a column once (#19).
+
+    >>> c = SortCache(); _ascending(c, np.array([[0.9], [0.1]]), 0).tolist(), list(c)
+    ([1, 0], [0])
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+
 def _ascending(sorts: dict[int, np.ndarray] | None, probs: np.ndarray, j: int) -> np.ndarray | None:
     """The ascending sort order of column ``j`` of ``probs``, computed once per ``sorts`` (a caller's
-    cache shared by the metrics of one task); ``None`` without a cache."""
+    cache shared by the metrics of one task, a :class:`SortCache` when threads share it); ``None``
+    without a cache."""
     if sorts is None:
         return None
-    if j not in sorts:
-        sorts[j] = np.argsort(probs[:, j])
-    return sorts[j]
+    with getattr(sorts, "lock", None) or contextlib.nullcontext():
+        if j not in sorts:
+            sorts[j] = np.argsort(probs[:, j])
+        return sorts[j]
 
 
 def _group_sum(x: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
