@@ -152,3 +152,32 @@ def test_metrics_computed_in_threads_equal_the_sequential_ones(rows):
     finally:
         ev_mod.PARALLEL_FROM, ev_mod.THREADS = before
     assert orjson.dumps(par) == orjson.dumps(seq)  # every value, interval and note, bit for bit
+
+
+@FAST
+@given(st.integers(0, 2**16), st.integers(1, 300), st.sampled_from([0, 4, 1000]))
+def test_brier_of_two_labels_by_columns_equals_the_row_sum(seed, n, grid):
+    from labledger.metrics.classification import prob_prepared
+
+    rng = np.random.default_rng(seed)
+    p1 = rng.random(n) if not grid else rng.integers(0, grid + 1, n) / max(grid, 1)
+    probs = np.column_stack([1.0 - p1, p1])
+    gold = rng.integers(0, 2, n)
+    onehot = np.zeros_like(probs)
+    onehot[np.arange(n), gold] = 1.0
+    want = ((probs - onehot) ** 2).sum(axis=1) * 0.5  # the (n, 2) form it replaced
+    got = prob_prepared("brier", {}, gold, probs, ["a", "b"], pos=None).values
+    assert got.tobytes() == want.tobytes()
+
+
+@FAST
+@given(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), max_size=30), st.integers(0, 2**16))
+def test_descending_tie_groups_from_the_ascending_ones(values, seed):
+    from labledger.metrics.classification import _sorted_groups, reversed_starts, tie_starts
+
+    x = np.asarray(values + np.random.default_rng(seed).random(len(values) % 3).tolist())
+    asc = _sorted_groups(x, descending=False)
+    order, starts = _sorted_groups(x, descending=True, ascending=asc)
+    want = tie_starts(x[order])  # the groups of the descending order, found from its values
+    assert (starts is None) == (want is None) and (want is None or starts.tolist() == want.tolist())
+    assert reversed_starts(None, len(x)) is None

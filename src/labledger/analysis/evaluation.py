@@ -181,7 +181,7 @@ class _TaskCache:
     def __init__(self, td: TaskData):
         self.td = td
         self._ranking: RankingArrays | None = None
-        self.sorts: dict[int, np.ndarray] = SortCache()
+        self.sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = SortCache()
         self._cells: np.ndarray | None = None
         self._lock = threading.Lock()
 
