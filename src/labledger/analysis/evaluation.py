@@ -393,6 +393,9 @@ def _check_applicable(rs: ResultSet, metrics: Any) -> None:
 #: its sorts, cumulative sums and gathers; each metric has its own seed, so the values do not depend
 #: on the threads, #19); smaller tasks take one thread (a thread costs more than their metrics).
 PARALLEL_FROM = 100_000
+#: ... and up to this many: two metrics' temporaries at once cost ~60 MB per million items (10M
+#: binary rows peaked at 2.9 GiB in threads against 2.4 GiB in one), so larger tasks take one thread.
+PARALLEL_UPTO = 2_000_000
 
 
 def _compute(
@@ -429,7 +432,7 @@ def _compute(
             td, metric, params, key, cache, ci=ci, resamples=resamples, seed=seed, where=where, keep=keep, budget=budget
         )
 
-    if td.n >= PARALLEL_FROM and THREADS > 1 and len(jobs) > 1:
+    if PARALLEL_FROM <= td.n <= PARALLEL_UPTO and THREADS > 1 and len(jobs) > 1:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(min(THREADS, len(jobs))) as pool:  # results (and a first error) in order
