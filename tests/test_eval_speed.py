@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from scipy import special
 
 import labledger
-from labledger.inputs.result_table import _numbers, result_set_from_table, result_set_to_table
+from labledger.inputs.result_table import _numbers, arrow_numpy, result_set_from_table, result_set_to_table
 from labledger.inputs.results import read_results
 from labledger.metrics import stats
 from labledger.metrics.analytic import ap_influence, auc_influence
@@ -195,8 +195,9 @@ def test_numbers_from_buffers_equal_to_numpy(chunks, data):
     col = pa.chunked_array([pa.array(c, pa.float64()) for c in chunks])
     start = data.draw(st.integers(0, len(col)))
     part = col.slice(start)
-    got = _numbers(part, np.float64)
-    assert got.tolist() == part.to_numpy().tolist() and got.flags.writeable
+    got = _numbers(part, np.float64)  # a read-only view of the buffer: no copy of a cache entry's column
+    assert got.tolist() == part.to_numpy().tolist() and not got.flags.writeable
+    assert arrow_numpy(part).tolist() == got.tolist() and arrow_numpy(part).flags.writeable  # copied
     ints = pa.chunked_array([pa.array([int(v) for v in c], pa.int64()) for c in chunks]).slice(start)
     assert _numbers(ints, np.int64).tolist() == ints.to_pylist()
 
