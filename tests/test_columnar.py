@@ -37,7 +37,7 @@ def write(path, rows):
 
 
 def entries(folder):
-    return sorted(p.name for p in folder.glob("*.parquet")) if folder.exists() else []
+    return sorted(p.name for p in folder.glob("*.*") if not p.name.startswith(".")) if folder.exists() else []
 
 
 # ------------------------------------------------------------------------------------------------
@@ -127,12 +127,12 @@ def test_a_torn_or_foreign_cache_entry_is_never_read(tmp_path, cache_dir):
     path = write(tmp_path / "r.jsonl", rows)
     want = read_results(path, positive="no", cache=False)
     read_results(path, positive="no")
-    [entry] = cache_dir.glob("*.parquet")
-    (cache_dir / ".tmp-crashed.parquet").write_bytes(b"PAR1 half a file")  # a writer killed mid-write
+    [entry] = cache_dir.glob("*.arrow")  # a result set's entry: an Arrow IPC file
+    (cache_dir / ".tmp-crashed.arrow").write_bytes(b"ARROW1 half a file")  # a writer killed mid-write
     entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])  # a torn entry
     assert_same_set(want, read_results(path, positive="no"))
     assert_same_set(want, read_results(path, positive="no"))  # rebuilt and read back
-    entry.write_bytes(b"not parquet at all")
+    entry.write_bytes(b"not arrow at all")
     assert_same_set(want, read_results(path, positive="no"))
 
 

@@ -112,3 +112,72 @@ def test_shared_cells_give_the_same_values_and_tables(seed, n, k):
         b = label_prepared(name, params, gold, pred, labels, cells=cells)
         assert a.value() == b.value()
         assert a.tables(w).tolist() == b.tables(w).tolist()
+
+
+@st.composite
+def prob_rows(draw):
+    """A binary (score) or 3-class (probs) task whose scores repeat (tied), with or without clusters."""
+    kind = draw(st.sampled_from(["bin", "cls"]))
+    n = draw(st.integers(20, 200))
+    seed = draw(st.integers(0, 2**16))
+    grid = draw(st.sampled_from([5, 50, 0]))  # 0: continuous scores (no ties)
+    rng = np.random.default_rng(seed)
+    clusters = draw(st.booleans())
+    rows = []
+    for i in range(n):
+        row: dict = {"id": i, "task": "t"}
+        if kind == "bin":
+            s = float(rng.random()) if not grid else int(rng.integers(0, grid + 1)) / grid
+            row.update(gold="yes" if rng.random() < 0.4 + 0.3 * s else "no", score=s)
+        else:
+            w = rng.random(3) if not grid else rng.integers(1, grid + 1, 3).astype(float)
+            row.update(gold="abc"[int(rng.integers(0, 3))], probs=dict(zip("abc", (w / w.sum()).tolist())))
+        if clusters:
+            row["group"] = f"g{i % 7}"
+        rows.append(row)
+    return rows
+
+
+@settings(max_examples=6, deadline=None)
+@given(prob_rows())
+def test_metrics_computed_in_threads_equal_the_sequential_ones(rows):
+    from labledger.analysis import evaluation as ev_mod
+
+    before = (ev_mod.PARALLEL_FROM, ev_mod.THREADS)
+    try:
+        ev_mod.PARALLEL_FROM, ev_mod.THREADS = 10**12, 1
+        seq = ev_mod.evaluate(rows, positive="yes", resamples=100).to_dict()
+        ev_mod.PARALLEL_FROM, ev_mod.THREADS = 0, 2
+        par = ev_mod.evaluate(rows, positive="yes", resamples=100).to_dict()
+    finally:
+        ev_mod.PARALLEL_FROM, ev_mod.THREADS = before
+    assert orjson.dumps(par) == orjson.dumps(seq)  # every value, interval and note, bit for bit
+
+
+@FAST
+@given(st.integers(0, 2**16), st.integers(1, 300), st.sampled_from([0, 4, 1000]))
+def test_brier_of_two_labels_by_columns_equals_the_row_sum(seed, n, grid):
+    from labledger.metrics.classification import prob_prepared
+
+    rng = np.random.default_rng(seed)
+    p1 = rng.random(n) if not grid else rng.integers(0, grid + 1, n) / max(grid, 1)
+    probs = np.column_stack([1.0 - p1, p1])
+    gold = rng.integers(0, 2, n)
+    onehot = np.zeros_like(probs)
+    onehot[np.arange(n), gold] = 1.0
+    want = ((probs - onehot) ** 2).sum(axis=1) * 0.5  # the (n, 2) form it replaced
+    got = prob_prepared("brier", {}, gold, probs, ["a", "b"], pos=None).values
+    assert got.tobytes() == want.tobytes()
+
+
+@FAST
+@given(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), max_size=30), st.integers(0, 2**16))
+def test_descending_tie_groups_from_the_ascending_ones(values, seed):
+    from labledger.metrics.classification import _sorted_groups, reversed_starts, tie_starts
+
+    x = np.asarray(values + np.random.default_rng(seed).random(len(values) % 3).tolist())
+    asc = _sorted_groups(x, descending=False)
+    order, starts = _sorted_groups(x, descending=True, ascending=asc)
+    want = tie_starts(x[order])  # the groups of the descending order, found from its values
+    assert (starts is None) == (want is None) and (want is None or starts.tolist() == want.tolist())
+    assert reversed_starts(None, len(x)) is None

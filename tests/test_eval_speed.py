@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from scipy import special
 
 import labledger
-from labledger.inputs.result_table import _numbers, result_set_from_table, result_set_to_table
+from labledger.inputs.result_table import _numbers, arrow_numpy, result_set_from_table, result_set_to_table
 from labledger.inputs.results import read_results
 from labledger.metrics import stats
 from labledger.metrics.analytic import ap_influence, auc_influence
@@ -195,8 +195,9 @@ def test_numbers_from_buffers_equal_to_numpy(chunks, data):
     col = pa.chunked_array([pa.array(c, pa.float64()) for c in chunks])
     start = data.draw(st.integers(0, len(col)))
     part = col.slice(start)
-    got = _numbers(part, np.float64)
-    assert got.tolist() == part.to_numpy().tolist() and got.flags.writeable
+    got = _numbers(part, np.float64)  # a read-only view of the buffer: no copy of a cache entry's column
+    assert got.tolist() == part.to_numpy().tolist() and not got.flags.writeable
+    assert arrow_numpy(part).tolist() == got.tolist() and arrow_numpy(part).flags.writeable  # copied
     ints = pa.chunked_array([pa.array([int(v) for v in c], pa.int64()) for c in chunks]).slice(start)
     assert _numbers(ints, np.int64).tolist() == ints.to_pylist()
 
@@ -231,8 +232,15 @@ def test_eval_from_the_cache_loads_no_pandas_dataset_or_compute(tmp_path, monkey
     assert res.returncode == 0, res.stderr[-2000:]
     assert orjson.loads(res.stdout)["tasks"]["bin"]["n"] == first["bin"].n == 400
     mods = {ln.rsplit("|", 1)[1].strip() for ln in res.stderr.splitlines() if ln.startswith("import time:")}
-    assert "labledger.analysis.evaluation" in mods and "pyarrow.parquet" in mods  # it did read the cache
-    heavy = {m for m in mods if m.split(".")[0] == "pandas" or m.startswith(("pyarrow.dataset", "pyarrow.compute"))}
+    # it read the cache (the JSONL reader imports pyarrow.json), a memory-mapped Arrow file: no
+    # pyarrow.parquet; and --json prints no table: no rich (#19)
+    assert "labledger.analysis.evaluation" in mods and "pyarrow.json" not in mods
+    heavy = {
+        m
+        for m in mods
+        if m.split(".")[0] in ("pandas", "rich")
+        or m.startswith(("pyarrow.dataset", "pyarrow.compute", "pyarrow.parquet"))
+    }
     assert not heavy
 
 

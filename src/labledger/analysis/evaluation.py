@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -41,12 +42,12 @@ from labledger.inputs.results import (
     load,
 )
 from labledger.metrics.analytic import normal_draws
-from labledger.metrics.classification import label_prepared, prob_prepared, resolve_average
+from labledger.metrics.classification import SortCache, label_prepared, prob_prepared, resolve_average
 from labledger.metrics.prepared import MeanPrepared, Prepared
 from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranking_prepared, set_f1_values
 from labledger.metrics.registry import Metric, MetricSpec, metric_key, parse_metric
 from labledger.metrics.regression import regression_prepared
-from labledger.metrics.resample import Interval, rng_for
+from labledger.metrics.resample import THREADS, Interval, rng_for
 from labledger.schema import (
     ConfusionMatrix,
     EvaluationDoc,
@@ -174,25 +175,29 @@ def task_params(metric: Metric, params: Mapping[str, Any], td: TaskData) -> dict
 
 class _TaskCache:
     """Per-task inputs shared by several metrics (the flattened ranking arrays, and each probability
-    column's ascending sort order: ROC-AUC and average precision sort a column once, #19)."""
+    column's ascending sort order: ROC-AUC and average precision sort a column once, #19). Safe to
+    share between the threads that compute a task's metrics (:data:`PARALLEL_FROM`)."""
 
     def __init__(self, td: TaskData):
         self.td = td
         self._ranking: RankingArrays | None = None
-        self.sorts: dict[int, np.ndarray] = {}
+        self.sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = SortCache()
         self._cells: np.ndarray | None = None
+        self._lock = threading.Lock()
 
     def cells(self, td: LabelTask) -> np.ndarray:
         """``gold * K + pred`` of the cached task, built once for all its count-table metrics (#19)."""
-        if self._cells is None:
-            self._cells = td.gold_index.astype(np.int64) * len(td.labels) + td.pred_index
-        return self._cells
+        with self._lock:
+            if self._cells is None:
+                self._cells = td.gold_index.astype(np.int64) * len(td.labels) + td.pred_index
+            return self._cells
 
     def ranking(self, td: RankingTask) -> RankingArrays:
         """The flattened ranking arrays of ``td`` (the cached task), built once."""
-        if self._ranking is None:
-            self._ranking = RankingArrays(td.gold_relevance, td.scores)
-        return self._ranking
+        with self._lock:
+            if self._ranking is None:
+                self._ranking = RankingArrays(td.gold_relevance, td.scores)
+            return self._ranking
 
 
 def _not_for(metric: Metric, td: TaskData) -> MetricInputError:
@@ -384,6 +389,15 @@ def _check_applicable(rs: ResultSet, metrics: Any) -> None:
             )
 
 
+#: From this many items a task's metrics are computed in parallel threads (numpy releases the GIL in
+#: its sorts, cumulative sums and gathers; each metric has its own seed, so the values do not depend
+#: on the threads, #19); smaller tasks take one thread (a thread costs more than their metrics).
+PARALLEL_FROM = 100_000
+#: ... and up to this many: two metrics' temporaries at once cost ~60 MB per million items (10M
+#: binary rows peaked at 2.9 GiB in threads against 2.4 GiB in one), so larger tasks take one thread.
+PARALLEL_UPTO = 2_000_000
+
+
 def _compute(
     td: TaskData,
     specs: list[MetricSpec],
@@ -397,9 +411,7 @@ def _compute(
 ) -> tuple[list[MetricValue], dict[str, Any], dict[str, np.ndarray]]:
     """Scalar metric entries, table sections (per_class, confusion_matrix) and kept samples."""
     cache = _TaskCache(td)
-    entries: list[MetricValue] = []
-    tables: dict[str, Any] = {}
-    samples: dict[str, np.ndarray] = {}
+    jobs: list[tuple[Metric, dict[str, Any], str]] = []
     seen: set[str] = set()
     for spec in specs:
         metric = spec.metric
@@ -407,34 +419,82 @@ def _compute(
             continue
         params = task_params(metric, dict(spec.params), td)
         key = metric_key(metric.name, params)
-        if key in seen:
+        if key in seen or (metric.name == "per_class" and where != ""):
+            continue
+        if metric.name == "confusion_matrix" and where != "":
             continue
         seen.add(key)
-        prep = prepare_task(metric, params, td, cache)
-        if metric.name == "confusion_matrix":
-            if where == "":
-                counts = prep.value()
-                k = len(_labels_of(td))
-                tables["confusion_matrix"] = ConfusionMatrix(
-                    labels=list(_labels_of(td)),
-                    rows="gold",
-                    columns="pred",
-                    matrix=np.asarray(list(counts.values())).reshape(k, k).astype(int).tolist(),
-                    definition=metric.describe(params),
-                )
-            continue
-        if metric.name == "per_class" and where != "":
-            continue
-        iv, draws, used = value_interval(
-            prep, ci=ci, resamples=resamples, seed=_seed(seed, td.task, where, key), groups=td.group, budget=budget
+        jobs.append((metric, params, key))
+
+    def one(job: tuple[Metric, dict[str, Any], str]) -> tuple[str, Any, np.ndarray | None]:
+        metric, params, key = job
+        return _compute_one(
+            td, metric, params, key, cache, ci=ci, resamples=resamples, seed=seed, where=where, keep=keep, budget=budget
         )
-        if metric.name == "per_class" and isinstance(iv, dict):
 
-            def stat(name: str, lab: str, iv: Any = iv) -> Stat:
-                c = iv[f"{name}[{lab}]"]
-                return Stat(value=_num(c.value), ci_low=_num(c.low), ci_high=_num(c.high))
+    if PARALLEL_FROM <= td.n <= PARALLEL_UPTO and THREADS > 1 and len(jobs) > 1:
+        from concurrent.futures import ThreadPoolExecutor
 
-            tables["per_class"] = PerClass(
+        with ThreadPoolExecutor(min(THREADS, len(jobs))) as pool:  # results (and a first error) in order
+            done = list(pool.map(one, jobs))
+    else:
+        done = [one(job) for job in jobs]
+    entries: list[MetricValue] = []
+    tables: dict[str, Any] = {}
+    samples: dict[str, np.ndarray] = {}
+    for (_, _, key), (section, out, draws) in zip(jobs, done):
+        if section == "entry":
+            entries.append(out)
+        else:
+            tables[section] = out
+        if draws is not None:
+            samples[key] = draws
+    return entries, tables, samples
+
+
+def _compute_one(
+    td: TaskData,
+    metric: Metric,
+    params: dict[str, Any],
+    key: str,
+    cache: _TaskCache,
+    *,
+    ci: float,
+    resamples: int,
+    seed: int,
+    where: str,
+    keep: set[str] | None,
+    budget: float | None,
+) -> tuple[str, Any, np.ndarray | None]:
+    """One metric of :func:`_compute`: ``("entry", MetricValue, kept draws)``, or a table section
+    ``("confusion_matrix" | "per_class", table, None)``."""
+    prep = prepare_task(metric, params, td, cache)
+    if metric.name == "confusion_matrix":
+        counts = prep.value()
+        k = len(_labels_of(td))
+        return (
+            "confusion_matrix",
+            ConfusionMatrix(
+                labels=list(_labels_of(td)),
+                rows="gold",
+                columns="pred",
+                matrix=np.asarray(list(counts.values())).reshape(k, k).astype(int).tolist(),
+                definition=metric.describe(params),
+            ),
+            None,
+        )
+    iv, draws, used = value_interval(
+        prep, ci=ci, resamples=resamples, seed=_seed(seed, td.task, where, key), groups=td.group, budget=budget
+    )
+    if metric.name == "per_class" and isinstance(iv, dict):
+
+        def stat(name: str, lab: str, iv: Any = iv) -> Stat:
+            c = iv[f"{name}[{lab}]"]
+            return Stat(value=_num(c.value), ci_low=_num(c.low), ci_high=_num(c.high))
+
+        return (
+            "per_class",
+            PerClass(
                 definition=metric.describe(params),
                 params=_json_params(params),
                 ci=ci,
@@ -450,40 +510,32 @@ def _compute(
                     )
                     for lab in _labels_of(td)
                 ],
-            )
-            continue
-        stats_extra = value_notes(prep, iv, td.group, ci, draws) if isinstance(iv, Interval) else {}
-        entries.append(
-            _value_entry(
-                metric,
-                params,
-                iv,
-                extra=stats_extra
-                if used == resamples
-                else {
-                    **stats_extra,
-                    "resamples_requested": resamples,
-                    "resamples_note": f"{used} resamples instead of {resamples}: this metric is recomputed on every "
-                    f"resampled item set (n={prep.n:,}), capped at {budget:.0e} item-draws; "
-                    f"evaluate(..., item_draw_budget=None) or `labledger eval --all-resamples` "
-                    f"computes them all",
-                },
-            )
+            ),
+            None,
         )
-        if (
-            keep is not None
-            and key in keep
-            and draws is None
-            and isinstance(iv, Interval)
-            and iv.resamples == 0
-            and resamples
-        ):
-            # an analytic headline: normal draws stand in for its bootstrap ones in the suite mean
-            found = normal_draws([prep], resamples, rng_for(_seed(seed, td.task, where, key)), td.group)
-            draws = None if found is None else found[0]
-        if keep is not None and key in keep and draws is not None:
-            samples[key] = draws
-    return entries, tables, samples
+    stats_extra = value_notes(prep, iv, td.group, ci, draws) if isinstance(iv, Interval) else {}
+    entry = _value_entry(
+        metric,
+        params,
+        iv,
+        extra=stats_extra
+        if used == resamples
+        else {
+            **stats_extra,
+            "resamples_requested": resamples,
+            "resamples_note": f"{used} resamples instead of {resamples}: this metric is recomputed on every "
+            f"resampled item set (n={prep.n:,}), capped at {budget:.0e} item-draws; "
+            f"evaluate(..., item_draw_budget=None) or `labledger eval --all-resamples` "
+            f"computes them all",
+        },
+    )
+    if keep is None or key not in keep:
+        return "entry", entry, None
+    if draws is None and isinstance(iv, Interval) and iv.resamples == 0 and resamples:
+        # an analytic headline: normal draws stand in for its bootstrap ones in the suite mean
+        found = normal_draws([prep], resamples, rng_for(_seed(seed, td.task, where, key)), td.group)
+        draws = None if found is None else found[0]
+    return "entry", entry, draws
 
 
 def evaluate(

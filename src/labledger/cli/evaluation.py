@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import JustifyMethod
-from rich.markup import escape
-from rich.table import Table
 
-from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
+from labledger.cli.base import emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
 from labledger.schema import (
     ComparisonDoc,
     EvaluationDoc,
@@ -24,6 +21,43 @@ from labledger.schema import (
     format_p,
 )
 from labledger.schema.format import format_ci, format_value
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+    from rich.table import Table
+
+# rich is imported when a table is printed: ``eval --json`` and ``compare --json`` never load it
+# (rich.console and rich.table are ~45 ms of start-up, #19)
+
+
+class _Console:
+    """The stdout console of :mod:`labledger.cli.base`, made on the first print."""
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        from labledger.cli import base
+
+        base.console.print(*args, **kwargs)
+
+
+console = _Console()
+
+
+def escape(text: str) -> str:
+    """rich's markup escape (:func:`rich.markup.escape`), imported on first use.
+
+    >>> escape("[bold]") == chr(92) + "[bold]"
+    True
+    """
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def _table(**kwargs: Any) -> Table:
+    """A :class:`rich.table.Table`, imported on first use."""
+    from rich.table import Table
+
+    return Table(**kwargs)
 
 
 def resolve_results(ref: str, ledger_path: str | None) -> tuple[str, str, str | None, str | None]:
@@ -88,7 +122,7 @@ def _print_repeats(doc: dict[str, Any]) -> None:
     console.print(f"Results: {escape(str(doc.get('source', '')))}")
     level = ci_label(doc.get("ci"))
     for task, body in doc["tasks"].items():
-        table = Table(title=escape(f"task '{task}' (repeats by '{doc['repeat_field']}')"), title_justify="left")
+        table = _table(title=escape(f"task '{task}' (repeats by '{doc['repeat_field']}')"), title_justify="left")
         for col in ("metric", "value", level, f"analytic {level}", "n items", "K", "reduction"):
             table.add_column(col, justify="left" if col == "metric" else "right")
         for e in body["metrics"]:
@@ -124,7 +158,7 @@ def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None
     for task, body in doc.tasks.items():
         extra = f", {body.clusters:,} clusters" if body.clusters else ""
         pos = f", positive '{body.positive}'" if body.positive else ""
-        table = Table(title=escape(f"task '{task}' ({body.kind}, n={body.n:,}{extra}{pos})"), title_justify="left")
+        table = _table(title=escape(f"task '{task}' ({body.kind}, n={body.n:,}{extra}{pos})"), title_justify="left")
         table.add_column("metric")
         table.add_column("value", justify="right")
         table.add_column(level, justify="right")
@@ -146,7 +180,7 @@ def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None
         console.print(table)
         _print_stat_notes(body.metrics)
         if body.per_class is not None:
-            pc = Table(title=escape(f"task '{task}': per label ({ci_label(body.per_class.ci)})"), title_justify="left")
+            pc = _table(title=escape(f"task '{task}': per label ({ci_label(body.per_class.ci)})"), title_justify="left")
             columns: tuple[tuple[str, JustifyMethod], ...] = (
                 ("label", "left"),
                 ("support", "right"),
@@ -165,7 +199,7 @@ def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None
             console.print(pc)
         cm = body.confusion_matrix
         if cm is not None and len(cm.labels) <= 12:
-            t = Table(
+            t = _table(
                 title=escape(f"task '{task}': confusion matrix (rows gold, columns predicted)"), title_justify="left"
             )
             t.add_column("gold \\ pred")
@@ -175,7 +209,7 @@ def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None
                 t.add_row(escape(str(lab)), *(f"{v:,}" for v in counts))
             console.print(t)
         for fld, values in (body.slices or {}).items():
-            st = Table(title=escape(f"task '{task}' by {fld} ({level})"), title_justify="left")
+            st = _table(title=escape(f"task '{task}' by {fld} ({level})"), title_justify="left")
             st.add_column("metric")
             for val, sbody in values.items():
                 st.add_column(escape(f"{fld}={val} (n={sbody.n:,})"), justify="right")
@@ -375,7 +409,7 @@ def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definition
     console.print(f"A: {escape(shown_a)}\nB: {escape(shown_b)}")
     for task, body in doc.tasks.items():
         how = f"paired, n={body.n or 0:,}" if body.paired else f"unpaired, n_A={body.n_a:,}, n_B={body.n_b:,}"
-        table = Table(title=escape(f"task '{task}' ({body.kind}, {how})"), title_justify="left")
+        table = _table(title=escape(f"task '{task}' ({body.kind}, {how})"), title_justify="left")
         for col, just in (
             ("metric", "left"),
             ("A", "right"),

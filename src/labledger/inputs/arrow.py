@@ -156,7 +156,9 @@ def read_arrow(
         kind = "results-" + xxhash.xxh3_64_hexdigest(
             orjson.dumps([tolerance, positive, repeats], option=orjson.OPT_SORT_KEYS, default=str)
         )
-        table = cached_table(path, kind, folder=folder)  # hashes the file through a memory map
+        # an Arrow IPC entry, memory-mapped: no decode, no pyarrow.parquet (#19); the source is
+        # hashed through a memory map
+        table = cached_table(path, kind, folder=folder, layout="arrow")
         if table is not None:
             cached = result_set_from_table(table, source=name)
             if cached is not None:
@@ -171,7 +173,7 @@ def read_arrow(
         if rs is not None:
             encoded = result_set_to_table(rs)
             if encoded is not None:
-                store_table(encoded, path, kind, key, folder=folder)
+                store_table(encoded, path, kind, key, folder=folder, layout="arrow")
         return rs
     try:
         box = [path.read_bytes()]

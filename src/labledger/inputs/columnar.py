@@ -14,6 +14,10 @@ source.
 - Entries are written to a temporary file in the cache folder and renamed into place: a crash
   mid-write leaves the old entry or none, never half of one; an unreadable entry (a torn or
   foreign file) is treated as missing and rebuilt.
+- Two layouts: zstd Parquet (``layout="parquet"``, the default: record tables, which ``export``
+  copies as they are), and an uncompressed Arrow IPC file (``layout="arrow"``: result sets), read
+  through a memory map without a decode or a copy: a 1M-row result set is ~20 MiB against 8 MiB of
+  Parquet, and reads in ~1 ms instead of ~0.1 s plus the ~40 ms import of ``pyarrow.parquet`` (#19).
 - The folder: ``$LABLEDGER_CACHE_DIR``, else ``$XDG_CACHE_HOME/labledger/columnar``, else
   ``~/.cache/labledger/columnar``. ``LABLEDGER_CACHE_DIR=off`` (or empty) turns the cache off.
   Files under :data:`MIN_CACHE_BYTES` are not cached (they read fast anyway).
@@ -29,6 +33,10 @@ True
 >>> _ = src.write_bytes(b'{"a": 2}\\n')   # same size, new content: the entry is stale
 >>> cached_table(src, "demo", folder=folder) is None
 True
+>>> store_table(pa.table({"a": [1]}), src, "demo", content_key(src.read_bytes()), folder=folder, layout="arrow")
+True
+>>> cached_table(src, "demo", folder=folder, layout="arrow").to_pydict()
+{'a': [1]}
 """
 
 from __future__ import annotations
@@ -36,9 +44,8 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import xxhash
 
@@ -55,6 +62,9 @@ FORMAT_VERSION = 1
 _KEY = b"labledger.content_key"
 _KIND = b"labledger.kind"
 _FORMAT = b"labledger.format"
+#: How an entry is stored: zstd Parquet, or an uncompressed Arrow IPC file read through a memory map.
+Layout = Literal["parquet", "arrow"]
+_SUFFIX = {"parquet": ".parquet", "arrow": ".arrow"}
 
 
 def cache_folder() -> Path | None:
@@ -111,14 +121,15 @@ def file_key(path: str | os.PathLike[str]) -> str | None:
         return None
 
 
-def entry_path(source: str | os.PathLike[str], kind: str, folder: Path) -> Path:
-    """Where the cache entry of ``source`` (read as ``kind``) lives in ``folder``.
+def entry_path(source: str | os.PathLike[str], kind: str, folder: Path, layout: Layout = "parquet") -> Path:
+    """Where the cache entry of ``source`` (read as ``kind``, stored as ``layout``) lives in ``folder``.
 
-    >>> entry_path("/data/r.jsonl", "results", Path("/c")).name.startswith("results-")
-    True
+    >>> p = entry_path("/data/r.jsonl", "results", Path("/c"))
+    >>> p.name.startswith("results-"), p.suffix, entry_path("/data/r.jsonl", "results", Path("/c"), "arrow").suffix
+    (True, '.parquet', '.arrow')
     """
     where = os.path.realpath(source)
-    return folder / f"{kind}-{xxhash.xxh3_64_hexdigest(f'{where}|{kind}'.encode())}.parquet"
+    return folder / f"{kind}-{xxhash.xxh3_64_hexdigest(f'{where}|{kind}'.encode())}{_SUFFIX[layout]}"
 
 
 def wanted(size: int) -> Path | None:
@@ -160,20 +171,36 @@ def fresh_entry(
 
 
 def cached_table(
-    source: str | os.PathLike[str], kind: str, *, folder: Path | None = None, key: str | None = None
+    source: str | os.PathLike[str],
+    kind: str,
+    *,
+    folder: Path | None = None,
+    key: str | None = None,
+    layout: Layout = "parquet",
 ) -> pa.Table | None:
     """The cached table of ``source`` when its entry matches the source's content now, else ``None``
     (see the module docstring's example).
 
     ``key`` is the source's :func:`content_key` when the caller already has it. A stale entry, a
-    torn one or one of another format is never returned.
+    torn one or one of another format is never returned. An ``arrow`` entry's columns are views of
+    its memory map (entries are only ever replaced by a rename, never written in place).
     """
     folder = folder if folder is not None else cache_folder()
     if folder is None:
         return None
-    entry = entry_path(source, kind, folder)
+    entry = entry_path(source, kind, folder, layout)
     if not entry.is_file():
         return None
+    if layout == "arrow":
+        import pyarrow as pa
+
+        try:
+            reader = pa.ipc.open_file(pa.memory_map(str(entry)))
+            if not _matches(reader.schema.metadata, source, kind, key):
+                return None
+            return reader.read_all()
+        except (OSError, ValueError):  # torn (no footer) or foreign: ArrowInvalid is a ValueError
+            return None
     # one open of the entry, through the file reader: pq.read_table goes through pyarrow.dataset,
     # whose import loads pandas (~0.3 s of start-up, #19)
     import pyarrow.parquet as pq
@@ -197,7 +224,13 @@ def _matches(meta: dict[bytes, bytes] | None, source: str | os.PathLike[str], ki
 
 
 def store_table(
-    table: pa.Table, source: str | os.PathLike[str], kind: str, key: str, *, folder: Path | None = None
+    table: pa.Table,
+    source: str | os.PathLike[str],
+    kind: str,
+    key: str,
+    *,
+    folder: Path | None = None,
+    layout: Layout = "parquet",
 ) -> bool:
     """Write ``table`` as the cache entry of ``source`` (content ``key``), atomically; whether it was
     written (a cache that cannot be written is skipped: it is only a cache).
@@ -210,17 +243,26 @@ def store_table(
     folder = folder if folder is not None else cache_folder()
     if folder is None:
         return False
-    import pyarrow.parquet as pq
+    import tempfile
 
-    entry = entry_path(source, kind, folder)
+    import pyarrow as pa
+
+    entry = entry_path(source, kind, folder, layout)
     meta = dict(table.schema.metadata or {})
     meta.update({_KEY: key.encode(), _KIND: kind.encode(), _FORMAT: str(FORMAT_VERSION).encode()})
+    table = table.replace_schema_metadata(meta)
     tmp: str | None = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=_SUFFIX[layout], dir=folder)
         with os.fdopen(fd, "wb") as f:
-            pq.write_table(table.replace_schema_metadata(meta), f, compression="zstd")
+            if layout == "arrow":
+                with pa.ipc.new_file(f, table.schema) as writer:
+                    writer.write_table(table)
+            else:
+                import pyarrow.parquet as pq
+
+                pq.write_table(table, f, compression="zstd")
         os.replace(tmp, entry)
         tmp = None
         return True
@@ -236,6 +278,7 @@ __all__ = [
     "CACHE_DIR_ENV",
     "MIN_BYTES_ENV",
     "MIN_CACHE_BYTES",
+    "Layout",
     "cache_folder",
     "cached_table",
     "content_key",

@@ -110,20 +110,27 @@ _PLAIN = {
 }
 
 
-def arrow_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+def arrow_numpy(column: pa.Array | pa.ChunkedArray, *, copy: bool = True) -> np.ndarray:
     """A numeric or boolean Arrow column without nulls as a writable numpy array, from its buffers;
     anything else through pyarrow's ``to_numpy``. (pyarrow's ``to_numpy`` imports pandas: ~0.3 s of
-    every read's start-up, #19.)
+    every read's start-up, #19.) ``copy=False``: a numeric column of one chunk comes back as a
+    read-only view of its buffer (a memory-mapped cache entry's pages, not a second copy of them).
 
     >>> arrow_numpy(pa.chunked_array([[1.5, 2.5], [3.5]])).tolist(), arrow_numpy(pa.array([True, False, True]).slice(1)).tolist()
     ([1.5, 2.5, 3.5], [False, True])
+    >>> v = arrow_numpy(pa.chunked_array([[1, 2, 3]]).slice(1), copy=False); v.tolist(), v.flags.writeable
+    ([2, 3], False)
     """
     arr = column if not isinstance(column, pa.ChunkedArray) else column.combine_chunks()
     if arr.null_count == 0:
         n, off = len(arr), arr.offset
         plain = _PLAIN.get(arr.type)
         if plain is not None:
-            return np.frombuffer(arr.buffers()[1], dtype=plain, count=n + off)[off:].copy()
+            view = np.frombuffer(arr.buffers()[1], dtype=plain, count=n + off)[off:]
+            if copy:
+                return view.copy()
+            view.flags.writeable = False  # never a write into the Arrow data
+            return view
         if pa.types.is_boolean(arr.type):
             bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8, count=(n + off + 7) // 8)
             return np.unpackbits(bits, count=n + off, bitorder="little")[off:].astype(bool)
@@ -131,12 +138,13 @@ def arrow_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def _numbers(column: pa.ChunkedArray, dtype: Any) -> np.ndarray:
-    """A numeric column as a (writable) numpy array of ``dtype`` (:func:`arrow_numpy`).
+    """A numeric column as a numpy array of ``dtype`` (:func:`arrow_numpy`): a read-only view of the
+    entry's buffer where the types agree (no copy of a memory-mapped column, #19), else a copy.
 
     >>> _numbers(pa.chunked_array([[1.5, 2.5], [3.5]]), np.float64).tolist()
     [1.5, 2.5, 3.5]
     """
-    return np.asarray(arrow_numpy(column), dtype=dtype)
+    return np.asarray(arrow_numpy(column, copy=False), dtype=dtype)
 
 
 def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:

@@ -19,7 +19,9 @@ Undefined values (0/0) follow one documented rule per metric, like scikit-learn'
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -276,28 +278,68 @@ def tie_starts(sorted_values: np.ndarray) -> np.ndarray | None:
     return np.concatenate([[0], np.flatnonzero(differs) + 1])
 
 
+def reversed_starts(starts: np.ndarray | None, n: int) -> np.ndarray | None:
+    """The tie-group starts of a sorted array of ``n`` values read backwards, from the starts
+    (:func:`tie_starts`) of the array itself: group ``[s, e)`` becomes ``[n - e, n - s)``.
+
+    >>> s = np.array([0.1, 0.4, 0.4, 0.8])
+    >>> reversed_starts(tie_starts(s), 4).tolist(), tie_starts(s[::-1]).tolist()
+    ([0, 1, 3], [0, 1, 3])
+    """
+    if starts is None:
+        return None
+    ends = np.append(starts[1:], n)
+    return np.ascontiguousarray((n - ends)[::-1])
+
+
 def _sorted_groups(
-    score: np.ndarray, descending: bool, ascending: np.ndarray | None = None
+    score: np.ndarray, descending: bool, ascending: tuple[np.ndarray, np.ndarray | None] | None = None
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Sort order (any order among equal scores: ties are grouped) and tie-group starts (None: no ties).
 
-    ``ascending``: an ascending sort order of ``score`` already at hand (one argsort serves ROC-AUC,
-    average precision and the intervals of both, #19); the descending order is its reverse.
+    ``ascending``: an ascending sort order of ``score`` and its tie groups already at hand (one
+    argsort serves ROC-AUC, average precision and the intervals of both, #19); the descending order
+    is its reverse, whose groups follow from the ascending ones (no second pass over the scores).
     """
-    order = np.argsort(score) if ascending is None else ascending
+    if ascending is None:
+        order = np.argsort(score)
+        starts = tie_starts(score[order])
+    else:
+        order, starts = ascending
     if descending:
         order = np.ascontiguousarray(order[::-1])
-    return order, tie_starts(score[order])
+        starts = reversed_starts(starts, len(order))
+    return order, starts
 
 
-def _ascending(sorts: dict[int, np.ndarray] | None, probs: np.ndarray, j: int) -> np.ndarray | None:
-    """The ascending sort order of column ``j`` of ``probs``, computed once per ``sorts`` (a caller's
-    cache shared by the metrics of one task); ``None`` without a cache."""
+class SortCache(dict[int, tuple[np.ndarray, np.ndarray | None]]):
+    """Each probability column's ascending sort order and tie groups, shared by the metrics of one
+    task; its lock makes metrics prepared in parallel threads sort a column once (#19).
+
+    >>> c = SortCache(); order, starts = _ascending(c, np.array([[0.9], [0.1]]), 0)
+    >>> order.tolist(), starts, list(c)
+    ([1, 0], None, [0])
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+
+def _ascending(
+    sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None, probs: np.ndarray, j: int
+) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """The ascending sort order of column ``j`` of ``probs`` and its tie groups, computed once per
+    ``sorts`` (a caller's cache shared by the metrics of one task, a :class:`SortCache` when threads
+    share it); ``None`` without a cache."""
     if sorts is None:
         return None
-    if j not in sorts:
-        sorts[j] = np.argsort(probs[:, j])
-    return sorts[j]
+    with getattr(sorts, "lock", None) or contextlib.nullcontext():
+        if j not in sorts:
+            col = probs[:, j]
+            order = np.argsort(col)
+            sorts[j] = (order, tie_starts(col[order]))
+        return sorts[j]
 
 
 def _group_sum(x: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
@@ -405,7 +447,9 @@ class _OvrSorts:
     """Each class's score sort for a one-vs-rest metric, computed once and shared by its weighted,
     point and influence paths."""
 
-    def __init__(self, probs: np.ndarray, descending: bool, shared: dict[int, np.ndarray] | None = None):
+    def __init__(
+        self, probs: np.ndarray, descending: bool, shared: dict[int, tuple[np.ndarray, np.ndarray | None]] | None = None
+    ):
         self.probs, self.descending, self.shared = probs, descending, shared
         self._sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
 
@@ -597,10 +641,10 @@ def score_prepared(
     score: np.ndarray,
     pred_pos: np.ndarray | None = None,
     *,
-    ascending: np.ndarray | None = None,
+    ascending: tuple[np.ndarray, np.ndarray | None] | None = None,
 ) -> Prepared:
     """A :class:`Prepared` for a binary probability metric from P(positive) (no (n, 2) matrix);
-    ``ascending``: an ascending sort order of ``score`` when the caller has one."""
+    ``ascending``: an ascending sort order of ``score`` and its tie groups when the caller has them."""
     n = len(score)
 
     weights = _weights_of(name, params, n)
@@ -646,7 +690,7 @@ def prob_prepared(
     *,
     pos: int | None,
     pred: np.ndarray | None = None,
-    sorts: dict[int, np.ndarray] | None = None,
+    sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None = None,
 ) -> Prepared:
     """A :class:`Prepared` for a probability metric: ``gold`` indices, ``probs`` (n, K) keyed by ``labels``.
 
@@ -688,6 +732,14 @@ def prob_prepared(
         p = np.clip(probs[np.arange(n), gold], EPS, 1 - EPS)
         return mean(-np.log(p))
     if name == "brier":
+        if k == 2:  # the row sum of two squares, column by column: no (n, 2) temporaries (#19)
+            v = probs[:, 0] - (gold == 0)
+            v *= v
+            d = probs[:, 1] - (gold == 1)
+            d *= d
+            v += d
+            v *= 0.5
+            return mean(v)
         onehot = np.zeros_like(probs)
         onehot[np.arange(n), gold] = 1.0
         v = ((probs - onehot) ** 2).sum(axis=1)
