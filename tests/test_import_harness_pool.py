@@ -12,10 +12,8 @@ import subprocess
 import sys
 import threading
 import time
-import zipfile
 from pathlib import Path
 
-import orjson
 import pytest
 from test_import_harness_columns import GEN, MC, gen_doc, mc_doc, write
 
@@ -218,72 +216,6 @@ def test_a_killed_worker_ends_the_import_with_one_line_and_nothing_stored(tmp_pa
     assert err.count("\n") == 1 and err.startswith("Error: ") and "worker process" in err, err
     assert "nothing was imported" in err and "Traceback" not in err
     nothing_left(ledger)
-
-
-# -- inspect: every sample member decompressed and decoded in one call, else each alone
-
-
-def zstd_eval(path: Path, members: dict[str, bytes], *, sizes: dict[str, int] | None = None) -> Path:
-    """A ZIP of zstd members (method 93, frames without their content size, as inspect writes)."""
-    import struct
-
-    import zstandard
-
-    cctx = zstandard.ZstdCompressor(write_content_size=False)
-    local, central = b"", b""
-    for name, raw in members.items():
-        frame, key = cctx.compress(raw), name.encode()
-        usize = (sizes or {}).get(name, len(raw))
-        fields = (20, 0, 93, 0, 0, 0, len(frame), usize, len(key), 0)
-        central += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, *fields, 0, 0, 0, 0, len(local)) + key
-        local += struct.pack("<IHHHHHIIIHH", 0x04034B50, *fields) + key + frame
-    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(members), len(members), len(central), len(local), 0)
-    path.write_bytes(local + central + end)
-    return path
-
-
-def sample_json(i: int, epoch: int = 1) -> bytes:
-    return orjson.dumps({"id": f"s{i}", "epoch": epoch, "input": "q?", "scores": {"m": {"value": "C"}}, "events": []})
-
-
-def test_inspect_samples_in_one_call_are_each_members_sample(tmp_path):
-    from labledger.importers import inspect_log
-
-    members = {f"samples/s{i}_epoch_1.json": sample_json(i) for i in range(4)}
-    z = inspect_log.EvalZip(zstd_eval(tmp_path / "a.eval", members))
-    names = list(members)
-    assert z.samples(names) == [z.sample(n) for n in names] and z.samples(names)[0]["scores"] == {"m": {"value": "C"}}
-    odd = {
-        "pretty": {**members, names[1]: b'{"id": "s1",\n "epoch": 1}'},  # a newline: decoded member by member
-        "split": {**members, names[0]: b'{"id": "s0", "input": [1', names[1]: b'2]}, {"id": "s1"}'},
-        "other": {**members, names[2]: b'{"id": "s2", "output": "not an object"}'},  # read whole, alone
-        "empty": {**members, names[3]: b""},
-    }
-    for case, content in odd.items():
-        z = inspect_log.EvalZip(zstd_eval(tmp_path / f"{case}.eval", content))
-        assert z.samples(names) is None, case
-    with pytest.raises(RecordError, match=r"split.eval:samples/s0_epoch_1.json: not valid JSON"):
-        [z.sample(n) for n in names for z in [inspect_log.EvalZip(tmp_path / "split.eval")]]
-    wrong = inspect_log.EvalZip(zstd_eval(tmp_path / "size.eval", members, sizes={names[2]: 3}))
-    assert wrong.samples(names) is None and wrong.sample(names[2])["id"] == "s2"
-    cut = tmp_path / "cut.eval"
-    zstd_eval(cut, members)
-    data = bytearray(cut.read_bytes())
-    frame_at = data.index(b"samples/s1_epoch_1.json") + len(b"samples/s1_epoch_1.json")
-    data[frame_at + 4 : frame_at + 8] = b"\xff\xff\xff\xff"  # a damaged frame header
-    cut.write_bytes(bytes(data))
-    broken = inspect_log.EvalZip(cut)
-    assert broken.samples(names) is None
-    with pytest.raises(ImportSourceError, match="member samples/s1_epoch_1.json: cannot decompress"):
-        broken.read(names[1])
-    stored = tmp_path / "stored.eval"
-    with zipfile.ZipFile(stored, "w") as plain:
-        plain.writestr(names[0], members[names[0]])
-    assert inspect_log.EvalZip(stored).samples(names[:1]) is None  # not zstd: zipfile reads it
-    header_at = data.index(b"PK\x03\x04", 1)
-    data[header_at : header_at + 4] = b"XXXX"  # the second local header is not one
-    cut.write_bytes(bytes(data))
-    assert inspect_log.EvalZip(cut).samples(names) is None
 
 
 def test_a_source_hashed_in_threads_has_the_serial_hash(tmp_path, monkeypatch):

@@ -95,27 +95,11 @@ class _Sample(msgspec.Struct, gc=False):
 
 
 _SAMPLE = msgspec.json.Decoder(_Sample)
-_LOCAL_NAMES = struct.Struct("<HH")  # a local file header's name and extra field lengths (at 26)
-
-
-def _sample_dict(s: _Sample) -> dict[str, Any]:
-    """A decoded sample as the dict the import reads (what ``.get`` of the whole member gives)."""
-    return {
-        "id": s.id,
-        "epoch": s.epoch,
-        "input": s.input,
-        "target": s.target,
-        "output": None if s.output is None else {"completion": s.output.completion},
-        "scores": s.scores,
-        "metadata": s.metadata,
-    }
-
-
 _CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")  # a central directory file header (46 bytes)
 
 
-def _central_directory(data: bytes) -> dict[str, tuple[int, int, int, int]] | None:
-    """``{member: (compression method, local header offset, compressed size, size)}`` from a ZIP's
+def _central_directory(data: bytes) -> dict[str, tuple[int, int, int]] | None:
+    """``{member: (compression method, local header offset, compressed size)}`` from a ZIP's
     central directory, read with :mod:`struct` (zipfile builds a ``ZipInfo`` per member: 10x the
     time on 30,000 samples); ``None`` for anything but a plain one-disk, non-ZIP64 archive.
 
@@ -123,7 +107,7 @@ def _central_directory(data: bytes) -> dict[str, tuple[int, int, int, int]] | No
     >>> b = io.BytesIO()
     >>> with zipfile.ZipFile(b, "w") as z: z.writestr("a.json", "{}")
     >>> _central_directory(b.getvalue())
-    {'a.json': (0, 0, 2, 2)}
+    {'a.json': (0, 0, 2)}
     """
     end = data.rfind(b"PK\x05\x06", max(0, len(data) - 65_557))
     if end < 0 or len(data) < end + 22 or data[max(0, end - 20) : end - 16] == b"PK\x06\x07":
@@ -131,7 +115,7 @@ def _central_directory(data: bytes) -> dict[str, tuple[int, int, int, int]] | No
     _, disk, disk_cd, n_disk, n, cd_size, cd_offset, _ = struct.unpack_from("<IHHHHIIH", data, end)
     if disk or disk_cd or n_disk != n or cd_offset + cd_size != end:
         return None
-    out: dict[str, tuple[int, int, int, int]] = {}
+    out: dict[str, tuple[int, int, int]] = {}
     pos = cd_offset
     unpack = _CENTRAL.unpack_from
     try:
@@ -146,7 +130,7 @@ def _central_directory(data: bytes) -> dict[str, tuple[int, int, int, int]] | No
                 name = raw.decode("ascii")  # what inspect writes; the same in cp437 and in UTF-8
             except UnicodeDecodeError:
                 name = raw.decode("utf-8" if flags & 0x800 else "cp437")
-            out[name] = (method, offset, csize, usize)
+            out[name] = (method, offset, csize)
             pos += 46 + n_name + n_extra + n_comment
     except (struct.error, UnicodeDecodeError):
         return None
@@ -173,10 +157,7 @@ class EvalZip:
             raise ImportSourceError(f"{path}: not a readable .eval (ZIP) file ({exc})") from None
         entries = _central_directory(self._data)
         if entries is None:  # ZIP64, prepended data, anything unusual: zipfile reads the directory
-            entries = {
-                i.filename: (i.compress_type, i.header_offset, i.compress_size, i.file_size)
-                for i in self.zip.infolist()
-            }
+            entries = {i.filename: (i.compress_type, i.header_offset, i.compress_size) for i in self.zip.infolist()}
         self._entries = entries
         self.names = list(entries)
 
@@ -190,9 +171,11 @@ class EvalZip:
                 raise ImportSourceError(f"{self.path}: not a readable .eval (ZIP) file ({exc})") from None
         return self._zip
 
-    def _decompressor(self, name: str) -> Any:
-        """One zstd decompressor for every member (#13)."""
-        if self._dctx is None:
+    def read(self, name: str) -> bytes:
+        method, offset, size = self._entries[name]
+        if method != _ZSTD:
+            return self.zip.read(name)
+        if self._dctx is None:  # one decompressor for every member (#13)
             try:
                 import zstandard
             except ImportError:
@@ -202,67 +185,30 @@ class EvalZip:
                 ) from None
             self._dctx = zstandard.ZstdDecompressor()
             self._zstd_error = zstandard.ZstdError
-        return self._dctx
-
-    def _frame(self, name: str) -> bytes | None:
-        """The compressed bytes of a member, or ``None`` when its local header is not one."""
-        _, offset, size, _ = self._entries[name]
         data = self._data
         head = data[offset : offset + 30]
         if len(head) < 30 or head[:4] != b"PK\x03\x04":
-            return None
-        n_name, n_extra = _LOCAL_NAMES.unpack_from(head, 26)
-        start = offset + 30 + n_name + n_extra
-        return data[start : start + size]
-
-    def read(self, name: str) -> bytes:
-        method = self._entries[name][0]
-        if method != _ZSTD:
-            return self.zip.read(name)
-        dctx = self._decompressor(name)
-        raw = self._frame(name)
-        if raw is None:
             raise ImportSourceError(f"{self.path}: member {name}: bad local header")
+        n_name, n_extra = struct.unpack("<HH", head[26:30])
+        start = offset + 30 + n_name + n_extra
+        raw = data[start : start + size]
         try:
-            out: bytes = dctx.decompressobj().decompress(raw)
-            return out
+            return self._dctx.decompressobj().decompress(raw)
         except self._zstd_error as exc:
             raise ImportSourceError(f"{self.path}: member {name}: cannot decompress ({exc})") from None
-
-    def samples(self, names: list[str]) -> list[dict[str, Any]] | None:
-        """What :meth:`sample` gives for each of ``names``, all at once: the zstd frames in one
-        ``multi_decompress_to_buffer`` (their sizes from the central directory), the JSON in one
-        ``decode_lines``; ``None`` unless every member is read that way as :meth:`sample` would
-        read it alone (then read each with :meth:`sample`, which names a bad one)."""
-        entries = [self._entries[n] for n in names]
-        if not names or any(e[0] != _ZSTD for e in entries):
-            return None
-        frames = [self._frame(n) for n in names]
-        sizes = [e[3] for e in entries]
-        if None in frames or 0 in sizes:
-            return None
-        dctx = self._decompressor(names[0])
-        try:
-            out = dctx.multi_decompress_to_buffer(frames, decompressed_sizes=struct.pack(f"={len(sizes)}Q", *sizes))
-        except (self._zstd_error, ValueError):
-            return None
-        raws = [bytes(x) for x in out]
-        if list(map(len, raws)) != sizes or any(b"\n" in r for r in raws):  # one JSON value per line, or no batch
-            return None
-        try:
-            decoded = _SAMPLE.decode_lines(b"\n".join(raws))
-        except msgspec.DecodeError:
-            return None
-        return list(map(_sample_dict, decoded)) if len(decoded) == len(raws) else None
 
     def sample(self, name: str) -> Any:
         """A sample member with only the fields the import reads (``messages``, ``events``,
         ``store``... are skipped unparsed); a member of another shape is read whole (:meth:`json`)."""
         raw = self.read(name)
         try:
-            return _sample_dict(_SAMPLE.decode(raw))
+            s = _SAMPLE.decode(raw)
         except msgspec.DecodeError:
             return self.json(name)
+        out = {"id": s.id, "epoch": s.epoch, "input": s.input, "target": s.target}
+        out["output"] = None if s.output is None else {"completion": s.output.completion}
+        out["scores"], out["metadata"] = s.scores, s.metadata
+        return out
 
     def json(self, name: str) -> Any:
         try:
@@ -283,9 +229,6 @@ def _read_log(path: Path) -> tuple[dict[str, Any], Iterator[tuple[str, dict[str,
             key=lambda n: (n.rsplit("_epoch_", 1)[0], int(n.rsplit("_epoch_", 1)[-1][:-5] or 0)),
         )
         reductions = z.json("reductions.json") if "reductions.json" in z.names else None
-        batch = z.samples(members)
-        if batch is not None:
-            return header, zip([f"{path}:{n}" for n in members], batch), reductions
         return header, ((f"{path}:{n}", z.sample(n)) for n in members), reductions
     data = load_json(path)
     if not isinstance(data, dict):
