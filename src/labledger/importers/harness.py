@@ -334,7 +334,7 @@ def _worker_start() -> None:  # pragma: no cover - runs in the worker processes 
         import ctypes
 
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # not Linux
         pass
     gc.disable()  # what the importing process does while it builds columns (see paused_gc)
 
@@ -345,7 +345,7 @@ def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
     on exit, whatever happened, before the staging ledger the workers write into is removed.
 
     Workers are forked from the importing process (nothing to import again) when it runs no other
-    thread, else started from a fork server.
+    thread, else started from a fork server (or spawned where there is none).
 
     >>> with worker_pool(0) as pool:
     ...     pool is None
@@ -358,7 +358,11 @@ def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
     import threading
     from concurrent.futures import ProcessPoolExecutor
 
-    method = "fork" if threading.active_count() == 1 else "forkserver"
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        method = "fork"
+    else:  # another thread could hold a lock a forked child would inherit
+        method = "forkserver" if "forkserver" in methods else "spawn"
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method), initializer=_worker_start)
     try:
         yield pool
