@@ -210,11 +210,15 @@ def measure(kind: str, *args: str) -> tuple[float, float, float]:
 
 def measure_import_only(path: Path, ledger: Path, src: str | None = None) -> tuple[float, float, float]:
     """Wall s, CPU s and peak RSS MiB of the import itself, in a child, without interpreter and
-    module start-up; ``src`` puts another checkout's ``src`` first on the path (``--compare``)."""
+    module start-up; ``src`` puts another checkout's ``src`` first on the path (``--compare``).
+    CPU counts the import's worker processes too (they are joined before it returns), and peak is
+    the largest of the import's process and its workers."""
     code = (
         "import sys, time, resource; from labledger.importers import import_path; import labledger.importers.lm_eval;"
         "t=time.perf_counter(); c=time.process_time(); import_path(sys.argv[1], sys.argv[2]);"
-        "print(time.perf_counter()-t, time.process_time()-c, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "w=resource.getrusage(resource.RUSAGE_CHILDREN);"
+        "print(time.perf_counter()-t, time.process_time()-c+w.ru_utime+w.ru_stime,"
+        " max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, w.ru_maxrss))"
     )
     env = {**os.environ, "PYTHONPATH": src} if src else None
     out = subprocess.run(

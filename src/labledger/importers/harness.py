@@ -31,19 +31,26 @@ from __future__ import annotations
 import gc
 import hashlib
 import math
+import os
+import pickle
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from labledger.errors import RecordError
+from labledger.errors import ImportSourceError, LedgerError, RecordError
 from labledger.importers.source import ImportedRun, ImportOptions, Source, finish_import, load_json, new_run
 from labledger.inputs.result_columns import ResultColumns
+from labledger.store.jsonl import atomic_write
 from labledger.store.ledger import Ledger
+from labledger.store.run import result_rows_bytes, result_set_bytes
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 #: The labledger metric that recomputes each row shape.
 SHAPE_METRIC = {"choices": "accuracy", "scores": "mean"}
@@ -228,6 +235,176 @@ def harness_meta(harness: str, version: str | None, task: HarnessTask) -> dict[s
     }
 
 
+@dataclass
+class EncodedSet:
+    """A result set checked, encoded and written (to ``path``) by a worker process: what the run
+    stores without reading it again (:meth:`labledger.Run.log_encoded_results`). ``error`` is the
+    :class:`~labledger.errors.LedgerError` the serial path raises at this set (``name`` ``None``
+    when the file failed before any set was named)."""
+
+    name: str | None
+    path: Path | None = None
+    rows: int = 0
+    sha256: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+    metrics: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    error: LedgerError | None = None
+
+
+def encode_task(task: HarnessTask, harness: str, version: str | None, path: Path) -> EncodedSet:
+    """What :func:`store_harness_run` stores for ``task``, encoded and written to ``path`` (nothing
+    written for a task without rows): the same bytes, from the same checks."""
+    blocks = [m.rows for m in task.metrics]
+    n = sum(len(b) for b in blocks)
+    out = EncodedSet(
+        task.name,
+        meta=harness_meta(harness, version, task),
+        metrics=[m.name for m in task.metrics],
+        files=task.files,
+        info=task.info,
+    )
+    if n:
+        columns = [b for b in blocks if isinstance(b, ResultColumns)]
+        if len(columns) == len(blocks):
+            data, out.rows = result_set_bytes(task.name, columns)
+        else:
+            rows = (r for b in blocks for r in (b.iter_rows() if isinstance(b, ResultColumns) else b))
+            data, out.rows = result_rows_bytes(task.name, rows)
+        atomic_write(path, data, fsync=False)  # fsynced by the adopt, as every staged result set
+        out.path, out.sha256 = path, hashlib.sha256(data).hexdigest()
+    return out
+
+
+def portable_error(exc: LedgerError) -> LedgerError:
+    """``exc`` if it survives pickling (to travel from a worker process), else a plain
+    :class:`~labledger.errors.LedgerError` with the same one-line message.
+
+    >>> str(portable_error(RecordError("must be a number", source="f.jsonl", line=3, field="x")))
+    "f.jsonl:3: field 'x' must be a number"
+    """
+    try:
+        back = pickle.loads(pickle.dumps(exc))
+    except (pickle.PicklingError, TypeError, AttributeError):  # an __init__ that takes other arguments
+        back = None
+    if type(back) is type(exc) and str(back) == str(exc):
+        return exc
+    return (ImportSourceError if isinstance(exc, ImportSourceError) else LedgerError)(str(exc))
+
+
+#: Worker processes of a large harness import: ``0`` (or ``1``) keeps it in one process, ``N``
+#: uses N whatever the size, ``auto`` (the default) uses one per core (up to 8) from
+#: :data:`PARALLEL_MIN_BYTES` of per-task files.
+WORKERS_ENV = "LABLEDGER_IMPORT_WORKERS"
+#: An import whose per-task files are smaller than this stays in one process (a pool would cost
+#: more to start than it saves).
+PARALLEL_MIN_BYTES = 8 << 20
+
+
+def import_workers(sizes: Sequence[int]) -> int:
+    """How many worker processes decode and encode an import's per-task files of ``sizes`` bytes
+    (``0``: none, the serial path); see :data:`WORKERS_ENV`.
+
+    >>> import_workers([100, 200])  # a small import: no pool to start
+    0
+    """
+    raw = os.environ.get(WORKERS_ENV, "auto").strip().lower()
+    if raw != "auto":
+        try:
+            wanted = int(raw)
+        except ValueError:
+            raise ImportSourceError(
+                f"${WORKERS_ENV} must be a number of worker processes (0: none) or 'auto'; got {raw!r}"
+            ) from None
+        return min(wanted, len(sizes)) if wanted > 1 else 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if cores < 2 or len(sizes) < 2 or sum(sizes) < PARALLEL_MIN_BYTES:
+        return 0
+    return min(cores, len(sizes), 8)
+
+
+def _worker_start() -> None:  # pragma: no cover - runs in the worker processes (coverage does not follow them)
+    """In each worker: Ctrl-C is the importing process's to handle (it stops the pool), and the
+    worker dies with that process (Linux), so a killed import leaves no worker behind."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError, TypeError):  # not Linux
+        pass
+    gc.disable()  # what the importing process does while it builds columns (see paused_gc)
+
+
+@contextmanager
+def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
+    """A pool of ``workers`` processes for an import (``None`` for 0: the serial path), shut down
+    on exit, whatever happened, before the staging ledger the workers write into is removed.
+
+    Workers are forked from the importing process (nothing to import again) when it runs no other
+    thread, else started from a fork server (or spawned where there is none).
+
+    >>> with worker_pool(0) as pool:
+    ...     pool is None
+    True
+    """
+    if workers < 1:
+        yield None
+        return
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        method = "fork"
+    else:  # another thread could hold a lock a forked child would inherit
+        method = "forkserver" if "forkserver" in methods else "spawn"
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method), initializer=_worker_start)
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def pool_result(future: Future[list[EncodedSet]], path: Path) -> list[EncodedSet]:
+    """A worker's result sets for the file at ``path``; a worker that died (a signal, out of
+    memory) is an :class:`~labledger.errors.ImportSourceError`, and the import stores nothing."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise ImportSourceError(
+            f"{path}: a worker process of the import ended abruptly (killed by a signal, or out of memory) "
+            "before this file's result sets were ready; nothing was imported"
+        ) from None
+
+
+def encode_tasks(
+    read: Callable[..., list[HarnessTask]], args: tuple[Any, ...], harness: str, version: str | None, prefix: Path
+) -> list[EncodedSet]:
+    """In a worker process: the tasks ``read(*args)`` gives, each encoded and written to
+    ``prefix.<i>.jsonl`` (:func:`encode_task`). A :class:`~labledger.errors.LedgerError` ends the
+    list as the last set's ``error`` (no traceback crosses the process boundary; the importing
+    process raises it where the serial path would)."""
+    try:
+        tasks = read(*args)
+    except LedgerError as exc:
+        return [EncodedSet(None, error=portable_error(exc))]
+    out = []
+    for i, t in enumerate(tasks):
+        try:
+            out.append(encode_task(t, harness, version, prefix.with_name(f"{prefix.name}.{i}.jsonl")))
+        except LedgerError as exc:
+            out.append(EncodedSet(t.name, error=portable_error(exc)))
+            break
+    return out
+
+
 def store_harness_run(
     stage: Ledger,
     source: Source,
@@ -237,7 +414,7 @@ def store_harness_run(
     version: str | None,
     name: str,
     config: Mapping[str, Any],
-    tasks: Iterable[HarnessTask],
+    tasks: Iterable[HarnessTask | EncodedSet],
     started: float | None,
     ended: float | None,
     notes: Sequence[str] = (),
@@ -246,7 +423,8 @@ def store_harness_run(
     """One run holding one result set per task, with the harness's numbers in each set's meta.
 
     ``tasks`` may be an iterator that reads each task as it is asked for (each task's rows are
-    stored and let go before the next is read); ``notes`` are read after the last task."""
+    stored and let go before the next is read), or give result sets a worker process encoded
+    (:class:`EncodedSet`); ``notes`` are read after the last task."""
     run = new_run(
         stage,
         name,
@@ -262,6 +440,18 @@ def store_harness_run(
     fields: dict[str, str] = {}
     with run:
         for t in tasks:
+            if isinstance(t, EncodedSet):
+                if t.error is not None:
+                    if t.name is not None:
+                        run.check_results_name(t.name)  # what the serial path checks first
+                    raise t.error
+                if t.name is None or t.path is None:
+                    continue  # a set without rows
+                run.log_encoded_results(t.name, t.path, rows=t.rows, sha256=t.sha256, harness=t.meta)
+                counts[f"results:{t.name}"] = t.rows
+                for f in t.files:
+                    fields[f] = f"result set '{t.name}' ({', '.join(t.metrics)})"
+                continue
             blocks = [m.rows for m in t.metrics]
             n = sum(len(b) for b in blocks)
             if not n:

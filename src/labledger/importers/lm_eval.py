@@ -19,11 +19,12 @@ target, ``prediction`` the filtered response (generative) or the chosen choice (
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Iterator
 from itertools import chain
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -31,21 +32,29 @@ import orjson
 
 from labledger.errors import ImportSourceError, RecordError
 from labledger.importers.harness import (
+    EncodedSet,
     HarnessMetric,
     HarnessTask,
     as_float,
+    encode_tasks,
+    import_workers,
     paused_gc,
+    pool_result,
     read_results,
     results_stamp,
     score_row,
     set_name,
     softmax,
     store_harness_run,
+    worker_pool,
 )
 from labledger.importers.harness import results_files as harness_results_files
 from labledger.importers.source import ImportedRun, ImportOptions, Source, load_jsonl
 from labledger.inputs.result_columns import MISSING, Probs, ResultColumns
 from labledger.store.ledger import Ledger
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 FORMAT = "lm-eval"
 #: lm-eval's corpus-level metrics recomputable from ``[gold, pred]`` pairs, and their labledger spec.
@@ -530,21 +539,43 @@ def _tasks_of(
     return out
 
 
-def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: Path, several: bool) -> ImportedRun:
+def _run_for(
+    source: Source,
+    stage: Ledger,
+    opts: ImportOptions,
+    results_path: Path,
+    several: bool,
+    pool: ProcessPoolExecutor | None = None,
+) -> ImportedRun:
     data = read_results(results_path)
     raw_cfg, raw_configs = data.get("config"), data.get("configs")
     cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
     configs: dict[str, Any] = raw_configs if isinstance(raw_configs, dict) else {}
     samples = _samples_files(results_path)
     notes: list[str] = []
+    version = data.get("lm_eval_version")
 
-    def tasks() -> Iterator[HarnessTask]:
-        """Each samples file read when the run stores its result sets (one file's columns in memory
-        at a time), with its notes; the last note after the last file."""
+    def tasks() -> Iterator[HarnessTask | EncodedSet]:
+        """Each samples file's result sets when the run stores them, with its notes (the last note
+        after the last file): read here when asked for (one file's columns in memory at a time), or
+        by the pool's workers, every file submitted at once and taken in order."""
+        jobs = {}
+        if pool is not None:
+            parts = stage.root / "parts" / secrets.token_hex(4)
+            parts.mkdir(parents=True)
+            for k, (task, path) in enumerate(samples.items()):
+                if task in data["results"]:
+                    args = (results_path, task, path, configs.get(task) or {}, data["results"][task])
+                    jobs[task] = pool.submit(encode_tasks, _task_rows, args, "lm-eval", version, parts / str(k))
         for task, path in samples.items():
             if task not in data["results"]:
                 raise _fail(results_path, None, f"results.{task}", f"is missing ({path.name} has samples for it)")
-            for t in _task_rows(results_path, task, path, configs.get(task) or {}, data["results"][task]):
+            sets: list[HarnessTask] | list[EncodedSet] = (
+                pool_result(jobs[task], path)
+                if task in jobs
+                else _task_rows(results_path, task, path, configs.get(task) or {}, data["results"][task])
+            )
+            for t in sets:
                 if t.info.get("skipped_metrics"):
                     notes.append(f"{t.name}: not recomputable here, left out: {', '.join(t.info['skipped_metrics'])}")
                 yield t
@@ -593,7 +624,7 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
         source,
         opts,
         harness="lm-eval",
-        version=data.get("lm_eval_version"),
+        version=version,
         name=name,
         config=config,
         tasks=tasks(),
@@ -605,6 +636,11 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
 
 
 def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
+    """The runs of every results file; the samples files are decoded and encoded by worker
+    processes when they are large enough (:func:`~labledger.importers.harness.import_workers`),
+    else here, with the same bytes stored either way."""
     files = results_files(source.path)
-    with paused_gc():
-        return [_run_for(source, stage, opts, f, len(files) > 1) for f in files]
+    samples = [p for f in files for p in _samples_files(f).values()]
+    workers = import_workers([p.stat().st_size for p in samples])
+    with paused_gc(), worker_pool(workers) as pool:
+        return [_run_for(source, stage, opts, f, len(files) > 1, pool) for f in files]

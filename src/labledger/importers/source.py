@@ -33,6 +33,8 @@ from labledger.store.run import Run, sha256_file
 ENVIRONMENT_KEYS = ("host", "user", "pid", "python", "platform", "argv", "cwd", "packages", "git")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+#: A source with fewer bytes than this to hash is hashed in one thread.
+HASH_THREADS_MIN_BYTES = 8 << 20
 
 
 @dataclass
@@ -116,10 +118,24 @@ class Source:
         """The content hash of the whole source (see the module docstring)."""
         if self.path.is_file() and self.files == [self.path]:
             return self.digest(self.path)[0]
+        self._digest_all()
         h = hashlib.sha256()
         for f in self.files:
             h.update(f"{self.rel(f)}\0{self.digest(f)[0]}\n".encode())
         return h.hexdigest()
+
+    def _digest_all(self) -> None:
+        """The digests of every file not hashed yet, from a few threads when there are many bytes
+        (hashlib and reads release the GIL: the cores hash side by side, #13); the first file that
+        cannot be read raises, as :meth:`digest` in path order would."""
+        todo = [f for f in self.files if f not in self._digests]
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        if len(todo) < 2 or cores < 2 or sum(f.stat().st_size for f in todo if f.is_file()) < HASH_THREADS_MIN_BYTES:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(cores, 4)) as pool:
+            list(pool.map(self.digest, todo))
 
     def file_entries(self, files: Iterable[Path] | None = None) -> list[dict[str, Any]]:
         """``[{"path", "sha256", "size"}]`` of ``files`` (default: all), paths relative to the source."""

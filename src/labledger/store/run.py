@@ -32,7 +32,17 @@ from labledger.inputs.records import clean_scalars, unwrap_scalar, validate_batc
 from labledger.store.counters import Counters
 from labledger.store.environment import environment
 from labledger.store.fields import ScalarStats, run_fields
-from labledger.store.jsonl import DUMP_OPTIONS, RECORD_FILES, Appender, atomic_write, dumps_line, write_all, write_json
+from labledger.store.jsonl import (
+    DUMP_OPTIONS,
+    RECORD_FILES,
+    Appender,
+    atomic_write,
+    dumps_line,
+    fsync_dir,
+    fsync_files,
+    write_all,
+    write_json,
+)
 from labledger.store.ledger import Ledger, default_ledger_path
 
 if TYPE_CHECKING:
@@ -689,12 +699,7 @@ class Run:
         """
         from labledger.inputs.results import validate_rows
 
-        self._check_open()
-        check_name(name, "result set name")
-        out_dir = self.dir / "evals" / name
-        target = out_dir / "results.jsonl"
-        if target.exists():
-            raise LedgerError(f"run {self.id} already has results '{name}'")
+        self.check_results_name(name)
         if isinstance(rows_or_path, (str, os.PathLike)):
             src = Path(rows_or_path)
             try:
@@ -703,16 +708,9 @@ class Run:
                 raise RecordError(f"cannot read ({exc.strerror})", source=str(src)) from None
             rows, lines, data = _rows_from_bytes(data, str(src))
             validate_rows(rows, source=str(src), lines=lines)
-            origin = str(src.resolve())
-        else:
-            rows = [dict(r) for r in rows_or_path]
-            validate_rows(rows, source=f"results '{name}'")
-            try:
-                data = b"".join(dumps_line(r) for r in rows)
-            except TypeError as exc:
-                raise RecordError(f"results rows must be JSON-serialisable ({exc})") from None
-            origin = None
-        return self._store_results(name, data, len(rows), origin, meta)
+            return self._store_results(name, data, len(rows), str(src.resolve()), meta)
+        data, n_rows = result_rows_bytes(name, rows_or_path)
+        return self._store_results(name, data, n_rows, None, meta)
 
     def log_result_columns(self, name: str, columns: Sequence[ResultColumns], **meta: Any) -> Path:
         """Store result rows given as columns (one :class:`~labledger.inputs.result_columns.ResultColumns`
@@ -730,26 +728,54 @@ class Run:
         >>> p.read_bytes()
         b'{"id":"a","task":"mean","gold":1.0,"pred":0.5}\\n'
         """
-        from labledger.inputs.result_columns import encode_columns, rows_of
+        self.check_results_name(name)
+        data, n_rows = result_set_bytes(name, columns)
+        return self._store_results(name, data, n_rows, None, meta)
 
+    def log_encoded_results(self, name: str, path: Path, *, rows: int, sha256: str, **meta: Any) -> Path:
+        """Store as result set ``name`` the file at ``path``, written by :func:`result_set_bytes`
+        (checked and encoded, maybe in another process) in this run's ledger, with its ``rows``
+        and ``sha256``: the file is moved into place, so the stored bytes and ``meta.json`` are
+        those of :meth:`log_result_columns` given the same columns (#13).
+
+        >>> import tempfile, labledger
+        >>> from labledger.inputs.result_columns import ResultColumns
+        >>> with labledger.start_run("r", ledger=tempfile.mkdtemp()) as run:
+        ...     data, n = result_set_bytes("r", [ResultColumns("mean", ["a"], [1.0], {"pred": [0.5]})])
+        ...     _ = (run.dir / "part").write_bytes(data)
+        ...     p = run.log_encoded_results("r", run.dir / "part", rows=n, sha256=hashlib.sha256(data).hexdigest())
+        >>> p.read_bytes()
+        b'{"id":"a","task":"mean","gold":1.0,"pred":0.5}\\n'
+        """
+        self.check_results_name(name)
+        return self._store_results(name, None, rows, None, meta, written=(Path(path), sha256))
+
+    def check_results_name(self, name: str) -> None:
+        """Raise unless ``name`` is a valid result-set name this open run does not have yet."""
         self._check_open()
         check_name(name, "result set name")
         if (self.dir / "evals" / name / "results.jsonl").exists():
             raise LedgerError(f"run {self.id} already has results '{name}'")
-        data = encode_columns(columns)
-        if data is None:
-            return self.log_results(name, rows_of(columns), **meta)
-        return self._store_results(name, data, sum(c.n for c in columns), None, meta)
 
-    def _store_results(self, name: str, data: bytes, n_rows: int, origin: str | None, meta: Mapping[str, Any]) -> Path:
-        """Write a checked result set's file and ``meta.json`` inside the index transaction."""
+    def _store_results(
+        self,
+        name: str,
+        data: bytes | None,
+        n_rows: int,
+        origin: str | None,
+        meta: Mapping[str, Any],
+        *,
+        written: tuple[Path, str] | None = None,
+    ) -> Path:
+        """Write a checked result set's file (``data``, or move the ``written`` file with its
+        sha256 into place) and ``meta.json`` inside the index transaction."""
         out_dir = self.dir / "evals" / name
         target = out_dir / "results.jsonl"
         info = {
             **meta,
             "name": name,
             "rows": n_rows,
-            "sha256": hashlib.sha256(data).hexdigest(),
+            "sha256": written[1] if written is not None else hashlib.sha256(data or b"").hexdigest(),
             "source": origin,
             "created": time.time(),
         }
@@ -765,7 +791,14 @@ class Run:
             out_dir.mkdir(parents=True, exist_ok=True)
             try:
                 write_json(out_dir / "meta.json", info, fsync=deferred is None)
-                atomic_write(target, data, fsync=deferred is None)
+                if written is not None:
+                    if deferred is None:
+                        fsync_files([written[0]])
+                    os.replace(written[0], target)
+                    if deferred is None:
+                        fsync_dir(out_dir)
+                else:
+                    atomic_write(target, data or b"", fsync=deferred is None)
             except BaseException:
                 for leftover in (target, out_dir / "meta.json"):
                     leftover.unlink(missing_ok=True)
@@ -1019,6 +1052,40 @@ def _finite_or_none(v: Any) -> Any:
     if type(v) is float and not math.isfinite(v):
         return None
     return v
+
+
+def result_rows_bytes(name: str, rows: Iterable[Mapping[str, Any]]) -> tuple[bytes, int]:
+    """The ``results.jsonl`` bytes and row count of result set ``name`` from row dicts, checked by
+    the row checker (a bad row raises naming it), as :meth:`Run.log_results` stores them.
+
+    >>> result_rows_bytes("r", [{"id": "a", "task": "mean", "gold": 1.0, "pred": 0.5}])
+    (b'{"id":"a","task":"mean","gold":1.0,"pred":0.5}\\n', 1)
+    """
+    from labledger.inputs.results import validate_rows
+
+    checked = [dict(r) for r in rows]
+    validate_rows(checked, source=f"results '{name}'")
+    try:
+        return b"".join(dumps_line(r) for r in checked), len(checked)
+    except TypeError as exc:
+        raise RecordError(f"results rows must be JSON-serialisable ({exc})") from None
+
+
+def result_set_bytes(name: str, columns: Sequence[ResultColumns]) -> tuple[bytes, int]:
+    """The ``results.jsonl`` bytes and row count :meth:`Run.log_result_columns` stores for
+    ``columns`` (encoded column by column, or by the row checker when the fast checks cannot vouch
+    for them: its error then names the row); for encoding in a worker process (#13).
+
+    >>> from labledger.inputs.result_columns import ResultColumns
+    >>> result_set_bytes("r", [ResultColumns("mean", ["a"], [1.0], {"pred": [0.5]})])
+    (b'{"id":"a","task":"mean","gold":1.0,"pred":0.5}\\n', 1)
+    """
+    from labledger.inputs.result_columns import encode_columns, rows_of
+
+    data = encode_columns(columns)
+    if data is None:
+        return result_rows_bytes(name, rows_of(columns))
+    return data, sum(c.n for c in columns)
 
 
 def start_run(
