@@ -180,7 +180,8 @@ def influence(prep: Prepared, clustered: bool = False) -> np.ndarray | None:
         if psi is not None:
             psi.flags.writeable = False
         prep._influence[clustered] = psi
-    return prep._influence[clustered]
+    found: np.ndarray | None = prep._influence[clustered]
+    return found
 
 
 def has_analytic(prep: Prepared) -> bool:
