@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import orjson
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,6 +86,8 @@ def test_ids_stay_in_arrow_until_read_and_read_back_the_same() -> None:
     assert pt.ids.tolist() == ["i5", "i0", "i7"] and sub.ids.tolist() == ["i5", "i0", "i7"]
     assert arr.ids.tolist() == want.tolist() and "ids" in vars(arr)
     assert arr.take(np.array([1])).ids.tolist() == ["i1"]  # (ids already read: taken as an array)
+    with pytest.raises(AttributeError, match="no attribute 'idz'"):
+        _ = arr.idz
 
 
 def test_a_report_from_arrow_ids_equals_the_report_from_dict_rows(tmp_path) -> None:
