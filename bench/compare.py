@@ -22,8 +22,18 @@ Cases (``--only`` picks some):
 ``--main PATH`` also runs every labledger case with ``PYTHONPATH=PATH/src`` (another checkout, e.g.
 the main branch), interleaved with this tree's: the ``code`` column says which.
 
+``--phases`` instead times the phases of ``compare`` and ``report`` in one process each (threads
+off: every pool runs its jobs in turn, so the phases add up), by CPU time: reading, the cross-fit,
+preparing the metrics, their intervals, the ECE draws, the reliability bins, the document. A phase
+that calls another includes it.
+
+Every labledger process runs with a bytecode cache (``PYTHONPYCACHEPREFIX`` in the temporary
+folder), as an install has it: this machine sets ``PYTHONDONTWRITEBYTECODE``, which made every run
+compile the modules it imports (~0.5 s of CPU).
+
     python bench/compare.py --rows 1000000 --reps 2 --main /work/main
     python bench/compare.py --rows 10000000 --only compare,report,numpy-compare
+    python bench/compare.py --rows 1000000 --phases --main /work/main
 """
 
 from __future__ import annotations
@@ -110,6 +120,72 @@ print(json.dumps(out))
 """
 
 
+PHASES = r"""
+import concurrent.futures as cf, functools, importlib, json, os, resource, sys, time
+class Inline:  # a pool that runs each job at once, in the caller's thread
+    def __init__(self, *a, **k): pass
+    def __enter__(self): return self
+    def __exit__(self, *a): return False
+    def map(self, f, *its): return [f(*a) for a in zip(*its)]
+    def submit(self, f, *a, **k):
+        fut = cf.Future()
+        try: fut.set_result(f(*a, **k))
+        except BaseException as e: fut.set_exception(e)
+        return fut
+c0 = time.process_time()
+from labledger.calibrate.reporting import report
+from labledger.analysis.comparison import compare
+import labledger.metrics.resample as R
+R.THREADS = 1
+for m in list(sys.modules.values()):
+    if getattr(m, "__name__", "").startswith("labledger") and getattr(m, "ThreadPoolExecutor", None) is cf.ThreadPoolExecutor:
+        m.ThreadPoolExecutor = Inline
+phases = {"imports": time.process_time() - c0}
+def wrap(modname, attr, label):
+    mod = importlib.import_module(modname)
+    f = getattr(mod, attr, None)
+    if f is None: return
+    @functools.wraps(f)
+    def g(*a, **k):
+        c = time.process_time()
+        try: return f(*a, **k)
+        finally: phases[label] = phases.get(label, 0.0) + time.process_time() - c
+    for m in list(sys.modules.values()):
+        if getattr(m, "__name__", "").startswith("labledger") and getattr(m, attr, None) is f:
+            setattr(m, attr, g)
+mode, a, b = sys.argv[1:4]
+WRAPS = {
+    "report": [("labledger.calibrate.fitting", "load_results", "reading (sha256 + columnar cache)"),
+               ("labledger.calibrate.fitting", "crossfit_scores", "cross-fit (K refits + out-of-fold)"),
+               ("labledger.calibrate.fitting", "fit_chain", "  of which the refits"),
+               ("labledger.calibrate.methods", "apply_steps", "applying the recipe (calibrated, folds)"),
+               ("labledger.calibrate.reporting", "_prepared_value", "preparing the metrics (sorts, values)"),
+               ("labledger.calibrate.reporting", "_entries", "intervals and differences (incl. preparing)"),
+               ("labledger.calibrate.reporting", "_metric_entries", "intervals and differences"),
+               ("labledger.calibrate.ece_draws", "joint_ece_draws", "  of which the joint ECE draws"),
+               ("labledger.analysis.intervals", "value_interval", "  of which the raw values' intervals"),
+               ("labledger.metrics.analytic", "normal_draws", "  of which the normal draws (log loss, Brier)"),
+               ("labledger.calibrate.reporting", "reliability", "reliability bins")],
+    "compare": [("labledger.inputs.results", "load", "reading both sides"),
+                ("labledger.analysis.comparison", "_pair", "pairing the items"),
+                ("labledger.analysis.comparison", "_prepared", "preparing the metrics (sorts, values)"),
+                ("labledger.analysis.comparison", "diff_interval", "differences and intervals"),
+                ("labledger.analysis.comparison", "diff_notes", "notes (analytic intervals beside)")],
+}
+for w in WRAPS[mode]: wrap(*w)
+c1 = time.process_time()
+doc = report(a, b) if mode == "report" else compare(a, b)
+c2 = time.process_time()
+text = doc.to_json()
+c3 = time.process_time()
+phases["the document as JSON"] = c3 - c2
+phases["in all (after imports)"] = c3 - c1
+phases["peak RSS MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+phases["load"] = os.getloadavg()[0]
+print(json.dumps(phases))
+"""
+
+
 def _bench_eval():
     """bench/eval.py as a module (its generator and its timing of one fresh process)."""
     spec = importlib.util.spec_from_file_location("bench_eval", HERE / "eval.py")
@@ -126,6 +202,7 @@ def main() -> None:
     ap.add_argument("--only", default=",".join(CASES))
     ap.add_argument("--main", help="another checkout whose src/ is timed beside this one (e.g. /work/main)")
     ap.add_argument("--keep", help="write the files here and keep them (reused when present)")
+    ap.add_argument("--phases", action="store_true", help="time the phases of compare and report in-process")
     args = ap.parse_args()
     only = args.only.split(",")
     be = _bench_eval()
@@ -142,7 +219,14 @@ def main() -> None:
     warm = tmp / "cache-warm"
     recipe = tmp / f"recipe_{args.rows}.toml"
     lb = [sys.executable, "-m", "labledger"]
-    env0 = {**os.environ, "PYTHONPATH": codes["branch"], "LABLEDGER_CACHE_DIR": str(warm)}
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    pycache = {code: str(tmp / f"pycache-{code}") for code in codes}
+    env0 = {
+        **base,
+        "PYTHONPATH": codes["branch"],
+        "LABLEDGER_CACHE_DIR": str(warm),
+        "PYTHONPYCACHEPREFIX": pycache["branch"],
+    }
     fit = ["--task", "cls3", "--method", "prior_multiplier", "--crossfit", "5", "--out", str(recipe)]
     if not recipe.exists():
         subprocess.run(
@@ -151,11 +235,16 @@ def main() -> None:
             capture_output=True,
             env=env0,
         )
-    subprocess.run([*lb, "compare", str(a), str(b), "--json"], check=True, capture_output=True, env=env0)  # warm
+    for code, src in codes.items():  # the columnar cache and each tree's bytecode cache, warm
+        env = {**env0, "PYTHONPATH": src, "PYTHONPYCACHEPREFIX": pycache[code]}
+        subprocess.run([*lb, "compare", str(a), str(b), "--json"], check=True, capture_output=True, env=env)
+    if args.phases:
+        _phases(codes, pycache, base, warm, a, b, recipe, args.rows)
+        return
 
     def cases():
         for code, src in codes.items():
-            env = {**os.environ, "PYTHONPATH": src, "LABLEDGER_CACHE_DIR": str(warm)}
+            env = {**base, "PYTHONPATH": src, "LABLEDGER_CACHE_DIR": str(warm), "PYTHONPYCACHEPREFIX": pycache[code]}
             cold = {**env, "LABLEDGER_CACHE_DIR": "off"}
             yield code, "compare-jsonl", [*lb, "compare", str(a), str(b), "--json"], cold
             yield code, "compare", [*lb, "compare", str(a), str(b), "--json"], env
@@ -191,6 +280,31 @@ def main() -> None:
         )
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _phases(codes: dict, pycache: dict, base: dict, warm: Path, a: Path, b: Path, recipe: Path, rows: int) -> None:
+    """One in-process run of each command per tree (threads off), its CPU seconds by phase, as a table."""
+    found: dict[tuple[str, str], dict] = {}
+    for mode, args in (("compare", (a, b)), ("report", (a, recipe))):
+        for code, src in codes.items():
+            env = {**base, "PYTHONPATH": src, "LABLEDGER_CACHE_DIR": str(warm), "PYTHONPYCACHEPREFIX": pycache[code]}
+            out = subprocess.run(
+                [sys.executable, "-c", PHASES, mode, *map(str, args)], capture_output=True, text=True, env=env
+            )
+            if out.returncode:
+                raise SystemExit(out.stderr[-2000:])
+            found[mode, code] = json.loads(out.stdout.strip().splitlines()[-1])
+            print(json.dumps({"mode": mode, "code": code, **found[mode, code]}), file=sys.stderr, flush=True)
+    names = list(codes)
+    for mode in ("compare", "report"):
+        print(f"\n`{mode}`, {rows:,} rows, CPU seconds by phase (one process, threads off)")
+        print("| phase | " + " | ".join(names) + " |")
+        print("|---|" + "---:|" * len(names))
+        labels = list(dict.fromkeys(k for code in names for k in found[mode, code]))
+        for label in labels:
+            cells = [found[mode, code].get(label) for code in names]
+            fmt = "{:.0f}" if label == "peak RSS MiB" else "{:.1f}" if label == "load" else "{:.2f}"
+            print(f"| {label} | " + " | ".join("–" if c is None else fmt.format(c) for c in cells) + " |")
 
 
 def _measured(be, cmd: list[str], env: dict[str, str]) -> dict:

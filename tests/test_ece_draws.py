@@ -4,6 +4,7 @@ feature matrix, the draws against the item bootstrap, the report's method text, 
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -187,7 +188,14 @@ def test_variants_that_score_alike_are_prepared_once_with_the_same_entries(monke
     specs = reporting._metric_specs(head, arr, 15)
 
     def entries():
-        return reporting._entries("t", arr, variants, specs, head, steps, ci=0.95, resamples=100, seed=0)
+        objs = reporting._objectives(specs, arr, head, steps)
+        first = reporting._firsts(variants)
+        made = {(o.key, u): o.prepared(arr, variants[u]) for o in objs for u in set(first.values())}
+        preps = {o.key: [made[o.key, first[v]] for v in variants] for o in objs}
+        with ThreadPoolExecutor(2) as pool:
+            return reporting._metric_entries(
+                "t", arr, list(variants), objs, preps, head, pool, ci=0.95, resamples=100, seed=0
+            )
 
     assert reporting._same_scores(variants["calibrated"], variants["cross-fitted"])
     assert not reporting._same_scores(raw, calibrated)

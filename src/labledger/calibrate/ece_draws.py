@@ -118,6 +118,16 @@ def moments(preps: Sequence[WeightsPrepared], per_bin: int) -> tuple[np.ndarray,
         for k in range(j, len(feats)):
             ul, ml, dl, _ = feats[k]
             cl, gl, _ = layout[k]
+            if k == j:  # a variant with itself: its blocks are diagonal (the same sums, m cells not m^2)
+                pairs = [(gj, gj, np.bincount(uj, weights=dj * dj, minlength=mj) / n)]
+                if cj is not None:
+                    counts = np.bincount(uj, minlength=mj) / n
+                    gaps = mean[gj : gj + mj]
+                    pairs += [(cj, cj, counts), (cj, gj, gaps)]
+                for r0, c0, diag in pairs:
+                    second[r0 : r0 + mj, c0 : c0 + mj] = np.diag(diag)
+                    second[c0 : c0 + mj, r0 : r0 + mj] = np.diag(diag)
+                continue
             code = uj * ml + ul
 
             def joint(weights: np.ndarray | None, mj: int = mj, ml: int = ml, code: np.ndarray = code) -> np.ndarray:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -246,11 +247,29 @@ def out_of_fold(per_row: list[list[Step]], arr: TaskArrays, fold: np.ndarray, k:
     changed = False
     for f in range(k):
         idx = np.flatnonzero(fold == f)
-        held = arr.take(idx)
+        held = _applied_rows(arr, idx)
         st = apply_steps(per_row[f + 1], held.scores(), held)
         p[idx], pred[idx] = st.p, st.pred
         changed |= st.changed
     return Scores(p, pred, None, changed)
+
+
+def _applied_rows(arr: TaskArrays, idx: np.ndarray) -> TaskArrays:
+    """``arr.take(idx)`` of what applying a step reads (the scores and the damping masks): not the
+    ids, lines, clusters or item codes, whose copies were most of an out-of-fold pass (#19)."""
+    empty = np.zeros(0, dtype=np.int64)
+    return replace(
+        arr,
+        ids=empty,
+        lines=empty,
+        gold=arr.gold[idx],
+        probs=arr.probs[idx],
+        pred=arr.pred[idx],
+        group=None,
+        logits=None if arr.logits is None else arr.logits[idx],
+        masks={key: v[idx] for key, v in arr.masks.items()},
+        items={},
+    )
 
 
 def crossfit_scores(

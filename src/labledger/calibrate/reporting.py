@@ -235,23 +235,9 @@ def _prepared_value(obj: Objective, arr: TaskArrays, scores: Scores) -> Prepared
     return prep
 
 
-def _entries(
-    task: str,
-    arr: TaskArrays,
-    variants: dict[str, Scores],
-    specs: list[str],
-    head: Objective,
-    steps,
-    *,
-    ci: float,
-    resamples: int,
-    seed: int,
-) -> tuple[dict, list[dict], dict]:
-    """Per-variant entries, difference entries, and the headline's difference draws."""
-    per_variant: dict[str, list[dict]] = {v: [] for v in variants}
-    diffs: list[dict] = []
-    head_draws: dict[str, np.ndarray] = {}
-    seen = set()
+def _objectives(specs: list[str], arr: TaskArrays, head: Objective, steps) -> list[Objective]:
+    """The report's metrics, each once (the headline is often one of the others)."""
+    out: list[Objective] = []
     for spec in specs:
         obj = (
             head
@@ -260,108 +246,150 @@ def _entries(
                 spec, arr, [s.method for s in steps], positive=head.positive, item_field=head.item_field
             )
         )
-        if obj.key in seen:
+        if obj.key not in {o.key for o in out}:
+            out.append(obj)
+    return out
+
+
+def _firsts(variants: dict[str, Scores]) -> dict[str, str]:
+    """Each variant's first variant that scores every item alike (itself when none before it does):
+    compared once for every metric (cross-fitted often equals calibrated at large n: prepared once)."""
+    names = list(variants)
+    return {v: next(u for u in names if _same_scores(variants[u], variants[v])) for v in names}
+
+
+def _metric_entries(
+    task: str,
+    arr: TaskArrays,
+    names: list[str],
+    objs: list[Objective],
+    preps: dict[str, list[Prepared]],
+    head: Objective,
+    pool: ThreadPoolExecutor,
+    *,
+    ci: float,
+    resamples: int,
+    seed: int,
+) -> tuple[dict, list[dict], dict]:
+    """Per-variant entries, difference entries and the headline's difference draws, from the prepared metrics (``preps[key]``: one per variant of ``names``), the
+    metrics' intervals side by side in ``pool`` (each has its own generator: the same draws either way)."""
+    per_variant: dict[str, list[dict]] = {v: [] for v in names}
+    diffs: list[dict] = []
+    head_draws: dict[str, np.ndarray] = {}
+    one = partial(_one_metric, task, arr, names, head, ci=ci, resamples=resamples, seed=seed)
+    for rows, drows, draws in pool.map(one, objs, [preps[o.key] for o in objs]):
+        for v in names:
+            per_variant[v].append(rows[v])
+        diffs += drows
+        head_draws.update(draws)
+    return per_variant, diffs, head_draws
+
+
+def _one_metric(
+    task: str,
+    arr: TaskArrays,
+    names: list[str],
+    head: Objective,
+    obj: Objective,
+    preps: list[Prepared],
+    *,
+    ci: float,
+    resamples: int,
+    seed: int,
+) -> tuple[dict[str, dict], list[dict], dict[str, np.ndarray]]:
+    """One metric's entry for each variant, its differences from raw, and (the headline) their draws."""
+    per_variant: dict[str, dict] = {}
+    diffs: list[dict] = []
+    head_draws: dict[str, np.ndarray] = {}
+    values = [float(p.value()) for p in preps]
+    groups = None if obj.mode == "items" else arr.group
+    draws = None
+    rng = rng_for(_seed(seed, task, obj.key))
+    analytic = bool(resamples and preps[0].n and obj.mode != "items" and all(use_analytic(p, groups) for p in preps))
+    if analytic:  # joint normal draws (the suite mean's), intervals and tests from the analytic forms
+        draws = normal_draws(preps, resamples, rng, groups)
+        analytic = draws is not None
+    used = resamples
+    binned = bool(resamples and preps[0].n and draws is None and obj.mode != "items" and ece_applies(preps, groups))
+    if binned:  # ECEs of the variants: their bins' sums by their joint normal law (#19)
+        draws = joint_ece_draws(preps, resamples, rng)
+    elif resamples and preps[0].n and draws is None:
+        used = resamples_for(preps[0], resamples, groups) if obj.mode != "items" else resamples
+        draws = resample_values(preps, used, rng, groups)
+    unit = (
+        "items (rows grouped by '" + str(obj.item_field) + "')"
+        if obj.mode == "items"
+        else ("clusters" if groups is not None else "items")
+    )
+    shape = f" ({ECE_METHOD})" if binned else ""
+    for i, v in enumerate(names):
+        lo = hi = None
+        how = None
+        if draws is not None and i == 0 and obj.mode != "items":
+            # the raw value's CI is the evaluation's (same procedure and seed as ``evaluate``),
+            # so a page showing both shows one interval for one number
+            iv, _, _ = value_interval(
+                preps[0], ci=ci, resamples=resamples, seed=_seed(seed, task, "", obj.key), groups=groups
+            )
+            if isinstance(iv, dict):  # a table metric: not a headline or probability metric of the report
+                raise CalibrationError(f"task '{task}': metric {obj.key} has no single value")
+            lo, hi, how = iv.low, iv.high, iv.method
+        elif analytic:
+            iv = analytic_interval(preps[i], ci=ci, groups=groups)
+            lo, hi, how = iv.low, iv.high, iv.method
+        elif draws is not None:
+            lo, hi, _ = percentile_interval(draws[i], ci)
+            how = f"percentile bootstrap over {unit}{shape}"
+        per_variant[v] = {
+            "metric": _display(obj),
+            "key": obj.key,
+            "params": dict(obj.params),
+            "definition": obj.definition(),
+            "higher_is_better": obj.higher_is_better,
+            "value": _num(values[i]),
+            "ci_low": _num(lo),
+            "ci_high": _num(hi),
+            "ci": ci,
+            "resamples": 0 if analytic else used,
+            "n": int(preps[i].n_used),
+            "method": how,
+        }
+        if i == 0:
             continue
-        seen.add(obj.key)
-        names = list(variants)
-        first = [next(u for u in names if _same_scores(variants[u], variants[v])) for v in names]
-        distinct = list(dict.fromkeys(first))  # (cross-fitted often equals calibrated at large n: prepared once)
-        with ThreadPoolExecutor(2) as pool:  # the variants' sorts side by side (numpy releases the GIL, #19)
-            found = dict(zip(distinct, pool.map(partial(_prepared_value, obj, arr), [variants[v] for v in distinct])))
-        preps = [found[u] for u in first]
-        values = [float(p.value()) for p in preps]
-        groups = None if obj.mode == "items" else arr.group
-        draws = None
-        rng = rng_for(_seed(seed, task, obj.key))
-        analytic = bool(
-            resamples and preps[0].n and obj.mode != "items" and all(use_analytic(p, groups) for p in preps)
+        diff = values[i] - values[0]
+        lo = hi = p = None
+        method = f"paired percentile bootstrap over {unit}{shape}; p-value: percentile bootstrap, two-sided"
+        if draws is not None:
+            d = draws[i] - draws[0]
+            if analytic:
+                res = paired_analytic(preps[i], preps[0], ci=ci, groups=groups)
+                lo, hi, p, method = res.low, res.high, res.p_value, res.method
+            else:
+                lo, hi, _ = percentile_interval(d, ci)
+                p = _p_value(d, diff)
+            if obj.key == head.key:
+                head_draws[v] = d
+        diffs.append(
+            {
+                "metric": f"{_display(obj)} Δ ({v} − raw)",
+                "key": f"{obj.key} Δ {v}",
+                "base_metric": obj.key,
+                "variant": v,
+                "params": dict(obj.params),
+                "definition": f"{v} minus raw on the same {arr.n:,} rows: {obj.definition()}",
+                "higher_is_better": obj.higher_is_better,
+                "raw": _num(values[0]),
+                "calibrated": _num(values[i]),
+                "value": _num(diff),
+                "ci_low": _num(lo),
+                "ci_high": _num(hi),
+                "p_value": p,
+                "ci": ci,
+                "resamples": 0 if analytic else used,
+                "n": int(preps[i].n_used),
+                "method": method,
+            }
         )
-        if analytic:  # joint normal draws (the suite mean's), intervals and tests from the analytic forms
-            draws = normal_draws(preps, resamples, rng, groups)
-            analytic = draws is not None
-        used = resamples
-        binned = bool(resamples and preps[0].n and draws is None and obj.mode != "items" and ece_applies(preps, groups))
-        if binned:  # ECEs of the variants: their bins' sums by their joint normal law (#19)
-            draws = joint_ece_draws(preps, resamples, rng)
-        elif resamples and preps[0].n and draws is None:
-            used = resamples_for(preps[0], resamples, groups) if obj.mode != "items" else resamples
-            draws = resample_values(preps, used, rng, groups)
-        unit = (
-            "items (rows grouped by '" + str(obj.item_field) + "')"
-            if obj.mode == "items"
-            else ("clusters" if groups is not None else "items")
-        )
-        shape = f" ({ECE_METHOD})" if binned else ""
-        for i, v in enumerate(names):
-            lo = hi = None
-            how = None
-            if draws is not None and i == 0 and obj.mode != "items":
-                # the raw value's CI is the evaluation's (same procedure and seed as ``evaluate``),
-                # so a page showing both shows one interval for one number
-                iv, _, _ = value_interval(
-                    preps[0], ci=ci, resamples=resamples, seed=_seed(seed, task, "", obj.key), groups=groups
-                )
-                if isinstance(iv, dict):  # a table metric: not a headline or probability metric of the report
-                    raise CalibrationError(f"task '{task}': metric {obj.key} has no single value")
-                lo, hi, how = iv.low, iv.high, iv.method
-            elif analytic:
-                iv = analytic_interval(preps[i], ci=ci, groups=groups)
-                lo, hi, how = iv.low, iv.high, iv.method
-            elif draws is not None:
-                lo, hi, _ = percentile_interval(draws[i], ci)
-                how = f"percentile bootstrap over {unit}{shape}"
-            per_variant[v].append(
-                {
-                    "metric": _display(obj),
-                    "key": obj.key,
-                    "params": dict(obj.params),
-                    "definition": obj.definition(),
-                    "higher_is_better": obj.higher_is_better,
-                    "value": _num(values[i]),
-                    "ci_low": _num(lo),
-                    "ci_high": _num(hi),
-                    "ci": ci,
-                    "resamples": 0 if analytic else used,
-                    "n": int(preps[i].n_used),
-                    "method": how,
-                }
-            )
-            if i == 0:
-                continue
-            diff = values[i] - values[0]
-            lo = hi = p = None
-            method = f"paired percentile bootstrap over {unit}{shape}; p-value: percentile bootstrap, two-sided"
-            if draws is not None:
-                d = draws[i] - draws[0]
-                if analytic:
-                    res = paired_analytic(preps[i], preps[0], ci=ci, groups=groups)
-                    lo, hi, p, method = res.low, res.high, res.p_value, res.method
-                else:
-                    lo, hi, _ = percentile_interval(d, ci)
-                    p = _p_value(d, diff)
-                if obj.key == head.key:
-                    head_draws[v] = d
-            diffs.append(
-                {
-                    "metric": f"{_display(obj)} Δ ({v} − raw)",
-                    "key": f"{obj.key} Δ {v}",
-                    "base_metric": obj.key,
-                    "variant": v,
-                    "params": dict(obj.params),
-                    "definition": f"{v} minus raw on the same {arr.n:,} rows: {obj.definition()}",
-                    "higher_is_better": obj.higher_is_better,
-                    "raw": _num(values[0]),
-                    "calibrated": _num(values[i]),
-                    "value": _num(diff),
-                    "ci_low": _num(lo),
-                    "ci_high": _num(hi),
-                    "p_value": p,
-                    "ci": ci,
-                    "resamples": 0 if analytic else used,
-                    "n": int(preps[i].n_used),
-                    "method": method,
-                }
-            )
     return per_variant, diffs, head_draws
 
 
@@ -465,20 +493,43 @@ def _task_report(td, t: TaskRecipe, *, sha, source, ci, resamples, seed, bins, c
     head = objective_from_key(key, arr, t.steps)
     raw = arr.scores()
     variants = {"raw": raw, "calibrated": apply_steps(t.steps, raw, arr, where=f"task '{td.task}'")}
+    objs = _objectives(_metric_specs(head, arr, bins), arr, head, t.steps)
     cross = None
-    if prov["in_sample"] != "no":
-        fit = t.fit or {}
-        k = int(fit.get("crossfit_k", crossfit))
-        kseed = int(fit.get("crossfit_seed", seed))
-        grids = [None if (g or "").startswith("default") or not g else g for g in fit.get("grids", [])] or None
-        try:
-            variants["cross-fitted"], folds_by = crossfit_scores(t.steps, arr, head, k=k, seed=kseed, grids=grids)
-            cross = {"k": k, "seed": kseed, "folds_by": folds_by}
-        except CalibrationError as exc:
-            cross = {"k": k, "error": f"not cross-fitted: {exc}"}
-    per_variant, diffs, head_draws = _entries(
-        td.task, arr, variants, _metric_specs(head, arr, bins), head, t.steps, ci=ci, resamples=resamples, seed=seed
-    )
+    with ThreadPoolExecutor(2) as pool:
+        # the cross-fit (K refits) in one thread while the other prepares the raw and calibrated
+        # metrics (their sorts; numpy releases the GIL), then the metrics' intervals side by side (#19)
+        refit = None
+        if prov["in_sample"] != "no":
+            fit = t.fit or {}
+            k = int(fit.get("crossfit_k", crossfit))
+            kseed = int(fit.get("crossfit_seed", seed))
+            grids = [None if (g or "").startswith("default") or not g else g for g in fit.get("grids", [])] or None
+            refit = pool.submit(crossfit_scores, t.steps, arr, head, k=k, seed=kseed, grids=grids)
+        first = _firsts(variants)
+        jobs = {
+            (o.key, v): pool.submit(_prepared_value, o, arr, variants[v])
+            for v in dict.fromkeys(first.values())
+            for o in objs
+        }
+        if refit is not None:
+            try:
+                variants["cross-fitted"], folds_by = refit.result()
+                cross = {"k": k, "seed": kseed, "folds_by": folds_by}
+            except CalibrationError as exc:
+                cross = {"k": k, "error": f"not cross-fitted: {exc}"}
+            if "cross-fitted" in variants:
+                first = _firsts(variants)
+                if first["cross-fitted"] == "cross-fitted":
+                    jobs.update(
+                        {
+                            (o.key, "cross-fitted"): pool.submit(_prepared_value, o, arr, variants["cross-fitted"])
+                            for o in objs
+                        }
+                    )
+        preps = {o.key: [jobs[o.key, first[v]].result() for v in variants] for o in objs}
+        per_variant, diffs, head_draws = _metric_entries(
+            td.task, arr, list(variants), objs, preps, head, pool, ci=ci, resamples=resamples, seed=seed
+        )
     honest = "cross-fitted" if "cross-fitted" in variants else "calibrated"
     body: dict[str, Any] = {
         "method": t.method,

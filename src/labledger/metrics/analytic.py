@@ -170,12 +170,18 @@ def influence(prep: Prepared, clustered: bool = False) -> np.ndarray | None:
     """
     if prep.columns is not None:
         return None
-    if isinstance(prep, MeanPrepared):
-        return _mean_influence(prep, clustered)
-    if isinstance(prep, WeightsPrepared) and prep.influence is not None:
-        psi = prep.influence(clustered)
-        return psi if np.isfinite(psi).all() else None
-    return None
+    if clustered not in prep._influence:  # once a metric: its value CI, paired tests and draws share them (#19)
+        psi = None
+        if isinstance(prep, MeanPrepared):
+            psi = _mean_influence(prep, clustered)
+        elif isinstance(prep, WeightsPrepared) and prep.influence is not None:
+            psi = prep.influence(clustered)
+            psi = psi if np.isfinite(psi).all() else None
+        if psi is not None:
+            psi.flags.writeable = False
+        prep._influence[clustered] = psi
+    found: np.ndarray | None = prep._influence[clustered]
+    return found
 
 
 def has_analytic(prep: Prepared) -> bool:

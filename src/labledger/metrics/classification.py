@@ -30,6 +30,7 @@ import numpy as np
 from labledger.errors import MetricInputError
 from labledger.metrics._inputs import check_pos_label, encode, numbers, prob_matrix, same_length, score_inputs
 from labledger.metrics.entry import Metric
+from labledger.metrics.kernels import stable_argsort
 from labledger.metrics.prepared import MeanPrepared, Prepared, Strategy, TablePrepared, WeightsFunction, WeightsPrepared
 
 EPS = float(np.finfo(np.float64).eps)
@@ -559,7 +560,7 @@ def _ece_binned(
     the item's rank in the stable confidence order (the resampler cuts the ranks into chunks)."""
     if strategy != "uniform":
         rank = np.empty(len(conf), dtype=np.int64)
-        rank[np.argsort(conf, kind="stable")] = np.arange(len(conf))
+        rank[stable_argsort(conf)] = np.arange(len(conf))
         return rank, correct.astype(np.float64), conf
     return np.minimum((conf * n_bins).astype(np.int64), n_bins - 1), correct.astype(np.float64), conf
 
@@ -590,7 +591,7 @@ def _ece_w(
 
         return fn
     if rank is None:
-        order = np.argsort(conf, kind="stable")
+        order = stable_argsort(conf)
     else:
         order = np.empty(n, dtype=np.int64)
         order[rank] = np.arange(n)

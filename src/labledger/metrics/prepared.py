@@ -24,7 +24,6 @@ narrows on it).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
@@ -33,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from labledger.errors import MetricInputError
+from labledger.metrics.kernels import exact_sum
 
 #: A (B, n_cells) batch of count tables -> (B,) or (B, columns) values.
 TableFunction: TypeAlias = Callable[[np.ndarray], np.ndarray]
@@ -62,6 +62,8 @@ class _Bound:
     columns: tuple[str, ...] | None = None
     #: the unit-weight value, computed on first ask (the prepared data never changes)
     _unit: Any = field(default=None, init=False, repr=False, compare=False)
+    #: influence values by whether clusters are summed (:func:`labledger.metrics.analytic.influence`)
+    _influence: dict[bool, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def _check_weights(self, weights: npt.ArrayLike) -> np.ndarray:
         w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
@@ -180,8 +182,7 @@ class MeanPrepared(_Bound):
 
     def _unit_value(self) -> Any:
         vals = self.values if self.mask is None else self.values[self.mask]
-        # the exact sum, over a memoryview: Python floats, not numpy scalars (half the time, #19)
-        total = math.fsum(np.ascontiguousarray(vals, dtype=np.float64).data)
+        total = exact_sum(vals)  # math.fsum's value, in vector passes (#19)
         return self.mean_of(np.array([total]), np.array([float(len(vals))]))[0]
 
 

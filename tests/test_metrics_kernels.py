@@ -1,0 +1,85 @@
+"""The exact kernels of #19: ``exact_sum`` is ``math.fsum`` bit for bit and ``stable_argsort`` is
+``np.argsort(kind="stable")`` index for index, on random data with ties, signed zeros, wide ranges,
+and the cases that go to the plain forms (NaN, inf, zeros only, subnormal remainders)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from labledger.metrics import kernels
+from labledger.metrics.kernels import exact_sum, stable_argsort
+
+FAST = settings(max_examples=40, deadline=None)
+N = kernels.SMALL + 904  # just past the plain forms' size: the vector paths run
+
+
+def _values(rng: np.random.Generator, kind: str, n: int) -> np.ndarray:
+    if kind == "wide":  # magnitudes 1e-30 .. 1e30, both signs: many passes, cancellation
+        return rng.choice([-1.0, 1.0], n) * 10.0 ** rng.uniform(-30, 30, n)
+    if kind == "cancel":  # big values that cancel, small ones that decide the sum
+        big = rng.normal(0, 1e16, n // 2)
+        return rng.permutation(np.r_[big, -big, rng.normal(0, 1, n - 2 * (n // 2))])
+    if kind == "log_loss":
+        return -np.log(np.clip(rng.random(n), 2.2e-16, 1 - 2.2e-16))
+    if kind == "coarse":  # rounded values: many ties, signed zeros
+        return np.round(rng.normal(0, 1, n), 1) * rng.choice([-1.0, 1.0], n) + 0.0 * rng.choice([-1.0, 1.0], n)
+    return rng.random(n)
+
+
+@FAST
+@given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(["wide", "cancel", "log_loss", "coarse", "unit"]))
+def test_exact_sum_is_fsum(seed: int, kind: str) -> None:
+    x = _values(np.random.default_rng(seed), kind, N)
+    got, want = exact_sum(x), math.fsum(x.tolist())
+    assert got == want and math.copysign(1.0, got) == math.copysign(1.0, want)
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.zeros(N),
+        -np.zeros(N),
+        np.r_[np.ones(N - 1), np.nan],
+        np.r_[np.ones(N - 1), np.inf],
+        np.r_[np.full(N - 1, 1e300), 1e300],  # near overflow: fsum itself
+        np.r_[np.ones(N - 1), 1e-300],  # a remainder below 2^-960: fsum itself
+        np.ones(10),  # small: fsum itself
+    ],
+)
+def test_exact_sum_edges_are_fsum(x: np.ndarray) -> None:
+    got, want = exact_sum(x), math.fsum(x.tolist())
+    assert (got == want) or (math.isnan(got) and math.isnan(want))
+
+
+@FAST
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    kind=st.sampled_from(["unit", "coarse", "fine_ties", "ints", "few"]),
+)
+def test_stable_argsort_is_the_stable_order(seed: int, kind: str) -> None:
+    rng = np.random.default_rng(seed)
+    if kind == "ints":
+        x = rng.integers(-5, 5, N)
+    elif kind == "coarse":  # few distinct values (the radix path), signed zeros among them
+        x = _values(rng, "coarse", N)
+    elif kind == "fine_ties":  # more than 2^16 distinct values and ties (the run path)
+        x = np.r_[rng.random(N), rng.random(70_000)]
+        x[rng.integers(0, len(x), 3_000)] = x[rng.integers(0, len(x), 3_000)]
+    elif kind == "few":
+        x = rng.choice([0.25, 0.5, np.inf, -np.inf], N)
+    else:
+        x = rng.random(N)
+    assert np.array_equal(stable_argsort(x), np.argsort(x, kind="stable"))
+
+
+def test_stable_argsort_with_nan_and_small_inputs_is_the_stable_order() -> None:
+    rng = np.random.default_rng(5)
+    x = np.round(rng.random(N), 2)
+    x[rng.integers(0, N, 50)] = np.nan
+    assert np.array_equal(stable_argsort(x), np.argsort(x, kind="stable"))
+    assert stable_argsort(np.array([3.0, 1.0, 3.0])).tolist() == [1, 0, 2]
