@@ -39,6 +39,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -76,19 +77,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def server_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of a process and its children so far."""
+def server_cpu(pid: int, *, split: bool = False) -> Any:
+    """CPU seconds (user + system) of a process and its children so far; with ``split``, (user, system)."""
     import psutil
 
     proc = psutil.Process(pid)
-    total = 0.0
+    user = system = 0.0
     for p in [proc, *proc.children(recursive=True)]:
         try:
             t = p.cpu_times()
-            total += t.user + t.system
+            user, system = user + t.user, system + t.system
         except psutil.Error:
             pass
-    return total
+    return (user, system) if split else user + system
 
 
 def tree_hwm(pid: int) -> int:
@@ -128,6 +129,8 @@ def child(cmd: list[str], env: dict[str, str]) -> dict:
         "wall": doc.get("elapsed", wall),
         "process": wall,
         "cpu": usage.ru_utime + usage.ru_stime,
+        "user": usage.ru_utime,
+        "system": usage.ru_stime,
         "rss": usage.ru_maxrss * 1024,
         "bytes": doc["bytes_sent"],
     }
@@ -338,17 +341,19 @@ def section_checkpoint(
     dd = time.perf_counter() - t0
     (base / "ckpt.dd").unlink(missing_ok=True)
     subprocess.run(["sync"], check=False)
-    s0 = server_cpu(srv.pid)
+    s0 = server_cpu(srv.pid, split=True)
     # the whole `labledger sync` process, as a user runs it (its start, imports and answers included)
     r = child([*cli, "sync", "--ledger", str(ckl), "--to", url, "--token", TOKEN, "--json"], cli_env)
-    r["server_cpu"] = server_cpu(srv.pid) - s0
+    s1 = server_cpu(srv.pid, split=True)
+    r["server_cpu"] = s1[0] + s1[1] - s0[0] - s0[1]
     speed = args.checkpoint_mib / r["wall"]
     cp_speed = args.checkpoint_mib / cp
     shutil.rmtree(ckl, ignore_errors=True)
     return [
         {
             "what": f"checkpoint {args.checkpoint_mib} MiB: {speed:.0f} MiB/s, {100 * speed / cp_speed:.0f}% of cp "
-            f"({cp_speed:.0f} MiB/s, {cp_cpu:.2f} s CPU; dd+fsync {args.checkpoint_mib / dd:.0f} MiB/s)",
+            f"({cp_speed:.0f} MiB/s, {cp_cpu:.2f} s CPU; dd+fsync {args.checkpoint_mib / dd:.0f} MiB/s); "
+            f"client u/s {r['user']:.2f}/{r['system']:.2f}, server u/s {s1[0] - s0[0]:.2f}/{s1[1] - s0[1]:.2f}",
             **r,
             "server_rss": vm_hwm(srv.pid),
             "load": load,
@@ -492,7 +497,7 @@ def main() -> None:
     load = os.getloadavg()
     print(f"labledger sync bench; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs")
     print(
-        f"{'what':<84} {'load':>5} {'wall s':>8} {'cpu s':>7} {'srv cpu':>7} {'sent MiB':>9} "
+        f"{'what':<140} {'load':>5} {'wall s':>8} {'cpu s':>7} {'srv cpu':>7} {'sent MiB':>9} "
         f"{'client MB':>10} {'server MB':>10}"
     )
     for row in rows:
@@ -503,7 +508,7 @@ def main() -> None:
         srss = f"{row['server_rss'] / 1e6:>10.0f}" if row.get("server_rss") else f"{'-':>10}"
         rload = f"{row['load']:>5.1f}" if "load" in row else f"{'':>5}"
         print(
-            f"{row['what']:<84} {rload} {row['wall']:>8.2f} {row['cpu']:>7.2f} {scpu} {row['bytes'] / MIB:>9.1f} "
+            f"{row['what']:<140} {rload} {row['wall']:>8.2f} {row['cpu']:>7.2f} {scpu} {row['bytes'] / MIB:>9.1f} "
             f"{row['rss'] / 1e6:>10.0f} {srss}"
         )
 
