@@ -6,7 +6,8 @@ run files in a folder) on 127.0.0.1.
     python bench/sync.py                                  # the issue's sizes: 1M steps, 100k batches, 1 GiB
     python bench/sync.py --quick                          # 100k steps, 10k batches, 256 MiB, 200 runs
 
-Per row: wall time of the sync (timed inside the client's process) and CPU time of that whole
+Per row: wall time of the sync (timed inside the client's process; for the checkpoint, the whole
+``labledger sync`` process, as cp is timed whole) and CPU time of that whole
 child process (its interpreter's start included), bytes sent, the
 peak RSS of the client and of the server (the server's ``VmHWM`` is read after each row, so it is
 the peak so far), and for the checkpoint the speed beside ``cp`` of the same file on the same disk.
@@ -38,6 +39,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -75,19 +77,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def server_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of a process and its children so far."""
+def server_cpu(pid: int, *, split: bool = False) -> Any:
+    """CPU seconds (user + system) of a process and its children so far; with ``split``, (user, system)."""
     import psutil
 
     proc = psutil.Process(pid)
-    total = 0.0
+    user = system = 0.0
     for p in [proc, *proc.children(recursive=True)]:
         try:
             t = p.cpu_times()
-            total += t.user + t.system
+            user, system = user + t.user, system + t.system
         except psutil.Error:
             pass
-    return total
+    return (user, system) if split else user + system
 
 
 def tree_hwm(pid: int) -> int:
@@ -109,7 +111,9 @@ def vm_hwm(pid: int) -> int:
 
 
 def child(cmd: list[str], env: dict[str, str]) -> dict:
-    """Run ``cmd``; its wall time, CPU time and peak RSS (from wait4)."""
+    """Run ``cmd``; its wall time, CPU time and peak RSS (from wait4). ``wall`` is the time the
+    child reports (``elapsed``) or, for a command that reports none (``labledger sync --json``),
+    the whole process's."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE)
     out = proc.stdout.read() if proc.stdout else b""
@@ -117,11 +121,16 @@ def child(cmd: list[str], env: dict[str, str]) -> dict:
     wall = time.perf_counter() - t0
     if status != 0:
         raise RuntimeError(f"{cmd[:4]} exited with {status}: {out[-500:]!r}")
-    doc = json.loads(out.strip().splitlines()[-1])
+    try:
+        doc = json.loads(out)  # `labledger sync --json`: one indented document
+    except ValueError:
+        doc = json.loads(out.strip().splitlines()[-1])
     return {
-        "wall": doc["elapsed"],
+        "wall": doc.get("elapsed", wall),
         "process": wall,
         "cpu": usage.ru_utime + usage.ru_stime,
+        "user": usage.ru_utime,
+        "system": usage.ru_stime,
         "rss": usage.ru_maxrss * 1024,
         "bytes": doc["bytes_sent"],
     }
@@ -298,9 +307,11 @@ def section_run(args: argparse.Namespace, base: Path, sync: list[str], env: dict
 
 
 def section_checkpoint(
-    args: argparse.Namespace, base: Path, sync: list[str], env: dict, srv: subprocess.Popen, n: int
+    args: argparse.Namespace, base: Path, url: str, cli: list[str], cli_env: dict, srv: subprocess.Popen, n: int
 ) -> list[dict]:
-    """A large checkpoint synced, beside ``cp`` of the same file on the same disk (both with their writeback)."""
+    """A large checkpoint synced by ``labledger sync`` (the whole process timed), beside ``cp`` of
+    the same file on the same disk followed by ``sync`` (a durable copy, as the server's is), and
+    beside ``dd conv=fsync`` of it (the disk alone)."""
     import labledger
 
     ck = base / f"ckpt-{n}.bin"
@@ -322,16 +333,27 @@ def section_checkpoint(
         run.log_checkpoint(ck, copy=True)
     ck.unlink()
     subprocess.run(["sync"], check=False)  # the copy's writeback is not the sync's (cp's own was timed)
-    s0 = server_cpu(srv.pid)
-    r = child([*sync, str(ckl), TOKEN], env)
-    r["server_cpu"] = server_cpu(srv.pid) - s0
+    stored = next((ckl / "runs").glob("*/checkpoints/*"))
+    t0 = time.perf_counter()  # the disk alone: the same bytes written durably by one process (no network, no hash)
+    subprocess.run(
+        ["dd", f"if={stored}", f"of={base / 'ckpt.dd'}", "bs=256K", "conv=fsync", "status=none"], check=False
+    )
+    dd = time.perf_counter() - t0
+    (base / "ckpt.dd").unlink(missing_ok=True)
+    subprocess.run(["sync"], check=False)
+    s0 = server_cpu(srv.pid, split=True)
+    # the whole `labledger sync` process, as a user runs it (its start, imports and answers included)
+    r = child([*cli, "sync", "--ledger", str(ckl), "--to", url, "--token", TOKEN, "--json"], cli_env)
+    s1 = server_cpu(srv.pid, split=True)
+    r["server_cpu"] = s1[0] + s1[1] - s0[0] - s0[1]
     speed = args.checkpoint_mib / r["wall"]
     cp_speed = args.checkpoint_mib / cp
     shutil.rmtree(ckl, ignore_errors=True)
     return [
         {
             "what": f"checkpoint {args.checkpoint_mib} MiB: {speed:.0f} MiB/s, {100 * speed / cp_speed:.0f}% of cp "
-            f"({cp_speed:.0f} MiB/s, {cp_cpu:.2f} s CPU)",
+            f"({cp_speed:.0f} MiB/s, {cp_cpu:.2f} s CPU; dd+fsync {args.checkpoint_mib / dd:.0f} MiB/s); "
+            f"client u/s {r['user']:.2f}/{r['system']:.2f}, server u/s {s1[0] - s0[0]:.2f}/{s1[1] - s0[1]:.2f}",
             **r,
             "server_rss": vm_hwm(srv.pid),
             "load": load,
@@ -451,8 +473,15 @@ def main() -> None:
         if "run" in only:
             rows += section_run(args, base, sync, env, srv)
         if "checkpoint" in only:
+            # the CLI with compiled bytecode, as an install has it (this machine may set
+            # PYTHONDONTWRITEBYTECODE): the warm-up sync of an empty ledger fills the cache
+            cli_env = {**env, "PYTHONPYCACHEPREFIX": str(base / "pycache")}
+            cli_env.pop("PYTHONDONTWRITEBYTECODE", None)
+            cli = [sys.executable, "-m", "labledger"]
+            Ledger(base / "empty", create=True).close()
+            child([*cli, "sync", "--ledger", str(base / "empty"), "--to", url, "--token", TOKEN, "--json"], cli_env)
             for n in range(args.repeat):
-                rows += section_checkpoint(args, base, sync, env, srv, n)
+                rows += section_checkpoint(args, base, url, cli, cli_env, srv, n)
         if "noop" in only:
             rows += section_noop(args, base, sync, env, srv)
         if "log" in only:
@@ -468,7 +497,7 @@ def main() -> None:
     load = os.getloadavg()
     print(f"labledger sync bench; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs")
     print(
-        f"{'what':<84} {'load':>5} {'wall s':>8} {'cpu s':>7} {'srv cpu':>7} {'sent MiB':>9} "
+        f"{'what':<140} {'load':>5} {'wall s':>8} {'cpu s':>7} {'srv cpu':>7} {'sent MiB':>9} "
         f"{'client MB':>10} {'server MB':>10}"
     )
     for row in rows:
@@ -479,7 +508,7 @@ def main() -> None:
         srss = f"{row['server_rss'] / 1e6:>10.0f}" if row.get("server_rss") else f"{'-':>10}"
         rload = f"{row['load']:>5.1f}" if "load" in row else f"{'':>5}"
         print(
-            f"{row['what']:<84} {rload} {row['wall']:>8.2f} {row['cpu']:>7.2f} {scpu} {row['bytes'] / MIB:>9.1f} "
+            f"{row['what']:<140} {rload} {row['wall']:>8.2f} {row['cpu']:>7.2f} {scpu} {row['bytes'] / MIB:>9.1f} "
             f"{row['rss'] / 1e6:>10.0f} {srss}"
         )
 

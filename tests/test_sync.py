@@ -475,3 +475,53 @@ def test_status_shows_what_is_pending(tmp_path, server):
     assert out.exit_code == 0 and orjson.loads(out.output)["runs_sent"] == [rid]
     out = runner.invoke(main, ["sync", "--to", server.url, "--token", TOKEN, "--status", "--ledger", str(local)])
     assert out.exit_code == 0 and "Up to date" in out.output
+
+
+def test_the_client_opens_a_kept_alive_connection_again_once_the_server_closed_it():
+    """The JSON calls share one kept-alive connection; one the server closed while idle (its
+    keep-alive timeout, during a long upload) is opened again once; a server that cannot be
+    reached is a SyncError naming it."""
+    import socket
+    import threading
+
+    from labledger.server.sync_client import _Session
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    answer = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
+    seen: list[bytes] = []
+
+    def request(conn: socket.socket) -> bytes:
+        data = b""
+        while b"\r\n\r\n" not in data or len(data.partition(b"\r\n\r\n")[2]) < int(
+            data.split(b"Content-Length: ")[1].split(b"\r\n")[0]
+        ):
+            data += conn.recv(65536)
+        return data
+
+    def serve() -> None:
+        for _ in range(2):  # each connection: answer one request, keep it open, then close it unasked
+            conn, _ = listener.accept()
+            with conn:
+                seen.append(request(conn))
+                conn.sendall(
+                    answer if len(seen) == 1 else answer.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
+                )
+                if len(seen) == 1:
+                    conn.recv(65536)  # the next request on it: dropped unanswered
+        listener.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    session = _Session(f"http://127.0.0.1:{port}", "tok", "0" * 32, 5.0)
+    try:
+        assert session.call("POST", "/api/sync/state", json={"runs": []}) == {"ok": True}
+        assert session.call("POST", "/api/sync/state", json={"runs": ["x"]}) == {"ok": True}
+        assert session._conn is None  # the server said it closes: not kept
+    finally:
+        session.close()
+    thread.join(5)
+    assert len(seen) == 2 and b"Authorization: Bearer tok" in seen[0] and b'{"runs":["x"]}' in seen[1]
+    down = _Session(f"http://127.0.0.1:{free_port()}", None, "0" * 32, 5.0)
+    with pytest.raises(SyncError, match="failed: ConnectionRefusedError"):
+        down.call("POST", "/api/sync/state", json={"runs": []})

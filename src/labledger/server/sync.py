@@ -402,10 +402,16 @@ class Writeback:
         self._pool.shutdown(wait=True)
 
 
+#: The most bytes given to one ``pwrite``. A larger buffered write makes the kernel fill the page
+#: cache with huge (2 MiB) folios, which on the project's VM cost 4x the kernel CPU of small ones
+#: (1 GiB written in 4 MiB writes: 1.6-2.3 s of system time; in 128-512 KiB writes: 0.46-0.52 s).
+WRITE_PIECE = 256 * 1024
+
+
 def _pwrite_all(fd: int, data: memoryview, at: int) -> None:
-    n = len(data)
-    while data:
-        data = data[os.pwrite(fd, data, at + n - len(data)) :]
+    done, n = 0, len(data)
+    while done < n:
+        done += os.pwrite(fd, data[done : done + WRITE_PIECE], at + done)
 
 
 def _write_chunk(flush: Writeback, pieces: list[memoryview], at: int) -> str:
