@@ -35,6 +35,7 @@ from starlette.responses import Response
 from labledger.errors import LedgerError, RecordError
 from labledger.server.envelope import ApiError, ok
 from labledger.server.raw_body import BodyStalled, read_exact
+from labledger.store.jsonl import fsync_dir
 from labledger.store.manifest import (
     APPEND_ONLY,
     CHUNK,
@@ -294,6 +295,8 @@ async def put_file(request: Request) -> Response:
             final = run_dir / rel
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(target, final)
+            if final.parent != run_dir:  # the rename must survive a crash (run_dir: the manifest's write)
+                await run_in_threadpool(fsync_dir, final.parent)
             st = final.stat()
             doc["files"][rel] = {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
             superseded = await run_in_threadpool(_drop_superseded, run_dir, doc, rel)
