@@ -7,7 +7,11 @@ import datetime as dt
 import hashlib
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import orjson
 import pytest
@@ -429,6 +433,30 @@ def test_unknown_sources_are_refused(tmp_path):
         "trackio",
         "aim",
     }
+
+
+def test_each_format_names_its_module_and_an_import_loads_only_its_own(tmp_path):
+    from labledger.importers import importer
+
+    assert all(fmt == importer(fmt).FORMAT for fmt in FORMATS)
+    results = tmp_path / "results.jsonl"
+    results.write_text('{"id": "a", "task": "t", "gold": "yes", "probs": {"yes": 0.8, "no": 0.2}}\n')
+    code = (
+        "import sys; from labledger.importers import import_path; import_path(sys.argv[1], sys.argv[2], fmt='results');"
+        "import json; print(json.dumps(sorted(m for m in sys.modules if m.startswith('labledger.importers.'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(results), str(tmp_path / "ledger")],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(labledger.__file__).resolve().parents[1])},
+    )
+    loaded = {m.rsplit(".", 1)[1] for m in json.loads(out.stdout)}
+    assert (
+        loaded & {"aim", "mlflow", "tensorboard", "trackio", "wandb_offline", "lm_eval", "inspect_log", "helm"} == set()
+    )
+    assert "results" in loaded
 
 
 def _break_batch_json(src):

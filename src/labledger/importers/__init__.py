@@ -19,45 +19,44 @@ under ``imported_from``) or copied into the run (``copy=True``).
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from labledger.errors import ImportSourceError, UnknownNameError
-from labledger.importers import (
-    aim,
-    helm,
-    inspect_log,
-    lighteval,
-    lm_eval,
-    mlflow,
-    report,
-    results,
-    seed_run,
-    tensorboard,
-    trackio,
-    wandb_offline,
-)
+from labledger.importers import seed_run
 from labledger.importers.source import ImportedRun, ImportOptions, Source
 from labledger.store.ledger import Ledger
 
-#: Importers by format name, in detection order.
-IMPORTERS = {
-    seed_run.FORMAT: seed_run,
-    lm_eval.FORMAT: lm_eval,
-    inspect_log.FORMAT: inspect_log,
-    lighteval.FORMAT: lighteval,
-    helm.FORMAT: helm,
-    mlflow.FORMAT: mlflow,
-    wandb_offline.FORMAT: wandb_offline,
-    trackio.FORMAT: trackio,
-    aim.FORMAT: aim,
-    tensorboard.FORMAT: tensorboard,
-    report.FORMAT: report,
-    results.FORMAT: results,
+#: Importer modules (of this package) by format name, in detection order; each is imported when
+#: first needed, so an import of one format loads neither the others nor their libraries.
+_MODULES = {
+    "seed-run": "seed_run",
+    "lm-eval": "lm_eval",
+    "inspect": "inspect_log",
+    "lighteval": "lighteval",
+    "helm": "helm",
+    "mlflow": "mlflow",
+    "wandb": "wandb_offline",
+    "trackio": "trackio",
+    "aim": "aim",
+    "tensorboard": "tensorboard",
+    "report": "report",
+    "results": "results",
 }
-FORMATS = tuple(IMPORTERS)
+FORMATS = tuple(_MODULES)
+
+
+def importer(fmt: str) -> ModuleType:
+    """The importer module of format ``fmt`` (one of :data:`FORMATS`).
+
+    >>> importer("results").FORMAT
+    'results'
+    """
+    return importlib.import_module(f"labledger.importers.{_MODULES[fmt]}")
 
 
 @dataclass
@@ -101,8 +100,8 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         raise ImportSourceError(f"{p}: no such file or folder")
     if p.is_file() and p.name in seed_run.FOLDER_FILES:
         raise ImportSourceError(f"{p}: {p.name} is part of a run folder; import the folder that holds it ({p.parent})")
-    for name, module in IMPORTERS.items():
-        if module.detect(p):
+    for name in FORMATS:
+        if importer(name).detect(p):
             return name
     raise ImportSourceError(
         f"{p}: cannot tell its format. Known: a seed-004 run folder (batches.jsonl, training_history.json, "
@@ -139,9 +138,9 @@ def import_path(
         raise ImportSourceError(f"{src_path}: no such file or folder")
     if fmt == "auto":
         fmt = detect_format(src_path)
-    elif fmt not in IMPORTERS:
+    elif fmt not in _MODULES:
         raise UnknownNameError("import format", fmt, (*FORMATS, "auto"))
-    module = IMPORTERS[fmt]
+    module = importer(fmt)
     if fmt == seed_run.FORMAT and not module.detect(src_path):
         raise ImportSourceError(
             f"{src_path}: not a seed-004 run folder (no batches.jsonl, "
@@ -182,4 +181,4 @@ def import_path(
             book.close()
 
 
-__all__ = ["FORMATS", "ImportResult", "ImportedRun", "detect_format", "import_path"]
+__all__ = ["FORMATS", "ImportResult", "ImportedRun", "detect_format", "import_path", "importer"]
