@@ -8,6 +8,10 @@ Two workloads, each measured call by call in its own fresh subprocess (only that
 * ``record``: one 16-sample microbatch record in the seed-004 schema (200-character text inputs,
   3-class probabilities keyed by label, ``cross_entropy`` = -log p(gold)).
 
+``labledger-step-steady`` and ``orjson-step-steady`` time the step workload over 200,000 calls in
+both modes (the steady state: ``Run.log``'s folds every 0.25 s and index refreshes every 0.5 s fall
+inside it; the 5,000 quick calls end before the first fold).
+
 Then a 1,000,000-step ``Run.log`` loop in a subprocess reports RSS and tracemalloc at 10k, 100k and
 1M steps (memory must stay flat). Peers that are not installed are shown as skipped.
 
@@ -508,6 +512,8 @@ def setup_aim_record(tmp, n):
     return (lambda rec: track(Text(dumps(rec).decode()), name="batch", step=rec["microbatch"])), run.close, info
 
 
+#: Calls of the steady-state cases (quick or not).
+STEADY_CALLS = 200_000
 TB_OS = "no: queued for a writer thread (max_queue=10, flush_secs=120); kill -9 loses the queue"
 WANDB_OS = "no: handed to the wandb-core process over a socket, written asynchronously"
 AIM_OS = "yes: a RocksDB write (WAL, default options) per call, in-process"
@@ -551,6 +557,29 @@ CASES = [
         50000,
         5000,
         setup_labledger_wandb_nostep,
+        reaches_os="yes: one write(2) per call",
+    ),
+    # the steady state (#19): 200,000 calls in both modes, folds every 0.25 s and index refreshes
+    # every 0.5 s included, beside the quick 5,000-call window (which ends before the first fold)
+    Case(
+        "labledger-step-steady",
+        "step",
+        "labledger, 200k-call loop",
+        "Run.log(step, loss=, lr=, grad_norm=)",
+        STEADY_CALLS,
+        STEADY_CALLS,
+        setup_labledger_step,
+        reaches_os="yes: one write(2) per call",
+    ),
+    Case(
+        "orjson-step-steady",
+        "step",
+        "orjson append, 200k-call loop",
+        "os.write(fd, orjson.dumps(row))",
+        STEADY_CALLS,
+        STEADY_CALLS,
+        setup_orjson_step,
+        package="orjson",
         reaches_os="yes: one write(2) per call",
     ),
     Case(
@@ -732,6 +761,8 @@ CASES = [
     ),
 ]
 BY_KEY = {c.key: c for c in CASES}
+#: The loggers of the steady-state cases (labledger, then the orjson append).
+STEADY_LOGGERS = ("labledger, 200k-call loop", "orjson append, 200k-call loop")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1071,7 +1102,7 @@ def goals(rows: list[dict]) -> list[str]:
 
     lines = []
     step, rec = get("step", "labledger"), get("record", "labledger")
-    ours = ("labledger", "labledger.wandb", "orjson append (baseline)")
+    ours = ("labledger", "labledger.wandb", "orjson append (baseline)", *STEADY_LOGGERS)
     peers = [r for r in rows if "mean" in r and r["logger"] not in ours]
     if step:
         lines.append(
@@ -1087,6 +1118,19 @@ def goals(rows: list[dict]) -> list[str]:
                 f"than the fastest peer, {fastest['logger']} ({fastest['mean']:.1f} us) (goal >= 20x; "
                 f"by p50: {fastest['p50'] / step['p50']:.0f}x)"
             )
+    steady = {r["logger"]: r for r in rows if r["logger"] in STEADY_LOGGERS and "mean" in r}
+    if STEADY_LOGGERS[0] in steady:  # #19: the 200,000-call loop, folds and index refreshes included
+        r = steady[STEADY_LOGGERS[0]]
+        base = steady.get(STEADY_LOGGERS[1])
+        lines.append(
+            f"{'PASS' if r['mean'] <= 5 else 'FAIL'}: Run.log steady state {r['mean']:.2f} us per step over "
+            f"{r['calls']:,} calls (goal <= 5 us; p50 {r['p50']:.2f}, p99 {r['p99']:.2f}, CPU {fmt_us(r['cpu'])} us"
+            + (
+                f"; the orjson append in the same loop: {base['mean']:.2f} us, CPU {fmt_us(base['cpu'])} us)"
+                if base
+                else ")"
+            )
+        )
     for r in rows:  # issue 14: Run.log's cost does not change with the system-metrics thread
         if step and r["api"].startswith("Run.log(...) with system_metrics") and "mean" in r:
             lines.append(

@@ -42,12 +42,28 @@ def small_ledger(tmp_path_factory):
     return d
 
 
+#: What ``labledger runs`` without --where/--sort loads neither: the query language and the record
+#: readers (only a filter, a sort or a crashed run to reap needs them, #19).
+UNFILTERED_TOO = (
+    "labledger.store.query",
+    "labledger.store.counters",
+    "labledger.store.jsonl",
+    "labledger.store.compressed",
+    "difflib",
+)
+
+
 @pytest.mark.parametrize("args", [("--help",), ("runs",), ("runs", "--json")])
 def test_help_and_runs_import_no_numpy_or_pyarrow(args, small_ledger):
     mods = imported(*args, ledger=small_ledger)
     assert "labledger.cli" in mods  # the measurement saw the CLI load
-    heavy = HEAVY + LIGHT_TOO
+    heavy = HEAVY + LIGHT_TOO + UNFILTERED_TOO + (("orjson",) if args == ("runs",) else ())  # the table: json
     assert not {m for m in mods if m.split(".")[0] in heavy or m.startswith(heavy)}
+
+
+def test_runs_with_a_filter_loads_the_query_language(small_ledger):
+    """The check above is not vacuous: ``--where`` does load store.query."""
+    assert "labledger.store.query" in imported("runs", "--where", "name = 'r'", ledger=small_ledger)
 
 
 def test_every_command_is_listed_and_loads_from_its_module():

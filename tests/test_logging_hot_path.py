@@ -5,6 +5,7 @@ value filtered in Python at each fold), on random logs of any keys, values and f
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -164,3 +165,21 @@ def test_a_key_logged_every_n_steps_keeps_its_last_value_step_and_range(tmp_path
     assert list(c.last) == ["loss", "val_loss"]
     fields = run._fields()
     assert fields["scalars.val_loss.min"] == 500.0 and fields["scalars.loss.max"] == 1.0
+
+
+def test_an_ended_run_writes_nowhere_even_when_its_fd_number_is_reused(tmp_path):
+    """Run.log on an ended run raises RunStateError from its refused write (#19: the fd is -1, not
+    the closed file's number, which the next file opened may get)."""
+    from labledger.errors import RunStateError
+
+    run = labledger.start_run("r", ledger=tmp_path / "l")
+    run.log(1, loss=0.5)
+    run.finish()
+    other = os.open(tmp_path / "other", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        with pytest.raises(RunStateError, match="is finished"):
+            run.log(2, loss=0.25)
+    finally:
+        os.close(other)
+    assert (tmp_path / "other").read_bytes() == b""
+    assert len((run.dir / "metrics.jsonl").read_bytes().splitlines()) == 1

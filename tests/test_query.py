@@ -318,3 +318,22 @@ def test_sqlite_postgres_and_the_reference_agree(both, rows, queries):
         expected = reference_ids(reference, where, sort)
         assert query_ids(lite, where, sort) == expected, (where, sort)
         assert query_ids(pg, where, sort) == expected, (where, sort)
+
+
+def test_every_run_without_a_filter_is_what_the_compiled_query_selects(tmp_path):
+    """``runs()`` without a filter or a sort skips the query language (#19): same rows, same order as
+    compile_query's SQL, ties in ``started`` broken by id."""
+    import time
+
+    from labledger.store.query import compile_query
+    from labledger.store.run import Run
+
+    ledger = Ledger(tmp_path / "l", create=True)
+    for name, started in (("a", 5.0), ("b", 7.0), ("c", 5.0), ("d", 6.0)):
+        Run(name, ledger=ledger, started=started).finish()
+    sql, params = compile_query(None, [], columns=Ledger._COLUMNS, now=time.time())
+    expected = ledger.db.execute(sql, params).fetchall()
+    assert ledger._select(None, None, None, None, None, None) == expected
+    assert ledger._select(None, None, None, None, "  ", []) == expected
+    names = [r.name for r in ledger.runs()]
+    assert names == [row[1] for row in expected] and names[:2] == ["b", "d"] and len(names) == 4

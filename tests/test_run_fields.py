@@ -235,3 +235,15 @@ def test_run_dicts_are_the_runs_to_dict_and_dir_is_made_on_first_use(tmp_path):
     given = RunInfo("i", "n", None, [], "finished", 0.0, 1.0, None, None, None, None, None, dir=tmp_path)
     assert given.dir == tmp_path and RunInfo("i", "n", None, [], "finished", 0.0, None, *[None] * 5).dir is None
     running.finish()
+
+
+def test_run_info_compares_and_shows_its_fields_as_the_dataclass_did(tmp_path):
+    from labledger.store.ledger import RunInfo
+
+    args = ("i", "n", None, ["t"], "finished", 0.0, 1.0, "h", 7, None, None, None)
+    a, b = RunInfo(*args, summary={"steps": 3}, dir=tmp_path), RunInfo(*args, summary={"steps": 3}, dir=tmp_path)
+    assert a == b and a != RunInfo(*args) and a != args and a.summary == {"steps": 3}
+    assert repr(RunInfo(*args)) == (
+        "RunInfo(id='i', name='n', group=None, tags=['t'], status='finished', started=0.0, ended=1.0, "
+        "host='h', pid=7, git_commit=None, git_dirty=None, error=None, summary={}, dir=None)"
+    )

@@ -5,7 +5,6 @@ The library raises these; only ``labledger.cli`` turns them into ``Error: ...`` 
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -50,6 +49,8 @@ class UnknownNameError(LedgerError):
     """A name (metric, method, format, ...) is not known; the message suggests the nearest ones."""
 
     def __init__(self, kind: str, name: str, known: Iterable[str]):
+        import difflib  # here: `labledger --help` and `runs` import this module and need no difflib (#19)
+
         known = sorted(known)
         self.kind, self.name, self.known = kind, name, known
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)

@@ -13,7 +13,6 @@ a cell's own style (``"green"``, ``"red bold"``) on its text; ``NO_COLOR`` keeps
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import IO
 
 #: SGR codes of the styles tables use, in the order rich writes them (attributes, then colour).
@@ -21,15 +20,26 @@ _ATTRIBUTES = {"bold": "1", "dim": "2", "italic": "3"}
 _COLOURS = {"black": "30", "red": "31", "green": "32", "yellow": "33", "blue": "34", "magenta": "35", "cyan": "36"}
 
 
-@dataclass(frozen=True)
 class Column:
     """One column: its header, how its cells are justified, a minimum width, and whether rich may
-    wrap its cells (``wrap``; the fast path never needs to, or it hands the table to rich)."""
+    wrap its cells (``wrap``; the fast path never needs to, or it hands the table to rich).
 
-    header: str
-    justify: str = "left"
-    min_width: int = 0
-    wrap: bool = False
+    A plain class, not a dataclass: ``labledger runs`` imports no ``dataclasses`` (#19).
+
+    >>> Column("steps", justify="right")
+    Column(header='steps', justify='right', min_width=0, wrap=False)
+    """
+
+    __slots__ = ("header", "justify", "min_width", "wrap")
+
+    def __init__(self, header: str, justify: str = "left", min_width: int = 0, wrap: bool = False) -> None:
+        self.header = header
+        self.justify = justify
+        self.min_width = min_width
+        self.wrap = wrap
+
+    def __repr__(self) -> str:
+        return f"Column(header={self.header!r}, justify={self.justify!r}, min_width={self.min_width!r}, wrap={self.wrap!r})"
 
 
 def is_terminal(stream: IO[str]) -> bool:

@@ -223,11 +223,13 @@ def dumps_fields(fields: Mapping[str, Any]) -> str:
 def backfill_fields(ledger: Any) -> int:
     """Fill ``fields`` of the runs that have none (logged before the index kept them) from their
     folders: config.json and the scalar records. Returns how many runs were filled."""
+    missing = [r[0] for r in ledger.db.execute("SELECT id FROM runs WHERE fields IS NULL").fetchall()]
+    if not missing:  # the usual case: opening a ledger (`labledger runs`) loads no record readers (#19)
+        return 0
     from labledger.errors import LedgerError
     from labledger.store.jsonl import read_json
     from labledger.store.ledger import summarize_run_dir
 
-    missing = [r[0] for r in ledger.db.execute("SELECT id FROM runs WHERE fields IS NULL").fetchall()]
     done = []
     for run_id in missing:
         run_dir = ledger.run_dir(run_id)

@@ -24,11 +24,8 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import orjson
 
 from labledger.errors import (
     IndexUnavailableError,
@@ -38,16 +35,14 @@ from labledger.errors import (
     RunNotFoundError,
     StorageError,
 )
-from labledger.store.counters import Counters, scan_run, summary_of
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.fields import ScalarStats, backfill_fields, dumps_fields, eval_fields_of_run, run_fields
-from labledger.store.jsonl import fsync_files, read_json, write_json
 from labledger.store.migrations import migrate
-from labledger.store.query import regexp
 
 if TYPE_CHECKING:
     from labledger.schema import Document
     from labledger.schema.store import StoredEvaluation, StoredMetricValue
+    from labledger.store.counters import Counters
     from labledger.store.view import RunView
 
 DB_NAME = "ledger.db"
@@ -77,24 +72,75 @@ class _RunDir:
         obj.__dict__["_dir"] = value
 
 
-@dataclass
 class RunInfo:
-    """One row of the run index."""
+    """One row of the run index.
 
-    id: str
-    name: str
-    group: str | None
-    tags: list[str]
-    status: str
-    started: float
-    ended: float | None
-    host: str | None
-    pid: int | None
-    git_commit: str | None
-    git_dirty: bool | None
-    error: str | None
-    summary: dict[str, Any] = field(default_factory=dict)
-    dir: _RunDir = _RunDir()
+    A plain class with a dataclass's constructor, ``==`` and ``repr`` (the ``dataclasses`` module
+    and the code it generates at import cost ``labledger runs`` ~7 M instructions, #19).
+
+    >>> RunInfo("a1", "baseline", None, [], "finished", 0.0, 2.5, None, None, None, None, None).duration
+    2.5
+    """
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value (as a dataclass is)
+    #: The fields, in the constructor's order.
+    _FIELDS = (
+        "id",
+        "name",
+        "group",
+        "tags",
+        "status",
+        "started",
+        "ended",
+        "host",
+        "pid",
+        "git_commit",
+        "git_dirty",
+        "error",
+        "summary",
+        "dir",
+    )
+    dir = _RunDir()
+
+    def __init__(
+        self,
+        id: str,
+        name: str,
+        group: str | None,
+        tags: list[str],
+        status: str,
+        started: float,
+        ended: float | None,
+        host: str | None,
+        pid: int | None,
+        git_commit: str | None,
+        git_dirty: bool | None,
+        error: str | None,
+        summary: dict[str, Any] | None = None,
+        dir: Path | None = None,
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.group = group
+        self.tags = tags
+        self.status = status
+        self.started = started
+        self.ended = ended
+        self.host = host
+        self.pid = pid
+        self.git_commit = git_commit
+        self.git_dirty = git_dirty
+        self.error = error
+        self.summary: dict[str, Any] = {} if summary is None else summary
+        self.dir = dir
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._FIELDS)
+
+    def __repr__(self) -> str:
+        return f"RunInfo({', '.join(f'{f}={getattr(self, f)!r}' for f in self._FIELDS)})"
 
     @property
     def duration(self) -> float | None:
@@ -204,7 +250,7 @@ class Ledger:
             self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = NORMAL")
             self.db.execute("PRAGMA foreign_keys = ON")
-            self.db.create_function("regexp", 2, regexp, deterministic=True)
+            self.db.create_function("regexp", 2, _regexp, deterministic=True)
             migrate(self.db)
         except sqlite3.DatabaseError as exc:
             kind = StorageError if "disk" in str(exc) else LedgerError  # full, read-only or failing disk
@@ -341,6 +387,8 @@ class Ledger:
     def update_run(self, run_id: str, **fields: Any) -> None:
         """Update index columns of one run (``summary`` is a dict, stored as JSON)."""
         if "summary" in fields:
+            import orjson  # here, not at the top: the table of `labledger runs` loads no orjson (#19)
+
             fields["summary"] = orjson.dumps(fields["summary"], option=orjson.OPT_SERIALIZE_NUMPY).decode()
         for key in ("fields", "eval_fields"):
             if key in fields:
@@ -366,7 +414,10 @@ class Ledger:
         tags = self._tags_of([r[0] for r in rows])
         out = []
         runs_dir = self.root / "runs"  # each RunInfo makes its dir from it when asked (#12, #19)
-        loads = orjson.loads
+        # the standard library's parser: these few small documents do not pay for importing orjson
+        # (~7 M instructions of `labledger runs`, #19); both give the same values for what orjson wrote
+        from json import loads
+
         for rid, name, grp, status, started, ended, host, pid, commit, dirty, error, summary in rows:
             info = RunInfo(
                 rid,
@@ -437,6 +488,12 @@ class Ledger:
         return marked
 
     def _mark_crashed(self, run_id: str, *, stale_before: float | None = None, error: str | None = None) -> bool:
+        # here, not at the top: reading the index (`labledger runs`) needs no record readers (#19)
+        import orjson
+
+        from labledger.store.counters import scan_run, summary_of
+        from labledger.store.jsonl import read_json, write_json
+
         run_dir = self.run_dir(run_id)
         meta_path = run_dir / "run.json"
         ended = None
@@ -536,6 +593,8 @@ class Ledger:
         rows = self._select(name, group, tag, status, where, sort)
         tags = self._tags_of([r[0] for r in rows])
         runs_dir = str(self.root / "runs")
+        import orjson
+
         loads = orjson.loads
         return [
             {
@@ -568,10 +627,18 @@ class Ledger:
         sort: str | list[str] | None,
     ) -> list[tuple[Any, ...]]:
         """The index rows (:attr:`_COLUMNS`) of :meth:`runs`."""
-        from labledger.store.query import compile_query, prepare
-
         if self.reap_on_read:
             self.reap()
+        unfiltered = name is None and group is None and tag is None and status is None
+        if unfiltered and not sort and (where is None or not str(where).strip()):
+            # Every run, newest first: what compile_query selects without a filter or a sort (a
+            # test checks they agree), without importing the query language (#19).
+            every: list[tuple[Any, ...]] = self.db.execute(
+                f"SELECT {self._COLUMNS} FROM runs ORDER BY started DESC, id DESC"
+            ).fetchall()
+            return every
+        from labledger.store.query import compile_query, prepare
+
         node, keys = prepare(self.db, self.dialect, where, sort)
         exact = [("name", name), ("group", group), ("status", status)]
         filters = [f"{k} = {_quote(v)}" for k, v in exact if v is not None]
@@ -692,6 +759,8 @@ class Ledger:
     def run_counters(self, run_id: str) -> Counters | None:
         """The counters the index holds for a run (:mod:`labledger.store.counters`), ``None`` when
         it holds none (a run of an older version, or one that died before its first refresh)."""
+        from labledger.store.counters import Counters
+
         row = self.db.execute("SELECT counters FROM runs WHERE id = ?", (run_id,)).fetchone()
         return Counters.from_json(row[0]) if row else None
 
@@ -757,6 +826,8 @@ class Ledger:
     def sync_deferred(self) -> None:
         """fsync the files written with their fsync deferred (see :attr:`deferred_sync`), all at once."""
         if self.deferred_sync:
+            from labledger.store.jsonl import fsync_files
+
             fsync_files(self.deferred_sync)
             self.deferred_sync.clear()
 
@@ -911,6 +982,7 @@ class Ledger:
         :meth:`metric_values`. Benchmark entries: ``labledger.analysis.benchmarks.record_evaluation``.
         """
         from labledger.schema import STORED_KINDS, Document, decode
+        from labledger.store.jsonl import write_json
         from labledger.store.metric_rows import iter_metric_values
         from labledger.store.run import check_name
 
@@ -997,6 +1069,8 @@ class Ledger:
 
     def metric_values(self, run_ref: str) -> list[StoredMetricValue]:
         """Every indexed metric value of a run's stored evaluations."""
+        import orjson
+
         from labledger.schema.store import StoredMetricValue
 
         run_id = self.resolve(run_ref)
@@ -1022,6 +1096,14 @@ class Ledger:
         ]
 
 
+def _regexp(pattern: str, value: Any) -> bool | None:
+    """SQLite's ``regexp`` (:func:`labledger.store.query.regexp`): the query module loads when a
+    ``~`` test first runs, not when a ledger opens (#19)."""
+    from labledger.store.query import regexp
+
+    return regexp(pattern, value)
+
+
 def _quote(value: str) -> str:
     """A text literal of the query language."""
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -1030,4 +1112,6 @@ def _quote(value: str) -> str:
 def summarize_run_dir(run_dir: Path, *, stats: ScalarStats | None = None) -> dict[str, Any]:
     """Counts and last scalars recomputed from a run's files (for runs indexed before the query
     fields); with ``stats``, every scalar value is folded into it too (min/max for the index)."""
+    from labledger.store.counters import scan_run, summary_of
+
     return summary_of(scan_run(run_dir, stats=stats))

@@ -70,16 +70,15 @@ PREFIXES = ("config.", "scalars.", "summary.", "counts.", "eval.")
 KEYWORDS = {"and", "or", "not", "in", "between", "is", "null", "has", "tag", "true", "false"}
 OPERATORS = ("<=", ">=", "!=", "!~", "=", "<", ">", "~")
 
-_TOKEN = re.compile(
-    r"""(?P<ws>\s+)
+#: The tokens, as text: compiled (and cached by ``re``) at the first :func:`tokenize`, so that importing
+#: this module compiles nothing (#19).
+_TOKEN = r"""(?P<ws>\s+)
     |(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
     |(?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
     |(?P<quoted>`[^`"\\]+`)
     |(?P<name>[A-Za-z_][A-Za-z0-9_.@-]*(?:\[[^\]"\\]*\])?)
     |(?P<op><=|>=|!=|!~|=|<|>|~)
-    |(?P<punct>[(),-])""",
-    re.X,
-)
+    |(?P<punct>[(),-])"""
 
 
 class Token(NamedTuple):
@@ -126,9 +125,10 @@ def _caret(text: str, pos: int, message: str, what: str = "expression") -> Query
 def tokenize(text: str) -> list[Token]:
     """The tokens of an expression (an unknown character is an error pointing at it)."""
     out: list[Token] = []
+    token = re.compile(_TOKEN, re.X).match
     i = 0
     while i < len(text):
-        m = _TOKEN.match(text, i)
+        m = token(text, i)
         if m is None:
             raise _caret(text, i, f"unexpected character {text[i]!r}")
         kind = m.lastgroup or ""

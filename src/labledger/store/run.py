@@ -58,6 +58,8 @@ INDEX_INTERVAL = 0.5
 #: Chunk size for streamed hashing and copying.
 CHUNK = 1 << 20
 _os_write = os.write
+_time = time.time
+_dumps = orjson.dumps
 _STEP = operator.itemgetter("step")
 
 
@@ -435,8 +437,6 @@ class Run:
         Values must be numbers (numpy scalars and 0-d tensors are unwrapped); NaN and infinities
         are stored as JSON ``null`` and read back as NaN.
         """
-        if self.status != "running":
-            self._check_open()
         if type(step) is not int:
             step = _as_step(step)
         for v in scalars.values():
@@ -444,17 +444,20 @@ class Run:
             if t is not float and t is not int:
                 scalars = clean_scalars(scalars)
                 break
-        now = time.time()
+        now = _time()
         rec = {"step": step, "time": now, **scalars}  # an explicit time= (imports) overrides the wall time
-        data = orjson.dumps(rec, option=DUMP_OPTIONS)
+        data = _dumps(rec, option=DUMP_OPTIONS)
         # write_all's first os.write, inlined (#19); a short write or a refusal goes through write_all,
         # which completes the line or cuts it back and raises StorageError (a refused write wrote
-        # nothing, so write_all tries it once more from the start).
+        # nothing, so write_all tries it once more from the start). An ended run's fd is -1 (finish
+        # sets it before closing the file): its refused write is where logging to it is refused.
         try:
             written = _os_write(self._scalars_fd, data)
         except OSError:
             written = 0
         if written != len(data):
+            if self.status != "running":
+                self._check_open()
             write_all(self._scalars_fd, data, written)
         self._pending.append(rec)
         if now >= self._next_sync:
@@ -1022,6 +1025,7 @@ class Run:
             self._system.stop()
         counters = self._counters()  # the files as they end, before they close
         self._system = None
+        self._scalars_fd = -1  # Run.log's write is refused from here on (see log)
         for a in self._appenders():
             a.fsync()
             a.close()
