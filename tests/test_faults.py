@@ -588,6 +588,25 @@ def _kill_then_rerun(args: list[str], delay: float, cwd: Path) -> subprocess.Com
     return labledger_proc(*args, cwd=cwd)
 
 
+def test_calibrate_apply_removes_what_a_killed_apply_left_and_keeps_a_live_writers_temp(tmp_path):
+    rows = [
+        {"id": str(i), "task": "t", "gold": "a" if i % 3 else "b", "probs": {"a": 0.7, "b": 0.3}} for i in range(30)
+    ]
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    recipe, out = tmp_path / "recipe.toml", tmp_path / "calibrated.jsonl"
+    assert cli("calibrate", "fit", str(results), "--method", "temperature", "--out", str(recipe)).exit_code == 0
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale, live = tmp_path / f".calibrated.jsonl.{dead.pid}.tmp", tmp_path / f".calibrated.jsonl.{os.getppid()}.tmp"
+    stale.write_bytes(b'{"id": "0", "half')
+    live.write_bytes(b"being written")
+    res = cli("calibrate", "apply", str(results), "--recipe", str(recipe), "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert len(out.read_bytes().splitlines()) == len(rows)
+    assert not stale.exists() and live.exists()
+
+
 @pytest.mark.slow  # ~30 s each on 2 shared cores (three commands, each started twice)
 @pytest.mark.parametrize("delay", [0.8, 1.6])
 def test_kill_9_during_calibrate_apply_table_import_and_soup_then_the_same_command_succeeds(tmp_path, delay):

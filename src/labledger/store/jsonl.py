@@ -313,6 +313,40 @@ def fsync_files(paths: Iterable[str | os.PathLike[str]]) -> None:
         list(pool.map(fsync_dir, folders))
 
 
+def remove_stale_temps(path: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporary files that writers of ``path`` killed before their rename left
+    (``.NAME.PID.tmp`` of :func:`atomic_open` whose process no longer runs on this machine); returns
+    them. One folder listing: for commands that write a user's output file, once per command.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / ".out.jsonl.999999999.tmp").write_text("half")
+    >>> [p.name for p in remove_stale_temps(d / "out.jsonl")]
+    ['.out.jsonl.999999999.tmp']
+    """
+    path = Path(path)
+    prefix = f".{path.name}."
+    removed: list[Path] = []
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return removed
+    for name in names:
+        pid = name[len(prefix) : -len(".tmp")] if name.startswith(prefix) and name.endswith(".tmp") else ""
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # a live writer's
+        except (ProcessLookupError, OverflowError):
+            pass  # no such process: its writer is gone
+        except OSError:
+            continue  # a live process of another user
+        with contextlib.suppress(OSError):
+            os.unlink(path.parent / name)
+            removed.append(path.parent / name)
+    return removed
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], *, fsync: bool = True) -> Iterator[IO[bytes]]:
     """A binary file that appears at ``path`` whole or not at all: the one atomic-write helper.
