@@ -28,6 +28,9 @@ from labledger.errors import ComparisonError, ImportSourceError, RecordError
 from labledger.importers import detect_format, import_path
 
 RUNS = Path(__file__).parent / "harness_runs"
+# The session fixture runs four real harnesses side by side (~1-2 min on 2 cores); its setup counts
+# against the first test's timeout, so the module gets the fixture's own 600 s bound, not 120 s.
+pytestmark = pytest.mark.timeout(600)
 HELM = Path(__file__).parent / "fixtures" / "helm"
 OFFLINE = {
     "HF_HUB_OFFLINE": "1",
