@@ -103,3 +103,39 @@ def test_a_report_from_arrow_ids_equals_the_report_from_dict_rows(tmp_path) -> N
     body_f, body_r = from_file["tasks"]["t"], from_rows["tasks"]["t"]
     assert body_f["slices"] == body_r["slices"] and body_f["metrics"] == body_r["metrics"]
     assert body_f["reliability"] == body_r["reliability"]
+
+
+_REPORT_SCRIPT = r"""
+import sys
+import numpy as np
+import labledger.calibrate as cal
+rng = np.random.default_rng(5)
+n = 20_000
+gold = rng.integers(0, 3, n)
+logits = rng.normal(0, 1, (n, 3)) + 1.5 * np.eye(3)[gold]
+probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+rows = [{"id": i, "task": "t", "gold": "abc"[g], "probs": dict(zip("abc", map(float, p)))}
+        for i, (g, p) in enumerate(zip(gold.tolist(), probs))]
+rec = cal.fit(rows, method="prior_multiplier", crossfit=3)
+doc = cal.report(rows, rec, resamples=200).to_dict()
+doc["recipe"].pop("created")  # (the fit's time)
+sys.stdout.write(repr(doc))
+"""
+
+
+def test_the_report_is_the_same_whatever_blas_thread_count(tmp_path) -> None:
+    """The joint ECE draws (a Cholesky and a product of ~500 dimensions) ran on OpenBLAS's threads,
+    whose number (the machine's cores) changed their last bits; the report now runs them on one."""
+    import os
+    import subprocess
+    import sys
+
+    docs = []
+    for threads in ("1", "2", "4"):
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": threads}
+        out = subprocess.run(
+            [sys.executable, "-c", _REPORT_SCRIPT], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        docs.append(out.stdout)
+    assert docs[0] == docs[1] == docs[2]

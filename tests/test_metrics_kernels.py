@@ -83,3 +83,36 @@ def test_stable_argsort_with_nan_and_small_inputs_is_the_stable_order() -> None:
     x[rng.integers(0, N, 50)] = np.nan
     assert np.array_equal(stable_argsort(x), np.argsort(x, kind="stable"))
     assert stable_argsort(np.array([3.0, 1.0, 3.0])).tolist() == [1, 0, 2]
+
+
+def test_one_blas_thread_gives_one_threads_products_here_and_in_pools() -> None:
+    """Inside ``one_blas_thread`` a product (and a Cholesky) has the bits of OpenBLAS on one thread,
+    in this thread and in a pool's workers started inside; outside, the setting is back."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    code = (
+        "import hashlib, numpy as np\n"
+        "z = np.random.default_rng(1).standard_normal((600, 400))\n"
+        "c = z.T @ z / 600 + np.eye(400)\n"
+        "print(hashlib.sha256((z @ c).tobytes() + np.linalg.cholesky(c).tobytes()).hexdigest())\n"
+    )
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    want = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+
+    def digest() -> str:
+        z = np.random.default_rng(1).standard_normal((600, 400))
+        c = z.T @ z / 600 + np.eye(400)
+        return hashlib.sha256((z @ c).tobytes() + np.linalg.cholesky(c).tobytes()).hexdigest()
+
+    with kernels.one_blas_thread():
+        here = digest()
+        with ThreadPoolExecutor(2, initializer=kernels.pool_initializer()) as pool:
+            there = pool.submit(digest).result()
+    if kernels._local_threads() is None:  # (no OpenBLAS with thread-local counts: nothing to check)
+        pytest.skip("numpy's BLAS is not an OpenBLAS with openblas_set_num_threads_local")
+    assert here == there == want.stdout.strip()
+    assert kernels.pool_initializer() is None

@@ -38,6 +38,7 @@ from labledger.calibrate.recipe import Recipe, TaskRecipe, item_hashes, load_rec
 from labledger.calibrate.search import Objective, objective_from_key, resolve_objective
 from labledger.errors import CalibrationError, UnknownNameError
 from labledger.metrics.analytic import analytic_interval, normal_draws, paired_analytic, use_analytic
+from labledger.metrics.kernels import one_blas_thread, pool_initializer
 from labledger.metrics.prepared import Prepared
 from labledger.metrics.resample import _p_value, percentile_interval, resample_values, rng_for
 from labledger.schema import SCHEMA_VERSION, CalibrationDoc, MetricId, decode, format_p
@@ -422,6 +423,11 @@ def report(
     >>> rep.document["tasks"]["t"]["in_sample"], rep.value("t", "accuracy", "calibrated")
     ('no', 1.0)
     """
+    with one_blas_thread():  # the same draws on every machine, no idle BLAS threads spinning (#19)
+        return _report(results, recipe, task, ci, resamples, seed, bins, crossfit, display)
+
+
+def _report(results, recipe, task, ci, resamples, seed, bins, crossfit, display) -> CalibrationReport:
     recipe = load_recipe(recipe)
     rs, source, sha = load_results(results, positive=reading_positive(recipe), display=display)
     check_tasks(rs, recipe, keep_other_tasks=True)
@@ -495,7 +501,7 @@ def _task_report(td, t: TaskRecipe, *, sha, source, ci, resamples, seed, bins, c
     variants = {"raw": raw, "calibrated": apply_steps(t.steps, raw, arr, where=f"task '{td.task}'")}
     objs = _objectives(_metric_specs(head, arr, bins), arr, head, t.steps)
     cross = None
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(2, initializer=pool_initializer()) as pool:
         # the cross-fit (K refits) in one thread while the other prepares the raw and calibrated
         # metrics (their sorts; numpy releases the GIL), then the metrics' intervals side by side (#19)
         refit = None

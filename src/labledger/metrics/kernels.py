@@ -1,4 +1,5 @@
-"""Two exact kernels in a few vector passes (#19): ``math.fsum``'s value and a stable sort's order.
+"""Two exact kernels in a few vector passes (#19): ``math.fsum``'s value and a stable sort's order;
+and :func:`one_blas_thread`, numpy's BLAS on one thread in the calling thread.
 
 - :func:`exact_sum` is ``math.fsum(x)`` bit for bit (the correctly rounded sum), from a few numpy
   passes instead of one Python float a item: each pass splits every value at a power of two
@@ -8,6 +9,12 @@
 - :func:`stable_argsort` is ``np.argsort(x, kind="stable")`` from the (much faster) default sort,
   with the runs of equal values put back in index order (or, when the values are few, by a radix
   sort of their ranks).
+- :func:`one_blas_thread`: OpenBLAS runs each product on up to every core; where labledger already
+  runs two jobs side by side (``calibrate report``, ``compare``) that is 4 threads on 2 cores, whose
+  idle ones spin (``sched_yield``) while the others work. OpenBLAS's thread-local thread count
+  (``openblas_set_num_threads_local``, 0.3.27+) puts this thread's products on one thread: each
+  output element is computed by the same kernel either way (OpenBLAS splits a product's rows and
+  columns among threads, never the sum of one element), so the results are bit for bit the same.
 
 >>> import numpy as np
 >>> x = np.array([1e16, 1.0, -1e16, 1e-30])
@@ -19,7 +26,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import math
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -100,4 +112,68 @@ def stable_argsort(x: np.ndarray) -> np.ndarray:
     return order
 
 
-__all__ = ["exact_sum", "stable_argsort"]
+_LOCAL_THREADS: list[Callable[[int], int] | None] = []
+_STATE = threading.local()
+
+
+def _local_threads() -> Callable[[int], int] | None:
+    """``openblas_set_num_threads_local`` of the OpenBLAS numpy loaded (None when there is none)."""
+    if _LOCAL_THREADS:
+        return _LOCAL_THREADS[0]
+    found = None
+    if sys.platform.startswith("linux"):
+        try:
+            with open("/proc/self/maps") as maps:
+                paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
+        except OSError:
+            paths = set()
+        for path in sorted(paths):
+            try:
+                fn = ctypes.CDLL(path).openblas_set_num_threads_local
+            except (OSError, AttributeError):
+                continue
+            fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+            found = fn
+            break
+    _LOCAL_THREADS.append(found)
+    return found
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """numpy's matrix products on one BLAS thread in the calling thread while inside (other threads
+    keep theirs; pools started inside with :func:`pool_initializer` give their workers the same);
+    nothing where numpy's BLAS is not an OpenBLAS with thread-local counts.
+
+    >>> with one_blas_thread():
+    ...     float((np.ones((3, 3)) @ np.ones(3)).sum())
+    9.0
+    """
+    fn = _local_threads()
+    if fn is None or getattr(_STATE, "one", False):
+        yield
+        return
+    before = fn(1)
+    _STATE.one = True
+    try:
+        yield
+    finally:
+        fn(before)
+        _STATE.one = False
+
+
+def pool_initializer() -> Callable[[], None] | None:
+    """The ``initializer`` of a :class:`~concurrent.futures.ThreadPoolExecutor` started in this
+    thread: inside :func:`one_blas_thread`, one that puts each worker on one BLAS thread too (the
+    setting ends with the worker); else None (the workers keep OpenBLAS's own count)."""
+    return _one_thread_worker if getattr(_STATE, "one", False) else None
+
+
+def _one_thread_worker() -> None:
+    fn = _local_threads()
+    if fn is not None:
+        fn(1)
+        _STATE.one = True
+
+
+__all__ = ["exact_sum", "one_blas_thread", "pool_initializer", "stable_argsort"]

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError
+from labledger.metrics.kernels import pool_initializer
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
 from labledger.metrics.stats import percentile_p_value
 
@@ -156,7 +157,7 @@ def _run_chunks(sizes: list[int], rng: np.random.Generator, work: Any, n_out: in
     seeds = rng.integers(0, 2**63 - 1, size=len(sizes))
     gens = [np.random.default_rng(int(x)) for x in seeds]
     if len(sizes) > 1 and THREADS > 1:
-        with ThreadPoolExecutor(min(THREADS, len(sizes))) as pool:
+        with ThreadPoolExecutor(min(THREADS, len(sizes)), initializer=pool_initializer()) as pool:
             results = list(pool.map(work, sizes, gens))
     else:
         results = [work(size, g) for size, g in zip(sizes, gens)]
