@@ -105,3 +105,37 @@ def test_a_paired_t_test_at_1e5_items_imports_no_scipy_special():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "False"]
+
+
+_COMPARE_SCRIPT = r"""
+import sys
+import numpy as np
+from labledger.analysis.comparison import compare
+rng = np.random.default_rng(7)
+n = 60_000
+gold = rng.integers(0, 3, n)
+def rows(shift):
+    logits = rng.normal(0, 1, (n, 3)) + shift * np.eye(3)[gold]
+    probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    return [{"id": i, "task": "t", "gold": "abc"[g], "probs": dict(zip("abc", map(float, p)))}
+            for i, (g, p) in enumerate(zip(gold.tolist(), probs))]
+sys.stdout.write(repr(compare(rows(1.5), rows(1.2), resamples=200).to_dict()))
+"""
+
+
+def test_compare_is_the_same_whatever_blas_thread_count() -> None:
+    """The analytic SEs' dot products ran on OpenBLAS's threads, whose number (the machine's cores)
+    changed their last bits; compare now runs them on one (#19)."""
+    import os
+    import subprocess
+    import sys
+
+    docs = []
+    for threads in ("1", "2", "4"):
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": threads}
+        out = subprocess.run(
+            [sys.executable, "-c", _COMPARE_SCRIPT], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        docs.append(out.stdout)
+    assert docs[0] == docs[1] == docs[2]

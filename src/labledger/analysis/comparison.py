@@ -36,6 +36,7 @@ from labledger.analysis.intervals import correct_of as _correct
 from labledger.analysis.intervals import diff_interval, diff_notes
 from labledger.errors import ComparisonError
 from labledger.inputs.results import TOLERANCE, LabelTask, TaskData, deferred_ids, load
+from labledger.metrics.kernels import one_blas_thread, pool_initializer
 from labledger.metrics.prepared import Prepared
 from labledger.metrics.registry import metric_key
 from labledger.metrics.resample import mcnemar
@@ -107,7 +108,9 @@ def compare(
     >>> c.metric("t", "exact_match").diff
     0.25
     """
-    with ThreadPoolExecutor(2) as pool:  # the two sides read (and, below, prepared) side by side (#19)
+    # the two sides read (and, below, prepared) side by side, numpy's BLAS on one thread in each:
+    # the analytic SEs' products the same on every machine, no idle BLAS threads spinning (#19)
+    with one_blas_thread(), ThreadPoolExecutor(2, initializer=pool_initializer()) as pool:
         return _compare(
             pool,
             a,
