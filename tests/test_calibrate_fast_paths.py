@@ -139,3 +139,27 @@ def test_the_report_is_the_same_whatever_blas_thread_count(tmp_path) -> None:
         assert out.returncode == 0, out.stderr[-2000:]
         docs.append(out.stdout)
     assert docs[0] == docs[1] == docs[2]
+
+
+def test_a_report_that_shares_equal_variants_equals_one_that_computes_each(monkeypatch) -> None:
+    """Cross-fitted scores equal to the calibrated ones (at large n every fold picks the same
+    weights) share their prepared metrics and reliability bins; computing each variant on its own
+    gives the same document (#19)."""
+    from labledger.calibrate import reporting
+
+    def same_as_calibrated(steps, arr, head, **kw):  # (every fold fitted alike)
+        return apply_steps(steps, arr.scores(), arr), "item"
+
+    monkeypatch.setattr(reporting, "crossfit_scores", same_as_calibrated)
+    rows = _rows(np.random.default_rng(11), 3000, False)
+    rec = cal.fit(rows, method="prior_multiplier", crossfit=3)
+    docs = []
+    for same in (reporting._same_scores, lambda a, b: a is b):
+        monkeypatch.setattr(reporting, "_same_scores", same)
+        doc = cal.report(rows, rec, resamples=100).to_dict()
+        doc["recipe"].pop("created", None)
+        docs.append(doc)
+    body = docs[0]["tasks"]["t"]
+    assert body["slices"]["variant"]["cross-fitted"] == body["slices"]["variant"]["calibrated"]
+    assert body["reliability"]["cross_fitted_bins"] == body["reliability"]["bins"]
+    assert docs[0] == docs[1]

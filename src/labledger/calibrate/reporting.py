@@ -559,7 +559,11 @@ def _task_report(td, t: TaskRecipe, *, sha, source, ci, resamples, seed, bins, c
         },
     }
     if "cross-fitted" in variants:
-        body["reliability"]["cross_fitted_bins"] = reliability(arr, variants["cross-fitted"], bins)
+        body["reliability"]["cross_fitted_bins"] = (
+            [dict(b) for b in body["reliability"][{"calibrated": "bins", "raw": "raw_bins"}[same]]]
+            if (same := first.get("cross-fitted")) in ("calibrated", "raw")
+            else reliability(arr, variants["cross-fitted"], bins)
+        )  # (the variant it scores every item alike: its bins, not counted again)
     if t.transductive:
         body["transductive_note"] = (
             "em_prior_shift re-estimates the label priors on the evaluated items "
