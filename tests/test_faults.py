@@ -607,6 +607,22 @@ def test_calibrate_apply_removes_what_a_killed_apply_left_and_keeps_a_live_write
     assert not stale.exists() and live.exists()
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_export_removes_what_a_killed_export_left(tmp_path, fmt):
+    d = tmp_path / "ledger"
+    with labledger.start_run("r", ledger=d) as run:
+        for step in range(5):
+            run.log(step, loss=1.0 / (step + 1))
+    out = tmp_path / f"scalars.{fmt}"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".{out.name}.{dead.pid}.tmp"
+    stale.write_bytes(b"half an export")
+    res = cli("export", run.id, "--what", "scalars", "--out", str(out), "--ledger", str(d))
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size > 0 and not stale.exists()
+
+
 @pytest.mark.slow  # ~30 s each on 2 shared cores (three commands, each started twice)
 @pytest.mark.parametrize("delay", [0.8, 1.6])
 def test_kill_9_during_calibrate_apply_table_import_and_soup_then_the_same_command_succeeds(tmp_path, delay):
