@@ -9,8 +9,8 @@ Two workloads, each measured call by call in its own fresh subprocess (only that
   3-class probabilities keyed by label, ``cross_entropy`` = -log p(gold)).
 
 ``labledger-step-steady`` and ``orjson-step-steady`` time the step workload over 200,000 calls in
-both modes (the steady state: ``Run.log``'s folds every 0.25 s and index refreshes every 0.5 s fall
-inside it; the 5,000 quick calls end before the first fold).
+both modes (the steady state: ``Run.log``'s index refreshes every 0.5 s fall inside it, which the
+5,000 quick calls end before; both include its folds, every 0.01 s).
 
 Then a 1,000,000-step ``Run.log`` loop in a subprocess reports RSS and tracemalloc at 10k, 100k and
 1M steps (memory must stay flat). Peers that are not installed are shown as skipped.
@@ -559,8 +559,8 @@ CASES = [
         setup_labledger_wandb_nostep,
         reaches_os="yes: one write(2) per call",
     ),
-    # the steady state (#19): 200,000 calls in both modes, folds every 0.25 s and index refreshes
-    # every 0.5 s included, beside the quick 5,000-call window (which ends before the first fold)
+    # the steady state (#19): 200,000 calls in both modes, index refreshes every 0.5 s included,
+    # beside the quick 5,000-call window (which ends before the first; both have folds, every 0.01 s)
     Case(
         "labledger-step-steady",
         "step",
