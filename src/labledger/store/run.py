@@ -52,9 +52,10 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _FILE_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 #: Seconds between folds of logged scalars into the running min/max (bounds the pending list). Short
 #: (#19): a run logging a step per microsecond holds ~10,000 pending records (a few MiB), memory the
-#: allocator keeps reusing. At 0.25 s it held ~200,000, gave that memory back to the OS at each fold
-#: and took it again with page faults (0.03-0.045 a Run.log call; 10-25 MiB more peak RSS in
-#: bench/logging.py's steady state). A fold's fixed cost is a few thousand instructions.
+#: allocator keeps reusing. At 0.25 s it held ~200,000 and folded them in one call of 35-70 ms (now
+#: ~1 ms), gave that memory back to the OS and faulted it in again (0.04-0.06 page faults per
+#: Run.log call, now 0.009; 20-35 MiB more peak RSS in a 200,000-call loop). Same CPU per call: the
+#: fold's work per record is the same, its fixed cost a few thousand instructions.
 FOLD_INTERVAL = 0.01
 #: Seconds between refreshes of the index row (summary, query fields, counters) while a run logs:
 #: what ``labledger runs`` and ``show`` report is at most this old (plus one log call's gap).
