@@ -59,6 +59,7 @@ import math
 import platform
 import random
 import re
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -789,7 +790,9 @@ def child_case(key: str, n: int, tmp: Path, out: Path) -> None:
             first = 0
             make = lambda i: i  # noqa: E731
         overhead, cpu_overhead = harness_overhead(lambda i: i)
+        faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         ts, cpu_ns = timed(call, make, n, warmup)
+        result["minflt_per_call"] = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0) / n
         result.update(summarise(ts, overhead, case.per, cpu_ns, cpu_overhead))
         result["calls"] = n * case.per
         result["calls_unit"] = f"{n} chunks of {case.per} steps" if case.per > 1 else ""
@@ -939,6 +942,8 @@ def build_rows(results: dict[str, dict]) -> list[dict]:
             p50=r["p50_us"],
             p99=r["p99_us"],
             cpu=r.get("cpu_us"),
+            max=r.get("max_us"),
+            minflt=r.get("minflt_per_call"),
             ratio=(r["mean_us"] / b) if b else None,
             close_s=r.get("close_s"),
         )
@@ -1124,7 +1129,8 @@ def goals(rows: list[dict]) -> list[str]:
         base = steady.get(STEADY_LOGGERS[1])
         lines.append(
             f"{'PASS' if r['mean'] <= 5 else 'FAIL'}: Run.log steady state {r['mean']:.2f} us per step over "
-            f"{r['calls']:,} calls (goal <= 5 us; p50 {r['p50']:.2f}, p99 {r['p99']:.2f}, CPU {fmt_us(r['cpu'])} us"
+            f"{r['calls']:,} calls (goal <= 5 us; p50 {r['p50']:.2f}, p99 {r['p99']:.2f}, CPU {fmt_us(r['cpu'])} us; "
+            f"longest call {r['max'] / 1000:.1f} ms, {r['minflt']:.3f} page faults per call"
             + (
                 f"; the orjson append in the same loop: {base['mean']:.2f} us, CPU {fmt_us(base['cpu'])} us)"
                 if base
