@@ -75,15 +75,18 @@ class _RunDir:
 class RunInfo:
     """One row of the run index.
 
-    A plain class with a dataclass's constructor, ``==`` and ``repr`` (the ``dataclasses`` module
-    and the code it generates at import cost ``labledger runs`` ~7 M instructions, #19).
+    A plain class with the constructor, ``==`` and ``repr`` that ``@dataclass`` would make of
+    :attr:`_FIELDS` (tests/test_run_fields.py compares them with that dataclass's): the
+    ``dataclasses`` module and the code it generates cost ``labledger runs`` 8.0 M instructions,
+    3.4 %, ~1 ms of CPU (#19, bench/RESULTS.md).
 
     >>> RunInfo("a1", "baseline", None, [], "finished", 0.0, 2.5, None, None, None, None, None).duration
     2.5
     """
 
     __hash__ = None  # type: ignore[assignment]  # mutable, compared by value (as a dataclass is)
-    #: The fields, in the constructor's order.
+    #: The fields, in the constructor's order: the one list of them (:data:`INDEX_COLUMNS`, the
+    #: index columns a RunInfo is read from, and the query's columns derive from it).
     _FIELDS = (
         "id",
         "name",
@@ -165,6 +168,14 @@ class RunInfo:
             "summary": self.summary,
             "dir": str(self.dir) if self.dir else None,
         }
+
+
+#: RunInfo fields that are no column of ``runs`` (``tags`` are rows of ``run_tags``; ``dir`` is the
+#: ledger's folder), and the fields whose column has another name.
+_NOT_COLUMNS = ("tags", "dir")
+_COLUMN_OF = {"group": "grp"}
+#: The columns of ``runs`` that a :class:`RunInfo` is read from, in its fields' order.
+INDEX_COLUMNS = tuple(_COLUMN_OF.get(f, f) for f in RunInfo._FIELDS if f not in _NOT_COLUMNS)
 
 
 def _duration(started: float, ended: float | None, status: str) -> float | None:
@@ -393,8 +404,9 @@ class Ledger:
         for key in ("fields", "eval_fields"):
             if key in fields:
                 fields[key] = dumps_fields(fields[key])
-        if "group" in fields:
-            fields["grp"] = fields.pop("group")
+        for f, col in _COLUMN_OF.items():
+            if f in fields:
+                fields[col] = fields.pop(f)
         fields["updated"] = time.time()
         cols = ", ".join(f"{k} = ?" for k in fields)
         self._write(lambda db: db.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id)))
@@ -418,7 +430,7 @@ class Ledger:
         # (~7 M instructions of `labledger runs`, #19); both give the same values for what orjson wrote
         from json import loads
 
-        for rid, name, grp, status, started, ended, host, pid, commit, dirty, error, summary in rows:
+        for rid, name, grp, status, started, ended, host, pid, commit, dirty, error, summary in rows:  # INDEX_COLUMNS
             info = RunInfo(
                 rid,
                 name,
@@ -438,7 +450,7 @@ class Ledger:
             out.append(info)
         return out
 
-    _COLUMNS = "id, name, grp, status, started, ended, host, pid, git_commit, git_dirty, error, summary"
+    _COLUMNS = ", ".join(INDEX_COLUMNS)
 
     def reap(self) -> list[str]:
         """Mark runs whose process died as ``crashed``; return their ids.
