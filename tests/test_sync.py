@@ -22,6 +22,8 @@ import httpx
 import orjson
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from postgres_server import pg_url, postgres_cluster  # noqa: F401 (fixtures)
 from server_process import ServerProcess, free_port
 
@@ -319,6 +321,79 @@ def test_the_servers_writes_reach_the_file_in_spans(tmp_path):
     assert w._start == w._end == len(data)
     os.fsync(fd)
     os.close(fd)
+    assert path.read_bytes() == data
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    size=st.integers(0, 13 * CHUNK + 9000),
+    start_chunk=st.integers(0, 3),
+    head=st.integers(0, 70_000),
+    piece=st.sampled_from([1000, 65536, 3 * CHUNK + 17]),
+)
+def test_the_servers_raw_read_stores_the_body_exactly_direct_or_buffered(tmp_path, size, start_chunk, head, piece):
+    """The server's read of a raw body (a real socket, a real file on the test's disk): whatever the
+    body's length, its offset and how it arrives, the file holds exactly its bytes and the chunk
+    hashes are the body's, in order, though up to DEPTH groups are hashed and written at once;
+    every whole block of a full group goes around the page cache where the filesystem takes
+    O_DIRECT, the rest buffered."""
+    import socket
+    import threading
+
+    from labledger.server.sync import DEPTH, DIRECT_ALIGN, GROUP, Writeback, _read_chunks
+
+    assert DEPTH > 1
+    offset = min(start_chunk * CHUNK, size - size % CHUNK)
+    data = os.urandom(size)
+    path = tmp_path / f"upload-{size}-{offset}-{head}-{piece}.part"
+    path.write_bytes(data[:offset])
+    fd = os.open(path, os.O_WRONLY)
+    body = data[offset:]
+    first, rest = body[:head], body[head:]
+    a, b = socket.socketpair()
+    chunks = [hashlib.sha256(data[i : i + CHUNK]).hexdigest() for i in range(0, offset, CHUNK)]
+
+    def send() -> None:
+        for i in range(0, len(rest), piece):
+            b.sendall(rest[i : i + piece])
+
+    with a, b:
+        a.setblocking(False)
+        sender = threading.Thread(target=send)
+        sender.start()
+        flush = Writeback(fd, offset, path=path)
+        direct = flush._direct >= 0
+        got = _read_chunks(a.fileno(), first, flush, offset, size, chunks, 5.0)
+        flush.close()
+        sender.join()
+    os.fsync(fd)
+    os.close(fd)
+    assert got == size
+    assert path.read_bytes() == data
+    assert chunks == [hashlib.sha256(data[i : i + CHUNK]).hexdigest() for i in range(0, size, CHUNK)]
+    groups = [min(GROUP * CHUNK, size - at) for at in range(offset, size, GROUP * CHUNK)]
+    expect = sum(g - g % DIRECT_ALIGN for g in groups if g >= DIRECT_ALIGN) if direct else 0
+    assert flush.direct_bytes == expect
+
+
+def test_a_write_the_filesystem_refuses_direct_goes_buffered(tmp_path):
+    """A buffer whose memory is not aligned is refused by O_DIRECT (EINVAL): the write, and every
+    one after it, is buffered instead, and the file is still exact."""
+    from labledger.server.sync import Writeback
+
+    path = tmp_path / "f.part"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    w = Writeback(fd, path=path)
+    if w._direct < 0:
+        pytest.skip("this filesystem takes no O_DIRECT")
+    data = os.urandom(3 * 4096 + 1)
+    odd = memoryview(bytearray(b"x" + data))[1:]  # one byte past an allocation: not block-aligned
+    w.write(odd[: 2 * 4096], 0, aligned=True)
+    w.write(odd[2 * 4096 :], 2 * 4096, aligned=True)
+    w.close()
+    os.fsync(fd)
+    os.close(fd)
+    assert w.direct_bytes == 0 and w._direct == -1
     assert path.read_bytes() == data
 
 
