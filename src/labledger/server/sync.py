@@ -534,24 +534,23 @@ async def _receive_raw(raw: Any, flush: Writeback, offset: int, total: int, chun
 
 #: Chunks received into one buffer, then hashed (one by one) and written together.
 GROUP = 4
-#: Groups hashed and written at once (each by a worker of its own) while the next is received.
+#: Groups being hashed and written while the next is received (each buffer is one group).
 DEPTH = 3
 
 
-def _hash_and_write(flush: Writeback, piece: memoryview, at: int) -> list[str]:
-    hashes = [hashlib.sha256(piece[i : i + CHUNK]).hexdigest() for i in range(0, len(piece), CHUNK)]
-    flush.write(piece, at, aligned=True)
-    return hashes
+def _hash_chunk(chunk: memoryview) -> str:
+    return hashlib.sha256(chunk).hexdigest()
 
 
 def _read_chunks(
     sock_fd: int, first: bytes, flush: Writeback, offset: int, total: int, chunks: list[str], timeout: float
 ) -> int:
     """Receive ``[offset, total)`` from the socket, ``GROUP`` chunks at a time into one of
-    ``DEPTH + 1`` page-aligned buffers; each full group is hashed chunk by chunk and written (one
-    write, to the disk directly where it can: :class:`Writeback`) by one of ``DEPTH`` workers
-    while this thread receives the next into a free buffer (hashlib, ``pwrite`` and ``readv`` all
-    let go of the GIL). A buffer is filled again only once its group is hashed and written, and
+    ``DEPTH + 1`` page-aligned buffers. Each chunk is hashed by one thread as soon as it is in
+    (while its bytes are still in the CPU's cache), each full group written (one write, to the
+    disk directly where it can: :class:`Writeback`) by another, while this thread receives the
+    next group into a free buffer (hashlib, ``pwrite`` and ``readv`` all let go of the GIL; one thread per role, so they
+    do not queue for it). A buffer is filled again only once its group is hashed and written, and
     the hashes are appended in the file's order. The whole chunks received before the body ended
     or stalled are kept. Returns the bytes the file holds."""
     import mmap
@@ -562,36 +561,50 @@ def _read_chunks(
     views = [memoryview(mmap.mmap(-1, size)) for _ in range(DEPTH + 1)]  # freed with the last view
     at = offset
     head = memoryview(first)
-    jobs: deque[Future[list[str]]] = deque()  # oldest first; jobs[i] holds views[(turn + i) % len]
+    # oldest first; jobs[i] reads views[(turn - len(jobs) + i) % len(views)]
+    jobs: deque[tuple[list[Future[str]], Future[None]]] = deque()
     turn = 0
-    with ThreadPoolExecutor(DEPTH, thread_name_prefix="labledger-sync-hash") as pool:
+
+    def done(job: tuple[list[Future[str]], Future[None]]) -> None:
+        hashes, written = job
+        written.result()
+        chunks.extend(h.result() for h in hashes)
+
+    hasher = ThreadPoolExecutor(1, thread_name_prefix="labledger-sync-hash")
+    writer = ThreadPoolExecutor(1, thread_name_prefix="labledger-sync-write")
+    try:
+        ended = False
+        while at < total and not ended:
+            if len(jobs) == len(views):  # every buffer busy: wait for the oldest group
+                done(jobs.popleft())
+            view = views[turn]
+            fill = 0
+            hashes: list[Future[str]] = []
+            try:
+                while fill < size and at + fill < total:
+                    want = min(CHUNK, total - at - fill)
+                    take = min(len(head), want)
+                    view[fill : fill + take] = head[:take]
+                    head = head[take:]
+                    if take < want:
+                        take += read_exact(sock_fd, view[fill + take : fill + want], timeout)
+                    if take < want:  # the client went away: a short chunk is not kept
+                        ended = True
+                        break
+                    hashes.append(hasher.submit(_hash_chunk, view[fill : fill + want]))  # while in the cache
+                    fill += want
+            finally:  # also on BodyStalled: the whole chunks received are kept
+                if fill:
+                    jobs.append((hashes, writer.submit(flush.write, view[:fill], at, aligned=True)))
+                    turn = (turn + 1) % len(views)
+                    at += fill
+    finally:
         try:
-            ended = False
-            while at < total and not ended:
-                if len(jobs) == len(views):  # every buffer busy: wait for the oldest group
-                    chunks.extend(jobs.popleft().result())
-                view = views[turn]
-                fill = 0
-                try:
-                    while fill < size and at + fill < total:
-                        want = min(CHUNK, total - at - fill)
-                        take = min(len(head), want)
-                        view[fill : fill + take] = head[:take]
-                        head = head[take:]
-                        if take < want:
-                            take += read_exact(sock_fd, view[fill + take : fill + want], timeout)
-                        if take < want:  # the client went away: a short chunk is not kept
-                            ended = True
-                            break
-                        fill += want
-                finally:  # also on BodyStalled: the whole chunks received are kept
-                    if fill:
-                        jobs.append(pool.submit(_hash_and_write, flush, view[:fill], at))
-                        turn = (turn + 1) % len(views)
-                        at += fill
-        finally:
             while jobs:
-                chunks.extend(jobs.popleft().result())
+                done(jobs.popleft())
+        finally:
+            hasher.shutdown()
+            writer.shutdown()
     return at
 
 
