@@ -334,9 +334,9 @@ def test_the_servers_writes_reach_the_file_in_spans(tmp_path):
 def test_the_servers_raw_read_stores_the_body_exactly_direct_or_buffered(tmp_path, size, start_chunk, head, piece):
     """The server's read of a raw body (a real socket, a real file on the test's disk): whatever the
     body's length, its offset and how it arrives, the file holds exactly its bytes and the chunk
-    hashes are the body's, in order, though up to DEPTH groups are hashed and written at once;
-    every whole block of a full group goes around the page cache where the filesystem takes
-    O_DIRECT, the rest buffered."""
+    hashes are the body's, in order, though up to DEPTH groups are being written while the next
+    is received; every whole block of a group goes around the page cache where the filesystem
+    takes O_DIRECT, the rest buffered."""
     import socket
     import threading
 
