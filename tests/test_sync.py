@@ -600,3 +600,24 @@ def test_the_client_opens_a_kept_alive_connection_again_once_the_server_closed_i
     down = _Session(f"http://127.0.0.1:{free_port()}", None, "0" * 32, 5.0)
     with pytest.raises(SyncError, match="failed: ConnectionRefusedError"):
         down.call("POST", "/api/sync/state", json={"runs": []})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(size=st.integers(0, 3 * CHUNK + 5000), start_chunk=st.integers(0, 4), cut=st.integers(0, 5000))
+def test_the_clients_chunk_hashes_are_each_chunks_sha256(tmp_path, size, start_chunk, cut):
+    """The client's hashes of a range it sends (read into one reused buffer) are the sha256 of each
+    chunk of exactly that range; a file that ends before the range does is an error, never a
+    hash of fewer bytes."""
+    from labledger.server.sync_client import _hash_range
+
+    data = os.urandom(size)
+    path = tmp_path / f"f-{size}"
+    path.write_bytes(data)
+    start = min(start_chunk * CHUNK, size - size % CHUNK)
+    with open(path, "rb") as f:
+        assert _hash_range(f.fileno(), start, size) == [
+            hashlib.sha256(data[i : i + CHUNK]).hexdigest() for i in range(start, size, CHUNK)
+        ]
+        if size > start:
+            with pytest.raises(ValueError, match="ended at byte"):
+                _hash_range(f.fileno(), start, size + 1 + cut)
