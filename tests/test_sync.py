@@ -376,6 +376,47 @@ def test_the_servers_raw_read_stores_the_body_exactly_direct_or_buffered(tmp_pat
     assert flush.direct_bytes == expect
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    blocks=st.lists(st.integers(1, 300), min_size=1, max_size=4),
+    tail=st.integers(0, 9000),
+    start=st.integers(0, 3),
+    misaligned=st.booleans(),
+)
+def test_groups_written_together_are_the_groups_written_one_by_one(tmp_path, blocks, tail, start, misaligned):
+    """Writeback.write_many (the groups that waited for the writer, in one pwritev where they go
+    direct): the file holds exactly the pieces one after the other, every whole block of them
+    went around the page cache where the filesystem takes O_DIRECT, and a buffer O_DIRECT refuses
+    (memory not aligned) is written buffered instead."""
+    import mmap
+
+    from labledger.server.sync import DIRECT_ALIGN, Writeback
+
+    sizes = [b * DIRECT_ALIGN for b in blocks]
+    sizes[-1] += tail
+    pieces, expect = [], b""
+    for n in sizes:
+        data = os.urandom(n)
+        buf = mmap.mmap(-1, n + 1)
+        view = memoryview(buf)[1 : n + 1] if misaligned else memoryview(buf)[:n]
+        view[:] = data
+        pieces.append(view)
+        expect += data
+    at = start * DIRECT_ALIGN
+    path = tmp_path / f"g-{'-'.join(map(str, sizes))}-{at}-{misaligned}"
+    path.write_bytes(b"\0" * at)
+    fd = os.open(path, os.O_WRONLY)
+    w = Writeback(fd, at, path=path)
+    direct = w._direct >= 0
+    w.write_many(pieces, at)
+    w.close()
+    os.fsync(fd)
+    os.close(fd)
+    assert path.read_bytes() == b"\0" * at + expect
+    whole = sum(sizes) - sizes[-1] % DIRECT_ALIGN
+    assert w.direct_bytes == (whole if direct and not misaligned else 0)
+
+
 def test_a_write_the_filesystem_refuses_direct_goes_buffered(tmp_path):
     """A buffer whose memory is not aligned is refused by O_DIRECT (EINVAL): the write, and every
     one after it, is buffered instead, and the file is still exact."""

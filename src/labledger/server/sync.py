@@ -438,6 +438,32 @@ class Writeback:
             if self._end - self._start >= self.span:
                 self._submit()
 
+    def write_many(self, pieces: list[memoryview], at: int) -> None:
+        """Write ``pieces`` one after the other from byte ``at``: page-aligned buffers, each but the
+        last a whole number of blocks (the groups of :func:`_read_chunks`). Where they go direct
+        they go in one ``pwritev``, so a disk slow to answer gets several writes at once (the
+        block layer sends each 4 MiB as a request of its own) instead of one after the other."""
+        done = 0  # bytes of the pieces already written
+        last = pieces[-1]
+        whole_last = len(last) - len(last) % DIRECT_ALIGN
+        blocks = all(len(p) % DIRECT_ALIGN == 0 for p in pieces[:-1])
+        if len(pieces) > 1 and self._direct >= 0 and not at % DIRECT_ALIGN and blocks:
+            iov = [*pieces[:-1], last[:whole_last]] if whole_last else pieces[:-1]
+            try:
+                done = os.pwritev(self._direct, iov, at)
+            except OSError as exc:  # EINVAL: not taken direct here; write() tries once more, then buffered
+                if exc.errno != errno.EINVAL:  # pragma: no cover - ENOSPC, EIO: the upload fails, as buffered
+                    raise
+            with self._lock:
+                self.direct_bytes += done
+        for piece in pieces:  # what pwritev did not take (all of it, for one piece)
+            if done >= len(piece):
+                done -= len(piece)
+            else:
+                self.write(piece[done:], at + done, aligned=not done % DIRECT_ALIGN)
+                done = 0
+            at += len(piece)
+
     def _submit(self) -> None:
         if self._end > self._start and _SYNC_FILE_RANGE is not None:
             self._pool.submit(_SYNC_FILE_RANGE, self.fd, self._start, self._end - self._start, _SYNC_FILE_RANGE_WRITE)
@@ -550,6 +576,7 @@ def _read_chunks(
     written, and the hashes are appended in the file's order. The whole chunks received before
     the body ended or stalled are kept. Returns the bytes the file holds."""
     import mmap
+    import threading
     from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -560,6 +587,19 @@ def _read_chunks(
     # oldest first; jobs[i] reads views[(turn - len(jobs) + i) % len(views)]
     jobs: deque[tuple[list[str], Future[None]]] = deque()
     turn = 0
+
+    ready: deque[tuple[memoryview, int]] = deque()  # groups received and not yet taken by the writer
+    ready_lock = threading.Lock()
+
+    def write_ready() -> None:
+        """Write every group received so far (one write while the disk keeps up, several at once
+        once they wait: :meth:`Writeback.write_many`). Runs in the one writer thread, in order: when
+        the job submitted with a group is done, that group is written."""
+        with ready_lock:
+            batch = list(ready)
+            ready.clear()
+        if batch:
+            flush.write_many([view for view, _ in batch], batch[0][1])
 
     def done(job: tuple[list[str], Future[None]]) -> None:
         hashes, written = job
@@ -590,7 +630,9 @@ def _read_chunks(
                     fill += want
             finally:  # also on BodyStalled: the whole chunks received are kept
                 if fill:
-                    jobs.append((hashes, writer.submit(flush.write, view[:fill], at, aligned=True)))
+                    with ready_lock:
+                        ready.append((view[:fill], at))
+                    jobs.append((hashes, writer.submit(write_ready)))
                     turn = (turn + 1) % len(views)
                     at += fill
     finally:
