@@ -373,8 +373,8 @@ class Writeback:
     every whole block of it). A buffered write into the page cache cost the project's VM
     0.6-2 s of kernel CPU per GiB (its new page-cache pages are memory the host took back, by
     free page reporting, and faults in again) and leaves the pages dirty for the final
-    ``fsync``; the direct write costs ~0.05 s and leaves the ``fsync`` little to do. Several
-    direct writes may be in flight at once (one per worker of :func:`_read_chunks`).
+    ``fsync``; the direct write costs ~0.05 s and leaves the ``fsync`` little to do. Groups that
+    waited for the writer go in one write (:meth:`write_many`).
 
     Any other write (the last bytes short of a block, a streamed body, a filesystem that refuses
     ``O_DIRECT``) is buffered, and every ``span`` bytes of those are handed to a thread of its
