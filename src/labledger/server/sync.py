@@ -298,7 +298,7 @@ async def put_file(request: Request) -> Response:
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(target, final)
             if final.parent != run_dir:  # the rename must survive a crash (run_dir: the manifest's write)
-                await run_in_threadpool(fsync_dir, final.parent)
+                await run_in_threadpool(fsync_dir, final.parent, strict=True)
             st = final.stat()
             doc["files"][rel] = {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
             superseded = await run_in_threadpool(_drop_superseded, run_dir, doc, rel)

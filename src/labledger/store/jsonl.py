@@ -268,16 +268,21 @@ def damaged_lines(path: str | os.PathLike[str]) -> list[tuple[int, str]]:
     return out
 
 
-def fsync_dir(folder: str | os.PathLike[str]) -> None:
-    """fsync a folder, so that a rename inside it survives a machine crash (best effort)."""
+def fsync_dir(folder: str | os.PathLike[str], *, strict: bool = False) -> None:
+    """fsync a folder, so that a rename inside it survives a machine crash: best effort, or with
+    ``strict`` (before a server acknowledges a write) an ``OSError`` when the folder cannot be
+    opened or fsynced."""
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
+        if strict:
+            raise
         return
     try:
         os.fsync(fd)
     except OSError:
-        pass
+        if strict:
+            raise
     finally:
         os.close(fd)
 
