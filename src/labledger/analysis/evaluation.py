@@ -39,6 +39,7 @@ from labledger.inputs.results import (
     ResultSet,
     SetTask,
     TaskData,
+    given_sorts,
     load,
 )
 from labledger.metrics.analytic import normal_draws
@@ -181,7 +182,8 @@ class _TaskCache:
     def __init__(self, td: TaskData):
         self.td = td
         self._ranking: RankingArrays | None = None
-        self.sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = SortCache()
+        # the orders the reader kept (the columnar cache entry's sorted columns), checked on use
+        self.sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = SortCache(given_sorts(td))
         self._cells: np.ndarray | None = None
         self._lock = threading.Lock()
 

@@ -41,6 +41,11 @@ from labledger.inputs.results import (
 # columnar cache needs neither (pyarrow.compute alone is ~0.05 s of start-up, #19)
 
 
+#: The layout of a result set's cache entry (:mod:`labledger.inputs.result_table`); 2: with each
+#: sorted probability column's ascending order (#19). Part of the entry's key.
+ENTRY_FORMAT = 2
+
+
 class _Fallback(Exception):
     """The file is outside the fast path's shape: read it row by row."""
 
@@ -124,16 +129,43 @@ def arrow_lines(data: bytes) -> int | None:
     """
     if not data.startswith(b"{"):
         return None
-    newlines = data.count(b"\n")
     ends = data.endswith(b"\n")
-    if data.count(b"\n{") != newlines - (1 if ends else 0):
+    newlines = _newlines_before_brace(data, len(data) - 1 if ends else len(data))
+    if newlines is None:
         return None
+    newlines += 1 if ends else 0
     if not data.isascii():  # cheap for the usual all-ASCII file; decode only otherwise
         try:
             data.decode("utf-8")
         except UnicodeDecodeError:
             return None
     return newlines + (0 if ends else 1)
+
+
+#: Bytes of a file scanned per numpy pass of :func:`_newlines_before_brace` (bounds its temporaries).
+LINE_CHUNK = 1 << 24
+
+
+def _newlines_before_brace(data: bytes, end: int, chunk: int = LINE_CHUNK) -> int | None:
+    """The number of newlines in ``data[:end]`` when every one of them is followed by ``{``, else
+    None: ``data.count(b"\\n")`` and ``data.count(b"\\n{")`` in one numpy pass, a chunk at a time
+    (~40% less than the two counts at 1M rows, #19).
+
+    >>> _newlines_before_brace(b'{}\\n{}\\n{}', 8), _newlines_before_brace(b'{}\\n\\n{}', 6)
+    (2, None)
+    """
+    arr = np.frombuffer(data, dtype=np.uint8)
+    total = 0
+    step = max(1, chunk)
+    for a in range(0, end, step):
+        b = min(a + step, end)
+        at = np.flatnonzero(arr[a:b] == 10)
+        if len(at):
+            at += a + 1
+            if at[-1] >= len(arr) or not bool((arr[at] == 123).all()):
+                return None
+        total += len(at)
+    return total
 
 
 def read_arrow(
@@ -153,8 +185,9 @@ def read_arrow(
     if folder is not None:
         from labledger.inputs.result_table import result_set_from_table, result_set_to_table
 
+        # ENTRY_FORMAT in the key: an entry written before the sorted columns is not read (#19)
         kind = "results-" + xxhash.xxh3_64_hexdigest(
-            orjson.dumps([tolerance, positive, repeats], option=orjson.OPT_SORT_KEYS, default=str)
+            orjson.dumps([tolerance, positive, repeats, ENTRY_FORMAT], option=orjson.OPT_SORT_KEYS, default=str)
         )
         # an Arrow IPC entry, memory-mapped: no decode, no pyarrow.parquet (#19); the source is
         # hashed through a memory map

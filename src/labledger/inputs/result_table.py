@@ -23,7 +23,16 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from labledger.inputs.results import ProbTask, RegressionTask, ResultSet, TaskData, defer_ids, deferred_ids
+from labledger.inputs.results import (
+    ProbTask,
+    RegressionTask,
+    ResultSet,
+    TaskData,
+    defer_ids,
+    deferred_ids,
+    given_sorts,
+    set_given_sorts,
+)
 
 _META = b"labledger.results"
 
@@ -68,6 +77,15 @@ def result_set_to_table(rs: ResultSet) -> pa.Table | None:
             else:
                 for j in range(len(td.labels)):
                     cols[f"p{j}"] = pa.array(td.probs[:, j], pa.float64())
+            # the ascending order of each column the metrics sort (binary: P(positive); else every
+            # label's), kept like a database index; this process's evaluation uses them too (#19)
+            sorted_cols = [td.labels.index(td.positive)] if td.kind == "binary" else range(len(td.labels))
+            given = given_sorts(td)
+            orders = {j: given[j] if j in given else np.argsort(td.probs[:, j]) for j in sorted_cols}
+            for j, order in orders.items():
+                cols[f"o{j}"] = pa.array(order, pa.int64())
+            info["sorted"] = {"columns": list(orders), "numpy": np.__version__}
+            set_given_sorts(td, orders)
         elif isinstance(td, RegressionTask):
             cols["gold_value"] = pa.array(td.gold_value, pa.float64())
             cols["pred_value"] = pa.array(td.pred_value, pa.float64())
@@ -222,6 +240,10 @@ def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
                 score=probs[:, labels.index(positive)].copy() if info["has_score"] else None,
                 positive=positive,
             )
+        kept = info.get("sorted")
+        if isinstance(td, ProbTask) and kept is not None and kept.get("numpy") == np.__version__:
+            # np.argsort of this numpy (another one may order ties otherwise: then sort again)
+            set_given_sorts(td, {int(j): num(f"o{j}", np.int64) for j in kept["columns"]})
         defer_ids(td, id_col)
         out[info["task"]] = td
     return ResultSet(out, source=source, repeat_field=doc["repeat_field"])
