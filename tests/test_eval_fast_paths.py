@@ -241,3 +241,28 @@ def test_a_stale_or_foreign_order_is_not_used(rows, seed):
         assert found is None or np.array_equal(found[1], np.sort(col))
     set_given_sorts(td, {j: bad[j % len(bad)] for j in range(len(td.labels))})
     assert _doc(ResultSet({"t": td})) == _doc(fresh)
+
+
+@pytest.mark.parametrize(
+    ("rid", "refused"),
+    [
+        ("a" * 4096, False),
+        ("a" * 4097, True),
+        ("\xe9" * 4096, False),  # 8,192 bytes, 4,096 characters: the byte bound sends it to the exact count
+        ("\xe9" * 4097, True),
+        ("\U00010000" * 1100, False),
+    ],
+)
+def test_the_id_length_bound_by_bytes_refuses_what_the_character_count_refuses(tmp_path, rid, refused):
+    from labledger.inputs.results import MAX_ID_CHARS
+
+    assert MAX_ID_CHARS == 4096
+    rows = [{"id": f"r{i}", "task": "t", "gold": "yes", "score": 0.5} for i in range(20)]
+    rows[7]["id"] = rid
+    path = tmp_path / "r.jsonl"
+    _write(path, rows)
+    if refused:
+        with pytest.raises(RecordError, match=r"r\.jsonl:8"):
+            read_results(path, positive="yes", cache=False)
+    else:
+        assert read_results(path, positive="yes", cache=False)["t"].ids[7] == rid

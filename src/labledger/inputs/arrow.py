@@ -232,15 +232,33 @@ def _read_arrow(box: list[bytes], name: str, tolerance: float, positive: Any, re
     del data
     if table.num_rows != n_lines:  # blank lines: line numbers would not match rows
         return None
-    if "id" in table.column_names and pa.types.is_string(table.column("id").type) and table.num_rows:
-        longest = pc.max(pc.utf8_length(table.column("id"))).as_py()
+    ids = table.column("id") if "id" in table.column_names else None
+    # a character is >= 1 byte: the characters are counted only when some id has more bytes than the limit
+    if ids is not None and pa.types.is_string(ids.type) and table.num_rows and _longest_bytes(ids) > MAX_ID_CHARS:
+        longest = pc.max(pc.utf8_length(ids)).as_py()
         if longest is not None and longest > MAX_ID_CHARS:
             return None  # the row reader refuses it with its line
+    del ids
     try:
         table = _combined(table)
         return _read_table(table, name, tolerance, positive, repeats)
     except _Fallback:
         return None
+
+
+def _longest_bytes(column: pa.ChunkedArray) -> int:
+    """The most bytes of one string of a string column (nulls count 0), from its offsets: an upper
+    bound of ``pc.max(pc.utf8_length(column))`` that reads no string data (#19).
+
+    >>> _longest_bytes(pa.chunked_array([["ab", "\\xe9"], [None, "abcd"]])), _longest_bytes(pa.chunked_array([], pa.string()))
+    (4, 0)
+    """
+    longest = 0
+    for chunk in column.chunks:
+        if len(chunk):
+            offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)[chunk.offset : chunk.offset + len(chunk) + 1]
+            longest = max(longest, int(np.diff(offsets).max()))
+    return longest
 
 
 def _combined(table: pa.Table) -> pa.Table:
