@@ -266,3 +266,25 @@ def test_the_id_length_bound_by_bytes_refuses_what_the_character_count_refuses(t
             read_results(path, positive="yes", cache=False)
     else:
         assert read_results(path, positive="yes", cache=False)["t"].ids[7] == rid
+
+
+def test_sorted_columns_are_kept_up_to_eight_labels_and_follow_the_probs_array():
+    from labledger.inputs.result_table import MAX_SORTED_COLUMNS, result_set_from_table, result_set_to_table
+    from labledger.inputs.results import given_sorts, results_from_rows
+
+    rng = np.random.default_rng(0)
+    for k in (MAX_SORTED_COLUMNS, MAX_SORTED_COLUMNS + 1):
+        labels = [f"l{j}" for j in range(k)]
+        rows = []
+        for i in range(30):
+            w = rng.random(k)
+            rows.append(
+                {"id": i, "task": "t", "gold": labels[i % k], "probs": dict(zip(labels, (w / w.sum()).tolist()))}
+            )
+        table = result_set_to_table(results_from_rows(rows))
+        kept = [c for c in table.column_names if c.startswith("t0.o")]
+        assert len(kept) == (k if k <= MAX_SORTED_COLUMNS else 0)
+        back = result_set_from_table(table, source="<rows>")["t"]
+        assert len(given_sorts(back)) == len(kept)
+        back.probs = back.probs[:, ::-1].copy()  # replaced (as calibrate apply does): the orders are not its
+        assert given_sorts(back) == {}

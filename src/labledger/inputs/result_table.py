@@ -17,6 +17,7 @@ field names) travel as JSON in the schema's metadata.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,9 @@ from labledger.inputs.results import (
 )
 
 _META = b"labledger.results"
+#: A classification task of at most this many labels keeps each label's sort order in its entry
+#: (the default metrics sort every column; past this the entry would grow by 8 bytes x n x labels).
+MAX_SORTED_COLUMNS = 8
 
 
 def _padded(arr: pa.Array | pa.ChunkedArray, start: int, total: int) -> pa.Array:
@@ -79,7 +83,11 @@ def result_set_to_table(rs: ResultSet) -> pa.Table | None:
                     cols[f"p{j}"] = pa.array(td.probs[:, j], pa.float64())
             # the ascending order of each column the metrics sort (binary: P(positive); else every
             # label's), kept like a database index; this process's evaluation uses them too (#19)
-            sorted_cols = [td.labels.index(td.positive)] if td.kind == "binary" else range(len(td.labels))
+            sorted_cols: Sequence[int] = (
+                [td.labels.index(td.positive)]
+                if td.kind == "binary"
+                else range(len(td.labels) if len(td.labels) <= MAX_SORTED_COLUMNS else 0)
+            )
             given = given_sorts(td)
             orders = {j: given[j] if j in given else np.argsort(td.probs[:, j]) for j in sorted_cols}
             for j, order in orders.items():
