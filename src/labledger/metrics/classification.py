@@ -342,8 +342,11 @@ def _checked_order(order: np.ndarray | None, col: np.ndarray) -> tuple[np.ndarra
         return None
     if len(col) and (int(order.min()) < 0 or int(order.max()) >= len(col)):
         return None
-    if len(col) and not bool((np.bincount(order, minlength=len(col)) == 1).all()):
+    seen = np.zeros(len(col), dtype=bool)
+    seen[order] = True  # n indices in [0, n) reach every item only when none repeats
+    if not bool(seen.all()):
         return None  # an index repeats: not a permutation
+    del seen
     s = col[order]
     if len(s) > 1 and not bool((s[1:] >= s[:-1]).all()):
         return None
