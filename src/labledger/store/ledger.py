@@ -37,7 +37,7 @@ from labledger.errors import (
 )
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.fields import ScalarStats, backfill_fields, dumps_fields, eval_fields_of_run, run_fields
-from labledger.store.migrations import migrate
+from labledger.store.migrations import MIGRATIONS, migrate
 
 if TYPE_CHECKING:
     from labledger.schema import Document
@@ -264,9 +264,41 @@ class Ledger:
             self.db.create_function("regexp", 2, _regexp, deterministic=True)
             migrate(self.db)
         except sqlite3.DatabaseError as exc:
-            kind = StorageError if "disk" in str(exc) else LedgerError  # full, read-only or failing disk
-            raise kind(f"{db_path}: cannot open the ledger index ({exc})") from None
+            self.db = self._open_read_only(db_path, exc)
+            if self.db is None:
+                kind = StorageError if "disk" in str(exc) else LedgerError  # full, read-only or failing disk
+                raise kind(f"{db_path}: cannot open the ledger index ({exc})") from None
         backfill_fields(self)
+
+    #: Why the index is open read-only (``None``: it is not): see :meth:`_open_read_only`.
+    read_only: str | None = None
+
+    def _open_read_only(self, db_path: Path, exc: sqlite3.DatabaseError) -> sqlite3.Connection | None:
+        """The index opened for reading only, when the disk refused the normal open: on a full disk
+        SQLite cannot create the ``-wal``/``-shm`` files a WAL database is opened with, and listing
+        runs is how a user finds what to delete (#17). Only when the ``-wal`` file is absent or
+        empty (as the failed open leaves it): then every commit is in the main file, and nothing can
+        be written while the disk is full. Writes then raise :class:`StorageError`. ``None``: not
+        that case."""
+        wal = db_path.with_name(db_path.name + "-wal")
+        if "disk" not in str(exc) or (wal.exists() and wal.stat().st_size > 0):
+            return None
+        try:
+            db = sqlite3.connect(
+                f"{db_path.resolve().as_uri()}?mode=ro&immutable=1",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            db.create_function("regexp", 2, _regexp, deterministic=True)
+            done = {row[0] for row in db.execute("SELECT name FROM _migrations")}
+        except sqlite3.DatabaseError:
+            return None
+        if any(name not in done for name, _ in MIGRATIONS):
+            db.close()
+            return None
+        self.read_only = f"{exc}"
+        return db
 
     def _open_postgres(self, url: str, artifacts: str | os.PathLike[str] | None, create: bool) -> None:
         artifacts = artifacts if artifacts is not None else os.environ.get("LABLEDGER_ARTIFACTS")
@@ -330,7 +362,7 @@ class Ledger:
                     self.db.execute("ROLLBACK")
                 raise
         except sqlite3.OperationalError as exc:
-            text = str(exc)
+            text = str(exc) if self.read_only is None else f"opened read-only: {self.read_only}"
             if "disk is full" in text or "disk I/O error" in text:
                 kind = "disk full" if "full" in text else "write failed"
                 raise StorageError(

@@ -303,17 +303,17 @@ class Run:
         self.group = group
         self.tags = sorted({str(t) for t in tags})
         self.dir = self.ledger.run_dir(self.id)
-        self.dir.mkdir(parents=True)
-        # The lock lives as long as this process: a dead process releases it, which is how a
-        # reader tells "crashed" from "running".
-        self._lock_fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         try:
             config_json = orjson.loads(
                 orjson.dumps(dict(config or {}), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
             )
         except TypeError as exc:
             raise RecordError(f"must be JSON-serialisable ({exc})", field="config") from None
+        self.dir.mkdir(parents=True)
+        # The lock lives as long as this process: a dead process releases it, which is how a
+        # reader tells "crashed" from "running".
+        self._lock_fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         env = environment()
         self.meta: dict[str, Any] = {
             "id": self.id,
@@ -328,9 +328,16 @@ class Run:
             **env,
             **dict(extra_meta or {}),
         }
-        write_json(self.dir / "config.json", config_json)
-        write_json(self.dir / "run.json", self.meta)
-        self.ledger.register_run(self.meta, config=config_json)
+        try:
+            write_json(self.dir / "config.json", config_json)
+            write_json(self.dir / "run.json", self.meta)
+            self.ledger.register_run(self.meta, config=config_json)
+        except BaseException:  # a full disk: no run folder without its index row is left (#17)
+            import shutil
+
+            os.close(self._lock_fd)
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         self.config: dict[str, Any] = config_json
         self.summary: dict[str, Any] = {}
         self.status = "running"
