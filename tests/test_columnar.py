@@ -107,6 +107,43 @@ def test_cached_result_set_equals_the_direct_read(tmp_path, cache_dir, rows):
         assert_same_set(direct, other)
 
 
+@pytest.mark.parametrize("kind", ["binary", "cls3"])
+def test_eval_from_the_entrys_sorted_columns_equals_eval_from_jsonl(tmp_path, cache_dir, kind):
+    """The entry keeps each sorted column's ascending order (#19): the cache-filling read hands it to
+    its own evaluation, a later read takes it from the entry; the documents equal the JSONL one."""
+    from labledger.analysis.evaluation import evaluate
+    from labledger.inputs.results import given_sorts
+    from labledger.metrics.classification import _checked_order
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for i in range(400):
+        if kind == "binary":
+            s = int(rng.integers(0, 21)) / 20  # ties
+            rows.append({"id": f"r{i}", "task": "t", "gold": "yes" if rng.random() < s else "no", "score": s})
+        else:
+            w = rng.integers(1, 6, 3).astype(float)
+            rows.append(
+                {"id": f"r{i}", "task": "t", "gold": "abc"[i % 3], "probs": dict(zip("abc", (w / w.sum()).tolist()))}
+            )
+    path = write(tmp_path / "r.jsonl", rows)
+    pos = "yes" if kind == "binary" else None
+
+    def doc(rs):
+        return orjson.dumps(evaluate(rs, resamples=200).to_dict())
+
+    want = doc(read_results(path, positive=pos, cache=False))
+    filled = read_results(path, positive=pos)  # reads, sorts, stores
+    assert given_sorts(filled["t"])
+    assert doc(filled) == want
+    cached = read_results(path, positive=pos)
+    orders = given_sorts(cached["t"])
+    assert sorted(orders) == ([1] if kind == "binary" else [0, 1, 2])
+    assert all(not o.flags.writeable for o in orders.values())  # views of the mapped entry
+    assert all(_checked_order(o, cached["t"].probs[:, j]) is not None for j, o in orders.items())  # used
+    assert doc(cached) == want
+
+
 def test_a_stale_result_cache_is_rebuilt_even_at_the_same_size_and_time(tmp_path, cache_dir):
     rows = [{"id": i, "task": "t", "gold": "a", "probs": {"a": 0.25, "b": 0.75}} for i in range(50)]
     path = write(tmp_path / "r.jsonl", rows)

@@ -181,3 +181,110 @@ def test_descending_tie_groups_from_the_ascending_ones(values, seed):
     want = tie_starts(x[order])  # the groups of the descending order, found from its values
     assert (starts is None) == (want is None) and (want is None or starts.tolist() == want.tolist())
     assert reversed_starts(None, len(x)) is None
+
+
+@FAST
+@given(lines_strategy, st.integers(1, 7))
+def test_newline_scan_in_chunks_equals_the_two_counts(case, chunk):
+    from labledger.inputs.arrow import _newlines_before_brace
+
+    lines, trailing = case
+    data = "\n".join(lines).encode() + (b"\n" if trailing and lines else b"")
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    head = data[:end]
+    want = head.count(b"\n") if head.count(b"\n{") == head.count(b"\n") else None
+    assert _newlines_before_brace(data, end, chunk=chunk) == want  # chunks of 1..7 bytes: same answer
+
+
+def _doc(rs):
+    from labledger.analysis.evaluation import evaluate
+
+    return orjson.dumps(evaluate(rs, resamples=100).to_dict())
+
+
+@settings(max_examples=8, deadline=None)
+@given(prob_rows())
+def test_the_cache_entrys_sorted_columns_give_the_same_document(rows):
+    """A result set read back from its cache entry carries each sorted column's ascending order
+    (np.argsort's own), and evaluating it gives the document of the set sorted afresh, bit for bit."""
+    from labledger.inputs.result_table import result_set_from_table, result_set_to_table
+    from labledger.inputs.results import given_sorts, results_from_rows
+
+    fresh = results_from_rows(rows, positive="yes")
+    back = result_set_from_table(result_set_to_table(results_from_rows(rows, positive="yes")), source="<rows>")
+    td = back["t"]
+    orders = given_sorts(td)
+    cols = [td.labels.index(td.positive)] if td.kind == "binary" else list(range(len(td.labels)))
+    assert sorted(orders) == cols
+    for j, order in orders.items():
+        assert order.tolist() == np.argsort(td.probs[:, j]).tolist()
+    assert _doc(back) == _doc(fresh)
+
+
+@FAST
+@given(prob_rows(), st.integers(0, 2**16))
+def test_a_stale_or_foreign_order_is_not_used(rows, seed):
+    """An order that does not sort its column (shuffled, a repeated index, short) is refused: the
+    column is sorted again and every value equals the fresh one."""
+    from labledger.inputs.results import ResultSet, results_from_rows, set_given_sorts
+    from labledger.metrics.classification import _checked_order
+
+    fresh = results_from_rows(rows, positive="yes")
+    td = results_from_rows(rows, positive="yes")["t"]
+    n = td.n
+    rng = np.random.default_rng(seed)
+    bad = [rng.permutation(n), np.zeros(n, np.int64), np.arange(n - 1), np.argsort(td.probs[:, 0])]
+    bad[3][[0, -1]] = bad[3][[-1, 0]]  # two ends swapped
+    for order in bad:
+        col = td.probs[:, 0]
+        found = _checked_order(order, col)
+        assert found is None or np.array_equal(found[1], np.sort(col))
+    set_given_sorts(td, {j: bad[j % len(bad)] for j in range(len(td.labels))})
+    assert _doc(ResultSet({"t": td})) == _doc(fresh)
+
+
+@pytest.mark.parametrize(
+    ("rid", "refused"),
+    [
+        ("a" * 4096, False),
+        ("a" * 4097, True),
+        ("\xe9" * 4096, False),  # 8,192 bytes, 4,096 characters: the byte bound sends it to the exact count
+        ("\xe9" * 4097, True),
+        ("\U00010000" * 1100, False),
+    ],
+)
+def test_the_id_length_bound_by_bytes_refuses_what_the_character_count_refuses(tmp_path, rid, refused):
+    from labledger.inputs.results import MAX_ID_CHARS
+
+    assert MAX_ID_CHARS == 4096
+    rows = [{"id": f"r{i}", "task": "t", "gold": "yes", "score": 0.5} for i in range(20)]
+    rows[7]["id"] = rid
+    path = tmp_path / "r.jsonl"
+    _write(path, rows)
+    if refused:
+        with pytest.raises(RecordError, match=r"r\.jsonl:8"):
+            read_results(path, positive="yes", cache=False)
+    else:
+        assert read_results(path, positive="yes", cache=False)["t"].ids[7] == rid
+
+
+def test_sorted_columns_are_kept_up_to_eight_labels_and_follow_the_probs_array():
+    from labledger.inputs.result_table import MAX_SORTED_COLUMNS, result_set_from_table, result_set_to_table
+    from labledger.inputs.results import given_sorts, results_from_rows
+
+    rng = np.random.default_rng(0)
+    for k in (MAX_SORTED_COLUMNS, MAX_SORTED_COLUMNS + 1):
+        labels = [f"l{j}" for j in range(k)]
+        rows = []
+        for i in range(30):
+            w = rng.random(k)
+            rows.append(
+                {"id": i, "task": "t", "gold": labels[i % k], "probs": dict(zip(labels, (w / w.sum()).tolist()))}
+            )
+        table = result_set_to_table(results_from_rows(rows))
+        kept = [c for c in table.column_names if c.startswith("t0.o")]
+        assert len(kept) == (k if k <= MAX_SORTED_COLUMNS else 0)
+        back = result_set_from_table(table, source="<rows>")["t"]
+        assert len(given_sorts(back)) == len(kept)
+        back.probs = back.probs[:, ::-1].copy()  # replaced (as calibrate apply does): the orders are not its
+        assert given_sorts(back) == {}

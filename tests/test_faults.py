@@ -26,7 +26,7 @@ from conftest import make_batch
 
 import labledger
 from labledger.cli import main
-from labledger.errors import DamagedLineWarning, StorageError
+from labledger.errors import DamagedLineWarning, RecordError, StorageError
 from labledger.store.jsonl import iter_lines, read_jsonl
 
 SRC = str(Path(labledger.__file__).resolve().parents[1])
@@ -120,6 +120,37 @@ def test_disk_full_reads_still_list_runs_and_mark_dead_ones_once_there_is_space(
     assert labledger_proc("show", "dead", "--ledger", str(ledger_dir)).returncode == 0
     filler.unlink()
     assert labledger.open_ledger(ledger_dir).info("dead").status == "crashed"
+
+
+def test_disk_full_a_closed_ledger_still_lists_and_a_refused_run_leaves_no_folder(small_disk):
+    # A ledger whose last writer closed has no -wal/-shm files, and SQLite cannot create them on a
+    # full disk: the index opens read-only instead, and writes are one-line StorageErrors.
+    ledger_dir = small_disk / "ledger"
+    with labledger.start_run("done", ledger=ledger_dir) as run:
+        run.log(1, loss=0.5)
+    assert not (ledger_dir / "ledger.db-wal").exists()
+    filler = fill(small_disk)
+    listed = labledger_proc("runs", "--ledger", str(ledger_dir), "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [r["status"] for r in orjson.loads(listed.stdout)["runs"]] == ["finished"]
+    shown = labledger_proc("show", "done", "--ledger", str(ledger_dir))
+    assert shown.returncode == 0 and "finished" in shown.stdout, shown.stderr
+    before = sorted(p.name for p in (ledger_dir / "runs").iterdir())
+    with pytest.raises(StorageError, match="disk full"):
+        labledger.start_run("refused", ledger=ledger_dir)
+    assert sorted(p.name for p in (ledger_dir / "runs").iterdir()) == before
+    filler.unlink()
+    with labledger.start_run("after", ledger=ledger_dir) as run:
+        run.log(1, loss=0.25)
+    assert [r.name for r in labledger.open_ledger(ledger_dir).runs()] == ["after", "done"]
+
+
+def test_a_run_refused_for_its_config_leaves_no_folder(tmp_path):
+    with labledger.start_run("first", ledger=tmp_path / "l"):
+        pass
+    with pytest.raises(RecordError, match="config"):
+        labledger.start_run("bad", ledger=tmp_path / "l", config={"f": object()})
+    assert len(list((tmp_path / "l" / "runs").iterdir())) == 1
 
 
 def test_disk_full_batches_keep_every_record_saved_before_the_error(small_disk):
@@ -605,6 +636,22 @@ def test_calibrate_apply_removes_what_a_killed_apply_left_and_keeps_a_live_write
     assert res.exit_code == 0, res.output
     assert len(out.read_bytes().splitlines()) == len(rows)
     assert not stale.exists() and live.exists()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_export_removes_what_a_killed_export_left(tmp_path, fmt):
+    d = tmp_path / "ledger"
+    with labledger.start_run("r", ledger=d) as run:
+        for step in range(5):
+            run.log(step, loss=1.0 / (step + 1))
+    out = tmp_path / f"scalars.{fmt}"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".{out.name}.{dead.pid}.tmp"
+    stale.write_bytes(b"half an export")
+    res = cli("export", run.id, "--what", "scalars", "--out", str(out), "--ledger", str(d))
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size > 0 and not stale.exists()
 
 
 @pytest.mark.slow  # ~30 s each on 2 shared cores (three commands, each started twice)

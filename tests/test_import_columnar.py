@@ -100,9 +100,19 @@ def test_numpy_scalar_decoding_equals_the_protobuf_decoder(events, with_other):
         assert sc.step[j] == ev.step and sc.tags[sc.tag[j]] == v.tag
         assert np.array_equal(sc.wall_time[j], ev.wall_time, equal_nan=True)
         assert np.array_equal(sc.value[j], v.simple_value, equal_nan=True)
-    for i in sc.rest.tolist():  # what is left: not add_scalar-shaped (or a default field omitted)
+    for i in sc.rest.tolist():  # what is left: not add_scalar-shaped, a default field omitted, or a
+        # summary of 128 bytes or more (tag over 118 bytes: two-byte lengths, left to protobuf)
         ev = event_pb2.Event.FromString(payloads[i])
-        assert len(ev.summary.value) != 1 or ev.step == 0 or ev.wall_time == 0 or not ev.summary.value[0].tag
+        assert (
+            len(ev.summary.value) != 1
+            or ev.step == 0
+            or ev.wall_time == 0
+            or not ev.summary.value[0].tag
+            or len(ev.summary.value[0].tag.encode()) > 118
+        )
+    # and the other way round: every add_scalar-shaped event with a short tag is decoded by numpy
+    short = [i for i, e in enumerate(events) if e[0] and e[1] and e[2] and len(e[2].encode()) <= 118]
+    assert set(short) <= {i - with_other for i in sc.index.tolist()}
 
 
 names = st.sampled_from(["loss", "acc", 'we"ird%s', "ünï", "lr"])

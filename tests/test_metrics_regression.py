@@ -137,3 +137,11 @@ def test_zero_f1_definition_is_weighted_f1_of_is_zero():
 def test_bad_inputs(gold, pred, message):
     with pytest.raises(MetricInputError, match=message):
         M.mae(gold=gold, pred=pred)
+
+
+def test_pearson_of_tiny_or_huge_deviations_is_not_a_false_constant():
+    # hypothesis found it: the squares of 2.4e-169 underflow to 0, which read as "pred is constant"
+    gold, pred = np.array([0.0, 0.5]), np.array([0.0, 4.85281502e-169])
+    assert M.pearson(gold=gold, pred=pred) == 1.0 == scipy.stats.pearsonr(gold, pred)[0]
+    big = np.array([1e300, -1e300, 3e299])
+    assert close(M.pearson(gold=big, pred=big[::-1]), float(scipy.stats.pearsonr(big, big[::-1])[0]), 1e-12)

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from postgres_server import postgres_cluster  # noqa: F401 (fixture)
 
 import labledger
@@ -247,3 +249,93 @@ def test_run_info_compares_and_shows_its_fields_as_the_dataclass_did(tmp_path):
         "RunInfo(id='i', name='n', group=None, tags=['t'], status='finished', started=0.0, ended=1.0, "
         "host='h', pid=7, git_commit=None, git_dirty=None, error=None, summary={}, dir=None)"
     )
+
+
+def _run_info_dataclass() -> Any:
+    """The ``@dataclass`` that RunInfo stands for, made by ``dataclasses`` from RunInfo's own fields
+    and defaults (its ``summary=None`` is the dataclass's ``field(default_factory=dict)``)."""
+    import dataclasses
+    import inspect
+
+    from labledger.store.ledger import RunInfo
+
+    params = inspect.signature(RunInfo).parameters
+    assert tuple(params) == RunInfo._FIELDS
+    spec: list[Any] = []
+    for name, p in params.items():
+        if p.default is p.empty:
+            spec.append((name, object))
+        elif name == "summary":
+            assert p.default is None
+            spec.append((name, object, dataclasses.field(default_factory=dict)))
+        else:
+            spec.append((name, object, dataclasses.field(default=p.default)))
+    return dataclasses.make_dataclass("RunInfo", spec)
+
+
+_VALUES = st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False) | st.text(max_size=3)
+_FIELD_VALUES = _VALUES | st.lists(st.text(max_size=2), max_size=2) | st.dictionaries(st.text(max_size=2), _VALUES)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(_FIELD_VALUES, min_size=14, max_size=14),
+    changed=st.integers(0, 13),
+    other=_FIELD_VALUES,
+    n_given=st.integers(12, 14),
+)
+def test_run_info_constructs_compares_and_shows_as_its_dataclass_does(values, changed, other, n_given):
+    """RunInfo is a plain class for start-up (#19): its ``__init__`` (positional and keyword),
+    ``==``, ``!=``, ``repr`` and unhashability are those of the dataclass of its fields, on any values."""
+    import dataclasses
+
+    from labledger.store.ledger import RunInfo
+
+    Ref = _run_info_dataclass()
+    args = values[:n_given]
+    if n_given > 12 and values[12] is None:
+        args[12] = {}  # RunInfo's None for summary is the dataclass's default, {}
+    a, ref = RunInfo(*args), Ref(*args)
+    assert repr(a) == repr(ref)
+    assert {f: getattr(a, f) for f in RunInfo._FIELDS} == {
+        f.name: getattr(ref, f.name) for f in dataclasses.fields(ref)
+    }
+    assert RunInfo(**dict(zip(RunInfo._FIELDS, args))) == a
+    other_values = [*values]
+    other_values[changed] = other
+    x, y, ref_x, ref_y = RunInfo(*values), RunInfo(*other_values), Ref(*values), Ref(*other_values)
+    assert (x == y) is (ref_x == ref_y) and (x != y) is (ref_x != ref_y)
+    assert (a == ref) is False and (a != ref) is True and a != tuple(args)  # another class, as for the dataclass
+    assert RunInfo.__hash__ is None and Ref.__hash__ is None
+    for cls in (RunInfo, Ref):
+        with pytest.raises(TypeError):
+            cls(*values[:11])
+
+
+def test_the_index_columns_are_runinfo_fields_and_columns_of_runs(tmp_path):
+    """One list (RunInfo._FIELDS): the columns a RunInfo is read from and those a query selects are
+    derived from it, and each is a column of the ``runs`` table; each field reads back."""
+    from labledger.store import query
+    from labledger.store.ledger import INDEX_COLUMNS, RunInfo
+
+    ledger = Ledger(tmp_path / "l", create=True)
+    table = [r[1] for r in ledger.db.execute("PRAGMA table_info(runs)")]
+    assert set(INDEX_COLUMNS) <= set(table) and set(query._QUERY_COLUMNS) <= set(table)
+    assert [{"grp": "group"}.get(c, c) for c in INDEX_COLUMNS] == [
+        f for f in RunInfo._FIELDS if f not in ("tags", "dir")
+    ]
+    assert ", ".join(INDEX_COLUMNS) == Ledger._COLUMNS
+    sql, _ = query.compile_query(None, [], columns="id", now=0.0)
+    assert f"SELECT {', '.join((*INDEX_COLUMNS, 'fields', 'eval_fields'))}, CASE" in sql
+    with labledger.start_run("a", group="g", tags=["t"], ledger=ledger) as run:
+        run.log(1, loss=0.5)
+    ledger.update_run(run.id, group="g2", error="e")
+    (info,) = ledger.runs()
+    got = (info.id, info.name, info.group, info.tags, info.status, info.error, info.pid, info.host)
+    assert got == (run.id, "a", "g2", ["t"], "finished", "e", run.meta["pid"], run.meta["host"])
+    assert (
+        (info.summary["steps"], info.summary["last"]) == (1, {"loss": 0.5})
+        and info.started == run.meta["started"]
+        and info.ended == run.meta["ended"]
+    )
+    assert info == ledger.info(run.id) == ledger.runs(where="name = 'a'")[0]

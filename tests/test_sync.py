@@ -22,6 +22,8 @@ import httpx
 import orjson
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from postgres_server import pg_url, postgres_cluster  # noqa: F401 (fixtures)
 from server_process import ServerProcess, free_port
 
@@ -322,6 +324,120 @@ def test_the_servers_writes_reach_the_file_in_spans(tmp_path):
     assert path.read_bytes() == data
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    size=st.integers(0, 13 * CHUNK + 9000),
+    start_chunk=st.integers(0, 3),
+    head=st.integers(0, 70_000),
+    piece=st.sampled_from([1000, 65536, 3 * CHUNK + 17]),
+)
+def test_the_servers_raw_read_stores_the_body_exactly_direct_or_buffered(tmp_path, size, start_chunk, head, piece):
+    """The server's read of a raw body (a real socket, a real file on the test's disk): whatever the
+    body's length, its offset and how it arrives, the file holds exactly its bytes and the chunk
+    hashes are the body's, in order, though up to DEPTH groups are being written while the next
+    is received; every whole block of a group goes around the page cache where the filesystem
+    takes O_DIRECT, the rest buffered."""
+    import socket
+    import threading
+
+    from labledger.server.sync import DEPTH, DIRECT_ALIGN, GROUP, Writeback, _read_chunks
+
+    assert DEPTH > 1
+    offset = min(start_chunk * CHUNK, size - size % CHUNK)
+    data = os.urandom(size)
+    path = tmp_path / f"upload-{size}-{offset}-{head}-{piece}.part"
+    path.write_bytes(data[:offset])
+    fd = os.open(path, os.O_WRONLY)
+    body = data[offset:]
+    first, rest = body[:head], body[head:]
+    a, b = socket.socketpair()
+    chunks = [hashlib.sha256(data[i : i + CHUNK]).hexdigest() for i in range(0, offset, CHUNK)]
+
+    def send() -> None:
+        for i in range(0, len(rest), piece):
+            b.sendall(rest[i : i + piece])
+
+    with a, b:
+        a.setblocking(False)
+        sender = threading.Thread(target=send)
+        sender.start()
+        flush = Writeback(fd, offset, path=path)
+        direct = flush._direct >= 0
+        got = _read_chunks(a.fileno(), first, flush, offset, size, chunks, 5.0)
+        flush.close()
+        sender.join()
+    os.fsync(fd)
+    os.close(fd)
+    assert got == size
+    assert path.read_bytes() == data
+    assert chunks == [hashlib.sha256(data[i : i + CHUNK]).hexdigest() for i in range(0, size, CHUNK)]
+    groups = [min(GROUP * CHUNK, size - at) for at in range(offset, size, GROUP * CHUNK)]
+    expect = sum(g - g % DIRECT_ALIGN for g in groups if g >= DIRECT_ALIGN) if direct else 0
+    assert flush.direct_bytes == expect
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    blocks=st.lists(st.integers(1, 300), min_size=1, max_size=4),
+    tail=st.integers(0, 9000),
+    start=st.integers(0, 3),
+    misaligned=st.booleans(),
+)
+def test_groups_written_together_are_the_groups_written_one_by_one(tmp_path, blocks, tail, start, misaligned):
+    """Writeback.write_many (the groups that waited for the writer, in one pwritev where they go
+    direct): the file holds exactly the pieces one after the other, every whole block of them
+    went around the page cache where the filesystem takes O_DIRECT, and a buffer O_DIRECT refuses
+    (memory not aligned) is written buffered instead."""
+    import mmap
+
+    from labledger.server.sync import DIRECT_ALIGN, Writeback
+
+    sizes = [b * DIRECT_ALIGN for b in blocks]
+    sizes[-1] += tail
+    pieces, expect = [], b""
+    for n in sizes:
+        data = os.urandom(n)
+        buf = mmap.mmap(-1, n + 1)
+        view = memoryview(buf)[1 : n + 1] if misaligned else memoryview(buf)[:n]
+        view[:] = data
+        pieces.append(view)
+        expect += data
+    at = start * DIRECT_ALIGN
+    path = tmp_path / f"g-{'-'.join(map(str, sizes))}-{at}-{misaligned}"
+    path.write_bytes(b"\0" * at)
+    fd = os.open(path, os.O_WRONLY)
+    w = Writeback(fd, at, path=path)
+    direct = w._direct >= 0
+    w.write_many(pieces, at)
+    w.close()
+    os.fsync(fd)
+    os.close(fd)
+    assert path.read_bytes() == b"\0" * at + expect
+    whole = sum(sizes) - sizes[-1] % DIRECT_ALIGN
+    assert w.direct_bytes == (whole if direct and not misaligned else 0)
+
+
+def test_a_write_the_filesystem_refuses_direct_goes_buffered(tmp_path):
+    """A buffer whose memory is not aligned is refused by O_DIRECT (EINVAL): the write, and every
+    one after it, is buffered instead, and the file is still exact."""
+    from labledger.server.sync import Writeback
+
+    path = tmp_path / "f.part"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    w = Writeback(fd, path=path)
+    if w._direct < 0:
+        pytest.skip("this filesystem takes no O_DIRECT")
+    data = os.urandom(3 * 4096 + 1)
+    odd = memoryview(bytearray(b"x" + data))[1:]  # one byte past an allocation: not block-aligned
+    w.write(odd[: 2 * 4096], 0, aligned=True)
+    w.write(odd[2 * 4096 :], 2 * 4096, aligned=True)
+    w.close()
+    os.fsync(fd)
+    os.close(fd)
+    assert w.direct_bytes == 0 and w._direct == -1
+    assert path.read_bytes() == data
+
+
 def test_a_raw_body_read_waits_for_each_piece_at_most_the_body_timeout():
     import socket
 
@@ -525,3 +641,24 @@ def test_the_client_opens_a_kept_alive_connection_again_once_the_server_closed_i
     down = _Session(f"http://127.0.0.1:{free_port()}", None, "0" * 32, 5.0)
     with pytest.raises(SyncError, match="failed: ConnectionRefusedError"):
         down.call("POST", "/api/sync/state", json={"runs": []})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(size=st.integers(0, 3 * CHUNK + 5000), start_chunk=st.integers(0, 4), cut=st.integers(0, 5000))
+def test_the_clients_chunk_hashes_are_each_chunks_sha256(tmp_path, size, start_chunk, cut):
+    """The client's hashes of a range it sends (read into one reused buffer) are the sha256 of each
+    chunk of exactly that range; a file that ends before the range does is an error, never a
+    hash of fewer bytes."""
+    from labledger.server.sync_client import _hash_range
+
+    data = os.urandom(size)
+    path = tmp_path / f"f-{size}"
+    path.write_bytes(data)
+    start = min(start_chunk * CHUNK, size - size % CHUNK)
+    with open(path, "rb") as f:
+        assert _hash_range(f.fileno(), start, size) == [
+            hashlib.sha256(data[i : i + CHUNK]).hexdigest() for i in range(start, size, CHUNK)
+        ]
+        if size > start:
+            with pytest.raises(ValueError, match="ended at byte"):
+                _hash_range(f.fileno(), start, size + 1 + cut)

@@ -223,7 +223,7 @@ def soup(
     out_path.parent.mkdir(parents=True, exist_ok=True)
     from labledger.store.jsonl import atomic_open
 
-    with atomic_open(out_path) as f:  # whole or not at all, even on a full disk (#17)
+    with atomic_open(out_path, sweep=True) as f:  # whole or not at all, even on a full disk (#17)
         if out_path.suffix == ".safetensors":
             from safetensors.torch import save_file
 

@@ -27,7 +27,7 @@ from labledger.calibrate.methods import apply_steps, prob_task, task_arrays
 from labledger.calibrate.recipe import Recipe, load_recipe
 from labledger.errors import CalibrationError
 from labledger.inputs.results import LabelTask, ProbTask, ResultSet, TaskData, read_results
-from labledger.store.jsonl import atomic_write, remove_stale_temps
+from labledger.store.jsonl import atomic_write
 
 FIELD = "calibrated"
 
@@ -225,8 +225,7 @@ def apply(
             lines[i] = line
         summary["tasks"][task] = info
     dst.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(dst)  # what a killed earlier apply of the same output left
-    atomic_write(dst, b"\n".join(lines))
+    atomic_write(dst, b"\n".join(lines), sweep=True)  # sweep: what a killed earlier apply left
     summary["rows"] = sum(td.n for td in rs.values())
     return summary
 

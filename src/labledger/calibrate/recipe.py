@@ -197,7 +197,7 @@ class Recipe:
         text = self.to_yaml() if path.suffix.lower() in (".yaml", ".yml") else self.to_toml()
         from labledger.store.jsonl import atomic_write
 
-        atomic_write(path, text.encode("utf-8"))
+        atomic_write(path, text.encode("utf-8"), sweep=True)
         return path
 
     @classmethod

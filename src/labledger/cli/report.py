@@ -36,7 +36,7 @@ def report_cmd(models, suite, variants, runs, title, out, ledger_path):
     if out:
         from labledger.store.jsonl import atomic_write
 
-        atomic_write(out, text.encode("utf-8"))
+        atomic_write(out, text.encode("utf-8"), sweep=True)
         console.print(f"Wrote {out} ({len(text.splitlines())} lines).")
     else:
         click.echo(text, nl=False)

@@ -402,14 +402,14 @@ def export_cmd(run, what, fmt, out, ledger_path, as_json):
         import orjson
 
         n = 0
-        with atomic_open(out_path) as f:
+        with atomic_open(out_path, sweep=True) as f:
             for rec in view.records(what):
                 f.write(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS))
                 n += 1
     else:
         table = view.table(what)
         n = table.num_rows
-        with atomic_open(out_path) as f:
+        with atomic_open(out_path, sweep=True) as f:
             entry = view.cached_parquet(what) if fmt == "parquet" else None
             if entry is not None:  # the columnar cache holds this very table as zstd Parquet (#19)
                 import shutil

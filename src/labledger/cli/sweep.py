@@ -251,7 +251,7 @@ def sweep_cmd(
         try:
             from labledger.store.jsonl import atomic_write
 
-            atomic_write(out, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+            atomic_write(out, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n", sweep=True)
         except OSError as exc:
             raise LedgerError(f"cannot write the report to {out}: {exc.strerror}") from None
     if as_json:

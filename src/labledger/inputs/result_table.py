@@ -17,15 +17,28 @@ field names) travel as JSON in the schema's metadata.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import orjson
 import pyarrow as pa
 
-from labledger.inputs.results import ProbTask, RegressionTask, ResultSet, TaskData, defer_ids, deferred_ids
+from labledger.inputs.results import (
+    ProbTask,
+    RegressionTask,
+    ResultSet,
+    TaskData,
+    defer_ids,
+    deferred_ids,
+    given_sorts,
+    set_given_sorts,
+)
 
 _META = b"labledger.results"
+#: A classification task of at most this many labels keeps each label's sort order in its entry
+#: (the default metrics sort every column; past this the entry would grow by 8 bytes x n x labels).
+MAX_SORTED_COLUMNS = 8
 
 
 def _padded(arr: pa.Array | pa.ChunkedArray, start: int, total: int) -> pa.Array:
@@ -68,6 +81,19 @@ def result_set_to_table(rs: ResultSet) -> pa.Table | None:
             else:
                 for j in range(len(td.labels)):
                     cols[f"p{j}"] = pa.array(td.probs[:, j], pa.float64())
+            # the ascending order of each column the metrics sort (binary: P(positive); else every
+            # label's), kept like a database index; this process's evaluation uses them too (#19)
+            sorted_cols: Sequence[int] = (
+                [td.labels.index(td.positive)]
+                if td.kind == "binary"
+                else range(len(td.labels) if len(td.labels) <= MAX_SORTED_COLUMNS else 0)
+            )
+            given = given_sorts(td)
+            orders = {j: given[j] if j in given else np.argsort(td.probs[:, j]) for j in sorted_cols}
+            for j, order in orders.items():
+                cols[f"o{j}"] = pa.array(order, pa.int64())
+            info["sorted"] = {"columns": list(orders), "numpy": np.__version__}
+            set_given_sorts(td, orders)
         elif isinstance(td, RegressionTask):
             cols["gold_value"] = pa.array(td.gold_value, pa.float64())
             cols["pred_value"] = pa.array(td.pred_value, pa.float64())
@@ -222,6 +248,10 @@ def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
                 score=probs[:, labels.index(positive)].copy() if info["has_score"] else None,
                 positive=positive,
             )
+        kept = info.get("sorted")
+        if isinstance(td, ProbTask) and kept is not None and kept.get("numpy") == np.__version__:
+            # np.argsort of this numpy (another one may order ties otherwise: then sort again)
+            set_given_sorts(td, {int(j): num(f"o{j}", np.int64) for j in kept["columns"]})
         defer_ids(td, id_col)
         out[info["task"]] = td
     return ResultSet(out, source=source, repeat_field=doc["repeat_field"])

@@ -173,6 +173,33 @@ def deferred_ids(td: _Task) -> Any:
     return found.arrow if found is not None else None
 
 
+def given_sorts(td: _Task) -> dict[int, np.ndarray]:
+    """The ascending sort orders of ``td``'s probability columns that its reader already holds, by
+    column (``np.argsort`` of ``td.probs[:, j]``: kept in the columnar cache entry beside the columns,
+    like a database index, so that a later evaluation does not sort them again, #19); empty when none.
+    A subset or relabelled copy of the task has none, nor a task whose ``probs`` were replaced since
+    (calibrated probabilities: the orders belong to the array they were made from). Users check
+    them before use (:class:`labledger.metrics.classification.SortCache`).
+
+    >>> td = results_from_rows([{"id": "a", "task": "t", "gold": "x", "probs": {"x": 0.8, "y": 0.2}}])["t"]
+    >>> given_sorts(td), set_given_sorts(td, {0: np.array([0])}), given_sorts(td)[0].tolist()
+    ({}, None, [0])
+    >>> td.probs = td.probs.copy(); given_sorts(td)
+    {}
+    """
+    found = td.__dict__.get("_sorts_from")
+    if found is None or found[0] is not getattr(td, "probs", None):
+        return {}
+    orders: dict[int, np.ndarray] = found[1]
+    return orders
+
+
+def set_given_sorts(td: _Task, sorts: Mapping[int, np.ndarray]) -> None:
+    """Attach the ascending sort orders ``sorts`` of the columns of ``td.probs`` as it is now (see
+    :func:`given_sorts`)."""
+    td.__dict__["_sorts_from"] = (getattr(td, "probs", None), dict(sorts))
+
+
 def _indices(mask: np.ndarray) -> np.ndarray:
     return np.flatnonzero(mask) if np.asarray(mask).dtype == bool else np.asarray(mask, dtype=np.int64)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -317,14 +317,40 @@ class SortCache(dict[int, tuple[np.ndarray, np.ndarray | None]]):
     """Each probability column's ascending sort order and tie groups, shared by the metrics of one
     task; its lock makes metrics prepared in parallel threads sort a column once (#19).
 
+    ``given``: ascending orders already at hand by column (``np.argsort`` of that very column, kept
+    in the columnar cache entry beside it: :func:`labledger.inputs.results.given_sorts`); each is
+    checked against the column (its values in that order must not decrease) before it replaces the
+    argsort, and a failed check sorts as usual.
+
     >>> c = SortCache(); order, starts = _ascending(c, np.array([[0.9], [0.1]]), 0)
     >>> order.tolist(), starts, list(c)
     ([1, 0], None, [0])
+    >>> g = SortCache({0: np.array([0, 1])}); _ascending(g, np.array([[0.9], [0.1]]), 0)[0].tolist()
+    [1, 0]
     """
 
-    def __init__(self) -> None:
+    def __init__(self, given: Mapping[int, np.ndarray] | None = None) -> None:
         super().__init__()
         self.lock = threading.Lock()
+        self.given: dict[int, np.ndarray] = dict(given or {})
+
+
+def _checked_order(order: np.ndarray | None, col: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(order, col[order])`` when ``order`` is a permutation-sized index array that sorts ``col``
+    ascending (a stale or foreign order gives None: the caller sorts)."""
+    if order is None or len(order) != len(col) or order.dtype.kind not in "iu":
+        return None
+    if len(col) and (int(order.min()) < 0 or int(order.max()) >= len(col)):
+        return None
+    seen = np.zeros(len(col), dtype=bool)
+    seen[order] = True  # n indices in [0, n) reach every item only when none repeats
+    if not bool(seen.all()):
+        return None  # an index repeats: not a permutation
+    del seen
+    s = col[order]
+    if len(s) > 1 and not bool((s[1:] >= s[:-1]).all()):
+        return None
+    return order, s
 
 
 def _ascending(
@@ -338,8 +364,11 @@ def _ascending(
     with getattr(sorts, "lock", None) or contextlib.nullcontext():
         if j not in sorts:
             col = probs[:, j]
-            order = np.argsort(col)
-            sorts[j] = (order, tie_starts(col[order]))
+            found = _checked_order(getattr(sorts, "given", {}).pop(j, None), col)
+            if found is None:
+                order = np.argsort(col)
+                found = order, col[order]
+            sorts[j] = (found[0], tie_starts(found[1]))
         return sorts[j]
 
 

@@ -36,9 +36,17 @@ def _values(gold: Any, pred: Any) -> tuple[np.ndarray, np.ndarray]:
     return g, p
 
 
+def _unit_scale(c: np.ndarray) -> np.ndarray:
+    """``c`` times the power of two that brings its largest magnitude into [0.5, 1): exact, so the
+    correlation is unchanged bit for bit, and squares of tiny deviations (1e-169) do not underflow
+    to a false "constant" (nor huge ones overflow)."""
+    m = float(np.max(np.abs(c))) if len(c) else 0.0
+    return np.ldexp(c, -math.frexp(m)[1]) if 0.0 < m < math.inf else c
+
+
 def _pearson_w(x: np.ndarray, y: np.ndarray) -> WeightsFunction:
-    xc = x - x.mean() if len(x) else x
-    yc = y - y.mean() if len(y) else y
+    xc = _unit_scale(x - x.mean()) if len(x) else x
+    yc = _unit_scale(y - y.mean()) if len(y) else y
     xx, yy, xy = xc * xc, yc * yc, xc * yc
 
     def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:

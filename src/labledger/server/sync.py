@@ -19,6 +19,8 @@ on this server; another origin is refused (409), never merged. A file larger tha
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -265,7 +267,7 @@ async def put_file(request: Request) -> Response:
         chunks = list(kept)
         written = offset
         complete = False
-        flush = Writeback(fd, offset)
+        flush = Writeback(fd, offset, path=target)
         try:
             os.ftruncate(fd, offset)
             raw = request.scope.get("extensions", {}).get("labledger.raw_body")
@@ -296,7 +298,7 @@ async def put_file(request: Request) -> Response:
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(target, final)
             if final.parent != run_dir:  # the rename must survive a crash (run_dir: the manifest's write)
-                await run_in_threadpool(fsync_dir, final.parent)
+                await run_in_threadpool(fsync_dir, final.parent, strict=True)
             st = final.stat()
             doc["files"][rel] = {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
             superseded = await run_in_threadpool(_drop_superseded, run_dir, doc, rel)
@@ -359,40 +361,108 @@ _SYNC_FILE_RANGE = _sync_file_range()
 _SYNC_FILE_RANGE_WRITE = 2
 
 
+#: Alignment (file offset, length and memory) of the writes that bypass the page cache.
+DIRECT_ALIGN = 4096
+
+
 class Writeback:
     """Writes of one uploaded file, on their way to the disk while the body still arrives.
 
-    A buffered write leaves its pages dirty in the page cache until the final ``fsync``, which
-    then waits for all of them (1.5-2.7 s for 1 GiB on the project's machine, after the last byte
-    came). So every ``span`` bytes written are handed to a thread of its own that starts their
-    writeback (``sync_file_range(SYNC_FILE_RANGE_WRITE)``, which may block while the disk's queue
-    is full, never the thread that receives). The ``fsync`` that ends the upload stays the only
-    guarantee. (Writing around the page cache with ``O_DIRECT`` was tried and measured slower on
-    a quiet machine: 4.6-5.6 s per GiB against 3.4-4.3 s, one write in flight at a time.)
+    Where the caller's buffer is page-aligned (``aligned``: the raw body's buffers) and the
+    filesystem takes it, a write goes to the disk directly (``O_DIRECT``, from the buffer itself,
+    every whole block of it). A buffered write into the page cache cost the project's VM
+    0.6-2 s of kernel CPU per GiB (its new page-cache pages are memory the host took back, by
+    free page reporting, and faults in again) and leaves the pages dirty for the final
+    ``fsync``; the direct write costs ~0.05 s and leaves the ``fsync`` little to do. Groups that
+    waited for the writer go in one write (:meth:`write_many`).
+
+    Any other write (the last bytes short of a block, a streamed body, a filesystem that refuses
+    ``O_DIRECT``) is buffered, and every ``span`` bytes of those are handed to a thread of its
+    own that starts their writeback (``sync_file_range(SYNC_FILE_RANGE_WRITE)``, which may block
+    while the disk's queue is full, never the thread that receives). The ``fsync`` that ends the
+    upload stays the only guarantee.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "f")
     >>> fd = os.open(path, os.O_WRONLY | os.O_CREAT)
-    >>> w = Writeback(fd)
+    >>> w = Writeback(fd, path=path)
     >>> w.write(memoryview(b"abc"), 0); w.close(); os.fsync(fd); os.close(fd)
     >>> open(path, "rb").read()
     b'abc'
     """
 
-    def __init__(self, fd: int, start: int = 0, *, span: int = WRITEBACK_BYTES) -> None:
+    def __init__(
+        self, fd: int, start: int = 0, *, path: str | os.PathLike[str] | None = None, span: int = WRITEBACK_BYTES
+    ) -> None:
+        import threading
         from concurrent.futures import ThreadPoolExecutor
 
         self.fd = fd
         self.span = span
-        self._start = self._end = start  # the bytes written and not yet sent on
+        self._start = self._end = start  # the buffered bytes written and not yet sent on
+        self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="labledger-sync-writeback")
+        self._direct = -1
+        if path is not None and hasattr(os, "O_DIRECT"):
+            with contextlib.suppress(OSError):  # a filesystem without O_DIRECT (tmpfs): buffered writes
+                self._direct = os.open(path, os.O_WRONLY | os.O_DIRECT | os.O_CLOEXEC)
+        self._fd_direct = self._direct
+        #: Bytes written around the page cache.
+        self.direct_bytes = 0
 
-    def write(self, data: memoryview, at: int) -> None:
-        """Write all of ``data`` at byte ``at`` (just after the write before)."""
+    def write(self, data: memoryview, at: int, *, aligned: bool = False) -> None:
+        """Write all of ``data`` at byte ``at``; ``aligned``: its memory starts on a page boundary.
+        Safe from several threads at once, each writing its own range."""
+        n = len(data)
+        direct = self._direct
+        if aligned and direct >= 0 and not at % DIRECT_ALIGN and n >= DIRECT_ALIGN:
+            whole = n - n % DIRECT_ALIGN
+            try:
+                _pwrite_all(direct, data[:whole], at, piece=whole)
+            except OSError as exc:  # EINVAL: not taken direct here; buffered from now on
+                if exc.errno != errno.EINVAL:  # pragma: no cover - ENOSPC, EIO: the upload fails, as buffered
+                    raise
+                self._direct = -1  # closed by close(): another thread may be writing to it
+            else:
+                with self._lock:
+                    self.direct_bytes += whole
+                data, at, n = data[whole:], at + whole, n - whole
+                if not n:
+                    return
         _pwrite_all(self.fd, data, at)
-        self._end = at + len(data)
-        if self._end - self._start >= self.span:
-            self._submit()
+        with self._lock:
+            if self._end == self._start:  # nothing pending: a new span starts here
+                self._start = self._end = at
+            self._start = min(self._start, at)
+            self._end = max(self._end, at + n)
+            if self._end - self._start >= self.span:
+                self._submit()
+
+    def write_many(self, pieces: list[memoryview], at: int) -> None:
+        """Write ``pieces`` one after the other from byte ``at``: page-aligned buffers, each but the
+        last a whole number of blocks (the groups of :func:`_read_chunks`). Where they go direct
+        they go in one ``pwritev``, so a disk slow to answer gets several writes at once (the
+        block layer sends each 4 MiB as a request of its own) instead of one after the other."""
+        done = 0  # bytes of the pieces already written
+        last = pieces[-1]
+        whole_last = len(last) - len(last) % DIRECT_ALIGN
+        blocks = all(len(p) % DIRECT_ALIGN == 0 for p in pieces[:-1])
+        if len(pieces) > 1 and self._direct >= 0 and not at % DIRECT_ALIGN and blocks:
+            iov = [*pieces[:-1], last[:whole_last]] if whole_last else pieces[:-1]
+            try:
+                done = os.pwritev(self._direct, iov, at)
+            except OSError as exc:  # EINVAL: not taken direct here; write() tries once more, then buffered
+                if exc.errno != errno.EINVAL:  # pragma: no cover - ENOSPC, EIO: the upload fails, as buffered
+                    raise
+            with self._lock:
+                self.direct_bytes += done
+        for piece in pieces:  # what pwritev did not take (all of it, for one piece)
+            if done >= len(piece):
+                done -= len(piece)
+            else:
+                self.write(piece[done:], at + done, aligned=not done % DIRECT_ALIGN)
+                done = 0
+            at += len(piece)
 
     def _submit(self) -> None:
         if self._end > self._start and _SYNC_FILE_RANGE is not None:
@@ -401,20 +471,25 @@ class Writeback:
 
     def close(self) -> None:
         """Send on the last span and wait until every writeback was started (before ``fsync``)."""
-        self._submit()
+        with self._lock:
+            self._submit()
         self._pool.shutdown(wait=True)
+        if self._fd_direct >= 0:
+            os.close(self._fd_direct)
+            self._fd_direct = -1
 
 
-#: The most bytes given to one ``pwrite``. A larger buffered write makes the kernel fill the page
-#: cache with huge (2 MiB) folios, which on the project's VM cost 4x the kernel CPU of small ones
-#: (1 GiB written in 4 MiB writes: 1.6-2.3 s of system time; in 128-512 KiB writes: 0.46-0.52 s).
+#: The most bytes given to one buffered ``pwrite``. A larger buffered write makes the kernel fill
+#: the page cache with huge (2 MiB) folios, which on the project's VM cost 4x the kernel CPU of
+#: small ones (1 GiB written in 4 MiB writes: 1.6-2.3 s of system time; in 128-512 KiB writes:
+#: 0.46-0.52 s).
 WRITE_PIECE = 256 * 1024
 
 
-def _pwrite_all(fd: int, data: memoryview, at: int) -> None:
+def _pwrite_all(fd: int, data: memoryview, at: int, *, piece: int = WRITE_PIECE) -> None:
     done, n = 0, len(data)
     while done < n:
-        done += os.pwrite(fd, data[done : done + WRITE_PIECE], at + done)
+        done += os.pwrite(fd, data[done : done + piece], at + done)
 
 
 def _write_chunk(flush: Writeback, pieces: list[memoryview], at: int) -> str:
@@ -485,59 +560,87 @@ async def _receive_raw(raw: Any, flush: Writeback, offset: int, total: int, chun
 
 #: Chunks received into one buffer, then hashed (one by one) and written together.
 GROUP = 4
-
-
-def _hash_and_write(flush: Writeback, piece: memoryview, at: int) -> list[str]:
-    hashes = [hashlib.sha256(piece[i : i + CHUNK]).hexdigest() for i in range(0, len(piece), CHUNK)]
-    flush.write(piece, at)
-    return hashes
+#: Groups being written while the next is received (each buffer is one group).
+DEPTH = 3
 
 
 def _read_chunks(
     sock_fd: int, first: bytes, flush: Writeback, offset: int, total: int, chunks: list[str], timeout: float
 ) -> int:
-    """Receive ``[offset, total)`` from the socket, ``GROUP`` chunks at a time into one of two
-    buffers; each full group is hashed chunk by chunk and written (one write, its writeback started
-    early: :class:`Writeback`) by a second thread while this one receives the
-    next into the other buffer (hashlib, ``pwrite`` and ``readv`` all let go of the GIL). The whole
-    chunks received before the body ended or stalled are kept. Returns the bytes the file holds."""
+    """Receive ``[offset, total)`` from the socket, ``GROUP`` chunks at a time into one of
+    ``DEPTH + 1`` page-aligned buffers. This thread hashes each chunk as soon as it is in (its
+    bytes still in the CPU's cache: hashed by a second thread they came back from memory, ~0.3 s
+    more CPU per GiB here) and hands each full group to a writer thread (one write, to the disk
+    directly where it can: :class:`Writeback`), then receives the next group into a free buffer
+    (``pwrite`` and ``readv`` let go of the GIL). A buffer is filled again only once its group is
+    written, and the hashes are appended in the file's order. The whole chunks received before
+    the body ended or stalled are kept. Returns the bytes the file holds."""
     import mmap
+    import threading
+    from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 
     size = GROUP * CHUNK
-    views = [memoryview(mmap.mmap(-1, size)), memoryview(mmap.mmap(-1, size))]  # freed with the last view
+    views = [memoryview(mmap.mmap(-1, size)) for _ in range(DEPTH + 1)]  # freed with the last view
     at = offset
     head = memoryview(first)
-    job: Future[list[str]] | None = None
+    # oldest first; jobs[i] reads views[(turn - len(jobs) + i) % len(views)]
+    jobs: deque[tuple[list[str], Future[None]]] = deque()
     turn = 0
-    with ThreadPoolExecutor(1, thread_name_prefix="labledger-sync-hash") as pool:
+
+    ready: deque[tuple[memoryview, int]] = deque()  # groups received and not yet taken by the writer
+    ready_lock = threading.Lock()
+
+    def write_ready() -> None:
+        """Write every group received so far (one write while the disk keeps up, several at once
+        once they wait: :meth:`Writeback.write_many`). Runs in the one writer thread, in order: when
+        the job submitted with a group is done, that group is written."""
+        with ready_lock:
+            batch = list(ready)
+            ready.clear()
+        if batch:
+            flush.write_many([view for view, _ in batch], batch[0][1])
+
+    def done(job: tuple[list[str], Future[None]]) -> None:
+        hashes, written = job
+        written.result()
+        chunks.extend(hashes)
+
+    writer = ThreadPoolExecutor(1, thread_name_prefix="labledger-sync-write")
+    try:
+        ended = False
+        while at < total and not ended:
+            if len(jobs) == len(views):  # every buffer busy: wait for the oldest group
+                done(jobs.popleft())
+            view = views[turn]
+            fill = 0
+            hashes: list[str] = []
+            try:
+                while fill < size and at + fill < total:
+                    want = min(CHUNK, total - at - fill)
+                    take = min(len(head), want)
+                    view[fill : fill + take] = head[:take]
+                    head = head[take:]
+                    if take < want:
+                        take += read_exact(sock_fd, view[fill + take : fill + want], timeout)
+                    if take < want:  # the client went away: a short chunk is not kept
+                        ended = True
+                        break
+                    hashes.append(hashlib.sha256(view[fill : fill + want]).hexdigest())  # while in the cache
+                    fill += want
+            finally:  # also on BodyStalled: the whole chunks received are kept
+                if fill:
+                    with ready_lock:
+                        ready.append((view[:fill], at))
+                    jobs.append((hashes, writer.submit(write_ready)))
+                    turn = (turn + 1) % len(views)
+                    at += fill
+    finally:
         try:
-            ended = False
-            while at < total and not ended:
-                view, turn = views[turn], 1 - turn  # not the buffer of the group still being written
-                fill = 0
-                try:
-                    while fill < size and at + fill < total:
-                        want = min(CHUNK, total - at - fill)
-                        take = min(len(head), want)
-                        view[fill : fill + take] = head[:take]
-                        head = head[take:]
-                        if take < want:
-                            take += read_exact(sock_fd, view[fill + take : fill + want], timeout)
-                        if take < want:  # the client went away: a short chunk is not kept
-                            ended = True
-                            break
-                        fill += want
-                finally:  # also on BodyStalled: the whole chunks received are kept
-                    if job is not None:
-                        chunks.extend(job.result())
-                        job = None
-                    if fill:
-                        job = pool.submit(_hash_and_write, flush, view[:fill], at)
-                        at += fill
+            while jobs:
+                done(jobs.popleft())
         finally:
-            if job is not None:
-                chunks.extend(job.result())
+            writer.shutdown()
     return at
 
 

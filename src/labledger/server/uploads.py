@@ -34,7 +34,7 @@ from typing import Any, TypeGuard
 
 from labledger.errors import RecordError
 from labledger.server.envelope import ApiError
-from labledger.store.jsonl import read_json, write_all, write_json
+from labledger.store.jsonl import fsync_dir, read_json, write_all, write_json
 
 _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}$")
 _CONTENT_TYPE = re.compile(
@@ -95,14 +95,6 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass
@@ -268,7 +260,7 @@ class UploadStore:
                     uploaded=time.time(),
                 )
                 self._write_meta(stored, st)
-                _fsync_dir(self.root)
+                fsync_dir(self.root, strict=True)
             finally:
                 temp.discard()
         return stored, replaced

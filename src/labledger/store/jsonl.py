@@ -268,16 +268,21 @@ def damaged_lines(path: str | os.PathLike[str]) -> list[tuple[int, str]]:
     return out
 
 
-def fsync_dir(folder: str | os.PathLike[str]) -> None:
-    """fsync a folder, so that a rename inside it survives a machine crash (best effort)."""
+def fsync_dir(folder: str | os.PathLike[str], *, strict: bool = False) -> None:
+    """fsync a folder, so that a rename inside it survives a machine crash: best effort, or with
+    ``strict`` (before a server acknowledges a write) an ``OSError`` when the folder cannot be
+    opened or fsynced."""
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
+        if strict:
+            raise
         return
     try:
         os.fsync(fd)
     except OSError:
-        pass
+        if strict:
+            raise
     finally:
         os.close(fd)
 
@@ -316,7 +321,7 @@ def fsync_files(paths: Iterable[str | os.PathLike[str]]) -> None:
 def remove_stale_temps(path: str | os.PathLike[str]) -> list[Path]:
     """Remove the temporary files that writers of ``path`` killed before their rename left
     (``.NAME.PID.tmp`` of :func:`atomic_open` whose process no longer runs on this machine); returns
-    them. One folder listing: for commands that write a user's output file, once per command.
+    them. One folder listing: ``atomic_open(..., sweep=True)`` runs it for a user's output file.
 
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / ".out.jsonl.999999999.tmp").write_text("half")
@@ -348,14 +353,16 @@ def remove_stale_temps(path: str | os.PathLike[str]) -> list[Path]:
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str], *, fsync: bool = True) -> Iterator[IO[bytes]]:
+def atomic_open(path: str | os.PathLike[str], *, fsync: bool = True, sweep: bool = False) -> Iterator[IO[bytes]]:
     """A binary file that appears at ``path`` whole or not at all: the one atomic-write helper.
 
     The data goes to a temporary file in the same folder; on success it is flushed, fsynced and
     renamed over ``path`` and the folder is fsynced; on any failure (an exception, a full disk) the
     temporary file is removed and ``path`` is untouched. A full disk raises :class:`StorageError`.
     For streaming writers (``torch.save``, safetensors, CSV writers); :func:`atomic_write` is the
-    one-buffer form.
+    one-buffer form. ``sweep``: first remove what writers of this same ``path`` killed before their
+    rename left (:func:`remove_stale_temps`, one folder listing) — for the files a command writes
+    where its user said, which no other cleanup ever visits.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "out.bin"
@@ -365,6 +372,8 @@ def atomic_open(path: str | os.PathLike[str], *, fsync: bool = True) -> Iterator
     b'whole'
     """
     path = Path(path)
+    if sweep:
+        remove_stale_temps(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
@@ -385,7 +394,7 @@ def atomic_open(path: str | os.PathLike[str], *, fsync: bool = True) -> Iterator
         fsync_dir(path.parent)
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> None:
+def atomic_write(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True, sweep: bool = False) -> None:
     """Write ``data`` to ``path`` through :func:`atomic_open`: readers never see half a file.
 
     >>> import tempfile, pathlib
@@ -394,7 +403,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, fsync: bool = Tru
     >>> p.read_bytes()
     b'hello'
     """
-    with atomic_open(path, fsync=fsync) as f:
+    with atomic_open(path, fsync=fsync, sweep=sweep) as f:
         f.write(data)
 
 

@@ -37,7 +37,7 @@ from labledger.errors import (
 )
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.fields import ScalarStats, backfill_fields, dumps_fields, eval_fields_of_run, run_fields
-from labledger.store.migrations import migrate
+from labledger.store.migrations import MIGRATIONS, migrate
 
 if TYPE_CHECKING:
     from labledger.schema import Document
@@ -75,15 +75,18 @@ class _RunDir:
 class RunInfo:
     """One row of the run index.
 
-    A plain class with a dataclass's constructor, ``==`` and ``repr`` (the ``dataclasses`` module
-    and the code it generates at import cost ``labledger runs`` ~7 M instructions, #19).
+    A plain class with the constructor, ``==`` and ``repr`` that ``@dataclass`` would make of
+    :attr:`_FIELDS` (tests/test_run_fields.py compares them with that dataclass's): the
+    ``dataclasses`` module and the code it generates cost ``labledger runs`` 8.0 M instructions,
+    3.4 %, ~1 ms of CPU (#19, bench/RESULTS.md).
 
     >>> RunInfo("a1", "baseline", None, [], "finished", 0.0, 2.5, None, None, None, None, None).duration
     2.5
     """
 
     __hash__ = None  # type: ignore[assignment]  # mutable, compared by value (as a dataclass is)
-    #: The fields, in the constructor's order.
+    #: The fields, in the constructor's order: the one list of them (:data:`INDEX_COLUMNS`, the
+    #: index columns a RunInfo is read from, and the query's columns derive from it).
     _FIELDS = (
         "id",
         "name",
@@ -165,6 +168,14 @@ class RunInfo:
             "summary": self.summary,
             "dir": str(self.dir) if self.dir else None,
         }
+
+
+#: RunInfo fields that are no column of ``runs`` (``tags`` are rows of ``run_tags``; ``dir`` is the
+#: ledger's folder), and the fields whose column has another name.
+_NOT_COLUMNS = ("tags", "dir")
+_COLUMN_OF = {"group": "grp"}
+#: The columns of ``runs`` that a :class:`RunInfo` is read from, in its fields' order.
+INDEX_COLUMNS = tuple(_COLUMN_OF.get(f, f) for f in RunInfo._FIELDS if f not in _NOT_COLUMNS)
 
 
 def _duration(started: float, ended: float | None, status: str) -> float | None:
@@ -253,9 +264,41 @@ class Ledger:
             self.db.create_function("regexp", 2, _regexp, deterministic=True)
             migrate(self.db)
         except sqlite3.DatabaseError as exc:
-            kind = StorageError if "disk" in str(exc) else LedgerError  # full, read-only or failing disk
-            raise kind(f"{db_path}: cannot open the ledger index ({exc})") from None
+            self.db = self._open_read_only(db_path, exc)
+            if self.db is None:
+                kind = StorageError if "disk" in str(exc) else LedgerError  # full, read-only or failing disk
+                raise kind(f"{db_path}: cannot open the ledger index ({exc})") from None
         backfill_fields(self)
+
+    #: Why the index is open read-only (``None``: it is not): see :meth:`_open_read_only`.
+    read_only: str | None = None
+
+    def _open_read_only(self, db_path: Path, exc: sqlite3.DatabaseError) -> sqlite3.Connection | None:
+        """The index opened for reading only, when the disk refused the normal open: on a full disk
+        SQLite cannot create the ``-wal``/``-shm`` files a WAL database is opened with, and listing
+        runs is how a user finds what to delete (#17). Only when the ``-wal`` file is absent or
+        empty (as the failed open leaves it): then every commit is in the main file, and nothing can
+        be written while the disk is full. Writes then raise :class:`StorageError`. ``None``: not
+        that case."""
+        wal = db_path.with_name(db_path.name + "-wal")
+        if "disk" not in str(exc) or (wal.exists() and wal.stat().st_size > 0):
+            return None
+        try:
+            db = sqlite3.connect(
+                f"{db_path.resolve().as_uri()}?mode=ro&immutable=1",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            db.create_function("regexp", 2, _regexp, deterministic=True)
+            done = {row[0] for row in db.execute("SELECT name FROM _migrations")}
+        except sqlite3.DatabaseError:
+            return None
+        if any(name not in done for name, _ in MIGRATIONS):
+            db.close()
+            return None
+        self.read_only = f"{exc}"
+        return db
 
     def _open_postgres(self, url: str, artifacts: str | os.PathLike[str] | None, create: bool) -> None:
         artifacts = artifacts if artifacts is not None else os.environ.get("LABLEDGER_ARTIFACTS")
@@ -319,7 +362,7 @@ class Ledger:
                     self.db.execute("ROLLBACK")
                 raise
         except sqlite3.OperationalError as exc:
-            text = str(exc)
+            text = str(exc) if self.read_only is None else f"opened read-only: {self.read_only}"
             if "disk is full" in text or "disk I/O error" in text:
                 kind = "disk full" if "full" in text else "write failed"
                 raise StorageError(
@@ -393,8 +436,9 @@ class Ledger:
         for key in ("fields", "eval_fields"):
             if key in fields:
                 fields[key] = dumps_fields(fields[key])
-        if "group" in fields:
-            fields["grp"] = fields.pop("group")
+        for f, col in _COLUMN_OF.items():
+            if f in fields:
+                fields[col] = fields.pop(f)
         fields["updated"] = time.time()
         cols = ", ".join(f"{k} = ?" for k in fields)
         self._write(lambda db: db.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id)))
@@ -418,7 +462,7 @@ class Ledger:
         # (~7 M instructions of `labledger runs`, #19); both give the same values for what orjson wrote
         from json import loads
 
-        for rid, name, grp, status, started, ended, host, pid, commit, dirty, error, summary in rows:
+        for rid, name, grp, status, started, ended, host, pid, commit, dirty, error, summary in rows:  # INDEX_COLUMNS
             info = RunInfo(
                 rid,
                 name,
@@ -438,7 +482,7 @@ class Ledger:
             out.append(info)
         return out
 
-    _COLUMNS = "id, name, grp, status, started, ended, host, pid, git_commit, git_dirty, error, summary"
+    _COLUMNS = ", ".join(INDEX_COLUMNS)
 
     def reap(self) -> list[str]:
         """Mark runs whose process died as ``crashed``; return their ids.

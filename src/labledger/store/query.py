@@ -527,23 +527,8 @@ def _kind(v: Any) -> str:
     return "boolean" if isinstance(v, bool) else ("text" if isinstance(v, str) else "number")
 
 
-#: Columns of ``runs`` a query may select.
-_BASE_COLUMNS = (
-    "id",
-    "name",
-    "grp",
-    "status",
-    "started",
-    "ended",
-    "host",
-    "pid",
-    "git_commit",
-    "git_dirty",
-    "error",
-    "summary",
-    "fields",
-    "eval_fields",
-)
+#: Columns of ``runs`` a query may select beside :data:`labledger.store.ledger.INDEX_COLUMNS`.
+_QUERY_COLUMNS = ("fields", "eval_fields")
 
 
 def compile_query(
@@ -560,7 +545,9 @@ def compile_query(
     order_sql = c.order(sort)
     duration = "CASE WHEN ended IS NOT NULL THEN ended - started WHEN status = 'running' THEN ? - started END"
     wanted = [col.strip() for col in columns.split(",")]
-    base = ", ".join(_BASE_COLUMNS)
+    from labledger.store.ledger import INDEX_COLUMNS  # loaded: the query runs on a ledger's index
+
+    base = ", ".join((*INDEX_COLUMNS, *_QUERY_COLUMNS))
     joins = "".join(f" LEFT JOIN run_fields s{i} ON s{i}.run_id = r.id AND s{i}.key = ?" for i in range(len(c.joins)))
     select = ", ".join(f"r.{col}" for col in wanted)
     sql = (
