@@ -112,7 +112,7 @@ def test_one_blas_thread_gives_one_threads_products_here_and_in_pools() -> None:
         here = digest()
         with ThreadPoolExecutor(2, initializer=kernels.pool_initializer()) as pool:
             there = pool.submit(digest).result()
-    if kernels._local_threads() is None:  # (no OpenBLAS with thread-local counts: nothing to check)
+    if not kernels._local_threads():  # (no OpenBLAS with thread-local counts: nothing to check)
         pytest.skip("numpy's BLAS is not an OpenBLAS with openblas_set_num_threads_local")
     assert here == there == want.stdout.strip()
     assert kernels.pool_initializer() is None

@@ -112,31 +112,30 @@ def stable_argsort(x: np.ndarray) -> np.ndarray:
     return order
 
 
-_LOCAL_THREADS: list[Callable[[int], int] | None] = []
+_BY_PATH: dict[str, Callable[[int], int] | None] = {}
 _STATE = threading.local()
 
 
-def _local_threads() -> Callable[[int], int] | None:
-    """``openblas_set_num_threads_local`` of the OpenBLAS numpy loaded (None when there is none)."""
-    if _LOCAL_THREADS:
-        return _LOCAL_THREADS[0]
-    found = None
-    if sys.platform.startswith("linux"):
+def _local_threads() -> list[Callable[[int], int]]:
+    """``openblas_set_num_threads_local`` of each OpenBLAS loaded (numpy's, and scipy's copy when
+    scipy is imported): none where there is none (not Linux, another BLAS, OpenBLAS < 0.3.27)."""
+    if not sys.platform.startswith("linux"):
+        return []
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
+    except OSError:
+        return []
+    for path in sorted(paths - set(_BY_PATH)):
+        found: Callable[[int], int] | None = None
         try:
-            with open("/proc/self/maps") as maps:
-                paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
-        except OSError:
-            paths = set()
-        for path in sorted(paths):
-            try:
-                fn = ctypes.CDLL(path).openblas_set_num_threads_local
-            except (OSError, AttributeError):
-                continue
+            fn = ctypes.CDLL(path).openblas_set_num_threads_local
             fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
             found = fn
-            break
-    _LOCAL_THREADS.append(found)
-    return found
+        except (OSError, AttributeError):
+            pass
+        _BY_PATH[path] = found
+    return [f for path in sorted(paths) if (f := _BY_PATH[path]) is not None]
 
 
 @contextmanager
@@ -149,16 +148,17 @@ def one_blas_thread() -> Iterator[None]:
     ...     float((np.ones((3, 3)) @ np.ones(3)).sum())
     9.0
     """
-    fn = _local_threads()
-    if fn is None or getattr(_STATE, "one", False):
+    fns = _local_threads()
+    if not fns or getattr(_STATE, "one", False):
         yield
         return
-    before = fn(1)
+    before = [fn(1) for fn in fns]
     _STATE.one = True
     try:
         yield
     finally:
-        fn(before)
+        for fn, value in zip(fns, before):
+            fn(value)
         _STATE.one = False
 
 
@@ -170,10 +170,9 @@ def pool_initializer() -> Callable[[], None] | None:
 
 
 def _one_thread_worker() -> None:
-    fn = _local_threads()
-    if fn is not None:
+    for fn in _local_threads():
         fn(1)
-        _STATE.one = True
+    _STATE.one = True
 
 
 __all__ = ["exact_sum", "one_blas_thread", "pool_initializer", "stable_argsort"]
