@@ -12,9 +12,9 @@ and :func:`one_blas_thread`, numpy's BLAS on one thread in the calling thread.
 - :func:`one_blas_thread`: OpenBLAS runs each product on up to every core; where labledger already
   runs two jobs side by side (``calibrate report``, ``compare``) that is 4 threads on 2 cores, whose
   idle ones spin (``sched_yield``) while the others work. OpenBLAS's thread-local thread count
-  (``openblas_set_num_threads_local``, 0.3.27+) puts this thread's products on one thread: each
-  output element is computed by the same kernel either way (OpenBLAS splits a product's rows and
-  columns among threads, never the sum of one element), so the results are bit for bit the same.
+  (``openblas_set_num_threads_local``, 0.3.27+) puts this thread's products on one thread. It also
+  makes them the same on every machine: a threaded dot product of long vectors (and the Cholesky
+  built on them) splits its sum among the threads, so its last bits followed the core count.
 
 >>> import numpy as np
 >>> x = np.array([1e16, 1.0, -1e16, 1e-30])
