@@ -126,16 +126,7 @@ sys.stdout.write(repr(compare(rows(1.5), rows(1.2), resamples=200).to_dict()))
 def test_compare_is_the_same_whatever_blas_thread_count() -> None:
     """The analytic SEs' dot products ran on OpenBLAS's threads, whose number (the machine's cores)
     changed their last bits; compare now runs them on one (#19)."""
-    import os
-    import subprocess
-    import sys
+    from blas_threads import outputs_by_blas_threads
 
-    docs = []
-    for threads in ("1", "2", "4"):
-        env = {**os.environ, "OPENBLAS_NUM_THREADS": threads}
-        out = subprocess.run(
-            [sys.executable, "-c", _COMPARE_SCRIPT], capture_output=True, text=True, env=env, timeout=300
-        )
-        assert out.returncode == 0, out.stderr[-2000:]
-        docs.append(out.stdout)
+    docs = outputs_by_blas_threads(_COMPARE_SCRIPT)
     assert docs[0] == docs[1] == docs[2]
