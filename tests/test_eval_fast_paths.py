@@ -288,3 +288,30 @@ def test_sorted_columns_are_kept_up_to_eight_labels_and_follow_the_probs_array()
         assert len(given_sorts(back)) == len(kept)
         back.probs = back.probs[:, ::-1].copy()  # replaced (as calibrate apply does): the orders are not its
         assert given_sorts(back) == {}
+
+
+_EVAL_SCRIPT = r"""
+import sys, tempfile, os
+import numpy as np
+from labledger.analysis.evaluation import evaluate
+rng = np.random.default_rng(11)
+n = 300_000
+gold = rng.integers(0, 2, n)
+score = np.clip(rng.normal(0.4 + 0.2 * gold, 0.2), 0, 1).round(6)
+path = os.path.join(tempfile.gettempdir(), "labledger-blas-eval-%d.jsonl" % os.getppid())  # one name: it is in the doc
+with open(path, "w") as f:
+    for i, (g, s) in enumerate(zip(gold.tolist(), score.tolist())):
+        f.write('{"id": "%d", "task": "t", "gold": "%s", "score": %r}\n' % (i, "ny"[g], s))
+doc = evaluate(path, positive="y", resamples=200).to_dict()
+os.unlink(path)
+sys.stdout.write(repr(doc))
+"""
+
+
+def test_eval_is_the_same_whatever_blas_thread_count() -> None:
+    """Threaded dot products (the analytic intervals' variances) split their sums, so the
+    document's last bits followed the machine's core count; evaluate runs them on one (#19)."""
+    from blas_threads import outputs_by_blas_threads
+
+    docs = outputs_by_blas_threads(_EVAL_SCRIPT)
+    assert docs[0] == docs[1] == docs[2]

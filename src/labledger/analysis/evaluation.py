@@ -44,6 +44,7 @@ from labledger.inputs.results import (
 )
 from labledger.metrics.analytic import normal_draws
 from labledger.metrics.classification import SortCache, label_prepared, prob_prepared, resolve_average
+from labledger.metrics.kernels import one_blas_thread, pool_initializer
 from labledger.metrics.prepared import MeanPrepared, Prepared
 from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranking_prepared, set_f1_values
 from labledger.metrics.registry import Metric, MetricSpec, metric_key, parse_metric
@@ -443,7 +444,7 @@ def _compute(
         # the costliest first (a long metric started last would leave the other thread idle);
         # results, and a first error, are taken in the jobs' own order
         first = sorted(range(len(jobs)), key=lambda i: -THREAD_COST.get(jobs[i][0].name, 1))
-        with ThreadPoolExecutor(min(THREADS, len(jobs))) as pool:
+        with ThreadPoolExecutor(min(THREADS, len(jobs)), initializer=pool_initializer()) as pool:
             futures = {i: pool.submit(one, jobs[i]) for i in first}
             done = [futures[i].result() for i in range(len(jobs))]
     else:
@@ -593,50 +594,53 @@ def evaluate(
         by=fields,
         tasks={},
     )
-    headline_samples: dict[str, tuple[MetricValue, np.ndarray | None]] = {}
-    for name in tasks:
-        td = rs[name]
-        specs = _specs_for(td, metrics)
-        head_spec = parse_metric((headline or {}).get(name, HEADLINE[td.kind]))
-        head_key = None
-        if td.kind in head_spec.metric.kinds:
-            head_key = metric_key(head_spec.name, task_params(head_spec.metric, dict(head_spec.params), td))
-            keys = {
-                metric_key(s.name, task_params(s.metric, dict(s.params), td))
-                for s in specs
-                if td.kind in s.metric.kinds
-            }
-            if head_key not in keys:
-                specs = [*specs, head_spec]
-        entries, tables, kept = _compute(
-            td,
-            specs,
-            ci=ci,
-            resamples=resamples,
-            seed=seed,
-            where="",
-            budget=item_draw_budget,
-            keep={head_key} if head_key else None,
-        )
-        body = TaskEvaluation(
-            kind=td.kind,
-            n=td.n,
-            labels=list(_labels_of(td)) or None,
-            positive=_positive_of(td),
-            clusters=None if td.group is None else int(td.group.max()) + 1,
-            headline=head_key,
-            metrics=entries,
-            per_class=tables.get("per_class"),
-            confusion_matrix=tables.get("confusion_matrix"),
-        )
-        if head_key:
-            entry = next((e for e in entries if e.key == head_key), None)
-            if entry is not None:
-                headline_samples[name] = (entry, kept.get(head_key))
-        if fields:
-            body.slices = _slices(td, specs, fields, ci=ci, resamples=resamples, seed=seed, budget=item_draw_budget)
-        doc.tasks[name] = body
-    doc.suite = _suite(headline_samples, ci) if len(tasks) > 1 else None
+    # numpy's BLAS on one thread: threaded dot products split their sums, so the values' last bits
+    # followed the machine's core count; the same document everywhere (#19)
+    with one_blas_thread():
+        headline_samples: dict[str, tuple[MetricValue, np.ndarray | None]] = {}
+        for name in tasks:
+            td = rs[name]
+            specs = _specs_for(td, metrics)
+            head_spec = parse_metric((headline or {}).get(name, HEADLINE[td.kind]))
+            head_key = None
+            if td.kind in head_spec.metric.kinds:
+                head_key = metric_key(head_spec.name, task_params(head_spec.metric, dict(head_spec.params), td))
+                keys = {
+                    metric_key(s.name, task_params(s.metric, dict(s.params), td))
+                    for s in specs
+                    if td.kind in s.metric.kinds
+                }
+                if head_key not in keys:
+                    specs = [*specs, head_spec]
+            entries, tables, kept = _compute(
+                td,
+                specs,
+                ci=ci,
+                resamples=resamples,
+                seed=seed,
+                where="",
+                budget=item_draw_budget,
+                keep={head_key} if head_key else None,
+            )
+            body = TaskEvaluation(
+                kind=td.kind,
+                n=td.n,
+                labels=list(_labels_of(td)) or None,
+                positive=_positive_of(td),
+                clusters=None if td.group is None else int(td.group.max()) + 1,
+                headline=head_key,
+                metrics=entries,
+                per_class=tables.get("per_class"),
+                confusion_matrix=tables.get("confusion_matrix"),
+            )
+            if head_key:
+                entry = next((e for e in entries if e.key == head_key), None)
+                if entry is not None:
+                    headline_samples[name] = (entry, kept.get(head_key))
+            if fields:
+                body.slices = _slices(td, specs, fields, ci=ci, resamples=resamples, seed=seed, budget=item_draw_budget)
+            doc.tasks[name] = body
+        doc.suite = _suite(headline_samples, ci) if len(tasks) > 1 else None
     return Evaluation(doc)
 
 
