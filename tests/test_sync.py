@@ -662,3 +662,29 @@ def test_the_clients_chunk_hashes_are_each_chunks_sha256(tmp_path, size, start_c
         if size > start:
             with pytest.raises(ValueError, match="ended at byte"):
                 _hash_range(f.fileno(), start, size + 1 + cut)
+
+
+def test_a_synced_run_folder_appears_on_the_server_with_its_manifest(tmp_path, monkeypatch):
+    """A second sync of the same run from the same ledger (the run's background sync and a
+    `sync --watch`) was refused at random: a state request saw the new folder before its manifest
+    ("exists on the server and was not synced there")."""
+    from labledger.server import sync as S
+
+    run_dir = tmp_path / "runs" / "r1"
+    seen = []
+    real = S.write_manifest
+
+    def spy(folder, doc):
+        seen.append(S.run_state(run_dir))  # what a state request sees while the manifest is written
+        real(folder, doc)
+
+    monkeypatch.setattr(S, "write_manifest", spy)
+    doc = S._owned(run_dir, "origin-1", "host-1", create=True)
+    assert seen == [None] and doc["origin"] == "origin-1"
+    assert S.run_state(run_dir) == {"files": {}, "parts": {}, "index": None, "origin": "origin-1", "host": "host-1"}
+    # a creator whose rename came second gets the first one's manifest (and the origin check)
+    assert (
+        S._create_run_dir(run_dir, {"origin": "origin-2", "host": "h", "files": {}, "index": None})["origin"]
+        == "origin-1"
+    )
+    assert [p.name for p in run_dir.parent.iterdir()] == ["r1"]  # no hidden folder left

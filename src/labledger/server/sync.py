@@ -103,15 +103,42 @@ def _owned(run_dir: Path, origin: str, host: str, *, create: bool) -> dict[str, 
             )
         if not create:
             raise ApiError(409, f"run {run_dir.name} has no files on this server yet: send its files first")
-        run_dir.mkdir(parents=True)
-        doc = {"origin": origin, "host": host, "files": {}, "index": None}
-        write_manifest(run_dir, doc)
+        doc = _create_run_dir(run_dir, {"origin": origin, "host": host, "files": {}, "index": None})
     if doc.get("origin") != origin:
         raise ApiError(
             409,
             f"run {run_dir.name} on this server was synced from another ledger (host {doc.get('host') or '?'}): "
             f"refusing to merge two copies of one run",
         )
+    return doc
+
+
+def _create_run_dir(run_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """Make ``run_dir`` with its manifest ``doc`` in one rename, and return the manifest it has.
+
+    A folder made first and given its manifest after was, in between, a run "not made by sync" to
+    a state request (which takes no lock) or to another server process: a second sync of the same
+    run from the same ledger was refused. The folder is built under a hidden name beside it; when
+    another creator's rename came first, its manifest is the one returned (the caller checks its
+    origin)."""
+    import secrets
+    import shutil
+
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = run_dir.with_name(f".{run_dir.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+    tmp.mkdir()
+    try:
+        write_manifest(tmp, doc)
+        os.rename(tmp, run_dir)  # fails when run_dir exists (and is not empty)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        found = read_manifest(run_dir)
+        if found is None:
+            raise ApiError(
+                409, f"run {run_dir.name} exists on this server and was not made by sync: refusing to merge into it"
+            ) from None
+        return found
+    fsync_dir(run_dir.parent, strict=True)  # the new run folder survives a crash before the answer
     return doc
 
 
