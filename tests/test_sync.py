@@ -649,19 +649,19 @@ def test_the_clients_chunk_hashes_are_each_chunks_sha256(tmp_path, size, start_c
     """The client's hashes of a range it sends (read into one reused buffer) are the sha256 of each
     chunk of exactly that range; a file that ends before the range does is an error, never a
     hash of fewer bytes."""
-    from labledger.server.sync_client import _hash_range
+    from labledger.store.manifest import hash_chunks
 
     data = os.urandom(size)
     path = tmp_path / f"f-{size}"
     path.write_bytes(data)
     start = min(start_chunk * CHUNK, size - size % CHUNK)
     with open(path, "rb") as f:
-        assert _hash_range(f.fileno(), start, size) == [
+        assert hash_chunks(f.fileno(), start, size) == [
             hashlib.sha256(data[i : i + CHUNK]).hexdigest() for i in range(start, size, CHUNK)
         ]
         if size > start:
             with pytest.raises(ValueError, match="ended at byte"):
-                _hash_range(f.fileno(), start, size + 1 + cut)
+                hash_chunks(f.fileno(), start, size + 1 + cut)
 
 
 def test_a_synced_run_folder_appears_on_the_server_with_its_manifest(tmp_path, monkeypatch):

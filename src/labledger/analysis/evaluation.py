@@ -548,6 +548,9 @@ def _compute_one(
     return "entry", entry, draws
 
 
+# numpy's BLAS on one thread (and in the metric threads' pool): threaded dot products split their
+# sums, so the values' last bits followed the machine's core count; the same document everywhere (#19)
+@one_blas_thread()
 def evaluate(
     source: Any,
     *,
@@ -594,53 +597,50 @@ def evaluate(
         by=fields,
         tasks={},
     )
-    # numpy's BLAS on one thread: threaded dot products split their sums, so the values' last bits
-    # followed the machine's core count; the same document everywhere (#19)
-    with one_blas_thread():
-        headline_samples: dict[str, tuple[MetricValue, np.ndarray | None]] = {}
-        for name in tasks:
-            td = rs[name]
-            specs = _specs_for(td, metrics)
-            head_spec = parse_metric((headline or {}).get(name, HEADLINE[td.kind]))
-            head_key = None
-            if td.kind in head_spec.metric.kinds:
-                head_key = metric_key(head_spec.name, task_params(head_spec.metric, dict(head_spec.params), td))
-                keys = {
-                    metric_key(s.name, task_params(s.metric, dict(s.params), td))
-                    for s in specs
-                    if td.kind in s.metric.kinds
-                }
-                if head_key not in keys:
-                    specs = [*specs, head_spec]
-            entries, tables, kept = _compute(
-                td,
-                specs,
-                ci=ci,
-                resamples=resamples,
-                seed=seed,
-                where="",
-                budget=item_draw_budget,
-                keep={head_key} if head_key else None,
-            )
-            body = TaskEvaluation(
-                kind=td.kind,
-                n=td.n,
-                labels=list(_labels_of(td)) or None,
-                positive=_positive_of(td),
-                clusters=None if td.group is None else int(td.group.max()) + 1,
-                headline=head_key,
-                metrics=entries,
-                per_class=tables.get("per_class"),
-                confusion_matrix=tables.get("confusion_matrix"),
-            )
-            if head_key:
-                entry = next((e for e in entries if e.key == head_key), None)
-                if entry is not None:
-                    headline_samples[name] = (entry, kept.get(head_key))
-            if fields:
-                body.slices = _slices(td, specs, fields, ci=ci, resamples=resamples, seed=seed, budget=item_draw_budget)
-            doc.tasks[name] = body
-        doc.suite = _suite(headline_samples, ci) if len(tasks) > 1 else None
+    headline_samples: dict[str, tuple[MetricValue, np.ndarray | None]] = {}
+    for name in tasks:
+        td = rs[name]
+        specs = _specs_for(td, metrics)
+        head_spec = parse_metric((headline or {}).get(name, HEADLINE[td.kind]))
+        head_key = None
+        if td.kind in head_spec.metric.kinds:
+            head_key = metric_key(head_spec.name, task_params(head_spec.metric, dict(head_spec.params), td))
+            keys = {
+                metric_key(s.name, task_params(s.metric, dict(s.params), td))
+                for s in specs
+                if td.kind in s.metric.kinds
+            }
+            if head_key not in keys:
+                specs = [*specs, head_spec]
+        entries, tables, kept = _compute(
+            td,
+            specs,
+            ci=ci,
+            resamples=resamples,
+            seed=seed,
+            where="",
+            budget=item_draw_budget,
+            keep={head_key} if head_key else None,
+        )
+        body = TaskEvaluation(
+            kind=td.kind,
+            n=td.n,
+            labels=list(_labels_of(td)) or None,
+            positive=_positive_of(td),
+            clusters=None if td.group is None else int(td.group.max()) + 1,
+            headline=head_key,
+            metrics=entries,
+            per_class=tables.get("per_class"),
+            confusion_matrix=tables.get("confusion_matrix"),
+        )
+        if head_key:
+            entry = next((e for e in entries if e.key == head_key), None)
+            if entry is not None:
+                headline_samples[name] = (entry, kept.get(head_key))
+        if fields:
+            body.slices = _slices(td, specs, fields, ci=ci, resamples=resamples, seed=seed, budget=item_draw_budget)
+        doc.tasks[name] = body
+    doc.suite = _suite(headline_samples, ci) if len(tasks) > 1 else None
     return Evaluation(doc)
 
 

@@ -398,6 +398,7 @@ def _one_metric(
 # report
 
 
+@one_blas_thread()  # the same draws on every machine, no idle BLAS threads spinning (#19)
 def report(
     results: Any,
     recipe: Recipe | str | Any,
@@ -423,11 +424,6 @@ def report(
     >>> rep.document["tasks"]["t"]["in_sample"], rep.value("t", "accuracy", "calibrated")
     ('no', 1.0)
     """
-    with one_blas_thread():  # the same draws on every machine, no idle BLAS threads spinning (#19)
-        return _report(results, recipe, task, ci, resamples, seed, bins, crossfit, display)
-
-
-def _report(results, recipe, task, ci, resamples, seed, bins, crossfit, display) -> CalibrationReport:
     recipe = load_recipe(recipe)
     rs, source, sha = load_results(results, positive=reading_positive(recipe), display=display)
     check_tasks(rs, recipe, keep_other_tasks=True)

@@ -33,7 +33,8 @@ MUTABLE = frozenset({"run.json"})
 
 
 def chunk_hashes(path: str | os.PathLike[str], *, size: int | None = None) -> list[str]:
-    """The sha256 of each ``CHUNK``-byte chunk of the first ``size`` bytes (all by default), streamed.
+    """The sha256 of each ``CHUNK``-byte chunk of the first ``size`` bytes (all by default; at most
+    the file's), streamed (:func:`hash_chunks`).
 
     >>> import tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "f")
@@ -41,15 +42,34 @@ def chunk_hashes(path: str | os.PathLike[str], *, size: int | None = None) -> li
     >>> chunk_hashes(p) == [hashlib.sha256(b"abc").hexdigest()]
     True
     """
-    out: list[str] = []
     with open(path, "rb") as f:
-        left = os.fstat(f.fileno()).st_size if size is None else size
-        while left > 0:
-            data = f.read(min(CHUNK, left))
-            if not data:
-                break
-            out.append(hashlib.sha256(data).hexdigest())
-            left -= len(data)
+        have = os.fstat(f.fileno()).st_size
+        return hash_chunks(f.fileno(), 0, have if size is None else min(size, have))
+
+
+def hash_chunks(fd: int, start: int, end: int) -> list[str]:
+    """The sha256 of each ``CHUNK`` of the bytes ``[start, end)`` of an open file (``start`` a chunk
+    boundary), each read into one reused buffer (``preadv``) and hashed there while it is in the
+    CPU's cache: ~0.3 s less CPU per GiB than hashing each chunk from a memory map of it, whose
+    pages fault in one by one (#18). Raises ``ValueError`` when the file ends before ``end``.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryFile() as f:
+    ...     _ = f.write(b"abc"); f.flush()
+    ...     hash_chunks(f.fileno(), 0, 3) == [hashlib.sha256(b"abc").hexdigest()]
+    True
+    """
+    out = []
+    view = memoryview(bytearray(min(CHUNK, max(end - start, 0))))
+    for at in range(start, end, CHUNK):
+        want = min(CHUNK, end - at)
+        got = 0
+        while got < want:
+            n = os.preadv(fd, [view[got:want]], at + got)
+            if n == 0:
+                raise ValueError(f"the file ended at byte {at + got}, before {end}")
+            got += n
+        out.append(hashlib.sha256(view[:want]).hexdigest())
     return out
 
 
