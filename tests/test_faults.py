@@ -755,3 +755,24 @@ def test_a_get_never_marks_a_run_crashed_the_servers_timer_does(tmp_path):
     assert row[0] == "running"  # the GETs changed nothing
     assert ctx.reap() == [run.id]  # what the server's background task does every 5 s
     assert client.get(f"/api/runs/{run.id}").json()["run"]["status"] == "crashed"
+
+
+def test_a_server_whose_disk_refuses_answers_507_saying_so():
+    # a sync to a server with a full disk said "500: internal server error (the server's log has the
+    # details)"; the client now reads why, and that nothing of the request was stored
+    import asyncio
+    import errno
+
+    from labledger.server.app import on_unexpected
+    from labledger.server.envelope import status_of
+
+    class Req:
+        method = "PUT"
+
+        class url:
+            path = "/api/sync/runs/r/files"
+
+    resp = asyncio.run(on_unexpected(Req(), OSError(errno.ENOSPC, "No space left on device")))
+    assert resp.status_code == 507 and b"No space left on device" in resp.body and b"nothing" in resp.body
+    assert asyncio.run(on_unexpected(Req(), ValueError("a bug"))).status_code == 500
+    assert status_of(StorageError("disk full: ledger.db: the index was not updated")) == 507

@@ -104,6 +104,16 @@ async def on_ledger_error(request: Request, exc: LedgerError) -> Response:
 
 
 async def on_unexpected(request: Request, exc: Exception) -> Response:
+    from labledger.store.jsonl import DISK_ERRNOS
+
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:  # the server's disk: full, failing, read-only
+        log.error("the disk refused a write answering %s %s: %s", request.method, request.url.path, exc)
+        return error_response(
+            507,
+            f"the server's disk refused the write ({exc.strerror}): nothing of this request was stored; "
+            f"free space on the server and try again",
+            head=request.method == "HEAD",
+        )
     log.error("unexpected error answering %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(
         500, "internal server error (the server's log has the details)", head=request.method == "HEAD"

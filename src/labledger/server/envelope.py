@@ -19,6 +19,7 @@ from labledger.errors import (
     RecordError,
     RunNotFoundError,
     RunStateError,
+    StorageError,
     UnknownNameError,
 )
 
@@ -37,6 +38,7 @@ REASONS = {
     415: "unsupported media type",
     500: "internal server error",
     503: "service unavailable",
+    507: "insufficient storage",
 }
 
 
@@ -114,4 +116,6 @@ def status_of(exc: LedgerError) -> int:
 
     if isinstance(exc, IndexUnavailableError):
         return 503
+    if isinstance(exc, StorageError):
+        return 507
     return 400
