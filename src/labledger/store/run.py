@@ -937,9 +937,14 @@ class Run:
             stats.fold(pending, keys, numbers=True)
         if self._max_step is None or top > self._max_step:
             self._max_step = top
+        # the first and last numeric times, as the counters' full scan defines them (an explicit
+        # time=None or time="..." record does not count): the usual first/last record's, else a scan
         if self._first_time is None:
-            self._first_time = pending[0].get("time")
-        self._last_time = newest.get("time")
+            self._first_time = next((t for r in pending if _is_time(t := r.get("time"))), None)
+        t = newest.get("time")
+        if not _is_time(t):
+            t = next((t for r in reversed(pending) if _is_time(t := r.get("time"))), self._last_time)
+        self._last_time = t
 
     def _fields(self) -> dict[str, Any]:
         self._fold()
@@ -1061,6 +1066,11 @@ class Run:
         os.close(self._lock_fd)
         if self._owns_ledger:
             self.ledger.close()
+
+
+def _is_time(t: Any) -> bool:
+    """Whether a record's ``time`` counts as one (a number, not a bool: :class:`Counters`'s rule)."""
+    return isinstance(t, (int, float)) and not isinstance(t, bool)
 
 
 def _finite_or_none(v: Any) -> Any:
