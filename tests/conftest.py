@@ -12,8 +12,15 @@ SHARED = REPO.parent / "shared"
 SEEDS = SHARED / "seeds"
 #: Screenshots and other artefacts that CI keeps.
 ARTIFACTS = Path(os.environ.get("LABLEDGER_TEST_ARTIFACTS", REPO / "test-artifacts"))
-# The columnar cache (#19) of the files tests read goes to a folder of this session, not ~/.cache.
-os.environ.setdefault("LABLEDGER_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="labledger-cache-"))
+# The columnar cache (#19) of the files tests read goes to a folder of this session, not ~/.cache,
+# removed when the session's process ends (each xdist worker made one and left it in /tmp).
+if "LABLEDGER_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["LABLEDGER_CACHE_DIR"] = _CACHE_DIR = tempfile.mkdtemp(prefix="labledger-cache-")
+    atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 # Tables are laid out to the CLI's own default width whatever the runner sets (pytest-xdist's
 # workers set COLUMNS=80); a test of another width passes COLUMNS to CliRunner itself.
 os.environ["COLUMNS"] = "150"
