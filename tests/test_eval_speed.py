@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -21,8 +22,9 @@ import labledger
 from labledger.inputs.result_table import _numbers, arrow_numpy, result_set_from_table, result_set_to_table
 from labledger.inputs.results import read_results
 from labledger.metrics import stats
-from labledger.metrics.analytic import ap_influence, auc_influence
-from labledger.metrics.classification import _sorted_groups, prob_prepared
+from labledger.metrics.analytic import ap_influence, auc_influence, influence, sum_sq
+from labledger.metrics.classification import SortCache, _sorted_groups, prob_prepared
+from labledger.metrics.prepared import MeanPrepared
 from labledger.metrics.resample import _unique_codes
 
 SRC = str(Path(labledger.__file__).resolve().parents[1])
@@ -143,26 +145,53 @@ def test_influence_values_equal_the_item_level_forms(case, clustered):
     )
 
 
+@FAST
+@given(scores_and_labels, st.sampled_from(["roc_auc", "average_precision", "log_loss", "brier", "mae_of_mean"]))
+def test_variance_by_group_equals_the_sum_of_the_items_squared_influence(case, name):
+    """The unclustered variance summed by tie group (or in one pass for a mean) is sum_i psi_i^2 of
+    the item-level influence values (what analytic intervals used before, #19)."""
+    score, y = _data(*case)
+    gold = y.astype(np.int64)
+    if name == "mae_of_mean":  # a mean with a mask
+        mask = np.random.default_rng(case[0]).random(len(score)) < 0.7
+        prep = MeanPrepared(metric="m", params={}, n=len(score), n_used=int(mask.sum()), values=score, mask=mask)
+    else:
+        params = {"average": "binary", "pos_label": "p"} if name in ("roc_auc", "average_precision") else {}
+        prep = prob_prepared(name, params, gold, np.column_stack([1.0 - score, score]), ("n", "p"), pos=1)
+    psi = influence(prep, clustered=False)
+    got = sum_sq(prep)
+    if psi is None:
+        assert got is None
+    else:
+        assert got == pytest.approx(float(psi @ psi), rel=1e-12, abs=1e-300)
+
+
 # ------------------------------------------------------------------------------------------------
 # One argsort shared by ROC-AUC and AP; the descending order as the reversed ascending one
 
 
 @FAST
-@given(scores_and_labels, st.sampled_from(["roc_auc", "average_precision"]))
-def test_shared_sort_gives_the_same_values_and_influence(case, name):
+@given(scores_and_labels, st.sampled_from(["roc_auc", "average_precision"]), st.booleans())
+def test_shared_sort_gives_the_same_values_and_influence(case, name, cache):
     score, y = _data(*case)
     probs = np.column_stack([1.0 - score, score])
     gold = y.astype(np.int64)
     params = {"average": "binary", "pos_label": "p"}
     alone = prob_prepared(name, params, gold, probs, ("n", "p"), pos=1)
-    sorts: dict[int, np.ndarray] = {}
-    prob_prepared("roc_auc", {"average": "macro"}, gold, probs, ("n", "p"), pos=None, sorts=sorts)
+    # a SortCache also shares the ranked class flags between ROC-AUC and AP (#19)
+    sorts: dict[int, Any] = SortCache() if cache else {}
+    first = prob_prepared("roc_auc", {"average": "macro"}, gold, probs, ("n", "p"), pos=None, sorts=sorts)
+    other = "average_precision" if name == "roc_auc" else "roc_auc"
+    first.value(), prob_prepared(other, params, gold, probs, ("n", "p"), pos=1, sorts=sorts).value()
     shared = prob_prepared(name, params, gold, probs, ("n", "p"), pos=1, sorts=sorts)
     assert 1 in sorts  # the ROC-AUC's sort was reused
+    if cache:
+        assert (1, 1) in sorts.ranked
     a, b = alone.value(), shared.value()
-    assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-12, abs=1e-15)
+    assert (math.isnan(a) and math.isnan(b)) or a == b
     if len(score) > 1 and alone.influence is not None:
-        np.testing.assert_allclose(shared.influence(False), alone.influence(False), rtol=1e-12, atol=1e-15)
+        np.testing.assert_array_equal(shared.influence(False), alone.influence(False))
+        np.testing.assert_array_equal(shared.influence(True), alone.influence(True))
     w = np.random.default_rng(1).poisson(1.0, (4, len(score))).astype(np.float64)
     np.testing.assert_allclose(shared.weighted(w), alone.weighted(w), rtol=1e-12, atol=1e-15)
 

@@ -136,8 +136,9 @@ def correct_of(prep: Prepared) -> np.ndarray:
 
     if isinstance(prep, TablePrepared):
         k = round(math.sqrt(prep.n_cells))
-        cells = prep.get_cells()
-        return np.asarray((cells // k) == (cells % k))
+        diagonal = np.zeros(prep.n_cells + 1, dtype=bool)  # the last entry: cell -1 (not counted)
+        diagonal[np.arange(k) * (k + 1)] = True
+        return diagonal[prep.get_cells()]  # one gather, not two integer divisions (#19)
     if isinstance(prep, MeanPrepared):
         return np.asarray(prep.values > 0.5)
     raise MetricInputError(f"{prep.metric}: McNemar's test needs per-item correctness")
@@ -192,6 +193,10 @@ def value_notes(
             if lo is not None:
                 iv.low, iv.high = lo, hi
                 iv.method = iv.method.replace("percentile bootstrap", "BCa bootstrap (jackknife acceleration)")
+    if item is not None and groups is None and iv.resamples == 0 and iv.method == "analytic: " + _CLT and iv.n > 1:
+        # the stored interval is this mean's own analytic one: the note repeats it, not computed again (#19)
+        note = AnalyticInterval(method=_CLT, low=iv.low, high=iv.high, se=iv.se, df=iv.n - 1, ci=ci)
+        return {"analytic": note, **interval_notes(iv, groups=groups, ci=ci)}
     return interval_notes(
         iv,
         groups=groups,
@@ -199,6 +204,10 @@ def value_notes(
         analytic_values=None if item is None else item[0],
         analytic_mask=None if item is None else item[1],
     )
+
+
+#: The method of a mean's CLT interval (:func:`labledger.metrics.stats.mean_interval`).
+_CLT = "CLT SE (n-1 variance), t on n-1 df"
 
 
 def diff_notes(

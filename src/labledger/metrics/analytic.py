@@ -77,6 +77,129 @@ def _per_item(
     return out
 
 
+class Ranked:
+    """A score's class flags in one sort order (``order``; ``starts``: its tie groups), summed per
+    group: what ROC-AUC's and average precision's values, influence values and variances read. Built
+    once per column and class and shared by both metrics (each gathered and summed them again, #19).
+
+    >>> r = Ranked(np.array([False, True, True]), np.array([0, 2, 1]), np.array([0, 1]))
+    >>> r.y.tolist(), r.p, r.pos_g.tolist(), r.sizes.tolist()
+    ([False, True, True], 2, [0.0, 2.0], [1, 2])
+    >>> r.reversed().pos_g.tolist(), r.reversed().starts.tolist()
+    ([2.0, 0.0], [0, 2])
+    """
+
+    def __init__(
+        self,
+        is_pos: np.ndarray,
+        order: np.ndarray,
+        starts: np.ndarray | None,
+        *,
+        _parts: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
+        self.order, self.starts, self.n = order, starts, len(order)
+        if _parts is None:
+            self.y = is_pos[order]
+            self.pos_g = _group_sums(self.y.astype(np.float64), starts)[0]  # whole numbers: exact
+        else:
+            self.y, self.pos_g = _parts
+        self.p = int(np.count_nonzero(self.y))
+
+    # Only the flags and their group sums are kept (the task's metrics share them); the rest is
+    # derived on each use, a pass or two, so that a large task holds no more than it did (#19).
+
+    @property
+    def ends(self) -> np.ndarray:
+        """Each group's end (one past its last item; no ties: ``1 .. n``), as floats: the items at or
+        before it (whole numbers, exact)."""
+        if self.starts is None:
+            return np.arange(1, self.n + 1, dtype=np.float64)
+        return np.append(self.starts[1:], self.n).astype(np.float64)
+
+    @property
+    def sizes(self) -> np.ndarray | None:
+        """Each tie group's size (None: no ties)."""
+        return None if self.starts is None else np.diff(np.append(self.starts, self.n))
+
+    def neg_g(self) -> np.ndarray:
+        """The negatives per group."""
+        sizes = self.sizes
+        return 1.0 - self.pos_g if sizes is None else sizes - self.pos_g
+
+    def reversed(self) -> Ranked:
+        """The same in the reverse order (descending for an ascending sort): the group sums read
+        backwards, not summed again (the flags and the order are views)."""
+        starts = None
+        if self.starts is not None:
+            ends = np.append(self.starts[1:], self.n)
+            starts = np.ascontiguousarray((self.n - ends)[::-1])
+        parts = (self.y[::-1], np.ascontiguousarray(self.pos_g[::-1]))
+        return Ranked(self.y, self.order[::-1], starts, _parts=parts)
+
+
+class GroupInfluence:
+    """Influence values by tie group and class (``if_pos``/``if_neg`` for a group's positives and
+    negatives, ``None``: the metric is undefined here): the items' values (:meth:`per_item`) and,
+    without clusters, the variance ``sum_i psi_i^2`` summed by group (:meth:`sum_sq`) without them."""
+
+    def __init__(self, ranked: Ranked, parts: tuple[np.ndarray, np.ndarray] | None) -> None:
+        self.ranked, self.parts = ranked, parts
+
+    def per_item(self) -> np.ndarray:
+        r = self.ranked
+        if self.parts is None:
+            return np.full(r.n, math.nan)
+        return _per_item(r.y, self.parts[0], self.parts[1], r.sizes, r.order)
+
+    def sum_sq(self) -> float:
+        """``sum_i psi_i^2`` over the items, as ``sum_g (pos_g if_pos_g^2 + neg_g if_neg_g^2)``
+        (nan when undefined)."""
+        r = self.ranked
+        if self.parts is None:
+            return math.nan
+        if_pos, if_neg = self.parts
+        return float(np.dot(r.pos_g, if_pos * if_pos) + np.dot(r.neg_g(), if_neg * if_neg))
+
+
+def auc_groups(r: Ranked, clustered: bool) -> GroupInfluence:
+    """DeLong's influence values of ROC-AUC by group, from the ascending :class:`Ranked`."""
+    p = r.p
+    q = r.n - p
+    if p == 0 or q == 0:
+        return GroupInfluence(r, None)
+    pos_g = r.pos_g
+    neg_g = r.neg_g()
+    pos_upto = np.cumsum(pos_g)
+    # whole numbers, exact: the negatives up to a group are the items up to it less the positives
+    neg_below = r.ends - pos_upto
+    neg_below -= neg_g
+    pos_above = p - pos_upto
+    v10 = (neg_below + 0.5 * neg_g) / q  # for a positive: the share of negatives it outranks
+    v01 = (pos_above + 0.5 * pos_g) / p  # for a negative: the share of positives that outrank it
+    auc = float((pos_g * v10).sum() / p)
+    sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
+    sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
+    return GroupInfluence(r, ((v10 - auc) / p * sp, (v01 - auc) / q * sq))
+
+
+def ap_groups(r: Ranked, clustered: bool) -> GroupInfluence:
+    """Delta-method influence values of average precision by group, from the descending :class:`Ranked`."""
+    n, p = r.n, r.p
+    if p == 0 or n == 0:
+        return GroupInfluence(r, None)
+    pos_g = r.pos_g
+    k_c = r.ends  # the items at or above each score (whole numbers: its running count, exactly)
+    prec = np.cumsum(pos_g) / k_c
+    ap = float((pos_g * prec).sum() / p)
+    a = np.cumsum((pos_g / k_c)[::-1])[::-1]  # groups at or below each score
+    b = np.cumsum((pos_g * prec / k_c)[::-1])[::-1]
+    if_pos, if_neg = ((prec - ap) + a - b) / p, (0.0 - b) / p
+    if not clustered and n > 1:
+        scale = math.sqrt(n / (n - 1))
+        if_pos, if_neg = if_pos * scale, if_neg * scale
+    return GroupInfluence(r, (if_pos, if_neg))
+
+
 def auc_influence(is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | None, clustered: bool) -> np.ndarray:
     """DeLong's per-item influence values of ROC-AUC (``order``: ascending score order, ``starts``: tie
     groups of the sorted scores); nan everywhere when a class is absent.
@@ -86,23 +209,7 @@ def auc_influence(is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | No
     >>> auc_influence(y, order, None, True).round(3).tolist()
     [0.125, -0.125, -0.125, 0.125]
     """
-    n = len(is_pos)
-    y = is_pos[order]
-    p = int(np.count_nonzero(y))
-    q = n - p
-    if p == 0 or q == 0:
-        return np.full(n, math.nan)
-    yf = y.astype(np.float64)
-    pos_g, sizes = _group_sums(yf, starts)
-    neg_g = 1.0 - yf if sizes is None else sizes - pos_g  # whole numbers: exact either way
-    neg_below = np.cumsum(neg_g) - neg_g
-    pos_above = p - np.cumsum(pos_g)
-    v10 = (neg_below + 0.5 * neg_g) / q  # for a positive: the share of negatives it outranks
-    v01 = (pos_above + 0.5 * pos_g) / p  # for a negative: the share of positives that outrank it
-    auc = float((pos_g * v10).sum() / p)
-    sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
-    sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
-    return _per_item(y, (v10 - auc) / p * sp, (v01 - auc) / q * sq, sizes, order)
+    return auc_groups(Ranked(is_pos, order, starts), clustered).per_item()
 
 
 def ap_influence(is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | None, clustered: bool) -> np.ndarray:
@@ -113,24 +220,28 @@ def ap_influence(is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | Non
     >>> abs(float(ap_influence(y, order, None, True).sum())) < 1e-12
     True
     """
-    n = len(is_pos)
-    y = is_pos[order]
-    p = int(np.count_nonzero(y))
-    if p == 0 or n == 0:
-        return np.full(n, math.nan)
-    yf = y.astype(np.float64)
-    pos_g, sizes = _group_sums(yf, starts)
-    cnt_g = np.ones(n) if sizes is None else sizes.astype(np.float64)
-    k_c = np.cumsum(cnt_g)
-    prec = np.cumsum(pos_g) / k_c
-    ap = float((pos_g * prec).sum() / p)
-    a = np.cumsum((pos_g / k_c)[::-1])[::-1]  # groups at or below each score
-    b = np.cumsum((pos_g * prec / k_c)[::-1])[::-1]
-    if_pos, if_neg = ((prec - ap) + a - b) / p, (0.0 - b) / p
-    if not clustered and n > 1:
-        scale = math.sqrt(n / (n - 1))
-        if_pos, if_neg = if_pos * scale, if_neg * scale
-    return _per_item(y, if_pos, if_neg, sizes, order)
+    return ap_groups(Ranked(is_pos, order, starts), clustered).per_item()
+
+
+class GroupedInfluence:
+    """A metric's influence function (``psi = f(clustered)``, per item) built on its
+    :class:`GroupInfluence`, computed once by whether clusters are summed; :meth:`sum_sq` gives the
+    unclustered variance by group."""
+
+    def __init__(self, make: Callable[[bool], GroupInfluence]) -> None:
+        self._make = make
+        self._done: dict[bool, GroupInfluence] = {}
+
+    def groups(self, clustered: bool) -> GroupInfluence:
+        if clustered not in self._done:
+            self._done[clustered] = self._make(clustered)
+        return self._done[clustered]
+
+    def __call__(self, clustered: bool) -> np.ndarray:
+        return self.groups(clustered).per_item()
+
+    def sum_sq(self) -> float:
+        return self.groups(False).sum_sq()
 
 
 def ovr_influence(fns: Sequence[InfluenceFunction], clustered: bool) -> np.ndarray:
@@ -182,6 +293,48 @@ def influence(prep: Prepared, clustered: bool = False) -> np.ndarray | None:
         prep._influence[clustered] = psi
     found: np.ndarray | None = prep._influence[clustered]
     return found
+
+
+def _mean_sum_sq(prep: MeanPrepared) -> float | None:
+    """``sum_i psi_i^2`` of :func:`_mean_influence` (no clusters) without the values item by item."""
+    x = prep.values if prep.mask is None else prep.values[np.asarray(prep.mask, dtype=bool)]
+    m_used = len(x)
+    if m_used == 0:
+        return None
+    m = float(x.mean())
+    d = x - m
+    ss = float(np.dot(d, d))
+    factor = 1.0 / m_used
+    if prep.post is not None:
+        h = 1e-6 * max(1.0, abs(m))
+        lo, hi = prep.post(np.array([m - h, m + h]))
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            return None
+        factor *= float((hi - lo) / (2 * h))
+    if m_used > 1:
+        ss *= m_used / (m_used - 1)
+    return ss * factor * factor
+
+
+def sum_sq(prep: Prepared) -> float | None:
+    """The unclustered variance of a prepared metric, ``sum_i psi_i^2`` of its :func:`influence`
+    values, summed the cheapest way it has (by tie group for ROC-AUC and AP, one pass for a mean,
+    #19); None when it has no analytic form here.
+
+    >>> from labledger.metrics import prepare
+    >>> sum_sq(prepare("log_loss", gold=[0, 1], score=[0.5, 0.5]))
+    0.0
+    """
+    if prep.columns is not None:
+        return None
+    if isinstance(prep, MeanPrepared):
+        found = _mean_sum_sq(prep)
+    elif isinstance(prep, WeightsPrepared) and isinstance(prep.influence, GroupedInfluence):
+        found = prep.influence.sum_sq()
+    else:
+        psi = influence(prep, clustered=False)
+        return None if psi is None else float(covariance([psi])[0, 0])
+    return found if found is not None and math.isfinite(found) else None
 
 
 def has_analytic(prep: Prepared) -> bool:
@@ -275,12 +428,18 @@ def analytic_interval(prep: Prepared, *, ci: float = 0.95, groups: np.ndarray | 
     from labledger.metrics.resample import Interval
     from labledger.metrics.stats import wilson_interval
 
-    psi = influence(prep, clustered=groups is not None)
-    if psi is None:
-        return None
+    if groups is None:
+        found = sum_sq(prep)
+        if found is None:
+            return None
+        var = found
+    else:
+        psi = influence(prep, clustered=True)
+        if psi is None:
+            return None
+        var = float(covariance([psi], groups)[0, 0])
     value = prep.value()
     clusters = None if groups is None else int(np.max(groups)) + 1 if len(groups) else 0
-    var = float(covariance([psi], groups)[0, 0])
     se = math.sqrt(var) if math.isfinite(var) and var >= 0 else math.nan
     if groups is None and isinstance(prep, MeanPrepared) and prep.post is None:
         vals = prep.values if prep.mask is None else prep.values[prep.mask]
@@ -362,8 +521,13 @@ def normal_draws(
 __all__ = [
     "ANALYTIC_FROM",
     "ANALYTIC_MIN_CLUSTERS",
+    "GroupInfluence",
+    "GroupedInfluence",
+    "Ranked",
     "analytic_interval",
+    "ap_groups",
     "ap_influence",
+    "auc_groups",
     "auc_influence",
     "covariance",
     "describe",
@@ -372,5 +536,6 @@ __all__ = [
     "normal_draws",
     "ovr_influence",
     "paired_analytic",
+    "sum_sq",
     "use_analytic",
 ]

@@ -333,6 +333,50 @@ class SortCache(dict[int, tuple[np.ndarray, np.ndarray | None]]):
         super().__init__()
         self.lock = threading.Lock()
         self.given: dict[int, np.ndarray] = dict(given or {})
+        #: each (column, class)'s :class:`LazyRanked`, shared by ROC-AUC and average precision
+        self.ranked: dict[tuple[int, int], LazyRanked] = {}
+
+
+class LazyRanked:
+    """The :class:`labledger.metrics.analytic.Ranked` of one score column and class in its ascending
+    sort, built on first use (by whichever of ROC-AUC's and AP's value and influence paths asks
+    first; the lock makes threads build it once).
+
+    >>> r = LazyRanked(np.array([True, False]), (np.array([1, 0]), None))
+    >>> r().y.tolist(), r().p
+    ([False, True], 1)
+    """
+
+    def __init__(self, is_pos: np.ndarray, ascending: tuple[np.ndarray, np.ndarray | None]) -> None:
+        self._args: tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None]] | None = (is_pos, ascending)
+        self._found: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Any:
+        with self._lock:
+            if self._found is None and self._args is not None:
+                from labledger.metrics.analytic import Ranked
+
+                is_pos, (order, starts) = self._args
+                self._found, self._args = Ranked(is_pos, order, starts), None
+            return self._found
+
+
+def _ranked(
+    sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None,
+    j: int,
+    c: int,
+    is_pos: np.ndarray,
+    ascending: tuple[np.ndarray, np.ndarray | None],
+) -> LazyRanked:
+    """Column ``j``'s ranked flags of class ``c`` (``is_pos``), shared through ``sorts`` when it is a
+    :class:`SortCache`."""
+    if not isinstance(sorts, SortCache):
+        return LazyRanked(is_pos, ascending)
+    with sorts.lock:
+        if (j, c) not in sorts.ranked:
+            sorts.ranked[(j, c)] = LazyRanked(is_pos, ascending)
+        return sorts.ranked[(j, c)]
 
 
 def _checked_order(order: np.ndarray | None, col: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -414,12 +458,13 @@ def _reverse_ranking(a: np.ndarray, b: np.ndarray, order_b: np.ndarray) -> bool:
     return bool(np.all(da <= 0) and np.array_equal(db == 0, da == 0))
 
 
-def roc_auc_sorted(y: np.ndarray, starts: np.ndarray | None) -> float:
+def roc_auc_sorted(y: np.ndarray, starts: np.ndarray | None, pos_g: np.ndarray | None = None) -> float:
     """Unweighted ROC-AUC from mid-ranks (Mann-Whitney U, ties count one half) in exact integers.
 
     ``y``: the class flags (positive: True) in ascending score order; ``starts``: the tie groups of
     the sorted scores (:func:`tie_starts`). NaN when a class is absent. The one ROC-AUC kernel:
-    the registry's ``roc_auc`` and the threshold sweep both use it.
+    the registry's ``roc_auc`` and the threshold sweep both use it. ``pos_g``: the positives per tie
+    group when the caller has them (:class:`labledger.metrics.analytic.Ranked`).
 
     >>> s = np.array([0.1, 0.35, 0.4, 0.8]); y = np.array([False, True, False, True])
     >>> roc_auc_sorted(y, tie_starts(s))
@@ -433,18 +478,28 @@ def roc_auc_sorted(y: np.ndarray, starts: np.ndarray | None) -> float:
         twice_rank_sum = 2 * int(np.flatnonzero(y).sum(dtype=np.int64)) + 2 * p  # ranks 1..n
     else:
         ends = np.r_[starts[1:], n]
-        pos_in_group = np.add.reduceat(y.astype(np.int64), starts)
+        pos_in_group = np.add.reduceat(y.astype(np.int64), starts) if pos_g is None else pos_g.astype(np.int64)
         twice_rank_sum = int((pos_in_group * (starts + 1 + ends)).sum(dtype=np.int64))  # 2 x mid-rank
     u2 = twice_rank_sum - p * (p + 1)
     return (u2 / 2) / (p * q) if u2 % 2 == 0 else u2 / (2 * p * q)
 
 
-def _auc_point(is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None]) -> Callable[[], float]:
+def _auc_point(ranked: LazyRanked) -> Callable[[], float]:
     """Unweighted ROC-AUC from mid-ranks (Mann-Whitney U) in exact integer arithmetic."""
 
     def fn() -> float:
-        order, starts = sorted_
-        return roc_auc_sorted(is_pos[order], starts)
+        r = ranked()
+        return roc_auc_sorted(r.y, r.starts, r.pos_g)
+
+    return fn
+
+
+def _ap_point(ranked: LazyRanked) -> Callable[[], float]:
+    """Unweighted average precision, on the descending reading of the ascending sort."""
+
+    def fn() -> float:
+        r = ranked().reversed()
+        return ap_sorted(r.y, r.starts, r.pos_g)
 
     return fn
 
@@ -475,19 +530,35 @@ def _ap_w(
 
 class _OvrSorts:
     """Each class's score sort for a one-vs-rest metric, computed once and shared by its weighted,
-    point and influence paths."""
+    point and influence paths (and, through ``shared``, with the task's other metrics)."""
 
     def __init__(
-        self, probs: np.ndarray, descending: bool, shared: dict[int, tuple[np.ndarray, np.ndarray | None]] | None = None
+        self,
+        probs: np.ndarray,
+        gold: np.ndarray,
+        descending: bool,
+        shared: dict[int, tuple[np.ndarray, np.ndarray | None]] | None = None,
     ):
-        self.probs, self.descending, self.shared = probs, descending, shared
+        self.probs, self.gold, self.descending, self.shared = probs, gold, descending, shared
+        self._asc: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
         self._sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._ranked: dict[int, LazyRanked] = {}
+
+    def ascending(self, c: int) -> tuple[np.ndarray, np.ndarray | None]:
+        if c not in self._asc:
+            col = np.ascontiguousarray(self.probs[:, c])
+            self._asc[c] = _sorted_groups(col, False, _ascending(self.shared, self.probs, c))
+        return self._asc[c]
 
     def get(self, c: int) -> tuple[np.ndarray, np.ndarray | None]:
         if c not in self._sorts:
-            col = np.ascontiguousarray(self.probs[:, c])
-            self._sorts[c] = _sorted_groups(col, self.descending, _ascending(self.shared, self.probs, c))
+            self._sorts[c] = _sorted_groups(self.probs[:, c], self.descending, self.ascending(c))
         return self._sorts[c]
+
+    def ranked(self, c: int) -> LazyRanked:
+        if c not in self._ranked:
+            self._ranked[c] = _ranked(self.shared, c, c, self.gold == c, self.ascending(c))
+        return self._ranked[c]
 
 
 def _ovr_w(
@@ -507,8 +578,9 @@ def _ovr_w(
     return fn
 
 
-def ap_sorted(y: np.ndarray, starts: np.ndarray | None) -> float:
-    """Unweighted average precision from the class flags in descending score order (``starts``: tie groups).
+def ap_sorted(y: np.ndarray, starts: np.ndarray | None, tp: np.ndarray | None = None) -> float:
+    """Unweighted average precision from the class flags in descending score order (``starts``: tie
+    groups; ``tp``: the positives per group when the caller has them).
 
     >>> ap_sorted(np.array([True, False, True, False]), None)
     0.8333333333333333
@@ -520,38 +592,41 @@ def ap_sorted(y: np.ndarray, starts: np.ndarray | None) -> float:
         tp = y.astype(np.float64)
         prec = np.cumsum(tp) / np.arange(1, n + 1)
     else:
-        tp = np.add.reduceat(y.astype(np.float64), starts)
+        tp = np.add.reduceat(y.astype(np.float64), starts) if tp is None else tp
         prec = np.cumsum(tp) / np.r_[starts[1:], n]
     return float(np.dot(tp, prec) / p)
 
 
 def _ovr_point(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSorts) -> Callable[[], float]:
     """The unweighted one-vs-rest macro mean from each class's sort (classes where it is defined)."""
-    kernel = roc_auc_sorted if name == "roc_auc" else ap_sorted
 
     def fn() -> float:
         vals = []
         for c in classes:
-            order, starts = sorts.get(c)
-            vals.append(kernel((gold == c)[order], starts))
+            r = sorts.ranked(c)()
+            if name == "roc_auc":
+                vals.append(roc_auc_sorted(r.y, r.starts, r.pos_g))
+            else:
+                rr = r.reversed()
+                vals.append(ap_sorted(rr.y, rr.starts, rr.pos_g))
         ok = [v for v in vals if not math.isnan(v)]
         return float(np.mean(ok)) if ok else math.nan
 
     return fn
 
 
-def _auc_infl(is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None]) -> Callable[[bool], np.ndarray]:
-    """DeLong influence values of ROC-AUC (:func:`labledger.metrics.analytic.auc_influence`), on the one sort."""
-    from labledger.metrics.analytic import auc_influence
+def _auc_infl(ranked: LazyRanked) -> Any:
+    """DeLong influence values of ROC-AUC (:func:`labledger.metrics.analytic.auc_groups`), on the one sort."""
+    from labledger.metrics.analytic import GroupedInfluence, auc_groups
 
-    return lambda clustered: auc_influence(is_pos, sorted_[0], sorted_[1], clustered)
+    return GroupedInfluence(lambda clustered: auc_groups(ranked(), clustered))
 
 
-def _ap_infl(is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None]) -> Callable[[bool], np.ndarray]:
-    """Delta-method influence values of average precision, on the one (descending) sort."""
-    from labledger.metrics.analytic import ap_influence
+def _ap_infl(ranked: LazyRanked) -> Any:
+    """Delta-method influence values of average precision, on the one sort read descending."""
+    from labledger.metrics.analytic import GroupedInfluence, ap_groups
 
-    return lambda clustered: ap_influence(is_pos, sorted_[0], sorted_[1], clustered)
+    return GroupedInfluence(lambda clustered: ap_groups(ranked().reversed(), clustered))
 
 
 def _ovr_infl(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSorts) -> Callable[[bool], np.ndarray]:
@@ -560,7 +635,7 @@ def _ovr_infl(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSo
 
     def fn(clustered: bool) -> np.ndarray:
         kernel = _auc_infl if name == "roc_auc" else _ap_infl
-        return ovr_influence([kernel(gold == c, sorts.get(c)) for c in classes], clustered)
+        return ovr_influence([kernel(sorts.ranked(c)) for c in classes], clustered)
 
     return fn
 
@@ -672,9 +747,11 @@ def score_prepared(
     pred_pos: np.ndarray | None = None,
     *,
     ascending: tuple[np.ndarray, np.ndarray | None] | None = None,
+    ranked: LazyRanked | None = None,
 ) -> Prepared:
     """A :class:`Prepared` for a binary probability metric from P(positive) (no (n, 2) matrix);
-    ``ascending``: an ascending sort order of ``score`` and its tie groups when the caller has them."""
+    ``ascending``: an ascending sort order of ``score`` and its tie groups when the caller has them,
+    ``ranked``: its class flags ranked (:class:`LazyRanked`) when the caller shares them."""
     n = len(score)
 
     weights = _weights_of(name, params, n)
@@ -682,15 +759,15 @@ def score_prepared(
     def mean(values: np.ndarray) -> MeanPrepared:
         return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
 
-    if name == "roc_auc":
+    if name in ("roc_auc", "average_precision"):
         sorted_ = _sorted_groups(score, descending=False, ascending=ascending)
-        return weights(_auc_w(score, is_pos, sorted_), _auc_point(is_pos, sorted_), _auc_infl(is_pos, sorted_))
-    if name == "average_precision":
-        sorted_d = _sorted_groups(score, descending=True, ascending=ascending)
+        ranked = ranked or LazyRanked(is_pos, sorted_)
+        if name == "roc_auc":
+            return weights(_auc_w(score, is_pos, sorted_), _auc_point(ranked), _auc_infl(ranked))
         return weights(
-            _ap_w(score, is_pos, sorted_d),
-            lambda: ap_sorted(is_pos[sorted_d[0]], sorted_d[1]),
-            _ap_infl(is_pos, sorted_d),
+            _ap_w(score, is_pos, _sorted_groups(score, descending=True, ascending=sorted_)),
+            _ap_point(ranked),
+            _ap_infl(ranked),
         )
     if name == "log_loss":
         p = np.clip(np.where(is_pos, score, 1.0 - score), EPS, 1 - EPS)
@@ -739,20 +816,24 @@ def prob_prepared(
         if params["average"] == "binary":
             if pos is None:
                 raise MetricInputError(f"{name} with average='binary' needs pos_label= (the positive label)")
+            asc = _ascending(sorts, probs, pos)
+            is_pos = gold == pos
             return score_prepared(
-                name, params, gold == pos, np.ascontiguousarray(probs[:, pos]), ascending=_ascending(sorts, probs, pos)
+                name,
+                params,
+                is_pos,
+                np.ascontiguousarray(probs[:, pos]),
+                ascending=asc,
+                ranked=None if asc is None else _ranked(sorts, pos, pos, is_pos, asc),
             )
         if name == "roc_auc" and k == 2:
             sorted_ = _sorted_groups(probs[:, 1], descending=False, ascending=_ascending(sorts, probs, 1))
             if _reverse_ranking(probs[:, 0], probs[:, 1], sorted_[0]):
                 # P(label 0) ranks the items exactly in reverse: both one-vs-rest AUCs are equal (when
                 # both are defined), so their macro mean is the AUC of label 1, computed once
-                return weights(
-                    _auc_w(probs[:, 1], gold == 1, sorted_),
-                    _auc_point(gold == 1, sorted_),
-                    _auc_infl(gold == 1, sorted_),
-                )
-        ovr = _OvrSorts(probs, descending=name != "roc_auc", shared=sorts)
+                ranked = _ranked(sorts, 1, 1, gold == 1, sorted_)
+                return weights(_auc_w(probs[:, 1], gold == 1, sorted_), _auc_point(ranked), _auc_infl(ranked))
+        ovr = _OvrSorts(probs, gold, descending=name != "roc_auc", shared=sorts)
         return weights(
             _ovr_w(make, probs, gold, range(k), ovr),
             _ovr_point(name, gold, range(k), ovr),
