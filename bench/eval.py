@@ -5,12 +5,22 @@ reviews/perf.md section 2), then runs each case in a fresh subprocess, cases int
 and prints one table: wall and CPU (user+sys) seconds, peak RSS, and the 1-minute load average at
 the start of the case. CPU is the stable figure on a shared machine; wall is what a user waits for.
 
+Memory against the goal "peak <= 2x the columns it needs" (#19): one untimed probe per file reads it,
+records which fields of each task ``evaluate`` (default metrics) actually reads (every attribute
+access on the task objects, the ``n`` property's own read of ``lines`` left out), and sums the
+numpy ``nbytes`` of those fields' arrays (``gold_index``, ``probs``, ``pred_index``, ``score``;
+``ids``, ``group``, ``lines``, slices only when read): the ``columns MiB``. It also measures the
+RSS of the interpreter with numpy, pyarrow and labledger imported and nothing read (``base``,
+~70 MiB). Each labledger row then shows ``peak / cols`` (the whole process's peak RSS over the
+columns) and ``(peak - base) / cols`` (the interpreter left out).
+
 Cases (``--only`` picks some by name):
 
 - ``eval``: ``labledger eval FILE --json`` (default metrics, 95% intervals), end to end from JSONL
   (the columnar cache off);
 - ``eval-cached``: the same reading the columnar cache entry (filled by an untimed first run);
 - ``eval-compute``: the same in one process, ``evaluate`` timed apart from reading (``read`` column);
+  it also finds the bytes of *the columns evaluate needs* (below);
 - ``eval-3``: accuracy, macro F1 and ROC-AUC, ``--resamples 0`` (like for like with the peers);
 - ``pandas``: ``pd.read_json`` + sklearn (accuracy, macro F1, ROC-AUC; no intervals);
 - ``duckdb``: ``read_json`` + numpy (the same three; no intervals);
@@ -60,6 +70,48 @@ t2 = time.perf_counter(); c2 = time.process_time()
 ev = evaluate(rs)
 t3 = time.perf_counter(); c3 = time.process_time()
 print(json.dumps({"read_s": t2 - t1, "compute_s": t3 - t2, "compute_cpu_s": c3 - c2}))
+"""
+
+COLUMNS = r"""
+import json, sys, threading
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmRSS"))
+import numpy as np, pyarrow
+from labledger.inputs.results import load
+from labledger.analysis.evaluation import evaluate
+base = rss()
+path, positive = sys.argv[1], (sys.argv[2] or None)
+rs = load(path, positive=positive)
+read: dict[int, set[str]] = {}
+lock = threading.Lock()
+def recording(cls):
+    class Recording(cls):
+        def __getattribute__(self, name):
+            if not name.startswith("__") and sys._getframe(1).f_code.co_name != "n":
+                with lock:
+                    read.setdefault(id(self), set()).add(name)
+            return super().__getattribute__(name)
+    Recording.__name__ = cls.__name__
+    return Recording
+tasks = list(rs.tasks.values())
+for td in tasks:
+    td.__class__ = recording(type(td))
+evaluate(rs)
+total, fields = 0, {}
+for td in tasks:
+    names = read.get(id(td), set())
+    for name in sorted(names):
+        value = vars(td).get(name)
+        if name == "slice_columns":
+            arrays = [c for c, _ in (value or {}).values()]
+        else:
+            arrays = [value] if isinstance(value, np.ndarray) else []
+        b = sum(a.nbytes for a in arrays)
+        if b:
+            fields[f"{td.task}.{name}"] = b
+            total += b
+print(json.dumps({"columns_bytes": total, "fields": fields, "base_bytes": base}))
 """
 
 PANDAS = r"""
@@ -261,6 +313,15 @@ def main() -> None:
                 yield kind, "calibrate", [*lb, "calibrate", "report", str(path), "--recipe", str(recipe), "--json"]
 
     rows: list[dict] = []
+    columns: dict[str, dict] = {}
+    if any(c in only for c in ("eval", "eval-cached", "eval-compute")):  # the columns evaluate needs (not timed)
+        for kind, path in files.items():
+            if kind == "cls3_b":
+                continue
+            r = run([sys.executable, "-c", COLUMNS, str(path), "yes" if kind == "binary" else ""], base_env)
+            if r["rc"] == 0:
+                columns[kind] = json.loads(r["out"].strip().splitlines()[-1])
+                print(json.dumps({"kind": kind, **columns[kind]}), file=sys.stderr, flush=True)
     if "eval-cached" in only:  # fill the cache entries (not timed)
         for _kind, case, cmd in cases():
             if case == "eval-cached":
@@ -293,21 +354,34 @@ def main() -> None:
                 row["error"] = r["err"]
             if case == "eval-compute" and not r["rc"]:
                 row.update(json.loads(r["out"].strip().splitlines()[-1]))
+            if kind in columns and case in ("eval", "eval-cached", "eval-compute"):
+                cols, base = columns[kind]["columns_bytes"] / 2**20, columns[kind]["base_bytes"] / 2**20
+                row.update(
+                    cols_mib=cols, base_mib=base, ratio=r["rss_mib"] / cols, ratio_net=(r["rss_mib"] - base) / cols
+                )
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     print(f"\n{args.rows:,} rows; {args.reps} rep(s); os.cpu_count() = {os.cpu_count()}")
-    head = "| file | case | wall s | CPU s | peak RSS MiB | load | note |"
+    head = (
+        "| file | case | wall s | CPU s | peak RSS MiB | load | cols MiB | peak / cols | (peak - base) / cols | note |"
+    )
     print(head)
-    print("|---|---|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         if "skipped" in r:
-            print(f"| {r['kind']} | {r['case']} | | | | | skipped: {r['skipped']} |")
+            print(f"| {r['kind']} | {r['case']} | | | | | | | | skipped: {r['skipped']} |")
             continue
         note = r.get("error", "")[:60]
         if "compute_s" in r:
             note = f"read {r['read_s']:.2f} s, compute {r['compute_s']:.2f} s wall / {r['compute_cpu_s']:.2f} s CPU"
+        mem = f"{r['cols_mib']:.0f} | {r['ratio']:.2f} | {r['ratio_net']:.2f}" if "ratio" in r else " | | "
         print(
-            f"| {r['kind']} | {r['case']} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['rss_mib']:.0f} | {r['load']:.1f} | {note} |"
+            f"| {r['kind']} | {r['case']} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['rss_mib']:.0f} | {r['load']:.1f} | {mem} | {note} |"
+        )
+    for kind, c in columns.items():
+        parts = ", ".join(f"{k} {v / 2**20:.0f}" for k, v in c["fields"].items())
+        print(
+            f"\n{kind}: columns evaluate reads (MiB): {parts}; base RSS (interpreter + numpy + pyarrow + labledger) {c['base_bytes'] / 2**20:.0f} MiB"
         )
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
