@@ -167,19 +167,30 @@ def auc_groups(r: Ranked, clustered: bool) -> GroupInfluence:
     q = r.n - p
     if p == 0 or q == 0:
         return GroupInfluence(r, None)
+    # in place where the values allow (the same operations in the same order: the same bits), so a
+    # large task holds a few arrays of its groups at once, not one per step (#19)
     pos_g = r.pos_g
     neg_g = r.neg_g()
     pos_upto = np.cumsum(pos_g)
     # whole numbers, exact: the negatives up to a group are the items up to it less the positives
-    neg_below = r.ends - pos_upto
-    neg_below -= neg_g
-    pos_above = p - pos_upto
-    v10 = (neg_below + 0.5 * neg_g) / q  # for a positive: the share of negatives it outranks
-    v01 = (pos_above + 0.5 * pos_g) / p  # for a negative: the share of positives that outrank it
+    v10 = r.ends
+    v10 -= pos_upto
+    v10 -= neg_g  # the negatives below each group
+    v10 += 0.5 * neg_g
+    v10 /= q  # for a positive: the share of negatives it outranks
+    v01 = np.subtract(p, pos_upto, out=pos_upto)  # the positives above each group
+    v01 += 0.5 * pos_g
+    v01 /= p  # for a negative: the share of positives that outrank it
     auc = float((pos_g * v10).sum() / p)
     sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
     sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
-    return GroupInfluence(r, ((v10 - auc) / p * sp, (v01 - auc) / q * sq))
+    v10 -= auc
+    v10 /= p
+    v10 *= sp
+    v01 -= auc
+    v01 /= q
+    v01 *= sq
+    return GroupInfluence(r, (v10, v01))
 
 
 def ap_groups(r: Ranked, clustered: bool) -> GroupInfluence:
@@ -189,14 +200,29 @@ def ap_groups(r: Ranked, clustered: bool) -> GroupInfluence:
         return GroupInfluence(r, None)
     pos_g = r.pos_g
     k_c = r.ends  # the items at or above each score (whole numbers: its running count, exactly)
-    prec = np.cumsum(pos_g) / k_c
+    prec = np.cumsum(pos_g)
+    prec /= k_c
     ap = float((pos_g * prec).sum() / p)
-    a = np.cumsum((pos_g / k_c)[::-1])[::-1]  # groups at or below each score
-    b = np.cumsum((pos_g * prec / k_c)[::-1])[::-1]
-    if_pos, if_neg = ((prec - ap) + a - b) / p, (0.0 - b) / p
+    step = np.divide(pos_g, k_c)
+    a = np.cumsum(step[::-1])[::-1]  # groups at or below each score
+    np.multiply(pos_g, prec, out=step)
+    step /= k_c
+    del k_c
+    b = np.cumsum(step[::-1])[::-1]
+    del step
+    # in place, the same operations in the same order as ((prec - ap) + a - b) / p, (0 - b) / p
+    if_pos = prec
+    if_pos -= ap
+    if_pos += a
+    del a
+    if_pos -= b
+    if_pos /= p
+    if_neg = np.subtract(0.0, b, out=b)
+    if_neg /= p
     if not clustered and n > 1:
         scale = math.sqrt(n / (n - 1))
-        if_pos, if_neg = if_pos * scale, if_neg * scale
+        if_pos *= scale
+        if_neg *= scale
     return GroupInfluence(r, (if_pos, if_neg))
 
 
