@@ -40,6 +40,7 @@ from labledger.metrics.resample import (
     unpaired_bootstrap,
 )
 from labledger.metrics.stats import (
+    CLT_METHOD,
     MIN_CLUSTERS,
     bca_interval,
     coverage_note,
@@ -193,9 +194,15 @@ def value_notes(
             if lo is not None:
                 iv.low, iv.high = lo, hi
                 iv.method = iv.method.replace("percentile bootstrap", "BCa bootstrap (jackknife acceleration)")
-    if item is not None and groups is None and iv.resamples == 0 and iv.method == "analytic: " + _CLT and iv.n > 1:
+    if (
+        item is not None
+        and groups is None
+        and iv.resamples == 0
+        and iv.method == "analytic: " + CLT_METHOD
+        and iv.n > 1
+    ):
         # the stored interval is this mean's own analytic one: the note repeats it, not computed again (#19)
-        note = AnalyticInterval(method=_CLT, low=iv.low, high=iv.high, se=iv.se, df=iv.n - 1, ci=ci)
+        note = AnalyticInterval(method=CLT_METHOD, low=iv.low, high=iv.high, se=iv.se, df=iv.n - 1, ci=ci)
         return {"analytic": note, **interval_notes(iv, groups=groups, ci=ci)}
     return interval_notes(
         iv,
@@ -204,10 +211,6 @@ def value_notes(
         analytic_values=None if item is None else item[0],
         analytic_mask=None if item is None else item[1],
     )
-
-
-#: The method of a mean's CLT interval (:func:`labledger.metrics.stats.mean_interval`).
-_CLT = "CLT SE (n-1 variance), t on n-1 df"
 
 
 def diff_notes(

@@ -129,12 +129,10 @@ class Ranked:
     def reversed(self) -> Ranked:
         """The same in the reverse order (descending for an ascending sort): the group sums read
         backwards, not summed again (the flags and the order are views)."""
-        starts = None
-        if self.starts is not None:
-            ends = np.append(self.starts[1:], self.n)
-            starts = np.ascontiguousarray((self.n - ends)[::-1])
+        from labledger.metrics.classification import reversed_starts
+
         parts = (self.y[::-1], np.ascontiguousarray(self.pos_g[::-1]))
-        return Ranked(self.y, self.order[::-1], starts, _parts=parts)
+        return Ranked(self.y, self.order[::-1], reversed_starts(self.starts, self.n), _parts=parts)
 
 
 class GroupInfluence:
@@ -279,20 +277,32 @@ def ovr_influence(fns: Sequence[InfluenceFunction], clustered: bool) -> np.ndarr
     return np.asarray(np.mean(np.stack(ok), axis=0))
 
 
+def _mean_and_slope(prep: MeanPrepared, used: np.ndarray) -> tuple[float, float] | None:
+    """The mean of the values used and the slope of the metric's ``post`` there (1 without one: the
+    delta method's factor); None when ``post`` is not finite around the mean."""
+    m = float(used.mean())
+    if prep.post is None:
+        return m, 1.0
+    h = 1e-6 * max(1.0, abs(m))
+    lo, hi = prep.post(np.array([m - h, m + h]))
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return None
+    return m, float((hi - lo) / (2 * h))
+
+
 def _mean_influence(prep: MeanPrepared, clustered: bool) -> np.ndarray | None:
     keep = np.ones(prep.n, dtype=bool) if prep.mask is None else np.asarray(prep.mask, dtype=bool)
     m_used = int(keep.sum())
     if m_used == 0:
         return None
     x = prep.values
-    m = float(x[keep].mean())
+    found = _mean_and_slope(prep, x[keep])
+    if found is None:
+        return None
+    m, slope = found
     psi = np.where(keep, (x - m) / m_used, 0.0)
     if prep.post is not None:
-        h = 1e-6 * max(1.0, abs(m))
-        lo, hi = prep.post(np.array([m - h, m + h]))
-        if not (np.isfinite(lo) and np.isfinite(hi)):
-            return None
-        psi = psi * float((hi - lo) / (2 * h))
+        psi = psi * slope
     if not clustered and m_used > 1:
         psi = psi * math.sqrt(m_used / (m_used - 1))
     return psi
@@ -325,18 +335,15 @@ def _mean_sum_sq(prep: MeanPrepared) -> float | None:
     """``sum_i psi_i^2`` of :func:`_mean_influence` (no clusters) without the values item by item."""
     x = prep.values if prep.mask is None else prep.values[np.asarray(prep.mask, dtype=bool)]
     m_used = len(x)
-    if m_used == 0:
+    found = None if m_used == 0 else _mean_and_slope(prep, x)
+    if found is None:
         return None
-    m = float(x.mean())
+    m, slope = found
     d = x - m
     ss = float(np.dot(d, d))
     factor = 1.0 / m_used
     if prep.post is not None:
-        h = 1e-6 * max(1.0, abs(m))
-        lo, hi = prep.post(np.array([m - h, m + h]))
-        if not (np.isfinite(lo) and np.isfinite(hi)):
-            return None
-        factor *= float((hi - lo) / (2 * h))
+        factor *= slope
     if m_used > 1:
         ss *= m_used / (m_used - 1)
     return ss * factor * factor

@@ -23,7 +23,7 @@ import contextlib
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from labledger.metrics._inputs import check_pos_label, encode, numbers, prob_mat
 from labledger.metrics.entry import Metric
 from labledger.metrics.kernels import stable_argsort
 from labledger.metrics.prepared import MeanPrepared, Prepared, Strategy, TablePrepared, WeightsFunction, WeightsPrepared
+
+if TYPE_CHECKING:
+    from labledger.metrics.analytic import GroupedInfluence, Ranked
 
 EPS = float(np.finfo(np.float64).eps)
 LABEL_KINDS = ("classification", "binary", "match")
@@ -333,8 +336,9 @@ class SortCache(dict[int, tuple[np.ndarray, np.ndarray | None]]):
         super().__init__()
         self.lock = threading.Lock()
         self.given: dict[int, np.ndarray] = dict(given or {})
-        #: each (column, class)'s :class:`LazyRanked`, shared by ROC-AUC and average precision
-        self.ranked: dict[tuple[int, int], LazyRanked] = {}
+        #: each column's :class:`LazyRanked` (its class's flags: column j is P(label j)), shared by
+        #: ROC-AUC and average precision
+        self.ranked: dict[int, LazyRanked] = {}
 
 
 class LazyRanked:
@@ -348,35 +352,35 @@ class LazyRanked:
     """
 
     def __init__(self, is_pos: np.ndarray, ascending: tuple[np.ndarray, np.ndarray | None]) -> None:
-        self._args: tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None]] | None = (is_pos, ascending)
-        self._found: Any = None
+        self._args = (is_pos, ascending)
+        self._found: Ranked | None = None
         self._lock = threading.Lock()
 
-    def __call__(self) -> Any:
+    def __call__(self) -> Ranked:
         with self._lock:
-            if self._found is None and self._args is not None:
+            found = self._found
+            if found is None:
                 from labledger.metrics.analytic import Ranked
 
                 is_pos, (order, starts) = self._args
-                self._found, self._args = Ranked(is_pos, order, starts), None
-            return self._found
+                found = self._found = Ranked(is_pos, order, starts)
+            return found
 
 
 def _ranked(
     sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None,
-    j: int,
     c: int,
     is_pos: np.ndarray,
     ascending: tuple[np.ndarray, np.ndarray | None],
 ) -> LazyRanked:
-    """Column ``j``'s ranked flags of class ``c`` (``is_pos``), shared through ``sorts`` when it is a
-    :class:`SortCache`."""
+    """Label ``c``'s flags (``is_pos``) ranked by its column's ``ascending`` sort, shared through
+    ``sorts`` when it is a :class:`SortCache`."""
     if not isinstance(sorts, SortCache):
         return LazyRanked(is_pos, ascending)
     with sorts.lock:
-        if (j, c) not in sorts.ranked:
-            sorts.ranked[(j, c)] = LazyRanked(is_pos, ascending)
-        return sorts.ranked[(j, c)]
+        if c not in sorts.ranked:
+            sorts.ranked[c] = LazyRanked(is_pos, ascending)
+        return sorts.ranked[c]
 
 
 def _checked_order(order: np.ndarray | None, col: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -557,7 +561,7 @@ class _OvrSorts:
 
     def ranked(self, c: int) -> LazyRanked:
         if c not in self._ranked:
-            self._ranked[c] = _ranked(self.shared, c, c, self.gold == c, self.ascending(c))
+            self._ranked[c] = _ranked(self.shared, c, self.gold == c, self.ascending(c))
         return self._ranked[c]
 
 
@@ -615,14 +619,14 @@ def _ovr_point(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrS
     return fn
 
 
-def _auc_infl(ranked: LazyRanked) -> Any:
+def _auc_infl(ranked: LazyRanked) -> GroupedInfluence:
     """DeLong influence values of ROC-AUC (:func:`labledger.metrics.analytic.auc_groups`), on the one sort."""
     from labledger.metrics.analytic import GroupedInfluence, auc_groups
 
     return GroupedInfluence(lambda clustered: auc_groups(ranked(), clustered))
 
 
-def _ap_infl(ranked: LazyRanked) -> Any:
+def _ap_infl(ranked: LazyRanked) -> GroupedInfluence:
     """Delta-method influence values of average precision, on the one sort read descending."""
     from labledger.metrics.analytic import GroupedInfluence, ap_groups
 
@@ -824,14 +828,14 @@ def prob_prepared(
                 is_pos,
                 np.ascontiguousarray(probs[:, pos]),
                 ascending=asc,
-                ranked=None if asc is None else _ranked(sorts, pos, pos, is_pos, asc),
+                ranked=None if asc is None else _ranked(sorts, pos, is_pos, asc),
             )
         if name == "roc_auc" and k == 2:
             sorted_ = _sorted_groups(probs[:, 1], descending=False, ascending=_ascending(sorts, probs, 1))
             if _reverse_ranking(probs[:, 0], probs[:, 1], sorted_[0]):
                 # P(label 0) ranks the items exactly in reverse: both one-vs-rest AUCs are equal (when
                 # both are defined), so their macro mean is the AUC of label 1, computed once
-                ranked = _ranked(sorts, 1, 1, gold == 1, sorted_)
+                ranked = _ranked(sorts, 1, gold == 1, sorted_)
                 return weights(_auc_w(probs[:, 1], gold == 1, sorted_), _auc_point(ranked), _auc_infl(ranked))
         ovr = _OvrSorts(probs, gold, descending=name != "roc_auc", shared=sorts)
         return weights(

@@ -244,6 +244,11 @@ def wilson_interval(successes: float, n: float, ci: float = 0.95) -> tuple[float
     return max(0.0, mid - half), min(1.0, mid + half)
 
 
+#: The method of a mean's CLT interval (:func:`mean_interval`; an analytic stored value's is the same
+#: after ``"analytic: "``).
+CLT_METHOD = "CLT SE (n-1 variance), t on n-1 df"
+
+
 def mean_interval(values: Any, *, groups: Any = None, ci: float = 0.95, mask: Any = None) -> dict[str, Any]:
     """An analytic interval for a mean of per-item values (accuracy, exact match, any per-item score).
 
@@ -278,11 +283,11 @@ def mean_interval(values: Any, *, groups: Any = None, ci: float = 0.95, mask: An
         lo, hi = wilson_interval(float(x.sum()), n, ci)
         return {**out, "method": "Wilson score interval", "se": math.sqrt(m * (1 - m) / n), "low": lo, "high": hi}
     if n < 2:
-        return {**out, "method": "CLT SE (n-1 variance), t on n-1 df"}
+        return {**out, "method": CLT_METHOD}
     se = float(x.std(ddof=1) / math.sqrt(n))
     t = float(t_ppf((1 + ci) / 2, n - 1))
     return {
-        "method": "CLT SE (n-1 variance), t on n-1 df",
+        "method": CLT_METHOD,
         "se": se,
         "df": n - 1,
         "low": m - t * se,

@@ -43,6 +43,16 @@ TAIL_LIMIT = 1 << 20
 _FILE_KIND = {fname: kind for kind, fname in RECORD_FILES.items()}
 
 
+def is_time(t: Any) -> bool:
+    """Whether a record's ``time`` counts as one for first/last time: a number, not a bool (the rule
+    of :meth:`Counters.add_scalars` and of a live run's own counters).
+
+    >>> is_time(1.5), is_time(None), is_time(True), is_time("12:00")
+    (True, False, False, False)
+    """
+    return isinstance(t, (int, float)) and not isinstance(t, bool)
+
+
 @dataclass
 class Counters:
     """What ``show`` needs of a run's records, without reading them.
@@ -70,7 +80,7 @@ class Counters:
             n += 1
             step = rec.get("step")
             t = rec.get("time")
-            if isinstance(t, (int, float)) and not isinstance(t, bool):
+            if is_time(t):
                 if self.first_time is None:
                     self.first_time = t
                 self.last_time = t

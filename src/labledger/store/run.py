@@ -29,7 +29,7 @@ import orjson
 
 from labledger.errors import IndexUnavailableError, LedgerError, RecordError, RunStateError
 from labledger.inputs.records import clean_scalars, unwrap_scalar, validate_batch
-from labledger.store.counters import Counters
+from labledger.store.counters import Counters, is_time
 from labledger.store.environment import environment
 from labledger.store.fields import ScalarStats, run_fields
 from labledger.store.jsonl import (
@@ -940,10 +940,10 @@ class Run:
         # the first and last numeric times, as the counters' full scan defines them (an explicit
         # time=None or time="..." record does not count): the usual first/last record's, else a scan
         if self._first_time is None:
-            self._first_time = next((t for r in pending if _is_time(t := r.get("time"))), None)
+            self._first_time = next((t for r in pending if is_time(t := r.get("time"))), None)
         t = newest.get("time")
-        if not _is_time(t):
-            t = next((t for r in reversed(pending) if _is_time(t := r.get("time"))), self._last_time)
+        if not is_time(t):
+            t = next((t for r in reversed(pending) if is_time(t := r.get("time"))), self._last_time)
         self._last_time = t
 
     def _fields(self) -> dict[str, Any]:
@@ -1066,11 +1066,6 @@ class Run:
         os.close(self._lock_fd)
         if self._owns_ledger:
             self.ledger.close()
-
-
-def _is_time(t: Any) -> bool:
-    """Whether a record's ``time`` counts as one (a number, not a bool: :class:`Counters`'s rule)."""
-    return isinstance(t, (int, float)) and not isinstance(t, bool)
 
 
 def _finite_or_none(v: Any) -> Any:
