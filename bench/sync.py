@@ -321,16 +321,23 @@ def section_checkpoint(
             f.write(block)
     subprocess.run(["sync"], check=False)
     load = load1()
-    t0 = time.perf_counter()
-    cp_proc = subprocess.Popen(["cp", str(ck), str(base / "ckpt.copy")])
-    _, _, cp_usage = os.wait4(cp_proc.pid, 0)
-    subprocess.run(["sync"], check=False)
-    cp = time.perf_counter() - t0
-    cp_cpu = cp_usage.ru_utime + cp_usage.ru_stime
-    (base / "ckpt.copy").unlink()
+    # cp twice, the faster kept: on this VM a copy into page-cache pages not touched for a while
+    # runs at a third of the speed of the next one, and the goal is against cp at its speed
+    cps = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        cp_proc = subprocess.Popen(["cp", str(ck), str(base / "ckpt.copy")])
+        _, _, cp_usage = os.wait4(cp_proc.pid, 0)
+        subprocess.run(["sync"], check=False)
+        cps.append((time.perf_counter() - t0, cp_usage.ru_utime + cp_usage.ru_stime))
+        (base / "ckpt.copy").unlink()
+        subprocess.run(["sync"], check=False)
+    cp, cp_cpu = min(cps)
     ckl = base / f"ckpt-ledger-{n}"
+    t0, c0 = time.perf_counter(), time.process_time()
     with labledger.start_run("ckpt", ledger=ckl) as run:
         run.log_checkpoint(ck, copy=True)
+    logged, logged_cpu = time.perf_counter() - t0, time.process_time() - c0
     ck.unlink()
     subprocess.run(["sync"], check=False)  # the copy's writeback is not the sync's (cp's own was timed)
     stored = next((ckl / "runs").glob("*/checkpoints/*"))
@@ -352,7 +359,8 @@ def section_checkpoint(
     return [
         {
             "what": f"checkpoint {args.checkpoint_mib} MiB: {speed:.0f} MiB/s, {100 * speed / cp_speed:.0f}% of cp "
-            f"({cp_speed:.0f} MiB/s, {cp_cpu:.2f} s CPU; dd+fsync {args.checkpoint_mib / dd:.0f} MiB/s); "
+            f"(faster of 2: {cp_speed:.0f} MiB/s, {cp_cpu:.2f} s CPU; the other {args.checkpoint_mib / max(cps)[0]:.0f}; "
+            f"dd+fsync {args.checkpoint_mib / dd:.0f} MiB/s); log_checkpoint {logged:.2f} s ({logged_cpu:.2f} CPU); "
             f"client u/s {r['user']:.2f}/{r['system']:.2f}, server u/s {s1[0] - s0[0]:.2f}/{s1[1] - s0[1]:.2f}",
             **r,
             "server_rss": vm_hwm(srv.pid),

@@ -688,3 +688,131 @@ def test_a_synced_run_folder_appears_on_the_server_with_its_manifest(tmp_path, m
         == "origin-1"
     )
     assert [p.name for p in run_dir.parent.iterdir()] == ["r1"]  # no hidden folder left
+
+
+def _checkpoint_rel(local: Path, rid: str) -> str:
+    return next(f for f in run_files(local / "runs" / rid) if f.startswith("checkpoints/"))
+
+
+def test_a_checkpoint_goes_by_the_chunk_hashes_recorded_when_it_was_logged(tmp_path, server, monkeypatch):
+    """``log_checkpoint`` keeps the chunk hashes of the copy it stores; ``sync`` then sends the file
+    without reading it to hash it (the server checks what arrives against the digest stated)."""
+    from labledger.server import sync_client as sc
+    from labledger.store.manifest import chunk_hashes, recorded_chunks
+
+    local = tmp_path / "local"
+    rid = _log_run(local, "rec", checkpoint=2 * CHUNK + 7, tmp=tmp_path)
+    run_dir = local / "runs" / rid
+    rel = _checkpoint_rel(local, rid)
+    assert recorded_chunks(run_dir, rel, (run_dir / rel).stat()) == chunk_hashes(run_dir / rel)
+    assert not any(f.startswith(".") or "/." in f for f in run_files(run_dir))  # the record is not synced
+    sent = {}
+    real = sc._Session.put_file
+
+    def spy(self, path, f, offset, size, headers, hashes):
+        sent[f.name] = (hashes is None, headers.get("X-Digest"))
+        return real(self, path, f, offset, size, headers, hashes)
+
+    monkeypatch.setattr(sc._Session, "put_file", spy)
+    sync_runs(local, server.url, token=TOKEN)
+    not_hashed, stated = sent[str(run_dir / rel)]
+    assert (
+        not_hashed
+        and stated == hashlib.sha256("".join(c + "\n" for c in chunk_hashes(run_dir / rel)).encode()).hexdigest()
+    )
+    assert sent[str(run_dir / "metrics.jsonl")] == (False, None)  # no record: hashed as it is sent
+    _same_runs(local, server.root, [rid])
+
+
+def test_a_recorded_hash_is_not_used_once_the_file_changed(tmp_path, server):
+    """Rewritten in place with its size and mtime put back: the ctime differs, so the record is
+    not trusted, and the bytes on the server are the new ones."""
+    from labledger.store.manifest import recorded_chunks
+
+    local = tmp_path / "local"
+    rid = _log_run(local, "stale", checkpoint=CHUNK + 3, tmp=tmp_path)
+    path = local / "runs" / rid / _checkpoint_rel(local, rid)
+    before = path.stat()
+    with open(path, "r+b") as f:
+        f.write(b"other bytes")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+    assert recorded_chunks(path.parents[1], f"checkpoints/{path.name}", after) is None
+    sync_runs(local, server.url, token=TOKEN)
+    _same_runs(local, server.root, [rid])
+
+
+def test_bytes_that_are_not_the_recorded_ones_are_refused_and_nothing_is_kept(tmp_path, server):
+    """A checkpoint damaged on the local disk after it was logged (its record holds the hashes
+    of what was logged; the file now holds other bytes): the server hashes what it receives,
+    refuses it (422) and keeps nothing of it, and ``sync`` fails naming the file."""
+    from labledger.store.manifest import record_chunks
+
+    local = tmp_path / "local"
+    rid = _log_run(local, "rot", checkpoint=CHUNK + 9, tmp=tmp_path)
+    run_dir = local / "runs" / rid
+    rel = _checkpoint_rel(local, rid)
+    record_chunks(run_dir, rel, [hashlib.sha256(b"what was logged").hexdigest(), "0" * 64])
+    result = CliRunner().invoke(main, ["sync", "--to", server.url, "--token", TOKEN, "--ledger", str(local)])
+    assert result.exit_code == 1
+    assert str(run_dir / rel) in result.output and "kept nothing" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    on_server = server.root / "runs" / rid
+    assert not (on_server / rel).exists() and not list((on_server / ".sync-parts").glob("*"))
+    state = httpx.post(
+        server.url + "/api/sync/state", json={"runs": [rid]}, headers={"Authorization": f"Bearer {TOKEN}"}
+    ).json()["runs"][rid]
+    assert rel not in state["files"] and rel not in state["parts"]
+    (run_dir / ".chunks").rename(run_dir / ".chunks-gone")  # without the record it is hashed, and goes
+    sync_runs(local, server.url, token=TOKEN)
+    _same_runs(local, server.root, [rid])
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw-body", "streamed"])
+def test_a_stated_digest_that_differs_keeps_nothing_of_the_body(tmp_path, server, raw):
+    """``X-Digest``: checked against the bytes received, by both ways the server reads a body. A
+    record file written in place is cut back to the offset it was sent from; a malformed digest
+    is refused before a byte is written."""
+    from urllib.parse import quote
+
+    if not raw:
+        Ledger(tmp_path / "plain", create=True).close()
+    srv = server if raw else ServerProcess(tmp_path / "plain", uploads_dir=tmp_path / "up", token=TOKEN).start()
+    try:
+        rid = f"20260101-000000-{'ab' if raw else 'cd'}{'0' * 10}"
+        auth = {"Authorization": f"Bearer {TOKEN}", "X-Labledger-Origin": "ef" * 16}
+        first, more = b'{"step": 1}\n' * 10, b'{"step": 2}\n' * 5
+
+        def put(rel: str, body: bytes, offset: int, total: int, **headers: str) -> httpx.Response:
+            url = f"{srv.url}/api/sync/runs/{rid}/files?path={quote(rel, safe='')}&offset={offset}&size={total}"
+            return httpx.put(url, content=body, headers={**auth, **headers})
+
+        assert put("metrics.jsonl", first, 0, len(first)).status_code == 200
+        wrong = hashlib.sha256(b"not these bytes").hexdigest()
+        r = put("metrics.jsonl", first + more, 0, len(first + more), **{"X-Digest": wrong})
+        assert r.status_code == 422 and "nothing of it was kept" in r.json()["error"]
+        root = (tmp_path / "plain") if not raw else server.root
+        assert (root / "runs" / rid / "metrics.jsonl").read_bytes() == b""  # sent from offset 0: cut back to 0
+        r = put("ck.bin", b"x" * 100, 0, 100, **{"X-Digest": wrong})
+        assert r.status_code == 422
+        assert not (root / "runs" / rid / "ck.bin").exists()
+        assert not list((root / "runs" / rid / ".sync-parts").glob("*"))
+        r = put("ck.bin", b"x" * 100, 0, 100, **{"X-Digest": "XYZ"})
+        assert r.status_code == 400 and "X-Digest" in r.json()["error"]
+        good = hashlib.sha256((hashlib.sha256(b"x" * 100).hexdigest() + "\n").encode()).hexdigest()
+        assert put("ck.bin", b"x" * 100, 0, 100, **{"X-Digest": good}).json()["digest"] == good
+    finally:
+        if not raw:
+            srv.stop()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(size=st.sampled_from([0, 1, CHUNK - 1, CHUNK, CHUNK + 1]) | st.integers(0, 6 * CHUNK + 10))
+def test_the_whole_hash_and_the_chunk_hashes_of_one_read_are_both_right(tmp_path, size):
+    from labledger.store.manifest import chunk_hashes, sha256_and_chunks
+
+    data = os.urandom(size)
+    path = tmp_path / f"g-{size}"
+    path.write_bytes(data)
+    assert sha256_and_chunks(path) == (hashlib.sha256(data).hexdigest(), size, chunk_hashes(path))

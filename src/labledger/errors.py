@@ -125,6 +125,11 @@ class SyncConflictError(SyncError):
     """Two copies of one run disagree (another machine's, or one changed on the server): refused, not merged."""
 
 
+class SyncDigestError(SyncError):
+    """The server hashed a file's bytes as they arrived and they were not the ones the client
+    stated (``X-Digest``): the local copy changed or was damaged since it was hashed; nothing was kept."""
+
+
 class StorageError(LedgerError):
     """The disk refused a write (full, read-only, I/O error): the record or file was not stored.
 

@@ -8,6 +8,8 @@
   files (append-only) are written in place; every other file goes to a part file that is renamed
   into place once complete, so a reader never sees half a checkpoint. ``X-Prefix-Digest`` is the
   digest of the client's first ``N / CHUNK`` chunks: a server copy that differs there is a conflict.
+  ``X-Digest``, when the client knows the file's digest before sending (chunk hashes recorded as
+  the run wrote it), is checked against what arrived: other bytes are refused (422) and not kept.
 * ``POST /api/sync/runs/{run}/index``: the run's index rows (runs, tags, checkpoints, evaluations,
   metric values, benchmark entries), replaced in one transaction.
 
@@ -53,6 +55,7 @@ from labledger.store.objects import drop_file, read_file, ship_file
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ORIGIN = re.compile(r"^[0-9a-f]{16,64}$")
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 PARTS = ".sync-parts"
 #: Index tables copied per run, with the column naming the run.
 TABLES = (("runs", "id"), ("run_tags", "run_id"), ("checkpoints", "run_id"), ("benchmark_entries", "run_id"))
@@ -290,6 +293,10 @@ async def put_file(request: Request) -> Response:
         prefix = request.headers.get("x-prefix-digest")
         if offset and prefix != digest(kept):
             raise ApiError(409, f"{rel}: the server's first {offset} bytes differ from the client's: refusing to merge")
+        expect = request.headers.get("x-digest")
+        if expect is not None and not _DIGEST.fullmatch(expect):
+            raise ApiError(400, f"X-Digest must be 64 lowercase hex digits (the file's digest); got {expect[:80]!r}")
+        refused = False
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
         chunks = list(kept)
         written = offset
@@ -306,10 +313,15 @@ async def put_file(request: Request) -> Response:
             except ClientDisconnect:  # the whole chunks that came are written and hashed
                 written = offset + (len(chunks) - len(kept)) * CHUNK
             complete = written == total
+            refused = complete and expect is not None and digest(chunks) != expect
         finally:
             await run_in_threadpool(flush.close)
+        if refused:  # nothing of these bytes is kept: a part file goes, a record file is cut back
+            got = digest(chunks)
+            os.ftruncate(fd, offset)
+            chunks = list(kept)
         try:
-            if complete:
+            if complete and not refused:
                 await run_in_threadpool(os.fsync, fd)  # mostly written back already (Writeback)
         finally:
             os.close(fd)
@@ -317,6 +329,15 @@ async def put_file(request: Request) -> Response:
                 st = target.stat()
                 doc["files"][rel] = {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
                 await run_in_threadpool(write_manifest, run_dir, doc)
+        if refused:
+            if not in_place:
+                target.unlink(missing_ok=True)
+            raise ApiError(
+                422,
+                f"{rel}: the {total - offset} bytes received have the digest {got}, not {expect} as the client "
+                f"stated (X-Digest): the client's copy changed since it was hashed, or is damaged; nothing of "
+                f"it was kept",
+            )
         if not complete:
             raise ApiError(400, f"{rel}: the body ended after {written - offset} of {total - offset} bytes")
         superseded = None
@@ -589,6 +610,12 @@ async def _receive_raw(raw: Any, flush: Writeback, offset: int, total: int, chun
 GROUP = 4
 #: Groups being written while the next is received (each buffer is one group).
 DEPTH = 3
+#: Threads that hash the chunks received (the receiving thread only receives).
+HASHERS = 1
+
+
+def _hex_sha256(data: memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _read_chunks(
@@ -612,7 +639,7 @@ def _read_chunks(
     at = offset
     head = memoryview(first)
     # oldest first; jobs[i] reads views[(turn - len(jobs) + i) % len(views)]
-    jobs: deque[tuple[list[str], Future[None]]] = deque()
+    jobs: deque[tuple[list[str | Future[str]], Future[None]]] = deque()
     turn = 0
 
     ready: deque[tuple[memoryview, int]] = deque()  # groups received and not yet taken by the writer
@@ -628,12 +655,13 @@ def _read_chunks(
         if batch:
             flush.write_many([view for view, _ in batch], batch[0][1])
 
-    def done(job: tuple[list[str], Future[None]]) -> None:
+    def done(job: tuple[list[str | Future[str]], Future[None]]) -> None:
         hashes, written = job
         written.result()
-        chunks.extend(hashes)
+        chunks.extend(h if isinstance(h, str) else h.result() for h in hashes)
 
     writer = ThreadPoolExecutor(1, thread_name_prefix="labledger-sync-write")
+    hasher = ThreadPoolExecutor(HASHERS, thread_name_prefix="labledger-sync-hash")
     try:
         ended = False
         while at < total and not ended:
@@ -641,7 +669,7 @@ def _read_chunks(
                 done(jobs.popleft())
             view = views[turn]
             fill = 0
-            hashes: list[str] = []
+            hashes: list[str | Future[str]] = []
             try:
                 while fill < size and at + fill < total:
                     want = min(CHUNK, total - at - fill)
@@ -653,7 +681,7 @@ def _read_chunks(
                     if take < want:  # the client went away: a short chunk is not kept
                         ended = True
                         break
-                    hashes.append(hashlib.sha256(view[fill : fill + want]).hexdigest())  # while in the cache
+                    hashes.append(hasher.submit(_hex_sha256, view[fill : fill + want]))
                     fill += want
             finally:  # also on BodyStalled: the whole chunks received are kept
                 if fill:
@@ -668,6 +696,7 @@ def _read_chunks(
                 done(jobs.popleft())
         finally:
             writer.shutdown()
+            hasher.shutdown()
     return at
 
 

@@ -26,7 +26,7 @@ from urllib.parse import quote, urlsplit
 
 import orjson
 
-from labledger.errors import LedgerError, SyncConflictError, SyncError
+from labledger.errors import LedgerError, SyncConflictError, SyncDigestError, SyncError
 from labledger.store.jsonl import read_json, write_json
 from labledger.store.ledger import Ledger
 from labledger.store.manifest import (
@@ -38,6 +38,7 @@ from labledger.store.manifest import (
     hash_chunks,
     index_rows,
     range_hash,
+    recorded_chunks,
     run_file_stats,
     stat_key,
 )
@@ -223,7 +224,7 @@ class _Session:
             )
             if isinstance(message, dict):
                 message = message.get("message", message)
-            kind = SyncConflictError if status == 409 else SyncError
+            kind = SyncConflictError if status == 409 else SyncDigestError if status == 422 else SyncError
             raise kind(f"the server refused {method} {path.split('?')[0]} ({status}): {message}")
         return doc
 
@@ -408,6 +409,8 @@ def _sync_one(
         key = f"{run_id}/{rel}"
         have = s_files.get(rel)
         part = s_parts.get(rel) if have is None and not append_only else None
+        # hashed as the run wrote it (a checkpoint), unchanged since: not read to be hashed again
+        recorded = recorded_chunks(run_dir, rel, st) if size == st.st_size else None
         if have is None and part is None:
             # the server lacks the file: hashed while it is sent (one read), unless the cache knows it
             if dry_run:
@@ -416,10 +419,13 @@ def _sync_one(
                 entry["bytes"] += size
                 continue
             offset = 0
-            chunks = _send(session, path, _file_url(run_id, rel, 0, size), 0, size, [], cache.known(key, st, size))
+            known = cache.known(key, st, size)
+            chunks = _send(
+                session, path, _file_url(run_id, rel, 0, size), 0, size, [], recorded if known is None else known
+            )
             cache.store(key, st, size, chunks)
         else:
-            local = cache.chunks(key, path, size, append_only)
+            local = recorded if recorded is not None else cache.chunks(key, path, size, append_only)
             offset = 0
             if have is not None:
                 if have.get("changed") and not repair:
@@ -479,10 +485,12 @@ def _send(
     """PUT the bytes ``[offset, size)`` of ``path``; return the file's chunk hashes (``prefix`` + sent).
 
     ``prefix`` holds the hashes of the chunks before ``offset`` (what the server has). With
-    ``known`` (the file's hashes, computed before) the bytes are only sent; otherwise each chunk is
-    hashed just before it goes, so the file is read once. Either way the digest the server
-    computed of what it stored must equal the local one, and a file whose ``stat`` changed while it
-    was sent fails (its bytes on the server may be a mix).
+    ``known`` (the file's hashes, computed before) the bytes are only sent, with their digest
+    (``X-Digest``): the server hashes what it receives and keeps nothing whose digest is another
+    (a file damaged on disk since it was hashed, or changed while sent). Otherwise each chunk is
+    hashed as it goes, so the file is read once. Either way the digest the server computed of what
+    it stored must equal the local one, and a file whose ``stat`` changed while it was sent fails
+    (its bytes on the server may be a mix).
     """
     before = os.stat(path)
     hashed: list[str] = list(prefix)
@@ -491,8 +499,16 @@ def _send(
         "Content-Type": "application/octet-stream",
         "X-Prefix-Digest": digest(prefix),
     }
+    if known is not None:
+        headers["X-Digest"] = digest(known)
     with open(path, "rb") as f:
-        doc = session.put_file(url, f, offset, size, headers, None if known is not None else hashed)
+        try:
+            doc = session.put_file(url, f, offset, size, headers, None if known is not None else hashed)
+        except SyncDigestError:
+            raise SyncDigestError(
+                f"{path}: its bytes are not the ones hashed when it was stored (changed or damaged on this disk; "
+                f"`labledger verify` checks the run); the server kept nothing of them"
+            ) from None
     local = known if known is not None else hashed
     after = os.stat(path)
     if known is None and (after.st_mtime_ns, after.st_ino) != (before.st_mtime_ns, before.st_ino):

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from labledger.errors import RecordError
+from labledger.errors import LedgerError, RecordError
 from labledger.store.jsonl import RECORD_FILES, read_json, write_json
 
 #: Bytes per hashed chunk.
@@ -71,6 +71,106 @@ def hash_chunks(fd: int, start: int, end: int) -> list[str]:
             got += n
         out.append(hashlib.sha256(view[:want]).hexdigest())
     return out
+
+
+def sha256_and_chunks(path: str | os.PathLike[str]) -> tuple[str, int, list[str]]:
+    """``(sha256 hex, size, chunk hashes)`` of a file in one streamed read: the whole file's sha256
+    in this thread and each ``CHUNK``'s in a second one (hashlib lets go of the GIL), so the wall
+    time is one hash's, not two. At most ``AHEAD`` chunks wait for the second thread.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "f")
+    >>> _ = open(p, "wb").write(b"abc")
+    >>> sha256_and_chunks(p) == (hashlib.sha256(b"abc").hexdigest(), 3, chunk_hashes(p))
+    True
+    """
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    whole = hashlib.sha256()
+    size = 0
+    out: list[str] = []
+    waiting: list[Future[str]] = []
+    with open(path, "rb") as f, ThreadPoolExecutor(1, thread_name_prefix="labledger-chunk-hash") as pool:
+        while data := f.read(CHUNK):
+            waiting.append(pool.submit(_hex_sha256, data))
+            whole.update(data)
+            size += len(data)
+            if len(waiting) > AHEAD:
+                out.append(waiting.pop(0).result())
+        out.extend(job.result() for job in waiting)
+    return whole.hexdigest(), size, out
+
+
+#: Chunks read ahead of the thread that hashes them one by one (:func:`sha256_and_chunks`).
+AHEAD = 4
+
+
+def _hex_sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+#: Where a run folder keeps the chunk hashes of files it wrote (:func:`record_chunks`); hidden, so
+#: sync never copies it.
+RECORDED = ".chunks"
+
+
+def _record_path(run_dir: Path, rel: str) -> Path:
+    from urllib.parse import quote
+
+    return run_dir / RECORDED / (quote(rel, safe="") + ".json")
+
+
+def record_key(st: os.stat_result) -> list[int]:
+    """What a chunk record trusts: size, mtime, inode and ctime. Every write, ``touch``, ``chmod``
+    or rename over the file changes its ctime, which no user call can set back."""
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+
+
+def record_chunks(run_dir: Path, rel: str, chunks: list[str]) -> None:
+    """Keep the chunk hashes of the run file ``rel``, computed as the run wrote it (``log_checkpoint``
+    hashes each checkpoint it stores: :func:`sha256_and_chunks`), so that ``labledger sync``
+    sends the file without reading it to hash it again (#18). The record holds the file's
+    :func:`record_key` now; a file changed since has another, and the record is not used
+    (:func:`recorded_chunks`). Bytes damaged on disk without a ``stat`` change are caught by the
+    server, which hashes what it receives and refuses bytes whose digest is not the one stated.
+    Best effort: a record that cannot be written (a full disk) only costs a hash at sync."""
+    path = _record_path(run_dir, rel)
+    try:
+        st = os.stat(run_dir / rel)
+        path.parent.mkdir(exist_ok=True)
+        write_json(path, {"stat": record_key(st), "chunk": CHUNK, "chunks": chunks}, fsync=False)
+    except OSError:
+        pass
+
+
+def recorded_chunks(run_dir: Path, rel: str, st: os.stat_result) -> list[str] | None:
+    """The chunk hashes :func:`record_chunks` kept for ``rel``, when the file's ``stat`` ``st`` is
+    still the one they were recorded for; otherwise (no record, a changed file, a torn record)
+    ``None``.
+
+    >>> import tempfile
+    >>> run_dir = Path(tempfile.mkdtemp()); _ = (run_dir / "w.bin").write_bytes(b"abc")
+    >>> record_chunks(run_dir, "w.bin", chunk_hashes(run_dir / "w.bin"))
+    >>> recorded_chunks(run_dir, "w.bin", (run_dir / "w.bin").stat()) == chunk_hashes(run_dir / "w.bin")
+    True
+    >>> _ = (run_dir / "w.bin").write_bytes(b"abd")
+    >>> recorded_chunks(run_dir, "w.bin", (run_dir / "w.bin").stat()) is None
+    True
+    """
+    try:
+        doc = read_json(_record_path(run_dir, rel))
+    except (OSError, LedgerError):
+        return None
+    if not isinstance(doc, dict) or doc.get("stat") != record_key(st) or doc.get("chunk") != CHUNK:
+        return None
+    chunks = doc.get("chunks")
+    if (
+        not isinstance(chunks, list)
+        or len(chunks) != -(-st.st_size // CHUNK)
+        or not all(isinstance(c, str) and len(c) == 64 for c in chunks)
+    ):
+        return None
+    return chunks
 
 
 def digest(chunks: list[str]) -> str:

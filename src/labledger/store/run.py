@@ -123,10 +123,12 @@ def _copy_checkpoint(src: Path, dest_dir: Path) -> tuple[str, int, Path]:
     The stored copy is hashed (not the source), so the record describes the bytes the run keeps
     even if the source changes during the copy. Same name and content as an earlier copy: reused.
     """
+    from labledger.store.manifest import record_chunks, sha256_and_chunks
+
     tmp = dest_dir / f".{src.name}.{secrets.token_hex(4)}.tmp"
     try:
         _clone_or_copy(src, tmp)
-        digest, size = sha256_file(tmp)
+        digest, size, chunks = sha256_and_chunks(tmp)  # the chunks: what sync sends it by (#18)
         target = dest_dir / src.name
         if target.exists():
             if sha256_file(target)[0] == digest:
@@ -137,6 +139,7 @@ def _copy_checkpoint(src: Path, dest_dir: Path) -> tuple[str, int, Path]:
                 tmp.unlink()
                 return digest, size, target
         os.replace(tmp, target)
+        record_chunks(dest_dir.parent, f"{dest_dir.name}/{target.name}", chunks)
         return digest, size, target
     except BaseException:
         tmp.unlink(missing_ok=True)
