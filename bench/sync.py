@@ -369,6 +369,89 @@ def section_checkpoint(
     ]
 
 
+def section_floor(args: argparse.Namespace, base: Path) -> list[dict]:
+    """What a verified copy over loopback costs on this machine without anything of labledger's:
+    one process ``sendfile``s the file over TCP on 127.0.0.1, this one receives it into four 4 MiB
+    buffers and sha256-hashes each 1 MiB in a second thread (no HTTP, no disk write, no
+    interpreter start timed). The checkpoint rows' sync cannot be faster than this plus the disk."""
+    import hashlib
+    import mmap
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    src = base / "floor.bin"
+    with open(src, "wb") as f:
+        block = os.urandom(MIB)
+        for _ in range(args.checkpoint_mib):
+            f.write(block)
+    size = src.stat().st_size
+    rows = []
+    for _ in range(args.repeat):
+        ls = socket.socket()
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(1)
+        port = ls.getsockname()[1]
+
+        def receive() -> None:
+            conn, _ = ls.accept()
+            views = [memoryview(mmap.mmap(-1, 4 * MIB)) for _ in range(4)]
+            jobs: list[list] = []
+            got = turn = 0
+            with ThreadPoolExecutor(1) as pool:
+                while got < size:
+                    if len(jobs) == len(views):
+                        for job in jobs.pop(0):
+                            job.result()
+                    view, fill = views[turn % len(views)], 0
+                    while fill < len(view) and got + fill < size:
+                        n = conn.recv_into(view[fill:])
+                        if not n:
+                            break
+                        fill += n
+                    jobs.append(
+                        [
+                            pool.submit(lambda m: hashlib.sha256(m).digest(), view[k : min(k + MIB, fill)])
+                            for k in range(0, fill, MIB)
+                        ]
+                    )
+                    got, turn = got + fill, turn + 1
+                for batch in jobs:
+                    for job in batch:
+                        job.result()
+            conn.close()
+
+        load = load1()
+        t0, c0 = time.perf_counter(), time.process_time()
+        th = threading.Thread(target=receive)
+        th.start()
+        sender = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import socket, sys; s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); s.sendfile(open(sys.argv[2], 'rb')); s.close()",
+                str(port),
+                str(src),
+            ]
+        )
+        _, _, usage = os.wait4(sender.pid, 0)
+        th.join()
+        wall = time.perf_counter() - t0
+        ls.close()
+        rows.append(
+            {
+                "what": f"floor: {args.checkpoint_mib} MiB over loopback TCP, sha256 per MiB in a 2nd thread, no HTTP/disk: "
+                f"{args.checkpoint_mib / wall:.0f} MiB/s",
+                "wall": wall,
+                "cpu": time.process_time() - c0 + usage.ru_utime + usage.ru_stime,
+                "bytes": size,
+                "rss": usage.ru_maxrss * 1024,
+                "load": load,
+            }
+        )
+    src.unlink()
+    return rows
+
+
 def section_noop(args: argparse.Namespace, base: Path, sync: list[str], env: dict, srv: subprocess.Popen) -> list[dict]:
     """A no-op sync of many synced runs."""
     import labledger
@@ -490,6 +573,7 @@ def main() -> None:
             child([*cli, "sync", "--ledger", str(base / "empty"), "--to", url, "--token", TOKEN, "--json"], cli_env)
             for n in range(args.repeat):
                 rows += section_checkpoint(args, base, url, cli, cli_env, srv, n)
+            rows += section_floor(args, base)
         if "noop" in only:
             rows += section_noop(args, base, sync, env, srv)
         if "log" in only:
