@@ -816,3 +816,24 @@ def test_the_whole_hash_and_the_chunk_hashes_of_one_read_are_both_right(tmp_path
     path = tmp_path / f"g-{size}"
     path.write_bytes(data)
     assert sha256_and_chunks(path) == (hashlib.sha256(data).hexdigest(), size, chunk_hashes(path))
+
+
+def test_a_chunk_record_that_cannot_be_written_leaves_the_checkpoint_logged(tmp_path, server, monkeypatch):
+    """The disk full as the record is written: ``log_checkpoint`` still records the checkpoint,
+    and sync hashes it as it sends it."""
+    from labledger.errors import StorageError
+    from labledger.store import manifest
+
+    def full(*args, **kwargs):
+        raise StorageError("no space left on device")
+
+    monkeypatch.setattr(manifest, "write_json", full)
+    local = tmp_path / "local"
+    rid = _log_run(local, "full", checkpoint=CHUNK + 1, tmp=tmp_path)
+    monkeypatch.undo()
+    run_dir = local / "runs" / rid
+    assert not (run_dir / ".chunks").exists() or not list((run_dir / ".chunks").iterdir())
+    with Ledger(local) as book:
+        assert len(list(book.run(rid).checkpoints())) == 1
+    sync_runs(local, server.url, token=TOKEN)
+    _same_runs(local, server.root, [rid])

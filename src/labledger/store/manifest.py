@@ -139,7 +139,7 @@ def record_chunks(run_dir: Path, rel: str, chunks: list[str]) -> None:
         st = os.stat(run_dir / rel)
         path.parent.mkdir(exist_ok=True)
         write_json(path, {"stat": record_key(st), "chunk": CHUNK, "chunks": chunks}, fsync=False)
-    except OSError:
+    except (OSError, LedgerError):  # a full disk (StorageError): the checkpoint is stored, only unrecorded here
         pass
 
 
