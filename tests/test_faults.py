@@ -102,6 +102,24 @@ def test_disk_full_scalars_raise_storage_error_leave_no_partial_line_and_work_ag
     assert cli("verify", "--ledger", str(ledger_dir)).exit_code == 0
 
 
+def test_disk_full_checkpoint_raises_storage_error_and_stores_nothing(small_disk, tmp_path):
+    """A checkpoint copy the full disk refuses: one-line StorageError naming it, no partial copy,
+    no chunk record, no checkpoint record; the run logs on once there is space."""
+    src = tmp_path / "model.pt"
+    src.write_bytes(os.urandom(1 << 20))
+    with labledger.start_run("ck", ledger=small_disk / "ledger") as run:
+        run.log(1, loss=0.5)
+        filler = fill(small_disk)
+        with pytest.raises(StorageError, match=r"disk full: .*model\.pt: the checkpoint copy was not stored"):
+            run.log_checkpoint(src, step=1)
+        filler.unlink()
+        assert not (run.dir / "checkpoints").exists() or not list((run.dir / "checkpoints").iterdir())
+        assert not (run.dir / ".chunks").exists()
+        rec = run.log_checkpoint(src, step=2)
+    assert [r["step"] for r in read_jsonl(run.dir / "checkpoints.jsonl")] == [2] and rec["step"] == 2
+    assert (run.dir / ".chunks").is_dir()
+
+
 def test_disk_full_reads_still_list_runs_and_mark_dead_ones_once_there_is_space(small_disk):
     # Listing the runs is how a user finds what to delete: the reap of a dead run (a write) must not
     # stop the read when the disk is full.

@@ -33,10 +33,12 @@ from labledger.store.counters import Counters, is_time
 from labledger.store.environment import environment
 from labledger.store.fields import ScalarStats, run_fields
 from labledger.store.jsonl import (
+    DISK_ERRNOS,
     DUMP_OPTIONS,
     RECORD_FILES,
     Appender,
     atomic_write,
+    disk_error,
     dumps_line,
     fsync_dir,
     fsync_files,
@@ -141,6 +143,11 @@ def _copy_checkpoint(src: Path, dest_dir: Path) -> tuple[str, int, Path]:
         os.replace(tmp, target)
         record_chunks(dest_dir.parent, f"{dest_dir.name}/{target.name}", chunks)
         return digest, size, target
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno in DISK_ERRNOS:  # a full disk: one line, nothing stored, the run goes on
+            raise disk_error(exc, dest_dir / src.name, "the checkpoint copy was not stored") from None
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
