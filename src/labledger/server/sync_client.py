@@ -409,8 +409,6 @@ def _sync_one(
         key = f"{run_id}/{rel}"
         have = s_files.get(rel)
         part = s_parts.get(rel) if have is None and not append_only else None
-        # hashed as the run wrote it (a checkpoint), unchanged since: not read to be hashed again
-        recorded = recorded_chunks(run_dir, rel, st) if size == st.st_size else None
         if have is None and part is None:
             # the server lacks the file: hashed while it is sent (one read), unless the cache knows it
             if dry_run:
@@ -419,13 +417,14 @@ def _sync_one(
                 entry["bytes"] += size
                 continue
             offset = 0
-            known = cache.known(key, st, size)
             chunks = _send(
-                session, path, _file_url(run_id, rel, 0, size), 0, size, [], recorded if known is None else known
+                session, path, _file_url(run_id, rel, 0, size), 0, size, [], _known(cache, key, run_dir, rel, st, size)
             )
             cache.store(key, st, size, chunks)
         else:
-            local = recorded if recorded is not None else cache.chunks(key, path, size, append_only)
+            local = _known(cache, key, run_dir, rel, st, size)
+            if local is None:
+                local = cache.chunks(key, path, size, append_only)
             offset = 0
             if have is not None:
                 if have.get("changed") and not repair:
@@ -467,6 +466,16 @@ def _sync_one(
             session.call("POST", f"/api/sync/runs/{run_id}/index", json={"digest": rows_digest, "tables": rows})
             sent_any = True
     return sent_any
+
+
+def _known(cache: _Cache, key: str, run_dir: Path, rel: str, st: os.stat_result, size: int) -> list[str] | None:
+    """The chunk hashes of the first ``size`` bytes of a file unchanged since they were computed:
+    by an earlier sync (the cache), or as the run stored it (a checkpoint's record,
+    :func:`labledger.store.manifest.recorded_chunks`); ``None`` when it must be read to be hashed."""
+    known = cache.known(key, st, size)
+    if known is None and size == st.st_size:
+        known = recorded_chunks(run_dir, rel, st)
+    return known
 
 
 def _file_url(run_id: str, rel: str, offset: int, size: int) -> str:

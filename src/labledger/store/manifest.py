@@ -92,7 +92,7 @@ def sha256_and_chunks(path: str | os.PathLike[str]) -> tuple[str, int, list[str]
     waiting: list[Future[str]] = []
     with open(path, "rb") as f, ThreadPoolExecutor(1, thread_name_prefix="labledger-chunk-hash") as pool:
         while data := f.read(CHUNK):
-            waiting.append(pool.submit(_hex_sha256, data))
+            waiting.append(pool.submit(sha256_hex, data))
             whole.update(data)
             size += len(data)
             if len(waiting) > AHEAD:
@@ -105,7 +105,8 @@ def sha256_and_chunks(path: str | os.PathLike[str]) -> tuple[str, int, list[str]
 AHEAD = 4
 
 
-def _hex_sha256(data: bytes) -> str:
+def sha256_hex(data: bytes | memoryview) -> str:
+    """The sha256 of ``data`` in hex (a function to hand to a thread pool)."""
     return hashlib.sha256(data).hexdigest()
 
 
