@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from labledger.errors import LedgerError, RecordError
 from labledger.store.jsonl import RECORD_FILES, read_json, write_json
@@ -73,16 +73,20 @@ def hash_chunks(fd: int, start: int, end: int) -> list[str]:
     return out
 
 
-def sha256_and_chunks(path: str | os.PathLike[str]) -> tuple[str, int, list[str]]:
+def sha256_and_chunks(path: str | os.PathLike[str], *, copy_to: BinaryIO | None = None) -> tuple[str, int, list[str]]:
     """``(sha256 hex, size, chunk hashes)`` of a file in one streamed read: the whole file's sha256
     in this thread and each ``CHUNK``'s in a second one (hashlib lets go of the GIL), so the wall
-    time is one hash's, not two. At most ``AHEAD`` chunks wait for the second thread.
+    time is one hash's, not two. At most ``AHEAD`` chunks wait for the second thread. With
+    ``copy_to`` each chunk is also written there: the hashes are of the bytes written, and the
+    copy costs no second read.
 
-    >>> import tempfile, os
+    >>> import tempfile, os, io
     >>> p = os.path.join(tempfile.mkdtemp(), "f")
     >>> _ = open(p, "wb").write(b"abc")
     >>> sha256_and_chunks(p) == (hashlib.sha256(b"abc").hexdigest(), 3, chunk_hashes(p))
     True
+    >>> out = io.BytesIO(); _ = sha256_and_chunks(p, copy_to=out); out.getvalue()
+    b'abc'
     """
     from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -93,6 +97,8 @@ def sha256_and_chunks(path: str | os.PathLike[str]) -> tuple[str, int, list[str]
     with open(path, "rb") as f, ThreadPoolExecutor(1, thread_name_prefix="labledger-chunk-hash") as pool:
         while data := f.read(CHUNK):
             waiting.append(pool.submit(sha256_hex, data))
+            if copy_to is not None:
+                copy_to.write(data)
             whole.update(data)
             size += len(data)
             if len(waiting) > AHEAD:

@@ -105,18 +105,22 @@ def sha256_file(path: str | os.PathLike[str]) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
-def _clone_or_copy(src: Path, dest: Path) -> None:
-    """A copy-on-write clone (``FICLONE``) where the filesystem supports it, else a streamed copy.
+def _copy_hashed(src: Path, dest: Path) -> tuple[str, int, list[str]]:
+    """Store a copy of ``src`` at ``dest``; ``(sha256, size, chunk hashes)`` of the bytes stored.
 
-    A hard link would not protect the record: ``torch.save`` truncates and rewrites the same inode.
+    A copy-on-write clone (``FICLONE``) where the filesystem supports it, then hashed; else a
+    streamed copy hashed as it is written (:func:`labledger.store.manifest.sha256_and_chunks`:
+    the bytes are read once, not once to copy and again to hash). A hard link would not protect
+    the record: ``torch.save`` truncates and rewrites the same inode.
     """
+    from labledger.store.manifest import sha256_and_chunks
+
     with open(src, "rb") as fin, open(dest, "xb") as fout:
         try:
             fcntl.ioctl(fout.fileno(), 0x40049409, fin.fileno())  # FICLONE
-            return
         except OSError:
-            pass
-        shutil.copyfileobj(fin, fout, CHUNK)
+            return sha256_and_chunks(src, copy_to=fout)
+    return sha256_and_chunks(dest)
 
 
 def _copy_checkpoint(src: Path, dest_dir: Path) -> tuple[str, int, Path]:
@@ -125,12 +129,11 @@ def _copy_checkpoint(src: Path, dest_dir: Path) -> tuple[str, int, Path]:
     The stored copy is hashed (not the source), so the record describes the bytes the run keeps
     even if the source changes during the copy. Same name and content as an earlier copy: reused.
     """
-    from labledger.store.manifest import record_chunks, sha256_and_chunks
+    from labledger.store.manifest import record_chunks
 
     tmp = dest_dir / f".{src.name}.{secrets.token_hex(4)}.tmp"
     try:
-        _clone_or_copy(src, tmp)
-        digest, size, chunks = sha256_and_chunks(tmp)  # the chunks: what sync sends it by (#18)
+        digest, size, chunks = _copy_hashed(src, tmp)  # the chunks: what sync sends it by (#18)
         target = dest_dir / src.name
         if target.exists():
             if sha256_file(target)[0] == digest:
