@@ -35,6 +35,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
         404: "Not found",
         409: "Conflict",
         413: "Body larger than the server's cap",
+        422: "The body's bytes are not the ones the client stated (X-Digest): nothing was kept",
         502: "The object store gave back bytes whose sha256 differs from the one recorded",
         503: "The ledger's index (PostgreSQL) is unreachable",
     }
@@ -374,11 +375,27 @@ def openapi_document(version: str) -> dict[str, Any]:
                 _q("offset", "First byte sent (a multiple of 1 MiB)", {"type": "integer", "minimum": 0}),
                 _q("size", "The file's whole size", {"type": "integer", "minimum": 0}, required=True),
                 *sync_headers,
+                {
+                    "name": "X-Prefix-Digest",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string"},
+                    "description": "With offset > 0: the digest of the client's chunks before offset (a server copy "
+                    "that differs there is a 409)",
+                },
+                {
+                    "name": "X-Digest",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                    "description": "The whole file's digest (sha256 of its chunk hashes, one per line), when the "
+                    "client knows it before sending: bytes whose digest is another are refused (422), none kept",
+                },
             ],
             "requestBody": {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string"}}}},
             "responses": {
                 "200": {"description": "Stored: the digest of the server's copy"},
-                **_errors(400, 401, 403, 409, 413),
+                **_errors(400, 401, 403, 409, 413, 422),
             },
         },
         "get": {
