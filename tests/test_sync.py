@@ -837,3 +837,41 @@ def test_a_chunk_record_that_cannot_be_written_leaves_the_checkpoint_logged(tmp_
         assert len(list(book.run(rid).checkpoints())) == 1
     sync_runs(local, server.url, token=TOKEN)
     _same_runs(local, server.root, [rid])
+
+
+def test_a_checkpoint_referenced_in_the_run_folder_is_recorded_too(tmp_path, server, monkeypatch):
+    """``copy=False`` on a file inside the run folder (the demo's checkpoints): its chunk hashes are
+    recorded, keyed by its stat before the read, so a write that lands while it is read leaves the
+    record unused; a file outside the run folder (never synced) gets no record."""
+    from labledger.store import manifest
+    from labledger.store.manifest import chunk_hashes, recorded_chunks
+
+    outside = tmp_path / "elsewhere.pt"
+    outside.write_bytes(os.urandom(CHUNK + 5))
+    real = manifest.sha256_and_chunks
+    with labledger.start_run("inplace", ledger=tmp_path / "local") as run:
+        (run.dir / "checkpoints").mkdir()
+        kept = run.dir / "checkpoints" / "kept.pt"
+        kept.write_bytes(os.urandom(2 * CHUNK + 1))
+        run.log_checkpoint(kept, step=1, copy=False)
+        run.log_checkpoint(outside, step=2, copy=False)
+        raced = run.dir / "checkpoints" / "raced.pt"
+        raced.write_bytes(os.urandom(CHUNK))
+
+        def written_while_read(path, **kwargs):
+            found = real(path, **kwargs)
+            with open(path, "ab") as f:
+                f.write(b"more")
+            return found
+
+        monkeypatch.setattr(manifest, "sha256_and_chunks", written_while_read)
+        run.log_checkpoint(raced, step=3, copy=False)
+        monkeypatch.undo()
+    assert recorded_chunks(run.dir, "checkpoints/kept.pt", kept.stat()) == chunk_hashes(kept)
+    assert recorded_chunks(run.dir, "checkpoints/raced.pt", raced.stat()) is None
+    assert sorted(p.name for p in (run.dir / ".chunks").iterdir()) == [
+        "checkpoints%2Fkept.pt.json",
+        "checkpoints%2Fraced.pt.json",
+    ]
+    sync_runs(tmp_path / "local", server.url, token=TOKEN)
+    _same_runs(tmp_path / "local", server.root, [run.id])

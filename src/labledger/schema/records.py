@@ -432,7 +432,7 @@ RUN_FILES: tuple[tuple[str, type[RunRecord] | str], ...] = (
     (".lock", "held (flock) by the logging process while it lives: a run without its holder is crashed"),
     (
         ".chunks/<path>.json",
-        "the sha256 of each 1 MiB chunk of a file the run stored (each checkpoint copy), hashed as it was "
+        "the sha256 of each 1 MiB chunk of each checkpoint in the run folder (copied or referenced there), hashed as it was "
         "stored, with that file's size, mtime, inode and ctime (`stat`): `labledger sync` sends the file by "
         "them while its stat is unchanged, instead of reading it to hash it (never synced itself)",
     ),

@@ -133,17 +133,18 @@ def record_key(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
 
 
-def record_chunks(run_dir: Path, rel: str, chunks: list[str]) -> None:
+def record_chunks(run_dir: Path, rel: str, chunks: list[str], st: os.stat_result | None = None) -> None:
     """Keep the chunk hashes of the run file ``rel``, computed as the run wrote it (``log_checkpoint``
     hashes each checkpoint it stores: :func:`sha256_and_chunks`), so that ``labledger sync``
     sends the file without reading it to hash it again (#18). The record holds the file's
-    :func:`record_key` now; a file changed since has another, and the record is not used
+    :func:`record_key` (``st``: its ``stat`` taken before it was read, for a file others may write;
+    by default the ``stat`` now); a file changed since has another, and the record is not used
     (:func:`recorded_chunks`). Bytes damaged on disk without a ``stat`` change are caught by the
     server, which hashes what it receives and refuses bytes whose digest is not the one stated.
     Best effort: a record that cannot be written (a full disk) only costs a hash at sync."""
     path = _record_path(run_dir, rel)
     try:
-        st = os.stat(run_dir / rel)
+        st = os.stat(run_dir / rel) if st is None else st
         path.parent.mkdir(exist_ok=True)
         write_json(path, {"stat": record_key(st), "chunk": CHUNK, "chunks": chunks}, fsync=False)
     except (OSError, LedgerError):  # a full disk (StorageError): the checkpoint is stored, only unrecorded here

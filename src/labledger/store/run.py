@@ -123,6 +123,23 @@ def _copy_hashed(src: Path, dest: Path) -> tuple[str, int, list[str]]:
     return sha256_and_chunks(dest)
 
 
+def _hash_in_place(path: Path, run_dir: Path) -> tuple[str, int]:
+    """``(sha256, size)`` of a checkpoint referenced where it is (``copy=False``). One inside the run
+    folder (the demo's, a trainer's ``output_dir`` there) is synced with the run, so its chunk hashes
+    are recorded too (:func:`labledger.store.manifest.record_chunks`), keyed by its ``stat`` before
+    the read: a write during or after the read leaves the record unused. One elsewhere is not
+    synced, and only its sha256 is taken."""
+    from labledger.store.manifest import record_chunks, sha256_and_chunks
+
+    root = run_dir.resolve()
+    if not path.is_relative_to(root):
+        return sha256_file(path)
+    before = path.stat()
+    digest, size, chunks = sha256_and_chunks(path)
+    record_chunks(root, path.relative_to(root).as_posix(), chunks, before)
+    return digest, size
+
+
 def _copy_checkpoint(src: Path, dest_dir: Path) -> tuple[str, int, Path]:
     """Copy ``src`` into ``dest_dir``; ``(sha256, size, stored path)`` of what was stored.
 
@@ -591,7 +608,7 @@ class Run:
             dest_dir.mkdir(exist_ok=True)
             digest, size, stored = _copy_checkpoint(src, dest_dir)
         else:
-            digest, size = sha256_file(src)
+            digest, size = _hash_in_place(stored, self.dir)
         # A copied checkpoint is recorded relative to the run folder, so the record stays true when the
         # folder moves (imports adopted from a staging ledger, a ledger copied to another machine).
         shown = str(stored.relative_to(self.dir)) if copy else str(stored)
