@@ -71,6 +71,15 @@ print(json.dumps({**report.to_dict(), "elapsed": time.perf_counter() - t}))
 """
 
 
+def checkpoint_file(path: Path, mib: int) -> Path:
+    """A file of ``mib`` MiB of random bytes (one random MiB repeated): the checkpoint every row sends."""
+    with open(path, "wb") as f:
+        block = os.urandom(MIB)
+        for _ in range(mib):
+            f.write(block)
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -196,11 +205,7 @@ def wandb_rows(args: argparse.Namespace) -> list[dict]:
                 **r,
             }
         )
-        ck = base / "ckpt.bin"
-        with open(ck, "wb") as f:
-            block = os.urandom(MIB)
-            for _ in range(args.checkpoint_mib):
-                f.write(block)
+        ck = checkpoint_file(base / "ckpt.bin", args.checkpoint_mib)
         r = child([sys.executable, "-c", WANDB, "0", "0", str(ck), str(base / "ck")], env)
         r["bytes"] = 0  # nothing is sent offline: the file is copied to W&B's staging folder
         out.append(
@@ -248,11 +253,7 @@ def mlflow_rows(args: argparse.Namespace) -> list[dict]:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        ck = base / "ckpt.bin"
-        with open(ck, "wb") as f:
-            block = os.urandom(MIB)
-            for _ in range(args.checkpoint_mib):
-                f.write(block)
+        ck = checkpoint_file(base / "ckpt.bin", args.checkpoint_mib)
         subprocess.run(["sync"], check=False)
         s0 = server_cpu(srv.pid)
         r = child([sys.executable, "-c", MLFLOW, url, str(ck), str(ck.stat().st_size)], dict(os.environ))
@@ -314,11 +315,7 @@ def section_checkpoint(
     beside ``dd conv=fsync`` of it (the disk alone)."""
     import labledger
 
-    ck = base / f"ckpt-{n}.bin"
-    with open(ck, "wb") as f:
-        block = os.urandom(MIB)
-        for _ in range(args.checkpoint_mib):
-            f.write(block)
+    ck = checkpoint_file(base / f"ckpt-{n}.bin", args.checkpoint_mib)
     subprocess.run(["sync"], check=False)
     load = load1()
     # cp twice, the faster kept: on this VM a copy into page-cache pages not touched for a while
@@ -379,11 +376,7 @@ def section_floor(args: argparse.Namespace, base: Path) -> list[dict]:
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    src = base / "floor.bin"
-    with open(src, "wb") as f:
-        block = os.urandom(MIB)
-        for _ in range(args.checkpoint_mib):
-            f.write(block)
+    src = checkpoint_file(base / "floor.bin", args.checkpoint_mib)
     size = src.stat().st_size
     rows = []
     for _ in range(args.repeat):

@@ -76,6 +76,10 @@ def _log_run(ledger: Path, name: str, steps: int = 200, *, checkpoint: int = 0, 
     return run.id
 
 
+def _checkpoint_rel(local: Path, rid: str) -> str:
+    return next(f for f in run_files(local / "runs" / rid) if f.startswith("checkpoints/"))
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """One server for the module's quick tests (each test syncs its own runs from its own ledgers),
@@ -247,7 +251,7 @@ def test_a_body_cut_off_keeps_its_whole_chunks_and_the_next_sync_resumes_there(t
 
     local = tmp_path / "local"
     rid = _log_run(local, "cut", checkpoint=3 * CHUNK + 5, tmp=tmp_path)
-    rel = next(f for f in run_files(local / "runs" / rid) if f.startswith("checkpoints/"))
+    rel = _checkpoint_rel(local, rid)
     body = (local / "runs" / rid / rel).read_bytes()
     head = (
         f"PUT /api/sync/runs/{rid}/files?path={quote(rel, safe='')}&offset=0&size={len(body)} HTTP/1.1\r\n"
@@ -688,10 +692,6 @@ def test_a_synced_run_folder_appears_on_the_server_with_its_manifest(tmp_path, m
         == "origin-1"
     )
     assert [p.name for p in run_dir.parent.iterdir()] == ["r1"]  # no hidden folder left
-
-
-def _checkpoint_rel(local: Path, rid: str) -> str:
-    return next(f for f in run_files(local / "runs" / rid) if f.startswith("checkpoints/"))
 
 
 def test_a_checkpoint_goes_by_the_chunk_hashes_recorded_when_it_was_logged(tmp_path, server, monkeypatch):

@@ -163,13 +163,10 @@ def _copy_checkpoint(src: Path, dest_dir: Path) -> tuple[str, int, Path]:
         os.replace(tmp, target)
         record_chunks(dest_dir.parent, f"{dest_dir.name}/{target.name}", chunks)
         return digest, size, target
-    except OSError as exc:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        if exc.errno in DISK_ERRNOS:  # a full disk: one line, nothing stored, the run goes on
+        if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:  # one line, nothing stored, the run goes on
             raise disk_error(exc, dest_dir / src.name, "the checkpoint copy was not stored") from None
-        raise
-    except BaseException:
-        tmp.unlink(missing_ok=True)
         raise
 
 
