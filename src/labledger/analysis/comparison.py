@@ -311,16 +311,12 @@ def _prepared(metric: Any, params: dict[str, Any], side: tuple[TaskData, _TaskCa
 def _same_arrow_ids(a: TaskData, b: TaskData) -> bool:
     """Whether both sides' ids are still Arrow strings (:func:`~labledger.inputs.results.defer_ids`)
     and equal in order: compared in Arrow, without building a million Python strings a side."""
-    import pyarrow as pa
+    from labledger.inputs.result_table import one_array
 
     ia, ib = deferred_ids(a), deferred_ids(b)
     if ia is None or ib is None or len(ia) != len(ib) or ia.type != ib.type:
         return False
-    if isinstance(ia, pa.ChunkedArray):
-        ia = ia.combine_chunks()
-    if isinstance(ib, pa.ChunkedArray):
-        ib = ib.combine_chunks()
-    return bool(ia.equals(ib))
+    return bool(one_array(ia).equals(one_array(ib)))
 
 
 def _adjust_comparison(doc: ComparisonDoc, adjust: str) -> None:

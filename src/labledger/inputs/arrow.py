@@ -20,7 +20,7 @@ import xxhash
 
 from labledger.errors import RecordError
 from labledger.inputs.columnar import cached_table, content_key, store_table, wanted
-from labledger.inputs.result_table import arrow_numpy
+from labledger.inputs.result_table import arrow_numpy, one_array
 from labledger.inputs.results import (
     _CORE,
     MAX_ID_CHARS,
@@ -35,6 +35,7 @@ from labledger.inputs.results import (
     binary_task,
     canonical_codes,
     defer_ids,
+    defer_lines,
 )
 
 # pyarrow.compute and pyarrow.json are imported inside the JSONL reader's functions: a read from the
@@ -267,7 +268,7 @@ def _combined(table: pa.Table) -> pa.Table:
     names = table.column_names
     done: list[pa.Array] = []
     for name in names:
-        done.append(table.column(name).combine_chunks())
+        done.append(one_array(table.column(name)))
         table = table.drop_columns([name])
     return pa.Table.from_arrays(done, names=names)
 
@@ -456,6 +457,8 @@ def _read_task(
         td.repeat = np.empty(n, dtype=object)
         td.repeat[:] = _take(table.column(repeat).chunk(0), idx).to_pylist()
     defer_ids(td, ids)
+    if idx is None:  # the table's rows in order: lines 1..n, made again only if read
+        defer_lines(td, 1, n)
     return td
 
 

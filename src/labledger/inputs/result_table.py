@@ -30,6 +30,8 @@ from labledger.inputs.results import (
     ResultSet,
     TaskData,
     defer_ids,
+    defer_lines,
+    deferred_first_line,
     deferred_ids,
     given_sorts,
     set_given_sorts,
@@ -42,8 +44,7 @@ MAX_SORTED_COLUMNS = 8
 
 
 def _padded(arr: pa.Array | pa.ChunkedArray, start: int, total: int) -> pa.Array:
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = one_array(arr)
     after = total - start - len(arr)
     if start == 0 and after == 0:
         return arr
@@ -60,10 +61,13 @@ def result_set_to_table(rs: ResultSet) -> pa.Table | None:
         p = f"t{t}."
         info: dict[str, Any] = {"task": name, "kind": td.kind, "n": td.n, "start": start}
         arrow_ids = deferred_ids(td)
-        if isinstance(arrow_ids, pa.ChunkedArray):
-            arrow_ids = arrow_ids.combine_chunks()
+        if arrow_ids is not None:
+            arrow_ids = one_array(arrow_ids)
         cols: dict[str, Any] = {"id": arrow_ids if arrow_ids is not None else pa.array(td.ids.tolist(), pa.string())}
-        if td.n and np.array_equal(td.lines, np.arange(td.lines[0], td.lines[0] + td.n)):
+        first = deferred_first_line(td)
+        if first is not None:  # consecutive lines, not built: no column
+            info["first_line"] = first
+        elif td.n and np.array_equal(td.lines, np.arange(td.lines[0], td.lines[0] + td.n)):
             info["first_line"] = int(td.lines[0])  # consecutive lines: no column
         else:
             cols["line"] = pa.array(td.lines, pa.int64())
@@ -136,6 +140,20 @@ _PLAIN = {
 }
 
 
+def one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``column`` as one Arrow array: a chunked array of one chunk is that chunk, not a copy of it
+    (``combine_chunks`` copies even a single chunk, pyarrow 26: every memory-mapped cache column was
+    read into a second, anonymous copy, #19); of several chunks, their concatenation.
+
+    >>> c = pa.chunked_array([[1, 2, 3]])
+    >>> one_array(c).buffers()[1].address == c.chunk(0).buffers()[1].address, one_array(pa.chunked_array([[1], [2]])).to_pylist()
+    (True, [1, 2])
+    """
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def arrow_numpy(column: pa.Array | pa.ChunkedArray, *, copy: bool = True) -> np.ndarray:
     """A numeric or boolean Arrow column without nulls as a writable numpy array, from its buffers;
     anything else through pyarrow's ``to_numpy``. (pyarrow's ``to_numpy`` imports pandas: ~0.3 s of
@@ -144,10 +162,13 @@ def arrow_numpy(column: pa.Array | pa.ChunkedArray, *, copy: bool = True) -> np.
 
     >>> arrow_numpy(pa.chunked_array([[1.5, 2.5], [3.5]])).tolist(), arrow_numpy(pa.array([True, False, True]).slice(1)).tolist()
     ([1.5, 2.5, 3.5], [False, True])
-    >>> v = arrow_numpy(pa.chunked_array([[1, 2, 3]]).slice(1), copy=False); v.tolist(), v.flags.writeable
+    >>> c = pa.chunked_array([[1, 2, 3]]).slice(1)
+    >>> v = arrow_numpy(c, copy=False); v.tolist(), v.flags.writeable
     ([2, 3], False)
+    >>> v.ctypes.data == c.chunk(0).buffers()[1].address + 8   # the column's own memory
+    True
     """
-    arr = column if not isinstance(column, pa.ChunkedArray) else column.combine_chunks()
+    arr = one_array(column)
     if arr.null_count == 0:
         n, off = len(arr), arr.offset
         plain = _PLAIN.get(arr.type)
@@ -199,7 +220,7 @@ def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
         common: dict[str, Any] = {
             "task": info["task"],
             "ids": ids,
-            "lines": num("line", np.int64) if first is None else np.arange(first, first + info["n"], dtype=np.int64),
+            "lines": num("line", np.int64) if first is None else np.empty(0, np.int64),  # deferred below
             "group": num("group", np.int64) if "group" in names else None,
             "slice_columns": {
                 sname: (num(f"s{k}", np.int32), values) for k, (sname, values) in enumerate(info["slices"])
@@ -253,8 +274,10 @@ def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
             # np.argsort of this numpy (another one may order ties otherwise: then sort again)
             set_given_sorts(td, {int(j): num(f"o{j}", np.int64) for j in kept["columns"]})
         defer_ids(td, id_col)
+        if first is not None:
+            defer_lines(td, first, info["n"])
         out[info["task"]] = td
     return ResultSet(out, source=source, repeat_field=doc["repeat_field"])
 
 
-__all__ = ["result_set_from_table", "result_set_to_table"]
+__all__ = ["arrow_numpy", "one_array", "result_set_from_table", "result_set_to_table"]

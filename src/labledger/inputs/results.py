@@ -97,7 +97,8 @@ class _Task:
     @property
     def n(self) -> int:
         """Number of items."""
-        return len(self.lines)
+        lines = self.__dict__.get("lines")
+        return len(lines) if lines is not None else len(self.__dict__["_deferred"]["lines"])
 
     @property
     def slices(self) -> dict[str, np.ndarray]:
@@ -121,12 +122,13 @@ class _Task:
             # The reading API before the split had one class with every kind's fields: reading a
             # field of another kind still gives its old default (``()`` or ``None``) at run time.
             # Type checkers do not see this, so typed code uses the fields of its task's class.
-            if name == "ids" and "_ids_from" in self.__dict__:
-                # ids read as Arrow (the JSONL reader, the columnar cache) become an object array on
-                # first use (#19): most evaluations never look at them (see defer_ids)
-                ids = self.__dict__.pop("_ids_from")()
-                self.__dict__["ids"] = ids
-                return ids
+            make = self.__dict__.get("_deferred", {}).pop(name, None)
+            if make is not None:
+                # a column built on first use (#19): ids read as Arrow become an object array, and
+                # consecutive line numbers an array, only if something reads them; most evaluations
+                # never do (see defer_ids, defer_lines)
+                value = self.__dict__[name] = make()
+                return value
             if name in _OTHER_KINDS_FIELDS:
                 return _OTHER_KINDS_FIELDS[name]
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -148,10 +150,31 @@ class DeferredIds:
     def __init__(self, arrow: Any):
         self.arrow = arrow
 
+    def __len__(self) -> int:
+        return len(self.arrow)
+
     def __call__(self) -> np.ndarray:
         out = np.empty(len(self.arrow), dtype=object)
         out[:] = self.arrow.to_pylist()  # ~5x faster than to_numpy for strings, and no pandas import
         return out
+
+
+class DeferredLines:
+    """Consecutive line numbers ``first, first + 1, ...`` (``n`` of them), made on first read: :func:`defer_lines`."""
+
+    def __init__(self, first: int, n: int):
+        self.first, self.n = first, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __call__(self) -> np.ndarray:
+        return np.arange(self.first, self.first + self.n, dtype=np.int64)
+
+
+def _defer(td: _Task, name: str, make: Any) -> None:
+    td.__dict__.pop(name, None)
+    td.__dict__.setdefault("_deferred", {})[name] = make
 
 
 def defer_ids(td: _Task, arrow: Any) -> None:
@@ -163,13 +186,30 @@ def defer_ids(td: _Task, arrow: Any) -> None:
     >>> defer_ids(td, pa.array(["z"])); "ids" in vars(td), td.ids.tolist(), "ids" in vars(td)
     (False, ['z'], True)
     """
-    td.__dict__.pop("ids", None)
-    td.__dict__["_ids_from"] = DeferredIds(arrow)
+    _defer(td, "ids", DeferredIds(arrow))
+
+
+def defer_lines(td: _Task, first: int, n: int) -> None:
+    """Make ``td.lines`` the ``n`` consecutive line numbers from ``first``, built on first access: at
+    10M rows an array of 76 MiB (a quarter of what an evaluation reads) that only error messages
+    and subsets read (#19).
+
+    >>> td = results_from_rows([{"id": "a", "task": "t", "gold": 1.0, "pred": 2.0}])["t"]
+    >>> defer_lines(td, 5, 3); "lines" in vars(td), td.n, td.lines.tolist(), "lines" in vars(td)
+    (False, 3, [5, 6, 7], True)
+    """
+    _defer(td, "lines", DeferredLines(first, n))
+
+
+def deferred_first_line(td: _Task) -> int | None:
+    """The first line number while ``td``'s consecutive lines are still deferred (:func:`defer_lines`), else None."""
+    found = td.__dict__.get("_deferred", {}).get("lines")
+    return found.first if found is not None else None
 
 
 def deferred_ids(td: _Task) -> Any:
     """The Arrow array of ``td``'s ids while they are still deferred (:func:`defer_ids`), else None."""
-    found = td.__dict__.get("_ids_from")
+    found = td.__dict__.get("_deferred", {}).get("ids")
     return found.arrow if found is not None else None
 
 

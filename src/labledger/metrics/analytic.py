@@ -31,6 +31,7 @@ replace the bootstrap (``bench/analytic_coverage.py`` measures their coverage).
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -104,6 +105,7 @@ class Ranked:
         else:
             self.y, self.pos_g = _parts
         self.p = int(np.count_nonzero(self.y))
+        self._reversed: weakref.ref[Ranked] | None = None
 
     # Only the flags and their group sums are kept (the task's metrics share them); the rest is
     # derived on each use, a pass or two, so that a large task holds no more than it did (#19).
@@ -128,11 +130,17 @@ class Ranked:
 
     def reversed(self) -> Ranked:
         """The same in the reverse order (descending for an ascending sort): the group sums read
-        backwards, not summed again (the flags and the order are views)."""
+        backwards, not summed again (the flags and the order are views). While one reversal is in
+        use (average precision's influence values), the next call gives it again instead of a second
+        copy of the group sums and starts; none is kept past its use (#19)."""
         from labledger.metrics.classification import reversed_starts
 
-        parts = (self.y[::-1], np.ascontiguousarray(self.pos_g[::-1]))
-        return Ranked(self.y, self.order[::-1], reversed_starts(self.starts, self.n), _parts=parts)
+        found = self._reversed() if self._reversed is not None else None
+        if found is None:
+            parts = (self.y[::-1], np.ascontiguousarray(self.pos_g[::-1]))
+            found = Ranked(self.y, self.order[::-1], reversed_starts(self.starts, self.n), _parts=parts)
+            self._reversed = weakref.ref(found)
+        return found
 
 
 class GroupInfluence:

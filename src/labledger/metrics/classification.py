@@ -20,6 +20,7 @@ Undefined values (0/0) follow one documented rule per metric, like scikit-learn'
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -292,8 +293,11 @@ def reversed_starts(starts: np.ndarray | None, n: int) -> np.ndarray | None:
     """
     if starts is None:
         return None
-    ends = np.append(starts[1:], n)
-    return np.ascontiguousarray((n - ends)[::-1])
+    # (n - ends)[::-1] with ends = starts[1:] + [n], written into one array (not three, #19)
+    out = np.empty(len(starts), dtype=starts.dtype)
+    out[0] = 0
+    np.subtract(n, starts[:0:-1], out=out[1:])
+    return out
 
 
 def _sorted_groups(
@@ -424,13 +428,32 @@ def _group_sum(x: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
     return x if starts is None else np.add.reduceat(x, starts, axis=1)
 
 
-def _auc_w(
-    score: np.ndarray, is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None] | None = None
-) -> WeightsFunction:
-    order, starts = sorted_ if sorted_ is not None else _sorted_groups(score, descending=False)
+#: A sort order and its tie groups (:func:`_sorted_groups`), or a function that makes them on
+#: first use (a weights function's: an analytic interval never calls it, #19).
+SortGiven = tuple[np.ndarray, np.ndarray | None] | Callable[[], tuple[np.ndarray, np.ndarray | None]]
+
+
+def _first_use(sorted_: SortGiven | None, score: np.ndarray, descending: bool) -> Callable[[], tuple[np.ndarray, Any]]:
+    """``sorted_`` (or the sort of ``score``) made on the first call and kept: a bootstrap needs it,
+    an analytic interval never does, and at 10M rows a descending order and its groups are ~150 MiB
+    held from the metric's preparation to its end (#19)."""
+    kept: list[tuple[np.ndarray, np.ndarray | None]] = []
+
+    def get() -> tuple[np.ndarray, np.ndarray | None]:
+        if not kept:
+            found = sorted_() if callable(sorted_) else sorted_
+            kept.append(found if found is not None else _sorted_groups(score, descending=descending))
+        return kept[0]
+
+    return get
+
+
+def _auc_w(score: np.ndarray, is_pos: np.ndarray, sorted_: SortGiven | None = None) -> WeightsFunction:
+    sort = _first_use(sorted_, score, descending=False)
     cache: dict[str, np.ndarray] = {}
 
     def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
+        order, starts = sort()
         if "pos_f" not in cache:  # built on first use: a point value alone never needs it
             cache["pos_f"] = is_pos[order].astype(np.float64)
         pos_f = cache["pos_f"]
@@ -508,13 +531,12 @@ def _ap_point(ranked: LazyRanked) -> Callable[[], float]:
     return fn
 
 
-def _ap_w(
-    score: np.ndarray, is_pos: np.ndarray, sorted_: tuple[np.ndarray, np.ndarray | None] | None = None
-) -> WeightsFunction:
-    order, starts = sorted_ if sorted_ is not None else _sorted_groups(score, descending=True)
+def _ap_w(score: np.ndarray, is_pos: np.ndarray, sorted_: SortGiven | None = None) -> WeightsFunction:
+    sort = _first_use(sorted_, score, descending=True)
     cache: dict[str, np.ndarray] = {}
 
     def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
+        order, starts = sort()
         if "pos_f" not in cache:  # built on first use: an analytic interval never needs it (#19)
             cache["pos_f"] = is_pos[order].astype(np.float64)
         pos_f = cache["pos_f"]
@@ -572,7 +594,7 @@ def _ovr_w(
     classes: Sequence[int],
     sorts: _OvrSorts | None = None,
 ) -> WeightsFunction:
-    fns = [make(probs[:, c], gold == c, None if sorts is None else sorts.get(c)) for c in classes]
+    fns = [make(probs[:, c], gold == c, None if sorts is None else functools.partial(sorts.get, c)) for c in classes]
 
     def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         vals = np.stack([f(w) for f in fns], axis=1)
@@ -592,12 +614,15 @@ def ap_sorted(y: np.ndarray, starts: np.ndarray | None, tp: np.ndarray | None = 
     n, p = len(y), int(np.count_nonzero(y))
     if p == 0:
         return math.nan
+    # the running precision divided in place (the same divisions: the same bits; one array fewer, #19)
     if starts is None:
         tp = y.astype(np.float64)
-        prec = np.cumsum(tp) / np.arange(1, n + 1)
+        prec = np.cumsum(tp)
+        prec /= np.arange(1, n + 1)
     else:
         tp = np.add.reduceat(y.astype(np.float64), starts) if tp is None else tp
-        prec = np.cumsum(tp) / np.r_[starts[1:], n]
+        prec = np.cumsum(tp)
+        prec /= np.r_[starts[1:], n]
     return float(np.dot(tp, prec) / p)
 
 
@@ -769,7 +794,7 @@ def score_prepared(
         if name == "roc_auc":
             return weights(_auc_w(score, is_pos, sorted_), _auc_point(ranked), _auc_infl(ranked))
         return weights(
-            _ap_w(score, is_pos, _sorted_groups(score, descending=True, ascending=sorted_)),
+            _ap_w(score, is_pos, lambda: _sorted_groups(score, descending=True, ascending=sorted_)),
             _ap_point(ranked),
             _ap_infl(ranked),
         )
