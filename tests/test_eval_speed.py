@@ -20,7 +20,7 @@ from scipy import special
 
 import labledger
 from labledger.inputs.result_table import _numbers, arrow_numpy, result_set_from_table, result_set_to_table
-from labledger.inputs.results import read_results
+from labledger.inputs.results import ResultSet, read_results
 from labledger.metrics import stats
 from labledger.metrics.analytic import ap_influence, auc_influence, influence, sum_sq
 from labledger.metrics.classification import SortCache, _sorted_groups, prob_prepared
@@ -306,3 +306,72 @@ def test_reading_a_results_file_imports_no_pandas(tmp_path):
     )
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.split() == ["[0,", "1,", "0,", "1]", "20", "False"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Memory at scale (#19): the cache's columns are its memory map's pages, nothing is made twice
+
+
+def _mapped_from(path: Path, address: int) -> bool:
+    """Whether ``address`` lies in a memory map of the file ``path`` in this process (Linux)."""
+    real = os.path.realpath(path)
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(maxsplit=5)
+            if len(parts) == 6 and parts[5].strip() == real:
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                if lo <= address < hi:
+                    return True
+    return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps (Linux)")
+def test_cached_columns_are_views_of_the_entry_not_copies(tmp_path, monkeypatch):
+    path = tmp_path / "r.jsonl"
+    rng = np.random.default_rng(3)
+    rows = [
+        {"id": f"i{i}", "task": "t", "gold": "yes" if rng.random() < 0.4 else "no", "score": float(rng.random())}
+        for i in range(3000)
+    ]
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
+    monkeypatch.setenv("LABLEDGER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("LABLEDGER_CACHE_MIN_BYTES", "0")
+    first = read_results(path, positive="yes")  # parses the JSONL and fills the cache
+    td = read_results(path, positive="yes")["t"]  # from the entry
+    (entry,) = (tmp_path / "cache").iterdir()
+    for name in ("score", "gold_index"):
+        column = getattr(td, name)
+        assert not column.flags.writeable and _mapped_from(entry, column.ctypes.data), name
+        assert np.array_equal(column, getattr(first["t"], name))
+    assert not _mapped_from(entry, td.probs.ctypes.data)  # built from the score: its own memory
+
+
+def test_consecutive_lines_are_made_on_first_read(tmp_path, monkeypatch):
+    path = tmp_path / "r.jsonl"
+    rows = [{"id": f"i{i}", "task": "t", "gold": "yes" if i % 3 else "no", "score": (i % 7) / 7} for i in range(40)]
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
+    monkeypatch.setenv("LABLEDGER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("LABLEDGER_CACHE_MIN_BYTES", "0")
+    rows_path = read_results(path, positive="yes", engine="rows")["t"]  # the row reader's own lines
+    for td in (read_results(path, positive="yes")["t"], read_results(path, positive="yes")["t"]):  # JSONL, then cache
+        assert "lines" not in vars(td) and td.n == 40  # n does not make them
+        evaluated = labledger.evaluate(ResultSet({"t": td}), metrics=["accuracy", "roc_auc"])
+        assert evaluated.tasks["t"].n == 40 and "lines" not in vars(td)  # nor does an evaluation
+        assert td.subset(np.array([5, 2])).lines.tolist() == [6, 3]
+        assert td.lines.tolist() == rows_path.lines.tolist() == list(range(1, 41))
+    back = result_set_from_table(result_set_to_table(read_results(path, positive="yes", cache=False)), source="x")
+    assert "lines" not in vars(back["t"]) and back["t"].lines.tolist() == list(range(1, 41))
+
+
+def test_a_reversed_ranking_is_shared_while_in_use():
+    from labledger.metrics.analytic import Ranked
+
+    scores = np.array([0.1, 0.4, 0.4, 0.8, 0.9])
+    r = Ranked(np.array([False, True, False, True, True]), np.argsort(scores), np.array([0, 1, 3, 4]))
+    first = r.reversed()
+    assert r.reversed() is first  # not a second copy of its group sums while the first is held
+    kept = (first.pos_g.copy(), first.starts.copy())
+    del first
+    again = r.reversed()  # none is kept past its use: made again, equal
+    assert np.array_equal(again.pos_g, kept[0]) and np.array_equal(again.starts, kept[1])
+    assert again.pos_g.tolist() == [1.0, 1.0, 1.0, 0.0] and again.starts.tolist() == [0, 1, 2, 4]

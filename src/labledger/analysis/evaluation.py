@@ -192,7 +192,10 @@ class _TaskCache:
         """``gold * K + pred`` of the cached task, built once for all its count-table metrics (#19)."""
         with self._lock:
             if self._cells is None:
-                self._cells = td.gold_index.astype(np.int64) * len(td.labels) + td.pred_index
+                cells = td.gold_index.astype(np.int64)  # a copy, then in place: one array of n (#19)
+                cells *= len(td.labels)
+                cells += td.pred_index
+                self._cells = cells
             return self._cells
 
     def ranking(self, td: RankingTask) -> RankingArrays:
@@ -227,7 +230,15 @@ def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: _T
         if not isinstance(td, ProbTask):
             raise _not_for(metric, td)
         return prob_prepared(
-            metric.name, params, td.gold_index, td.probs, td.labels, pos=pos, pred=td.pred_index, sorts=cache.sorts
+            metric.name,
+            params,
+            td.gold_index,
+            td.probs,
+            td.labels,
+            pos=pos,
+            pred=td.pred_index,
+            sorts=cache.sorts,
+            score=td.score if td.kind == "binary" and td.positive == params.get("pos_label") else None,
         )
     if metric.needs == "values":
         if not isinstance(td, RegressionTask):

@@ -249,7 +249,7 @@ def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
                 labels=labels,
                 probs=probs,
                 gold_index=num("gold_index", np.int64),
-                pred_index=np.where(score >= 0.5, pj, 1 - pj).astype(np.int64),
+                pred_index=np.where(score >= 0.5, pj, 1 - pj).astype(np.int64, copy=False),
                 score=score,
                 positive=info["positive"],
             )

@@ -721,8 +721,8 @@ def binary_task(
         kind="binary",
         labels=labels,
         probs=probs,
-        gold_index=np.where(gold_pos, pj, 1 - pj).astype(np.int64),
-        pred_index=np.where(score >= 0.5, pj, 1 - pj).astype(np.int64),
+        gold_index=np.where(gold_pos, pj, 1 - pj).astype(np.int64, copy=False),
+        pred_index=np.where(score >= 0.5, pj, 1 - pj).astype(np.int64, copy=False),
         score=score,
         positive=pos,
     )

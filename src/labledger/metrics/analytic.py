@@ -59,11 +59,11 @@ InfluenceFunction = Callable[[bool], np.ndarray]
 # Influence values of the metrics
 
 
-def _group_sums(yf: np.ndarray, starts: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Positives per tie group and the groups' sizes (``None``: no ties, every group one item)."""
-    if starts is None:
-        return yf, None
-    return np.add.reduceat(yf, starts), np.diff(np.append(starts, len(yf)))
+def _group_sums(yf: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
+    """Positives per tie group (no ties, ``starts`` None: every group one item, ``yf`` itself). The
+    groups' sizes are :attr:`Ranked.sizes` (made here too and dropped, they were two arrays of n at
+    the peak of ROC-AUC at 10M rows, #19)."""
+    return yf if starts is None else np.add.reduceat(yf, starts)
 
 
 def _per_item(
@@ -101,7 +101,7 @@ class Ranked:
         self.order, self.starts, self.n = order, starts, len(order)
         if _parts is None:
             self.y = is_pos[order]
-            self.pos_g = _group_sums(self.y.astype(np.float64), starts)[0]  # whole numbers: exact
+            self.pos_g = _group_sums(self.y.astype(np.float64), starts)  # whole numbers: exact
         else:
             self.y, self.pos_g = _parts
         self.p = int(np.count_nonzero(self.y))

@@ -504,9 +504,12 @@ def roc_auc_sorted(y: np.ndarray, starts: np.ndarray | None, pos_g: np.ndarray |
     if starts is None:
         twice_rank_sum = 2 * int(np.flatnonzero(y).sum(dtype=np.int64)) + 2 * p  # ranks 1..n
     else:
-        ends = np.r_[starts[1:], n]
-        pos_in_group = np.add.reduceat(y.astype(np.int64), starts) if pos_g is None else pos_g.astype(np.int64)
-        twice_rank_sum = int((pos_in_group * (starts + 1 + ends)).sum(dtype=np.int64))  # 2 x mid-rank
+        # 2 x mid-rank of a group = start + 1 + end, in one array (whole numbers: exact in any order, #19)
+        mid2 = np.r_[starts[1:], n]
+        mid2 += starts
+        mid2 += 1
+        mid2 *= np.add.reduceat(y.astype(np.int64), starts) if pos_g is None else pos_g.astype(np.int64)
+        twice_rank_sum = int(mid2.sum(dtype=np.int64))
     u2 = twice_rank_sum - p * (p + 1)
     return (u2 / 2) / (p * q) if u2 % 2 == 0 else u2 / (2 * p * q)
 
@@ -695,7 +698,9 @@ def _ece_binned(
         rank = np.empty(len(conf), dtype=np.int64)
         rank[stable_argsort(conf)] = np.arange(len(conf))
         return rank, correct.astype(np.float64), conf
-    return np.minimum((conf * n_bins).astype(np.int64), n_bins - 1), correct.astype(np.float64), conf
+    bins = (conf * n_bins).astype(np.int64)
+    np.minimum(bins, n_bins - 1, out=bins)  # in place: one array of n fewer at once (#19)
+    return bins, correct.astype(np.float64), conf
 
 
 def _ece_w(
@@ -768,6 +773,15 @@ def _weights_of(name: str, params: dict[str, Any], n: int) -> Callable[..., Weig
     return weights
 
 
+def _neg_log_clipped(p: np.ndarray) -> np.ndarray:
+    """``-log(clip(p, EPS, 1 - EPS))`` in ``p``'s own memory (a new array of the caller's): the same
+    values as out of place, one array of n instead of three at once (#19)."""
+    np.clip(p, EPS, 1 - EPS, out=p)
+    np.log(p, out=p)
+    np.negative(p, out=p)
+    return p
+
+
 def score_prepared(
     name: str,
     params: dict[str, Any],
@@ -799,10 +813,11 @@ def score_prepared(
             _ap_infl(ranked),
         )
     if name == "log_loss":
-        p = np.clip(np.where(is_pos, score, 1.0 - score), EPS, 1 - EPS)
-        return mean(-np.log(p))
-    if name == "brier":  # the two-label form halved: (P(positive) - y)^2
-        return mean((score - is_pos) ** 2)
+        return mean(_neg_log_clipped(np.where(is_pos, score, 1.0 - score)))
+    if name == "brier":  # the two-label form halved: (P(positive) - y)^2, squared in place (#19)
+        d = score - is_pos
+        d *= d
+        return mean(d)
     if name == "ece":
         if pred_pos is None:
             pred_pos = score >= 0.5
@@ -827,11 +842,14 @@ def prob_prepared(
     pos: int | None,
     pred: np.ndarray | None = None,
     sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None = None,
+    score: np.ndarray | None = None,
 ) -> Prepared:
     """A :class:`Prepared` for a probability metric: ``gold`` indices, ``probs`` (n, K) keyed by ``labels``.
 
     ``sorts``: a cache of each column's ascending sort order that the caller shares between the
     metrics of one task, so that ROC-AUC and average precision sort a column once (#19).
+    ``score``: column ``pos`` of ``probs`` as a contiguous array when the caller holds one (a binary
+    task's ``score``), used when equal to it instead of a copy of the column (#19).
     """
     n, k = probs.shape
 
@@ -847,11 +865,13 @@ def prob_prepared(
                 raise MetricInputError(f"{name} with average='binary' needs pos_label= (the positive label)")
             asc = _ascending(sorts, probs, pos)
             is_pos = gold == pos
+            column = probs[:, pos]
+            same = score is not None and score.shape == column.shape and np.array_equal(score, column)
             return score_prepared(
                 name,
                 params,
                 is_pos,
-                np.ascontiguousarray(probs[:, pos]),
+                score if same and score is not None else np.ascontiguousarray(column),
                 ascending=asc,
                 ranked=None if asc is None else _ranked(sorts, pos, is_pos, asc),
             )
@@ -869,8 +889,7 @@ def prob_prepared(
             _ovr_infl(name, gold, range(k), ovr),
         )
     if name == "log_loss":
-        p = np.clip(probs[np.arange(n), gold], EPS, 1 - EPS)
-        return mean(-np.log(p))
+        return mean(_neg_log_clipped(probs[np.arange(n), gold]))
     if name == "brier":
         if k == 2:  # the row sum of two squares, column by column: no (n, 2) temporaries (#19)
             v = probs[:, 0] - (gold == 0)

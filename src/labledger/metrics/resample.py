@@ -356,13 +356,18 @@ def _binned_codes(preps: Sequence[WeightsPrepared], per_bin: int) -> tuple[list[
             return None
         cells, correct, _ = b
         n_bins = int(p.params.get("n_bins", int(cells.max(initial=0)) + 1))
+        # in place, whole numbers (exact): one array of n per prep, not three (#19)
         if p.params.get("strategy") == "quantile":
             m = n_bins * per_bin
-            codes.append(cells * m // max(len(cells), 1) * 2 + correct.astype(np.int64))
+            code = cells * m
+            code //= max(len(cells), 1)
+            code *= 2
             sizes.append(2 * m)
         else:
-            codes.append(cells * 2 + correct.astype(np.int64))
+            code = cells * 2
             sizes.append(2 * n_bins)
+        np.add(code, correct, out=code, casting="unsafe")  # correct: 0.0 or 1.0
+        codes.append(code)
     return codes, sizes
 
 
@@ -421,32 +426,42 @@ def _resample_binned(
         if found is None:
             return None
         codes, sizes = found
-        code = np.zeros(n, dtype=np.int64)
-        for c, size in zip(codes, sizes):
-            code = code * size + c
+        code = codes[0]  # the joint cell (0 * size + c is c)
+        for c, size in zip(codes[1:], sizes[1:]):
+            code = code * size
+            code += c
         uniq, inv, counts = _unique_codes(code, math.prod(sizes))
+        del code
         if len(uniq) <= min(MAX_BIN_CELLS, n // 8):  # else drawing cells costs as much as drawing items
             break
     else:
         return None
     n_cat = len(uniq)
     inv = inv.reshape(-1)
+    first = np.zeros(n_cat, dtype=np.int64)
+    first[inv[::-1]] = np.arange(n - 1, -1, -1)  # one item of each cell: its bin/chunk and correctness
+    cell_of = [c[first] // 2 for c in codes]
+    cell_ok = [(c[first] % 2).astype(np.float64) for c in codes]
+    del codes, found  # the items' cells are not needed past this: one array of n fewer at once (#19)
     k = len(preps)
     confs = [p.binned[2] for p in preps if p.binned is not None]
     cnt = counts.astype(np.float64)
     means = np.stack([np.bincount(inv, weights=c, minlength=n_cat) / cnt for c in confs], axis=1)
     cov = np.empty((n_cat, k, k))
     for i in range(k):
-        ci = confs[i] - means[inv, i]
-        for j in range(i, k):
-            cj = confs[j] - means[inv, j]
-            cov[:, i, j] = cov[:, j, i] = np.bincount(inv, weights=ci * cj, minlength=n_cat) / cnt
+        ci = means[inv, i]
+        np.subtract(confs[i], ci, out=ci)  # confs[i] - means[inv, i], in place
+        for j in range(i + 1, k):
+            cj = means[inv, j]
+            np.subtract(confs[j], cj, out=cj)
+            cj *= ci
+            cov[:, i, j] = cov[:, j, i] = np.bincount(inv, weights=cj, minlength=n_cat) / cnt
+            del cj
+        ci *= ci  # the diagonal last: ci * cj with cj = ci, squared in place (the same products)
+        cov[:, i, i] = np.bincount(inv, weights=ci, minlength=n_cat) / cnt
+        del ci
     vals, vecs = np.linalg.eigh(cov)
     root = vecs * np.sqrt(np.clip(vals, 0, None))[:, None, :]  # (cells, k, k): root @ root.T = cov
-    first = np.zeros(n_cat, dtype=np.int64)
-    first[inv[::-1]] = np.arange(n - 1, -1, -1)  # one item of each cell: its bin/chunk and correctness
-    cell_of = [c[first] // 2 for c in codes]
-    cell_ok = [(c[first] % 2).astype(np.float64) for c in codes]
     quantile = [p.params.get("strategy") == "quantile" for p in preps]
     n_bins = [int(p.params.get("n_bins", 1)) for p in preps]
 
