@@ -122,12 +122,15 @@ class _Task:
             # The reading API before the split had one class with every kind's fields: reading a
             # field of another kind still gives its old default (``()`` or ``None``) at run time.
             # Type checkers do not see this, so typed code uses the fields of its task's class.
-            make = self.__dict__.get("_deferred", {}).pop(name, None)
+            deferred = self.__dict__.get("_deferred")
+            make = deferred.get(name) if deferred else None
             if make is not None:
                 # a column built on first use (#19): ids read as Arrow become an object array, and
                 # consecutive line numbers an array, only if something reads them; most evaluations
-                # never do (see defer_ids, defer_lines)
+                # never do (see defer_ids, defer_lines). Stored before it is let go of, so a thread
+                # reading it meanwhile builds the same values rather than missing it.
                 value = self.__dict__[name] = make()
+                deferred.pop(name, None)
                 return value
             if name in _OTHER_KINDS_FIELDS:
                 return _OTHER_KINDS_FIELDS[name]
@@ -149,9 +152,6 @@ class DeferredIds:
 
     def __init__(self, arrow: Any):
         self.arrow = arrow
-
-    def __len__(self) -> int:
-        return len(self.arrow)
 
     def __call__(self) -> np.ndarray:
         out = np.empty(len(self.arrow), dtype=object)
