@@ -744,16 +744,22 @@ def test_a_recorded_hash_is_not_used_once_the_file_changed(tmp_path, server):
 
 
 def test_bytes_that_are_not_the_recorded_ones_are_refused_and_nothing_is_kept(tmp_path, server):
-    """A checkpoint damaged on the local disk after it was logged (its record holds the hashes
-    of what was logged; the file now holds other bytes): the server hashes what it receives,
-    refuses it (422) and keeps nothing of it, and ``sync`` fails naming the file."""
-    from labledger.store.manifest import record_chunks
+    """A checkpoint damaged on the local disk after it was logged, its stat unchanged (bit rot:
+    its record, keyed by that stat, holds the hashes of what was logged, and ``checkpoints.jsonl``
+    its sha256): the server hashes what it receives, refuses it (422) and keeps nothing of it, and
+    ``sync`` fails naming the file."""
+    from labledger.store.manifest import chunk_hashes, record_chunks
 
     local = tmp_path / "local"
     rid = _log_run(local, "rot", checkpoint=CHUNK + 9, tmp=tmp_path)
     run_dir = local / "runs" / rid
     rel = _checkpoint_rel(local, rid)
-    record_chunks(run_dir, rel, [hashlib.sha256(b"what was logged").hexdigest(), "0" * 64])
+    logged = chunk_hashes(run_dir / rel)
+    with open(run_dir / rel, "r+b") as f:  # one byte flipped, then the record as it was, for the new stat
+        first = f.read(1)
+        f.seek(0)
+        f.write(bytes([first[0] ^ 0xFF]))
+    record_chunks(run_dir, rel, logged)
     result = CliRunner().invoke(main, ["sync", "--to", server.url, "--token", TOKEN, "--ledger", str(local)])
     assert result.exit_code == 1
     assert str(run_dir / rel) in result.output and "kept nothing" in result.output
@@ -767,6 +773,28 @@ def test_bytes_that_are_not_the_recorded_ones_are_refused_and_nothing_is_kept(tm
     (run_dir / ".chunks").rename(run_dir / ".chunks-gone")  # without the record it is hashed, and goes
     sync_runs(local, server.url, token=TOKEN)
     _same_runs(local, server.root, [rid])
+
+
+def test_a_wrong_chunk_record_of_an_intact_checkpoint_is_made_again(tmp_path, server):
+    """A chunk record edited or torn by hand (its stat key still the file's) while the checkpoint
+    is intact: the server refuses the bytes sent by the record's hashes, the client finds the file's
+    sha256 is still the one ``checkpoints.jsonl`` records, hashes it again, rewrites the record and
+    sends it by the new hashes: the sync is not stuck on a wrong record."""
+    from labledger.store.manifest import chunk_hashes, record_chunks, recorded_chunks
+
+    local = tmp_path / "local"
+    rid = _log_run(local, "wrong-record", checkpoint=CHUNK + 9, tmp=tmp_path)
+    run_dir = local / "runs" / rid
+    rel = _checkpoint_rel(local, rid)
+    right = chunk_hashes(run_dir / rel)
+    record_chunks(run_dir, rel, [hashlib.sha256(b"not these bytes").hexdigest(), "0" * 64])
+    assert recorded_chunks(run_dir, rel, (run_dir / rel).stat()) != right
+    result = CliRunner().invoke(main, ["sync", "--to", server.url, "--token", TOKEN, "--ledger", str(local)])
+    assert result.exit_code == 0, result.output
+    _same_runs(local, server.root, [rid])
+    assert recorded_chunks(run_dir, rel, (run_dir / rel).stat()) == right
+    again = sync_runs(local, server.url, token=TOKEN)
+    assert again.files_sent == 0
 
 
 @pytest.mark.parametrize("raw", [True, False], ids=["raw-body", "streamed"])

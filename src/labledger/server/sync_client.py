@@ -417,9 +417,8 @@ def _sync_one(
                 entry["bytes"] += size
                 continue
             offset = 0
-            chunks = _send(
-                session, path, _file_url(run_id, rel, 0, size), 0, size, [], _known(cache, key, run_dir, rel, st, size)
-            )
+            known = _known(cache, key, run_dir, rel, st, size)
+            chunks = _send_known(session, path, _file_url(run_id, rel, 0, size), 0, size, [], known, run_dir, rel)
             cache.store(key, st, size, chunks)
         else:
             local = _known(cache, key, run_dir, rel, st, size)
@@ -453,7 +452,19 @@ def _sync_one(
                 entry["files"] += 1
                 entry["bytes"] += size - offset
                 continue
-            _send(session, path, _file_url(run_id, rel, offset, size), offset, size, local[: offset // CHUNK], local)
+            sent = _send_known(
+                session,
+                path,
+                _file_url(run_id, rel, offset, size),
+                offset,
+                size,
+                local[: offset // CHUNK],
+                local,
+                run_dir,
+                rel,
+            )
+            if sent is not local:  # hashed again: what the cache held of it was wrong
+                cache.store(key, st, size, sent)
         sent_any = True
         report.files_sent += 1
         report.bytes_sent += size - offset
@@ -476,6 +487,53 @@ def _known(cache: _Cache, key: str, run_dir: Path, rel: str, st: os.stat_result,
     if known is None and size == st.st_size:
         known = recorded_chunks(run_dir, rel, st)
     return known
+
+
+def _recorded_sha256(run_dir: Path, rel: str) -> str | None:
+    """The sha256 the run's ``checkpoints.jsonl`` records for its file ``rel`` (the last record of
+    it), or ``None`` when it records none (a record file, a checkpoint outside the run)."""
+    from labledger.store.verify import checkpoint_files
+
+    target = os.path.realpath(run_dir / rel)
+    found = None
+    for _, rec, path in checkpoint_files(run_dir):
+        if os.path.realpath(path) == target and isinstance(rec.get("sha256"), str):
+            found = rec["sha256"]
+    return found
+
+
+def _send_known(
+    session: _Session,
+    path: Path,
+    url: str,
+    offset: int,
+    size: int,
+    prefix: list[str],
+    known: list[str] | None,
+    run_dir: Path,
+    rel: str,
+) -> list[str]:
+    """:func:`_send`, and when the server refuses the bytes sent by ``known`` hashes (422) and the
+    file still has the sha256 its run recorded for it, the hashes were what was wrong (a chunk
+    record or a sync cache entry edited or torn by hand, #18): the file is hashed again, its chunk
+    record rewritten, and it is sent once more by the new hashes. A file whose sha256 is not the
+    recorded one (damaged on this disk since it was stored) or that the run records none for still
+    fails, naming it; so does a second refusal. Returns the hashes sent (``known`` itself when the
+    first send went through)."""
+    try:
+        return _send(session, path, url, offset, size, prefix, known)
+    except SyncDigestError:
+        if known is None or size != os.stat(path).st_size:
+            raise
+        from labledger.store.manifest import record_chunks, sha256_and_chunks
+
+        st = os.stat(path)
+        sha, _, fresh = sha256_and_chunks(path)
+        if fresh == known or sha != _recorded_sha256(run_dir, rel):
+            raise  # the bytes are not the run's: damaged or changed since it stored them
+        if recorded_chunks(run_dir, rel, st) is not None:
+            record_chunks(run_dir, rel, fresh, st)
+        return _send(session, path, url, offset, size, fresh[: offset // CHUNK], fresh)
 
 
 def _file_url(run_id: str, rel: str, offset: int, size: int) -> str:

@@ -26,7 +26,7 @@ import hashlib
 import os
 import shutil
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,7 +217,10 @@ def _check_results(report: Report, ledger: Ledger, run_id: str, run_dir: Path) -
             report.add(results, f"sha256 is {digest} but the index records {index[1]}")
 
 
-def _check_checkpoints(report: Report, run_dir: Path) -> None:
+def checkpoint_files(run_dir: Path) -> Iterator[tuple[int, dict[str, Any], Path]]:
+    """``(line, record, file)`` of each checkpoint the run's ``checkpoints.jsonl`` records with a
+    path (references to files elsewhere by name only, and damaged lines, left out): what ``verify``
+    checks, and what ``labledger sync`` trusts a checkpoint's sha256 from (#18)."""
     path = run_dir / RECORD_FILES["checkpoints"]
     if not path.is_file() and not compressed_path(path).is_file():
         return
@@ -233,6 +236,12 @@ def _check_checkpoints(report: Report, run_dir: Path) -> None:
         target = Path(rec["path"])
         if rec.get("copied") and not target.is_absolute():
             target = run_dir / target
+        yield lineno, rec, target
+
+
+def _check_checkpoints(report: Report, run_dir: Path) -> None:
+    path = run_dir / RECORD_FILES["checkpoints"]
+    for lineno, rec, target in checkpoint_files(run_dir):
         if not target.is_file():
             if rec.get("copied"):
                 report.add(path, f"checkpoint {target} (copied into the run) is missing", lineno)
