@@ -322,3 +322,33 @@ def test_the_batch_page_shows_the_same_rows_from_packed_chunks(pair, tmp_path):
             assert all(image in t and t.endswith(ce) for (image, ce), t in zip(want, text)), text
         finally:
             browser.close()
+
+
+def test_a_reader_opening_as_the_run_is_compacted_finds_the_compressed_file(tmp_path, monkeypatch):
+    """The compressed form is looked for first, then the JSONL: a compaction that lands between
+    the two (the .zst renamed in, the JSONL removed) is found by a second look, not read as no
+    records (a live page's record count dropped to 0 under load in CI)."""
+    import builtins
+
+    import labledger.store.compressed as compressed
+
+    path = tmp_path / "batches.jsonl"
+    lines = [orjson.dumps({"step": i, "loss": 1.0 / (i + 1)}) + b"\n" for i in range(3000)]
+    path.write_bytes(b"".join(lines))
+    zpath = compressed_path(path)
+    real_open = builtins.open
+    raced = []
+
+    def racing_open(file, *args, **kwargs):
+        if Path(file) == zpath and not raced:  # the first look misses, and the compaction lands now
+            raced.append(True)
+            compact_file(path, min_bytes=0)
+            assert zpath.exists() and not path.exists()
+            raise FileNotFoundError(file)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(compressed, "open", racing_open, raising=False)
+    f = open_record(path)
+    assert raced and f is not None
+    with f:
+        assert f.read() == b"".join(lines)

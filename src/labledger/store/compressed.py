@@ -370,15 +370,22 @@ def open_record(path: str | os.PathLike[str], *, display: str | None = None) -> 
     """
     path = Path(path)
     zpath = compressed_path(path)
-    try:
-        zf = open(zpath, "rb")  # noqa: SIM115 - returned inside the reader
-    except FileNotFoundError:
+    # the compressed form first, then the JSONL, then the compressed form again: a finished run
+    # compacted between the first two opens has its JSONL gone and its .zst in place (a reader
+    # of a live page saw its record count drop to 0 in that gap)
+    for attempt in range(2):
         try:
-            return open(path, "rb")
+            zf = open(zpath, "rb")  # noqa: SIM115 - returned inside the reader
+            break
         except FileNotFoundError:
+            if attempt:
+                return None
+            try:
+                return open(path, "rb")
+            except FileNotFoundError:
+                continue
+        except NotADirectoryError:
             return None
-    except NotADirectoryError:
-        return None
     index = read_index(zpath, zf)
     raw = _FrameReader(zpath, zf, index, display or str(zpath))
     return io.BufferedReader(raw, buffer_size=1 << 16)
@@ -415,9 +422,13 @@ def record_state(path: str | os.PathLike[str]) -> list[int] | None:
     except FileNotFoundError:
         try:
             st = os.stat(path)
-        except FileNotFoundError:
-            return None
-        return [st.st_size, st.st_mtime_ns]
+        except FileNotFoundError:  # compacted between the two looks (open_record), or missing
+            try:
+                st = os.stat(zpath)
+            except FileNotFoundError:
+                return None
+        else:
+            return [st.st_size, st.st_mtime_ns]
     index = read_index(zpath)
     if index is None:
         return [-1, st.st_mtime_ns]  # unknown: readers rescan
@@ -437,7 +448,11 @@ def read_record_bytes(path: str | os.PathLike[str], *, display: str | None = Non
     path = Path(path)
     zpath = compressed_path(path)
     if not zpath.is_file():
-        return path.read_bytes()
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:  # compacted between the two looks (open_record), or missing
+            if not zpath.is_file():
+                raise
     f = open_record(path, display=display)
     if f is None:  # pragma: no cover - removed between the two calls
         raise FileNotFoundError(str(path))
