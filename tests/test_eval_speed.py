@@ -375,3 +375,84 @@ def test_a_reversed_ranking_is_shared_while_in_use():
     again = r.reversed()  # none is kept past its use: made again, equal
     assert np.array_equal(again.pos_g, kept[0]) and np.array_equal(again.starts, kept[1])
     assert again.pos_g.tolist() == [1.0, 1.0, 1.0, 0.0] and again.starts.tolist() == [0, 1, 2, 4]
+
+
+@FAST
+@given(
+    st.integers(2, 300),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([0, 1]),
+    st.sampled_from(["roc_auc", "average_precision", "log_loss", "brier", "ece", "ece-q"]),
+)
+def test_a_binary_metric_from_the_score_equals_it_from_the_probs_bit_for_bit(n, seed, pos, which):
+    """``binary_prepared`` reads a binary task's score, never its (n, 2) probs: every value and
+    interval input is the one ``prob_prepared`` gives on the matrix, to the last bit (ties, and
+    scores of exactly 0.5 and 0 and 1, included)."""
+    from labledger.metrics.classification import binary_prepared
+
+    rng = np.random.default_rng(seed)
+    # off numpy's 2^-53 grid too (cubes, tiny values), where 1 - (1 - p) is not p
+    score = rng.choice([0.0, 0.25, 0.5, 1.0, 1e-20, 3e-9, *rng.random(5)], size=n) if seed % 2 else rng.random(n) ** 3
+    gold = (rng.random(n) < 0.4).astype(np.int64)
+    gold = np.where(gold == 1, pos, 1 - pos)
+    pred = np.where(score >= 0.5, pos, 1 - pos).astype(np.int64)  # the readers' rule (binary_task)
+    probs = np.empty((n, 2))
+    probs[:, pos] = score
+    probs[:, 1 - pos] = 1.0 - score
+    name, params = (
+        ("ece", {"n_bins": 10, "strategy": "quantile"})
+        if which == "ece-q"
+        else (
+            which,
+            {"average": "binary"}
+            if which in ("roc_auc", "average_precision")
+            else {"n_bins": 15, "strategy": "uniform"}
+            if which == "ece"
+            else {},
+        )
+    )
+    fast = binary_prepared(name, params, gold, score, pos, pred, pos_label=pos, sorts=SortCache())
+    slow = prob_prepared(name, params, gold, probs, ("a", "b"), pos=pos, pred=pred, sorts=SortCache())
+    assert fast is not None
+    a, b = fast.value(), slow.value()
+    assert (math.isnan(a) and math.isnan(b)) or a == b
+    if isinstance(slow, MeanPrepared):
+        assert np.array_equal(fast.values, slow.values)
+    w = rng.poisson(1.0, size=(4, n)).astype(np.float64)
+    if hasattr(slow, "weighted"):  # the bootstrap's path
+        assert np.array_equal(fast.weighted(w), slow.weighted(w), equal_nan=True)
+        assert getattr(fast, "binned", None) is None or all(
+            np.array_equal(x, y) for x, y in zip(fast.binned, slow.binned)
+        )
+    if name in ("roc_auc", "average_precision"):
+        assert binary_prepared(name, {"average": "macro"}, gold, score, pos, pred, pos_label=None) is None
+        assert binary_prepared(name, params, gold, score, pos, pred, pos_label=1 - pos) is None
+
+
+def test_a_binary_tasks_probs_are_made_only_when_read(tmp_path, monkeypatch):
+    """Read from JSONL or from the cache, a binary task's (n, 2) probs are made from its score on
+    first read; an evaluation of the default metrics never reads them; the sort orders the cache
+    kept stay valid once they are made, and not once they are replaced."""
+    from labledger.inputs.results import given_sorts
+
+    path = tmp_path / "r.jsonl"
+    rng = np.random.default_rng(5)
+    rows = [
+        {"id": f"i{i}", "task": "t", "gold": "yes" if rng.random() < 0.4 else "no", "score": float(rng.random())}
+        for i in range(600)
+    ]
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
+    monkeypatch.setenv("LABLEDGER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("LABLEDGER_CACHE_MIN_BYTES", "0")
+    by_rows = read_results(path, positive="yes", engine="rows")["t"]
+    for td in (read_results(path, positive="yes")["t"], read_results(path, positive="yes")["t"]):  # JSONL, cache
+        assert "probs" not in vars(td)
+        ev = labledger.evaluate(ResultSet({"t": td}))
+        assert "probs" not in vars(td)
+        kept = given_sorts(td)
+        assert kept and np.array_equal(td.probs, by_rows.probs)  # made now, as the row reader makes them
+        assert given_sorts(td).keys() == kept.keys()  # the orders belong to these probs
+        again = labledger.evaluate(ResultSet({"t": by_rows}))
+        assert ev.to_dict()["tasks"] == again.to_dict()["tasks"]
+        td.probs = td.probs.copy()  # replaced (calibrated, say): the kept orders are not theirs
+        assert given_sorts(td) == {}

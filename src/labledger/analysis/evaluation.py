@@ -43,7 +43,7 @@ from labledger.inputs.results import (
     load,
 )
 from labledger.metrics.analytic import normal_draws
-from labledger.metrics.classification import SortCache, label_prepared, prob_prepared, resolve_average
+from labledger.metrics.classification import SortCache, binary_prepared, label_prepared, prob_prepared, resolve_average
 from labledger.metrics.kernels import one_blas_thread, pool_initializer
 from labledger.metrics.prepared import MeanPrepared, Prepared
 from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranking_prepared, set_f1_values
@@ -229,16 +229,22 @@ def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: _T
             )
         if not isinstance(td, ProbTask):
             raise _not_for(metric, td)
+        if td.kind == "binary" and td.score is not None and td.positive in td.labels:
+            # from the score: the (n, 2) probs of a binary task are then never made (#19)
+            found = binary_prepared(
+                metric.name,
+                params,
+                td.gold_index,
+                td.score,
+                td.labels.index(td.positive),
+                td.pred_index,
+                pos_label=pos,
+                sorts=cache.sorts,
+            )
+            if found is not None:
+                return found
         return prob_prepared(
-            metric.name,
-            params,
-            td.gold_index,
-            td.probs,
-            td.labels,
-            pos=pos,
-            pred=td.pred_index,
-            sorts=cache.sorts,
-            score=td.score if td.kind == "binary" and td.positive == params.get("pos_label") else None,
+            metric.name, params, td.gold_index, td.probs, td.labels, pos=pos, pred=td.pred_index, sorts=cache.sorts
         )
     if metric.needs == "values":
         if not isinstance(td, RegressionTask):

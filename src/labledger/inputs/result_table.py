@@ -29,6 +29,7 @@ from labledger.inputs.results import (
     RegressionTask,
     ResultSet,
     TaskData,
+    defer_binary_probs,
     defer_ids,
     defer_lines,
     deferred_first_line,
@@ -93,7 +94,12 @@ def result_set_to_table(rs: ResultSet) -> pa.Table | None:
                 else range(len(td.labels) if len(td.labels) <= MAX_SORTED_COLUMNS else 0)
             )
             given = given_sorts(td)
-            orders = {j: given[j] if j in given else np.argsort(td.probs[:, j]) for j in sorted_cols}
+            # a binary task's one sorted column is its score (its probs may not be made; the same values)
+            score = td.score if td.kind == "binary" else None
+            orders = {
+                j: given[j] if j in given else np.argsort(score if score is not None else td.probs[:, j])
+                for j in sorted_cols
+            }
             for j, order in orders.items():
                 cols[f"o{j}"] = pa.array(order, pa.int64())
             info["sorted"] = {"columns": list(orders), "numpy": np.__version__}
@@ -240,19 +246,17 @@ def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
             labels = tuple(info["labels"])
             score = num("score", np.float64)
             pj = labels.index(info["positive"])
-            probs = np.empty((info["n"], 2), dtype=np.float64)
-            probs[:, pj] = score
-            probs[:, 1 - pj] = 1.0 - score
             td = ProbTask(
                 **common,
                 kind="binary",
                 labels=labels,
-                probs=probs,
+                probs=np.empty((0, 2)),  # made from the score when read (below)
                 gold_index=num("gold_index", np.int64),
                 pred_index=np.where(score >= 0.5, pj, 1 - pj).astype(np.int64, copy=False),
                 score=score,
                 positive=info["positive"],
             )
+            defer_binary_probs(td, score, pj)
         else:
             labels = tuple(info["labels"])
             probs = np.empty((info["n"], len(labels)), dtype=np.float64)

@@ -172,6 +172,41 @@ class DeferredLines:
         return np.arange(self.first, self.first + self.n, dtype=np.int64)
 
 
+class DeferredBinaryProbs:
+    """A binary task's (n, 2) ``probs`` made from its ``score`` on first read (the column of label
+    ``pos`` is the score, the other ``1.0 - score``: :func:`binary_task`'s rule): evaluations read
+    the score alone (:func:`labledger.metrics.classification.binary_prepared`), and the matrix is
+    twice its size (#19). ``made``: the matrix once made."""
+
+    def __init__(self, score: np.ndarray, pos: int):
+        self.score, self.pos = score, pos
+        self.made: np.ndarray | None = None
+
+    def __call__(self) -> np.ndarray:
+        probs = np.empty((len(self.score), 2), dtype=np.float64)
+        probs[:, self.pos] = self.score
+        probs[:, 1 - self.pos] = 1.0 - self.score
+        self.made = probs
+        return probs
+
+
+def defer_binary_probs(td: _Task, score: np.ndarray, pos: int) -> None:
+    """Make ``td.probs`` the two-label matrix of ``score`` (P(label ``pos``)), built on first access.
+
+    >>> td = results_from_rows([{"id": "a", "task": "t", "gold": "y", "score": 0.75}], positive="y")["t"]
+    >>> defer_binary_probs(td, td.score, 1); "probs" in vars(td), td.probs.tolist(), "probs" in vars(td)
+    (False, [[0.25, 0.75]], True)
+    """
+    _defer(td, "probs", DeferredBinaryProbs(score, pos))
+
+
+def _probs_token(td: _Task) -> Any:
+    """What ``td``'s probabilities are now, without making deferred ones: the array, or its maker."""
+    if "probs" in td.__dict__:
+        return td.__dict__["probs"]
+    return td.__dict__.get("_deferred", {}).get("probs")
+
+
 def _defer(td: _Task, name: str, make: Any) -> None:
     td.__dict__.pop(name, None)
     td.__dict__.setdefault("_deferred", {})[name] = make
@@ -228,7 +263,10 @@ def given_sorts(td: _Task) -> dict[int, np.ndarray]:
     {}
     """
     found = td.__dict__.get("_sorts_from")
-    if found is None or found[0] is not getattr(td, "probs", None):
+    if found is None:
+        return {}
+    then, now = found[0], _probs_token(td)
+    if then is not now and not (isinstance(then, DeferredBinaryProbs) and then.made is not None and then.made is now):
         return {}
     orders: dict[int, np.ndarray] = found[1]
     return orders
@@ -237,7 +275,7 @@ def given_sorts(td: _Task) -> dict[int, np.ndarray]:
 def set_given_sorts(td: _Task, sorts: Mapping[int, np.ndarray]) -> None:
     """Attach the ascending sort orders ``sorts`` of the columns of ``td.probs`` as it is now (see
     :func:`given_sorts`)."""
-    td.__dict__["_sorts_from"] = (getattr(td, "probs", None), dict(sorts))
+    td.__dict__["_sorts_from"] = (_probs_token(td), dict(sorts))
 
 
 def _indices(mask: np.ndarray) -> np.ndarray:
@@ -711,21 +749,20 @@ def binary_task(
     ``not_POSITIVE``; predicted positive when ``score >= 0.5``)."""
     labels = tuple(sorted((pos, _negative_label(pos, golds))))
     pj = labels.index(pos)
-    probs = np.empty((len(score), 2), dtype=np.float64)
-    probs[:, pj] = score
-    probs[:, 1 - pj] = 1.0 - score
-    return ProbTask(
+    td = ProbTask(
         task=task,
         ids=ids,
         lines=lines,
         kind="binary",
         labels=labels,
-        probs=probs,
+        probs=np.empty((0, 2)),  # made from the score when read (defer_binary_probs)
         gold_index=np.where(gold_pos, pj, 1 - pj).astype(np.int64, copy=False),
         pred_index=np.where(score >= 0.5, pj, 1 - pj).astype(np.int64, copy=False),
         score=score,
         positive=pos,
     )
+    defer_binary_probs(td, score, pj)
+    return td
 
 
 def _set_positive_column(td: ProbTask, positive: str | None, source: str) -> None:
