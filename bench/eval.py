@@ -242,6 +242,9 @@ def main() -> None:
     tmp = Path(args.keep or tempfile.mkdtemp(prefix="bench-eval-"))
     tmp.mkdir(parents=True, exist_ok=True)
     files = {}
+    unknown = set(args.kinds.split(",")) - {"binary", "cls3"}
+    if unknown:
+        ap.error(f"--kinds: {', '.join(sorted(unknown))} is not a kind (binary, cls3)")
     for kind in args.kinds.split(","):
         path = tmp / f"{kind}_{args.rows}.jsonl"
         if not path.exists():
