@@ -325,17 +325,23 @@ def _mapped_from(path: Path, address: int) -> bool:
     return False
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps (Linux)")
-def test_cached_columns_are_views_of_the_entry_not_copies(tmp_path, monkeypatch):
+def _cached_binary_rows(tmp_path: Path, monkeypatch: Any, n: int, *, seed: int) -> Path:
+    """A binary results file of ``n`` random rows, with the columnar cache on (in ``tmp_path``) for it."""
     path = tmp_path / "r.jsonl"
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(seed)
     rows = [
         {"id": f"i{i}", "task": "t", "gold": "yes" if rng.random() < 0.4 else "no", "score": float(rng.random())}
-        for i in range(3000)
+        for i in range(n)
     ]
     path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
     monkeypatch.setenv("LABLEDGER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("LABLEDGER_CACHE_MIN_BYTES", "0")
+    return path
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps (Linux)")
+def test_cached_columns_are_views_of_the_entry_not_copies(tmp_path, monkeypatch):
+    path = _cached_binary_rows(tmp_path, monkeypatch, 3000, seed=3)
     first = read_results(path, positive="yes")  # parses the JSONL and fills the cache
     td = read_results(path, positive="yes")["t"]  # from the entry
     (entry,) = (tmp_path / "cache").iterdir()
@@ -435,20 +441,15 @@ def test_a_binary_tasks_probs_are_made_only_when_read(tmp_path, monkeypatch):
     kept stay valid once they are made, and not once they are replaced."""
     from labledger.inputs.results import given_sorts
 
-    path = tmp_path / "r.jsonl"
-    rng = np.random.default_rng(5)
-    rows = [
-        {"id": f"i{i}", "task": "t", "gold": "yes" if rng.random() < 0.4 else "no", "score": float(rng.random())}
-        for i in range(600)
-    ]
-    path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
-    monkeypatch.setenv("LABLEDGER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("LABLEDGER_CACHE_MIN_BYTES", "0")
+    path = _cached_binary_rows(tmp_path, monkeypatch, 600, seed=5)
     by_rows = read_results(path, positive="yes", engine="rows")["t"]
     for td in (read_results(path, positive="yes")["t"], read_results(path, positive="yes")["t"]):  # JSONL, cache
         assert "probs" not in vars(td)
         ev = labledger.evaluate(ResultSet({"t": td}))
         assert "probs" not in vars(td)
+        part = td.subset(np.arange(0, td.n, 3))  # a slice of it: its matrix not made either
+        assert "probs" not in vars(part) and "probs" not in vars(td)
+        assert np.array_equal(part.probs, by_rows.probs[::3]) and "probs" not in vars(td)
         kept = given_sorts(td)
         assert kept and np.array_equal(td.probs, by_rows.probs)  # made now, as the row reader makes them
         assert given_sorts(td).keys() == kept.keys()  # the orders belong to these probs

@@ -330,14 +330,19 @@ class ProbTask(LabelTask):
     def subset(self, mask: np.ndarray) -> Self:
         """A new task with only the items where ``mask`` (bool or indices) selects."""
         idx = _indices(mask)
-        return replace(
+        maker = self.__dict__.get("_deferred", {}).get("probs")
+        lazy = isinstance(maker, DeferredBinaryProbs) and self.score is not None
+        out = replace(
             self,
             **self._common(idx),
             gold_index=self.gold_index[idx],
             pred_index=self.pred_index[idx],
-            probs=self.probs[idx],
+            probs=np.empty((0, 2)) if lazy else self.probs[idx],
             score=None if self.score is None else self.score[idx],
         )
+        if lazy and out.score is not None:  # a binary task's matrix, still not made: neither is the subset's
+            defer_binary_probs(out, out.score, maker.pos)
+        return out
 
 
 @dataclass(kw_only=True)
