@@ -14,7 +14,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import special
 
@@ -390,6 +390,7 @@ def test_a_reversed_ranking_is_shared_while_in_use():
     st.sampled_from([0, 1]),
     st.sampled_from(["roc_auc", "average_precision", "log_loss", "brier", "ece", "ece-q"]),
 )
+@example(n=2, seed=8, pos=0, which="ece-q")  # a row of weights all 0: equal-mass bins failed on it
 def test_a_binary_metric_from_the_score_equals_it_from_the_probs_bit_for_bit(n, seed, pos, which):
     """``binary_prepared`` reads a binary task's score, never its (n, 2) probs: every value and
     interval input is the one ``prob_prepared`` gives on the matrix, to the last bit (ties, and
@@ -457,3 +458,11 @@ def test_a_binary_tasks_probs_are_made_only_when_read(tmp_path, monkeypatch):
         assert ev.to_dict()["tasks"] == again.to_dict()["tasks"]
         td.probs = td.probs.copy()  # replaced (calibrated, say): the kept orders are not theirs
         assert given_sorts(td) == {}
+
+
+def test_equal_mass_ece_of_a_resample_without_items_is_nan_not_an_error():
+    from labledger.metrics.classification import _ece_w
+
+    f = _ece_w(np.array([0.9, 0.6]), np.array([True, False]), 10, "quantile")
+    got = f(np.array([[1.0, 1.0], [0.0, 0.0], [2.0, 0.0]]))
+    assert got[0] == pytest.approx(0.35) and math.isnan(got[1]) and got[2] == pytest.approx(0.1)

@@ -739,7 +739,9 @@ def _ece_w(
         total = ws.sum(axis=1, keepdims=True)
         before = np.cumsum(ws, axis=1) - ws
         with np.errstate(invalid="ignore", divide="ignore"):
-            bins = np.minimum((before * n_bins / total).astype(np.int64), n_bins - 1)
+            # clipped at 0 too: a row of weights that are all 0 (no item drawn) has no bins, and
+            # its nan positions must not reach bincount (its ECE is nan, as with equal-width bins)
+            bins = np.clip((before * n_bins / total).astype(np.int64), 0, n_bins - 1)
         b = ws.shape[0]
         flat = (bins + n_bins * np.arange(b)[:, None]).ravel()
         gap = np.bincount(flat, weights=(ws * diff).ravel(), minlength=b * n_bins).reshape(b, n_bins)
