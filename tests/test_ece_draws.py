@@ -209,7 +209,7 @@ def test_variants_that_score_alike_are_prepared_once_with_the_same_entries(monke
 def test_the_report_reads_and_hashes_a_file_side_by_side_with_the_same_errors(tmp_path):
     from labledger.calibrate.fitting import load_results
     from labledger.errors import LedgerError, RecordError
-    from labledger.store.run import sha256_file
+    from labledger.store.manifest import sha256_file
 
     with pytest.raises(RecordError, match="no such results file"):
         load_results(tmp_path / "missing.jsonl")

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import CheckpointError
-from labledger.store.run import sha256_file
+from labledger.store.manifest import sha256_file
 
 __all__ = ["SoupResult", "hash_files", "logit_diff", "soup"]
 

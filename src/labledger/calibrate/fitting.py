@@ -36,7 +36,7 @@ from labledger.calibrate.recipe import Recipe, TaskRecipe, id_sketch, item_hashe
 from labledger.calibrate.search import Objective, StepSpec, fit_step, resolve_objective
 from labledger.errors import CalibrationError, RecordError, UnknownNameError
 from labledger.inputs.results import TOLERANCE, ResultSet, TaskData, read_results, results_from_rows
-from labledger.store.run import sha256_file
+from labledger.store.manifest import sha256_file
 
 #: Methods whose grid is one list of values (the rest: prior_multiplier's LABEL=VALUES).
 SCALAR_GRID = ("threshold", "positive_threshold", "option_damping", "temperature")

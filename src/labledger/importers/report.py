@@ -42,7 +42,7 @@ from labledger.importers.source import (
     new_run,
 )
 from labledger.store.ledger import Ledger
-from labledger.store.run import sha256_file
+from labledger.store.manifest import sha256_file
 
 FORMAT = "report"
 #: Name (and kind) of the stored report document.

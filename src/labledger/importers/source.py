@@ -25,7 +25,8 @@ import orjson
 from labledger.errors import ImportSourceError, RecordError
 from labledger.store.jsonl import iter_decoded, read_json
 from labledger.store.ledger import Ledger
-from labledger.store.run import Run, sha256_file
+from labledger.store.manifest import sha256_file
+from labledger.store.run import Run
 
 #: Keys of ``run.json`` that describe the process that logged a run. An imported run did not run
 #: here, so they are set from the source where it says (MLflow's user, git commit...) and to None

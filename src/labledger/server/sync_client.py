@@ -121,16 +121,8 @@ class _Cache:
         kept: list[str] = []
         if hit and append_only and hit["stat"][2] == st.st_ino and hit["stat"][0] <= size:
             kept = list(hit["chunks"][: hit["stat"][0] // CHUNK])  # the file only grows: its full chunks stay
-        out = kept
-        with open(path, "rb") as f:
-            f.seek(len(kept) * CHUNK)
-            left = size - len(kept) * CHUNK
-            while left > 0:
-                data = f.read(min(CHUNK, left))
-                if not data:
-                    break
-                out.append(hashlib.sha256(data).hexdigest())
-                left -= len(data)
+        with open(path, "rb") as f:  # the chunks after those kept, up to size (or the file's end)
+            out = kept + hash_chunks(f.fileno(), len(kept) * CHUNK, min(size, os.fstat(f.fileno()).st_size))
         self.files[key] = {"stat": sk, "chunks": out}
         self.dirty = True
         return list(out)

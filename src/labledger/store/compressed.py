@@ -723,19 +723,6 @@ def is_prefix(path: Path, zpath: Path) -> bool:
     return True
 
 
-def sha256_of_file(path: Path) -> tuple[str, int]:
-    """sha256 and size of a plain file, streamed."""
-    import hashlib
-
-    h = hashlib.sha256()
-    n = 0
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-            n += len(block)
-    return h.hexdigest(), n
-
-
 def _verify_tmp(tmp: Path, index: FrameIndex) -> str | None:
     """``None`` when ``tmp`` decompresses, frame by frame, to the sha256 recorded in ``index``."""
     problems = check_compressed(tmp, expect=index)

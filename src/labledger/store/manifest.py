@@ -32,6 +32,25 @@ APPEND_ONLY = frozenset(RECORD_FILES.values())
 MUTABLE = frozenset({"run.json"})
 
 
+def sha256_file(path: str | os.PathLike[str]) -> tuple[str, int]:
+    """Streamed ``(sha256 hex, size in bytes)`` of a file, ``CHUNK`` bytes at a time (the one
+    whole-file hash of the store: runs, ``verify``, importers).
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "f")
+    >>> _ = open(p, "wb").write(b"abc")
+    >>> sha256_file(p) == (hashlib.sha256(b"abc").hexdigest(), 3)
+    True
+    """
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
 def chunk_hashes(path: str | os.PathLike[str], *, size: int | None = None) -> list[str]:
     """The sha256 of each ``CHUNK``-byte chunk of the first ``size`` bytes (all by default; at most
     the file's), streamed (:func:`hash_chunks`).

@@ -46,6 +46,7 @@ from labledger.store.jsonl import (
     write_json,
 )
 from labledger.store.ledger import Ledger, default_ledger_path
+from labledger.store.manifest import sha256_file
 
 if TYPE_CHECKING:
     from labledger.inputs.result_columns import ResultColumns
@@ -92,17 +93,6 @@ def check_relative_path(name: str) -> Path:
             f"'_' components separated by '/' (no '..', no hidden or absolute paths)"
         )
     return Path(*parts)
-
-
-def sha256_file(path: str | os.PathLike[str]) -> tuple[str, int]:
-    """Streamed ``(sha256 hex, size in bytes)`` of a file (1 MiB at a time)."""
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-            size += len(chunk)
-    return h.hexdigest(), size
 
 
 def _copy_hashed(src: Path, dest: Path) -> tuple[str, int, list[str]]:

@@ -22,7 +22,6 @@ still alive is left alone (its last line may be mid-write).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import warnings
@@ -43,7 +42,7 @@ from labledger.store.compressed import (
 )
 from labledger.store.jsonl import RECORD_FILES, damaged_lines, decode_line
 from labledger.store.ledger import Ledger, lock_is_held
-from labledger.store.manifest import check_manifest
+from labledger.store.manifest import check_manifest, sha256_file
 
 #: The site builder's manifest (labledger.site.output.MANIFEST; named here so store/ imports nothing above it).
 SITE_MANIFEST = ".labledger-site.json"
@@ -95,14 +94,6 @@ class Report:
             "lines": self.lines,
             "problems": [p.to_dict() for p in self.problems],
         }
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def quarantine_lines(path: Path, bad: Iterable[int]) -> int:
@@ -207,7 +198,7 @@ def _check_results(report: Report, ledger: Ledger, run_id: str, run_dir: Path) -
         except (OSError, LedgerError) as exc:
             report.add(meta_path, f"cannot read the result set's meta.json ({exc})")
             continue
-        digest = _sha256(results)
+        digest = sha256_file(results)[0]
         if meta.get("sha256") != digest:
             report.add(results, f"sha256 is {digest} but meta.json records {meta.get('sha256')}")
         index = indexed.get(folder.name)
@@ -246,7 +237,7 @@ def _check_checkpoints(report: Report, run_dir: Path) -> None:
             if rec.get("copied"):
                 report.add(path, f"checkpoint {target} (copied into the run) is missing", lineno)
             continue
-        digest = _sha256(target)
+        digest = sha256_file(target)[0]
         if digest != rec.get("sha256"):
             report.add(path, f"checkpoint {target} has sha256 {digest}, not the recorded {rec.get('sha256')}", lineno)
 
@@ -280,7 +271,7 @@ def check_site(report: Report, site: Path) -> None:
             continue
         if size != entry.get("size"):
             report.add(path, f"is {size} bytes; the site manifest records {entry.get('size')}")
-        elif entry.get("sha256") is not None and _sha256(path) != entry["sha256"]:
+        elif entry.get("sha256") is not None and sha256_file(path)[0] != entry["sha256"]:
             report.add(path, "its sha256 differs from the site manifest's")
 
 

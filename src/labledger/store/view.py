@@ -363,7 +363,7 @@ def checkpoint_state(rec: dict[str, Any]) -> dict[str, Any]:
     key = (path, st.st_size, st.st_mtime_ns)
     found = _HASHES.get(key)
     if found is None:
-        from labledger.store.run import sha256_file
+        from labledger.store.manifest import sha256_file
 
         try:
             found = sha256_file(path)[0]

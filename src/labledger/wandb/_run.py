@@ -31,7 +31,8 @@ import orjson
 
 from labledger.errors import LedgerError
 from labledger.store.jsonl import RECORD_FILES, Appender
-from labledger.store.run import Run, sha256_file
+from labledger.store.manifest import sha256_file
+from labledger.store.run import Run
 from labledger.wandb.media import Artifact, Histogram, Image, Table
 
 #: The record file (in the run folder) that references media, tables, files and artifacts.
