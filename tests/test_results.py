@@ -353,3 +353,32 @@ def test_arrow_engine_is_used_for_plain_files(tmp_path):
     path = write(tmp_path / "r.jsonl", [cls_row(i, note="x") for i in range(5)])
     assert isinstance(read_results(path)["t"].extras, LazyColumns)
     assert isinstance(read_results(path, engine="rows")["t"].extras, dict)
+
+
+def test_a_positive_label_given_per_task_is_a_plain_str_in_the_documents(tmp_path):
+    """``positive={task: label}`` (the per-task form) reached the tasks as an internal str
+    subclass, which the documents cannot encode: ``evaluate(...).to_dict()`` raised TypeError."""
+    import labledger
+
+    rows = [{"id": f"b{i}", "task": "bin", "gold": "yes" if i % 3 else "no", "score": (i % 7) / 7} for i in range(30)]
+    rows += [
+        {
+            "id": f"c{i}",
+            "task": "two",
+            "gold": "x" if i % 2 else "y",
+            "probs": {"x": 0.25 + (i % 3) / 6, "y": 0.75 - (i % 3) / 6},
+        }
+        for i in range(30)
+    ]
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
+    given = {"bin": "yes", "two": "x"}
+    for rs in (
+        results_from_rows(rows, positive=given),
+        read_results(path, positive=given, engine="rows"),
+        read_results(path, positive=given, cache=False),
+    ):
+        assert type(rs["bin"].positive) is str and type(rs["two"].positive) is str
+        assert all(type(lab) is str for lab in rs["bin"].labels)
+        doc = labledger.evaluate(rs).to_dict()
+        assert doc["tasks"]["bin"]["positive"] == "yes" and orjson.loads(orjson.dumps(doc)) == doc

@@ -726,7 +726,7 @@ def _append_sparse(columns: dict[str, list[Any]], items: Iterable[tuple[str, Any
 
 def _positive_for(task: str, golds: set[str], given: str | None, source: str, line: int) -> str:
     if given is not None:
-        return given
+        return str(given)  # a plain str: a _Strict one reached the documents, which cannot encode it
     for neg, pos in (("false", "true"), ("0", "1")):
         if golds <= {neg, pos}:
             return pos
@@ -784,7 +784,7 @@ def _set_positive_column(td: ProbTask, positive: str | None, source: str) -> Non
             source=source,
             field="positive",
         )
-    td.positive = positive
+    td.positive = str(positive)  # a plain str (see _positive_for)
     if len(td.labels) == 2:
         td.score = td.probs[:, td.labels.index(positive)].copy()
 
