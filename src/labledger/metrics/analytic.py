@@ -116,7 +116,10 @@ class Ranked:
         before it (whole numbers, exact)."""
         if self.starts is None:
             return np.arange(1, self.n + 1, dtype=np.float64)
-        return np.append(self.starts[1:], self.n).astype(np.float64)
+        out = np.empty(len(self.starts))  # written as floats at once: one array of n, not two (#19)
+        out[:-1] = self.starts[1:]
+        out[-1] = self.n
+        return out
 
     @property
     def sizes(self) -> np.ndarray | None:
@@ -124,9 +127,15 @@ class Ranked:
         return None if self.starts is None else np.diff(np.append(self.starts, self.n))
 
     def neg_g(self) -> np.ndarray:
-        """The negatives per group."""
-        sizes = self.sizes
-        return 1.0 - self.pos_g if sizes is None else sizes - self.pos_g
+        """The negatives per group: its size less its positives, computed in one array of floats
+        (the sizes are whole numbers, exact as floats: the same values as ``sizes - pos_g``, #19)."""
+        if self.starts is None:
+            return 1.0 - self.pos_g
+        out = np.empty(len(self.starts))
+        np.subtract(self.starts[1:], self.starts[:-1], out=out[:-1])
+        out[-1] = self.n - self.starts[-1]
+        out -= self.pos_g
+        return out
 
     def reversed(self) -> Ranked:
         """The same in the reverse order (descending for an ascending sort): the group sums read
@@ -182,10 +191,12 @@ def auc_groups(r: Ranked, clustered: bool) -> GroupInfluence:
     v10 = r.ends
     v10 -= pos_upto
     v10 -= neg_g  # the negatives below each group
-    v10 += 0.5 * neg_g
+    half = np.multiply(neg_g, 0.5, out=neg_g)  # 0.5 * neg_g in its own memory (not needed after)
+    v10 += half
     v10 /= q  # for a positive: the share of negatives it outranks
     v01 = np.subtract(p, pos_upto, out=pos_upto)  # the positives above each group
-    v01 += 0.5 * pos_g
+    v01 += np.multiply(pos_g, 0.5, out=half)
+    del half, neg_g
     v01 /= p  # for a negative: the share of positives that outrank it
     auc = float((pos_g * v10).sum() / p)
     sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
