@@ -156,6 +156,8 @@ def test_metric_specs(text, name, params):
         ("f1:average=mean", MetricInputError, "average must be one of"),
         ("ndcg@0", MetricInputError, "k must be an integer >= 1"),
         ("f1:average", MetricInputError, "name=value"),
+        ({"name": "ece"}, MetricInputError, "a metric is a name ('ece', "),  # was AttributeError: no 'strip'
+        (None, MetricInputError, "got NoneType None"),
     ],
 )
 def test_bad_specs(text, error, message):

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from labledger.errors import DuplicateMetricError, UnknownMetricError
+from labledger.errors import DuplicateMetricError, MetricInputError, UnknownMetricError
 from labledger.metrics import classification, ranking, regression
 from labledger.metrics.entry import Metric, _fmt
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
@@ -134,6 +134,11 @@ def parse_metric(spec: str | MetricId | MetricSpec | Metric) -> MetricSpec:
         return spec
     if isinstance(spec, Metric):
         return MetricSpec(spec)
+    if not isinstance(spec, (str, MetricId)):
+        raise MetricInputError(
+            f"a metric is a name ('ece', 'ece[n_bins=10,strategy=quantile]', 'ndcg@10'), a MetricSpec or a "
+            f"Metric; got {type(spec).__name__} {spec!r:.80}"
+        )
     mid = MetricId.parse(spec)
     metric = get_metric(mid.name)
     params = dict(mid.params)
