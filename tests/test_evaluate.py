@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import orjson
@@ -266,3 +267,21 @@ def test_item_resample_budget_caps_weight_metrics_and_says_so():
     assert by["roc_auc"]["ci_low"] < by["roc_auc"]["value"] < by["roc_auc"]["ci_high"]
     doc = evaluate(rows, metrics=["roc_auc"], resamples=1000, positive="yes", item_draw_budget=None).to_dict()
     assert doc["tasks"]["t"]["metrics"][0]["resamples"] == 1000
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"ci": 1.5}, "ci must be strictly between 0 and 1; got 1.5"),  # was numpy's "Quantiles must be in [0, 1]"
+        ({"resamples": -1}, "resamples must be >= 0; got -1"),  # was accepted
+        ({"seed": "x"}, "seed must be an integer; got str 'x'"),  # was int()'s "invalid literal"
+        ({"by": "nope"}, "Unknown slice field 'nope'. There is no slice field here."),  # was "Known: ."
+    ],
+)
+def test_bad_arguments_are_one_line_errors_before_anything_is_read(kwargs, message):
+    from labledger.errors import LedgerError
+    from labledger.inputs.results import results_from_rows
+
+    rs = results_from_rows([{"id": i, "task": "t", "gold": "ab"[i % 2], "pred": "a"} for i in range(10)])
+    with pytest.raises(LedgerError, match=re.escape(message)):
+        evaluate(rs, **kwargs)

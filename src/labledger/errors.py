@@ -58,7 +58,7 @@ class UnknownNameError(LedgerError):
         if close:
             msg += " Did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
         else:
-            msg += " Known: " + ", ".join(known) + "."
+            msg += " Known: " + ", ".join(known) + "." if known else f" There is no {kind} here."
         super().__init__(msg)
 
 

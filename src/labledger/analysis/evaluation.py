@@ -49,7 +49,7 @@ from labledger.metrics.prepared import MeanPrepared, Prepared
 from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranking_prepared, set_f1_values
 from labledger.metrics.registry import Metric, MetricSpec, metric_key, parse_metric
 from labledger.metrics.regression import regression_prepared
-from labledger.metrics.resample import THREADS, Interval, rng_for
+from labledger.metrics.resample import THREADS, Interval, check_ci, rng_for
 from labledger.schema import (
     ConfusionMatrix,
     EvaluationDoc,
@@ -600,6 +600,9 @@ def evaluate(
     >>> ev.value("r", "mae")
     0.5
     """
+    check_ci(ci, resamples)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise MetricInputError(f"seed must be an integer; got {type(seed).__name__} {seed!r:.40}")
     rs = load(source, tolerance=tolerance, positive=positive)
     tasks = _select_tasks(rs, task)
     _check_applicable(rs, metrics)

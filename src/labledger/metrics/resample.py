@@ -551,7 +551,16 @@ def binned_path(prep: Prepared, groups: Any = None) -> bool:
     return isinstance(prep, WeightsPrepared) and prep.binned is not None and groups is None and prep.n >= BINNED_FROM
 
 
-def _check_ci(ci: float, resamples: int) -> None:
+def check_ci(ci: float, resamples: int) -> None:
+    """Refuse an interval level outside (0, 1) or a negative number of resamples (one line, a
+    :class:`MetricInputError`), before anything is read or computed.
+
+    >>> check_ci(0.95, 0)
+    >>> check_ci(1.5, 1000)
+    Traceback (most recent call last):
+    ...
+    labledger.errors.MetricInputError: ci must be strictly between 0 and 1; got 1.5
+    """
     if not (0 < ci < 1):
         raise MetricInputError(f"ci must be strictly between 0 and 1; got {ci}")
     if resamples < 0:
@@ -624,7 +633,7 @@ def bootstrap(
     >>> iv.value, iv.low < 0.8 < iv.high
     (0.8, True)
     """
-    _check_ci(ci, resamples)
+    check_ci(ci, resamples)
     samples = bootstrap_samples(prep, resamples=resamples, seed=seed, groups=groups)
     return interval(prep, prep.value(), samples, ci=ci, resamples=resamples, groups=groups)
 
@@ -662,7 +671,7 @@ def paired_bootstrap(
     >>> r.diff, r.p_value < 0.01
     (0.5, True)
     """
-    _check_ci(ci, resamples)
+    check_ci(ci, resamples)
     _check_same([prep_a, prep_b])
     if prep_a.columns is not None:
         raise MetricInputError("paired comparisons need a scalar metric")
@@ -697,7 +706,7 @@ def unpaired_bootstrap(
     >>> round(r.diff, 2), r.low > 0
     (0.4, True)
     """
-    _check_ci(ci, resamples)
+    check_ci(ci, resamples)
     va, vb = prep_a.value(), prep_b.value()
     diff = va - vb
     method = (
@@ -759,6 +768,7 @@ __all__ = [
     "binned_path",
     "bootstrap",
     "bootstrap_samples",
+    "check_ci",
     "draw_counts",
     "interval",
     "mcnemar",
