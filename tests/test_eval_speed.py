@@ -466,3 +466,15 @@ def test_equal_mass_ece_of_a_resample_without_items_is_nan_not_an_error():
     f = _ece_w(np.array([0.9, 0.6]), np.array([True, False]), 10, "quantile")
     got = f(np.array([[1.0, 1.0], [0.0, 0.0], [2.0, 0.0]]))
     assert got[0] == pytest.approx(0.35) and math.isnan(got[1]) and got[2] == pytest.approx(0.1)
+
+
+def test_a_copy_of_a_task_keeps_its_deferred_columns(tmp_path, monkeypatch):
+    """``copy.copy`` of a task shares its dict of deferred columns: the original making one must
+    not take it from the copy."""
+    import copy
+
+    path = _cached_binary_rows(tmp_path, monkeypatch, 50, seed=9)
+    td = read_results(path, positive="yes", cache=False)["t"]
+    twin = copy.copy(td)
+    made = (td.ids.tolist(), td.lines.tolist(), td.probs.tolist())
+    assert (twin.ids.tolist(), twin.lines.tolist(), twin.probs.tolist()) == made

@@ -128,9 +128,10 @@ class _Task:
                 # a column built on first use (#19): ids read as Arrow become an object array, and
                 # consecutive line numbers an array, only if something reads them; most evaluations
                 # never do (see defer_ids, defer_lines). Stored before it is let go of, so a thread
-                # reading it meanwhile builds the same values rather than missing it.
+                # reading it meanwhile builds the same values rather than missing it; let go of by
+                # a new dict, not in place: a copy of the task (copy.copy) shares the old one.
                 value = self.__dict__[name] = make()
-                deferred.pop(name, None)
+                self.__dict__["_deferred"] = {k: v for k, v in deferred.items() if k != name}
                 return value
             if name in _OTHER_KINDS_FIELDS:
                 return _OTHER_KINDS_FIELDS[name]
