@@ -811,22 +811,19 @@ def binary_prepared(
         return score_prepared(
             name, params, is_pos, score, ascending=asc, ranked=None if asc is None else _ranked(sorts, pos, is_pos, asc)
         )
-    n = len(score)
     if name == "log_loss":  # probs[arange, gold]: the gold label's column
-        return MeanPrepared(
-            metric=name,
-            params=params,
-            n=n,
-            n_used=n,
-            values=_neg_log_clipped(np.where(gold == pos, score, 1.0 - score)),
-        )
+        return _mean(name, params, _neg_log_clipped(np.where(gold == pos, score, 1.0 - score)))
     if name == "brier":
         other = 1.0 - score
-        v = _brier_two(score, other, gold) if pos == 0 else _brier_two(other, score, gold)
-        return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=v)
+        return _mean(name, params, _brier_two(score, other, gold) if pos == 0 else _brier_two(other, score, gold))
     if name == "ece":  # probs[arange, pred]: the predicted label's column
         return score_prepared(name, params, gold == pos, score, pred == pos)
     return None
+
+
+def _mean(name: str, params: dict[str, Any], values: np.ndarray) -> MeanPrepared:
+    """A probability metric that is the mean of its per-item ``values`` (every item used)."""
+    return MeanPrepared(metric=name, params=params, n=len(values), n_used=len(values), values=values)
 
 
 def _neg_log_clipped(p: np.ndarray) -> np.ndarray:
@@ -855,9 +852,6 @@ def score_prepared(
 
     weights = _weights_of(name, params, n)
 
-    def mean(values: np.ndarray) -> MeanPrepared:
-        return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
-
     if name in ("roc_auc", "average_precision"):
         sorted_ = _sorted_groups(score, descending=False, ascending=ascending)
         ranked = ranked or LazyRanked(is_pos, sorted_)
@@ -869,11 +863,11 @@ def score_prepared(
             _ap_infl(ranked),
         )
     if name == "log_loss":
-        return mean(_neg_log_clipped(np.where(is_pos, score, 1.0 - score)))
+        return _mean(name, params, _neg_log_clipped(np.where(is_pos, score, 1.0 - score)))
     if name == "brier":  # the two-label form halved: (P(positive) - y)^2, squared in place (#19)
         d = score - is_pos
         d *= d
-        return mean(d)
+        return _mean(name, params, d)
     if name == "ece":
         if pred_pos is None:
             pred_pos = score >= 0.5
@@ -908,9 +902,6 @@ def prob_prepared(
 
     weights = _weights_of(name, params, n)
 
-    def mean(values: np.ndarray) -> MeanPrepared:
-        return MeanPrepared(metric=name, params=params, n=n, n_used=n, values=values)
-
     if name in ("roc_auc", "average_precision"):
         make = _auc_w if name == "roc_auc" else _ap_w
         if params["average"] == "binary":
@@ -941,16 +932,16 @@ def prob_prepared(
             _ovr_infl(name, gold, range(k), ovr),
         )
     if name == "log_loss":
-        return mean(_neg_log_clipped(probs[np.arange(n), gold]))
+        return _mean(name, params, _neg_log_clipped(probs[np.arange(n), gold]))
     if name == "brier":
         if k == 2:  # the row sum of two squares, column by column: no (n, 2) temporaries (#19)
-            return mean(_brier_two(probs[:, 0], probs[:, 1], gold))
+            return _mean(name, params, _brier_two(probs[:, 0], probs[:, 1], gold))
         onehot = np.zeros_like(probs)
         onehot[np.arange(n), gold] = 1.0
         v = ((probs - onehot) ** 2).sum(axis=1)
         if k < 3:
             v *= 0.5
-        return mean(v)
+        return _mean(name, params, v)
     if name == "ece":
         if pred is None:
             pred = probs.argmax(axis=1)

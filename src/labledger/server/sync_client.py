@@ -410,7 +410,7 @@ def _sync_one(
                 continue
             offset = 0
             known = _known(cache, key, run_dir, rel, st, size)
-            chunks = _send_known(session, path, _file_url(run_id, rel, 0, size), 0, size, [], known, run_dir, rel)
+            chunks = _send(session, path, _file_url(run_id, rel, 0, size), 0, size, [], known, (run_dir, rel))
             cache.store(key, st, size, chunks)
         else:
             local = _known(cache, key, run_dir, rel, st, size)
@@ -444,7 +444,7 @@ def _sync_one(
                 entry["files"] += 1
                 entry["bytes"] += size - offset
                 continue
-            sent = _send_known(
+            sent = _send(
                 session,
                 path,
                 _file_url(run_id, rel, offset, size),
@@ -452,8 +452,7 @@ def _sync_one(
                 size,
                 local[: offset // CHUNK],
                 local,
-                run_dir,
-                rel,
+                (run_dir, rel),
             )
             if sent is not local:  # hashed again: what the cache held of it was wrong
                 cache.store(key, st, size, sent)
@@ -494,42 +493,27 @@ def _recorded_sha256(run_dir: Path, rel: str) -> str | None:
     return found
 
 
-def _send_known(
-    session: _Session,
-    path: Path,
-    url: str,
-    offset: int,
-    size: int,
-    prefix: list[str],
-    known: list[str] | None,
-    run_dir: Path,
-    rel: str,
-) -> list[str]:
-    """:func:`_send`, and when the server refuses the bytes sent by ``known`` hashes (422) and the
-    file still has the sha256 its run recorded for it, the hashes were what was wrong (a chunk
-    record or a sync cache entry edited or torn by hand, #18): the file is hashed again, its chunk
-    record rewritten, and it is sent once more by the new hashes. A file whose sha256 is not the
-    recorded one (damaged on this disk since it was stored) or that the run records none for still
-    fails, naming it; so does a second refusal. Returns the hashes sent (``known`` itself when the
-    first send went through)."""
-    try:
-        return _send(session, path, url, offset, size, prefix, known)
-    except SyncDigestError:
-        if known is None or size != os.stat(path).st_size:
-            raise
-        from labledger.store.manifest import record_chunks, sha256_and_chunks
-
-        st = os.stat(path)
-        sha, _, fresh = sha256_and_chunks(path)
-        if fresh == known or sha != _recorded_sha256(run_dir, rel):
-            raise  # the bytes are not the run's: damaged or changed since it stored them
-        if recorded_chunks(run_dir, rel, st) is not None:
-            record_chunks(run_dir, rel, fresh, st)
-        return _send(session, path, url, offset, size, fresh[: offset // CHUNK], fresh)
-
-
 def _file_url(run_id: str, rel: str, offset: int, size: int) -> str:
     return f"/api/sync/runs/{run_id}/files?path={quote(rel, safe='')}&offset={offset}&size={size}"
+
+
+def _rehashed(path: Path, known: list[str], size: int, run_dir: Path, rel: str) -> list[str] | None:
+    """After the server refused ``path``'s bytes sent by ``known`` hashes (422): the file's chunk
+    hashes made again when its sha256 is still the one its run recorded for it, so the hashes were
+    what was wrong (a chunk record or a sync cache entry edited or torn by hand, #18); the chunk
+    record is rewritten with them. ``None`` when the bytes are not the run's (damaged or changed on
+    this disk since it stored them) or the run records no sha256 for the file."""
+    from labledger.store.manifest import record_chunks, sha256_and_chunks
+
+    st = os.stat(path)
+    if st.st_size != size:
+        return None
+    sha, _, fresh = sha256_and_chunks(path)
+    if fresh == known or sha != _recorded_sha256(run_dir, rel):
+        return None
+    if recorded_chunks(run_dir, rel, st) is not None:
+        record_chunks(run_dir, rel, fresh, st)
+    return fresh
 
 
 def _send(
@@ -540,6 +524,7 @@ def _send(
     size: int,
     prefix: list[str],
     known: list[str] | None,
+    heal: tuple[Path, str] | None = None,
 ) -> list[str]:
     """PUT the bytes ``[offset, size)`` of ``path``; return the file's chunk hashes (``prefix`` + sent).
 
@@ -550,6 +535,10 @@ def _send(
     hashed as it goes, so the file is read once. Either way the digest the server computed of what
     it stored must equal the local one, and a file whose ``stat`` changed while it was sent fails
     (its bytes on the server may be a mix).
+
+    ``heal``: ``(run folder, path in it)``. When the server refuses bytes sent by ``known`` and
+    :func:`_rehashed` finds the file intact, it is sent once more by its new hashes (a wrong
+    record no longer fails every sync); otherwise the refusal fails naming the file.
     """
     before = os.stat(path)
     hashed: list[str] = list(prefix)
@@ -564,6 +553,9 @@ def _send(
         try:
             doc = session.put_file(url, f, offset, size, headers, None if known is not None else hashed)
         except SyncDigestError:
+            fresh = _rehashed(path, known, size, *heal) if known is not None and heal is not None else None
+            if fresh is not None:  # the hashes were wrong, not the file: sent once more by the right ones
+                return _send(session, path, url, offset, size, fresh[: offset // CHUNK], fresh)
             raise SyncDigestError(
                 f"{path}: its bytes are not the ones hashed when it was stored (changed or damaged on this disk; "
                 f"`labledger verify` checks the run); the server kept nothing of them"

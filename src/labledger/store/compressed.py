@@ -351,6 +351,14 @@ class _FrameReader(io.RawIOBase):
         return True
 
 
+def _open_if_there(path: Path) -> IO[bytes] | None:
+    """``path`` opened for reading, or ``None`` when it (or a folder above it) is not there."""
+    try:
+        return open(path, "rb")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
 def open_record(path: str | os.PathLike[str], *, display: str | None = None) -> IO[bytes] | None:
     """Open record file ``path`` (``X.jsonl``) for reading in whichever form it is stored: the
     compressed ``X.jsonl.zst`` when it exists, else the JSONL; ``None`` when neither exists.
@@ -373,18 +381,13 @@ def open_record(path: str | os.PathLike[str], *, display: str | None = None) -> 
     # the compressed form first, then the JSONL, then the compressed form again: a finished run
     # compacted between the first two opens has its JSONL gone and its .zst in place (a reader
     # of a live page saw its record count drop to 0 in that gap)
-    for attempt in range(2):
-        try:
-            zf = open(zpath, "rb")  # noqa: SIM115 - returned inside the reader
-            break
-        except FileNotFoundError:
-            if attempt:
-                return None
-            try:
-                return open(path, "rb")
-            except FileNotFoundError:
-                continue
-        except NotADirectoryError:
+    zf = _open_if_there(zpath)
+    if zf is None:
+        plain = _open_if_there(path)
+        if plain is not None:
+            return plain
+        zf = _open_if_there(zpath)
+        if zf is None:
             return None
     index = read_index(zpath, zf)
     raw = _FrameReader(zpath, zf, index, display or str(zpath))
