@@ -903,3 +903,26 @@ def test_a_checkpoint_referenced_in_the_run_folder_is_recorded_too(tmp_path, ser
     ]
     sync_runs(tmp_path / "local", server.url, token=TOKEN)
     _same_runs(tmp_path / "local", server.root, [run.id])
+
+
+def test_a_sync_cache_the_disk_refuses_is_a_warning_not_a_failed_sync(tmp_path, server, monkeypatch):
+    """The client's cache is only a cache: on a full disk its write fails, the sync of runs it sent
+    and verified still succeeds (exit 0), one warning says so, and the next sync sends nothing."""
+    import labledger.server.sync_client as client
+    from labledger.errors import StorageError
+
+    local = tmp_path / "local"
+    rid = _log_run(local, "full-cache", checkpoint=CHUNK + 5, tmp=tmp_path)
+    real = client.write_json
+
+    def full(path, *args, **kwargs):
+        raise StorageError(f"disk full: {path}: the file was not written (No space left on device)")
+
+    monkeypatch.setattr(client, "write_json", full)
+    with pytest.warns(client.SyncCacheWarning, match=r"the sync cache was not saved \(disk full: ") as said:
+        result = CliRunner().invoke(main, ["sync", "--to", server.url, "--token", TOKEN, "--ledger", str(local)])
+    assert result.exit_code == 0, result.output
+    assert len([w for w in said if w.category is client.SyncCacheWarning]) == 1 and "Traceback" not in result.output
+    _same_runs(local, server.root, [rid])
+    monkeypatch.setattr(client, "write_json", real)
+    assert sync_runs(local, server.url, token=TOKEN).files_sent == 0

@@ -18,6 +18,7 @@ import hashlib
 import os
 import socket
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from urllib.parse import quote, urlsplit
 
 import orjson
 
-from labledger.errors import LedgerError, SyncConflictError, SyncDigestError, SyncError
+from labledger.errors import LedgerError, StorageError, SyncConflictError, SyncDigestError, SyncError
 from labledger.store.jsonl import read_json, write_json
 from labledger.store.ledger import Ledger
 from labledger.store.manifest import (
@@ -44,6 +45,10 @@ from labledger.store.manifest import (
 )
 
 BATCH = 200
+
+
+class SyncCacheWarning(UserWarning):
+    """The client's sync cache could not be saved (a full or read-only disk); nothing synced is affected."""
 
 
 @dataclass
@@ -111,6 +116,7 @@ class _Cache:
         self.files: dict[str, Any] = doc.get("files", {}) if isinstance(doc, dict) else {}
         self.done: dict[str, str] = doc.get("done", {}) if isinstance(doc, dict) else {}
         self.dirty = False
+        self.unsaved = False  # a save the disk refused (warned about once)
 
     def chunks(self, key: str, path: Path, size: int, append_only: bool) -> list[str]:
         st = path.stat()
@@ -140,10 +146,25 @@ class _Cache:
         self.dirty = True
 
     def save(self) -> None:
+        """Write the cache when it changed. Best effort: it is only a cache, so a disk that refuses
+        the write (full, read-only) is a warning, never a failed sync of runs that were sent and
+        verified; the next sync hashes again what it held."""
         if self.dirty:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # not fsynced: a cache lost or torn in a crash is read as empty, and costs a re-hash
-            write_json(self.path, {"files": self.files, "done": self.done}, fsync=False)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                # not fsynced: a cache lost or torn in a crash is read as empty, and costs a re-hash
+                write_json(self.path, {"files": self.files, "done": self.done}, fsync=False)
+            except (OSError, StorageError) as exc:
+                if self.unsaved:  # said once per sync
+                    return
+                self.unsaved = True
+                warnings.warn(
+                    f"the sync cache was not saved ({exc}); the runs were synced, and the next sync hashes "
+                    f"their files again",
+                    SyncCacheWarning,
+                    stacklevel=2,
+                )
+                return
             self.dirty = False
 
 
