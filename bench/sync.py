@@ -10,7 +10,8 @@ Per row: wall time of the sync (timed inside the client's process; for the check
 ``labledger sync`` process, as cp is timed whole) and CPU time of that whole
 child process (its interpreter's start included), bytes sent, the
 peak RSS of the client and of the server (the server's ``VmHWM`` is read after each row, so it is
-the peak so far), and for the checkpoint the speed beside ``cp`` of the same file on the same disk.
+the peak so far), and for the checkpoint the speed beside ``cp`` of the same file on the same disk,
+then two syncs at once of half the size each (what a two-stream upload could reach at most).
 Peers: W&B's local processing (an offline run of ``--peer-steps`` steps written, and a checkpoint
 staged as an Artifact; ``wandb sync`` itself needs W&B's server) and MLflow's ``log_artifact`` of
 the same checkpoint to a local ``mlflow server --workers 1``; a missing package is a row saying
@@ -353,6 +354,7 @@ def section_checkpoint(
     speed = args.checkpoint_mib / r["wall"]
     cp_speed = args.checkpoint_mib / cp
     shutil.rmtree(ckl, ignore_errors=True)
+    halves = two_halves(args, base, url, cli, cli_env, srv, n, cp_speed)
     return [
         {
             "what": f"checkpoint {args.checkpoint_mib} MiB: {speed:.0f} MiB/s, {100 * speed / cp_speed:.0f}% of cp "
@@ -362,8 +364,70 @@ def section_checkpoint(
             **r,
             "server_rss": vm_hwm(srv.pid),
             "load": load,
-        }
+        },
+        halves,
     ]
+
+
+def two_halves(
+    args: argparse.Namespace,
+    base: Path,
+    url: str,
+    cli: list[str],
+    cli_env: dict,
+    srv: subprocess.Popen,
+    n: int,
+    cp_speed: float,
+) -> dict:
+    """The most a two-stream upload of the checkpoint could gain, measured with every real part:
+    two ``labledger sync`` processes at once, each sending a checkpoint of half the size from a
+    ledger of its own (two connections, the server's HTTP, hashing and disk write in both, both
+    processes' starts), timed from the first start to the last exit, beside the same minutes' cp."""
+    import labledger
+
+    ledgers = []
+    for half in range(2):
+        ck = checkpoint_file(base / f"half-{n}-{half}.bin", args.checkpoint_mib // 2)
+        ledger = base / f"half-ledger-{n}-{half}"
+        with labledger.start_run("half", ledger=ledger) as run:
+            run.log_checkpoint(ck, copy=True)
+        ck.unlink()
+        ledgers.append(ledger)
+    subprocess.run(["sync"], check=False)
+    load = load1()
+    s0 = server_cpu(srv.pid, split=True)
+    t0 = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            [*cli, "sync", "--ledger", str(ledger), "--to", url, "--token", TOKEN, "--json"],
+            env=cli_env,
+            stdout=subprocess.DEVNULL,
+        )
+        for ledger in ledgers
+    ]
+    cpu = rss = 0.0
+    for proc in procs:
+        _, status, usage = os.wait4(proc.pid, 0)
+        if status != 0:
+            raise RuntimeError(f"a half's sync exited with {status}")
+        cpu += usage.ru_utime + usage.ru_stime
+        rss = max(rss, usage.ru_maxrss * 1024)
+    wall = time.perf_counter() - t0
+    s1 = server_cpu(srv.pid, split=True)
+    for ledger in ledgers:
+        shutil.rmtree(ledger, ignore_errors=True)
+    speed = args.checkpoint_mib / wall
+    return {
+        "what": f"two syncs at once of {args.checkpoint_mib // 2} MiB each (a 2-stream upload's bound): "
+        f"{speed:.0f} MiB/s, {100 * speed / cp_speed:.0f}% of cp",
+        "wall": wall,
+        "cpu": cpu,
+        "server_cpu": s1[0] + s1[1] - s0[0] - s0[1],
+        "bytes": 2 * (args.checkpoint_mib // 2) * MIB,
+        "rss": rss,
+        "server_rss": vm_hwm(srv.pid),
+        "load": load,
+    }
 
 
 #: The sender of a floor row: ``sendfile`` of bytes [a, b) of the file over one TCP connection.
