@@ -4,6 +4,8 @@ cells shared by a task's metrics."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import orjson
 import pyarrow as pa
@@ -13,7 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labledger.errors import RecordError
-from labledger.inputs.arrow import HASH_ID_BYTES, arrow_lines, safe_for_arrow, surely_distinct
+from labledger.inputs import arrow
+from labledger.inputs.arrow import HASH_ID_BYTES, Scan, arrow_lines, safe_for_arrow, scan_file, surely_distinct
+from labledger.inputs.columnar import content_key
 from labledger.inputs.results import read_results
 from labledger.metrics.classification import label_prepared
 from labledger.metrics.resample import _joint_categories, one_table_categories
@@ -68,6 +72,68 @@ def test_arrow_lines_equals_the_two_counts_it_replaced(case):
     assert (got is not None) == safe_for_arrow(data)
     if got is not None:
         assert got == want
+
+
+@FAST
+@given(lines_strategy, st.integers(2, 24))
+def test_scan_file_equals_arrow_lines_and_the_content_key_at_any_buffer_size(case, chunk):
+    lines, trailing = case
+    data = "\n".join(lines).encode() + (b"\n" if trailing and lines else b"")
+    got = scan_file(io.BytesIO(data), chunk=chunk)
+    want = arrow_lines(data)
+    longest = max((len(line) + 1 for line in data.split(b"\n")), default=0)
+    if want is not None and longest <= chunk:  # a line longer than the buffer leaves the fast path
+        assert got == Scan(want, content_key(data))
+    else:
+        assert got == Scan(None, None)
+
+
+def test_scan_file_checks_utf8_across_buffers_and_reads_short_reads_on():
+    text = ('{"a": "\xe9\U00010000"}\n' * 7).encode()
+    for chunk in range(26, 40):  # multi-byte letters on every side of a buffer's end
+        assert scan_file(io.BytesIO(text), chunk=chunk) == Scan(7, content_key(text))
+    assert scan_file(io.BytesIO(text[:-3] + b"\xff\n"), chunk=30) == Scan(None, None)
+
+    class Trickle(io.RawIOBase):  # a stream that hands out 5 bytes per read
+        def __init__(self, data):
+            self.data = data
+
+        def readinto(self, b):
+            k = min(5, len(b))
+            part, self.data = self.data[:k], self.data[k:]
+            b[: len(part)] = part
+            return len(part)
+
+    assert scan_file(Trickle(text), chunk=64) == Scan(7, content_key(text))
+
+
+def test_a_later_block_that_adds_a_field_is_parsed_whole_by_the_fast_path(tmp_path, monkeypatch):
+    monkeypatch.setattr(arrow, "BLOCK_BYTES", 1 << 10)  # many blocks of ~16 rows
+    rows = [{"id": f"i{k}", "task": "t", "gold": "yes" if k % 3 else "no", "score": (k % 10) / 10} for k in range(400)]
+    rows[350]["slices"] = {"lang": "fr"}  # unknown to the first block's schema
+    rows[360]["score"] = 1  # an int in a float column
+    _write(tmp_path / "r.jsonl", rows)
+    fast = arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, "yes")
+    slow = read_results(tmp_path / "r.jsonl", positive="yes", engine="rows", cache=False)
+    assert fast is not None
+    assert fast["t"].score.tolist() == slow["t"].score.tolist()
+    assert fast["t"].slices["lang"].tolist() == slow["t"].slices["lang"].tolist()
+    assert fast["t"].lines.tolist() == slow["t"].lines.tolist() == list(range(1, 401))
+
+
+def test_a_file_rewritten_while_it_is_read_is_read_again_row_by_row(tmp_path, monkeypatch):
+    path = tmp_path / "r.jsonl"
+    _write(path, [{"id": f"i{k}", "task": "t", "gold": "yes", "score": 0.5} for k in range(50)])
+    parse = arrow._parse
+
+    def rewritten_after_the_scan(f, n_lines):
+        _write(path, [{"id": "new", "task": "t", "gold": "no", "score": 0.25}])  # in place: same inode
+        return parse(f, n_lines)
+
+    monkeypatch.setattr(arrow, "_parse", rewritten_after_the_scan)
+    assert arrow.read_arrow(path, "r.jsonl", 1e-6, "yes") is None  # sizes differ: not this fast path
+    rs = read_results(path, positive="yes", cache=False)  # the row reader reads what is there now
+    assert rs["t"].ids.tolist() == ["new"] and rs["t"].score.tolist() == [0.25]
 
 
 def _write(path, rows):

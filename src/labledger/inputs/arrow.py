@@ -9,9 +9,11 @@ slices (115 MB): ~0.9 s here against ~4 s to merely ``orjson.loads`` every line.
 
 from __future__ import annotations
 
+import io
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 import orjson
@@ -19,7 +21,7 @@ import pyarrow as pa
 import xxhash
 
 from labledger.errors import RecordError
-from labledger.inputs.columnar import cached_table, content_key, store_table, wanted
+from labledger.inputs.columnar import cached_table, hashed_key, store_table, wanted
 from labledger.inputs.result_table import arrow_numpy, one_array
 from labledger.inputs.results import (
     _CORE,
@@ -89,9 +91,11 @@ def _labels(arr: pa.Array) -> pa.Array:
 
 
 def _numbers(arr: pa.Array) -> np.ndarray:
+    """A numeric column without nulls as float64: a read-only view of a float64 column's buffer
+    (as from the columnar cache; a copy was 76 MiB of fresh memory at 10M rows, #19)."""
     if not _is_num(arr.type) or arr.null_count:
         raise _Fallback
-    return np.asarray(arrow_numpy(arr), dtype=np.float64)
+    return np.asarray(arrow_numpy(arr, copy=False), dtype=np.float64)
 
 
 def _take(arr: Any, idx: pa.Array | None) -> Any:
@@ -169,6 +173,83 @@ def _newlines_before_brace(data: bytes, end: int, chunk: int = LINE_CHUNK) -> in
     return total
 
 
+#: Bytes of the file read at once by :func:`scan_file` (one buffer, reused for the whole file).
+SCAN_BYTES = 1 << 24
+#: Bytes per block of the streaming JSON parse: at 10M rows 4 MiB blocks were the fastest of 1, 4
+#: and 16 MiB here (#19).
+BLOCK_BYTES = 4 << 20
+
+
+class Scan(NamedTuple):
+    """What one pass over a results file found (:func:`scan_file`)."""
+
+    #: The number of lines when :func:`safe_for_arrow` holds for the file's bytes, else ``None``.
+    lines: int | None
+    #: The :func:`~labledger.inputs.columnar.content_key` of the bytes read (``None`` with ``lines``).
+    key: str | None
+
+
+def scan_file(f: io.BufferedIOBase | io.RawIOBase, *, chunk: int = SCAN_BYTES) -> Scan:
+    """:func:`arrow_lines` and :func:`~labledger.inputs.columnar.content_key` of an open file, in
+    one pass through one reused buffer of ``chunk`` bytes: the file's bytes are never all in
+    memory (at 10M rows, 0.7 GB of fresh pages cost 2 s of system time on this VM, #19). Each
+    buffer is cut after its last newline and the rest carried to the next, so UTF-8 is checked
+    whole characters at a time. It stops at the first line that fails (or is longer than
+    ``chunk``): ``Scan(None, None)``.
+
+    >>> import io
+    >>> from labledger.inputs.columnar import content_key
+    >>> scan_file(io.BytesIO(b'{"a": 1}\\n{"a": 2}'), chunk=10) == Scan(2, content_key(b'{"a": 1}\\n{"a": 2}'))
+    True
+    >>> [scan_file(io.BytesIO(b), chunk=10).lines for b in (b'{"a": 1}\\n\\n', b'{"a": "\\xff"}\\n', b"", b'{"a": 12345}')]
+    [None, None, None, None]
+    """
+    buf = bytearray(max(2, chunk))
+    view = memoryview(buf)
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    h = xxhash.xxh3_128()
+    size = lines = carried = 0
+    starts_line = True  # the next byte begins a line
+    while True:
+        got = f.readinto(view[carried:]) or 0
+        filled = carried + got
+        if got and filled < len(buf):  # a short read: read on until the end or a full buffer
+            carried = filled
+            continue
+        if filled == 0:
+            break
+        end = filled if not got else buf.rfind(b"\n", 0, filled) + 1  # at the end, all that is left
+        if end == 0:
+            return Scan(None, None)  # a line longer than the buffer
+        part = arr[:end]
+        at = np.flatnonzero(part == 10)
+        if (starts_line and part[0] != 123) or not _utf8(view[:end]):
+            return Scan(None, None)
+        follows = at[:-1] + 1 if len(at) and at[-1] == end - 1 else at + 1
+        if not bool((part[follows] == 123).all()):
+            return Scan(None, None)
+        h.update(view[:end])
+        size, lines = size + end, lines + len(at)
+        starts_line = bool(part[-1] == 10)
+        carried = filled - end
+        buf[:carried] = buf[end:filled]
+        if not got:
+            break
+    if size == 0:
+        return Scan(None, None)
+    return Scan(lines + (0 if starts_line else 1), hashed_key(h, size))
+
+
+def _utf8(data: memoryview) -> bool:
+    """Whether ``data`` is valid UTF-8: Arrow's validation of one string over the bytes (no copy)."""
+    one = pa.StringArray.from_buffers(1, pa.py_buffer(np.array([0, len(data)], dtype=np.int32)), pa.py_buffer(data))
+    try:
+        one.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
 def read_arrow(
     path: Path, name: str, tolerance: float, positive: Any, *, repeats: bool = False, cache: bool = False
 ) -> ResultSet | None:
@@ -183,8 +264,9 @@ def read_arrow(
     except OSError:
         return None
     folder = wanted(size) if cache else None
+    kind = ""
     if folder is not None:
-        from labledger.inputs.result_table import result_set_from_table, result_set_to_table
+        from labledger.inputs.result_table import result_set_from_table
 
         # ENTRY_FORMAT in the key: an entry written before the sorted columns is not read (#19)
         kind = "results-" + xxhash.xxh3_64_hexdigest(
@@ -197,42 +279,67 @@ def read_arrow(
             cached = result_set_from_table(table, source=name)
             if cached is not None:
                 return cached
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return None
-        key = content_key(data)  # of the bytes read: what is stored matches its key
-        box, data = [data], b""  # _read_arrow lets go of the bytes once parsed (#19)
-        rs = _read_arrow(box, name, tolerance, positive, repeats)
-        if rs is not None:
-            encoded = result_set_to_table(rs)
-            if encoded is not None:
-                store_table(encoded, path, kind, key, folder=folder, layout="arrow")
-        return rs
     try:
-        box = [path.read_bytes()]
+        with open(path, "rb") as f:
+            before = os.fstat(f.fileno())
+            scan = scan_file(f)
+            parsed = _parse(f, scan.lines)
+            after = os.fstat(f.fileno())
     except OSError:
         return None
-    return _read_arrow(box, name, tolerance, positive, repeats)
+    if parsed is None or _changed(before, after):  # rewritten while read: the row reader reads it again
+        return None
+    rs = _result_set(parsed, name, tolerance, positive, repeats)
+    del parsed
+    if rs is not None and folder is not None and scan.key is not None:
+        from labledger.inputs.result_table import result_set_to_table
+
+        encoded = result_set_to_table(rs)
+        if encoded is not None:  # under the key of the bytes scanned, which are the bytes parsed
+            store_table(encoded, path, kind, scan.key, folder=folder, layout="arrow")
+        del encoded
+    # the parse's blocks and checks are freed by now, but Arrow's allocator keeps their pages for
+    # reuse: handed back, they are not resident under the metrics that follow (10M rows: 0.5 GiB, #19)
+    pa.default_memory_pool().release_unused()
+    return rs
 
 
-def _read_arrow(box: list[bytes], name: str, tolerance: float, positive: Any, repeats: bool) -> ResultSet | None:
-    """The result set parsed from the one bytes object in ``box``, which is emptied once parsed: at
-    10M rows the file's bytes (~0.7 GB) are not held while the columns are checked (#19)."""
-    import pyarrow.compute as pc
+def _changed(before: os.stat_result, after: os.stat_result) -> bool:
+    return (before.st_size, before.st_mtime_ns, before.st_ino) != (after.st_size, after.st_mtime_ns, after.st_ino)
+
+
+def _parse(f: BinaryIO, n_lines: int | None) -> pa.Table | None:
+    """The table of the open file ``f`` (already scanned: ``n_lines`` from :func:`scan_file`), or
+    ``None`` when it is outside the fast path.
+
+    The streaming reader converts each block as it is parsed, so its peak is the table and a few
+    blocks (10M rows: 0.55 GiB against 1.9 GiB for ``read_json`` of the bytes, and 2.5-3 s against
+    6 s with the read, #19); it takes the first block's schema, so a later block that adds a field or
+    changes a type makes it fail, and the whole file is then parsed at once. The file is opened
+    again through ``/proc/self/fd`` where there is one: the same file that was scanned, even when
+    another has been renamed over its name since.
+    """
     import pyarrow.json as pj
 
-    data = box.pop()
-    n_lines = None if not data or data.isspace() else arrow_lines(data)
     if n_lines is None:
         return None
+    fd = Path(f"/proc/self/fd/{f.fileno()}")
+    source = str(fd) if fd.exists() else f.name
     try:
-        table = pj.read_json(pa.BufferReader(data))
+        try:
+            reader = pj.open_json(source, read_options=pj.ReadOptions(block_size=BLOCK_BYTES))
+            table = reader.read_all()
+        except pa.ArrowInvalid:  # the first block's schema does not hold for the whole file
+            table = pj.read_json(source)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
-    del data
-    if table.num_rows != n_lines:  # blank lines: line numbers would not match rows
-        return None
+    return table if table.num_rows == n_lines else None  # blank lines: line numbers would not match rows
+
+
+def _result_set(table: pa.Table, name: str, tolerance: float, positive: Any, repeats: bool) -> ResultSet | None:
+    """The result set of a parsed table, or ``None`` when it is outside the fast path."""
+    import pyarrow.compute as pc
+
     ids = table.column("id") if "id" in table.column_names else None
     # a character is >= 1 byte: the characters are counted only when some id has more bytes than the limit
     if ids is not None and pa.types.is_string(ids.type) and table.num_rows and _longest_bytes(ids) > MAX_ID_CHARS:
@@ -396,16 +503,18 @@ def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, rep
     if any(not t for t in names):
         raise _Fallback
     repeat = _repeat_field(table, codes, ids, repeats)
-    if len(names) == 1:  # one task: its rows are the table's, in order (no argsort, no column copies)
-        order, bounds = np.arange(len(codes)), np.array([0, len(codes)])
-    else:
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
     tasks: dict[str, TaskData] = {}
+    if len(names) == 1:  # one task: its rows are the table's, in order (no argsort, no index arrays)
+        task = names[0]
+        tasks[task] = _read_task(table, task, None, None, ids, tolerance, _positive_of(positive, task), name, repeat)
+        return ResultSet(tasks, source=name, repeat_field=repeat)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
     for t, task in enumerate(names):
         idx_np = order[bounds[t] : bounds[t + 1]]
-        idx = None if len(names) == 1 else pa.array(idx_np)
-        td = _read_task(table, task, idx_np, idx, ids, tolerance, _positive_of(positive, task), name, repeat)
+        td = _read_task(
+            table, task, idx_np, pa.array(idx_np), ids, tolerance, _positive_of(positive, task), name, repeat
+        )
         tasks[task] = td
     return ResultSet(tasks, source=name, repeat_field=repeat)
 
@@ -413,7 +522,7 @@ def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, rep
 def _read_task(
     table: pa.Table,
     task: str,
-    idx_np: np.ndarray,
+    idx_np: np.ndarray | None,
     idx: pa.Array | None,
     ids_all: pa.Array,
     tol: float,
@@ -421,10 +530,14 @@ def _read_task(
     source: str,
     repeat: str | None = None,
 ) -> TaskData:
-    n = len(idx_np)
+    """One task's rows: those at ``idx_np`` (``idx``, the same as Arrow), or with both ``None``
+    every row of the table in order, whose line numbers are then made only if read (at 10M rows
+    the index and the lines were 153 MiB of fresh memory, #19)."""
+    n = table.num_rows if idx_np is None else len(idx_np)
     ids = _take(ids_all, idx)
     id_arr = np.empty(0, dtype=object)  # ids become an object array on first use (defer_ids below)
-    lines = idx_np.astype(np.int64) + 1
+    # every row in order: the first line only (what _binary's messages read) until defer_lines
+    lines = np.ones(min(n, 1), dtype=np.int64) if idx_np is None else idx_np.astype(np.int64) + 1
     has_probs = _valid(table, "probs", idx)
     has_score = _valid(table, "score", idx)
     has_pred = _valid(table, "pred", idx)
@@ -448,6 +561,8 @@ def _read_task(
             raise _Fallback
     else:
         raise _Fallback
+    if idx_np is None:  # the table's rows in order: lines 1..n, made only if read
+        defer_lines(td, 1, n)
     if "positive" in table.column_names and td.kind != "binary":
         pos = _take(table.column("positive").chunk(0), idx)
         if pos.null_count != n:
@@ -457,8 +572,6 @@ def _read_task(
         td.repeat = np.empty(n, dtype=object)
         td.repeat[:] = _take(table.column(repeat).chunk(0), idx).to_pylist()
     defer_ids(td, ids)
-    if idx is None:  # the table's rows in order: lines 1..n, made again only if read
-        defer_lines(td, 1, n)
     return td
 
 

@@ -102,6 +102,15 @@ def content_key(data: bytes | bytearray | memoryview | mmap.mmap) -> str:
     return f"xxh3_128:{xxhash.xxh3_128_hexdigest(data)}:{len(data)}"
 
 
+def hashed_key(h: xxhash.xxh3_128, size: int) -> str:
+    """:func:`content_key` of ``size`` bytes fed to the ``xxh3_128`` hasher ``h`` in parts.
+
+    >>> h = xxhash.xxh3_128(); h.update(b"ab"); h.update(b"c"); hashed_key(h, 3) == content_key(b"abc")
+    True
+    """
+    return f"xxh3_128:{h.hexdigest()}:{size}"
+
+
 #: Bytes of a file mapped at once while its key is computed (:func:`file_key`).
 KEY_WINDOW = 64 * 2**20
 
@@ -128,7 +137,7 @@ def file_key(path: str | os.PathLike[str], *, window: int = KEY_WINDOW) -> str |
             for at in range(0, size, step):
                 with mmap.mmap(f.fileno(), min(step, size - at), offset=at, access=mmap.ACCESS_READ) as m:
                     h.update(m)
-            return f"xxh3_128:{h.hexdigest()}:{size}"
+            return hashed_key(h, size)
     except (OSError, ValueError):
         return None
 
