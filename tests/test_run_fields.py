@@ -303,7 +303,8 @@ def test_run_info_constructs_compares_and_shows_as_its_dataclass_does(values, ch
     assert RunInfo(**dict(zip(RunInfo._FIELDS, args))) == a
     other_values = [*values]
     other_values[changed] = other
-    x, y, ref_x, ref_y = RunInfo(*values), RunInfo(*other_values), Ref(*values), Ref(*other_values)
+    x, y = RunInfo(*values), RunInfo(*other_values)
+    ref_x, ref_y = (Ref(*v[:12], {} if v[12] is None else v[12], *v[13:]) for v in (values, other_values))
     assert (x == y) is (ref_x == ref_y) and (x != y) is (ref_x != ref_y)
     assert (a == ref) is False and (a != ref) is True and a != tuple(args)  # another class, as for the dataclass
     assert RunInfo.__hash__ is None and Ref.__hash__ is None

@@ -63,10 +63,13 @@ def in_python(book: Ledger, where: str, sort: str) -> dict:
 
 
 def error_of(message: str) -> dict:
-    """First line (without the suggested names: difflib's and the page's nearness differ) and caret
-    position of a QueryError's three-line message."""
+    """First line (without the suggested names: difflib's and the page's nearness differ, nor a bad
+    regular expression's reason: each engine words its own) and caret position of a QueryError's
+    three-line message."""
     lines = message.splitlines()
-    return {"error": re.sub(r"; did you mean .*?\?(?= \(|$)", "", lines[0]), "pos": lines[-1].index("^") - 2}
+    first = re.sub(r"; did you mean .*?\?(?= \(|$)", "", lines[0])
+    first = re.sub(r"bad regular expression \(.*\)$", "bad regular expression", first)
+    return {"error": first, "pos": lines[-1].index("^") - 2}
 
 
 IN_PAGE = """([packed, queries]) => {
