@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from labledger.analysis.comparison import compare
 from labledger.analysis.evaluation import evaluate
-from labledger.metrics import analytic, prepare
+from labledger.metrics import analytic, classification, kernels, prepare
 from labledger.metrics import resample as rs
 from labledger.metrics.analytic import analytic_interval, covariance, influence, paired_analytic
+from labledger.metrics.classification import reversed_starts, tie_starts
 
 
 def _delong_reference(y: np.ndarray, scores: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -185,3 +186,55 @@ def test_compare_uses_paired_analytic_tests(low_threshold):
         r["score"] = float(np.clip(r["score"] + rng.normal(0, 0.25), 0, 1))
     d = compare(a, b, positive="y", resamples=400).metric("t", "roc_auc")
     assert d.diff > 0 and d.p_value < 0.05 and d.ci_low > 0 and d.se is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(2, 400),
+    digits=st.sampled_from([1, 2, 6]),
+    block=st.integers(1, 9),
+)
+def test_blockwise_variances_equal_the_whole_arrays(seed, n, digits, block):
+    """ROC-AUC's and AP's unclustered sum_i psi_i^2 and the group sums, a block of groups at a time
+    (#19): the very same floats in one block, within a few ulps in many (tied and untied scores)."""
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < rng.uniform(0.05, 0.95)
+    score = np.round(rng.random(n), digits)
+    order = np.argsort(score, kind="stable")
+    starts = tie_starts(score[order])
+    whole = analytic.Ranked(y, order, starts)
+    assert analytic.auc_sum_sq(whole) == analytic.auc_groups(whole, False).sum_sq() or not y.any() or y.all()
+    back = whole.reversed()
+    assert analytic.ap_sum_sq(back) == analytic.ap_groups(back, False).sum_sq() or not y.any()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "BLOCK", block)
+        blocked = analytic.Ranked(y, order, starts)
+        assert blocked.pos_g.tolist() == whole.pos_g.tolist()
+        assert _tie_starts_list(score[order]) == _tie_starts_list(score[order], whole=True)
+        auc = classification.roc_auc_sorted(y[order], starts)  # whole numbers: exact in blocks too
+        assert auc == classification.roc_auc_sorted(y[order], starts, blocked.pos_g) or math.isnan(auc)
+        ap = classification.ap_sorted(y[order][::-1], reversed_starts(starts, n))
+        with pytest.MonkeyPatch.context() as one:
+            one.setattr(kernels, "BLOCK", 1 << 20)
+            assert auc == classification.roc_auc_sorted(y[order], starts) or math.isnan(auc)
+            assert ap == pytest.approx(
+                classification.ap_sorted(y[order][::-1], reversed_starts(starts, n)), rel=1e-12, nan_ok=True
+            )
+        if y.any() and not y.all():
+            want = analytic.auc_groups(whole, False).sum_sq()
+            assert analytic.auc_sum_sq(blocked) == pytest.approx(want, rel=1e-12)
+        if y.any():
+            rev = analytic.Ranked(y, order[::-1], reversed_starts(starts, n))
+            want = analytic.ap_groups(back, False).sum_sq()
+            assert analytic.ap_sum_sq(rev) == pytest.approx(want, rel=1e-12, abs=1e-300)
+
+
+def _tie_starts_list(values: np.ndarray, whole: bool = False) -> list[int] | None:
+    """tie_starts (written block by block) as a list, or (``whole``) from one pass of numpy."""
+    if whole:
+        if len(values) < 2 or np.count_nonzero(values[1:] != values[:-1]) == len(values) - 1:
+            return None
+        return [0, *(np.flatnonzero(values[1:] != values[:-1]) + 1).tolist()]
+    found = tie_starts(values)
+    return None if found is None else found.tolist()

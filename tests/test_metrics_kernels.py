@@ -39,6 +39,22 @@ def test_exact_sum_is_fsum(seed: int, kind: str) -> None:
     assert got == want and math.copysign(1.0, got) == math.copysign(1.0, want)
 
 
+@FAST
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    kind=st.sampled_from(["wide", "cancel", "log_loss", "coarse", "unit"]),
+    block=st.integers(1, 3 * N),
+)
+def test_exact_sum_by_blocks_is_fsum(seed: int, kind: str, block: int) -> None:
+    """Summed a block of values at a time (#19), still math.fsum's float, whatever the blocks."""
+    x = _values(np.random.default_rng(seed), kind, 3 * N)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "BLOCK", block)
+        got = exact_sum(x)
+    want = math.fsum(x.tolist())
+    assert got == want and math.copysign(1.0, got) == math.copysign(1.0, want)
+
+
 @pytest.mark.parametrize(
     "x",
     [

@@ -6,15 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labledger.metrics import prepare
+from labledger.metrics import kernels, prepare
 from labledger.metrics.prepared import WeightsPrepared
 from labledger.metrics.resample import (
     MAX_BIN_CELLS,
     _binned_codes,
     _chunks,
+    _joint_cells,
     _resample_binned,
     _run_chunks,
     _scatter,
@@ -142,3 +144,27 @@ def test_report_values_equal_fresh_metric_values(tmp_path) -> None:
     assert rep.value("t", "brier", "raw") == brier(
         gold=[labels[g] for g in gold], probs=np.column_stack([1 - score, score]), labels=labels
     )
+
+
+@FAST
+@given(seed=st.integers(0, 2**32 - 1), block=st.integers(1, 50), strategy=st.sampled_from(["uniform", "quantile"]))
+def test_joint_cells_by_blocks_equal_the_unique_codes_of_all_items(seed, block, strategy):
+    """The joint ECE cells made a block of items at a time equal np.unique of the items' joint
+    codes (#19): the cells, each item's cell, the counts."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    gold = (rng.random(n) < 0.4).astype(int)
+    s1 = rng.random(n)
+    preps = [
+        prepare("ece", gold=gold, score=s, strategy=strategy, n_bins=5)
+        for s in (s1, np.clip(s1 + rng.normal(0, 0.2, n), 0, 1))
+    ]
+    codes, sizes = _binned_codes(preps, 4)
+    code = codes[0] * sizes[1] + codes[1]
+    want = np.unique(code, return_inverse=True, return_counts=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "BLOCK", block)
+        uniq, inv, counts, got_sizes = _joint_cells(preps, 4, n)
+    assert got_sizes == sizes
+    for got, expected in zip((uniq, inv, counts), want):
+        assert got.tolist() == expected.reshape(-1).tolist()

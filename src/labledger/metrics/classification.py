@@ -31,7 +31,7 @@ import numpy as np
 from labledger.errors import MetricInputError
 from labledger.metrics._inputs import check_pos_label, encode, numbers, prob_matrix, same_length, score_inputs
 from labledger.metrics.entry import Metric
-from labledger.metrics.kernels import stable_argsort
+from labledger.metrics.kernels import by_blocks, spans, stable_argsort
 from labledger.metrics.prepared import MeanPrepared, Prepared, Strategy, TablePrepared, WeightsFunction, WeightsPrepared
 
 if TYPE_CHECKING:
@@ -278,9 +278,17 @@ def tie_starts(sorted_values: np.ndarray) -> np.ndarray | None:
     if len(s) < 2:
         return None
     differs = s[1:] != s[:-1]
-    if np.count_nonzero(differs) == len(s) - 1:
+    count = np.count_nonzero(differs)
+    if count == len(s) - 1:
         return None  # no ties
-    return np.concatenate([[0], np.flatnonzero(differs) + 1])
+    out = np.empty(count + 1, dtype=np.int64)  # written block by block: one array of n, not three (#19)
+    out[0], at = 0, 1
+    for a, b in spans(len(differs)):
+        found = np.flatnonzero(differs[a:b])
+        found += a + 1
+        out[at : at + len(found)] = found
+        at += len(found)
+    return out
 
 
 def reversed_starts(starts: np.ndarray | None, n: int) -> np.ndarray | None:
@@ -500,15 +508,29 @@ def roc_auc_sorted(y: np.ndarray, starts: np.ndarray | None, pos_g: np.ndarray |
     q = n - p
     if p == 0 or q == 0:
         return math.nan
+    # whole numbers, exact in any order: summed a block at a time (temporaries of a block, not of n, #19)
+    twice_rank_sum = 2 * p  # ranks 1..n without ties
     if starts is None:
-        twice_rank_sum = 2 * int(np.flatnonzero(y).sum(dtype=np.int64)) + 2 * p  # ranks 1..n
+        for a, b in spans(n):
+            hits = np.flatnonzero(y[a:b])
+            twice_rank_sum += 2 * (int(hits.sum(dtype=np.int64)) + a * len(hits))
     else:
-        # 2 x mid-rank of a group = start + 1 + end, in one array (whole numbers: exact in any order, #19)
-        mid2 = np.r_[starts[1:], n]
-        mid2 += starts
-        mid2 += 1
-        mid2 *= np.add.reduceat(y.astype(np.int64), starts) if pos_g is None else pos_g.astype(np.int64)
-        twice_rank_sum = int(mid2.sum(dtype=np.int64))
+        twice_rank_sum = 0
+        g = len(starts)
+        for a, b in spans(g):
+            # 2 x mid-rank of a group = start + 1 + end
+            mid2 = np.empty(b - a, dtype=np.int64)
+            mid2[: b - a - (b == g)] = starts[a + 1 : b + 1]
+            if b == g and b > a:
+                mid2[-1] = n
+            mid2 += starts[a:b]
+            mid2 += 1
+            if pos_g is None:
+                lo, hi = int(starts[a]), (int(starts[b]) if b < g else n)
+                mid2 *= np.add.reduceat(y[lo:hi].astype(np.int64), starts[a:b] - lo)
+            else:
+                mid2 *= pos_g[a:b].astype(np.int64)
+            twice_rank_sum += int(mid2.sum(dtype=np.int64))
     u2 = twice_rank_sum - p * (p + 1)
     return (u2 / 2) / (p * q) if u2 % 2 == 0 else u2 / (2 * p * q)
 
@@ -616,16 +638,27 @@ def ap_sorted(y: np.ndarray, starts: np.ndarray | None, tp: np.ndarray | None = 
     n, p = len(y), int(np.count_nonzero(y))
     if p == 0:
         return math.nan
-    # the running precision divided in place (the same divisions: the same bits; one array fewer, #19)
-    if starts is None:
-        tp = y.astype(np.float64)
-        prec = np.cumsum(tp)
-        prec /= np.arange(1, n + 1)
-    else:
-        tp = np.add.reduceat(y.astype(np.float64), starts) if tp is None else tp
-        prec = np.cumsum(tp)
-        prec /= np.r_[starts[1:], n]
-    return float(np.dot(tp, prec) / p)
+    # the running precision divided in place, a block of groups at a time (the same divisions: the
+    # same bits; the running count carried, whole numbers: exact; one block is one pass, #19)
+    g = n if starts is None else len(starts)
+    total, before = 0.0, 0.0
+    for a, b in spans(g):
+        if starts is None:
+            tp_b = y[a:b].astype(np.float64)
+            ends = np.arange(a + 1, b + 1, dtype=np.float64)
+        else:
+            lo, hi = int(starts[a]), (int(starts[b]) if b < g else n)
+            tp_b = np.add.reduceat(y[lo:hi].astype(np.float64), starts[a:b] - lo) if tp is None else tp[a:b]
+            ends = np.empty(b - a)
+            ends[: b - a - (b == g)] = starts[a + 1 : b + 1]
+            if b == g and b > a:
+                ends[-1] = n
+        prec = np.cumsum(tp_b)
+        prec += before
+        prec /= ends
+        total += np.dot(tp_b, prec)
+        before += float(tp_b.sum())
+    return float(total / p)
 
 
 def _ovr_point(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSorts) -> Callable[[], float]:
@@ -648,16 +681,18 @@ def _ovr_point(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrS
 
 def _auc_infl(ranked: LazyRanked) -> GroupedInfluence:
     """DeLong influence values of ROC-AUC (:func:`labledger.metrics.analytic.auc_groups`), on the one sort."""
-    from labledger.metrics.analytic import GroupedInfluence, auc_groups
+    from labledger.metrics.analytic import GroupedInfluence, auc_groups, auc_sum_sq
 
-    return GroupedInfluence(lambda clustered: auc_groups(ranked(), clustered))
+    return GroupedInfluence(lambda clustered: auc_groups(ranked(), clustered), lambda: auc_sum_sq(ranked()))
 
 
 def _ap_infl(ranked: LazyRanked) -> GroupedInfluence:
     """Delta-method influence values of average precision, on the one sort read descending."""
-    from labledger.metrics.analytic import GroupedInfluence, ap_groups
+    from labledger.metrics.analytic import GroupedInfluence, ap_groups, ap_sum_sq
 
-    return GroupedInfluence(lambda clustered: ap_groups(ranked().reversed(), clustered))
+    return GroupedInfluence(
+        lambda clustered: ap_groups(ranked().reversed(), clustered), lambda: ap_sum_sq(ranked().reversed())
+    )
 
 
 def _ovr_infl(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSorts) -> Callable[[bool], np.ndarray]:
@@ -692,14 +727,14 @@ def _ece_binned(
     conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """ECE as cells: (bin of each item, correct, confidence) for equal-width bins; for equal-mass bins
-    the item's rank in the stable confidence order (the resampler cuts the ranks into chunks)."""
+    the item's rank in the stable confidence order (the resampler cuts the ranks into chunks).
+    ``correct`` is kept as the flags it is (as numbers, 0 and 1: an array of n floats less, #19)."""
     if strategy != "uniform":
         rank = np.empty(len(conf), dtype=np.int64)
         rank[stable_argsort(conf)] = np.arange(len(conf))
-        return rank, correct.astype(np.float64), conf
-    bins = (conf * n_bins).astype(np.int64)
-    np.minimum(bins, n_bins - 1, out=bins)  # in place: one array of n fewer at once (#19)
-    return bins, correct.astype(np.float64), conf
+        return rank, correct, conf
+    bins = by_blocks(len(conf), lambda a, b: np.minimum((conf[a:b] * n_bins).astype(np.int64), n_bins - 1), np.int64)
+    return bins, correct, conf
 
 
 def _ece_w(
@@ -812,10 +847,14 @@ def binary_prepared(
             name, params, is_pos, score, ascending=asc, ranked=None if asc is None else _ranked(sorts, pos, is_pos, asc)
         )
     if name == "log_loss":  # probs[arange, gold]: the gold label's column
-        return _mean(name, params, _neg_log_clipped(np.where(gold == pos, score, 1.0 - score)))
+        return _mean(name, params, _neg_log_clipped(_gold_prob(gold == pos, score)))
     if name == "brier":
-        other = 1.0 - score
-        return _mean(name, params, _brier_two(score, other, gold) if pos == 0 else _brier_two(other, score, gold))
+
+        def two(a: int, b: int) -> np.ndarray:
+            s, other, g = score[a:b], 1.0 - score[a:b], gold[a:b]
+            return _brier_two(s, other, g) if pos == 0 else _brier_two(other, s, g)
+
+        return _mean(name, params, by_blocks(len(score), two))
     if name == "ece":  # probs[arange, pred]: the predicted label's column
         return score_prepared(name, params, gold == pos, score, pred == pos)
     return None
@@ -824,6 +863,12 @@ def binary_prepared(
 def _mean(name: str, params: dict[str, Any], values: np.ndarray) -> MeanPrepared:
     """A probability metric that is the mean of its per-item ``values`` (every item used)."""
     return MeanPrepared(metric=name, params=params, n=len(values), n_used=len(values), values=values)
+
+
+def _gold_prob(is_pos: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """``np.where(is_pos, score, 1.0 - score)``, a block at a time: the same values in one array of
+    n, without the whole ``1.0 - score`` beside it (#19)."""
+    return by_blocks(len(score), lambda a, b: np.where(is_pos[a:b], score[a:b], 1.0 - score[a:b]))
 
 
 def _neg_log_clipped(p: np.ndarray) -> np.ndarray:
@@ -863,7 +908,7 @@ def score_prepared(
             _ap_infl(ranked),
         )
     if name == "log_loss":
-        return _mean(name, params, _neg_log_clipped(np.where(is_pos, score, 1.0 - score)))
+        return _mean(name, params, _neg_log_clipped(_gold_prob(is_pos, score)))
     if name == "brier":  # the two-label form halved: (P(positive) - y)^2, squared in place (#19)
         d = score - is_pos
         d *= d
@@ -871,11 +916,12 @@ def score_prepared(
     if name == "ece":
         if pred_pos is None:
             pred_pos = score >= 0.5
-        conf = np.where(pred_pos, score, 1.0 - score)
-        binned = _ece_binned(conf, pred_pos == is_pos, params["n_bins"], params["strategy"])
+        conf = _gold_prob(pred_pos, score)  # the predicted label's probability
+        correct = pred_pos == is_pos
+        binned = _ece_binned(conf, correct, params["n_bins"], params["strategy"])
         rank = None if binned is None or params["strategy"] == "uniform" else binned[0]  # (one sort)
         return weights(
-            _ece_w(conf, pred_pos == is_pos, params["n_bins"], params["strategy"], rank),
+            _ece_w(conf, correct, params["n_bins"], params["strategy"], rank),
             _ece_point(binned, params["n_bins"], params["strategy"]),
             binned=binned,
         )

@@ -32,6 +32,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,35 @@ SMALL = 4096
 _HUGE = 2.0**960
 #: Smallest power of two it splits at (below, the split would reach subnormals: math.fsum).
 _TINY_EXP = -960
+
+
+#: Items or tie groups per block of the blockwise kernels (ROC-AUC's and AP's points and variances,
+#: tie groups, group sums): their temporaries are arrays of this many values (8 MiB of floats)
+#: instead of n (76 MiB each at 10M rows, #19). Fewer than this are one block, computed exactly as
+#: in one pass.
+BLOCK = 1 << 20
+
+
+def spans(n: int) -> list[tuple[int, int]]:
+    """``[a, b)`` ranges of consecutive blocks of :data:`BLOCK` covering ``n`` (one, empty, for 0).
+
+    >>> spans(0), len(spans(BLOCK + 1))
+    ([(0, 0)], 2)
+    """
+    return [(a, min(a + BLOCK, n)) for a in range(0, n, BLOCK)] or [(0, 0)]
+
+
+def by_blocks(n: int, fill: Callable[[int, int], np.ndarray], dtype: Any = np.float64) -> np.ndarray:
+    """An array of ``n`` values whose items ``[a, b)`` are ``fill(a, b)``, block by block: an
+    elementwise formula's temporaries are a block's, not n's (#19).
+
+    >>> x = np.arange(5.0); by_blocks(5, lambda a, b: 1.0 - x[a:b]).tolist()
+    [1.0, 0.0, -1.0, -2.0, -3.0]
+    """
+    out = np.empty(n, dtype=dtype)
+    for a, b in spans(n):
+        out[a:b] = fill(a, b)
+    return out
 
 
 def exact_sum(x: np.ndarray) -> float:
@@ -56,26 +86,34 @@ def exact_sum(x: np.ndarray) -> float:
     True
     """
     x = np.ascontiguousarray(x, dtype=np.float64)
+    if len(x) < SMALL:
+        return math.fsum(x.data)
+    # fsum of exact parts is the correctly rounded sum of everything, however the values are split:
+    # a block of values at a time, so the passes' copies are a block's, not n's (#19)
+    return math.fsum(part for a, b in spans(len(x)) for part in _exact_parts(x[a:b]))
+
+
+def _exact_parts(x: np.ndarray) -> list[float] | memoryview:
+    """Floats whose exact sum is the exact sum of ``x`` (:func:`exact_sum`'s passes; the values
+    themselves where the passes do not apply)."""
     n = len(x)
-    if n < SMALL:
-        return math.fsum(x.data)
-    top = float(np.max(np.abs(x)))
+    top = float(np.max(np.abs(x))) if n else 0.0
     if not (0.0 < top < _HUGE):  # nan, inf, all zeros (fsum's sign of zero), or near overflow
-        return math.fsum(x.data)
+        return x.data
     totals = []
     rest = x.copy()
     high = np.empty_like(x)
     while top > 0.0:
         k = math.frexp(2.0 * n * top)[1]  # 2^k > 2 n top
         if k < _TINY_EXP:
-            return math.fsum(x.data)
+            return x.data
         sigma = math.ldexp(1.0, k)
         np.add(rest, sigma, out=high)
         high -= sigma
         totals.append(float(np.sum(high)))
         rest -= high
         top = max(float(rest.max()), -float(rest.min()))
-    return math.fsum(totals)
+    return totals
 
 
 def stable_argsort(x: np.ndarray) -> np.ndarray:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError
-from labledger.metrics.kernels import pool_initializer
+from labledger.metrics.kernels import by_blocks, pool_initializer, spans
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
 from labledger.metrics.stats import percentile_p_value
 
@@ -346,29 +346,71 @@ BINNED_FROM = 10_000
 MAX_BIN_CELLS = 1 << 16
 
 
-def _binned_codes(preps: Sequence[WeightsPrepared], per_bin: int) -> tuple[list[np.ndarray], list[int]] | None:
-    """Each prep's cell of every item (bin x correct; equal-mass bins: rank chunk x correct) and its
-    number of cells, or None when one has no binned form."""
+def _binned_codes(
+    preps: Sequence[WeightsPrepared], per_bin: int, span: tuple[int, int] | None = None
+) -> tuple[list[np.ndarray], list[int]] | None:
+    """Each prep's cell of every item in ``span`` (all by default; bin x correct; equal-mass bins:
+    rank chunk x correct) and its number of cells, or None when one has no binned form."""
     codes, sizes = [], []
     for p in preps:
         b = p.binned
         if b is None:
             return None
-        cells, correct, _ = b
-        n_bins = int(p.params.get("n_bins", int(cells.max(initial=0)) + 1))
-        # in place, whole numbers (exact): one array of n per prep, not three (#19)
+        all_cells, all_correct, _ = b
+        lo, hi = span or (0, len(all_cells))
+        cells, correct = all_cells[lo:hi], all_correct[lo:hi]
+        n_bins = int(p.params.get("n_bins", int(all_cells.max(initial=0)) + 1))
+        # in place, whole numbers (exact): one array per prep, not three (#19)
         if p.params.get("strategy") == "quantile":
             m = n_bins * per_bin
             code = cells * m
-            code //= max(len(cells), 1)
+            code //= max(len(all_cells), 1)
             code *= 2
             sizes.append(2 * m)
         else:
             code = cells * 2
             sizes.append(2 * n_bins)
-        np.add(code, correct, out=code, casting="unsafe")  # correct: 0.0 or 1.0
+        np.add(code, correct, out=code, casting="unsafe")  # correct: 0 or 1
         codes.append(code)
     return codes, sizes
+
+
+def _joint_code(preps: Sequence[WeightsPrepared], per_bin: int, span: tuple[int, int] | None) -> np.ndarray:
+    """The joint cell of every item in ``span`` over the preps' cells, ``((c0 * s1 + c1) * s2 + c2)...``
+    (every prep has its binned form: :func:`_joint_cells` checked)."""
+    found = _binned_codes(preps, per_bin, span)
+    if found is None:
+        raise MetricInputError("a binned metric has no bin cells")
+    codes, sizes = found
+    code = codes[0]  # (0 * size + c is c)
+    for c, size in zip(codes[1:], sizes[1:]):
+        code = code * size
+        code += c
+    return code
+
+
+def _joint_cells(
+    preps: Sequence[WeightsPrepared], per_bin: int, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]] | None:
+    """(occupied joint cells, each item's index among them, their counts, the preps' numbers of
+    cells), or None when a prep has no binned form: :func:`_unique_codes` of the items' joint cells,
+    made a block of items at a time when the cells are few (a bincount per block, then each block's
+    indices), so that no code array of n is held beside the indices (#19)."""
+    found = _binned_codes(preps, per_bin, (0, 0))
+    if found is None:
+        return None
+    sizes = found[1]
+    total = math.prod(sizes)
+    if total > 1 << 22 or n == 0:
+        return (*_unique_codes(_joint_code(preps, per_bin, None), total), sizes)
+    all_counts = np.zeros(total, dtype=np.int64)
+    for a, b in spans(n):
+        all_counts += np.bincount(_joint_code(preps, per_bin, (a, b)), minlength=total)
+    uniq = np.flatnonzero(all_counts)
+    lookup = np.zeros(total, dtype=np.int64)
+    lookup[uniq] = np.arange(len(uniq))
+    inv = by_blocks(n, lambda a, b: lookup[_joint_code(preps, per_bin, (a, b))], np.int64)
+    return uniq, inv, all_counts[uniq], sizes
 
 
 def _unique_codes(code: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -422,27 +464,27 @@ def _resample_binned(
     """
     n = preps[0].n
     for per_bin in (8, 4, 2):
-        found = _binned_codes(preps, per_bin)
+        found = _joint_cells(preps, per_bin, n)
         if found is None:
             return None
-        codes, sizes = found
-        code = codes[0]  # the joint cell (0 * size + c is c)
-        for c, size in zip(codes[1:], sizes[1:]):
-            code = code * size
-            code += c
-        uniq, inv, counts = _unique_codes(code, math.prod(sizes))
-        del code
+        uniq, inv, counts, sizes = found
         if len(uniq) <= min(MAX_BIN_CELLS, n // 8):  # else drawing cells costs as much as drawing items
             break
     else:
         return None
     n_cat = len(uniq)
     inv = inv.reshape(-1)
-    first = np.zeros(n_cat, dtype=np.int64)
-    first[inv[::-1]] = np.arange(n - 1, -1, -1)  # one item of each cell: its bin/chunk and correctness
-    cell_of = [c[first] // 2 for c in codes]
-    cell_ok = [(c[first] % 2).astype(np.float64) for c in codes]
-    del codes, found  # the items' cells are not needed past this: one array of n fewer at once (#19)
+    # each prep's cell (its bin/chunk and correctness) of each joint cell, read off the joint code's
+    # digits (it was built as ((c0 * s1 + c1) * s2 + c2)...), not from one item of each cell: no
+    # array of n (#19)
+    digits, rest = [], uniq.astype(np.int64)
+    for size in sizes[:0:-1]:
+        digits.append(rest % size)
+        rest = rest // size
+    digits.append(rest)
+    digits.reverse()
+    cell_of = [c // 2 for c in digits]
+    cell_ok = [(c % 2).astype(np.float64) for c in digits]
     k = len(preps)
     confs = [p.binned[2] for p in preps if p.binned is not None]
     cnt = counts.astype(np.float64)
