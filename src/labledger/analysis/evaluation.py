@@ -185,17 +185,19 @@ class _TaskCache:
         self._ranking: RankingArrays | None = None
         # the orders the reader kept (the columnar cache entry's sorted columns), checked on use
         self.sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = SortCache(given_sorts(td))
-        self._cells: np.ndarray | None = None
+        self._cells: tuple[np.ndarray, np.ndarray] | None = None
         self._lock = threading.Lock()
 
-    def cells(self, td: LabelTask) -> np.ndarray:
-        """``gold * K + pred`` of the cached task, built once for all its count-table metrics (#19)."""
+    def cells(self, td: LabelTask) -> tuple[np.ndarray, np.ndarray]:
+        """``gold * K + pred`` of the cached task and its count table, built once for all its
+        count-table metrics (#19)."""
         with self._lock:
             if self._cells is None:
+                k = len(td.labels)
                 cells = td.gold_index.astype(np.int64)  # a copy, then in place: one array of n (#19)
-                cells *= len(td.labels)
+                cells *= k
                 cells += td.pred_index
-                self._cells = cells
+                self._cells = cells, np.bincount(cells, minlength=k * k)
             return self._cells
 
     def ranking(self, td: RankingTask) -> RankingArrays:
@@ -224,8 +226,9 @@ def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: _T
             raise _not_for(metric, td)
         pos = td.labels.index(params["pos_label"]) if params.get("pos_label") is not None else None
         if metric.needs == "labels":
+            cells, counts = cache.cells(td)
             return label_prepared(
-                metric.name, params, td.gold_index, td.pred_index, td.labels, pos=pos, cells=cache.cells(td)
+                metric.name, params, td.gold_index, td.pred_index, td.labels, pos=pos, cells=cells, cell_counts=counts
             )
         if not isinstance(td, ProbTask):
             raise _not_for(metric, td)

@@ -214,32 +214,42 @@ def auc_groups(r: Ranked, clustered: bool) -> GroupInfluence:
     q = r.n - p
     if p == 0 or q == 0:
         return GroupInfluence(r, None)
-    # in place where the values allow (the same operations in the same order: the same bits), so a
-    # large task holds a few arrays of its groups at once, not one per step (#19)
     pos_g = r.pos_g
-    neg_g = r.neg_g()
-    pos_upto = np.cumsum(pos_g)
-    # whole numbers, exact: the negatives up to a group are the items up to it less the positives
-    v10 = r.ends
-    v10 -= pos_upto
-    v10 -= neg_g  # the negatives below each group
-    half = np.multiply(neg_g, 0.5, out=neg_g)  # 0.5 * neg_g in its own memory (not needed after)
-    v10 += half
-    v10 /= q  # for a positive: the share of negatives it outranks
-    v01 = np.subtract(p, pos_upto, out=pos_upto)  # the positives above each group
-    v01 += np.multiply(pos_g, 0.5, out=half)
-    del half, neg_g
-    v01 /= p  # for a negative: the share of positives that outrank it
+    v10, v01 = _auc_v(pos_g, r.neg_g(), r.ends, 0.0, p, q)
     auc = float((pos_g * v10).sum() / p)
     sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
     sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
-    v10 -= auc
-    v10 /= p
-    v10 *= sp
-    v01 -= auc
-    v01 /= q
-    v01 *= sq
-    return GroupInfluence(r, (v10, v01))
+    return GroupInfluence(r, (_centred(v10, auc, p, sp), _centred(v01, auc, q, sq)))
+
+
+def _auc_v(
+    pos: np.ndarray, neg: np.ndarray, ends: np.ndarray, before: float, p: int, q: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """DeLong's structural components V10 (for a positive: the share of negatives it outranks) and
+    V01 (for a negative: the share of positives that outrank it) of consecutive groups: ``pos``,
+    ``neg`` their positives and negatives, ``ends`` their ends (consumed: it becomes V10),
+    ``before`` the positives in the groups before them. In place where the values allow, so a large
+    task holds a few arrays of its groups at once, not one per step (#19)."""
+    pos_upto = np.cumsum(pos)
+    pos_upto += before  # whole numbers: exact
+    # whole numbers, exact: the negatives up to a group are the items up to it less the positives
+    v10 = ends
+    v10 -= pos_upto
+    v10 -= neg  # the negatives below each group
+    v10 += neg * 0.5
+    v10 /= q
+    v01 = np.subtract(p, pos_upto, out=pos_upto)  # the positives above each group
+    v01 += pos * 0.5
+    v01 /= p
+    return v10, v01
+
+
+def _centred(v: np.ndarray, auc: float, count: int, scale: float) -> np.ndarray:
+    """DeLong's influence values from a class's structural components, in place: ``(v - auc) / count * scale``."""
+    v -= auc
+    v /= count
+    v *= scale
+    return v
 
 
 def ap_groups(r: Ranked, clustered: bool) -> GroupInfluence:
@@ -259,37 +269,25 @@ def ap_groups(r: Ranked, clustered: bool) -> GroupInfluence:
     del k_c
     b = np.cumsum(step[::-1])[::-1]
     del step
-    # in place, the same operations in the same order as ((prec - ap) + a - b) / p, (0 - b) / p
+    return GroupInfluence(r, _ap_values(prec, a, b, ap, p, math.sqrt(n / (n - 1)) if not clustered and n > 1 else 1.0))
+
+
+def _ap_values(
+    prec: np.ndarray, a: np.ndarray, b: np.ndarray, ap: float, p: int, scale: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """AP's influence values of a group's positives and negatives, in the memory of ``prec`` and
+    ``b``: the same operations in the same order as ``((prec - ap) + a - b) / p * scale`` and
+    ``(0 - b) / p * scale`` (x * 1.0 is x)."""
     if_pos = prec
     if_pos -= ap
     if_pos += a
-    del a
     if_pos -= b
     if_pos /= p
     if_neg = np.subtract(0.0, b, out=b)
     if_neg /= p
-    if not clustered and n > 1:
-        scale = math.sqrt(n / (n - 1))
-        if_pos *= scale
-        if_neg *= scale
-    return GroupInfluence(r, (if_pos, if_neg))
-
-
-def _auc_v(
-    pos: np.ndarray, neg: np.ndarray, ends: np.ndarray, before: float, p: int, q: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """DeLong's V10 and V01 of a block of groups (``before``: the positives in the groups before it),
-    by the operations of :func:`auc_groups` in its order: the same bits."""
-    pos_upto = np.cumsum(pos)
-    pos_upto += before  # whole numbers: exact
-    v10 = ends - pos_upto
-    v10 -= neg
-    v10 += neg * 0.5
-    v10 /= q
-    v01 = np.subtract(p, pos_upto, out=pos_upto)
-    v01 += pos * 0.5
-    v01 /= p
-    return v10, v01
+    if_pos *= scale
+    if_neg *= scale
+    return if_pos, if_neg
 
 
 def auc_sum_sq(r: Ranked) -> float:
@@ -306,11 +304,10 @@ def auc_sum_sq(r: Ranked) -> float:
     p, q = r.p, r.n - r.p
     if p == 0 or q == 0:
         return math.nan
-    blocks = list(_group_blocks(r)) if len(spans(len(r.pos_g))) == 1 else None
 
     def each() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, float]]:
         before = 0.0
-        for pos, neg, ends in blocks or _group_blocks(r):
+        for pos, neg, ends in _group_blocks(r):  # made again in each pass (_auc_v consumes ends)
             yield pos, neg, ends, before
             before += float(pos.sum())  # whole numbers: exact
 
@@ -324,12 +321,7 @@ def auc_sum_sq(r: Ranked) -> float:
     on_pos = on_neg = 0.0
     for pos, neg, ends, before in each():
         v10, v01 = _auc_v(pos, neg, ends, before, p, q)
-        v10 -= auc
-        v10 /= p
-        v10 *= sp
-        v01 -= auc
-        v01 /= q
-        v01 *= sq
+        v10, v01 = _centred(v10, auc, p, sp), _centred(v01, auc, q, sq)
         on_pos += np.dot(pos, v10 * v10)
         on_neg += np.dot(neg, v01 * v01)
     return float(on_pos + on_neg)
@@ -377,16 +369,7 @@ def ap_sum_sq(r: Ranked) -> float:
         del step
         if len(a):
             carry_a, carry_b = float(a[0]), float(b[0])
-        if_pos = prec
-        if_pos -= ap
-        if_pos += a
-        if_pos -= b
-        if_pos /= p
-        if_neg = np.subtract(0.0, b, out=b)
-        if_neg /= p
-        if n > 1:
-            if_pos *= scale
-            if_neg *= scale
+        if_pos, if_neg = _ap_values(prec, a, b, ap, p, scale)
         on_pos += np.dot(pos, if_pos * if_pos)
         on_neg += np.dot(neg, if_neg * if_neg)
     return float(on_pos + on_neg)

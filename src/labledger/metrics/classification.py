@@ -190,11 +190,13 @@ def label_prepared(
     pos: int | None = None,
     label_mask: np.ndarray | None = None,
     cells: np.ndarray | None = None,
+    cell_counts: np.ndarray | None = None,
 ) -> TablePrepared:
     """A :class:`Prepared` for a confusion-matrix metric over encoded ``gold``/``pred`` indices.
 
-    ``cells``: ``gold * K + pred`` (int64) when the caller has it, shared by the count-table
-    metrics of one task instead of each building its own (#19).
+    ``cells``: ``gold * K + pred`` (int64) when the caller has it, and ``cell_counts`` its count
+    table (``bincount(cells, minlength=K * K)``), shared by the count-table metrics of one task
+    instead of each building its own (#19).
     """
     k = len(labels)
     n = len(gold)
@@ -207,6 +209,7 @@ def label_prepared(
             n_used=n,
             parts=(gold, pred, k),
             cells=cells,
+            cell_counts=cell_counts,
             n_cells=k * k,
             from_tables=from_tables,
             columns=columns,

@@ -108,6 +108,9 @@ class TablePrepared(_Bound):
     n_cells: int
     cells: np.ndarray | None = None
     parts: tuple[np.ndarray, np.ndarray, int] | None = None
+    #: Each cell's count over all items (int, ``n_cells`` long), when the caller has it and every
+    #: item counts: one bincount shared by a task's count-table metrics instead of one each (#19).
+    cell_counts: np.ndarray | None = None
     strategy: Literal["table"] = field(default="table", init=False)
 
     def get_cells(self) -> np.ndarray:
@@ -121,6 +124,8 @@ class TablePrepared(_Bound):
 
     def counts(self) -> np.ndarray:
         """The unweighted count table (n_cells,), without building ``cells`` for small tables."""
+        if self.cell_counts is not None:
+            return self.cell_counts.astype(np.float64)
         if self.cells is None and self.parts is not None and self.parts[2] <= 4:
             g, p, k = self.parts
             pred_is = [p == j for j in range(k)]

@@ -277,8 +277,13 @@ def _group_matrix(groups: np.ndarray, cat: np.ndarray, n_cat: int) -> Any:
 def _resample_table(
     preps: Sequence[TablePrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None
 ) -> list[np.ndarray]:
-    cells = [_table_cells(p) for p in preps]
-    if groups is None and len(preps) == 1 and cells[0].dtype.kind in "iu" and preps[0].n_cells < 1 << 22:
+    shared = preps[0].cell_counts if groups is None and len(preps) == 1 else None
+    cells = [] if shared is not None else [_table_cells(p) for p in preps]
+    if shared is not None:  # the task's count table, counted once for its metrics (#19)
+        occupied = np.flatnonzero(shared)
+        uniq, counts = occupied[:, None], shared[occupied]
+        per_row = len(counts)
+    elif groups is None and len(preps) == 1 and cells[0].dtype.kind in "iu" and preps[0].n_cells < 1 << 22:
         # one table, no clusters: the occupied cells in order of value with their counts (the
         # categories of _small_int_categories) from one bincount, without per-item codes (#19)
         uniq, counts = one_table_categories(cells[0], preps[0].n_cells + 1)
