@@ -294,8 +294,8 @@ def auc_sum_sq(r: Ranked) -> float:
     """``sum_i psi_i^2`` of ROC-AUC's unclustered DeLong values (:func:`auc_groups` then
     :meth:`GroupInfluence.sum_sq`), block by block: two passes over :data:`~labledger.metrics.kernels.BLOCK` groups at a
     time (the AUC to centre on, then the squares), no array of n made (10M rows: ~460 MiB less at
-    the metric's peak, #19). One block gives the very same float as the whole arrays; more blocks
-    sum their block sums (within a few ulps).
+    the metric's peak, #19). Up to one block of groups it is that computation itself (the same
+    float); more blocks sum their block sums (within a few ulps).
 
     >>> r = Ranked(np.array([False, True, False, True]), np.arange(4), None)
     >>> auc_sum_sq(r) == auc_groups(r, False).sum_sq()
@@ -304,6 +304,8 @@ def auc_sum_sq(r: Ranked) -> float:
     p, q = r.p, r.n - r.p
     if p == 0 or q == 0:
         return math.nan
+    if len(spans(len(r.pos_g))) == 1:  # one block: the whole arrays, one pass
+        return auc_groups(r, False).sum_sq()
 
     def each() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, float]]:
         before = 0.0
@@ -332,8 +334,8 @@ def ap_sum_sq(r: Ranked) -> float:
     the descending :class:`Ranked` ``r``, then :meth:`GroupInfluence.sum_sq`), block by block: the
     running precision forwards, then the sums over the groups at or below each score backwards
     (each carried into the next block as the first term of its running sum: the same additions in
-    the same order as one pass), no array of n made (#19). One block gives the very same float as
-    the whole arrays; more blocks sum their block sums (within a few ulps).
+    the same order as one pass), no array of n made (#19). Up to one block of groups it is that
+    computation itself (the same float); more blocks sum their block sums (within a few ulps).
 
     >>> r = Ranked(np.array([True, False, True, False]), np.arange(4), None)
     >>> ap_sum_sq(r) == ap_groups(r, False).sum_sq()
@@ -343,9 +345,10 @@ def ap_sum_sq(r: Ranked) -> float:
     if p == 0 or n == 0:
         return math.nan
     parts = spans(len(r.pos_g))
-    blocks = list(_group_blocks(r)) if len(parts) == 1 else None
+    if len(parts) == 1:  # one block: the whole arrays, one pass
+        return ap_groups(r, False).sum_sq()
     befores, total, before = [], 0.0, 0.0
-    for pos, _, ends in blocks or _group_blocks(r):
+    for pos, _, ends in _group_blocks(r):
         befores.append(before)
         prec = np.cumsum(pos)
         prec += before  # whole numbers: exact
@@ -357,7 +360,7 @@ def ap_sum_sq(r: Ranked) -> float:
     carry_a = carry_b = 0.0
     on_pos = on_neg = 0.0
     for k in range(len(parts) - 1, -1, -1):
-        pos, neg, ends = blocks[k] if blocks is not None else _group_block(r, *parts[k])
+        pos, neg, ends = _group_block(r, *parts[k])
         prec = np.cumsum(pos)
         prec += befores[k]
         prec /= ends

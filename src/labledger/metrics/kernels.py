@@ -61,14 +61,17 @@ def spans(n: int) -> list[tuple[int, int]]:
 
 
 def by_blocks(n: int, fill: Callable[[int, int], np.ndarray], dtype: Any = np.float64) -> np.ndarray:
-    """An array of ``n`` values whose items ``[a, b)`` are ``fill(a, b)``, block by block: an
+    """An array of ``n`` values whose items ``[a, b)`` are ``fill(a, b)`` (a new array), block by block: an
     elementwise formula's temporaries are a block's, not n's (#19).
 
     >>> x = np.arange(5.0); by_blocks(5, lambda a, b: 1.0 - x[a:b]).tolist()
     [1.0, 0.0, -1.0, -2.0, -3.0]
     """
+    parts = spans(n)
+    if len(parts) == 1:  # one block: the formula's own array, not a copy of it
+        return np.asarray(fill(0, n), dtype=dtype)
     out = np.empty(n, dtype=dtype)
-    for a, b in spans(n):
+    for a, b in parts:
         out[a:b] = fill(a, b)
     return out
 
