@@ -381,3 +381,27 @@ def test_eval_is_the_same_whatever_blas_thread_count() -> None:
 
     docs = outputs_by_blas_threads(_EVAL_SCRIPT)
     assert docs[0] == docs[1] == docs[2]
+
+
+def test_a_one_task_score_is_sorted_beside_the_read_and_evaluates_the_same(tmp_path, monkeypatch):
+    """The JSONL reader sorts a one-task file's score in a second thread while it checks the ids
+    (#19): the task then holds np.argsort of its score, as a columnar cache entry does, and the
+    evaluation is the same document as without it; a file of two tasks starts no sort."""
+    from labledger.analysis.evaluation import evaluate
+    from labledger.inputs.results import given_sorts
+
+    rng = np.random.default_rng(5)
+    rows = [
+        {"id": f"i{k}", "task": "t", "gold": "yes" if g else "no", "score": float(s)}
+        for k, (g, s) in enumerate(zip(rng.random(300) < 0.4, np.round(rng.random(300), 2)))
+    ]
+    _write(tmp_path / "r.jsonl", rows)
+    without = evaluate(arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, "yes")).to_json()
+    monkeypatch.setattr(arrow, "SORT_BESIDE_FROM", 10)
+    rs = arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, "yes")
+    td = rs["t"]
+    assert given_sorts(td)[td.labels.index("yes")].tolist() == np.argsort(td.score).tolist()
+    assert evaluate(rs).to_json() == without
+    _write(tmp_path / "two.jsonl", [{**r, "task": "t" if k % 2 else "u"} for k, r in enumerate(rows)])
+    two = arrow.read_arrow(tmp_path / "two.jsonl", "two.jsonl", 1e-6, "yes")
+    assert all(given_sorts(t) == {} for t in two.tasks.values())
