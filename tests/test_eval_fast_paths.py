@@ -72,6 +72,9 @@ def test_arrow_lines_equals_the_two_counts_it_replaced(case):
     assert (got is not None) == safe_for_arrow(data)
     if got is not None:
         assert got == want
+    with pytest.MonkeyPatch.context() as mp:  # windows of 3 bytes: cut at newlines, a long line whole
+        mp.setattr(arrow, "SCAN_BYTES", 3)
+        assert arrow_lines(data) == got
 
 
 @FAST
@@ -252,14 +255,16 @@ def test_descending_tie_groups_from_the_ascending_ones(values, seed):
 @FAST
 @given(lines_strategy, st.integers(1, 7))
 def test_newline_scan_in_chunks_equals_the_two_counts(case, chunk):
-    from labledger.inputs.arrow import _newlines_before_brace
-
     lines, trailing = case
     data = "\n".join(lines).encode() + (b"\n" if trailing and lines else b"")
     end = len(data) - 1 if data.endswith(b"\n") else len(data)
     head = data[:end]
     want = head.count(b"\n") if head.count(b"\n{") == head.count(b"\n") else None
-    assert _newlines_before_brace(data, end, chunk=chunk) == want  # chunks of 1..7 bytes: same answer
+    got = scan_file(io.BytesIO(data), chunk=chunk + 12, key=False).lines  # every line (<= 12 bytes) fits
+    if want is None or not data.startswith(b"{"):
+        assert got is None
+    else:  # buffers of 13..19 bytes: the same answer as the two counts, and the line after the last newline
+        assert got == want + 1
 
 
 def _doc(rs):

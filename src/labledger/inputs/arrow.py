@@ -128,51 +128,36 @@ def safe_for_arrow(data: bytes) -> bool:
 
 
 def arrow_lines(data: bytes) -> int | None:
-    """The number of lines of ``data`` when :func:`safe_for_arrow` holds, else ``None`` (one count
-    of the newlines serves both, #19).
+    """The number of lines of ``data`` when :func:`safe_for_arrow` holds, else ``None``: the check
+    :func:`scan_file` makes of a file (:func:`_part_lines`), of bytes in memory, a window of whole
+    lines at a time without a copy.
 
     >>> arrow_lines(b'{"a": 1}\\n{"a": 2}'), arrow_lines(b'{"a": 1}\\n\\n')
     (2, None)
     """
-    if not data.startswith(b"{"):
-        return None
-    ends = data.endswith(b"\n")
-    newlines = _newlines_before_brace(data, len(data) - 1 if ends else len(data))
-    if newlines is None:
-        return None
-    newlines += 1 if ends else 0
-    if not data.isascii():  # cheap for the usual all-ASCII file; decode only otherwise
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
+    view, n = memoryview(data), len(data)
+    lines, at, starts_line = 0, 0, True
+    while at < n:
+        end = min(at + SCAN_BYTES, n)
+        if end < n:  # whole lines only: cut after the window's last newline (or the line's own end)
+            end = data.rfind(b"\n", at, end) + 1 or (data.find(b"\n", end) + 1 or n)
+        found = _part_lines(view[at:end], starts_line)
+        if found is None:
             return None
-    return newlines + (0 if ends else 1)
+        lines, at, starts_line = lines + found, end, data[end - 1] == 10
+    return None if n == 0 else lines + (0 if starts_line else 1)
 
 
-#: Bytes of a file scanned per numpy pass of :func:`_newlines_before_brace` (bounds its temporaries).
-LINE_CHUNK = 1 << 24
-
-
-def _newlines_before_brace(data: bytes, end: int, chunk: int = LINE_CHUNK) -> int | None:
-    """The number of newlines in ``data[:end]`` when every one of them is followed by ``{``, else
-    None: ``data.count(b"\\n")`` and ``data.count(b"\\n{")`` in one numpy pass, a chunk at a time
-    (~40% less than the two counts at 1M rows, #19).
-
-    >>> _newlines_before_brace(b'{}\\n{}\\n{}', 8), _newlines_before_brace(b'{}\\n\\n{}', 6)
-    (2, None)
-    """
-    arr = np.frombuffer(data, dtype=np.uint8)
-    total = 0
-    step = max(1, chunk)
-    for a in range(0, end, step):
-        b = min(a + step, end)
-        at = np.flatnonzero(arr[a:b] == 10)
-        if len(at):
-            at += a + 1
-            if at[-1] >= len(arr) or not bool((arr[at] == 123).all()):
-                return None
-        total += len(at)
-    return total
+def _part_lines(part: memoryview, starts_line: bool) -> int | None:
+    """The newlines in ``part`` (whole lines, but for an unfinished last one) when every line that
+    begins in it begins with ``{`` (``starts_line``: its first byte begins one) and it is valid
+    UTF-8, else ``None``: the check of :func:`scan_file` and :func:`arrow_lines`."""
+    arr = np.frombuffer(part, dtype=np.uint8)
+    at = np.flatnonzero(arr == 10)
+    if (starts_line and arr[0] != 123) or not _utf8(part):
+        return None
+    follows = at[:-1] + 1 if len(at) and at[-1] == len(arr) - 1 else at + 1
+    return len(at) if bool((arr[follows] == 123).all()) else None
 
 
 #: Bytes of the file read at once by :func:`scan_file` (one buffer, reused for the whole file).
@@ -187,13 +172,15 @@ class Scan(NamedTuple):
 
     #: The number of lines when :func:`safe_for_arrow` holds for the file's bytes, else ``None``.
     lines: int | None
-    #: The :func:`~labledger.inputs.columnar.content_key` of the bytes read (``None`` with ``lines``).
+    #: The :func:`~labledger.inputs.columnar.content_key` of the bytes read (``None`` with ``lines``,
+    #: or when not asked for).
     key: str | None
 
 
-def scan_file(f: io.BufferedIOBase | io.RawIOBase, *, chunk: int = SCAN_BYTES) -> Scan:
-    """:func:`arrow_lines` and :func:`~labledger.inputs.columnar.content_key` of an open file, in
-    one pass through one reused buffer of ``chunk`` bytes: the file's bytes are never all in
+def scan_file(f: io.BufferedIOBase | io.RawIOBase, *, chunk: int = SCAN_BYTES, key: bool = True) -> Scan:
+    """The lines of an open file when :func:`safe_for_arrow` holds for its bytes (every line starts
+    with ``{``, valid UTF-8), and (``key``) their :func:`~labledger.inputs.columnar.content_key`,
+    in one pass through one reused buffer of ``chunk`` bytes: the file's bytes are never all in
     memory (at 10M rows, 0.7 GB of fresh pages cost 2 s of system time on this VM, #19). Each
     buffer is cut after its last newline and the rest carried to the next, so UTF-8 is checked
     whole characters at a time. It stops at the first line that fails (or is longer than
@@ -208,7 +195,6 @@ def scan_file(f: io.BufferedIOBase | io.RawIOBase, *, chunk: int = SCAN_BYTES) -
     """
     buf = bytearray(max(2, chunk))
     view = memoryview(buf)
-    arr = np.frombuffer(buf, dtype=np.uint8)
     h = xxhash.xxh3_128()
     size = lines = carried = 0
     starts_line = True  # the next byte begins a line
@@ -223,23 +209,20 @@ def scan_file(f: io.BufferedIOBase | io.RawIOBase, *, chunk: int = SCAN_BYTES) -
         end = filled if not got else buf.rfind(b"\n", 0, filled) + 1  # at the end, all that is left
         if end == 0:
             return Scan(None, None)  # a line longer than the buffer
-        part = arr[:end]
-        at = np.flatnonzero(part == 10)
-        if (starts_line and part[0] != 123) or not _utf8(view[:end]):
+        found = _part_lines(view[:end], starts_line)
+        if found is None:
             return Scan(None, None)
-        follows = at[:-1] + 1 if len(at) and at[-1] == end - 1 else at + 1
-        if not bool((part[follows] == 123).all()):
-            return Scan(None, None)
-        h.update(view[:end])
-        size, lines = size + end, lines + len(at)
-        starts_line = bool(part[-1] == 10)
+        if key:
+            h.update(view[:end])
+        size, lines = size + end, lines + found
+        starts_line = buf[end - 1] == 10
         carried = filled - end
         buf[:carried] = buf[end:filled]
         if not got:
             break
     if size == 0:
         return Scan(None, None)
-    return Scan(lines + (0 if starts_line else 1), hashed_key(h, size))
+    return Scan(lines + (0 if starts_line else 1), hashed_key(h, size) if key else None)
 
 
 def _utf8(data: memoryview) -> bool:
