@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError
+from labledger.metrics.classification import group_ends, group_positives
 from labledger.metrics.kernels import spans
 from labledger.metrics.prepared import MeanPrepared, Prepared, WeightsPrepared
 from labledger.metrics.stats import norm_ppf, norm_sf, t_ppf, t_sf
@@ -68,9 +69,7 @@ def _group_sums(y: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
         return y.astype(np.float64)
     out = np.empty(len(starts))
     for a, b in spans(len(starts)):
-        lo = int(starts[a]) if a < len(starts) else 0
-        hi = int(starts[b]) if b < len(starts) else len(y)
-        np.add.reduceat(y[lo:hi].astype(np.float64), starts[a:b] - lo, out=out[a:b])
+        out[a:b] = group_positives(y, starts, a, b)
     return out
 
 
@@ -78,18 +77,8 @@ def _group_block(r: Ranked, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.
     """``(pos_g, neg_g, ends)`` of ``r``'s tie groups ``[a, b)``: the values :attr:`Ranked.pos_g`,
     :meth:`Ranked.neg_g` and :attr:`Ranked.ends` hold for them (whole numbers: the same values),
     made for those groups alone (#19)."""
-    pos = r.pos_g[a:b]
-    if r.starts is None:
-        return pos, 1.0 - pos, np.arange(a + 1, b + 1, dtype=np.float64)
-    ends = np.empty(b - a)
-    if b < len(r.pos_g):
-        ends[:] = r.starts[a + 1 : b + 1]
-    elif b > a:
-        ends[:-1] = r.starts[a + 1 : b]
-        ends[-1] = r.n
-    neg = ends - r.starts[a:b]
-    neg -= pos
-    return pos, neg, ends
+    ends = r.ends_of(a, b)
+    return r.pos_g[a:b], r.negatives_of(a, b, ends.copy()), ends
 
 
 def _group_blocks(r: Ranked) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -146,12 +135,13 @@ class Ranked:
     def ends(self) -> np.ndarray:
         """Each group's end (one past its last item; no ties: ``1 .. n``), as floats: the items at or
         before it (whole numbers, exact)."""
+        return self.ends_of(0, len(self.pos_g))
+
+    def ends_of(self, a: int, b: int) -> np.ndarray:
+        """:attr:`ends` of the groups ``[a, b)`` alone (written as floats at once, #19)."""
         if self.starts is None:
-            return np.arange(1, self.n + 1, dtype=np.float64)
-        out = np.empty(len(self.starts))  # written as floats at once: one array of n, not two (#19)
-        out[:-1] = self.starts[1:]
-        out[-1] = self.n
-        return out
+            return np.arange(a + 1, b + 1, dtype=np.float64)
+        return group_ends(self.starts, self.n, a, b)
 
     @property
     def sizes(self) -> np.ndarray | None:
@@ -161,13 +151,18 @@ class Ranked:
     def neg_g(self) -> np.ndarray:
         """The negatives per group: its size less its positives, computed in one array of floats
         (the sizes are whole numbers, exact as floats: the same values as ``sizes - pos_g``, #19)."""
+        return self.negatives_of(0, len(self.pos_g))
+
+    def negatives_of(self, a: int, b: int, ends: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`neg_g` of the groups ``[a, b)`` alone, from their :meth:`ends_of` when the caller
+        has them (consumed: the negatives are written over them)."""
         if self.starts is None:
-            return 1.0 - self.pos_g
-        out = np.empty(len(self.starts))
-        np.subtract(self.starts[1:], self.starts[:-1], out=out[:-1])
-        out[-1] = self.n - self.starts[-1]
-        out -= self.pos_g
-        return out
+            return 1.0 - self.pos_g[a:b]
+        if ends is None:
+            ends = self.ends_of(a, b)
+        ends -= self.starts[a:b]  # each group's size
+        ends -= self.pos_g[a:b]
+        return ends
 
     def reversed(self) -> Ranked:
         """The same in the reverse order (descending for an ascending sort): the group sums read

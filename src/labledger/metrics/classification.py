@@ -294,6 +294,34 @@ def tie_starts(sorted_values: np.ndarray) -> np.ndarray | None:
     return out
 
 
+def group_ends(starts: np.ndarray, n: int, a: int, b: int, dtype: Any = np.float64) -> np.ndarray:
+    """The ends (one past the last item: the items at or before it) of the tie groups ``[a, b)`` of
+    ``n`` sorted items whose groups start at ``starts`` (:func:`tie_starts`), as ``dtype`` (whole
+    numbers: exact as floats). A block of groups at a time for the blockwise kernels (#19).
+
+    >>> s = np.array([0, 1, 3]); group_ends(s, 4, 0, 3).tolist(), group_ends(s, 4, 1, 2, np.int64).tolist()
+    ([1.0, 3.0, 4.0], [3])
+    """
+    g = len(starts)
+    out = np.empty(b - a, dtype=dtype)
+    out[: b - a - (b == g)] = starts[a + 1 : b + 1]
+    if b == g and b > a:
+        out[-1] = n
+    return out
+
+
+def group_positives(y: np.ndarray, starts: np.ndarray, a: int, b: int, dtype: Any = np.float64) -> np.ndarray:
+    """The positives (``y``: the class flags in sorted order) of each tie group ``[a, b)``, as ``dtype``.
+
+    >>> group_positives(np.array([False, True, True, False]), np.array([0, 1, 3]), 1, 3).tolist()
+    [2.0, 0.0]
+    """
+    if b <= a:
+        return np.zeros(0, dtype=dtype)
+    lo, hi = int(starts[a]), (int(starts[b]) if b < len(starts) else len(y))
+    return np.add.reduceat(y[lo:hi].astype(dtype), starts[a:b] - lo)
+
+
 def reversed_starts(starts: np.ndarray | None, n: int) -> np.ndarray | None:
     """The tie-group starts of a sorted array of ``n`` values read backwards, from the starts
     (:func:`tie_starts`) of the array itself: group ``[s, e)`` becomes ``[n - e, n - s)``.
@@ -521,18 +549,10 @@ def roc_auc_sorted(y: np.ndarray, starts: np.ndarray | None, pos_g: np.ndarray |
         twice_rank_sum = 0
         g = len(starts)
         for a, b in spans(g):
-            # 2 x mid-rank of a group = start + 1 + end
-            mid2 = np.empty(b - a, dtype=np.int64)
-            mid2[: b - a - (b == g)] = starts[a + 1 : b + 1]
-            if b == g and b > a:
-                mid2[-1] = n
+            mid2 = group_ends(starts, n, a, b, np.int64)  # 2 x mid-rank of a group = start + 1 + end
             mid2 += starts[a:b]
             mid2 += 1
-            if pos_g is None:
-                lo, hi = int(starts[a]), (int(starts[b]) if b < g else n)
-                mid2 *= np.add.reduceat(y[lo:hi].astype(np.int64), starts[a:b] - lo)
-            else:
-                mid2 *= pos_g[a:b].astype(np.int64)
+            mid2 *= group_positives(y, starts, a, b, np.int64) if pos_g is None else pos_g[a:b].astype(np.int64)
             twice_rank_sum += int(mid2.sum(dtype=np.int64))
     u2 = twice_rank_sum - p * (p + 1)
     return (u2 / 2) / (p * q) if u2 % 2 == 0 else u2 / (2 * p * q)
@@ -650,12 +670,8 @@ def ap_sorted(y: np.ndarray, starts: np.ndarray | None, tp: np.ndarray | None = 
             tp_b = y[a:b].astype(np.float64)
             ends = np.arange(a + 1, b + 1, dtype=np.float64)
         else:
-            lo, hi = int(starts[a]), (int(starts[b]) if b < g else n)
-            tp_b = np.add.reduceat(y[lo:hi].astype(np.float64), starts[a:b] - lo) if tp is None else tp[a:b]
-            ends = np.empty(b - a)
-            ends[: b - a - (b == g)] = starts[a + 1 : b + 1]
-            if b == g and b > a:
-                ends[-1] = n
+            tp_b = group_positives(y, starts, a, b) if tp is None else tp[a:b]
+            ends = group_ends(starts, n, a, b)
         prec = np.cumsum(tp_b)
         prec += before
         prec /= ends
