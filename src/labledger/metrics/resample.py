@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
@@ -218,7 +218,16 @@ def one_table_categories(cells: np.ndarray, size: int) -> tuple[np.ndarray, np.n
     >>> uniq.ravel().tolist(), counts.tolist()
     ([0, 3], [1, 3])
     """
-    full = np.bincount(cells, minlength=size)
+    return _occupied_cells(np.bincount(cells, minlength=size))
+
+
+def _occupied_cells(full: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the occupied cells as rows, their counts) of a count table ``full`` (one count per cell).
+
+    >>> uniq, counts = _occupied_cells(np.array([1, 0, 0, 3]))
+    >>> uniq.ravel().tolist(), counts.tolist()
+    ([0, 3], [1, 3])
+    """
     occupied = np.flatnonzero(full)
     return occupied[:, None], full[occupied]
 
@@ -280,8 +289,7 @@ def _resample_table(
     shared = preps[0].cell_counts if groups is None and len(preps) == 1 else None
     cells = [] if shared is not None else [_table_cells(p) for p in preps]
     if shared is not None:  # the task's count table, counted once for its metrics (#19)
-        occupied = np.flatnonzero(shared)
-        uniq, counts = occupied[:, None], shared[occupied]
+        uniq, counts = _occupied_cells(shared)
         per_row = len(counts)
     elif groups is None and len(preps) == 1 and cells[0].dtype.kind in "iu" and preps[0].n_cells < 1 << 22:
         # one table, no clusters: the occupied cells in order of value with their counts (the
@@ -408,14 +416,7 @@ def _joint_cells(
     total = math.prod(sizes)
     if total > 1 << 22 or n == 0:
         return (*_unique_codes(_joint_code(preps, per_bin, None), total), sizes)
-    all_counts = np.zeros(total, dtype=np.int64)
-    for a, b in spans(n):
-        all_counts += np.bincount(_joint_code(preps, per_bin, (a, b)), minlength=total)
-    uniq = np.flatnonzero(all_counts)
-    lookup = np.zeros(total, dtype=np.int64)
-    lookup[uniq] = np.arange(len(uniq))
-    inv = by_blocks(n, lambda a, b: lookup[_joint_code(preps, per_bin, (a, b))], np.int64)
-    return uniq, inv, all_counts[uniq], sizes
+    return (*_codes_by_blocks(lambda a, b: _joint_code(preps, per_bin, (a, b)), n, total), sizes)
 
 
 def _unique_codes(code: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -427,11 +428,22 @@ def _unique_codes(code: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray,
     """
     if total > 1 << 22 or not len(code):
         return np.unique(code, return_inverse=True, return_counts=True)
-    all_counts = np.bincount(code, minlength=total)
+    return _codes_by_blocks(lambda a, b: code[a:b], len(code), total)
+
+
+def _codes_by_blocks(
+    code_of: Callable[[int, int], np.ndarray], n: int, total: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_unique_codes` of the codes ``code_of(a, b)`` of items ``[a, b)`` in ``[0, total)``, a
+    block of items at a time: a bincount per block, then each block's index among the occupied codes
+    (the codes may be made per block and never held whole, #19)."""
+    all_counts = np.zeros(total, dtype=np.int64)
+    for a, b in spans(n):
+        all_counts += np.bincount(code_of(a, b), minlength=total)
     uniq = np.flatnonzero(all_counts)
     lookup = np.zeros(total, dtype=np.int64)
     lookup[uniq] = np.arange(len(uniq))
-    return uniq, lookup[code], all_counts[uniq]
+    return uniq, by_blocks(n, lambda a, b: lookup[code_of(a, b)], np.int64), all_counts[uniq]
 
 
 def quantile_ece_from_chunks(w: np.ndarray, d: np.ndarray, n_bins: int, n: int) -> np.ndarray:
