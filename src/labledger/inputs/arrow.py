@@ -290,7 +290,8 @@ def read_arrow(
 
 
 def _changed(before: os.stat_result, after: os.stat_result) -> bool:
-    return (before.st_size, before.st_mtime_ns, before.st_ino) != (after.st_size, after.st_mtime_ns, after.st_ino)
+    """Whether the open file was written between two ``fstat`` of it (its inode is its own)."""
+    return (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns)
 
 
 def _parse(f: BinaryIO, n_lines: int | None) -> pa.Table | None:

@@ -866,7 +866,7 @@ def binary_prepared(
             name, params, is_pos, score, ascending=asc, ranked=None if asc is None else _ranked(sorts, pos, is_pos, asc)
         )
     if name == "log_loss":  # probs[arange, gold]: the gold label's column
-        return _mean(name, params, _neg_log_clipped(_gold_prob(gold == pos, score)))
+        return _mean(name, params, _neg_log_clipped(_flagged_prob(gold == pos, score)))
     if name == "brier":
 
         def two(a: int, b: int) -> np.ndarray:
@@ -884,9 +884,10 @@ def _mean(name: str, params: dict[str, Any], values: np.ndarray) -> MeanPrepared
     return MeanPrepared(metric=name, params=params, n=len(values), n_used=len(values), values=values)
 
 
-def _gold_prob(is_pos: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """``np.where(is_pos, score, 1.0 - score)``, a block at a time: the same values in one array of
-    n, without the whole ``1.0 - score`` beside it (#19)."""
+def _flagged_prob(is_pos: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Each item's probability of the label its flag picks (``score`` = P(positive) where flagged,
+    else ``1.0 - score``): ``np.where(is_pos, score, 1.0 - score)``, a block at a time: the same
+    values in one array of n, without the whole ``1.0 - score`` beside it (#19)."""
     return by_blocks(len(score), lambda a, b: np.where(is_pos[a:b], score[a:b], 1.0 - score[a:b]))
 
 
@@ -927,7 +928,7 @@ def score_prepared(
             _ap_infl(ranked),
         )
     if name == "log_loss":
-        return _mean(name, params, _neg_log_clipped(_gold_prob(is_pos, score)))
+        return _mean(name, params, _neg_log_clipped(_flagged_prob(is_pos, score)))
     if name == "brier":  # the two-label form halved: (P(positive) - y)^2, squared in place (#19)
         d = score - is_pos
         d *= d
@@ -935,7 +936,7 @@ def score_prepared(
     if name == "ece":
         if pred_pos is None:
             pred_pos = score >= 0.5
-        conf = _gold_prob(pred_pos, score)  # the predicted label's probability
+        conf = _flagged_prob(pred_pos, score)  # the predicted label's probability
         correct = pred_pos == is_pos
         binned = _ece_binned(conf, correct, params["n_bins"], params["strategy"])
         rank = None if binned is None or params["strategy"] == "uniform" else binned[0]  # (one sort)
