@@ -21,6 +21,14 @@ import click
 
 from labledger.errors import LedgerError, RunNameWarning
 
+# numpy's OpenBLAS starts a thread per core when numpy is imported, and they spin: ~0.1 s of CPU
+# and ~20 ms of wall time at the start of every command that imports numpy (#19). The commands'
+# matrix products run on one BLAS thread anyway (evaluate, compare and calibrate report are inside
+# kernels.one_blas_thread, so their documents do not depend on the core count), so the CLI's
+# process does not start that pool; a user's own OPENBLAS_NUM_THREADS is kept. (PyTorch's
+# products use its own MKL and OpenMP threads, which this does not touch.)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 #: C0 and C1 control characters other than tab and newline (ESC sequences can retitle or clear a terminal).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
