@@ -439,6 +439,26 @@ PARALLEL_UPTO = 20_000_000
 #: The relative cost of a metric in those threads (the order they are started in; the others 1):
 #: from one profile at 1M binary rows (#19). Only the schedule depends on it, never a value.
 THREAD_COST = {"average_precision": 15, "roc_auc": 12, "ece": 6, "log_loss": 4, "brier": 4, "accuracy": 2}
+#: Metrics that share their score columns' sorts and ranked flags (the task's SortCache): the first
+#: of them to start builds those under a lock, and a second one started beside it would wait idle,
+#: so only the costliest starts among the first; the others start after the metrics that share
+#: nothing (1M binary rows from the cache: ROC-AUC's thread waited ~35 ms of ~120 for AP's, #19).
+SHARE_SORTS = frozenset(("average_precision", "roc_auc"))
+
+
+def thread_order(names: Sequence[str]) -> list[int]:
+    """The order in which the metrics ``names`` start in the threads: costliest first, then those
+    that share sorts with one started already (:data:`SHARE_SORTS`) after the rest.
+
+    >>> thread_order(["accuracy", "roc_auc", "average_precision", "ece"])
+    [2, 3, 0, 1]
+    >>> thread_order(["accuracy", "roc_auc", "ece"])
+    [1, 2, 0]
+    """
+    by_cost = sorted(range(len(names)), key=lambda i: -THREAD_COST.get(names[i], 1))
+    sharing = [i for i in by_cost if names[i] in SHARE_SORTS]
+    later = set(sharing[1:])
+    return [i for i in by_cost if i not in later] + sharing[1:]
 
 
 def _compute(
@@ -480,7 +500,7 @@ def _compute(
 
         # the costliest first (a long metric started last would leave the other thread idle);
         # results, and a first error, are taken in the jobs' own order
-        first = sorted(range(len(jobs)), key=lambda i: -THREAD_COST.get(jobs[i][0].name, 1))
+        first = thread_order([metric.name for metric, _, _ in jobs])
         with ThreadPoolExecutor(min(THREADS, len(jobs)), initializer=pool_initializer()) as pool:
             futures = {i: pool.submit(one, jobs[i]) for i in first}
             done = [futures[i].result() for i in range(len(jobs))]
