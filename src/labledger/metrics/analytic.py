@@ -121,7 +121,7 @@ class Ranked:
     ) -> None:
         self.order, self.starts, self.n = order, starts, len(order)
         if _parts is None:
-            self.y = is_pos[order]
+            self.y = np.take(is_pos, order)
             self.pos_g = _group_sums(self.y, starts)
         else:
             self.y, self.pos_g = _parts
