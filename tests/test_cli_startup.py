@@ -112,3 +112,45 @@ def test_output_to_a_full_disk_is_a_one_line_error(small_ledger):
         assert res.stderr.strip().splitlines() == [
             "Error: cannot write the output: No space left on device (what was written is incomplete)"
         ]
+
+
+def _python(code: str, *args: str, env: dict[str, str] | None = None) -> str:
+    base = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    res = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env={**base, "PYTHONPATH": SRC, **(env or {})},
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout.strip()
+
+
+def test_the_program_runs_numpy_on_one_blas_thread_unless_the_user_says():
+    """``labledger`` (the console script and ``python -m labledger``) calls ``run``, which sets
+    OPENBLAS_NUM_THREADS=1 before numpy loads; a user's own value is kept (#19)."""
+    from importlib.metadata import entry_points
+
+    (script,) = entry_points(group="console_scripts", name="labledger")
+    assert script.value == "labledger.cli:run"
+    code = "import os; from labledger.cli.base import process_settings; process_settings(); print(os.environ['OPENBLAS_NUM_THREADS'])"
+    assert _python(code) == "1"
+    assert _python(code, env={"OPENBLAS_NUM_THREADS": "3"}) == "3"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_the_programs_freed_arrays_are_reused_without_fresh_pages():
+    """After ``process_settings`` a 32 MiB array freed and made again takes no new page from the
+    kernel (glibc keeps it); without, the second one faults its pages in again (#19)."""
+    code = (
+        "import resource, sys, numpy as np\n"
+        "if sys.argv[1] == 'on':\n"
+        "    from labledger.cli.base import process_settings; process_settings()\n"
+        "a = np.ones(4 << 20); del a\n"
+        "f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "b = np.ones(4 << 20)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f)\n"
+    )
+    assert int(_python(code, "off")) > 100
+    assert int(_python(code, "on")) < 20

@@ -1,4 +1,4 @@
-from labledger.cli import main
+from labledger.cli import run
 
 if __name__ == "__main__":
-    main(prog_name="labledger")
+    run(prog_name="labledger")

@@ -6,7 +6,7 @@ or the metric registry (#19). A new command: define it in its module with ``@mai
 add its name, module and the first paragraph of its help to ``COMMANDS`` (a test checks they agree).
 """
 
-from labledger.cli.base import main
+from labledger.cli.base import main, run
 
 #: Every command of ``labledger`` -> (the module of ``labledger.cli`` that defines it, the first
 #: paragraph of its help: what ``labledger --help`` lists without importing the module).
@@ -76,4 +76,4 @@ COMMANDS = {
 main.lazy.update({name: module for name, (module, _) in COMMANDS.items()})
 main.lazy_help.update({name: text for name, (_, text) in COMMANDS.items()})
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "main", "run"]
