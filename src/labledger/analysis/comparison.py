@@ -33,7 +33,7 @@ from labledger.analysis.evaluation import (
     task_params,
 )
 from labledger.analysis.intervals import correct_of as _correct
-from labledger.analysis.intervals import diff_interval, diff_notes
+from labledger.analysis.intervals import diff_interval, diff_notes, diff_ready
 from labledger.errors import ComparisonError
 from labledger.inputs.results import TOLERANCE, LabelTask, TaskData, deferred_ids, load
 from labledger.metrics.kernels import one_blas_thread, pool_initializer
@@ -183,7 +183,8 @@ def _compare(
             if ta.kind not in metric.kinds or metric.table:
                 continue
             params = task_params(metric, dict(spec.params), ta)
-            pa, pb = _both(pool, partial(_prepared, metric, params), (ta, cache_a), (tb, cache_b))
+            ready = partial(_prepared, metric, params, resamples=resamples, paired=paired, groups=groups)
+            pa, pb = _both(pool, ready, (ta, cache_a), (tb, cache_b))
             key = metric_key(metric.name, params)
             s = _seed(seed, name, "compare", key)
             res = diff_interval(
@@ -304,8 +305,19 @@ def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData,
     return a, b, True
 
 
-def _prepared(metric: Any, params: dict[str, Any], side: tuple[TaskData, _TaskCache]) -> Prepared:
-    return prepare_task(metric, params, side[0], side[1])
+def _prepared(
+    metric: Any,
+    params: dict[str, Any],
+    side: tuple[TaskData, _TaskCache],
+    *,
+    resamples: int,
+    paired: bool,
+    groups: np.ndarray | None,
+) -> Prepared:
+    """One side's prepared metric, with what the paired analytic interval reads of it computed
+    (:func:`~labledger.analysis.intervals.diff_ready`): in the side's own thread."""
+    prep = prepare_task(metric, params, side[0], side[1])
+    return diff_ready(prep, resamples=resamples, paired=paired, groups=groups)
 
 
 def _same_arrow_ids(a: TaskData, b: TaskData) -> bool:

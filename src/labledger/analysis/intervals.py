@@ -29,7 +29,7 @@ import msgspec
 import numpy as np
 
 from labledger.metrics.analytic import analytic_interval as _analytic_interval
-from labledger.metrics.analytic import paired_analytic, use_analytic
+from labledger.metrics.analytic import influence, paired_analytic, use_analytic
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared
 from labledger.metrics.resample import (
     Interval,
@@ -116,6 +116,22 @@ def diff_interval(
                 return res
         return paired_bootstrap(pa, pb, ci=ci, resamples=resamples, seed=seed, groups=groups)
     return unpaired_bootstrap(pa, pb, ci=ci, resamples=resamples, seed=seed, groups_a=groups_a, groups_b=groups_b)
+
+
+def diff_ready(prep: Prepared, *, resamples: int, paired: bool, groups: np.ndarray | None = None) -> Prepared:
+    """``prep`` with what :func:`diff_interval`'s analytic path reads of it computed now: its influence
+    values (kept on it), when that path applies. Two sides are then made ready in two threads
+    (``compare``'s pool) instead of in turn in :func:`paired_analytic`: at 10M 3-class rows the
+    columns' sorts and ROC-AUC's one-vs-rest values took 17.7 s in one thread (#19).
+
+    >>> from labledger.metrics import prepare
+    >>> small, large = (prepare("log_loss", gold=[0, 1] * k, score=[0.3, 0.6] * k) for k in (60, 6000))
+    >>> [sorted(diff_ready(p, resamples=1000, paired=True)._influence) for p in (small, large)]
+    [[], [False]]
+    """
+    if paired and resamples and use_analytic(prep, groups):
+        influence(prep, groups is not None)
+    return prep
 
 
 def item_values(prep: Prepared) -> tuple[np.ndarray, np.ndarray | None] | None:
