@@ -434,12 +434,31 @@ class GroupedInfluence:
 
 
 def ovr_influence(fns: Sequence[InfluenceFunction], clustered: bool) -> np.ndarray:
-    """Influence values of a one-vs-rest macro mean: the mean of the defined classes' values."""
-    parts = [f(clustered) for f in fns]
-    ok = [x for x in parts if np.isfinite(x).all()]
-    if not ok:
-        return np.full(len(parts[0]) if parts else 0, math.nan)
-    return np.asarray(np.mean(np.stack(ok), axis=0))
+    """Influence values of a one-vs-rest macro mean: the mean of the defined classes' values (those
+    with no nan), each class's added as it is made into one running total: the same additions in
+    the same order as ``np.mean`` over the classes stacked (the same floats), with two arrays of n
+    at once instead of 2K (10M 3-class rows: ~0.3 GiB less a side in ``compare``, #19).
+
+    >>> ovr_influence([lambda c: np.array([1.0, 2.0]), lambda c: np.array([np.nan, 0.0]), lambda c: np.array([3.0, 1.0])], False).tolist()
+    [2.0, 1.5]
+    """
+    total: np.ndarray | None = None
+    count = n = 0
+    for f in fns:
+        x = f(clustered)
+        n = len(x)
+        if not np.isfinite(x).all():
+            continue
+        if total is None:  # the first class's own new array is the total (a shared one is copied)
+            total = x if x.flags.owndata and x.flags.writeable else x.copy()
+        else:
+            total += x
+        count += 1
+        del x
+    if total is None:
+        return np.full(n, math.nan)
+    total /= count
+    return total
 
 
 def _mean_and_slope(prep: MeanPrepared, used: np.ndarray) -> tuple[float, float] | None:
