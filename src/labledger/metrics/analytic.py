@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -433,11 +433,12 @@ class GroupedInfluence:
         return self._blockwise()
 
 
-def ovr_influence(fns: Sequence[InfluenceFunction], clustered: bool) -> np.ndarray:
+def ovr_influence(fns: Iterable[InfluenceFunction], clustered: bool) -> np.ndarray:
     """Influence values of a one-vs-rest macro mean: the mean of the defined classes' values (those
     with no nan), each class's added as it is made into one running total: the same additions in
     the same order as ``np.mean`` over the classes stacked (the same floats), with two arrays of n
-    at once instead of 2K (10M 3-class rows: ~0.3 GiB less a side in ``compare``, #19).
+    at once instead of 2K (10M 3-class rows: ~0.3 GiB less a side in ``compare``, #19). ``fns``
+    may be a generator: each class's function (and what it holds) is then let go once used.
 
     >>> ovr_influence([lambda c: np.array([1.0, 2.0]), lambda c: np.array([np.nan, 0.0]), lambda c: np.array([3.0, 1.0])], False).tolist()
     [2.0, 1.5]

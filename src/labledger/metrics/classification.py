@@ -720,7 +720,8 @@ def _ovr_infl(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSo
 
     def fn(clustered: bool) -> np.ndarray:
         kernel = _auc_infl if name == "roc_auc" else _ap_infl
-        return ovr_influence([kernel(sorts.ranked(c)) for c in classes], clustered)
+        # one class's influence function at a time: its group values go once its items' are summed
+        return ovr_influence((kernel(sorts.ranked(c)) for c in classes), clustered)
 
     return fn
 
