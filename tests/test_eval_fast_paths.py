@@ -240,6 +240,62 @@ def test_brier_of_two_labels_by_columns_equals_the_row_sum(seed, n, grid):
 
 
 @FAST
+@given(st.integers(0, 2**16), st.integers(1, 300), st.integers(3, 9), st.sampled_from([7, 64, 1 << 16]))
+def test_brier_of_many_labels_by_blocks_equals_the_row_sum(seed, n, k, block):
+    """K >= 3 labels: the Brier rows a block at a time (any block size) are the (n, K) form's bits."""
+    import labledger.metrics.kernels as kernels
+    from labledger.metrics.classification import prob_prepared
+
+    rng = np.random.default_rng(seed)
+    probs = rng.dirichlet(np.ones(k), n)
+    gold = rng.integers(0, k, n)
+    onehot = np.zeros_like(probs)
+    onehot[np.arange(n), gold] = 1.0
+    want = ((probs - onehot) ** 2).sum(axis=1)  # the form it replaced
+    before = kernels.ELEMENT_BLOCK
+    try:
+        kernels.ELEMENT_BLOCK = block
+        got = prob_prepared("brier", {}, gold, probs, [f"l{j}" for j in range(k)], pos=None).values
+    finally:
+        kernels.ELEMENT_BLOCK = before
+    assert got.tobytes() == want.tobytes()
+
+
+@FAST
+@given(st.integers(0, 2**16), st.integers(1, 400), st.sampled_from([3, 64, 1 << 16]))
+def test_exact_sums_and_count_tables_by_blocks_do_not_depend_on_the_blocks(seed, n, block):
+    """exact_sum is math.fsum and the task's count table is bincount of gold * K + pred, with any
+    ELEMENT_BLOCK; without clusters no per-item cells are kept, with clusters they are."""
+    import math
+
+    import labledger.metrics.kernels as kernels
+    from labledger.analysis.evaluation import _TaskCache
+    from labledger.inputs.results import results_from_rows
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n)
+    rows = [
+        {"id": i, "task": "t", "gold": "abc"[int(g)], "pred": "abc"[int(p)]}
+        for i, (g, p) in enumerate(rng.integers(0, 3, (n, 2)))
+    ]
+    before = kernels.ELEMENT_BLOCK
+    try:
+        kernels.ELEMENT_BLOCK = block
+        assert kernels.exact_sum(x) == math.fsum(x.tolist())
+        td = results_from_rows(rows)["t"]
+        cells, counts = _TaskCache(td).cells(td)
+        clustered = results_from_rows([{**r, "group": r["id"] % 5} for r in rows])["t"]
+        shared, counts_c = _TaskCache(clustered).cells(clustered)
+    finally:
+        kernels.ELEMENT_BLOCK = before
+    k = len(td.labels)
+    want = np.bincount(td.gold_index.astype(np.int64) * k + td.pred_index, minlength=k * k)
+    assert cells is None and counts.tolist() == want.tolist()
+    assert shared is not None and shared.tolist() == (clustered.gold_index * k + clustered.pred_index).tolist()
+    assert counts_c.tolist() == np.bincount(shared, minlength=k * k).tolist()
+
+
+@FAST
 @given(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), max_size=30), st.integers(0, 2**16))
 def test_descending_tie_groups_from_the_ascending_ones(values, seed):
     from labledger.metrics.classification import _sorted_groups, reversed_starts, tie_starts

@@ -44,7 +44,7 @@ from labledger.inputs.results import (
 )
 from labledger.metrics.analytic import normal_draws
 from labledger.metrics.classification import SortCache, binary_prepared, label_prepared, prob_prepared, resolve_average
-from labledger.metrics.kernels import ELEMENT_BLOCK, one_blas_thread, pool_initializer, spans
+from labledger.metrics.kernels import element_spans, one_blas_thread, pool_initializer
 from labledger.metrics.prepared import MeanPrepared, Prepared
 from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranking_prepared, set_f1_values
 from labledger.metrics.registry import Metric, MetricSpec, metric_key, parse_metric
@@ -207,7 +207,7 @@ class _TaskCache:
 
                 if td.group is None:
                     counts = np.zeros(k * k, dtype=np.int64)
-                    for a, b in spans(td.n, ELEMENT_BLOCK):  # whole numbers: the same counts
+                    for a, b in element_spans(td.n):  # whole numbers: the same counts
                         counts += np.bincount(codes(a, b), minlength=k * k)
                     self._cells = None, counts
                 else:

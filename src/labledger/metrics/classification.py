@@ -1003,9 +1003,17 @@ def prob_prepared(
     if name == "brier":
         if k == 2:  # the row sum of two squares, column by column: no (n, 2) temporaries (#19)
             return _mean(name, params, _brier_two(probs[:, 0], probs[:, 1], gold))
-        onehot = np.zeros_like(probs)
-        onehot[np.arange(n), gold] = 1.0
-        v = ((probs - onehot) ** 2).sum(axis=1)
+
+        def rows(a: int, b: int) -> np.ndarray:
+            # ((probs - onehot) ** 2).sum(axis=1) of a block of rows: p - 0.0 is p and the gold
+            # column's p - 1.0 the same float, squared in place: the same values without three
+            # (n, K) temporaries (10M 3-class rows: 0.7 GiB, #19)
+            d = np.array(probs[a:b], dtype=np.float64)
+            d[np.arange(b - a), gold[a:b]] -= 1.0
+            np.square(d, out=d)
+            return np.asarray(d.sum(axis=1))
+
+        v = by_blocks(n, rows)
         if k < 3:
             v *= 0.5
         return _mean(name, params, v)

@@ -65,6 +65,15 @@ def spans(n: int, block: int = BLOCK) -> list[tuple[int, int]]:
     return [(a, min(a + block, n)) for a in range(0, n, block)] or [(0, 0)]
 
 
+def element_spans(n: int) -> list[tuple[int, int]]:
+    """:func:`spans` of :data:`ELEMENT_BLOCK` items, for work whose values do not depend on the blocks.
+
+    >>> element_spans(ELEMENT_BLOCK + 1)[-1] == (ELEMENT_BLOCK, ELEMENT_BLOCK + 1)
+    True
+    """
+    return spans(n, ELEMENT_BLOCK)
+
+
 def by_blocks(n: int, fill: Callable[[int, int], np.ndarray], dtype: Any = np.float64) -> np.ndarray:
     """An array of ``n`` values whose items ``[a, b)`` are ``fill(a, b)`` (a new array, elementwise:
     the same values whatever the blocks), :data:`ELEMENT_BLOCK` items at a time: the formula's
@@ -73,7 +82,7 @@ def by_blocks(n: int, fill: Callable[[int, int], np.ndarray], dtype: Any = np.fl
     >>> x = np.arange(5.0); by_blocks(5, lambda a, b: 1.0 - x[a:b]).tolist()
     [1.0, 0.0, -1.0, -2.0, -3.0]
     """
-    parts = spans(n, ELEMENT_BLOCK)
+    parts = element_spans(n)
     if len(parts) == 1:  # one block: the formula's own array, not a copy of it
         return np.asarray(fill(0, n), dtype=dtype)
     out = np.empty(n, dtype=dtype)
@@ -99,7 +108,7 @@ def exact_sum(x: np.ndarray) -> float:
         return math.fsum(x.data)
     # fsum of exact parts is the correctly rounded sum of everything, however the values are split:
     # a block of values at a time, so the passes' copies are a block's, not n's (#19)
-    return math.fsum(part for a, b in spans(len(x), ELEMENT_BLOCK) for part in _exact_parts(x[a:b]))
+    return math.fsum(part for a, b in element_spans(len(x)) for part in _exact_parts(x[a:b]))
 
 
 def _exact_parts(x: np.ndarray) -> list[float] | memoryview:
@@ -222,4 +231,4 @@ def _one_thread_worker() -> None:
     _STATE.one = True
 
 
-__all__ = ["exact_sum", "one_blas_thread", "pool_initializer", "stable_argsort"]
+__all__ = ["by_blocks", "element_spans", "exact_sum", "one_blas_thread", "pool_initializer", "spans", "stable_argsort"]

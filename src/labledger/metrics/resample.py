@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError
-from labledger.metrics.kernels import ELEMENT_BLOCK, by_blocks, pool_initializer, spans
+from labledger.metrics.kernels import by_blocks, element_spans, pool_initializer
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
 from labledger.metrics.stats import percentile_p_value
 
@@ -440,7 +440,7 @@ def _codes_by_blocks(
     block of items at a time: a bincount per block, then each block's index among the occupied codes
     (the codes may be made per block and never held whole, #19)."""
     all_counts = np.zeros(total, dtype=np.int64)
-    for a, b in spans(n, ELEMENT_BLOCK):  # whole-number counts: the same whatever the blocks
+    for a, b in element_spans(n):  # whole-number counts: the same whatever the blocks
         all_counts += np.bincount(code_of(a, b), minlength=total)
     uniq = np.flatnonzero(all_counts)
     lookup = np.zeros(total, dtype=np.int64)
