@@ -466,3 +466,38 @@ def test_a_one_task_score_is_sorted_beside_the_read_and_evaluates_the_same(tmp_p
     _write(tmp_path / "two.jsonl", [{**r, "task": "t" if k % 2 else "u"} for k, r in enumerate(rows)])
     two = arrow.read_arrow(tmp_path / "two.jsonl", "two.jsonl", 1e-6, "yes")
     assert all(given_sorts(t) == {} for t in two.tasks.values())
+
+
+@pytest.mark.parametrize("form", ["classes", "binary probs"])
+def test_a_one_task_files_probs_are_sorted_beside_the_read_and_evaluate_the_same(tmp_path, monkeypatch, form):
+    """Each label's column of a one-task file's ``probs`` is sorted beside the read too (#19): the
+    task holds np.argsort of every column the columnar cache entry keeps (a binary task's P(positive),
+    else every label's), and the documents are the same as without."""
+    from labledger.analysis.evaluation import evaluate
+    from labledger.inputs.results import given_sorts
+
+    rng = np.random.default_rng(7)
+    labels = ["a", "b", "c"] if form == "classes" else ["no", "yes"]
+    w = np.round(rng.random((300, len(labels))), 1) + 0.1
+    p = w / w.sum(axis=1, keepdims=True)
+    rows = [
+        {
+            "id": f"i{k}",
+            "task": "t",
+            "gold": labels[int(rng.integers(0, len(labels)))],
+            "probs": dict(zip(labels, p[k].tolist())),
+        }
+        for k in range(300)
+    ]
+    _write(tmp_path / "r.jsonl", rows)
+    positive = "yes" if form == "binary probs" else None
+    without = evaluate(arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, positive)).to_json()
+    monkeypatch.setattr(arrow, "SORT_BESIDE_FROM", 10)
+    rs = arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, positive)
+    td = rs["t"]
+    given = given_sorts(td)
+    kept = [td.labels.index(td.positive)] if td.kind == "binary" else list(range(len(labels)))
+    assert sorted(given) == kept
+    for j in kept:
+        assert given[j].tolist() == np.argsort(td.probs[:, j]).tolist()
+    assert evaluate(rs).to_json() == without

@@ -23,7 +23,7 @@ import xxhash
 
 from labledger.errors import RecordError
 from labledger.inputs.columnar import cached_table, hashed_key, store_table, wanted
-from labledger.inputs.result_table import arrow_numpy, one_array
+from labledger.inputs.result_table import MAX_SORTED_COLUMNS, arrow_numpy, one_array
 from labledger.inputs.results import (
     _CORE,
     MAX_ID_CHARS,
@@ -469,32 +469,67 @@ def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeat
     raise _Fallback
 
 
-#: From this many rows, a one-task file's ``score`` is sorted in a second thread while this thread
-#: checks its ids and builds its task (numpy's sort lets go of the GIL): the ascending order that
-#: ROC-AUC and AP read (and the columnar cache entry keeps), made beside the reader's one-threaded
-#: work instead of after it (10M rows: ~1 s of a sort, #19).
+#: From this many rows, a one-task file's score column (``score``, or each label's of ``probs``) is
+#: sorted in a second thread while this thread checks its ids and builds its task (numpy's sort lets
+#: go of the GIL): the ascending orders that ROC-AUC and AP read (and the columnar cache entry keeps),
+#: made beside the reader's one-threaded work instead of after it (10M rows: ~1.5 s a column, #19).
 SORT_BESIDE_FROM = 100_000
 
 
-def _sort_beside(table: pa.Table) -> Callable[[], np.ndarray | None] | None:
-    """Start ``np.argsort`` of the table's ``score`` column in a thread; the returned function waits
-    for the order (``None``: the sort failed). ``None`` when there is nothing to sort beside the
-    reader's work: few rows, one core, no numeric one-chunk ``score`` without nulls."""
-    if table.num_rows < SORT_BESIDE_FROM or (os.cpu_count() or 1) < 2 or "score" not in table.column_names:
+def _sort_beside(table: pa.Table) -> Callable[[], dict[str, np.ndarray]] | None:
+    """Start ``np.argsort`` of the table's ``score`` column, or of each label's column of its
+    ``probs`` (up to :data:`~labledger.inputs.result_table.MAX_SORTED_COLUMNS` labels, as the cache
+    entry keeps them), one after the other in a thread; the returned function waits for the orders
+    by column (``"score"`` or the label; a sort that failed is missing). ``None`` when there is
+    nothing to sort beside the reader's work: few rows, one core, no numeric one-chunk column
+    without nulls."""
+    if table.num_rows < SORT_BESIDE_FROM or (os.cpu_count() or 1) < 2:
         return None
-    col = table.column("score")
-    if col.num_chunks != 1 or not _is_num(col.type) or col.null_count:
+    columns: dict[str, np.ndarray] = {}
+    names = table.column_names
+    if "score" in names:
+        col = table.column("score")
+        if col.num_chunks == 1 and _is_num(col.type) and not col.null_count:
+            columns["score"] = _numbers(col.chunk(0))  # the very values (a view) the task's score is made of
+    elif "probs" in names:
+        col = table.column("probs")
+        if col.num_chunks == 1 and pa.types.is_struct(col.type) and not col.null_count:
+            probs = col.chunk(0)
+            for i in range(probs.type.num_fields):
+                child = probs.field(i)
+                if _is_num(child.type) and not child.null_count:  # a label's column, as _classification reads it
+                    columns[probs.type.field(i).name] = _numbers(child)
+            if len(columns) > MAX_SORTED_COLUMNS:
+                columns = {}
+    if not columns:
         return None
-    score = _numbers(col.chunk(0))  # the very values (a view) the task's score is made of
-    found: list[np.ndarray] = []
-    thread = threading.Thread(target=lambda: found.append(np.argsort(score)), name="labledger-sort", daemon=True)
+    found: dict[str, np.ndarray] = {}
+
+    def work() -> None:
+        for key, values in columns.items():
+            found[key] = np.argsort(values)
+
+    thread = threading.Thread(target=work, name="labledger-sort", daemon=True)
     thread.start()
 
-    def order() -> np.ndarray | None:
+    def orders() -> dict[str, np.ndarray]:
         thread.join()
-        return found[0] if found else None
+        return found
 
-    return order
+    return orders
+
+
+def _sorted_beside(td: TaskData, orders: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
+    """The orders of :func:`_sort_beside` by the task's probability column: a binary task's P(positive)
+    (its ``score``, or its positive label's ``probs``), else every label's (checked before use)."""
+    if not isinstance(td, ProbTask) or not orders:
+        return {}
+    if td.kind == "binary":
+        if td.positive not in td.labels:
+            return {}
+        order = orders.get("score", orders.get(str(td.positive)))
+        return {} if order is None else {td.labels.index(td.positive): order}
+    return {j: orders[str(label)] for j, label in enumerate(td.labels) if str(label) in orders}
 
 
 def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, repeats: bool = False) -> ResultSet:
@@ -522,10 +557,9 @@ def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, rep
     if len(names) == 1:  # one task: its rows are the table's, in order (no argsort, no index arrays)
         task = names[0]
         td = _read_task(table, task, None, None, ids, tolerance, _positive_of(positive, task), name, repeat)
-        order = sorted_score() if sorted_score is not None else None
-        if order is not None and isinstance(td, ProbTask) and td.kind == "binary" and td.positive in td.labels:
-            # the score's ascending order, as the columnar cache entry keeps it (checked before use)
-            set_given_sorts(td, {td.labels.index(td.positive): order})
+        given = _sorted_beside(td, sorted_score()) if sorted_score is not None else {}
+        if given:  # the ascending orders, as the columnar cache entry keeps them (checked before use)
+            set_given_sorts(td, given)
         tasks[task] = td
         return ResultSet(tasks, source=name, repeat_field=repeat)
     order = np.argsort(codes, kind="stable")
