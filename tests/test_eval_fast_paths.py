@@ -501,3 +501,21 @@ def test_a_one_task_files_probs_are_sorted_beside_the_read_and_evaluate_the_same
     for j in kept:
         assert given[j].tolist() == np.argsort(td.probs[:, j]).tolist()
     assert evaluate(rs).to_json() == without
+
+
+def test_no_sort_beside_a_read_while_another_read_is_in_progress(tmp_path, monkeypatch):
+    """compare's two reads side by side do not also sort beside themselves (the parses take the
+    cores): while another read is counted, a one-task file's score is not sorted during its read."""
+    from labledger.inputs.results import given_sorts
+
+    rng = np.random.default_rng(3)
+    rows = [
+        {"id": k, "task": "t", "gold": "yes" if rng.random() < 0.5 else "no", "score": float(rng.random())}
+        for k in range(200)
+    ]
+    _write(tmp_path / "r.jsonl", rows)
+    monkeypatch.setattr(arrow, "SORT_BESIDE_FROM", 10)
+    assert given_sorts(arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, "yes")["t"]) != {}
+    with arrow._reading():  # another read in progress
+        td = arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, "yes")["t"]
+    assert given_sorts(td) == {} and arrow._READS == [0]

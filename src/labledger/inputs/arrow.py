@@ -9,6 +9,7 @@ slices (115 MB): ~0.9 s here against ~4 s to merely ``orjson.loads`` every line.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import threading
@@ -264,18 +265,19 @@ def read_arrow(
             cached = result_set_from_table(table, source=name)
             if cached is not None:
                 return cached
-    try:
-        with open(path, "rb") as f:
-            before = os.fstat(f.fileno())
-            scan = scan_file(f)
-            parsed = _parse(f, scan.lines)
-            after = os.fstat(f.fileno())
-    except OSError:
-        return None
-    if parsed is None or _changed(before, after):  # rewritten while read: the row reader reads it again
-        return None
-    rs = _result_set(parsed, name, tolerance, positive, repeats)
-    del parsed
+    with _reading():
+        try:
+            with open(path, "rb") as f:
+                before = os.fstat(f.fileno())
+                scan = scan_file(f)
+                parsed = _parse(f, scan.lines)
+                after = os.fstat(f.fileno())
+        except OSError:
+            return None
+        if parsed is None or _changed(before, after):  # rewritten while read: the row reader reads it again
+            return None
+        rs = _result_set(parsed, name, tolerance, positive, repeats)
+        del parsed
     if rs is not None and folder is not None and scan.key is not None:
         from labledger.inputs.result_table import result_set_to_table
 
@@ -287,6 +289,26 @@ def read_arrow(
     # reuse: handed back, they are not resident under the metrics that follow (10M rows: 0.5 GiB, #19)
     pa.default_memory_pool().release_unused()
     return rs
+
+
+#: JSONL reads in progress in this process (``compare`` reads its two files side by side): a read
+#: sorts its scores beside itself (:func:`_sort_beside`) only while it is the only one, since the
+#: other reads' parses already take the cores (10M 3-class rows: a compare took as long, with 0.4
+#: GiB more at its peak, when both sides sorted during the reads).
+_READS = [0]
+_READS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _reading() -> Iterator[None]:
+    """Counts a read in :data:`_READS` while inside."""
+    with _READS_LOCK:
+        _READS[0] += 1
+    try:
+        yield
+    finally:
+        with _READS_LOCK:
+            _READS[0] -= 1
 
 
 def _changed(before: os.stat_result, after: os.stat_result) -> bool:
@@ -481,9 +503,9 @@ def _sort_beside(table: pa.Table) -> Callable[[], dict[str, np.ndarray]] | None:
     ``probs`` (up to :data:`~labledger.inputs.result_table.MAX_SORTED_COLUMNS` labels, as the cache
     entry keeps them), one after the other in a thread; the returned function waits for the orders
     by column (``"score"`` or the label; a sort that failed is missing). ``None`` when there is
-    nothing to sort beside the reader's work: few rows, one core, no numeric one-chunk column
-    without nulls."""
-    if table.num_rows < SORT_BESIDE_FROM or (os.cpu_count() or 1) < 2:
+    nothing to sort beside the reader's work: few rows, one core, another read in progress, no
+    numeric one-chunk column without nulls."""
+    if table.num_rows < SORT_BESIDE_FROM or (os.cpu_count() or 1) < 2 or _READS[0] > 1:
         return None
     columns: dict[str, np.ndarray] = {}
     names = table.column_names
