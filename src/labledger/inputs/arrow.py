@@ -573,13 +573,13 @@ def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, rep
     names = enc.dictionary.to_pylist()
     if any(not t for t in names):
         raise _Fallback
-    sorted_score = _sort_beside(table) if len(names) == 1 else None
+    sorting = _sort_beside(table) if len(names) == 1 else None
     repeat = _repeat_field(table, codes, ids, repeats)
     tasks: dict[str, TaskData] = {}
     if len(names) == 1:  # one task: its rows are the table's, in order (no argsort, no index arrays)
         task = names[0]
         td = _read_task(table, task, None, None, ids, tolerance, _positive_of(positive, task), name, repeat)
-        given = _sorted_beside(td, sorted_score()) if sorted_score is not None else {}
+        given = _sorted_beside(td, sorting()) if sorting is not None else {}
         if given:  # the ascending orders, as the columnar cache entry keeps them (checked before use)
             set_given_sorts(td, given)
         tasks[task] = td
