@@ -18,6 +18,9 @@ Cases (``--only`` picks some by name):
 
 - ``eval``: ``labledger eval FILE --json`` (default metrics, 95% intervals), end to end from JSONL
   (the columnar cache off);
+- ``eval-first``: the same with the columnar cache on and empty (emptied before each run): a
+  user's first eval of a file, which reads the JSONL and writes the cache entry (its sorted columns
+  included);
 - ``eval-cached``: the same reading the columnar cache entry (filled by an untimed first run);
 - ``eval-compute``: the same in one process, ``evaluate`` timed apart from reading (``read`` column);
   it also finds the bytes of *the columns evaluate needs* (below);
@@ -56,7 +59,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-CASES = ("eval", "eval-cached", "eval-compute", "eval-3", "pandas", "duckdb", "compare", "calibrate")
+CASES = ("eval", "eval-first", "eval-cached", "eval-compute", "eval-3", "pandas", "duckdb", "compare", "calibrate")
 
 COMPUTE = r"""
 import json, sys, time
@@ -288,6 +291,7 @@ def main() -> None:
                 continue
             pos = ["--positive", "yes"] if kind == "binary" else []
             yield kind, "eval", [*lb, "eval", str(path), *pos, "--json"]
+            yield kind, "eval-first", [*lb, "eval", str(path), *pos, "--json"]
             yield kind, "eval-cached", [*lb, "eval", str(path), *pos, "--json"]
             yield kind, "eval-compute", [sys.executable, "-c", COMPUTE, str(path), "yes" if kind == "binary" else ""]
             yield (
@@ -317,7 +321,9 @@ def main() -> None:
 
     rows: list[dict] = []
     columns: dict[str, dict] = {}
-    if any(c in only for c in ("eval", "eval-cached", "eval-compute")):  # the columns evaluate needs (not timed)
+    if any(
+        c in only for c in ("eval", "eval-first", "eval-cached", "eval-compute")
+    ):  # the columns evaluate needs (not timed)
         for kind, path in files.items():
             if kind == "cls3_b":
                 continue
@@ -330,13 +336,17 @@ def main() -> None:
             if case == "eval-cached":
                 for env in trees.values():
                     subprocess.run(cmd, env={**env, "LABLEDGER_CACHE_DIR": str(cache_dir)}, capture_output=True)
-    labledger_cases = ("eval", "eval-cached", "eval-compute", "eval-3", "compare", "calibrate")
+    labledger_cases = ("eval", "eval-first", "eval-cached", "eval-compute", "eval-3", "compare", "calibrate")
+    first_dir = tmp / "columnar-cache-first"
     for rep in range(args.reps):
         for (kind, case, cmd), (tree, env) in ((c, t) for c in cases() for t in trees.items()):
             if case not in only or (tree and case not in labledger_cases):
                 continue
             if case == "eval-cached":
                 env = {**env, "LABLEDGER_CACHE_DIR": str(cache_dir)}
+            if case == "eval-first":  # an empty cache folder before each run (not timed)
+                shutil.rmtree(first_dir, ignore_errors=True)
+                env = {**env, "LABLEDGER_CACHE_DIR": str(first_dir)}
             if case in ("pandas", "duckdb"):
                 mod = "sklearn" if case == "pandas" else "duckdb"
                 if subprocess.run([sys.executable, "-c", f"import {mod}"], capture_output=True).returncode:
@@ -357,7 +367,7 @@ def main() -> None:
                 row["error"] = r["err"]
             if case == "eval-compute" and not r["rc"]:
                 row.update(json.loads(r["out"].strip().splitlines()[-1]))
-            if kind in columns and case in ("eval", "eval-cached", "eval-compute"):
+            if kind in columns and case in ("eval", "eval-first", "eval-cached", "eval-compute"):
                 cols, base = columns[kind]["columns_bytes"] / 2**20, columns[kind]["base_bytes"] / 2**20
                 row.update(
                     cols_mib=cols, base_mib=base, ratio=r["rss_mib"] / cols, ratio_net=(r["rss_mib"] - base) / cols

@@ -24,7 +24,7 @@ import xxhash
 
 from labledger.errors import RecordError
 from labledger.inputs.columnar import cached_table, hashed_key, store_table, wanted
-from labledger.inputs.result_table import MAX_SORTED_COLUMNS, arrow_numpy, one_array
+from labledger.inputs.result_table import MAX_SORTED_COLUMNS, arrow_numpy, numpy_arrow, one_array
 from labledger.inputs.results import (
     _CORE,
     MAX_ID_CHARS,
@@ -589,7 +589,15 @@ def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, rep
     for t, task in enumerate(names):
         idx_np = order[bounds[t] : bounds[t + 1]]
         td = _read_task(
-            table, task, idx_np, pa.array(idx_np), ids, tolerance, _positive_of(positive, task), name, repeat
+            table,
+            task,
+            idx_np,
+            numpy_arrow(idx_np, pa.int64()),
+            ids,
+            tolerance,
+            _positive_of(positive, task),
+            name,
+            repeat,
         )
         tasks[task] = td
     return ResultSet(tasks, source=name, repeat_field=repeat)
@@ -786,10 +794,14 @@ def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array | None) ->
             if not (pa.types.is_string(grp.type) or pa.types.is_int64(grp.type)):
                 raise _Fallback
             enc = pc.dictionary_encode(grp)
-            codes = arrow_numpy(pc.fill_null(enc.indices, -1)).astype(np.int64)
             valid = arrow_numpy(grp.is_valid())
-            if not valid.all():
-                codes = codes.copy()
+            if valid.all():
+                codes = arrow_numpy(enc.indices).astype(np.int64)
+            else:  # the valid rows' codes from the indices without their nulls (fill_null of a
+                # Python -1 makes a pa.scalar, which imports pandas: ~0.28 s, #19); each missing
+                # group a cluster of its own
+                codes = np.empty(n, dtype=np.int64)
+                codes[valid] = arrow_numpy(enc.indices.drop_null())
                 missing = np.flatnonzero(~valid)
                 codes[missing] = len(enc.dictionary) + np.arange(len(missing))
             td.group = canonical_codes(codes)

@@ -71,21 +71,21 @@ def result_set_to_table(rs: ResultSet) -> pa.Table | None:
         elif td.n and np.array_equal(td.lines, np.arange(td.lines[0], td.lines[0] + td.n)):
             info["first_line"] = int(td.lines[0])  # consecutive lines: no column
         else:
-            cols["line"] = pa.array(td.lines, pa.int64())
+            cols["line"] = numpy_arrow(td.lines, pa.int64())
         if td.group is not None:
-            cols["group"] = pa.array(td.group, pa.int64())
+            cols["group"] = numpy_arrow(td.group, pa.int64())
         if td.repeat is not None:
             cols["repeat"] = pa.array(td.repeat.tolist())
         if isinstance(td, ProbTask):
             # only what the readers do not derive: binary probs and both pred_index come back
             # from score / probs by the readers' own rules (binary_task, argmax), bit for bit
             info.update(labels=list(td.labels), positive=td.positive, has_score=td.score is not None)
-            cols["gold_index"] = pa.array(td.gold_index, pa.int64())
+            cols["gold_index"] = numpy_arrow(td.gold_index, pa.int64())
             if td.kind == "binary":
-                cols["score"] = pa.array(td.score, pa.float64())
+                cols["score"] = numpy_arrow(td.score, pa.float64())
             else:
                 for j in range(len(td.labels)):
-                    cols[f"p{j}"] = pa.array(td.probs[:, j], pa.float64())
+                    cols[f"p{j}"] = numpy_arrow(td.probs[:, j], pa.float64())
             # the ascending order of each column the metrics sort (binary: P(positive); else every
             # label's), kept like a database index; this process's evaluation uses them too (#19)
             sorted_cols: Sequence[int] = (
@@ -101,17 +101,17 @@ def result_set_to_table(rs: ResultSet) -> pa.Table | None:
                 for j in sorted_cols
             }
             for j, order in orders.items():
-                cols[f"o{j}"] = pa.array(order, pa.int64())
+                cols[f"o{j}"] = numpy_arrow(order, pa.int64())
             info["sorted"] = {"columns": list(orders), "numpy": np.__version__}
             set_given_sorts(td, orders)
         elif isinstance(td, RegressionTask):
-            cols["gold_value"] = pa.array(td.gold_value, pa.float64())
-            cols["pred_value"] = pa.array(td.pred_value, pa.float64())
+            cols["gold_value"] = numpy_arrow(td.gold_value, pa.float64())
+            cols["pred_value"] = numpy_arrow(td.pred_value, pa.float64())
         else:
             return None
         slices = []
         for k, (sname, (codes, values)) in enumerate(td.slice_columns.items()):
-            cols[f"s{k}"] = pa.array(codes, pa.int32())
+            cols[f"s{k}"] = numpy_arrow(codes, pa.int32())
             slices.append([sname, values])
         info["slices"] = slices
         extras = list(td.extras)
@@ -158,6 +158,20 @@ def one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     if not isinstance(column, pa.ChunkedArray):
         return column
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def numpy_arrow(values: Any, type_: pa.DataType) -> pa.Array:
+    """``pa.array(values, type_)`` of numeric numpy values (``type_`` one of ``_PLAIN``'s): an Arrow
+    array over one contiguous buffer of them, made without ``pa.array``, which imports pandas where
+    it is installed for any numpy array or list (~0.28 s the first time: a first eval of a large
+    file, which writes its cache entry, paid it, #19). A view of ``values`` when they are already
+    contiguous and of that type: they must not change while the array is in use.
+
+    >>> numpy_arrow(np.array([3, 1]), pa.int64()).to_pylist(), numpy_arrow(np.arange(6.0).reshape(3, 2)[:, 1], pa.float64()).to_pylist()
+    ([3, 1], [1.0, 3.0, 5.0])
+    """
+    arr = np.ascontiguousarray(values, dtype=_PLAIN[type_])
+    return pa.Array.from_buffers(type_, len(arr), [None, pa.py_buffer(arr)])
 
 
 def arrow_numpy(column: pa.Array | pa.ChunkedArray, *, copy: bool = True) -> np.ndarray:
@@ -284,4 +298,4 @@ def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
     return ResultSet(out, source=source, repeat_field=doc["repeat_field"])
 
 
-__all__ = ["arrow_numpy", "one_array", "result_set_from_table", "result_set_to_table"]
+__all__ = ["arrow_numpy", "numpy_arrow", "one_array", "result_set_from_table", "result_set_to_table"]
