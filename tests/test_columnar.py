@@ -387,3 +387,29 @@ def test_export_parquet_copies_the_fresh_cache_entry(finished_run, cache_dir, tm
     assert view.cached_parquet("samples") is not None
     (view.dir / "batches.jsonl").write_bytes(b"")  # the run's file changed: the entry is stale
     assert view.cached_parquet("samples") is None
+
+
+def test_a_runs_samples_table_imports_no_pandas(finished_run, tmp_path):
+    """The samples table from the batch file's Arrow columns (sample positions and index from the
+    list offsets) imports no pandas: Arrow's to_numpy and pa.array of numpy values do where it is
+    installed (~0.28 s, #19); its rows are the dict path's."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = str(Path(labledger.__file__).resolve().parents[1])
+    code = (
+        "import sys, labledger\n"
+        "t = labledger.open_ledger(sys.argv[1]).run(sys.argv[2]).table('samples')\n"
+        "print(t.num_rows, t.column('sample_index').to_pylist()[:4], 'pandas' in sys.modules)\n"
+    )
+    ledger = tmp_path / "ledger"
+    res = subprocess.run(
+        [sys.executable, "-c", code, str(ledger), finished_run.id],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": src, "LABLEDGER_CACHE_DIR": "off"},
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["40", "[0,", "1,", "0,", "1]", "False"]
