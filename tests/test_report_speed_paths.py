@@ -163,7 +163,7 @@ def test_joint_cells_by_blocks_equal_the_unique_codes_of_all_items(seed, block, 
     code = codes[0] * sizes[1] + codes[1]
     want = np.unique(code, return_inverse=True, return_counts=True)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kernels, "BLOCK", block)
+        mp.setattr(kernels, "ELEMENT_BLOCK", block)  # (the blocks _codes_by_blocks takes)
         uniq, inv, counts, got_sizes = _joint_cells(preps, 4, n)
     assert got_sizes == sizes
     for got, expected in zip((uniq, inv, counts), want):

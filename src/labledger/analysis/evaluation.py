@@ -45,7 +45,7 @@ from labledger.inputs.results import (
 from labledger.metrics.analytic import normal_draws
 from labledger.metrics.classification import SortCache, binary_prepared, label_prepared, prob_prepared, resolve_average
 from labledger.metrics.kernels import element_spans, one_blas_thread, pool_initializer
-from labledger.metrics.prepared import MeanPrepared, Prepared
+from labledger.metrics.prepared import MeanPrepared, Prepared, cell_codes
 from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranking_prepared, set_f1_values
 from labledger.metrics.registry import Metric, MetricSpec, metric_key, parse_metric
 from labledger.metrics.regression import regression_prepared
@@ -197,21 +197,14 @@ class _TaskCache:
         made once and shared."""
         with self._lock:
             if self._cells is None:
-                k = len(td.labels)
-
-                def codes(a: int, b: int) -> np.ndarray:
-                    cells = td.gold_index[a:b].astype(np.int64)  # a copy, then in place
-                    cells *= k
-                    cells += td.pred_index[a:b]
-                    return cells
-
+                k, gold, pred = len(td.labels), td.gold_index, td.pred_index
                 if td.group is None:
                     counts = np.zeros(k * k, dtype=np.int64)
                     for a, b in element_spans(td.n):  # whole numbers: the same counts
-                        counts += np.bincount(codes(a, b), minlength=k * k)
+                        counts += np.bincount(cell_codes(gold[a:b], pred[a:b], k), minlength=k * k)
                     self._cells = None, counts
                 else:
-                    cells = codes(0, td.n)
+                    cells = cell_codes(gold, pred, k)
                     self._cells = cells, np.bincount(cells, minlength=k * k)
             return self._cells
 

@@ -24,7 +24,7 @@ import xxhash
 
 from labledger.errors import RecordError
 from labledger.inputs.columnar import cached_table, hashed_key, store_table, wanted
-from labledger.inputs.result_table import MAX_SORTED_COLUMNS, arrow_numpy, numpy_arrow, one_array
+from labledger.inputs.result_table import MAX_SORTED_COLUMNS, arrow_numpy, numpy_arrow, one_array, sorted_columns
 from labledger.inputs.results import (
     _CORE,
     MAX_ID_CHARS,
@@ -542,16 +542,18 @@ def _sort_beside(table: pa.Table) -> Callable[[], dict[str, np.ndarray]] | None:
 
 
 def _sorted_beside(td: TaskData, orders: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
-    """The orders of :func:`_sort_beside` by the task's probability column: a binary task's P(positive)
-    (its ``score``, or its positive label's ``probs``), else every label's (checked before use)."""
+    """The orders of :func:`_sort_beside` of the task's columns its cache entry keeps sorted
+    (:func:`~labledger.inputs.result_table.sorted_columns`), by column: a binary task's P(positive)
+    is its ``score`` or its positive label's ``probs`` (each order is checked before use)."""
     if not isinstance(td, ProbTask) or not orders:
         return {}
-    if td.kind == "binary":
-        if td.positive not in td.labels:
-            return {}
-        order = orders.get("score", orders.get(str(td.positive)))
-        return {} if order is None else {td.labels.index(td.positive): order}
-    return {j: orders[str(label)] for j, label in enumerate(td.labels) if str(label) in orders}
+    out = {}
+    for j in sorted_columns(td):
+        label = str(td.labels[j])
+        order = orders.get("score", orders.get(label)) if td.kind == "binary" else orders.get(label)
+        if order is not None:
+            out[j] = order
+    return out
 
 
 def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, repeats: bool = False) -> ResultSet:

@@ -17,7 +17,6 @@ field names) travel as JSON in the schema's metadata.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -42,6 +41,21 @@ _META = b"labledger.results"
 #: A classification task of at most this many labels keeps each label's sort order in its entry
 #: (the default metrics sort every column; past this the entry would grow by 8 bytes x n x labels).
 MAX_SORTED_COLUMNS = 8
+
+
+def sorted_columns(td: ProbTask) -> list[int]:
+    """The probability columns of ``td`` whose ascending sort order its cache entry keeps (and the
+    JSONL reader sorts beside its read): a binary task's P(positive), else every label's up to
+    :data:`MAX_SORTED_COLUMNS` labels (#19).
+
+    >>> t = ProbTask(task="t", ids=np.array(["a"]), lines=np.array([1]), kind="classification",
+    ...              labels=("x", "y", "z"), probs=np.full((1, 3), 1 / 3), gold_index=np.array([0]), pred_index=np.array([0]))
+    >>> sorted_columns(t)
+    [0, 1, 2]
+    """
+    if td.kind == "binary":
+        return [td.labels.index(td.positive)] if td.positive in td.labels else []
+    return list(range(len(td.labels))) if len(td.labels) <= MAX_SORTED_COLUMNS else []
 
 
 def _padded(arr: pa.Array | pa.ChunkedArray, start: int, total: int) -> pa.Array:
@@ -86,13 +100,9 @@ def result_set_to_table(rs: ResultSet) -> pa.Table | None:
             else:
                 for j in range(len(td.labels)):
                     cols[f"p{j}"] = numpy_arrow(td.probs[:, j], pa.float64())
-            # the ascending order of each column the metrics sort (binary: P(positive); else every
-            # label's), kept like a database index; this process's evaluation uses them too (#19)
-            sorted_cols: Sequence[int] = (
-                [td.labels.index(td.positive)]
-                if td.kind == "binary"
-                else range(len(td.labels) if len(td.labels) <= MAX_SORTED_COLUMNS else 0)
-            )
+            # the ascending order of each column the metrics sort, kept like a database index; this
+            # process's evaluation uses them too (#19)
+            sorted_cols = sorted_columns(td)
             given = given_sorts(td)
             # a binary task's one sorted column is its score (its probs may not be made; the same values)
             score = td.score if td.kind == "binary" else None
@@ -298,4 +308,4 @@ def result_set_from_table(table: pa.Table, *, source: str) -> ResultSet | None:
     return ResultSet(out, source=source, repeat_field=doc["repeat_field"])
 
 
-__all__ = ["arrow_numpy", "numpy_arrow", "one_array", "result_set_from_table", "result_set_to_table"]
+__all__ = ["arrow_numpy", "numpy_arrow", "one_array", "result_set_from_table", "result_set_to_table", "sorted_columns"]

@@ -56,13 +56,15 @@ BLOCK = 1 << 20
 ELEMENT_BLOCK = 1 << 16
 
 
-def spans(n: int, block: int = BLOCK) -> list[tuple[int, int]]:
-    """``[a, b)`` ranges of consecutive blocks of ``block`` items covering ``n`` (one, empty, for 0).
+def spans(n: int, block: int | None = None) -> list[tuple[int, int]]:
+    """``[a, b)`` ranges of consecutive blocks of ``block`` items (default :data:`BLOCK`, read at
+    each call) covering ``n`` (one, empty, for 0).
 
     >>> spans(0), len(spans(BLOCK + 1)), spans(5, 2)
     ([(0, 0)], 2, [(0, 2), (2, 4), (4, 5)])
     """
-    return [(a, min(a + block, n)) for a in range(0, n, block)] or [(0, 0)]
+    size = BLOCK if block is None else block
+    return [(a, min(a + size, n)) for a in range(0, n, size)] or [(0, 0)]
 
 
 def element_spans(n: int) -> list[tuple[int, int]]:

@@ -359,48 +359,50 @@ BINNED_FROM = 10_000
 MAX_BIN_CELLS = 1 << 16
 
 
-def _binned_codes(
-    preps: Sequence[WeightsPrepared], per_bin: int, span: tuple[int, int] | None = None
-) -> tuple[list[np.ndarray], list[int]] | None:
-    """Each prep's cell of every item in ``span`` (all by default; bin x correct; equal-mass bins:
-    rank chunk x correct) and its number of cells, or None when one has no binned form."""
-    codes, sizes = [], []
+def _cell_layout(preps: Sequence[WeightsPrepared], per_bin: int) -> list[tuple[int, int]] | None:
+    """Each prep's (rank-chunk multiplier ``m``: equal-mass bins' ``n_bins x per_bin``, else 0; its
+    number of cells: bin or chunk x correct), or None when one has no binned form. Found once for
+    all blocks of items (the number of bins without ``n_bins`` is a pass over every item, #19)."""
+    layout = []
     for p in preps:
-        b = p.binned
-        if b is None:
+        if p.binned is None:
             return None
-        all_cells, all_correct, _ = b
-        lo, hi = span or (0, len(all_cells))
-        cells, correct = all_cells[lo:hi], all_correct[lo:hi]
-        # (the maximum only without n_bins: a default of .get() is computed on every call, and this
-        # runs once per block of items: a pass over all n cells for each, 1 s at 10M rows, #19)
+        all_cells = p.binned[0]
         n_bins = int(p.params["n_bins"]) if "n_bins" in p.params else int(all_cells.max(initial=0)) + 1
-        # in place, whole numbers (exact): one array per prep, not three (#19)
-        if p.params.get("strategy") == "quantile":
-            m = n_bins * per_bin
-            code = cells * m
-            code //= max(len(all_cells), 1)
-            code *= 2
-            sizes.append(2 * m)
-        else:
-            code = cells * 2
-            sizes.append(2 * n_bins)
-        np.add(code, correct, out=code, casting="unsafe")  # correct: 0 or 1
-        codes.append(code)
-    return codes, sizes
+        m = n_bins * per_bin if p.params.get("strategy") == "quantile" else 0
+        layout.append((m, 2 * m if m else 2 * n_bins))
+    return layout
 
 
-def _joint_code(preps: Sequence[WeightsPrepared], per_bin: int, span: tuple[int, int] | None) -> np.ndarray:
-    """The joint cell of every item in ``span`` over the preps' cells, ``((c0 * s1 + c1) * s2 + c2)...``
-    (every prep has its binned form: :func:`_joint_cells` checked)."""
-    found = _binned_codes(preps, per_bin, span)
-    if found is None:
-        raise MetricInputError("a binned metric has no bin cells")
-    codes, sizes = found
-    code = codes[0]  # (0 * size + c is c)
-    for c, size in zip(codes[1:], sizes[1:]):
+def _prep_code(p: WeightsPrepared, m: int, span: tuple[int, int] | None) -> np.ndarray:
+    """One prep's cell of every item in ``span`` (all by default): bin x correct, or (``m``, equal-mass
+    bins) rank chunk x correct; in place, whole numbers (exact): one array, not three (#19)."""
+    all_cells, all_correct, _ = p.binned  # type: ignore[misc]  # (_cell_layout checked)
+    lo, hi = span or (0, len(all_cells))
+    c = all_cells[lo:hi] * (m or 2)
+    if m:
+        c //= max(len(all_cells), 1)
+        c *= 2
+    np.add(c, all_correct[lo:hi], out=c, casting="unsafe")  # correct: 0 or 1
+    return c
+
+
+def _binned_codes(preps: Sequence[WeightsPrepared], per_bin: int) -> tuple[list[np.ndarray], list[int]] | None:
+    """Each prep's cell of every item and its number of cells, or None when one has no binned form."""
+    layout = _cell_layout(preps, per_bin)
+    if layout is None:
+        return None
+    return [_prep_code(p, m, None) for p, (m, _) in zip(preps, layout)], [size for _, size in layout]
+
+
+def _joint_code(
+    preps: Sequence[WeightsPrepared], layout: Sequence[tuple[int, int]], span: tuple[int, int] | None
+) -> np.ndarray:
+    """The joint cell of every item in ``span`` over the preps' cells, ``((c0 * s1 + c1) * s2 + c2)...``."""
+    code = _prep_code(preps[0], layout[0][0], span)  # (0 * size + c is c)
+    for p, (m, size) in zip(preps[1:], layout[1:]):
         code = code * size
-        code += c
+        code += _prep_code(p, m, span)
     return code
 
 
@@ -411,14 +413,14 @@ def _joint_cells(
     cells), or None when a prep has no binned form: :func:`_unique_codes` of the items' joint cells,
     made a block of items at a time when the cells are few (a bincount per block, then each block's
     indices), so that no code array of n is held beside the indices (#19)."""
-    found = _binned_codes(preps, per_bin, (0, 0))
-    if found is None:
+    layout = _cell_layout(preps, per_bin)
+    if layout is None:
         return None
-    sizes = found[1]
+    sizes = [size for _, size in layout]
     total = math.prod(sizes)
     if total > 1 << 22 or n == 0:
-        return (*_unique_codes(_joint_code(preps, per_bin, None), total), sizes)
-    return (*_codes_by_blocks(lambda a, b: _joint_code(preps, per_bin, (a, b)), n, total), sizes)
+        return (*_unique_codes(_joint_code(preps, layout, None), total), sizes)
+    return (*_codes_by_blocks(lambda a, b: _joint_code(preps, layout, (a, b)), n, total), sizes)
 
 
 def _unique_codes(code: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
