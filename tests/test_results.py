@@ -285,6 +285,9 @@ def test_binary_score_without_positive_label():
         )
     with pytest.raises(RecordError, match="has 3 labels"):
         results_from_rows([{"id": i, "task": "b", "gold": g, "score": 0.3} for i, g in enumerate("xyz")], positive="x")
+    # a positive label that no row has, beside two gold labels: named as such (not "3 labels")
+    with pytest.raises(RecordError, match=r"the positive label '1' is not a gold label \(gold labels: x, y\)"):
+        results_from_rows([{"id": i, "task": "b", "gold": g, "score": 0.3} for i, g in enumerate("xy")], positive="1")
 
 
 # ------------------------------------------------------------------------------------------------

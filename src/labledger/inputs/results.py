@@ -870,8 +870,10 @@ def _build(b: _TaskBuilder, source: str, positive: str | None) -> TaskData:
         extra = golds - {pos}
         if len(extra) > 1:
             raise RecordError(
-                f"task '{b.task}' gives 'score' (binary) but gold has {len(golds | {pos})} labels "
-                f"({', '.join(sorted(golds | {pos}))})",
+                f"task '{b.task}' gives 'score' (binary) but the positive label {pos!r} is not a gold label "
+                f"(gold labels: {', '.join(sorted(golds))})"
+                if pos not in golds
+                else f"task '{b.task}' gives 'score' (binary) but gold has {len(golds)} labels ({', '.join(sorted(golds))})",
                 source=source,
                 line=b.first_line,
                 field="gold",
