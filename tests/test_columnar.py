@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import labledger
-from labledger.errors import DamagedLineWarning, RecordError
+from labledger.errors import CacheWarning, DamagedLineWarning, RecordError
 from labledger.inputs import columnar
 from labledger.inputs.results import read_results
 from labledger.store.record_columns import samples_table
@@ -185,7 +185,34 @@ def test_the_cache_is_keyed_by_the_reading_parameters_and_can_be_off(tmp_path, c
     assert len(entries(cache_dir)) == 2
     monkeypatch.setenv(columnar.CACHE_DIR_ENV, str(tmp_path / "a-file"))
     (tmp_path / "a-file").write_text("the cache folder cannot be made here")
-    assert read_results(other, positive="x")["t"].n == 40  # an unwritable cache is skipped
+    with pytest.warns(CacheWarning, match="could not be written"):
+        assert read_results(other, positive="x")["t"].n == 40  # an unwritable cache is skipped, said once
+
+
+def test_a_prefetched_key_is_used_once_and_never_for_a_changed_file(tmp_path, cache_dir, monkeypatch):
+    """The CLI hashes its files in a thread while it starts (prefetch_key): the key is the file's, it
+    is taken once, and a file changed since (even at the same size and mtime) is hashed again."""
+    rows = [{"id": i, "task": "t", "gold": "a", "probs": {"a": 0.25, "b": 0.75}} for i in range(50)]
+    path = write(tmp_path / "r.jsonl", rows)
+    assert columnar.prefetch_key(path) and columnar.prefetching(path)
+    assert columnar.file_key(path) == columnar.content_key(path.read_bytes())
+    assert not columnar.prefetching(path)  # taken
+    assert columnar.prefetch_key(path)
+    assert read_results(path)["t"].probs[0].tolist() == [0.25, 0.75]  # the JSONL read takes it too
+    assert not columnar.prefetching(path)
+    [entry] = entries(cache_dir)  # stored under it
+    assert columnar.prefetch_key(path)
+    assert read_results(path)["t"].probs[0].tolist() == [0.25, 0.75]  # from the entry, by the prefetched key
+    assert not columnar.prefetching(path)
+    assert columnar.prefetch_key(path)
+    st_before = path.stat()
+    path.write_bytes(path.read_bytes().replace(b'{"a":0.25,"b":0.75}', b'{"a":0.75,"b":0.25}', 1))
+    os.utime(path, ns=(st_before.st_atime_ns, st_before.st_mtime_ns))  # same size, same mtime
+    assert read_results(path)["t"].probs[0].tolist() == [0.75, 0.25]  # hashed again: the entry was stale
+    assert entries(cache_dir) == [entry]
+    assert not columnar.prefetch_key(tmp_path / "missing.jsonl") and not columnar.prefetch_key(tmp_path)
+    monkeypatch.setenv(columnar.CACHE_DIR_ENV, "off")
+    assert not columnar.prefetch_key(path)  # no cache: nothing to hash for
 
 
 def test_small_files_are_not_cached_by_default(tmp_path, cache_dir, monkeypatch):

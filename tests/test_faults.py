@@ -225,6 +225,33 @@ def test_disk_full_results_export_and_site_are_one_line_errors_with_no_partial_f
     assert cli("verify", "--site", str(site), "--ledger", str(ledger_dir)).exit_code == 0
 
 
+def test_disk_full_cache_folder_gives_the_same_eval_and_one_warning_line(small_disk, tmp_path, monkeypatch):
+    """A columnar cache folder on a full disk: the eval is the same as with the cache off, exit 0,
+    one ``Warning:`` line naming the folder and the reason, and no temporary entry left there."""
+    rows = [{"id": str(i), "task": "t", "gold": "ab"[i % 2], "score": (i % 97) / 97} for i in range(3000)]
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    cache = small_disk / "cache"
+    cache.mkdir()
+    filler = fill(small_disk)
+    args = ("eval", str(results), "--positive", "b", "--json")
+    monkeypatch.setenv("LABLEDGER_CACHE_MIN_BYTES", "0")
+    monkeypatch.setenv("LABLEDGER_CACHE_DIR", "off")
+    off = labledger_proc(*args)
+    monkeypatch.setenv("LABLEDGER_CACHE_DIR", str(cache))
+    full = labledger_proc(*args)
+    assert off.returncode == 0 and full.returncode == 0, full.stderr
+    assert full.stdout == off.stdout
+    warning = [line for line in full.stderr.splitlines() if line.strip()]
+    assert len(warning) == 1 and warning[0].startswith(f"Warning: the columnar cache in {cache} could not be written")
+    assert "No space left on device" in warning[0], warning
+    assert list(cache.iterdir()) == []
+    filler.unlink()  # space again: the entry is written, silently
+    again = labledger_proc(*args)
+    assert again.returncode == 0 and again.stdout == off.stdout and again.stderr == ""
+    assert len(list(cache.iterdir())) == 1
+
+
 _FSIZE_CHILD = r"""
 import resource, signal, sys, labledger
 from labledger.errors import StorageError

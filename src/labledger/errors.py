@@ -146,5 +146,10 @@ class TornLineWarning(DamagedLineWarning):
     """A JSONL file ends in an incomplete line (its writer died mid-write); the line was skipped."""
 
 
+class CacheWarning(UserWarning):
+    """The columnar cache could not be written (a full disk, no permission): large files are parsed
+    from their JSONL each time until it can; nothing stored is affected."""
+
+
 class RunNameWarning(UserWarning):
     """Several runs share the name a run was asked for by; the newest was used (``name@K`` picks another)."""

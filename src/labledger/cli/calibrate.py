@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
-from labledger.cli.evaluation import resolve_results
+from labledger.cli.evaluation import prefetch, resolve_results
 from labledger.errors import CalibrationError, MetricInputError
 from labledger.schema import MetricId
 
@@ -143,6 +143,7 @@ def fit_cmd(
     as_json,
 ):
     """Fit a calibration recipe on RESULTS and write it to --out."""
+    prefetch(results)
     from labledger.calibrate import Recipe
     from labledger.calibrate.fitting import fit, grid_from_options, parse_methods
 
@@ -305,6 +306,7 @@ def apply_cmd(results, recipe_ref, out, keep_other_tasks, ledger_path, as_json):
 @handle_errors
 def report_cmd(results, recipe_ref, tasks, fmt, ci, resamples, seed, bins, crossfit, save, ledger_path, as_json):
     """Raw vs calibrated on RESULTS with paired CIs, labelled held out or in-sample."""
+    prefetch(results)
     from labledger.calibrate import report
 
     target = _save_target(save) if save else None

@@ -23,7 +23,15 @@ import pyarrow as pa
 import xxhash
 
 from labledger.errors import RecordError
-from labledger.inputs.columnar import cached_table, hashed_key, store_table, wanted
+from labledger.inputs.columnar import (
+    cached_table,
+    file_identity,
+    hashed_key,
+    prefetching,
+    store_table,
+    take_prefetched,
+    wanted,
+)
 from labledger.inputs.result_table import MAX_SORTED_COLUMNS, arrow_numpy, numpy_arrow, one_array, sorted_columns
 from labledger.inputs.results import (
     _CORE,
@@ -269,13 +277,17 @@ def read_arrow(
         try:
             with open(path, "rb") as f:
                 before = os.fstat(f.fileno())
-                scan = scan_file(f)
+                # the key from the CLI's hash of the file while it started, where there is one (#19)
+                prefetched = folder is not None and prefetching(path)
+                scan = scan_file(f, key=folder is not None and not prefetched)
                 parsed = _parse(f, scan.lines)
                 after = os.fstat(f.fileno())
         except OSError:
             return None
         if parsed is None or _changed(before, after):  # rewritten while read: the row reader reads it again
             return None
+        if prefetched:
+            scan = scan._replace(key=take_prefetched(path, file_identity(before)))
         rs = _result_set(parsed, name, tolerance, positive, repeats)
         del parsed
     if rs is not None and folder is not None and scan.key is not None:
