@@ -740,6 +740,33 @@ def _positive_for(task: str, golds: set[str], given: str | None, source: str, li
     )
 
 
+def binary_positive(task: str, golds: set[str], given: str | None, source: str, line: int) -> str:
+    """The positive label of a binary task (``score``: P(positive)) whose gold labels are ``golds``:
+    ``given`` (the reader's ``positive``, else the rows' ``positive`` field), else ``true``/``1`` of
+    gold labels false/true or 0/1. Raises :class:`RecordError` at the task's first ``line`` when
+    there is none, or when gold holds labels other than it and one negative: both readers' rule.
+
+    >>> binary_positive("t", {"no", "yes"}, "yes", "r.jsonl", 1), binary_positive("t", {"0", "1"}, None, "r.jsonl", 1)
+    ('yes', '1')
+    >>> binary_positive("t", {"no", "yes"}, "1", "r.jsonl", 3)
+    Traceback (most recent call last):
+    ...
+    labledger.errors.RecordError: r.jsonl:3: field 'gold' task 't' gives 'score' (binary) but the positive label '1' is not a gold label (gold labels: no, yes)
+    """
+    pos = _positive_for(task, golds, given, source, line)
+    if len(golds - {pos}) > 1:
+        raise RecordError(
+            f"task '{task}' gives 'score' (binary) but the positive label {pos!r} is not a gold label "
+            f"(gold labels: {', '.join(sorted(golds))})"
+            if pos not in golds
+            else f"task '{task}' gives 'score' (binary) but gold has {len(golds)} labels ({', '.join(sorted(golds))})",
+            source=source,
+            line=line,
+            field="gold",
+        )
+    return pos
+
+
 def _negative_label(positive: str, golds: set[str]) -> str:
     others = sorted(golds - {positive})
     if others:
@@ -866,18 +893,7 @@ def _build(b: _TaskBuilder, source: str, positive: str | None) -> TaskData:
         return ptd
     if b.kind == "binary":
         golds = set(b.gold)
-        pos = _positive_for(b.task, golds, positive or b.positive, source, b.first_line)
-        extra = golds - {pos}
-        if len(extra) > 1:
-            raise RecordError(
-                f"task '{b.task}' gives 'score' (binary) but the positive label {pos!r} is not a gold label "
-                f"(gold labels: {', '.join(sorted(golds))})"
-                if pos not in golds
-                else f"task '{b.task}' gives 'score' (binary) but gold has {len(golds)} labels ({', '.join(sorted(golds))})",
-                source=source,
-                line=b.first_line,
-                field="gold",
-            )
+        pos = binary_positive(b.task, golds, positive or b.positive, source, b.first_line)
         score = np.asarray(b.pred, dtype=np.float64)
         gold_pos = np.fromiter((g == pos for g in b.gold), dtype=bool, count=n)
         bt = binary_task(common["task"], common["ids"], common["lines"], pos, golds, score, gold_pos)
