@@ -164,13 +164,20 @@ def test_a_torn_or_foreign_cache_entry_is_never_read(tmp_path, cache_dir):
     path = write(tmp_path / "r.jsonl", rows)
     want = read_results(path, positive="no", cache=False)
     read_results(path, positive="no")
-    [entry] = cache_dir.glob("*.arrow")  # a result set's entry: an Arrow IPC file
-    (cache_dir / ".tmp-crashed.arrow").write_bytes(b"ARROW1 half a file")  # a writer killed mid-write
-    entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])  # a torn entry
-    assert_same_set(want, read_results(path, positive="no"))
-    assert_same_set(want, read_results(path, positive="no"))  # rebuilt and read back
-    entry.write_bytes(b"not arrow at all")
-    assert_same_set(want, read_results(path, positive="no"))
+    [entry] = cache_dir.glob("*.cols")  # a result set's entry: a columns file
+    whole = entry.read_bytes()
+    (cache_dir / ".tmp-crashed.cols").write_bytes(whole[:100])  # a writer killed mid-write
+    for damaged in (
+        whole[: len(whole) // 2],  # torn
+        whole[:-1],  # torn in the last byte
+        b"not an entry at all",
+        b"LBLCOLS1" + b"\0" * 40 + (10).to_bytes(8, "little") + b"LBLCOLS1",  # a header that is not JSON
+        whole.replace(b'"t0.score":["<f8",', b'"t0.score":["<f8",9', 1),  # an array past the end
+    ):
+        entry.write_bytes(damaged)
+        assert_same_set(want, read_results(path, positive="no"))
+        assert entry.read_bytes() == whole  # rebuilt
+        assert_same_set(want, read_results(path, positive="no"))  # and read back
 
 
 def test_the_cache_is_keyed_by_the_reading_parameters_and_can_be_off(tmp_path, cache_dir, monkeypatch):

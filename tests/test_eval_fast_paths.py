@@ -334,11 +334,11 @@ def _doc(rs):
 def test_the_cache_entrys_sorted_columns_give_the_same_document(rows):
     """A result set read back from its cache entry carries each sorted column's ascending order
     (np.argsort's own), and evaluating it gives the document of the set sorted afresh, bit for bit."""
-    from labledger.inputs.result_table import result_set_from_table, result_set_to_table
+    from labledger.inputs.result_entry import decode, encode, roundtrip
     from labledger.inputs.results import given_sorts, results_from_rows
 
     fresh = results_from_rows(rows, positive="yes")
-    back = result_set_from_table(result_set_to_table(results_from_rows(rows, positive="yes")), source="<rows>")
+    back = decode(*roundtrip(encode(results_from_rows(rows, positive="yes"))), source="<rows>")
     td = back["t"]
     orders = given_sorts(td)
     cols = [td.labels.index(td.positive)] if td.kind == "binary" else list(range(len(td.labels)))
@@ -396,7 +396,7 @@ def test_the_id_length_bound_by_bytes_refuses_what_the_character_count_refuses(t
 
 
 def test_sorted_columns_are_kept_up_to_eight_labels_and_follow_the_probs_array():
-    from labledger.inputs.result_table import MAX_SORTED_COLUMNS, result_set_from_table, result_set_to_table
+    from labledger.inputs.result_entry import MAX_SORTED_COLUMNS, decode, encode, roundtrip
     from labledger.inputs.results import given_sorts, results_from_rows
 
     rng = np.random.default_rng(0)
@@ -408,10 +408,10 @@ def test_sorted_columns_are_kept_up_to_eight_labels_and_follow_the_probs_array()
             rows.append(
                 {"id": i, "task": "t", "gold": labels[i % k], "probs": dict(zip(labels, (w / w.sum()).tolist()))}
             )
-        table = result_set_to_table(results_from_rows(rows))
-        kept = [c for c in table.column_names if c.startswith("t0.o")]
+        encoded = encode(results_from_rows(rows))
+        kept = [c for c in encoded.arrays if c.startswith("t0.o")]
         assert len(kept) == (k if k <= MAX_SORTED_COLUMNS else 0)
-        back = result_set_from_table(table, source="<rows>")["t"]
+        back = decode(*roundtrip(encoded), source="<rows>")["t"]
         assert len(given_sorts(back)) == len(kept)
         back.probs = back.probs[:, ::-1].copy()  # replaced (as calibrate apply does): the orders are not its
         assert given_sorts(back) == {}

@@ -351,7 +351,7 @@ def test_arrow_and_row_engines_agree(tmp_path, rows):
 
 
 def test_arrow_engine_is_used_for_plain_files(tmp_path):
-    from labledger.inputs.arrow import LazyColumns
+    from labledger.inputs.results import LazyColumns
 
     path = write(tmp_path / "r.jsonl", [cls_row(i, note="x") for i in range(5)])
     assert isinstance(read_results(path)["t"].extras, LazyColumns)

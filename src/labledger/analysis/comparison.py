@@ -323,7 +323,7 @@ def _prepared(
 def _same_arrow_ids(a: TaskData, b: TaskData) -> bool:
     """Whether both sides' ids are still Arrow strings (:func:`~labledger.inputs.results.defer_ids`)
     and equal in order: compared in Arrow, without building a million Python strings a side."""
-    from labledger.inputs.result_table import one_array
+    from labledger.inputs.arrow_buffers import one_array
 
     ia, ib = deferred_ids(a), deferred_ids(b)
     if ia is None or ib is None or len(ia) != len(ib) or ia.type != ib.type:

@@ -18,25 +18,24 @@ from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import xxhash
 
 from labledger.errors import RecordError
+from labledger.inputs.arrow_buffers import arrow_numpy, numpy_arrow, one_array
 from labledger.inputs.columnar import (
-    cached_table,
     file_identity,
     hashed_key,
     prefetching,
-    store_table,
     take_prefetched,
     wanted,
 )
-from labledger.inputs.result_table import MAX_SORTED_COLUMNS, arrow_numpy, numpy_arrow, one_array, sorted_columns
+from labledger.inputs.result_entry import MAX_SORTED_COLUMNS, entry_kind, sorted_columns, store_result_set
 from labledger.inputs.results import (
     _CORE,
     MAX_ID_CHARS,
     REPEAT_FIELDS,
+    LazyColumns,
     ProbTask,
     RegressionTask,
     ResultSet,
@@ -55,32 +54,8 @@ from labledger.inputs.results import (
 # columnar cache needs neither (pyarrow.compute alone is ~0.05 s of start-up, #19)
 
 
-#: The layout of a result set's cache entry (:mod:`labledger.inputs.result_table`); 2: with each
-#: sorted probability column's ascending order (#19). Part of the entry's key.
-ENTRY_FORMAT = 2
-
-
 class _Fallback(Exception):
     """The file is outside the fast path's shape: read it row by row."""
-
-
-class LazyColumns(Mapping[str, list[Any]]):
-    """Extra fields of a task, converted from Arrow to Python lists on first access."""
-
-    def __init__(self, columns: dict[str, pa.Array]):
-        self._arrow = columns
-        self._done: dict[str, list[Any]] = {}
-
-    def __getitem__(self, key: str) -> list[Any]:
-        if key not in self._done:
-            self._done[key] = self._arrow[key].to_pylist()
-        return self._done[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._arrow)
-
-    def __len__(self) -> int:
-        return len(self._arrow)
 
 
 def _is_num(t: pa.DataType) -> bool:
@@ -249,30 +224,15 @@ def read_arrow(
 ) -> ResultSet | None:
     """The file as a :class:`ResultSet`, or ``None`` when it must be read row by row.
 
-    ``cache``: use the columnar cache (:mod:`labledger.inputs.columnar`) for a large file: the
-    checked columns come from it while the file's content is unchanged, and are stored there after
-    a read.
+    ``cache``: store the checked columns of a large file in the columnar cache
+    (:mod:`labledger.inputs.result_entry`), from which :func:`~labledger.inputs.results.read_results`
+    reads them while the file's content is unchanged.
     """
     try:
         size = path.stat().st_size
     except OSError:
         return None
     folder = wanted(size) if cache else None
-    kind = ""
-    if folder is not None:
-        from labledger.inputs.result_table import result_set_from_table
-
-        # ENTRY_FORMAT in the key: an entry written before the sorted columns is not read (#19)
-        kind = "results-" + xxhash.xxh3_64_hexdigest(
-            orjson.dumps([tolerance, positive, repeats, ENTRY_FORMAT], option=orjson.OPT_SORT_KEYS, default=str)
-        )
-        # an Arrow IPC entry, memory-mapped: no decode, no pyarrow.parquet (#19); the source is
-        # hashed through a memory map
-        table = cached_table(path, kind, folder=folder, layout="arrow")
-        if table is not None:
-            cached = result_set_from_table(table, source=name)
-            if cached is not None:
-                return cached
     with _reading():
         try:
             with open(path, "rb") as f:
@@ -291,12 +251,8 @@ def read_arrow(
         rs = _result_set(parsed, name, tolerance, positive, repeats)
         del parsed
     if rs is not None and folder is not None and scan.key is not None:
-        from labledger.inputs.result_table import result_set_to_table
-
-        encoded = result_set_to_table(rs)
-        if encoded is not None:  # under the key of the bytes scanned, which are the bytes parsed
-            store_table(encoded, path, kind, scan.key, folder=folder, layout="arrow")
-        del encoded
+        # under the key of the bytes scanned, which are the bytes parsed
+        store_result_set(rs, path, entry_kind(tolerance, positive, repeats), scan.key, folder=folder)
     # the parse's blocks and checks are freed by now, but Arrow's allocator keeps their pages for
     # reuse: handed back, they are not resident under the metrics that follow (10M rows: 0.5 GiB, #19)
     pa.default_memory_pool().release_unused()
@@ -838,4 +794,4 @@ def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array | None) ->
         col = _take(table.column(name).chunk(0), idx)
         if col.null_count != n:
             extras[name] = col
-    td.extras = LazyColumns(extras)
+    td.extras = LazyColumns(extras, extras.__getitem__)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias
@@ -149,15 +149,61 @@ class _Task:
 
 
 class DeferredIds:
-    """A task's ids kept as an Arrow string array until first read: :func:`defer_ids`."""
+    """A task's ids kept as an Arrow string array until first read (:func:`defer_ids`); the array
+    itself may come from ``load`` when first needed (a cache entry opens its Arrow part only then)."""
 
-    def __init__(self, arrow: Any):
-        self.arrow = arrow
+    def __init__(self, arrow: Any = None, load: Callable[[], Any] | None = None):
+        self._arrow, self._load = arrow, load
+
+    @property
+    def arrow(self) -> Any:
+        """The Arrow string array of the ids."""
+        if self._arrow is None and self._load is not None:
+            self._arrow, self._load = self._load(), None
+        return self._arrow
 
     def __call__(self) -> np.ndarray:
         out = np.empty(len(self.arrow), dtype=object)
         out[:] = self.arrow.to_pylist()  # ~5x faster than to_numpy for strings, and no pandas import
         return out
+
+
+class LazyColumns(Mapping[str, list[Any]]):
+    """Extra fields of a task kept as Arrow columns (``column(name)`` gives one) and converted to
+    Python lists on first access; :meth:`arrow` gives a column as it is. Membership and iteration
+    read the names only.
+
+    >>> import pyarrow as pa
+    >>> cols = {"note": pa.array(["a", None])}
+    >>> lazy = LazyColumns(cols, cols.__getitem__)
+    >>> "note" in lazy, "other" in lazy, lazy["note"], list(lazy)
+    (True, False, ['a', None], ['note'])
+    """
+
+    def __init__(self, names: Iterable[str], column: Callable[[str], Any]):
+        self._names = list(names)
+        self._column = column
+        self._done: dict[str, list[Any]] = {}
+
+    def arrow(self, key: str) -> Any:
+        """The Arrow column of field ``key``."""
+        if key not in self._names:
+            raise KeyError(key)
+        return self._column(key)
+
+    def __getitem__(self, key: str) -> list[Any]:
+        if key not in self._done:
+            self._done[key] = self.arrow(key).to_pylist()
+        return self._done[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 class DeferredLines:
@@ -213,16 +259,19 @@ def _defer(td: _Task, name: str, make: Any) -> None:
     td.__dict__.setdefault("_deferred", {})[name] = make
 
 
-def defer_ids(td: _Task, arrow: Any) -> None:
-    """Make ``td.ids`` the object array of the Arrow strings ``arrow``, built on first access (~0.15 s
-    at 1M rows that an evaluation mostly never needs, #19); :func:`deferred_ids` gives them back as Arrow.
+def defer_ids(td: _Task, arrow: Any = None, *, load: Callable[[], Any] | None = None) -> None:
+    """Make ``td.ids`` the object array of the Arrow strings ``arrow`` (or of what ``load()`` gives,
+    called when they are first needed), built on first access (~0.15 s at 1M rows that an
+    evaluation mostly never needs, #19); :func:`deferred_ids` gives them back as Arrow.
 
     >>> import pyarrow as pa
     >>> td = results_from_rows([{"id": "a", "task": "t", "gold": 1.0, "pred": 2.0}])["t"]
     >>> defer_ids(td, pa.array(["z"])); "ids" in vars(td), td.ids.tolist(), "ids" in vars(td)
     (False, ['z'], True)
+    >>> defer_ids(td, load=lambda: pa.array(["y"])); deferred_ids(td).to_pylist(), td.ids.tolist()
+    (['y'], ['y'])
     """
-    _defer(td, "ids", DeferredIds(arrow))
+    _defer(td, "ids", DeferredIds(arrow, load))
 
 
 def defer_lines(td: _Task, first: int, n: int) -> None:
@@ -1106,6 +1155,12 @@ def read_results(
     if engine not in ("auto", "arrow", "rows"):
         raise ValueError(f"engine must be auto, arrow or rows; got {engine!r}")
     if engine != "rows":
+        if cache is not False:  # from the columnar cache before pyarrow is imported (~40 ms, #19)
+            from labledger.inputs.result_entry import cached_result_set
+
+            found = cached_result_set(Path(path), name, tolerance, positive, repeats)
+            if found is not None:
+                return found
         from labledger.inputs.arrow import read_arrow
 
         result = read_arrow(Path(path), name, tolerance, positive, repeats=repeats, cache=cache is not False)

@@ -31,8 +31,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from labledger.inputs.arrow import safe_for_arrow
+from labledger.inputs.arrow_buffers import arrow_numpy, numpy_arrow
 from labledger.inputs.columnar import cached_table, content_key, store_table, wanted
-from labledger.inputs.result_table import arrow_numpy, numpy_arrow
 from labledger.store.compressed import read_record_bytes, record_key, record_state
 
 

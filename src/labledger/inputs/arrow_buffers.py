@@ -1,0 +1,91 @@
+"""Arrow arrays and numpy arrays over the same buffers, without pyarrow's conversions (which import
+pandas where it is installed, ~0.3 s the first time, #19): :func:`numpy_arrow`, :func:`arrow_numpy`,
+and :func:`one_array` of a chunked column without a copy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+_PLAIN = {
+    pa.float64(): np.float64,
+    pa.int64(): np.int64,
+    pa.int32(): np.int32,
+    pa.int16(): np.int16,
+    pa.int8(): np.int8,
+    pa.uint8(): np.uint8,
+    pa.uint32(): np.uint32,
+}
+
+
+def one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``column`` as one Arrow array: a chunked array of one chunk is that chunk, not a copy of it
+    (``combine_chunks`` copies even a single chunk, pyarrow 26: every memory-mapped cache column was
+    read into a second, anonymous copy, #19); of several chunks, their concatenation.
+
+    >>> c = pa.chunked_array([[1, 2, 3]])
+    >>> one_array(c).buffers()[1].address == c.chunk(0).buffers()[1].address, one_array(pa.chunked_array([[1], [2]])).to_pylist()
+    (True, [1, 2])
+    """
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def numpy_arrow(values: Any, type_: pa.DataType) -> pa.Array:
+    """``pa.array(values, type_)`` of numeric numpy values (``type_`` one of ``_PLAIN``'s): an Arrow
+    array over one contiguous buffer of them, made without ``pa.array``, which imports pandas where
+    it is installed for any numpy array or list (~0.28 s the first time: a first eval of a large
+    file, which writes its cache entry, paid it, #19). A view of ``values`` when they are already
+    contiguous and of that type: they must not change while the array is in use.
+
+    >>> numpy_arrow(np.array([3, 1]), pa.int64()).to_pylist(), numpy_arrow(np.arange(6.0).reshape(3, 2)[:, 1], pa.float64()).to_pylist()
+    ([3, 1], [1.0, 3.0, 5.0])
+    """
+    arr = np.ascontiguousarray(values, dtype=_PLAIN[type_])
+    return pa.Array.from_buffers(type_, len(arr), [None, pa.py_buffer(arr)])
+
+
+def arrow_numpy(column: pa.Array | pa.ChunkedArray, *, copy: bool = True) -> np.ndarray:
+    """A numeric or boolean Arrow column without nulls as a writable numpy array, from its buffers;
+    anything else through pyarrow's ``to_numpy``. (pyarrow's ``to_numpy`` imports pandas: ~0.3 s of
+    every read's start-up, #19.) ``copy=False``: a numeric column of one chunk comes back as a
+    read-only view of its buffer (a memory-mapped cache entry's pages, not a second copy of them).
+
+    >>> arrow_numpy(pa.chunked_array([[1.5, 2.5], [3.5]])).tolist(), arrow_numpy(pa.array([True, False, True]).slice(1)).tolist()
+    ([1.5, 2.5, 3.5], [False, True])
+    >>> c = pa.chunked_array([[1, 2, 3]]).slice(1)
+    >>> v = arrow_numpy(c, copy=False); v.tolist(), v.flags.writeable
+    ([2, 3], False)
+    >>> v.ctypes.data == c.chunk(0).buffers()[1].address + 8   # the column's own memory
+    True
+    """
+    arr = one_array(column)
+    if arr.null_count == 0:
+        n, off = len(arr), arr.offset
+        plain = _PLAIN.get(arr.type)
+        if plain is not None:
+            view = np.frombuffer(arr.buffers()[1], dtype=plain, count=n + off)[off:]
+            if copy:
+                return view.copy()
+            view.flags.writeable = False  # never a write into the Arrow data
+            return view
+        if pa.types.is_boolean(arr.type):
+            bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8, count=(n + off + 7) // 8)
+            return np.unpackbits(bits, count=n + off, bitorder="little")[off:].astype(bool)
+    return np.asarray(arr.to_numpy(zero_copy_only=False))
+
+
+def _numbers(column: pa.ChunkedArray, dtype: Any) -> np.ndarray:
+    """A numeric column as a numpy array of ``dtype`` (:func:`arrow_numpy`): a read-only view of the
+    entry's buffer where the types agree (no copy of a memory-mapped column, #19), else a copy.
+
+    >>> _numbers(pa.chunked_array([[1.5, 2.5], [3.5]]), np.float64).tolist()
+    [1.5, 2.5, 3.5]
+    """
+    return np.asarray(arrow_numpy(column, copy=False), dtype=dtype)
+
+
+__all__ = ["arrow_numpy", "numpy_arrow", "one_array"]
