@@ -9,6 +9,8 @@ import math
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import labledger
 from labledger.analysis.benchmarks import Entry, version_table
@@ -401,3 +403,38 @@ def test_the_distribution_functions_equal_scipy_stats():
         assert ls.norm_sf(x) == pytest.approx(st.norm.sf(x), rel=1e-14, abs=1e-300)
         for df in (1, 3, 30):
             assert ls.t_sf(x, df) == pytest.approx(st.t.sf(x, df), rel=1e-12, abs=1e-300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.floats(-1e6, 1e6, allow_nan=False) | st.sampled_from([0.0, 0.5, 1.0]), min_size=1, max_size=40),
+    st.lists(st.floats(0, 1), min_size=1, max_size=4),
+)
+def test_quantiles_are_numpys_floats(values, qs):
+    """The bootstrap intervals' quantiles (no numpy.ma import) are np.quantile's, bit for bit."""
+    from labledger.metrics.stats import quantiles
+
+    qs = [*qs, 0.025, 0.975, 0.0, 1.0]
+    assert quantiles(np.array(values), qs).tobytes() == np.quantile(np.array(values), qs).tobytes()
+    with_nan = np.array([*values, math.nan])
+    assert np.array_equal(quantiles(with_nan, qs), np.quantile(with_nan, qs), equal_nan=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 25), st.integers(1, 4), st.integers(0, 2**16))
+def test_percentile_interval_of_columns_is_nanquantiles(rows, cols, seed):
+    """Vector-valued bootstrap draws (per-class values): each column's quantiles of its non-NaN
+    draws, np.nanquantile's floats, and no numpy.ma."""
+    import warnings
+
+    from labledger.metrics.resample import percentile_interval
+
+    rng = np.random.default_rng(seed)
+    draws = np.round(rng.normal(size=(rows, cols)), 1)
+    draws[rng.random(draws.shape) < 0.2] = math.nan
+    draws[rng.random(draws.shape) < 0.05] = math.inf
+    lo, hi, _ = percentile_interval(draws, 0.9)
+    with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+        want_lo, want_hi = np.nanquantile(draws, [(1 - 0.9) / 2, (1 + 0.9) / 2], axis=0)
+    assert np.array_equal(lo, want_lo, equal_nan=True) and np.array_equal(hi, want_hi, equal_nan=True)

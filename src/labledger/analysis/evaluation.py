@@ -50,6 +50,7 @@ from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranki
 from labledger.metrics.registry import Metric, MetricSpec, metric_key, parse_metric
 from labledger.metrics.regression import regression_prepared
 from labledger.metrics.resample import THREADS, Interval, check_ci, rng_for
+from labledger.metrics.stats import quantiles
 from labledger.schema import (
     ConfusionMatrix,
     EvaluationDoc,
@@ -753,7 +754,7 @@ def _suite(heads: dict[str, tuple[MetricValue, np.ndarray | None]], ci: float) -
         mean_draws = np.mean(np.stack(draws), axis=0)  # tasks are resampled independently
         mean_draws = mean_draws[np.isfinite(mean_draws)]
         if len(mean_draws):
-            low, high = (float(x) for x in np.quantile(mean_draws, [(1 - ci) / 2, (1 + ci) / 2]))
+            low, high = (float(x) for x in quantiles(mean_draws, [(1 - ci) / 2, (1 + ci) / 2]))
     return SuiteMean(
         metric="macro mean of task headline metrics",
         definition="Unweighted mean over tasks of each task's headline metric (tasks whose headline is "

@@ -33,7 +33,7 @@ import numpy as np
 from labledger.errors import MetricInputError
 from labledger.metrics.kernels import by_blocks, element_spans, pool_initializer
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
-from labledger.metrics.stats import percentile_p_value
+from labledger.metrics.stats import percentile_p_value, quantiles
 
 #: Bound on the elements of one chunk of resample weights (keeps memory at ~100 MB per array).
 CHUNK_ELEMENTS = 1 << 22
@@ -591,10 +591,18 @@ def percentile_interval(samples: np.ndarray, ci: float) -> tuple[Any, Any, int]:
         good = samples[finite]
         if len(good) == 0:
             return None, None, bad
-        lo, hi = np.quantile(good, q)
+        lo, hi = quantiles(good, q)
         return float(lo), float(hi), bad
-    with np.errstate(invalid="ignore"):
-        lo, hi = np.nanquantile(samples, q, axis=0) if finite.any() else (np.full(samples.shape[1:], np.nan),) * 2
+    # each column's quantiles of its values that are not NaN: np.nanquantile(samples, q, axis=0)'s floats
+    columns = samples.reshape(len(samples), -1)
+    out = np.full((2, columns.shape[1]), np.nan)
+    with np.errstate(invalid="ignore"):  # inf - inf in an interpolation is nan, as numpy's
+        for j in range(columns.shape[1]):
+            col = columns[:, j]
+            col = col[~np.isnan(col)]
+            if len(col):
+                out[:, j] = quantiles(col, q)
+    lo, hi = out.reshape((2, *samples.shape[1:]))
     return lo, hi, bad
 
 

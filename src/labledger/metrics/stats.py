@@ -31,6 +31,35 @@ from labledger.errors import MetricInputError
 T_EXPANSION_DF = 10_000
 
 
+def quantiles(values: Any, qs: Sequence[float]) -> np.ndarray:
+    """``np.quantile(values, qs)`` of a 1-D array (the default ``linear`` method): the same floats,
+    found by one sort and numpy's own interpolation, without ``np.quantile``'s machinery, whose
+    ``np.unique`` imports ``numpy.ma`` (~10 ms of every bootstrap interval's command, #19). Values
+    that are not all finite go to ``np.quantile`` itself.
+
+    >>> v = np.array([3.0, 1.0, 2.0, 10.0])
+    >>> quantiles(v, [0.025, 0.5, 0.975, 1.0]).tolist() == np.quantile(v, [0.025, 0.5, 0.975, 1.0]).tolist()
+    True
+    """
+    a = np.asarray(values, dtype=np.float64)
+    q = np.asarray(qs, dtype=np.float64)
+    if a.ndim != 1 or len(a) == 0 or not np.isfinite(a).all() or not ((q >= 0) & (q <= 1)).all():
+        return np.asarray(np.quantile(a, qs), dtype=np.float64)  # numpy's own answer, or its error
+    a = np.sort(a)
+    n = len(a)
+    virtual = (n - 1) * q
+    gamma = virtual - np.floor(virtual)
+    top = virtual >= n - 1  # the last value, interpolated with itself (numpy's index -1)
+    lo = np.where(top, n - 1, np.floor(virtual)).astype(np.intp)
+    hi = np.where(top, n - 1, lo + 1)
+    low, high = a[lo], a[hi]
+    # numpy's _lerp: low + d * t, or high - d * (1 - t) where t >= 0.5
+    diff = high - low
+    out = low + diff * gamma
+    np.subtract(high, diff * (1 - gamma), out=out, where=gamma >= 0.5)
+    return out
+
+
 def norm_ppf(q: float) -> float:
     """The standard normal quantile (``scipy.stats.norm.ppf``; -inf at 0, inf at 1, nan outside).
 
@@ -343,7 +372,7 @@ def bca_interval(samples: Any, value: float, jackknife: Any, ci: float = 0.95) -
     qs = []
     for z in (norm_ppf((1 - ci) / 2), norm_ppf((1 + ci) / 2)):
         qs.append(float(norm_cdf(z0 + (z0 + z) / (1 - acc * (z0 + z)))))
-    lo, hi = np.quantile(b, qs)
+    lo, hi = quantiles(b, qs)
     return float(lo), float(hi)
 
 
