@@ -519,3 +519,23 @@ def test_no_sort_beside_a_read_while_another_read_is_in_progress(tmp_path, monke
     with arrow._reading():  # another read in progress
         td = arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, "yes")["t"]
     assert given_sorts(td) == {} and arrow._READS == [0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 300), st.integers(2, 5), st.integers(0, 2**16), st.booleans())
+def test_accuracys_analytic_note_from_its_table_is_the_per_item_one(n, k, seed, shared_counts):
+    """Accuracy's analytic note (Wilson) from the count table's diagonal equals the one of its
+    per-item correctness, field for field (the cells are then never made at 10M rows)."""
+    from labledger.analysis.intervals import correct_of, interval_notes, value_notes
+    from labledger.metrics.prepared import cell_codes
+    from labledger.metrics.resample import Interval
+
+    rng = np.random.default_rng(seed)
+    gold, pred = rng.integers(0, k, n), rng.integers(0, k, n)
+    gold[: n // 3] = pred[: n // 3]  # some agreement, sometimes all
+    counts = np.bincount(cell_codes(gold, pred, k), minlength=k * k) if shared_counts else None  # the task cache's
+    prep = label_prepared("accuracy", {}, gold, pred, [f"l{j}" for j in range(k)], cell_counts=counts)
+    iv = Interval(prep.value(), 0.1, 0.9, 0.95, 1000, "percentile bootstrap", n, None, 0, None)
+    fast = value_notes(prep, iv, None, 0.95)
+    slow = interval_notes(iv, groups=None, ci=0.95, analytic_values=correct_of(prep).astype(np.float64))
+    assert fast == slow

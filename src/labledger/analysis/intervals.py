@@ -46,6 +46,7 @@ from labledger.metrics.stats import (
     coverage_note,
     jackknife_values,
     mean_interval,
+    proportion_interval,
     refuse_degenerate,
 )
 from labledger.schema import AnalyticInterval
@@ -177,12 +178,16 @@ def interval_notes(
     ci: float,
     analytic_values: np.ndarray | None = None,
     analytic_mask: np.ndarray | None = None,
+    analytic: AnalyticInterval | None = None,
 ) -> dict[str, Any]:
     """Fields added to a stored value or difference: ``analytic`` (a mean's analytic interval beside
-    the stored one), ``warning`` below 30 clusters or items, ``interval_note`` where a zero-width
-    interval from too few clusters is refused (``res.low``/``res.high`` are then cleared)."""
+    the stored one: given, or of ``analytic_values``), ``warning`` below 30 clusters or items,
+    ``interval_note`` where a zero-width interval from too few clusters is refused (``res.low``/
+    ``res.high`` are then cleared)."""
     out: dict[str, Any] = {}
-    if analytic_values is not None:
+    if analytic is not None:
+        out["analytic"] = analytic
+    elif analytic_values is not None:
         out["analytic"] = analytic_interval(analytic_values, groups=groups, ci=ci, mask=analytic_mask)
     units = res.clusters if res.clusters is not None else res.n
     note = coverage_note(units, clusters=res.clusters is not None)
@@ -200,6 +205,13 @@ def value_notes(
 ) -> dict[str, Any]:
     """:func:`interval_notes` for one value, after the BCa upgrade of a non-mean bootstrap interval
     below :data:`BCA_BELOW` units and from 5 clusters (it covers better there in bench/stats_coverage.py)."""
+    if groups is None and prep.metric == "accuracy" and isinstance(prep, TablePrepared) and prep.columns is None:
+        # the Wilson interval of its correct items, from the count table's diagonal: the per-item
+        # correctness (the cells and a 0/1 float per item: ~170 MiB at 10M rows) is never made (#19)
+        k = round(prep.n_cells**0.5)
+        correct = float(prep.counts()[:: k + 1].sum())
+        note = msgspec.convert(proportion_interval(correct, prep.n, ci), AnalyticInterval)
+        return interval_notes(iv, groups=groups, ci=ci, analytic=note)
     item = item_values(prep)
     units = iv.clusters if iv.clusters is not None else iv.n
     few = iv.clusters is not None and iv.clusters < MIN_CLUSTERS  # BCa covered worse there (0.73 vs 0.77)

@@ -273,6 +273,22 @@ def wilson_interval(successes: float, n: float, ci: float = 0.95) -> tuple[float
     return max(0.0, mid - half), min(1.0, mid + half)
 
 
+def proportion_interval(successes: float, n: int, ci: float = 0.95) -> dict[str, Any]:
+    """:func:`mean_interval` of ``n`` 0/1 values of which ``successes`` are 1, without clusters: the
+    Wilson score interval, the same floats, from the two counts alone (accuracy's from its count
+    table: the per-item correctness is never made, ~170 MiB at 10M rows, #19).
+
+    >>> proportion_interval(3, 4) == mean_interval([1, 0, 1, 1])
+    True
+    """
+    out: dict[str, Any] = {"low": None, "high": None, "se": None, "df": None, "ci": ci}
+    if n == 0:
+        return {**out, "method": "no items"}
+    m = successes / n  # the mean of the 0/1 values: their sum is exact, so the same float
+    lo, hi = wilson_interval(successes, n, ci)
+    return {**out, "method": "Wilson score interval", "se": math.sqrt(m * (1 - m) / n), "low": lo, "high": hi}
+
+
 #: The method of a mean's CLT interval (:func:`mean_interval`; an analytic stored value's is the same
 #: after ``"analytic: "``).
 CLT_METHOD = "CLT SE (n-1 variance), t on n-1 df"
@@ -309,8 +325,7 @@ def mean_interval(values: Any, *, groups: Any = None, ci: float = 0.95, mask: An
         t = float(t_ppf((1 + ci) / 2, c - 1))
         return {**out, "method": method, "se": se, "df": c - 1, "low": m - t * se, "high": m + t * se, "clusters": c}
     if np.all((x == 0) | (x == 1)):
-        lo, hi = wilson_interval(float(x.sum()), n, ci)
-        return {**out, "method": "Wilson score interval", "se": math.sqrt(m * (1 - m) / n), "low": lo, "high": hi}
+        return proportion_interval(float(x.sum()), n, ci)
     if n < 2:
         return {**out, "method": CLT_METHOD}
     se = float(x.std(ddof=1) / math.sqrt(n))
