@@ -1,7 +1,7 @@
 """A checked :class:`~labledger.inputs.results.ResultSet` as a columnar cache entry, and back: the
 form the cache (:mod:`labledger.inputs.columnar`, a *columns* entry) keeps of a large results file.
 
-The numeric columns (gold and predicted values, each label's probability, the sort orders, line
+The numeric columns (gold and predicted values, the probability matrix, the sort orders, line
 numbers, groups, slice codes) are raw arrays that a read maps with numpy alone: an ``eval`` from
 the cache imports no pyarrow (~40 ms of its start-up, #19). The ids, extra fields and repeat values
 are Arrow columns in the entry's Arrow part, opened when one is first read (the ids only by what
@@ -9,7 +9,7 @@ needs them: a comparison's pairing, an error message, a subset).
 
 Only the task kinds the Arrow reader builds are encoded (classification, binary, regression);
 :func:`encode` returns ``None`` for anything else and the set is simply not cached. Each task's
-columns are named ``t0.gold_index``, ``t0.p1``, ...; the per-task facts that are not columns (kind,
+columns are named ``t0.gold_index``, ``t0.probs``, ``t0.o1``, ...; the per-task facts that are not columns (kind,
 labels, positive label, slice values, extra field names) travel in the entry's JSON meta.
 
 >>> from labledger.inputs.results import results_from_rows
@@ -49,8 +49,8 @@ from labledger.inputs.results import (
 
 #: The layout of a result set's entry; part of its kind, so an entry of another layout is never
 #: read. 2: each sorted probability column's ascending order (#19); 3: a columns entry (numeric
-#: arrays read by numpy alone, #19).
-ENTRY_FORMAT = 3
+#: arrays read by numpy alone, #19); 4: a classification task's probabilities as one (n, K) matrix.
+ENTRY_FORMAT = 4
 #: A classification task of at most this many labels keeps each label's sort order in its entry
 #: (the default metrics sort every column; past this the entry would grow by 8 bytes x n x labels).
 MAX_SORTED_COLUMNS = 8
@@ -126,9 +126,8 @@ def encode(rs: ResultSet) -> Encoded | None:
             arrays[p + "gold_index"] = np.asarray(td.gold_index, np.int64)
             if td.kind == "binary":
                 arrays[p + "score"] = np.asarray(td.score, np.float64)
-            else:
-                for j in range(len(td.labels)):
-                    arrays[p + f"p{j}"] = np.asarray(td.probs[:, j], np.float64)
+            else:  # the (n, K) matrix row by row: a read maps it as the matrix itself, no copy
+                arrays[p + "probs"] = np.ascontiguousarray(td.probs, np.float64).reshape(-1)
             # the ascending order of each column the metrics sort, kept like a database index
             given = given_sorts(td)
             # a binary task's one sorted column is its score (its probs may not be made; the same values)
@@ -219,9 +218,7 @@ def decode(meta: Any, arrays: dict[str, np.ndarray], arrow: Callable[[str], Any]
             defer_binary_probs(td, score, pj)
         else:
             labels = tuple(info["labels"])
-            probs = np.empty((n, len(labels)), dtype=np.float64)
-            for j in range(len(labels)):
-                probs[:, j] = num(f"p{j}")
+            probs = num("probs").reshape(n, len(labels))  # a read-only view of the entry's matrix
             positive = info["positive"]
             td = ProbTask(
                 **common,
