@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import labledger
 from labledger.errors import CacheWarning, DamagedLineWarning, RecordError
 from labledger.inputs import columnar
-from labledger.inputs.results import read_results
+from labledger.inputs.results import TOLERANCE, read_results
 from labledger.store.record_columns import samples_table
 from labledger.store.view import _samples, records_to_table
 
@@ -178,6 +178,30 @@ def test_a_torn_or_foreign_cache_entry_is_never_read(tmp_path, cache_dir):
         assert_same_set(want, read_results(path, positive="no"))
         assert entry.read_bytes() == whole  # rebuilt
         assert_same_set(want, read_results(path, positive="no"))  # and read back
+
+
+def test_an_entry_of_another_layout_is_rewritten_in_place(tmp_path, cache_dir, monkeypatch):
+    """A new version's entry layout is not part of the entry's name: the old entry is not read, and
+    the new one replaces it in the same file (no orphan left in the folder)."""
+    from labledger.inputs import result_entry
+
+    rows = [{"id": i, "task": "t", "gold": "ab"[i % 2], "probs": {"a": 0.25, "b": 0.75}} for i in range(30)]
+    path = write(tmp_path / "r.jsonl", rows)
+    want = read_results(path, cache=False)
+    read_results(path)
+    [entry] = entries(cache_dir)
+    kind = result_entry.entry_kind(TOLERANCE, None, False)
+    assert columnar.cached_columns(path, kind, folder=cache_dir).meta["format"] == result_entry.ENTRY_FORMAT
+    monkeypatch.setattr(result_entry, "ENTRY_FORMAT", result_entry.ENTRY_FORMAT + 1)  # a newer version
+    decoded = []
+    real_decode = result_entry.decode
+    monkeypatch.setattr(result_entry, "decode", lambda *a, **k: decoded.append(real_decode(*a, **k)) or decoded[-1])
+    assert_same_set(want, read_results(path))
+    assert decoded == [None]  # the old layout was not read
+    assert entries(cache_dir) == [entry]  # rewritten in place
+    assert columnar.cached_columns(path, kind, folder=cache_dir).meta["format"] == result_entry.ENTRY_FORMAT
+    assert_same_set(want, read_results(path))  # and read back
+    assert decoded[-1] is not None
 
 
 def test_the_cache_is_keyed_by_the_reading_parameters_and_can_be_off(tmp_path, cache_dir, monkeypatch):

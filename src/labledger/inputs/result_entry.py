@@ -47,10 +47,12 @@ from labledger.inputs.results import (
     set_given_sorts,
 )
 
-#: The layout of a result set's entry; part of its kind, so an entry of another layout is never
-#: read. 2: each sorted probability column's ascending order (#19); 3: a columns entry (numeric
-#: arrays read by numpy alone, #19); 4: a classification task's probabilities as one (n, K) matrix.
-ENTRY_FORMAT = 4
+#: The layout of a result set's entry, kept in its meta: an entry of another layout is never read,
+#: and is rewritten in place (the same file: the layout is not part of the entry's name, so a new
+#: version leaves no orphan behind). 2: each sorted probability column's ascending order (#19); 3:
+#: a columns entry (numeric arrays read by numpy alone, #19); 4: a classification task's
+#: probabilities as one (n, K) matrix; 5: the layout in the meta, not in the kind.
+ENTRY_FORMAT = 5
 #: A classification task of at most this many labels keeps each label's sort order in its entry
 #: (the default metrics sort every column; past this the entry would grow by 8 bytes x n x labels).
 MAX_SORTED_COLUMNS = 8
@@ -77,7 +79,7 @@ def entry_kind(tolerance: float, positive: Any, repeats: bool) -> str:
     >>> entry_kind(1e-6, None, False).startswith("results-"), entry_kind(1e-6, "yes", False) == entry_kind(1e-6, None, False)
     (True, False)
     """
-    params = orjson.dumps([tolerance, positive, repeats, ENTRY_FORMAT], option=orjson.OPT_SORT_KEYS, default=str)
+    params = orjson.dumps([tolerance, positive, repeats], option=orjson.OPT_SORT_KEYS, default=str)
     return "results-" + xxhash.xxh3_64_hexdigest(params)
 
 
@@ -160,7 +162,7 @@ def encode(rs: ResultSet) -> Encoded | None:
                 return None
         info["extras"] = extras
         tasks.append(info)
-    meta = {"tasks": tasks, "repeat_field": rs.repeat_field}
+    meta = {"format": ENTRY_FORMAT, "tasks": tasks, "repeat_field": rs.repeat_field}
     try:
         orjson.dumps(meta)
     except TypeError:
@@ -173,6 +175,8 @@ def decode(meta: Any, arrays: dict[str, np.ndarray], arrow: Callable[[str], Any]
     column, asked for only when read); ``None`` if they are not one."""
     out: dict[str, TaskData] = {}
     try:
+        if meta["format"] != ENTRY_FORMAT:
+            return None  # another version's layout: read the file again (and rewrite the entry)
         infos = meta["tasks"]
         repeat_field = meta["repeat_field"]
     except (KeyError, TypeError):
