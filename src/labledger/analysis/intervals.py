@@ -23,6 +23,7 @@ few clusters.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import msgspec
@@ -146,16 +147,19 @@ def item_values(prep: Prepared) -> tuple[np.ndarray, np.ndarray | None] | None:
     return None
 
 
+def _diagonal_cells(prep: TablePrepared) -> np.ndarray:
+    """The cells ``gold == pred`` of a ``K x K`` count table (``i * K + i``)."""
+    k = round(math.sqrt(prep.n_cells))
+    return np.arange(k) * (k + 1)
+
+
 def correct_of(prep: Prepared) -> np.ndarray:
     """Per-item correctness of accuracy (the diagonal cells of its table) or exact match (the hits)."""
-    import math
-
     from labledger.errors import MetricInputError
 
     if isinstance(prep, TablePrepared):
-        k = round(math.sqrt(prep.n_cells))
         diagonal = np.zeros(prep.n_cells + 1, dtype=bool)  # the last entry: cell -1 (not counted)
-        diagonal[np.arange(k) * (k + 1)] = True
+        diagonal[_diagonal_cells(prep)] = True
         return diagonal[prep.get_cells()]  # one gather, not two integer divisions (#19)
     if isinstance(prep, MeanPrepared):
         return np.asarray(prep.values > 0.5)
@@ -208,8 +212,7 @@ def value_notes(
     if groups is None and prep.metric == "accuracy" and isinstance(prep, TablePrepared) and prep.columns is None:
         # the Wilson interval of its correct items, from the count table's diagonal: the per-item
         # correctness (the cells and a 0/1 float per item: ~170 MiB at 10M rows) is never made (#19)
-        k = round(prep.n_cells**0.5)
-        correct = float(prep.counts()[:: k + 1].sum())
+        correct = float(prep.counts()[_diagonal_cells(prep)].sum())
         note = msgspec.convert(proportion_interval(correct, prep.n, ci), AnalyticInterval)
         return interval_notes(iv, groups=groups, ci=ci, analytic=note)
     item = item_values(prep)

@@ -498,7 +498,6 @@ def _sort_beside(table: pa.Table) -> Callable[[], dict[str, np.ndarray]] | None:
     if not columns:
         return None
     found: dict[str, np.ndarray] = {}
-
     keys = list(columns)
 
     def work(mine: list[str]) -> None:

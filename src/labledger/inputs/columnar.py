@@ -268,10 +268,10 @@ def fresh_entry(
     import pyarrow.parquet as pq
 
     try:
-        meta = pq.read_schema(entry).metadata or {}
+        meta = pq.read_schema(entry).metadata
     except (OSError, ValueError):  # a torn or foreign file: pyarrow raises ArrowInvalid (a ValueError)
         return None
-    return entry if _matches(meta.get(_FORMAT), meta.get(_KIND), meta.get(_KEY), source, kind, key) else None
+    return entry if _matches(_parquet_stamp(meta), source, kind, key) else None
 
 
 def cached_table(
@@ -299,32 +299,35 @@ def cached_table(
 
     try:
         with pq.ParquetFile(entry) as f:
-            meta = f.schema_arrow.metadata or {}
-            if not _matches(meta.get(_FORMAT), meta.get(_KIND), meta.get(_KEY), source, kind, key):
+            if not _matches(_parquet_stamp(f.schema_arrow.metadata), source, kind, key):
                 return None
             return f.read()
     except (OSError, ValueError):  # a torn or foreign file: pyarrow raises ArrowInvalid (a ValueError)
         return None
 
 
-def _matches(
-    format_: bytes | str | None,
-    entry_kind: bytes | str | None,
-    entry_key: bytes | str | None,
-    source: str | os.PathLike[str],
-    kind: str,
-    key: str | None,
-) -> bool:
-    """Whether an entry's format, kind and key (as stored: bytes in Parquet metadata, str in a
-    columns header) are this format's, ``kind`` and the source's content key now."""
+#: What an entry says it is: its format, its kind and its source's content key.
+Stamp = tuple[Any, Any, Any]
 
-    def text(v: bytes | str | None) -> str | None:
-        return v.decode() if isinstance(v, bytes) else v
 
-    if text(format_) != str(FORMAT_VERSION) or text(entry_kind) != kind:
+def _parquet_stamp(meta: Mapping[bytes, bytes] | None) -> Stamp:
+    """The :data:`Stamp` in a Parquet entry's schema metadata."""
+    found = meta or {}
+
+    def text(name: bytes) -> str | None:
+        value = found.get(name)
+        return None if value is None else value.decode()
+
+    return text(_FORMAT), text(_KIND), text(_KEY)
+
+
+def _matches(stamp: Stamp, source: str | os.PathLike[str], kind: str, key: str | None) -> bool:
+    """Whether an entry's :data:`Stamp` is this format's, ``kind`` and the source's content key now."""
+    format_, entry_kind, entry_key = stamp
+    if format_ != str(FORMAT_VERSION) or entry_kind != kind:
         return False
     key = key if key is not None else file_key(source)
-    return key is not None and text(entry_key) == key
+    return key is not None and entry_key == key
 
 
 def _write_entry(folder: Path, entry: Path, write: Callable[[BinaryIO], None]) -> bool:
@@ -491,7 +494,7 @@ def cached_columns(
             f.seek(size - 16 - length)
             header = orjson.loads(f.read(length))
             if not isinstance(header, dict) or not _matches(
-                header.get("format"), header.get("kind"), header.get("key"), source, kind, key
+                (header.get("format"), header.get("kind"), header.get("key")), source, kind, key
             ):
                 return None
             data_end = size - 16 - length
