@@ -333,7 +333,7 @@ def _doc(rs):
 @given(prob_rows())
 def test_the_cache_entrys_sorted_columns_give_the_same_document(rows):
     """A result set read back from its cache entry carries each sorted column's ascending order
-    (np.argsort's own), and evaluating it gives the document of the set sorted afresh, bit for bit."""
+    (the stable one), and evaluating it gives the document of the set sorted afresh, bit for bit."""
     from labledger.inputs.result_entry import decode, encode, roundtrip
     from labledger.inputs.results import given_sorts, results_from_rows
 
@@ -344,7 +344,7 @@ def test_the_cache_entrys_sorted_columns_give_the_same_document(rows):
     cols = [td.labels.index(td.positive)] if td.kind == "binary" else list(range(len(td.labels)))
     assert sorted(orders) == cols
     for j, order in orders.items():
-        assert order.tolist() == np.argsort(td.probs[:, j]).tolist()
+        assert order.tolist() == np.argsort(td.probs[:, j], kind="stable").tolist()
     assert _doc(back) == _doc(fresh)
 
 
@@ -446,7 +446,7 @@ def test_eval_is_the_same_whatever_blas_thread_count() -> None:
 
 def test_a_one_task_score_is_sorted_beside_the_read_and_evaluates_the_same(tmp_path, monkeypatch):
     """The JSONL reader sorts a one-task file's score in a second thread while it checks the ids
-    (#19): the task then holds np.argsort of its score, as a columnar cache entry does, and the
+    (#19): the task then holds the stable order of its score, as a columnar cache entry does, and the
     evaluation is the same document as without it; a file of two tasks starts no sort."""
     from labledger.analysis.evaluation import evaluate
     from labledger.inputs.results import given_sorts
@@ -461,7 +461,7 @@ def test_a_one_task_score_is_sorted_beside_the_read_and_evaluates_the_same(tmp_p
     monkeypatch.setattr(arrow, "SORT_BESIDE_FROM", 10)
     rs = arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, "yes")
     td = rs["t"]
-    assert given_sorts(td)[td.labels.index("yes")].tolist() == np.argsort(td.score).tolist()
+    assert given_sorts(td)[td.labels.index("yes")].tolist() == np.argsort(td.score, kind="stable").tolist()
     assert evaluate(rs).to_json() == without
     _write(tmp_path / "two.jsonl", [{**r, "task": "t" if k % 2 else "u"} for k, r in enumerate(rows)])
     two = arrow.read_arrow(tmp_path / "two.jsonl", "two.jsonl", 1e-6, "yes")
@@ -471,7 +471,7 @@ def test_a_one_task_score_is_sorted_beside_the_read_and_evaluates_the_same(tmp_p
 @pytest.mark.parametrize("form", ["classes", "binary probs"])
 def test_a_one_task_files_probs_are_sorted_beside_the_read_and_evaluate_the_same(tmp_path, monkeypatch, form):
     """Each label's column of a one-task file's ``probs`` is sorted beside the read too (#19): the
-    task holds np.argsort of every column the columnar cache entry keeps (a binary task's P(positive),
+    task holds the stable order of every column the columnar cache entry keeps (a binary task's P(positive),
     else every label's), and the documents are the same as without."""
     from labledger.analysis.evaluation import evaluate
     from labledger.inputs.results import given_sorts
@@ -499,7 +499,7 @@ def test_a_one_task_files_probs_are_sorted_beside_the_read_and_evaluate_the_same
     kept = [td.labels.index(td.positive)] if td.kind == "binary" else list(range(len(labels)))
     assert sorted(given) == kept
     for j in kept:
-        assert given[j].tolist() == np.argsort(td.probs[:, j]).tolist()
+        assert given[j].tolist() == np.argsort(td.probs[:, j], kind="stable").tolist()
     assert evaluate(rs).to_json() == without
 
 

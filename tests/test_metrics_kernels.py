@@ -75,7 +75,7 @@ def test_exact_sum_edges_are_fsum(x: np.ndarray) -> None:
 @FAST
 @given(
     seed=st.integers(0, 2**32 - 1),
-    kind=st.sampled_from(["unit", "coarse", "fine_ties", "ints", "few"]),
+    kind=st.sampled_from(["unit", "coarse", "fine_ties", "ints", "few", "close", "signed"]),
 )
 def test_stable_argsort_is_the_stable_order(seed: int, kind: str) -> None:
     rng = np.random.default_rng(seed)
@@ -88,9 +88,28 @@ def test_stable_argsort_is_the_stable_order(seed: int, kind: str) -> None:
         x[rng.integers(0, len(x), 3_000)] = x[rng.integers(0, len(x), 3_000)]
     elif kind == "few":
         x = rng.choice([0.25, 0.5, np.inf, -np.inf], N)
+    elif kind == "close":  # values apart in their last bits only: one high part, sorted by value
+        x = 1.0 + rng.integers(0, 2 * N, N) * 2.0**-52
+    elif kind == "signed":  # both signs over a wide range, both zeros, subnormals, infinities
+        x = rng.normal(size=N) * 10.0 ** rng.integers(-300, 300, N).astype(float)
+        x[rng.integers(0, N, 40)] = rng.choice([0.0, -0.0, 5e-324, -5e-324, np.inf, -np.inf], 40)
     else:
         x = rng.random(N)
     assert np.array_equal(stable_argsort(x), np.argsort(x, kind="stable"))
+
+
+def test_stable_argsort_sorts_floats_by_packed_keys_unless_mostly_tied() -> None:
+    """Floats with few ties take the packed keys' sort (and give the stable order); rounded scores,
+    mostly tied, and NaNs take the default sort's path."""
+    rng = np.random.default_rng(11)
+    x = rng.random(3 * kernels.SAMPLE)
+    x[:500] = x[500:1000]  # some ties: their runs sorted again by value
+    coarse = np.round(x, 3)
+    assert kernels._packed_order(x) is not None
+    assert kernels._packed_order(coarse) is None
+    assert kernels._packed_order(np.r_[x, np.nan]) is None
+    for v in (x, coarse):
+        assert np.array_equal(stable_argsort(v), np.argsort(v, kind="stable"))
 
 
 def test_stable_argsort_with_nan_and_small_inputs_is_the_stable_order() -> None:

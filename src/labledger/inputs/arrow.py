@@ -49,6 +49,7 @@ from labledger.inputs.results import (
     defer_lines,
     set_given_sorts,
 )
+from labledger.metrics.kernels import stable_argsort
 
 # pyarrow.compute and pyarrow.json are imported inside the JSONL reader's functions: a read from the
 # columnar cache needs neither (pyarrow.compute alone is ~0.05 s of start-up, #19)
@@ -502,7 +503,7 @@ def _sort_beside(table: pa.Table) -> Callable[[], dict[str, np.ndarray]] | None:
 
     def work(mine: list[str]) -> None:
         for key in mine:
-            found[key] = np.argsort(columns[key])
+            found[key] = stable_argsort(columns[key])
 
     threads = [
         threading.Thread(target=work, args=(keys[i::SORT_THREADS],), name="labledger-sort", daemon=True)

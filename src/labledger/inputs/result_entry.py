@@ -46,13 +46,16 @@ from labledger.inputs.results import (
     given_sorts,
     set_given_sorts,
 )
+from labledger.metrics.kernels import stable_argsort
 
 #: The layout of a result set's entry, kept in its meta: an entry of another layout is never read,
 #: and is rewritten in place (the same file: the layout is not part of the entry's name, so a new
 #: version leaves no orphan behind). 2: each sorted probability column's ascending order (#19); 3:
 #: a columns entry (numeric arrays read by numpy alone, #19); 4: a classification task's
-#: probabilities as one (n, K) matrix; 5: the layout in the meta, not in the kind.
-ENTRY_FORMAT = 5
+#: probabilities as one (n, K) matrix; 5: the layout in the meta, not in the kind; 6: the sorted
+#: columns' stable orders (:func:`~labledger.metrics.kernels.stable_argsort`: the same on every
+#: machine; a bootstrap without clusters draws its weights in that order).
+ENTRY_FORMAT = 6
 #: A classification task of at most this many labels keeps each label's sort order in its entry
 #: (the default metrics sort every column; past this the entry would grow by 8 bytes x n x labels).
 MAX_SORTED_COLUMNS = 8
@@ -135,12 +138,12 @@ def encode(rs: ResultSet) -> Encoded | None:
             # a binary task's one sorted column is its score (its probs may not be made; the same values)
             score = td.score if td.kind == "binary" else None
             orders = {
-                j: given[j] if j in given else np.argsort(score if score is not None else td.probs[:, j])
+                j: given[j] if j in given else stable_argsort(score if score is not None else td.probs[:, j])
                 for j in sorted_columns(td)
             }
             for j, order in orders.items():
                 arrays[p + f"o{j}"] = np.asarray(order, np.int64)
-            info["sorted"] = {"columns": list(orders), "numpy": np.__version__}
+            info["sorted"] = {"columns": list(orders)}
             set_given_sorts(td, orders)
         elif isinstance(td, RegressionTask):
             arrays[p + "gold_value"] = np.asarray(td.gold_value, np.float64)
@@ -235,8 +238,7 @@ def decode(meta: Any, arrays: dict[str, np.ndarray], arrow: Callable[[str], Any]
                 positive=positive,
             )
         kept = info.get("sorted")
-        if isinstance(td, ProbTask) and kept is not None and kept.get("numpy") == np.__version__:
-            # np.argsort of this numpy (another one may order ties otherwise: then sort again)
+        if isinstance(td, ProbTask) and kept is not None:  # their stable orders (checked on use)
             set_given_sorts(td, {int(j): num(f"o{j}") for j in kept["columns"]})
         defer_ids(td, load=partial(arrow, p + "id"))
         if first is not None:

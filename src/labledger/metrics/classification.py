@@ -349,7 +349,7 @@ def _sorted_groups(
     is its reverse, whose groups follow from the ascending ones (no second pass over the scores).
     """
     if ascending is None:
-        order = np.argsort(score)
+        order = stable_argsort(score)
         starts = tie_starts(np.take(score, order))
     else:
         order, starts = ascending
@@ -456,7 +456,7 @@ def _ascending(
         if j not in sorts:
             found = _checked_order(getattr(sorts, "given", {}).pop(j, None), col)
             if found is None:
-                order = np.argsort(col)
+                order = stable_argsort(col)
                 found = order, np.take(col, order)
             sorts[j] = (found[0], tie_starts(found[1]))
         return sorts[j]

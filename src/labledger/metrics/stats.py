@@ -57,6 +57,7 @@ def quantiles(values: Any, qs: Sequence[float]) -> np.ndarray:
     diff = high - low
     out = low + diff * gamma
     np.subtract(high, diff * (1 - gamma), out=out, where=gamma >= 0.5)
+    out += 0.0  # -0.0 as 0.0: where the two zeros tie, which one a sort puts first varies by machine
     return out
 
 

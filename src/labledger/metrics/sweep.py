@@ -53,6 +53,7 @@ from labledger.metrics.gates import (
     _slice_mask,
     parse_gate,
 )
+from labledger.metrics.kernels import stable_argsort
 
 __all__ = [
     "OBJECTIVES",
@@ -147,7 +148,7 @@ def _sort_once(
 
     Masks are made one at a time (``makers``: key -> callable) and only their sorted copies kept,
     so the peak memory is the order, the sorted scores and one byte per item per mask."""
-    order = np.argsort(score)
+    order = stable_argsort(score)
     y = is_pos[order]
     masks: dict[SliceKey, np.ndarray] = {}
     for key, make in makers.items():
@@ -223,7 +224,7 @@ def threshold_counts(score: Any, is_pos: Any, thresholds: Any) -> dict[str, np.n
     s = np.asarray(score, dtype=np.float64)
     y_all = np.asarray(is_pos, dtype=bool)
     thr = np.asarray(thresholds, dtype=np.float64)
-    order = np.argsort(s)
+    order = stable_argsort(s)
     s_sorted, y = s[order], y_all[order]
     idx = np.searchsorted(s_sorted, thr, side="left")
     c = _counts(idx, int(s.size), int(np.count_nonzero(y)), _below(y, idx))
