@@ -230,6 +230,57 @@ def test_blockwise_variances_equal_the_whole_arrays(seed, n, digits, block):
             assert analytic.ap_sum_sq(rev) == pytest.approx(want, rel=1e-12, abs=1e-300)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(2, 300),
+    digits=st.sampled_from([1, 2, 0]),
+    block=st.integers(1, 9),
+)
+def test_the_reversed_reading_equals_a_ranked_of_the_reversed_order(seed, n, digits, block):
+    """A Ranked read in reverse (no copies: blocks mirrored from the ascending one's sums and starts)
+    gives, block by block and whole, the very floats of a Ranked built on the reversed order, and
+    AP's value and variance from it are the same floats (#19); without ties (digits 0) the group
+    sums are the flags as floats, made on use and never kept."""
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < rng.uniform(0.05, 0.95)
+    score = rng.random(n) if digits == 0 else np.round(rng.random(n), digits)
+    order = kernels.stable_argsort(score)
+    starts = tie_starts(score[order])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "BLOCK", block)
+        r = analytic.Ranked(y, order, starts)
+        assert (r.pos_kept is None) == (starts is None)
+        mirror, built = r.reversed(), analytic.Ranked(y, order[::-1], reversed_starts(starts, n))
+        assert isinstance(mirror, analytic.Reversed) and mirror.groups == built.groups
+        for a, b in kernels.spans(built.groups):
+            assert mirror.pos_of(a, b).tobytes() == built.pos_of(a, b).tobytes()
+            assert mirror.ends_of(a, b).tobytes() == built.ends_of(a, b).tobytes()
+            assert mirror.negatives_of(a, b).tobytes() == built.negatives_of(a, b).tobytes()
+        assert analytic.ap_sum_sq(mirror) == analytic.ap_sum_sq(built) or not y.any()
+        blocks = classification._blocks_of
+        want = classification.ap_sorted(built.y, built.starts, built.pos_kept)
+        got = classification.ap_blocks(blocks(mirror), mirror.groups, mirror.p)
+        assert got == want or (math.isnan(got) and math.isnan(want))
+        assert mirror.pos_g.tobytes() == built.pos_g.tobytes()
+        assert (mirror.starts is None and built.starts is None) or mirror.starts.tolist() == built.starts.tolist()
+        for clustered in (False, True):  # per-item values, spread a block of groups at a time
+            got_i = analytic.ap_groups(mirror, clustered).per_item()
+            assert got_i.tobytes() == analytic.ap_groups(built, clustered).per_item().tobytes()
+
+
+def test_cell_sums_are_bincounts_bit_for_bit():
+    """The cells' sums a block at a time (ECE's bins, the bin-cell bootstrap's cells) are bincount's
+    floats, for narrow and wide cell types."""
+    rng = np.random.default_rng(3)
+    n = 3 * kernels.ELEMENT_BLOCK + 17
+    values = rng.normal(size=n) * 10.0 ** rng.integers(-8, 8, n)
+    for dtype in (np.uint8, np.uint16, np.int64):
+        cells = rng.integers(0, 40, n).astype(dtype)
+        got = kernels.cell_sums(cells, lambda a, b: values[a:b], 45)
+        assert got.tobytes() == np.bincount(cells, weights=values, minlength=45).tobytes()
+
+
 def _tie_starts_list(values: np.ndarray, whole: bool = False) -> list[int] | None:
     """tie_starts (written block by block) as a list, or (``whole``) from one pass of numpy."""
     if whole:

@@ -78,12 +78,12 @@ def _group_block(r: Ranked, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.
     :meth:`Ranked.neg_g` and :attr:`Ranked.ends` hold for them (whole numbers: the same values),
     made for those groups alone (#19)."""
     ends = r.ends_of(a, b)
-    return r.pos_g[a:b], r.negatives_of(a, b, ends.copy()), ends
+    return r.pos_of(a, b), r.negatives_of(a, b, ends.copy()), ends
 
 
 def _group_blocks(r: Ranked) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """:func:`_group_block` of consecutive blocks of :data:`~labledger.metrics.kernels.BLOCK` groups, in order."""
-    for a, b in spans(len(r.pos_g)):
+    for a, b in spans(r.groups):
         yield _group_block(r, a, b)
 
 
@@ -91,11 +91,19 @@ def _per_item(
     y: np.ndarray, if_pos: np.ndarray, if_neg: np.ndarray, sizes: np.ndarray | None, order: np.ndarray
 ) -> np.ndarray:
     """Each item's value (by group and class, in sorted positions) put back in the items' order: one
-    value per group spread by ``np.repeat`` rather than gathered item by item (#19)."""
-    if sizes is not None:
-        if_pos, if_neg = np.repeat(if_pos, sizes), np.repeat(if_neg, sizes)
+    value per group spread by ``np.repeat`` rather than gathered item by item (#19), a block of
+    groups at a time (the values spread and picked for a block's items, not for all n, #19)."""
     out = np.empty(len(y))
-    out[order] = np.where(y, if_pos, if_neg)
+    if sizes is None:
+        for a, b in spans(len(y)):
+            out[order[a:b]] = np.where(y[a:b], if_pos[a:b], if_neg[a:b])
+        return out
+    lo = 0
+    for a, b in spans(len(sizes)):
+        size = sizes[a:b]
+        hi = lo + int(size.sum())
+        out[order[lo:hi]] = np.where(y[lo:hi], np.repeat(if_pos[a:b], size), np.repeat(if_neg[a:b], size))
+        lo = hi
     return out
 
 
@@ -107,35 +115,51 @@ class Ranked:
     >>> r = Ranked(np.array([False, True, True]), np.array([0, 2, 1]), np.array([0, 1]))
     >>> r.y.tolist(), r.p, r.pos_g.tolist(), r.sizes.tolist()
     ([False, True, True], 2, [0.0, 2.0], [1, 2])
-    >>> r.reversed().pos_g.tolist(), r.reversed().starts.tolist()
-    ([2.0, 0.0], [0, 2])
+    >>> r.reversed().pos_g.tolist(), r.reversed().starts.tolist(), r.reversed().ends_of(0, 2).tolist()
+    ([2.0, 0.0], [0, 2], [2.0, 3.0])
     """
 
-    def __init__(
-        self,
-        is_pos: np.ndarray,
-        order: np.ndarray,
-        starts: np.ndarray | None,
-        *,
-        _parts: tuple[np.ndarray, np.ndarray] | None = None,
-    ) -> None:
-        self.order, self.starts, self.n = order, starts, len(order)
-        if _parts is None:
-            self.y = np.take(is_pos, order)
-            self.pos_g = _group_sums(self.y, starts)
-        else:
-            self.y, self.pos_g = _parts
+    def __init__(self, is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | None) -> None:
+        self.order, self._starts, self.n = order, starts, len(order)
+        self.y = np.take(is_pos, order)
+        # without ties a group is an item, and its positives its flag: made as floats on each use
+        # (a block, or the whole for a reader of whole arrays), not kept (10M rows: 76 MiB a class)
+        self._pos_g = None if starts is None else _group_sums(self.y, starts)
         self.p = int(np.count_nonzero(self.y))
         self._reversed: weakref.ref[Ranked] | None = None
+
+    @property
+    def starts(self) -> np.ndarray | None:
+        """Each tie group's first position (None: no ties)."""
+        return self._starts
+
+    @property
+    def pos_g(self) -> np.ndarray:
+        """The positives per tie group, as floats."""
+        return self.y.astype(np.float64) if self._pos_g is None else self._pos_g
+
+    @property
+    def pos_kept(self) -> np.ndarray | None:
+        """:attr:`pos_g` when it is kept (ties), else None (a reader with the flags needs no floats)."""
+        return self._pos_g
 
     # Only the flags and their group sums are kept (the task's metrics share them); the rest is
     # derived on each use, a pass or two, so that a large task holds no more than it did (#19).
 
     @property
+    def groups(self) -> int:
+        """The number of tie groups (no ties: ``n``)."""
+        return self.n if self.starts is None else len(self.starts)
+
+    def pos_of(self, a: int, b: int) -> np.ndarray:
+        """:attr:`pos_g` of the groups ``[a, b)`` (contiguous)."""
+        return self.y[a:b].astype(np.float64) if self._pos_g is None else self._pos_g[a:b]
+
+    @property
     def ends(self) -> np.ndarray:
         """Each group's end (one past its last item; no ties: ``1 .. n``), as floats: the items at or
         before it (whole numbers, exact)."""
-        return self.ends_of(0, len(self.pos_g))
+        return self.ends_of(0, self.groups)
 
     def ends_of(self, a: int, b: int) -> np.ndarray:
         """:attr:`ends` of the groups ``[a, b)`` alone (written as floats at once, #19)."""
@@ -151,32 +175,105 @@ class Ranked:
     def neg_g(self) -> np.ndarray:
         """The negatives per group: its size less its positives, computed in one array of floats
         (the sizes are whole numbers, exact as floats: the same values as ``sizes - pos_g``, #19)."""
-        return self.negatives_of(0, len(self.pos_g))
+        return self.negatives_of(0, self.groups)
 
     def negatives_of(self, a: int, b: int, ends: np.ndarray | None = None) -> np.ndarray:
         """:meth:`neg_g` of the groups ``[a, b)`` alone, from their :meth:`ends_of` when the caller
         has them (consumed: the negatives are written over them)."""
         if self.starts is None:
-            return 1.0 - self.pos_g[a:b]
+            return 1.0 - self.pos_of(a, b)
         if ends is None:
             ends = self.ends_of(a, b)
         ends -= self.starts[a:b]  # each group's size
-        ends -= self.pos_g[a:b]
+        ends -= self.pos_of(a, b)
         return ends
 
     def reversed(self) -> Ranked:
-        """The same in the reverse order (descending for an ascending sort): the group sums read
-        backwards, not summed again (the flags and the order are views). While one reversal is in
-        use (average precision's influence values), the next call gives it again instead of a second
-        copy of the group sums and starts; none is kept past its use (#19)."""
-        from labledger.metrics.classification import reversed_starts
-
+        """The same in the reverse order (descending for an ascending sort): :class:`Reversed`, which
+        reads this one's group sums and starts backwards. While one reversal is in use (average
+        precision's influence values), the next call gives it again instead of a second one (with
+        whole arrays it made); none is kept past its use (#19)."""
         found = self._reversed() if self._reversed is not None else None
         if found is None:
-            parts = (self.y[::-1], np.ascontiguousarray(self.pos_g[::-1]))
-            found = Ranked(self.y, self.order[::-1], reversed_starts(self.starts, self.n), _parts=parts)
+            found = Reversed(self)
             self._reversed = weakref.ref(found)
         return found
+
+
+class Reversed(Ranked):
+    """A :class:`Ranked` read in reverse (``of``: the one read), with no copy of its arrays: the flags
+    and the order are views, and a block of groups (:meth:`pos_of`, :meth:`ends_of`,
+    :meth:`negatives_of`) is made from the mirrored block of ``of``'s group sums and starts, the
+    same whole numbers. The whole reversed group sums and starts (:attr:`pos_g`, :attr:`starts`) are
+    made only for a reader of whole arrays, and kept: average precision's value and unclustered
+    variance read blocks (10M rows: two arrays of a float or int per group less, ~146 MiB, #19).
+
+    >>> r = Ranked(np.array([True, False, True, False, False]), np.arange(5), np.array([0, 2, 3]))
+    >>> v = Reversed(r); w = Ranked(r.y[::-1].copy(), np.arange(5), np.array([0, 2, 3]))  # reversed by hand
+    >>> [v.pos_of(1, 3).tolist(), v.ends_of(0, 3).tolist(), v.negatives_of(0, 3).tolist()]
+    [[1.0, 1.0], [2.0, 3.0, 5.0], [2.0, 0.0, 1.0]]
+    >>> [w.pos_g[1:3].tolist(), w.ends_of(0, 3).tolist(), w.negatives_of(0, 3).tolist()]
+    [[1.0, 1.0], [2.0, 3.0, 5.0], [2.0, 0.0, 1.0]]
+    """
+
+    def __init__(self, of: Ranked) -> None:  # (Ranked.__init__ would sum the groups)
+        self.of, self.n, self.p = of, of.n, of.p
+        self.y, self.order = of.y[::-1], of.order[::-1]
+        self._reversed = weakref.ref(of)
+        self._made: tuple[np.ndarray, np.ndarray | None] | None = None
+
+    def _whole(self) -> tuple[np.ndarray, np.ndarray | None]:
+        from labledger.metrics.classification import reversed_starts
+
+        if self._made is None:
+            self._made = np.ascontiguousarray(self.of.pos_g[::-1]), reversed_starts(self.of.starts, self.n)
+        return self._made
+
+    @property
+    def pos_g(self) -> np.ndarray:
+        return self.y.astype(np.float64) if self.of.pos_kept is None else self._whole()[0]
+
+    @property
+    def pos_kept(self) -> np.ndarray | None:
+        return None if self.of.pos_kept is None else self.pos_g
+
+    @property
+    def starts(self) -> np.ndarray | None:
+        return self.of.starts if self.of.starts is None else self._whole()[1]
+
+    @property
+    def groups(self) -> int:
+        return self.of.groups
+
+    def _mirror(self, a: int, b: int) -> tuple[int, int]:
+        """The groups of ``of`` that are this one's ``[a, b)``, backwards."""
+        g = self.of.groups
+        return g - b, g - a
+
+    def pos_of(self, a: int, b: int) -> np.ndarray:
+        lo, hi = self._mirror(a, b)
+        out: np.ndarray = np.ascontiguousarray(self.of.pos_of(lo, hi)[::-1])
+        return out
+
+    def ends_of(self, a: int, b: int) -> np.ndarray:
+        # a group's end here is n less its start there
+        starts = self.of.starts
+        if starts is None:
+            return np.arange(a + 1, b + 1, dtype=np.float64)
+        lo, hi = self._mirror(a, b)
+        out: np.ndarray = np.subtract(self.n, starts[lo:hi][::-1], dtype=np.float64)
+        return out
+
+    def negatives_of(self, a: int, b: int, ends: np.ndarray | None = None) -> np.ndarray:
+        if self.of.starts is None:
+            return 1.0 - self.pos_of(a, b)
+        if ends is None:
+            ends = self.ends_of(a, b)
+        lo, hi = self._mirror(a, b)
+        ends -= self.n  # a group's start here is n less its end there: its size is end - start
+        ends += self.of.ends_of(lo, hi)[::-1]
+        ends -= self.pos_of(a, b)
+        return ends
 
 
 class GroupInfluence:
@@ -299,7 +396,7 @@ def auc_sum_sq(r: Ranked) -> float:
     p, q = r.p, r.n - r.p
     if p == 0 or q == 0:
         return math.nan
-    if len(spans(len(r.pos_g))) == 1:  # one block: the whole arrays, one pass
+    if len(spans(r.groups)) == 1:  # one block: the whole arrays, one pass
         return auc_groups(r, False).sum_sq()
 
     def each() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, float]]:
@@ -339,7 +436,7 @@ def ap_sum_sq(r: Ranked) -> float:
     n, p = r.n, r.p
     if p == 0 or n == 0:
         return math.nan
-    parts = spans(len(r.pos_g))
+    parts = spans(r.groups)
     if len(parts) == 1:  # one block: the whole arrays, one pass
         return ap_groups(r, False).sum_sq()
     befores, total, before = [], 0.0, 0.0

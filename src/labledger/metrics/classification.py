@@ -31,7 +31,7 @@ import numpy as np
 from labledger.errors import MetricInputError
 from labledger.metrics._inputs import check_pos_label, encode, numbers, prob_matrix, same_length, score_inputs
 from labledger.metrics.entry import Metric
-from labledger.metrics.kernels import by_blocks, spans, stable_argsort
+from labledger.metrics.kernels import by_blocks, cell_sums, spans, stable_argsort
 from labledger.metrics.prepared import MeanPrepared, Prepared, Strategy, TablePrepared, WeightsFunction, WeightsPrepared
 
 if TYPE_CHECKING:
@@ -563,7 +563,7 @@ def _auc_point(ranked: LazyRanked) -> Callable[[], float]:
 
     def fn() -> float:
         r = ranked()
-        return roc_auc_sorted(r.y, r.starts, r.pos_g)
+        return roc_auc_sorted(r.y, r.starts, r.pos_kept)
 
     return fn
 
@@ -573,9 +573,14 @@ def _ap_point(ranked: LazyRanked) -> Callable[[], float]:
 
     def fn() -> float:
         r = ranked().reversed()
-        return ap_sorted(r.y, r.starts, r.pos_g)
+        return ap_blocks(_blocks_of(r), r.groups, r.p)
 
     return fn
+
+
+def _blocks_of(r: Ranked) -> Callable[[int, int], tuple[np.ndarray, np.ndarray]]:
+    """Each block of ``r``'s tie groups' (positives, ends), for :func:`ap_blocks`."""
+    return lambda a, b: (r.pos_of(a, b), r.ends_of(a, b))
 
 
 def _ap_w(score: np.ndarray, is_pos: np.ndarray, sorted_: SortGiven | None = None) -> WeightsFunction:
@@ -658,20 +663,30 @@ def ap_sorted(y: np.ndarray, starts: np.ndarray | None, tp: np.ndarray | None = 
     >>> ap_sorted(np.array([True, False, True, False]), None)
     0.8333333333333333
     """
-    n, p = len(y), int(np.count_nonzero(y))
+    n = len(y)
+
+    def block(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        if starts is None:
+            return y[a:b].astype(np.float64), np.arange(a + 1, b + 1, dtype=np.float64)
+        return (group_positives(y, starts, a, b) if tp is None else tp[a:b]), group_ends(starts, n, a, b)
+
+    return ap_blocks(block, n if starts is None else len(starts), int(np.count_nonzero(y)))
+
+
+def ap_blocks(block: Callable[[int, int], tuple[np.ndarray, np.ndarray]], groups: int, p: int) -> float:
+    """:func:`ap_sorted` from each block of ``groups`` tie groups' (positives, ends) in descending
+    order (``p`` positives in all): for a :class:`~labledger.metrics.analytic.Ranked`, its blocks.
+
+    >>> ap_blocks(lambda a, b: (np.array([1.0, 0.0, 1.0, 0.0])[a:b], np.arange(a + 1.0, b + 1.0)), 4, 2)
+    0.8333333333333333
+    """
     if p == 0:
         return math.nan
     # the running precision divided in place, a block of groups at a time (the same divisions: the
     # same bits; the running count carried, whole numbers: exact; one block is one pass, #19)
-    g = n if starts is None else len(starts)
     total, before = 0.0, 0.0
-    for a, b in spans(g):
-        if starts is None:
-            tp_b = y[a:b].astype(np.float64)
-            ends = np.arange(a + 1, b + 1, dtype=np.float64)
-        else:
-            tp_b = group_positives(y, starts, a, b) if tp is None else tp[a:b]
-            ends = group_ends(starts, n, a, b)
+    for a, b in spans(groups):
+        tp_b, ends = block(a, b)
         prec = np.cumsum(tp_b)
         prec += before
         prec /= ends
@@ -688,10 +703,10 @@ def _ovr_point(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrS
         for c in classes:
             r = sorts.ranked(c)()
             if name == "roc_auc":
-                vals.append(roc_auc_sorted(r.y, r.starts, r.pos_g))
+                vals.append(roc_auc_sorted(r.y, r.starts, r.pos_kept))
             else:
                 rr = r.reversed()
-                vals.append(ap_sorted(rr.y, rr.starts, rr.pos_g))
+                vals.append(ap_blocks(_blocks_of(rr), rr.groups, rr.p))
         ok = [v for v in vals if not math.isnan(v)]
         return float(np.mean(ok)) if ok else math.nan
 
@@ -737,7 +752,7 @@ def _ece_point(
     def fn() -> float:
         if not len(bins):
             return math.nan
-        gap = np.bincount(bins, weights=correct - conf, minlength=n_bins)
+        gap = cell_sums(bins, lambda a, b: correct[a:b] - conf[a:b], n_bins)
         return float(np.abs(gap).sum() / len(bins))
 
     return fn
@@ -753,7 +768,9 @@ def _ece_binned(
         rank = np.empty(len(conf), dtype=np.int64)
         rank[stable_argsort(conf)] = np.arange(len(conf))
         return rank, correct, conf
-    bins = by_blocks(len(conf), lambda a, b: np.minimum((conf[a:b] * n_bins).astype(np.int64), n_bins - 1), np.int64)
+    # each item's bin in the narrowest unsigned type that holds the last (10M items, 15 bins: 10 MiB, not 76)
+    narrow = np.min_scalar_type(max(n_bins - 1, 0))
+    bins = by_blocks(len(conf), lambda a, b: np.minimum((conf[a:b] * n_bins).astype(np.int64), n_bins - 1), narrow)
     return bins, correct, conf
 
 
@@ -1472,6 +1489,7 @@ __all__ = [
     "BINARY_TABLE_METRICS",
     "METRICS",
     "accuracy",
+    "ap_blocks",
     "ap_sorted",
     "average_precision",
     "balanced_accuracy",

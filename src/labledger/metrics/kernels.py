@@ -80,6 +80,22 @@ def element_spans(n: int) -> list[tuple[int, int]]:
     return spans(n, ELEMENT_BLOCK)
 
 
+def cell_sums(cells: np.ndarray, values: Callable[[int, int], np.ndarray], size: int) -> np.ndarray:
+    """``np.bincount(cells, weights=v, minlength=size)`` of the values ``v[a:b] = values(a, b)``, bit
+    for bit, a block of items at a time: bincount adds each item's value to its cell in item order,
+    as ``np.add.at`` does from one block to the next, so the sums are the same floats, and neither
+    the values nor an ``intp`` copy of narrow ``cells`` (bincount's own) is ever an array of n (#19).
+
+    >>> c, v = np.array([1, 0, 1], np.uint8), np.array([0.1, 0.2, 0.7])
+    >>> cell_sums(c, lambda a, b: v[a:b], 2).tolist() == np.bincount(c, weights=v, minlength=2).tolist()
+    True
+    """
+    out = np.zeros(size, dtype=np.float64)
+    for a, b in element_spans(len(cells)):
+        np.add.at(out, cells[a:b], values(a, b))
+    return out
+
+
 def by_blocks(n: int, fill: Callable[[int, int], np.ndarray], dtype: Any = np.float64) -> np.ndarray:
     """An array of ``n`` values whose items ``[a, b)`` are ``fill(a, b)`` (a new array, elementwise:
     the same values whatever the blocks), :data:`ELEMENT_BLOCK` items at a time: the formula's
@@ -197,7 +213,7 @@ def _packed_order(x: np.ndarray) -> np.ndarray | None:
         run = k[at]
         index = (run & low).astype(np.intp)
         k[at] = run[_argsort_runs(x[index])]  # by value alone: runs of other high parts never mix
-    order = k.view(np.int64)
+    order: np.ndarray = k.view(np.int64)
     order &= np.int64(low)
     return order
 
@@ -311,4 +327,13 @@ def _one_thread_worker() -> None:
     _STATE.one = True
 
 
-__all__ = ["by_blocks", "element_spans", "exact_sum", "one_blas_thread", "pool_initializer", "spans", "stable_argsort"]
+__all__ = [
+    "by_blocks",
+    "cell_sums",
+    "element_spans",
+    "exact_sum",
+    "one_blas_thread",
+    "pool_initializer",
+    "spans",
+    "stable_argsort",
+]

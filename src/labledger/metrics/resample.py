@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError
-from labledger.metrics.kernels import by_blocks, element_spans, pool_initializer
+from labledger.metrics.kernels import by_blocks, cell_sums, element_spans, pool_initializer
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
 from labledger.metrics.stats import percentile_p_value, quantiles
 
@@ -379,7 +379,7 @@ def _prep_code(p: WeightsPrepared, m: int, span: tuple[int, int] | None) -> np.n
     bins) rank chunk x correct; in place, whole numbers (exact): one array, not three (#19)."""
     all_cells, all_correct, _ = p.binned  # type: ignore[misc]  # (_cell_layout checked)
     lo, hi = span or (0, len(all_cells))
-    c = all_cells[lo:hi] * (m or 2)
+    c: np.ndarray = np.multiply(all_cells[lo:hi], m or 2, dtype=np.int64)  # (equal-width bins: a narrow type)
     if m:
         c //= max(len(all_cells), 1)
         c *= 2
@@ -445,9 +445,16 @@ def _codes_by_blocks(
     for a, b in element_spans(n):  # whole-number counts: the same whatever the blocks
         all_counts += np.bincount(code_of(a, b), minlength=total)
     uniq = np.flatnonzero(all_counts)
-    lookup = np.zeros(total, dtype=np.int64)
+    # each item's index among the occupied codes in the narrowest unsigned type that holds it: at
+    # 10M items and up to 2^16 cells 19 MiB instead of 76
+    lookup = np.zeros(total, dtype=np.min_scalar_type(max(len(uniq) - 1, 0)))
     lookup[uniq] = np.arange(len(uniq))
-    return uniq, by_blocks(n, lambda a, b: lookup[code_of(a, b)], np.int64), all_counts[uniq]
+    return uniq, by_blocks(n, lambda a, b: lookup[code_of(a, b)], lookup.dtype), all_counts[uniq]
+
+
+def _part(values: np.ndarray) -> Callable[[int, int], np.ndarray]:
+    """``values[a:b]`` as a function of the block ``[a, b)`` (:func:`~labledger.metrics.kernels.cell_sums`)."""
+    return lambda a, b: values[a:b]
 
 
 def quantile_ece_from_chunks(w: np.ndarray, d: np.ndarray, n_bins: int, n: int) -> np.ndarray:
@@ -509,20 +516,26 @@ def _resample_binned(
     k = len(preps)
     confs = [p.binned[2] for p in preps if p.binned is not None]
     cnt = counts.astype(np.float64)
-    means = np.stack([np.bincount(inv, weights=c, minlength=n_cat) / cnt for c in confs], axis=1)
+    # the cells' sums of the items' values, a block of items at a time (bincount's floats, #19)
+    means = np.stack([cell_sums(inv, _part(c), n_cat) / cnt for c in confs], axis=1)
+
+    def centred(i: int, a: int, b: int) -> np.ndarray:
+        out: np.ndarray = confs[i][a:b] - means[inv[a:b], i]
+        return out
+
+    def product(i: int, j: int) -> Callable[[int, int], np.ndarray]:
+        def values(a: int, b: int) -> np.ndarray:
+            c = centred(i, a, b)
+            out: np.ndarray = np.multiply(c, c, out=c) if i == j else centred(j, a, b) * c  # (diagonal: in place)
+            return out
+
+        return values
+
     cov = np.empty((n_cat, k, k))
     for i in range(k):
-        ci = means[inv, i]
-        np.subtract(confs[i], ci, out=ci)  # confs[i] - means[inv, i], in place
         for j in range(i + 1, k):
-            cj = means[inv, j]
-            np.subtract(confs[j], cj, out=cj)
-            cj *= ci
-            cov[:, i, j] = cov[:, j, i] = np.bincount(inv, weights=cj, minlength=n_cat) / cnt
-            del cj
-        ci *= ci  # the diagonal last: ci * cj with cj = ci, squared in place (the same products)
-        cov[:, i, i] = np.bincount(inv, weights=ci, minlength=n_cat) / cnt
-        del ci
+            cov[:, i, j] = cov[:, j, i] = cell_sums(inv, product(i, j), n_cat) / cnt
+        cov[:, i, i] = cell_sums(inv, product(i, i), n_cat) / cnt
     vals, vecs = np.linalg.eigh(cov)
     root = vecs * np.sqrt(np.clip(vals, 0, None))[:, None, :]  # (cells, k, k): root @ root.T = cov
     quantile = [p.params.get("strategy") == "quantile" for p in preps]
