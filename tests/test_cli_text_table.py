@@ -50,8 +50,15 @@ def rich_output(title: str, columns: list[Column], rows, styles, *, width: int, 
     return out.getvalue()
 
 
-words = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12)
-lines = st.lists(words, min_size=1, max_size=3).map(" ".join) | st.just("")
+# headers are labledger's own column names, which rich reads as markup: no brackets or backslashes
+words = st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="[]\\"), min_size=1, max_size=12)
+# cells without a backslash: the reference is rich fed markup-escaped cells, and rich reads some
+# escaped backslashes back otherwise (a cell's last backslash as two, one before "[" not at all):
+# quirks of rich's markup that the plain writer (which prints the text as it is) does not copy
+cell_words = st.text(
+    st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="\\"), min_size=1, max_size=12
+)
+lines = st.lists(cell_words, min_size=1, max_size=3).map(" ".join) | st.just("")
 cells = st.lists(lines, min_size=1, max_size=3).map("\n".join)
 
 
