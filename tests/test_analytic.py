@@ -267,6 +267,50 @@ def test_the_reversed_reading_equals_a_ranked_of_the_reversed_order(seed, n, dig
         for clustered in (False, True):  # per-item values, spread a block of groups at a time
             got_i = analytic.ap_groups(mirror, clustered).per_item()
             assert got_i.tobytes() == analytic.ap_groups(built, clustered).per_item().tobytes()
+            # ... and made a block at a time without the groups' whole arrays: the same floats
+            assert analytic.ap_items(mirror, clustered).tobytes() == got_i.tobytes()
+            want_auc = analytic.auc_groups(r, clustered).per_item()
+            assert analytic.auc_items(r, clustered).tobytes() == want_auc.tobytes()
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), digits=st.sampled_from([2, 3, 0]), block=st.sampled_from([200, 1000, 4099]))
+def test_influence_values_made_a_block_at_a_time_are_the_whole_arrays_floats(seed, digits, block):
+    """ROC-AUC's and AP's per-item influence values a block of groups at a time, centred on a value
+    summed as np.sum sums the whole array (numpy's pairwise halvings, leaves of a block): the very
+    floats of the whole group arrays, over many blocks and leaves, tied or not (#19)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5_000, 20_000))
+    y = rng.random(n) < rng.uniform(0.05, 0.95)
+    score = rng.random(n) if digits == 0 else np.round(rng.random(n), digits)
+    order = kernels.stable_argsort(score)
+    starts = tie_starts(score[order])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "BLOCK", block)
+        r = analytic.Ranked(y, order, starts)
+        for clustered in (False, True):
+            assert analytic.auc_items(r, clustered).tobytes() == analytic.auc_groups(r, clustered).per_item().tobytes()
+            back = r.reversed()
+            assert (
+                analytic.ap_items(back, clustered).tobytes() == analytic.ap_groups(back, clustered).per_item().tobytes()
+            )
+
+
+def test_pairwise_sum_is_numpys_sum_bit_for_bit():
+    """np.sum of a whole array, from ranges of it asked for in order (any leaf size)."""
+    rng = np.random.default_rng(8)
+    for n in (0, 1, 7, 128, 129, 1000, 65_537, 300_001):
+        x = rng.normal(size=n) * 10.0 ** rng.integers(-6, 6, n)
+        asked = []
+
+        def values(a, b, x=x, asked=asked):
+            asked.append((a, b))
+            return x[a:b]
+
+        for leaf in (1, 130, 4096, None):
+            asked.clear()
+            assert kernels.pairwise_sum(values, n, leaf) == np.sum(x)
+            assert [a for a, _ in asked] == [0, *[b for _, b in asked[:-1]]][: len(asked)]  # in order
 
 
 def test_cell_sums_are_bincounts_bit_for_bit():

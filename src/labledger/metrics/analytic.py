@@ -39,7 +39,7 @@ import numpy as np
 
 from labledger.errors import MetricInputError
 from labledger.metrics.classification import group_ends, group_positives
-from labledger.metrics.kernels import spans
+from labledger.metrics.kernels import pairwise_sum, spans
 from labledger.metrics.prepared import MeanPrepared, Prepared, WeightsPrepared
 from labledger.metrics.stats import norm_ppf, norm_sf, t_ppf, t_sf
 
@@ -87,24 +87,15 @@ def _group_blocks(r: Ranked) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarra
         yield _group_block(r, a, b)
 
 
-def _per_item(
-    y: np.ndarray, if_pos: np.ndarray, if_neg: np.ndarray, sizes: np.ndarray | None, order: np.ndarray
-) -> np.ndarray:
-    """Each item's value (by group and class, in sorted positions) put back in the items' order: one
-    value per group spread by ``np.repeat`` rather than gathered item by item (#19), a block of
-    groups at a time (the values spread and picked for a block's items, not for all n, #19)."""
-    out = np.empty(len(y))
-    if sizes is None:
-        for a, b in spans(len(y)):
-            out[order[a:b]] = np.where(y[a:b], if_pos[a:b], if_neg[a:b])
-        return out
-    lo = 0
-    for a, b in spans(len(sizes)):
-        size = sizes[a:b]
-        hi = lo + int(size.sum())
-        out[order[lo:hi]] = np.where(y[lo:hi], np.repeat(if_pos[a:b], size), np.repeat(if_neg[a:b], size))
-        lo = hi
-    return out
+def _spread(out: np.ndarray, r: Ranked, a: int, b: int, if_pos: np.ndarray, if_neg: np.ndarray) -> None:
+    """Put the values of ``r``'s tie groups ``[a, b)`` (a positive's ``if_pos``, a negative's
+    ``if_neg``, one per group) at their items in ``out`` (the items' order): each spread over its
+    group by ``np.repeat`` rather than gathered item by item, for a block of groups at a time (#19)."""
+    lo, hi = r.first_item(a), r.first_item(b)
+    sizes = r.sizes_of(a, b)
+    if sizes is not None:
+        if_pos, if_neg = np.repeat(if_pos, sizes), np.repeat(if_neg, sizes)
+    out[r.order[lo:hi]] = np.where(r.y[lo:hi], if_pos, if_neg)
 
 
 class Ranked:
@@ -154,6 +145,20 @@ class Ranked:
     def pos_of(self, a: int, b: int) -> np.ndarray:
         """:attr:`pos_g` of the groups ``[a, b)`` (contiguous)."""
         return self.y[a:b].astype(np.float64) if self._pos_g is None else self._pos_g[a:b]
+
+    def first_item(self, g: int) -> int:
+        """The sorted position of group ``g``'s first item (``n`` for the group after the last)."""
+        starts = self.starts
+        return g if starts is None else (int(starts[g]) if g < len(starts) else self.n)
+
+    def sizes_of(self, a: int, b: int) -> np.ndarray | None:
+        """:attr:`sizes` of the groups ``[a, b)`` (None: no ties)."""
+        starts = self.starts
+        if starts is None:
+            return None
+        out = group_ends(starts, self.n, a, b, np.int64)
+        out -= starts[a:b]
+        return out
 
     @property
     def ends(self) -> np.ndarray:
@@ -255,6 +260,15 @@ class Reversed(Ranked):
         out: np.ndarray = np.ascontiguousarray(self.of.pos_of(lo, hi)[::-1])
         return out
 
+    def first_item(self, g: int) -> int:
+        # a group's first item here is n less the first item there of the group after it
+        return self.n - self.of.first_item(self.of.groups - g)
+
+    def sizes_of(self, a: int, b: int) -> np.ndarray | None:
+        lo, hi = self._mirror(a, b)
+        found = self.of.sizes_of(lo, hi)
+        return None if found is None else found[::-1]
+
     def ends_of(self, a: int, b: int) -> np.ndarray:
         # a group's end here is n less its start there
         starts = self.of.starts
@@ -288,7 +302,10 @@ class GroupInfluence:
         r = self.ranked
         if self.parts is None:
             return np.full(r.n, math.nan)
-        return _per_item(r.y, self.parts[0], self.parts[1], r.sizes, r.order)
+        out = np.empty(r.n)
+        for a, b in spans(r.groups):
+            _spread(out, r, a, b, self.parts[0][a:b], self.parts[1][a:b])
+        return out
 
     def sum_sq(self) -> float:
         """``sum_i psi_i^2`` over the items, as ``sum_g (pos_g if_pos_g^2 + neg_g if_neg_g^2)``
@@ -342,6 +359,98 @@ def _centred(v: np.ndarray, auc: float, count: int, scale: float) -> np.ndarray:
     v /= count
     v *= scale
     return v
+
+
+def auc_items(r: Ranked, clustered: bool) -> np.ndarray:
+    """``auc_groups(r, clustered).per_item()``, the same floats, a block of groups at a time: the AUC
+    to centre on from the groups' products summed as ``np.sum`` of the whole array would
+    (:func:`~labledger.metrics.kernels.pairwise_sum`), then each block's values spread to its items;
+    no array of n but the answer (10M items: five arrays of a float per group less, #19).
+
+    >>> r = Ranked(np.array([False, True, False, True]), np.arange(4), np.array([0, 1, 3]))
+    >>> auc_items(r, False).tolist() == auc_groups(r, False).per_item().tolist()
+    True
+    """
+    p, q = r.p, r.n - r.p
+    if p == 0 or q == 0:
+        return np.full(r.n, math.nan)
+
+    carried = [0.0]  # the positives in the groups before (whole numbers: exact)
+
+    def components(a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(positives, V10, V01) of the groups ``[a, b)``, which follow those asked for before."""
+        pos, neg, ends = _group_block(r, a, b)
+        v10, v01 = _auc_v(pos, neg, ends, carried[0], p, q)
+        carried[0] += float(pos.sum())
+        return pos, v10, v01
+
+    def products(a: int, b: int) -> np.ndarray:
+        pos, v10, _ = components(a, b)
+        v10 *= pos  # (the product commutes: pos * v10, the same floats)
+        return v10
+
+    auc = float(pairwise_sum(products, r.groups) / p)
+    sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
+    sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
+    out = np.empty(r.n)
+    carried[0] = 0.0
+    for a, b in spans(r.groups):
+        _, v10, v01 = components(a, b)
+        _spread(out, r, a, b, _centred(v10, auc, p, sp), _centred(v01, auc, q, sq))
+    return out
+
+
+def ap_items(r: Ranked, clustered: bool) -> np.ndarray:
+    """``ap_groups(r, clustered).per_item()`` (``r`` descending), the same floats, a block of groups
+    at a time: AP from the running precision's products summed as ``np.sum`` of the whole array
+    would (:func:`~labledger.metrics.kernels.pairwise_sum`), then backwards (the sums over the groups
+    at or below each score carried from block to block: the same additions in the same order) each
+    block's values spread to its items (#19).
+
+    >>> r = Ranked(np.array([True, False, True, True]), np.arange(4), np.array([0, 1, 3]))
+    >>> ap_items(r, True).tolist() == ap_groups(r, True).per_item().tolist()
+    True
+    """
+    n, p = r.n, r.p
+    if p == 0 or n == 0:
+        return np.full(n, math.nan)
+    parts = spans(r.groups)
+    befores, before = [], 0.0
+    for a, b in parts:  # the positives before each block (whole numbers: exact)
+        befores.append(before)
+        before += float(r.pos_of(a, b).sum())
+    carried = [0.0]
+
+    def precision(a: int, b: int, before: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pos, ends = r.pos_of(a, b), r.ends_of(a, b)
+        prec = np.cumsum(pos)
+        prec += before  # whole numbers: exact
+        prec /= ends
+        return pos, ends, prec
+
+    def products(a: int, b: int) -> np.ndarray:
+        pos, _, prec = precision(a, b, carried[0])
+        carried[0] += float(pos.sum())
+        prec *= pos  # (pos * prec, the same floats)
+        return prec
+
+    ap = float(pairwise_sum(products, r.groups) / p)
+    scale = math.sqrt(n / (n - 1)) if not clustered and n > 1 else 1.0
+    out = np.empty(n)
+    carry_a = carry_b = 0.0
+    for k in range(len(parts) - 1, -1, -1):
+        a, b = parts[k]
+        pos, ends, prec = precision(a, b, befores[k])
+        step = np.divide(pos, ends)
+        above = _suffix_sums(step, carry_a)
+        np.multiply(pos, prec, out=step)
+        step /= ends
+        weighted = _suffix_sums(step, carry_b)
+        del step
+        if len(above):
+            carry_a, carry_b = float(above[0]), float(weighted[0])
+        _spread(out, r, a, b, *_ap_values(prec, above, weighted, ap, p, scale))
+    return out
 
 
 def ap_groups(r: Ranked, clustered: bool) -> GroupInfluence:
@@ -509,10 +618,19 @@ class GroupedInfluence:
     :class:`GroupInfluence`, computed once by whether clusters are summed; :meth:`sum_sq` gives the
     unclustered variance by group."""
 
-    def __init__(self, make: Callable[[bool], GroupInfluence], blockwise: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        make: Callable[[bool], GroupInfluence],
+        blockwise: Callable[[], float] | None = None,
+        items: Callable[[bool], np.ndarray] | None = None,
+    ) -> None:
         self._make = make
         self._blockwise = blockwise
+        #: the items' values a block of groups at a time (:func:`auc_items`, :func:`ap_items`): the
+        #: floats of the groups' per_item without the whole group arrays (#19)
+        self._items = items
         self._done: dict[bool, GroupInfluence] = {}
+        self._items_made: set[bool] = set()
 
     def groups(self, clustered: bool) -> GroupInfluence:
         if clustered not in self._done:
@@ -520,12 +638,16 @@ class GroupedInfluence:
         return self._done[clustered]
 
     def __call__(self, clustered: bool) -> np.ndarray:
-        return self.groups(clustered).per_item()
+        if self._items is None or clustered in self._done:
+            return self.groups(clustered).per_item()
+        self._items_made.add(clustered)
+        return self._items(clustered)
 
     def sum_sq(self) -> float:
-        """The unclustered ``sum_i psi_i^2``: from the groups' values when they are made, else by
-        ``blockwise`` (:func:`auc_sum_sq`, :func:`ap_sum_sq`), which makes no array of n (#19)."""
-        if False in self._done or self._blockwise is None:
+        """The unclustered ``sum_i psi_i^2``: from the groups' values once the unclustered items'
+        values were asked for (as when they were made from the groups), else by ``blockwise``
+        (:func:`auc_sum_sq`, :func:`ap_sum_sq`), which makes no array of n (#19)."""
+        if False in self._done or False in self._items_made or self._blockwise is None:
             return self.groups(False).sum_sq()
         return self._blockwise()
 

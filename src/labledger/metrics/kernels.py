@@ -80,6 +80,34 @@ def element_spans(n: int) -> list[tuple[int, int]]:
     return spans(n, ELEMENT_BLOCK)
 
 
+#: numpy's pairwise summation sums at most this many values in one run (its ``PW_BLOCKSIZE``).
+PAIRWISE_RUN = 128
+
+
+def pairwise_sum(values: Callable[[int, int], np.ndarray], n: int, leaf: int | None = None) -> float:
+    """``np.sum`` of the ``n`` values ``values(a, b)`` gives for ``[a, b)``, bit for bit, with no
+    array of n: numpy sums a contiguous array by halving it (at ``n // 2`` less its remainder by
+    8) down to runs of :data:`PAIRWISE_RUN`; this halves the same way down to ranges of at most
+    ``leaf`` (:data:`BLOCK`) values, which ``np.sum`` itself sums (the same halvings below), and
+    adds the halves as numpy does. ``values`` is called on consecutive ranges, left to right (a
+    caller may carry a running count from one range to the next, #19).
+
+    >>> x = np.random.default_rng(0).random(1000)
+    >>> bool(pairwise_sum(lambda a, b: x[a:b], 1000, leaf=130) == np.sum(x))
+    True
+    """
+    size = max(PAIRWISE_RUN, BLOCK if leaf is None else leaf)
+
+    def node(a: int, m: int) -> float:
+        if m <= size:
+            return np.sum(values(a, a + m))  # type: ignore[no-any-return]
+        half = m // 2
+        half -= half % 8
+        return node(a, half) + node(a + half, m - half)
+
+    return node(0, n) if n else 0.0
+
+
 def cell_sums(cells: np.ndarray, values: Callable[[int, int], np.ndarray], size: int) -> np.ndarray:
     """``np.bincount(cells, weights=v, minlength=size)`` of the values ``v[a:b] = values(a, b)``, bit
     for bit, a block of items at a time: bincount adds each item's value to its cell in item order,
@@ -333,6 +361,7 @@ __all__ = [
     "element_spans",
     "exact_sum",
     "one_blas_thread",
+    "pairwise_sum",
     "pool_initializer",
     "spans",
     "stable_argsort",
