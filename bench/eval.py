@@ -283,7 +283,9 @@ def main() -> None:
     trees = {"": base_env}
     if args.baseline:
         trees[" (baseline)"] = {**base_env, "PYTHONPATH": args.baseline}
-    cache_dir = tmp / "columnar-cache"
+    # a cache folder per tree: two versions whose entry layouts differ would rewrite each other's
+    # entries, and every "from the cache" run would be a first read
+    cache_dirs = {tree: tmp / ("columnar-cache" + ("-baseline" if tree else "")) for tree in trees}
 
     def cases():
         for kind, path in files.items():
@@ -334,8 +336,8 @@ def main() -> None:
     if "eval-cached" in only:  # fill the cache entries (not timed)
         for _kind, case, cmd in cases():
             if case == "eval-cached":
-                for env in trees.values():
-                    subprocess.run(cmd, env={**env, "LABLEDGER_CACHE_DIR": str(cache_dir)}, capture_output=True)
+                for tree, env in trees.items():
+                    subprocess.run(cmd, env={**env, "LABLEDGER_CACHE_DIR": str(cache_dirs[tree])}, capture_output=True)
     labledger_cases = ("eval", "eval-first", "eval-cached", "eval-compute", "eval-3", "compare", "calibrate")
     first_dir = tmp / "columnar-cache-first"
     for rep in range(args.reps):
@@ -343,7 +345,7 @@ def main() -> None:
             if case not in only or (tree and case not in labledger_cases):
                 continue
             if case == "eval-cached":
-                env = {**env, "LABLEDGER_CACHE_DIR": str(cache_dir)}
+                env = {**env, "LABLEDGER_CACHE_DIR": str(cache_dirs[tree])}
             if case == "eval-first":  # an empty cache folder before each run (not timed)
                 shutil.rmtree(first_dir, ignore_errors=True)
                 env = {**env, "LABLEDGER_CACHE_DIR": str(first_dir)}
