@@ -4,16 +4,19 @@ repeats read in one pass. Each equals the slow path exactly; a stale or torn cac
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import labledger
+from labledger.cli import main
 from labledger.errors import CacheWarning, DamagedLineWarning, RecordError
 from labledger.inputs import columnar
 from labledger.inputs.results import TOLERANCE, read_results
@@ -218,6 +221,59 @@ def test_the_cache_is_keyed_by_the_reading_parameters_and_can_be_off(tmp_path, c
     (tmp_path / "a-file").write_text("the cache folder cannot be made here")
     with pytest.warns(CacheWarning, match="could not be written"):
         assert read_results(other, positive="x")["t"].n == 40  # an unwritable cache is skipped, said once
+
+
+def test_deferred_entries_are_written_in_threads_and_waited_for(tmp_path, cache_dir, monkeypatch):
+    """Between defer_writes and wait_for_writes (the CLI's eval/compare/calibrate) a result set's entry
+    is written in a thread: a read of it meanwhile waits and reads it whole, wait_for_writes leaves
+    it on disk and writes in the caller again; an unwritable folder is still said once, and an error
+    that is not the cache's own reaches the caller there. The CLI leaves its entry written."""
+    rows = [{"id": i, "task": "t", "gold": ["x", "y"][i % 2], "score": 0.5 + i / 1000} for i in range(40)]
+    path = write(tmp_path / "r.jsonl", rows)
+    written = threading.Event()
+    real = columnar._write_entry
+
+    def slow(folder, entry, fill):
+        written.wait(5)  # held until the reader has returned
+        return real(folder, entry, fill)
+
+    monkeypatch.setattr(columnar, "_write_entry", slow)
+    columnar.defer_writes()
+    try:
+        first = read_results(path, positive="x")
+        assert [t.name for t in threading.enumerate() if t.name == "labledger-cache-write"]  # under way
+        assert entries(cache_dir) == []
+        written.set()
+        again = read_results(path, positive="x")  # waits for the write, then reads the entry
+        assert entries(cache_dir) and not again["t"].score.flags.writeable  # mapped from the entry
+        assert_same_set(first, again)
+    finally:
+        columnar.wait_for_writes()
+    assert not columnar._DEFERRED.on and not columnar._DEFERRED.threads
+
+    monkeypatch.setattr(columnar, "_write_entry", real)
+    monkeypatch.setenv(columnar.CACHE_DIR_ENV, str(tmp_path / "a-file"))
+    (tmp_path / "a-file").write_text("the cache folder cannot be made here")
+    columnar.defer_writes()
+    with pytest.warns(CacheWarning, match="could not be written"):
+        read_results(write(tmp_path / "s.jsonl", rows), positive="x")
+        columnar.wait_for_writes()
+
+    def broken(folder, entry, fill):
+        raise RuntimeError("a bug in the writer")
+
+    monkeypatch.setattr(columnar, "_write_entry", broken)
+    columnar.defer_writes()
+    read_results(write(tmp_path / "u.jsonl", rows), positive="x")
+    with pytest.raises(RuntimeError, match="a bug in the writer"):
+        columnar.wait_for_writes()
+
+    monkeypatch.setattr(columnar, "_write_entry", real)
+    monkeypatch.setenv(columnar.CACHE_DIR_ENV, str(cache_dir))
+    before = entries(cache_dir)
+    result = CliRunner().invoke(main, ["eval", str(write(tmp_path / "v.jsonl", rows)), "--positive", "x", "--json"])
+    assert result.exit_code == 0, result.output
+    assert len(entries(cache_dir)) == len(before) + 1 and not columnar._DEFERRED.threads
 
 
 def test_a_prefetched_key_is_used_once_and_never_for_a_changed_file(tmp_path, cache_dir, monkeypatch):

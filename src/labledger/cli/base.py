@@ -348,7 +348,12 @@ def handle_errors(fn):
         _fit_console()
         try:
             with name_notes():
-                return fn(*args, **kwargs)
+                try:
+                    return fn(*args, **kwargs)
+                finally:  # the cache entries a command left to threads, written before it ends
+                    columnar = sys.modules.get("labledger.inputs.columnar")
+                    if columnar is not None:
+                        columnar.wait_for_writes()
         except LedgerError as exc:
             click.echo(f"Error: {escape_controls(str(exc))}", err=True)
             sys.exit(getattr(exc, "exit_code", 1))

@@ -73,11 +73,14 @@ def prefetch(*refs: str) -> None:
     """Start hashing each ref that is a large results file, for the columnar cache's check, while the
     command's modules import (:func:`~labledger.inputs.columnar.prefetch_key`: ~17 ms of an ``eval``
     of 1M rows from the cache, #19); anything else (a ``RUN:NAME``, a missing file) is left to
-    :func:`resolve_results`, which reports it."""
-    from labledger.inputs.columnar import prefetch_key
+    :func:`resolve_results`, which reports it. The cache entries this command writes are written in
+    threads, waited for when it ends (:func:`~labledger.inputs.columnar.defer_writes`,
+    :func:`~labledger.cli.base.handle_errors`)."""
+    from labledger.inputs.columnar import defer_writes, prefetch_key
 
     for ref in refs:
         prefetch_key(ref)
+    defer_writes()  # the cache entries of what is read are written beside what follows (#19)
 
 
 def _source(ref: str, ledger_path: str | None) -> tuple[str, str]:

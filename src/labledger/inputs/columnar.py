@@ -411,6 +411,67 @@ class Columns(NamedTuple):
     arrow: Callable[[str], Any]
 
 
+class _Deferred:
+    """The columns entries being written in threads (:func:`defer_writes`), and a first error of
+    theirs that was not a cache write's own (re-raised by :func:`wait_for_writes`)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.threads: list[threading.Thread] = []
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()
+
+
+_DEFERRED = _Deferred()
+
+
+def defer_writes() -> None:
+    """From now until :func:`wait_for_writes`, a columns entry (a result set's) is written in a
+    thread, beside what follows the read, instead of before the read returns: the CLI's ``eval``,
+    ``compare`` and ``calibrate`` evaluate while the entry goes to disk (10M 3-class rows: ~1 s of
+    a first read, #19). A read of the same entry meanwhile waits for it."""
+    _DEFERRED.on = True
+
+
+def wait_for_writes() -> None:
+    """Wait for the entries :func:`defer_writes` left in threads and write them in the caller again
+    from now on; an error of theirs that is not the cache's own (a folder that refuses the write is
+    said as a :class:`~labledger.errors.CacheWarning`) is raised here."""
+    with _DEFERRED.lock:
+        threads, _DEFERRED.threads, _DEFERRED.on = _DEFERRED.threads, [], False
+    for thread in threads:
+        thread.join()
+    error, _DEFERRED.error = _DEFERRED.error, None
+    if error is not None:
+        raise error
+
+
+def _write_later(folder: Path, entry: Path, write: Callable[[BinaryIO], None]) -> bool:
+    """:func:`_write_entry` in a thread when writes are deferred (True: under way), else now."""
+    if not _DEFERRED.on:
+        return _write_entry(folder, entry, write)
+
+    def work() -> None:
+        try:
+            _write_entry(folder, entry, write)
+        except Exception as e:  # noqa: BLE001 - raised in the main thread (wait_for_writes), as if written there
+            _DEFERRED.error = _DEFERRED.error or e
+
+    thread = threading.Thread(target=work, name="labledger-cache-write")
+    with _DEFERRED.lock:
+        _DEFERRED.threads.append(thread)
+    thread.start()
+    return True
+
+
+def _written() -> None:
+    """Wait for the deferred writes under way: an entry being written is read once whole."""
+    with _DEFERRED.lock:
+        threads = list(_DEFERRED.threads)
+    for thread in threads:
+        thread.join()
+
+
 def store_columns(
     source: str | os.PathLike[str],
     kind: str,
@@ -467,7 +528,7 @@ def store_columns(
         f.write(len(header).to_bytes(8, "little"))
         f.write(_COLUMNS_MAGIC)
 
-    return _write_entry(folder, entry_path(source, kind, folder, "columns"), write)
+    return _write_later(folder, entry_path(source, kind, folder, "columns"), write)
 
 
 def cached_columns(
@@ -481,6 +542,7 @@ def cached_columns(
     if folder is None:
         return None
     entry = entry_path(source, kind, folder, "columns")
+    _written()
     try:
         with open(entry, "rb") as f:
             size = os.fstat(f.fileno()).st_size
