@@ -104,7 +104,7 @@ class Ranked:
     once per column and class and shared by both metrics (each gathered and summed them again, #19).
 
     >>> r = Ranked(np.array([False, True, True]), np.array([0, 2, 1]), np.array([0, 1]))
-    >>> r.y.tolist(), r.p, r.pos_g.tolist(), r.sizes.tolist()
+    >>> r.y.tolist(), r.p, r.pos_g.tolist(), r.sizes_of(0, r.groups).tolist()
     ([False, True, True], 2, [0.0, 2.0], [1, 2])
     >>> r.reversed().pos_g.tolist(), r.reversed().starts.tolist(), r.reversed().ends_of(0, 2).tolist()
     ([2.0, 0.0], [0, 2], [2.0, 3.0])
@@ -171,11 +171,6 @@ class Ranked:
         if self.starts is None:
             return np.arange(a + 1, b + 1, dtype=np.float64)
         return group_ends(self.starts, self.n, a, b)
-
-    @property
-    def sizes(self) -> np.ndarray | None:
-        """Each tie group's size (None: no ties)."""
-        return None if self.starts is None else np.diff(np.append(self.starts, self.n))
 
     def neg_g(self) -> np.ndarray:
         """The negatives per group: its size less its positives, computed in one array of floats

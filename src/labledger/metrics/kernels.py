@@ -195,23 +195,23 @@ _SIGN, _ALL = np.uint64(1 << 63), np.uint64((1 << 64) - 1)
 
 def _packed_order(x: np.ndarray) -> np.ndarray | None:
     """``np.argsort(x, kind="stable")`` of float64 ``x`` (``n < 2**32`` values) by one sort of
-        64-bit keys (None when some value is NaN: the caller sorts as usual). A key is the value's bits
-        mapped to an unsigned number that orders as the floats do (-0.0 made 0.0 first; a negative's
-        bits flipped, a positive's sign bit set), its low ``b`` bits (``2**b >= n``) replaced by the
-        item's index. Keys whose high parts differ order as their values; a run of keys with one high
-        part (equal values, or values within the dropped bits) is then sorted by value, ties by index.
-    None too when a sample of the values has many ties: those runs would take the time of a sort.
+    64-bit keys. A key is the value's bits mapped to an unsigned number that orders as the floats do
+    (-0.0 made 0.0 first; a negative's bits flipped, a positive's sign bit set), its low ``b`` bits
+    (``2**b >= n``) replaced by the item's index. Keys whose high parts differ order as their values;
+    a run of keys with one high part (equal values, or values within the dropped bits) is then sorted
+    by value, ties by index. None (the caller sorts as usual) when some value is NaN, or when a
+    sample of the values has many ties: those runs would take the time of a sort again.
 
-        >>> x = np.array([0.5, -0.0, 2.0, 0.0, -1.0, 0.5, np.inf])
-        >>> _packed_order(x).tolist() == np.argsort(x, kind="stable").tolist()
-        True
+    >>> x = np.array([0.5, -0.0, 2.0, 0.0, -1.0, 0.5, np.inf])
+    >>> _packed_order(x).tolist() == np.argsort(x, kind="stable").tolist()
+    True
     """
     n = len(x)
     lo = float(np.min(x)) if n else 0.0
     if math.isnan(lo) or math.isnan(float(np.max(x))):
         return None
-    # the share of tied values in a strided sample, q, foretells 1 - (1 - q)**step of the whole
-    # (each of D equally likely values: a sample of n/step misses a value's copies e^(step) less often)
+    # the share of tied values in a strided sample of m = n / step, q, foretells 1 - (1 - q)**step of
+    # the whole: with D equally likely values, q = 1 - e^(-m/D) and the whole's share 1 - e^(-n/D)
     step = max(1, n // SAMPLE)
     sample = np.sort(x[::step])
     equal = sample[1:] == sample[:-1]
@@ -248,8 +248,9 @@ def _packed_order(x: np.ndarray) -> np.ndarray | None:
 
 def stable_argsort(x: np.ndarray) -> np.ndarray:
     """``np.argsort(x, kind="stable")`` of a 1-D numeric array, the same order, in ~half the time:
-    the default (unstable, vectorised) sort, then each run of equal values in index order. NaNs
-    (which compare unequal to each other) go to the stable sort itself.
+    floats by packed keys (:func:`_packed_order`), else (or when they are mostly tied) the default
+    (unstable, vectorised) sort, then each run of equal values in index order. NaNs (which compare
+    unequal to each other) go to the stable sort itself.
 
     >>> stable_argsort(np.array([0.0, -0.0, 0.0])).tolist()
     [0, 1, 2]
