@@ -356,17 +356,20 @@ def _centred(v: np.ndarray, auc: float, count: int, scale: float) -> np.ndarray:
     return v
 
 
-def auc_items(r: Ranked, clustered: bool) -> np.ndarray:
+def auc_items(r: Ranked, clustered: bool) -> np.ndarray | None:
     """``auc_groups(r, clustered).per_item()``, the same floats, a block of groups at a time: the AUC
     to centre on from the groups' products summed as ``np.sum`` of the whole array would
     (:func:`~labledger.metrics.kernels.pairwise_sum`), then each block's values spread to its items;
-    no array of n but the answer (10M items: five arrays of a float per group less, #19).
+    no array of n but the answer (10M items: five arrays of a float per group less, #19). None when
+    the groups are one block: their whole arrays cost no more, and one pass less.
 
     >>> r = Ranked(np.array([False, True, False, True]), np.arange(4), np.array([0, 1, 3]))
-    >>> auc_items(r, False).tolist() == auc_groups(r, False).per_item().tolist()
+    >>> auc_items(r, False) is None  # one block (tests/test_analytic.py checks many, bit for bit)
     True
     """
     p, q = r.p, r.n - r.p
+    if len(spans(r.groups)) == 1:
+        return None
     if p == 0 or q == 0:
         return np.full(r.n, math.nan)
 
@@ -395,21 +398,23 @@ def auc_items(r: Ranked, clustered: bool) -> np.ndarray:
     return out
 
 
-def ap_items(r: Ranked, clustered: bool) -> np.ndarray:
+def ap_items(r: Ranked, clustered: bool) -> np.ndarray | None:
     """``ap_groups(r, clustered).per_item()`` (``r`` descending), the same floats, a block of groups
     at a time: AP from the running precision's products summed as ``np.sum`` of the whole array
     would (:func:`~labledger.metrics.kernels.pairwise_sum`), then backwards (the sums over the groups
     at or below each score carried from block to block: the same additions in the same order) each
-    block's values spread to its items (#19).
+    block's values spread to its items (#19). None when the groups are one block (:func:`auc_items`).
 
     >>> r = Ranked(np.array([True, False, True, True]), np.arange(4), np.array([0, 1, 3]))
-    >>> ap_items(r, True).tolist() == ap_groups(r, True).per_item().tolist()
+    >>> ap_items(r, True) is None  # one block
     True
     """
     n, p = r.n, r.p
+    parts = spans(r.groups)
+    if len(parts) == 1:
+        return None
     if p == 0 or n == 0:
         return np.full(n, math.nan)
-    parts = spans(r.groups)
     befores, before = [], 0.0
     for a, b in parts:  # the positives before each block (whole numbers: exact)
         befores.append(before)
@@ -617,7 +622,7 @@ class GroupedInfluence:
         self,
         make: Callable[[bool], GroupInfluence],
         blockwise: Callable[[], float] | None = None,
-        items: Callable[[bool], np.ndarray] | None = None,
+        items: Callable[[bool], np.ndarray | None] | None = None,
     ) -> None:
         self._make = make
         self._blockwise = blockwise
@@ -633,10 +638,11 @@ class GroupedInfluence:
         return self._done[clustered]
 
     def __call__(self, clustered: bool) -> np.ndarray:
-        if self._items is None or clustered in self._done:
+        found = None if self._items is None or clustered in self._done else self._items(clustered)
+        if found is None:  # (the groups are one block: made whole, and kept)
             return self.groups(clustered).per_item()
         self._items_made.add(clustered)
-        return self._items(clustered)
+        return found
 
     def sum_sq(self) -> float:
         """The unclustered ``sum_i psi_i^2``: from the groups' values once the unclustered items'
