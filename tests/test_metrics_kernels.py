@@ -98,17 +98,24 @@ def test_stable_argsort_is_the_stable_order(seed: int, kind: str) -> None:
     assert np.array_equal(stable_argsort(x), np.argsort(x, kind="stable"))
 
 
-def test_stable_argsort_sorts_floats_by_packed_keys_unless_mostly_tied() -> None:
-    """Floats with few ties take the packed keys' sort (and give the stable order); rounded scores,
-    mostly tied, and NaNs take the default sort's path."""
+def test_stable_argsort_sorts_floats_by_packed_keys_unless_most_are_ulps_apart() -> None:
+    """Floats take the packed keys' sort, ties and rounded scores included (a run of equal values is
+    in index order already); values within the dropped bits of each other are sorted again by
+    value, and when they are most of the values, or a value is NaN, the default sort's path takes
+    over. The stable order every time."""
     rng = np.random.default_rng(11)
-    x = rng.random(3 * kernels.SAMPLE)
-    x[:500] = x[500:1000]  # some ties: their runs sorted again by value
-    coarse = np.round(x, 3)
-    assert kernels._packed_order(x) is not None
-    assert kernels._packed_order(coarse) is None
+    n = 3 * kernels.ELEMENT_BLOCK
+    x = rng.random(n)
+    x[:500] = x[500:1000]  # some ties
+    coarse = np.round(x, 3)  # all tied
+    near = x.copy()
+    near[:300] = 0.5 + rng.integers(0, 50, 300) * 2.0**-52  # some a few ulps apart
+    close = 1.0 + rng.integers(0, 50, n) * 2.0**-52  # all a few ulps apart
+    for v in (x, coarse, near):
+        assert kernels._packed_order(v) is not None
+    assert kernels._packed_order(close) is None
     assert kernels._packed_order(np.r_[x, np.nan]) is None
-    for v in (x, coarse):
+    for v in (x, coarse, near, close):
         assert np.array_equal(stable_argsort(v), np.argsort(v, kind="stable"))
 
 

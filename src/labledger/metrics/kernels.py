@@ -184,11 +184,6 @@ def _exact_parts(x: np.ndarray) -> list[float] | memoryview:
     return totals
 
 
-#: Values of a strided sample whose ties foretell those of the whole (:func:`_packed_order`), and
-#: the share of tied values from which the default sort is faster (10M values: rounded to 6 places,
-#: ~all tied, 3.1 s against 2.8 s; to 7 places, 63% tied, 1.9 s against 2.8 s).
-SAMPLE = 1 << 16
-MOSTLY_TIED = 0.75
 #: The sign bit of a float64's bits, and all of them.
 _SIGN, _ALL = np.uint64(1 << 63), np.uint64((1 << 64) - 1)
 
@@ -199,8 +194,8 @@ def _packed_order(x: np.ndarray) -> np.ndarray | None:
     (-0.0 made 0.0 first; a negative's bits flipped, a positive's sign bit set), its low ``b`` bits
     (``2**b >= n``) replaced by the item's index. Keys whose high parts differ order as their values;
     a run of keys with one high part (equal values, or values within the dropped bits) is then sorted
-    by value, ties by index. None (the caller sorts as usual) when some value is NaN, or when a
-    sample of the values has many ties: those runs would take the time of a sort again.
+    by value, ties by index; a run of equal values alone is in index order already. None (the caller
+    sorts as usual) when some value is NaN, or when such runs hold most values.
 
     >>> x = np.array([0.5, -0.0, 2.0, 0.0, -1.0, 0.5, np.inf])
     >>> _packed_order(x).tolist() == np.argsort(x, kind="stable").tolist()
@@ -210,15 +205,6 @@ def _packed_order(x: np.ndarray) -> np.ndarray | None:
     lo = float(np.min(x)) if n else 0.0
     if math.isnan(lo) or math.isnan(float(np.max(x))):
         return None
-    # the share of tied values in a strided sample of m = n / step, q, foretells 1 - (1 - q)**step of
-    # the whole: with D equally likely values, q = 1 - e^(-m/D) and the whole's share 1 - e^(-n/D)
-    step = max(1, n // SAMPLE)
-    sample = np.sort(x[::step])
-    equal = sample[1:] == sample[:-1]
-    tied = np.zeros(len(sample), dtype=bool)
-    tied[1:], tied[:-1] = equal, tied[:-1] | equal
-    if 1.0 - (1.0 - float(np.mean(tied))) ** step > MOSTLY_TIED:
-        return None  # rounded scores: their runs would be most of the sort again
     b = max(1, (n - 1).bit_length())
     low = np.uint64((1 << b) - 1)
     keys = np.add(x, 0.0)  # a copy, with -0.0 + 0.0 = 0.0: the two zeros one value, as they compare
@@ -230,14 +216,22 @@ def _packed_order(x: np.ndarray) -> np.ndarray | None:
         part &= ~low
         part |= np.arange(a, e, dtype=np.uint64)
     k.sort()
-    same = [np.flatnonzero((k[a + 1 : e + 1] ^ k[a:e]) <= low) + a for a, e in spans(n - 1)]
-    pairs = np.concatenate(same) if same else np.zeros(0, dtype=np.int64)
-    if len(pairs):  # runs of one high part: their positions hold them, sorted by value then index
-        mark = np.zeros(n, dtype=bool)
-        mark[pairs] = True
-        mark[pairs + 1] = True
-        at = np.flatnonzero(mark)
-        del mark
+    # neighbours of one high part whose values differ: equal values (ties) are in index order already
+    unsorted = []
+    for a, e in spans(n - 1):
+        pair = np.flatnonzero((k[a + 1 : e + 1] ^ k[a:e]) <= low)
+        pair += a
+        if len(pair):
+            first, second = (k[pair] & low).astype(np.intp), (k[pair + 1] & low).astype(np.intp)
+            unsorted.append(pair[np.take(x, first) != np.take(x, second)])
+    found = np.concatenate(unsorted) if unsorted else np.zeros(0, dtype=np.int64)
+    if len(found):  # each run of their high parts (found in the sorted keys): sorted by value, then index
+        high = np.unique(k[found] & ~low)
+        begin, end = np.searchsorted(k, high, "left"), np.searchsorted(k, high | low, "right")
+        size = end - begin
+        if int(size.sum()) > n // 2:
+            return None  # most values within the dropped bits of each other: the default sort's path
+        at = np.repeat(begin - np.cumsum(size) + size, size) + np.arange(int(size.sum()))
         run = k[at]
         index = (run & low).astype(np.intp)
         k[at] = run[_argsort_runs(x[index])]  # by value alone: runs of other high parts never mix
