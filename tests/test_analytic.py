@@ -188,6 +188,15 @@ def test_compare_uses_paired_analytic_tests(low_threshold):
     assert d.diff > 0 and d.p_value < 0.05 and d.ci_low > 0 and d.se is not None
 
 
+def _ranked_case(rng: np.random.Generator, n: int, digits: int):
+    """Class flags and scores of ``n`` items (``digits`` places: tied; 0: continuous), with the
+    scores' stable ascending order and its tie groups."""
+    y = rng.random(n) < rng.uniform(0.05, 0.95)
+    score = rng.random(n) if digits == 0 else np.round(rng.random(n), digits)
+    order = kernels.stable_argsort(score)
+    return y, score, order, tie_starts(score[order])
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
@@ -198,11 +207,7 @@ def test_compare_uses_paired_analytic_tests(low_threshold):
 def test_blockwise_variances_equal_the_whole_arrays(seed, n, digits, block):
     """ROC-AUC's and AP's unclustered sum_i psi_i^2 and the group sums, a block of groups at a time
     (#19): the very same floats in one block, within a few ulps in many (tied and untied scores)."""
-    rng = np.random.default_rng(seed)
-    y = rng.random(n) < rng.uniform(0.05, 0.95)
-    score = np.round(rng.random(n), digits)
-    order = np.argsort(score, kind="stable")
-    starts = tie_starts(score[order])
+    y, score, order, starts = _ranked_case(np.random.default_rng(seed), n, digits)
     whole = analytic.Ranked(y, order, starts)
     assert analytic.auc_sum_sq(whole) == analytic.auc_groups(whole, False).sum_sq() or not y.any() or y.all()
     back = whole.reversed()
@@ -242,11 +247,7 @@ def test_the_reversed_reading_equals_a_ranked_of_the_reversed_order(seed, n, dig
     gives, block by block and whole, the very floats of a Ranked built on the reversed order, and
     AP's value and variance from it are the same floats (#19); without ties (digits 0) the group
     sums are the flags as floats, made on use and never kept."""
-    rng = np.random.default_rng(seed)
-    y = rng.random(n) < rng.uniform(0.05, 0.95)
-    score = rng.random(n) if digits == 0 else np.round(rng.random(n), digits)
-    order = kernels.stable_argsort(score)
-    starts = tie_starts(score[order])
+    y, score, order, starts = _ranked_case(np.random.default_rng(seed), n, digits)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels, "BLOCK", block)
         r = analytic.Ranked(y, order, starts)
@@ -284,10 +285,7 @@ def test_influence_values_made_a_block_at_a_time_are_the_whole_arrays_floats(see
     floats of the whole group arrays, over many blocks and leaves, tied or not (#19)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(5_000, 20_000))
-    y = rng.random(n) < rng.uniform(0.05, 0.95)
-    score = rng.random(n) if digits == 0 else np.round(rng.random(n), digits)
-    order = kernels.stable_argsort(score)
-    starts = tie_starts(score[order])
+    y, score, order, starts = _ranked_case(rng, n, digits)
     groups = n if starts is None else len(starts)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels, "BLOCK", -(-groups // parts))  # that many blocks of groups

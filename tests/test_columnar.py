@@ -249,7 +249,7 @@ def test_deferred_entries_are_written_in_threads_and_waited_for(tmp_path, cache_
         assert_same_set(first, again)
     finally:
         columnar.wait_for_writes()
-    assert not columnar._DEFERRED.on and not columnar._DEFERRED.threads
+    assert columnar._deferred is None  # writes in the caller again, none pending
 
     monkeypatch.setattr(columnar, "_write_entry", real)
     monkeypatch.setenv(columnar.CACHE_DIR_ENV, str(tmp_path / "a-file"))
@@ -273,7 +273,7 @@ def test_deferred_entries_are_written_in_threads_and_waited_for(tmp_path, cache_
     before = entries(cache_dir)
     result = CliRunner().invoke(main, ["eval", str(write(tmp_path / "v.jsonl", rows)), "--positive", "x", "--json"])
     assert result.exit_code == 0, result.output
-    assert len(entries(cache_dir)) == len(before) + 1 and not columnar._DEFERRED.threads
+    assert len(entries(cache_dir)) == len(before) + 1 and columnar._deferred is None
 
 
 def test_a_prefetched_key_is_used_once_and_never_for_a_changed_file(tmp_path, cache_dir, monkeypatch):

@@ -59,6 +59,8 @@ import orjson
 import xxhash
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     import numpy as np
     import pyarrow as pa
 
@@ -131,9 +133,25 @@ def file_identity(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+def _in_thread(work: Callable[[], Any], name: str, *, daemon: bool = False) -> Future[Any]:
+    """``work()`` run in a new thread: its result, or its error, in the future returned."""
+    from concurrent.futures import Future
+
+    done: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            done.set_result(work())
+        except Exception as e:  # noqa: BLE001 - given to whoever asks for the result
+            done.set_exception(e)
+
+    threading.Thread(target=run, name=name, daemon=daemon).start()
+    return done
+
+
 #: Content keys being computed in threads (:func:`prefetch_key`), by the source's real path: the
-#: identity of the file as it was when its hash began, the thread, and a box for its key.
-_PENDING: dict[str, tuple[tuple[int, ...], threading.Thread, list[str | None]]] = {}
+#: identity of the file as it was when its hash began, and the key to come.
+_PENDING: dict[str, tuple[tuple[int, ...], Future[str | None]]] = {}
 _PENDING_LOCK = threading.Lock()
 
 
@@ -151,16 +169,12 @@ def prefetch_key(path: str | os.PathLike[str]) -> bool:
         return False
     if not stat.S_ISREG(st.st_mode) or wanted(st.st_size) is None:
         return False
-    box: list[str | None] = []
     identity = file_identity(st)
-
-    def work() -> None:
-        box.append(_hashed(path, KEY_WINDOW, identity))
-
-    thread = threading.Thread(target=work, name="labledger-key", daemon=True)
     with _PENDING_LOCK:
-        _PENDING[os.path.realpath(path)] = (identity, thread, box)
-    thread.start()
+        _PENDING[os.path.realpath(path)] = (
+            identity,
+            _in_thread(lambda: _hashed(path, KEY_WINDOW, identity), "labledger-key", daemon=True),
+        )
     return True
 
 
@@ -172,14 +186,14 @@ def take_prefetched(path: str | os.PathLike[str], identity: tuple[int, ...] | No
         pending = _PENDING.pop(os.path.realpath(path), None)
     if pending is None:
         return None
-    hashed, thread, box = pending
-    thread.join()
+    hashed, key = pending
+    found = key.result() if key.exception() is None else None
     if identity is None:
         try:
             identity = file_identity(os.stat(path))
         except OSError:
             return None
-    return box[0] if box and identity == hashed else None
+    return found if identity == hashed else None
 
 
 def prefetching(path: str | os.PathLike[str]) -> bool:
@@ -411,18 +425,9 @@ class Columns(NamedTuple):
     arrow: Callable[[str], Any]
 
 
-class _Deferred:
-    """The columns entries being written in threads (:func:`defer_writes`), and a first error of
-    theirs that was not a cache write's own (re-raised by :func:`wait_for_writes`)."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.threads: list[threading.Thread] = []
-        self.error: BaseException | None = None
-        self.lock = threading.Lock()
-
-
-_DEFERRED = _Deferred()
+#: The columns entries being written in threads, by entry, while writes are deferred
+#: (:func:`defer_writes`; ``None``: written by the caller).
+_deferred: dict[Path, Future[bool]] | None = None
 
 
 def defer_writes() -> None:
@@ -430,46 +435,30 @@ def defer_writes() -> None:
     thread, beside what follows the read, instead of before the read returns: the CLI's ``eval``,
     ``compare`` and ``calibrate`` evaluate while the entry goes to disk (10M 3-class rows: ~1 s of
     a first read, #19). A read of the same entry meanwhile waits for it."""
-    _DEFERRED.on = True
+    global _deferred
+    if _deferred is None:
+        _deferred = {}
 
 
 def wait_for_writes() -> None:
     """Wait for the entries :func:`defer_writes` left in threads and write them in the caller again
     from now on; an error of theirs that is not the cache's own (a folder that refuses the write is
-    said as a :class:`~labledger.errors.CacheWarning`) is raised here."""
-    with _DEFERRED.lock:
-        threads, _DEFERRED.threads, _DEFERRED.on = _DEFERRED.threads, [], False
-    for thread in threads:
-        thread.join()
-    error, _DEFERRED.error = _DEFERRED.error, None
-    if error is not None:
-        raise error
+    said as a :class:`~labledger.errors.CacheWarning`) is raised here, as if written here."""
+    global _deferred
+    pending, _deferred = _deferred or {}, None
+    errors = [written.exception() for written in pending.values()]  # (each waited for)
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
 
 
 def _write_later(folder: Path, entry: Path, write: Callable[[BinaryIO], None]) -> bool:
     """:func:`_write_entry` in a thread when writes are deferred (True: under way), else now."""
-    if not _DEFERRED.on:
+    pending = _deferred
+    if pending is None:
         return _write_entry(folder, entry, write)
-
-    def work() -> None:
-        try:
-            _write_entry(folder, entry, write)
-        except Exception as e:  # noqa: BLE001 - raised in the main thread (wait_for_writes), as if written there
-            _DEFERRED.error = _DEFERRED.error or e
-
-    thread = threading.Thread(target=work, name="labledger-cache-write")
-    with _DEFERRED.lock:
-        _DEFERRED.threads.append(thread)
-    thread.start()
+    pending[entry] = _in_thread(lambda: _write_entry(folder, entry, write), "labledger-cache-write")
     return True
-
-
-def _written() -> None:
-    """Wait for the deferred writes under way: an entry being written is read once whole."""
-    with _DEFERRED.lock:
-        threads = list(_DEFERRED.threads)
-    for thread in threads:
-        thread.join()
 
 
 def store_columns(
@@ -542,7 +531,9 @@ def cached_columns(
     if folder is None:
         return None
     entry = entry_path(source, kind, folder, "columns")
-    _written()
+    writing = (_deferred or {}).get(entry)
+    if writing is not None:
+        writing.exception()  # an entry being written is read once whole
     try:
         with open(entry, "rb") as f:
             size = os.fstat(f.fileno()).st_size

@@ -421,26 +421,41 @@ def ap_items(r: Ranked, clustered: bool) -> np.ndarray | None:
         before += float(r.pos_of(a, b).sum())
     carried = [0.0]
 
-    def precision(a: int, b: int, before: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        pos, ends = r.pos_of(a, b), r.ends_of(a, b)
-        prec = np.cumsum(pos)
-        prec += before  # whole numbers: exact
-        prec /= ends
-        return pos, ends, prec
-
     def products(a: int, b: int) -> np.ndarray:
-        pos, _, prec = precision(a, b, carried[0])
+        pos, _, prec = _ap_precision(r, a, b, carried[0])
         carried[0] += float(pos.sum())
         prec *= pos  # (pos * prec, the same floats)
         return prec
 
     ap = float(pairwise_sum(products, r.groups) / p)
-    scale = math.sqrt(n / (n - 1)) if not clustered and n > 1 else 1.0
     out = np.empty(n)
+    scale = math.sqrt(n / (n - 1)) if not clustered and n > 1 else 1.0
+    for a, b, _, if_pos, if_neg in _ap_backwards(r, parts, befores, ap, scale):
+        _spread(out, r, a, b, if_pos, if_neg)
+    return out
+
+
+def _ap_precision(r: Ranked, a: int, b: int, before: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(positives, ends, running precision) of the descending groups ``[a, b)``, ``before`` the
+    positives in the groups above them."""
+    pos, ends = r.pos_of(a, b), r.ends_of(a, b)
+    prec = np.cumsum(pos)
+    prec += before  # whole numbers: exact
+    prec /= ends
+    return pos, ends, prec
+
+
+def _ap_backwards(
+    r: Ranked, parts: list[tuple[int, int]], befores: list[float], ap: float, scale: float
+) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+    """AP's influence values by block of groups, the last block first: ``(a, b, positives, a
+    positive's value, a negative's value)``. The sums over the groups at or below each score are
+    carried into the next block as the first term of its running sum: the same additions in the same
+    order as one pass. ``befores``: the positives above each block; ``ap``: the value to centre on."""
     carry_a = carry_b = 0.0
     for k in range(len(parts) - 1, -1, -1):
         a, b = parts[k]
-        pos, ends, prec = precision(a, b, befores[k])
+        pos, ends, prec = _ap_precision(r, a, b, befores[k])
         step = np.divide(pos, ends)
         above = _suffix_sums(step, carry_a)
         np.multiply(pos, prec, out=step)
@@ -449,8 +464,7 @@ def ap_items(r: Ranked, clustered: bool) -> np.ndarray | None:
         del step
         if len(above):
             carry_a, carry_b = float(above[0]), float(weighted[0])
-        _spread(out, r, a, b, *_ap_values(prec, above, weighted, ap, p, scale))
-    return out
+        yield a, b, pos, *_ap_values(prec, above, weighted, ap, r.p, scale)
 
 
 def ap_groups(r: Ranked, clustered: bool) -> GroupInfluence:
@@ -549,33 +563,16 @@ def ap_sum_sq(r: Ranked) -> float:
     if len(parts) == 1:  # one block: the whole arrays, one pass
         return ap_groups(r, False).sum_sq()
     befores, total, before = [], 0.0, 0.0
-    for pos, _, ends in _group_blocks(r):
+    for a, b in parts:
         befores.append(before)
-        prec = np.cumsum(pos)
-        prec += before  # whole numbers: exact
-        prec /= ends
+        pos, _, prec = _ap_precision(r, a, b, before)
         total += (pos * prec).sum()
         before += float(pos.sum())
     ap = float(total / p)
-    scale = math.sqrt(n / (n - 1)) if n > 1 else 1.0
-    carry_a = carry_b = 0.0
     on_pos = on_neg = 0.0
-    for k in range(len(parts) - 1, -1, -1):
-        pos, neg, ends = _group_block(r, *parts[k])
-        prec = np.cumsum(pos)
-        prec += befores[k]
-        prec /= ends
-        step = np.divide(pos, ends)
-        a = _suffix_sums(step, carry_a)
-        np.multiply(pos, prec, out=step)
-        step /= ends
-        b = _suffix_sums(step, carry_b)
-        del step
-        if len(a):
-            carry_a, carry_b = float(a[0]), float(b[0])
-        if_pos, if_neg = _ap_values(prec, a, b, ap, p, scale)
+    for a, b, pos, if_pos, if_neg in _ap_backwards(r, parts, befores, ap, math.sqrt(n / (n - 1)) if n > 1 else 1.0):
         on_pos += np.dot(pos, if_pos * if_pos)
-        on_neg += np.dot(neg, if_neg * if_neg)
+        on_neg += np.dot(r.negatives_of(a, b), if_neg * if_neg)
     return float(on_pos + on_neg)
 
 
