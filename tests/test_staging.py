@@ -46,3 +46,47 @@ def test_failure_before_adopt_leaves_the_ledger_unchanged(tmp_path):
             r.log_batch({"microbatch": "one"})  # a bad record part-way through
         ledger.adopt(stage)
     assert _snapshot(tmp_path) == before
+
+
+def test_an_adoption_killed_between_its_commit_and_its_folders_is_finished_never_orphaned(tmp_path, monkeypatch):
+    """The commit decides an adoption: its run folders move into runs/ after it, so a kill before the
+    commit leaves no folder in runs/ without its row (what `verify` found when CI's kill -9 landed
+    mid-adopt), and one after it leaves them in the staging folder, which the next import (or
+    `verify --repair`) moves in before it removes the rest."""
+    import os
+    import shutil
+
+    from labledger.store.ledger import Ledger
+    from labledger.store.verify import verify_ledger
+
+    ledger = labledger.open_ledger(tmp_path, create=True)
+    at_commit: list = []
+
+    def traced(sql):  # what runs/ holds when the commit is asked for (a kill -9 there)
+        if sql.strip().upper() == "COMMIT":
+            at_commit.append(sorted(p.name for p in (tmp_path / "runs").iterdir()))
+
+    with ledger.staging() as stage:
+        with Run("first", ledger=stage) as r:
+            r.log(1, loss=0.5)
+        ledger.db.set_trace_callback(traced)
+        [first] = ledger.adopt(stage)
+        ledger.db.set_trace_callback(None)
+    assert at_commit == [[]] and ledger.run_dir(first).is_dir()  # no folder before its row
+
+    kept: list = []
+    with monkeypatch.context() as m:  # a kill right after the commit: nothing moved, the stage left
+        m.setattr(Ledger, "finish_adopted", lambda self, path: [])
+        m.setattr(shutil, "rmtree", lambda path, **kw: kept.append(path))
+        with ledger.staging() as stage:
+            with Run("committed", ledger=stage) as r:
+                r.log(1, loss=0.25)
+            [rid] = ledger.adopt(stage)
+    [left] = kept
+    assert not ledger.run_dir(rid).exists() and (left / "runs" / rid).is_dir()
+    os.unlink(left / ".import.lock")  # its importer is gone
+    report = verify_ledger(ledger, repair=True)
+    assert ledger.run_dir(rid).is_dir() and not left.exists()
+    assert any("runs moved in" in str(p.repaired) for p in report.problems)
+    assert [v["loss"] for v in ledger.run(rid).scalars()] == [0.25] and len(ledger.runs()) == 2
+    assert verify_ledger(ledger).ok

@@ -852,7 +852,8 @@ class Ledger:
                 and not lock_is_held(other / ".import.lock")
                 and ((other / ".import.lock").exists() or time.time() - other.stat().st_mtime > 60)
             ):
-                shutil.rmtree(other, ignore_errors=True)  # an import killed part-way: never adopted
+                self.finish_adopted(other)  # an import killed part-way: its committed runs moved in
+                shutil.rmtree(other, ignore_errors=True)  # the rest never adopted
         try:
             stage = Ledger(path, create=True)
         except BaseException:
@@ -864,8 +865,25 @@ class Ledger:
             yield stage
         finally:
             stage.close()
+            self.finish_adopted(path)
             shutil.rmtree(path, ignore_errors=True)
             os.close(lock_fd)
+
+    def finish_adopted(self, stage_path: Path) -> list[str]:
+        """Move into place the run folders that a staging folder still holds for runs this ledger's
+        index has (an adoption committed, then interrupted before it moved them: the commit is what
+        decides); the run ids moved. Anything else there was never adopted."""
+        runs = stage_path / "runs"
+        if not runs.is_dir():
+            return []
+        moved = []
+        for folder in sorted(runs.iterdir()):
+            dst = self.run_dir(folder.name)
+            known = self.db.execute("SELECT 1 FROM runs WHERE id = ?", (folder.name,)).fetchone()
+            if folder.is_dir() and known is not None and not dst.exists():
+                os.replace(folder, dst)
+                moved.append(folder.name)
+        return moved
 
     def sync_deferred(self) -> None:
         """fsync the files written with their fsync deferred (see :attr:`deferred_sync`), all at once."""
@@ -891,7 +909,6 @@ class Ledger:
         stage.sync_deferred()  # every staged file on disk before the commit that shows it
         if self.dialect == "postgresql":
             return self._adopt_through_python(stage, run_ids, source=source, sha256=sha256, fmt=fmt)
-        moved: list[tuple[Path, Path]] = []
         self.db.execute("ATTACH DATABASE ? AS stage", (str(stage.root / DB_NAME),))
         try:
             self.db.execute("BEGIN IMMEDIATE")
@@ -926,18 +943,16 @@ class Ledger:
                         "INSERT INTO main.imports (source, sha256, format, run_id, created) VALUES (?, ?, ?, ?, ?)",
                         [(source or "", sha256, fmt, rid, time.time()) for rid in run_ids],
                     )
-                for rid in run_ids:
-                    src, dst = stage.run_dir(rid), self.run_dir(rid)
-                    os.replace(src, dst)
-                    moved.append((src, dst))
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")
-                for src, dst in reversed(moved):
-                    os.replace(dst, src)
                 raise
         finally:
             self.db.execute("DETACH DATABASE stage")
+        # the folders after the commit, which decides: a kill before it leaves them in the staging
+        # folder (removed as never adopted), one after it leaves the rest there for finish_adopted
+        # (the next import, `verify --repair`) to move in; never a folder in runs/ without its row
+        self.finish_adopted(stage.root)
         return run_ids
 
     def _common_columns(self, stage: Ledger, table: str, *, skip: tuple[str, ...] = ()) -> list[str]:
@@ -952,59 +967,47 @@ class Ledger:
         self, stage: Ledger, run_ids: list[str], *, source: str | None, sha256: str | None, fmt: str
     ) -> list[str]:
         """:meth:`adopt` for a PostgreSQL index: the staging SQLite's rows are copied in one transaction."""
-        moved: list[tuple[Path, Path]] = []
         marks = ",".join("?" * len(run_ids))
-        try:
-            with self.transaction() as db:
-                for table, key in (
-                    ("runs", "id"),
-                    ("run_tags", "run_id"),
-                    ("checkpoints", "run_id"),
-                    ("run_inits", "run_id"),
-                ):
-                    cols = self._common_columns(stage, table)
-                    rows = stage.db.execute(
-                        f"SELECT {', '.join(cols)} FROM {table} WHERE {key} IN ({marks})", run_ids
-                    ).fetchall()
-                    db.executemany(
-                        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({','.join('?' * len(cols))})", rows
-                    )
-                ecols = self._common_columns(stage, "evaluations", skip=("id",))
-                mcols = self._common_columns(stage, "metric_values", skip=("eval_id",))
-                for old_id, *values in stage.db.execute(
-                    f"SELECT id, {', '.join(ecols)} FROM evaluations WHERE run_id IN ({marks})", run_ids
-                ).fetchall():
-                    new_id = db.execute(
-                        f"INSERT INTO evaluations ({', '.join(ecols)}) VALUES "
-                        f"({','.join('?' * len(ecols))}) RETURNING id",
-                        values,
-                    ).fetchone()[0]
-                    rows = stage.db.execute(
-                        f"SELECT {', '.join(mcols)} FROM metric_values WHERE eval_id = ? ORDER BY rowid", (old_id,)
-                    ).fetchall()
-                    db.executemany(
-                        f"INSERT INTO metric_values (eval_id, {', '.join(mcols)}) VALUES "
-                        f"({','.join('?' * (len(mcols) + 1))})",
-                        [(new_id, *r) for r in rows],
-                    )
-                bcols = self._common_columns(stage, "benchmark_entries", skip=("id",))
-                rows = stage.db.execute(f"SELECT {', '.join(bcols)} FROM benchmark_entries ORDER BY id").fetchall()
+        with self.transaction() as db:
+            for table, key in (
+                ("runs", "id"),
+                ("run_tags", "run_id"),
+                ("checkpoints", "run_id"),
+                ("run_inits", "run_id"),
+            ):
+                cols = self._common_columns(stage, table)
+                rows = stage.db.execute(
+                    f"SELECT {', '.join(cols)} FROM {table} WHERE {key} IN ({marks})", run_ids
+                ).fetchall()
+                db.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({','.join('?' * len(cols))})", rows)
+            ecols = self._common_columns(stage, "evaluations", skip=("id",))
+            mcols = self._common_columns(stage, "metric_values", skip=("eval_id",))
+            for old_id, *values in stage.db.execute(
+                f"SELECT id, {', '.join(ecols)} FROM evaluations WHERE run_id IN ({marks})", run_ids
+            ).fetchall():
+                new_id = db.execute(
+                    f"INSERT INTO evaluations ({', '.join(ecols)}) VALUES ({','.join('?' * len(ecols))}) RETURNING id",
+                    values,
+                ).fetchone()[0]
+                rows = stage.db.execute(
+                    f"SELECT {', '.join(mcols)} FROM metric_values WHERE eval_id = ? ORDER BY rowid", (old_id,)
+                ).fetchall()
                 db.executemany(
-                    f"INSERT INTO benchmark_entries ({', '.join(bcols)}) VALUES ({','.join('?' * len(bcols))})", rows
+                    f"INSERT INTO metric_values (eval_id, {', '.join(mcols)}) VALUES "
+                    f"({','.join('?' * (len(mcols) + 1))})",
+                    [(new_id, *r) for r in rows],
                 )
-                if sha256 is not None:
-                    db.executemany(
-                        "INSERT INTO imports (source, sha256, format, run_id, created) VALUES (?, ?, ?, ?, ?)",
-                        [(source or "", sha256, fmt, rid, time.time()) for rid in run_ids],
-                    )
-                for rid in run_ids:
-                    src, dst = stage.run_dir(rid), self.run_dir(rid)
-                    os.replace(src, dst)
-                    moved.append((src, dst))
-        except BaseException:
-            for src, dst in reversed(moved):
-                os.replace(dst, src)
-            raise
+            bcols = self._common_columns(stage, "benchmark_entries", skip=("id",))
+            rows = stage.db.execute(f"SELECT {', '.join(bcols)} FROM benchmark_entries ORDER BY id").fetchall()
+            db.executemany(
+                f"INSERT INTO benchmark_entries ({', '.join(bcols)}) VALUES ({','.join('?' * len(bcols))})", rows
+            )
+            if sha256 is not None:
+                db.executemany(
+                    "INSERT INTO imports (source, sha256, format, run_id, created) VALUES (?, ?, ?, ?, ?)",
+                    [(source or "", sha256, fmt, rid, time.time()) for rid in run_ids],
+                )
+        self.finish_adopted(stage.root)  # after the commit, as in adopt
         return run_ids
 
     # -- evaluations ----------------------------------------------------------------------------

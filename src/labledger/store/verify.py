@@ -310,8 +310,9 @@ def verify_ledger(
         for stage in stale_staging(ledger.root):
             problem = report.add(stage, "left by an interrupted import (never adopted)")
             if repair:
+                moved = ledger.finish_adopted(stage)  # runs whose adoption committed: moved in first
                 shutil.rmtree(stage, ignore_errors=True)
-                problem.repaired = "removed"
+                problem.repaired = "removed" + (f" (runs moved in: {', '.join(moved)})" if moved else "")
     for run_id in ids:
         report.runs += 1
         run_dir = ledger.run_dir(run_id)
