@@ -90,3 +90,30 @@ def test_an_adoption_killed_between_its_commit_and_its_folders_is_finished_never
     assert any("runs moved in" in str(p.repaired) for p in report.problems)
     assert [v["loss"] for v in ledger.run(rid).scalars()] == [0.25] and len(ledger.runs()) == 2
     assert verify_ledger(ledger).ok
+
+
+def test_a_run_start_killed_part_way_leaves_nothing_in_runs_and_the_next_start_settles_it(tmp_path):
+    """A run's folder is made in .new-runs/ and renamed into runs/ after its row's commit: what a
+    killed start left there (no live lock) is moved in when its row was committed, else removed, by
+    the next start (or `verify --repair`); `verify` reports it until then."""
+    from labledger.store.verify import verify_ledger
+
+    with labledger.start_run("first", ledger=tmp_path) as run:
+        run.log(1, loss=1.0)
+    ledger = labledger.open_ledger(tmp_path)
+    assert not list((tmp_path / ledger.NEW_RUNS).iterdir())  # renamed into runs/
+    half = tmp_path / ledger.NEW_RUNS / "20260101-000000-000000000000"  # killed before its row
+    half.mkdir()
+    (half / "run.json").write_text("{}")
+    ran = ledger.run_dir(run.id)
+    committed = tmp_path / ledger.NEW_RUNS / run.id  # killed between its row and the rename
+    ran.rename(committed)
+    report = verify_ledger(ledger)
+    assert (
+        sorted(p.message for p in report.problems if "killed part-way" in p.message)
+        == ["left by a run start killed part-way"] * 2
+    )
+    with labledger.start_run("second", ledger=tmp_path) as second:
+        second.log(1, loss=0.5)
+    assert ran.is_dir() and not half.exists() and not committed.exists()
+    assert verify_ledger(labledger.open_ledger(tmp_path)).ok

@@ -869,18 +869,40 @@ class Ledger:
             shutil.rmtree(path, ignore_errors=True)
             os.close(lock_fd)
 
+    #: Where a run's folder is made before it is renamed into ``runs/`` (:class:`~labledger.store.run.Run`).
+    NEW_RUNS = ".new-runs"
+
+    def finish_started(self) -> list[Path]:
+        """Settle the run folders that starts killed part-way left in :attr:`NEW_RUNS` (no live
+        process holds their lock): one whose row is in the index (the commit decides) is moved into
+        ``runs/``; the others were never runs and are removed. The folders settled."""
+        import shutil
+
+        base = self.root / self.NEW_RUNS
+        if not base.is_dir():
+            return []
+        stale = [f for f in sorted(base.iterdir()) if f.is_dir() and not lock_is_held(f / ".lock")]
+        moved = set(self._move_indexed(stale))
+        for folder in stale:
+            if folder.name not in moved:
+                shutil.rmtree(folder, ignore_errors=True)
+        return stale
+
     def finish_adopted(self, stage_path: Path) -> list[str]:
         """Move into place the run folders that a staging folder still holds for runs this ledger's
         index has (an adoption committed, then interrupted before it moved them: the commit is what
         decides); the run ids moved. Anything else there was never adopted."""
         runs = stage_path / "runs"
-        if not runs.is_dir():
-            return []
+        return self._move_indexed(sorted(runs.iterdir())) if runs.is_dir() else []
+
+    def _move_indexed(self, folders: list[Path]) -> list[str]:
+        """Move each run folder whose id the index has, and whose place in ``runs/`` is free, there."""
         moved = []
-        for folder in sorted(runs.iterdir()):
+        for folder in folders:
             dst = self.run_dir(folder.name)
             known = self.db.execute("SELECT 1 FROM runs WHERE id = ?", (folder.name,)).fetchone()
             if folder.is_dir() and known is not None and not dst.exists():
+                dst.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(folder, dst)
                 moved.append(folder.name)
         return moved

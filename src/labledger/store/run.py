@@ -326,12 +326,17 @@ class Run:
             )
         except TypeError as exc:
             raise RecordError(f"must be JSON-serialisable ({exc})", field="config") from None
-        self.dir.mkdir(parents=True)
+        env = environment()
+        # The folder is made in .new-runs/ and renamed into runs/ once its row is committed (the
+        # commit decides, as an import's does): a kill part-way never leaves a folder in runs/
+        # without its row; the next start settles what one left there (Ledger.finish_started).
+        self.ledger.finish_started()
+        new = self.ledger.root / self.ledger.NEW_RUNS / self.id
+        new.mkdir(parents=True)
         # The lock lives as long as this process: a dead process releases it, which is how a
         # reader tells "crashed" from "running".
-        self._lock_fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._lock_fd = os.open(new / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        env = environment()
         self.meta: dict[str, Any] = {
             "id": self.id,
             "name": name,
@@ -346,15 +351,15 @@ class Run:
             **dict(extra_meta or {}),
         }
         try:
-            write_json(self.dir / "config.json", config_json)
-            write_json(self.dir / "run.json", self.meta)
+            write_json(new / "config.json", config_json)
+            write_json(new / "run.json", self.meta)
             self.ledger.register_run(self.meta, config=config_json)
         except BaseException:  # a full disk: no run folder without its index row is left (#17)
-            import shutil
-
             os.close(self._lock_fd)
-            shutil.rmtree(self.dir, ignore_errors=True)
+            shutil.rmtree(new, ignore_errors=True)
             raise
+        self.dir.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(new, self.dir)
         self.config: dict[str, Any] = config_json
         self.summary: dict[str, Any] = {}
         self.status = "running"

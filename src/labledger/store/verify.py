@@ -307,6 +307,13 @@ def verify_ledger(
             for folder in sorted(runs_dir.iterdir()):
                 if folder.is_dir() and folder.name not in known:
                     report.add(folder, "a run folder with no row in the index")
+        new_runs = ledger.root / ledger.NEW_RUNS
+        for folder in sorted(new_runs.iterdir()) if new_runs.is_dir() else []:
+            if folder.is_dir() and not lock_is_held(folder / ".lock"):
+                problem = report.add(folder, "left by a run start killed part-way")
+                if repair:
+                    ledger.finish_started()  # moved into runs/ when its row was committed, else removed
+                    problem.repaired = "settled"
         for stage in stale_staging(ledger.root):
             problem = report.add(stage, "left by an interrupted import (never adopted)")
             if repair:
