@@ -214,6 +214,7 @@ def test_blockwise_variances_equal_the_whole_arrays(seed, n, digits, block):
     assert analytic.ap_sum_sq(back) == analytic.ap_groups(back, False).sum_sq() or not y.any()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels, "BLOCK", block)
+        mp.setattr(kernels, "WHOLE", 0)
         blocked = analytic.Ranked(y, order, starts)
         assert blocked.pos_g.tolist() == whole.pos_g.tolist()
         assert _tie_starts_list(score[order]) == _tie_starts_list(score[order], whole=True)
@@ -250,6 +251,7 @@ def test_the_reversed_reading_equals_a_ranked_of_the_reversed_order(seed, n, dig
     y, score, order, starts = _ranked_case(np.random.default_rng(seed), n, digits)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels, "BLOCK", block)
+        mp.setattr(kernels, "WHOLE", 0)
         r = analytic.Ranked(y, order, starts)
         assert (r.pos_kept is None) == (starts is None)
         mirror, built = r.reversed(), analytic.Ranked(y, order[::-1], reversed_starts(starts, n))
@@ -289,6 +291,7 @@ def test_influence_values_made_a_block_at_a_time_are_the_whole_arrays_floats(see
     groups = n if starts is None else len(starts)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels, "BLOCK", -(-groups // parts))  # that many blocks of groups
+        mp.setattr(kernels, "WHOLE", 0)
         r = analytic.Ranked(y, order, starts)
         for clustered in (False, True):
             assert analytic.auc_items(r, clustered).tobytes() == analytic.auc_groups(r, clustered).per_item().tobytes()

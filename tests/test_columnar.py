@@ -143,6 +143,7 @@ def test_eval_from_the_entrys_sorted_columns_equals_eval_from_jsonl(tmp_path, ca
     orders = given_sorts(cached["t"])
     assert sorted(orders) == ([1] if kind == "binary" else [0, 1, 2])
     assert all(not o.flags.writeable for o in orders.values())  # views of the mapped entry
+    assert all(o.dtype == np.int32 for o in orders.values())  # 4-byte positions (format 7)
     assert all(_checked_order(o, cached["t"].probs[:, j]) is not None for j, o in orders.items())  # used
     assert doc(cached) == want
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from labledger.errors import MetricInputError
 from labledger.metrics.classification import group_ends, group_positives
-from labledger.metrics.kernels import pairwise_sum, spans
+from labledger.metrics.kernels import SmallCounts, element_spans, gather, pairwise_sum, spans
 from labledger.metrics.prepared import MeanPrepared, Prepared, WeightsPrepared
 from labledger.metrics.stats import norm_ppf, norm_sf, t_ppf, t_sf
 
@@ -61,14 +61,16 @@ InfluenceFunction = Callable[[bool], np.ndarray]
 # Influence values of the metrics
 
 
-def _group_sums(y: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Positives per tie group as floats (whole numbers: exact), from the class flags ``y`` in sorted
-    order. Summed block by block, so the flags are never all converted to floats at once (an array
-    of n at the peak of ROC-AUC at 10M rows, #19)."""
-    out = np.empty(len(starts))
-    for a, b in spans(len(starts)):
-        out[a:b] = group_positives(y, starts, a, b)
-    return out
+def _group_sums(y: np.ndarray, starts: np.ndarray) -> SmallCounts:
+    """Positives per tie group, from the class flags ``y`` in sorted order, a byte each but for the
+    few of 255 or more (:class:`~labledger.metrics.kernels.SmallCounts`; read as floats a block at
+    a time, :meth:`Ranked.pos_of`). Summed block by block, so the flags are never all converted at
+    once (#19).
+
+    >>> _group_sums(np.array([True, False, True, True]), np.array([0, 1]))[0:2].tolist()
+    [1, 2]
+    """
+    return SmallCounts.of(len(starts), (group_positives(y, starts, a, b, np.int64) for a, b in spans(len(starts))))
 
 
 def _group_block(r: Ranked, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -85,15 +87,22 @@ def _group_blocks(r: Ranked) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarra
         yield _group_block(r, a, b)
 
 
-def _spread(out: np.ndarray, r: Ranked, a: int, b: int, if_pos: np.ndarray, if_neg: np.ndarray) -> None:
+def _spread(
+    out: np.ndarray, r: Ranked, a: int, b: int, if_pos: np.ndarray, if_neg: np.ndarray, add: bool = False
+) -> None:
     """Put the values of ``r``'s tie groups ``[a, b)`` (a positive's ``if_pos``, a negative's
-    ``if_neg``, one per group) at their items in ``out`` (the items' order): each spread over its
-    group by ``np.repeat`` rather than gathered item by item, for a block of groups at a time (#19)."""
+    ``if_neg``, one per group) at their items in ``out`` (the items' order), or add them to what
+    ``out`` holds there (``add``): each spread over its group by ``np.repeat`` rather than gathered
+    item by item, for a block of groups at a time (#19)."""
     lo, hi = r.first_item(a), r.first_item(b)
     sizes = r.sizes_of(a, b)
     if sizes is not None:
         if_pos, if_neg = np.repeat(if_pos, sizes), np.repeat(if_neg, sizes)
-    out[r.order[lo:hi]] = np.where(r.y[lo:hi], if_pos, if_neg)
+    at = r.order[lo:hi]
+    if add:  # (each item once in a block: a gather, an addition and a scatter)
+        out[at] += np.where(r.y[lo:hi], if_pos, if_neg)
+    else:
+        out[at] = np.where(r.y[lo:hi], if_pos, if_neg)
 
 
 class Ranked:
@@ -110,8 +119,10 @@ class Ranked:
 
     def __init__(self, is_pos: np.ndarray, order: np.ndarray, starts: np.ndarray | None) -> None:
         self.order, self._starts, self.n = order, starts, len(order)
-        self.y = np.take(is_pos, order)
-        # without ties a group is an item, and its positives its flag: made as floats on each use
+        # a mapped order is read once here, again only for the items' values: its pages let go
+        self.y = gather(is_pos, order, release=True)
+        # without ties a group is an item, and its positives its flag; with ties the group sums are
+        # kept as small whole numbers (:func:`_group_sums`); either is made into floats on each use
         # (a block, or the whole for a reader of whole arrays), not kept (10M rows: 76 MiB a class)
         self._pos_g = None if starts is None else _group_sums(self.y, starts)
         self.p = int(np.count_nonzero(self.y))
@@ -124,12 +135,13 @@ class Ranked:
 
     @property
     def pos_g(self) -> np.ndarray:
-        """The positives per tie group, as floats."""
-        return self.y.astype(np.float64) if self._pos_g is None else self._pos_g
+        """The positives per tie group, as floats (a new array)."""
+        return self.pos_of(0, self.groups)
 
     @property
-    def pos_kept(self) -> np.ndarray | None:
-        """:attr:`pos_g` when it is kept (ties), else None (a reader with the flags needs no floats)."""
+    def pos_kept(self) -> SmallCounts | None:
+        """The positives per tie group as kept (sliced: int64), when there are ties; else None (a
+        reader with the flags needs nothing more)."""
         return self._pos_g
 
     # Only the flags and their group sums are kept (the task's metrics share them); the rest is
@@ -142,7 +154,7 @@ class Ranked:
 
     def pos_of(self, a: int, b: int) -> np.ndarray:
         """:attr:`pos_g` of the groups ``[a, b)`` (contiguous)."""
-        return self.y[a:b].astype(np.float64) if self._pos_g is None else self._pos_g[a:b]
+        return (self.y if self._pos_g is None else self._pos_g)[a:b].astype(np.float64)
 
     def first_item(self, g: int) -> int:
         """The sorted position of group ``g``'s first item (``n`` for the group after the last)."""
@@ -204,7 +216,7 @@ class Reversed(Ranked):
     :meth:`negatives_of`) is made from the mirrored block of ``of``'s group sums and starts, the
     same whole numbers. The whole reversed group sums and starts (:attr:`pos_g`, :attr:`starts`) are
     made only for a reader of whole arrays, and kept: average precision's value and unclustered
-    variance read blocks (10M rows: two arrays of a float or int per group less, ~146 MiB, #19).
+    variance read blocks (10M rows: two arrays of an int per group less, #19).
 
     >>> r = Ranked(np.array([True, False, True, False, False]), np.arange(5), np.array([0, 2, 3]))
     >>> v = Reversed(r); w = Ranked(r.y[::-1].copy(), np.arange(5), np.array([0, 2, 3]))  # reversed by hand
@@ -218,22 +230,24 @@ class Reversed(Ranked):
         self.of, self.n, self.p = of, of.n, of.p
         self.y, self.order = of.y[::-1], of.order[::-1]
         self._reversed = weakref.ref(of)
-        self._made: tuple[np.ndarray, np.ndarray | None] | None = None
+        self._made: tuple[SmallCounts | None, np.ndarray | None] | None = None
 
-    def _whole(self) -> tuple[np.ndarray, np.ndarray | None]:
+    def _whole(self) -> tuple[SmallCounts | None, np.ndarray | None]:
         from labledger.metrics.classification import reversed_starts
 
+        kept = self.of.pos_kept
         if self._made is None:
-            self._made = np.ascontiguousarray(self.of.pos_g[::-1]), reversed_starts(self.of.starts, self.n)
+            self._made = (None if kept is None else kept.reversed()), reversed_starts(self.of.starts, self.n)
         return self._made
 
     @property
     def pos_g(self) -> np.ndarray:
-        return self.y.astype(np.float64) if self.of.pos_kept is None else self._whole()[0]
+        kept = self.pos_kept
+        return (self.y if kept is None else kept)[0 : self.groups].astype(np.float64)
 
     @property
-    def pos_kept(self) -> np.ndarray | None:
-        return None if self.of.pos_kept is None else self.pos_g
+    def pos_kept(self) -> SmallCounts | None:
+        return None if self.of.pos_kept is None else self._whole()[0]
 
     @property
     def starts(self) -> np.ndarray | None:
@@ -354,12 +368,14 @@ def _centred(v: np.ndarray, auc: float, count: int, scale: float) -> np.ndarray:
     return v
 
 
-def auc_items(r: Ranked, clustered: bool) -> np.ndarray | None:
+def auc_items(r: Ranked, clustered: bool, into: np.ndarray | None = None) -> np.ndarray | None:
     """``auc_groups(r, clustered).per_item()``, the same floats, a block of groups at a time: the AUC
     to centre on from the groups' products summed as ``np.sum`` of the whole array would
     (:func:`~labledger.metrics.kernels.pairwise_sum`), then each block's values spread to its items;
     no array of n but the answer (10M items: five arrays of a float per group less, #19). None when
-    the groups are one block: their whole arrays cost no more, and one pass less.
+    the groups are one block: their whole arrays cost no more, and one pass less. ``into``: an
+    array of n the values are added to (and which is returned) instead of a new one, when they are
+    defined (a macro mean's running total: :meth:`GroupedInfluence.add_to`).
 
     >>> r = Ranked(np.array([False, True, False, True]), np.arange(4), np.array([0, 1, 3]))
     >>> auc_items(r, False) is None  # one block (tests/test_analytic.py checks many, bit for bit)
@@ -388,20 +404,21 @@ def auc_items(r: Ranked, clustered: bool) -> np.ndarray | None:
     auc = float(pairwise_sum(products, r.groups) / p)
     sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
     sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
-    out = np.empty(r.n)
+    out = np.empty(r.n) if into is None else into
     carried[0] = 0.0
     for a, b in spans(r.groups):
         _, v10, v01 = components(a, b)
-        _spread(out, r, a, b, _centred(v10, auc, p, sp), _centred(v01, auc, q, sq))
+        _spread(out, r, a, b, _centred(v10, auc, p, sp), _centred(v01, auc, q, sq), into is not None)
     return out
 
 
-def ap_items(r: Ranked, clustered: bool) -> np.ndarray | None:
+def ap_items(r: Ranked, clustered: bool, into: np.ndarray | None = None) -> np.ndarray | None:
     """``ap_groups(r, clustered).per_item()`` (``r`` descending), the same floats, a block of groups
     at a time: AP from the running precision's products summed as ``np.sum`` of the whole array
     would (:func:`~labledger.metrics.kernels.pairwise_sum`), then backwards (the sums over the groups
     at or below each score carried from block to block: the same additions in the same order) each
-    block's values spread to its items (#19). None when the groups are one block (:func:`auc_items`).
+    block's values spread to its items (#19). None when the groups are one block; ``into``: as for
+    :func:`auc_items`.
 
     >>> r = Ranked(np.array([True, False, True, True]), np.arange(4), np.array([0, 1, 3]))
     >>> ap_items(r, True) is None  # one block
@@ -426,10 +443,10 @@ def ap_items(r: Ranked, clustered: bool) -> np.ndarray | None:
         return prec
 
     ap = float(pairwise_sum(products, r.groups) / p)
-    out = np.empty(n)
+    out = np.empty(n) if into is None else into
     scale = math.sqrt(n / (n - 1)) if not clustered and n > 1 else 1.0
     for a, b, _, if_pos, if_neg in _ap_backwards(r, parts, befores, ap, scale):
-        _spread(out, r, a, b, if_pos, if_neg)
+        _spread(out, r, a, b, if_pos, if_neg, into is not None)
     return out
 
 
@@ -617,7 +634,7 @@ class GroupedInfluence:
         self,
         make: Callable[[bool], GroupInfluence],
         blockwise: Callable[[], float] | None = None,
-        items: Callable[[bool], np.ndarray | None] | None = None,
+        items: Callable[[bool, np.ndarray | None], np.ndarray | None] | None = None,
     ) -> None:
         self._make = make
         self._blockwise = blockwise
@@ -633,11 +650,27 @@ class GroupedInfluence:
         return self._done[clustered]
 
     def __call__(self, clustered: bool) -> np.ndarray:
-        found = None if self._items is None or clustered in self._done else self._items(clustered)
+        return self._values(clustered, None)
+
+    def _values(self, clustered: bool, into: np.ndarray | None) -> np.ndarray:
+        found = None if self._items is None or clustered in self._done else self._items(clustered, into)
         if found is None:  # (the groups are one block: made whole, and kept)
             return self.groups(clustered).per_item()
         self._items_made.add(clustered)
         return found
+
+    def add_to(self, clustered: bool, total: np.ndarray) -> bool:
+        """Add the items' values to ``total`` when they are all finite (whether they were): made a
+        block of groups at a time straight into it where they can be, no array of n of their own
+        (a macro mean's running total: 10M rows, 76 MiB less, #19); the same sums as ``total +=
+        self(clustered)``."""
+        x = self._values(clustered, total)
+        if x is total:
+            return True
+        if not np.isfinite(x).all():
+            return False
+        total += x
+        return True
 
     def sum_sq(self) -> float:
         """The unclustered ``sum_i psi_i^2``: from the groups' values once the unclustered items'
@@ -661,6 +694,9 @@ def ovr_influence(fns: Iterable[InfluenceFunction], clustered: bool) -> np.ndarr
     total: np.ndarray | None = None
     count = n = 0
     for f in fns:
+        if total is not None and isinstance(f, GroupedInfluence):  # added straight into the total
+            count += f.add_to(clustered, total)
+            continue
         x = f(clustered)
         n = len(x)
         if not np.isfinite(x).all():
@@ -802,13 +838,16 @@ def covariance(psis: Sequence[np.ndarray], groups: np.ndarray | None = None) -> 
     >>> covariance([np.array([0.5, -0.5])]).tolist()
     [[0.5]]
     """
-    mat = np.column_stack(psis)
     if groups is not None:
         codes = np.asarray(groups, dtype=np.int64)
         c = int(codes.max()) + 1 if len(codes) else 0
-        sums = np.stack([np.bincount(codes, weights=mat[:, j], minlength=c) for j in range(mat.shape[1])], axis=1)
+        sums = np.stack([np.bincount(codes, weights=x, minlength=c) for x in psis], axis=1)
         factor = c / (c - 1) if c > 1 else math.nan
         return np.asarray(factor * (sums.T @ sums))
+    if len(psis) == 1:  # mat.T @ mat of one column is its dot product (numpy's matmul calls dot: the
+        x = psis[0]  # same float), without the (n, 1) copy of the values (10M rows: 76 MiB, #19)
+        return np.array([[np.dot(x, x)]])
+    mat = np.column_stack(psis)
     return np.asarray(mat.T @ mat)
 
 
@@ -848,6 +887,16 @@ def describe(prep: Prepared, groups: np.ndarray | None = None, *, paired: bool =
     return "analytic: " + how
 
 
+def _zero_one(x: np.ndarray) -> bool:
+    """Whether every value of ``x`` is 0 or 1, looked at a block at a time (no flag arrays of n,
+    #19) up to the first that is not.
+
+    >>> _zero_one(np.array([0.0, 1.0, 1.0])), _zero_one(np.array([0.0, 0.5]))
+    (True, False)
+    """
+    return all(bool(np.all((x[a:b] == 0) | (x[a:b] == 1))) for a, b in element_spans(len(x)))
+
+
 def analytic_interval(prep: Prepared, *, ci: float = 0.95, groups: np.ndarray | None = None) -> Any:
     """The metric's value with its analytic interval, as a :class:`labledger.metrics.resample.Interval`
     (``resamples`` 0, ``method`` naming the form); None when it has no analytic form.
@@ -876,7 +925,7 @@ def analytic_interval(prep: Prepared, *, ci: float = 0.95, groups: np.ndarray | 
     se = math.sqrt(var) if math.isfinite(var) and var >= 0 else math.nan
     if groups is None and isinstance(prep, MeanPrepared) and prep.post is None:
         vals = prep.values if prep.mask is None else prep.values[prep.mask]
-        if np.all((vals == 0) | (vals == 1)):
+        if _zero_one(vals):
             lo, hi = wilson_interval(float(vals.sum()), len(vals), ci)
             return Interval(value, lo, hi, ci, 0, "analytic: Wilson score interval", prep.n_used, None, 0, se)
     _, t_ref = _kind(prep)

@@ -29,9 +29,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from labledger.errors import MetricInputError
+from labledger.metrics import kernels
 from labledger.metrics._inputs import check_pos_label, encode, numbers, prob_matrix, same_length, score_inputs
 from labledger.metrics.entry import Metric
-from labledger.metrics.kernels import by_blocks, cell_sums, spans, stable_argsort
+from labledger.metrics.kernels import (
+    SmallCounts,
+    by_blocks,
+    cell_sums,
+    index_dtype,
+    release_pages,
+    spans,
+    stable_argsort,
+)
 from labledger.metrics.prepared import MeanPrepared, Prepared, Strategy, TablePrepared, WeightsFunction, WeightsPrepared
 
 if TYPE_CHECKING:
@@ -302,7 +311,8 @@ def tie_starts_by(values: Callable[[int, int], np.ndarray], n: int, count: int |
         count = sum(int(np.count_nonzero(_differing(values(a, b + 1)))) for a, b in spans(n - 1))
     if count == n - 1:
         return None  # no ties
-    out = np.empty(count + 1, dtype=np.int64)  # written block by block: one array of n, not three (#19)
+    # written block by block: one array of n, not three; 4-byte positions where they fit (#19)
+    out = np.empty(count + 1, dtype=index_dtype(n))
     out[0], at = 0, 1
     for a, b in spans(n - 1):  # each block with the next one's first value: its last neighbours
         found = np.flatnonzero(_differing(values(a, b + 1)))
@@ -368,7 +378,7 @@ def _sorted_groups(
     """
     if ascending is None:
         order = stable_argsort(score)
-        starts = tie_starts_by(lambda a, b: np.take(score, order[a:b]), len(order))
+        starts = tie_starts_by(lambda a, b: _taken(score, order[a:b]), len(order))
     else:
         order, starts = ascending
     if descending:
@@ -400,6 +410,26 @@ class SortCache(dict[int, tuple[np.ndarray, np.ndarray | None]]):
         #: each column's :class:`LazyRanked` (its class's flags: column j is P(label j)), shared by
         #: ROC-AUC and average precision
         self.ranked: dict[int, LazyRanked] = {}
+        #: each label's flags (``gold == j``), shared by the metrics that rank by column j (their own
+        #: lock: a metric asking for them does not wait for a sort)
+        self.flags: dict[int, np.ndarray] = {}
+        self.flags_lock = threading.Lock()
+
+
+def _flags(sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None, gold: np.ndarray, c: int) -> np.ndarray:
+    """``gold == c``, made once per :class:`SortCache` (ROC-AUC's and AP's weights functions and
+    ranking hold the one array, #19).
+
+    >>> g = np.array([0, 1, 1]); c = SortCache(); _flags(c, g, 1) is _flags(c, g, 1)
+    True
+    """
+    if not isinstance(sorts, SortCache):
+        out: np.ndarray = gold == c
+        return out
+    with sorts.flags_lock:
+        if c not in sorts.flags:
+            sorts.flags[c] = gold == c
+        return sorts.flags[c]
 
 
 class LazyRanked:
@@ -413,7 +443,7 @@ class LazyRanked:
     """
 
     def __init__(self, is_pos: np.ndarray, ascending: tuple[np.ndarray, np.ndarray | None]) -> None:
-        self._args = (is_pos, ascending)
+        self._args: tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None]] | None = (is_pos, ascending)
         self._found: Ranked | None = None
         self._lock = threading.Lock()
 
@@ -423,8 +453,10 @@ class LazyRanked:
             if found is None:
                 from labledger.metrics.analytic import Ranked
 
+                assert self._args is not None
                 is_pos, (order, starts) = self._args
                 found = self._found = Ranked(is_pos, order, starts)
+                self._args = None  # the flags in item order are not kept past their use (#19)
             return found
 
 
@@ -442,6 +474,18 @@ def _ranked(
         if c not in sorts.ranked:
             sorts.ranked[c] = LazyRanked(is_pos, ascending)
         return sorts.ranked[c]
+
+
+def _taken(col: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``col[index]``: by ``np.take`` for a contiguous column (~35% faster than indexing), by
+    indexing for a strided one (a column of a probability matrix: ``np.take`` would copy the whole
+    column first, at every call), #19.
+
+    >>> p = np.array([[0.2, 0.8], [0.6, 0.4]]); _taken(p[:, 1], np.array([1, 0])).tolist()
+    [0.4, 0.8]
+    """
+    out: np.ndarray = np.take(col, index) if col.flags.c_contiguous else col[index]
+    return out
 
 
 def _checked_order(order: np.ndarray | None, col: np.ndarray) -> tuple[np.ndarray, np.ndarray | None] | None:
@@ -462,11 +506,13 @@ def _checked_order(order: np.ndarray | None, col: np.ndarray) -> tuple[np.ndarra
     del seen
     count = 0
     for a, b in spans(n - 1) if n > 1 else []:
-        s = np.take(col, order[a : b + 1])  # np.take: ~35% faster than col[order] (and than a strided column's)
+        s = _taken(col, order[a : b + 1])
         if not bool((s[1:] >= s[:-1]).all()):
             return None
         count += int(np.count_nonzero(_differing(s)))
-    return order, tie_starts_by(lambda a, b: np.take(col, order[a:b]), n, count)
+    found = tie_starts_by(lambda a, b: _taken(col, order[a:b]), n, count)
+    release_pages(order)  # (a mapped order: read again from its file when it is next used)
+    return order, found
 
 
 def _ascending(
@@ -481,8 +527,9 @@ def _ascending(
         if j not in sorts:
             found = _checked_order(getattr(sorts, "given", {}).pop(j, None), col)
             if found is None:
-                order = stable_argsort(col)
-                found = order, tie_starts_by(lambda a, b: np.take(col, order[a:b]), len(order))
+                whole = np.ascontiguousarray(col)  # (sorted as one array)
+                order = stable_argsort(whole)
+                found = order, tie_starts_by(lambda a, b: np.take(whole, order[a:b]), len(order))
             sorts[j] = found
         return sorts[j]
 
@@ -548,7 +595,7 @@ def _reverse_ranking(a: np.ndarray, b: np.ndarray, order_b: np.ndarray) -> bool:
     return bool(np.all(da <= 0) and np.array_equal(db == 0, da == 0))
 
 
-def roc_auc_sorted(y: np.ndarray, starts: np.ndarray | None, pos_g: np.ndarray | None = None) -> float:
+def roc_auc_sorted(y: np.ndarray, starts: np.ndarray | None, pos_g: SmallCounts | np.ndarray | None = None) -> float:
     """Unweighted ROC-AUC from mid-ranks (Mann-Whitney U, ties count one half) in exact integers.
 
     ``y``: the class flags (positive: True) in ascending score order; ``starts``: the tie groups of
@@ -646,10 +693,19 @@ class _OvrSorts:
         self._asc: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
         self._sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
         self._ranked: dict[int, LazyRanked] = {}
+        self._flags: dict[int, np.ndarray] = {}
+
+    def flags(self, c: int) -> np.ndarray:
+        """``gold == c``, made once for the class's weights function and its ranking (#19)."""
+        if c not in self._flags:
+            self._flags[c] = _flags(self.shared, self.gold, c)
+        return self._flags[c]
 
     def ascending(self, c: int) -> tuple[np.ndarray, np.ndarray | None]:
         if c not in self._asc:
-            col = np.ascontiguousarray(self.probs[:, c])
+            # beyond one block a view (a sort order at hand is checked through it: no copy of the
+            # column, 10M rows: 76 MiB), else a copy, which np.take reads faster (1M rows: ~25 ms, #19)
+            col = self.probs[:, c] if len(self.probs) > kernels.WHOLE else np.ascontiguousarray(self.probs[:, c])
             self._asc[c] = _sorted_groups(col, False, _ascending(self.shared, col, c))
         return self._asc[c]
 
@@ -660,7 +716,7 @@ class _OvrSorts:
 
     def ranked(self, c: int) -> LazyRanked:
         if c not in self._ranked:
-            self._ranked[c] = _ranked(self.shared, c, self.gold == c, self.ascending(c))
+            self._ranked[c] = _ranked(self.shared, c, self.flags(c), self.ascending(c))
         return self._ranked[c]
 
 
@@ -671,7 +727,12 @@ def _ovr_w(
     classes: Sequence[int],
     sorts: _OvrSorts | None = None,
 ) -> WeightsFunction:
-    fns = [make(probs[:, c], gold == c, None if sorts is None else functools.partial(sorts.get, c)) for c in classes]
+    fns = [
+        make(probs[:, c], gold == c, None)
+        if sorts is None
+        else make(probs[:, c], sorts.flags(c), functools.partial(sorts.get, c))
+        for c in classes
+    ]
 
     def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         vals = np.stack([f(w) for f in fns], axis=1)
@@ -681,9 +742,9 @@ def _ovr_w(
     return fn
 
 
-def ap_sorted(y: np.ndarray, starts: np.ndarray | None, tp: np.ndarray | None = None) -> float:
+def ap_sorted(y: np.ndarray, starts: np.ndarray | None, tp: SmallCounts | np.ndarray | None = None) -> float:
     """Unweighted average precision from the class flags in descending score order (``starts``: tie
-    groups; ``tp``: the positives per group when the caller has them).
+    groups; ``tp``: the positives per group when the caller has them, whole numbers of any type).
 
     >>> ap_sorted(np.array([True, False, True, False]), None)
     0.8333333333333333
@@ -693,7 +754,9 @@ def ap_sorted(y: np.ndarray, starts: np.ndarray | None, tp: np.ndarray | None = 
     def block(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         if starts is None:
             return y[a:b].astype(np.float64), np.arange(a + 1, b + 1, dtype=np.float64)
-        return (group_positives(y, starts, a, b) if tp is None else tp[a:b]), group_ends(starts, n, a, b)
+        return (group_positives(y, starts, a, b) if tp is None else tp[a:b].astype(np.float64)), group_ends(
+            starts, n, a, b
+        )
 
     return ap_blocks(block, n if starts is None else len(starts), int(np.count_nonzero(y)))
 
@@ -745,7 +808,7 @@ def _auc_infl(ranked: LazyRanked) -> GroupedInfluence:
     return GroupedInfluence(
         lambda clustered: auc_groups(ranked(), clustered),
         lambda: auc_sum_sq(ranked()),
-        lambda clustered: auc_items(ranked(), clustered),
+        lambda clustered, into: auc_items(ranked(), clustered, into),
     )
 
 
@@ -756,7 +819,7 @@ def _ap_infl(ranked: LazyRanked) -> GroupedInfluence:
     return GroupedInfluence(
         lambda clustered: ap_groups(ranked().reversed(), clustered),
         lambda: ap_sum_sq(ranked().reversed()),
-        lambda clustered: ap_items(ranked().reversed(), clustered),
+        lambda clustered, into: ap_items(ranked().reversed(), clustered, into),
     )
 
 
@@ -910,12 +973,12 @@ def binary_prepared(
         if params.get("average") != "binary" or pos_label != pos:
             return None
         asc = _ascending(sorts, score, pos)
-        is_pos = gold == pos
+        is_pos = _flags(sorts, gold, pos)
         return score_prepared(
             name, params, is_pos, score, ascending=asc, ranked=None if asc is None else _ranked(sorts, pos, is_pos, asc)
         )
     if name == "log_loss":  # probs[arange, gold]: the gold label's column
-        return _mean(name, params, _neg_log_clipped(_flagged_prob(gold == pos, score)))
+        return _mean(name, params, _neg_log_clipped(_flagged_prob(_flags(sorts, gold, pos), score)))
     if name == "brier":
 
         def two(a: int, b: int) -> np.ndarray:
@@ -924,7 +987,7 @@ def binary_prepared(
 
         return _mean(name, params, by_blocks(len(score), two))
     if name == "ece":  # probs[arange, pred]: the predicted label's column
-        return score_prepared(name, params, gold == pos, score, pred == pos)
+        return score_prepared(name, params, _flags(sorts, gold, pos), score, pred == pos)
     return None
 
 
@@ -938,6 +1001,17 @@ def _flagged_prob(is_pos: np.ndarray, score: np.ndarray) -> np.ndarray:
     else ``1.0 - score``): ``np.where(is_pos, score, 1.0 - score)``, a block at a time: the same
     values in one array of n, without the whole ``1.0 - score`` beside it (#19)."""
     return by_blocks(len(score), lambda a, b: np.where(is_pos[a:b], score[a:b], 1.0 - score[a:b]))
+
+
+def _picked(probs: np.ndarray, index: np.ndarray, a: int, b: int) -> np.ndarray:
+    """``probs[np.arange(n), index][a:b]``: row i's value in column ``index[i]`` for the rows
+    ``[a, b)`` (for :func:`~labledger.metrics.kernels.by_blocks`: no index array of n, #19).
+
+    >>> _picked(np.array([[0.2, 0.8], [0.6, 0.4], [0.5, 0.5]]), np.array([1, 0, 1]), 1, 3).tolist()
+    [0.6, 0.5]
+    """
+    out: np.ndarray = probs[np.arange(a, b), index[a:b]]
+    return out
 
 
 def _neg_log_clipped(p: np.ndarray) -> np.ndarray:
@@ -1024,7 +1098,7 @@ def prob_prepared(
                 raise MetricInputError(f"{name} with average='binary' needs pos_label= (the positive label)")
             column = np.ascontiguousarray(probs[:, pos])
             asc = _ascending(sorts, column, pos)
-            is_pos = gold == pos
+            is_pos = _flags(sorts, gold, pos)
             return score_prepared(
                 name,
                 params,
@@ -1047,7 +1121,7 @@ def prob_prepared(
             _ovr_infl(name, gold, range(k), ovr),
         )
     if name == "log_loss":
-        return _mean(name, params, _neg_log_clipped(probs[np.arange(n), gold]))
+        return _mean(name, params, by_blocks(n, lambda a, b: _neg_log_clipped(_picked(probs, gold, a, b))))
     if name == "brier":
         if k == 2:  # the row sum of two squares, column by column: no (n, 2) temporaries (#19)
             return _mean(name, params, _brier_two(probs[:, 0], probs[:, 1], gold))
@@ -1068,7 +1142,7 @@ def prob_prepared(
     if name == "ece":
         if pred is None:
             pred = probs.argmax(axis=1)
-        conf = probs[np.arange(n), pred]
+        conf = by_blocks(n, functools.partial(_picked, probs, pred))
         binned = _ece_binned(conf, pred == gold, params["n_bins"], params["strategy"])
         rank = None if binned is None or params["strategy"] == "uniform" else binned[0]  # (one sort)
         return weights(

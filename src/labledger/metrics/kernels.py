@@ -34,7 +34,7 @@ import ctypes
 import math
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -49,10 +49,14 @@ _TINY_EXP = -960
 
 
 #: Items or tie groups per block of the blockwise kernels (ROC-AUC's and AP's points and variances,
-#: tie groups, group sums): their temporaries are arrays of this many values (8 MiB of floats)
-#: instead of n (76 MiB each at 10M rows, #19). Fewer than this are one block, computed exactly as
-#: in one pass.
-BLOCK = 1 << 20
+#: tie groups, group sums) beyond :data:`WHOLE`: their temporaries are arrays of this many values
+#: (2 MiB of floats) instead of n (76 MiB each at 10M rows, #19). Many blocks sum their blocks' sums
+#: (AP's value and the variances of ROC-AUC, AP and the means: within a few ulps of one pass).
+#: 2^18: two threads' temporaries ~40 MiB at 10M rows, where blocks of 2^20 took ~140 MiB (#19).
+BLOCK = 1 << 18
+#: Up to this many items or groups, the blockwise kernels take them as one block, computed exactly as
+#: in one pass (whole arrays of at most 8 MiB of floats; 1M rows: ~40 ms faster than four blocks).
+WHOLE = 1 << 20
 #: Items per block where the blocks cannot change a value (an elementwise formula, :func:`exact_sum`'s
 #: exact parts, whole-number counts): temporaries of 512 KiB, which stay in the CPU's cache and are
 #: reused by the allocator, where a block of :data:`BLOCK` took fresh pages of 8 MiB each time (the
@@ -61,14 +65,116 @@ ELEMENT_BLOCK = 1 << 16
 
 
 def spans(n: int, block: int | None = None) -> list[tuple[int, int]]:
-    """``[a, b)`` ranges of consecutive blocks of ``block`` items (default :data:`BLOCK`, read at
-    each call) covering ``n`` (one, empty, for 0).
+    """``[a, b)`` ranges of consecutive blocks of ``block`` items covering ``n`` (one, empty, for 0);
+    by default one block up to :data:`WHOLE` items, else blocks of :data:`BLOCK` (both read at
+    each call).
 
-    >>> spans(0), len(spans(BLOCK + 1)), spans(5, 2)
-    ([(0, 0)], 2, [(0, 2), (2, 4), (4, 5)])
+    >>> spans(0), len(spans(WHOLE)), len(spans(WHOLE + 1)), spans(5, 2)
+    ([(0, 0)], 1, 5, [(0, 2), (2, 4), (4, 5)])
     """
-    size = BLOCK if block is None else block
+    size = (max(n, 1) if n <= WHOLE else BLOCK) if block is None else block
     return [(a, min(a + size, n)) for a in range(0, n, size)] or [(0, 0)]
+
+
+def index_dtype(n: int) -> np.dtype[Any]:
+    """The narrowest signed integer dtype that holds every position ``0 .. n`` of ``n`` items (int32
+    up to 2^31 - 1 items, else int64): tie-group starts of 10M items in 38 MiB instead of 76 (#19).
+
+    >>> index_dtype(10), index_dtype(2**31)
+    (dtype('int32'), dtype('int64'))
+    """
+    return np.dtype(np.int32 if n <= np.iinfo(np.int32).max else np.int64)
+
+
+def gather(x: np.ndarray, index: np.ndarray, release: bool = False) -> np.ndarray:
+    """``np.take(x, index)`` (1-D) into a new array, :data:`ELEMENT_BLOCK` indices at a time: the
+    same values, and an index of 4-byte positions (:func:`index_dtype`) is never copied whole into
+    numpy's own index type, as ``np.take`` of it would (10M items: 76 MiB, #19). ``release``: a
+    memory-mapped index's pages are let go as they are read (:func:`release_pages`).
+
+    >>> gather(np.array([0.5, 0.25, 1.0]), np.array([2, 0], np.int32)).tolist()
+    [1.0, 0.5]
+    """
+    if index.dtype == np.intp and not release:
+        return np.take(x, index)
+    out = np.empty(len(index), dtype=x.dtype)
+    for a, b in element_spans(len(index)):
+        np.take(x, index[a:b], out=out[a:b])
+        if release:
+            release_pages(index[a:b])
+    return out
+
+
+def release_pages(a: np.ndarray) -> None:
+    """Let the kernel drop the resident pages of ``a`` when it is a view of a read-only memory map
+    (a columnar cache entry's column, :func:`labledger.inputs.columnar.cached_columns`): they are
+    read again from the file, unchanged, if ``a`` is used again; the process stops holding them
+    (a sort order read whole once, 10M rows: 38 MiB, #19). Nothing for any other array.
+
+    >>> release_pages(np.arange(3))  # not mapped: nothing to do
+    """
+    import mmap
+
+    base = a.base
+    while isinstance(base, (np.ndarray, memoryview)):
+        base = base.base if isinstance(base, np.ndarray) else base.obj
+    if not isinstance(base, mmap.mmap) or not a.flags.c_contiguous or not a.nbytes:
+        return
+    try:
+        origin = np.frombuffer(base, dtype=np.uint8, count=1).__array_interface__["data"][0]
+        start = a.__array_interface__["data"][0] - origin
+        page = mmap.PAGESIZE
+        lo, hi = -(-start // page) * page, (start + a.nbytes) // page * page  # whole pages of a alone
+        if hi > lo:
+            base.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+    except (ValueError, OSError):  # closed, or a kernel without madvise: the pages stay
+        return
+
+
+class SmallCounts:
+    """Whole numbers ``>= 0``, one byte each: those of 255 or more are kept apart (their places and
+    values), so that a few large counts among many small ones (the positives per tie group of
+    scores that are mostly distinct but clipped at 0 and 1) take a byte each, not eight (10M
+    groups: 9 MiB instead of 76 as floats, #19). Sliced, they are the exact counts as int64.
+
+    >>> c = SmallCounts.of(5, [np.array([3, 0, 300]), np.array([1, 70000])])
+    >>> c[1:5].tolist(), len(c), c.reversed()[0:2].tolist()
+    ([0, 300, 1, 70000], 5, [70000, 1])
+    """
+
+    CAP = 255
+
+    def __init__(self, small: np.ndarray, big_at: np.ndarray, big: np.ndarray) -> None:
+        self.small, self.big_at, self.big = small, big_at, big
+
+    @classmethod
+    def of(cls, n: int, blocks: Iterable[np.ndarray]) -> SmallCounts:
+        """The ``n`` counts of consecutive blocks (integer arrays)."""
+        small = np.empty(n, dtype=np.uint8)
+        at, values, start = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], 0
+        for v in blocks:
+            np.minimum(v, cls.CAP, out=small[start : start + len(v)], casting="unsafe")
+            large = np.flatnonzero(v >= cls.CAP)
+            at.append(large + start)
+            values.append(v[large].astype(np.int64))
+            start += len(v)
+        return cls(small, np.concatenate(at), np.concatenate(values))
+
+    def __len__(self) -> int:
+        return len(self.small)
+
+    def __getitem__(self, where: slice) -> np.ndarray:
+        a, b, step = where.indices(len(self))
+        if step != 1:
+            raise IndexError("SmallCounts: contiguous slices only")
+        out = self.small[a:b].astype(np.int64)
+        i, j = np.searchsorted(self.big_at, [a, b])
+        out[self.big_at[i:j] - a] = self.big[i:j]
+        return out
+
+    def reversed(self) -> SmallCounts:
+        """The same counts in reverse order."""
+        return SmallCounts(self.small[::-1].copy(), len(self) - 1 - self.big_at[::-1], self.big[::-1].copy())
 
 
 def element_spans(n: int) -> list[tuple[int, int]]:
@@ -351,6 +457,7 @@ def _one_thread_worker() -> None:
 
 
 __all__ = [
+    "SmallCounts",
     "by_blocks",
     "cell_sums",
     "element_spans",
@@ -358,6 +465,7 @@ __all__ = [
     "one_blas_thread",
     "pairwise_sum",
     "pool_initializer",
+    "release_pages",
     "spans",
     "stable_argsort",
 ]

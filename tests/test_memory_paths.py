@@ -1,0 +1,131 @@
+"""The memory-lean paths of the fifteenth #19 round against the plain numpy they replace: compact
+group counts, gathers through 4-byte orders, pages of mapped columns let go, a macro mean's
+influence values added into one total, and the one-column covariance."""
+
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from labledger.metrics import analytic, kernels
+from labledger.metrics.analytic import GroupedInfluence, Ranked, auc_groups, auc_items, covariance, ovr_influence
+from labledger.metrics.classification import _checked_order, tie_starts
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), sizes=st.lists(st.integers(0, 300), min_size=1, max_size=5))
+def test_small_counts_slice_to_the_counts(seed, sizes):
+    """Counts of consecutive blocks, some far above a byte, read back exactly by any slice and reversed."""
+    rng = np.random.default_rng(seed)
+    blocks = [rng.choice([0, 1, 7, 254, 255, 256, 70_000, 2**40], size=k) for k in sizes]
+    want = np.concatenate(blocks).astype(np.int64)
+    got = kernels.SmallCounts.of(len(want), blocks)
+    assert len(got) == len(want) and got.small.dtype == np.uint8
+    assert got[0 : len(want)].tolist() == want.tolist()
+    assert got.reversed()[0 : len(want)].tolist() == want[::-1].tolist()
+    for _ in range(5):
+        a, b = sorted(rng.integers(0, len(want) + 1, 2).tolist())
+        assert got[a:b].tolist() == want[a:b].tolist()
+
+
+def test_index_dtype_holds_every_position():
+    assert kernels.index_dtype(0) == np.int32 and kernels.index_dtype(2**31 - 1) == np.int32
+    assert kernels.index_dtype(2**31) == np.int64
+
+
+def _rss_file_kib() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("RssFile"))
+
+
+def test_gather_through_a_mapped_order_is_take_and_lets_its_pages_go(tmp_path):
+    """A gather through a 4-byte order held in a memory map: np.take's values, block by block, and
+    with ``release`` the order's pages leave the process (read again, unchanged, on next use)."""
+    n = 3 * kernels.ELEMENT_BLOCK + 11
+    rng = np.random.default_rng(5)
+    order = rng.permutation(n).astype(np.int32)
+    big = np.tile(order, 64)  # 48 MiB, page-rounded and big enough to see in RssFile
+    (tmp_path / "o.bin").write_bytes(big.tobytes())
+    with open(tmp_path / "o.bin", "rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    whole = np.frombuffer(mapped, dtype=np.int32)
+    index = whole[:n]
+    for x in (rng.random(n), rng.random(n) < 0.3):
+        assert kernels.gather(x, index).tobytes() == np.take(x, order).tobytes()
+        assert kernels.gather(x, index, release=True).tobytes() == np.take(x, order).tobytes()
+    assert int(whole.sum(dtype=np.int64)) == int(big.sum(dtype=np.int64))  # every page read in
+    held = _rss_file_kib()
+    kernels.release_pages(whole)
+    assert held - _rss_file_kib() > 40 * 1024  # the pages are no longer the process's
+    assert whole.tobytes() == big.tobytes()  # and read again unchanged
+    kernels.release_pages(np.arange(5))  # an array not mapped: nothing
+    del whole, index
+
+
+def test_a_sort_order_is_checked_through_a_strided_column():
+    """A probability matrix's column is read through the order as a view (no contiguous copy): the
+    same order and tie groups as the contiguous column's; a wrong order is refused."""
+    rng = np.random.default_rng(2)
+    probs = np.round(rng.dirichlet([1, 1, 1], size=5_000), 2)
+    for j in range(3):
+        col = probs[:, j]
+        order = kernels.stable_argsort(np.ascontiguousarray(col)).astype(np.int32)
+        strided, contiguous = _checked_order(order, col), _checked_order(order, np.ascontiguousarray(col))
+        assert strided is not None and contiguous is not None
+        assert strided[1].tolist() == contiguous[1].tolist() == tie_starts(col[order]).tolist()
+        assert _checked_order(order[::-1].copy(), col) is None
+
+
+@pytest.mark.parametrize("absent", [False, True])
+def test_a_macro_means_influence_added_into_its_total_is_the_stacked_mean(absent):
+    """Each class's DeLong values spread, a block of groups at a time, straight into the running
+    total: the floats of np.mean over the classes' own arrays stacked (classes with no positives
+    left out), over many blocks."""
+    rng = np.random.default_rng(11)
+    n, k = 20_000, 4
+    gold = rng.integers(0, k - 1 if absent else k, n)
+    probs = np.round(rng.dirichlet(np.ones(k), size=n), 3)
+    ranked = []
+    for c in range(k):
+        order = kernels.stable_argsort(probs[:, c])
+        ranked.append(Ranked(gold == c, order, tie_starts(probs[order, c])))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "BLOCK", 1_000)  # many blocks of groups
+        mp.setattr(kernels, "WHOLE", 0)
+        for clustered in (False, True):
+            rows = [auc_groups(r, clustered).per_item() for r in ranked]
+            want = np.mean(np.stack([x for x in rows if np.isfinite(x).all()]), axis=0)
+            fns = [
+                GroupedInfluence(lambda cl, r=r: auc_groups(r, cl), None, lambda cl, into, r=r: auc_items(r, cl, into))
+                for r in ranked
+            ]
+            assert ovr_influence(fns, clustered).tobytes() == want.tobytes()
+
+
+def test_covariance_of_one_column_is_the_matrix_product():
+    """One metric's variance without the (n, 1) copy: mat.T @ mat's float; with clusters, the
+    same cluster sums as the column's."""
+    rng = np.random.default_rng(4)
+    for n in (1, 2, 9, 1_000, 100_003):
+        x = rng.normal(size=n) * 10.0 ** rng.integers(-5, 5, n)
+        mat = np.column_stack([x])
+        assert covariance([x]).tobytes() == (mat.T @ mat).tobytes()
+        groups = rng.integers(0, 7, n)
+        sums = np.bincount(groups, weights=mat[:, 0])[:, None]
+        c = int(groups.max()) + 1
+        factor = c / (c - 1) if c > 1 else np.nan
+        assert covariance([x], groups).tobytes() == np.asarray(factor * (sums.T @ sums)).tobytes()
+
+
+def test_a_zero_one_mean_is_found_block_by_block():
+    n = 2 * kernels.ELEMENT_BLOCK + 3
+    x = np.zeros(n)
+    x[::3] = 1.0
+    assert analytic._zero_one(x)
+    x[-1] = 0.5
+    assert not analytic._zero_one(x)
+    assert analytic._zero_one(np.zeros(0))
