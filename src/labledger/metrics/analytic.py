@@ -845,7 +845,8 @@ def covariance(psis: Sequence[np.ndarray], groups: np.ndarray | None = None) -> 
         factor = c / (c - 1) if c > 1 else math.nan
         return np.asarray(factor * (sums.T @ sums))
     if len(psis) == 1:  # mat.T @ mat of one column is its dot product (numpy's matmul calls dot: the
-        x = psis[0]  # same float), without the (n, 1) copy of the values (10M rows: 76 MiB, #19)
+        # same float), without the (n, 1) copy of the values (10M rows: 76 MiB, #19)
+        x = np.ascontiguousarray(psis[0], dtype=np.float64)
         return np.array([[np.dot(x, x)]])
     mat = np.column_stack(psis)
     return np.asarray(mat.T @ mat)
