@@ -127,7 +127,7 @@ def release_pages(a: np.ndarray) -> None:
         lo, hi = -(-start // page) * page, (start + a.nbytes) // page * page  # whole pages of a alone
         if hi > lo:
             base.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-    except (ValueError, OSError):  # closed, or a kernel without madvise: the pages stay
+    except (ValueError, OSError, AttributeError):  # closed, or no madvise (Windows): the pages stay
         return
 
 
