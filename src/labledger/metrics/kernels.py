@@ -462,6 +462,8 @@ __all__ = [
     "cell_sums",
     "element_spans",
     "exact_sum",
+    "gather",
+    "index_dtype",
     "one_blas_thread",
     "pairwise_sum",
     "pool_initializer",
