@@ -415,18 +415,21 @@ def surely_distinct(ids: pa.Array, *, chunk: int = HASH_CHUNK) -> bool:
     width = int(lengths.max())
     if width > HASH_ID_BYTES or width == 0 or data_buf is None:
         return False
-    first = int(offsets[0])
-    raw = np.frombuffer(data_buf, dtype=np.uint8)[first : int(offsets[-1])]
-    padded = np.zeros(len(raw) + width + 16, dtype=np.uint8)  # every 8-byte read below stays in bounds
-    padded[: len(raw)] = raw
-    # row o of this (no-copy) view is the 8 bytes from byte o: one gather reads a word of every id
-    windows = np.lib.stride_tricks.as_strided(padded, shape=(len(padded) - 7, 8), strides=(1, 1))
+    raw = np.frombuffer(data_buf, dtype=np.uint8)
     h = lengths.astype(np.uint64)
     h += np.uint64(0x9E3779B97F4A7C15)
     step = max(1, chunk)
     for a in range(0, n, step):
-        hc = _mix(h[a : a + step])
-        starts, lens = offsets[a : min(a + step, n)] - first, lengths[a : a + step]
+        b = min(a + step, n)
+        lo, hi = int(offsets[a]), int(offsets[b])
+        # this pass's ids' bytes, padded so that every 8-byte read below stays in bounds (a copy of
+        # a pass's bytes, not of every id's: 10M ids, ~76 MiB less while they are hashed, #19)
+        padded = np.zeros(hi - lo + width + 16, dtype=np.uint8)
+        padded[: hi - lo] = raw[lo:hi]
+        # row o of this (no-copy) view is the 8 bytes from byte o: one gather reads a word of every id
+        windows = np.lib.stride_tricks.as_strided(padded, shape=(len(padded) - 7, 8), strides=(1, 1))
+        hc = _mix(h[a:b])
+        starts, lens = offsets[a:b] - lo, lengths[a:b]
         for w in range(0, width, 8):  # one 8-byte word of every id at a time
             word = windows[starts + w].view("<u8").ravel()
             word &= _KEEP[np.clip(lens - w, 0, 8)]  # only the id's own bytes
