@@ -49,7 +49,7 @@ from labledger.inputs.results import (
     defer_lines,
     set_given_sorts,
 )
-from labledger.metrics.kernels import stable_argsort
+from labledger.metrics.kernels import index_dtype, stable_argsort
 
 # pyarrow.compute and pyarrow.json are imported inside the JSONL reader's functions: a read from the
 # columnar cache needs neither (pyarrow.compute alone is ~0.05 s of start-up, #19)
@@ -514,8 +514,10 @@ def _sort_beside(table: pa.Table) -> Callable[[], dict[str, np.ndarray]] | None:
     keys = list(columns)
 
     def work(mine: list[str]) -> None:
-        for key in mine:
-            found[key] = stable_argsort(columns[key])
+        for key in mine:  # kept as 4-byte positions where they fit, as the cache entry keeps them (#19)
+            order = stable_argsort(columns[key])
+            found[key] = order.astype(index_dtype(len(order)), copy=False)
+            del order
 
     threads = [
         threading.Thread(target=work, args=(keys[i::SORT_THREADS],), name="labledger-sort", daemon=True)
