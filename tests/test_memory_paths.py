@@ -81,10 +81,11 @@ def test_a_sort_order_is_checked_through_a_strided_column():
 
 
 @pytest.mark.parametrize("absent", [False, True])
-def test_a_macro_means_influence_added_into_its_total_is_the_stacked_mean(absent):
-    """Each class's DeLong values spread, a block of groups at a time, straight into the running
-    total: the floats of np.mean over the classes' own arrays stacked (classes with no positives
-    left out), over many blocks."""
+@pytest.mark.parametrize("metric", ["roc_auc", "average_precision"])
+def test_a_macro_means_influence_added_into_its_total_is_the_stacked_mean(absent, metric):
+    """Each class's DeLong (or AP delta-method) values spread, a block of groups at a time,
+    straight into the running total: the floats of np.mean over the classes' own arrays stacked
+    (classes with no positives left out), over many blocks."""
     rng = np.random.default_rng(11)
     n, k = 20_000, 4
     gold = rng.integers(0, k - 1 if absent else k, n)
@@ -92,15 +93,17 @@ def test_a_macro_means_influence_added_into_its_total_is_the_stacked_mean(absent
     ranked = []
     for c in range(k):
         order = kernels.stable_argsort(probs[:, c])
-        ranked.append(Ranked(gold == c, order, tie_starts(probs[order, c])))
+        r = Ranked(gold == c, order, tie_starts(probs[order, c]))
+        ranked.append(r if metric == "roc_auc" else r.reversed())
+    groups_of, items_of = (auc_groups, auc_items) if metric == "roc_auc" else (analytic.ap_groups, analytic.ap_items)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kernels, "BLOCK", 1_000)  # many blocks of groups
+        mp.setattr(kernels, "BLOCK", 97)  # many blocks of groups (~1,000 groups a class)
         mp.setattr(kernels, "WHOLE", 0)
         for clustered in (False, True):
-            rows = [auc_groups(r, clustered).per_item() for r in ranked]
+            rows = [groups_of(r, clustered).per_item() for r in ranked]
             want = np.mean(np.stack([x for x in rows if np.isfinite(x).all()]), axis=0)
             fns = [
-                GroupedInfluence(lambda cl, r=r: auc_groups(r, cl), None, lambda cl, into, r=r: auc_items(r, cl, into))
+                GroupedInfluence(lambda cl, r=r: groups_of(r, cl), None, lambda cl, into, r=r: items_of(r, cl, into))
                 for r in ranked
             ]
             assert ovr_influence(fns, clustered).tobytes() == want.tobytes()
@@ -129,3 +132,47 @@ def test_a_zero_one_mean_is_found_block_by_block():
     x[-1] = 0.5
     assert not analytic._zero_one(x)
     assert analytic._zero_one(np.zeros(0))
+
+
+@pytest.mark.parametrize("kind", ["binary", "cls3"])
+def test_eval_from_a_cache_entry_in_many_blocks_equals_eval_from_jsonl(tmp_path, monkeypatch, kind):
+    """End to end with small blocks and analytic intervals: the entry's 4-byte orders (mapped, read
+    through in blocks, their pages let go), the orders checked through the probability columns,
+    the group counts, and a macro AUC's values added into one total give the documents of the
+    JSONL read (each with the same blocks)."""
+    import orjson
+
+    from labledger.analysis.evaluation import evaluate
+    from labledger.inputs import columnar
+    from labledger.inputs.results import given_sorts, read_results
+
+    monkeypatch.setenv(columnar.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(columnar.MIN_BYTES_ENV, "0")
+    monkeypatch.setattr(kernels, "BLOCK", 97)
+    monkeypatch.setattr(kernels, "WHOLE", 0)
+    monkeypatch.setattr(analytic, "ANALYTIC_FROM", 100)
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(3_000):
+        if kind == "binary":
+            s = min(1.0, max(0.0, round(float(rng.normal(0.5, 0.3)), 2)))  # ties, and groups at 0 and 1
+            rows.append({"id": f"r{i}", "task": "t", "gold": "yes" if rng.random() < s else "no", "score": s})
+        else:
+            w = np.round(rng.dirichlet([1, 1, 1]), 2)
+            probs = dict(zip("abc", (w / w.sum()).tolist()))
+            rows.append({"id": f"r{i}", "task": "t", "gold": "abc"[int(rng.integers(0, 3))], "probs": probs})
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    pos = "yes" if kind == "binary" else None
+
+    def doc(rs):
+        return orjson.dumps(evaluate(rs, resamples=200).to_dict())
+
+    want = doc(read_results(path, positive=pos, cache=False))
+    assert b"DeLong" in want  # the analytic intervals, from their blockwise kernels
+    # the row reader sorts nothing beside its read: the metrics sort, in 8-byte positions
+    assert doc(read_results(path, positive=pos, cache=False, engine="rows")) == want
+    assert doc(read_results(path, positive=pos)) == want  # reads, sorts, stores
+    cached = read_results(path, positive=pos)
+    assert all(o.dtype == np.int32 and not o.flags.writeable for o in given_sorts(cached["t"]).values())
+    assert doc(cached) == want
