@@ -128,10 +128,46 @@ def test_a_zero_one_mean_is_found_block_by_block():
     n = 2 * kernels.ELEMENT_BLOCK + 3
     x = np.zeros(n)
     x[::3] = 1.0
-    assert analytic._zero_one(x)
+    assert analytic._zero_one(lambda a, b: x[a:b], n)
     x[-1] = 0.5
-    assert not analytic._zero_one(x)
-    assert analytic._zero_one(np.zeros(0))
+    assert not analytic._zero_one(lambda a, b: x[a:b], n)
+    assert analytic._zero_one(lambda a, b: x[a:b], 0)
+
+
+@pytest.mark.parametrize("metric", ["log_loss", "brier"])
+@pytest.mark.parametrize("kind", ["binary", "cls3"])
+def test_a_large_mean_made_a_block_at_a_time_is_the_kept_arrays_floats(monkeypatch, metric, kind):
+    """Past WHOLE items log loss and Brier keep no per-item values (BlockMean): the value, the
+    analytic interval and its note are those of the values' array, bit for bit, and the array is
+    never made for them; made on demand (a paired difference, clusters), it is that array."""
+    from labledger.analysis.intervals import value_interval, value_notes
+    from labledger.metrics import prepare
+    from labledger.metrics.prepared import BlockMean
+
+    rng = np.random.default_rng(3)
+    n = 30_000
+    if kind == "binary":
+        gold = rng.integers(0, 2, n)
+        inputs = {"score": np.round(rng.random(n), 3), "labels": [0, 1]}
+    else:
+        gold = rng.integers(0, 3, n)
+        inputs = {"probs": rng.dirichlet([1, 1, 1], size=n), "labels": [0, 1, 2]}
+
+    def interval(p):
+        iv, _, _ = value_interval(p, ci=0.95, resamples=1000, seed=0, groups=None)
+        return iv, value_notes(p, iv, None, 0.95)
+
+    want_p = prepare(metric, gold=gold, **inputs)
+    assert not isinstance(want_p, BlockMean)
+    want = interval(want_p)
+    monkeypatch.setattr(kernels, "WHOLE", 1_000)
+    got_p = prepare(metric, gold=gold, **inputs)
+    assert isinstance(got_p, BlockMean)
+    got = interval(got_p)
+    assert not got_p.made()  # never an array of n for its value and interval
+    assert got_p.value() == want_p.value() and repr(got) == repr(want)
+    assert "analytic" in repr(got[0].method)
+    assert got_p.values.tobytes() == want_p.values.tobytes() and got_p.made()
 
 
 @pytest.mark.parametrize("kind", ["binary", "cls3"])

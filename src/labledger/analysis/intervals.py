@@ -215,6 +215,19 @@ def value_notes(
         correct = float(prep.counts()[_diagonal_cells(prep)].sum())
         note = msgspec.convert(proportion_interval(correct, prep.n, ci), AnalyticInterval)
         return interval_notes(iv, groups=groups, ci=ci, analytic=note)
+    if (
+        prep.columns is None
+        and isinstance(prep, MeanPrepared)
+        and prep.post is None  # (a plain mean: item_values gives its values)
+        and groups is None
+        and iv.resamples == 0
+        and iv.method == "analytic: " + CLT_METHOD
+        and iv.n > 1
+    ):
+        # the stored interval is this mean's own analytic one: the note repeats it, not computed again
+        # (nor its values read: a BlockMean's are never made whole for it, #19)
+        note = AnalyticInterval(method=CLT_METHOD, low=iv.low, high=iv.high, se=iv.se, df=iv.n - 1, ci=ci)
+        return {"analytic": note, **interval_notes(iv, groups=groups, ci=ci)}
     item = item_values(prep)
     units = iv.clusters if iv.clusters is not None else iv.n
     few = iv.clusters is not None and iv.clusters < MIN_CLUSTERS  # BCa covered worse there (0.73 vs 0.77)
@@ -225,16 +238,6 @@ def value_notes(
             if lo is not None:
                 iv.low, iv.high = lo, hi
                 iv.method = iv.method.replace("percentile bootstrap", "BCa bootstrap (jackknife acceleration)")
-    if (
-        item is not None
-        and groups is None
-        and iv.resamples == 0
-        and iv.method == "analytic: " + CLT_METHOD
-        and iv.n > 1
-    ):
-        # the stored interval is this mean's own analytic one: the note repeats it, not computed again (#19)
-        note = AnalyticInterval(method=CLT_METHOD, low=iv.low, high=iv.high, se=iv.se, df=iv.n - 1, ci=ci)
-        return {"analytic": note, **interval_notes(iv, groups=groups, ci=ci)}
     return interval_notes(
         iv,
         groups=groups,

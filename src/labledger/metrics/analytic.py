@@ -40,7 +40,7 @@ import numpy as np
 from labledger.errors import MetricInputError
 from labledger.metrics.classification import group_ends, group_positives
 from labledger.metrics.kernels import SmallCounts, element_spans, gather, pairwise_sum, spans
-from labledger.metrics.prepared import MeanPrepared, Prepared, WeightsPrepared
+from labledger.metrics.prepared import BlockMean, MeanPrepared, Prepared, WeightsPrepared
 from labledger.metrics.stats import norm_ppf, norm_sf, t_ppf, t_sf
 
 #: From this many items (no clusters) analytic intervals replace the bootstrap for the metrics that
@@ -716,7 +716,11 @@ def ovr_influence(fns: Iterable[InfluenceFunction], clustered: bool) -> np.ndarr
 def _mean_and_slope(prep: MeanPrepared, used: np.ndarray) -> tuple[float, float] | None:
     """The mean of the values used and the slope of the metric's ``post`` there (1 without one: the
     delta method's factor); None when ``post`` is not finite around the mean."""
-    m = float(used.mean())
+    return _slope_at(prep, float(used.mean()))
+
+
+def _slope_at(prep: MeanPrepared, m: float) -> tuple[float, float] | None:
+    """``(m, the slope of post at m)`` (:func:`_mean_and_slope` of a mean ``m``)."""
     if prep.post is None:
         return m, 1.0
     h = 1e-6 * max(1.0, abs(m))
@@ -768,15 +772,23 @@ def influence(prep: Prepared, clustered: bool = False) -> np.ndarray | None:
 
 
 def _mean_sum_sq(prep: MeanPrepared) -> float | None:
-    """``sum_i psi_i^2`` of :func:`_mean_influence` (no clusters) without the values item by item."""
-    x = prep.values if prep.mask is None else prep.values[np.asarray(prep.mask, dtype=bool)]
-    m_used = len(x)
-    found = None if m_used == 0 else _mean_and_slope(prep, x)
+    """``sum_i psi_i^2`` of :func:`_mean_influence` (no clusters) without the values item by item;
+    a :class:`~labledger.metrics.prepared.BlockMean`'s values made a block at a time, twice (the
+    mean as ``np.mean`` sums them, then the squares), never all at once (#19)."""
+    values: Callable[[int, int], np.ndarray]
+    if isinstance(prep, BlockMean) and not prep.made():
+        values, m_used = prep.block, prep.n
+        found = None if m_used == 0 else _slope_at(prep, float(pairwise_sum(values, m_used) / m_used))
+    else:
+        x = prep.values if prep.mask is None else prep.values[np.asarray(prep.mask, dtype=bool)]
+        m_used = len(x)
+        found = None if m_used == 0 else _mean_and_slope(prep, x)
+        values = lambda a, b: x[a:b]  # noqa: E731
     if found is None:
         return None
     m, slope = found
     # the squared deviations summed a block at a time (no array of n beside the values, #19)
-    ss = float(sum(np.dot(d, d) for d in (x[a:b] - m for a, b in spans(len(x)))))
+    ss = float(sum(np.dot(d, d) for d in (values(a, b) - m for a, b in spans(m_used))))
     factor = 1.0 / m_used
     if prep.post is not None:
         factor *= slope
@@ -888,14 +900,20 @@ def describe(prep: Prepared, groups: np.ndarray | None = None, *, paired: bool =
     return "analytic: " + how
 
 
-def _zero_one(x: np.ndarray) -> bool:
-    """Whether every value of ``x`` is 0 or 1, looked at a block at a time (no flag arrays of n,
-    #19) up to the first that is not.
+def _used(prep: MeanPrepared) -> np.ndarray:
+    """The values of the items that count."""
+    return prep.values if prep.mask is None else prep.values[prep.mask]
 
-    >>> _zero_one(np.array([0.0, 1.0, 1.0])), _zero_one(np.array([0.0, 0.5]))
+
+def _zero_one(values: Callable[[int, int], np.ndarray], n: int) -> bool:
+    """Whether every one of the ``n`` values (``values(a, b)``: those of ``[a, b)``) is 0 or 1, looked
+    at a block at a time (no flag arrays of n, #19) up to the first that is not.
+
+    >>> x, y = np.array([0.0, 1.0, 1.0]), np.array([0.0, 0.5])
+    >>> _zero_one(lambda a, b: x[a:b], 3), _zero_one(lambda a, b: y[a:b], 2)
     (True, False)
     """
-    return all(bool(np.all((x[a:b] == 0) | (x[a:b] == 1))) for a, b in element_spans(len(x)))
+    return all(bool(np.all((v == 0) | (v == 1))) for v in (values(a, b) for a, b in element_spans(n)))
 
 
 def analytic_interval(prep: Prepared, *, ci: float = 0.95, groups: np.ndarray | None = None) -> Any:
@@ -925,8 +943,13 @@ def analytic_interval(prep: Prepared, *, ci: float = 0.95, groups: np.ndarray | 
     clusters = None if groups is None else int(np.max(groups)) + 1 if len(groups) else 0
     se = math.sqrt(var) if math.isfinite(var) and var >= 0 else math.nan
     if groups is None and isinstance(prep, MeanPrepared) and prep.post is None:
-        vals = prep.values if prep.mask is None else prep.values[prep.mask]
-        if _zero_one(vals):
+        if isinstance(prep, BlockMean) and not prep.made():  # (its values a block at a time)
+            zero_one = _zero_one(prep.block, prep.n)
+        else:
+            used = _used(prep)
+            zero_one = _zero_one(lambda a, b: used[a:b], len(used))
+        if zero_one:
+            vals = _used(prep)
             lo, hi = wilson_interval(float(vals.sum()), len(vals), ci)
             return Interval(value, lo, hi, ci, 0, "analytic: Wilson score interval", prep.n_used, None, 0, se)
     _, t_ref = _kind(prep)

@@ -262,9 +262,21 @@ def exact_sum(x: np.ndarray) -> float:
     x = np.ascontiguousarray(x, dtype=np.float64)
     if len(x) < SMALL:
         return math.fsum(x.data)
+    return exact_sum_of(lambda a, b: x[a:b], len(x))
+
+
+def exact_sum_of(values: Callable[[int, int], np.ndarray], n: int) -> float:
+    """:func:`exact_sum` of the ``n`` values ``values(a, b)`` gives for ``[a, b)`` (float64), asked
+    for a block of :data:`ELEMENT_BLOCK` at a time: the same float, and never an array of n.
+
+    >>> x = np.random.default_rng(1).random(10_000); exact_sum_of(lambda a, b: x[a:b], len(x)) == exact_sum(x)
+    True
+    """
     # fsum of exact parts is the correctly rounded sum of everything, however the values are split:
     # a block of values at a time, so the passes' copies are a block's, not n's (#19)
-    return math.fsum(part for a, b in element_spans(len(x)) for part in _exact_parts(x[a:b]))
+    return math.fsum(
+        part for a, b in element_spans(n) for part in _exact_parts(np.ascontiguousarray(values(a, b), dtype=np.float64))
+    )
 
 
 def _exact_parts(x: np.ndarray) -> list[float] | memoryview:
@@ -462,6 +474,7 @@ __all__ = [
     "cell_sums",
     "element_spans",
     "exact_sum",
+    "exact_sum_of",
     "gather",
     "index_dtype",
     "one_blas_thread",
