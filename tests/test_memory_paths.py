@@ -135,39 +135,68 @@ def test_a_zero_one_mean_is_found_block_by_block():
 
 
 @pytest.mark.parametrize("metric", ["log_loss", "brier"])
-@pytest.mark.parametrize("kind", ["binary", "cls3"])
-def test_a_large_mean_made_a_block_at_a_time_is_the_kept_arrays_floats(monkeypatch, metric, kind):
-    """Past WHOLE items log loss and Brier keep no per-item values (BlockMean): the value, the
-    analytic interval and its note are those of the values' array, bit for bit, and the array is
-    never made for them; made on demand (a paired difference, clusters), it is that array."""
+def test_a_large_mean_made_a_block_at_a_time_is_the_kept_arrays_floats(monkeypatch, metric):
+    """Past WHOLE items a binary log loss or Brier keeps no per-item values (BlockMean): the value,
+    the analytic interval and its note are those of the values' array, bit for bit, and the array
+    is never made for them; made on demand (a paired difference, clusters), it is that array."""
     from labledger.analysis.intervals import value_interval, value_notes
     from labledger.metrics import prepare
     from labledger.metrics.prepared import BlockMean
 
     rng = np.random.default_rng(3)
     n = 30_000
-    if kind == "binary":
-        gold = rng.integers(0, 2, n)
-        inputs = {"score": np.round(rng.random(n), 3), "labels": [0, 1]}
-    else:
-        gold = rng.integers(0, 3, n)
-        inputs = {"probs": rng.dirichlet([1, 1, 1], size=n), "labels": [0, 1, 2]}
+    gold, score = rng.integers(0, 2, n), np.round(rng.random(n), 3)
 
     def interval(p):
         iv, _, _ = value_interval(p, ci=0.95, resamples=1000, seed=0, groups=None)
         return iv, value_notes(p, iv, None, 0.95)
 
-    want_p = prepare(metric, gold=gold, **inputs)
+    want_p = prepare(metric, gold=gold, score=score, labels=[0, 1])
     assert not isinstance(want_p, BlockMean)
     want = interval(want_p)
     monkeypatch.setattr(kernels, "WHOLE", 1_000)
-    got_p = prepare(metric, gold=gold, **inputs)
+    got_p = prepare(metric, gold=gold, score=score, labels=[0, 1])
     assert isinstance(got_p, BlockMean)
     got = interval(got_p)
     assert not got_p.made()  # never an array of n for its value and interval
     assert got_p.value() == want_p.value() and repr(got) == repr(want)
-    assert "analytic" in repr(got[0].method)
+    assert "analytic" in got[0].method
     assert got_p.values.tobytes() == want_p.values.tobytes() and got_p.made()
+
+
+def test_a_binary_tasks_evaluation_with_block_means_is_the_same_document(monkeypatch):
+    """A binary task's log loss and Brier as BlockMeans (past WHOLE items) give evaluate's very
+    document, clusters included (their values then made whole)."""
+    from labledger.analysis.evaluation import evaluate
+    from labledger.inputs.results import ProbTask, ResultSet
+
+    rng = np.random.default_rng(9)
+    n = 20_000
+    score = np.round(rng.random(n), 3)
+    gold = (rng.random(n) < score).astype(np.int64)
+
+    def doc(group):
+        td = ProbTask(
+            task="t",
+            ids=np.array([f"i{i}" for i in range(n)], dtype=object),
+            lines=np.arange(1, n + 1),
+            group=group,
+            slice_columns={},
+            extras={},
+            kind="binary",
+            labels=("no", "yes"),
+            probs=np.column_stack([1.0 - score, score]),
+            gold_index=gold,
+            pred_index=(score >= 0.5).astype(np.int64),
+            score=score,
+            positive="yes",
+        )
+        return evaluate(ResultSet({"t": td}, source="x"), resamples=200).to_dict()
+
+    groups = rng.integers(0, 400, n)
+    want = [doc(None), doc(groups)]
+    monkeypatch.setattr(kernels, "WHOLE", 1_000)
+    assert [doc(None), doc(groups)] == want
 
 
 @pytest.mark.parametrize("kind", ["binary", "cls3"])
