@@ -19,14 +19,13 @@ from labledger.metrics.classification import _checked_order, tie_starts
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), sizes=st.lists(st.integers(0, 300), min_size=1, max_size=5))
 def test_small_counts_slice_to_the_counts(seed, sizes):
-    """Counts of consecutive blocks, some far above a byte, read back exactly by any slice and reversed."""
+    """Counts of consecutive blocks, some far above a byte, read back exactly by any slice."""
     rng = np.random.default_rng(seed)
     blocks = [rng.choice([0, 1, 7, 254, 255, 256, 70_000, 2**40], size=k) for k in sizes]
     want = np.concatenate(blocks).astype(np.int64)
     got = kernels.SmallCounts.of(len(want), blocks)
     assert len(got) == len(want) and got.small.dtype == np.uint8
     assert got[0 : len(want)].tolist() == want.tolist()
-    assert got.reversed()[0 : len(want)].tolist() == want[::-1].tolist()
     for _ in range(5):
         a, b = sorted(rng.integers(0, len(want) + 1, 2).tolist())
         assert got[a:b].tolist() == want[a:b].tolist()

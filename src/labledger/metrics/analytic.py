@@ -214,7 +214,8 @@ class Reversed(Ranked):
     """A :class:`Ranked` read in reverse (``of``: the one read), with no copy of its arrays: the flags
     and the order are views, and a block of groups (:meth:`pos_of`, :meth:`ends_of`,
     :meth:`negatives_of`) is made from the mirrored block of ``of``'s group sums and starts, the
-    same whole numbers. The whole reversed group sums and starts (:attr:`pos_g`, :attr:`starts`) are
+    same whole numbers. It keeps no group sums (:attr:`pos_kept` is None: a reader makes them from
+    the flags, or reads :attr:`pos_g`, made from the mirrored blocks); the whole reversed starts are
     made only for a reader of whole arrays, and kept: average precision's value and unclustered
     variance read blocks (10M rows: two arrays of an int per group less, #19).
 
@@ -230,28 +231,19 @@ class Reversed(Ranked):
         self.of, self.n, self.p = of, of.n, of.p
         self.y, self.order = of.y[::-1], of.order[::-1]
         self._reversed = weakref.ref(of)
-        self._made: tuple[SmallCounts | None, np.ndarray | None] | None = None
-
-    def _whole(self) -> tuple[SmallCounts | None, np.ndarray | None]:
-        from labledger.metrics.classification import reversed_starts
-
-        kept = self.of.pos_kept
-        if self._made is None:
-            self._made = (None if kept is None else kept.reversed()), reversed_starts(self.of.starts, self.n)
-        return self._made
-
-    @property
-    def pos_g(self) -> np.ndarray:
-        kept = self.pos_kept
-        return (self.y if kept is None else kept)[0 : self.groups].astype(np.float64)
+        self._starts: np.ndarray | None = None  # the reversed starts, made on a whole reader's first ask
 
     @property
     def pos_kept(self) -> SmallCounts | None:
-        return None if self.of.pos_kept is None else self._whole()[0]
+        return None
 
     @property
     def starts(self) -> np.ndarray | None:
-        return self.of.starts if self.of.starts is None else self._whole()[1]
+        from labledger.metrics.classification import reversed_starts
+
+        if self._starts is None and self.of.starts is not None:
+            self._starts = reversed_starts(self.of.starts, self.n)
+        return self._starts
 
     @property
     def groups(self) -> int:

@@ -308,12 +308,15 @@ def verify_ledger(
                 if folder.is_dir() and folder.name not in known:
                     report.add(folder, "a run folder with no row in the index")
         new_runs = ledger.root / ledger.NEW_RUNS
-        for folder in sorted(new_runs.iterdir()) if new_runs.is_dir() else []:
-            if folder.is_dir() and not lock_is_held(folder / ".lock"):
-                problem = report.add(folder, "left by a run start killed part-way")
-                if repair:
-                    ledger.finish_started()  # moved into runs/ when its row was committed, else removed
-                    problem.repaired = "settled"
+        left = [
+            report.add(folder, "left by a run start killed part-way")
+            for folder in (sorted(new_runs.iterdir()) if new_runs.is_dir() else [])
+            if folder.is_dir() and not lock_is_held(folder / ".lock")
+        ]
+        if repair and left:
+            ledger.finish_started()  # each moved into runs/ when its row was committed, else removed
+            for problem in left:
+                problem.repaired = "settled"
         for stage in stale_staging(ledger.root):
             problem = report.add(stage, "left by an interrupted import (never adopted)")
             if repair:
