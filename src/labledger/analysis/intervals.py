@@ -24,7 +24,7 @@ few clusters.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 import msgspec
 import numpy as np
@@ -136,13 +136,18 @@ def diff_ready(prep: Prepared, *, resamples: int, paired: bool, groups: np.ndarr
     return prep
 
 
+def _plain_mean(prep: Prepared) -> TypeGuard[MeanPrepared]:
+    """Whether ``prep`` is a plain (untransformed, scalar) mean of its per-item values."""
+    return prep.columns is None and isinstance(prep, MeanPrepared) and prep.post is None
+
+
 def item_values(prep: Prepared) -> tuple[np.ndarray, np.ndarray | None] | None:
     """(per-item values, mask) when the metric is a plain mean of per-item values, else None."""
     if prep.columns is not None:
         return None
     if prep.metric == "accuracy" and isinstance(prep, TablePrepared):
         return correct_of(prep).astype(np.float64), None
-    if isinstance(prep, MeanPrepared) and prep.post is None:
+    if _plain_mean(prep):
         return prep.values, prep.mask
     return None
 
@@ -216,9 +221,7 @@ def value_notes(
         note = msgspec.convert(proportion_interval(correct, prep.n, ci), AnalyticInterval)
         return interval_notes(iv, groups=groups, ci=ci, analytic=note)
     if (
-        prep.columns is None
-        and isinstance(prep, MeanPrepared)
-        and prep.post is None  # (a plain mean: item_values gives its values)
+        _plain_mean(prep)  # (item_values gives its values)
         and groups is None
         and iv.resamples == 0
         and iv.method == "analytic: " + CLT_METHOD
