@@ -542,3 +542,111 @@ def test_accuracys_analytic_note_from_its_table_is_the_per_item_one(n, k, seed, 
     fast = value_notes(prep, iv, None, 0.95)
     slow = interval_notes(iv, groups=None, ci=0.95, analytic_values=correct_of(prep).astype(np.float64))
     assert fast == slow
+
+
+def _classes(n, labels, rng, decimals=2):
+    w = np.round(rng.random((n, len(labels))), decimals) + 0.05
+    p = w / w.sum(axis=1, keepdims=True)
+    return [dict(zip(labels, row.tolist())) for row in p]
+
+
+def test_probs_in_many_parse_blocks_fill_the_matrix_as_the_row_reader_reads_it(tmp_path, monkeypatch):
+    """The ``probs`` column is never combined into one array: each parse block's rows are copied
+    into the task's matrix, a few rows at a time with their checks, and the block let go of (#19).
+    One task and two tasks of other labels, in blocks of ~8 rows and checks of 5 rows: the same
+    tasks as the row reader's, bit for bit."""
+    from labledger.metrics import kernels
+
+    monkeypatch.setattr(arrow, "BLOCK_BYTES", 1 << 10)
+    monkeypatch.setattr(arrow, "RELEASE_BYTES", 1)  # hand the freed pages back after every block
+    monkeypatch.setattr(kernels, "ELEMENT_BLOCK", 5)
+    rng = np.random.default_rng(12)
+    one = [
+        {"id": f"i{k}", "task": "t", "gold": str(rng.choice(["a", "b", "c"])), "probs": p}
+        for k, p in enumerate(_classes(300, ["a", "b", "c"], rng))
+    ]
+    two = one[:150] + [
+        {"id": f"j{k}", "task": "u", "gold": str(rng.choice(["x", "y"])), "probs": p}
+        for k, p in enumerate(_classes(150, ["x", "y"], rng))
+    ]
+    rng.shuffle(two)
+    for name, rows in (("one", one), ("two", two)):
+        path = tmp_path / f"{name}.jsonl"
+        _write(path, rows)
+        fast = arrow.read_arrow(path, path.name, 1e-6, None)
+        slow = read_results(path, engine="rows", cache=False)
+        assert fast is not None and list(fast.tasks) == list(slow.tasks)
+        for task, td in fast.tasks.items():
+            assert td.labels == slow[task].labels
+            assert np.array_equal(td.probs, slow[task].probs)
+            assert np.array_equal(td.gold_index, slow[task].gold_index)
+            assert np.array_equal(td.pred_index, slow[task].pred_index)
+            assert td.lines.tolist() == slow[task].lines.tolist()
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"), [({"a": 0.6, "b": 0.6, "c": 0.0}, "sum"), ({"a": 1.5, "b": -0.5, "c": 0.0}, "range")]
+)
+def test_a_bad_probability_row_in_a_later_block_is_the_row_readers_error(tmp_path, monkeypatch, bad, field):
+    """The checks of the blockwise fill (each row in [0, 1], summing to 1) refuse a bad row in any
+    block: the row reader then names its line."""
+    from labledger.metrics import kernels
+
+    monkeypatch.setattr(arrow, "BLOCK_BYTES", 1 << 10)
+    monkeypatch.setattr(kernels, "ELEMENT_BLOCK", 5)
+    rng = np.random.default_rng(4)
+    rows = [
+        {"id": f"i{k}", "task": "t", "gold": "a", "probs": p} for k, p in enumerate(_classes(200, list("abc"), rng))
+    ]
+    rows[173]["probs"] = bad
+    _write(tmp_path / "r.jsonl", rows)
+    assert arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, None) is None
+    with pytest.raises(RecordError) as err:
+        read_results(tmp_path / "r.jsonl", cache=False)
+    assert (
+        f"r.jsonl:174: field 'probs' must {'sum to 1' if field == 'sum' else 'map labels to numbers in [0, 1]'}"
+        in str(err.value)
+    )
+
+
+def test_a_duplicate_id_found_beside_the_sorts_stops_them_and_falls_back(tmp_path, monkeypatch):
+    """A one-task file's ids are checked while its columns are sorted (#19): a repeated id makes
+    the read fall back to the row reader, which names the line, and no sorting thread is left."""
+    import threading
+
+    monkeypatch.setattr(arrow, "SORT_BESIDE_FROM", 10)
+    rng = np.random.default_rng(8)
+    rows = [
+        {"id": f"i{k}", "task": "t", "gold": "a", "probs": p} for k, p in enumerate(_classes(400, list("abc"), rng))
+    ]
+    rows[301]["id"] = "i7"
+    _write(tmp_path / "r.jsonl", rows)
+    assert arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, None) is None
+    assert not [t for t in threading.enumerate() if t.name.startswith("labledger-read")]
+    with pytest.raises(RecordError, match="i7"):
+        read_results(tmp_path / "r.jsonl", cache=False)
+
+
+def test_a_one_task_files_repeats_are_read_beside_its_sorts(tmp_path, monkeypatch):
+    """A one-task file whose ids repeat by ``sample`` (best-of-k) keeps its repeat values when its
+    ids are checked beside its sorts: the same as the row reader's, with the sorts given."""
+    from labledger.inputs.results import given_sorts
+
+    monkeypatch.setattr(arrow, "SORT_BESIDE_FROM", 10)
+    rng = np.random.default_rng(9)
+    rows = [
+        {
+            "id": f"i{k // 2}",
+            "sample": k % 2,
+            "task": "t",
+            "gold": "yes" if rng.random() < 0.4 else "no",
+            "score": float(s),
+        }
+        for k, s in enumerate(np.round(rng.random(300), 2))
+    ]
+    _write(tmp_path / "r.jsonl", rows)
+    fast = arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, "yes", repeats=True)
+    slow = read_results(tmp_path / "r.jsonl", positive="yes", engine="rows", cache=False, repeats=True)
+    assert fast is not None and fast.repeat_field == slow.repeat_field == "sample"
+    assert fast["t"].repeat.tolist() == slow["t"].repeat.tolist()
+    assert given_sorts(fast["t"]) != {}

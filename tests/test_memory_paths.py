@@ -53,7 +53,8 @@ def test_gather_through_a_mapped_order_is_take_and_lets_its_pages_go(tmp_path):
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     whole = np.frombuffer(mapped, dtype=np.int32)
     index = whole[:n]
-    for x in (rng.random(n), rng.random(n) < 0.3):
+    # a contiguous column, a boolean one, and a matrix's column (strided: indexed, never copied whole)
+    for x in (rng.random(n), rng.random(n) < 0.3, rng.random((n, 3))[:, 1]):
         assert kernels.gather(x, index).tobytes() == np.take(x, order).tobytes()
         assert kernels.gather(x, index, release=True).tobytes() == np.take(x, order).tobytes()
     assert int(whole.sum(dtype=np.int64)) == int(big.sum(dtype=np.int64))  # every page read in

@@ -97,6 +97,8 @@ def test_stable_argsort_is_the_stable_order(seed: int, kind: str) -> None:
     else:
         x = rng.random(N)
     assert np.array_equal(stable_argsort(x), np.argsort(x, kind="stable"))
+    wide = np.stack([-x, x], axis=1)  # a matrix's column: strided, sorted where it lies (#19)
+    assert np.array_equal(stable_argsort(wide[:, 1]), np.argsort(x, kind="stable"))
 
 
 def test_stable_argsort_sorts_floats_by_packed_keys_unless_most_are_ulps_apart() -> None:

@@ -13,7 +13,7 @@ import contextlib
 import io
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
@@ -30,7 +30,7 @@ from labledger.inputs.columnar import (
     take_prefetched,
     wanted,
 )
-from labledger.inputs.result_entry import MAX_SORTED_COLUMNS, entry_kind, sorted_columns, store_result_set
+from labledger.inputs.result_entry import entry_kind, sorted_column, sorted_columns, store_result_set
 from labledger.inputs.results import (
     _CORE,
     MAX_ID_CHARS,
@@ -49,7 +49,7 @@ from labledger.inputs.results import (
     defer_lines,
     set_given_sorts,
 )
-from labledger.metrics.kernels import index_dtype, stable_argsort
+from labledger.metrics.kernels import element_spans, index_dtype, stable_argsort
 
 # pyarrow.compute and pyarrow.json are imported inside the JSONL reader's functions: a read from the
 # columnar cache needs neither (pyarrow.compute alone is ~0.05 s of start-up, #19)
@@ -90,13 +90,26 @@ def _take(arr: Any, idx: pa.Array | None) -> Any:
     return arr if idx is None else arr.take(idx)
 
 
-def _valid(table: pa.Table, name: str, idx: pa.Array | None) -> np.ndarray:
+def _chunks(table: pa.Table, name: str, idx: pa.Array | None = None) -> list[pa.Array] | None:
+    """The chunks of the table's column ``name`` (its rows at ``idx``) as a list of their own, which
+    a reader may empty as it goes (each chunk then freed once nothing else holds it); ``None``
+    without the column."""
     if name not in table.column_names:
-        return np.zeros(table.num_rows if idx is None else len(idx), dtype=bool)
-    col = _take(table.column(name), idx)
-    if col.null_count in (0, len(col)):
-        return np.full(len(col), col.null_count == 0)
-    return arrow_numpy(col.is_valid())
+        return None
+    return list(_take(table.column(name), idx).chunks)
+
+
+def _valid_rows(chunks: list[pa.Array] | None, n: int) -> np.ndarray:
+    """Which of ``n`` rows have a value in ``chunks`` (:func:`_chunks`; ``None``: no row has)."""
+    nulls = sum(c.null_count for c in chunks) if chunks is not None else n
+    if nulls in (0, n):
+        return np.full(n, nulls == 0)
+    return np.concatenate([arrow_numpy(c.is_valid()) for c in chunks or []])
+
+
+def _valid(table: pa.Table, name: str, idx: pa.Array | None) -> np.ndarray:
+    """Which rows (at ``idx``) of the table have a value in its column ``name``."""
+    return _valid_rows(_chunks(table, name, idx), table.num_rows if idx is None else len(idx))
 
 
 def safe_for_arrow(data: bytes) -> bool:
@@ -262,7 +275,7 @@ def read_arrow(
 
 
 #: JSONL reads in progress in this process (``compare`` reads its two files side by side): a read
-#: sorts its scores beside itself (:func:`_sort_beside`) only while it is the only one, since the
+#: sorts its scores beside itself (:func:`_checked_and_sorted`) only while it is the only one, since the
 #: other reads' parses already take the cores (10M 3-class rows: a compare took as long, with 0.4
 #: GiB more at its peak, when both sides sorted during the reads).
 _READS = [0]
@@ -306,7 +319,15 @@ def _parse(f: BinaryIO, n_lines: int | None) -> pa.Table | None:
     try:
         try:
             reader = pj.open_json(source, read_options=pj.ReadOptions(block_size=BLOCK_BYTES))
-            table = reader.read_all()
+            batches, pool, parsed = [], pa.default_memory_pool(), 0
+            for batch in reader:
+                batches.append(batch)
+                parsed += batch.nbytes
+                if parsed >= RELEASE_BYTES:  # the parser's freed working pages, handed back as it goes
+                    pool.release_unused()
+                    parsed = 0
+            table = pa.Table.from_batches(batches, reader.schema)
+            del batches
         except pa.ArrowInvalid:  # the first block's schema does not hold for the whole file
             table = pj.read_json(source)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
@@ -329,8 +350,8 @@ def _result_set(handed: list[pa.Table], name: str, tolerance: float, positive: A
             return None  # the row reader refuses it with its line
     del ids, first
     try:
-        table = _combined(handed)
-        return _read_table(table, name, tolerance, positive, repeats)
+        _combine(handed)
+        return _read_table(handed, name, tolerance, positive, repeats)
     except _Fallback:
         return None
 
@@ -350,20 +371,23 @@ def _longest_bytes(column: pa.ChunkedArray) -> int:
     return longest
 
 
-def _combined(handed: list[pa.Table]) -> pa.Table:
-    """``table.combine_chunks()`` of the table ``handed`` holds alone (taken from it), one column at
-    a time, each column's chunks let go of once it is copied: the peak holds the table and one
-    column, not the table twice (#19). (Its caller's reference would keep every chunk to the end:
-    10M 3-class rows, ~0.4 GiB.)"""
+def _combine(handed: list[pa.Table]) -> None:
+    """Replace the table that ``handed`` holds alone by its ``combine_chunks()``, one column at a
+    time, each column's chunks let go of once it is copied: the peak holds the table and one column,
+    not the table twice (#19). (A caller's reference would keep every chunk to the end: 10M 3-class
+    rows, ~0.4 GiB.) ``probs`` stays in its chunks: they are copied into the task's matrix (and let
+    go of) as they are read (:func:`_classification`), never into one array first."""
     table = handed.pop()
     names = table.column_names
-    done: list[pa.Array] = []
+    done: list[pa.Array | pa.ChunkedArray] = []
+    pool = pa.default_memory_pool()
     for name in names:
-        done.append(one_array(table.column(name)))
+        pool.release_unused()  # the parse's and the last column's freed pages, handed back first
+        done.append(table.column(name) if name == "probs" else one_array(table.column(name)))
         table = table.drop_columns([name])
     del table
-    pa.default_memory_pool().release_unused()  # the freed blocks' pages, handed back
-    return pa.Table.from_arrays(done, names=names)
+    pool.release_unused()
+    handed.append(pa.Table.from_arrays(done, names=names))
 
 
 def _distinct(values: np.ndarray) -> bool:
@@ -411,16 +435,15 @@ def surely_distinct(ids: pa.Array, *, chunk: int = HASH_CHUNK) -> bool:
     n = len(ids)
     _, off_buf, data_buf = ids.buffers()
     offsets = np.frombuffer(off_buf, dtype=np.int32)[ids.offset : ids.offset + n + 1]
-    lengths = np.diff(offsets)
-    width = int(lengths.max())
+    step = max(1, chunk)
+    passes = [(a, min(a + step, n)) for a in range(0, n, step)]
+    # the lengths a pass at a time: never an array of n of them (10M ids: 38 MiB, #19)
+    width = max(int(np.diff(offsets[a : b + 1]).max()) for a, b in passes)
     if width > HASH_ID_BYTES or width == 0 or data_buf is None:
         return False
     raw = np.frombuffer(data_buf, dtype=np.uint8)
-    h = lengths.astype(np.uint64)
-    h += np.uint64(0x9E3779B97F4A7C15)
-    step = max(1, chunk)
-    for a in range(0, n, step):
-        b = min(a + step, n)
+    h = np.empty(n, dtype=np.uint64)
+    for a, b in passes:
         lo, hi = int(offsets[a]), int(offsets[b])
         # this pass's ids' bytes, padded so that every 8-byte read below stays in bounds (a copy of
         # a pass's bytes, not of every id's: 10M ids, ~76 MiB less while they are hashed, #19)
@@ -428,8 +451,12 @@ def surely_distinct(ids: pa.Array, *, chunk: int = HASH_CHUNK) -> bool:
         padded[: hi - lo] = raw[lo:hi]
         # row o of this (no-copy) view is the 8 bytes from byte o: one gather reads a word of every id
         windows = np.lib.stride_tricks.as_strided(padded, shape=(len(padded) - 7, 8), strides=(1, 1))
-        hc = _mix(h[a:b])
-        starts, lens = offsets[a:b] - lo, lengths[a:b]
+        lens = np.diff(offsets[a : b + 1])
+        hc = h[a:b]
+        hc[:] = lens
+        hc += np.uint64(0x9E3779B97F4A7C15)
+        _mix(hc)
+        starts = offsets[a:b] - lo
         for w in range(0, width, 8):  # one 8-byte word of every id at a time
             word = windows[starts + w].view("<u8").ravel()
             word &= _KEEP[np.clip(lens - w, 0, 8)]  # only the id's own bytes
@@ -439,10 +466,11 @@ def surely_distinct(ids: pa.Array, *, chunk: int = HASH_CHUNK) -> bool:
     return not bool((h[1:] == h[:-1]).any())
 
 
-def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeats: bool) -> str | None:
+def _repeat_field(table: pa.Table, task_codes: np.ndarray | None, ids: pa.Array, repeats: bool) -> str | None:
     """The repeat field when some id repeats within a task (the row reader's rule, vectorised):
     ``None`` when ids are unique; raises ``_Fallback`` when they are not and no field explains them
-    (the row reader then raises the duplicate id with its line)."""
+    (the row reader then raises the duplicate id with its line). ``task_codes``: each row's task
+    (``None``: one task)."""
     import pyarrow.compute as pc
 
     n = table.num_rows
@@ -452,7 +480,7 @@ def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeat
     if len(enc.dictionary) == n:
         return None  # every id distinct in the whole file
     id_codes = arrow_numpy(enc.indices).astype(np.int64)
-    pair = task_codes.astype(np.int64) * len(enc.dictionary) + id_codes
+    pair = id_codes if task_codes is None else task_codes.astype(np.int64) * len(enc.dictionary) + id_codes
     if _distinct(pair):
         return None
     if not repeats:
@@ -472,86 +500,49 @@ def _repeat_field(table: pa.Table, task_codes: np.ndarray, ids: pa.Array, repeat
     raise _Fallback
 
 
-#: From this many rows, a one-task file's score column (``score``, or each label's of ``probs``) is
-#: sorted in a second thread while this thread checks its ids and builds its task (numpy's sort lets
-#: go of the GIL): the ascending orders that ROC-AUC and AP read (and the columnar cache entry keeps),
-#: made beside the reader's one-threaded work instead of after it (10M rows: ~1.5 s a column, #19).
+#: From this many rows, a one-task file's sorted columns (its ``score``, or each label's
+#: probabilities) are sorted in threads while the ids are checked (numpy's sort lets go of the GIL):
+#: the ascending orders that ROC-AUC and AP read (and the columnar cache entry keeps), made beside
+#: the reader's one-threaded work instead of after it (10M rows: ~0.7 s a column, #19).
 SORT_BESIDE_FROM = 100_000
-#: Threads that sort a file's columns beside the reader, each a share of them: with two, a 3-class
-#: file's sorts and the reader's own work keep both cores busy to the end instead of one sort thread
-#: finishing alone (10M rows, cache off: 11.6 s instead of 12.6 s, 86 MiB more at the peak, #19).
+#: Threads that share a one-task file's sorts and its ids' check: with two, a 3-class file's three
+#: sorts and the check keep both cores busy to the end, and at most two of them hold their
+#: temporaries at once (#19).
 SORT_THREADS = 2
 
 
-def _sort_beside(table: pa.Table) -> Callable[[], dict[str, np.ndarray]] | None:
-    """Start ``np.argsort`` of the table's ``score`` column, or of each label's column of its
-    ``probs`` (up to :data:`~labledger.inputs.result_entry.MAX_SORTED_COLUMNS` labels, as the cache
-    entry keeps them), in :data:`SORT_THREADS` threads; the returned function waits for the orders
-    by column (``"score"`` or the label; a sort that failed is missing). ``None`` when there is
-    nothing to sort beside the reader's work: few rows, one core, another read in progress, no
-    numeric one-chunk column without nulls."""
-    if table.num_rows < SORT_BESIDE_FROM or (os.cpu_count() or 1) < 2 or _READS[0] > 1:
-        return None
-    columns: dict[str, np.ndarray] = {}
-    names = table.column_names
-    if "score" in names:
-        col = table.column("score")
-        if col.num_chunks == 1 and _is_num(col.type) and not col.null_count:
-            columns["score"] = _numbers(col.chunk(0))  # the very values (a view) the task's score is made of
-    elif "probs" in names:
-        col = table.column("probs")
-        if col.num_chunks == 1 and pa.types.is_struct(col.type) and not col.null_count:
-            probs = col.chunk(0)
-            for i in range(probs.type.num_fields):
-                child = probs.field(i)
-                if _is_num(child.type) and not child.null_count:  # a label's column, as _classification reads it
-                    columns[probs.type.field(i).name] = _numbers(child)
-            if len(columns) > MAX_SORTED_COLUMNS:
-                columns = {}
-    if not columns:
-        return None
-    found: dict[str, np.ndarray] = {}
-    keys = list(columns)
+def _checked_and_sorted(check: Callable[[], str | None], td: TaskData) -> tuple[str | None, dict[int, np.ndarray]]:
+    """``check()`` (the ids' check, :func:`_repeat_field`) and the ascending orders of the task's
+    columns that its cache entry keeps sorted (:func:`~labledger.inputs.result_entry.sorted_columns`,
+    kept as 4-byte positions where they fit, as the entry keeps them), by column, made in
+    :data:`SORT_THREADS` threads; the check alone (no orders) for few rows, one core, another read
+    in progress, or a task of no sorted columns. What ``check`` raises is raised once the sorts
+    already running have stopped."""
+    columns = {j: sorted_column(td, j) for j in sorted_columns(td)} if isinstance(td, ProbTask) else {}
+    if not columns or td.n < SORT_BESIDE_FROM or (os.cpu_count() or 1) < 2 or _READS[0] > 1:
+        return check(), {}
 
-    def work(mine: list[str]) -> None:
-        for key in mine:  # kept as 4-byte positions where they fit, as the cache entry keeps them (#19)
-            order = stable_argsort(columns[key])
-            found[key] = order.astype(index_dtype(len(order)), copy=False)
-            del order
+    def order_of(col: np.ndarray) -> np.ndarray:
+        return stable_argsort(col).astype(index_dtype(len(col)), copy=False)
 
-    threads = [
-        threading.Thread(target=work, args=(keys[i::SORT_THREADS],), name="labledger-sort", daemon=True)
-        for i in range(min(SORT_THREADS, len(keys)))
-    ]
-    for thread in threads:
-        thread.start()
+    from concurrent.futures import ThreadPoolExecutor
 
-    def orders() -> dict[str, np.ndarray]:
-        for thread in threads:
-            thread.join()
-        return found
-
-    return orders
+    pool = ThreadPoolExecutor(SORT_THREADS, thread_name_prefix="labledger-read")
+    try:
+        checked = pool.submit(check)  # first: it overlaps the sorts, not the last of them
+        orders = {j: pool.submit(order_of, col) for j, col in columns.items()}
+        repeat = checked.result()
+        return repeat, {j: f.result() for j, f in orders.items()}
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _sorted_beside(td: TaskData, orders: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
-    """The orders of :func:`_sort_beside` of the task's columns its cache entry keeps sorted
-    (:func:`~labledger.inputs.result_entry.sorted_columns`), by column: a binary task's P(positive)
-    is its ``score`` or its positive label's ``probs`` (each order is checked before use)."""
-    if not isinstance(td, ProbTask) or not orders:
-        return {}
-    out = {}
-    for j in sorted_columns(td):
-        label = str(td.labels[j])
-        order = orders.get("score", orders.get(label)) if td.kind == "binary" else orders.get(label)
-        if order is not None:
-            out[j] = order
-    return out
-
-
-def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, repeats: bool = False) -> ResultSet:
+def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: Any, repeats: bool = False) -> ResultSet:
+    """The result set of the parsed table ``handed`` holds alone (taken from it: the columns read
+    into a task's arrays are let go of as they are read, #19)."""
     import pyarrow.compute as pc
 
+    table = handed.pop()
     cols = set(table.column_names)
     if not {"id", "task", "gold"} <= cols or "scores" in cols:
         raise _Fallback
@@ -568,36 +559,51 @@ def _read_table(table: pa.Table, name: str, tolerance: float, positive: Any, rep
     names = enc.dictionary.to_pylist()
     if any(not t for t in names):
         raise _Fallback
-    sorting = _sort_beside(table) if len(names) == 1 else None
-    repeat = _repeat_field(table, codes, ids, repeats)
+    del enc, task_col
+    table = table.drop_columns(["task"])  # its strings, now codes (10M rows: 76 MiB)
     tasks: dict[str, TaskData] = {}
     # the row reader's errors of whole tasks, in its order (the tasks'), raised once all else is read
     refusals: list[RecordError] = []
     if len(names) == 1:  # one task: its rows are the table's, in order (no argsort, no index arrays)
+        del codes
         task = names[0]
-        td = _read_task(table, task, None, None, ids, tolerance, _positive_of(positive, task), name, refusals, repeat)
+        probs = _chunks(table, "probs")  # emptied as the task's matrix is filled
+        table = table.drop_columns(["probs"]) if probs is not None else table
+        td = _read_task(
+            table, task, None, None, ids, tolerance, _positive_of(positive, task), name, refusals, probs=probs
+        )
+        del probs
+        table = table.drop_columns(["gold"])  # read into the task's codes
+        pa.default_memory_pool().release_unused()  # the parse's pages of the columns read, handed back
+        # the ids' check beside the sorts of the columns the metrics sort (after the task is read:
+        # the parse's columns are let go of before the sorts' temporaries are made, #19)
+        repeat, given = _checked_and_sorted(lambda: _repeat_field(table, None, ids, repeats), td)
         if refusals:
             raise refusals[0]
-        given = _sorted_beside(td, sorting()) if sorting is not None else {}
+        if repeat is not None:
+            _set_repeat(td, table, None, repeat)
         if given:  # the ascending orders, as the columnar cache entry keeps them (checked before use)
             set_given_sorts(td, given)
         tasks[task] = td
         return ResultSet(tasks, source=name, repeat_field=repeat)
+    repeat = _repeat_field(table, codes, ids, repeats)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
     for t, task in enumerate(names):
         idx_np = order[bounds[t] : bounds[t + 1]]
+        idx = numpy_arrow(idx_np, pa.int64())
         td = _read_task(
             table,
             task,
             idx_np,
-            numpy_arrow(idx_np, pa.int64()),
+            idx,
             ids,
             tolerance,
             _positive_of(positive, task),
             name,
             refusals,
             repeat,
+            probs=_chunks(table, "probs", idx),
         )
         tasks[task] = td
     if refusals:
@@ -616,17 +622,21 @@ def _read_task(
     source: str,
     refusals: list[RecordError],
     repeat: str | None = None,
+    *,
+    probs: list[pa.Array] | None,
 ) -> TaskData:
     """One task's rows: those at ``idx_np`` (``idx``, the same as Arrow), or with both ``None``
     every row of the table in order, whose line numbers are then made only if read (at 10M rows
-    the index and the lines were 153 MiB of fresh memory, #19). A task the rows refuse as a whole
-    (a binary score without a positive label) adds the row reader's error to ``refusals``."""
+    the index and the lines were 153 MiB of fresh memory, #19). ``probs``: these rows' ``probs``
+    as chunks (:func:`_chunks`), which the task's matrix empties; ``None`` without the column. A
+    task the rows refuse as a whole (a binary score without a positive label) adds the row reader's
+    error to ``refusals``."""
     n = table.num_rows if idx_np is None else len(idx_np)
     ids = _take(ids_all, idx)
     id_arr = np.empty(0, dtype=object)  # ids become an object array on first use (defer_ids below)
     # every row in order: the first line only (what _binary's messages read) until defer_lines
     lines = np.ones(min(n, 1), dtype=np.int64) if idx_np is None else idx_np.astype(np.int64) + 1
-    has_probs = _valid(table, "probs", idx)
+    has_probs = _valid_rows(probs, n)
     has_score = _valid(table, "score", idx)
     has_pred = _valid(table, "pred", idx)
     gold = _take(table.column("gold").chunk(0), idx)
@@ -634,7 +644,7 @@ def _read_task(
         raise _Fallback
     td: TaskData
     if has_probs.all():
-        td = _classification(task, id_arr, lines, _take(table.column("probs").chunk(0), idx), gold, tol, positive)
+        td = _classification(task, id_arr, lines, probs, gold, tol, positive)
     elif not has_probs.any() and has_score.all():
         td = _binary(task, id_arr, lines, table, idx, gold, positive, source, refusals)
     elif not has_probs.any() and not has_score.any() and has_pred.all():
@@ -657,50 +667,82 @@ def _read_task(
             raise _Fallback  # rare: let the row checker judge it
     _slices_group_extras(td, table, idx)
     if repeat is not None:
-        td.repeat = np.empty(n, dtype=object)
-        td.repeat[:] = _take(table.column(repeat).chunk(0), idx).to_pylist()
+        _set_repeat(td, table, idx, repeat)
     defer_ids(td, ids)
     return td
+
+
+def _set_repeat(td: TaskData, table: pa.Table, idx: pa.Array | None, repeat: str) -> None:
+    """The task's ``repeat`` values: its rows' of the table's column ``repeat``."""
+    td.repeat = np.empty(td.n, dtype=object)
+    td.repeat[:] = _take(table.column(repeat).chunk(0), idx).to_pylist()
+
+
+#: Bytes of parsed chunks copied into a matrix between two hand-backs of their pages to the system
+#: (Arrow's allocator keeps freed pages for reuse until told: the matrix and the freed chunks were
+#: both resident, 10M 3-class rows: 0.4 GiB, #19).
+RELEASE_BYTES = 64 << 20
 
 
 def _classification(
     task: str,
     ids: np.ndarray,
     lines: np.ndarray,
-    probs: pa.StructArray,
+    probs: list[pa.Array] | None,
     gold: pa.Array,
     tol: float,
     positive: str | None,
 ) -> ProbTask:
+    """A classification task of these rows. ``probs``: the chunks of their ``probs`` (structs), in
+    row order, each let go of as it is copied into the task's matrix (the caller holds the list
+    alone: the parse's blocks are freed as the matrix fills, and the checks read it a block of
+    rows at a time, never through temporaries of the matrix's size, #19)."""
     import pyarrow.compute as pc
 
-    if not pa.types.is_struct(probs.type):
+    if not probs or not pa.types.is_struct(probs[0].type):
         raise _Fallback
-    n = len(probs)
-    fields = {}
-    for i in range(probs.type.num_fields):
-        f = probs.type.field(i)
-        child = probs.field(i)
-        if child.null_count == n:
+    n = sum(len(c) for c in probs)
+    kind = probs[0].type
+    fields: dict[str, int] = {}
+    for i in range(kind.num_fields):
+        f = kind.field(i)
+        nulls = sum(c.field(i).null_count for c in probs)
+        if nulls == n:
             continue  # a label of another task
-        if child.null_count or not _is_num(f.type):
+        if nulls or not _is_num(f.type):
             raise _Fallback
-        fields[f.name] = child
+        fields[f.name] = i
     if not fields:
         raise _Fallback
     labels = sorted(fields)
     mat = np.empty((n, len(labels)), dtype=np.float64)
-    for j, lab in enumerate(labels):
-        mat[:, j] = arrow_numpy(fields[lab])
-    if not (np.isfinite(mat).all() and (mat >= 0).all() and (mat <= 1).all()):
-        raise _Fallback
-    if n and np.abs(mat.sum(axis=1) - 1.0).max() > tol:
-        raise _Fallback
+    row = 0
+    probs.reverse()  # taken from the end: the first chunk first
+    pool, freed = pa.default_memory_pool(), 0
+    while probs:
+        chunk = probs.pop()
+        freed += chunk.nbytes
+        if freed >= RELEASE_BYTES:  # the freed chunks' pages, handed back as the matrix grows
+            pool.release_unused()
+            freed = 0
+        m = len(chunk)
+        columns = [arrow_numpy(chunk.field(fields[lab]), copy=False) for lab in labels]
+        del chunk
+        for a, b in element_spans(m) if m else []:
+            block = mat[row + a : row + b]
+            for j, col in enumerate(columns):
+                block[:, j] = col[a:b]
+            if not (block.min() >= 0 and block.max() <= 1):  # (a NaN fails both)
+                raise _Fallback
+            if np.abs(block.sum(axis=1) - 1.0).max() > tol:
+                raise _Fallback
+        row += m
+        del columns
     # pc.index_in(gold, value_set=labels), through the gold values' dictionary: building an Arrow
     # array from a Python list would import pandas (#19)
     enc = pc.dictionary_encode(_labels(gold))
     lut = np.array([labels.index(v) if v in fields else -1 for v in enc.dictionary.to_pylist()], dtype=np.int64)
-    gold_idx = lut[arrow_numpy(enc.indices)] if len(lut) else np.zeros(0, np.int64)
+    gold_idx = lut[arrow_numpy(enc.indices, copy=False)] if len(lut) else np.zeros(0, np.int64)
     if (gold_idx < 0).any():
         raise _Fallback
     td = ProbTask(

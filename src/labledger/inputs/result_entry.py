@@ -77,6 +77,18 @@ def sorted_columns(td: ProbTask) -> list[int]:
     return list(range(len(td.labels))) if len(td.labels) <= MAX_SORTED_COLUMNS else []
 
 
+def sorted_column(td: ProbTask, j: int) -> np.ndarray:
+    """Column ``j`` of ``td.probs`` as it is sorted: a binary task's score where it has one (the same
+    values; its probs may not be made).
+
+    >>> t = ProbTask(task="t", ids=np.array(["a"]), lines=np.array([1]), kind="classification",
+    ...              labels=("x", "y"), probs=np.array([[0.25, 0.75]]), gold_index=np.array([0]), pred_index=np.array([1]))
+    >>> sorted_column(t, 1).tolist()
+    [0.75]
+    """
+    return td.score if td.kind == "binary" and td.score is not None else td.probs[:, j]
+
+
 def entry_kind(tolerance: float, positive: Any, repeats: bool) -> str:
     """The cache kind of a result set read with these parameters (one entry per source and kind).
 
@@ -136,12 +148,7 @@ def encode(rs: ResultSet) -> Encoded | None:
                 arrays[p + "probs"] = np.ascontiguousarray(td.probs, np.float64).reshape(-1)
             # the ascending order of each column the metrics sort, kept like a database index
             given = given_sorts(td)
-            # a binary task's one sorted column is its score (its probs may not be made; the same values)
-            score = td.score if td.kind == "binary" else None
-            orders = {
-                j: given[j] if j in given else stable_argsort(score if score is not None else td.probs[:, j])
-                for j in sorted_columns(td)
-            }
+            orders = {j: given[j] if j in given else stable_argsort(sorted_column(td, j)) for j in sorted_columns(td)}
             for j, order in orders.items():
                 arrays[p + f"o{j}"] = np.asarray(order, index_dtype(td.n))
             info["sorted"] = {"columns": list(orders)}

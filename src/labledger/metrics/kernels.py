@@ -86,6 +86,18 @@ def index_dtype(n: int) -> np.dtype[Any]:
     return np.dtype(np.int32 if n <= np.iinfo(np.int32).max else np.int64)
 
 
+def taken(col: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``col[index]``: by ``np.take`` for a contiguous column (~35% faster than indexing), by
+    indexing for a strided one (a column of a probability matrix: ``np.take`` would copy the whole
+    column first, at every call; sorting such a column took 3x as long, #19).
+
+    >>> p = np.array([[0.2, 0.8], [0.6, 0.4]]); taken(p[:, 1], np.array([1, 0])).tolist()
+    [0.4, 0.8]
+    """
+    out: np.ndarray = np.take(col, index) if col.flags.c_contiguous else col[index]
+    return out
+
+
 def gather(x: np.ndarray, index: np.ndarray, release: bool = False) -> np.ndarray:
     """``np.take(x, index)`` (1-D) into a new array, :data:`ELEMENT_BLOCK` indices at a time: the
     same values, and an index of 4-byte positions (:func:`index_dtype`) is never copied whole into
@@ -96,10 +108,13 @@ def gather(x: np.ndarray, index: np.ndarray, release: bool = False) -> np.ndarra
     [1.0, 0.5]
     """
     if index.dtype == np.intp and not release:
-        return np.take(x, index)
+        return taken(x, index)
     out = np.empty(len(index), dtype=x.dtype)
     for a, b in element_spans(len(index)):
-        np.take(x, index[a:b], out=out[a:b])
+        if x.flags.c_contiguous:
+            np.take(x, index[a:b], out=out[a:b])
+        else:
+            out[a:b] = x[index[a:b]]
         if release:
             release_pages(index[a:b])
     return out
@@ -337,7 +352,7 @@ def _packed_order(x: np.ndarray) -> np.ndarray | None:
         pair += a
         if len(pair):
             first, second = (k[pair] & low).astype(np.intp), (k[pair + 1] & low).astype(np.intp)
-            unsorted.append(pair[np.take(x, first) != np.take(x, second)])
+            unsorted.append(pair[taken(x, first) != taken(x, second)])
     found = np.concatenate(unsorted) if unsorted else np.zeros(0, dtype=np.int64)
     if len(found):  # each run of their high parts (found in the sorted keys): sorted by value, then index
         high = np.unique(k[found] & ~low)
@@ -380,7 +395,7 @@ def _argsort_runs(x: np.ndarray) -> np.ndarray:
     if n < SMALL:
         return np.argsort(x, kind="stable")
     order = np.argsort(x)
-    s = np.take(x, order)
+    s = taken(x, order)
     if x.dtype.kind == "f" and math.isnan(s[-1]):  # (NaNs sort last)
         return np.argsort(x, kind="stable")
     tied = s[1:] == s[:-1]
