@@ -650,3 +650,27 @@ def test_a_one_task_files_repeats_are_read_beside_its_sorts(tmp_path, monkeypatc
     assert fast is not None and fast.repeat_field == slow.repeat_field == "sample"
     assert fast["t"].repeat.tolist() == slow["t"].repeat.tolist()
     assert given_sorts(fast["t"]) != {}
+
+
+@pytest.mark.parametrize("gold", ["str", "int", "bool"])
+def test_task_and_gold_encoded_across_parse_blocks_as_the_row_reader_reads_them(tmp_path, monkeypatch, gold):
+    """``task`` and ``gold`` are dictionary-encoded in their parse blocks, never combined first
+    (#19): label strings, integers and booleans over many blocks, in a two-task file, give the row
+    reader's tasks, gold codes and labels."""
+    monkeypatch.setattr(arrow, "BLOCK_BYTES", 1 << 10)
+    rng = np.random.default_rng(21)
+    values = {"str": ["no", "yes"], "int": [0, 1], "bool": [False, True]}[gold]
+    rows = [
+        {"id": f"i{k}", "task": "t" if k % 3 else "u", "gold": values[int(g)], "score": float(s)}
+        for k, (g, s) in enumerate(zip(rng.random(400) < 0.4, np.round(rng.random(400), 2)))
+    ]
+    _write(tmp_path / "r.jsonl", rows)
+    positive = {"str": "yes", "int": "1", "bool": "true"}[gold]
+    fast = arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, positive)
+    slow = read_results(tmp_path / "r.jsonl", positive=positive, engine="rows", cache=False)
+    assert fast is not None and list(fast.tasks) == list(slow.tasks)
+    for task, td in fast.tasks.items():
+        assert td.labels == slow[task].labels and td.positive == slow[task].positive
+        assert np.array_equal(td.gold_index, slow[task].gold_index)
+        assert np.array_equal(td.score, slow[task].score)
+        assert td.lines.tolist() == slow[task].lines.tolist()

@@ -397,7 +397,7 @@ def softmax(z: np.ndarray) -> np.ndarray:
 
 def _reweighted(p: np.ndarray, factors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     q = p * factors
-    pred = q.argmax(axis=1).astype(np.int64)
+    pred = q.argmax(axis=1).astype(np.int64, copy=False)
     total = q.sum(axis=1, keepdims=True)
     if (total <= 0).any():
         i = int(np.flatnonzero(total[:, 0] <= 0)[0])

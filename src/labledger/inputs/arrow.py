@@ -107,6 +107,29 @@ def _valid_rows(chunks: list[pa.Array] | None, n: int) -> np.ndarray:
     return np.concatenate([arrow_numpy(c.is_valid()) for c in chunks or []])
 
 
+def _encoded(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
+    """``pc.dictionary_encode(column)`` as numpy codes (one array; a view for a column of one
+    chunk) and the dictionary's values. A chunked column is encoded as it lies, never combined into
+    one array first (10M rows' task and gold strings: 0.14 GiB copied, #19); its chunks' codes index
+    one dictionary (unified where pyarrow gave them several).
+
+    >>> codes, values = _encoded(pa.chunked_array([["b", "a"], ["a", "c"]]))
+    >>> [values[c] for c in codes]
+    ['b', 'a', 'a', 'c']
+    """
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(column)
+    if not isinstance(enc, pa.ChunkedArray):
+        return arrow_numpy(enc.indices, copy=False), enc.dictionary.to_pylist()
+    if not enc.num_chunks:
+        return np.zeros(0, np.int32), []
+    if any(not c.dictionary.equals(enc.chunk(0).dictionary) for c in enc.chunks[1:]):
+        enc = enc.unify_dictionaries()
+    indices = pa.chunked_array([c.indices for c in enc.chunks], enc.type.index_type)
+    return arrow_numpy(indices, copy=False), enc.chunk(0).dictionary.to_pylist()
+
+
 def _valid(table: pa.Table, name: str, idx: pa.Array | None) -> np.ndarray:
     """Which rows (at ``idx``) of the table have a value in its column ``name``."""
     return _valid_rows(_chunks(table, name, idx), table.num_rows if idx is None else len(idx))
@@ -371,19 +394,24 @@ def _longest_bytes(column: pa.ChunkedArray) -> int:
     return longest
 
 
+#: Columns :func:`_combine` leaves in their parse blocks: each is read a block at a time.
+_CHUNKED = frozenset(("probs", "task", "gold"))
+
+
 def _combine(handed: list[pa.Table]) -> None:
     """Replace the table that ``handed`` holds alone by its ``combine_chunks()``, one column at a
     time, each column's chunks let go of once it is copied: the peak holds the table and one column,
     not the table twice (#19). (A caller's reference would keep every chunk to the end: 10M 3-class
-    rows, ~0.4 GiB.) ``probs`` stays in its chunks: they are copied into the task's matrix (and let
-    go of) as they are read (:func:`_classification`), never into one array first."""
+    rows, ~0.4 GiB.) The columns of :data:`_CHUNKED` stay in their chunks: ``probs`` is copied into
+    the task's matrix (and let go of) as it is read (:func:`_classification`), ``task`` and
+    ``gold`` are encoded as they lie (:func:`_encoded`)."""
     table = handed.pop()
     names = table.column_names
     done: list[pa.Array | pa.ChunkedArray] = []
     pool = pa.default_memory_pool()
     for name in names:
         pool.release_unused()  # the parse's and the last column's freed pages, handed back first
-        done.append(table.column(name) if name == "probs" else one_array(table.column(name)))
+        done.append(table.column(name) if name in _CHUNKED else one_array(table.column(name)))
         table = table.drop_columns([name])
     del table
     pool.release_unused()
@@ -479,7 +507,7 @@ def _repeat_field(table: pa.Table, task_codes: np.ndarray | None, ids: pa.Array,
     enc = pc.dictionary_encode(ids)
     if len(enc.dictionary) == n:
         return None  # every id distinct in the whole file
-    id_codes = arrow_numpy(enc.indices).astype(np.int64)
+    id_codes = arrow_numpy(enc.indices, copy=False).astype(np.int64)
     pair = id_codes if task_codes is None else task_codes.astype(np.int64) * len(enc.dictionary) + id_codes
     if _distinct(pair):
         return None
@@ -491,7 +519,7 @@ def _repeat_field(table: pa.Table, task_codes: np.ndarray | None, ids: pa.Array,
         col = table.column(f).chunk(0) if table.column(f).num_chunks else pa.array([], pa.int64())
         if col.null_count or not (_is_num(col.type) or pa.types.is_string(col.type)):
             raise _Fallback  # a null or a nested repeat index: the row reader judges it
-        rep = arrow_numpy(pc.dictionary_encode(col).indices).astype(np.int64)
+        rep = arrow_numpy(pc.dictionary_encode(col).indices, copy=False).astype(np.int64)
         order = np.lexsort((rep, pair))
         same = (pair[order][1:] == pair[order][:-1]) & (rep[order][1:] == rep[order][:-1])
         if same.any():
@@ -546,7 +574,7 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
     cols = set(table.column_names)
     if not {"id", "task", "gold"} <= cols or "scores" in cols:
         raise _Fallback
-    task_col = table.column("task").chunk(0) if table.column("task").num_chunks else pa.array([], pa.string())
+    task_col = table.column("task")
     if not pa.types.is_string(task_col.type) or task_col.null_count:
         raise _Fallback
     ids = table.column("id").chunk(0)
@@ -554,12 +582,10 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
         ids = pc.cast(ids, pa.string())
     if not pa.types.is_string(ids.type) or ids.null_count:
         raise _Fallback
-    enc = pc.dictionary_encode(task_col)
-    codes = arrow_numpy(enc.indices)
-    names = enc.dictionary.to_pylist()
+    codes, names = _encoded(task_col)
     if any(not t for t in names):
         raise _Fallback
-    del enc, task_col
+    del task_col
     table = table.drop_columns(["task"])  # its strings, now codes (10M rows: 76 MiB)
     tasks: dict[str, TaskData] = {}
     # the row reader's errors of whole tasks, in its order (the tasks'), raised once all else is read
@@ -639,7 +665,7 @@ def _read_task(
     has_probs = _valid_rows(probs, n)
     has_score = _valid(table, "score", idx)
     has_pred = _valid(table, "pred", idx)
-    gold = _take(table.column("gold").chunk(0), idx)
+    gold = _take(table.column("gold"), idx)
     if gold.null_count:
         raise _Fallback
     td: TaskData
@@ -697,7 +723,6 @@ def _classification(
     row order, each let go of as it is copied into the task's matrix (the caller holds the list
     alone: the parse's blocks are freed as the matrix fills, and the checks read it a block of
     rows at a time, never through temporaries of the matrix's size, #19)."""
-    import pyarrow.compute as pc
 
     if not probs or not pa.types.is_struct(probs[0].type):
         raise _Fallback
@@ -740,9 +765,9 @@ def _classification(
         del columns
     # pc.index_in(gold, value_set=labels), through the gold values' dictionary: building an Arrow
     # array from a Python list would import pandas (#19)
-    enc = pc.dictionary_encode(_labels(gold))
-    lut = np.array([labels.index(v) if v in fields else -1 for v in enc.dictionary.to_pylist()], dtype=np.int64)
-    gold_idx = lut[arrow_numpy(enc.indices, copy=False)] if len(lut) else np.zeros(0, np.int64)
+    gold_codes, gold_values = _encoded(_labels(gold))
+    lut = np.array([labels.index(v) if v in fields else -1 for v in gold_values], dtype=np.int64)
+    gold_idx = lut[gold_codes] if len(lut) else np.zeros(0, np.int64)
     if (gold_idx < 0).any():
         raise _Fallback
     td = ProbTask(
@@ -753,7 +778,7 @@ def _classification(
         labels=tuple(labels),
         probs=mat,
         gold_index=gold_idx,
-        pred_index=mat.argmax(axis=1).astype(np.int64) if n else np.zeros(0, np.int64),
+        pred_index=mat.argmax(axis=1).astype(np.int64, copy=False) if n else np.zeros(0, np.int64),
     )
     try:
         _set_positive_column(td, positive, "")
@@ -778,9 +803,7 @@ def _binary(
     score = _numbers(_take(table.column("score").chunk(0), idx))
     if not (np.isfinite(score).all() and (score >= 0).all() and (score <= 1).all()):
         raise _Fallback
-    g = _labels(gold)
-    enc = pc.dictionary_encode(g)
-    gold_values = enc.dictionary.to_pylist()
+    gold_codes, gold_values = _encoded(_labels(gold))
     golds = set(gold_values)
     row_pos = None
     if "positive" in table.column_names:
@@ -801,7 +824,7 @@ def _binary(
         refusals.append(e)
         pos = min(golds)
     # equal to pc.equal(g, pos), from the codes: a Python scalar argument would import pandas (#19)
-    gold_pos = arrow_numpy(enc.indices) == (gold_values.index(pos) if pos in golds else -1)
+    gold_pos = gold_codes == (gold_values.index(pos) if pos in golds else -1)
     return binary_task(task, ids, lines, pos, golds, score, gold_pos)
 
 
@@ -845,7 +868,7 @@ def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array | None) ->
             enc = pc.dictionary_encode(grp)
             valid = arrow_numpy(grp.is_valid())
             if valid.all():
-                codes = arrow_numpy(enc.indices).astype(np.int64)
+                codes = arrow_numpy(enc.indices, copy=False).astype(np.int64)
             else:  # the valid rows' codes from the indices without their nulls (fill_null of a
                 # Python -1 makes a pa.scalar, which imports pandas: ~0.28 s, #19); each missing
                 # group a cluster of its own

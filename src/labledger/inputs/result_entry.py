@@ -241,7 +241,7 @@ def decode(meta: Any, arrays: dict[str, np.ndarray], arrow: Callable[[str], Any]
                 labels=labels,
                 probs=probs,
                 gold_index=num("gold_index"),
-                pred_index=probs.argmax(axis=1).astype(np.int64) if n else np.zeros(0, np.int64),
+                pred_index=probs.argmax(axis=1).astype(np.int64, copy=False) if n else np.zeros(0, np.int64),
                 score=probs[:, labels.index(positive)].copy() if info["has_score"] else None,
                 positive=positive,
             )

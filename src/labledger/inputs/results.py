@@ -936,7 +936,7 @@ def _build(b: _TaskBuilder, source: str, positive: str | None) -> TaskData:
             labels=tuple(labels),
             probs=probs,
             gold_index=np.fromiter((index[g] for g in b.gold), dtype=np.int64, count=n),
-            pred_index=probs.argmax(axis=1).astype(np.int64) if n else np.zeros(0, np.int64),
+            pred_index=probs.argmax(axis=1).astype(np.int64, copy=False) if n else np.zeros(0, np.int64),
         )
         _set_positive_column(ptd, positive, source)
         return ptd
