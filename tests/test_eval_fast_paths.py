@@ -674,3 +674,30 @@ def test_task_and_gold_encoded_across_parse_blocks_as_the_row_reader_reads_them(
         assert np.array_equal(td.gold_index, slow[task].gold_index)
         assert np.array_equal(td.score, slow[task].score)
         assert td.lines.tolist() == slow[task].lines.tolist()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"a": 1}\n{"b": 22}\n{"c": 333}\n{"d": 4}\n',  # newline-terminated
+        b'{"a": 1}\n{"b": 22}\n{"c": 333}\n{"d": 4}',  # the last line without its newline
+        b'{"a": 1}\n{"b": "' + b"x" * 200 + b'"}\n{"c": 3}\n',  # a long line across the middle
+        b'{"a": 1}\n{"b": 2}\nnull\n{"d": 4}\n',  # a bad line in the second half
+        b'{"a": "\xff"}\n{"b": 2}\n{"c": 3}\n{"d": 4}\n',  # invalid UTF-8 in the first half
+        b'{"a": 1}\n\n{"c": 3}\n{"d": 4}\n',  # a blank line
+    ],
+)
+def test_a_large_file_is_scanned_in_two_halves_as_in_one_pass(tmp_path, monkeypatch, text):
+    """Without a key, a file of at least SCAN_PARTS_BYTES is scanned in two halves at once (#19),
+    split at a line's start: the same lines (or the same refusal) as the one-pass scan, from the
+    file's position on."""
+    monkeypatch.setattr(arrow, "SCAN_PARTS_BYTES", 1)
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b"garbage-before\n" + text)
+    whole = scan_file(io.BytesIO(text), chunk=64, key=False)
+    with open(path, "rb") as f:
+        f.seek(len(b"garbage-before\n"))
+        halves = arrow._halves(f)
+        assert halves is not None and halves[0].end == halves[1].at  # two ranges that meet
+        assert text[halves[1].at - len(b"garbage-before\n") - 1 : halves[1].at - len(b"garbage-before\n")] == b"\n"
+        assert scan_file(f, chunk=64, key=False) == whole
