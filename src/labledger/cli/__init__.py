@@ -11,6 +11,10 @@ from labledger.cli.base import main, run
 #: Every command of ``labledger`` -> (the module of ``labledger.cli`` that defines it, the first
 #: paragraph of its help: what ``labledger --help`` lists without importing the module).
 COMMANDS = {
+    "cache": (
+        "cache",
+        "The columnar cache of large results and record files: where it is, what it holds, and freeing it. Entries are rebuilt from their JSONL when next read; the folder is $LABLEDGER_CACHE_DIR ('off': no cache), else $XDG_CACHE_HOME/labledger/columnar (~/.cache/labledger/columnar).",
+    ),
     "calibrate": (
         "calibrate",
         "Post-hoc calibration: fit a recipe, apply it to results.jsonl, report raw vs calibrated.",

@@ -833,6 +833,7 @@ def _classification(
     gold_codes, gold_values = _encoded(_labels(gold))
     lut = np.array([labels.index(v) if v in fields else -1 for v in gold_values], dtype=np.int64)
     gold_idx = lut[gold_codes] if len(lut) else np.zeros(0, np.int64)
+    del gold_codes  # (not held while the task's other arrays are made)
     if (gold_idx < 0).any():
         raise _Fallback
     td = ProbTask(
@@ -890,6 +891,7 @@ def _binary(
         pos = min(golds)
     # equal to pc.equal(g, pos), from the codes: a Python scalar argument would import pandas (#19)
     gold_pos = gold_codes == (gold_values.index(pos) if pos in golds else -1)
+    del gold_codes  # (not held while the task's other arrays are made)
     return binary_task(task, ids, lines, pos, golds, score, gold_pos)
 
 

@@ -24,6 +24,11 @@ source.
 - The folder: ``$LABLEDGER_CACHE_DIR``, else ``$XDG_CACHE_HOME/labledger/columnar``, else
   ``~/.cache/labledger/columnar``. ``LABLEDGER_CACHE_DIR=off`` (or empty) turns the cache off.
   Files under :data:`MIN_CACHE_BYTES` are not cached (they read fast anyway).
+- The folder is bounded: after each write, the entries used least recently (a read of an entry
+  marks it used) are removed until it holds at most :data:`MAX_CACHE_BYTES`
+  (``$LABLEDGER_CACHE_MAX_BYTES``; 0: no bound), and a writer's leftover temporary file (one killed
+  mid-write) once it is :data:`STALE_TEMPORARY_S` old. :func:`cache_info`, :func:`prune_cache`
+  and :func:`clear_cache` (``labledger cache info/prune/clear``) show and free it.
 
 >>> import tempfile, pathlib, pyarrow as pa
 >>> folder = pathlib.Path(tempfile.mkdtemp())
@@ -51,6 +56,7 @@ import mmap
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal, NamedTuple
@@ -69,6 +75,12 @@ CACHE_DIR_ENV = "LABLEDGER_CACHE_DIR"
 #: Sources smaller than this are read directly, never cached (``$LABLEDGER_CACHE_MIN_BYTES`` overrides it).
 MIN_CACHE_BYTES = 4 * 2**20
 MIN_BYTES_ENV = "LABLEDGER_CACHE_MIN_BYTES"
+#: The most bytes of entries the cache folder keeps (``$LABLEDGER_CACHE_MAX_BYTES`` overrides it;
+#: 0: no bound): past it, the entries used least recently are removed after each write.
+MAX_CACHE_BYTES = 20 * 2**30
+MAX_BYTES_ENV = "LABLEDGER_CACHE_MAX_BYTES"
+#: A temporary entry file this old (seconds) is a writer's leftover (killed mid-write): pruned.
+STALE_TEMPORARY_S = 3600
 #: Bump when the layout of a cached table changes: older entries are then ignored.
 FORMAT_VERSION = 1
 _KEY = b"labledger.content_key"
@@ -103,6 +115,142 @@ def min_cache_bytes() -> int:
         return int(os.environ.get(MIN_BYTES_ENV, MIN_CACHE_BYTES))
     except ValueError:
         return MIN_CACHE_BYTES
+
+
+def max_cache_bytes() -> int:
+    """The most bytes the cache folder keeps: ``$LABLEDGER_CACHE_MAX_BYTES``, else
+    :data:`MAX_CACHE_BYTES` (0: no bound; a value that is not a whole number is ignored).
+
+    >>> max_cache_bytes() == MAX_CACHE_BYTES or MAX_BYTES_ENV in os.environ
+    True
+    """
+    try:
+        return max(0, int(os.environ.get(MAX_BYTES_ENV, MAX_CACHE_BYTES)))
+    except ValueError:
+        return MAX_CACHE_BYTES
+
+
+class CacheFile(NamedTuple):
+    """One file of the cache folder (:func:`cache_files`)."""
+
+    path: Path
+    #: Its size in bytes.
+    bytes: int
+    #: When it was last written or read (unix seconds: its modification time).
+    used: float
+    #: A temporary file of a write in progress, or left by a writer that was killed.
+    temporary: bool
+
+
+def cache_files(folder: Path | None = None) -> list[CacheFile]:
+    """The entries and temporary files of the cache folder (default: :func:`cache_folder`), least
+    recently used first; none when the cache is off or the folder does not exist yet."""
+    folder = folder if folder is not None else cache_folder()
+    found: list[CacheFile] = []
+    if folder is None:
+        return found
+    suffixes = tuple(_SUFFIX.values())
+    try:
+        scan = list(os.scandir(folder))
+    except FileNotFoundError:
+        return found
+    for item in scan:
+        if not item.name.endswith(suffixes):
+            continue
+        try:
+            st = item.stat(follow_symlinks=False)
+        except FileNotFoundError:  # removed meanwhile (another process pruning)
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found.append(CacheFile(Path(item.path), st.st_size, st.st_mtime, item.name.startswith(".tmp-")))
+    found.sort(key=lambda f: (f.used, f.path.name))
+    return found
+
+
+def _remove(files: list[CacheFile]) -> list[CacheFile]:
+    """Unlink ``files``; those it removed (one already gone, or that cannot be removed, is skipped)."""
+    removed = []
+    for f in files:
+        try:
+            f.path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError:  # held open where that forbids removal (Windows), or no permission
+            continue
+        removed.append(f)
+    return removed
+
+
+def prune_cache(
+    folder: Path | None = None, *, max_bytes: int | None = None, keep: Path | None = None, now: float | None = None
+) -> list[CacheFile]:
+    """Remove the entries of the cache folder used least recently until it holds at most
+    ``max_bytes`` (default :func:`max_cache_bytes`; 0: no bound), and the temporary files at least
+    :data:`STALE_TEMPORARY_S` old; never ``keep`` (the entry just written). What it removed.
+
+    >>> import tempfile, pathlib, time
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> for k, name in enumerate(["a.cols", "b.cols", "c.parquet"]):
+    ...     _ = (d / name).write_bytes(b"x" * 100); os.utime(d / name, (k, 1000 + k))
+    >>> [f.path.name for f in prune_cache(d, max_bytes=150)], [f.path.name for f in cache_files(d)]
+    (['a.cols', 'b.cols'], ['c.parquet'])
+    """
+    folder = folder if folder is not None else cache_folder()
+    bound = max_cache_bytes() if max_bytes is None else max_bytes
+    now = time.time() if now is None else now
+    files = cache_files(folder)
+    stale = [f for f in files if f.temporary and now - f.used >= STALE_TEMPORARY_S]
+    entries = [f for f in files if not f.temporary]
+    excess = sum(f.bytes for f in entries) - bound if bound > 0 else 0
+    going = []
+    for f in entries:  # least recently used first
+        if excess <= 0:
+            break
+        if keep is not None and f.path == keep:
+            continue
+        going.append(f)
+        excess -= f.bytes
+    return _remove(stale + going)
+
+
+def clear_cache(folder: Path | None = None, *, now: float | None = None) -> list[CacheFile]:
+    """Remove every entry of the cache folder, and the temporary files at least
+    :data:`STALE_TEMPORARY_S` old (a younger one may be a write in progress). What it removed."""
+    now = time.time() if now is None else now
+    files = cache_files(folder)
+    return _remove([f for f in files if not f.temporary or now - f.used >= STALE_TEMPORARY_S])
+
+
+def cache_info(folder: Path | None = None) -> dict[str, Any]:
+    """The cache folder's state: where it is (``None``: off), its entries and their bytes, its
+    bound, its temporary files, and when its least and most recently used entries were used.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "a.cols").write_bytes(b"x" * 10)
+    >>> info = cache_info(d); info["entries"], info["bytes"], info["temporaries"]
+    (1, 10, 0)
+    """
+    folder = folder if folder is not None else cache_folder()
+    files = cache_files(folder)
+    entries = [f for f in files if not f.temporary]
+    return {
+        "folder": str(folder) if folder is not None else None,
+        "on": folder is not None,
+        "entries": len(entries),
+        "bytes": sum(f.bytes for f in entries),
+        "max_bytes": max_cache_bytes(),
+        "min_source_bytes": min_cache_bytes(),
+        "temporaries": len(files) - len(entries),
+        "temporary_bytes": sum(f.bytes for f in files if f.temporary),
+        "least_recent_use": min((f.used for f in entries), default=None),
+        "most_recent_use": max((f.used for f in entries), default=None),
+    }
+
+
+def _used(entry: Path) -> None:
+    """Mark ``entry`` used now (its modification time): the bound removes it last."""
+    with contextlib.suppress(OSError):  # a folder shared read-only: the order stays as it was
+        os.utime(entry)
 
 
 def content_key(data: bytes | bytearray | memoryview | mmap.mmap) -> str:
@@ -285,7 +433,10 @@ def fresh_entry(
         meta = pq.read_schema(entry).metadata
     except (OSError, ValueError):  # a torn or foreign file: pyarrow raises ArrowInvalid (a ValueError)
         return None
-    return entry if _matches(_parquet_stamp(meta), source, kind, key) else None
+    if not _matches(_parquet_stamp(meta), source, kind, key):
+        return None
+    _used(entry)
+    return entry
 
 
 def cached_table(
@@ -315,9 +466,11 @@ def cached_table(
         with pq.ParquetFile(entry) as f:
             if not _matches(_parquet_stamp(f.schema_arrow.metadata), source, kind, key):
                 return None
-            return f.read()
+            table = f.read()
     except (OSError, ValueError):  # a torn or foreign file: pyarrow raises ArrowInvalid (a ValueError)
         return None
+    _used(entry)
+    return table
 
 
 #: What an entry says it is: its format, its kind and its source's content key.
@@ -358,7 +511,6 @@ def _write_entry(folder: Path, entry: Path, write: Callable[[BinaryIO], None]) -
             write(f)
         os.replace(tmp, entry)
         tmp = None
-        return True
     except OSError as e:  # pyarrow's IO errors are OSErrors too
         _warn_unwritable(folder, e)
         return False
@@ -368,6 +520,9 @@ def _write_entry(folder: Path, entry: Path, write: Callable[[BinaryIO], None]) -
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+    with contextlib.suppress(OSError):  # the folder's bound, kept by each writer
+        prune_cache(folder, keep=entry)
+    return True
 
 
 def store_table(
@@ -554,6 +709,7 @@ def cached_columns(
             mapped = mmap.mmap(f.fileno(), data_end, access=mmap.ACCESS_READ)
     except (OSError, ValueError):  # missing, unreadable, or a header that is not JSON (orjson's error is a ValueError)
         return None
+    _used(entry)
     import numpy as np
 
     arrays: dict[str, np.ndarray] = {}
@@ -609,21 +765,30 @@ def _warn_unwritable(folder: Path, error: OSError) -> None:
 
 __all__ = [
     "CACHE_DIR_ENV",
+    "MAX_BYTES_ENV",
+    "MAX_CACHE_BYTES",
     "MIN_BYTES_ENV",
     "MIN_CACHE_BYTES",
+    "STALE_TEMPORARY_S",
+    "CacheFile",
     "Columns",
     "Layout",
+    "cache_files",
     "cache_folder",
+    "cache_info",
     "cached_columns",
     "cached_table",
+    "clear_cache",
     "content_key",
     "entry_path",
     "file_identity",
     "file_key",
     "fresh_entry",
+    "max_cache_bytes",
     "min_cache_bytes",
     "prefetch_key",
     "prefetching",
+    "prune_cache",
     "store_columns",
     "store_table",
     "take_prefetched",
