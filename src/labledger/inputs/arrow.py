@@ -184,8 +184,9 @@ def _part_lines(part: memoryview, starts_line: bool) -> int | None:
 #: Bytes of the file read at once by :func:`scan_file` (one buffer, reused for the whole file).
 SCAN_BYTES = 1 << 24
 #: From this size, a file scanned without its key is scanned in two halves at once, one a core
-#: (10M 3-class rows, 1.3 GB: 0.37 s instead of 0.7, #19).
-SCAN_PARTS_BYTES = 64 << 20
+#: (10M 3-class rows, 1.3 GB: 0.5 s instead of 0.7, #19). Smaller files are scanned in one pass:
+#: the second buffer cost more at their peak (1M rows, 130 MB: +30 MiB) than the 30 ms it saved.
+SCAN_PARTS_BYTES = 256 << 20
 #: Bytes per block of the streaming JSON parse: at 10M rows 4 MiB blocks were the fastest of 1, 4
 #: and 16 MiB here (#19).
 BLOCK_BYTES = 4 << 20
