@@ -133,3 +133,5 @@ def test_cache_info_prune_and_clear_from_the_cli(tmp_path, cache_dir, monkeypatc
         out = runner.invoke(main, args)
         assert out.exit_code == 0 and "the columnar cache is off" in out.output
     assert orjson.loads(runner.invoke(main, ["cache", "info", "--json"]).output)["on"] is False
+    off = orjson.loads(runner.invoke(main, ["cache", "clear", "--json"]).output)
+    assert off["on"] is False and off["folder"] is None and off["removed_entries"] == 0

@@ -63,12 +63,15 @@ def info_cmd(as_json):
         console.print(f"{name:<8} {value}", markup=False)
 
 
-def _freed(removed, as_json: bool, verb: str) -> None:
+def _freed(removed, as_json: bool) -> None:
+    """What ``removed`` freed, and what the cache holds now."""
     from labledger.inputs.columnar import cache_info
 
     info = cache_info()
     entries = [f for f in removed if not f.temporary]
     doc = {
+        "folder": info["folder"],
+        "on": info["on"],
         "removed_entries": len(entries),
         "removed_bytes": sum(f.bytes for f in removed),
         "removed_temporaries": len(removed) - len(entries),
@@ -79,7 +82,7 @@ def _freed(removed, as_json: bool, verb: str) -> None:
         emit_json(doc)
         return
     console.print(
-        f"{verb} {doc['removed_entries']} entr{'y' if doc['removed_entries'] == 1 else 'ies'} "
+        f"removed {doc['removed_entries']} entr{'y' if doc['removed_entries'] == 1 else 'ies'} "
         f"({_size(doc['removed_bytes'])}); the cache holds {info['entries']} ({_size(info['bytes'])})",
         markup=False,
     )
@@ -109,7 +112,7 @@ def prune_cmd(max_size, as_json):
     if cache_folder() is None and not as_json:
         _off()
         return
-    _freed(prune_cache(max_bytes=bound), as_json, "removed")
+    _freed(prune_cache(max_bytes=bound), as_json)
 
 
 @cache_group.command("clear")
@@ -122,4 +125,4 @@ def clear_cmd(as_json):
     if cache_folder() is None and not as_json:
         _off()
         return
-    _freed(clear_cache(), as_json, "removed")
+    _freed(clear_cache(), as_json)
