@@ -135,3 +135,15 @@ def test_cache_info_prune_and_clear_from_the_cli(tmp_path, cache_dir, monkeypatc
     assert orjson.loads(runner.invoke(main, ["cache", "info", "--json"]).output)["on"] is False
     off = orjson.loads(runner.invoke(main, ["cache", "clear", "--json"]).output)
     assert off["on"] is False and off["folder"] is None and off["removed_entries"] == 0
+
+
+def test_a_cache_folder_that_is_a_file_is_one_error_line(tmp_path, monkeypatch):
+    """``LABLEDGER_CACHE_DIR`` naming a file: each command says so in one line, exit 1, no traceback."""
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv(columnar.CACHE_DIR_ENV, str(tmp_path / "file"))
+    for args in (["cache", "info"], ["cache", "prune"], ["cache", "clear", "--json"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1, result.output
+        assert result.output.strip().splitlines() == [
+            f"Error: the columnar cache folder {tmp_path / 'file'} cannot be used: Not a directory"
+        ]

@@ -701,3 +701,15 @@ def test_a_large_file_is_scanned_in_two_halves_as_in_one_pass(tmp_path, monkeypa
         assert halves is not None and halves[0].end == halves[1].at  # two ranges that meet
         assert text[halves[1].at - len(b"garbage-before\n") - 1 : halves[1].at - len(b"garbage-before\n")] == b"\n"
         assert scan_file(f, chunk=64, key=False) == whole
+
+
+def test_chunks_encoded_with_dictionaries_of_their_own_are_unified(monkeypatch):
+    """Where ``dictionary_encode`` of a chunked column gives each chunk its own dictionary (pyarrow
+    gives them one today), ``_encoded`` unifies them: the codes index one dictionary."""
+    chunks = [
+        pa.DictionaryArray.from_arrays(pa.array([0, 1], pa.int32()), pa.array(["b", "a"])),
+        pa.DictionaryArray.from_arrays(pa.array([0, 0, 1], pa.int32()), pa.array(["c", "a"])),
+    ]
+    monkeypatch.setattr(pc, "dictionary_encode", lambda column: pa.chunked_array(chunks))
+    codes, values = arrow._encoded(pa.chunked_array([["b", "a"], ["c", "c", "a"]]))
+    assert [values[c] for c in codes] == ["b", "a", "c", "c", "a"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+from collections.abc import Iterator
 
 import click
 
@@ -20,6 +22,19 @@ def _size(n: int) -> str:
 
 def _when(t: float | None) -> str:
     return "-" if t is None else datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@contextlib.contextmanager
+def _folder_errors() -> Iterator[None]:
+    """A cache folder that cannot be read or changed (a file in its place, no permission): one
+    ``Error:`` line naming it, exit 1."""
+    from labledger.errors import LedgerError
+    from labledger.inputs.columnar import cache_folder
+
+    try:
+        yield
+    except OSError as e:
+        raise LedgerError(f"the columnar cache folder {cache_folder()} cannot be used: {e.strerror or e}") from None
 
 
 def _off() -> None:
@@ -43,7 +58,8 @@ def info_cmd(as_json):
     """Where the cache is, its entries and their size, its bound, and when entries were last used."""
     from labledger.inputs.columnar import cache_info
 
-    info = cache_info()
+    with _folder_errors():
+        info = cache_info()
     if as_json:
         emit_json(info)
         return
@@ -67,7 +83,8 @@ def _freed(removed, as_json: bool) -> None:
     """What ``removed`` freed, and what the cache holds now."""
     from labledger.inputs.columnar import cache_info
 
-    info = cache_info()
+    with _folder_errors():
+        info = cache_info()
     entries = [f for f in removed if not f.temporary]
     doc = {
         "folder": info["folder"],
@@ -112,7 +129,9 @@ def prune_cmd(max_size, as_json):
     if cache_folder() is None and not as_json:
         _off()
         return
-    _freed(prune_cache(max_bytes=bound), as_json)
+    with _folder_errors():
+        removed = prune_cache(max_bytes=bound)
+    _freed(removed, as_json)
 
 
 @cache_group.command("clear")
@@ -125,4 +144,6 @@ def clear_cmd(as_json):
     if cache_folder() is None and not as_json:
         _off()
         return
-    _freed(clear_cache(), as_json)
+    with _folder_errors():
+        removed = clear_cache()
+    _freed(removed, as_json)
