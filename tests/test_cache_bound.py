@@ -147,3 +147,27 @@ def test_a_cache_folder_that_is_a_file_is_one_error_line(tmp_path, monkeypatch):
         assert result.output.strip().splitlines() == [
             f"Error: the columnar cache folder {tmp_path / 'file'} cannot be used: Not a directory"
         ]
+
+
+def test_entries_record_their_source_and_prune_removes_those_whose_source_is_gone(tmp_path, cache_dir):
+    """Each entry records the file it was made from: ``cache info --entries`` lists them (the most
+    recently used first), and ``cache prune`` removes the entries whose file is gone, whatever the
+    bound; the write-time bound does not read entries. A record table's Parquet entry says it too."""
+    import pyarrow as pa
+
+    kept, gone = _results(tmp_path / "kept.jsonl", 1), _results(tmp_path / "gone.jsonl", 2)
+    _eval(gone)
+    _eval(kept)
+    by_source = {columnar.entry_source(f.path): f.path for f in _entries(cache_dir)}
+    assert set(by_source) == {str(kept.resolve()), str(gone.resolve())}
+    assert columnar.store_table(pa.table({"a": [1]}), kept, "batches", "k", folder=cache_dir)
+    assert columnar.entry_source(columnar.entry_path(kept, "batches", cache_dir)) == str(kept.resolve())
+    gone.unlink()
+    listed = CliRunner().invoke(main, ["cache", "info", "--entries"]).output.splitlines()
+    assert any(line.endswith(f"{gone.resolve()}  (source gone)") for line in listed)
+    doc = orjson.loads(CliRunner().invoke(main, ["cache", "info", "--entries", "--json"]).output)
+    assert [f["source"] for f in doc["files"]][-1] == str(gone.resolve())  # the least recently used last
+    assert columnar.prune_cache(cache_dir) == []  # the bound alone: nothing to remove
+    pruned = orjson.loads(CliRunner().invoke(main, ["cache", "prune", "--json"]).output)
+    assert pruned["removed_entries"] == 1 and by_source[str(gone.resolve())].exists() is False
+    assert {columnar.entry_source(f.path) for f in _entries(cache_dir)} == {str(kept.resolve())}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 from collections.abc import Iterator
 
 import click
@@ -52,16 +53,24 @@ def cache_group():
 
 
 @cache_group.command("info")
+@click.option(
+    "--entries", "list_entries", is_flag=True, help="Also list each entry: its source file, size and last use."
+)
 @json_option
 @handle_errors
-def info_cmd(as_json):
+def info_cmd(list_entries, as_json):
     """Where the cache is, its entries and their size, its bound, and when entries were last used."""
-    from labledger.inputs.columnar import cache_info
+    from labledger.inputs.columnar import cache_files, cache_info, entry_source
 
     with _folder_errors():
         info = cache_info()
+        files = [f for f in cache_files() if not f.temporary] if list_entries else []
+    listed = [
+        {"path": str(f.path), "source": entry_source(f.path), "bytes": f.bytes, "used": f.used}
+        for f in reversed(files)  # the most recently used first
+    ]
     if as_json:
-        emit_json(info)
+        emit_json({**info, "files": listed} if list_entries else info)
         return
     if not info["on"]:
         _off()
@@ -77,6 +86,10 @@ def info_cmd(as_json):
         lines.append(("writing", f"{info['temporaries']} temporary file(s), {_size(info['temporary_bytes'])}"))
     for name, value in lines:
         console.print(f"{name:<8} {value}", markup=False)
+    for item in listed:
+        source = item["source"] or "(source not recorded)"
+        gone = "" if item["source"] is None or os.path.exists(item["source"]) else "  (source gone)"
+        console.print(f"  {_when(item['used'])}  {_size(item['bytes']):>10}  {source}{gone}", markup=False)
 
 
 def _freed(removed, as_json: bool) -> None:
@@ -116,8 +129,9 @@ def _freed(removed, as_json: bool) -> None:
 @json_option
 @handle_errors
 def prune_cmd(max_size, as_json):
-    """Remove the entries used least recently until the cache holds at most its bound, and the
-    temporary files of writes that were killed (an hour old or more)."""
+    """Remove the entries whose source file is gone, then those used least recently until the cache
+    holds at most its bound, and the temporary files of writes that were killed (an hour old or
+    more)."""
     from labledger.inputs.columnar import cache_folder, prune_cache
 
     bound = None
@@ -130,7 +144,7 @@ def prune_cmd(max_size, as_json):
         _off()
         return
     with _folder_errors():
-        removed = prune_cache(max_bytes=bound)
+        removed = prune_cache(max_bytes=bound, orphans=True)
     _freed(removed, as_json)
 
 

@@ -86,6 +86,7 @@ FORMAT_VERSION = 1
 _KEY = b"labledger.content_key"
 _KIND = b"labledger.kind"
 _FORMAT = b"labledger.format"
+_SOURCE = b"labledger.source"
 #: How an entry is stored: zstd Parquet, or a columns file (:func:`store_columns`).
 Layout = Literal["parquet", "columns"]
 _SUFFIX = {"parquet": ".parquet", "columns": ".cols"}
@@ -182,11 +183,18 @@ def _remove(files: list[CacheFile]) -> list[CacheFile]:
 
 
 def prune_cache(
-    folder: Path | None = None, *, max_bytes: int | None = None, keep: Path | None = None, now: float | None = None
+    folder: Path | None = None,
+    *,
+    max_bytes: int | None = None,
+    keep: Path | None = None,
+    orphans: bool = False,
+    now: float | None = None,
 ) -> list[CacheFile]:
     """Remove the entries of the cache folder used least recently until it holds at most
     ``max_bytes`` (default :func:`max_cache_bytes`; 0: no bound), and the temporary files at least
-    :data:`STALE_TEMPORARY_S` old; never ``keep`` (the entry just written). What it removed.
+    :data:`STALE_TEMPORARY_S` old; never ``keep`` (the entry just written). ``orphans``: first the
+    entries whose source file is gone (:func:`entry_source`; each entry's header is read). What it
+    removed.
 
     >>> import tempfile, pathlib, time
     >>> d = pathlib.Path(tempfile.mkdtemp())
@@ -201,6 +209,10 @@ def prune_cache(
     files = cache_files(folder)
     stale = [f for f in files if f.temporary and now - f.used >= STALE_TEMPORARY_S]
     entries = [f for f in files if not f.temporary]
+    if orphans:
+        gone = [f for f in entries if f.path != keep and _orphan(f.path)]
+        stale += gone
+        entries = [f for f in entries if f not in gone]
     excess = sum(f.bytes for f in entries) - bound if bound > 0 else 0
     going = []
     for f in entries:  # least recently used first
@@ -211,6 +223,12 @@ def prune_cache(
         going.append(f)
         excess -= f.bytes
     return _remove(stale + going)
+
+
+def _orphan(entry: Path) -> bool:
+    """Whether ``entry`` says which file it was made from and that file is gone."""
+    source = entry_source(entry)
+    return source is not None and not os.path.exists(source)
 
 
 def clear_cache(folder: Path | None = None, *, now: float | None = None) -> list[CacheFile]:
@@ -553,7 +571,14 @@ def store_table(
     if folder is None:
         return False
     meta = dict(table.schema.metadata or {})
-    meta.update({_KEY: key.encode(), _KIND: kind.encode(), _FORMAT: str(FORMAT_VERSION).encode()})
+    meta.update(
+        {
+            _KEY: key.encode(),
+            _KIND: kind.encode(),
+            _FORMAT: str(FORMAT_VERSION).encode(),
+            _SOURCE: os.path.realpath(source).encode(),
+        }
+    )
     table = table.replace_schema_metadata(meta)
 
     def write(f: BinaryIO) -> None:
@@ -666,13 +691,56 @@ def store_columns(
                 tables[f"a{t}"] = [at, end - at, list(columns)]
                 at = end
         header = orjson.dumps(
-            {"format": str(FORMAT_VERSION), "kind": kind, "key": key, "meta": meta, "arrays": placed, "arrow": tables}
+            {
+                "format": str(FORMAT_VERSION),
+                "kind": kind,
+                "key": key,
+                "source": os.path.realpath(source),
+                "meta": meta,
+                "arrays": placed,
+                "arrow": tables,
+            }
         )
         f.write(header)
         f.write(len(header).to_bytes(8, "little"))
         f.write(_COLUMNS_MAGIC)
 
     return _write_later(folder, entry_path(source, kind, folder, "columns"), write)
+
+
+def _columns_header(f: BinaryIO) -> tuple[dict[str, Any], int] | None:
+    """The JSON header of the open columns entry ``f`` and where its data ends, or ``None`` for a
+    torn or foreign file (the last bytes are not the magic, or the length does not fit). Raises
+    ``OSError`` (unreadable) or ``ValueError`` (a header that is not JSON)."""
+    size = os.fstat(f.fileno()).st_size
+    if size < 2 * len(_COLUMNS_MAGIC) + 8:
+        return None
+    f.seek(size - 16)
+    tail = f.read(16)
+    length = int.from_bytes(tail[:8], "little")
+    if tail[8:] != _COLUMNS_MAGIC or not 0 < length <= size - 24:
+        return None
+    f.seek(size - 16 - length)
+    header = orjson.loads(f.read(length))
+    return (header, size - 16 - length) if isinstance(header, dict) else None
+
+
+def entry_source(entry: Path) -> str | None:
+    """The source file an entry was made from (its real path when written), or ``None`` when the
+    entry does not say (written by an older labledger) or cannot be read."""
+    try:
+        if entry.suffix == _SUFFIX["columns"]:
+            with open(entry, "rb") as f:
+                found = _columns_header(f)
+            source = found[0].get("source") if found is not None else None
+        else:
+            import pyarrow.parquet as pq
+
+            value = (pq.read_schema(entry).metadata or {}).get(_SOURCE)
+            source = value.decode() if value is not None else None
+    except (OSError, ValueError):
+        return None
+    return source if isinstance(source, str) else None
 
 
 def cached_columns(
@@ -691,21 +759,12 @@ def cached_columns(
         writing.exception()  # an entry being written is read once whole
     try:
         with open(entry, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < 2 * len(_COLUMNS_MAGIC) + 8:
+            found = _columns_header(f)
+            if found is None:
                 return None
-            f.seek(size - 16)
-            tail = f.read(16)
-            length = int.from_bytes(tail[:8], "little")
-            if tail[8:] != _COLUMNS_MAGIC or not 0 < length <= size - 24:
+            header, data_end = found
+            if not _matches((header.get("format"), header.get("kind"), header.get("key")), source, kind, key):
                 return None
-            f.seek(size - 16 - length)
-            header = orjson.loads(f.read(length))
-            if not isinstance(header, dict) or not _matches(
-                (header.get("format"), header.get("kind"), header.get("key")), source, kind, key
-            ):
-                return None
-            data_end = size - 16 - length
             mapped = mmap.mmap(f.fileno(), data_end, access=mmap.ACCESS_READ)
     except (OSError, ValueError):  # missing, unreadable, or a header that is not JSON (orjson's error is a ValueError)
         return None
@@ -781,6 +840,7 @@ __all__ = [
     "clear_cache",
     "content_key",
     "entry_path",
+    "entry_source",
     "file_identity",
     "file_key",
     "fresh_entry",
