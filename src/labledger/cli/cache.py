@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import datetime
 import os
 from collections.abc import Iterator
 
 import click
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, main
+from labledger.cli.runs import fmt_time
 from labledger.cli.serve import parse_size
 
 
@@ -19,10 +19,6 @@ def _size(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} bytes"
-
-
-def _when(t: float | None) -> str:
-    return "-" if t is None else datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 @contextlib.contextmanager
@@ -80,7 +76,10 @@ def info_cmd(list_entries, as_json):
         ("folder", info["folder"]),
         ("entries", f"{info['entries']} ({_size(info['bytes'])}; {bound}, then the least recently used go)"),
         ("cached", f"results and record files of {_size(info['min_source_bytes'])} or more"),
-        ("used", f"{_when(info['least_recent_use'])} .. {_when(info['most_recent_use'])}"),
+        (
+            "used",
+            f"{fmt_time(info['least_recent_use'], seconds=False)} .. {fmt_time(info['most_recent_use'], seconds=False)}",
+        ),
     ]
     if info["temporaries"]:
         lines.append(("writing", f"{info['temporaries']} temporary file(s), {_size(info['temporary_bytes'])}"))
@@ -89,7 +88,9 @@ def info_cmd(list_entries, as_json):
     for item in listed:
         source = item["source"] or "(source not recorded)"
         gone = "" if item["source"] is None or os.path.exists(item["source"]) else "  (source gone)"
-        console.print(f"  {_when(item['used'])}  {_size(item['bytes']):>10}  {source}{gone}", markup=False)
+        console.print(
+            f"  {fmt_time(item['used'], seconds=False)}  {_size(item['bytes']):>10}  {source}{gone}", markup=False
+        )
 
 
 def _freed(removed, as_json: bool) -> None:

@@ -47,6 +47,7 @@ from labledger.inputs.results import (
     canonical_codes,
     defer_ids,
     defer_lines,
+    predicted_index,
     set_given_sorts,
 )
 from labledger.metrics.kernels import element_spans, index_dtype, stable_argsort
@@ -383,6 +384,26 @@ def _reading() -> Iterator[None]:
             _READS[0] -= 1
 
 
+#: Bytes of parsed data let go of between two hand-backs of Arrow's freed pages to the system
+#: (:class:`_PagesBack`; Arrow's allocator keeps them for reuse until told: a task's matrix and the
+#: parse's blocks it was copied from were both resident, 10M 3-class rows: 0.4 GiB, #19).
+RELEASE_BYTES = 64 << 20
+
+
+class _PagesBack:
+    """Counts the bytes of Arrow data a reader has passed (parsed, or copied and let go of) and hands
+    the allocator's freed pages back to the system every :data:`RELEASE_BYTES` of them."""
+
+    def __init__(self) -> None:
+        self.passed = 0
+
+    def add(self, nbytes: int) -> None:
+        self.passed += nbytes
+        if self.passed >= RELEASE_BYTES:
+            pa.default_memory_pool().release_unused()
+            self.passed = 0
+
+
 def _changed(before: os.stat_result, after: os.stat_result) -> bool:
     """Whether the open file was written between two ``fstat`` of it (its inode is its own)."""
     return (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns)
@@ -408,13 +429,10 @@ def _parse(f: BinaryIO, n_lines: int | None) -> pa.Table | None:
     try:
         try:
             reader = pj.open_json(source, read_options=pj.ReadOptions(block_size=BLOCK_BYTES))
-            batches, pool, parsed = [], pa.default_memory_pool(), 0
+            batches, pages = [], _PagesBack()  # the parser's freed working pages, handed back as it goes
             for batch in reader:
                 batches.append(batch)
-                parsed += batch.nbytes
-                if parsed >= RELEASE_BYTES:  # the parser's freed working pages, handed back as it goes
-                    pool.release_unused()
-                    parsed = 0
+                pages.add(batch.nbytes)
             table = pa.Table.from_batches(batches, reader.schema)
             del batches
         except pa.ArrowInvalid:  # the first block's schema does not hold for the whole file
@@ -770,12 +788,6 @@ def _set_repeat(td: TaskData, table: pa.Table, idx: pa.Array | None, repeat: str
     td.repeat[:] = _take(table.column(repeat).chunk(0), idx).to_pylist()
 
 
-#: Bytes of parsed chunks copied into a matrix between two hand-backs of their pages to the system
-#: (Arrow's allocator keeps freed pages for reuse until told: the matrix and the freed chunks were
-#: both resident, 10M 3-class rows: 0.4 GiB, #19).
-RELEASE_BYTES = 64 << 20
-
-
 def _classification(
     task: str,
     ids: np.ndarray,
@@ -809,13 +821,10 @@ def _classification(
     mat = np.empty((n, len(labels)), dtype=np.float64)
     row = 0
     probs.reverse()  # taken from the end: the first chunk first
-    pool, freed = pa.default_memory_pool(), 0
+    pages = _PagesBack()  # the freed chunks' pages, handed back as the matrix grows
     while probs:
         chunk = probs.pop()
-        freed += chunk.nbytes
-        if freed >= RELEASE_BYTES:  # the freed chunks' pages, handed back as the matrix grows
-            pool.release_unused()
-            freed = 0
+        pages.add(chunk.nbytes)
         m = len(chunk)
         columns = [arrow_numpy(chunk.field(fields[lab]), copy=False) for lab in labels]
         del chunk
@@ -845,7 +854,7 @@ def _classification(
         labels=tuple(labels),
         probs=mat,
         gold_index=gold_idx,
-        pred_index=mat.argmax(axis=1).astype(np.int64, copy=False) if n else np.zeros(0, np.int64),
+        pred_index=predicted_index(mat),
     )
     try:
         _set_positive_column(td, positive, "")

@@ -112,10 +112,16 @@ def min_cache_bytes() -> int:
     >>> min_cache_bytes() == MIN_CACHE_BYTES or MIN_BYTES_ENV in os.environ
     True
     """
+    return _env_bytes(MIN_BYTES_ENV, MIN_CACHE_BYTES)
+
+
+def _env_bytes(name: str, default: int) -> int:
+    """A whole number of bytes (at least 0) from the environment variable ``name``, else ``default``
+    (also for a value that is not a whole number)."""
     try:
-        return int(os.environ.get(MIN_BYTES_ENV, MIN_CACHE_BYTES))
+        return max(0, int(os.environ.get(name, default)))
     except ValueError:
-        return MIN_CACHE_BYTES
+        return default
 
 
 def max_cache_bytes() -> int:
@@ -125,10 +131,7 @@ def max_cache_bytes() -> int:
     >>> max_cache_bytes() == MAX_CACHE_BYTES or MAX_BYTES_ENV in os.environ
     True
     """
-    try:
-        return max(0, int(os.environ.get(MAX_BYTES_ENV, MAX_CACHE_BYTES)))
-    except ValueError:
-        return MAX_CACHE_BYTES
+    return _env_bytes(MAX_BYTES_ENV, MAX_CACHE_BYTES)
 
 
 class CacheFile(NamedTuple):
@@ -174,12 +177,16 @@ def _remove(files: list[CacheFile]) -> list[CacheFile]:
     for f in files:
         try:
             f.path.unlink()
-        except FileNotFoundError:
-            continue
-        except OSError:  # held open where that forbids removal (Windows), or no permission
+        except OSError:  # gone already, held open where that forbids removal (Windows), no permission
             continue
         removed.append(f)
     return removed
+
+
+def _stale(f: CacheFile, now: float) -> bool:
+    """Whether ``f`` is a temporary file a killed writer left (:data:`STALE_TEMPORARY_S` old or more);
+    a younger one may be a write in progress."""
+    return f.temporary and now - f.used >= STALE_TEMPORARY_S
 
 
 def prune_cache(
@@ -207,7 +214,7 @@ def prune_cache(
     bound = max_cache_bytes() if max_bytes is None else max_bytes
     now = time.time() if now is None else now
     files = cache_files(folder)
-    stale = [f for f in files if f.temporary and now - f.used >= STALE_TEMPORARY_S]
+    stale = [f for f in files if _stale(f, now)]
     entries = [f for f in files if not f.temporary]
     if orphans:
         gone = [f for f in entries if f.path != keep and _orphan(f.path)]
@@ -236,7 +243,7 @@ def clear_cache(folder: Path | None = None, *, now: float | None = None) -> list
     :data:`STALE_TEMPORARY_S` old (a younger one may be a write in progress). What it removed."""
     now = time.time() if now is None else now
     files = cache_files(folder)
-    return _remove([f for f in files if not f.temporary or now - f.used >= STALE_TEMPORARY_S])
+    return _remove([f for f in files if not f.temporary or _stale(f, now)])
 
 
 def cache_info(folder: Path | None = None) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from labledger.inputs.results import (
     deferred_first_line,
     deferred_ids,
     given_sorts,
+    predicted_index,
     set_given_sorts,
 )
 from labledger.metrics.kernels import index_dtype, stable_argsort
@@ -139,7 +140,7 @@ def encode(rs: ResultSet) -> Encoded | None:
             info["repeat"] = True
         if isinstance(td, ProbTask):
             # only what the readers do not derive: binary probs and both pred_index come back
-            # from score / probs by the readers' own rules (binary_task, argmax), bit for bit
+            # from score / probs by the readers' own rules (binary_task, predicted_index), bit for bit
             info.update(labels=list(td.labels), positive=td.positive, has_score=td.score is not None)
             arrays[p + "gold_index"] = np.asarray(td.gold_index, np.int64)
             if td.kind == "binary":
@@ -241,7 +242,7 @@ def decode(meta: Any, arrays: dict[str, np.ndarray], arrow: Callable[[str], Any]
                 labels=labels,
                 probs=probs,
                 gold_index=num("gold_index"),
-                pred_index=probs.argmax(axis=1).astype(np.int64, copy=False) if n else np.zeros(0, np.int64),
+                pred_index=predicted_index(probs),
                 score=probs[:, labels.index(positive)].copy() if info["has_score"] else None,
                 positive=positive,
             )
