@@ -128,10 +128,10 @@ def test_a_zero_one_mean_is_found_block_by_block():
     n = 2 * kernels.ELEMENT_BLOCK + 3
     x = np.zeros(n)
     x[::3] = 1.0
-    assert analytic._zero_one(lambda a, b: x[a:b], n)
+    assert analytic._ones(lambda a, b: x[a:b], n) == float(x.sum())
     x[-1] = 0.5
-    assert not analytic._zero_one(lambda a, b: x[a:b], n)
-    assert analytic._zero_one(lambda a, b: x[a:b], 0)
+    assert analytic._ones(lambda a, b: x[a:b], n) is None
+    assert analytic._ones(lambda a, b: x[a:b], 0) == 0.0
 
 
 @pytest.mark.parametrize("metric", ["log_loss", "brier"])
@@ -241,3 +241,20 @@ def test_eval_from_a_cache_entry_in_many_blocks_equals_eval_from_jsonl(tmp_path,
     cached = read_results(path, positive=pos)
     assert all(o.dtype == np.int32 and not o.flags.writeable for o in given_sorts(cached["t"]).values())
     assert doc(cached) == want
+
+
+def test_a_zero_one_block_mean_gets_its_wilson_interval_without_its_values():
+    """A BlockMean whose values are all 0 or 1 (Brier of hard 0/1 scores) takes the Wilson
+    interval from a block-by-block count: the values' array is never made, and the interval is the
+    kept array's, bit for bit (#19)."""
+    from labledger.metrics.prepared import BlockMean, MeanPrepared
+
+    rng = np.random.default_rng(4)
+    n = 3 * kernels.ELEMENT_BLOCK + 5
+    x = (rng.random(n) < 0.3).astype(np.float64)
+    block = BlockMean(metric="brier", params={}, n=n, n_used=n, block=lambda a, b: x[a:b])
+    kept = MeanPrepared(metric="brier", params={}, n=n, n_used=n, values=x)
+    got, want = analytic.analytic_interval(block), analytic.analytic_interval(kept)
+    assert not block.made()
+    assert got.method == want.method == "analytic: Wilson score interval"
+    assert got == want

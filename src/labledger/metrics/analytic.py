@@ -767,15 +767,10 @@ def _mean_sum_sq(prep: MeanPrepared) -> float | None:
     """``sum_i psi_i^2`` of :func:`_mean_influence` (no clusters) without the values item by item;
     a :class:`~labledger.metrics.prepared.BlockMean`'s values made a block at a time, twice (the
     mean as ``np.mean`` sums them, then the squares), never all at once (#19)."""
-    values: Callable[[int, int], np.ndarray]
-    if isinstance(prep, BlockMean) and not prep.made():
-        values, m_used = prep.block, prep.n
-        found = None if m_used == 0 else _slope_at(prep, float(pairwise_sum(values, m_used) / m_used))
-    else:
-        x = prep.values if prep.mask is None else prep.values[np.asarray(prep.mask, dtype=bool)]
-        m_used = len(x)
-        found = None if m_used == 0 else _mean_and_slope(prep, x)
-        values = lambda a, b: x[a:b]  # noqa: E731
+    values, m_used, x = _used_blocks(prep)
+    if m_used == 0:
+        return None
+    found = _mean_and_slope(prep, x) if x is not None else _slope_at(prep, float(pairwise_sum(values, m_used) / m_used))
     if found is None:
         return None
     m, slope = found
@@ -892,20 +887,32 @@ def describe(prep: Prepared, groups: np.ndarray | None = None, *, paired: bool =
     return "analytic: " + how
 
 
-def _used(prep: MeanPrepared) -> np.ndarray:
-    """The values of the items that count."""
-    return prep.values if prep.mask is None else prep.values[prep.mask]
+def _used_blocks(prep: MeanPrepared) -> tuple[Callable[[int, int], np.ndarray], int, np.ndarray | None]:
+    """The values of the items that count: ``(values(a, b)`` of items ``[a, b)``, their number, their
+    array)``; a :class:`~labledger.metrics.prepared.BlockMean` not made has no array (its values are
+    made a block at a time, never all at once, #19)."""
+    if isinstance(prep, BlockMean) and not prep.made():
+        return prep.block, prep.n, None
+    x = prep.values if prep.mask is None else prep.values[np.asarray(prep.mask, dtype=bool)]
+    return (lambda a, b: x[a:b]), len(x), x
 
 
-def _zero_one(values: Callable[[int, int], np.ndarray], n: int) -> bool:
-    """Whether every one of the ``n`` values (``values(a, b)``: those of ``[a, b)``) is 0 or 1, looked
-    at a block at a time (no flag arrays of n, #19) up to the first that is not.
+def _ones(values: Callable[[int, int], np.ndarray], n: int) -> float | None:
+    """How many of the ``n`` values (``values(a, b)``: those of ``[a, b)``) are 1 when every one is 0
+    or 1 (the sum of the values, exact in any order), else None; read a block at a time (no flag
+    arrays of n, #19) up to the first that is neither.
 
     >>> x, y = np.array([0.0, 1.0, 1.0]), np.array([0.0, 0.5])
-    >>> _zero_one(lambda a, b: x[a:b], 3), _zero_one(lambda a, b: y[a:b], 2)
-    (True, False)
+    >>> _ones(lambda a, b: x[a:b], 3), _ones(lambda a, b: y[a:b], 2)
+    (2.0, None)
     """
-    return all(bool(np.all((v == 0) | (v == 1))) for v in (values(a, b) for a, b in element_spans(n)))
+    ones = 0
+    for a, b in element_spans(n):
+        v = values(a, b)
+        if not bool(np.all((v == 0) | (v == 1))):
+            return None
+        ones += int(np.count_nonzero(v))
+    return float(ones)
 
 
 def analytic_interval(prep: Prepared, *, ci: float = 0.95, groups: np.ndarray | None = None) -> Any:
@@ -935,14 +942,10 @@ def analytic_interval(prep: Prepared, *, ci: float = 0.95, groups: np.ndarray | 
     clusters = None if groups is None else int(np.max(groups)) + 1 if len(groups) else 0
     se = math.sqrt(var) if math.isfinite(var) and var >= 0 else math.nan
     if groups is None and isinstance(prep, MeanPrepared) and prep.post is None:
-        if isinstance(prep, BlockMean) and not prep.made():  # (its values a block at a time)
-            zero_one = _zero_one(prep.block, prep.n)
-        else:
-            used = _used(prep)
-            zero_one = _zero_one(lambda a, b: used[a:b], len(used))
-        if zero_one:
-            vals = _used(prep)
-            lo, hi = wilson_interval(float(vals.sum()), len(vals), ci)
+        values, m_used, _ = _used_blocks(prep)
+        ones = _ones(values, m_used)
+        if ones is not None:
+            lo, hi = wilson_interval(ones, m_used, ci)
             return Interval(value, lo, hi, ci, 0, "analytic: Wilson score interval", prep.n_used, None, 0, se)
     _, t_ref = _kind(prep)
     z = _quantile(ci, _df(prep, groups, t_ref))

@@ -451,7 +451,7 @@ class LazyRanked:
     """
 
     def __init__(self, is_pos: np.ndarray, ascending: tuple[np.ndarray, np.ndarray | None]) -> None:
-        self._args: tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None]] | None = (is_pos, ascending)
+        self._args = (is_pos, ascending)  # (held by the sort cache and the weights functions too)
         self._found: Ranked | None = None
         self._lock = threading.Lock()
 
@@ -461,10 +461,8 @@ class LazyRanked:
             if found is None:
                 from labledger.metrics.analytic import Ranked
 
-                assert self._args is not None
                 is_pos, (order, starts) = self._args
                 found = self._found = Ranked(is_pos, order, starts)
-                self._args = None  # the flags in item order are not kept past their use (#19)
             return found
 
 
@@ -974,10 +972,7 @@ def binary_prepared(
             name, params, is_pos, score, ascending=asc, ranked=None if asc is None else _ranked(sorts, pos, is_pos, asc)
         )
     if name == "log_loss":  # probs[arange, gold]: the gold label's column
-        flags = _flags(sorts, gold, pos)
-        return _mean_of_blocks(
-            name, params, len(score), lambda a, b: _neg_log_clipped(np.where(flags[a:b], score[a:b], 1.0 - score[a:b]))
-        )
+        return score_prepared(name, params, _flags(sorts, gold, pos), score)
     if name == "brier":
 
         def two(a: int, b: int) -> np.ndarray:
@@ -1014,7 +1009,13 @@ def _flagged_prob(is_pos: np.ndarray, score: np.ndarray) -> np.ndarray:
     """Each item's probability of the label its flag picks (``score`` = P(positive) where flagged,
     else ``1.0 - score``): ``np.where(is_pos, score, 1.0 - score)``, a block at a time: the same
     values in one array of n, without the whole ``1.0 - score`` beside it (#19)."""
-    return by_blocks(len(score), lambda a, b: np.where(is_pos[a:b], score[a:b], 1.0 - score[a:b]))
+    return by_blocks(len(score), functools.partial(_flagged_block, is_pos, score))
+
+
+def _flagged_block(is_pos: np.ndarray, score: np.ndarray, a: int, b: int) -> np.ndarray:
+    """:func:`_flagged_prob` of the items ``[a, b)``."""
+    out: np.ndarray = np.where(is_pos[a:b], score[a:b], 1.0 - score[a:b])
+    return out
 
 
 def _picked(probs: np.ndarray, index: np.ndarray, a: int, b: int) -> np.ndarray:
@@ -1065,9 +1066,7 @@ def score_prepared(
             _ap_infl(ranked),
         )
     if name == "log_loss":
-        return _mean_of_blocks(
-            name, params, n, lambda a, b: _neg_log_clipped(np.where(is_pos[a:b], score[a:b], 1.0 - score[a:b]))
-        )
+        return _mean_of_blocks(name, params, n, lambda a, b: _neg_log_clipped(_flagged_block(is_pos, score, a, b)))
     if name == "brier":  # the two-label form halved: (P(positive) - y)^2, squared in place (#19)
 
         def squares(a: int, b: int) -> np.ndarray:
