@@ -77,8 +77,8 @@ def _group_block(r: Ranked, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.
     """``(pos_g, neg_g, ends)`` of ``r``'s tie groups ``[a, b)``: the values :attr:`Ranked.pos_g`,
     :meth:`Ranked.neg_g` and :attr:`Ranked.ends` hold for them (whole numbers: the same values),
     made for those groups alone (#19)."""
-    ends = r.ends_of(a, b)
-    return r.pos_of(a, b), r.negatives_of(a, b, ends.copy()), ends
+    ends, pos = r.ends_of(a, b), r.pos_of(a, b)
+    return pos, r.negatives_of(a, b, ends.copy(), pos), ends
 
 
 def _group_blocks(r: Ranked) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -182,20 +182,23 @@ class Ranked:
             return np.arange(a + 1, b + 1, dtype=np.float64)
         return group_ends(self.starts, self.n, a, b)
 
-    def neg_g(self) -> np.ndarray:
+    def neg_g(self, pos_g: np.ndarray | None = None) -> np.ndarray:
         """The negatives per group: its size less its positives, computed in one array of floats
-        (the sizes are whole numbers, exact as floats: the same values as ``sizes - pos_g``, #19)."""
-        return self.negatives_of(0, self.groups)
+        (the sizes are whole numbers, exact as floats: the same values as ``sizes - pos_g``, #19);
+        ``pos_g``: :attr:`pos_g` when the caller has it (not decoded again)."""
+        return self.negatives_of(0, self.groups, None, pos_g)
 
-    def negatives_of(self, a: int, b: int, ends: np.ndarray | None = None) -> np.ndarray:
-        """:meth:`neg_g` of the groups ``[a, b)`` alone, from their :meth:`ends_of` when the caller
-        has them (consumed: the negatives are written over them)."""
+    def negatives_of(self, a: int, b: int, ends: np.ndarray | None = None, pos: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`neg_g` of the groups ``[a, b)`` alone, from their :meth:`ends_of` and
+        :meth:`pos_of` when the caller has them (``ends`` consumed: the negatives are written over
+        them)."""
+        pos = self.pos_of(a, b) if pos is None else pos
         if self.starts is None:
-            return 1.0 - self.pos_of(a, b)
+            return 1.0 - pos
         if ends is None:
             ends = self.ends_of(a, b)
         ends -= self.starts[a:b]  # each group's size
-        ends -= self.pos_of(a, b)
+        ends -= pos
         return ends
 
     def reversed(self) -> Ranked:
@@ -277,15 +280,16 @@ class Reversed(Ranked):
         out: np.ndarray = np.subtract(self.n, starts[lo:hi][::-1], dtype=np.float64)
         return out
 
-    def negatives_of(self, a: int, b: int, ends: np.ndarray | None = None) -> np.ndarray:
+    def negatives_of(self, a: int, b: int, ends: np.ndarray | None = None, pos: np.ndarray | None = None) -> np.ndarray:
+        pos = self.pos_of(a, b) if pos is None else pos
         if self.of.starts is None:
-            return 1.0 - self.pos_of(a, b)
+            return 1.0 - pos
         if ends is None:
             ends = self.ends_of(a, b)
         lo, hi = self._mirror(a, b)
         ends -= self.n  # a group's start here is n less its end there: its size is end - start
         ends += self.of.ends_of(lo, hi)[::-1]
-        ends -= self.pos_of(a, b)
+        ends -= pos
         return ends
 
 
@@ -313,7 +317,8 @@ class GroupInfluence:
         if self.parts is None:
             return math.nan
         if_pos, if_neg = self.parts
-        return float(np.dot(r.pos_g, if_pos * if_pos) + np.dot(r.neg_g(), if_neg * if_neg))
+        pos_g = r.pos_g
+        return float(np.dot(pos_g, if_pos * if_pos) + np.dot(r.neg_g(pos_g), if_neg * if_neg))
 
 
 def auc_groups(r: Ranked, clustered: bool) -> GroupInfluence:
@@ -323,7 +328,7 @@ def auc_groups(r: Ranked, clustered: bool) -> GroupInfluence:
     if p == 0 or q == 0:
         return GroupInfluence(r, None)
     pos_g = r.pos_g
-    v10, v01 = _auc_v(pos_g, r.neg_g(), r.ends, 0.0, p, q)
+    v10, v01 = _auc_v(pos_g, r.neg_g(pos_g), r.ends, 0.0, p, q)
     auc = float((pos_g * v10).sum() / p)
     sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
     sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))

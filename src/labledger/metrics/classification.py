@@ -618,7 +618,9 @@ def roc_auc_sorted(y: np.ndarray, starts: np.ndarray | None, pos_g: SmallCounts 
             mid2 = group_ends(starts, n, a, b, np.int64)  # 2 x mid-rank of a group = start + 1 + end
             mid2 += starts[a:b]
             mid2 += 1
-            mid2 *= group_positives(y, starts, a, b, np.int64) if pos_g is None else pos_g[a:b].astype(np.int64)
+            mid2 *= (
+                group_positives(y, starts, a, b, np.int64) if pos_g is None else pos_g[a:b].astype(np.int64, copy=False)
+            )
             twice_rank_sum += int(mid2.sum(dtype=np.int64))
     u2 = twice_rank_sum - p * (p + 1)
     return (u2 / 2) / (p * q) if u2 % 2 == 0 else u2 / (2 * p * q)
