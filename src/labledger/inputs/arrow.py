@@ -22,7 +22,7 @@ import pyarrow as pa
 import xxhash
 
 from labledger.errors import RecordError
-from labledger.inputs.arrow_buffers import arrow_numpy, numpy_arrow, one_array
+from labledger.inputs.arrow_buffers import arrow_numpy, hand_back, numpy_arrow, one_array
 from labledger.inputs.columnar import (
     file_identity,
     hashed_key,
@@ -344,6 +344,7 @@ def read_arrow(
                 # the key from the CLI's hash of the file while it started, where there is one (#19)
                 prefetched = folder is not None and prefetching(path)
                 scan = scan_file(f, key=folder is not None and not prefetched)
+                hand_back()  # the scan threads' buffers, kept by the C allocator's arenas
                 parsed = _parse(f, scan.lines)
                 after = os.fstat(f.fileno())
         except OSError:
@@ -360,7 +361,7 @@ def read_arrow(
         store_result_set(rs, path, entry_kind(tolerance, positive, repeats), scan.key, folder=folder)
     # the parse's blocks and checks are freed by now, but Arrow's allocator keeps their pages for
     # reuse: handed back, they are not resident under the metrics that follow (10M rows: 0.5 GiB, #19)
-    pa.default_memory_pool().release_unused()
+    hand_back()
     return rs
 
 
@@ -400,7 +401,7 @@ class _PagesBack:
     def add(self, nbytes: int) -> None:
         self.passed += nbytes
         if self.passed >= RELEASE_BYTES:
-            pa.default_memory_pool().release_unused()
+            hand_back()
             self.passed = 0
 
 
@@ -492,13 +493,12 @@ def _combine(handed: list[pa.Table]) -> None:
     table = handed.pop()
     names = table.column_names
     done: list[pa.Array | pa.ChunkedArray] = []
-    pool = pa.default_memory_pool()
     for name in names:
-        pool.release_unused()  # the parse's and the last column's freed pages, handed back first
+        hand_back()  # the parse's and the last column's freed pages, handed back first
         done.append(table.column(name) if name in _CHUNKED else one_array(table.column(name)))
         table = table.drop_columns([name])
     del table
-    pool.release_unused()
+    hand_back()
     handed.append(pa.Table.from_arrays(done, names=names))
 
 
@@ -684,7 +684,7 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
         )
         del probs
         table = table.drop_columns(["gold"])  # read into the task's codes
-        pa.default_memory_pool().release_unused()  # the parse's pages of the columns read, handed back
+        hand_back()  # the parse's pages of the columns read, handed back
         # the ids' check beside the sorts of the columns the metrics sort (after the task is read:
         # the parse's columns are let go of before the sorts' temporaries are made, #19)
         repeat, given = _checked_and_sorted(lambda: _repeat_field(table, None, ids, repeats), td)
