@@ -476,9 +476,12 @@ def test_a_one_task_score_is_sorted_beside_the_read_and_evaluates_the_same(tmp_p
 def test_a_one_task_files_probs_are_sorted_beside_the_read_and_evaluate_the_same(tmp_path, monkeypatch, form):
     """Each label's column of a one-task file's ``probs`` is sorted beside the read too (#19): the
     task holds the stable order of every column the columnar cache entry keeps (a binary task's P(positive),
-    else every label's), and the documents are the same as without."""
+    else every label's) with its tie starts, which the metrics use without checking or finding them
+    again; the documents are the same as without."""
     from labledger.analysis.evaluation import evaluate
-    from labledger.inputs.results import given_sorts
+    from labledger.inputs.results import given_sorts, given_ties
+    from labledger.metrics import classification
+    from labledger.metrics.classification import tie_starts
 
     rng = np.random.default_rng(7)
     labels = ["a", "b", "c"] if form == "classes" else ["no", "yes"]
@@ -502,9 +505,24 @@ def test_a_one_task_files_probs_are_sorted_beside_the_read_and_evaluate_the_same
     given = given_sorts(td)
     kept = [td.labels.index(td.positive)] if td.kind == "binary" else list(range(len(labels)))
     assert sorted(given) == kept
+    ties = given_ties(td)
+    assert sorted(ties) == kept
     for j in kept:
         assert given[j].tolist() == np.argsort(td.probs[:, j], kind="stable").tolist()
+        # the tie starts found beside the sort: those the metrics would find (some tie: rounded probs)
+        assert ties[j] is not None and ties[j].tolist() == tie_starts(np.sort(td.probs[:, j], kind="stable")).tolist()
+
+    def no_check(order, col):
+        raise AssertionError("an order made by the read is checked again")
+
+    monkeypatch.setattr(classification, "_checked_order", no_check)  # made here with its ties: used as it is
     assert evaluate(rs).to_json() == without
+    # a first read into the columnar cache keeps them (the entry's encoding attaches the orders again)
+    monkeypatch.setenv("LABLEDGER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("LABLEDGER_CACHE_MIN_BYTES", "0")
+    first = arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, positive, cache=True)
+    assert list((tmp_path / "cache").iterdir()) and sorted(given_ties(first["t"])) == kept
+    assert evaluate(first).to_json() == without
 
 
 def test_no_sort_beside_a_read_while_another_read_is_in_progress(tmp_path, monkeypatch):

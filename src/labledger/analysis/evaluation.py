@@ -40,6 +40,7 @@ from labledger.inputs.results import (
     SetTask,
     TaskData,
     given_sorts,
+    given_ties,
     load,
 )
 from labledger.metrics.analytic import normal_draws
@@ -185,7 +186,8 @@ class _TaskCache:
         self.td = td
         self._ranking: RankingArrays | None = None
         # the orders the reader kept (the columnar cache entry's sorted columns), checked on use
-        self.sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = SortCache(given_sorts(td))
+        # but for those it made itself (with their ties)
+        self.sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = SortCache(given_sorts(td), given_ties(td))
         self._cells: tuple[np.ndarray | None, np.ndarray] | None = None
         self._lock = threading.Lock()
 

@@ -50,7 +50,7 @@ from labledger.inputs.results import (
     predicted_index,
     set_given_sorts,
 )
-from labledger.metrics.kernels import element_spans, index_dtype, stable_argsort
+from labledger.metrics.kernels import element_spans, index_dtype, stable_argsort, taken
 
 # pyarrow.compute and pyarrow.json are imported inside the JSONL reader's functions: a read from the
 # columnar cache needs neither (pyarrow.compute alone is ~0.05 s of start-up, #19)
@@ -632,19 +632,26 @@ COPY_THREADS = 2
 SORT_THREADS = 2
 
 
-def _checked_and_sorted(check: Callable[[], str | None], td: TaskData) -> tuple[str | None, dict[int, np.ndarray]]:
+def _checked_and_sorted(
+    check: Callable[[], str | None], td: TaskData
+) -> tuple[str | None, dict[int, tuple[np.ndarray, np.ndarray | None]]]:
     """``check()`` (the ids' check, :func:`_repeat_field`) and the ascending orders of the task's
     columns that its cache entry keeps sorted (:func:`~labledger.inputs.result_entry.sorted_columns`,
-    kept as 4-byte positions where they fit, as the entry keeps them), by column, made in
-    :data:`SORT_THREADS` threads; the check alone (no orders) for few rows, one core, another read
-    in progress, or a task of no sorted columns. What ``check`` raises is raised once the sorts
-    already running have stopped."""
+    kept as 4-byte positions where they fit, as the entry keeps them) and their tie starts, by
+    column, made in :data:`SORT_THREADS` threads; the check alone (no orders) for few rows, one
+    core, another read in progress, or a task of no sorted columns. What ``check`` raises is raised
+    once the sorts already running have stopped."""
     columns = {j: sorted_column(td, j) for j in sorted_columns(td)} if isinstance(td, ProbTask) else {}
     if not columns or td.n < SORT_BESIDE_FROM or (os.cpu_count() or 1) < 2 or _READS[0] > 1:
         return check(), {}
 
-    def order_of(col: np.ndarray) -> np.ndarray:
-        return stable_argsort(col).astype(index_dtype(len(col)), copy=False)
+    from labledger.metrics.classification import tie_starts_by
+
+    def order_of(col: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The column's ascending order, and its tie starts (found here, where the order is made:
+        not in the metrics' one thread, #19)."""
+        order = stable_argsort(col).astype(index_dtype(len(col)), copy=False)
+        return order, tie_starts_by(lambda a, b: taken(col, order[a:b]), len(order))
 
     from concurrent.futures import ThreadPoolExecutor
 
@@ -701,8 +708,8 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
             raise refusals[0]
         if repeat is not None:
             _set_repeat(td, table, None, repeat)
-        if given:  # the ascending orders, as the columnar cache entry keeps them (checked before use)
-            set_given_sorts(td, given)
+        if given:  # the ascending orders, as the columnar cache entry keeps them, and their ties
+            set_given_sorts(td, {j: order for j, (order, _) in given.items()}, {j: t for j, (_, t) in given.items()})
         tasks[task] = td
         return ResultSet(tasks, source=name, repeat_field=repeat)
     repeat = _repeat_field(table, codes, ids, repeats)

@@ -44,6 +44,7 @@ from labledger.inputs.results import (
     deferred_first_line,
     deferred_ids,
     given_sorts,
+    given_ties,
     predicted_index,
     set_given_sorts,
 )
@@ -153,7 +154,7 @@ def encode(rs: ResultSet) -> Encoded | None:
             for j, order in orders.items():
                 arrays[p + f"o{j}"] = np.asarray(order, index_dtype(td.n))
             info["sorted"] = {"columns": list(orders)}
-            set_given_sorts(td, orders)
+            set_given_sorts(td, orders, given_ties(td))  # (the ties of the orders made here kept)
         elif isinstance(td, RegressionTask):
             arrays[p + "gold_value"] = np.asarray(td.gold_value, np.float64)
             arrays[p + "pred_value"] = np.asarray(td.pred_value, np.float64)

@@ -402,7 +402,9 @@ class SortCache(dict[int, tuple[np.ndarray, np.ndarray | None]]):
     ``given``: ascending orders already at hand by column (``np.argsort`` of that very column, kept
     in the columnar cache entry beside it: :func:`labledger.inputs.results.given_sorts`); each is
     checked against the column (its values in that order must not decrease) before it replaces the
-    argsort, and a failed check sorts as usual.
+    argsort, and a failed check sorts as usual. ``ties``: the tie starts of those given orders that
+    this process made from the columns themselves
+    (:func:`labledger.inputs.results.given_ties`): these are used as they are.
 
     >>> c = SortCache(); order, starts = _ascending(c, np.array([0.9, 0.1]), 0)
     >>> order.tolist(), starts, list(c)
@@ -411,10 +413,13 @@ class SortCache(dict[int, tuple[np.ndarray, np.ndarray | None]]):
     [1, 0]
     """
 
-    def __init__(self, given: Mapping[int, np.ndarray] | None = None) -> None:
+    def __init__(
+        self, given: Mapping[int, np.ndarray] | None = None, ties: Mapping[int, np.ndarray | None] | None = None
+    ) -> None:
         super().__init__()
         self.lock = threading.Lock()
         self.given: dict[int, np.ndarray] = dict(given or {})
+        self.ties: dict[int, np.ndarray | None] = dict(ties or {})
         #: each column's :class:`LazyRanked` (its class's flags: column j is P(label j)), shared by
         #: ROC-AUC and average precision
         self.ranked: dict[int, LazyRanked] = {}
@@ -519,7 +524,8 @@ def _ascending(
         return None
     with getattr(sorts, "lock", None) or contextlib.nullcontext():
         if j not in sorts:
-            found = _checked_order(getattr(sorts, "given", {}).pop(j, None), col)
+            given, ties = getattr(sorts, "given", {}).pop(j, None), getattr(sorts, "ties", {})
+            found = (given, ties.pop(j)) if given is not None and j in ties else _checked_order(given, col)
             if found is None:
                 # a matrix's column sorted where it lies (kernels.taken: as fast as a copy's sort, #19)
                 order = stable_argsort(col)
