@@ -400,6 +400,18 @@ def test_a_binary_task_without_its_positive_label_is_refused_by_the_arrow_read_i
     with pytest.raises(RecordError) as one_arrow:
         read_results(one, positive=given, cache=False)
     assert str(one_arrow.value) == str(one_rows.value) and "one.jsonl:1: " in str(one_arrow.value)
+    # a refused one-task file's ids are still checked, but its columns are not sorted for metrics
+    # that will not run (10M rows: the error in 5.0 s and 0.8 GB instead of 7 s and 1 GB)
+    from labledger.inputs import arrow
+
+    def no_sort(*a, **k):
+        raise AssertionError("a refused task's columns were sorted")
+
+    monkeypatch.setattr(arrow, "SORT_BESIDE_FROM", 1)
+    monkeypatch.setattr(arrow, "stable_argsort", no_sort)
+    with pytest.raises(RecordError) as sorted_arrow:
+        read_results(one, positive=given, cache=False)
+    assert str(sorted_arrow.value) == str(one_rows.value)
 
 
 def test_a_positive_label_given_per_task_is_a_plain_str_in_the_documents(tmp_path):

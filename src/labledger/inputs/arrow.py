@@ -701,11 +701,16 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
         del probs
         table = table.drop_columns(["gold"])  # read into the task's codes
         hand_back()  # the parse's pages of the columns read, handed back
+
         # the ids' check beside the sorts of the columns the metrics sort (after the task is read:
         # the parse's columns are let go of before the sorts' temporaries are made, #19)
-        repeat, given = _checked_and_sorted(lambda: _repeat_field(table, None, ids, repeats), td)
-        if refusals:
+        def check() -> str | None:
+            return _repeat_field(table, None, ids, repeats)
+
+        if refusals:  # the task is refused once the rows' checks pass: its columns are not sorted
+            check()
             raise refusals[0]
+        repeat, given = _checked_and_sorted(check, td)
         if repeat is not None:
             _set_repeat(td, table, None, repeat)
         if given:  # the ascending orders, as the columnar cache entry keeps them, and their ties
