@@ -9,6 +9,7 @@ against the bootstrap at large n, within Monte Carlo error.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -299,6 +300,33 @@ def test_influence_values_made_a_block_at_a_time_are_the_whole_arrays_floats(see
             assert (
                 analytic.ap_items(back, clustered).tobytes() == analytic.ap_groups(back, clustered).per_item().tobytes()
             )
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_block_values_spread_beside_their_making_are_the_same_floats(cores):
+    """With two cores each block's influence values are spread to its items in a second thread
+    while the next block's are made; with one, in turn: the same floats either way, into a new
+    array or added into a running total (a macro mean's), and no spread thread left behind."""
+    rng = np.random.default_rng(11)
+    y, score, order, starts = _ranked_case(rng, 12_000, 2)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "BLOCK", -(-len(starts) // 9))
+        mp.setattr(kernels, "WHOLE", 0)
+        mp.setattr(analytic.os, "cpu_count", lambda: cores)
+        r = analytic.Ranked(y, order, starts)
+        alive = threading.active_count()
+        for clustered in (False, True):
+            want = analytic.auc_groups(r, clustered).per_item()
+            assert analytic.auc_items(r, clustered).tobytes() == want.tobytes()
+            total = np.linspace(-1.0, 1.0, len(y))
+            into = total.copy()
+            assert analytic.auc_items(r, clustered, into) is into
+            assert into.tobytes() == (total + want).tobytes()
+            back = r.reversed()
+            assert (
+                analytic.ap_items(back, clustered).tobytes() == analytic.ap_groups(back, clustered).per_item().tobytes()
+            )
+        assert threading.active_count() == alive
 
 
 def test_pairwise_sum_is_numpys_sum_bit_for_bit():

@@ -31,6 +31,7 @@ replace the bootstrap (``bench/analytic_coverage.py`` measures their coverage).
 from __future__ import annotations
 
 import math
+import os
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -103,6 +104,31 @@ def _spread(
         out[at] += np.where(r.y[lo:hi], if_pos, if_neg)
     else:
         out[at] = np.where(r.y[lo:hi], if_pos, if_neg)
+
+
+def _spread_blocks(
+    out: np.ndarray, r: Ranked, blocks: Iterable[tuple[int, int, np.ndarray, np.ndarray]], add: bool
+) -> None:
+    """:func:`_spread` of each ``(a, b, if_pos, if_neg)`` that ``blocks`` makes, in order: with two
+    cores, each block's values are spread in a second thread while the next block's are made (the
+    scatter loses the GIL; the blocks' items are disjoint, so the values written are the same). At
+    10M items the spreads were half the time of ROC-AUC's and AP's influence values (#19)."""
+    if (os.cpu_count() or 1) < 2:
+        for a, b, if_pos, if_neg in blocks:
+            _spread(out, r, a, b, if_pos, if_neg, add)
+        return
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="labledger-spread") as pool:
+        pending: Future[None] | None = None
+        try:
+            for a, b, if_pos, if_neg in blocks:
+                done, pending = pending, pool.submit(_spread, out, r, a, b, if_pos, if_neg, add)
+                if done is not None:
+                    done.result()  # (at most two blocks' values held at once)
+        finally:
+            if pending is not None:
+                pending.result()
 
 
 class Ranked:
@@ -403,9 +429,13 @@ def auc_items(r: Ranked, clustered: bool, into: np.ndarray | None = None) -> np.
     sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
     out = np.empty(r.n) if into is None else into
     carried[0] = 0.0
-    for a, b in spans(r.groups):
-        _, v10, v01 = components(a, b)
-        _spread(out, r, a, b, _centred(v10, auc, p, sp), _centred(v01, auc, q, sq), into is not None)
+
+    def values() -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+        for a, b in spans(r.groups):
+            _, v10, v01 = components(a, b)
+            yield a, b, _centred(v10, auc, p, sp), _centred(v01, auc, q, sq)
+
+    _spread_blocks(out, r, values(), into is not None)
     return out
 
 
@@ -442,8 +472,8 @@ def ap_items(r: Ranked, clustered: bool, into: np.ndarray | None = None) -> np.n
     ap = float(pairwise_sum(products, r.groups) / p)
     out = np.empty(n) if into is None else into
     scale = math.sqrt(n / (n - 1)) if not clustered and n > 1 else 1.0
-    for a, b, _, if_pos, if_neg in _ap_backwards(r, parts, befores, ap, scale):
-        _spread(out, r, a, b, if_pos, if_neg, into is not None)
+    blocks = ((a, b, if_pos, if_neg) for a, b, _, if_pos, if_neg in _ap_backwards(r, parts, befores, ap, scale))
+    _spread_blocks(out, r, blocks, into is not None)
     return out
 
 
