@@ -488,6 +488,28 @@ def test_the_site_is_built(demo):
         assert (data / "runs" / f"{run_id}.js").is_file()
 
 
+def test_the_demo_index_fits_a_1280_px_window(demo, browser):
+    """The demo's runs table, with its two headline metrics and each run's pages, fits a 1280 px
+    window without scrolling sideways: the headline names break after "_" and the pages' links wrap
+    in their cell (the Pages column was cut at the window's edge)."""
+    summary, _ = demo
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto(summary.site_index.as_uri())
+        page.wait_for_selector("body[data-ready='1']", timeout=15000)
+        fit = page.evaluate(
+            """() => {
+              const t = document.querySelector("table.runs"), box = t.parentElement.getBoundingClientRect();
+              const links = [...t.querySelectorAll("td.pages a")].map((a) => a.getBoundingClientRect());
+              return {table: t.scrollWidth, box: t.parentElement.clientWidth, links: links.length,
+                      outside: links.filter((r) => r.right > box.right + 0.5).length};
+            }"""
+        )
+        assert fit["table"] <= fit["box"] and fit["links"] >= 4 and fit["outside"] == 0, fit
+    finally:
+        page.close()
+
+
 # -- the command --------------------------------------------------------------------------------
 
 

@@ -383,6 +383,8 @@ interface TableColumn<R> {
   title?: string;
   className?: string;
   sortable?: boolean;
+  /** The header may break after "_", ".", "/" or "-" (LL.breakable). */
+  wrap?: boolean;
   render?: (row: R, i: number) => Child;
   value?: (row: R) => unknown;
   head?: () => Child;
@@ -478,6 +480,8 @@ interface LLNamespace {
   h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs?: Attrs, ...children: Child[]): HTMLElementTagNameMap[K];
   safeHref(href: string): string;
   safeSrc(src: string): string;
+  /** A label that may break after each "_", ".", "/" or "-". */
+  breakable(text: string): (string | HTMLElement)[];
   clear<T extends Node>(node: T): T;
   main(): HTMLElement;
   load(key: string, src: string): Promise<any>;

@@ -268,7 +268,8 @@
         },
         { key: "steps", label: "Steps", num: true },
       ];
-      // Columns that would show only "–" for every run are left out (the table fits 1280 px).
+      // Columns that would show only "–" for every run are left out, headline names break after "_",
+      // and the pages' links wrap in their cell (the demo's table fits 1280 px).
       var anyBatches = runs.some(function (r) {
         return r.batches && !r.unreadable;
       });
@@ -291,6 +292,7 @@
           key: "h:" + k,
           label: k,
           num: true,
+          wrap: true,
           title: "headline value recorded by the run",
           value: function (r) {
             var v = headlineValue(r, k);
@@ -305,6 +307,7 @@
         cols.push({
           key: "pages",
           label: "Pages",
+          className: "pages",
           sortable: false,
           title: "evaluation pages (eval) and test breakdowns (grid)",
           render: function (r) {

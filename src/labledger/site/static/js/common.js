@@ -72,6 +72,27 @@
     return /^images\//.test(src) && src.indexOf("..") < 0 ? src : "";
   };
 
+  /**
+   * A label that may break after each "_", ".", "/" or "-" (a <wbr> there): a long metric name
+   * heads a narrow column of numbers on two lines instead of widening the table.
+   * @param {string} text
+   * @returns {(string | HTMLElement)[]}
+   */
+  LL.breakable = function (text) {
+    var s = String(text);
+    /** @type {(string | HTMLElement)[]} */
+    var out = [];
+    var start = 0;
+    for (var i = 0; i < s.length - 1; i++) {
+      if ("_./-".indexOf(s.charAt(i)) >= 0) {
+        out.push(s.slice(start, i + 1), h("wbr", null));
+        start = i + 1;
+      }
+    }
+    out.push(s.slice(start));
+    return out;
+  };
+
   LL.clear = function (node) {
     while (node.firstChild) node.removeChild(node.firstChild);
     return node;
@@ -904,18 +925,19 @@
         cols.map(function (c) {
           var dir = sort && sort.key === c.key ? sort.dir : null;
           var still = c.sortable === false || sortable === false;
+          var label = c.wrap ? LL.breakable(c.label) : c.label;
           return h(
             "th",
             {
               scope: "col",
-              class: (c.num ? "n " : "") + (c.className || ""),
+              class: (c.num ? "n " : "") + (c.wrap ? "wrap " : "") + (c.className || ""),
               title: c.title || null,
               "aria-sort": dir ? (dir > 0 ? "ascending" : "descending") : null,
             },
             still
               ? c.head
                 ? c.head()
-                : c.label
+                : label
               : h(
                   "button",
                   {
@@ -925,7 +947,7 @@
                       onSort({ key: c.key, dir: sort && sort.key === c.key ? -sort.dir : c.num ? -1 : 1 });
                     },
                   },
-                  c.label,
+                  label,
                   h("span", { class: "arrow", "aria-hidden": "true" }, dir ? (dir > 0 ? " ▲" : " ▼") : "")
                 )
           );
