@@ -312,7 +312,7 @@ def test_block_values_spread_beside_their_making_are_the_same_floats(cores):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels, "BLOCK", -(-len(starts) // 9))
         mp.setattr(kernels, "WHOLE", 0)
-        mp.setattr(analytic.os, "cpu_count", lambda: cores)
+        mp.setattr(analytic, "cores", lambda: cores)
         r = analytic.Ranked(y, order, starts)
         alive = threading.active_count()
         for clustered in (False, True):

@@ -45,6 +45,7 @@ import orjson
 from labledger.errors import ImportSourceError, LedgerError, RecordError
 from labledger.importers.source import ImportedRun, ImportOptions, Source, finish_import, load_json, new_run
 from labledger.inputs.result_columns import ResultColumns
+from labledger.machine import cores
 from labledger.store.jsonl import atomic_write
 from labledger.store.ledger import Ledger
 from labledger.store.run import result_rows_bytes, result_set_bytes
@@ -318,10 +319,10 @@ def import_workers(sizes: Sequence[int]) -> int:
                 f"${WORKERS_ENV} must be a number of worker processes (0: none) or 'auto'; got {raw!r}"
             ) from None
         return min(wanted, len(sizes)) if wanted > 1 else 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if cores < 2 or len(sizes) < 2 or sum(sizes) < PARALLEL_MIN_BYTES:
+    usable = cores()
+    if usable < 2 or len(sizes) < 2 or sum(sizes) < PARALLEL_MIN_BYTES:
         return 0
-    return min(cores, len(sizes), 8)
+    return min(usable, len(sizes), 8)
 
 
 def _worker_start() -> None:  # pragma: no cover - runs in the worker processes (coverage does not follow them)

@@ -23,6 +23,7 @@ import numpy as np
 import orjson
 
 from labledger.errors import ImportSourceError, RecordError
+from labledger.machine import cores
 from labledger.store.jsonl import iter_decoded, read_json
 from labledger.store.ledger import Ledger
 from labledger.store.manifest import sha256_file
@@ -130,12 +131,11 @@ class Source:
         (hashlib and reads release the GIL: the cores hash side by side, #13); the first file that
         cannot be read raises, as :meth:`digest` in path order would."""
         todo = [f for f in self.files if f not in self._digests]
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        if len(todo) < 2 or cores < 2 or sum(f.stat().st_size for f in todo if f.is_file()) < HASH_THREADS_MIN_BYTES:
+        if len(todo) < 2 or cores() < 2 or sum(f.stat().st_size for f in todo if f.is_file()) < HASH_THREADS_MIN_BYTES:
             return
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(min(cores, 4)) as pool:
+        with ThreadPoolExecutor(min(cores(), 4)) as pool:
             list(pool.map(self.digest, todo))
 
     def file_entries(self, files: Iterable[Path] | None = None) -> list[dict[str, Any]]:

@@ -50,6 +50,7 @@ from labledger.inputs.results import (
     predicted_index,
     set_given_sorts,
 )
+from labledger.machine import cores
 from labledger.metrics.kernels import element_spans, index_dtype, stable_argsort, taken
 
 # pyarrow.compute and pyarrow.json are imported inside the JSONL reader's functions: a read from the
@@ -279,7 +280,7 @@ def _halves(f: io.BufferedIOBase | io.RawIOBase) -> list[_Range] | None:
     """The rest of the open file ``f`` (from its position) as two ranges that meet at a line's
     start, when it is worth scanning them at once: at least :data:`SCAN_PARTS_BYTES`, two cores,
     an ``os.preadv`` (not on Windows); else ``None``."""
-    if not hasattr(os, "preadv") or (os.cpu_count() or 1) < 2:
+    if not hasattr(os, "preadv") or cores() < 2:
         return None
     try:
         fd = f.fileno()
@@ -642,7 +643,7 @@ def _checked_and_sorted(
     core, another read in progress, or a task of no sorted columns. What ``check`` raises is raised
     once the sorts already running have stopped."""
     columns = {j: sorted_column(td, j) for j in sorted_columns(td)} if isinstance(td, ProbTask) else {}
-    if not columns or td.n < SORT_BESIDE_FROM or (os.cpu_count() or 1) < 2 or _READS[0] > 1:
+    if not columns or td.n < SORT_BESIDE_FROM or cores() < 2 or _READS[0] > 1:
         return check(), {}
 
     from labledger.metrics.classification import tie_starts_by
@@ -883,7 +884,7 @@ def _classification(
             failed.set()
         return found
 
-    if n >= COPY_BESIDE_FROM and (os.cpu_count() or 1) > 1 and _READS[0] == 1:
+    if n >= COPY_BESIDE_FROM and cores() > 1 and _READS[0] == 1:
         # the copies, checks and predictions in two threads, the golds' codes beside them: all lose
         # the GIL, and each thread's first touch of its fresh pages is the kernel's work in parallel
         # (10M 3-class rows: 0.8 s in one thread, 0.4 s so)

@@ -31,7 +31,6 @@ replace the bootstrap (``bench/analytic_coverage.py`` measures their coverage).
 from __future__ import annotations
 
 import math
-import os
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -39,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError
+from labledger.machine import cores
 from labledger.metrics.classification import group_ends, group_positives
 from labledger.metrics.kernels import SmallCounts, element_spans, gather, pairwise_sum, spans
 from labledger.metrics.prepared import BlockMean, MeanPrepared, Prepared, WeightsPrepared
@@ -113,7 +113,7 @@ def _spread_blocks(
     cores, each block's values are spread in a second thread while the next block's are made (the
     scatter loses the GIL; the blocks' items are disjoint, so the values written are the same). At
     10M items the spreads were half the time of ROC-AUC's and AP's influence values (#19)."""
-    if (os.cpu_count() or 1) < 2:
+    if cores() < 2:
         for a, b, if_pos, if_neg in blocks:
             _spread(out, r, a, b, if_pos, if_neg, add)
         return

@@ -21,7 +21,6 @@ p < 0.05 exactly when the 95% percentile interval excludes 0 (up to ties and 1/B
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError
+from labledger.machine import cores
 from labledger.metrics.kernels import by_blocks, cell_sums, element_spans, pool_initializer
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
 from labledger.metrics.stats import percentile_p_value, quantiles
@@ -40,7 +40,7 @@ CHUNK_ELEMENTS = 1 << 22
 #: Mean metrics whose per-item values take at most this many distinct combinations use multinomial draws.
 MAX_CATEGORIES = 4096
 #: Worker threads for chunks of resamples (numpy releases the GIL in the heavy loops).
-THREADS = max(1, min(8, os.cpu_count() or 1))
+THREADS = max(1, min(8, cores()))
 #: McNemar uses the exact binomial test when fewer items than this are discordant.
 MCNEMAR_EXACT_BELOW = 25
 
