@@ -1,8 +1,11 @@
-"""What the machine lends a labledger process: the cores it may run on."""
+"""What the machine lends a labledger process: the cores it may run on, and its C library."""
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
+from typing import Any
 
 
 def cores() -> int:
@@ -16,3 +19,21 @@ def cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return os.cpu_count() or 1
+
+
+@functools.cache
+def libc() -> Any:
+    """glibc (a ``ctypes.CDLL``), whose allocator a process tunes (``mallopt``) and asks to hand
+    freed pages back (``malloc_trim``); None under another C library or system, whose defaults stay.
+    The one place either is loaded."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libc.so.6")
+        lib.mallopt.argtypes, lib.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+        lib.malloc_trim.argtypes, lib.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    except (OSError, AttributeError):  # musl and other C libraries
+        return None
+    return lib

@@ -256,17 +256,13 @@ def process_settings() -> None:
       are mapped and returned at once as before. Nothing where the C library is not glibc.
     """
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
+    from labledger.machine import libc
 
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):  # musl and other C libraries: their defaults
+    lib = libc()
+    if lib is None:  # musl and other C libraries: their defaults
         return
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     for param, value in ((_M_MMAP_THRESHOLD, 64 << 20), (_M_TRIM_THRESHOLD, 128 << 20), (_M_ARENA_MAX, 1)):
-        mallopt(param, value)
+        lib.mallopt(param, value)
 
 
 def resolve_ledger_path(value: str | None) -> str:

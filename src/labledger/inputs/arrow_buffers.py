@@ -5,14 +5,12 @@ freed pages."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from labledger.machine import libc
 
 _PLAIN = {
     pa.float64(): np.float64,
@@ -25,26 +23,18 @@ _PLAIN = {
 }
 
 
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or ``None`` under another C library."""
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
-    return trim
-
-
 def hand_back() -> None:
     """Hands the freed pages that the allocators keep for reuse back to the system: Arrow's pool
     (``release_unused``), and the C allocator's (glibc's ``malloc_trim``) that numpy and the scan
     threads' buffers use. A thread's arena keeps what it freed, so a scan in two threads kept its
     two buffers and their checks resident (10M rows: 70-80 MiB) under the whole read after it
-    (#19). A few milliseconds; a no-op where there is nothing to hand back."""
+    (#19). The JSONL reader calls it where it has let go of what it parsed; elsewhere a command
+    keeps freed pages for its next arrays (:func:`labledger.cli.base.process_settings`). A few
+    milliseconds; a no-op where there is nothing to hand back."""
     pa.default_memory_pool().release_unused()
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
+    lib = libc()
+    if lib is not None:
+        lib.malloc_trim(0)
 
 
 def one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
