@@ -258,3 +258,44 @@ def test_a_zero_one_block_mean_gets_its_wilson_interval_without_its_values():
     assert not block.made()
     assert got.method == want.method == "analytic: Wilson score interval"
     assert got == want
+
+
+@pytest.mark.parametrize("kind", ["binary", "classes"])
+def test_a_one_task_files_gold_strings_are_let_go_before_its_arrays_are_made(tmp_path, monkeypatch, kind):
+    """The JSONL reader lets go of a one-task file's gold strings once they are codes, before the
+    task's arrays are made: when ``binary_task`` is called (or the classification task is made),
+    Arrow holds nothing of the ``gold`` column (10M binary rows: 63 MiB less at the read's peak)."""
+    import orjson
+    import pyarrow as pa
+
+    from labledger.inputs import arrow
+
+    rng = np.random.default_rng(2)
+    n = 20_000
+    golds = [f"label-{'yes' if g else 'no'}-{'x' * 40}" for g in rng.random(n) < 0.5]  # ~2 MiB of strings
+    if kind == "binary":
+        rows = [
+            {"id": i, "task": "t", "gold": g, "score": float(s)} for i, (g, s) in enumerate(zip(golds, rng.random(n)))
+        ]
+    else:
+        labels = sorted(set(golds))
+        rows = [
+            {"id": i, "task": "t", "gold": g, "probs": {labels[0]: 0.25, labels[1]: 0.75}} for i, g in enumerate(golds)
+        ]
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    gold_bytes = sum(len(g) for g in golds)
+    held: list[int] = []
+    target = "binary_task" if kind == "binary" else "_set_positive_column"  # (the latter: just after it)
+    made = getattr(arrow, target)
+
+    def watched(*a, **k):
+        held.append(pa.total_allocated_bytes())
+        return made(*a, **k)
+
+    monkeypatch.setattr(arrow, target, watched)
+    before = pa.total_allocated_bytes()
+    rs = arrow.read_arrow(path, "r.jsonl", 1e-6, "label-yes-" + "x" * 40 if kind == "binary" else None)
+    assert rs is not None and held
+    # what Arrow holds then: the ids and the score (or nothing: the matrix is numpy), not the golds
+    assert held[0] - before < gold_bytes / 2, (held[0] - before, gold_bytes)

@@ -101,12 +101,10 @@ def _chunks(table: pa.Table, name: str, idx: pa.Array | None = None) -> list[pa.
     return list(_take(table.column(name), idx).chunks)
 
 
-def _valid_rows(chunks: list[pa.Array] | None, n: int) -> np.ndarray:
-    """Which of ``n`` rows have a value in ``chunks`` (:func:`_chunks`; ``None``: no row has)."""
-    nulls = sum(c.null_count for c in chunks) if chunks is not None else n
-    if nulls in (0, n):
-        return np.full(n, nulls == 0)
-    return np.concatenate([arrow_numpy(c.is_valid()) for c in chunks or []])
+def _missing(chunks: list[pa.Array] | None, n: int) -> int:
+    """How many of ``n`` rows have no value in ``chunks`` (:func:`_chunks`; ``None``: no row has):
+    from the chunks' null counts, no array of n flags (the reader asks whether all or none do)."""
+    return n if chunks is None else sum(c.null_count for c in chunks)
 
 
 def _encoded(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
@@ -132,9 +130,9 @@ def _encoded(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]
     return arrow_numpy(indices, copy=False), enc.chunk(0).dictionary.to_pylist()
 
 
-def _valid(table: pa.Table, name: str, idx: pa.Array | None) -> np.ndarray:
-    """Which rows (at ``idx``) of the table have a value in its column ``name``."""
-    return _valid_rows(_chunks(table, name, idx), table.num_rows if idx is None else len(idx))
+def _missing_in(table: pa.Table, name: str, idx: pa.Array | None) -> int:
+    """How many rows (at ``idx``) of the table have no value in its column ``name``."""
+    return _missing(_chunks(table, name, idx), table.num_rows if idx is None else len(idx))
 
 
 def safe_for_arrow(data: bytes) -> bool:
@@ -696,11 +694,12 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
         task = names[0]
         probs = _chunks(table, "probs")  # emptied as the task's matrix is filled
         table = table.drop_columns(["probs"]) if probs is not None else table
+        golds = [table.column("gold")]  # let go of once read into the task's codes
+        table = table.drop_columns(["gold"])
         td = _read_task(
-            table, task, None, None, ids, tolerance, _positive_of(positive, task), name, refusals, probs=probs
+            table, task, None, None, ids, tolerance, _positive_of(positive, task), name, refusals, golds, probs=probs
         )
-        del probs
-        table = table.drop_columns(["gold"])  # read into the task's codes
+        del probs, golds
         hand_back()  # the parse's pages of the columns read, handed back
 
         # the ids' check beside the sorts of the columns the metrics sort (after the task is read:
@@ -734,6 +733,7 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
             _positive_of(positive, task),
             name,
             refusals,
+            [_take(table.column("gold"), idx)],
             repeat,
             probs=_chunks(table, "probs", idx),
         )
@@ -753,6 +753,7 @@ def _read_task(
     positive: str | None,
     source: str,
     refusals: list[RecordError],
+    golds: list[Any],
     repeat: str | None = None,
     *,
     probs: list[pa.Array] | None,
@@ -760,7 +761,9 @@ def _read_task(
     """One task's rows: those at ``idx_np`` (``idx``, the same as Arrow), or with both ``None``
     every row of the table in order, whose line numbers are then made only if read (at 10M rows
     the index and the lines were 153 MiB of fresh memory, #19). ``probs``: these rows' ``probs``
-    as chunks (:func:`_chunks`), which the task's matrix empties; ``None`` without the column. A
+    as chunks (:func:`_chunks`), which the task's matrix empties; ``None`` without the column.
+    ``golds``: a list of these rows' ``gold`` column alone, emptied where it is read (the caller's
+    only reference: 10M rows' gold strings are let go of before the task's arrays are made). A
     task the rows refuse as a whole (a binary score without a positive label) adds the row reader's
     error to ``refusals``."""
     n = table.num_rows if idx_np is None else len(idx_np)
@@ -768,23 +771,20 @@ def _read_task(
     id_arr = np.empty(0, dtype=object)  # ids become an object array on first use (defer_ids below)
     # every row in order: the first line only (what _binary's messages read) until defer_lines
     lines = np.ones(min(n, 1), dtype=np.int64) if idx_np is None else idx_np.astype(np.int64) + 1
-    has_probs = _valid_rows(probs, n)
-    has_score = _valid(table, "score", idx)
-    has_pred = _valid(table, "pred", idx)
-    gold = _take(table.column("gold"), idx)
-    if gold.null_count:
+    no_probs, no_score, no_pred = _missing(probs, n), _missing_in(table, "score", idx), _missing_in(table, "pred", idx)
+    if golds[0].null_count:
         raise _Fallback
     td: TaskData
-    if has_probs.all():
-        td = _classification(task, id_arr, lines, probs, gold, tol, positive)
-    elif not has_probs.any() and has_score.all():
-        td = _binary(task, id_arr, lines, table, idx, gold, positive, source, refusals)
-    elif not has_probs.any() and not has_score.any() and has_pred.all():
+    if no_probs == 0:
+        td = _classification(task, id_arr, lines, probs, golds, tol, positive)
+    elif no_probs == n and no_score == 0:
+        td = _binary(task, id_arr, lines, table, idx, golds, positive, source, refusals)
+    elif no_probs == n and no_score == n and no_pred == 0:
         td = RegressionTask(
             task=task,
             ids=id_arr,
             lines=lines,
-            gold_value=_numbers(gold),
+            gold_value=_numbers(golds.pop()),
             pred_value=_numbers(_take(table.column("pred").chunk(0), idx)),
         )
         if not (np.isfinite(td.gold_value).all() and np.isfinite(td.pred_value).all()):
@@ -815,14 +815,15 @@ def _classification(
     ids: np.ndarray,
     lines: np.ndarray,
     probs: list[pa.Array] | None,
-    gold: pa.Array,
+    golds: list[Any],
     tol: float,
     positive: str | None,
 ) -> ProbTask:
     """A classification task of these rows. ``probs``: the chunks of their ``probs`` (structs), in
     row order, each let go of as it is copied into the task's matrix (the caller holds the list
     alone: the parse's blocks are freed as the matrix fills, and the checks read it a block of
-    rows at a time, never through temporaries of the matrix's size, #19)."""
+    rows at a time, never through temporaries of the matrix's size, #19). ``golds``: their gold
+    column, alone in a list (:func:`_read_task`)."""
 
     if not probs or not pa.types.is_struct(probs[0].type):
         raise _Fallback
@@ -876,7 +877,7 @@ def _classification(
     def gold_index() -> np.ndarray:
         # pc.index_in(gold, value_set=labels), through the gold values' dictionary: building an
         # Arrow array from a Python list would import pandas (#19)
-        gold_codes, gold_values = _encoded(_labels(gold))
+        gold_codes, gold_values = _encoded(_labels(golds.pop()))
         lut = np.array([labels.index(v) if v in fields else -1 for v in gold_values], dtype=np.int64)
         found = lut[gold_codes] if len(lut) else np.zeros(0, np.int64)
         del gold_codes  # (not held while the task's other arrays are made)
@@ -925,17 +926,20 @@ def _binary(
     lines: np.ndarray,
     table: pa.Table,
     idx: pa.Array | None,
-    gold: pa.Array,
+    gold_column: list[Any],
     positive: str | None,
     source: str,
     refusals: list[RecordError],
 ) -> ProbTask:
+    """A binary task of these rows from their ``score``; ``gold_column``: their gold column, alone in
+    a list (:func:`_read_task`)."""
     import pyarrow.compute as pc
 
     score = _numbers(_take(table.column("score").chunk(0), idx))
     if not (np.isfinite(score).all() and (score >= 0).all() and (score <= 1).all()):
         raise _Fallback
-    gold_codes, gold_values = _encoded(_labels(gold))
+    gold_codes, gold_values = _encoded(_labels(gold_column.pop()))
+    hand_back()  # the gold strings, let go of: not resident under the task's arrays (10M rows: 63 MiB)
     golds = set(gold_values)
     row_pos = None
     if "positive" in table.column_names:
