@@ -72,3 +72,50 @@ def test_four_processes_one_shared_file(tmp_path):
     for w in range(4):
         assert seen[w] == list(range(1, N + 1))
     assert os.path.getsize(path) == sum(len(r) for _, r in iter_lines(path))
+
+
+def test_a_start_s_new_folder_is_never_settled_away_before_its_lock_is_held(tmp_path, monkeypatch):
+    """A start makes its folder in ``.new-runs/`` and then locks it; another process's start settles
+    what killed starts left there. Both are one at a time under the settle lock: a settling that
+    comes between a start's ``mkdir`` and its lock waits for the lock, and never takes the live
+    folder for a killed start's (four processes starting runs in one ledger: one run failed with
+    FileNotFoundError on its own config.json, its folder removed under it). A second ledger object
+    stands in for the other process (``flock`` locks are per open file, so threads contend as
+    processes do)."""
+    import threading
+
+    from labledger.store import ledger as ledger_module
+
+    root = tmp_path / "ledger"
+    labledger.open_ledger(root, create=True).close()
+    made, go = threading.Event(), threading.Event()
+    real_open = os.open
+
+    def slow_open(path, *args, **kwargs):
+        if str(path).endswith("run-a/.lock"):  # the folder exists, its lock not yet held
+            made.set()
+            assert go.wait(10)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(ledger_module.os, "open", slow_open)
+    a, b = labledger.open_ledger(root), labledger.open_ledger(root)
+    started: list = []
+    settled: list = []
+    start = threading.Thread(target=lambda: started.append(a.start_folder("run-a")))
+    settle = threading.Thread(target=lambda: settled.append(b.finish_started()))
+    start.start()
+    assert made.wait(10)
+    settle.start()
+    settle.join(0.5)
+    assert settle.is_alive()  # waiting for the start to hold its folder's lock
+    go.set()
+    start.join(10)
+    settle.join(10)
+    assert not start.is_alive() and not settle.is_alive()
+    folder, fd = started[0]
+    assert folder.is_dir() and settled == [[]]  # the live folder kept, nothing settled
+    assert ledger_module.lock_is_held(folder / ".lock") and b.left_started() == []
+    os.close(fd)  # as a killed start: its folder is now left, and the next settling removes it
+    assert b.left_started() == [folder] and b.finish_started() == [folder] and not folder.exists()
+    a.close()
+    b.close()

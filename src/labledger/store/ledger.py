@@ -872,21 +872,72 @@ class Ledger:
     #: Where a run's folder is made before it is renamed into ``runs/`` (:class:`~labledger.store.run.Run`).
     NEW_RUNS = ".new-runs"
 
+    @contextmanager
+    def _new_runs(self) -> Iterator[Path]:
+        """:attr:`NEW_RUNS`, with its ``.settle.lock`` held: a start makes its folder there and locks
+        it, and a settling (:meth:`finish_started`) judges the folders there, one at a time across
+        processes. Without it a start's folder could be seen between its ``mkdir`` and its lock,
+        taken for a killed start's and removed under the live run (four processes starting runs in
+        one ledger: a run failed with FileNotFoundError on its own config.json)."""
+        base = self.root / self.NEW_RUNS
+        lock = base / ".settle.lock"
+        try:
+            fd: int | None = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:  # a ledger this process may only read (verify without --repair): its lock if any
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC) if lock.exists() else None
+        try:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield base
+        finally:
+            if fd is not None:
+                os.close(fd)  # (the lock goes with it)
+
+    @staticmethod
+    def _left_started(base: Path) -> list[Path]:
+        """The folders in ``base`` (:attr:`NEW_RUNS`) that no live process holds: starts killed part-way."""
+        return [f for f in sorted(base.iterdir()) if f.is_dir() and not lock_is_held(f / ".lock")]
+
+    def left_started(self) -> list[Path]:
+        """The run folders that starts killed part-way left in :attr:`NEW_RUNS` (what
+        :meth:`finish_started` settles), judged as a settling judges them."""
+        if not (self.root / self.NEW_RUNS).is_dir():
+            return []
+        with self._new_runs() as base:
+            return self._left_started(base)
+
     def finish_started(self) -> list[Path]:
         """Settle the run folders that starts killed part-way left in :attr:`NEW_RUNS` (no live
         process holds their lock): one whose row is in the index (the commit decides) is moved into
         ``runs/``; the others were never runs and are removed. The folders settled."""
+        if not (self.root / self.NEW_RUNS).is_dir():
+            return []
+        with self._new_runs() as base:
+            return self._settle_started(base)
+
+    def _settle_started(self, base: Path) -> list[Path]:
         import shutil
 
-        base = self.root / self.NEW_RUNS
-        if not base.is_dir():
-            return []
-        stale = [f for f in sorted(base.iterdir()) if f.is_dir() and not lock_is_held(f / ".lock")]
+        stale = self._left_started(base)
         moved = set(self._move_indexed(stale))
         for folder in stale:
             if folder.name not in moved:
                 shutil.rmtree(folder, ignore_errors=True)
         return stale
+
+    def start_folder(self, run_id: str) -> tuple[Path, int]:
+        """A new run's folder in :attr:`NEW_RUNS` and the descriptor of its held ``.lock`` (held as
+        long as the descriptor is open: a dead process releases it, which is how a reader tells
+        "crashed" from "running"). What killed starts left there is settled first; both under the
+        settle lock, so no other process's settling sees this folder before its lock is held."""
+        (self.root / self.NEW_RUNS).mkdir(parents=True, exist_ok=True)
+        with self._new_runs() as base:
+            self._settle_started(base)
+            new = base / run_id
+            new.mkdir()
+            fd = os.open(new / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        return new, fd
 
     def finish_adopted(self, stage_path: Path) -> list[str]:
         """Move into place the run folders that a staging folder still holds for runs this ledger's

@@ -329,14 +329,10 @@ class Run:
         env = environment()
         # The folder is made in .new-runs/ and renamed into runs/ once its row is committed (the
         # commit decides, as an import's does): a kill part-way never leaves a folder in runs/
-        # without its row; the next start settles what one left there (Ledger.finish_started).
-        self.ledger.finish_started()
-        new = self.ledger.root / self.ledger.NEW_RUNS / self.id
-        new.mkdir(parents=True)
-        # The lock lives as long as this process: a dead process releases it, which is how a
-        # reader tells "crashed" from "running".
-        self._lock_fd = os.open(new / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        # without its row; the next start settles what one left there (Ledger.start_folder). The
+        # lock lives as long as this process: a dead process releases it, which is how a reader
+        # tells "crashed" from "running".
+        new, self._lock_fd = self.ledger.start_folder(self.id)
         self.meta: dict[str, Any] = {
             "id": self.id,
             "name": name,

@@ -307,12 +307,7 @@ def verify_ledger(
             for folder in sorted(runs_dir.iterdir()):
                 if folder.is_dir() and folder.name not in known:
                     report.add(folder, "a run folder with no row in the index")
-        new_runs = ledger.root / ledger.NEW_RUNS
-        left = [
-            report.add(folder, "left by a run start killed part-way")
-            for folder in (sorted(new_runs.iterdir()) if new_runs.is_dir() else [])
-            if folder.is_dir() and not lock_is_held(folder / ".lock")
-        ]
+        left = [report.add(folder, "left by a run start killed part-way") for folder in ledger.left_started()]
         if repair and left:
             ledger.finish_started()  # each moved into runs/ when its row was committed, else removed
             for problem in left:
