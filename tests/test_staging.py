@@ -101,7 +101,8 @@ def test_a_run_start_killed_part_way_leaves_nothing_in_runs_and_the_next_start_s
     with labledger.start_run("first", ledger=tmp_path) as run:
         run.log(1, loss=1.0)
     ledger = labledger.open_ledger(tmp_path)
-    assert not list((tmp_path / ledger.NEW_RUNS).iterdir())  # renamed into runs/
+    # renamed into runs/ (what stays is the lock that starts and settlings take in turn)
+    assert [p.name for p in (tmp_path / ledger.NEW_RUNS).iterdir()] == [".settle.lock"]
     half = tmp_path / ledger.NEW_RUNS / "20260101-000000-000000000000"  # killed before its row
     half.mkdir()
     (half / "run.json").write_text("{}")
@@ -117,3 +118,4 @@ def test_a_run_start_killed_part_way_leaves_nothing_in_runs_and_the_next_start_s
         second.log(1, loss=0.5)
     assert ran.is_dir() and not half.exists() and not committed.exists()
     assert verify_ledger(labledger.open_ledger(tmp_path)).ok
+    assert not [p for p in (tmp_path / ledger.NEW_RUNS).iterdir() if p.is_dir()]
