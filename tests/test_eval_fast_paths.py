@@ -569,6 +569,15 @@ def _classes(n, labels, rng, decimals=2):
     return [dict(zip(labels, row.tolist())) for row in p]
 
 
+def _small_blocks(monkeypatch, threads):
+    """Parse blocks of ~16 rows and checks of 5 rows; the matrix filled in two threads or one."""
+    from labledger.metrics import kernels
+
+    monkeypatch.setattr(arrow, "COPY_BESIDE_FROM", 0 if threads else 10**9)
+    monkeypatch.setattr(arrow, "BLOCK_BYTES", 1 << 10)
+    monkeypatch.setattr(kernels, "ELEMENT_BLOCK", 5)
+
+
 @pytest.mark.parametrize("threads", [False, True])
 def test_probs_in_many_parse_blocks_fill_the_matrix_as_the_row_reader_reads_it(tmp_path, monkeypatch, threads):
     """The ``probs`` column is never combined into one array: each parse block's rows are copied
@@ -576,12 +585,8 @@ def test_probs_in_many_parse_blocks_fill_the_matrix_as_the_row_reader_reads_it(t
     let go of (#19). One task and two tasks of other labels, in blocks of ~8 rows and checks of 5
     rows, in one thread and in two (the golds' codes made beside them): the same tasks as the row
     reader's, bit for bit."""
-    from labledger.metrics import kernels
-
-    monkeypatch.setattr(arrow, "COPY_BESIDE_FROM", 0 if threads else 10**9)
-    monkeypatch.setattr(arrow, "BLOCK_BYTES", 1 << 10)
+    _small_blocks(monkeypatch, threads)
     monkeypatch.setattr(arrow, "RELEASE_BYTES", 1)  # hand the freed pages back after every block
-    monkeypatch.setattr(kernels, "ELEMENT_BLOCK", 5)
     rng = np.random.default_rng(12)
     one = [
         {"id": f"i{k}", "task": "t", "gold": str(rng.choice(["a", "b", "c"])), "probs": p}
@@ -608,51 +613,30 @@ def test_probs_in_many_parse_blocks_fill_the_matrix_as_the_row_reader_reads_it(t
 
 @pytest.mark.parametrize("threads", [False, True])
 @pytest.mark.parametrize(
-    ("bad", "field"), [({"a": 0.6, "b": 0.6, "c": 0.0}, "sum"), ({"a": 1.5, "b": -0.5, "c": 0.0}, "range")]
+    ("field", "bad", "message"),
+    [
+        ("probs", {"a": 0.6, "b": 0.6, "c": 0.0}, "field 'probs' must sum to 1"),
+        ("probs", {"a": 1.5, "b": -0.5, "c": 0.0}, "field 'probs' must map labels to numbers in [0, 1]"),
+        ("gold", "z", "field 'gold' must be one of the labels of 'probs'"),
+    ],
 )
-def test_a_bad_probability_row_in_a_later_block_is_the_row_readers_error(tmp_path, monkeypatch, bad, field, threads):
-    """The checks of the blockwise fill (each row in [0, 1], summing to 1) refuse a bad row in any
-    block, in one thread or two: the row reader then names its line."""
-    from labledger.metrics import kernels
-
-    monkeypatch.setattr(arrow, "COPY_BESIDE_FROM", 0 if threads else 10**9)
-    monkeypatch.setattr(arrow, "BLOCK_BYTES", 1 << 10)
-    monkeypatch.setattr(kernels, "ELEMENT_BLOCK", 5)
+def test_a_bad_row_in_a_later_block_is_the_row_readers_error(tmp_path, monkeypatch, field, bad, message, threads):
+    """The checks of the blockwise fill (each row in [0, 1], summing to 1) and of the golds' codes
+    made beside it (each a label of ``probs``) refuse a bad row in any block, in one thread or two:
+    the fast read gives up, no copy left running, and the row reader names its line."""
+    _small_blocks(monkeypatch, threads)
     rng = np.random.default_rng(4)
     rows = [
         {"id": f"i{k}", "task": "t", "gold": "a", "probs": p} for k, p in enumerate(_classes(200, list("abc"), rng))
     ]
-    rows[173]["probs"] = bad
-    _write(tmp_path / "r.jsonl", rows)
-    assert arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, None) is None
-    with pytest.raises(RecordError) as err:
-        read_results(tmp_path / "r.jsonl", cache=False)
-    assert (
-        f"r.jsonl:174: field 'probs' must {'sum to 1' if field == 'sum' else 'map labels to numbers in [0, 1]'}"
-        in str(err.value)
-    )
-
-
-@pytest.mark.parametrize("threads", [False, True])
-def test_a_gold_outside_the_labels_in_a_later_block_is_the_row_readers_error(tmp_path, monkeypatch, threads):
-    """A gold that is not a label of ``probs``, found while the matrix is filled (beside it, with two
-    threads): the fast read gives up, no copy left running, and the row reader names its line."""
-    from labledger.metrics import kernels
-
-    monkeypatch.setattr(arrow, "COPY_BESIDE_FROM", 0 if threads else 10**9)
-    monkeypatch.setattr(arrow, "BLOCK_BYTES", 1 << 10)
-    monkeypatch.setattr(kernels, "ELEMENT_BLOCK", 5)
-    rng = np.random.default_rng(9)
-    rows = [
-        {"id": f"i{k}", "task": "t", "gold": "b", "probs": p} for k, p in enumerate(_classes(200, list("abc"), rng))
-    ]
-    rows[151]["gold"] = "z"
+    rows[173][field] = bad
     _write(tmp_path / "r.jsonl", rows)
     alive = threading.active_count()
     assert arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, None) is None
     assert threading.active_count() == alive
-    with pytest.raises(RecordError, match=r"r\.jsonl:152: field 'gold' must be one of the labels of 'probs'"):
+    with pytest.raises(RecordError) as err:
         read_results(tmp_path / "r.jsonl", cache=False)
+    assert f"r.jsonl:174: {message}" in str(err.value)
 
 
 def test_a_duplicate_id_found_beside_the_sorts_stops_them_and_falls_back(tmp_path, monkeypatch):
