@@ -51,7 +51,7 @@ from labledger.inputs.results import (
     set_given_sorts,
 )
 from labledger.machine import cores
-from labledger.metrics.kernels import element_spans, index_dtype, stable_argsort, taken
+from labledger.metrics.kernels import element_spans, index_dtype
 
 # pyarrow.compute and pyarrow.json are imported inside the JSONL reader's functions: a read from the
 # columnar cache needs neither (pyarrow.compute alone is ~0.05 s of start-up, #19)
@@ -644,15 +644,13 @@ def _checked_and_sorted(
     if not columns or td.n < SORT_BESIDE_FROM or cores() < 2 or _READS[0] > 1:
         return check(), {}
 
-    from labledger.metrics.classification import tie_starts_by
+    from concurrent.futures import ThreadPoolExecutor
+
+    from labledger.metrics.classification import ascending_groups
 
     def order_of(col: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """The column's ascending order, and its tie starts (found here, where the order is made:
-        not in the metrics' one thread, #19)."""
-        order = stable_argsort(col).astype(index_dtype(len(col)), copy=False)
-        return order, tie_starts_by(lambda a, b: taken(col, order[a:b]), len(order))
-
-    from concurrent.futures import ThreadPoolExecutor
+        # its tie starts found here, where the order is made, not in the metrics' one thread (#19)
+        return ascending_groups(col, index_dtype(len(col)))
 
     pool = ThreadPoolExecutor(SORT_THREADS, thread_name_prefix="labledger-read")
     try:

@@ -375,6 +375,21 @@ def reversed_starts(starts: np.ndarray | None, n: int) -> np.ndarray | None:
     return out
 
 
+def ascending_groups(col: np.ndarray, dtype: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``col``'s stable ascending order (as ``dtype`` where given: 4-byte positions, as a cache entry
+    keeps them) and its tie starts (:func:`tie_starts_by` through the order: the sorted values are
+    never one array of n). A matrix's column is sorted where it lies (kernels.taken: as fast as a
+    copy's sort, #19).
+
+    >>> order, starts = ascending_groups(np.array([0.4, 0.1, 0.4])); order.tolist(), starts.tolist()
+    ([1, 0, 2], [0, 1])
+    """
+    order = stable_argsort(col)
+    if dtype is not None:
+        order = order.astype(dtype, copy=False)
+    return order, tie_starts_by(lambda a, b: kernels.taken(col, order[a:b]), len(order))
+
+
 def _sorted_groups(
     score: np.ndarray, descending: bool, ascending: tuple[np.ndarray, np.ndarray | None] | None = None
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -384,11 +399,7 @@ def _sorted_groups(
     argsort serves ROC-AUC, average precision and the intervals of both, #19); the descending order
     is its reverse, whose groups follow from the ascending ones (no second pass over the scores).
     """
-    if ascending is None:
-        order = stable_argsort(score)
-        starts = tie_starts_by(lambda a, b: kernels.taken(score, order[a:b]), len(order))
-    else:
-        order, starts = ascending
+    order, starts = ascending_groups(score) if ascending is None else ascending
     if descending:
         order = np.ascontiguousarray(order[::-1])
         starts = reversed_starts(starts, len(order))
@@ -526,11 +537,7 @@ def _ascending(
         if j not in sorts:
             given, ties = getattr(sorts, "given", {}).pop(j, None), getattr(sorts, "ties", {})
             found = (given, ties.pop(j)) if given is not None and j in ties else _checked_order(given, col)
-            if found is None:
-                # a matrix's column sorted where it lies (kernels.taken: as fast as a copy's sort, #19)
-                order = stable_argsort(col)
-                found = order, tie_starts_by(lambda a, b: kernels.taken(col, order[a:b]), len(order))
-            sorts[j] = found
+            sorts[j] = found if found is not None else ascending_groups(col)
         return sorts[j]
 
 
