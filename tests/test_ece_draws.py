@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from labledger.calibrate import ece_draws
 from labledger.metrics import prepare
 from labledger.metrics import resample as rs
+from labledger.metrics.kernels import whole
 
 
 def _preps(rng: np.random.Generator, n: int, k: int, strategies: list[str], n_bins: int = 10, digits: int = 8):
@@ -44,7 +45,7 @@ def _features(preps, per_bin: int) -> np.ndarray:
             cols.append(np.eye(m)[unit])
         else:
             m, unit = nb, cells
-        cols.append(np.eye(m)[unit] * (correct - conf)[:, None])
+        cols.append(np.eye(m)[unit] * (correct - whole(conf))[:, None])
     return np.hstack(cols)
 
 
@@ -70,7 +71,7 @@ def test_moments_equal_the_feature_matrix(seed, n, k, mix, digits):
 def test_equal_variants_get_equal_draws_and_a_unit_of_one_item_is_its_point(seed, strategy):
     rng = np.random.default_rng(seed)
     a, b = _preps(rng, 2000, 2, [strategy])
-    twin = prepare("ece", gold=a.binned[1].astype(int), score=a.binned[2], n_bins=10, strategy=strategy)
+    twin = prepare("ece", gold=a.binned[1].astype(int), score=whole(a.binned[2]), n_bins=10, strategy=strategy)
     da, db, dt = ece_draws.joint_ece_draws([a, b, twin], 50, np.random.default_rng(seed))
     assert np.array_equal(da, dt) and not np.array_equal(da, db)
     assert ece_draws._same(a, twin) and not ece_draws._same(a, b)

@@ -56,7 +56,7 @@ def _old_resample_binned(
     n_cat = len(uniq)
     inv = inv.reshape(-1)
     k = len(preps)
-    confs = [p.binned[2] for p in preps if p.binned is not None]
+    confs = [kernels.whole(p.binned[2]) for p in preps if p.binned is not None]
     cnt = counts.astype(np.float64)
     means = np.stack([np.bincount(inv, weights=c, minlength=n_cat) / cnt for c in confs], axis=1)
     cov = np.empty((n_cat, k, k))

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from labledger.metrics.kernels import whole
 from labledger.metrics.prepared import Prepared, WeightsPrepared
 from labledger.metrics.resample import quantile_ece_from_chunks
 
@@ -82,7 +83,7 @@ def _features(preps: Sequence[WeightsPrepared], per_bin: int) -> list[tuple[np.n
             unit = cells * m // max(len(cells), 1)
         else:
             m, unit = n_bins, cells
-        out.append((unit.astype(np.int64), m, correct - conf, quantile))
+        out.append((unit.astype(np.int64), m, correct - whole(conf), quantile))
     return out
 
 
@@ -198,7 +199,7 @@ def _same(p: WeightsPrepared, q: WeightsPrepared) -> bool:
     """Whether two ECEs have the same parameters and bin the same items alike (same draws)."""
     if p.params != q.params or p.binned is None or q.binned is None:
         return False
-    return all(np.array_equal(a, b) for a, b in zip(p.binned, q.binned))
+    return all(np.array_equal(whole(a), whole(b)) for a, b in zip(p.binned, q.binned))
 
 
 __all__ = ["METHOD", "applies", "joint_ece_draws", "moments"]

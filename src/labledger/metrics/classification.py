@@ -33,6 +33,7 @@ from labledger.metrics import kernels
 from labledger.metrics._inputs import check_pos_label, encode, numbers, prob_matrix, same_length, score_inputs
 from labledger.metrics.entry import Metric
 from labledger.metrics.kernels import (
+    BlockColumn,
     SmallCounts,
     by_blocks,
     cell_sums,
@@ -40,6 +41,7 @@ from labledger.metrics.kernels import (
     release_pages,
     spans,
     stable_argsort,
+    whole,
 )
 from labledger.metrics.prepared import (
     BlockMean,
@@ -844,9 +846,13 @@ def _ovr_infl(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSo
     return fn
 
 
-def _ece_point(
-    binned: tuple[np.ndarray, np.ndarray, np.ndarray] | None, n_bins: int, strategy: str
-) -> Callable[[], float] | None:
+#: ECE's cells (:func:`_ece_binned`): each item's bin (or rank), whether it is correct, and its
+#: confidence (equal-width bins: a :class:`~labledger.metrics.kernels.BlockColumn`, made a block at
+#: a time wherever it is read).
+Binned = tuple[np.ndarray, np.ndarray, np.ndarray | BlockColumn]
+
+
+def _ece_point(binned: Binned | None, n_bins: int, strategy: str) -> Callable[[], float] | None:
     """The unweighted equal-width ECE from its bin cells (no sort); None for equal-mass bins."""
     if binned is None or strategy != "uniform":
         return None
@@ -861,13 +867,14 @@ def _ece_point(
     return fn
 
 
-def _ece_binned(
-    conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """ECE as cells: (bin of each item, correct, confidence) for equal-width bins; for equal-mass bins
-    the item's rank in the stable confidence order (the resampler cuts the ranks into chunks).
-    ``correct`` is kept as the flags it is (as numbers, 0 and 1: an array of n floats less, #19)."""
+def _ece_binned(conf: np.ndarray | BlockColumn, correct: np.ndarray, n_bins: int, strategy: str) -> Binned | None:
+    """ECE as cells: (bin of each item, correct, confidence) for equal-width bins, ``conf`` kept as it
+    is given (a :class:`~labledger.metrics.kernels.BlockColumn`: the bins and every later reader
+    take it a block at a time); for equal-mass bins the item's rank in the stable confidence order
+    (the resampler cuts the ranks into chunks), and the confidences as one array. ``correct`` is
+    kept as the flags it is (as numbers, 0 and 1: an array of n floats less, #19)."""
     if strategy != "uniform":
+        conf = whole(conf)
         rank = np.empty(len(conf), dtype=np.int64)
         rank[stable_argsort(conf)] = np.arange(len(conf))
         return rank, correct, conf
@@ -878,16 +885,18 @@ def _ece_binned(
 
 
 def _ece_w(
-    conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str, rank: np.ndarray | None = None
+    given: np.ndarray | BlockColumn, correct: np.ndarray, n_bins: int, strategy: str, rank: np.ndarray | None = None
 ) -> WeightsFunction:
     """``rank``: each item's rank in the stable confidence order, when the caller has it (equal-mass
-    bins: the order is its inverse permutation, not a second sort; #19)."""
-    n = len(conf)
+    bins: the order is its inverse permutation, not a second sort; #19). ``given``: the confidences,
+    made whole where they are first needed."""
+    n = len(given)
     if strategy == "uniform":
         cache: dict[str, np.ndarray] = {}
 
         def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
             if not cache:  # sorted on first use: the point value and the bin-cell bootstrap never need it
+                conf = whole(given)
                 bins = np.minimum((conf * n_bins).astype(np.int64), n_bins - 1)
                 cache["order"] = np.argsort(bins, kind="stable")
                 b_sorted = bins[cache["order"]]
@@ -902,6 +911,7 @@ def _ece_w(
             return _div(np.abs(gap).sum(axis=1), tot.sum(axis=1), math.nan)
 
         return fn
+    conf = whole(given)
     if rank is None:
         order = stable_argsort(conf)
     else:
@@ -933,7 +943,7 @@ def _weights_of(name: str, params: dict[str, Any], n: int) -> Callable[..., Weig
         from_weights: WeightsFunction,
         point: Callable[[], float] | None = None,
         influence: Callable[[bool], np.ndarray] | None = None,
-        binned: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        binned: Binned | None = None,
     ) -> WeightsPrepared:
         return WeightsPrepared(
             metric=name,
@@ -1020,15 +1030,9 @@ def _mean_of_blocks(name: str, params: dict[str, Any], n: int, block: Callable[[
     return _mean(name, params, by_blocks(n, block))
 
 
-def _flagged_prob(is_pos: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """Each item's probability of the label its flag picks (``score`` = P(positive) where flagged,
-    else ``1.0 - score``): ``np.where(is_pos, score, 1.0 - score)``, a block at a time: the same
-    values in one array of n, without the whole ``1.0 - score`` beside it (#19)."""
-    return by_blocks(len(score), functools.partial(_flagged_block, is_pos, score))
-
-
 def _flagged_block(is_pos: np.ndarray, score: np.ndarray, a: int, b: int) -> np.ndarray:
-    """:func:`_flagged_prob` of the items ``[a, b)``."""
+    """Each of the items ``[a, b)``'s probability of the label its flag picks (``score`` = P(positive)
+    where flagged, else ``1.0 - score``): ``np.where(is_pos, score, 1.0 - score)[a:b]``."""
     out: np.ndarray = np.where(is_pos[a:b], score[a:b], 1.0 - score[a:b])
     return out
 
@@ -1093,7 +1097,8 @@ def score_prepared(
     if name == "ece":
         if pred_pos is None:
             pred_pos = score >= 0.5
-        conf = _flagged_prob(pred_pos, score)  # the predicted label's probability
+        # the predicted label's probability, a block at a time wherever it is read (#19)
+        conf = BlockColumn(n, functools.partial(_flagged_block, pred_pos, score))
         correct = pred_pos == is_pos
         binned = _ece_binned(conf, correct, params["n_bins"], params["strategy"])
         rank = None if binned is None or params["strategy"] == "uniform" else binned[0]  # (one sort)
@@ -1154,30 +1159,37 @@ def prob_prepared(
             _ovr_point(name, gold, range(k), ovr),
             _ovr_infl(name, gold, range(k), ovr),
         )
-    if name == "log_loss":
-        # (kept whole: a row's pick costs ~3x a binary formula's, and a 3-class task's peak is elsewhere)
-        return _mean(name, params, by_blocks(n, lambda a, b: _neg_log_clipped(_picked(probs, gold, a, b))))
+    if name == "log_loss":  # (a block at a time, as a binary task's: no array of n, #19)
+        return _mean_of_blocks(name, params, n, lambda a, b: _neg_log_clipped(_picked(probs, gold, a, b)))
     if name == "brier":
-        if k == 2:  # the row sum of two squares, column by column: no (n, 2) temporaries (#19)
-            return _mean(name, params, _brier_two(probs[:, 0], probs[:, 1], gold))
 
-        def rows(a: int, b: int) -> np.ndarray:
-            # ((probs - onehot) ** 2).sum(axis=1) of a block of rows: p - 0.0 is p and the gold
-            # column's p - 1.0 the same float, squared in place: the same values without three
-            # (n, K) temporaries (10M 3-class rows: 0.7 GiB, #19)
-            d = np.array(probs[a:b], dtype=np.float64)
-            d[np.arange(b - a), gold[a:b]] -= 1.0
-            np.square(d, out=d)
-            return np.asarray(d.sum(axis=1))
+        def sums(a: int, b: int) -> np.ndarray:
+            # ((probs - onehot) ** 2).sum(axis=1) of a block of rows (p - False is p and the gold
+            # column's p - True is p - 1.0, squared in place): no (n, K) temporaries (10M 3-class
+            # rows: 0.7 GiB, #19). Under 8 labels a column at a time, ~3x faster than a block's copy
+            # and the same floats (numpy sums a row of fewer than 8 values left to right); from 8,
+            # numpy's pairwise row sums of the block's copy
+            g = gold[a:b]
+            if k >= 8:
+                d = np.array(probs[a:b], dtype=np.float64)
+                d[np.arange(b - a), g] -= 1.0
+                np.square(d, out=d)
+                return np.asarray(d.sum(axis=1))
+            v: np.ndarray = probs[a:b, 0] - (g == 0)
+            v *= v
+            for j in range(1, k):
+                d = probs[a:b, j] - (g == j)
+                d *= d
+                v += d
+            if k < 3:  # (two labels: the same floats as _brier_two)
+                v *= 0.5
+            return v
 
-        v = by_blocks(n, rows)
-        if k < 3:
-            v *= 0.5
-        return _mean(name, params, v)
+        return _mean_of_blocks(name, params, n, sums)
     if name == "ece":
         if pred is None:
             pred = probs.argmax(axis=1)
-        conf = by_blocks(n, functools.partial(_picked, probs, pred))
+        conf = BlockColumn(n, functools.partial(_picked, probs, pred))  # (as in score_prepared)
         binned = _ece_binned(conf, pred == gold, params["n_bins"], params["strategy"])
         rank = None if binned is None or params["strategy"] == "uniform" else binned[0]  # (one sort)
         return weights(

@@ -260,6 +260,37 @@ def by_blocks(n: int, fill: Callable[[int, int], np.ndarray], dtype: Any = np.fl
     return out
 
 
+class BlockColumn:
+    """A column of ``n`` values that is never held whole: ``col[a:b]`` makes the values of items
+    ``[a, b)`` (``fill(a, b)``, a new array, elementwise: the same values whatever the blocks), for
+    readers that go a block at a time; :func:`whole` makes all ``n`` for a reader that needs them
+    at once. ECE's confidences are one (10M rows: 76 MiB never made on the binned path, #19).
+
+    >>> x = np.arange(4.0); col = BlockColumn(4, lambda a, b: 1.0 - x[a:b])
+    >>> len(col), col[1:3].tolist(), whole(col).tolist()
+    (4, [0.0, -1.0], [1.0, 0.0, -1.0, -2.0])
+    """
+
+    def __init__(self, n: int, fill: Callable[[int, int], np.ndarray]) -> None:
+        self._n, self._fill = n, fill
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, span: slice) -> np.ndarray:
+        a, b, step = span.indices(self._n)
+        if step != 1:
+            raise ValueError("a BlockColumn is read by contiguous spans")
+        return self._fill(a, max(a, b))
+
+
+def whole(col: np.ndarray | BlockColumn) -> np.ndarray:
+    """``col`` as an array of all its values (a :class:`BlockColumn`'s made by :func:`by_blocks`)."""
+    if isinstance(col, BlockColumn):
+        return by_blocks(len(col), col._fill)
+    return col
+
+
 def exact_sum(x: np.ndarray) -> float:
     """``math.fsum(x)`` of a 1-D float64 array, the same float, in a few vector passes.
 
@@ -482,6 +513,7 @@ def _one_thread_worker() -> None:
 
 
 __all__ = [
+    "BlockColumn",
     "SmallCounts",
     "by_blocks",
     "cell_sums",
@@ -496,4 +528,5 @@ __all__ = [
     "release_pages",
     "spans",
     "stable_argsort",
+    "whole",
 ]

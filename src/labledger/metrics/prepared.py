@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from labledger.errors import MetricInputError
-from labledger.metrics.kernels import by_blocks, exact_sum, exact_sum_of
+from labledger.metrics.kernels import BlockColumn, by_blocks, exact_sum, exact_sum_of
 
 #: A (B, n_cells) batch of count tables -> (B,) or (B, columns) values.
 TableFunction: TypeAlias = Callable[[np.ndarray], np.ndarray]
@@ -250,8 +250,9 @@ class WeightsPrepared(_Bound):
     #: argument says whether clusters will be summed.
     influence: Callable[[bool], np.ndarray] | None = None
     #: A binned metric's count-table form (ECE, equal-width bins): (bin of each item, correct 0/1,
-    #: confidence); the bootstrap then draws bin cells instead of items (:mod:`labledger.metrics.resample`).
-    binned: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    #: confidence, which may be a :class:`~labledger.metrics.kernels.BlockColumn`); the bootstrap then
+    #: draws bin cells instead of items (:mod:`labledger.metrics.resample`).
+    binned: tuple[np.ndarray, np.ndarray, np.ndarray | BlockColumn] | None = None
     strategy: Literal["weights"] = field(default="weights", init=False)
 
     def weighted(self, weights: npt.ArrayLike) -> np.ndarray:

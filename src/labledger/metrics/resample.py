@@ -31,7 +31,7 @@ import numpy as np
 
 from labledger.errors import MetricInputError
 from labledger.machine import cores
-from labledger.metrics.kernels import by_blocks, cell_sums, element_spans, pool_initializer
+from labledger.metrics.kernels import BlockColumn, by_blocks, cell_sums, element_spans, pool_initializer
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
 from labledger.metrics.stats import percentile_p_value, quantiles
 
@@ -452,7 +452,7 @@ def _codes_by_blocks(
     return uniq, by_blocks(n, lambda a, b: lookup[code_of(a, b)], lookup.dtype), all_counts[uniq]
 
 
-def _part(values: np.ndarray) -> Callable[[int, int], np.ndarray]:
+def _part(values: np.ndarray | BlockColumn) -> Callable[[int, int], np.ndarray]:
     """``values[a:b]`` as a function of the block ``[a, b)`` (:func:`~labledger.metrics.kernels.cell_sums`)."""
     return lambda a, b: values[a:b]
 
