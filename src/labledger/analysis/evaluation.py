@@ -43,6 +43,7 @@ from labledger.inputs.results import (
     given_ties,
     load,
 )
+from labledger.machine import trim_heap
 from labledger.metrics.analytic import normal_draws
 from labledger.metrics.classification import SortCache, binary_prepared, label_prepared, prob_prepared, resolve_average
 from labledger.metrics.kernels import element_spans, one_blas_thread, pool_initializer
@@ -457,6 +458,14 @@ def thread_order(names: Sequence[str]) -> list[int]:
     return [i for i in by_cost if i not in later] + sharing[1:]
 
 
+#: From this many items, the C allocator's freed heap pages are handed back after each metric
+#: (:func:`labledger.machine.trim_heap`): a command keeps up to 128 MiB of them for its next arrays
+#: (:func:`labledger.cli.base.process_settings`), and a metric's peak then came on top of the last
+#: one's leftovers (10M 3-class rows: the evaluation's peak 0.83-0.84 GiB, against 0.87-0.90, and no
+#: slower, #19).
+TRIM_FROM = 1 << 20
+
+
 def _compute(
     td: TaskData,
     specs: list[MetricSpec],
@@ -487,9 +496,23 @@ def _compute(
 
     def one(job: tuple[Metric, dict[str, Any], str]) -> tuple[str, Any, np.ndarray | None]:
         metric, params, key = job
-        return _compute_one(
-            td, metric, params, key, cache, ci=ci, resamples=resamples, seed=seed, where=where, keep=keep, budget=budget
-        )
+        try:
+            return _compute_one(
+                td,
+                metric,
+                params,
+                key,
+                cache,
+                ci=ci,
+                resamples=resamples,
+                seed=seed,
+                where=where,
+                keep=keep,
+                budget=budget,
+            )
+        finally:
+            if td.n >= TRIM_FROM:
+                trim_heap()
 
     if PARALLEL_FROM <= td.n <= PARALLEL_UPTO and THREADS > 1 and len(jobs) > 1:
         from concurrent.futures import ThreadPoolExecutor
