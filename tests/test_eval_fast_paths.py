@@ -5,6 +5,7 @@ cells shared by a task's metrics."""
 from __future__ import annotations
 
 import io
+import itertools
 import threading
 
 import numpy as np
@@ -743,3 +744,103 @@ def test_chunks_encoded_with_dictionaries_of_their_own_are_unified(monkeypatch):
     monkeypatch.setattr(pc, "dictionary_encode", lambda column: pa.chunked_array(chunks))
     codes, values = arrow._encoded(pa.chunked_array([["b", "a"], ["c", "c", "a"]]))
     assert [values[c] for c in codes] == ["b", "a", "c", "c", "a"]
+
+
+@FAST
+@given(ids_strategy, st.lists(st.integers(0, 40), max_size=4), st.integers(0, 3))
+def test_packed_strings_and_their_check_give_back_the_ids_and_the_verdict_of_surely_distinct(values, cuts, start):
+    """A one-task file's ids are packed chunk by chunk as they are hashed (#19): the packed strings
+    are the ids again, in order, and the verdict is surely_distinct's of them all, whatever the
+    chunks (an id hashes alike in a chunk of short ids and in one of long ids)."""
+    from labledger.inputs.arrow_buffers import PackedStrings
+
+    whole = pa.array(["pad"] * start + values, pa.string()).slice(start)  # (offsets not at 0)
+    bounds = sorted({0, len(values), *(min(c, len(values)) for c in cuts)})
+    chunks = [whole.slice(a, b - a) for a, b in itertools.pairwise(bounds)]
+    packed, distinct = arrow._packed_checked(list(chunks))
+    assert packed.n == len(values) and packed.arrow().to_pylist() == values
+    assert distinct == surely_distinct(whole)
+    again = PackedStrings()
+    for chunk in chunks:
+        again.add(chunk)
+    assert again.arrow().equals(packed.arrow())
+
+
+def test_a_repeated_id_in_chunks_of_other_widths_is_found_and_nulls_are_not_packed():
+    packed, distinct = arrow._packed_checked([pa.array(["a", "bbbbbbbbbbbb"]), pa.array(["a"])])
+    assert not distinct and packed.arrow().to_pylist() == ["a", "bbbbbbbbbbbb", "a"]
+    assert arrow._packed_checked([pa.array(["a", "b"]), pa.array(["c"])])[1]
+    from labledger.inputs.arrow_buffers import PackedStrings
+
+    with pytest.raises(ValueError):
+        PackedStrings().add(pa.array(["a", None]))
+
+
+@pytest.mark.parametrize("ids", ["distinct", "repeated by sample", "a duplicate"])
+def test_a_large_one_task_files_ids_are_kept_packed_and_read_as_the_row_reader_reads_them(tmp_path, monkeypatch, ids):
+    """From PACK_IDS_FROM rows a one-task file's ids are packed as they are checked, beside the
+    task's read (#19): the ids, the repeat values and a duplicate's error are the row reader's, the
+    ids are made from their packed form each time they are asked for as Arrow (not kept), and no
+    reading thread is left."""
+    from labledger.inputs.results import deferred_ids
+
+    monkeypatch.setattr(arrow, "PACK_IDS_FROM", 10)
+    monkeypatch.setattr(arrow, "BLOCK_BYTES", 1 << 10)  # many parse blocks: many chunks of ids
+    rng = np.random.default_rng(31)
+    rows = [
+        {"id": f"item-{k}-\xe9", "task": "t", "gold": "yes" if g else "no", "score": float(s)}
+        for k, (g, s) in enumerate(zip(rng.random(400) < 0.4, np.round(rng.random(400), 2)))
+    ]
+    if ids == "repeated by sample":
+        rows = [{**r, "id": f"item-{k // 2}", "sample": k % 2} for k, r in enumerate(rows)]
+    if ids == "a duplicate":
+        rows[377]["id"] = rows[12]["id"]
+    _write(tmp_path / "r.jsonl", rows)
+    fast = arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, "yes", repeats=True)
+    assert not [t for t in threading.enumerate() if t.name.startswith("labledger-read")]
+    if ids == "a duplicate":
+        assert fast is None
+        with pytest.raises(RecordError, match=r"r\.jsonl:378"):
+            read_results(tmp_path / "r.jsonl", positive="yes", cache=False, repeats=True)
+        return
+    slow = read_results(tmp_path / "r.jsonl", positive="yes", engine="rows", cache=False, repeats=True)
+    assert fast is not None and fast.repeat_field == slow.repeat_field
+    td = fast["t"]
+    first, second = deferred_ids(td), deferred_ids(td)
+    assert first.to_pylist() == second.to_pylist() == slow["t"].ids.tolist() and first is not second
+    assert td._deferred["ids"]._arrow is None  # packed, not kept whole
+    assert td.ids.tolist() == slow["t"].ids.tolist()
+    if ids == "repeated by sample":
+        assert td.repeat.tolist() == slow["t"].repeat.tolist()
+
+
+@pytest.mark.parametrize("spread", ["a later block holds over 127 values", "the blocks together hold over 127"])
+def test_task_and_gold_past_the_8_bit_codes_of_a_block_are_read_as_the_row_reader_reads_them(
+    tmp_path, monkeypatch, spread
+):
+    """``task`` and ``gold`` are coded with 8-bit codes as each block is parsed (#19); a block with
+    more than 127 values leaves the column as strings, and blocks whose values together pass 127
+    are coded again as strings: either way the tasks, labels and codes are the row reader's."""
+    monkeypatch.setattr(arrow, "BLOCK_BYTES", 1 << 14)  # blocks of ~170 rows
+    rng = np.random.default_rng(41)
+    if spread == "a later block holds over 127 values":
+        tasks = [0] * 400 + [k % 150 for k in range(600)]  # 150 tasks (300 labels) in each later block
+    else:
+        tasks = [30 * (k // 400) + k % 30 for k in range(2000)]  # 30 tasks at a time, 150 in all
+    rows = [
+        {"id": f"i{k}", "task": f"t{t}", "gold": f"{'y' if g else 'n'}{t}", "positive": f"y{t}", "score": float(s)}
+        for k, (t, g, s) in enumerate(zip(tasks, rng.random(len(tasks)) < 0.4, np.round(rng.random(len(tasks)), 2)))
+    ]
+    _write(tmp_path / "r.jsonl", rows)
+    with open(tmp_path / "r.jsonl", "rb") as f:
+        table = arrow._parse(f, len(rows))
+    coded = pa.types.is_dictionary(table.column("task").type)
+    assert coded == (spread == "the blocks together hold over 127")  # (the path this case is for)
+    fast = arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, None)
+    slow = read_results(tmp_path / "r.jsonl", engine="rows", cache=False)
+    assert fast is not None and list(fast.tasks) == list(slow.tasks) and len(fast.tasks) == 150
+    for task, td in fast.tasks.items():
+        assert td.labels == slow[task].labels and td.positive == slow[task].positive
+        assert np.array_equal(td.gold_index, slow[task].gold_index)
+        assert np.array_equal(td.score, slow[task].score)
+        assert td.lines.tolist() == slow[task].lines.tolist()

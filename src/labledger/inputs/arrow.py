@@ -22,7 +22,7 @@ import pyarrow as pa
 import xxhash
 
 from labledger.errors import RecordError
-from labledger.inputs.arrow_buffers import arrow_numpy, hand_back, numpy_arrow, one_array
+from labledger.inputs.arrow_buffers import PackedStrings, arrow_numpy, hand_back, numpy_arrow, one_array
 from labledger.inputs.columnar import (
     file_identity,
     hashed_key,
@@ -65,12 +65,17 @@ def _is_num(t: pa.DataType) -> bool:
     return bool(pa.types.is_int64(t) or pa.types.is_float64(t))
 
 
+def _strings(t: pa.DataType) -> bool:
+    """Whether a column of type ``t`` holds strings: plain, or coded as they were parsed (:func:`_coded`)."""
+    return bool(pa.types.is_string(t) or (pa.types.is_dictionary(t) and pa.types.is_string(t.value_type)))
+
+
 def _labels(arr: pa.Array) -> pa.Array:
     """Gold values as label strings (the same rule as the row checker's)."""
     import pyarrow.compute as pc
 
     t = arr.type
-    if pa.types.is_string(t):
+    if _strings(t):
         return arr
     if pa.types.is_int64(t):
         return pc.cast(arr, pa.string())
@@ -109,25 +114,54 @@ def _missing(chunks: list[pa.Array] | None, n: int) -> int:
 
 def _encoded(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
     """``pc.dictionary_encode(column)`` as numpy codes (one array; a view for a column of one
-    chunk) and the dictionary's values. A chunked column is encoded as it lies, never combined into
-    one array first (10M rows' task and gold strings: 0.14 GiB copied, #19); its chunks' codes index
-    one dictionary (unified where pyarrow gave them several).
+    chunk) and the values that occur, each once. A chunked column is encoded as it lies, never
+    combined into one array first (10M rows' task and gold strings: 0.14 GiB copied, #19); its
+    chunks' codes index one dictionary (unified where pyarrow gave them several). A column coded as
+    it was parsed (:func:`_coded`) keeps its codes, whose dictionaries may hold values of rows that
+    are not its own (another task's): those are left out.
 
     >>> codes, values = _encoded(pa.chunked_array([["b", "a"], ["a", "c"]]))
     >>> [values[c] for c in codes]
     ['b', 'a', 'a', 'c']
+    >>> _encoded(pa.array(["x", "y", "z"]).dictionary_encode().take([2, 0]))[1]
+    ['x', 'z']
     """
     import pyarrow.compute as pc
 
     enc = pc.dictionary_encode(column)
-    if not isinstance(enc, pa.ChunkedArray):
-        return arrow_numpy(enc.indices, copy=False), enc.dictionary.to_pylist()
-    if not enc.num_chunks:
-        return np.zeros(0, np.int32), []
-    if any(not c.dictionary.equals(enc.chunk(0).dictionary) for c in enc.chunks[1:]):
-        enc = enc.unify_dictionaries()
-    indices = pa.chunked_array([c.indices for c in enc.chunks], enc.type.index_type)
-    return arrow_numpy(indices, copy=False), enc.chunk(0).dictionary.to_pylist()
+    if isinstance(enc, pa.ChunkedArray):
+        if not enc.num_chunks:
+            return np.zeros(0, np.int32), []
+        if any(not c.dictionary.equals(enc.chunk(0).dictionary) for c in enc.chunks[1:]):
+            enc = _unified(enc)
+            if not pa.types.is_dictionary(enc.type):
+                return _encoded(enc)
+        indices = pa.chunked_array([c.indices for c in enc.chunks], enc.type.index_type)
+        codes, values = arrow_numpy(indices, copy=False), enc.chunk(0).dictionary.to_pylist()
+    else:
+        codes, values = arrow_numpy(enc.indices, copy=False), enc.dictionary.to_pylist()
+    if pa.types.is_dictionary(column.type) and len(values):  # (coded: only the values that occur)
+        used = np.bincount(codes, minlength=len(values)) > 0
+        if not used.all():
+            lut = (np.cumsum(used) - 1).astype(codes.dtype)
+            codes, values = lut[codes], [v for v, u in zip(values, used.tolist()) if u]
+    return codes, values
+
+
+def _unified(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A dictionary-encoded column with one dictionary for all its chunks, or, where their values
+    together pass its codes (:func:`_coded`'s 8 bits), its values again.
+
+    >>> c = pa.chunked_array([pa.array(["a"]).dictionary_encode(), pa.array(["b"]).dictionary_encode()])
+    >>> _unified(c).chunk(1).dictionary.to_pylist()
+    ['a', 'b']
+    """
+    import pyarrow.compute as pc
+
+    try:
+        return column.unify_dictionaries()
+    except pa.ArrowInvalid:
+        return pc.cast(column, column.type.value_type)
 
 
 def _missing_in(table: pa.Table, name: str, idx: pa.Array | None) -> int:
@@ -425,26 +459,81 @@ def _parse(f: BinaryIO, n_lines: int | None) -> pa.Table | None:
     again through ``/proc/self/fd`` where there is one: the same file that was scanned, even when
     another has been renamed over its name since.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     import pyarrow.json as pj
 
     if n_lines is None:
         return None
     fd = Path(f"/proc/self/fd/{f.fileno()}")
     source = str(fd) if fd.exists() else f.name
+    pool = pa.system_memory_pool()
     try:
         try:
-            reader = pj.open_json(source, read_options=pj.ReadOptions(block_size=BLOCK_BYTES))
-            batches, pages = [], _PagesBack()  # the parser's freed working pages, handed back as it goes
-            for batch in reader:
-                batches.append(batch)
-                pages.add(batch.nbytes)
-            table = pa.Table.from_batches(batches, reader.schema)
+            # the parse's arrays in the C allocator's pool, not in Arrow's default (mimalloc): mimalloc
+            # keeps a page freed by another thread for the thread that made it, and the parser's
+            # threads sit idle once the parse is done, so what the reader let go of (probabilities
+            # copied into a task's matrix, gold strings once coded) stayed resident to the end (10M
+            # 3-class rows: 0.2 GiB more under the matrix, #19); glibc's are handed back by hand_back
+            reader = pj.open_json(source, read_options=pj.ReadOptions(block_size=BLOCK_BYTES), memory_pool=pool)
+            pages = _PagesBack()  # the parser's freed pages, handed back as it goes
+            plain: set[str] = set()
+            # each block coded in a thread of its own as it comes (in this one, which takes the
+            # blocks from the parser, the parser waited for it: 10M binary rows, 0.7 s longer)
+            with ThreadPoolExecutor(1, thread_name_prefix="labledger-read") as coder:
+                coding = []
+                for batch in reader:
+                    pages.add(batch.nbytes)
+                    coding.append(coder.submit(_coded, batch, plain))
+                    del batch
+                batches = [done.result() for done in coding]
+                del coding
+            batches = _uncoded(batches, plain) if plain else batches
+            table = pa.Table.from_batches(batches) if batches else reader.schema.empty_table()
             del batches
         except pa.ArrowInvalid:  # the first block's schema does not hold for the whole file
-            table = pj.read_json(source)
+            table = pj.read_json(source, memory_pool=pool)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
     return table if table.num_rows == n_lines else None  # blank lines: line numbers would not match rows
+
+
+#: String columns coded as they are parsed, a block at a time (:func:`_coded`): a results file's
+#: task and gold, a few values on every row (10M binary rows: 134 MiB of strings, 19 MiB so, #19).
+_CODED = ("task", "gold")
+
+
+def _coded(batch: pa.RecordBatch, plain: set[str]) -> pa.RecordBatch:
+    """``batch`` with each string column of :data:`_CODED` not in ``plain`` dictionary-encoded with
+    8-bit codes (the parse's blocks are then let go of before the whole table is held); a column
+    with more than 127 values in one block is added to ``plain`` instead (:func:`_uncoded`)."""
+    import pyarrow.compute as pc
+
+    for name in _CODED:
+        i = batch.schema.get_field_index(name)
+        if i < 0 or name in plain or not pa.types.is_string(batch.schema.field(i).type):
+            continue
+        enc = pc.dictionary_encode(batch.column(i))
+        if len(enc.dictionary) > 127:
+            plain.add(name)
+            continue
+        batch = batch.set_column(i, name, pa.DictionaryArray.from_arrays(enc.indices.cast(pa.int8()), enc.dictionary))
+    return batch
+
+
+def _uncoded(batches: list[pa.RecordBatch], plain: set[str]) -> list[pa.RecordBatch]:
+    """The ``batches`` with their columns named in ``plain`` strings again where :func:`_coded` coded
+    them in earlier blocks: one type for each column of the table."""
+    import pyarrow.compute as pc
+
+    out = []
+    for batch in batches:
+        for name in plain:
+            i = batch.schema.get_field_index(name)
+            if i >= 0 and pa.types.is_dictionary(batch.schema.field(i).type):
+                batch = batch.set_column(i, name, pc.cast(batch.column(i), pa.string()))
+        out.append(batch)
+    return out
 
 
 def _result_set(handed: list[pa.Table], name: str, tolerance: float, positive: Any, repeats: bool) -> ResultSet | None:
@@ -484,7 +573,7 @@ def _longest_bytes(column: pa.ChunkedArray) -> int:
 
 
 #: Columns :func:`_combine` leaves in their parse blocks: each is read a block at a time.
-_CHUNKED = frozenset(("probs", "task", "gold"))
+_CHUNKED = frozenset(("probs", "task", "gold", "id"))
 
 
 def _combine(handed: list[pa.Table]) -> None:
@@ -493,7 +582,8 @@ def _combine(handed: list[pa.Table]) -> None:
     not the table twice (#19). (A caller's reference would keep every chunk to the end: 10M 3-class
     rows, ~0.4 GiB.) The columns of :data:`_CHUNKED` stay in their chunks: ``probs`` is copied into
     the task's matrix (and let go of) as it is read (:func:`_classification`), ``task`` and
-    ``gold`` are encoded as they lie (:func:`_encoded`)."""
+    ``gold`` are encoded as they lie (:func:`_encoded`), a one-task file's ``id`` chunks are packed
+    as they are checked (:func:`_packed_checked`)."""
     table = handed.pop()
     names = table.column_names
     done: list[pa.Array | pa.ChunkedArray] = []
@@ -537,10 +627,10 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 def surely_distinct(ids: pa.Array, *, chunk: int = HASH_CHUNK) -> bool:
     """True when no two strings of ``ids`` are equal, found from a 64-bit hash of each string's
-    bytes and length formed in numpy over the Arrow buffers, then one sort (~0.1 s at 1M against
-    ~0.35 s for ``pc.dictionary_encode``, #19). False means "maybe not": two equal hashes (a
-    repeated id, or rarely a collision), ids over :data:`HASH_ID_BYTES` bytes, or another layout;
-    the caller then decides exactly. ``chunk``: ids hashed per pass.
+    bytes and length formed in numpy over the Arrow buffers (:func:`_hashed`), then one sort (~0.1 s
+    at 1M against ~0.35 s for ``pc.dictionary_encode``, #19). False means "maybe not": two equal
+    hashes (a repeated id, or rarely a collision), ids over :data:`HASH_ID_BYTES` bytes, or another
+    layout; the caller then decides exactly. ``chunk``: ids hashed per pass.
 
     >>> import pyarrow as pa
     >>> surely_distinct(pa.array(["a", "b", "a\\x00"])), surely_distinct(pa.array(["x", "y", "x"]))
@@ -548,17 +638,33 @@ def surely_distinct(ids: pa.Array, *, chunk: int = HASH_CHUNK) -> bool:
     """
     if not pa.types.is_string(ids.type) or ids.null_count or len(ids) < 2:
         return len(ids) < 2
+    h = np.empty(len(ids), dtype=np.uint64)
+    return _hashed(ids, h, _longest_bytes(pa.chunked_array([ids])), chunk=chunk) and _no_repeats(h)
+
+
+def _no_repeats(h: np.ndarray) -> bool:
+    """Whether no two of the hashes ``h`` are equal (sorts ``h`` in place)."""
+    h.sort()
+    return not bool((h[1:] == h[:-1]).any())
+
+
+def _hashed(ids: pa.Array, out: np.ndarray, width: int, *, chunk: int = HASH_CHUNK) -> bool:
+    """Write the 64-bit hash of each string of ``ids`` (strings without nulls) into ``out``, one per
+    id; ``width``: the most bytes of any id hashed with them (the same for every chunk of a column,
+    so that equal ids hash alike in any chunk: :func:`_longest_bytes` of the column). False (``out``
+    unspecified) when they are not hashed here: ``width`` over :data:`HASH_ID_BYTES` or 0 (every id
+    empty)."""
     n = len(ids)
+    if width > HASH_ID_BYTES or width == 0:
+        return False
+    if n == 0:
+        return True
     _, off_buf, data_buf = ids.buffers()
     offsets = np.frombuffer(off_buf, dtype=np.int32)[ids.offset : ids.offset + n + 1]
     step = max(1, chunk)
     passes = [(a, min(a + step, n)) for a in range(0, n, step)]
-    # the lengths a pass at a time: never an array of n of them (10M ids: 38 MiB, #19)
-    width = max(int(np.diff(offsets[a : b + 1]).max()) for a, b in passes)
-    if width > HASH_ID_BYTES or width == 0 or data_buf is None:
-        return False
-    raw = np.frombuffer(data_buf, dtype=np.uint8)
-    h = np.empty(n, dtype=np.uint64)
+    # (a chunk of only empty ids has no characters' buffer)
+    raw = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     for a, b in passes:
         lo, hi = int(offsets[a]), int(offsets[b])
         # this pass's ids' bytes, padded so that every 8-byte read below stays in bounds (a copy of
@@ -568,7 +674,7 @@ def surely_distinct(ids: pa.Array, *, chunk: int = HASH_CHUNK) -> bool:
         # row o of this (no-copy) view is the 8 bytes from byte o: one gather reads a word of every id
         windows = np.lib.stride_tricks.as_strided(padded, shape=(len(padded) - 7, 8), strides=(1, 1))
         lens = np.diff(offsets[a : b + 1])
-        hc = h[a:b]
+        hc = out[a:b]
         hc[:] = lens
         hc += np.uint64(0x9E3779B97F4A7C15)
         _mix(hc)
@@ -578,20 +684,76 @@ def surely_distinct(ids: pa.Array, *, chunk: int = HASH_CHUNK) -> bool:
             word &= _KEEP[np.clip(lens - w, 0, 8)]  # only the id's own bytes
             hc ^= word
             _mix(hc)
-    h.sort()
-    return not bool((h[1:] == h[:-1]).any())
+    return True
 
 
-def _repeat_field(table: pa.Table, task_codes: np.ndarray | None, ids: pa.Array, repeats: bool) -> str | None:
+#: From this many rows, a one-task file's ids are kept packed (:class:`PackedStrings`), each chunk
+#: packed as its ids are hashed for their check and then let go of (:func:`_packed_checked`).
+PACK_IDS_FROM = 100_000
+
+
+def _packed_checked(chunks: list[pa.Array]) -> tuple[PackedStrings, bool]:
+    """The ids of ``chunks`` (string arrays without nulls, in row order; the list is emptied, each
+    chunk let go of once packed) packed, and whether they are surely distinct (:func:`surely_distinct`
+    of them all): each chunk is hashed, then packed, then let go of, so that the ids are never
+    whole beside their hashes (10M ids: 113 MiB as Arrow, ~25 MiB packed, #19).
+
+    >>> packed, distinct = _packed_checked([pa.array(["a", "b"]), pa.array(["c", "a"])])
+    >>> packed.arrow().to_pylist(), distinct
+    (['a', 'b', 'c', 'a'], False)
+    """
+    n = sum(len(c) for c in chunks)
+    width = _longest_bytes(pa.chunked_array(chunks, pa.string()))
+    h = np.empty(n, dtype=np.uint64)
+    hashed, row, packed, pages = n >= 2, 0, PackedStrings(), _PagesBack()
+    while chunks:
+        chunk = chunks.pop(0)
+        m, size = len(chunk), chunk.nbytes
+        hashed = hashed and _hashed(chunk, h[row : row + m], width)
+        packed.add(chunk)
+        row += m
+        del chunk
+        pages.add(size)  # (the parse's pages of the ids let go of, handed back as they go)
+    distinct = n < 2 or (hashed and _no_repeats(h))
+    return packed, distinct
+
+
+def _packing(chunks: list[pa.Array]) -> Callable[[], tuple[PackedStrings, bool]]:
+    """:func:`_packed_checked` of ``chunks`` started in a thread of its own where a core is free for
+    it (two cores or more, no other read in progress), else when asked for: the function returned
+    gives its result (and raises what it raised) once its thread has stopped. Its net memory only falls as it goes (each id's
+    hash is 8 bytes, its string ~11 and more), so it may start under the read's other work."""
+    if cores() < 2 or _READS[0] > 1:
+        return lambda: _packed_checked(chunks)
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="labledger-read")
+    found = pool.submit(_packed_checked, chunks)
+
+    def result() -> tuple[PackedStrings, bool]:
+        try:
+            return found.result()
+        finally:
+            pool.shutdown(wait=True)  # (its thread stopped before the read goes on)
+
+    return result
+
+
+def _repeat_field(
+    table: pa.Table, task_codes: np.ndarray | None, ids: pa.Array | PackedStrings, repeats: bool, distinct: bool = False
+) -> str | None:
     """The repeat field when some id repeats within a task (the row reader's rule, vectorised):
     ``None`` when ids are unique; raises ``_Fallback`` when they are not and no field explains them
     (the row reader then raises the duplicate id with its line). ``task_codes``: each row's task
-    (``None``: one task)."""
+    (``None``: one task). ``distinct``: the ids are known to be surely distinct already
+    (:func:`_packed_checked`); packed ids are made whole only when they may not be."""
     import pyarrow.compute as pc
 
     n = table.num_rows
-    if surely_distinct(ids):
+    if distinct or (isinstance(ids, pa.Array) and surely_distinct(ids)):
         return None  # every id distinct in the whole file
+    if isinstance(ids, PackedStrings):
+        ids = ids.arrow()
     enc = pc.dictionary_encode(ids)
     if len(enc.dictionary) == n:
         return None  # every id distinct in the whole file
@@ -672,13 +834,14 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
     if not {"id", "task", "gold"} <= cols or "scores" in cols:
         raise _Fallback
     task_col = table.column("task")
-    if not pa.types.is_string(task_col.type) or task_col.null_count:
+    if not _strings(task_col.type) or task_col.null_count:
         raise _Fallback
-    ids = table.column("id").chunk(0)
-    if pa.types.is_int64(ids.type):
-        ids = pc.cast(ids, pa.string())
-    if not pa.types.is_string(ids.type) or ids.null_count:
+    id_col = table.column("id")  # (in the parse's chunks: _combine)
+    if pa.types.is_int64(id_col.type):
+        id_col = pc.cast(id_col, pa.string())
+    if not pa.types.is_string(id_col.type) or id_col.null_count:
         raise _Fallback
+    table = table.drop_columns(["id"])  # (id_col holds them alone)
     codes, names = _encoded(task_col)
     if any(not t for t in names):
         raise _Fallback
@@ -694,16 +857,43 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
         table = table.drop_columns(["probs"]) if probs is not None else table
         golds = [table.column("gold")]  # let go of once read into the task's codes
         table = table.drop_columns(["gold"])
-        td = _read_task(
-            table, task, None, None, ids, tolerance, _positive_of(positive, task), name, refusals, golds, probs=probs
-        )
+        id_chunks = list(id_col.chunks)  # (held by this list alone: emptied as they are packed)
+        del id_col
+        # from PACK_IDS_FROM rows the ids are packed as they are hashed for their check, beside the
+        # task's read (_binary is one thread: a core was idle, #19), and kept packed
+        packing = _packing(id_chunks) if table.num_rows >= PACK_IDS_FROM else None
+        try:
+            td = _read_task(
+                table,
+                task,
+                None,
+                None,
+                None,
+                tolerance,
+                _positive_of(positive, task),
+                name,
+                refusals,
+                golds,
+                probs=probs,
+            )
+        except BaseException:
+            if packing is not None:  # (its thread stopped before the read's error goes on)
+                with contextlib.suppress(Exception):
+                    packing()
+            raise
         del probs, golds
         hand_back()  # the parse's pages of the columns read, handed back
 
         # the ids' check beside the sorts of the columns the metrics sort (after the task is read:
         # the parse's columns are let go of before the sorts' temporaries are made, #19)
         def check() -> str | None:
-            return _repeat_field(table, None, ids, repeats)
+            if packing is None:
+                ids = one_array(pa.chunked_array(id_chunks, pa.string()))
+                defer_ids(td, ids)
+                return _repeat_field(table, None, ids, repeats)
+            packed, distinct = packing()
+            defer_ids(td, load=packed.arrow, keep=False)
+            return _repeat_field(table, None, packed, repeats, distinct)
 
         if refusals:  # the task is refused once the rows' checks pass: its columns are not sorted
             check()
@@ -715,6 +905,10 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
             set_given_sorts(td, {j: order for j, (order, _) in given.items()}, {j: t for j, (_, t) in given.items()})
         tasks[task] = td
         return ResultSet(tasks, source=name, repeat_field=repeat)
+    ids = one_array(id_col)
+    del id_col
+    gold = table.column("gold")
+    gold = _unified(gold) if pa.types.is_dictionary(gold.type) else gold  # (taken by task below)
     repeat = _repeat_field(table, codes, ids, repeats)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
@@ -726,12 +920,12 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
             task,
             idx_np,
             idx,
-            ids,
+            _take(ids, idx),
             tolerance,
             _positive_of(positive, task),
             name,
             refusals,
-            [_take(table.column("gold"), idx)],
+            [_take(gold, idx)],
             repeat,
             probs=_chunks(table, "probs", idx),
         )
@@ -746,7 +940,7 @@ def _read_task(
     task: str,
     idx_np: np.ndarray | None,
     idx: pa.Array | None,
-    ids_all: pa.Array,
+    ids: pa.Array | None,
     tol: float,
     positive: str | None,
     source: str,
@@ -763,10 +957,10 @@ def _read_task(
     ``golds``: a list of these rows' ``gold`` column alone, emptied where it is read (the caller's
     only reference: 10M rows' gold strings are let go of before the task's arrays are made). A
     task the rows refuse as a whole (a binary score without a positive label) adds the row reader's
-    error to ``refusals``."""
+    error to ``refusals``. ``ids``: these rows' ids, deferred (:func:`defer_ids`); ``None``: the
+    caller defers them."""
     n = table.num_rows if idx_np is None else len(idx_np)
-    ids = _take(ids_all, idx)
-    id_arr = np.empty(0, dtype=object)  # ids become an object array on first use (defer_ids below)
+    id_arr = np.empty(0, dtype=object)  # ids become an object array on first use (defer_ids)
     # every row in order: the first line only (what _binary's messages read) until defer_lines
     lines = np.ones(min(n, 1), dtype=np.int64) if idx_np is None else idx_np.astype(np.int64) + 1
     no_probs, no_score, no_pred = _missing(probs, n), _missing_in(table, "score", idx), _missing_in(table, "pred", idx)
@@ -798,7 +992,8 @@ def _read_task(
     _slices_group_extras(td, table, idx)
     if repeat is not None:
         _set_repeat(td, table, idx, repeat)
-    defer_ids(td, ids)
+    if ids is not None:
+        defer_ids(td, ids)
     return td
 
 

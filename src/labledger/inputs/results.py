@@ -150,15 +150,18 @@ class _Task:
 
 class DeferredIds:
     """A task's ids kept as an Arrow string array until first read (:func:`defer_ids`); the array
-    itself may come from ``load`` when first needed (a cache entry opens its Arrow part only then)."""
+    itself may come from ``load`` when first needed (a cache entry opens its Arrow part only then),
+    and with ``keep=False`` from ``load`` on each use, never held (ids kept packed, #19)."""
 
-    def __init__(self, arrow: Any = None, load: Callable[[], Any] | None = None):
-        self._arrow, self._load = arrow, load
+    def __init__(self, arrow: Any = None, load: Callable[[], Any] | None = None, keep: bool = True):
+        self._arrow, self._load, self._keep = arrow, load, keep
 
     @property
     def arrow(self) -> Any:
         """The Arrow string array of the ids."""
         if self._arrow is None and self._load is not None:
+            if not self._keep:
+                return self._load()
             self._arrow, self._load = self._load(), None
         return self._arrow
 
@@ -259,10 +262,11 @@ def _defer(td: _Task, name: str, make: Any) -> None:
     td.__dict__.setdefault("_deferred", {})[name] = make
 
 
-def defer_ids(td: _Task, arrow: Any = None, *, load: Callable[[], Any] | None = None) -> None:
+def defer_ids(td: _Task, arrow: Any = None, *, load: Callable[[], Any] | None = None, keep: bool = True) -> None:
     """Make ``td.ids`` the object array of the Arrow strings ``arrow`` (or of what ``load()`` gives,
-    called when they are first needed), built on first access (~0.15 s at 1M rows that an
-    evaluation mostly never needs, #19); :func:`deferred_ids` gives them back as Arrow.
+    called when they are first needed, and each time they are asked for again as Arrow with
+    ``keep=False``), built on first access (~0.15 s at 1M rows that an evaluation mostly never
+    needs, #19); :func:`deferred_ids` gives them back as Arrow.
 
     >>> import pyarrow as pa
     >>> td = results_from_rows([{"id": "a", "task": "t", "gold": 1.0, "pred": 2.0}])["t"]
@@ -271,7 +275,7 @@ def defer_ids(td: _Task, arrow: Any = None, *, load: Callable[[], Any] | None = 
     >>> defer_ids(td, load=lambda: pa.array(["y"])); deferred_ids(td).to_pylist(), td.ids.tolist()
     (['y'], ['y'])
     """
-    _defer(td, "ids", DeferredIds(arrow, load))
+    _defer(td, "ids", DeferredIds(arrow, load, keep))
 
 
 def defer_lines(td: _Task, first: int, n: int) -> None:
