@@ -844,3 +844,23 @@ def test_task_and_gold_past_the_8_bit_codes_of_a_block_are_read_as_the_row_reade
         assert np.array_equal(td.gold_index, slow[task].gold_index)
         assert np.array_equal(td.score, slow[task].score)
         assert td.lines.tolist() == slow[task].lines.tolist()
+
+
+@FAST
+@given(st.integers(0, 2**16), st.integers(0, 3000), st.sampled_from([1, 7, 1 << 10]))
+def test_an_order_narrowed_in_place_equals_its_copy(seed, n, block):
+    """A sort order is made 4-byte positions over its own memory, a block at a time, the rest of its
+    pages handed back (#19): the same positions as ``astype``; a view of other memory is copied."""
+    import labledger.metrics.kernels as kernels
+
+    order = np.random.default_rng(seed).permutation(n).astype(np.int64)
+    want = order.astype(np.int32)
+    before = (kernels.WHOLE, kernels.ELEMENT_BLOCK)
+    try:
+        kernels.WHOLE, kernels.ELEMENT_BLOCK = 0, block
+        assert np.array_equal(kernels.narrowed(order.copy(), np.int32), want)
+        shared = np.concatenate([order, order])[:n]  # a view of a larger array: not its own memory
+        got = kernels.narrowed(shared, np.int32)
+        assert np.array_equal(got, want) and np.array_equal(shared, order)  # (copied, left as it was)
+    finally:
+        kernels.WHOLE, kernels.ELEMENT_BLOCK = before

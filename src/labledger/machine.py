@@ -24,8 +24,8 @@ def cores() -> int:
 @functools.cache
 def libc() -> Any:
     """glibc (a ``ctypes.CDLL``), whose allocator a process tunes (``mallopt``) and asks to hand
-    freed pages back (``malloc_trim``); None under another C library or system, whose defaults stay.
-    The one place either is loaded."""
+    freed pages back (``malloc_trim``, and ``madvise`` for a range of an array's own pages); None
+    under another C library or system, whose defaults stay. The one place either is loaded."""
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
@@ -34,6 +34,7 @@ def libc() -> Any:
         lib = ctypes.CDLL("libc.so.6")
         lib.mallopt.argtypes, lib.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
         lib.malloc_trim.argtypes, lib.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+        lib.madvise.argtypes, lib.madvise.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
     except (OSError, AttributeError):  # musl and other C libraries
         return None
     return lib
@@ -46,3 +47,20 @@ def trim_heap() -> None:
     lib = libc()
     if lib is not None:
         lib.malloc_trim(0)
+
+
+#: ``MADV_DONTNEED`` (Linux): the pages' contents are dropped, and read as zeros when next touched.
+_MADV_DONTNEED = 4
+
+
+def drop_pages(address: int, size: int) -> None:
+    """Hand back the whole pages inside the ``size`` bytes at ``address`` (memory this process owns
+    and will not read again before writing it): they stop being resident, and read as zeros if they
+    are touched again. Nothing without glibc (the pages then stay)."""
+    import mmap
+
+    lib = libc()
+    page = mmap.PAGESIZE
+    lo, hi = -(-address // page) * page, (address + size) // page * page
+    if lib is not None and hi > lo:
+        lib.madvise(lo, hi - lo, _MADV_DONTNEED)

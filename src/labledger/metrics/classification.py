@@ -388,7 +388,7 @@ def ascending_groups(col: np.ndarray, dtype: Any = None) -> tuple[np.ndarray, np
     """
     order = stable_argsort(col)
     if dtype is not None:
-        order = order.astype(dtype, copy=False)
+        order = kernels.narrowed(order, dtype)  # (in place: the int64 order and its copy never both whole)
     return order, tie_starts_by(lambda a, b: kernels.taken(col, order[a:b]), len(order))
 
 
