@@ -935,6 +935,20 @@ def _ece_w(
     return fn_q
 
 
+def _ece(
+    weights: Callable[..., WeightsPrepared], conf: BlockColumn, correct: np.ndarray, params: dict[str, Any]
+) -> WeightsPrepared:
+    """ECE's :class:`WeightsPrepared` (``weights``: :func:`_weights_of`'s) from each item's confidence,
+    the predicted label's probability (made a block at a time where it is read), and whether the
+    prediction is correct; equal-mass bins make the confidences whole once, for both their cells and
+    the weights function."""
+    n_bins, strategy = params["n_bins"], params["strategy"]
+    binned = _ece_binned(conf, correct, n_bins, strategy)
+    rank = None if binned is None or strategy == "uniform" else binned[0]  # (one sort)
+    given = conf if binned is None else binned[2]
+    return weights(_ece_w(given, correct, n_bins, strategy, rank), _ece_point(binned, n_bins, strategy), binned=binned)
+
+
 def _weights_of(name: str, params: dict[str, Any], n: int) -> Callable[..., WeightsPrepared]:
     """``weights(from_weights, point=, influence=, binned=)``: the metric's :class:`WeightsPrepared`
     over all ``n`` items (the probability metrics' common constructor)."""
@@ -1098,14 +1112,8 @@ def score_prepared(
         if pred_pos is None:
             pred_pos = score >= 0.5
         # the predicted label's probability, a block at a time wherever it is read (#19)
-        conf = BlockColumn(n, functools.partial(_flagged_block, pred_pos, score))
-        correct = pred_pos == is_pos
-        binned = _ece_binned(conf, correct, params["n_bins"], params["strategy"])
-        rank = None if binned is None or params["strategy"] == "uniform" else binned[0]  # (one sort)
-        return weights(
-            _ece_w(conf, correct, params["n_bins"], params["strategy"], rank),
-            _ece_point(binned, params["n_bins"], params["strategy"]),
-            binned=binned,
+        return _ece(
+            weights, BlockColumn(n, functools.partial(_flagged_block, pred_pos, score)), pred_pos == is_pos, params
         )
     raise MetricInputError(f"{name} is not a probability metric")
 
@@ -1189,14 +1197,7 @@ def prob_prepared(
     if name == "ece":
         if pred is None:
             pred = probs.argmax(axis=1)
-        conf = BlockColumn(n, functools.partial(_picked, probs, pred))  # (as in score_prepared)
-        binned = _ece_binned(conf, pred == gold, params["n_bins"], params["strategy"])
-        rank = None if binned is None or params["strategy"] == "uniform" else binned[0]  # (one sort)
-        return weights(
-            _ece_w(conf, pred == gold, params["n_bins"], params["strategy"], rank),
-            _ece_point(binned, params["n_bins"], params["strategy"]),
-            binned=binned,
-        )
+        return _ece(weights, BlockColumn(n, functools.partial(_picked, probs, pred)), pred == gold, params)
     raise MetricInputError(f"{name} is not a probability metric")
 
 
