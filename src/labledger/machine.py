@@ -57,10 +57,22 @@ def drop_pages(address: int, size: int) -> None:
     """Hand back the whole pages inside the ``size`` bytes at ``address`` (memory this process owns
     and will not read again before writing it): they stop being resident, and read as zeros if they
     are touched again. Nothing without glibc (the pages then stay)."""
-    import mmap
-
     lib = libc()
-    page = mmap.PAGESIZE
-    lo, hi = -(-address // page) * page, (address + size) // page * page
+    lo, hi = whole_pages(address, size)
     if lib is not None and hi > lo:
         lib.madvise(lo, hi - lo, _MADV_DONTNEED)
+
+
+def whole_pages(start: int, size: int) -> tuple[int, int]:
+    """The whole pages inside the ``size`` bytes from ``start`` (an address, or an offset into a
+    page-aligned mapping), as ``(lo, hi)`` with ``lo % PAGESIZE == hi % PAGESIZE == 0``; ``hi <= lo``
+    when no whole page lies inside. The pages a range may hand back without touching its neighbours'.
+
+    >>> import mmap; p = mmap.PAGESIZE
+    >>> whole_pages(1, 3 * p) == (p, 3 * p), whole_pages(0, p - 1)[1] <= whole_pages(0, p - 1)[0]
+    (True, True)
+    """
+    import mmap
+
+    page = mmap.PAGESIZE
+    return -(-start // page) * page, (start + size) // page * page

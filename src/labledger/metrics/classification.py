@@ -852,9 +852,9 @@ def _ovr_infl(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSo
 Binned = tuple[np.ndarray, np.ndarray, np.ndarray | BlockColumn]
 
 
-def _ece_point(binned: Binned | None, n_bins: int, strategy: str) -> Callable[[], float] | None:
+def _ece_point(binned: Binned, n_bins: int, strategy: str) -> Callable[[], float] | None:
     """The unweighted equal-width ECE from its bin cells (no sort); None for equal-mass bins."""
-    if binned is None or strategy != "uniform":
+    if strategy != "uniform":
         return None
     bins, correct, conf = binned
 
@@ -867,7 +867,7 @@ def _ece_point(binned: Binned | None, n_bins: int, strategy: str) -> Callable[[]
     return fn
 
 
-def _ece_binned(conf: np.ndarray | BlockColumn, correct: np.ndarray, n_bins: int, strategy: str) -> Binned | None:
+def _ece_binned(conf: np.ndarray | BlockColumn, correct: np.ndarray, n_bins: int, strategy: str) -> Binned:
     """ECE as cells: (bin of each item, correct, confidence) for equal-width bins, ``conf`` kept as it
     is given (a :class:`~labledger.metrics.kernels.BlockColumn`: the bins and every later reader
     take it a block at a time); for equal-mass bins the item's rank in the stable confidence order
@@ -944,9 +944,10 @@ def _ece(
     the weights function."""
     n_bins, strategy = params["n_bins"], params["strategy"]
     binned = _ece_binned(conf, correct, n_bins, strategy)
-    rank = None if binned is None or strategy == "uniform" else binned[0]  # (one sort)
-    given = conf if binned is None else binned[2]
-    return weights(_ece_w(given, correct, n_bins, strategy, rank), _ece_point(binned, n_bins, strategy), binned=binned)
+    rank = None if strategy == "uniform" else binned[0]  # (one sort)
+    return weights(
+        _ece_w(binned[2], correct, n_bins, strategy, rank), _ece_point(binned, n_bins, strategy), binned=binned
+    )
 
 
 def _weights_of(name: str, params: dict[str, Any], n: int) -> Callable[..., WeightsPrepared]:

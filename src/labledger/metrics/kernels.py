@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from labledger.machine import drop_pages, whole_pages
+
 #: Below this many values the plain forms are as fast.
 SMALL = 4096
 #: Largest magnitude :func:`exact_sum` splits (beyond, ``2 n max|x|`` could overflow: math.fsum).
@@ -106,8 +108,6 @@ def narrowed(order: np.ndarray, dtype: Any) -> np.ndarray:
         or not (order.flags.c_contiguous and order.flags.writeable and _whole_memory(order))
     ):
         return order.astype(dtype, copy=False)
-    from labledger.machine import drop_pages
-
     n = len(order)
     out: np.ndarray = order.view(dtype)[:n]
     for a, b in spans(n, ELEMENT_BLOCK):
@@ -181,8 +181,7 @@ def release_pages(a: np.ndarray) -> None:
     try:
         origin = np.frombuffer(base, dtype=np.uint8, count=1).__array_interface__["data"][0]
         start = a.__array_interface__["data"][0] - origin
-        page = mmap.PAGESIZE
-        lo, hi = -(-start // page) * page, (start + a.nbytes) // page * page  # whole pages of a alone
+        lo, hi = whole_pages(start, a.nbytes)  # (the mapping starts on a page: offsets round as addresses)
         if hi > lo:
             base.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
     except (ValueError, OSError, AttributeError):  # closed, or no madvise (Windows): the pages stay
