@@ -252,6 +252,30 @@ def test_disk_full_cache_folder_gives_the_same_eval_and_one_warning_line(small_d
     assert len(list(cache.iterdir())) == 1
 
 
+def test_disk_full_eval_save_is_one_line_keeps_the_stored_evaluation_and_leaves_no_folder(small_disk, tmp_path):
+    """``labledger eval --save`` on a full disk: a one-line error, exit 1; the evaluation stored before
+    is unchanged (an overwrite is refused whole), and a new name leaves no empty folder behind; with
+    space again the same command stores it."""
+    ledger_dir = small_disk / "ledger"
+    rows = [{"id": str(i), "task": "t", "gold": "ab"[i % 2], "score": (i % 97) / 97} for i in range(2000)]
+    with labledger.start_run("r", ledger=ledger_dir) as run:
+        run.log_results("test", rows)
+    common = ("--positive", "b", "--metric", "accuracy", "--ledger", str(ledger_dir))
+    assert labledger_proc("eval", f"{run.id}:test", *common, "--save", f"{run.id}:first").returncode == 0
+    first = run.dir / "evals" / "first" / "evaluation.json"
+    kept = first.read_bytes()
+    filler = fill(small_disk)
+    for name in ("first", "second"):
+        res = labledger_proc("eval", f"{run.id}:test", *common, "--save", f"{run.id}:{name}")
+        lines = [line for line in res.stderr.splitlines() if line.strip()]
+        assert res.returncode == 1 and len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
+    assert first.read_bytes() == kept
+    assert not (run.dir / "evals" / "second").exists()
+    filler.unlink()
+    assert labledger_proc("eval", f"{run.id}:test", *common, "--save", f"{run.id}:second").returncode == 0
+    assert {"first", "second"} <= {e.name for e in labledger.Ledger(ledger_dir).evaluations(run.id)}
+
+
 _FSIZE_CHILD = r"""
 import resource, signal, sys, labledger
 from labledger.errors import StorageError

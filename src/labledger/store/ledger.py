@@ -18,6 +18,7 @@ died shows as crashed on every other machine.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sqlite3
@@ -1124,6 +1125,7 @@ class Ledger:
             data, n_rows = document, document.get("n") if isinstance(document, dict) else None
         run_id = self.resolve(run_ref)
         out_dir = self.run_dir(run_id) / "evals" / name
+        made = not out_dir.exists()
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{kind}.json"
 
@@ -1148,7 +1150,13 @@ class Ledger:
             db.execute("UPDATE runs SET eval_fields = ? WHERE id = ?", (eval_fields_of_run(db, run_id), run_id))
             write_json(path, data)
 
-        self._write(store)
+        try:
+            self._write(store)
+        except BaseException:
+            if made:  # a refused write (a full disk) leaves no empty evaluation folder behind
+                with contextlib.suppress(OSError):
+                    out_dir.rmdir()
+            raise
         return path
 
     def evaluation_file(self, run_ref: str, name: str, filename: str) -> Path:
