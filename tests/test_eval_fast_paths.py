@@ -126,6 +126,51 @@ def test_a_later_block_that_adds_a_field_is_parsed_whole_by_the_fast_path(tmp_pa
     assert fast["t"].lines.tolist() == slow["t"].lines.tolist() == list(range(1, 401))
 
 
+def test_a_line_longer_than_a_block_stays_on_the_fast_path(tmp_path, monkeypatch):
+    monkeypatch.setattr(arrow, "BLOCK_BYTES", 1 << 10)
+    monkeypatch.setattr(arrow, "WHOLE_BLOCK_BYTES", 1 << 14)
+    rows = [{"id": f"i{k}", "task": "t", "gold": "yes" if k % 3 else "no", "score": (k % 10) / 10} for k in range(100)]
+    rows[50]["note"] = "x" * 3000  # a line of three blocks
+    _write(tmp_path / "r.jsonl", rows)
+    fast = arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, "yes")
+    slow = read_results(tmp_path / "r.jsonl", positive="yes", engine="rows", cache=False)
+    assert fast is not None
+    assert fast["t"].score.tolist() == slow["t"].score.tolist()
+    assert fast["t"].extras["note"][50] == "x" * 3000
+    rows[50]["note"] = "x" * 40000  # across two of the whole-file parse's block boundaries: the row reader's
+    _write(tmp_path / "r.jsonl", rows)
+    assert arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, "yes") is None
+
+
+@pytest.mark.parametrize("tasks", [1, 2])
+def test_the_fast_readers_label_indices_are_int64_as_the_row_readers(tmp_path, tasks):
+    n = arrow.PACK_IDS_FROM + 10  # (the one-task path that sorts beside its check)
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(3), n)
+    rows = [
+        {
+            "id": f"i{k}",
+            "task": "bin" if k % tasks else "cls",
+            "gold": ["a", "b", "c"][k % 3],
+            "probs": dict(zip("abc", p[k].tolist())),
+        }
+        if k % tasks == 0
+        else {"id": f"i{k}", "task": "bin", "gold": "yes" if k % 4 else "no", "score": float(p[k, 0])}
+        for k in range(n)
+    ]
+    _write(tmp_path / "r.jsonl", rows)
+    fast = arrow.read_arrow(tmp_path / "r.jsonl", "r.jsonl", 1e-6, "yes")
+    slow = read_results(tmp_path / "r.jsonl", positive="yes", engine="rows", cache=False)
+    assert fast is not None and set(fast.tasks) == set(slow.tasks)
+    for name, td in fast.tasks.items():
+        for field in ("gold_index", "pred_index"):
+            assert getattr(td, field).dtype == np.int64
+            assert getattr(td, field).tolist() == getattr(slow[name], field).tolist()
+    if tasks == 2:  # the binary task of the two
+        bin_td = fast["bin"]
+        assert bin_td.pred_index.tolist() == (bin_td.score >= 0.5).astype(int).tolist()
+
+
 def test_a_file_rewritten_while_it_is_read_is_read_again_row_by_row(tmp_path, monkeypatch):
     path = tmp_path / "r.jsonl"
     _write(path, [{"id": f"i{k}", "task": "t", "gold": "yes", "score": 0.5} for k in range(50)])

@@ -49,6 +49,7 @@ from labledger.inputs.results import (
     defer_lines,
     predicted_index,
     set_given_sorts,
+    widened,
 )
 from labledger.machine import cores
 from labledger.metrics.kernels import element_spans, index_dtype
@@ -221,9 +222,14 @@ SCAN_BYTES = 1 << 24
 #: (10M 3-class rows, 1.3 GB: 0.5 s instead of 0.7, #19). Smaller files are scanned in one pass:
 #: the second buffer cost more at their peak (1M rows, 130 MB: +30 MiB) than the 30 ms it saved.
 SCAN_PARTS_BYTES = 256 << 20
-#: Bytes per block of the streaming JSON parse: at 10M rows 4 MiB blocks were the fastest of 1, 4
-#: and 16 MiB here (#19).
-BLOCK_BYTES = 4 << 20
+#: Bytes per block of the streaming JSON parse. The parser reads up to 32 blocks ahead of the rows it
+#: has handed over (Arrow's background reader), so the block is what the read-ahead holds: 10M rows,
+#: 1 MiB blocks peaked 90-100 MiB lower than 4 MiB blocks, binary rows as fast within the noise
+#: (2.15-2.42 s against 2.07-2.25 s), 3-class rows ~0.2 s slower (4.15-4.21 s against 3.97-4.01 s), #19.
+BLOCK_BYTES = 1 << 20
+#: Bytes per block of the whole-file parse that follows a failed streaming parse (a later block adds
+#: a field, or a line is longer than :data:`BLOCK_BYTES`): lines up to this long stay on the fast path.
+WHOLE_BLOCK_BYTES = 16 << 20
 
 
 class Scan(NamedTuple):
@@ -491,8 +497,8 @@ def _parse(f: BinaryIO, n_lines: int | None) -> pa.Table | None:
             batches = _uncoded(batches, plain) if plain else batches
             table = pa.Table.from_batches(batches) if batches else reader.schema.empty_table()
             del batches
-        except pa.ArrowInvalid:  # the first block's schema does not hold for the whole file
-            table = pj.read_json(source, memory_pool=pool)
+        except pa.ArrowInvalid:  # the first block's schema does not hold for the whole file, or a long line
+            table = pj.read_json(source, read_options=pj.ReadOptions(block_size=WHOLE_BLOCK_BYTES), memory_pool=pool)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
     return table if table.num_rows == n_lines else None  # blank lines: line numbers would not match rows
@@ -570,6 +576,12 @@ def _longest_bytes(column: pa.ChunkedArray) -> int:
             offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)[chunk.offset : chunk.offset + len(chunk) + 1]
             longest = max(longest, int(np.diff(offsets).max()))
     return longest
+
+
+#: The type of a task's label indices while it is read, while its ids are checked and its columns
+#: sorted (:func:`~labledger.inputs.results.widened` makes them int64 after): 10M rows, 133 MiB less at
+#: the read's peak (#19). Tasks of more labels make them int64 at once.
+NARROW = np.int8
 
 
 #: Columns :func:`_combine` leaves in their parse blocks: each is read a block at a time.
@@ -903,7 +915,8 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
             _set_repeat(td, table, None, repeat)
         if given:  # the ascending orders, as the columnar cache entry keeps them, and their ties
             set_given_sorts(td, {j: order for j, (order, _) in given.items()}, {j: t for j, (_, t) in given.items()})
-        tasks[task] = td
+        hand_back()  # the check's and the sorts' temporaries, let go of: not resident under the next
+        tasks[task] = widened(td)  # (the indices made int64 once they are handed back: 10M rows, ~0.1 GiB)
         return ResultSet(tasks, source=name, repeat_field=repeat)
     ids = one_array(id_col)
     del id_col
@@ -929,7 +942,7 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
             repeat,
             probs=_chunks(table, "probs", idx),
         )
-        tasks[task] = td
+        tasks[task] = widened(td)
     if refusals:
         raise refusals[0]
     return ResultSet(tasks, source=name, repeat_field=repeat)
@@ -1035,7 +1048,8 @@ def _classification(
         raise _Fallback
     labels = sorted(fields)
     mat = np.empty((n, len(labels)), dtype=np.float64)
-    pred = np.empty(n, dtype=np.int64)
+    narrow = len(labels) <= np.iinfo(NARROW).max
+    pred = np.empty(n, dtype=NARROW if narrow else np.int64)
     starts = np.cumsum([0] + [len(c) for c in probs[:-1]]).tolist()
     jobs = list(zip(starts, probs))[::-1]  # taken from the end: the first chunk first
     probs.clear()  # (the jobs hold the chunks alone: each is let go of once copied)
@@ -1064,15 +1078,15 @@ def _classification(
                 if np.abs(block.sum(axis=1) - 1.0).max() > tol:
                     failed.set()
                     return
-                predicted_index(block, out=pred[row + a : row + b])
+                pred[row + a : row + b] = predicted_index(block)
             del columns
 
     def gold_index() -> np.ndarray:
         # pc.index_in(gold, value_set=labels), through the gold values' dictionary: building an
         # Arrow array from a Python list would import pandas (#19)
         gold_codes, gold_values = _encoded(_labels(golds.pop()))
-        lut = np.array([labels.index(v) if v in fields else -1 for v in gold_values], dtype=np.int64)
-        found = lut[gold_codes] if len(lut) else np.zeros(0, np.int64)
+        lut = np.array([labels.index(v) if v in fields else -1 for v in gold_values], dtype=pred.dtype)
+        found = lut[gold_codes] if len(lut) else np.zeros(0, pred.dtype)
         del gold_codes  # (not held while the task's other arrays are made)
         if (found < 0).any():
             failed.set()
@@ -1155,7 +1169,7 @@ def _binary(
     # equal to pc.equal(g, pos), from the codes: a Python scalar argument would import pandas (#19)
     gold_pos = gold_codes == (gold_values.index(pos) if pos in golds else -1)
     del gold_codes  # (not held while the task's other arrays are made)
-    return binary_task(task, ids, lines, pos, golds, score, gold_pos)
+    return binary_task(task, ids, lines, pos, golds, score, gold_pos, NARROW)
 
 
 def _scalar_type(t: pa.DataType) -> bool:
