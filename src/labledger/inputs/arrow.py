@@ -223,10 +223,12 @@ SCAN_BYTES = 1 << 24
 #: the second buffer cost more at their peak (1M rows, 130 MB: +30 MiB) than the 30 ms it saved.
 SCAN_PARTS_BYTES = 256 << 20
 #: Bytes per block of the streaming JSON parse. The parser reads up to 32 blocks ahead of the rows it
-#: has handed over (Arrow's background reader), so the block is what the read-ahead holds: 10M rows,
-#: 1 MiB blocks peaked 90-100 MiB lower than 4 MiB blocks, binary rows as fast within the noise
-#: (2.15-2.42 s against 2.07-2.25 s), 3-class rows ~0.2 s slower (4.15-4.21 s against 3.97-4.01 s), #19.
-BLOCK_BYTES = 1 << 20
+#: has handed over (Arrow's background reader), so the block is what the read-ahead holds. The parse
+#: alone at 10M rows (peak MiB, s): binary 450-457 and 2.07-2.25 with 4 MiB blocks, 387-391 and
+#: 2.03-2.24 with 2 MiB, 360 and 2.15-2.42 with 1 MiB; 3-class 607-617 and 3.97-4.01, 540-543 and
+#: 3.94-4.12, 510-511 and 4.15-4.21. 1 MiB blocks cost a 3-class eval ~0.4 s for memory under the
+#: evaluation's own peak (#19).
+BLOCK_BYTES = 2 << 20
 #: Bytes per block of the whole-file parse that follows a failed streaming parse (a later block adds
 #: a field, or a line is longer than :data:`BLOCK_BYTES`): lines up to this long stay on the fast path.
 WHOLE_BLOCK_BYTES = 16 << 20
