@@ -420,6 +420,28 @@ def test_a_stale_or_foreign_order_is_not_used(rows, seed):
     assert _doc(ResultSet({"t": td})) == _doc(fresh)
 
 
+@FAST
+@given(st.integers(0, 300), st.integers(1, 6), st.integers(0, 2**16))
+def test_a_checked_order_gives_the_tie_starts_of_its_sort_across_blocks(n, levels, seed):
+    """A true order's check finds the groups of its sorted values in its one pass, over many blocks
+    (every one with or without ties), as the sort itself does."""
+    from labledger.metrics import kernels
+    from labledger.metrics.classification import _checked_order, ascending_groups
+
+    rng = np.random.default_rng(seed)
+    col = np.round(rng.random(n), levels)  # ties from few levels, none from many
+    order = np.argsort(col, kind="stable").astype(np.int32)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "WHOLE", 8)
+        mp.setattr(kernels, "BLOCK", 7)
+        found = _checked_order(order, col)
+        want = ascending_groups(col)
+    assert found is not None and found[0] is order
+    assert (found[1] is None and want[1] is None) or found[1].tolist() == want[1].tolist()
+    if found[1] is not None:
+        assert found[1].dtype == np.int32 and len(found[1]) == len(want[1])
+
+
 @pytest.mark.parametrize(
     ("rid", "refused"),
     [
