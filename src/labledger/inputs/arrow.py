@@ -581,8 +581,8 @@ def _longest_bytes(column: pa.ChunkedArray) -> int:
 
 
 #: The type of a task's label indices while it is read, while its ids are checked and its columns
-#: sorted (:func:`~labledger.inputs.results.widened` makes them int64 after): 10M rows, 133 MiB less at
-#: the read's peak (#19). Tasks of more labels make them int64 at once.
+#: sorted (:func:`~labledger.inputs.results.widened` makes them int64 after): 10M binary rows, that
+#: step's peak 408-438 MiB against 534 (#19). Tasks of more labels make them int64 at once.
 NARROW = np.int8
 
 
