@@ -34,10 +34,11 @@ measured against the item bootstrap in tests/test_ece_draws.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from labledger.metrics.kernels import whole
+from labledger.metrics.kernels import by_blocks, element_spans
 from labledger.metrics.prepared import Prepared, WeightsPrepared
 from labledger.metrics.resample import quantile_ece_from_chunks
 
@@ -83,7 +84,7 @@ def _features(preps: Sequence[WeightsPrepared], per_bin: int) -> list[tuple[np.n
             unit = cells * m // max(len(cells), 1)
         else:
             m, unit = n_bins, cells
-        out.append((unit.astype(np.int64), m, correct - whole(conf), quantile))
+        out.append((unit.astype(np.int64), m, _gaps(correct, conf), quantile))
     return out
 
 
@@ -199,7 +200,19 @@ def _same(p: WeightsPrepared, q: WeightsPrepared) -> bool:
     """Whether two ECEs have the same parameters and bin the same items alike (same draws)."""
     if p.params != q.params or p.binned is None or q.binned is None:
         return False
-    return all(np.array_equal(whole(a), whole(b)) for a, b in zip(p.binned, q.binned))
+    return all(_equal(a, b) for a, b in zip(p.binned, q.binned))
+
+
+def _gaps(correct: np.ndarray, conf: Any) -> np.ndarray:
+    """``correct - conf`` with the confidences (an array or a
+    :class:`~labledger.metrics.kernels.BlockColumn`) read a block at a time, never made whole here."""
+    return by_blocks(len(correct), lambda a, b: correct[a:b] - conf[a:b])
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """``np.array_equal`` of two columns (arrays or :class:`~labledger.metrics.kernels.BlockColumn`),
+    a block at a time: neither is made whole."""
+    return len(a) == len(b) and all(np.array_equal(a[s:e], b[s:e]) for s, e in element_spans(len(a)))
 
 
 __all__ = ["METHOD", "applies", "joint_ece_draws", "moments"]

@@ -414,6 +414,12 @@ _READS = [0]
 _READS_LOCK = threading.Lock()
 
 
+def _core_free() -> bool:
+    """Whether a read may take a second core for work beside it: two cores or more, and no other
+    read in progress (:data:`_READS`), whose parse already takes them."""
+    return cores() > 1 and _READS[0] == 1
+
+
 @contextlib.contextmanager
 def _reading() -> Iterator[None]:
     """Counts a read in :data:`_READS` while inside."""
@@ -567,7 +573,8 @@ def _result_set(handed: list[pa.Table], name: str, tolerance: float, positive: A
 
 def _longest_bytes(column: pa.ChunkedArray) -> int:
     """The most bytes of one string of a string column (nulls count 0), from its offsets: an upper
-    bound of ``pc.max(pc.utf8_length(column))`` that reads no string data (#19).
+    bound of ``pc.max(pc.utf8_length(column))`` that reads no string data, a block of offsets at a
+    time (one chunk of 10M ids: no 38 MiB array of their lengths, #19).
 
     >>> _longest_bytes(pa.chunked_array([["ab", "\\xe9"], [None, "abcd"]])), _longest_bytes(pa.chunked_array([], pa.string()))
     (4, 0)
@@ -576,7 +583,8 @@ def _longest_bytes(column: pa.ChunkedArray) -> int:
     for chunk in column.chunks:
         if len(chunk):
             offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)[chunk.offset : chunk.offset + len(chunk) + 1]
-            longest = max(longest, int(np.diff(offsets).max()))
+            for a, b in element_spans(len(chunk)):
+                longest = max(longest, int(np.diff(offsets[a : b + 1]).max()))
     return longest
 
 
@@ -612,8 +620,7 @@ def _combine(handed: list[pa.Table]) -> None:
 
 def _distinct(values: np.ndarray) -> bool:
     """Whether no value repeats (a sort: numpy's hash-based ``unique`` is ~50x slower at 1M)."""
-    s = np.sort(values)
-    return not bool((s[1:] == s[:-1]).any())
+    return _no_repeats(np.sort(values))
 
 
 #: Longest id (bytes) that :func:`surely_distinct` hashes; longer ids take the dictionary path.
@@ -737,7 +744,7 @@ def _packing(chunks: list[pa.Array]) -> Callable[[], tuple[PackedStrings, bool]]
     it (two cores or more, no other read in progress), else when asked for: the function returned
     gives its result (and raises what it raised) once its thread has stopped. Its net memory only falls as it goes (each id's
     hash is 8 bytes, its string ~11 and more), so it may start under the read's other work."""
-    if cores() < 2 or _READS[0] > 1:
+    if not _core_free():
         return lambda: _packed_checked(chunks)
     from concurrent.futures import ThreadPoolExecutor
 
@@ -817,7 +824,7 @@ def _checked_and_sorted(
     core, another read in progress, or a task of no sorted columns. What ``check`` raises is raised
     once the sorts already running have stopped."""
     columns = {j: sorted_column(td, j) for j in sorted_columns(td)} if isinstance(td, ProbTask) else {}
-    if not columns or td.n < SORT_BESIDE_FROM or cores() < 2 or _READS[0] > 1:
+    if not columns or td.n < SORT_BESIDE_FROM or not _core_free():
         return check(), {}
 
     from concurrent.futures import ThreadPoolExecutor
@@ -1094,7 +1101,7 @@ def _classification(
             failed.set()
         return found
 
-    if n >= COPY_BESIDE_FROM and cores() > 1 and _READS[0] == 1:
+    if n >= COPY_BESIDE_FROM and _core_free():
         # the copies, checks and predictions in two threads, the golds' codes beside them: all lose
         # the GIL, and each thread's first touch of its fresh pages is the kernel's work in parallel
         # (10M 3-class rows: 0.8 s in one thread, 0.4 s so)

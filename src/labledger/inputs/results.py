@@ -166,8 +166,9 @@ class DeferredIds:
         return self._arrow
 
     def __call__(self) -> np.ndarray:
-        out = np.empty(len(self.arrow), dtype=object)
-        out[:] = self.arrow.to_pylist()  # ~5x faster than to_numpy for strings, and no pandas import
+        arrow = self.arrow  # (once: with keep=False each read unpacks them again)
+        out = np.empty(len(arrow), dtype=object)
+        out[:] = arrow.to_pylist()  # ~5x faster than to_numpy for strings, and no pandas import
         return out
 
 
@@ -852,20 +853,16 @@ def _negative_label(positive: str, golds: set[str]) -> str:
     return {"true": "false", "1": "0"}.get(positive, f"not_{positive}")
 
 
-def predicted_index(probs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def predicted_index(probs: np.ndarray) -> np.ndarray:
     """Each row's predicted label of an (n, K) probability matrix: the argmax, ties to the first label
-    (in sorted order), as int64 (argmax's own array, not a copy: 76 MiB at 10M rows, #19), or into
-    ``out`` (int64, n). The one rule of every reader (rows, JSONL, the columnar cache), so their
-    tasks agree bit for bit.
+    (in sorted order), as int64 (argmax's own array, not a copy: 76 MiB at 10M rows, #19). The one
+    rule of every reader (rows, JSONL, the columnar cache), so their tasks agree bit for bit.
 
     >>> predicted_index(np.array([[0.2, 0.8], [0.5, 0.5]])).tolist(), predicted_index(np.zeros((0, 2))).dtype
     ([1, 0], dtype('int64'))
     """
     if not len(probs):
-        return np.zeros(0, np.int64) if out is None else out
-    if out is not None:
-        found: np.ndarray = probs.argmax(axis=1, out=out)
-        return found
+        return np.zeros(0, np.int64)
     made: np.ndarray = probs.argmax(axis=1).astype(np.int64, copy=False)
     return made
 
@@ -899,7 +896,7 @@ def binary_task(
         score=score,
         positive=pos,
     )
-    defer_binary_probs(td, score, int(pj))
+    defer_binary_probs(td, score, index)
     return td
 
 

@@ -885,11 +885,12 @@ def _ece_binned(conf: np.ndarray | BlockColumn, correct: np.ndarray, n_bins: int
 
 
 def _ece_w(
-    given: np.ndarray | BlockColumn, correct: np.ndarray, n_bins: int, strategy: str, rank: np.ndarray | None = None
+    given: np.ndarray | BlockColumn, correct: np.ndarray, n_bins: int, strategy: str, cells: np.ndarray | None = None
 ) -> WeightsFunction:
-    """``rank``: each item's rank in the stable confidence order, when the caller has it (equal-mass
-    bins: the order is its inverse permutation, not a second sort; #19). ``given``: the confidences,
-    made whole where they are first needed."""
+    """``cells``: what :func:`_ece_binned` made of the confidences, when the caller has it: each item's
+    bin (equal-width bins) or its rank in the stable confidence order (equal-mass bins: the order is
+    its inverse permutation, not a second sort; #19). ``given``: the confidences, made whole where
+    they are first needed."""
     n = len(given)
     if strategy == "uniform":
         cache: dict[str, np.ndarray] = {}
@@ -897,7 +898,7 @@ def _ece_w(
         def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
             if not cache:  # sorted on first use: the point value and the bin-cell bootstrap never need it
                 conf = whole(given)
-                bins = np.minimum((conf * n_bins).astype(np.int64), n_bins - 1)
+                bins = cells if cells is not None else np.minimum((conf * n_bins).astype(np.int64), n_bins - 1)
                 cache["order"] = np.argsort(bins, kind="stable")
                 b_sorted = bins[cache["order"]]
                 cache["starts"] = (
@@ -912,11 +913,11 @@ def _ece_w(
 
         return fn
     conf = whole(given)
-    if rank is None:
+    if cells is None:
         order = stable_argsort(conf)
     else:
         order = np.empty(n, dtype=np.int64)
-        order[rank] = np.arange(n)
+        order[cells] = np.arange(n)
     diff = correct[order].astype(np.float64) - conf[order]
 
     def fn_q(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
@@ -943,10 +944,9 @@ def _ece(
     prediction is correct; equal-mass bins make the confidences whole once, for both their cells and
     the weights function."""
     n_bins, strategy = params["n_bins"], params["strategy"]
-    binned = _ece_binned(conf, correct, n_bins, strategy)
-    rank = None if strategy == "uniform" else binned[0]  # (one sort)
+    binned = _ece_binned(conf, correct, n_bins, strategy)  # (one sort, or one pass for the bins)
     return weights(
-        _ece_w(binned[2], correct, n_bins, strategy, rank), _ece_point(binned, n_bins, strategy), binned=binned
+        _ece_w(binned[2], correct, n_bins, strategy, binned[0]), _ece_point(binned, n_bins, strategy), binned=binned
     )
 
 
@@ -974,14 +974,22 @@ def _weights_of(name: str, params: dict[str, Any], n: int) -> Callable[..., Weig
     return weights
 
 
+def _squared_gaps(columns: Sequence[np.ndarray], gold: np.ndarray) -> np.ndarray:
+    """Each item's ``sum_j (columns[j] - [gold = j])^2``, summed left to right a column at a time (the
+    floats numpy's row sum gives for fewer than 8 labels, without a copy of the rows, #19)."""
+    v: np.ndarray = columns[0] - (gold == 0)
+    v *= v
+    for j in range(1, len(columns)):
+        d = columns[j] - (gold == j)
+        d *= d
+        v += d
+    return v
+
+
 def _brier_two(p0: np.ndarray, p1: np.ndarray, gold: np.ndarray) -> np.ndarray:
     """Each item's two-label Brier score ``((p0 - [gold = 0])^2 + (p1 - [gold = 1])^2) / 2`` from
     the two probability columns, in one array of n."""
-    v: np.ndarray = p0 - (gold == 0)
-    v *= v
-    d = p1 - (gold == 1)
-    d *= d
-    v += d
+    v = _squared_gaps((p0, p1), gold)
     v *= 0.5
     return v
 
@@ -1184,12 +1192,7 @@ def prob_prepared(
                 d[np.arange(b - a), g] -= 1.0
                 np.square(d, out=d)
                 return np.asarray(d.sum(axis=1))
-            v: np.ndarray = probs[a:b, 0] - (g == 0)
-            v *= v
-            for j in range(1, k):
-                d = probs[a:b, j] - (g == j)
-                d *= d
-                v += d
+            v = _squared_gaps([probs[a:b, j] for j in range(k)], g)
             if k < 3:  # (two labels: the same floats as _brier_two)
                 v *= 0.5
             return v

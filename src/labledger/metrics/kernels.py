@@ -110,7 +110,7 @@ def narrowed(order: np.ndarray, dtype: Any) -> np.ndarray:
         return order.astype(dtype, copy=False)
     n = len(order)
     out: np.ndarray = order.view(dtype)[:n]
-    for a, b in spans(n, ELEMENT_BLOCK):
+    for a, b in element_spans(n):
         out[a:b] = order[a:b]  # (a block's narrow copy is made first: numpy sees the two overlap)
     drop_pages(order.ctypes.data + out.nbytes, order.nbytes - out.nbytes)
     return out
