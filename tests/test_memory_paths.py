@@ -294,8 +294,12 @@ def test_a_one_task_files_gold_strings_are_let_go_before_its_arrays_are_made(tmp
         return made(*a, **k)
 
     monkeypatch.setattr(arrow, target, watched)
-    before = pa.total_allocated_bytes()
-    rs = arrow.read_arrow(path, "r.jsonl", 1e-6, "label-yes-" + "x" * 40 if kind == "binary" else None)
-    assert rs is not None and held
+    grown = []
+    for _ in range(3):  # Arrow's count is the process's: the least of three reads, whatever another thread held
+        held.clear()
+        before = pa.total_allocated_bytes()
+        rs = arrow.read_arrow(path, "r.jsonl", 1e-6, "label-yes-" + "x" * 40 if kind == "binary" else None)
+        assert rs is not None and held
+        grown.append(held[0] - before)
     # what Arrow holds then: the ids and the score (or nothing: the matrix is numpy), not the golds
-    assert held[0] - before < gold_bytes / 2, (held[0] - before, gold_bytes)
+    assert min(grown) < gold_bytes / 2, (grown, gold_bytes)

@@ -41,6 +41,7 @@ from labledger.inputs.results import (
     TaskData,
     given_sorts,
     given_ties,
+    label_index_type,
     load,
 )
 from labledger.machine import trim_heap
@@ -815,7 +816,7 @@ def _align_labels(a: LabelTask, b: LabelTask) -> tuple[LabelTask, LabelTask]:
 
 
 def _relabel(td: LabelTask, labels: tuple[str, ...]) -> LabelTask:
-    index = np.array([labels.index(lab) for lab in td.labels], dtype=np.int64)
+    index = np.array([labels.index(lab) for lab in td.labels], dtype=label_index_type(len(labels)))
     new = td.subset(np.arange(td.n))
     new.labels = labels
     new.gold_index = index[td.gold_index]

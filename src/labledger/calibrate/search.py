@@ -307,7 +307,7 @@ def argmax_tables(
             np.maximum(best, sk, out=best)
         cells = pred
         cells += gbase
-        cells += (gold[a:b] * k)[None, :]
+        cells += np.multiply(gold[a:b], k, dtype=np.int64)[None, :]  # (int64: gold codes may be int8, #19)
         if fold is not None:
             cells += (fold[a:b] * (n_grid * kk))[None, :]
         counts += np.bincount(cells.ravel(), minlength=fn * n_grid * kk)

@@ -47,9 +47,9 @@ from labledger.inputs.results import (
     canonical_codes,
     defer_ids,
     defer_lines,
+    label_index_type,
     predicted_index,
     set_given_sorts,
-    widened,
 )
 from labledger.machine import cores
 from labledger.metrics.kernels import element_spans, index_dtype
@@ -588,12 +588,6 @@ def _longest_bytes(column: pa.ChunkedArray) -> int:
     return longest
 
 
-#: The type of a task's label indices while it is read, while its ids are checked and its columns
-#: sorted (:func:`~labledger.inputs.results.widened` makes them int64 after): 10M binary rows, that
-#: step's peak 408-438 MiB against 534 (#19). Tasks of more labels make them int64 at once.
-NARROW = np.int8
-
-
 #: Columns :func:`_combine` leaves in their parse blocks: each is read a block at a time.
 _CHUNKED = frozenset(("probs", "task", "gold", "id"))
 
@@ -925,7 +919,7 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
         if given:  # the ascending orders, as the columnar cache entry keeps them, and their ties
             set_given_sorts(td, {j: order for j, (order, _) in given.items()}, {j: t for j, (_, t) in given.items()})
         hand_back()  # the check's and the sorts' temporaries, let go of: not resident under the next
-        tasks[task] = widened(td)  # (the indices made int64 once they are handed back: 10M rows, ~0.1 GiB)
+        tasks[task] = td
         return ResultSet(tasks, source=name, repeat_field=repeat)
     ids = one_array(id_col)
     del id_col
@@ -951,7 +945,7 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
             repeat,
             probs=_chunks(table, "probs", idx),
         )
-        tasks[task] = widened(td)
+        tasks[task] = td
     if refusals:
         raise refusals[0]
     return ResultSet(tasks, source=name, repeat_field=repeat)
@@ -1057,8 +1051,7 @@ def _classification(
         raise _Fallback
     labels = sorted(fields)
     mat = np.empty((n, len(labels)), dtype=np.float64)
-    narrow = len(labels) <= np.iinfo(NARROW).max
-    pred = np.empty(n, dtype=NARROW if narrow else np.int64)
+    pred = np.empty(n, dtype=label_index_type(len(labels)))
     starts = np.cumsum([0] + [len(c) for c in probs[:-1]]).tolist()
     jobs = list(zip(starts, probs))[::-1]  # taken from the end: the first chunk first
     probs.clear()  # (the jobs hold the chunks alone: each is let go of once copied)
@@ -1178,7 +1171,7 @@ def _binary(
     # equal to pc.equal(g, pos), from the codes: a Python scalar argument would import pandas (#19)
     gold_pos = gold_codes == (gold_values.index(pos) if pos in golds else -1)
     del gold_codes  # (not held while the task's other arrays are made)
-    return binary_task(task, ids, lines, pos, golds, score, gold_pos, NARROW)
+    return binary_task(task, ids, lines, pos, golds, score, gold_pos)
 
 
 def _scalar_type(t: pa.DataType) -> bool:

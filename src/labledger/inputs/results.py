@@ -365,7 +365,8 @@ def _indices(mask: np.ndarray) -> np.ndarray:
 @dataclass(kw_only=True)
 class LabelTask(_Task):
     """A task whose items have a gold and a predicted label: ``labels`` (sorted), ``gold_index``
-    and ``pred_index`` (int64 indices into ``labels``). A ``match`` task is exactly this (strings
+    and ``pred_index`` (indices into ``labels``, of any signed integer type: the readers make them
+    :func:`label_index_type`, int8 up to 128 labels). A ``match`` task is exactly this (strings
     compare as themselves, anything else as canonical JSON); classification and binary tasks are
     :class:`ProbTask`.
     """
@@ -853,18 +854,54 @@ def _negative_label(positive: str, golds: set[str]) -> str:
     return {"true": "false", "1": "0"}.get(positive, f"not_{positive}")
 
 
+def label_index_type(k: int) -> np.dtype[Any]:
+    """The type the readers give the label indices of a task of ``k`` labels: the narrowest signed
+    integer that holds ``k - 1``. A task's indices are its own gold and predicted columns, held
+    through the whole evaluation: at 10M binary rows int64 indices took 152 MiB where int8 take 19
+    (#19). Whoever computes on them widens where the arithmetic could leave the type
+    (:func:`~labledger.metrics.prepared.cell_codes`).
+
+    >>> [label_index_type(k).name for k in (2, 128, 129, 40_000)]
+    ['int8', 'int8', 'int16', 'int32']
+    """
+    for t in (np.int8, np.int16, np.int32):
+        if k - 1 <= np.iinfo(t).max:
+            return np.dtype(t)
+    return np.dtype(np.int64)
+
+
 def predicted_index(probs: np.ndarray) -> np.ndarray:
     """Each row's predicted label of an (n, K) probability matrix: the argmax, ties to the first label
-    (in sorted order), as int64 (argmax's own array, not a copy: 76 MiB at 10M rows, #19). The one
-    rule of every reader (rows, JSONL, the columnar cache), so their tasks agree bit for bit.
+    (in sorted order), as :func:`label_index_type` (argmax of a block of rows at a time: no int64
+    array of n, 76 MiB at 10M rows, #19). The one rule of every reader (rows, JSONL, the columnar
+    cache), so their tasks agree bit for bit.
 
     >>> predicted_index(np.array([[0.2, 0.8], [0.5, 0.5]])).tolist(), predicted_index(np.zeros((0, 2))).dtype
-    ([1, 0], dtype('int64'))
+    ([1, 0], dtype('int8'))
     """
-    if not len(probs):
-        return np.zeros(0, np.int64)
-    made: np.ndarray = probs.argmax(axis=1).astype(np.int64, copy=False)
-    return made
+    from labledger.metrics.kernels import element_spans
+
+    out = np.empty(len(probs), dtype=label_index_type(probs.shape[1]))
+    for a, b in element_spans(len(probs)):
+        out[a:b] = probs[a:b].argmax(axis=1)
+    return out
+
+
+def binary_predicted(score: np.ndarray, pos: int) -> np.ndarray:
+    """A binary task's predicted indices from P(positive) (the positive label's index ``pos``):
+    positive when ``score >= 0.5``, as :func:`label_index_type` of two labels. The one rule of
+    every reader.
+
+    >>> binary_predicted(np.array([0.2, 0.5, 0.9]), 1).tolist()
+    [0, 1, 1]
+    """
+    return _binary_codes(score >= 0.5, pos)
+
+
+def _binary_codes(positive: np.ndarray, pos: int) -> np.ndarray:
+    scalar = label_index_type(2).type
+    out: np.ndarray = np.where(positive, scalar(pos), scalar(1 - pos))  # (scalars of the type: np.where keeps it)
+    return out
 
 
 def binary_task(
@@ -875,15 +912,17 @@ def binary_task(
     golds: set[str],
     score: np.ndarray,
     gold_pos: np.ndarray,
-    dtype: Any = np.int64,
 ) -> ProbTask:
     """A binary task from P(positive): the one binary label encoder of both readers (labels sorted;
     the negative label is the other gold label, else ``false``/``0`` for ``true``/``1``, else
-    ``not_POSITIVE``; predicted positive when ``score >= 0.5``). ``dtype``: of its label indices,
-    int64 but in a reader that makes them so later (:func:`widened`)."""
+    ``not_POSITIVE``; predicted positive when ``score >= 0.5``).
+
+    >>> t = binary_task("t", np.empty(0, object), np.ones(2, np.int64), "yes", {"yes", "no"}, np.array([0.2, 0.9]), np.array([False, True]))
+    >>> t.labels, t.gold_index.dtype, t.gold_index.tolist(), t.pred_index.tolist()
+    (('no', 'yes'), dtype('int8'), [0, 1], [0, 1])
+    """
     labels = tuple(sorted((pos, _negative_label(pos, golds))))
-    index, scalar = labels.index(pos), np.dtype(dtype).type
-    pj, pn = scalar(index), scalar(1 - index)  # (scalars of dtype: np.where keeps it)
+    index = labels.index(pos)
     td = ProbTask(
         task=task,
         ids=ids,
@@ -891,27 +930,12 @@ def binary_task(
         kind="binary",
         labels=labels,
         probs=np.empty((0, 2)),  # made from the score when read (defer_binary_probs)
-        gold_index=np.where(gold_pos, pj, pn),
-        pred_index=np.where(score >= 0.5, pj, pn),
+        gold_index=_binary_codes(gold_pos, index),
+        pred_index=binary_predicted(score, index),
         score=score,
         positive=pos,
     )
     defer_binary_probs(td, score, index)
-    return td
-
-
-def widened(td: TaskData) -> TaskData:
-    """``td`` with its label indices made int64, the tasks' type, where a reader made them narrower
-    while it checked the ids and sorted the columns beside them (10M binary rows: that step's peak
-    408-438 MiB against 534, #19); returns ``td``.
-
-    >>> t = binary_task("t", np.empty(0, object), np.ones(2, np.int64), "yes", {"yes", "no"}, np.array([0.2, 0.9]), np.array([False, True]), np.int8)
-    >>> t.gold_index.dtype, widened(t).gold_index.dtype, t.gold_index.tolist(), t.pred_index.tolist()
-    (dtype('int8'), dtype('int64'), [0, 1], [0, 1])
-    """
-    if isinstance(td, LabelTask):
-        td.gold_index = td.gold_index.astype(np.int64, copy=False)
-        td.pred_index = td.pred_index.astype(np.int64, copy=False)
     return td
 
 
@@ -1003,7 +1027,7 @@ def _build(b: _TaskBuilder, source: str, positive: str | None) -> TaskData:
             kind="classification",
             labels=tuple(labels),
             probs=probs,
-            gold_index=np.fromiter((index[g] for g in b.gold), dtype=np.int64, count=n),
+            gold_index=np.fromiter((index[g] for g in b.gold), dtype=label_index_type(len(labels)), count=n),
             pred_index=predicted_index(probs),
         )
         _set_positive_column(ptd, positive, source)
@@ -1042,12 +1066,13 @@ def _build(b: _TaskBuilder, source: str, positive: str | None) -> TaskData:
         pred = [orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode() for v in b.pred]
     labels_m = sorted(set(gold) | set(pred))
     index_m = {lab: j for j, lab in enumerate(labels_m)}
+    kind = label_index_type(len(labels_m))
     return LabelTask(
         **common,
         kind="match",
         labels=tuple(labels_m),
-        gold_index=np.fromiter((index_m[g] for g in gold), dtype=np.int64, count=n),
-        pred_index=np.fromiter((index_m[p] for p in pred), dtype=np.int64, count=n),
+        gold_index=np.fromiter((index_m[g] for g in gold), dtype=kind, count=n),
+        pred_index=np.fromiter((index_m[p] for p in pred), dtype=kind, count=n),
     )
 
 
