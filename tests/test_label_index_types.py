@@ -140,7 +140,9 @@ def test_compare_is_the_same_on_int64_indices(sets):
 def test_calibrate_fit_and_report_are_the_same_on_int64_indices():
     rs = results_from_rows(_rows(3, 400), positive="yes")
     wide = _widened(rs)
-    for method in ("temperature", "prior_multiplier"):
-        recipe = cal.fit(rs, task=["cls3", "cls120"], method=method, crossfit=3)
-        assert _doc(recipe) == _doc(cal.fit(wide, task=["cls3", "cls120"], method=method, crossfit=3))
-        assert _doc(cal.report(rs, recipe, resamples=100)) == _doc(cal.report(wide, recipe, resamples=100))
+    cases = [(["cls3", "cls120"], m) for m in ("temperature", "prior_multiplier", "em_prior_shift")]
+    cases += [(["cls3"], "temperature,prior_multiplier"), (["bin"], "threshold"), (["bin"], "positive_threshold")]
+    for tasks, method in cases:
+        recipe = cal.fit(rs, task=tasks, method=method, crossfit=3)
+        assert _doc(recipe) == _doc(cal.fit(wide, task=tasks, method=method, crossfit=3)), method
+        assert _doc(cal.report(rs, recipe, resamples=100)) == _doc(cal.report(wide, recipe, resamples=100)), method
