@@ -303,6 +303,37 @@ def test_a_prefetched_key_is_used_once_and_never_for_a_changed_file(tmp_path, ca
     assert not columnar.prefetch_key(path)  # no cache: nothing to hash for
 
 
+def test_a_file_cut_shorter_while_its_key_is_hashed_gives_no_key_and_no_signal(tmp_path):
+    """A source rewritten by another process while its key is hashed (the CLI hashes it in a thread
+    as it starts) gives no key. Through a memory map the reader died of SIGBUS at the first page past
+    the new end (a test worker was lost to it): run in a process of its own, cut at the first window."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"id": 1}\n' * 400_000)  # 4 MB: several windows of 64 KiB
+    script = f"""
+import xxhash
+from labledger.inputs import columnar
+real = xxhash.xxh3_128
+class Cutting:
+    def __init__(self): self.h, self.cut = real(), False
+    def update(self, data):
+        if not self.cut:
+            self.cut = True
+            with open({str(path)!r}, "r+b") as f:
+                f.truncate(1000)  # another writer's rewrite, between this window's read and its hash
+        self.h.update(data)
+    def hexdigest(self): return self.h.hexdigest()
+columnar.xxhash.xxh3_128 = Cutting
+print(columnar.file_key({str(path)!r}, window=1 << 16))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() == "None"
+    assert columnar.file_key(path) == columnar.content_key(path.read_bytes())  # the file as it is now
+
+
 def test_small_files_are_not_cached_by_default(tmp_path, cache_dir, monkeypatch):
     monkeypatch.delenv(columnar.MIN_BYTES_ENV)
     path = write(tmp_path / "r.jsonl", [{"id": 1, "task": "t", "gold": 1.0, "pred": 0.5}])

@@ -296,8 +296,8 @@ def hashed_key(h: xxhash.xxh3_128, size: int) -> str:
     return f"xxh3_128:{h.hexdigest()}:{size}"
 
 
-#: Bytes of a file mapped at once while its key is computed (:func:`file_key`).
-KEY_WINDOW = 64 * 2**20
+#: Bytes of a file read at once while its key is computed (:func:`file_key`).
+KEY_WINDOW = 8 * 2**20
 
 
 def file_identity(st: os.stat_result) -> tuple[int, ...]:
@@ -376,13 +376,13 @@ def prefetching(path: str | os.PathLike[str]) -> bool:
 
 
 def file_key(path: str | os.PathLike[str], *, window: int = KEY_WINDOW) -> str | None:
-    """:func:`content_key` of a file, hashed through memory maps of ``window`` bytes at a time (no
-    copy, and never more than one window of the file resident: a whole-file map held every page of
-    a 0.7 GB source in the reader's memory while it was hashed, #19); ``None`` if unreadable.
+    """:func:`content_key` of a file, read and hashed ``window`` bytes at a time (never more than one
+    window of the file held: a whole-file map held every page of a 0.7 GB source in the reader's
+    memory while it was hashed, #19); ``None`` if unreadable.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "f"; _ = p.write_bytes(b"abc" * 5000)
-    >>> file_key(p) == file_key(p, window=mmap.ALLOCATIONGRANULARITY) == content_key(b"abc" * 5000)
+    >>> file_key(p) == file_key(p, window=4096) == content_key(b"abc" * 5000)
     True
     >>> file_key(p.parent / "missing") is None
     True
@@ -393,20 +393,27 @@ def file_key(path: str | os.PathLike[str], *, window: int = KEY_WINDOW) -> str |
 
 def _hashed(path: str | os.PathLike[str], window: int, identity: tuple[int, ...] | None = None) -> str | None:
     """:func:`file_key` computed now (``None`` also when ``identity`` is given and the file opened is
-    not that one)."""
+    not that one, or when the file is cut shorter while it is read). The file is read into one
+    buffer of ``window`` bytes, not mapped: a map of a file that another process cuts shorter while
+    it is hashed (a harness rewriting its results file) kills the reader with SIGBUS on its next
+    page; a read just ends early (#19). 1M rows (130 MB), ~25 ms instead of ~17 ms, in the thread
+    that hashes beside the command's imports."""
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb", buffering=0) as f:
             st = os.fstat(f.fileno())
             if identity is not None and file_identity(st) != identity:
                 return None
             size = st.st_size
             if size == 0:
                 return content_key(b"")
-            step = max(mmap.ALLOCATIONGRANULARITY, window - window % mmap.ALLOCATIONGRANULARITY)
-            h = xxhash.xxh3_128()
-            for at in range(0, size, step):
-                with mmap.mmap(f.fileno(), min(step, size - at), offset=at, access=mmap.ACCESS_READ) as m:
-                    h.update(m)
+            view = memoryview(bytearray(max(1, min(window, size))))
+            h, got = xxhash.xxh3_128(), 0
+            while got < size:
+                k = f.readinto(view[: min(len(view), size - got)])
+                if not k:
+                    return None  # cut shorter since it was opened: no key for a file in the middle of a write
+                h.update(view[:k])
+                got += k
             return hashed_key(h, size)
     except (OSError, ValueError):
         return None
