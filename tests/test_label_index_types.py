@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import orjson
 import pytest
 
 import labledger.calibrate as cal
@@ -86,7 +87,7 @@ def sets(tmp_path_factory):
     found = []
     for seed in (1, 2):
         path = folder / f"r{seed}.jsonl"
-        path.write_bytes(b"".join(__import__("orjson").dumps(r) + b"\n" for r in _rows(seed)))
+        path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in _rows(seed)))
         found.append(read_results(path, positive="yes", cache=False))
     return found
 
