@@ -411,7 +411,8 @@ def _sorted_groups(
 
 class SortCache(dict[int, tuple[np.ndarray, np.ndarray | None]]):
     """Each probability column's ascending sort order and tie groups, shared by the metrics of one
-    task; its lock makes metrics prepared in parallel threads sort a column once (#19).
+    task; its column locks make metrics prepared in parallel threads sort a column once, and let
+    two columns be sorted (or checked) at once (#19).
 
     ``given``: ascending orders already at hand by column (``np.argsort`` of that very column, kept
     in the columnar cache entry beside it: :func:`labledger.inputs.results.given_sorts`); each is
