@@ -970,8 +970,8 @@ def test_a_macro_metrics_classes_ranked_two_at_a_time_give_the_same_documents(tm
     monkeypatch.setenv(columnar.MIN_BYTES_ENV, "0")
     read_results(path)  # (the entry written: the reads below are from it)
 
-    def documents(beside: bool) -> list[dict]:
-        monkeypatch.setattr(classification, "RANK_BESIDE_FROM", 0 if beside else 10**12)
+    def documents(two_at_a_time: bool) -> list[dict]:
+        monkeypatch.setattr(classification, "RANK_BESIDE_FROM", 0 if two_at_a_time else 10**12)
         out = []
         for clustered in (False, True):
             rs = results_from_rows([r if clustered else {k: v for k, v in r.items() if k != "group"} for r in rows])
