@@ -1080,7 +1080,7 @@ def _classification(
                 if np.abs(block.sum(axis=1) - 1.0).max() > tol:
                     failed.set()
                     return
-                pred[row + a : row + b] = predicted_index(block)
+                predicted_index(block, out=pred[row + a : row + b])
             del columns
 
     def gold_index() -> np.ndarray:

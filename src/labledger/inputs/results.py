@@ -870,18 +870,19 @@ def label_index_type(k: int) -> np.dtype[Any]:
     return np.dtype(np.int64)
 
 
-def predicted_index(probs: np.ndarray) -> np.ndarray:
+def predicted_index(probs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Each row's predicted label of an (n, K) probability matrix: the argmax, ties to the first label
     (in sorted order), as :func:`label_index_type` (argmax of a block of rows at a time: no int64
-    array of n, 76 MiB at 10M rows, #19). The one rule of every reader (rows, JSONL, the columnar
-    cache), so their tasks agree bit for bit.
+    array of n, 76 MiB at 10M rows, #19), or into ``out`` (n, any integer type that holds them: the
+    JSONL reader's task array, filled a block of rows at a time). The one rule of every reader
+    (rows, JSONL, the columnar cache), so their tasks agree bit for bit.
 
     >>> predicted_index(np.array([[0.2, 0.8], [0.5, 0.5]])).tolist(), predicted_index(np.zeros((0, 2))).dtype
     ([1, 0], dtype('int8'))
     """
     from labledger.metrics.kernels import element_spans
 
-    out = np.empty(len(probs), dtype=label_index_type(probs.shape[1]))
+    out = np.empty(len(probs), dtype=label_index_type(probs.shape[1])) if out is None else out
     for a, b in element_spans(len(probs)):
         out[a:b] = probs[a:b].argmax(axis=1)
     return out
