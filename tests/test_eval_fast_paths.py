@@ -982,3 +982,49 @@ def test_a_macro_metrics_classes_ranked_two_at_a_time_give_the_same_documents(tm
         return out
 
     assert documents(True) == documents(False)
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+@pytest.mark.parametrize("labels", [2, 3])
+def test_ece_confidences_made_once_equal_those_made_a_block_at_a_time(monkeypatch, labels, strategy):
+    """Up to kernels.WHOLE items ECE's confidences are one array made once (kernels.column); past it
+    a BlockColumn that every reader makes a block at a time (#19): the same documents, bit for bit,
+    from a binary score and from a matrix, with and without clusters."""
+    from labledger.analysis.evaluation import evaluate
+    from labledger.inputs.results import results_from_rows
+    from labledger.metrics import kernels
+
+    rng = np.random.default_rng(labels)
+    names = [f"c{j}" for j in range(labels)]
+    rows = []
+    for i in range(5_000):
+        p = rng.dirichlet(np.ones(labels)).round(3)
+        p[-1] = 1.0 - p[:-1].sum()
+        row = {"id": i, "task": "t", "gold": names[int(rng.integers(labels))], "probs": dict(zip(names, p.tolist()))}
+        rows.append({**row, "group": i // 4} if i % 3 else row)
+    rs = results_from_rows(rows, positive="c1" if labels == 2 else None)
+    metric = [f"ece:strategy={strategy}"]
+
+    def doc() -> bytes:
+        return orjson.dumps(evaluate(rs, metrics=metric, resamples=300).to_dict())
+
+    want = doc()
+    assert strategy in want.decode()
+    monkeypatch.setattr(kernels, "WHOLE", 0)
+    monkeypatch.setattr(kernels, "ELEMENT_BLOCK", 97)
+    assert doc() == want
+
+
+def test_picked_values_from_a_flat_take_equal_the_two_array_index():
+    """``_picked``'s one take from a C-ordered matrix's flat values (#19) gives the two-array index's
+    floats; a matrix that is not C-ordered (a transposed or sliced view) is indexed as before."""
+    from labledger.metrics.classification import _picked
+
+    rng = np.random.default_rng(3)
+    for k in (1, 2, 3, 7):
+        probs = rng.random((1_000, k))
+        index = rng.integers(0, k, 1_000).astype(label_index_type(k))
+        for matrix in (probs, np.asfortranarray(probs), np.repeat(probs, 2, axis=1)[:, ::2]):
+            for a, b in ((0, 1_000), (17, 400), (999, 1_000), (5, 5)):
+                want = matrix[np.arange(a, b), index[a:b]]
+                assert _picked(matrix, index, a, b).tobytes() == want.tobytes()

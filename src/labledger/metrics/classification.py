@@ -977,7 +977,7 @@ def _ece_w(
 
 
 def _ece(
-    weights: Callable[..., WeightsPrepared], conf: BlockColumn, correct: np.ndarray, params: dict[str, Any]
+    weights: Callable[..., WeightsPrepared], conf: np.ndarray | BlockColumn, correct: np.ndarray, params: dict[str, Any]
 ) -> WeightsPrepared:
     """ECE's :class:`WeightsPrepared` (``weights``: :func:`_weights_of`'s) from each item's confidence,
     the predicted label's probability (made a block at a time where it is read), and whether the
@@ -1107,8 +1107,15 @@ def _picked(probs: np.ndarray, index: np.ndarray, a: int, b: int) -> np.ndarray:
     >>> _picked(np.array([[0.2, 0.8], [0.6, 0.4], [0.5, 0.5]]), np.array([1, 0, 1]), 1, 3).tolist()
     [0.6, 0.5]
     """
-    out: np.ndarray = probs[np.arange(a, b), index[a:b]]
-    return out
+    k = probs.shape[1]
+    if not probs.flags.c_contiguous:
+        out: np.ndarray = probs[np.arange(a, b), index[a:b]]
+        return out
+    # one take from the flat matrix: row i's value sits at i * k + index[i] (half the time of the
+    # two-array index, which makes both index arrays and broadcasts them, #19)
+    flat = np.arange(a * k, b * k, k)
+    flat += index[a:b]
+    return np.take(probs.reshape(-1), flat)
 
 
 def _neg_log_clipped(p: np.ndarray) -> np.ndarray:
@@ -1160,9 +1167,9 @@ def score_prepared(
     if name == "ece":
         if pred_pos is None:
             pred_pos = score >= 0.5
-        # the predicted label's probability, a block at a time wherever it is read (#19)
+        # the predicted label's probability (past WHOLE items a block at a time wherever it is read, #19)
         return _ece(
-            weights, BlockColumn(n, functools.partial(_flagged_block, pred_pos, score)), pred_pos == is_pos, params
+            weights, kernels.column(n, functools.partial(_flagged_block, pred_pos, score)), pred_pos == is_pos, params
         )
     raise MetricInputError(f"{name} is not a probability metric")
 
@@ -1241,7 +1248,7 @@ def prob_prepared(
     if name == "ece":
         if pred is None:
             pred = probs.argmax(axis=1)
-        return _ece(weights, BlockColumn(n, functools.partial(_picked, probs, pred)), pred == gold, params)
+        return _ece(weights, kernels.column(n, functools.partial(_picked, probs, pred)), pred == gold, params)
     raise MetricInputError(f"{name} is not a probability metric")
 
 
