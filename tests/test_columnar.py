@@ -116,7 +116,7 @@ def test_eval_from_the_entrys_sorted_columns_equals_eval_from_jsonl(tmp_path, ca
     its own evaluation, a later read takes it from the entry; the documents equal the JSONL one."""
     from labledger.analysis.evaluation import evaluate
     from labledger.inputs.results import given_sorts
-    from labledger.metrics.classification import _checked_order
+    from labledger.metrics.classification import checked_order
 
     rng = np.random.default_rng(3)
     rows = []
@@ -144,7 +144,7 @@ def test_eval_from_the_entrys_sorted_columns_equals_eval_from_jsonl(tmp_path, ca
     assert sorted(orders) == ([1] if kind == "binary" else [0, 1, 2])
     assert all(not o.flags.writeable for o in orders.values())  # views of the mapped entry
     assert all(o.dtype == np.int32 for o in orders.values())  # 4-byte positions (format 7)
-    assert all(_checked_order(o, cached["t"].probs[:, j]) is not None for j, o in orders.items())  # used
+    assert all(checked_order(o, cached["t"].probs[:, j]) is not None for j, o in orders.items())  # used
     assert doc(cached) == want
 
 
@@ -175,13 +175,92 @@ def test_a_torn_or_foreign_cache_entry_is_never_read(tmp_path, cache_dir):
         whole[: len(whole) // 2],  # torn
         whole[:-1],  # torn in the last byte
         b"not an entry at all",
-        b"LBLCOLS1" + b"\0" * 40 + (10).to_bytes(8, "little") + b"LBLCOLS1",  # a header that is not JSON
+        b"LBLCOLS2" + b"\0" * 40 + bytes(8) + (10).to_bytes(8, "little") + b"LBLCOLS2",  # a header that is not JSON
         whole.replace(b'"t0.score":["<f8",', b'"t0.score":["<f8",9', 1),  # an array past the end
     ):
         entry.write_bytes(damaged)
         assert_same_set(want, read_results(path, positive="no"))
         assert entry.read_bytes() == whole  # rebuilt
         assert_same_set(want, read_results(path, positive="no"))  # and read back
+
+
+def test_an_entry_whose_bytes_changed_after_it_was_written_is_never_read(tmp_path, cache_dir):
+    """Every byte of a columns entry before its trailer, data and header alike, is under the digest
+    written with it (#19): one flipped bit in a sort order, a probability, a tie start, the Arrow
+    ids, the padding or the header's offsets is a miss, and the entry is rebuilt from the JSONL.
+    Before, a changed order was caught by its check against the column, but a changed probability
+    was read as it was."""
+    from labledger.inputs import result_entry
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for i in range(300):
+        w = np.round(rng.dirichlet([1, 1, 1]), 2)  # ties: the entry holds tie starts
+        rows.append(
+            {"id": f"r{i}", "task": "t", "gold": "abc"[i % 3], "probs": dict(zip("abc", (w / w.sum()).tolist()))}
+        )
+    path = write(tmp_path / "r.jsonl", rows)
+    want = read_results(path, cache=False)
+    read_results(path)
+    [entry] = cache_dir.glob("*.cols")
+    whole = entry.read_bytes()
+    kind = result_entry.entry_kind(TOLERANCE, None, False)
+    header = columnar.cached_columns(path, kind, folder=cache_dir)
+    assert {"t0.o0", "t0.g0", "t0.probs"} <= set(header.arrays)  # orders with their tie starts
+    places = dict.fromkeys(("t0.o0", "t0.g0", "t0.probs", "t0.gold_index"), 0)
+    end = len(whole) - 24 - int.from_bytes(whole[-16:-8], "little")
+    for name in places:  # the first byte of each array: its offset in the header
+        places[name] = int(whole[end:].split(f'"{name}":'.encode())[1].split(b",")[1])
+    places |= {"padding": places["t0.gold_index"] - 1, "arrow ids": end - 40, "header": end + 20}
+    for what, at in places.items():
+        damaged = bytearray(whole)
+        damaged[at] ^= 0x10
+        entry.write_bytes(bytes(damaged))
+        assert columnar.cached_columns(path, kind, folder=cache_dir) is None, what
+        assert_same_set(want, read_results(path))  # from the JSONL
+        assert entry.read_bytes() == whole, what  # and the entry rebuilt
+    assert columnar.cached_columns(path, kind, folder=cache_dir) is not None
+
+
+def test_an_entrys_orders_come_with_the_tie_starts_of_their_columns(tmp_path, cache_dir):
+    """A result set's entry keeps each sorted column's tie starts beside its order (entry format 10):
+    read back, they are the column's own (kernels' tie_starts of its values in that order; None
+    where no two tie), and an evaluation uses them as they are, neither checking the order nor
+    walking it again (#19), with the JSONL read's documents."""
+    from labledger.analysis.evaluation import evaluate
+    from labledger.inputs.results import given_sorts, given_ties
+    from labledger.metrics import classification
+    from labledger.metrics.classification import tie_starts
+
+    rng = np.random.default_rng(8)
+    rows = []
+    for i in range(2_000):
+        p = rng.dirichlet([1, 1, 1])
+        a = round(float(p[0]), 2)  # column a ties, b and c do not
+        b = float(p[1] / (p[1] + p[2])) * (1 - a)
+        rows.append({"id": i, "task": "t", "gold": "abc"[i % 3], "probs": {"a": a, "b": b, "c": 1 - a - b}})
+    path = write(tmp_path / "r.jsonl", rows)
+    want = orjson.dumps(evaluate(read_results(path, cache=False), resamples=100).to_dict())
+    read_results(path)  # (fills the cache)
+    rs = read_results(path)
+    cached = rs["t"]
+    orders, ties = given_sorts(cached), given_ties(cached)
+    assert sorted(ties) == sorted(orders) == [0, 1, 2]
+    for j, order in orders.items():
+        values = cached.probs[order, j]
+        assert (np.diff(values) >= 0).all()
+        found = tie_starts(values)
+        assert (ties[j] is None) == (found is None) == (j != 0)
+        if found is not None:
+            assert ties[j].tolist() == found.tolist() and ties[j].dtype == np.int32
+    calls = []
+    real = classification.checked_order
+    try:
+        classification.checked_order = lambda *a: calls.append(a) or real(*a)
+        got = orjson.dumps(evaluate(rs, resamples=100).to_dict())
+    finally:
+        classification.checked_order = real
+    assert got == want and calls == []
 
 
 def test_an_entry_of_another_layout_is_rewritten_in_place(tmp_path, cache_dir, monkeypatch):

@@ -404,7 +404,7 @@ def test_a_stale_or_foreign_order_is_not_used(rows, seed):
     """An order that does not sort its column (shuffled, a repeated index, short) is refused: the
     column is sorted again and every value equals the fresh one."""
     from labledger.inputs.results import ResultSet, results_from_rows, set_given_sorts
-    from labledger.metrics.classification import _checked_order, tie_starts
+    from labledger.metrics.classification import checked_order, tie_starts
 
     fresh = results_from_rows(rows, positive="yes")
     td = results_from_rows(rows, positive="yes")["t"]
@@ -414,7 +414,7 @@ def test_a_stale_or_foreign_order_is_not_used(rows, seed):
     bad[3][[0, -1]] = bad[3][[-1, 0]]  # two ends swapped
     for order in bad:
         col = td.probs[:, 0]
-        found = _checked_order(order, col)
+        found = checked_order(order, col)
         if found is not None:  # a true sort order, with the tie groups of the sorted values
             assert np.array_equal(np.take(col, found[0]), np.sort(col))
             want = tie_starts(np.sort(col))
@@ -429,7 +429,7 @@ def test_a_checked_order_gives_the_tie_starts_of_its_sort_across_blocks(n, level
     """A true order's check finds the groups of its sorted values in its one pass, over many blocks
     (every one with or without ties), as the sort itself does."""
     from labledger.metrics import kernels
-    from labledger.metrics.classification import _checked_order, ascending_groups
+    from labledger.metrics.classification import ascending_groups, checked_order
 
     rng = np.random.default_rng(seed)
     col = np.round(rng.random(n), levels)  # ties from few levels, none from many
@@ -437,7 +437,7 @@ def test_a_checked_order_gives_the_tie_starts_of_its_sort_across_blocks(n, level
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels, "WHOLE", 8)
         mp.setattr(kernels, "BLOCK", 7)
-        found = _checked_order(order, col)
+        found = checked_order(order, col)
         want = ascending_groups(col)
     assert found is not None and found[0] is order
     assert (found[1] is None and want[1] is None) or found[1].tolist() == want[1].tolist()
@@ -586,7 +586,7 @@ def test_a_one_task_files_probs_are_sorted_beside_the_read_and_evaluate_the_same
     def no_check(order, col):
         raise AssertionError("an order made by the read is checked again")
 
-    monkeypatch.setattr(classification, "_checked_order", no_check)  # made here with its ties: used as it is
+    monkeypatch.setattr(classification, "checked_order", no_check)  # made here with its ties: used as it is
     assert evaluate(rs).to_json() == without
     # a first read into the columnar cache keeps them (the entry's encoding attaches the orders again)
     monkeypatch.setenv("LABLEDGER_CACHE_DIR", str(tmp_path / "cache"))
@@ -940,7 +940,7 @@ def test_an_order_narrowed_in_place_equals_its_copy(seed, n, block):
 def test_a_macro_metrics_classes_ranked_two_at_a_time_give_the_same_documents(tmp_path, monkeypatch, labels):
     """A one-vs-rest macro ROC-AUC or AP ranks its classes in two threads (their sorts checked or
     made beside each other: a sort cache's column locks, #19): the documents are those of one class
-    at a time, with and without clusters, and from a cache entry (whose kept orders are checked)."""
+    at a time, with and without clusters, and from a cache entry (its orders read with their ties)."""
     from labledger.analysis.evaluation import evaluate
     from labledger.inputs import columnar
     from labledger.inputs.results import results_from_rows

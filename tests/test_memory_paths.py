@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from labledger.metrics import analytic, kernels
 from labledger.metrics.analytic import GroupedInfluence, Ranked, auc_groups, auc_items, covariance, ovr_influence
-from labledger.metrics.classification import _checked_order, tie_starts
+from labledger.metrics.classification import checked_order, tie_starts
 
 
 @settings(max_examples=40, deadline=None)
@@ -74,10 +74,10 @@ def test_a_sort_order_is_checked_through_a_strided_column():
     for j in range(3):
         col = probs[:, j]
         order = kernels.stable_argsort(np.ascontiguousarray(col)).astype(np.int32)
-        strided, contiguous = _checked_order(order, col), _checked_order(order, np.ascontiguousarray(col))
+        strided, contiguous = checked_order(order, col), checked_order(order, np.ascontiguousarray(col))
         assert strided is not None and contiguous is not None
         assert strided[1].tolist() == contiguous[1].tolist() == tie_starts(col[order]).tolist()
-        assert _checked_order(order[::-1].copy(), col) is None
+        assert checked_order(order[::-1].copy(), col) is None
 
 
 @pytest.mark.parametrize("absent", [False, True])

@@ -187,8 +187,8 @@ class _TaskCache:
     def __init__(self, td: TaskData):
         self.td = td
         self._ranking: RankingArrays | None = None
-        # the orders the reader kept (the columnar cache entry's sorted columns), checked on use
-        # but for those it made itself (with their ties)
+        # the orders the reader made or read from a cache entry with their ties (used as they are),
+        # and any other given order (checked on use)
         self.sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = SortCache(given_sorts(td), given_ties(td))
         self._cells: tuple[np.ndarray | None, np.ndarray] | None = None
         self._lock = threading.Lock()

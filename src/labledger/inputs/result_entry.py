@@ -49,7 +49,7 @@ from labledger.inputs.results import (
     label_index_type,
     set_given_sorts,
 )
-from labledger.metrics.kernels import index_dtype, stable_argsort
+from labledger.metrics.kernels import index_dtype, stable_argsort, taken
 
 #: The layout of a result set's entry, kept in its meta: an entry of another layout is never read,
 #: and is rewritten in place (the same file: the layout is not part of the entry's name, so a new
@@ -61,8 +61,11 @@ from labledger.metrics.kernels import index_dtype, stable_argsort
 #: positions up to 2^31 - 1 items (10M rows: 38 MiB less mapped a sorted column, #19); 8: the gold
 #: label indices as :func:`~labledger.inputs.results.label_index_type` (int8 up to 128 labels: 10M
 #: rows, 67 MiB less, #19); 9: a classification task's predicted indices kept, not made again by
-#: an argmax of the matrix on each read (1M 3-class rows: 20 ms of a 0.3 s eval, #19).
-ENTRY_FORMAT = 9
+#: an argmax of the matrix on each read (1M 3-class rows: 20 ms of a 0.3 s eval, #19); 10: each kept
+#: order's tie-group starts beside it, used as they are (the entry's digest vouches for both, where
+#: each read checked each order against its column and walked it again for its ties: 1M 3-class
+#: rows, ~36 ms of CPU, #19).
+ENTRY_FORMAT = 10
 #: A classification task of at most this many labels keeps each label's sort order in its entry
 #: (the default metrics sort every column; past this the entry would grow by 8 bytes x n x labels).
 MAX_SORTED_COLUMNS = 8
@@ -156,13 +159,15 @@ def encode(rs: ResultSet) -> Encoded | None:
             else:  # the (n, K) matrix row by row: a read maps it as the matrix itself, no copy
                 arrays[p + "probs"] = np.ascontiguousarray(td.probs, np.float64).reshape(-1)
                 arrays[p + "pred_index"] = np.asarray(td.pred_index, index_type)
-            # the ascending order of each column the metrics sort, kept like a database index
-            given = given_sorts(td)
-            orders = {j: given[j] if j in given else stable_argsort(sorted_column(td, j)) for j in sorted_columns(td)}
+            # the ascending order of each column the metrics sort, kept like a database index, with
+            # its tie groups' starts where some values tie (an order this process made, or checked)
+            orders, ties = _sorted_with_ties(td)
             for j, order in orders.items():
                 arrays[p + f"o{j}"] = np.asarray(order, index_dtype(td.n))
-            info["sorted"] = {"columns": list(orders)}
-            set_given_sorts(td, orders, given_ties(td))  # (the ties of the orders made here kept)
+                if ties[j] is not None:
+                    arrays[p + f"g{j}"] = np.asarray(ties[j], index_dtype(td.n))
+            info["sorted"] = {"columns": list(orders), "tied": [j for j in orders if ties[j] is not None]}
+            set_given_sorts(td, orders, ties)
         elif isinstance(td, RegressionTask):
             arrays[p + "gold_value"] = np.asarray(td.gold_value, np.float64)
             arrays[p + "pred_value"] = np.asarray(td.pred_value, np.float64)
@@ -256,13 +261,40 @@ def decode(meta: Any, arrays: dict[str, np.ndarray], arrow: Callable[[str], Any]
                 positive=positive,
             )
         kept = info.get("sorted")
-        if isinstance(td, ProbTask) and kept is not None:  # their stable orders (checked on use)
-            set_given_sorts(td, {int(j): num(f"o{j}") for j in kept["columns"]})
+        if isinstance(td, ProbTask) and kept is not None:  # their stable orders and tie starts
+            columns, tied = [int(j) for j in kept["columns"]], {int(j) for j in kept["tied"]}
+            orders = {j: num(f"o{j}") for j in columns}
+            set_given_sorts(td, orders, {j: num(f"g{j}") if j in tied else None for j in columns})
         defer_ids(td, load=partial(arrow, p + "id"))
         if first is not None:
             defer_lines(td, first, n)
         out[info["task"]] = td
     return ResultSet(out, source=source, repeat_field=repeat_field)
+
+
+def _sorted_with_ties(td: ProbTask) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray | None]]:
+    """The ascending order of each of ``td``'s :func:`sorted_columns` and its tie starts (None: no
+    ties): those the reader made beside its read as they are; an order given otherwise is checked
+    against its column (:func:`~labledger.metrics.classification.checked_order`, which finds its
+    ties), and a column without one is sorted here and walked for them."""
+    from labledger.metrics.classification import checked_order, tie_starts_by
+
+    given, given_t = given_sorts(td), given_ties(td)
+    orders: dict[int, np.ndarray] = {}
+    ties: dict[int, np.ndarray | None] = {}
+    for j in sorted_columns(td):
+        col = sorted_column(td, j)
+        found = (given[j], given_t[j]) if j in given and j in given_t else checked_order(given.get(j), col)
+        if found is None:
+            order = stable_argsort(col)
+            found = order, tie_starts_by(partial(_through, col, order), len(col))
+        orders[j], ties[j] = found
+    return orders, ties
+
+
+def _through(col: np.ndarray, order: np.ndarray, a: int, b: int) -> np.ndarray:
+    """The values of ``col`` at the sorted positions ``[a, b)`` of ``order``."""
+    return taken(col, order[a:b])
 
 
 def _extra_column(arrow: Callable[[str], Any], prefix: str, names: list[str], name: str) -> Any:

@@ -414,12 +414,13 @@ class SortCache(dict[int, tuple[np.ndarray, np.ndarray | None]]):
     task; its column locks make metrics prepared in parallel threads sort a column once, and let
     two columns be sorted (or checked) at once (#19).
 
-    ``given``: ascending orders already at hand by column (``np.argsort`` of that very column, kept
-    in the columnar cache entry beside it: :func:`labledger.inputs.results.given_sorts`); each is
-    checked against the column (its values in that order must not decrease) before it replaces the
-    argsort, and a failed check sorts as usual. ``ties``: the tie starts of those given orders that
-    this process made from the columns themselves
-    (:func:`labledger.inputs.results.given_ties`): these are used as they are.
+    ``given``: ascending orders already at hand by column (``np.argsort`` of that very column:
+    :func:`labledger.inputs.results.given_sorts`). ``ties``: the tie starts of those given orders
+    that this process made from the columns themselves, or read with them from a columnar cache
+    entry whose digest vouches that they are what its writer made from these columns
+    (:func:`labledger.inputs.results.given_ties`): such an order is used as it is. Any other given
+    order is checked against its column (its values in that order must not decrease) before it
+    replaces the argsort, and a failed check sorts as usual.
 
     >>> c = SortCache(); order, starts = _ascending(c, np.array([0.9, 0.1]), 0)
     >>> order.tolist(), starts, list(c)
@@ -515,7 +516,7 @@ def _ranked(
         return sorts.ranked[c]
 
 
-def _checked_order(order: np.ndarray | None, col: np.ndarray) -> tuple[np.ndarray, np.ndarray | None] | None:
+def checked_order(order: np.ndarray | None, col: np.ndarray) -> tuple[np.ndarray, np.ndarray | None] | None:
     """``(order, tie starts)`` when ``order`` is a permutation-sized index array that sorts ``col``
     ascending (a stale or foreign order gives None: the caller sorts). The sorted values are read a
     block at a time through the order, twice where some tie (to check and count, then to find the
@@ -543,18 +544,25 @@ def _checked_order(order: np.ndarray | None, col: np.ndarray) -> tuple[np.ndarra
 
 
 def _ascending(
-    sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None, col: np.ndarray, j: int
+    sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None,
+    col: np.ndarray | Callable[[], np.ndarray],
+    j: int,
 ) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """The ascending sort order of ``col`` (column ``j`` of the task's probabilities) and its tie
-    groups, computed once per ``sorts`` (a caller's cache shared by the metrics of one task, a
-    :class:`SortCache` when threads share it); ``None`` without a cache."""
+    """The ascending sort order of ``col`` (column ``j`` of the task's probabilities, or a function
+    that makes it: a given order with its ties never reads it, #19) and its tie groups, computed
+    once per ``sorts`` (a caller's cache shared by the metrics of one task, a :class:`SortCache`
+    when threads share it); ``None`` without a cache."""
     if sorts is None:
         return None
     with sorts.column_lock(j) if isinstance(sorts, SortCache) else contextlib.nullcontext():
         if j not in sorts:
             given, ties = getattr(sorts, "given", {}).pop(j, None), getattr(sorts, "ties", {})
-            found = (given, ties.pop(j)) if given is not None and j in ties else _checked_order(given, col)
-            sorts[j] = found if found is not None else ascending_groups(col)
+            if given is not None and j in ties:
+                sorts[j] = (given, ties.pop(j))
+            else:
+                values = col() if callable(col) else col
+                found = checked_order(given, values)
+                sorts[j] = found if found is not None else ascending_groups(values)
         return sorts[j]
 
 
@@ -733,11 +741,16 @@ class _OvrSorts:
 
     def ascending(self, c: int) -> tuple[np.ndarray, np.ndarray | None]:
         if c not in self._asc:
-            # beyond one block a view (a sort order at hand is checked through it: no copy of the
-            # column, 10M rows: 76 MiB), else a copy, which np.take reads faster (1M rows: ~25 ms, #19)
-            col = self.probs[:, c] if len(self.probs) > kernels.WHOLE else np.ascontiguousarray(self.probs[:, c])
-            self._asc[c] = _sorted_groups(col, False, _ascending(self.shared, col, c))
+            found = _ascending(self.shared, functools.partial(self.column, c), c)
+            self._asc[c] = found if found is not None else ascending_groups(self.column(c))
         return self._asc[c]
+
+    def column(self, c: int) -> np.ndarray:
+        """Class ``c``'s probabilities, to sort or to check an order through, made only then (an
+        order given with its ties reads no column; 1M rows: 2.5 ms a class): beyond one block a view
+        (no copy of the column, 10M rows: 76 MiB), else a copy, which np.take reads faster (1M
+        rows: ~25 ms, #19)."""
+        return self.probs[:, c] if len(self.probs) > kernels.WHOLE else np.ascontiguousarray(self.probs[:, c])
 
     def get(self, c: int) -> tuple[np.ndarray, np.ndarray | None]:
         if c not in self._sorts:
