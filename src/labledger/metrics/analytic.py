@@ -395,10 +395,11 @@ def auc_items(r: Ranked, clustered: bool, into: np.ndarray | None = None) -> np.
     """``auc_groups(r, clustered).per_item()``, the same floats, a block of groups at a time: the AUC
     to centre on from the groups' products summed as ``np.sum`` of the whole array would
     (:func:`~labledger.metrics.kernels.pairwise_sum`), then each block's values spread to its items;
-    no array of n but the answer (10M items: five arrays of a float per group less, #19). None when
-    the groups are one block: their whole arrays cost no more, and one pass less. ``into``: an
-    array of n the values are added to (and which is returned) instead of a new one, when they are
-    defined (a macro mean's running total: :meth:`GroupedInfluence.add_to`).
+    no array of n but the answer (10M items: five arrays of a float per group less, #19). Tied
+    groups in one block give None: their whole arrays cost no more, and one pass less; untied items
+    in one block are :func:`_untied_items`. ``into``: an array of n the values are added to (and
+    which is returned) instead of a new one, when they are defined (a macro mean's running total:
+    :meth:`GroupedInfluence.add_to`).
 
     >>> r = Ranked(np.array([False, True, False, True]), np.arange(4), np.array([0, 1, 3]))
     >>> auc_items(r, False) is None  # one block (tests/test_analytic.py checks many, bit for bit)
@@ -406,7 +407,7 @@ def auc_items(r: Ranked, clustered: bool, into: np.ndarray | None = None) -> np.
     """
     p, q = r.p, r.n - r.p
     if len(spans(r.groups)) == 1:
-        return None
+        return _untied_items(r, clustered, into) if r.starts is None and p and q else None
     if p == 0 or q == 0:
         return np.full(r.n, math.nan)
 
@@ -437,6 +438,40 @@ def auc_items(r: Ranked, clustered: bool, into: np.ndarray | None = None) -> np.
 
     _spread_blocks(out, r, values(), into is not None)
     return out
+
+
+def _untied_items(r: Ranked, clustered: bool, into: np.ndarray | None) -> np.ndarray:
+    """``auc_groups(r, clustered).per_item()`` (added to ``into`` when given) of items no two of
+    which tie, with positives and negatives, the same floats in half the arrays: each item is its
+    own group, so a positive's V10 is its negatives below, ``(i + 1) - c_i``, over q, and a
+    negative's V01 its positives above, ``p - c_i``, over p (``c_i``: the positives up to sorted
+    position i; whole numbers, exact as :func:`_auc_v` makes them), and only the value an item's
+    flag picks is centred and spread (1M items: 22 ms against 27 a class, #19).
+
+    >>> r = Ranked(np.array([False, True, False, True, True]), np.array([3, 0, 4, 1, 2]), None)
+    >>> _untied_items(r, False, None).tobytes() == auc_groups(r, False).per_item().tobytes()
+    True
+    """
+    n, p = r.n, r.p
+    q = n - p
+    upto = np.cumsum(r.y, dtype=np.float64)
+    v10 = np.arange(1, n + 1, dtype=np.float64)
+    v10 -= upto
+    v10 /= q
+    v01 = np.subtract(p, upto, out=upto)
+    v01 /= p
+    # np.sum of pos * v10 as auc_groups sums it (a negative's product is 0.0 either way)
+    auc = float(np.multiply(v10, r.y).sum() / p)
+    sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
+    sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
+    values = np.where(r.y, _centred(v10, auc, p, sp), _centred(v01, auc, q, sq))
+    del v10, v01
+    out = np.empty(n)
+    out[r.order] = values  # (a scatter and an addition: faster than a gather, an addition and a scatter)
+    if into is None:
+        return out
+    into += out
+    return into
 
 
 def ap_items(r: Ranked, clustered: bool, into: np.ndarray | None = None) -> np.ndarray | None:
