@@ -155,3 +155,45 @@ def test_the_programs_freed_arrays_are_reused_without_fresh_pages():
     )
     off, on = int(_python(code, "off")), int(_python(code, "on"))
     assert off >= 12 and on <= off // 4, (off, on)
+
+
+def test_the_program_ends_without_teardown_after_what_python_does_at_exit(tmp_path):
+    """``run`` ends the process by ``exit_now`` (#19): before it skips the interpreter's teardown,
+    a thread still at work is waited for, the atexit functions run (coverage's data is saved so),
+    and the output is flushed whole; the exit status is the command's, a message's is 1."""
+    code = (
+        "import atexit, os, sys, threading, time\n"
+        "from labledger.cli.base import run\n"
+        "class Held:  # freed in the interpreter's teardown, which the program skips\n"
+        "    def __del__(self, write=os.write):\n"
+        "        write(1, b'torn down\\n')\n"
+        "held = Held()\n"
+        "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        "def late():\n"
+        "    time.sleep(0.3)\n"
+        "    print('thread done', flush=True)\n"
+        "threading.Thread(target=late).start()\n"
+        "sys.argv = ['labledger', *sys.argv[1:]]\n"
+        "run(prog_name='labledger')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": SRC, "LABLEDGER_DIR": str(tmp_path / "ledger")}
+
+    def program(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=60)
+
+    done = program("--help")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("Usage: labledger") and lines[-2:] == ["thread done", "atexit ran"]  # no teardown
+    assert "Commands:" in done.stdout  # the whole help, flushed before the exit
+    missing = program("eval", str(tmp_path / "missing.jsonl"))
+    assert missing.returncode == 1 and missing.stderr.startswith("Error: ") and "atexit ran" in missing.stdout
+    assert program("eval", "--ci", "1.5", "x.jsonl").returncode == 2
+    said = subprocess.run(
+        [sys.executable, "-c", "from labledger.cli.base import exit_now; exit_now('no more')"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert (said.returncode, said.stderr.strip()) == (1, "no more")

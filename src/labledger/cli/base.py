@@ -15,7 +15,7 @@ import re
 import sys
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -226,13 +226,52 @@ def main() -> None:
     """
 
 
-def run(**kwargs: Any) -> Any:
+def run(**kwargs: Any) -> NoReturn:
     """The ``labledger`` program (its console script and ``python -m labledger``): the settings of
     a command-line process (:func:`process_settings`), then :data:`main` (``kwargs``: click's, such
-    as ``prog_name``). Code that calls ``main`` in its own process (tests, a notebook) keeps its
-    own settings."""
+    as ``prog_name``), then the process ends by :func:`exit_now`. Code that calls ``main`` in its
+    own process (tests, a notebook) keeps its own settings and its own way out."""
     process_settings()
-    return main(**kwargs)
+    try:
+        main(**kwargs)
+        code: Any = 0
+    except SystemExit as done:  # (click's standalone mode ends every command so)
+        code = done.code
+    exit_now(code)
+
+
+def exit_now(code: Any) -> NoReturn:
+    """End the process with ``code`` (a ``SystemExit``'s: None is 0, a number itself, anything
+    else printed on stderr and 1) as the interpreter would, less its teardown (#19): what Python's
+    own exit does first is done as it does it (the non-daemon threads joined and the thread pools'
+    exit hooks run by ``threading._shutdown``, then the ``atexit`` functions: coverage's data
+    saved, loggers flushed, temporary folders removed), the standard streams are flushed, and the
+    process exits without freeing every module and array one by one: ~25 ms of every command (10
+    of them numpy's; 1M rows' ``eval`` from the columnar cache 0.25 s without it). A flush that
+    fails (a full disk, a closed pipe), or an interpreter without ``threading._shutdown``, ends by
+    ``sys.exit`` instead, which reports it as ever."""
+    import atexit
+    import threading
+
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is None:
+        sys.exit(code)
+    shutdown()
+    atexit._run_exitfuncs()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        sys.exit(code)
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:
+        print(code, file=sys.stderr, flush=True)
+        status = 1
+    os._exit(status)
 
 
 #: glibc's mallopt parameters (malloc.h).

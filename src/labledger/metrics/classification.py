@@ -993,9 +993,9 @@ def _ece(
     weights: Callable[..., WeightsPrepared], conf: np.ndarray | BlockColumn, correct: np.ndarray, params: dict[str, Any]
 ) -> WeightsPrepared:
     """ECE's :class:`WeightsPrepared` (``weights``: :func:`_weights_of`'s) from each item's confidence,
-    the predicted label's probability (made a block at a time where it is read), and whether the
-    prediction is correct; equal-mass bins make the confidences whole once, for both their cells and
-    the weights function."""
+    the predicted label's probability (:func:`~labledger.metrics.kernels.column`: past WHOLE items
+    made a block at a time where it is read), and whether the prediction is correct; equal-mass
+    bins make the confidences whole once, for both their cells and the weights function."""
     n_bins, strategy = params["n_bins"], params["strategy"]
     binned = _ece_binned(conf, correct, n_bins, strategy)  # (one sort, or one pass for the bins)
     return weights(
