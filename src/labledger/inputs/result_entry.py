@@ -49,7 +49,7 @@ from labledger.inputs.results import (
     label_index_type,
     set_given_sorts,
 )
-from labledger.metrics.kernels import index_dtype, stable_argsort, taken
+from labledger.metrics.kernels import index_dtype
 
 #: The layout of a result set's entry, kept in its meta: an entry of another layout is never read,
 #: and is rewritten in place (the same file: the layout is not part of the entry's name, so a new
@@ -274,27 +274,19 @@ def decode(meta: Any, arrays: dict[str, np.ndarray], arrow: Callable[[str], Any]
 
 def _sorted_with_ties(td: ProbTask) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray | None]]:
     """The ascending order of each of ``td``'s :func:`sorted_columns` and its tie starts (None: no
-    ties): those the reader made beside its read as they are; an order given otherwise is checked
-    against its column (:func:`~labledger.metrics.classification.checked_order`, which finds its
-    ties), and a column without one is sorted here and walked for them."""
-    from labledger.metrics.classification import checked_order, tie_starts_by
+    ties), by the evaluation's own rule (:func:`~labledger.metrics.classification.ascending_sort`:
+    an order the reader made with its ties as it is, any other given order checked against its
+    column, else the column sorted)."""
+    from labledger.metrics.classification import SortCache, ascending_sort
 
-    given, given_t = given_sorts(td), given_ties(td)
+    sorts = SortCache(given_sorts(td), given_ties(td))
     orders: dict[int, np.ndarray] = {}
     ties: dict[int, np.ndarray | None] = {}
     for j in sorted_columns(td):
-        col = sorted_column(td, j)
-        found = (given[j], given_t[j]) if j in given and j in given_t else checked_order(given.get(j), col)
-        if found is None:
-            order = stable_argsort(col)
-            found = order, tie_starts_by(partial(_through, col, order), len(col))
+        found = ascending_sort(sorts, sorted_column(td, j), j)
+        assert found is not None  # (a cache given: always found)
         orders[j], ties[j] = found
     return orders, ties
-
-
-def _through(col: np.ndarray, order: np.ndarray, a: int, b: int) -> np.ndarray:
-    """The values of ``col`` at the sorted positions ``[a, b)`` of ``order``."""
-    return taken(col, order[a:b])
 
 
 def _extra_column(arrow: Callable[[str], Any], prefix: str, names: list[str], name: str) -> Any:

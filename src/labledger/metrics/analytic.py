@@ -347,6 +347,14 @@ class GroupInfluence:
         return float(np.dot(pos_g, if_pos * if_pos) + np.dot(r.neg_g(pos_g), if_neg * if_neg))
 
 
+def _delong_scales(p: int, q: int, clustered: bool) -> tuple[float, float]:
+    """The factors DeLong's positives' and negatives' components are scaled by: ``sqrt(m / (m - 1))``
+    for each side's n-1 variance, none with clusters (their sums carry it) or a side of one item."""
+    sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
+    sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
+    return sp, sq
+
+
 def auc_groups(r: Ranked, clustered: bool) -> GroupInfluence:
     """DeLong's influence values of ROC-AUC by group, from the ascending :class:`Ranked`."""
     p = r.p
@@ -356,8 +364,7 @@ def auc_groups(r: Ranked, clustered: bool) -> GroupInfluence:
     pos_g = r.pos_g
     v10, v01 = _auc_v(pos_g, r.neg_g(pos_g), r.ends, 0.0, p, q)
     auc = float((pos_g * v10).sum() / p)
-    sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
-    sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
+    sp, sq = _delong_scales(p, q, clustered)
     return GroupInfluence(r, (_centred(v10, auc, p, sp), _centred(v01, auc, q, sq)))
 
 
@@ -426,8 +433,7 @@ def auc_items(r: Ranked, clustered: bool, into: np.ndarray | None = None) -> np.
         return v10
 
     auc = float(pairwise_sum(products, r.groups) / p)
-    sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
-    sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
+    sp, sq = _delong_scales(p, q, clustered)
     out = np.empty(r.n) if into is None else into
     carried[0] = 0.0
 
@@ -462,8 +468,7 @@ def _untied_items(r: Ranked, clustered: bool, into: np.ndarray | None) -> np.nda
     v01 /= p
     # np.sum of pos * v10 as auc_groups sums it (a negative's product is 0.0 either way)
     auc = float(np.multiply(v10, r.y).sum() / p)
-    sp = 1.0 if clustered or p < 2 else math.sqrt(p / (p - 1))
-    sq = 1.0 if clustered or q < 2 else math.sqrt(q / (q - 1))
+    sp, sq = _delong_scales(p, q, clustered)
     values = np.where(r.y, _centred(v10, auc, p, sp), _centred(v01, auc, q, sq))
     del v10, v01
     out = np.empty(n)
@@ -610,8 +615,7 @@ def auc_sum_sq(r: Ranked) -> float:
         v10, _ = _auc_v(pos, neg, ends, before, p, q)
         total += (pos * v10).sum()
     auc = float(total / p)
-    sp = 1.0 if p < 2 else math.sqrt(p / (p - 1))
-    sq = 1.0 if q < 2 else math.sqrt(q / (q - 1))
+    sp, sq = _delong_scales(p, q, False)
     on_pos = on_neg = 0.0
     for pos, neg, ends, before in each():
         v10, v01 = _auc_v(pos, neg, ends, before, p, q)

@@ -422,10 +422,10 @@ class SortCache(dict[int, tuple[np.ndarray, np.ndarray | None]]):
     order is checked against its column (its values in that order must not decrease) before it
     replaces the argsort, and a failed check sorts as usual.
 
-    >>> c = SortCache(); order, starts = _ascending(c, np.array([0.9, 0.1]), 0)
+    >>> c = SortCache(); order, starts = ascending_sort(c, np.array([0.9, 0.1]), 0)
     >>> order.tolist(), starts, list(c)
     ([1, 0], None, [0])
-    >>> g = SortCache({0: np.array([0, 1])}); _ascending(g, np.array([0.9, 0.1]), 0)[0].tolist()
+    >>> g = SortCache({0: np.array([0, 1])}); ascending_sort(g, np.array([0.9, 0.1]), 0)[0].tolist()
     [1, 0]
     """
 
@@ -543,7 +543,7 @@ def checked_order(order: np.ndarray | None, col: np.ndarray) -> tuple[np.ndarray
     return order, found
 
 
-def _ascending(
+def ascending_sort(
     sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None,
     col: np.ndarray | Callable[[], np.ndarray],
     j: int,
@@ -551,7 +551,8 @@ def _ascending(
     """The ascending sort order of ``col`` (column ``j`` of the task's probabilities, or a function
     that makes it: a given order with its ties never reads it, #19) and its tie groups, computed
     once per ``sorts`` (a caller's cache shared by the metrics of one task, a :class:`SortCache`
-    when threads share it); ``None`` without a cache."""
+    when threads share it, whose given orders it takes by :class:`SortCache`'s rule); ``None``
+    without a cache. The columnar cache's writer keeps what it gives."""
     if sorts is None:
         return None
     with sorts.column_lock(j) if isinstance(sorts, SortCache) else contextlib.nullcontext():
@@ -741,7 +742,7 @@ class _OvrSorts:
 
     def ascending(self, c: int) -> tuple[np.ndarray, np.ndarray | None]:
         if c not in self._asc:
-            found = _ascending(self.shared, functools.partial(self.column, c), c)
+            found = ascending_sort(self.shared, functools.partial(self.column, c), c)
             self._asc[c] = found if found is not None else ascending_groups(self.column(c))
         return self._asc[c]
 
@@ -1067,7 +1068,7 @@ def binary_prepared(
     if name in ("roc_auc", "average_precision"):
         if params.get("average") != "binary" or pos_label != pos:
             return None
-        asc = _ascending(sorts, score, pos)
+        asc = ascending_sort(sorts, score, pos)
         is_pos = _flags(sorts, gold, pos)
         return score_prepared(
             name, params, is_pos, score, ascending=asc, ranked=None if asc is None else _ranked(sorts, pos, is_pos, asc)
@@ -1213,7 +1214,7 @@ def prob_prepared(
             if pos is None:
                 raise MetricInputError(f"{name} with average='binary' needs pos_label= (the positive label)")
             column = np.ascontiguousarray(probs[:, pos])
-            asc = _ascending(sorts, column, pos)
+            asc = ascending_sort(sorts, column, pos)
             is_pos = _flags(sorts, gold, pos)
             return score_prepared(
                 name,
@@ -1224,7 +1225,7 @@ def prob_prepared(
                 ranked=None if asc is None else _ranked(sorts, pos, is_pos, asc),
             )
         if name == "roc_auc" and k == 2:
-            sorted_ = _sorted_groups(probs[:, 1], descending=False, ascending=_ascending(sorts, probs[:, 1], 1))
+            sorted_ = _sorted_groups(probs[:, 1], descending=False, ascending=ascending_sort(sorts, probs[:, 1], 1))
             if _reverse_ranking(probs[:, 0], probs[:, 1], sorted_[0]):
                 # P(label 0) ranks the items exactly in reverse: both one-vs-rest AUCs are equal (when
                 # both are defined), so their macro mean is the AUC of label 1, computed once
