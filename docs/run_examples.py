@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import difflib
+import gc
 import os
 import re
 import shlex
@@ -49,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,6 +194,9 @@ def _script(block: Block, lines: list[str], start: int, end: int) -> None:
 class Outcome:
     output: str
     exit_code: int
+    #: Ledgers the command opened and left for the garbage collector to close (each one's
+    #: ``ResourceWarning``): a command must close every ledger it opens.
+    unclosed: tuple[str, ...] = ()
 
 
 class Runner:
@@ -241,7 +246,10 @@ class Runner:
             os.environ.pop(k, None)
         try:
             env = {k: (v or None) for k, v in self.env.items()}
-            result = CliRunner(env=env).invoke(main, args, prog_name="labledger", catch_exceptions=True)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ResourceWarning)
+                result = CliRunner(env=env).invoke(main, args, prog_name="labledger", catch_exceptions=True)
+                gc.collect()
         finally:
             for c, w in widths:
                 c._width = w
@@ -254,7 +262,10 @@ class Runner:
             import traceback
 
             out += "".join(traceback.format_exception(result.exception))
-        return Outcome(out, result.exit_code)
+        # (one freed while the command runs is shown by the command itself, as a warning line)
+        said = [str(w.message) for w in caught] + out.splitlines()
+        unclosed = tuple(text for text in said if "unclosed Ledger(" in text)
+        return Outcome(out, result.exit_code, unclosed)
 
     def _demo(self, words: list[str]) -> Outcome:
         """``labledger demo``: run once per argument list, then copy its ledger."""
@@ -381,7 +392,9 @@ def run_page(page: Path) -> tuple[list[Result], list[Block]]:
                 actual = shown_form(got.output, cwd)
                 expect_error = cmd.shown is not None and any(s.startswith("Error:") for s in cmd.shown)
                 problem = None
-                if expect_error and got.exit_code not in (1, 2):
+                if got.unclosed:
+                    problem = f"left a ledger open: {got.unclosed[0]}"
+                elif expect_error and got.exit_code not in (1, 2):
                     problem = f"expected to fail (exit 1 or 2), exited {got.exit_code}"
                 elif not expect_error and got.exit_code != 0:
                     problem = f"exited {got.exit_code}"

@@ -15,11 +15,14 @@ import re
 import sys
 import warnings
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from labledger.errors import LedgerError, RunNameWarning
+
+if TYPE_CHECKING:
+    from labledger.store.ledger import Ledger
 
 #: C0 and C1 control characters other than tab and newline (ESC sequences can retitle or clear a terminal).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -96,16 +99,6 @@ def __getattr__(name: str) -> Any:
     if name in ("console", "err_console"):
         return _consoles()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-    """Warnings as one clean line on stderr (``Warning: FILE:LINE: ...``), never with a source line."""
-    text = " ".join(str(message).split("\n"))
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f"Warning: {escape_controls(text)}\n")
-
-
-warnings.showwarning = _show_warning
 
 
 class _Commands(dict[str, click.Command]):
@@ -226,52 +219,13 @@ def main() -> None:
     """
 
 
-def run(**kwargs: Any) -> NoReturn:
+def run(**kwargs: Any) -> None:
     """The ``labledger`` program (its console script and ``python -m labledger``): the settings of
     a command-line process (:func:`process_settings`), then :data:`main` (``kwargs``: click's, such
-    as ``prog_name``), then the process ends by :func:`exit_now`. Code that calls ``main`` in its
-    own process (tests, a notebook) keeps its own settings and its own way out."""
+    as ``prog_name``), which ends the process by ``sys.exit`` with the command's status. Code that
+    calls ``main`` in its own process (tests, a notebook) keeps its own settings."""
     process_settings()
-    try:
-        main(**kwargs)
-        code: Any = 0
-    except SystemExit as done:  # (click's standalone mode ends every command so)
-        code = done.code
-    exit_now(code)
-
-
-def exit_now(code: Any) -> NoReturn:
-    """End the process with ``code`` (a ``SystemExit``'s: None is 0, a number itself, anything
-    else printed on stderr and 1) as the interpreter would, less its teardown (#19): what Python's
-    own exit does first is done as it does it (the non-daemon threads joined and the thread pools'
-    exit hooks run by ``threading._shutdown``, then the ``atexit`` functions: coverage's data
-    saved, loggers flushed, temporary folders removed), the standard streams are flushed, and the
-    process exits without freeing every module and array one by one: ~25 ms of every command (10
-    of them numpy's; 1M rows' ``eval`` from the columnar cache 0.25 s without it). A flush that
-    fails (a full disk, a closed pipe), or an interpreter without ``threading._shutdown``, ends by
-    ``sys.exit`` instead, which reports it as ever."""
-    import atexit
-    import threading
-
-    shutdown = getattr(threading, "_shutdown", None)
-    if shutdown is None:
-        sys.exit(code)
-    shutdown()
-    atexit._run_exitfuncs()
-    try:
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-    except (OSError, ValueError):
-        sys.exit(code)
-    if code is None:
-        status = 0
-    elif isinstance(code, int):
-        status = code
-    else:
-        print(code, file=sys.stderr, flush=True)
-        status = 1
-    os._exit(status)
+    main(**kwargs)
 
 
 #: glibc's mallopt parameters (malloc.h).
@@ -312,6 +266,20 @@ def resolve_ledger_path(value: str | None) -> str:
     from labledger.store.ledger import default_ledger_path
 
     return value or str(default_ledger_path())
+
+
+def open_for_cli(ledger_path: str | None, *, create: bool = False) -> Ledger:
+    """The ledger a command works on (``--ledger``, ``$LABLEDGER_DIR``, ``./.labledger``), closed when
+    the command ends, however it ends (``ctx.call_on_close``): its commits checkpointed into
+    ``ledger.db``, so that a copy of that file alone holds them."""
+    from labledger import open_ledger
+
+    ledger = open_ledger(resolve_ledger_path(ledger_path), create=create)
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:  # called outside a command: the caller closes it
+        return ledger
+    ctx.call_on_close(ledger.close)
+    return ledger
 
 
 ledger_option = click.option(
@@ -358,19 +326,21 @@ def warn(message: str) -> None:
 
 
 @contextlib.contextmanager
-def name_notes() -> Iterator[None]:
-    """Print each :class:`~labledger.errors.RunNameWarning` (a name shared by several runs) once on
-    stderr as ``Note: ...``; other warnings go where they went before."""
+def command_warnings() -> Iterator[None]:
+    """While a command runs, warnings print as one clean line on stderr, without a source path or
+    line (``Warning: ...``), and each :class:`~labledger.errors.RunNameWarning` (a name shared by
+    several runs) once, as ``Note: ...``. The display is restored when the command ends."""
     seen: set[str] = set()
-    previous = warnings.showwarning
 
-    def show(message, category, filename, lineno, file=None, line=None):
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        text = escape_controls(" ".join(str(message).split("\n")))
         if issubclass(category, RunNameWarning):
-            if str(message) not in seen:
-                seen.add(str(message))
-                click.echo(f"Note: {message}", err=True)
+            if text not in seen:
+                seen.add(text)
+                click.echo(f"Note: {text}", err=True)
             return
-        previous(message, category, filename, lineno, file, line)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"Warning: {text}\n")
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", RunNameWarning)
@@ -385,7 +355,7 @@ def handle_errors(fn):
     def wrapper(*args, **kwargs):
         _fit_console()
         try:
-            with name_notes():
+            with command_warnings():
                 try:
                     return fn(*args, **kwargs)
                 finally:  # the cache entries a command left to threads, written before it ends

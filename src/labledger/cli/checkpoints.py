@@ -6,7 +6,16 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
+from labledger.cli.base import (
+    console,
+    emit_json,
+    handle_errors,
+    json_option,
+    ledger_option,
+    main,
+    open_for_cli,
+    resolve_ledger_path,
+)
 
 
 @main.command("hash")
@@ -148,11 +157,10 @@ def mixture_cmd(run, tolerance, natural, balance_tolerance, strict, ledger_path,
     balance trained on vs each dataset's natural distribution (a forced 50:50 is flagged)."""
     import sys
 
-    from labledger import open_ledger
     from labledger.analysis.mixture import audit_run, audit_run_balance, natural_from_rows
     from labledger.errors import LedgerError
 
-    view = open_ledger(resolve_ledger_path(ledger_path)).run(run)
+    view = open_for_cli(ledger_path).run(run)
     audit = audit_run(view, tolerance=tolerance) if view.config.get("mixture") is not None else None
     balance = None
     if natural is not None:

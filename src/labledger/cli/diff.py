@@ -8,8 +8,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main
-from labledger.cli.runs import fmt_num, open_for_cli
+from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, open_for_cli
+from labledger.cli.runs import fmt_num
 
 TITLES = {
     "config": "config",

@@ -13,7 +13,7 @@ from labledger.cli.base import (
     json_option,
     ledger_option,
     main,
-    resolve_ledger_path,
+    open_for_cli,
     warn,
 )
 
@@ -45,11 +45,10 @@ def compare_groups_cmd(baseline, groups, metrics, results, task, include_unfinis
     Values are recomputed from stored predictions when runs have them (the registry's definition),
     else taken from what each run recorded, and marked as such.
     """
-    from labledger import open_ledger
     from labledger.analysis.groups import compare_groups
 
     res = compare_groups(
-        open_ledger(resolve_ledger_path(ledger_path)),
+        open_for_cli(ledger_path),
         baseline=baseline,
         groups=list(groups),
         metrics=list(metrics),

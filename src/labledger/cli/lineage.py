@@ -14,7 +14,7 @@ from labledger.cli.base import (
     json_option,
     ledger_option,
     main,
-    resolve_ledger_path,
+    open_for_cli,
     warn,
 )
 
@@ -44,10 +44,9 @@ def lineage_cmd(ref, fmt, columns, all_checkpoints, ledger_path, as_json):
     """The lineage graph up and down from RUN (id, prefix or name) or a CHECKPOINT sha256 (prefix):
     runs, checkpoints (step, sha256, size; a file changed since it was logged is flagged), soups
     with their weights, and each run's headline result."""
-    from labledger import open_ledger
     from labledger.analysis.lineage import lineage, trajectory
 
-    ledger = open_ledger(resolve_ledger_path(ledger_path))
+    ledger = open_for_cli(ledger_path)
     graph = lineage(ledger, ref, all_checkpoints=all_checkpoints)
     cols = csv_list(columns) or None
     changed = graph.to_dict()["changed_checkpoints"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from labledger.cli.base import console, csv_list, handle_errors, ledger_option, main, resolve_ledger_path
+from labledger.cli.base import console, csv_list, handle_errors, ledger_option, main, open_for_cli
 
 
 @main.command("report")
@@ -21,12 +21,11 @@ from labledger.cli.base import console, csv_list, handle_errors, ledger_option, 
 def report_cmd(models, suite, variants, runs, title, out, ledger_path):
     """Write a Markdown hand-off: version tables, calibration recipes with provenance and in-sample
     flags, metric definitions, checkpoints and soup lineage, mixture audits, notes and limits."""
-    from labledger import open_ledger
     from labledger.report import handoff
 
     model_list = csv_list(models)
     text = handoff(
-        open_ledger(resolve_ledger_path(ledger_path)),
+        open_for_cli(ledger_path),
         models=model_list,
         suite=suite,
         variants=csv_list(variants),

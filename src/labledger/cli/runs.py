@@ -20,16 +20,9 @@ from labledger.cli.base import (
     json_option,
     ledger_option,
     main,
-    resolve_ledger_path,
+    open_for_cli,
 )
 from labledger.cli.text_table import Column
-
-
-def open_for_cli(ledger_path: str | None):
-    """The ledger for a read command (``--ledger``, ``$LABLEDGER_DIR``, ``./.labledger``)."""
-    from labledger import open_ledger
-
-    return open_ledger(resolve_ledger_path(ledger_path))
 
 
 def fmt_time(ts: float | None, *, seconds: bool = True) -> str:

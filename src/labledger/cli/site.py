@@ -13,7 +13,7 @@ from labledger.cli.base import (
     json_option,
     ledger_option,
     main,
-    resolve_ledger_path,
+    open_for_cli,
     warn,
 )
 
@@ -46,14 +46,9 @@ def site_cmd(out, runs, group, open_browser, ledger_path, as_json):
     curves, microbatches and samples, evaluations and test breakdowns. Rebuilding rewrites only
     the files whose content changed. OUT must be new, empty, or a site built before.
     """
-    from labledger import open_ledger
     from labledger.site import build_site
 
-    ledger = open_ledger(resolve_ledger_path(ledger_path))
-    try:
-        result = build_site(ledger, out, runs=_split_runs(runs) or None, group=group)
-    finally:
-        ledger.close()
+    result = build_site(open_for_cli(ledger_path), out, runs=_split_runs(runs) or None, group=group)
     if as_json:
         emit_json(result.to_dict())
     else:

@@ -21,6 +21,7 @@ from labledger.cli.base import (
     json_option,
     ledger_option,
     main,
+    open_for_cli,
     resolve_ledger_path,
     warn,
 )
@@ -276,10 +277,9 @@ def sweep_cmd(
 @handle_errors
 def select_epoch_cmd(run, metric, lower_is_better, ledger_path, as_json):
     """Pick the epoch of RUN's history with the best METRIC (ties: the earliest)."""
-    from labledger import open_ledger
     from labledger.metrics.sweep import select_epoch
 
-    view = open_ledger(resolve_ledger_path(ledger_path)).run(run)
+    view = open_for_cli(ledger_path).run(run)
     history = list(view.history())
     sel = select_epoch(history, metric=metric, higher_is_better=not lower_is_better)
     if as_json:

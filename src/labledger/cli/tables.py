@@ -14,7 +14,7 @@ from labledger.cli.base import (
     json_option,
     ledger_option,
     main,
-    resolve_ledger_path,
+    open_for_cli,
     warn,
 )
 from labledger.errors import LedgerError
@@ -61,13 +61,12 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, adjust, ledger_path
     """Version table: benchmarks by category x models, with a mean row and deltas."""
     if ctx.invoked_subcommand is not None:
         return
-    from labledger import open_ledger
     from labledger.analysis.benchmarks import read_entries, version_table
     from labledger.analysis.groups import paired_entry_test
 
     if as_json:
         fmt = "json"
-    ledger = open_ledger(resolve_ledger_path(ledger_path))
+    ledger = open_for_cli(ledger_path)
     model_list = csv_list(models)
     variant_list = csv_list(variants) or ["raw"]
     entries = read_entries(ledger, suite=suite, models=model_list or None, variants=variant_list)
@@ -139,7 +138,6 @@ def table_import_cmd(file, suite, columns, category_suites, dry_run, ledger_path
     """Add benchmark entries from CSV/JSONL (model, suite, benchmark, category, metric, variant,
     value[, n]) or from a Markdown table: category, 'Benchmark (Metric)', one column per model
     (values in percent)."""
-    from labledger import open_ledger
     from labledger.analysis.benchmarks import add_entries, import_markdown, import_records
 
     if file.lower().endswith((".csv", ".jsonl", ".json")):
@@ -155,7 +153,7 @@ def table_import_cmd(file, suite, columns, category_suites, dry_run, ledger_path
         )
     added = 0
     if not dry_run:
-        ledger = open_ledger(resolve_ledger_path(ledger_path), create=True)
+        ledger = open_for_cli(ledger_path, create=True)
         added = add_entries(ledger, result.entries)
     doc = {"file": file, "entries": len(result.entries), "added": added, "aggregates": result.aggregates}
     if as_json:

@@ -65,8 +65,9 @@ PAGES = (
     ("hparams.html", "hparams", "Hyperparameters", False),
     ("diff.html", "diff", "Diff", False),
 )
-#: What a run folder that cannot be read raises while its pages are built (the run is left out).
-_UNREADABLE = (LedgerError, OSError, ValueError, KeyError, TypeError)
+#: What a run folder that cannot be read raises while its pages are built (the run is left out and
+#: the build says why); any other error is the builder's own bug, and raised.
+_UNREADABLE = (LedgerError, OSError)
 
 
 @dataclass

@@ -3,9 +3,8 @@ temperature illustration (``data/evals/<run>/<name>.js`` and ``<name>.logits.js`
 
 Documents are read generically: every ``evals/<name>/<kind>.json`` of the run (evaluations,
 sweeps, calibrations, ... as the engines store them) is shipped as is, with over-long lists thinned
-for display and marked so. A result set without a saved evaluation is evaluated at build time with
-``labledger.analysis.evaluation`` when that engine is installed; otherwise (or when it fails) the page says so
-and shows the stored rows.
+for display and marked so. A result set without a saved evaluation is evaluated at build time; when the evaluation refuses the
+file, the page says why and shows the stored rows.
 
 From the rows themselves the builder counts only what needs no metric definition: the confusion
 counts of gold against the stored (or arg-max) prediction, the worst items by -log p(gold), and
@@ -15,7 +14,6 @@ top-label confidence bins for a reliability diagram. Each is labelled as counted
 from __future__ import annotations
 
 import heapq
-import importlib
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -128,31 +126,20 @@ def _documents(folder: Path, run_id: str, run_name: str) -> list[dict[str, Any]]
 
 
 def _engine_document(results: Path, by: list[str]) -> dict[str, Any]:
-    """Evaluate ``results`` with ``labledger.analysis.evaluation`` if it is installed (see module docs),
-    sliced ``by`` the given slice fields."""
+    """The evaluation of ``results`` (sliced ``by`` the given slice fields), computed now. A file the
+    engine refuses (a :class:`~labledger.errors.LedgerError`, or one it cannot read) gives a
+    document that says why, and the page shows the stored rows; any other error is a bug and raised."""
+    from labledger.analysis.evaluation import evaluate
+
     try:
-        module = importlib.import_module("labledger.analysis.evaluation")
-        evaluate = module.evaluate
-    except (ImportError, AttributeError):
-        return {
-            "kind": "evaluation",
-            "origin": "unavailable",
-            "error": "the evaluation engine (labledger.analysis.evaluation) is not installed in this "
-            "build; the stored rows are shown below",
-        }
-    try:
-        try:
-            doc = evaluate(results, by=by) if by else evaluate(results)
-        except TypeError:  # an engine without slices
-            doc = evaluate(results)
-        doc = doc.to_dict() if hasattr(doc, "to_dict") else doc
-        doc = orjson.loads(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
-    except Exception as exc:  # noqa: BLE001 - an engine failure must not stop the whole site
+        doc = evaluate(results, by=by or None).to_dict()
+    except (LedgerError, OSError) as exc:  # the site stands; this page says why
         return {
             "kind": "evaluation",
             "origin": "failed",
-            "error": f"labledger.analysis.evaluation could not evaluate {results.name}: {type(exc).__name__}: {exc}",
+            "error": f"labledger could not evaluate {results.name}: {exc}",
         }
+    doc = orjson.loads(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
     notes: list[str] = []
     return {
         "kind": "evaluation",

@@ -325,15 +325,43 @@ class Ledger:
             migrate(self.db)
             backfill_fields(self)
         except BaseException:
-            self.db.close()
+            self.close()
             raise
 
     # -- plumbing -------------------------------------------------------------------------------
+    #: Whether :meth:`close` has run (a ledger whose open failed part-way has no index to close).
+    closed = False
+
     def close(self) -> None:
+        """Stop the heartbeat and close the index; safe to call more than once.
+
+        A SQLite index is checkpointed first: every commit this connection can see is copied from
+        ``ledger.db-wal`` into ``ledger.db`` (``PRAGMA wal_checkpoint(PASSIVE)``, which waits for no
+        other reader or writer), so that a copy of ``ledger.db`` alone holds it even while another
+        process keeps the WAL open. The last connection to close also removes the WAL, as SQLite does.
+        """
+        if self.closed:
+            return
+        self.closed = True
         if self._heartbeat is not None:
             self._heartbeat.stop()
             self._heartbeat = None
-        self.db.close()
+        db = getattr(self, "db", None)
+        if db is None:
+            return
+        if self.dialect == "sqlite" and self.read_only is None:
+            with suppress(sqlite3.Error):  # busy or read-only: the commits stay in the WAL, still durable
+                db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        db.close()
+
+    def __del__(self) -> None:
+        """A ledger freed without :meth:`close` says so, as an unclosed file does (a
+        ``ResourceWarning``, shown under ``python -W default`` and by pytest); its index connection
+        is closed when it is freed in turn, without the checkpoint."""
+        if not self.closed and getattr(self, "db", None) is not None:
+            import warnings
+
+            warnings.warn(f"unclosed {self!r}: call close() or use it in a with block", ResourceWarning, stacklevel=1)
 
     def __enter__(self) -> Ledger:
         return self

@@ -592,7 +592,7 @@
       )
     );
     if (d.error) {
-      sec.appendChild(LL.callout(d.origin === "unavailable" ? "warn" : "error", d.error));
+      sec.appendChild(LL.callout("error", d.error));
       return sec;
     }
     d.thinned.forEach(function (t) {
