@@ -384,9 +384,9 @@ def test_suite_table_across_models(outputs, tmp_path):
 
 
 def test_helm_run_folder(tmp_path):
-    folder = next(p for p in HELM.iterdir() if p.is_dir())
+    folder = next(p for p in HELM.iterdir() if p.name.startswith("bbq:"))
     assert detect_format(HELM) == "helm"
-    run = import_path(HELM, tmp_path / "ledger").runs[0]
+    (run,) = import_path(folder, tmp_path / "ledger").runs
     assert run.name == "google/gemini-1.5-pro-001"
     assert any("no run_spec.json" in n for n in run.notes)
     (set_name,) = [k.split(":", 1)[1] for k in run.counts]

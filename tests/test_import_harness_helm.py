@@ -1,0 +1,113 @@
+"""HELM imports one result set per split and per perturbation, each equal to HELM's own stats (#44).
+
+The run folder under tests/fixtures/helm/splits/ is crfm-helm 0.5.16's own output (``helm-run`` with
+its ``simple/model1`` on a local scenario with a valid and a test split, two train trials and two
+perturbations; tests/harness_runs/helm_run.py made it). crfm-helm cannot be installed beside the other
+harnesses, so the test reads the committed output.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from labledger import open_ledger
+from labledger.analysis.evaluation import evaluate
+from labledger.analysis.harness import harness_meta, harness_metrics
+from labledger.importers import import_path
+
+SPLITS = Path(__file__).parent / "fixtures" / "helm" / "splits"
+FOLDER = SPLITS / "arith_words:model=simple_model1"
+METRICS = ("exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match")
+
+
+def _helm_stat(name: str, split: str, perturbation: dict | None) -> float:
+    """HELM's own aggregated value from stats.json (read here, not through the importer)."""
+    found = [
+        s["mean"]
+        for s in json.loads((FOLDER / "stats.json").read_text())
+        if s["name"]["name"] == name
+        and s["name"].get("split") == split
+        and (s["name"].get("perturbation") or None) == perturbation
+    ]
+    assert len(found) == 1, (name, split, perturbation)
+    return found[0]
+
+
+def _instances(split: str) -> set[str]:
+    state = json.loads((FOLDER / "scenario_state.json").read_text())
+    return {rs["instance"]["id"] for rs in state["request_states"] if rs["instance"]["split"] == split}
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    ledger = tmp_path_factory.mktemp("helm") / "ledger"
+    (run,) = import_path(SPLITS, ledger).runs
+    sets = {}
+    with open_ledger(ledger) as book:
+        for key in run.counts:
+            name = key.split(":", 1)[1]
+            path = book.run(run.id).results_path(name)
+            meta = harness_meta(path)
+            rows = [json.loads(x) for x in path.read_text().splitlines()]
+            sets[name] = (meta, evaluate(path, metrics=harness_metrics(meta), resamples=0), rows)
+    return run, sets
+
+
+LOWER = {"name": "lowercase", "robustness": True, "fairness": False, "computed_on": "perturbed"}
+TYPOS = {"name": "typos", "robustness": True, "fairness": False, "computed_on": "perturbed", "prob": 0.1}
+ROBUST = {"name": "robustness", "robustness": True, "fairness": False, "computed_on": "worst"}
+EXPECTED = {
+    "arith_words": ("test", None),
+    "arith_words.valid": ("valid", None),
+    "arith_words.lowercase": ("test", LOWER),
+    "arith_words.valid.lowercase": ("valid", LOWER),
+    "arith_words.typos": ("test", TYPOS),
+    "arith_words.valid.typos": ("valid", TYPOS),
+    "arith_words.lowercase.worst": ("test", {**LOWER, "computed_on": "worst"}),
+    "arith_words.valid.lowercase.worst": ("valid", {**LOWER, "computed_on": "worst"}),
+    "arith_words.typos.worst": ("test", {**TYPOS, "computed_on": "worst"}),
+    "arith_words.valid.typos.worst": ("valid", {**TYPOS, "computed_on": "worst"}),
+    "arith_words.robustness.worst": ("test", ROBUST),
+    "arith_words.valid.robustness.worst": ("valid", ROBUST),
+}
+
+
+def test_one_set_per_split_and_perturbation_each_equal_to_helm(imported):
+    run, sets = imported
+    assert set(sets) == set(EXPECTED)
+    checked = 0
+    for name, (split, pert) in EXPECTED.items():
+        meta, ev, rows = sets[name]
+        assert meta["split"] == split
+        ids = {r["id"] for r in rows}
+        assert ids == _instances(split), name  # the split's own instances, nothing pooled
+        for metric in METRICS:
+            assert ev.tasks[metric]["n"] == len(_instances(split))
+            assert ev.value(metric, "mean") == pytest.approx(_helm_stat(metric, split, pert), abs=1e-9), (name, metric)
+            assert meta["metrics"][metric]["value"] == _helm_stat(metric, split, pert)
+            checked += 1
+    assert checked == 48
+    # the two splits really differ here: pooling them (what the import once did) is not HELM's value
+    pooled = [r["pred"] for n in ("arith_words", "arith_words.valid") for r in sets[n][2] if r["task"] == "exact_match"]
+    assert abs(sum(pooled) / len(pooled) - _helm_stat("exact_match", "test", None)) > 1e-3
+
+
+def test_train_trials_and_perturbed_copies_kept(imported):
+    run, sets = imported
+    rows = {r["id"]: r for r in sets["arith_words.lowercase"][2] if r["task"] == "quasi_exact_match"}
+    orig = {r["id"]: r for r in sets["arith_words"][2] if r["task"] == "quasi_exact_match"}
+    assert all(len(r["trials"]) == 2 for r in rows.values())
+    some = next(iter(rows))
+    assert rows[some]["prompt"].splitlines()[-1] == rows[some]["prompt"].splitlines()[-1].lower()
+    assert rows[some]["item_hash"] != orig[some]["item_hash"]  # another input: another item
+    worst = {r["id"]: r for r in sets["arith_words.robustness.worst"][2] if r["task"] == "exact_match"}
+    lower = {r["id"]: r["pred"] for r in sets["arith_words.lowercase"][2] if r["task"] == "exact_match"}
+    typos = {r["id"]: r["pred"] for r in sets["arith_words.typos"][2] if r["task"] == "exact_match"}
+    base = {r["id"]: r["pred"] for r in sets["arith_words"][2] if r["task"] == "exact_match"}
+    for i, r in worst.items():
+        assert r["pred"] <= min(base[i], lower[i], typos[i]) + 1e-12
+    (note,) = [n for n in run.notes if "perturbations" in n]
+    assert "lowercase, typos" in note and "computed_on=original" in note
