@@ -179,7 +179,7 @@ def test_rows_that_other_code_writes_keep_the_table(book):
 
 
 def test_an_import_and_a_sync_keep_the_table(tmp_path, book):
-    from labledger.server.sync import write_index
+    from labledger.store.index import replace_run_rows
 
     with book.staging() as stage:
         labledger.start_run("imported", config={"opt": "sgd"}, ledger=stage).finish()
@@ -191,10 +191,10 @@ def test_an_import_and_a_sync_keep_the_table(tmp_path, book):
         run.log(1, loss=1.0)
     cols = [r[1] for r in other.db.execute("PRAGMA table_info(runs)")]
     row = list(other.db.execute("SELECT * FROM runs WHERE id = ?", (run.id,)).fetchone())
-    write_index(book, run.id, {"runs": {"columns": cols, "rows": [row]}})
+    replace_run_rows(book, run.id, {"runs": {"columns": cols, "rows": [row]}})
     assert _fields_of(book, run.id)["config.h"] == (0, 2, None)
     row[cols.index("fields")] = '{"config.opt": "lamb"}'
-    write_index(book, run.id, {"runs": {"columns": cols, "rows": [row]}})
+    replace_run_rows(book, run.id, {"runs": {"columns": cols, "rows": [row]}})
     assert _fields_of(book, run.id) == {"config.opt": (1, None, "lamb")}
     assert table_rows(book.db) == expected_rows(book.db)
     other.close()

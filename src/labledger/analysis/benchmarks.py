@@ -12,7 +12,6 @@ import html
 import io
 import math
 import re
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ import orjson
 from labledger.errors import LedgerError, RecordError
 from labledger.schema import BenchmarkEntry, EvaluationDoc, MetricId, VersionTableDoc, ci_label, decode
 from labledger.schema.documents import VersionDelta, VersionMean, VersionRow
+from labledger.store.index import add_benchmark_rows, current_benchmark_rows
 
 #: Stated vs recomputed mean rows of an imported table: two roundings to 0.01 points.
 ROUNDING_TOLERANCE = 0.0001 + 1e-9
@@ -42,30 +42,10 @@ def _table_metric(text: str) -> tuple[str, dict[str, Any]]:
 
 
 # -- storage -------------------------------------------------------------------------------------
-_COLS = (
-    "model",
-    "suite",
-    "benchmark",
-    "category",
-    "metric",
-    "params",
-    "variant",
-    "value",
-    "n",
-    "ci_low",
-    "ci_high",
-    "run_id",
-    "evaluation",
-    "results_path",
-    "source",
-)
-
-
 def add_entries(ledger, entries: Iterable[BenchmarkEntry]) -> int:
     """Add entries in one transaction (all or nothing). Later entries supersede earlier ones with
     the same model, suite, benchmark and variant in tables; nothing is deleted."""
     rows = []
-    now = time.time()
     for e in entries:
         if not isinstance(e.value, (int, float)) or isinstance(e.value, bool) or not math.isfinite(e.value):
             raise RecordError(f"must be a finite number; got {e.value!r} for {e.model}/{e.benchmark}", field="value")
@@ -86,39 +66,17 @@ def add_entries(ledger, entries: Iterable[BenchmarkEntry]) -> int:
                 e.evaluation,
                 _stored_path(ledger, e.results_path),
                 e.source,
-                now,
             )
         )
-    with ledger.transaction() as db:
-        db.executemany(
-            f"INSERT INTO benchmark_entries ({', '.join(_COLS)}, created) VALUES ({', '.join('?' * (len(_COLS) + 1))})",
-            rows,
-        )
-    return len(rows)
+    return add_benchmark_rows(ledger, rows)
 
 
 def read_entries(
     ledger, *, suite: str | None = None, models: Sequence[str] | None = None, variants: Sequence[str] | None = None
 ) -> list[BenchmarkEntry]:
     """The current entries (latest per model, suite, benchmark, variant)."""
-    q = (
-        f"SELECT {', '.join(_COLS)} FROM benchmark_entries WHERE id IN (SELECT MAX(id) FROM benchmark_entries "
-        f"GROUP BY model, suite, benchmark, variant)"
-    )
-    params: list[Any] = []
-    if suite is not None:
-        q += " AND suite = ?"
-        params.append(suite)
-    if models:
-        q += f" AND model IN ({','.join('?' * len(models))})"
-        params.extend(models)
-    if variants:
-        q += f" AND variant IN ({','.join('?' * len(variants))})"
-        params.extend(variants)
-    q += " ORDER BY id"
     out = []
-    for row in ledger.db.execute(q, params):
-        d = dict(zip(_COLS, row))
+    for d in current_benchmark_rows(ledger, suite=suite, models=models, variants=variants):
         d["params"] = orjson.loads(d["params"])
         d["results_path"] = _found_path(ledger, d["results_path"], d["run_id"], d["evaluation"])
         out.append(BenchmarkEntry(**d))

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from labledger.errors import LedgerError, RunNotFoundError
+from labledger.store.index import checkpoint_rows, init_rows
 from labledger.store.ledger import Ledger
 from labledger.store.view import checkpoint_state
 
@@ -197,18 +198,14 @@ class _Index:
         self.infos = {i.id: i for i in ledger.runs()}
         self.ckpts: dict[str, list[tuple[str, Any, str, int]]] = {}  # sha -> [(run, step, path, size)]
         self.by_run: dict[str, list[str]] = {}
-        for run_id, step, path, sha, size in ledger.db.execute(
-            "SELECT run_id, step, path, sha256, size FROM checkpoints ORDER BY created"
-        ):
+        for run_id, step, path, sha, size in checkpoint_rows(ledger):
             self.ckpts.setdefault(sha, []).append((run_id, step, path, size))
             if sha not in self.by_run.setdefault(run_id, []):
                 self.by_run[run_id].append(sha)
         self.inits: dict[str, list[dict[str, Any]]] = {}
-        for run_id, kind, sha, name, path, size in ledger.db.execute(
-            "SELECT run_id, kind, sha256, name, path, size FROM run_inits"
-        ):
+        for run_id, kind, init_sha, name, init_path, init_size in init_rows(ledger):
             self.inits.setdefault(run_id, []).append(
-                {"kind": kind, "sha256": sha, "name": name, "path": path, "size": size}
+                {"kind": kind, "sha256": init_sha, "name": name, "path": init_path, "size": init_size}
             )
         self.soups: dict[str, list[dict[str, Any]]] = {}
         for info in ledger.runs(tag="soup"):

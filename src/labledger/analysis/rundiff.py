@@ -15,6 +15,7 @@ import orjson
 
 from labledger.errors import ComparisonError, LedgerError
 from labledger.store.fields import flatten
+from labledger.store.index import index_fields
 
 #: Sections of a diff, in the order they are shown.
 SECTIONS = ("config", "environment", "data", "scalars", "evaluations")
@@ -92,9 +93,8 @@ def _data(book: Any, view: Any) -> dict[str, Any]:
 
 
 def _fields(book: Any, run_id: str) -> dict[str, Any]:
-    row = book.db.execute("SELECT fields, eval_fields FROM runs WHERE id = ?", (run_id,)).fetchone()
-    merged = {**orjson.loads(row[0] or "{}"), **orjson.loads(row[1] or "{}")} if row else {}
-    return merged
+    found = index_fields(book, [run_id]).get(run_id)
+    return found.fields if found is not None else {}
 
 
 def run_sides(book: Any, view: Any) -> dict[str, dict[str, Any]]:

@@ -221,10 +221,12 @@ def main() -> None:
 
 def run(**kwargs: Any) -> None:
     """The ``labledger`` program (its console script and ``python -m labledger``): the settings of
-    a command-line process (:func:`process_settings`), then :data:`main` (``kwargs``: click's, such
-    as ``prog_name``), which ends the process by ``sys.exit`` with the command's status. Code that
-    calls ``main`` in its own process (tests, a notebook) keeps its own settings."""
+    a command-line process (:func:`process_settings`, warnings shown by :func:`one_line_warning`),
+    then :data:`main` (``kwargs``: click's, such as ``prog_name``), which ends the process by
+    ``sys.exit`` with the command's status. Code that calls ``main`` in its own process (tests, a
+    notebook) keeps its own settings."""
     process_settings()
+    warnings.showwarning = one_line_warning
     main(**kwargs)
 
 
@@ -325,22 +327,30 @@ def warn(message: str) -> None:
     __getattr__("err_console").print(f"[yellow]Warning:[/yellow] {escape(message)}", markup=True, highlight=False)
 
 
+def one_line_warning(
+    message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
+) -> None:
+    """A warning as the ``labledger`` program shows it: one ``Warning: ...`` line on stderr, without a
+    source path or line (:func:`run` installs it for its own process)."""
+    text = " ".join(str(message).split("\n"))
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"Warning: {escape_controls(text)}\n")
+
+
 @contextlib.contextmanager
-def command_warnings() -> Iterator[None]:
-    """While a command runs, warnings print as one clean line on stderr, without a source path or
-    line (``Warning: ...``), and each :class:`~labledger.errors.RunNameWarning` (a name shared by
-    several runs) once, as ``Note: ...``. The display is restored when the command ends."""
+def name_notes() -> Iterator[None]:
+    """Print each :class:`~labledger.errors.RunNameWarning` (a name shared by several runs) once on
+    stderr as ``Note: ...``; other warnings go where they went before."""
     seen: set[str] = set()
+    previous = warnings.showwarning
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-        text = escape_controls(" ".join(str(message).split("\n")))
         if issubclass(category, RunNameWarning):
-            if text not in seen:
-                seen.add(text)
-                click.echo(f"Note: {text}", err=True)
+            if str(message) not in seen:
+                seen.add(str(message))
+                click.echo(f"Note: {escape_controls(str(message))}", err=True)
             return
-        with contextlib.suppress(OSError, ValueError):
-            sys.stderr.write(f"Warning: {text}\n")
+        previous(message, category, filename, lineno, file, line)
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", RunNameWarning)
@@ -355,7 +365,7 @@ def handle_errors(fn):
     def wrapper(*args, **kwargs):
         _fit_console()
         try:
-            with command_warnings():
+            with name_notes():
                 try:
                     return fn(*args, **kwargs)
                 finally:  # the cache entries a command left to threads, written before it ends

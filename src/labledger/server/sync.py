@@ -26,7 +26,6 @@ import errno
 import hashlib
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -39,6 +38,7 @@ from starlette.responses import Response
 from labledger.errors import LedgerError, RecordError
 from labledger.server.envelope import ApiError, ok
 from labledger.server.raw_body import BodyStalled, read_exact
+from labledger.store.index import replace_run_rows
 from labledger.store.jsonl import fsync_dir
 from labledger.store.manifest import (
     APPEND_ONLY,
@@ -58,8 +58,6 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ORIGIN = re.compile(r"^[0-9a-f]{16,64}$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 PARTS = ".sync-parts"
-#: Index tables copied per run, with the column naming the run.
-TABLES = (("runs", "id"), ("run_tags", "run_id"), ("checkpoints", "run_id"), ("benchmark_entries", "run_id"))
 _locks: dict[str, asyncio.Lock] = {}
 
 
@@ -735,70 +733,6 @@ async def get_file(request: Request) -> Response:
     return StreamingResponse(body(), media_type="application/octet-stream")
 
 
-def _server_columns(book: Any, table: str) -> list[str]:
-    if book.dialect == "postgresql":
-        return list(book.db.columns(table))
-    return [r[1] for r in book.db.execute(f"PRAGMA table_info({table})")]
-
-
-def write_index(book: Any, run_id: str, tables: dict[str, Any]) -> None:
-    """Replace one run's index rows with ``tables`` (``{table: {"columns": [...], "rows": [[...]]}}``)."""
-
-    def table(name: str) -> tuple[list[str], list[list[Any]]]:
-        t = tables.get(name) or {"columns": [], "rows": []}
-        cols, rows = t.get("columns"), t.get("rows")
-        if not isinstance(cols, list) or not isinstance(rows, list):
-            raise ApiError(400, f"index table {name!r} must be {{'columns': [...], 'rows': [[...]]}}")
-        return cols, rows
-
-    def insert(db: Any, name: str, cols: list[str], rows: list[list[Any]], skip: tuple[str, ...] = ()) -> None:
-        ours = set(_server_columns(book, name))
-        keep = [i for i, c in enumerate(cols) if c in ours and c not in skip]
-        if not keep or not rows:
-            return
-        names = ", ".join(cols[i] for i in keep)
-        marks = ",".join("?" * len(keep))
-        db.executemany(f"INSERT INTO {name} ({names}) VALUES ({marks})", [[r[i] for i in keep] for r in rows])
-
-    runs_cols, runs_rows = table("runs")
-    if len(runs_rows) != 1 or "id" not in runs_cols or runs_rows[0][runs_cols.index("id")] != run_id:
-        raise ApiError(400, f"the index rows must hold exactly the runs row of {run_id}")
-    if "updated" not in runs_cols:  # the client leaves it out (it changes without the run changing)
-        tables["runs"] = {"columns": [*runs_cols, "updated"], "rows": [[*runs_rows[0], time.time()]]}
-    with book.transaction() as db:
-        ids = [r[0] for r in db.execute("SELECT id FROM evaluations WHERE run_id = ?", (run_id,)).fetchall()]
-        for eid in ids:
-            db.execute("DELETE FROM metric_values WHERE eval_id = ?", (eid,))
-        db.execute("DELETE FROM evaluations WHERE run_id = ?", (run_id,))
-        for name, key in reversed(TABLES):
-            db.execute(f"DELETE FROM {name} WHERE {key} = ?", (run_id,))
-        for name, _ in TABLES:
-            cols, rows = table(name)
-            insert(db, name, cols, rows, skip=("id",) if name == "benchmark_entries" else ("heartbeat",))
-        ecols, erows = table("evaluations")
-        mcols, mrows = table("metric_values")
-        if erows:
-            ours = set(_server_columns(book, "evaluations"))
-            keep = [i for i, c in enumerate(ecols) if c in ours and c != "id"]
-            names = ", ".join(ecols[i] for i in keep)
-            marks = ",".join("?" * len(keep))
-            eid_at = ecols.index("id")
-            mid_at = mcols.index("eval_id") if "eval_id" in mcols else -1
-            for row in erows:
-                if book.dialect == "postgresql":
-                    new_id = db.execute(
-                        f"INSERT INTO evaluations ({names}) VALUES ({marks}) RETURNING id", [row[i] for i in keep]
-                    ).fetchone()[0]
-                else:
-                    new_id = db.execute(
-                        f"INSERT INTO evaluations ({names}) VALUES ({marks})", [row[i] for i in keep]
-                    ).lastrowid
-                mine = [
-                    [new_id if i == mid_at else v for i, v in enumerate(m)] for m in mrows if m[mid_at] == row[eid_at]
-                ]
-                insert(db, "metric_values", mcols, mine)
-
-
 async def put_index(request: Request) -> Response:
     """``POST /api/sync/runs/{run}/index``."""
     ctx = request.app.state.ctx
@@ -815,7 +749,10 @@ async def put_index(request: Request) -> Response:
     run_dir = ctx.root / "runs" / run_id
     async with _lock(run_id):
         doc = await run_in_threadpool(_owned, run_dir, origin, host, create=False)
-        await run_in_threadpool(lambda: write_index(ctx.ledger(), run_id, body["tables"]))
+        try:
+            await run_in_threadpool(replace_run_rows, ctx.ledger(), run_id, body["tables"])
+        except RecordError as exc:
+            raise ApiError(400, str(exc)) from None
         doc["index"] = body["digest"]
         await run_in_threadpool(write_manifest, run_dir, doc)
     return ok({"run": run_id, "index": body["digest"]})

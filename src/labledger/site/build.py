@@ -44,6 +44,7 @@ from labledger.site.packing import pack_catalog
 from labledger.site.pairs import write_paired
 from labledger.site.rundata import run_basics, run_payload
 from labledger.store.compressed import record_state
+from labledger.store.index import index_fields
 from labledger.store.ledger import Ledger, RunInfo
 from labledger.store.run import check_name
 from labledger.store.view import RunView
@@ -336,19 +337,15 @@ def _query_fields(book: Ledger, catalog_runs: list[dict[str, Any]]) -> dict[str,
     """The index's queryable fields of the catalogued runs, for the catalog's filter box: field
     names once and a row of values per run (null where a run has no such field); ``host`` and
     ``git_commit`` are added to each catalog entry."""
-    wanted = {r["id"]: i for i, r in enumerate(catalog_runs)}
+    found = index_fields(book, [r["id"] for r in catalog_runs])
     rows: list[dict[str, Any]] = [{} for _ in catalog_runs]
     names: dict[str, None] = {}
-    cur = book.db.execute("SELECT id, host, git_commit, fields, eval_fields FROM runs")
-    for rid, host, commit, fields, evals in cur.fetchall():
-        i = wanted.get(rid)
-        if i is None:
+    for i, entry in enumerate(catalog_runs):
+        indexed = found.get(entry["id"])
+        if indexed is None:
             continue
-        catalog_runs[i]["host"] = host
-        catalog_runs[i]["git_commit"] = commit
-        merged = {**orjson.loads(fields or "{}"), **orjson.loads(evals or "{}")}
-        rows[i] = merged
-        names.update(dict.fromkeys(merged))
+        entry["host"], entry["git_commit"], rows[i] = indexed
+        names.update(dict.fromkeys(rows[i]))
     order = sorted(names)
     return {"names": order, "rows": [[row.get(n) for n in order] for row in rows]}
 
