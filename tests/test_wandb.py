@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -113,15 +112,18 @@ def test_log_flattens_nested_dicts_and_counts_steps(tmp_path):
     ]
 
 
-def test_log_step_and_commit_semantics(tmp_path):
+def test_log_step_and_commit_semantics(tmp_path, caplog):
     run = _init(tmp_path)
     wandb.log({"a": 1.0}, commit=False)
     wandb.log({"b": 2.0})  # merged into step 0, committed
     wandb.log({"c": 3.0}, step=5)  # pending at step 5
     wandb.log({"d": 4.0}, step=5)  # same step: merged
     wandb.log({"e": 5.0}, step=7)  # step 5 committed, 7 pending
-    with pytest.warns(UserWarning, match="step 3 < current step 7"):
+    with caplog.at_level("WARNING", logger="labledger.wandb"):
         wandb.log({"old": 1.0}, step=3)  # ignored, as W&B does
+    assert [r.getMessage() for r in caplog.records] == [
+        "labledger.wandb: step 3 < current step 7: data ignored (as W&B does)"
+    ]
     wandb.log({"f": 6.0}, step=7, commit=True)
     wandb.log({"g": 7.0})
     assert run.step == 9
@@ -333,17 +335,16 @@ def test_save_and_log_artifact_store_files_with_sha256(tmp_path):
     assert media[1]["aliases"] == ["best"] and media[1]["metadata"] == {"n": 1}
 
 
-def test_watch_is_a_no_op_with_one_note(tmp_path, monkeypatch):
+def test_watch_is_a_no_op_with_one_note(tmp_path, monkeypatch, caplog):
     import labledger.wandb._run as wrun
 
     monkeypatch.setattr(wrun, "_watch_noted", False)
     _init(tmp_path)
-    with pytest.warns(UserWarning, match="no-op"):
+    with caplog.at_level("WARNING", logger="labledger.wandb"):
         wandb.watch(object(), log="all")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
         wandb.watch(object())  # the note is given once
         wandb.run.watch(object())
+    assert len(caplog.records) == 1 and "no-op" in caplog.records[0].getMessage()
 
 
 # -- the compatibility table in docs/wandb.md ------------------------------------------------------
@@ -363,7 +364,7 @@ def test_every_supported_call_in_the_table_exists_and_every_unsupported_one_rais
         if len(parts) == 3 and parts[1] in ("run", "config", "summary"):
             owner = {"run": wandb.WandbRun, "config": wandb.Config, "summary": wandb.Summary}[parts[1]]
             attr = parts[2]
-        elif len(parts) == 3 and parts[1] in ("Table", "Artifact"):
+        elif len(parts) == 3 and parts[1] in ("Table", "Artifact", "plot"):
             owner = getattr(wandb, parts[1])
             attr = parts[2]
         else:
@@ -390,8 +391,12 @@ def test_unsupported_run_methods_say_what_to_do(tmp_path):
         run.alert(title="x", text="y")
     with pytest.raises(wandb.UnsupportedError, match="log_checkpoint"):
         run.use_artifact("model:latest")
-    with pytest.raises(wandb.UnsupportedError, match="labledger sweep"):
-        wandb.sweep({"method": "grid"})
+    with pytest.raises(wandb.UnsupportedError, match="registry"):
+        run.link_artifact(wandb.Artifact("m", type="model"), "org/registry/m")
+    with pytest.raises(wandb.UnsupportedError, match="files/artifacts/"):
+        run.use_model("m:latest")
+    with pytest.raises(wandb.UnsupportedError, match="method 'random' or 'grid'"):
+        wandb.sweep({"method": "bayes", "parameters": {"lr": {"min": 0.1, "max": 1.0}}})
 
 
 def test_a_wandb_run_passes_labledger_verify(tmp_path):

@@ -27,14 +27,43 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from labledger.wandb._run import Config, Summary, UnsupportedError, WandbError, WandbRun, flatten
-from labledger.wandb.media import Artifact, Histogram, Image, MediaError, Settings, Table
+from labledger.wandb import _sweep
+from labledger.wandb._run import (
+    CommError,
+    Config,
+    RunDisabled,
+    Summary,
+    UnsupportedError,
+    UnsupportedNameError,
+    UsageError,
+    WandbError,
+    WandbRun,
+    flatten,
+    warn,
+)
+from labledger.wandb.media import (
+    AlertLevel,
+    Artifact,
+    ArtifactTTL,
+    Classes,
+    CustomChart,
+    Histogram,
+    Image,
+    MediaError,
+    Settings,
+    Table,
+    Visualize,
+)
 
 #: The W&B API this module follows (the calls of wandb 0.19+ that docs/wandb.md lists).
 __version__ = "0.19.0"
 
 Error = WandbError
+#: ``wandb.Run``: the class of ``wandb.run`` (``isinstance(wandb.run, wandb.Run)`` holds).
+Run = WandbRun
 _log = logging.getLogger("labledger.wandb")
+#: ``wandb.patched``: the libraries W&B patched for automatic logging; labledger.wandb patches none.
+patched: dict[str, list[Any]] = {"tensorboard": [], "keras": [], "gym": []}
 
 #: The current run (``wandb.run``), ``None`` before ``init`` and after ``finish``.
 run: WandbRun | None = None
@@ -42,43 +71,6 @@ run: WandbRun | None = None
 config: Config = Config()
 #: ``wandb.summary`` of the current run.
 summary: Summary = Summary()
-
-
-class _DisabledRun(WandbRun):
-    """``mode="disabled"``: every call is accepted and nothing is written."""
-
-    def __init__(self) -> None:  # no ledger, no files
-        self.config = Config()
-        self.summary = Summary()
-        self.step = 0
-        self.finished = False
-        self.project = self.entity = self.job_type = self.notes = None
-        self.tags = ()
-
-    id = "disabled"
-    name = "disabled"
-    dir = os.devnull
-
-    def log(
-        self, data: Mapping[str, Any], step: int | None = None, commit: bool | None = None, sync: Any = None
-    ) -> None:
-        self.step = step + 1 if step is not None else self.step + 1
-
-    def define_metric(self, name: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        return {"name": name}
-
-    def save(self, *args: Any, **kwargs: Any) -> list[str]:
-        return []
-
-    def log_artifact(self, artifact_or_path: Any, *args: Any, **kwargs: Any) -> Any:
-        return artifact_or_path
-
-    def finish(self, exit_code: int | None = None, quiet: bool | None = None) -> None:
-        self.finished = True
-        _ended(self)
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.finish()
 
 
 _open: list[WandbRun] = []
@@ -130,6 +122,9 @@ def init(
     resume: bool | str | None = None,
     id: str | None = None,
     settings: Settings | Mapping[str, Any] | None = None,
+    config_exclude_keys: list[str] | None = None,
+    config_include_keys: list[str] | None = None,
+    save_code: bool | None = None,
     *,
     ledger: Any = None,
     system_metrics: bool = True,
@@ -144,8 +139,10 @@ def init(
     offline or None write the run locally (labledger never uploads); ``disabled`` writes nothing.
     ``reinit``: False/"default"/"return_previous" return the active run, True/"finish_previous"
     finish it first, "create_new" starts another beside it. ``resume="must"`` raises (runs are
-    append-only: start a new run and compare). System metrics are sampled unless
-    ``system_metrics=False``.
+    append-only: start a new run and compare). ``config_include_keys``/``config_exclude_keys`` keep or
+    drop top-level config keys, as W&B does; ``save_code=True`` stores the running script under
+    ``files/code/``. Inside :func:`agent` the trial's parameters override ``config`` and the run joins
+    the sweep's group. System metrics are sampled unless ``system_metrics=False``.
 
     >>> import tempfile, labledger.wandb as wandb
     >>> r = wandb.init(project="p", name="first", dir=tempfile.mkdtemp(), system_metrics=False)
@@ -173,16 +170,25 @@ def init(
             raise WandbError(
                 f"wandb.init(reinit={reinit!r}): use True, False, 'finish_previous', 'return_previous' or 'create_new'"
             )
+    config = _config_keys(config, config_include_keys, config_exclude_keys)
+    trial = _sweep.current_trial()
+    if trial is not None:
+        config = {**config, **trial.params}
+    if isinstance(settings, Mapping):
+        settings = Settings(**settings)
     if mode == "disabled":
-        new: WandbRun = _DisabledRun()
+        new: WandbRun = RunDisabled()
         new.config.update(config)
     else:
         project = project or os.environ.get("WANDB_PROJECT")
         name = name or os.environ.get("WANDB_NAME")
         group = group or os.environ.get("WANDB_RUN_GROUP")
         extra: dict[str, Any] = {"mode": mode or "offline"}
-        if isinstance(settings, Settings):
+        if settings is not None:
             extra["settings"] = settings.to_dict()
+        if trial is not None:
+            group = group or trial.group
+            extra.update(sweep_id=trial.sweep_id, sweep_trial=trial.index)
         if kwargs:
             extra["ignored_arguments"] = sorted(kwargs)
         new = WandbRun(
@@ -199,15 +205,46 @@ def init(
             ledger=ledger,
             system_metrics=system_metrics,
             extra=extra,
+            settings=settings,
+            sweep_id=trial.sweep_id if trial is not None else None,
         )
+        if trial is not None:
+            trial.started(new)
+        if save_code:
+            _save_main_code(new)
     global _hooked
     if not _hooked:  # one interpreter-exit handler (no IPython or excepthook hooks)
         atexit.register(_at_exit)
         _hooked = True
-    if not isinstance(new, _DisabledRun):
+    if not isinstance(new, RunDisabled):
         _open.append(new)
     _set_current(new)
     return new
+
+
+def _config_keys(config: Any, include: Any, exclude: Any) -> dict[str, Any]:
+    """``init``'s config with only the ``include`` keys (when given) and without the ``exclude`` keys."""
+    from labledger.wandb._run import config_input
+
+    values = config_input(config)
+    if include:
+        keep = {str(k) for k in include}
+        values = {k: v for k, v in values.items() if k in keep}
+    if exclude:
+        drop = {str(k) for k in exclude}
+        values = {k: v for k, v in values.items() if k not in drop}
+    return values
+
+
+def _save_main_code(new: WandbRun) -> None:
+    """``init(save_code=True)``: the running script under ``files/code/`` (W&B saves it as ``code/<path>``)."""
+    from labledger.wandb._run import _program_name
+
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not main or not os.path.isfile(main):
+        warn("wandb.init(save_code=True): no script file to save (interactive session); nothing stored")
+        return
+    new._store_file(f"code/{_program_name()}", main, key="code")
 
 
 def _current(what: str) -> WandbRun:
@@ -285,33 +322,151 @@ def termerror(string: str = "", *args: Any, **kwargs: Any) -> None:
     _log.error("%s", string)
 
 
+def log_model(path: str | os.PathLike[str], name: str | None = None, aliases: list[str] | None = None) -> None:
+    """``wandb.log_model`` on the current run (see :meth:`WandbRun.log_model`)."""
+    _current("log_model").log_model(path, name=name, aliases=aliases)
+
+
+def mark_preempting() -> None:
+    """``wandb.mark_preempting`` on the current run (see :meth:`WandbRun.mark_preempting`)."""
+    _current("mark_preempting").mark_preempting()
+
+
+def pin_config_keys(keys: Any = ()) -> None:
+    """``wandb.pin_config_keys`` on the current run (see :meth:`WandbRun.pin_config_keys`)."""
+    _current("pin_config_keys").pin_config_keys(keys)
+
+
+def join(exit_code: int | None = None, quiet: bool | None = None) -> None:
+    """``wandb.join``: W&B's old name of :func:`finish`."""
+    finish(exit_code=exit_code, quiet=quiet)
+
+
+#: W&B's feature flags that ``require`` accepts (each is already how labledger.wandb behaves).
+REQUIREMENTS = ("service", "core", "legacy-service", "require")
+
+
+def require(requirement: Any = None, experiment: Any = None) -> None:
+    """``wandb.require``: accepts W&B's feature flags (``"service"``, ``"core"``, ...), which change nothing
+    here; an unknown flag raises :class:`UnsupportedError`, as W&B raises for it."""
+    features = requirement or experiment
+    if not features:
+        return
+    for feature in [features] if isinstance(features, str) else list(features):
+        base = str(feature).split("@", 1)[0].split(":", 1)[0]
+        if base not in REQUIREMENTS:
+            raise UnsupportedError(
+                f"wandb.require({feature!r}) is not supported by labledger.wandb: unknown feature; "
+                f"remove the call (known: {', '.join(REQUIREMENTS)})"
+            )
+
+
+def termsetup(*args: Any, **kwargs: Any) -> None:
+    """``wandb.termsetup``: nothing to set up (messages go to the ``labledger.wandb`` logger)."""
+
+
+def ensure_configured() -> None:
+    """``wandb.ensure_configured``: deprecated in W&B and does nothing, here as there."""
+
+
+def sweep(sweep: Any, entity: str | None = None, project: str | None = None, prior_runs: Any = None) -> str:
+    """``wandb.sweep``: register a grid or random sweep in this process; returns its id for :func:`agent`.
+
+    See :func:`labledger.wandb._sweep.sweep` and docs/wandb.md ("Sweeps").
+    """
+    return _sweep.sweep(sweep, entity=entity, project=project, prior_runs=prior_runs)
+
+
+def agent(
+    sweep_id: str,
+    function: Any = None,
+    entity: str | None = None,
+    project: str | None = None,
+    count: int | None = None,
+) -> None:
+    """``wandb.agent``: run ``function`` once per trial of the sweep, each trial a run in the sweep's group.
+
+    See :func:`labledger.wandb._sweep.agent` and docs/wandb.md ("Sweeps").
+    """
+    _sweep.agent(sweep_id, function=function, entity=entity, project=project, count=count)
+
+
 def _unsupported(name: str, instead: str) -> Any:
     def call(*args: Any, **kwargs: Any) -> Any:
         raise UnsupportedError(f"wandb.{name} is not supported by labledger.wandb: {instead}")
 
     call.__name__ = name
+    call.__qualname__ = name
     call.__doc__ = f"Not supported: raises :class:`UnsupportedError` ({instead})."
     return call
 
 
-sweep = _unsupported("sweep", "define the grid with `labledger sweep` (docs/sweeps.md)")
-agent = _unsupported("agent", "run the sweep's commands with `labledger sweep run`")
-controller = _unsupported("controller", "use `labledger sweep`")
+_SAVE_FILE = "write the file and store it with wandb.save (or wandb.log_artifact)"
+controller = _unsupported(
+    "controller", "sweeps run in this process; call wandb.agent(sweep_id, function=train) (docs/wandb.md, Sweeps)"
+)
 Api = _unsupported("Api", "read runs with labledger.open_ledger(...).runs() / .run(id)")
 restore = _unsupported("restore", "open the file in the producing run's folder (RunView.dir / 'files')")
 use_artifact = _unsupported("use_artifact", "open the file from the producing run's files/artifacts/ folder")
+use_model = _unsupported("use_model", "open the model file from the producing run's files/artifacts/ folder")
 alert = _unsupported("alert", "alerts need a server; check the value in your loop and raise")
-link_model = _unsupported("link_model", "there is no model registry; log the file with wandb.log_artifact")
-mark_preempting = _unsupported("mark_preempting", "runs that die are marked crashed; start a new run to continue")
-Object3D = _unsupported("Object3D", "save the file with wandb.save")
-Molecule = _unsupported("Molecule", "save the file with wandb.save")
-Audio = _unsupported("Audio", "save the audio file with wandb.save")
-Video = _unsupported("Video", "save the video file with wandb.save")
-Html = _unsupported("Html", "save the HTML file with wandb.save")
-plot = _unsupported("plot", "log the values with wandb.log or the rows with wandb.Table")
+link_model = _unsupported("link_model", "there is no model registry; log the model with wandb.log_model")
+attach = _unsupported("attach", "runs live in the process that made them; pass the run object (wandb.run) along")
+sagemaker_auth = _unsupported("sagemaker_auth", "there is nothing to log in to; remove the call")
+Object3D = _unsupported("Object3D", _SAVE_FILE)
+box3d = _unsupported("box3d", _SAVE_FILE)
+Molecule = _unsupported("Molecule", _SAVE_FILE)
+Audio = _unsupported("Audio", _SAVE_FILE)
+Video = _unsupported("Video", _SAVE_FILE)
+Html = _unsupported("Html", _SAVE_FILE)
+Plotly = _unsupported(
+    "Plotly", "log the figure as an image (wandb.Image of fig.to_image()) or save its HTML with wandb.save"
+)
+Graph = _unsupported("Graph", "log the values you need with wandb.log (wandb.watch is a no-op)")
+EvalTable = _unsupported("EvalTable", "log the rows as a wandb.Table")
+JoinedTable = _unsupported("JoinedTable", "join the rows yourself and log them as one wandb.Table")
+
+from labledger.wandb import data_types, errors, helper, plot, sdk  # noqa: E402 - submodules that use the names above
+
+plot_table = plot.plot_table
+visualize = plot.visualize
+wandb = sys.modules[__name__]  # ``wandb.wandb``: the package itself, as in W&B
+wandb_sdk = sdk
+wandb_lib = sdk.lib
+
+_LOG_INSTEAD = "log the values with wandb.log from the library's own callback"
+#: Names of the real ``wandb`` package that are W&B's own machinery (its server API, its submodules,
+#: its integrations) and have no labledger meaning: reaching them raises :class:`UnsupportedNameError`
+#: (an :class:`UnsupportedError` that is also an ``AttributeError``) saying what to do instead.
+UNSUPPORTED_NAMES: dict[str, str] = {
+    "api": "read runs with labledger.open_ledger(...).runs() / .run(id)",
+    "apis": "read runs with labledger.open_ledger(...).runs() / .run(id)",
+    "agents": "run sweeps with wandb.sweep and wandb.agent(sweep_id, function=...)",
+    "wandb_agent": "run sweeps with wandb.sweep and wandb.agent(sweep_id, function=...)",
+    "analytics": "there is no telemetry; remove the use",
+    "trigger": "there are no W&B hooks; call your function where the event happens",
+    "env": "the WANDB_* variables labledger.wandb reads are listed in docs/wandb.md",
+    "util": "use the standard library or labledger's API",
+    "proto": "read W&B run files with labledger.wandb.records.read_wandb_file",
+    "profiler": "profile with torch.profiler and store the trace with wandb.save",
+    "integration": _LOG_INSTEAD,
+    "wandb_torch": "wandb.watch is a no-op; log gradient norms with wandb.log",
+    "jupyter": "show a run with labledger show RUN or the site (labledger site)",
+    "keras": _LOG_INSTEAD,
+    "tensorflow": _LOG_INSTEAD,
+    "tensorboard": "import TensorBoard logs with labledger import",
+    "sklearn": "log the metrics with wandb.log, or evaluate predictions with labledger eval",
+    "xgboost": _LOG_INSTEAD,
+    "lightgbm": _LOG_INSTEAD,
+    "catboost": _LOG_INSTEAD,
+    "sacred": _LOG_INSTEAD,
+    "gym": _LOG_INSTEAD,
+}
 
 
 def __getattr__(name: str) -> Any:
+    if name in UNSUPPORTED_NAMES:
+        raise UnsupportedNameError(f"wandb.{name} is not supported by labledger.wandb: {UNSUPPORTED_NAMES[name]}")
     if name.startswith("__"):
         raise AttributeError(name)
     raise AttributeError(
@@ -321,49 +476,80 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AlertLevel",
     "Api",
     "Artifact",
+    "ArtifactTTL",
     "Audio",
+    "Classes",
+    "CommError",
     "Config",
+    "CustomChart",
     "Error",
+    "EvalTable",
+    "Graph",
     "Histogram",
     "Html",
     "Image",
+    "JoinedTable",
     "MediaError",
     "Molecule",
     "Object3D",
+    "Plotly",
+    "Run",
+    "RunDisabled",
     "Settings",
     "Summary",
     "Table",
     "UnsupportedError",
+    "UnsupportedNameError",
+    "UsageError",
     "Video",
+    "Visualize",
     "WandbError",
     "WandbRun",
     "agent",
     "alert",
+    "attach",
+    "box3d",
     "config",
     "controller",
+    "data_types",
     "define_metric",
+    "ensure_configured",
+    "errors",
     "finish",
     "flatten",
+    "helper",
     "init",
+    "join",
     "link_model",
     "log",
     "log_artifact",
+    "log_model",
     "login",
     "mark_preempting",
+    "patched",
+    "pin_config_keys",
     "plot",
+    "plot_table",
+    "require",
     "restore",
     "run",
+    "sagemaker_auth",
     "save",
+    "sdk",
     "setup",
     "summary",
     "sweep",
     "teardown",
     "termerror",
     "termlog",
+    "termsetup",
     "termwarn",
     "unwatch",
     "use_artifact",
+    "use_model",
+    "visualize",
     "watch",
 ]

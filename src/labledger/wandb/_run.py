@@ -18,11 +18,12 @@ from __future__ import annotations
 import fnmatch
 import glob
 import hashlib
+import logging
 import math
 import os
 import re
+import sys
 import time
-import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from labledger.errors import LedgerError
 from labledger.store.jsonl import RECORD_FILES, Appender
 from labledger.store.manifest import sha256_file
 from labledger.store.run import Run
-from labledger.wandb.media import Artifact, Histogram, Image, Table
+from labledger.wandb.media import Artifact, CustomChart, Histogram, Image, Settings, Table, Visualize
 
 #: The record file (in the run folder) that references media, tables, files and artifacts.
 MEDIA_FILE = RECORD_FILES["media"]
@@ -46,6 +47,59 @@ class WandbError(LedgerError):
 
 class UnsupportedError(WandbError):
     """A W&B call labledger.wandb does not support; the message names the alternative."""
+
+
+class CommError(WandbError):
+    """``wandb.CommError`` (W&B: talking to the server failed); never raised here, there is no server."""
+
+
+class UsageError(WandbError):
+    """``wandb.UsageError``: a call made in a way W&B refuses (raised as W&B raises it)."""
+
+
+class ConfigError(WandbError):
+    """``wandb.sdk.lib.config_util.ConfigError`` (HF Trainer catches it); never raised here: new config
+    values win, as with ``allow_val_change``."""
+
+
+class AuthenticationError(WandbError):
+    """``wandb.errors.AuthenticationError``; never raised here, there is nothing to log in to."""
+
+
+class UnsupportedNameError(UnsupportedError, AttributeError):
+    """A name of the real ``wandb`` package that labledger.wandb does not provide (raised on access).
+
+    It is also an :class:`AttributeError`, so ``hasattr``/``getattr(obj, name, default)`` probes see the
+    name as absent; the message names the alternative.
+    """
+
+
+_log = logging.getLogger("labledger.wandb")
+
+
+def warn(text: str) -> None:
+    """Report something a W&B user should know, as one line (``labledger.wandb: ...``) without a source path.
+
+    It goes to the ``labledger.wandb`` logger at WARNING: printed to stderr as the bare line when
+    logging is not configured, else where the application's handlers send it.
+    """
+    _log.warning("labledger.wandb: %s", " ".join(str(text).split()))
+
+
+def _scalar(value: Any) -> Any:
+    """A logged number as a Python number: a numpy scalar, a 1-element array or tensor (any shape) by ``item()``.
+
+    >>> import numpy as np
+    >>> _scalar(np.array([[0.5]])), _scalar(np.int64(3)), _scalar(2.0)
+    (0.5, 3, 2.0)
+    """
+    t = type(value)
+    if t is float or t is int or t is bool or value is None:
+        return value
+    item = getattr(value, "item", None)
+    if callable(item):
+        return item()
+    return float(value)
 
 
 def _safe(name: str) -> str:
@@ -183,6 +237,36 @@ class Config:
         return f"wandb.config({self._data!r})"
 
 
+class ConfigStatic:
+    """``run.config_static``: a read-only snapshot of the config (attribute and item access).
+
+    >>> c = ConfigStatic({"lr": 0.1})
+    >>> c.lr, c["lr"], list(c.keys())
+    (0.1, 0.1, ['lr'])
+    """
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "_values", dict(values))
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            raise AttributeError(f"wandb.run.config_static has no key {key!r}") from None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise WandbError("wandb.run.config_static is read-only: set values with wandb.config")
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def keys(self) -> Any:
+        return self._values.keys()
+
+    def __repr__(self) -> str:
+        return f"wandb.run.config_static({self._values!r})"
+
+
 class Summary:
     """``wandb.summary``: the last logged value of each key unless set explicitly (``summary[k] = v``).
 
@@ -277,6 +361,8 @@ class WandbRun:
         ledger: Any = None,
         system_metrics: bool = True,
         extra: Mapping[str, Any] | None = None,
+        settings: Settings | None = None,
+        sweep_id: str | None = None,
     ) -> None:
         if ledger is None and dir is not None:
             ledger = Path(dir) / ".labledger"
@@ -313,6 +399,10 @@ class WandbRun:
         self._slow = False  # any definition that needs the per-row path
         self._media: Appender | None = None
         self._counters: dict[str, int] = {}
+        self._sweep_id = sweep_id
+        self._settings = settings if settings is not None else Settings()
+        self._output: Any = None  # write_logs' file, opened on first use
+        self.preempting = False
         self.finished = False
 
     # -- attributes W&B code reads ---------------------------------------------------------------
@@ -343,6 +433,74 @@ class WandbRun:
     @property
     def offline(self) -> bool:
         return True
+
+    @property
+    def sync_dir(self) -> str:
+        """The run folder (W&B: the folder ``wandb sync`` uploads; labledger never uploads)."""
+        return str(self._run.dir)
+
+    @property
+    def project_url(self) -> None:
+        """None, as for a W&B offline run (there is no server; :attr:`url` is the run folder)."""
+        return None
+
+    @property
+    def sweep_url(self) -> None:
+        """None, as for a W&B offline run."""
+        return None
+
+    @property
+    def sweep_id(self) -> str | None:
+        """The id of the :func:`labledger.wandb.sweep` this run is a trial of (None outside a sweep)."""
+        return self._sweep_id
+
+    @property
+    def resumed(self) -> bool:
+        """False: labledger runs are append-only and never resumed."""
+        return False
+
+    @property
+    def disabled(self) -> bool:
+        """False (True for a ``mode="disabled"`` run)."""
+        return False
+
+    @property
+    def start_time(self) -> float:
+        """When the run started (unix seconds; ``run.json`` ``started``)."""
+        return float(self._run.meta["started"])
+
+    @property
+    def starting_step(self) -> int:
+        """0: a labledger run always starts at step 0."""
+        return 0
+
+    @property
+    def settings(self) -> Settings:
+        """A copy of the ``settings`` given to ``init``, with the run's ``run_id``, ``run_name``, ``project``,
+        ``run_group``, ``mode``, ``files_dir``, ``sync_dir`` and ``sweep_id`` filled in."""
+        return Settings(
+            **{
+                **vars(self._settings),
+                "run_id": self.id,
+                "run_name": self.name,
+                "project": self.project,
+                "entity": self.entity,
+                "run_group": self.group,
+                "run_job_type": self.job_type,
+                "run_notes": self.notes,
+                "run_tags": self.tags,
+                "mode": "offline",
+                "files_dir": self.dir,
+                "sync_dir": self.sync_dir,
+                "sweep_id": self.sweep_id,
+                "resumed": False,
+            }
+        )
+
+    @property
+    def config_static(self) -> ConfigStatic:
+        """A read-only snapshot of the config, as W&B's ``ConfigStatic``."""
+        return ConfigStatic(self.config.as_dict())
 
     @property
     def labledger_run(self) -> Run:
@@ -407,10 +565,7 @@ class WandbRun:
         if step is not None:
             step = int(step)
             if step < self.step:
-                warnings.warn(
-                    f"labledger.wandb: step {step} < current step {self.step}: data ignored (as W&B does)",
-                    stacklevel=2,
-                )
+                warn(f"step {step} < current step {self.step}: data ignored (as W&B does)")
                 return
             if step > self.step:
                 self._flush()
@@ -441,7 +596,7 @@ class WandbRun:
         for key, value in row.items():
             kind = self._kind(value)
             if kind == "number":
-                numbers[key] = value
+                numbers[key] = _scalar(value)
             else:
                 self._log_other(key, value, kind)
         if numbers:
@@ -456,11 +611,14 @@ class WandbRun:
             return "number"
         if isinstance(value, (Image, Table, Histogram)):
             return type(value).__name__.lower()
+        if isinstance(value, (CustomChart, Visualize)):
+            return "chart"
         if isinstance(value, (list, tuple)) and value and all(isinstance(v, Image) for v in value):
             return "images"
-        size = getattr(value, "size", None)
         if hasattr(value, "shape") and hasattr(value, "dtype"):
-            n = size() if callable(size) else size
+            numel = getattr(value, "numel", None)  # torch: size() is a shape, numel() the count
+            size = getattr(value, "size", None)
+            n = numel() if callable(numel) else size() if callable(size) else size
             if n == 1 or getattr(value, "ndim", 0) == 0:
                 return "number"
             return "array"
@@ -501,6 +659,8 @@ class WandbRun:
             self._record({"kind": "image", "key": key, "files": files})
         elif kind == "table":
             self._log_table(key, value)
+        elif kind == "chart":
+            self._log_chart(key, value)
         elif kind == "histogram":
             self._record({"kind": "histogram", "key": key, "bins": value.bins, "counts": value.counts})
         else:
@@ -522,19 +682,34 @@ class WandbRun:
             self._run.log_results(name, rows, source_kind="wandb.Table", key=key, step=self.step)
             self._record({"kind": "table", "key": key, "results": name, "rows": len(rows), "columns": table.columns})
             return
+        self._record({"kind": "table", "key": key, **self._table_file(key, rows, table.columns)})
+
+    def _table_file(self, key: str, rows: list[dict[str, Any]], columns: list[str]) -> dict[str, Any]:
+        """Write ``rows`` to ``files/tables/<key>/<step>.jsonl``; the reference to put in a media record."""
         rel = f"tables/{_safe(key)}/{self.step}.jsonl"
         data = b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in rows)
         self._run.log_file(rel, data)
-        self._record(
-            {
-                "kind": "table",
-                "key": key,
-                "path": f"files/{rel}",
-                "sha256": hashlib.sha256(data).hexdigest(),
-                "rows": len(rows),
-                "columns": table.columns,
+        return {
+            "path": f"files/{rel}",
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "rows": len(rows),
+            "columns": list(columns),
+        }
+
+    def _log_chart(self, key: str, chart: CustomChart | Visualize) -> None:
+        """A ``wandb.plot`` chart: its table as a JSONL file (``<key>_table``, as W&B names it) and the
+        chart's spec (``chart`` and the column ``fields``) in a ``chart`` media record."""
+        table = chart.table
+        ref = self._table_file(f"{key}_table", _jsonable(table.rows()), table.columns)
+        if isinstance(chart, CustomChart):
+            spec: dict[str, Any] = {
+                "chart": chart.spec.spec_name,
+                "fields": _jsonable(chart.spec.fields),
+                "string_fields": _jsonable(chart.spec.string_fields),
             }
-        )
+        else:
+            spec = {"chart": chart.spec.name, "fields": {}, "string_fields": {}}
+        self._record({"kind": "chart", "key": key, **spec, "table": ref.pop("path"), **ref})
 
     def define_metric(
         self,
@@ -618,24 +793,29 @@ class WandbRun:
         pattern = str(glob_str)
         matches = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
         if not matches:
-            warnings.warn(f"labledger.wandb.save: no file matches {pattern!r}", stacklevel=2)
+            warn(f"wandb.save: no file matches {pattern!r}; nothing stored")
         stored = []
         for path in matches:
             rel = os.path.relpath(path, base_path) if base_path else os.path.basename(path)
-            rel = "/".join(_safe(p) for p in Path(rel).parts if p not in ("..", "."))
-            target = self._run.log_file(f"saved/{rel}", path)
-            digest, size = sha256_file(target)
-            self._record(
-                {
-                    "kind": "file",
-                    "path": f"files/saved/{rel}",
-                    "source": os.path.abspath(path),
-                    "sha256": digest,
-                    "size": size,
-                }
-            )
-            stored.append(str(target))
+            stored.append(self._store_file(f"saved/{rel}", path, key=rel))
         return stored
+
+    def _store_file(self, rel: str, path: str, *, key: str) -> str:
+        """Copy ``path`` to ``files/<rel>`` (each part made safe) with a ``file`` media record; its stored path."""
+        rel = "/".join(_safe(p) for p in Path(rel).parts if p not in ("..", "."))
+        target = self._run.log_file(rel, path)
+        digest, size = sha256_file(target)
+        self._record(
+            {
+                "kind": "file",
+                "key": key,
+                "path": f"files/{rel}",
+                "source": os.path.abspath(path),
+                "sha256": digest,
+                "size": size,
+            }
+        )
+        return str(target)
 
     def log_artifact(
         self,
@@ -667,6 +847,7 @@ class WandbRun:
         self._record(
             {
                 "kind": "artifact",
+                "key": art.name,
                 "name": art.name,
                 "type": art.type,
                 "version": version,
@@ -677,9 +858,146 @@ class WandbRun:
         )
         return art
 
+    def upsert_artifact(
+        self,
+        artifact_or_path: Artifact | str | os.PathLike[str],
+        name: str | None = None,
+        type: str | None = None,
+        aliases: list[str] | None = None,
+        distributed_id: str | None = None,
+    ) -> Artifact:
+        """``run.upsert_artifact`` (one part of a distributed artifact): stored as :meth:`log_artifact` stores,
+        each call a new version of the artifact holding the files it was given."""
+        return self.log_artifact(artifact_or_path, name=name, type=type, aliases=aliases)
+
+    def finish_artifact(
+        self,
+        artifact_or_path: Artifact | str | os.PathLike[str],
+        name: str | None = None,
+        type: str | None = None,
+        aliases: list[str] | None = None,
+        distributed_id: str | None = None,
+    ) -> Artifact:
+        """``run.finish_artifact`` (the last part of a distributed artifact): stored as :meth:`log_artifact` stores."""
+        return self.log_artifact(artifact_or_path, name=name, type=type, aliases=aliases)
+
+    def log_model(
+        self, path: str | os.PathLike[str], name: str | None = None, aliases: list[str] | None = None
+    ) -> None:
+        """``run.log_model``: the file or folder at ``path`` as an artifact of type ``model`` (name, as W&B's
+        default, ``run-<run id>-<base name>``; aliases default ``["latest"]``), copied with sha256 as
+        :meth:`log_artifact` copies."""
+        text = str(path)
+        if "://" in text:
+            raise UnsupportedError(
+                f"run.log_model({text!r}) is not supported by labledger.wandb: remote objects are not copied; "
+                "download the file and log its local path"
+            )
+        if not os.path.exists(text):
+            raise WandbError(f"run.log_model: {text} does not exist")
+        art_name = name or f"run-{self.id}-{Path(text).name}"
+        self.log_artifact(text, name=art_name, type="model", aliases=list(aliases or ["latest"]))
+
+    def log_code(
+        self,
+        root: str | os.PathLike[str] | None = ".",
+        name: str | None = None,
+        include_fn: Any = None,
+        exclude_fn: Any = None,
+    ) -> Artifact | None:
+        """``run.log_code``: the code files under ``root`` as an artifact of type ``code``, copied with sha256.
+
+        As in W&B the default is every ``*.py`` file, ``requirements.txt`` and ``Dockerfile*``, leaving out
+        the ``wandb/`` and ``.wandb/`` folders; ``include_fn``/``exclude_fn`` take ``(path)`` or ``(path,
+        root)``. Unlike W&B, folders whose names start with ``.`` (``.venv``, ``.git``, the ledger) and
+        ``__pycache__`` are not walked. The artifact is named ``source-<project>-<script>`` unless ``name``
+        is given. Returns None, with a warning, when no file matches.
+        """
+        if root is None:
+            return None
+        top = os.path.abspath(root)
+        include = _two_args(include_fn or _is_code_file)
+        exclude = _two_args(exclude_fn or _in_wandb_folder)
+        art_name = name or _SAFE.sub("_", f"source-{self.project or self.name}-{_program_name()}")[:128]
+        art = Artifact(art_name, type="code")
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+            for fname in sorted(files):
+                path = os.path.join(folder, fname)
+                if include(path, top) and not exclude(path, top):
+                    art.add_file(path, name=os.path.relpath(path, top))
+        if not art.files:
+            warn(f"run.log_code: no code file under {top}; no code stored")
+            return None
+        return self.log_artifact(art)
+
+    def mark_preempting(self) -> None:
+        """``run.mark_preempting``: a note on the run that it expects to be preempted (``run.preempting``
+        becomes True); a run that then dies shows as crashed with that note beside it."""
+        self._run.note(f"wandb.mark_preempting at step {self.step}: this run expected to be preempted")
+        self.preempting = True
+
+    def pin_config_keys(self, keys: Any = ()) -> None:
+        """``run.pin_config_keys``: the config keys to show first, kept in a ``pinned_config_keys`` media record."""
+        names = [str(k) for k in keys]
+        self._record({"kind": "pinned_config_keys", "key": "pinned_config_keys", "keys": names})
+
+    def write_logs(self, text: str) -> None:
+        """``run.write_logs``: append ``text`` (and a newline) to the run's ``files/output.log``; ignored
+        once the run has finished, as in W&B."""
+        if self.finished:
+            return
+        if self._output is None:
+            target = self._run.dir / "files" / "output.log"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._output = open(target, "a", encoding="utf-8")  # noqa: SIM115 - closed at finish
+        self._output.write(text if text.endswith("\n") else text + "\n")
+        self._output.flush()
+
+    def status(self) -> RunStatus:
+        """``run.status``: nothing is ever pending (labledger writes to the ledger as it logs)."""
+        return RunStatus()
+
+    def display(self, height: int = 420, hidden: bool = False) -> bool:
+        """``run.display``: False (there is no W&B page to embed; ``labledger site`` builds the run's page)."""
+        return False
+
+    def to_html(self, height: int = 420, hidden: bool = False) -> str:
+        """``run.to_html``: a link to the run folder (there is no W&B page to embed)."""
+        import html
+
+        return f'<a href="{html.escape(self.url)}">labledger run {html.escape(self.name)} ({html.escape(self.id)})</a>'
+
     def watch(self, *_: Any, **__: Any) -> None:
         """``wandb.watch``: accepted and a no-op (gradients and parameters are not logged)."""
         _note_watch()
+
+    def unwatch(self, *_: Any, **__: Any) -> None:
+        """``run.unwatch``: a no-op, as :meth:`watch` is."""
+
+    def link_artifact(self, *_: Any, **__: Any) -> None:
+        raise UnsupportedError(
+            "run.link_artifact is not supported by labledger.wandb: there is no registry to link to; "
+            "the artifact is stored with the run (files/artifacts/)"
+        )
+
+    def link_model(self, *_: Any, **__: Any) -> None:
+        raise UnsupportedError(
+            "run.link_model is not supported by labledger.wandb: there is no model registry; "
+            "log the model with run.log_model"
+        )
+
+    def use_model(self, *_: Any, **__: Any) -> None:
+        raise UnsupportedError(
+            "run.use_model is not supported by labledger.wandb: models are not downloaded; open the file in the "
+            "producing run's files/artifacts/ folder (labledger show RUN)"
+        )
+
+    def restore(self, *_: Any, **__: Any) -> None:
+        raise UnsupportedError(
+            "run.restore is not supported by labledger.wandb: files are not downloaded; open the file in the "
+            "producing run's files/ folder (labledger show RUN)"
+        )
 
     def alert(self, *_: Any, **__: Any) -> None:
         raise UnsupportedError(
@@ -695,7 +1013,7 @@ class WandbRun:
 
     # -- end ------------------------------------------------------------------------------------
     def _close_extras(self) -> None:
-        headline = {k: v for k, v in self.summary._set.items() if self._kind(v) == "number"}
+        headline = {k: _scalar(v) for k, v in self.summary._set.items() if self._kind(v) == "number"}
         headline.update(self._defined_summaries())
         if headline:
             self._run.set_summary(**headline)
@@ -706,6 +1024,9 @@ class WandbRun:
         if self._media is not None:
             self._media.fsync()
             self._media.close()
+        if self._output is not None:
+            self._output.close()
+            self._output = None
 
     def finish(self, exit_code: int | None = None, quiet: bool | None = None) -> None:
         """``wandb.finish``: commit the pending row and end the run (``exit_code`` != 0 marks it failed)."""
@@ -721,6 +1042,115 @@ class WandbRun:
         _forget(self)
 
 
+class RunDisabled(WandbRun):
+    """The run ``wandb.init(mode="disabled")`` returns: every call is accepted and nothing is written.
+
+    It is a :class:`WandbRun` (as W&B's disabled run is a ``wandb.Run``) and is also exported as
+    ``wandb.sdk.lib.RunDisabled``, the name integrations such as Lightning's ``WandbLogger`` check.
+    """
+
+    def __init__(self) -> None:  # no ledger, no files
+        self.config = Config()
+        self.summary = Summary()
+        self.step = 0
+        self.finished = False
+        self.project = self.entity = self.job_type = self.notes = None
+        self.tags = ()
+        self.preempting = False
+        self._sweep_id = None
+        self._settings = Settings()
+        self._started = time.time()
+
+    id = "disabled"
+    name = "disabled"
+    group = None
+    dir = os.devnull
+    path = os.devnull
+    sync_dir = os.devnull
+    url = "about:blank"
+    disabled = True
+
+    @property
+    def start_time(self) -> float:
+        return self._started
+
+    def log(
+        self, data: Mapping[str, Any], step: int | None = None, commit: bool | None = None, sync: Any = None
+    ) -> None:
+        self.step = step + 1 if step is not None else self.step + 1
+
+    def define_metric(self, name: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return {"name": name}
+
+    def save(self, *args: Any, **kwargs: Any) -> list[str]:
+        return []
+
+    def log_artifact(self, artifact_or_path: Any, *args: Any, **kwargs: Any) -> Any:
+        return artifact_or_path
+
+    def log_code(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def mark_preempting(self) -> None:
+        self.preempting = True
+
+    def pin_config_keys(self, keys: Any = ()) -> None:
+        return None
+
+    def write_logs(self, text: str) -> None:
+        return None
+
+    def finish(self, exit_code: int | None = None, quiet: bool | None = None) -> None:
+        self.finished = True
+        _forget(self)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.finish()
+
+
+class RunStatus:
+    """What ``run.status()`` returns: nothing to sync (``sync_items_pending`` 0, ``sync_time`` None)."""
+
+    def __init__(self) -> None:
+        self.sync_items_total = 0
+        self.sync_items_pending = 0
+        self.sync_time = None
+
+
+def _is_code_file(path: str) -> bool:
+    """W&B's default ``log_code`` filter: ``*.py``, ``requirements.txt`` and ``Dockerfile*``."""
+    base = os.path.basename(path)
+    return base.endswith(".py") or base.startswith("Dockerfile") or base == "requirements.txt"
+
+
+def _in_wandb_folder(path: str, root: str) -> bool:
+    """W&B's default ``log_code`` exclusion: files under ``<root>/wandb/`` and ``<root>/.wandb/``."""
+    rel = os.path.relpath(path, root)
+    return any(rel.startswith(d + os.sep) for d in ("wandb", ".wandb"))
+
+
+def _two_args(fn: Any) -> Any:
+    """``fn(path, root)`` for a filter that takes ``(path)`` or ``(path, root)``, as W&B accepts both."""
+    import inspect
+
+    try:
+        n = len(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        n = 2
+    return fn if n >= 2 else (lambda path, root: fn(path))
+
+
+def _program_name() -> str:
+    """The running script's path relative to the working folder (``python`` for an interactive session)."""
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not main:
+        return "python"
+    try:
+        return os.path.relpath(main)
+    except ValueError:
+        return os.path.basename(main)
+
+
 _watch_noted = False
 
 
@@ -728,11 +1158,7 @@ def _note_watch() -> None:
     global _watch_noted
     if not _watch_noted:
         _watch_noted = True
-        warnings.warn(
-            "labledger.wandb: wandb.watch is a no-op (gradients and parameters are not logged); "
-            "log the values you need with wandb.log",
-            stacklevel=3,
-        )
+        warn("wandb.watch is a no-op (gradients and parameters are not logged); log the values you need with wandb.log")
 
 
 def _forget(run: WandbRun) -> None:

@@ -1,9 +1,11 @@
-"""``wandb.Image``, ``wandb.Table``, ``wandb.Histogram``, ``wandb.Artifact`` and ``wandb.Settings``.
+"""``wandb.Image``, ``wandb.Table``, ``wandb.Histogram``, ``wandb.Artifact``, ``wandb.Settings`` and the
+chart objects ``wandb.plot`` returns (``CustomChart``, ``Visualize``).
 
 Each media object turns into plain files when it is logged: images into PNG files under the run's
 ``files/media/``, tables into a result set (rows with ``id``/``task``/``gold``/predictions) or a JSONL
 record file under ``files/tables/``, histograms into bins and counts, artifacts into copied files
-with their sha256. The run's ``media.jsonl`` references each one by key and step.
+with their sha256, charts into their table (a JSONL file) and their spec. The run's ``media.jsonl``
+references each one by key and step.
 
 >>> import numpy as np
 >>> img = Image(np.zeros((2, 3), dtype=np.uint8), caption="blank")
@@ -17,10 +19,12 @@ with their sha256. The run's ``media.jsonl`` references each one by key and step
 
 from __future__ import annotations
 
+import enum
 import os
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -274,3 +278,80 @@ class Settings:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if isinstance(v, (str, int, float, bool, type(None)))}
+
+
+class Classes:
+    """``wandb.Classes``: the id -> name set of a segmentation or detection task, kept as given.
+
+    Logged by itself it is stored as its ``class_set`` (a ``value`` media record).
+
+    >>> Classes([{"id": 1, "name": "cat"}]).to_dict()
+    {'class_set': [{'id': 1, 'name': 'cat'}]}
+    """
+
+    def __init__(self, class_set: Sequence[dict[str, Any]]) -> None:
+        self._class_set = [dict(c) for c in class_set]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"class_set": [dict(c) for c in self._class_set]}
+
+
+class AlertLevel(enum.Enum):
+    """``wandb.AlertLevel`` (the levels ``wandb.alert`` takes)."""
+
+    INFO = "INFO"
+    WARN = "WARN"
+    ERROR = "ERROR"
+
+
+class ArtifactTTL(enum.Enum):
+    """``wandb.ArtifactTTL``: ``INHERIT`` (artifacts kept by labledger are never expired)."""
+
+    INHERIT = 0
+
+
+@dataclass
+class CustomChartSpec:
+    """What a ``wandb.plot`` chart draws: the chart (``spec_name``, e.g. ``wandb/line/v0``) and which
+    table columns fill its ``fields``; ``string_fields`` holds its titles."""
+
+    spec_name: str
+    fields: dict[str, Any]
+    string_fields: dict[str, Any]
+    key: str = ""
+    panel_type: str = "Vega2"
+    split_table: bool = False
+
+
+@dataclass
+class CustomChart:
+    """A chart to log (what ``wandb.plot.line``, ``confusion_matrix``, ... return): a :class:`Table` and its spec.
+
+    Logged under ``key``, the table becomes ``files/tables/<key>_table/<step>.jsonl`` and a ``chart``
+    media record keeps the spec.
+    """
+
+    table: Table
+    spec: CustomChartSpec
+
+    def set_key(self, key: str) -> None:
+        self.spec.key = key
+
+
+@dataclass
+class VisualizeSpec:
+    """The preset chart (``name``) a :class:`Visualize` draws."""
+
+    name: str
+    key: str = ""
+
+
+@dataclass
+class Visualize:
+    """``wandb.visualize(id, table)``: a :class:`Table` drawn by a preset chart; logged as a :class:`CustomChart` is."""
+
+    table: Table
+    spec: VisualizeSpec = field(default_factory=lambda: VisualizeSpec(""))
+
+    def set_key(self, key: str) -> None:
+        self.spec.key = key

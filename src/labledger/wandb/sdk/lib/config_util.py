@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from labledger.wandb._run import WandbError
+from labledger.wandb._run import ConfigError
 
-
-class ConfigError(WandbError):
-    """A config value cannot be set (never raised by labledger.wandb: new values win, as with allow_val_change)."""
+__all__ = ["ConfigError"]

@@ -1,0 +1,9 @@
+"""``wandb.sdk.wandb_run.Run``: the class of ``wandb.run``."""
+
+from __future__ import annotations
+
+from labledger.wandb._run import WandbRun
+
+Run = WandbRun
+
+__all__ = ["Run"]
