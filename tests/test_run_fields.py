@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from postgres_server import postgres_cluster  # noqa: F401 (fixture)
 
 import labledger
@@ -226,14 +224,13 @@ def test_run_dicts_are_the_runs_to_dict_and_dir_is_made_on_first_use(tmp_path):
     running = labledger.start_run("b", ledger=tmp_path / "l")
     book = labledger.open_ledger(tmp_path / "l")
     infos = book.runs(sort="name")
-    assert vars(infos[0])["_dir"] is None  # no Path made until asked
     dicts = book.run_dicts(sort="name")
     assert [d["duration"] is not None for d in dicts] == [True, True]  # a running run: to now
     for d in dicts:
         d.pop("duration")
     assert dicts == [{k: v for k, v in i.to_dict().items() if k != "duration"} for i in infos]
     assert dicts[0]["tags"] == ["x", "y"] and dicts[0]["dir"] == str(book.run_dir(run.id))
-    assert infos[0].dir == book.run_dir(run.id) and vars(infos[0])["_dir"] == infos[0].dir
+    assert infos[0].dir == book.run_dir(run.id)
     given = RunInfo("i", "n", None, [], "finished", 0.0, 1.0, None, None, None, None, None, dir=tmp_path)
     assert given.dir == tmp_path and RunInfo("i", "n", None, [], "finished", 0.0, None, *[None] * 5).dir is None
     running.finish()
@@ -251,71 +248,11 @@ def test_run_info_compares_and_shows_its_fields_as_the_dataclass_did(tmp_path):
     )
 
 
-def _run_info_dataclass() -> Any:
-    """The ``@dataclass`` that RunInfo stands for, made by ``dataclasses`` from RunInfo's own fields
-    and defaults (its ``summary=None`` is the dataclass's ``field(default_factory=dict)``)."""
-    import dataclasses
-    import inspect
-
-    from labledger.store.ledger import RunInfo
-
-    params = inspect.signature(RunInfo).parameters
-    assert tuple(params) == RunInfo._FIELDS
-    spec: list[Any] = []
-    for name, p in params.items():
-        if p.default is p.empty:
-            spec.append((name, object))
-        elif name == "summary":
-            assert p.default is None
-            spec.append((name, object, dataclasses.field(default_factory=dict)))
-        else:
-            spec.append((name, object, dataclasses.field(default=p.default)))
-    return dataclasses.make_dataclass("RunInfo", spec)
-
-
-_VALUES = st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False) | st.text(max_size=3)
-_FIELD_VALUES = _VALUES | st.lists(st.text(max_size=2), max_size=2) | st.dictionaries(st.text(max_size=2), _VALUES)
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    values=st.lists(_FIELD_VALUES, min_size=14, max_size=14),
-    changed=st.integers(0, 13),
-    other=_FIELD_VALUES,
-    n_given=st.integers(12, 14),
-)
-def test_run_info_constructs_compares_and_shows_as_its_dataclass_does(values, changed, other, n_given):
-    """RunInfo is a plain class for start-up (#19): its ``__init__`` (positional and keyword),
-    ``==``, ``!=``, ``repr`` and unhashability are those of the dataclass of its fields, on any values."""
-    import dataclasses
-
-    from labledger.store.ledger import RunInfo
-
-    Ref = _run_info_dataclass()
-    args = values[:n_given]
-    if n_given > 12 and values[12] is None:
-        args[12] = {}  # RunInfo's None for summary is the dataclass's default, {}
-    a, ref = RunInfo(*args), Ref(*args)
-    assert repr(a) == repr(ref)
-    assert {f: getattr(a, f) for f in RunInfo._FIELDS} == {
-        f.name: getattr(ref, f.name) for f in dataclasses.fields(ref)
-    }
-    assert RunInfo(**dict(zip(RunInfo._FIELDS, args))) == a
-    other_values = [*values]
-    other_values[changed] = other
-    x, y = RunInfo(*values), RunInfo(*other_values)
-    ref_x, ref_y = (Ref(*v[:12], {} if v[12] is None else v[12], *v[13:]) for v in (values, other_values))
-    assert (x == y) is (ref_x == ref_y) and (x != y) is (ref_x != ref_y)
-    assert (a == ref) is False and (a != ref) is True and a != tuple(args)  # another class, as for the dataclass
-    assert RunInfo.__hash__ is None and Ref.__hash__ is None
-    for cls in (RunInfo, Ref):
-        with pytest.raises(TypeError):
-            cls(*values[:11])
-
-
 def test_the_index_columns_are_runinfo_fields_and_columns_of_runs(tmp_path):
-    """One list (RunInfo._FIELDS): the columns a RunInfo is read from and those a query selects are
+    """One list (RunInfo's fields): the columns a RunInfo is read from and those a query selects are
     derived from it, and each is a column of the ``runs`` table; each field reads back."""
+    import dataclasses
+
     from labledger.store import query
     from labledger.store.ledger import INDEX_COLUMNS, RunInfo
 
@@ -323,7 +260,7 @@ def test_the_index_columns_are_runinfo_fields_and_columns_of_runs(tmp_path):
     table = [r[1] for r in ledger.db.execute("PRAGMA table_info(runs)")]
     assert set(INDEX_COLUMNS) <= set(table) and set(query._QUERY_COLUMNS) <= set(table)
     assert [{"grp": "group"}.get(c, c) for c in INDEX_COLUMNS] == [
-        f for f in RunInfo._FIELDS if f not in ("tags", "dir")
+        f.name for f in dataclasses.fields(RunInfo) if f.name not in ("tags", "dir")
     ]
     assert ", ".join(INDEX_COLUMNS) == Ledger._COLUMNS
     sql, _ = query.compile_query(None, [], columns="id", now=0.0)

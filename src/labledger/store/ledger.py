@@ -25,6 +25,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from labledger.schema.store import StoredEvaluation, StoredMetricValue
     from labledger.store.counters import Counters
     from labledger.store.view import RunView
+    from labledger.store.trash import TrashEntry
 
 DB_NAME = "ledger.db"
 RUN_STATUSES = ("running", "finished", "failed", "crashed", "killed")
@@ -56,95 +58,29 @@ def default_ledger_path() -> Path | str:
     return value if is_database_url(value) else Path(value)
 
 
-class _RunDir:
-    """``RunInfo.dir``: the folder given to ``RunInfo(dir=...)``, or, for the rows of
-    :meth:`Ledger.runs`, ``<ledger>/runs/<id>`` made on first use (a ``Path`` per row costs
-    more than the rest of the row: #12)."""
-
-    def __get__(self, obj: Any, owner: Any = None) -> Path | None:
-        if obj is None:
-            return None  # the field's default
-        d: Path | None = obj.__dict__.get("_dir")
-        if d is None and obj.__dict__.get("_runs_dir") is not None:
-            d = obj.__dict__["_dir"] = obj.__dict__["_runs_dir"] / obj.id
-        return d
-
-    def __set__(self, obj: Any, value: Path | None) -> None:
-        obj.__dict__["_dir"] = value
-
-
+@dataclass
 class RunInfo:
     """One row of the run index.
-
-    A plain class with the constructor, ``==`` and ``repr`` that ``@dataclass`` would make of
-    :attr:`_FIELDS` (tests/test_run_fields.py compares them with that dataclass's): the
-    ``dataclasses`` module and the code it generates cost ``labledger runs`` 8.0 M instructions,
-    3.4 %, ~1 ms of CPU (#19, bench/RESULTS.md).
 
     >>> RunInfo("a1", "baseline", None, [], "finished", 0.0, 2.5, None, None, None, None, None).duration
     2.5
     """
 
-    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value (as a dataclass is)
-    #: The fields, in the constructor's order: the one list of them (:data:`INDEX_COLUMNS`, the
-    #: index columns a RunInfo is read from, and the query's columns derive from it).
-    _FIELDS = (
-        "id",
-        "name",
-        "group",
-        "tags",
-        "status",
-        "started",
-        "ended",
-        "host",
-        "pid",
-        "git_commit",
-        "git_dirty",
-        "error",
-        "summary",
-        "dir",
-    )
-    dir = _RunDir()
-
-    def __init__(
-        self,
-        id: str,
-        name: str,
-        group: str | None,
-        tags: list[str],
-        status: str,
-        started: float,
-        ended: float | None,
-        host: str | None,
-        pid: int | None,
-        git_commit: str | None,
-        git_dirty: bool | None,
-        error: str | None,
-        summary: dict[str, Any] | None = None,
-        dir: Path | None = None,
-    ) -> None:
-        self.id = id
-        self.name = name
-        self.group = group
-        self.tags = tags
-        self.status = status
-        self.started = started
-        self.ended = ended
-        self.host = host
-        self.pid = pid
-        self.git_commit = git_commit
-        self.git_dirty = git_dirty
-        self.error = error
-        self.summary: dict[str, Any] = {} if summary is None else summary
-        self.dir = dir
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self._FIELDS)
-
-    def __repr__(self) -> str:
-        return f"RunInfo({', '.join(f'{f}={getattr(self, f)!r}' for f in self._FIELDS)})"
+    id: str
+    name: str
+    group: str | None
+    tags: list[str]
+    status: str
+    started: float
+    ended: float | None
+    host: str | None
+    pid: int | None
+    git_commit: str | None
+    git_dirty: bool | None
+    error: str | None
+    summary: dict[str, Any] = field(default_factory=dict)
+    #: The run's folder (``<ledger>/runs/<id>`` for the rows of :meth:`Ledger.runs`).
+    dir: Path | None = None
 
     @property
     def duration(self) -> float | None:
@@ -176,7 +112,7 @@ class RunInfo:
 _NOT_COLUMNS = ("tags", "dir")
 _COLUMN_OF = {"group": "grp"}
 #: The columns of ``runs`` that a :class:`RunInfo` is read from, in its fields' order.
-INDEX_COLUMNS = tuple(_COLUMN_OF.get(f, f) for f in RunInfo._FIELDS if f not in _NOT_COLUMNS)
+INDEX_COLUMNS = tuple(_COLUMN_OF.get(f.name, f.name) for f in fields(RunInfo) if f.name not in _NOT_COLUMNS)
 
 
 def _duration(started: float, ended: float | None, status: str) -> float | None:
@@ -506,8 +442,8 @@ class Ledger:
                 None if dirty is None else bool(dirty),
                 error,
                 loads(summary or "{}"),
+                runs_dir / rid,
             )
-            info.__dict__["_runs_dir"] = runs_dir
             out.append(info)
         return out
 
@@ -577,7 +513,7 @@ class Ledger:
         # The last sign of life: the newest modification time among the run's files.
         try:
             ended = max(p.stat().st_mtime for p in run_dir.iterdir() if p.is_file())
-        except ValueError:
+        except (ValueError, OSError):  # no files; or the folder is gone (removed by hand)
             ended = time.time()
         stats = ScalarStats()
         counters = scan_run(run_dir, stats=stats)  # one pass: counts, last values, min/max (#19)
@@ -855,6 +791,45 @@ class Ledger:
         from labledger.store.view import RunView
 
         return RunView(self, self.info(ref))
+
+    # -- deleting runs (the logic: labledger.store.trash) -------------------------------------------
+    def delete_run(self, ref: str) -> TrashEntry:
+        """Move run ``ref`` (id, id prefix or name) to the trash: its folder into ``.trash/<id>/run``
+        and its index rows into the entry's note, in one transaction (a failure leaves the run as
+        it was); files other runs use stay in place. A running run is refused
+        (:class:`~labledger.errors.RunStateError`). :meth:`restore_run` puts it back.
+
+        >>> import tempfile, labledger
+        >>> book = labledger.open_ledger(tempfile.mkdtemp(), create=True)
+        >>> labledger.start_run("r", ledger=book.root).finish()
+        >>> entry = book.delete_run("r")
+        >>> book.runs(), [e.name for e in book.trash()]
+        ([], ['r'])
+        >>> book.restore_run("r") == entry.id, [r.name for r in book.runs()]
+        (True, ['r'])
+        """
+        from labledger.store.trash import delete_runs
+
+        return delete_runs(self, [ref])[0]
+
+    def restore_run(self, ref: str) -> str:
+        """Put a deleted run (id, id prefix or name, in the trash) back: its rows and its folder; its id."""
+        from labledger.store.trash import restore_runs
+
+        return restore_runs(self, [ref])[0]
+
+    def trash(self) -> list[TrashEntry]:
+        """The deleted runs that :meth:`restore_run` can bring back, most recently deleted first."""
+        from labledger.store.trash import trash_entries
+
+        return trash_entries(self)
+
+    def purge_trash(self, *, older_than: float | None = None) -> list[str]:
+        """Remove deleted runs for good (those deleted more than ``older_than`` seconds ago, else
+        all); the ids removed."""
+        from labledger.store.trash import purge
+
+        return [e.id for e in purge(self, older_than=older_than).purged]
 
     # -- imports ------------------------------------------------------------------------------
     @contextmanager
