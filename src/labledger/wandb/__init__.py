@@ -39,6 +39,7 @@ from labledger.wandb._run import (
     WandbError,
     WandbRun,
     flatten,
+    unsupported,
     warn,
 )
 from labledger.wandb.media import (
@@ -398,7 +399,7 @@ def _unsupported(name: str, instead: str) -> Any:
     call.__name__ = name
     call.__qualname__ = name
     call.__doc__ = f"Not supported: raises :class:`UnsupportedError` ({instead})."
-    return call
+    return unsupported(call)
 
 
 _SAVE_FILE = "write the file and store it with wandb.save (or wandb.log_artifact)"

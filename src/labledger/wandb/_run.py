@@ -77,6 +77,13 @@ class UnsupportedNameError(UnsupportedError, AttributeError):
 _log = logging.getLogger("labledger.wandb")
 
 
+def unsupported(fn: Any) -> Any:
+    """Mark a W&B call that only raises :class:`UnsupportedError` (``fn.unsupported`` is True), so that
+    the API surface can be told apart from the calls that work."""
+    fn.unsupported = True
+    return fn
+
+
 def warn(text: str) -> None:
     """Report something a W&B user should know, as one line (``labledger.wandb: ...``) without a source path.
 
@@ -975,36 +982,42 @@ class WandbRun:
     def unwatch(self, *_: Any, **__: Any) -> None:
         """``run.unwatch``: a no-op, as :meth:`watch` is."""
 
+    @unsupported
     def link_artifact(self, *_: Any, **__: Any) -> None:
         raise UnsupportedError(
             "run.link_artifact is not supported by labledger.wandb: there is no registry to link to; "
             "the artifact is stored with the run (files/artifacts/)"
         )
 
+    @unsupported
     def link_model(self, *_: Any, **__: Any) -> None:
         raise UnsupportedError(
             "run.link_model is not supported by labledger.wandb: there is no model registry; "
             "log the model with run.log_model"
         )
 
+    @unsupported
     def use_model(self, *_: Any, **__: Any) -> None:
         raise UnsupportedError(
             "run.use_model is not supported by labledger.wandb: models are not downloaded; open the file in the "
             "producing run's files/artifacts/ folder (labledger show RUN)"
         )
 
+    @unsupported
     def restore(self, *_: Any, **__: Any) -> None:
         raise UnsupportedError(
             "run.restore is not supported by labledger.wandb: files are not downloaded; open the file in the "
             "producing run's files/ folder (labledger show RUN)"
         )
 
+    @unsupported
     def alert(self, *_: Any, **__: Any) -> None:
         raise UnsupportedError(
             "wandb.alert is not supported by labledger.wandb: alerts need a server; check values in your loop "
             "and raise, or use labledger's gates"
         )
 
+    @unsupported
     def use_artifact(self, *_: Any, **__: Any) -> None:
         raise UnsupportedError(
             "wandb.use_artifact is not supported by labledger.wandb: artifacts are not downloaded; open the file "
@@ -1089,6 +1102,9 @@ class RunDisabled(WandbRun):
         return artifact_or_path
 
     def log_code(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def log_model(self, *args: Any, **kwargs: Any) -> None:
         return None
 
     def mark_preempting(self) -> None:
