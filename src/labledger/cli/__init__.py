@@ -38,6 +38,10 @@ COMMANDS = {
         "Metrics of RESULTS (a results.jsonl, or RUN:NAME of a run's stored results) with bootstrap CIs.",
     ),
     "export": ("runs", "Export a run's records as JSONL (exactly as logged), Parquet or CSV (flattened)."),
+    "gc": (
+        "trash",
+        "Empty the trash for good: RUNs of it, else the runs deleted more than --older-than ago, else all. Files kept for other runs go once no run uses them.",
+    ),
     "forensics": ("sweep", "Every binary confusion matrix consistent with recorded accuracy and weighted F1."),
     "hash": ("checkpoints", "sha256 and size of each FILE, streamed (1 MiB at a time)."),
     "import": ("importing", "Import PATH as runs, all or nothing, through the same validation as logging."),
@@ -62,6 +66,14 @@ COMMANDS = {
         "report",
         "Write a Markdown hand-off: version tables, calibration recipes with provenance and in-sample flags, metric definitions, checkpoints and soup lineage, mixture audits, notes and limits.",
     ),
+    "restore": (
+        "trash",
+        "Bring RUNs (ids, id prefixes or names of deleted runs) back from the trash: their index rows exactly as they were and their folders.",
+    ),
+    "rm": (
+        "trash",
+        "Move RUNs (ids, id prefixes or names) to the ledger's trash: their folders and index rows, in one step each. labledger restore brings them back; labledger gc removes them for good.",
+    ),
     "runs": ("runs", "List runs: id, name, group, status, steps, started, duration, headline metrics."),
     "schema": ("schema", "Print the JSON Schema of document KIND (default: every kind, sharing $defs)."),
     "select-epoch": ("sweep", "Pick the epoch of RUN's history with the best METRIC (ties: the earliest)."),
@@ -72,6 +84,7 @@ COMMANDS = {
     "sweep": ("sweep", "Sweep a decision threshold over RESULTS and select one under gates; write the report."),
     "sync": ("sync", "Copy RUNs (default: every run) to the team server at --to, and verify them."),
     "table": ("tables", "Version table: benchmarks by category x models, with a mean row and deltas."),
+    "trash": ("trash", "List the deleted runs in the ledger's trash: id, name, when deleted, size, kept files."),
     "verify": (
         "verify",
         "Check the ledger (or only RUNs): every record file line by line, index rows against folders, result and checkpoint sha256s, site manifests, leftovers of interrupted imports.",

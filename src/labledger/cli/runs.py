@@ -52,7 +52,21 @@ def fmt_num(v: Any) -> str:
     return str(v)
 
 
-STATUS_STYLE = {"finished": "green", "running": "cyan", "failed": "red", "crashed": "red bold", "killed": "yellow"}
+STATUS_STYLE = {
+    "finished": "green",
+    "running": "cyan",
+    "failed": "red",
+    "crashed": "red bold",
+    "killed": "yellow",
+    "missing": "red bold",
+}
+
+
+def _gone(ledger, ids: list[str]) -> list[str]:
+    """The runs of ``ids`` whose folder is gone from the ledger (removed by hand): ``runs`` marks them."""
+    from labledger.store.trash import missing_ids
+
+    return missing_ids(ledger, ids)
 
 
 def headline(summary: dict[str, Any], limit: int = 3) -> str:
@@ -208,6 +222,8 @@ def runs_cmd(group, tag, status, name, where, sort, columns, limit, ledger_path,
     filters = {"name": name, "group": group, "tag": tag, "status": status, "where": where, "sort": sort}
     if as_json:  # the index rows straight to dicts, no RunInfo in between (#12)
         docs = ledger.run_dicts(**filters)[:limit]
+        for run_id in _gone(ledger, [doc["id"] for doc in docs]):
+            next(doc for doc in docs if doc["id"] == run_id)["missing"] = True  # its folder is gone
         if extra and docs:
             fields = {row["id"]: row for row in ledger.runs_table(where=where, sort=sort, columns=extra).to_pylist()}
             for doc in docs:
@@ -223,6 +239,12 @@ def runs_cmd(group, tag, status, name, where, sort, columns, limit, ledger_path,
         click.echo(escape_controls(f"No runs in {ledger.root} match."))
         return
     rows = [[_cell(i, c, fields.get(i.id, {})) for c in cols] for i in infos]
+    gone = _gone(ledger, [i.id for i in infos])
+    if gone and "status" in cols:  # a folder removed by hand: the status says so
+        missing = set(gone)
+        for info, row in zip(infos, rows):
+            if info.id in missing:
+                row[cols.index("status")] = "missing"
     shown = cols if columns else fit_columns(cols, rows, base.out_width())
     spec = [
         Column(
@@ -237,6 +259,14 @@ def runs_cmd(group, tag, status, name, where, sort, columns, limit, ledger_path,
     status = cols.index("status") if "status" in shown else None
     styles = [[STATUS_STYLE.get(r[status]) if i == status else None for i in idx] for r in rows]
     print_table(escape_controls(f"Runs in {ledger.root}"), spec, [[r[i] for i in idx] for r in rows], styles)
+    if gone:
+        several = len(gone) > 1
+        click.echo(
+            f"Note: {len(gone)} run{'s' if several else ''} ({', '.join(gone[:5])}{', ...' if len(gone) > 5 else ''}) "
+            f"{'have' if several else 'has'} no folder in {ledger.root / 'runs'} (removed by hand?); "
+            f"labledger verify --repair removes {'them' if several else 'it'} from the index",
+            err=True,
+        )
     if len(shown) < len(cols):
         hidden = ", ".join(c for c in cols if c not in shown)
         click.echo(f"({hidden} hidden to fit {base.out_width()} columns; --columns picks them)", err=True)

@@ -13,7 +13,10 @@ from labledger.cli.base import console, emit_json, handle_errors, json_option, l
 @click.argument("runs", nargs=-1, metavar="[RUN]...")
 @ledger_option
 @click.option(
-    "--repair", is_flag=True, help="Move damaged lines into FILE.damaged and remove interrupted imports (no data lost)."
+    "--repair",
+    is_flag=True,
+    help="Move damaged lines into FILE.damaged, remove interrupted imports, and move the index rows of runs "
+    "whose folder is gone into the trash (no data lost).",
 )
 @click.option("--site", "sites", multiple=True, metavar="DIR", help="Also check this site folder's manifest.")
 @json_option
@@ -23,7 +26,8 @@ def verify_cmd(runs, ledger_path, repair, sites, as_json):
     result and checkpoint sha256s, site manifests, leftovers of interrupted imports.
 
     Prints every problem as FILE:LINE: what; exits 1 if any is left (after --repair, only what it
-    could not repair). --repair never deletes data: damaged lines go to FILE.damaged.
+    could not repair). --repair never deletes data: damaged lines go to FILE.damaged, and the index
+    rows of a run whose folder was removed by hand go to the trash (labledger restore).
     """
     from labledger.store.ledger import Ledger
     from labledger.store.verify import verify_ledger

@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from labledger.schema import Document
     from labledger.schema.store import StoredEvaluation, StoredMetricValue
     from labledger.store.counters import Counters
-    from labledger.store.view import RunView
     from labledger.store.trash import TrashEntry
+    from labledger.store.view import RunView
 
 DB_NAME = "ledger.db"
 RUN_STATUSES = ("running", "finished", "failed", "crashed", "killed")

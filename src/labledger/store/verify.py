@@ -12,12 +12,17 @@ What is checked, each problem reported with its file (and line where there is on
   when it is still there);
 * every site folder with a build manifest (``LEDGER/site`` and any ``sites`` given): each file the
   manifest lists has its recorded size and sha256;
-* leftovers of interrupted imports (``.staging/<hex>`` folders no live import holds).
+* leftovers of interrupted imports (``.staging/<hex>`` folders no live import holds);
+* runs in the index whose folder is gone (removed by hand), and deletes or restores interrupted
+  part-way (:mod:`labledger.store.trash`).
 
 ``repair`` never deletes data: a damaged line is moved to ``FILE.damaged`` beside the record file
 (with its line number), and the file is rewritten atomically without it; an interrupted import's
 staging folder (a scratch copy of data that was never adopted) is removed. A run whose writer is
-still alive is left alone (its last line may be mid-write).
+still alive is left alone (its last line may be mid-write). A run whose folder is gone leaves the
+index: its rows are moved into a trash entry (``.trash/<id>/note.json``), from which ``labledger
+restore`` puts them back once the folder is back; an interrupted ``labledger rm`` is settled (the
+index decides: a delete that never committed gets its folder back).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from labledger.store.compressed import (
 from labledger.store.jsonl import RECORD_FILES, damaged_lines, decode_line
 from labledger.store.ledger import Ledger, lock_is_held
 from labledger.store.manifest import check_manifest, sha256_file
+from labledger.store.trash import MARKER, NOTE, forget_missing, gone_error, settle, trash_dir
 
 #: The site builder's manifest (labledger.site.output.MANIFEST; named here so store/ imports nothing above it).
 SITE_MANIFEST = ".labledger-site.json"
@@ -305,6 +311,8 @@ def verify_ledger(
         if runs_dir.is_dir():
             known = set(ids)
             for folder in sorted(runs_dir.iterdir()):
+                if (folder / MARKER).is_file():
+                    continue  # files of a deleted run kept for runs that use them (store/trash.py)
                 if folder.is_dir() and folder.name not in known:
                     report.add(folder, "a run folder with no row in the index")
         left = [report.add(folder, "left by a run start killed part-way") for folder in ledger.left_started()]
@@ -312,6 +320,11 @@ def verify_ledger(
             ledger.finish_started()  # each moved into runs/ when its row was committed, else removed
             for problem in left:
                 problem.repaired = "settled"
+        if repair:  # deletes and restores interrupted part-way: the index decides which way they go
+            for run_id in settle(ledger):
+                report.add(
+                    ledger.run_dir(run_id), "left by an interrupted labledger rm or restore"
+                ).repaired = "settled"
         for stage in stale_staging(ledger.root):
             problem = report.add(stage, "left by an interrupted import (never adopted)")
             if repair:
@@ -321,6 +334,31 @@ def verify_ledger(
     for run_id in ids:
         report.runs += 1
         run_dir = ledger.run_dir(run_id)
+        if not run_dir.is_dir():
+            gone = gone_error(ledger, run_id)
+            if gone is None:  # starting: its folder is renamed into runs/ just after its row is committed
+                continue
+            in_trash = (trash_dir(ledger) / run_id / "run").is_dir()
+            problem = report.add(
+                run_dir,
+                f"run {run_id} is in the index but its folder is "
+                + (
+                    "in the trash (an interrupted labledger rm); --repair puts it back"
+                    if in_trash
+                    else "gone (removed by hand?); --repair removes it from the index"
+                ),
+            )
+            if repair and in_trash:
+                settle(ledger)  # an rm killed before its commit: the folder goes back
+                if run_dir.is_dir():
+                    problem.repaired = "folder put back from the trash"
+            elif repair:
+                entry = forget_missing(ledger, run_id)
+                problem.repaired = (
+                    f"index rows moved to {entry.path / NOTE} (labledger restore {run_id} puts them back "
+                    f"once the folder is back)"
+                )
+            continue
         if not (run_dir / "run.json").is_file():
             report.add(run_dir, f"run {run_id} is in the index but its folder (or run.json) is missing")
             continue

@@ -43,6 +43,12 @@ class RunView:
         self.info = info
         self.id = info.id
         self.dir: Path = ledger.run_dir(info.id)
+        if not self.dir.is_dir():  # removed by hand: one line naming the run and the repair, no traceback
+            from labledger.store.trash import gone_error
+
+            gone = gone_error(ledger, info.id)
+            if gone is not None:
+                raise gone
 
     def __repr__(self) -> str:
         return f"<RunView {self.id} {self.name!r} {self.status}>"
