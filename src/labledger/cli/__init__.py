@@ -38,11 +38,11 @@ COMMANDS = {
         "Metrics of RESULTS (a results.jsonl, or RUN:NAME of a run's stored results) with bootstrap CIs.",
     ),
     "export": ("runs", "Export a run's records as JSONL (exactly as logged), Parquet or CSV (flattened)."),
+    "forensics": ("sweep", "Every binary confusion matrix consistent with recorded accuracy and weighted F1."),
     "gc": (
         "trash",
         "Empty the trash for good: RUNs of it, else the runs deleted more than --older-than ago, else all. Files kept for other runs go once no run uses them.",
     ),
-    "forensics": ("sweep", "Every binary confusion matrix consistent with recorded accuracy and weighted F1."),
     "hash": ("checkpoints", "sha256 and size of each FILE, streamed (1 MiB at a time)."),
     "import": ("importing", "Import PATH as runs, all or nothing, through the same validation as logging."),
     "lineage": (

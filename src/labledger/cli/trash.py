@@ -178,7 +178,12 @@ def trash_cmd(ledger_path, as_json):
     rows = []
     for e in entries:
         age = now - e.deleted
-        ago = f"{age / 86400:.0f}d ago" if age >= 86400 else (f"{age / 3600:.0f}h ago" if age >= 3600 else "today")
+        if age >= 86400:
+            ago = f"{age // 86400:.0f}d ago"
+        elif age >= 3600:
+            ago = f"{age // 3600:.0f}h ago"
+        else:
+            ago = f"{age // 60:.0f}m ago" if age >= 60 else "just now"
         rows.append(
             [
                 e.id,

@@ -48,7 +48,7 @@ from labledger.store.compressed import (
 from labledger.store.jsonl import RECORD_FILES, damaged_lines, decode_line
 from labledger.store.ledger import Ledger, lock_is_held
 from labledger.store.manifest import check_manifest, sha256_file
-from labledger.store.trash import MARKER, NOTE, forget_missing, gone_error, settle, trash_dir
+from labledger.store.trash import MARKER, forget_missing, gone_error, settle, trash_dir
 
 #: The site builder's manifest (labledger.site.output.MANIFEST; named here so store/ imports nothing above it).
 SITE_MANIFEST = ".labledger-site.json"
@@ -353,11 +353,8 @@ def verify_ledger(
                 if run_dir.is_dir():
                     problem.repaired = "folder put back from the trash"
             elif repair:
-                entry = forget_missing(ledger, run_id)
-                problem.repaired = (
-                    f"index rows moved to {entry.path / NOTE} (labledger restore {run_id} puts them back "
-                    f"once the folder is back)"
-                )
+                forget_missing(ledger, run_id)
+                problem.repaired = f"index rows moved to the trash; labledger restore {run_id} once the folder is back"
             continue
         if not (run_dir / "run.json").is_file():
             report.add(run_dir, f"run {run_id} is in the index but its folder (or run.json) is missing")
