@@ -81,6 +81,7 @@ def _classify(owner, name: str, theirs, call_args=()) -> str:
 
 
 def test_every_public_name_of_the_real_wandb_package_works_or_raises_unsupported_error():
+    assert real is not ours and real.__name__ == "wandb" and "labledger" not in real.__file__
     names = _public(real)
     assert len(names) >= 80  # wandb 0.31 has 92
     seen: dict[str, list[str]] = {"works": [], "unsupported": []}
@@ -310,6 +311,21 @@ def test_logged_charts_are_stored_with_their_table(tmp_path):
     assert charts["custom"]["chart"] == "my/spec" and charts["viz"]["chart"] == "v/x"
 
 
+def test_html_pages_are_stored_as_files(tmp_path):
+    page = tmp_path / "report.html"
+    page.write_text("<h1>from a file</h1>")
+    run = _init(tmp_path)
+    ours.log({"report": ours.Html(str(page)), "pages": [ours.Html("<p>a</p>"), ours.Html("<p>b</p>")]})
+    with pytest.raises(ours.MediaError, match="HTML text"):
+        ours.Html(42)
+    ours.finish()
+    view = _view(tmp_path, run.id)
+    media = {m["key"]: m for m in _media(view)}
+    assert media["report"]["kind"] == "html"
+    assert (view.dir / media["report"]["files"][0]["path"]).read_text() == "<h1>from a file</h1>"
+    assert [(view.dir / f["path"]).read_text() for f in media["pages"]["files"]] == ["<p>a</p>", "<p>b</p>"]
+
+
 # -- values, config, messages --------------------------------------------------------------------------
 def test_one_element_tensors_and_arrays_log_as_scalars(tmp_path):
     torch = pytest.importorskip("torch")
@@ -335,6 +351,17 @@ def test_config_include_and_exclude_keys(tmp_path):
     ours.finish()
     assert _view(tmp_path, run.id).config == {"lr": 0.1}
     assert ours.helper.parse_config(config, include=("seed",)) == {"seed": 3}
+
+
+def test_arguments_whose_data_is_not_mirrored_say_so(tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="labledger.wandb"):
+        run = _init(tmp_path, sync_tensorboard=True, anonymous="allow")
+    assert [r.getMessage() for r in caplog.records] == [
+        "labledger.wandb: wandb.init(sync_tensorboard=True): TensorBoard's logs are not copied into this run; "
+        "import them as a run with `labledger import LOGDIR`"
+    ]
+    ours.finish()
+    assert _view(tmp_path, run.id).meta["wandb"]["ignored_arguments"] == ["anonymous", "sync_tensorboard"]
 
 
 def test_save_code_stores_the_script(tmp_path):

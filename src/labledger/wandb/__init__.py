@@ -49,6 +49,7 @@ from labledger.wandb.media import (
     Classes,
     CustomChart,
     Histogram,
+    Html,
     Image,
     MediaError,
     Settings,
@@ -192,6 +193,14 @@ def init(
             extra.update(sweep_id=trial.sweep_id, sweep_trial=trial.index)
         if kwargs:
             extra["ignored_arguments"] = sorted(kwargs)
+        for arg in ("sync_tensorboard", "tensorboard"):
+            if kwargs.get(arg):
+                warn(
+                    f"wandb.init({arg}=True): TensorBoard's logs are not copied into this run; "
+                    "import them as a run with `labledger import LOGDIR`"
+                )
+        if kwargs.get("monitor_gym"):
+            warn("wandb.init(monitor_gym=True): gym videos are not recorded; store them with wandb.save")
         new = WandbRun(
             project=project,
             name=name,
@@ -402,11 +411,21 @@ def _unsupported(name: str, instead: str) -> Any:
     return unsupported(call)
 
 
+def _unsupported_class(name: str, instead: str) -> Any:
+    """A class standing for a W&B media/API class: ``isinstance`` checks are False, making one raises."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise UnsupportedError(f"wandb.{name} is not supported by labledger.wandb: {instead}")
+
+    doc = f"Not supported: making one raises :class:`UnsupportedError` ({instead})."
+    return unsupported(type(name, (), {"__init__": __init__, "__doc__": doc, "__module__": __name__}))
+
+
 _SAVE_FILE = "write the file and store it with wandb.save (or wandb.log_artifact)"
 controller = _unsupported(
     "controller", "sweeps run in this process; call wandb.agent(sweep_id, function=train) (docs/wandb.md, Sweeps)"
 )
-Api = _unsupported("Api", "read runs with labledger.open_ledger(...).runs() / .run(id)")
+Api = _unsupported_class("Api", "read runs with labledger.open_ledger(...).runs() / .run(id)")
 restore = _unsupported("restore", "open the file in the producing run's folder (RunView.dir / 'files')")
 use_artifact = _unsupported("use_artifact", "open the file from the producing run's files/artifacts/ folder")
 use_model = _unsupported("use_model", "open the model file from the producing run's files/artifacts/ folder")
@@ -414,18 +433,17 @@ alert = _unsupported("alert", "alerts need a server; check the value in your loo
 link_model = _unsupported("link_model", "there is no model registry; log the model with wandb.log_model")
 attach = _unsupported("attach", "runs live in the process that made them; pass the run object (wandb.run) along")
 sagemaker_auth = _unsupported("sagemaker_auth", "there is nothing to log in to; remove the call")
-Object3D = _unsupported("Object3D", _SAVE_FILE)
+Object3D = _unsupported_class("Object3D", _SAVE_FILE)
 box3d = _unsupported("box3d", _SAVE_FILE)
-Molecule = _unsupported("Molecule", _SAVE_FILE)
-Audio = _unsupported("Audio", _SAVE_FILE)
-Video = _unsupported("Video", _SAVE_FILE)
-Html = _unsupported("Html", _SAVE_FILE)
-Plotly = _unsupported(
+Molecule = _unsupported_class("Molecule", _SAVE_FILE)
+Audio = _unsupported_class("Audio", _SAVE_FILE)
+Video = _unsupported_class("Video", _SAVE_FILE)
+Plotly = _unsupported_class(
     "Plotly", "log the figure as an image (wandb.Image of fig.to_image()) or save its HTML with wandb.save"
 )
-Graph = _unsupported("Graph", "log the values you need with wandb.log (wandb.watch is a no-op)")
-EvalTable = _unsupported("EvalTable", "log the rows as a wandb.Table")
-JoinedTable = _unsupported("JoinedTable", "join the rows yourself and log them as one wandb.Table")
+Graph = _unsupported_class("Graph", "log the values you need with wandb.log (wandb.watch is a no-op)")
+EvalTable = _unsupported_class("EvalTable", "log the rows as a wandb.Table")
+JoinedTable = _unsupported_class("JoinedTable", "join the rows yourself and log them as one wandb.Table")
 
 from labledger.wandb import data_types, errors, helper, plot, sdk  # noqa: E402 - submodules that use the names above
 

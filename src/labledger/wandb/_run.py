@@ -34,7 +34,7 @@ from labledger.errors import LedgerError
 from labledger.store.jsonl import RECORD_FILES, Appender
 from labledger.store.manifest import sha256_file
 from labledger.store.run import Run
-from labledger.wandb.media import Artifact, CustomChart, Histogram, Image, Settings, Table, Visualize
+from labledger.wandb.media import Artifact, CustomChart, Histogram, Html, Image, Settings, Table, Visualize
 
 #: The record file (in the run folder) that references media, tables, files and artifacts.
 MEDIA_FILE = RECORD_FILES["media"]
@@ -622,6 +622,10 @@ class WandbRun:
             return "chart"
         if isinstance(value, (list, tuple)) and value and all(isinstance(v, Image) for v in value):
             return "images"
+        if isinstance(value, Html) or (
+            isinstance(value, (list, tuple)) and value and all(isinstance(v, Html) for v in value)
+        ):
+            return "html"
         if hasattr(value, "shape") and hasattr(value, "dtype"):
             numel = getattr(value, "numel", None)  # torch: size() is a shape, numel() the count
             size = getattr(value, "size", None)
@@ -664,6 +668,17 @@ class WandbRun:
                     }
                 )
             self._record({"kind": "image", "key": key, "files": files})
+        elif kind == "html":
+            pages = value if isinstance(value, (list, tuple)) else [value]
+            files = []
+            for page in pages:
+                n = self._counters.get(key, 0)
+                self._counters[key] = n + 1
+                rel = f"media/{_safe(key)}/{self.step}-{n}.html"
+                data = page.html.encode("utf-8")
+                self._run.log_file(rel, data)
+                files.append({"path": f"files/{rel}", "sha256": hashlib.sha256(data).hexdigest()})
+            self._record({"kind": "html", "key": key, "files": files})
         elif kind == "table":
             self._log_table(key, value)
         elif kind == "chart":

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from labledger.wandb.media import Classes, Histogram, Image, Table
+from labledger.wandb.media import Classes, Histogram, Html, Image, Table
 
-__all__ = ["Classes", "Histogram", "Image", "Table"]
+__all__ = ["Classes", "Histogram", "Html", "Image", "Table"]

@@ -131,6 +131,34 @@ class Image:
         return self._path.suffix.lower() if self._path is not None else ".png"
 
 
+class Html:
+    """An HTML page to log (``wandb.Html``): the text, an open file, or the path of an ``.html`` file.
+
+    Logged, it becomes ``files/media/<key>/<step>-<n>.html`` in the run, referenced from ``media.jsonl``
+    (W&B's ``inject``, which adds W&B's stylesheet, is accepted and changes nothing).
+
+    >>> Html("<b>hi</b>").html
+    '<b>hi</b>'
+    """
+
+    def __init__(self, data: Any, inject: bool = True, data_is_not_path: bool = False) -> None:
+        if hasattr(data, "read"):
+            text = data.read()
+        elif (
+            isinstance(data, (str, os.PathLike))
+            and not data_is_not_path
+            and str(data).lower().endswith((".html", ".htm"))
+            and os.path.isfile(data)
+        ):
+            text = Path(data).read_text(encoding="utf-8")
+        elif isinstance(data, str):
+            text = data
+        else:
+            raise MediaError(f"wandb.Html takes HTML text, an open file or an .html path; got {type(data).__name__}")
+        self.html = text if isinstance(text, str) else bytes(text).decode("utf-8")
+        self.inject = inject
+
+
 class Table:
     """A table to log (``wandb.Table``): ``columns`` and ``data`` rows, or a pandas ``dataframe``.
 
