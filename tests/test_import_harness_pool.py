@@ -93,10 +93,37 @@ BAD_LINE = [mc_doc(0), mc_doc(1, target="x")]
     [
         {"a": [mc_doc(i) for i in range(4)], "b": BAD_LINE},  # a row the row checker names (line and field)
         {"a": [mc_doc(i) for i in range(4)], "b": [mc_doc(0)], "c": ["not a document"]},
-        {"a_b": [mc_doc(i) for i in range(4)], "a b": [mc_doc(i) for i in range(4)]},  # one set name twice
         {"a": [mc_doc(i) for i in range(4)], "b": [mc_doc(0), mc_doc(1), mc_doc(0)]},  # the row checker's error
     ],
-    ids=["bad-target", "not-an-object", "same-set-name", "same-id"],
+    ids=["bad-target", "not-an-object", "same-id"],
+)
+def test_a_worker_task_error_is_the_serial_error_and_the_other_tasks_are_stored(files, tmp_path, monkeypatch):
+    """A task that cannot be read is left out with its one-line error (#44), the same from a worker
+    as from the serial path; the other tasks are stored, with the same bytes."""
+    bad = next(t for t, docs in files.items() if docs == BAD_LINE or "not a document" in docs or len(docs) == 3)
+    d = lm_out(tmp_path / "out", **files)
+    results = []
+    for workers in ("0", "2"):
+        monkeypatch.setenv(WORKERS_ENV, workers)
+        (run,) = import_path(d, tmp_path / workers).runs
+        results.append((run.errors, run.counts, stored(tmp_path / workers)))
+        assert not list((tmp_path / workers / ".staging").iterdir())
+    assert results[0] == results[1]
+    errors, counts, sets = results[0]
+    (error,) = errors
+    assert "\n" not in error and error.endswith(f"(task {bad}: not imported)")
+    assert f"samples_{bad}_{STAMP}.jsonl:" in error or f"results '{bad}':" in error  # the file, or the set's row
+    assert "field '" in error
+    assert sorted(sets) == sorted(t for t in files if t != bad)
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"a_b": [mc_doc(i) for i in range(4)], "a b": [mc_doc(i) for i in range(4)]},  # one set name twice
+        {"a": BAD_LINE},  # the only task cannot be read
+    ],
+    ids=["same-set-name", "only-task"],
 )
 def test_a_worker_error_is_the_serial_error_and_nothing_is_stored(files, tmp_path, monkeypatch):
     d = lm_out(tmp_path / "out", **files)

@@ -68,6 +68,7 @@ def import_cmd(path, name, group, fmt, copy, again, suite, ledger_path, as_json)
             added = suite_entries(book, result.run_ids, suite=suite)
     if as_json:
         emit_json({**result.to_dict(), **({"suite": suite, "suite_entries": added} if suite else {})})
+        _exit_on_task_errors(result)
         return
     how = "copied" if copy else "referenced"
     console.print(
@@ -82,6 +83,8 @@ def import_cmd(path, name, group, fmt, copy, again, suite, ledger_path, as_json)
         console.print(f"  {r.id}  {r.name}{group_text}: {counts or 'no records'}", markup=False, highlight=False)
         for text in r.notes:
             console.print(f"    note: {text}", markup=False, highlight=False)
+        for text in r.errors:
+            console.print(f"    error: {text}", markup=False, highlight=False)
     if result.again and result.previous:
         console.print(
             f"(imported again: the same content was imported before as run {result.previous['run_id']})",
@@ -92,3 +95,13 @@ def import_cmd(path, name, group, fmt, copy, again, suite, ledger_path, as_json)
         console.print(
             f"Added {added} entries to suite '{suite}' (labledger table --suite {suite})", markup=False, highlight=False
         )
+    _exit_on_task_errors(result)
+
+
+def _exit_on_task_errors(result) -> None:
+    """Exit 1 when some task of the source could not be read (its error printed above; the rest
+    of the source is stored)."""
+    failed = sum(len(r.errors) for r in result.runs)
+    if failed:
+        click.echo(f"{failed} task(s) could not be read and were left out (errors above); the rest is stored", err=True)
+        raise SystemExit(1)

@@ -406,6 +406,19 @@ def encode_tasks(
     return out
 
 
+def task_error(exc: LedgerError, task: str) -> LedgerError:
+    """``exc`` (a one-line error naming the file and the field) with the task it left out named
+    too; a :class:`~labledger.errors.RecordError` keeps its file, line and field.
+
+    >>> str(task_error(RecordError("must be an index", source="s.jsonl", line=3, field="target"), "arc"))
+    "s.jsonl:3: field 'target' must be an index (task arc: not imported)"
+    """
+    tail = f" (task {task}: not imported)"
+    if isinstance(exc, RecordError):
+        return RecordError(exc.detail + tail, source=exc.source, line=exc.line, field=exc.field)
+    return LedgerError(f"{exc}{tail}")
+
+
 def store_harness_run(
     stage: Ledger,
     source: Source,
@@ -419,13 +432,17 @@ def store_harness_run(
     started: float | None,
     ended: float | None,
     notes: Sequence[str] = (),
+    errors: Sequence[LedgerError] = (),
     files: Sequence[Any] | None = None,
 ) -> ImportedRun:
     """One run holding one result set per task, with the harness's numbers in each set's meta.
 
     ``tasks`` may be an iterator that reads each task as it is asked for (each task's rows are
     stored and let go before the next is read), or give result sets a worker process encoded
-    (:class:`EncodedSet`); ``notes`` are read after the last task."""
+    (:class:`EncodedSet`); ``notes`` and ``errors`` are read after the last task. ``errors`` are
+    the errors of tasks that could not be read (:func:`task_error`: left out, the others stored,
+    each a note of the run); when no task could be read, the first is raised and nothing is
+    stored."""
     run = new_run(
         stage,
         name,
@@ -466,10 +483,18 @@ def store_harness_run(
             counts[f"results:{t.name}"] = n
             for f in t.files:
                 fields[f] = f"result set '{t.name}' ({', '.join(m.name for m in t.metrics)})"
+        if errors and not counts:
+            first = errors[0]
+            more = f"; {len(errors) - 1} more task(s) could not be read either" if len(errors) > 1 else ""
+            if more and isinstance(first, RecordError):
+                raise RecordError(first.detail + more, source=first.source, line=first.line, field=first.field)
+            raise first if not more else type(first)(f"{first}{more}")
+        for exc in errors:
+            run.note(f"import: {exc}")
         if opts.copy:
             source.copy_into(run, files)
         finish_import(run, fields, ended=ended)
-    return ImportedRun(run.id, run.name, run.group, counts, fields, list(notes))
+    return ImportedRun(run.id, run.name, run.group, counts, fields, list(notes), [str(e) for e in errors])
 
 
 def suite_entries(ledger: Ledger, run_ids: Sequence[str], *, suite: str, resamples: int = 1000, seed: int = 0) -> int:

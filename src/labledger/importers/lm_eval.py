@@ -19,8 +19,10 @@ target, ``prediction`` the filtered response (generative) or the chosen choice (
 from __future__ import annotations
 
 import math
+import re
 import secrets
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter, itemgetter
 from pathlib import Path
@@ -30,7 +32,7 @@ import msgspec
 import numpy as np
 import orjson
 
-from labledger.errors import ImportSourceError, RecordError
+from labledger.errors import ImportSourceError, LedgerError, RecordError
 from labledger.importers.harness import (
     EncodedSet,
     HarnessMetric,
@@ -46,6 +48,7 @@ from labledger.importers.harness import (
     set_name,
     softmax,
     store_harness_run,
+    task_error,
     worker_pool,
 )
 from labledger.importers.harness import results_files as harness_results_files
@@ -113,18 +116,108 @@ def _loglik(path: Path, line: int, resps: Any) -> list[float]:
     return out
 
 
-def _choices(path: Path, line: int, doc: dict[str, Any], delim: str, k: int) -> list[str]:
+_TEMPLATE_FIELD = re.compile(r"^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
+
+
+def _doc_field(config: dict[str, Any], key: str, doc: Any) -> Any:
+    """The document value lm-eval's ``config[key]`` names: a plain field name (``label``) or a
+    template of one field (``{{label}}``); ``None`` for anything else (a function, an expression)."""
+    spec = config.get(key)
+    if not isinstance(spec, str) or not isinstance(doc, dict):
+        return None
+    m = _TEMPLATE_FIELD.match(spec.strip())
+    name = m.group(1) if m else spec
+    return doc.get(name)
+
+
+@dataclass
+class _Choices:
+    """What a multiple-choice document's rows need: log-likelihoods, choice texts, the choice
+    lengths lm-eval's ``acc_norm`` divides by (``None``: not in the file), the gold index, and
+    where the gold came from."""
+
+    loglik: list[float]
+    texts: list[str]
+    lengths: list[int] | None
+    gold: int
+    gold_from: str
+
+
+def _mc_doc(path: Path, line: int, doc: dict[str, Any], config: dict[str, Any], delim: str) -> _Choices:
+    """A multiple-choice document of either of lm-eval's forms:
+
+    - one context and one continuation per choice (``arguments.gen_args_<i>.arg_1``, the target
+      delimiter stripped); gold = ``target``, an index, or the gold answer's text (its index among
+      the choices, as lm-eval takes it);
+    - one context per choice and one shared continuation (winogrande: ``doc_to_text`` gives the gold
+      index): gold = the document field ``doc_to_text`` names; when ``doc_to_text`` is a function
+      (which labledger does not run), the index lm-eval's own per-document ``acc`` implies (``acc``
+      1: the highest log-likelihood; ``acc`` 0 of two choices: the other one), else an error. The
+      choices are the document field ``doc_to_choice`` names (their lengths divide ``acc_norm``'s
+      log-likelihoods, as lm-eval does); when it is a function, each context's last line, and
+      ``acc_norm`` is left out (the lengths are not in the file).
+    """
+    logliks = _loglik(path, line, doc.get("filtered_resps"))
+    k = len(logliks)
     args = doc.get("arguments")
     if not isinstance(args, dict) or len(args) != k:
         raise _fail(path, line, "arguments", f"must hold one request per choice ({k})")
-    out = []
+    contexts, conts = [], []
     for i in range(k):
         req = args.get(f"gen_args_{i}")
         cont = req.get("arg_1") if isinstance(req, dict) else None
         if not isinstance(cont, str):
             raise _fail(path, line, f"arguments.gen_args_{i}.arg_1", "must be the choice's continuation string")
-        out.append(cont[len(delim) :] if delim and cont.startswith(delim) else cont)
-    return out
+        conts.append(cont)
+        contexts.append(req.get("arg_0") if isinstance(req, dict) else None)
+    target = doc.get("target")
+    if k > 1 and len(set(conts)) == 1 and all(isinstance(c, str) for c in contexts) and len(set(contexts)) > 1:
+        choice_list = _doc_field(config, "doc_to_choice", doc.get("doc"))
+        if isinstance(choice_list, list) and len(choice_list) == k and all(isinstance(c, str) for c in choice_list):
+            texts, lengths = list(choice_list), [len(c) for c in choice_list]
+        else:  # doc_to_choice is a function: each choice's context, its last line (few-shot examples before it)
+            texts, lengths = [str(c).rsplit("\n", 1)[-1] for c in contexts], None
+        field_gold = _doc_field(config, "doc_to_text", doc.get("doc"))
+        if isinstance(field_gold, str) and field_gold.isdigit():
+            field_gold = int(field_gold)
+        if isinstance(field_gold, int) and not isinstance(field_gold, bool):
+            gold, gold_from = field_gold, f"doc.{config.get('doc_to_text')} (doc_to_text)"
+        else:
+            acc = doc.get("acc")
+            pick = logliks.index(max(logliks))
+            if acc in (1, 1.0, True):
+                gold = pick
+            elif acc in (0, 0.0, False) and k == 2:
+                gold = 1 - pick
+            else:
+                raise _fail(
+                    path,
+                    line,
+                    "doc_to_text",
+                    "gives the gold index of this one-context-per-choice document through a function labledger "
+                    f"does not run, and lm-eval's acc ({acc!r} over {k} choices) does not tell which choice it is",
+                )
+            gold_from = "lm-eval's per-document acc (doc_to_text is a function)"
+        if not 0 <= gold < k:
+            raise _fail(path, line, "doc_to_text", f"must give a choice index in 0..{k - 1}; got {gold}")
+        return _Choices(logliks, texts, lengths, gold, gold_from)
+    texts = strip_prefix(conts, delim)
+    if isinstance(target, int) and not isinstance(target, bool):
+        gold, gold_from = target, "target (index)"
+    elif isinstance(target, str) and target in texts:
+        gold, gold_from = texts.index(target), "target (the answer's text)"
+    elif isinstance(target, str) and target.strip().isdigit():
+        gold, gold_from = int(target), "target (index)"
+    else:
+        raise _fail(
+            path,
+            line,
+            "target",
+            f"must be the gold choice's index or its text; got {str(target)[:40]!r}, not one of the {k} choices",
+        )
+    if not 0 <= gold < k:
+        raise _fail(path, line, "target", f"must be a choice index in 0..{k - 1}")
+    return _Choices(logliks, texts, [len(c) for c in texts], gold, gold_from)
 
 
 def _task_rows(
@@ -143,6 +236,7 @@ def _metric_rows(samples: Path, config: dict[str, Any]) -> dict[str, dict[str, H
     mc = config.get("output_type") == "multiple_choice"
     delim = config.get("target_delimiter", " ")
     by_filter: dict[str, dict[str, HarnessMetric]] = {}
+    golds: dict[str, set[str]] = {}
     for line, doc in load_jsonl(samples):
         if not isinstance(doc, dict):
             raise _fail(samples, line, "doc_id", "each line must be a JSON object (one document)")
@@ -163,28 +257,29 @@ def _metric_rows(samples: Path, config: dict[str, Any]) -> dict[str, dict[str, H
         if isinstance(first, dict):
             extras["prompt"] = first.get("arg_0")
         mets = by_filter.setdefault(filt, {})
-        logliks = choices = None
+        form: _Choices | None = None
         for name in metric_names:
             if name not in doc:
                 raise _fail(samples, line, name, f"is missing (listed in 'metrics' of document {doc_id})")
             value = doc[name]
             if mc and name in ("acc", "acc_norm"):
-                if logliks is None or choices is None:
-                    logliks = _loglik(samples, line, doc.get("filtered_resps"))
-                    choices = _choices(samples, line, doc, delim, len(logliks))
-                target: Any = doc.get("target")
-                try:
-                    gold = int(target)
-                except (TypeError, ValueError):
-                    raise _fail(samples, line, "target", "must be the gold choice's index") from None
-                if not 0 <= gold < len(logliks):
-                    raise _fail(samples, line, "target", f"must be a choice index in 0..{len(logliks) - 1}")
-                ll = logliks if name == "acc" else [v / max(len(c), 1) for v, c in zip(logliks, choices)]
+                if form is None:
+                    form = _mc_doc(samples, line, doc, config, delim)
+                    golds.setdefault(filt, set()).add(form.gold_from)
+                logliks = form.loglik
+                if name == "acc":
+                    ll = logliks
+                elif form.lengths is None:
+                    # one context per choice, the choices' lengths (lm-eval's divisor) not in the file
+                    mets.setdefault(name, HarnessMetric(name, "skipped", [], ""))
+                    continue
+                else:
+                    ll = [v / max(n, 1) for v, n in zip(logliks, form.lengths)]
                 # the row choice_rows would build, plus what lm-eval recorded (built once, no copies)
-                row = {"id": doc_id, "task": name, "gold": str(gold), "probs": softmax(ll), "loglik": logliks}
+                row = {"id": doc_id, "task": name, "gold": str(form.gold), "probs": softmax(ll), "loglik": logliks}
                 row.update(extras)
-                row["prediction"] = choices[ll.index(max(ll))]
-                row["choices"] = choices
+                row["prediction"] = form.texts[ll.index(max(ll))]
+                row["choices"] = form.texts
                 row["harness_score"] = as_float(value)
                 shape, spec = "choices", "accuracy"
             elif isinstance(value, list) and len(value) == 2 and name in CORPUS:
@@ -200,6 +295,10 @@ def _metric_rows(samples: Path, config: dict[str, Any]) -> dict[str, dict[str, H
                 mets.setdefault(name, HarnessMetric(name, "skipped", [], ""))
                 continue
             mets.setdefault(name, HarnessMetric(name, shape, [], spec)).add_row(row)
+    for filt, sources in golds.items():
+        for m in by_filter[filt].values():
+            if m.shape == "choices":
+                m.extra["gold_from"] = sorted(sources)
     return by_filter
 
 
@@ -429,6 +528,8 @@ def _columns_of(
             else:
                 return None  # a metric whose documents have different shapes: the row path decides
             mets[name] = HarnessMetric(name, shape, cols, spec)
+            if shape == "choices":
+                mets[name].extra["gold_from"] = ["target (index)"]
         out[filt] = mets
     return out
 
@@ -476,7 +577,16 @@ def _typed_choice_columns(group: list[Any], delim: str, prompts: list[Any]) -> d
 def _choice_fields(group: list[Any], loglik: np.ndarray, conts: list[str]) -> dict[str, Any] | None:
     k = loglik.shape[1]
     choices = [conts[i : i + k] for i in range(0, len(conts), k)]
-    gold = list(map(int, map(attrgetter("target"), group)))
+    if k > 1 and any(len(set(c)) == 1 for c in choices):
+        return None  # one context per choice and a shared continuation: the row path reads it
+    targets = list(map(attrgetter("target"), group))
+    kinds = set(map(type, targets))
+    if kinds == {str} and not any(t in c for t, c in zip(targets, choices)):
+        gold = list(map(int, targets))  # an index written as a string (a ValueError: the row path decides)
+    elif kinds == {int}:
+        gold = targets
+    else:
+        return None  # a gold given as the answer's text: the row path reads it
     if min(gold) < 0 or max(gold) >= k or not np.isfinite(loglik).all():
         return None
     lengths = np.fromiter(map(len, conts), dtype=np.float64, count=len(conts)).reshape(loglik.shape)
@@ -527,12 +637,16 @@ def _tasks_of(
             )
             kept.append(m)
         skipped = sorted(m.name for m in mets.values() if m.shape == "skipped")
+        info: dict[str, Any] = {"filter": filt, "skipped_metrics": skipped}
+        gold_from = sorted({g for m in kept for g in m.extra.get("gold_from") or ()})
+        if gold_from:
+            info["gold_from"] = gold_from
         out.append(
             HarnessTask(
                 label,
                 task,
                 kept,
-                info={"filter": filt, "skipped_metrics": skipped},
+                info=info,
                 files=[samples.name],
             )
         )
@@ -553,31 +667,50 @@ def _run_for(
     configs: dict[str, Any] = raw_configs if isinstance(raw_configs, dict) else {}
     samples = _samples_files(results_path)
     notes: list[str] = []
+    errors: list[LedgerError] = []
     version = data.get("lm_eval_version")
 
-    def tasks() -> Iterator[HarnessTask | EncodedSet]:
-        """Each samples file's result sets when the run stores them, with its notes (the last note
-        after the last file): read here when asked for (one file's columns in memory at a time), or
-        by the pool's workers, every file submitted at once and taken in order."""
+    def tasks() -> Iterator[EncodedSet]:
+        """Each samples file's result sets, checked and encoded, when the run stores them, with its
+        notes (the last note after the last file): read here when asked for (one file's columns in
+        memory at a time), or by the pool's workers, every file submitted at once and taken in
+        order. A task whose file cannot be read is left out with its error (:func:`task_error`)."""
         jobs = {}
+        parts = stage.root / "parts" / secrets.token_hex(4)
+        parts.mkdir(parents=True)
         if pool is not None:
-            parts = stage.root / "parts" / secrets.token_hex(4)
-            parts.mkdir(parents=True)
             for k, (task, path) in enumerate(samples.items()):
                 if task in data["results"]:
                     args = (results_path, task, path, configs.get(task) or {}, data["results"][task])
                     jobs[task] = pool.submit(encode_tasks, _task_rows, args, "lm-eval", version, parts / str(k))
-        for task, path in samples.items():
+        for k, (task, path) in enumerate(samples.items()):
             if task not in data["results"]:
                 raise _fail(results_path, None, f"results.{task}", f"is missing ({path.name} has samples for it)")
-            sets: list[HarnessTask] | list[EncodedSet] = (
-                pool_result(jobs[task], path)
-                if task in jobs
-                else _task_rows(results_path, task, path, configs.get(task) or {}, data["results"][task])
-            )
+            try:
+                # every set of the task read, checked and encoded before any is stored (here as in a
+                # worker), so a task that cannot be read is left out whole
+                args = (results_path, task, path, configs.get(task) or {}, data["results"][task])
+                sets = (
+                    pool_result(jobs[task], path)
+                    if task in jobs
+                    else encode_tasks(_task_rows, args, "lm-eval", version, parts / str(k))
+                )
+                failed = next((t.error for t in sets if t.error is not None), None)
+                if failed is not None:
+                    raise failed
+            except ImportSourceError:  # a worker that died, a file that cannot be read: the whole import
+                raise
+            except LedgerError as exc:  # this task only: the invocation's other tasks are stored
+                errors.append(task_error(exc, task))
+                continue
             for t in sets:
                 if t.info.get("skipped_metrics"):
                     notes.append(f"{t.name}: not recomputable here, left out: {', '.join(t.info['skipped_metrics'])}")
+                inferred = [g for g in t.info.get("gold_from") or () if "acc" in g]
+                if inferred:
+                    notes.append(
+                        f"{t.name}: gold index taken from {inferred[0]}: its acc is lm-eval's, not recomputed independently"
+                    )
                 yield t
         missing = sorted(t for t in data["results"] if t not in samples and t in configs)
         if missing:
@@ -631,6 +764,7 @@ def _run_for(
         started=started,
         ended=ended,
         notes=notes,
+        errors=errors,
         files=[results_path, *samples.values()],
     )
 

@@ -59,6 +59,9 @@ class ImportedRun:
     counts: dict[str, int] = field(default_factory=dict)
     fields: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: One line per part of the source that could not be read and was left out (a harness task),
+    #: naming the file, the task and the field; the rest of the source is stored.
+    errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +71,7 @@ class ImportedRun:
             "counts": self.counts,
             "fields": self.fields,
             "notes": self.notes,
+            "errors": self.errors,
         }
 
 

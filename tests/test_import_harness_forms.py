@@ -1,0 +1,151 @@
+"""lm-eval's other multiple-choice forms import, and a task that cannot be read fails only itself (#44).
+
+The module fixture runs lm-eval's own ``dummy`` model once on four tiny local tasks
+(tests/harness_runs/lm_eval_forms_run.py, offline): winogrande's form with the gold index from a
+``doc_to_text`` field and from a ``doc_to_text`` function, a gold given as the answer's text, and
+the usual form. Every recomputed value is checked against the ``results_*.json`` lm-eval wrote.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from labledger import open_ledger
+from labledger.analysis.evaluation import evaluate
+from labledger.analysis.harness import harness_meta, harness_metrics
+from labledger.cli import main
+from labledger.errors import RecordError
+from labledger.importers import import_path
+
+RUNS = Path(__file__).parent / "harness_runs"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1"}
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("lm_eval") is None, reason="lm-eval is not installed"),
+]
+
+
+@pytest.fixture(scope="module")
+def forms(tmp_path_factory) -> Path:
+    """lm-eval's output folder for the four tasks (about 20 s: lm-eval loads each local dataset)."""
+    root = tmp_path_factory.mktemp("lm_forms")
+    proc = subprocess.run(
+        [sys.executable, str(RUNS / "lm_eval_forms_run.py"), str(root)],
+        env={**os.environ, **OFFLINE},
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root / "out"
+
+
+def _results(out: Path) -> dict:
+    return json.loads(next(out.rglob("results_*.json")).read_text())
+
+
+def _sets(ledger: Path, run) -> dict:
+    out = {}
+    with open_ledger(ledger) as book:
+        for key in run.counts:
+            if key.startswith("results:"):
+                name = key.split(":", 1)[1]
+                path = book.run(run.id).results_path(name)
+                meta = harness_meta(path)
+                rows = [json.loads(x) for x in path.read_text().splitlines()]
+                out[name] = (meta, evaluate(path, metrics=harness_metrics(meta), resamples=0), rows)
+    return out
+
+
+def test_every_form_imports_and_equals_lm_eval(forms, tmp_path):
+    reported = _results(forms)["results"]
+    (run,) = import_path(forms, tmp_path / "ledger").runs
+    assert run.errors == []
+    sets = _sets(tmp_path / "ledger", run)
+    assert set(sets) == {"wino_field", "wino_func", "gold_text", "plain_mc"}
+    checked = 0
+    for name, (meta, ev, _) in sets.items():
+        for metric in meta["metrics"]:
+            assert ev.value(metric, "accuracy") == pytest.approx(reported[name][f"{metric},none"], abs=1e-9), (
+                name,
+                metric,
+            )
+            assert ev.tasks[metric]["n"] == _results(forms)["n-samples"][name]["effective"]
+            checked += 1
+    assert checked == 6  # acc x 4, acc_norm of gold_text and plain_mc
+    assert sets["wino_field"][0]["gold_from"] == ["doc.label (doc_to_text)"]
+    assert sets["gold_text"][0]["gold_from"] == ["target (the answer's text)"]
+    assert sets["wino_func"][0]["gold_from"] == ["lm-eval's per-document acc (doc_to_text is a function)"]
+    (note,) = [n for n in run.notes if n.startswith("wino_func:")]
+    assert "not recomputed independently" in note
+    # winogrande's form: gold and prediction are choices (the option filled in), not the continuation
+    samples = [json.loads(x) for x in next(forms.rglob("samples_wino_field_*.jsonl")).read_text().splitlines()]
+    rows = {r["id"]: r for r in sets["wino_field"][2]}
+    for s in samples:
+        r = rows[str(s["doc_id"])]
+        assert r["gold"] == str(s["doc"]["label"])
+        assert r["choices"][int(r["gold"])].endswith(s["doc"]["option1" if s["doc"]["label"] == 0 else "option2"])
+    # the answer's text: its index among the choices
+    text_rows = [r for r in sets["gold_text"][2] if r["task"] == "acc"]
+    assert all(r["choices"][int(r["gold"])] == r["target"] for r in text_rows)
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_one_unreadable_task_fails_only_itself(forms, tmp_path, monkeypatch, workers):
+    monkeypatch.setenv("LABLEDGER_IMPORT_WORKERS", workers)  # the serial path and the worker pool
+    broken = tmp_path / "out"
+    shutil.copytree(forms, broken)
+    samples = next(broken.rglob("samples_gold_text_*.jsonl"))
+    lines = samples.read_text().splitlines()
+    doc = json.loads(lines[2])
+    doc["target"] = "purple"  # not one of the choices
+    samples.write_text("\n".join([*lines[:2], json.dumps(doc), *lines[3:]]) + "\n")
+    ledger = tmp_path / "ledger"
+    (run,) = import_path(broken, ledger).runs
+    assert set(run.counts) >= {"results:wino_field", "results:wino_func", "results:plain_mc"}
+    assert "results:gold_text" not in run.counts
+    (err,) = run.errors
+    assert err.startswith(f"{samples}:3: field 'target' must be the gold choice's index or its text")
+    assert err.endswith("(task gold_text: not imported)") and "\n" not in err
+    reported = _results(forms)["results"]
+    sets = _sets(ledger, run)
+    assert sets["plain_mc"][1].value("acc", "accuracy") == pytest.approx(reported["plain_mc"]["acc,none"], abs=1e-9)
+    with open_ledger(ledger) as book:
+        assert any("task gold_text" in n["text"] for n in book.run(run.id).notes())
+
+
+def test_cli_prints_the_task_error_and_exits_1_with_the_rest_stored(forms, tmp_path):
+    broken = tmp_path / "out"
+    shutil.copytree(forms, broken)
+    samples = next(broken.rglob("samples_plain_mc_*.jsonl"))
+    lines = samples.read_text().splitlines()
+    samples.write_text("\n".join([*lines[:1], "{not json", *lines[2:]]) + "\n")
+    ledger = tmp_path / "ledger"
+    res = CliRunner(env={"COLUMNS": "1000"}).invoke(main, ["import", str(broken), "--ledger", str(ledger)])
+    assert res.exit_code == 1, res.output
+    (line,) = [x for x in res.output.splitlines() if "error: " in x]
+    assert line.strip().startswith(f"error: {samples}:2: ") and line.endswith("(task plain_mc: not imported)")
+    assert "1 task(s) could not be read" in res.output
+    res = CliRunner().invoke(main, ["runs", "--json", "--ledger", str(ledger)])
+    assert res.exit_code == 0 and len(json.loads(res.output)["runs"]) == 1
+
+
+def test_every_task_unreadable_stores_nothing(forms, tmp_path):
+    broken = tmp_path / "out"
+    shutil.copytree(forms, broken)
+    for samples in broken.rglob("samples_*.jsonl"):
+        samples.write_text("{not json\n")
+    with pytest.raises(RecordError, match=r"samples_\w+_.*:1: .*\(task \w+: not imported\); 3 more task\(s\)") as info:
+        import_path(broken, tmp_path / "ledger")
+    assert info.value.line == 1
+    with open_ledger(tmp_path / "ledger") as book:
+        assert book.runs() == []
