@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from import_sources import results_rows, write_jsonl
+from postgres_server import pg_url, postgres_cluster  # noqa: F401 (fixtures)
 
 import labledger
 from labledger.cli import main
@@ -332,3 +333,48 @@ def test_a_deleted_runs_site_pages_are_removed_at_the_next_build(tmp_path):
     assert not [p for p in out.rglob("*") if ids[1] in p.as_posix()]
     assert {Path(p) for p in result.removed} >= set(dropped)
     assert ids[1] not in (out / "data" / "catalog.js").read_text()
+
+
+# -- team mode: the index in PostgreSQL -------------------------------------------------------------
+def pg_dump(book: Ledger) -> dict[str, list[tuple]]:
+    """Every row of the run tables of a PostgreSQL index, without PostgreSQL's own ``rowid`` column
+    (an identity the database numbers), in the order the rows were written."""
+    out = {}
+    for table in ("runs", "run_tags", "checkpoints", "run_inits", "evaluations", "metric_values", "benchmark_entries"):
+        cols = [c for c in book.db.columns(table) if c != "rowid"]
+        order = "id" if "id" in cols else "rowid"
+        out[table] = book.db.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY {order}").fetchall()
+    out["run_fields"] = book.db.execute(
+        "SELECT run_id, key, kind, num, str FROM run_fields ORDER BY run_id, key"
+    ).fetchall()
+    return out
+
+
+@pytest.mark.slow
+def test_team_mode_rm_and_restore_keep_every_row(pg_url, tmp_path):
+    from labledger.analysis.benchmarks import record_evaluation
+
+    ck = tmp_path / "model.pt"
+    ck.write_bytes(b"weights")
+    with labledger.open_ledger(pg_url, artifacts=tmp_path / "shared", create=True) as book:
+        with labledger.start_run("keep", ledger=book) as other:
+            other.log(1, loss=1.0)
+        with labledger.start_run("full", tags=("a",), config={"lr": 0.1}, ledger=book) as run:
+            run.set_init("bert-base-uncased")
+            run.log(1, loss=0.5)
+            run.log_checkpoint(ck, step=1)
+            run.log_results("test", write_jsonl(tmp_path / "r.jsonl", results_rows(30, seed=2)))
+        view = book.run(run.id)
+        ev = labledger.evaluate(view.results_path("test"), resamples=20)
+        record_evaluation(book, run.id, "test", ev.doc, model="full", results_path=str(view.results_path("test")))
+        before = pg_dump(book)
+        assert before["metric_values"] and before["benchmark_entries"] and before["run_fields"]
+        entry = book.delete_run("full")
+        assert entry.path == tmp_path / "shared" / ".trash" / run.id and entry.folder
+        after = pg_dump(book)
+        assert [r[0] for r in after["runs"]] == [other.id]
+        assert not after["metric_values"] and not after["benchmark_entries"] and not after["evaluations"]
+        assert {r[0] for r in after["run_fields"]} == {other.id}
+        assert book.restore_run(run.id[:10]) == run.id
+        assert pg_dump(book) == before
+        assert [r.name for r in book.runs(where="config.lr = 0.1")] == ["full"]
