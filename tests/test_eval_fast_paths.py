@@ -316,7 +316,7 @@ def test_exact_sums_and_count_tables_by_blocks_do_not_depend_on_the_blocks(seed,
     import math
 
     import labledger.metrics.kernels as kernels
-    from labledger.analysis.evaluation import _TaskCache
+    from labledger.analysis.tasks import TaskCache
     from labledger.inputs.results import results_from_rows
 
     rng = np.random.default_rng(seed)
@@ -330,9 +330,9 @@ def test_exact_sums_and_count_tables_by_blocks_do_not_depend_on_the_blocks(seed,
         kernels.ELEMENT_BLOCK = block
         assert kernels.exact_sum(x) == math.fsum(x.tolist())
         td = results_from_rows(rows)["t"]
-        cells, counts = _TaskCache(td).cells(td)
+        cells, counts = TaskCache(td).cells(td)
         clustered = results_from_rows([{**r, "group": r["id"] % 5} for r in rows])["t"]
-        shared, counts_c = _TaskCache(clustered).cells(clustered)
+        shared, counts_c = TaskCache(clustered).cells(clustered)
     finally:
         kernels.ELEMENT_BLOCK = before
     k = len(td.labels)

@@ -16,25 +16,25 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from labledger.analysis.evaluation import (
-    _align_labels,
-    _check_applicable,
-    _check_gold,
-    _check_item_hash,
-    _examples,
-    _json_params,
-    _num,
-    _seed,
-    _select_tasks,
-    _specs_for,
-    _TaskCache,
-    find_metric,
-    prepare_task,
-    task_params,
-)
 from labledger.analysis.intervals import correct_of as _correct
 from labledger.analysis.intervals import diff_interval, diff_notes, diff_ready
+from labledger.analysis.tasks import (
+    TaskCache,
+    align_labels,
+    check_applicable,
+    check_gold,
+    check_item_hash,
+    examples,
+    find_metric,
+    json_params,
+    metric_seed,
+    prepare_task,
+    select_tasks,
+    specs_for,
+    task_params,
+)
 from labledger.errors import ComparisonError
+from labledger.inputs.records import finite_or_none
 from labledger.inputs.results import TOLERANCE, LabelTask, TaskData, deferred_ids, load
 from labledger.metrics.kernels import one_blas_thread, pool_initializer
 from labledger.metrics.prepared import Prepared
@@ -164,21 +164,21 @@ def _compare(
             )
         tasks = list(ra)
     else:
-        tasks = _select_tasks(ra, task)
-        _select_tasks(rb, task)
-    _check_applicable(ra, metrics)
+        tasks = select_tasks(ra, task)
+        select_tasks(rb, task)
+    check_applicable(ra, metrics)
     doc = ComparisonDoc(a=ra.source, b=rb.source, ci=ci, resamples=resamples, seed=seed, tasks={})
     for name in tasks:
         ta, tb = ra[name], rb[name]
         if ta.kind != tb.kind:
             raise ComparisonError(f"task '{name}' is {ta.kind} in A but {tb.kind} in B")
         if isinstance(ta, LabelTask) and isinstance(tb, LabelTask):
-            ta, tb = _align_labels(ta, tb)
+            ta, tb = align_labels(ta, tb)
         ta, tb, paired = _pair(ta, tb, unpaired)
         groups = ta.group if ta.group is not None else tb.group
         entries: list[MetricDiff] = []
-        cache_a, cache_b = _TaskCache(ta), _TaskCache(tb)  # each column sorted once for every metric
-        for spec in _specs_for(ta, metrics):
+        cache_a, cache_b = TaskCache(ta), TaskCache(tb)  # each column sorted once for every metric
+        for spec in specs_for(ta, metrics):
             metric = spec.metric
             if ta.kind not in metric.kinds or metric.table:
                 continue
@@ -186,7 +186,7 @@ def _compare(
             ready = partial(_prepared, metric, params, resamples=resamples, paired=paired, groups=groups)
             pa, pb = _both(pool, ready, (ta, cache_a), (tb, cache_b))
             key = metric_key(metric.name, params)
-            s = _seed(seed, name, "compare", key)
+            s = metric_seed(seed, name, "compare", key)
             res = diff_interval(
                 pa,
                 pb,
@@ -208,14 +208,14 @@ def _compare(
                 MetricDiff(
                     metric=metric.name,
                     key=key,
-                    params=_json_params(params),
+                    params=json_params(params),
                     definition=metric.describe(params),
                     higher_is_better=metric.higher_is_better,
-                    a=_num(res.a),
-                    b=_num(res.b),
-                    diff=_num(res.diff),
-                    ci_low=_num(res.low),
-                    ci_high=_num(res.high),
+                    a=finite_or_none(res.a),
+                    b=finite_or_none(res.b),
+                    diff=finite_or_none(res.diff),
+                    ci_low=finite_or_none(res.low),
+                    ci_high=finite_or_none(res.high),
                     p_value=res.p_value,
                     ci=ci,
                     resamples=res.resamples,
@@ -286,8 +286,8 @@ def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData,
             only_a, only_b = set_a - set_b, set_b - set_a
             raise ComparisonError(
                 f"task '{a.task}': the item sets differ (A has {len(set_a)} items, B has {len(set_b)}; "
-                f"{len(only_a)} only in A, e.g. {_examples(only_a)}; {len(only_b)} only in B, e.g. "
-                f"{_examples(only_b)}). A paired comparison needs the same ids; pass --unpaired (unpaired=True) "
+                f"{len(only_a)} only in A, e.g. {examples(only_a)}; {len(only_b)} only in B, e.g. "
+                f"{examples(only_b)}). A paired comparison needs the same ids; pass --unpaired (unpaired=True) "
                 "to compare different item sets."
             )
         b = b.subset(where)
@@ -300,15 +300,15 @@ def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData,
         and np.array_equal(a.gold_index, b.gold_index)
     )
     if not same_gold:  # (label codes over the same labels: equal codes are equal gold, no strings compared)
-        _check_gold(a, b)
-    _check_item_hash(a, b)
+        check_gold(a, b)
+    check_item_hash(a, b)
     return a, b, True
 
 
 def _prepared(
     metric: Any,
     params: dict[str, Any],
-    side: tuple[TaskData, _TaskCache],
+    side: tuple[TaskData, TaskCache],
     *,
     resamples: int,
     paired: bool,

@@ -9,10 +9,7 @@
 
 from __future__ import annotations
 
-import math
-import threading
-import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,36 +19,36 @@ from labledger.analysis.intervals import (
     ITEM_RESAMPLE_BUDGET,
     MIN_RESAMPLES,
     analytic_interval,
-    correct_of,
-    item_values,
     resamples_for,
     value_interval,
     value_notes,
 )
-from labledger.errors import ComparisonError, MetricInputError, UnknownNameError
+from labledger.analysis.tasks import (
+    DEFAULT_METRICS,
+    HEADLINE,
+    TaskCache,
+    check_applicable,
+    find_metric,
+    json_params,
+    labels_of,
+    metric_seed,
+    positive_of,
+    prepare_task,
+    select_tasks,
+    specs_for,
+    task_params,
+)
+from labledger.errors import MetricInputError, UnknownNameError
 from labledger.inputs.records import finite_or_none
 from labledger.inputs.results import (
     TOLERANCE,
-    LabelTask,
-    ProbTask,
-    RankingTask,
-    RegressionTask,
-    ResultSet,
-    SetTask,
     TaskData,
-    given_sorts,
-    given_ties,
-    label_index_type,
     load,
 )
 from labledger.machine import trim_heap
 from labledger.metrics.analytic import normal_draws
-from labledger.metrics.classification import SortCache, binary_prepared, label_prepared, prob_prepared, resolve_average
-from labledger.metrics.kernels import element_spans, one_blas_thread, pool_initializer
-from labledger.metrics.prepared import MeanPrepared, Prepared, cell_codes
-from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranking_prepared, set_f1_values
+from labledger.metrics.kernels import one_blas_thread, pool_initializer
 from labledger.metrics.registry import Metric, MetricSpec, metric_key, parse_metric
-from labledger.metrics.regression import regression_prepared
 from labledger.metrics.resample import THREADS, Interval, check_ci, rng_for
 from labledger.metrics.stats import quantiles
 from labledger.schema import (
@@ -67,224 +64,7 @@ from labledger.schema import (
     TaskEvaluation,
 )
 
-#: Metrics computed when none are asked for, by task kind.
-DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
-    "classification": (
-        "accuracy",
-        "balanced_accuracy",
-        "f1",
-        "roc_auc",
-        "log_loss",
-        "brier",
-        "ece",
-        "per_class",
-        "confusion_matrix",
-    ),
-    "binary": (
-        "accuracy",
-        "f1",
-        "precision",
-        "recall",
-        "roc_auc",
-        "average_precision",
-        "log_loss",
-        "brier",
-        "ece",
-        "per_class",
-        "confusion_matrix",
-    ),
-    "regression": (
-        "mae",
-        "rmse",
-        "pearson",
-        "spearman",
-        "has0_acc",
-        "has0_f1",
-        "non0_acc",
-        "non0_f1",
-        "zero_f1",
-        "acc5",
-        "acc7",
-    ),
-    "ranking": ("ndcg@10", "mrr", "recall@10"),
-    "sets": ("set_f1", "exact_match"),
-    "match": ("exact_match",),
-}
-#: The headline metric of each task kind (the suite mean averages headlines); override per task.
-HEADLINE: dict[str, str] = {
-    "classification": "accuracy",
-    "binary": "f1",
-    "regression": "pearson",
-    "ranking": "ndcg@10",
-    "sets": "set_f1",
-    "match": "exact_match",
-}
 _MISSING = "(missing)"
-
-
-def _seed(seed: int, *parts: str) -> list[int]:
-    """A reproducible seed for one (task, slice, metric): adding a metric never changes another's CI."""
-    return [int(seed)] + [zlib.crc32(p.encode()) for p in parts]
-
-
-def _json_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: ("nan" if isinstance(v, float) and math.isnan(v) else v) for k, v in params.items()}
-
-
-_num = finite_or_none
-
-
-# ------------------------------------------------------------------------------------------------
-# Binding a metric to a task
-
-
-def _labels_of(td: TaskData) -> tuple[str, ...]:
-    """The task's labels (none for a task without labels)."""
-    return td.labels if isinstance(td, LabelTask) else ()
-
-
-def _positive_of(td: TaskData) -> str | None:
-    """The task's positive label, when it has one."""
-    return td.positive if isinstance(td, ProbTask) else None
-
-
-def task_params(metric: Metric, params: Mapping[str, Any], td: TaskData) -> dict[str, Any]:
-    """The metric's parameters resolved for ``td`` (``auto``/``None`` filled from the task)."""
-    p = metric.resolve(params)
-    labels = _labels_of(td)
-    if "pos_label" in p:
-        if p["pos_label"] is not None:
-            p["pos_label"] = str(p["pos_label"]) if not isinstance(p["pos_label"], str) else p["pos_label"]
-            if p["pos_label"] not in labels:
-                raise UnknownNameError(
-                    f"label of task '{td.task}' (pos_label of {metric.name})", p["pos_label"], labels
-                )
-        elif "average" in p and p["average"] in ("auto", "binary"):
-            p["pos_label"] = _positive_of(td)
-        p = resolve_average(p, p["pos_label"] is not None)
-        if p.get("average") == "binary" and p["pos_label"] is None:
-            raise MetricInputError(
-                f"{metric.name}[average=binary] on task '{td.task}' needs pos_label (labels: {', '.join(labels)})"
-            )
-        if p.get("average") != "binary" and metric.name in (
-            "precision",
-            "recall",
-            "f1",
-            "roc_auc",
-            "average_precision",
-        ):
-            p["pos_label"] = None
-        if metric.name in ("log_loss", "brier", "ece"):
-            p.pop("pos_label")
-    return p
-
-
-class _TaskCache:
-    """Per-task inputs shared by several metrics (the flattened ranking arrays, and each probability
-    column's ascending sort order: ROC-AUC and average precision sort a column once, #19). Safe to
-    share between the threads that compute a task's metrics (:data:`PARALLEL_FROM`)."""
-
-    def __init__(self, td: TaskData):
-        self.td = td
-        self._ranking: RankingArrays | None = None
-        # the orders the reader made or read from a cache entry with their ties (used as they are),
-        # and any other given order (checked on use)
-        self.sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = SortCache(given_sorts(td), given_ties(td))
-        self._cells: tuple[np.ndarray | None, np.ndarray] | None = None
-        self._lock = threading.Lock()
-
-    def cells(self, td: LabelTask) -> tuple[np.ndarray | None, np.ndarray]:
-        """``gold * K + pred`` of the cached task and its count table, built once for all its
-        count-table metrics (#19). Without clusters the table is all they read, so it is counted a
-        block of items at a time and the per-item cells are not kept (``None``: a metric that needs
-        them builds them from its gold and predicted codes): an array of n less for the whole
-        evaluation (76 MiB at 10M rows). With clusters the resamples draw items, so the cells are
-        made once and shared."""
-        with self._lock:
-            if self._cells is None:
-                k, gold, pred = len(td.labels), td.gold_index, td.pred_index
-                if td.group is None:
-                    counts = np.zeros(k * k, dtype=np.int64)
-                    for a, b in element_spans(td.n):  # whole numbers: the same counts
-                        counts += np.bincount(cell_codes(gold[a:b], pred[a:b], k), minlength=k * k)
-                    self._cells = None, counts
-                else:
-                    cells = cell_codes(gold, pred, k)
-                    self._cells = cells, np.bincount(cells, minlength=k * k)
-            return self._cells
-
-    def ranking(self, td: RankingTask) -> RankingArrays:
-        """The flattened ranking arrays of ``td`` (the cached task), built once."""
-        with self._lock:
-            if self._ranking is None:
-                self._ranking = RankingArrays(td.gold_relevance, td.scores)
-            return self._ranking
-
-
-def _not_for(metric: Metric, td: TaskData) -> MetricInputError:
-    return MetricInputError(
-        f"metric '{metric.name}' does not apply to task '{td.task}' ({td.kind}); "
-        f"it needs a {' or '.join(metric.kinds)} task"
-    )
-
-
-def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: _TaskCache | None = None) -> Prepared:
-    """A prepared metric (:mod:`labledger.metrics.prepared`) for ``metric`` on task data ``td``
-    with resolved ``params``."""
-    if td.kind not in metric.kinds:
-        raise _not_for(metric, td)
-    cache = cache or _TaskCache(td)
-    if metric.needs in ("labels", "probs"):
-        if not isinstance(td, LabelTask):
-            raise _not_for(metric, td)
-        pos = td.labels.index(params["pos_label"]) if params.get("pos_label") is not None else None
-        if metric.needs == "labels":
-            cells, counts = cache.cells(td)
-            return label_prepared(
-                metric.name, params, td.gold_index, td.pred_index, td.labels, pos=pos, cells=cells, cell_counts=counts
-            )
-        if not isinstance(td, ProbTask):
-            raise _not_for(metric, td)
-        if td.kind == "binary" and td.score is not None and td.positive in td.labels:
-            # from the score: the (n, 2) probs of a binary task are then never made (#19)
-            found = binary_prepared(
-                metric.name,
-                params,
-                td.gold_index,
-                td.score,
-                td.labels.index(td.positive),
-                td.pred_index,
-                pos_label=pos,
-                sorts=cache.sorts,
-            )
-            if found is not None:
-                return found
-        return prob_prepared(
-            metric.name, params, td.gold_index, td.probs, td.labels, pos=pos, pred=td.pred_index, sorts=cache.sorts
-        )
-    if metric.needs == "values":
-        if not isinstance(td, RegressionTask):
-            raise _not_for(metric, td)
-        return regression_prepared(metric.name, params, td.gold_value, td.pred_value)
-    if metric.needs == "ranking":
-        if not isinstance(td, RankingTask):
-            raise _not_for(metric, td)
-        return ranking_prepared(metric.name, params, cache.ranking(td))
-    if metric.name == "set_f1" and isinstance(td, SetTask):
-        return MeanPrepared(
-            metric="set_f1",
-            params=params,
-            n=td.n,
-            n_used=td.n,
-            values=set_f1_values(td.gold_items, td.pred_items),
-        )
-    if metric.name == "exact_match":
-        if isinstance(td, SetTask):
-            hits = np.fromiter((g == p for g, p in zip(td.gold_items, td.pred_items)), dtype=np.float64, count=td.n)
-            return exact_match_prepared(params, hits)
-        if isinstance(td, LabelTask):
-            return exact_match_prepared(params, (td.gold_index == td.pred_index).astype(np.float64))
-    raise MetricInputError(f"metric '{metric.name}' cannot be bound to task '{td.task}'")
 
 
 #: Metrics without a count-table, bin-cell or analytic form are recomputed on every resample: n x
@@ -299,12 +79,12 @@ def _value_entry(
     return MetricValue(
         metric=metric.name,
         key=metric_key(metric.name, params),
-        params=_json_params(params),
+        params=json_params(params),
         definition=metric.describe(params),
         higher_is_better=metric.higher_is_better,
-        value=_num(iv.value),
-        ci_low=_num(iv.low),
-        ci_high=_num(iv.high),
+        value=finite_or_none(iv.value),
+        ci_low=finite_or_none(iv.low),
+        ci_high=finite_or_none(iv.high),
         ci=iv.ci,
         resamples=iv.resamples,
         method=iv.method,
@@ -313,24 +93,6 @@ def _value_entry(
         undefined_resamples=iv.undefined_resamples,
         **(extra or {}),
     )
-
-
-def find_metric(entries: Sequence[Any], task: str, key: str | MetricId) -> Any:
-    """The one entry named ``key``: its exact key, else its bare metric name when unique, else the
-    one entry whose identity covers the asked one (``f1[average=macro]`` finds
-    ``f1[average=macro,zero_division=0]``). Raises :class:`UnknownNameError` listing the keys."""
-    text = key.key if isinstance(key, MetricId) else key
-    found = [e for e in entries if e.key == text] or [e for e in entries if e.metric == text]
-    if not found:
-        try:
-            want = MetricId.parse(key)
-        except MetricInputError:
-            want = None
-        if want is not None:
-            found = [e for e in entries if e.id == want] or [e for e in entries if e.id.covers(want)]
-    if len(found) != 1:
-        raise UnknownNameError(f"metric of task '{task}'", text, [e.key for e in entries])
-    return found[0]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -396,35 +158,6 @@ class Evaluation:
         return f"Evaluation({self.doc.source!r}, tasks={list(self.doc.tasks)})"
 
 
-def _specs_for(td: TaskData, metrics: Any) -> list[MetricSpec]:
-    if metrics is None:
-        return [parse_metric(m) for m in DEFAULT_METRICS[td.kind]]
-    if isinstance(metrics, Mapping):
-        chosen = metrics.get(td.task)
-        if chosen is None:
-            return [parse_metric(m) for m in DEFAULT_METRICS[td.kind]]
-        metrics = chosen
-    return _parse_specs(metrics)
-
-
-def _parse_specs(metrics: Any) -> list[MetricSpec]:
-    """One spec or a list of them, parsed."""
-    return [parse_metric(m) for m in ([metrics] if isinstance(metrics, (str, MetricSpec, Metric)) else metrics)]
-
-
-def _check_applicable(rs: ResultSet, metrics: Any) -> None:
-    if metrics is None or isinstance(metrics, Mapping):
-        return
-    specs = _parse_specs(metrics)
-    kinds = {td.kind for td in rs.values()}
-    for spec in specs:
-        if not kinds & set(spec.metric.kinds):
-            raise MetricInputError(
-                f"metric '{spec}' applies to {' or '.join(spec.metric.kinds)} tasks; "
-                f"the tasks here are {', '.join(sorted(kinds))}"
-            )
-
-
 #: From this many items a task's metrics are computed in parallel threads (numpy releases the GIL in
 #: its sorts, cumulative sums and gathers; each metric has its own seed, so the values do not depend
 #: on the threads, #19); smaller tasks take one thread (a thread costs more than their metrics).
@@ -479,7 +212,7 @@ def _compute(
     budget: float | None = ITEM_RESAMPLE_BUDGET,
 ) -> tuple[list[MetricValue], dict[str, Any], dict[str, np.ndarray]]:
     """Scalar metric entries, table sections (per_class, confusion_matrix) and kept samples."""
-    cache = _TaskCache(td)
+    cache = TaskCache(td)
     jobs: list[tuple[Metric, dict[str, Any], str]] = []
     seen: set[str] = set()
     for spec in specs:
@@ -544,7 +277,7 @@ def _compute_one(
     metric: Metric,
     params: dict[str, Any],
     key: str,
-    cache: _TaskCache,
+    cache: TaskCache,
     *,
     ci: float,
     resamples: int,
@@ -558,11 +291,11 @@ def _compute_one(
     prep = prepare_task(metric, params, td, cache)
     if metric.name == "confusion_matrix":
         counts = prep.value()
-        k = len(_labels_of(td))
+        k = len(labels_of(td))
         return (
             "confusion_matrix",
             ConfusionMatrix(
-                labels=list(_labels_of(td)),
+                labels=list(labels_of(td)),
                 rows="gold",
                 columns="pred",
                 matrix=np.asarray(list(counts.values())).reshape(k, k).astype(int).tolist(),
@@ -571,19 +304,19 @@ def _compute_one(
             None,
         )
     iv, draws, used = value_interval(
-        prep, ci=ci, resamples=resamples, seed=_seed(seed, td.task, where, key), groups=td.group, budget=budget
+        prep, ci=ci, resamples=resamples, seed=metric_seed(seed, td.task, where, key), groups=td.group, budget=budget
     )
     if metric.name == "per_class" and isinstance(iv, dict):
 
         def stat(name: str, lab: str, iv: Any = iv) -> Stat:
             c = iv[f"{name}[{lab}]"]
-            return Stat(value=_num(c.value), ci_low=_num(c.low), ci_high=_num(c.high))
+            return Stat(value=finite_or_none(c.value), ci_low=finite_or_none(c.low), ci_high=finite_or_none(c.high))
 
         return (
             "per_class",
             PerClass(
                 definition=metric.describe(params),
-                params=_json_params(params),
+                params=json_params(params),
                 ci=ci,
                 resamples=resamples,
                 method=iv[next(iter(iv))].method,
@@ -595,7 +328,7 @@ def _compute_one(
                         recall=stat("recall", lab),
                         f1=stat("f1", lab),
                     )
-                    for lab in _labels_of(td)
+                    for lab in labels_of(td)
                 ],
             ),
             None,
@@ -620,7 +353,7 @@ def _compute_one(
         return "entry", entry, None
     if draws is None and isinstance(iv, Interval) and iv.resamples == 0 and resamples:
         # an analytic headline: normal draws stand in for its bootstrap ones in the suite mean
-        found = normal_draws([prep], resamples, rng_for(_seed(seed, td.task, where, key)), td.group)
+        found = normal_draws([prep], resamples, rng_for(metric_seed(seed, td.task, where, key)), td.group)
         draws = None if found is None else found[0]
     return "entry", entry, draws
 
@@ -662,8 +395,8 @@ def evaluate(
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise MetricInputError(f"seed must be an integer; got {type(seed).__name__} {seed!r:.40}")
     rs = load(source, tolerance=tolerance, positive=positive)
-    tasks = _select_tasks(rs, task)
-    _check_applicable(rs, metrics)
+    tasks = select_tasks(rs, task)
+    check_applicable(rs, metrics)
     fields = [by] if isinstance(by, str) else list(by or [])
     if fields and not any(f in rs[t].slice_columns for t in tasks for f in fields):
         known = sorted({f for t in tasks for f in rs[t].slice_columns})
@@ -680,7 +413,7 @@ def evaluate(
     headline_samples: dict[str, tuple[MetricValue, np.ndarray | None]] = {}
     for name in tasks:
         td = rs[name]
-        specs = _specs_for(td, metrics)
+        specs = specs_for(td, metrics)
         head_spec = parse_metric((headline or {}).get(name, HEADLINE[td.kind]))
         head_key = None
         if td.kind in head_spec.metric.kinds:
@@ -705,8 +438,8 @@ def evaluate(
         body = TaskEvaluation(
             kind=td.kind,
             n=td.n,
-            labels=list(_labels_of(td)) or None,
-            positive=_positive_of(td),
+            labels=list(labels_of(td)) or None,
+            positive=positive_of(td),
             clusters=None if td.group is None else int(td.group.max()) + 1,
             headline=head_key,
             metrics=entries,
@@ -722,15 +455,6 @@ def evaluate(
         doc.tasks[name] = body
     doc.suite = _suite(headline_samples, ci) if len(tasks) > 1 else None
     return Evaluation(doc)
-
-
-def _select_tasks(rs: ResultSet, task: str | Sequence[str] | None) -> list[str]:
-    if task is None:
-        return list(rs)
-    wanted = [task] if isinstance(task, str) else list(task)
-    for t in wanted:
-        rs[t]  # raises UnknownNameError with suggestions
-    return wanted
 
 
 def _slices(
@@ -800,81 +524,6 @@ def _suite(heads: dict[str, tuple[MetricValue, np.ndarray | None]], ci: float) -
 # pairing two result sets (used by labledger.analysis.comparison)
 
 
-def _examples(ids: Iterable[str], k: int = 5) -> str:
-    shown = sorted(ids)[:k]
-    return ", ".join(repr(i) for i in shown) if shown else "none"
-
-
-def _align_labels(a: LabelTask, b: LabelTask) -> tuple[LabelTask, LabelTask]:
-    """Both tasks re-expressed over the union of their labels (matched by name, never position)."""
-    if a.labels == b.labels:
-        return a, b
-    if a.kind == "binary" and _positive_of(a) != _positive_of(b):
-        raise ComparisonError(f"task '{a.task}': A's positive label is {_positive_of(a)!r}, B's is {_positive_of(b)!r}")
-    union = tuple(sorted(set(a.labels) | set(b.labels)))
-    return _relabel(a, union), _relabel(b, union)
-
-
-def _relabel(td: LabelTask, labels: tuple[str, ...]) -> LabelTask:
-    index = np.array([labels.index(lab) for lab in td.labels], dtype=label_index_type(len(labels)))
-    new = td.subset(np.arange(td.n))
-    new.labels = labels
-    new.gold_index = index[td.gold_index]
-    new.pred_index = index[td.pred_index]
-    if isinstance(td, ProbTask) and isinstance(new, ProbTask):
-        probs = np.zeros((td.n, len(labels)))
-        probs[:, index] = td.probs
-        new.probs = probs
-    return new
-
-
-def _check_item_hash(a: TaskData, b: TaskData) -> None:
-    """Refuse pairs whose documents differ: rows may carry ``item_hash`` (a harness's document identity,
-    e.g. lm-eval's doc_hash/prompt_hash); where both sides have one for a paired id, they must match."""
-    if "item_hash" not in a.extras or "item_hash" not in b.extras:
-        return
-    ha, hb = list(a.extras["item_hash"]), list(b.extras["item_hash"])
-    diff = [i for i, (x, y) in enumerate(zip(ha, hb)) if x is not None and y is not None and x != y]
-    if diff:
-        i = diff[0]
-        raise ComparisonError(
-            f"task '{a.task}': the documents differ between A and B for {len(diff)} paired items (e.g. id "
-            f"{a.ids[i]!r}: item_hash A {_short(ha[i])}, B {_short(hb[i])}); a changed prompt or document is a "
-            "different item, so these cannot be paired"
-        )
-
-
-def _check_gold(a: TaskData, b: TaskData) -> None:
-    ga: Any
-    gb: Any
-    if isinstance(a, LabelTask) and isinstance(b, LabelTask):
-        ga = np.asarray(a.labels, dtype=object)[a.gold_index] if a.n else np.zeros(0, object)
-        gb = np.asarray(b.labels, dtype=object)[b.gold_index] if b.n else np.zeros(0, object)
-        diff = np.flatnonzero(ga != gb)
-    elif isinstance(a, RegressionTask) and isinstance(b, RegressionTask):
-        diff = np.flatnonzero(a.gold_value != b.gold_value)
-        ga, gb = a.gold_value, b.gold_value
-    elif isinstance(a, SetTask) and isinstance(b, SetTask):
-        diff = np.flatnonzero([x != y for x, y in zip(a.gold_items, b.gold_items)])
-        ga, gb = a.gold_items, b.gold_items
-    elif isinstance(a, RankingTask) and isinstance(b, RankingTask):
-        diff = np.flatnonzero([x != y for x, y in zip(a.gold_relevance, b.gold_relevance)])
-        ga, gb = a.gold_relevance, b.gold_relevance
-    else:
-        raise ComparisonError(f"task '{a.task}' is {a.kind} in A but {b.kind} in B")
-    if len(diff):
-        i = int(diff[0])
-        raise ComparisonError(
-            f"task '{a.task}': gold differs between A and B for {len(diff)} items (e.g. id "
-            f"{a.ids[i]!r}: A {_short(ga[i])}, B {_short(gb[i])}); these are not the same data"
-        )
-
-
-def _short(v: Any) -> str:
-    text = repr(sorted(v) if isinstance(v, frozenset) else v)
-    return text if len(text) < 60 else text[:57] + "..."
-
-
 def __getattr__(name: str) -> Any:
     # compare and Comparison moved to labledger.analysis.comparison (#11); old imports keep working
     if name in ("compare", "Comparison"):
@@ -886,9 +535,6 @@ def __getattr__(name: str) -> Any:
 
 # ------------------------------------------------------------------------------------------------
 # Inference beside the bootstrap (analytic intervals, few-cluster warnings, MDE): labledger.metrics.stats
-
-_item_values = item_values  # the names the sibling modules import
-_correct = correct_of
 
 
 __all__ = [

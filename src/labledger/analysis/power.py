@@ -25,18 +25,19 @@ from labledger.metrics.stats import cluster_robust_se, mde, n_for_delta, paired_
 
 def _item_scores(source: Any, metric: str, task: str | None) -> tuple[np.ndarray, np.ndarray | None, list[str], str]:
     """Per-item values of a mean metric (accuracy, exact match, ...) of one task, with groups and ids."""
-    from labledger.analysis.evaluation import _item_values, _select_tasks, prepare_task, task_params
+    from labledger.analysis.intervals import item_values
+    from labledger.analysis.tasks import prepare_task, select_tasks, task_params
     from labledger.inputs.results import load
     from labledger.metrics.registry import parse_metric
 
     rs = load(source)
-    names = _select_tasks(rs, task) if task else list(rs)
+    names = select_tasks(rs, task) if task else list(rs)
     if len(names) != 1:
         raise MetricInputError(f"the result set has {len(names)} tasks ({', '.join(names)}): choose one with task=")
     td = rs[names[0]]
     spec = parse_metric(metric)
     prep = prepare_task(spec.metric, task_params(spec.metric, dict(spec.params), td), td)
-    item = _item_values(prep)
+    item = item_values(prep)
     if item is None or item[1] is not None:
         raise MetricInputError(
             f"power planning needs a per-item mean metric (accuracy, exact_match...); got '{metric}'"

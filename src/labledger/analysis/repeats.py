@@ -83,7 +83,8 @@ def evaluate_repeats(
     ``source``: rows, a results file, or a :class:`ResultSet` read with ``repeats=True`` (its
     ``repeat_field`` is used; the file is then read once, by the columnar reader).
     """
-    from labledger.analysis.evaluation import _item_values, prepare_task, task_params
+    from labledger.analysis.intervals import item_values
+    from labledger.analysis.tasks import prepare_task, task_params
     from labledger.inputs.results import load
     from labledger.metrics.prepared import MeanPrepared
     from labledger.metrics.registry import parse_metric
@@ -118,7 +119,7 @@ def evaluate_repeats(
                     continue
                 td = rs[task]
                 prep = prepare_task(spec.metric, task_params(spec.metric, dict(spec.params), td), td)
-                item = _item_values(prep)
+                item = item_values(prep)
                 if item is None or item[1] is not None:
                     raise MetricInputError(f"repeats are reduced per item for mean metrics only; got '{name}'")
                 ids.extend(str(i) for i in td.ids.tolist())

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from labledger.analysis.evaluation import _num
 from labledger.calibrate.methods import (
     METHODS,
     Scores,
@@ -35,6 +34,7 @@ from labledger.calibrate.methods import (
 from labledger.calibrate.recipe import Recipe, TaskRecipe, id_sketch, item_hashes
 from labledger.calibrate.search import Objective, StepSpec, fit_step, resolve_objective
 from labledger.errors import CalibrationError, RecordError, UnknownNameError
+from labledger.inputs.records import finite_or_none
 from labledger.inputs.results import TOLERANCE, ResultSet, TaskData, read_results, results_from_rows
 from labledger.store.manifest import sha256_file
 
@@ -359,11 +359,11 @@ def fit_task(
     per_row, grid_texts, search = fit_chain(specs, arr, obj, fold, int(crossfit or 0))
     steps = per_row[0]
     values = {
-        "raw": _num(obj.value(arr, arr.scores())),
-        "in_sample": _num(obj.value(arr, apply_steps(steps, arr.scores(), arr))),
+        "raw": finite_or_none(obj.value(arr, arr.scores())),
+        "in_sample": finite_or_none(obj.value(arr, apply_steps(steps, arr.scores(), arr))),
     }
     if fold is not None:
-        values["crossfit"] = _num(obj.value(arr, out_of_fold(per_row, arr, fold, int(crossfit or 0))))
+        values["crossfit"] = finite_or_none(obj.value(arr, out_of_fold(per_row, arr, fold, int(crossfit or 0))))
     gold_labels = np.asarray(arr.labels, dtype=object)[arr.gold]
     fit: dict[str, Any] = {
         "source": source,

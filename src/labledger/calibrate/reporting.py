@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from labledger.analysis.evaluation import HEADLINE, _num, _seed
 from labledger.analysis.intervals import resamples_for, value_interval
+from labledger.analysis.tasks import HEADLINE, metric_seed
 from labledger.calibrate.applying import check_tasks, reading_positive
 from labledger.calibrate.ece_draws import METHOD as ECE_METHOD
 from labledger.calibrate.ece_draws import applies as ece_applies
@@ -37,6 +37,7 @@ from labledger.calibrate.methods import Scores, TaskArrays, apply_steps, task_ar
 from labledger.calibrate.recipe import Recipe, TaskRecipe, item_hashes, load_recipe, sketch_overlap
 from labledger.calibrate.search import Objective, objective_from_key, resolve_objective
 from labledger.errors import CalibrationError, UnknownNameError
+from labledger.inputs.records import finite_or_none
 from labledger.metrics.analytic import analytic_interval, normal_draws, paired_analytic, use_analytic
 from labledger.metrics.kernels import one_blas_thread, pool_initializer
 from labledger.metrics.prepared import Prepared
@@ -305,7 +306,7 @@ def _one_metric(
     values = [float(p.value()) for p in preps]
     groups = None if obj.mode == "items" else arr.group
     draws = None
-    rng = rng_for(_seed(seed, task, obj.key))
+    rng = rng_for(metric_seed(seed, task, obj.key))
     analytic = bool(resamples and preps[0].n and obj.mode != "items" and all(use_analytic(p, groups) for p in preps))
     if analytic:  # joint normal draws (the suite mean's), intervals and tests from the analytic forms
         draws = normal_draws(preps, resamples, rng, groups)
@@ -330,7 +331,7 @@ def _one_metric(
             # the raw value's CI is the evaluation's (same procedure and seed as ``evaluate``),
             # so a page showing both shows one interval for one number
             iv, _, _ = value_interval(
-                preps[0], ci=ci, resamples=resamples, seed=_seed(seed, task, "", obj.key), groups=groups
+                preps[0], ci=ci, resamples=resamples, seed=metric_seed(seed, task, "", obj.key), groups=groups
             )
             if isinstance(iv, dict):  # a table metric: not a headline or probability metric of the report
                 raise CalibrationError(f"task '{task}': metric {obj.key} has no single value")
@@ -347,9 +348,9 @@ def _one_metric(
             "params": dict(obj.params),
             "definition": obj.definition(),
             "higher_is_better": obj.higher_is_better,
-            "value": _num(values[i]),
-            "ci_low": _num(lo),
-            "ci_high": _num(hi),
+            "value": finite_or_none(values[i]),
+            "ci_low": finite_or_none(lo),
+            "ci_high": finite_or_none(hi),
             "ci": ci,
             "resamples": 0 if analytic else used,
             "n": int(preps[i].n_used),
@@ -379,11 +380,11 @@ def _one_metric(
                 "params": dict(obj.params),
                 "definition": f"{v} minus raw on the same {arr.n:,} rows: {obj.definition()}",
                 "higher_is_better": obj.higher_is_better,
-                "raw": _num(values[0]),
-                "calibrated": _num(values[i]),
-                "value": _num(diff),
-                "ci_low": _num(lo),
-                "ci_high": _num(hi),
+                "raw": finite_or_none(values[0]),
+                "calibrated": finite_or_none(values[i]),
+                "value": finite_or_none(diff),
+                "ci_low": finite_or_none(lo),
+                "ci_high": finite_or_none(hi),
                 "p_value": p,
                 "ci": ci,
                 "resamples": 0 if analytic else used,
@@ -609,8 +610,8 @@ def _mean(heads: dict[str, dict[str, Any]], ci: float) -> dict[str, Any] | None:
             "raw": raw,
             "value": float(np.mean(vals)),
             "diff": float(np.mean(vals)) - raw,
-            "ci_low": _num(lo),
-            "ci_high": _num(hi),
+            "ci_low": finite_or_none(lo),
+            "ci_high": finite_or_none(hi),
         }
     out["any_in_sample"] = any(h["in_sample"] != "no" for h in used.values())
     return out

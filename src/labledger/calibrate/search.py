@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from labledger.analysis.evaluation import HEADLINE, prepare_task, task_params
+from labledger.analysis.tasks import HEADLINE, prepare_task, task_params
 from labledger.calibrate.methods import Scores, Step, TaskArrays, apply_step, binary_pair
 from labledger.errors import CalibrationError, LedgerError
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared
