@@ -378,3 +378,38 @@ def test_team_mode_rm_and_restore_keep_every_row(pg_url, tmp_path):
         assert book.restore_run(run.id[:10]) == run.id
         assert pg_dump(book) == before
         assert [r.name for r in book.runs(where="config.lr = 0.1")] == ["full"]
+
+
+# -- the server ------------------------------------------------------------------------------------
+def test_the_server_deletes_a_run_with_the_token_and_refuses_a_running_one(tmp_path):
+    from starlette.testclient import TestClient
+
+    from labledger.server import create_app
+
+    token = "delete-test-token-0123456789abcdef"
+    auth = {"Authorization": f"Bearer {token}"}
+    d = tmp_path / "ledger"
+    with labledger.start_run("done", ledger=d) as run:
+        run.log(1, loss=0.5)
+    with labledger.start_run("gone", ledger=d) as gone:
+        gone.log(1, loss=0.5)
+    app = create_app(d, uploads_dir=tmp_path / "uploads", token=token, site_refresh=0.0)
+    with TestClient(app) as c:
+        assert c.delete(f"/api/runs/{run.id}").status_code == 401
+        live = c.post("/api/runs", json={"name": "live"}, headers=auth).json()["run"]
+        r = c.delete(f"/api/runs/{live['id']}", headers=auth)
+        assert r.status_code == 409 and "running on this server" in r.json()["error"]
+        r = c.delete("/api/runs/done", headers=auth)
+        assert r.status_code == 200, r.text
+        assert r.json()["run"] == {"id": run.id, "name": "done", "status": "finished"}
+        assert r.json()["trash"] == f".trash/{run.id}"
+        assert c.get(f"/api/runs/{run.id}", headers=auth).status_code == 404
+        assert run.id not in [x["id"] for x in c.get("/api/runs", headers=auth).json()["runs"]]
+        assert c.delete(f"/api/runs/{run.id}", headers=auth).status_code == 404
+        shutil.rmtree(d / "runs" / gone.id)  # by hand: the API says so in one line
+        r = c.get(f"/api/runs/{gone.id}", headers=auth)
+        assert r.status_code == 400 and r.json()["error"].startswith(f"run {gone.id}: its folder")
+        assert c.post(f"/api/runs/{live['id']}/finish", json={}, headers=auth).status_code == 200
+    assert cli("restore", "done", "--ledger", d).exit_code == 0
+    with labledger.open_ledger(d) as book:
+        assert book.run("done").id == run.id

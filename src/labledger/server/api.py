@@ -225,6 +225,32 @@ async def get_run(request: Request) -> Response:
     return ok(await run_in_threadpool(work))
 
 
+async def delete_run(request: Request) -> Response:
+    """``DELETE /api/runs/{run}``: move a run to the ledger's trash, as ``labledger rm`` does (its
+    folder and index rows in one step; files other runs use kept). A write: the token is needed. A
+    running run is refused (409), one this server holds open too; ``labledger restore`` on the
+    server's ledger brings it back."""
+    ctx = ctx_of(request)
+    ctx.require_write(request)
+    ref = request.path_params["run"]
+
+    def work():
+        book = ctx.ledger()
+        run_id, note = book.resolve_with_note(ref)
+        with ctx.open_runs_lock:
+            if run_id in ctx.open_runs:
+                raise ApiError(409, f"run {run_id} is running on this server; finish it before removing it")
+        entry = book.delete_run(run_id)
+        return {
+            "run": {"id": entry.id, "name": entry.name, "status": entry.status},
+            **({"note": note} if note else {}),
+            "trash": f".trash/{entry.id}",
+            "kept": entry.kept,
+        }
+
+    return ok(await run_in_threadpool(work))
+
+
 def _indexed_evaluations(book, run_id: str) -> list[dict[str, Any]]:
     """The run's indexed evaluations without their server path (nothing a client can use)."""
     return [{k: v for k, v in e.to_dict().items() if k != "path"} for e in book.evaluations(run_id)]

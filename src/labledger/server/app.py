@@ -210,6 +210,7 @@ def create_app(
         Route("/api/runs", api.list_runs, methods=["GET"]),
         Route("/api/runs", api.start_run, methods=["POST"]),
         Route("/api/runs/{run}", api.get_run, methods=["GET"]),
+        Route("/api/runs/{run}", api.delete_run, methods=["DELETE"]),
         Route("/api/runs/{run}/evals", api.list_evals, methods=["GET"]),
         Route("/api/runs/{run}/evals/{name}", api.get_eval, methods=["GET"]),
         Route("/api/runs/{run}/evals/{name}/results", api.eval_results, methods=["GET"]),

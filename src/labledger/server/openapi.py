@@ -161,7 +161,19 @@ def openapi_document(version: str) -> dict[str, Any]:
                 "tags": ["runs"],
                 "parameters": [RUN],
                 "responses": {"200": {"description": "The run"}, **_errors(401, 403, 404)},
-            }
+            },
+            "delete": {
+                "summary": "Move a run to the ledger's trash (labledger rm): folder and index rows; "
+                "`labledger restore` brings it back",
+                "operationId": "delete_run",
+                "tags": ["runs"],
+                "parameters": [RUN],
+                "security": BEARER,
+                "responses": {
+                    "200": {"description": "The run moved to the trash, and the files kept for other runs"},
+                    **_errors(401, 403, 404, 409, 503),
+                },
+            },
         },
         "/api/runs/{run}/batches": _page("batches", 100, 1000, "Microbatch records with their samples"),
         "/api/runs/{run}/scalars": _page("scalars", 1000, 10000, "Per-step scalar records"),
