@@ -4,6 +4,7 @@ to do instead; the calls real wandb accepts offline work and store what they are
 
 from __future__ import annotations
 
+import glob
 import inspect
 import json
 import os
@@ -395,3 +396,51 @@ def test_warnings_print_as_one_line_without_a_source_path(tmp_path):
         "labledger.wandb: step 2 < current step 5: data ignored (as W&B does)",
         "labledger.wandb: wandb.save: no file matches 'no-such-file-*.txt'; nothing stored",
     ]
+
+
+# -- a script using those calls, unchanged, beside real wandb offline ---------------------------------
+def _run_calls_script(out: Path, *, real_wandb: bool) -> dict:
+    script = ROOT / "tests" / "wandb_scripts" / "offline_calls.py"
+    env = {**os.environ, "WANDB_SILENT": "true", "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT / "src")}
+    if real_wandb:
+        cmd = [sys.executable, str(script), str(out)]
+    else:
+        shim = (
+            "import runpy, sys, labledger.wandb as w; sys.modules['wandb'] = w; "
+            f"sys.argv = ['offline_calls.py', {str(out)!r}]; runpy.run_path({str(script)!r}, run_name='__main__')"
+        )
+        cmd = [sys.executable, "-c", shim]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=100, cwd=out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_a_script_using_the_offline_calls_runs_unchanged_beside_real_wandb(tmp_path):
+    from labledger.wandb.records import read_wandb_file
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "ours").mkdir()
+    theirs = _run_calls_script(tmp_path / "real", real_wandb=True)
+    mine = _run_calls_script(tmp_path / "ours", real_wandb=False)
+    theirs.pop("id"), mine.pop("id")
+    assert mine == theirs  # resumed, disabled, sweep_id, project_url, start_time, settings, config without data_dir
+    (wb_file,) = glob.glob(str(tmp_path / "real" / "wandb" / "offline-run-*" / "run-*.wandb"))
+    (row,) = read_wandb_file(wb_file).history
+    ledger = labledger.open_ledger(tmp_path / "ours" / ".labledger")
+    (info,) = ledger.runs()
+    view = ledger.run(info.id)
+    assert [r["loss"] for r in view.scalars()] == [row["loss"]] == [0.25]  # the 1-element tensor, a scalar in both
+    media = {m["key"]: m for m in _media(view)}
+    for key in ("acc_curve", "cm"):  # the chart tables hold the rows real wandb stored
+        (real_table,) = glob.glob(
+            str(tmp_path / "real" / "wandb" / "offline-run-*" / "files" / "media" / "table" / f"{key}_table_*.json")
+        )
+        expected = json.loads(Path(real_table).read_text())
+        rows = [json.loads(x) for x in (view.dir / media[key]["table"]).read_text().splitlines()]
+        assert [list(r.values()) for r in rows] == expected["data"] and media[key]["columns"] == expected["columns"]
+    assert [f["path"].rsplit("/", 1)[-1] for f in media["tiny-model"]["files"]] == ["model.pt"]
+    assert media["tiny-model"]["type"] == "model"
+    (code,) = [m for m in media.values() if m["kind"] == "artifact" and m["type"] == "code"]
+    assert [f["path"].rsplit("/", 1)[-1] for f in code["files"]] == ["train.py"]
+    assert [n["text"] for n in view.notes()] == ["wandb.mark_preempting at step 0: this run expected to be preempted"]

@@ -439,7 +439,7 @@ Molecule = _unsupported_class("Molecule", _SAVE_FILE)
 Audio = _unsupported_class("Audio", _SAVE_FILE)
 Video = _unsupported_class("Video", _SAVE_FILE)
 Plotly = _unsupported_class(
-    "Plotly", "log the figure as an image (wandb.Image of fig.to_image()) or save its HTML with wandb.save"
+    "Plotly", "log the figure's HTML as wandb.Html(fig.to_html()), or a PNG (fig.write_image) as wandb.Image(path)"
 )
 Graph = _unsupported_class("Graph", "log the values you need with wandb.log (wandb.watch is a no-op)")
 EvalTable = _unsupported_class("EvalTable", "log the rows as a wandb.Table")
