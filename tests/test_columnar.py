@@ -20,8 +20,8 @@ from labledger.cli import main
 from labledger.errors import CacheWarning, DamagedLineWarning, RecordError
 from labledger.inputs import columnar
 from labledger.inputs.results import TOLERANCE, read_results
+from labledger.store.flat import records_to_table, sample_records
 from labledger.store.record_columns import samples_table
-from labledger.store.view import _samples, records_to_table
 
 HYP = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -511,7 +511,7 @@ def batch_records(draw):
 @given(recs=batch_records())
 def test_arrow_samples_table_equals_the_dict_path(tmp_path, recs):
     data = b"".join(orjson.dumps(r) + b"\n" for r in recs)
-    slow = records_to_table(_samples(iter(recs)))
+    slow = records_to_table(sample_records(iter(recs)))
     fast = samples_table(data)
     if fast is not None:
         assert fast.schema == slow.schema and fast.equals(slow)

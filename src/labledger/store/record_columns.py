@@ -2,7 +2,7 @@
 
 ``pyarrow.json`` parses the file into nested columns (one row per microbatch, ``samples`` a list
 of structs); the samples are then flattened with Arrow kernels (no Python dict per sample). The
-result is exactly the table that :func:`labledger.store.view.records_to_table` builds from the
+result is exactly the table that :func:`labledger.store.flat.records_to_table` builds from the
 dicts, column for column: same names, order, types and values (a hypothesis test checks it). The
 fast path covers the records the ledger writes (scalar batch fields; sample fields that are
 scalars or complete mappings of numbers, such as ``probabilities``); for anything else (a damaged
@@ -34,6 +34,7 @@ from labledger.inputs.arrow import safe_for_arrow
 from labledger.inputs.arrow_buffers import arrow_numpy, numpy_arrow
 from labledger.inputs.columnar import cached_table, content_key, store_table, wanted
 from labledger.store.compressed import read_record_bytes, record_key, record_state
+from labledger.store.flat import flat_record, sample_records
 
 
 def _scalar(t: pa.DataType) -> bool:
@@ -52,16 +53,14 @@ def _numeric(t: pa.DataType) -> bool:
 
 def _first_columns(line: bytes) -> list[str] | None:
     """The columns the dict path gives the first sample of the first record, in its order."""
-    from labledger.store.view import _flatten, _samples
-
     try:
         first = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
     if not isinstance(first, dict):
         return None
-    rec = next(_samples(iter([first])), None)
-    return None if rec is None else list(_flatten(rec))
+    rec = next(sample_records(iter([first])), None)
+    return None if rec is None else list(flat_record(rec))
 
 
 def samples_table(data: bytes) -> pa.Table | None:

@@ -7,12 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from labledger.errors import LedgerError, UnknownNameError
 from labledger.schema import STORED_KINDS, decode
 from labledger.store.compressed import record_exists
 from labledger.store.counters import TAIL_LIMIT, Counters, bring_up_to_date, scan_run, tail_bytes
+from labledger.store.flat import records_to_table, sample_records
 from labledger.store.jsonl import RECORD_FILES, count_lines, read_json, read_jsonl
 
 if TYPE_CHECKING:
@@ -28,6 +27,9 @@ TABLE_KINDS = ("scalars", "batches", "samples", "history", "checkpoints", "notes
 
 class RunView:
     """A run in the ledger, read lazily from its folder.
+
+    A run whose folder is gone (removed by hand) raises
+    :class:`~labledger.store.trash.RunFolderGoneError` here, one line naming the run and the repair.
 
     >>> import tempfile, labledger
     >>> d = tempfile.mkdtemp()
@@ -261,7 +263,7 @@ class RunView:
         if kind == "batches":
             return self.batches()
         if kind == "samples":
-            return _samples(self.batches())
+            return sample_records(self.batches())
         if kind == "history":
             return self.history()
         if kind == "checkpoints":
@@ -379,54 +381,3 @@ def checkpoint_state(rec: dict[str, Any]) -> dict[str, Any]:
     if found == rec.get("sha256"):
         return {"state": "ok"}
     return {"state": "changed", "found_sha256": found}
-
-
-def _samples(batches: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """One record per sample, with its batch's fields (``microbatch``, ``optimizer_step``, ...)."""
-    for b in batches:
-        base = {k: v for k, v in b.items() if k != "samples"}
-        for i, s in enumerate(b.get("samples") or ()):
-            rec = {**base, "sample_index": i}
-            for k, v in s.items():
-                rec[k if k not in base else f"sample.{k}"] = v
-            yield rec
-
-
-def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in rec.items():
-        if isinstance(v, dict):
-            if v and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v.values()):
-                for kk, vv in v.items():
-                    out[f"{k}.{kk}"] = float(vv)
-            else:
-                out[k] = orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
-        elif isinstance(v, list):
-            out[k] = orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
-        else:
-            out[k] = v
-    return out
-
-
-def records_to_table(records: Any) -> pa.Table:
-    """Flatten records (see :meth:`RunView.table`) into an Arrow table with a unified schema."""
-    import pyarrow as pa  # loaded here: reading the index must not wait for Arrow (issue 12)
-
-    rows = [_flatten(r) for r in records]
-    if not rows:
-        return pa.table({})
-    columns: dict[str, None] = {}
-    for r in rows:
-        for k in r:
-            columns.setdefault(k, None)
-    data = {}
-    for col in columns:
-        values = [r.get(col) for r in rows]
-        try:
-            data[col] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            data[col] = pa.array(
-                [None if v is None else (v if isinstance(v, str) else orjson.dumps(v).decode()) for v in values],
-                type=pa.string(),
-            )
-    return pa.table(data)
