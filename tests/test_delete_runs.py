@@ -4,6 +4,7 @@ the commands that read it and cleaned by ``verify --repair``. Real ledgers, real
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -158,7 +159,8 @@ def test_a_running_run_is_refused_and_a_dead_one_may_go(tmp_path):
         entry = json.loads(cli("trash", "--json", "--ledger", d).output)["trash"][0]
         assert entry["status"] == "crashed"
     finally:
-        live._closed = True  # its folder is in the trash: nothing more to write
+        live.status = "crashed"  # as its dead process would leave it: nothing more is written
+        live.ledger.close()
 
 
 def test_checkpoints_other_runs_use_stay_until_no_run_uses_them(tmp_path):
@@ -413,3 +415,24 @@ def test_the_server_deletes_a_run_with_the_token_and_refuses_a_running_one(tmp_p
     assert cli("restore", "done", "--ledger", d).exit_code == 0
     with labledger.open_ledger(d) as book:
         assert book.run("done").id == run.id
+
+
+def test_a_folder_that_cannot_move_is_one_line_and_nothing_is_removed(rich_ledger, monkeypatch):
+    d, run_id = rich_ledger["dir"], rich_ledger["id"]
+    before = index_dump(d)
+    rename = os.rename
+
+    def cross_device(src, dst):
+        if Path(src).name == run_id:
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(src))
+        return rename(src, dst)
+
+    monkeypatch.setattr(trash_mod.os, "rename", cross_device)
+    res = cli("rm", run_id, "--yes", "--ledger", d)
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        f"Error: run {run_id}: cannot move its folder into {d / '.trash' / run_id} "
+        f"({os.strerror(errno.EXDEV)}); nothing was removed"
+    ]
+    assert index_dump(d) == before and (d / "runs" / run_id / "run.json").is_file()
+    assert not (d / ".trash" / run_id).exists()

@@ -447,7 +447,12 @@ def _delete_one(ledger: Ledger, run_id: str, deleting: set[str]) -> TrashEntry:
             made = True
             _write_json(entry_dir / NOTE, note)
             if has_folder:
-                os.rename(run_dir, entry_dir / "run")
+                try:
+                    os.rename(run_dir, entry_dir / "run")
+                except OSError as exc:  # another filesystem (runs/ a link to another disk), no permission
+                    raise LedgerError(
+                        f"run {run_id}: cannot move its folder into {entry_dir} ({exc.strerror}); nothing was removed"
+                    ) from None
                 moved = True
             _delete_rows(db, run_id, rows, keys)
     except BaseException:
