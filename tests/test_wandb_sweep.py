@@ -58,6 +58,7 @@ def test_grid_sweep_runs_every_combination_as_a_run_in_one_group(tmp_path):
     assert [v.group for v in views] == ["lr-grid"] * 4 and all(v.status == "finished" for v in views)
     assert [v.config["opt"] for v in views] == [{"name": "sgd"}] * 4
     assert [v.meta["wandb"]["sweep_id"] for v in views] == [sweep_id] * 4
+    assert [v.meta["wandb"]["project"] for v in views] == ["demo"] * 4  # the sweep's project
     assert [r["loss"] for v in views for r in v.scalars()] == pytest.approx([0.1, 0.2, 0.01, 0.02])
     kept = json.loads((views[0].dir / "files" / "wandb-sweep.json").read_text())
     assert kept["params"] == {"lr": 0.1, "layers": 1, "opt": {"name": "sgd"}} and kept["sweep"]["name"] == "lr-grid"

@@ -182,7 +182,7 @@ def init(
         new: WandbRun = RunDisabled()
         new.config.update(config)
     else:
-        project = project or os.environ.get("WANDB_PROJECT")
+        project = project or (trial.project if trial is not None else None) or os.environ.get("WANDB_PROJECT")
         name = name or os.environ.get("WANDB_NAME")
         group = group or os.environ.get("WANDB_RUN_GROUP")
         extra: dict[str, Any] = {"mode": mode or "offline"}

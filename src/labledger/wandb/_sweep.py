@@ -2,10 +2,11 @@
 
 ``sweep(config)`` checks the config and returns an id; ``agent(id, function=train, count=N)`` calls
 ``train()`` once per trial. Inside it ``wandb.init`` starts the trial's run: the trial's parameters
-override the ``config`` given to ``init``, the run's group is the sweep's (``name`` in the sweep config,
-else ``sweep-<id>``) unless ``init`` names one, and ``run.json`` keeps ``wandb.sweep_id`` and
-``wandb.sweep_trial``. A trial whose function raises is marked failed and the next trial starts, as W&B's
-agent does. Compare the trials with ``labledger runs --group <group>``.
+override the ``config`` given to ``init``; the run's group is the sweep's (``name`` in the sweep config,
+else ``sweep-<id>``) and its project the one given to ``sweep``/``agent``, unless ``init`` names them;
+``run.json`` keeps ``wandb.sweep_id`` and ``wandb.sweep_trial``. A trial whose function raises is marked
+failed and the next trial starts, as W&B's agent does. Compare the trials with
+``labledger runs --group <group>``.
 
 Parameters follow W&B's sweep config: ``value``, ``values`` (with ``probabilities``), ``parameters``
 (nested), and ``distribution`` with ``min``/``max`` (``int_uniform``, ``uniform``, ``q_uniform``,
@@ -55,6 +56,7 @@ class Trial:
     params: dict[str, Any]
     group: str
     config: dict[str, Any]
+    project: str | None = None
     runs: list[WandbRun] = field(default_factory=list)
 
     def started(self, run: WandbRun) -> None:
@@ -252,7 +254,7 @@ def agent(
     import labledger.wandb as api
 
     for values in trials:
-        trial = Trial(spec.id, spec.done, values, spec.group, spec.config)
+        trial = Trial(spec.id, spec.done, values, spec.group, spec.config, project=project or spec.project)
         spec.done += 1
         _trial = trial
         try:
