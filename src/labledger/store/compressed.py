@@ -50,6 +50,7 @@ from typing import IO, Any
 import orjson
 
 from labledger.errors import DamagedLineWarning, StorageError
+from labledger.store.files import DISK_ERRNOS, RECORD_FILES, atomic_open, atomic_write, disk_error, fsync_dir
 
 #: The compressed form of ``X.jsonl`` is ``X.jsonl`` + SUFFIX.
 SUFFIX = ".zst"
@@ -605,7 +606,6 @@ def compact_file(
     >>> compact_file(p, min_bytes=0).action, compact_file(p, min_bytes=0).action
     ('compacted', 'skipped: already compacted')
     """
-    from labledger.store.jsonl import DISK_ERRNOS, disk_error, fsync_dir
 
     path = Path(path)
     zpath = compressed_path(path)
@@ -686,8 +686,6 @@ def compact_run(
     ['compacted', 'skipped: empty']
     """
     import fcntl
-
-    from labledger.store.jsonl import RECORD_FILES
 
     run_dir = Path(run_dir)
     lock_fd = -1
@@ -789,7 +787,6 @@ def restore_plain(path: str | os.PathLike[str]) -> bool:
     >>> restore_plain(p), p.read_bytes(), compressed_path(p).exists()
     (True, b'{"text": "a"}\\n', False)
     """
-    from labledger.store.jsonl import atomic_open, fsync_dir
 
     path = Path(path)
     zpath = compressed_path(path)
@@ -809,7 +806,6 @@ def restore_plain(path: str | os.PathLike[str]) -> bool:
 def write_record_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace the content of record file ``path`` by ``data`` (JSONL), atomically, in the form it
     is stored in (``verify --repair`` of a compressed file writes it compressed again)."""
-    from labledger.store.jsonl import atomic_open, atomic_write
 
     path = Path(path)
     zpath = compressed_path(path)
