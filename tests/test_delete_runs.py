@@ -436,3 +436,30 @@ def test_a_folder_that_cannot_move_is_one_line_and_nothing_is_removed(rich_ledge
     ]
     assert index_dump(d) == before and (d / "runs" / run_id / "run.json").is_file()
     assert not (d / ".trash" / run_id).exists()
+
+
+def test_a_restore_killed_before_its_commit_goes_back_to_the_trash(tmp_path):
+    """The state a kill between a restore's rename and its commit leaves (the folder back in runs/,
+    its kept files set aside in the entry, no index row): verify sees a folder without a row, and
+    verify --repair settles it as it was, still deleted and still restorable."""
+    d = tmp_path / "ledger"
+    ck = tmp_path / "model.pt"
+    ck.write_bytes(b"w")
+    with labledger.start_run("parent", ledger=d) as parent:
+        rec = parent.log_checkpoint(ck)
+    with labledger.start_run("child", ledger=d) as child:
+        child.set_init(rec["path"])
+    folder = files_of(d / "runs" / parent.id)
+    with labledger.open_ledger(d) as book:
+        book.delete_run("parent")
+    entry, run_dir = d / ".trash" / parent.id, d / "runs" / parent.id
+    kept = files_of(run_dir)
+    os.rename(run_dir, entry / "kept-aside")
+    os.rename(entry / "run", run_dir)
+    res = cli("verify", "--ledger", d)
+    assert res.exit_code == 1 and "a run folder with no row in the index" in res.output
+    res = cli("verify", "--repair", "--ledger", d)
+    assert res.exit_code == 0, res.output
+    assert files_of(entry / "run") == folder and files_of(run_dir) == kept
+    assert cli("restore", "parent", "--ledger", d).exit_code == 0
+    assert files_of(run_dir) == folder and not entry.exists()

@@ -641,6 +641,7 @@ def _sweep_kept(ledger: Ledger, result: PurgeResult) -> None:
     runs_dir = ledger.root / "runs"
     if not runs_dir.is_dir():
         return
+    users: set[str] | None = None  # read once, when a marker folder is found
     for folder in sorted(runs_dir.iterdir()):
         marker_path = folder / MARKER
         if not marker_path.is_file() or (trash_dir(ledger) / folder.name).is_dir():
@@ -652,7 +653,8 @@ def _sweep_kept(ledger: Ledger, result: PurgeResult) -> None:
         except (OSError, ValueError):
             continue
         real = folder.resolve()
-        users = _path_users(ledger)
+        if users is None:
+            users = _path_users(ledger)
         left = []
         for item in marker.get("kept") or []:
             path = folder / item["path"]

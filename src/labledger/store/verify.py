@@ -307,6 +307,11 @@ def verify_ledger(
         ids = [ledger.resolve(r) for r in refs]
     else:
         ids = [r[0] for r in ledger.db.execute("SELECT id FROM runs ORDER BY started").fetchall()]
+        if repair:  # deletes and restores interrupted part-way: the index decides which way they go
+            for run_id in settle(ledger):
+                report.add(
+                    ledger.run_dir(run_id), "left by an interrupted labledger rm or restore"
+                ).repaired = "settled"
         runs_dir = ledger.root / "runs"
         if runs_dir.is_dir():
             known = set(ids)
@@ -320,11 +325,6 @@ def verify_ledger(
             ledger.finish_started()  # each moved into runs/ when its row was committed, else removed
             for problem in left:
                 problem.repaired = "settled"
-        if repair:  # deletes and restores interrupted part-way: the index decides which way they go
-            for run_id in settle(ledger):
-                report.add(
-                    ledger.run_dir(run_id), "left by an interrupted labledger rm or restore"
-                ).repaired = "settled"
         for stage in stale_staging(ledger.root):
             problem = report.add(stage, "left by an interrupted import (never adopted)")
             if repair:
