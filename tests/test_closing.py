@@ -91,6 +91,35 @@ def test_closing_checkpoints_while_another_connection_keeps_the_wal(tmp_path):
     keeper.close()
 
 
+def test_a_script_that_never_closes_its_ledger_still_leaves_every_commit_in_ledger_db(tmp_path):
+    """The Python API: ledgers still open when the process exits are closed then (as files are
+    flushed), so a script that forgets ``close()`` leaves nothing in the WAL alone, even when the
+    ledger is still held where the interpreter's teardown never frees it (a daemon thread still at
+    work); no warning is printed at exit."""
+    script = textwrap.dedent(f"""
+        import threading, time, labledger
+        book = labledger.open_ledger({str(tmp_path / "L")!r}, create=True)
+        with labledger.start_run("forgotten", ledger=book) as run:
+            run.log(1, loss=0.5)
+        def loader(held=book):
+            while True:
+                time.sleep(1)
+        threading.Thread(target=loader, daemon=True).start()
+        del book
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    copy = _copy_alone(tmp_path / "L", tmp_path / "backup")
+    assert copy.execute("SELECT name, status FROM runs").fetchall() == [("forgotten", "finished")]
+    copy.close()
+
+
 def test_an_unclosed_ledger_says_so():
     """Like an unclosed file: a ``ResourceWarning`` when a ledger is freed without ``close()``
     (shown under ``python -W default`` and by pytest)."""

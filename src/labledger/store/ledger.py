@@ -18,11 +18,14 @@ died shows as crashed on every other machine.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import os
 import sqlite3
 import time
+import warnings
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, fields
@@ -49,6 +52,19 @@ if TYPE_CHECKING:
     from labledger.store.view import RunView
 
 DB_NAME = "ledger.db"
+
+#: The ledgers open in this process: those still open when it exits are closed then (their commits
+#: checkpointed into ``ledger.db``), as a file object is flushed at exit.
+_OPEN: weakref.WeakSet[Ledger] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_ledgers() -> None:
+    for ledger in list(_OPEN):
+        with suppress(Exception):  # one that cannot close must not stop the others
+            ledger.close()
+
+
 RUN_STATUSES = ("running", "finished", "failed", "crashed", "killed")
 
 
@@ -206,6 +222,7 @@ class Ledger:
                 kind = StorageError if "disk" in str(exc) else LedgerError  # full, read-only or failing disk
                 raise kind(f"{db_path}: cannot open the ledger index ({exc})") from None
         backfill_fields(self)
+        _OPEN.add(self)
 
     #: Why the index is open read-only (``None``: it is not): see :meth:`_open_read_only`.
     read_only: str | None = None
@@ -263,6 +280,7 @@ class Ledger:
         except BaseException:
             self.close()
             raise
+        _OPEN.add(self)
 
     # -- plumbing -------------------------------------------------------------------------------
     #: Whether :meth:`close` has run (a ledger whose open failed part-way has no index to close).
@@ -295,9 +313,10 @@ class Ledger:
         ``ResourceWarning``, shown under ``python -W default`` and by pytest); its index connection
         is closed when it is freed in turn, without the checkpoint."""
         if not self.closed and getattr(self, "db", None) is not None:
-            import warnings
-
-            warnings.warn(f"unclosed {self!r}: call close() or use it in a with block", ResourceWarning, stacklevel=1)
+            with suppress(Exception):  # (at the interpreter's exit the warnings machinery may be gone)
+                warnings.warn(
+                    f"unclosed {self!r}: call close() or use it in a with block", ResourceWarning, stacklevel=1
+                )
 
     def __enter__(self) -> Ledger:
         return self
