@@ -463,3 +463,28 @@ def test_a_restore_killed_before_its_commit_goes_back_to_the_trash(tmp_path):
     assert files_of(entry / "run") == folder and files_of(run_dir) == kept
     assert cli("restore", "parent", "--ledger", d).exit_code == 0
     assert files_of(run_dir) == folder and not entry.exists()
+
+
+def test_rm_of_several_runs_says_which_went_when_a_later_one_fails(tmp_path, monkeypatch):
+    d = tmp_path / "ledger"
+    ids = []
+    for name in ("first", "second"):
+        with labledger.start_run(name, ledger=d) as run:
+            run.log(1, loss=1.0)
+        ids.append(run.id)
+    rename = os.rename
+
+    def refuse_second(src, dst):
+        if Path(src).name == ids[1]:
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES), str(src))
+        return rename(src, dst)
+
+    monkeypatch.setattr(trash_mod.os, "rename", refuse_second)
+    res = cli("rm", "first", "second", "--yes", "--ledger", d)
+    assert res.exit_code == 1
+    [line] = res.output.strip().splitlines()
+    assert line.startswith(f"Error: run {ids[1]}: cannot move its folder") and line.endswith(
+        f"nothing was removed (moved to the trash before it: {ids[0]})"
+    )
+    with labledger.open_ledger(d) as book:
+        assert [r.id for r in book.runs()] == [ids[1]]

@@ -400,7 +400,16 @@ def delete_runs(ledger: Ledger, refs: Iterable[str]) -> list[TrashEntry]:
         _settle(ledger)
         for run_id in ids:
             _refuse_running(ledger, run_id)
-        return [_delete_one(ledger, run_id, set(ids)) for run_id in ids]
+        done: list[TrashEntry] = []
+        for run_id in ids:
+            try:
+                done.append(_delete_one(ledger, run_id, set(ids)))
+            except LedgerError as exc:
+                if not done:
+                    raise
+                moved = ", ".join(e.id for e in done)
+                raise LedgerError(f"{exc} (moved to the trash before it: {moved})") from None
+        return done
 
 
 def _refuse_running(ledger: Ledger, run_id: str) -> None:
@@ -539,7 +548,15 @@ def restore_runs(ledger: Ledger, refs: Iterable[str]) -> list[str]:
             entries.append(entry)
     with _trash_lock(ledger):
         _settle(ledger)
-        return [_restore_one(ledger, e.id) for e in entries]
+        restored: list[str] = []
+        for e in entries:
+            try:
+                restored.append(_restore_one(ledger, e.id))
+            except LedgerError as exc:
+                if not restored:
+                    raise
+                raise LedgerError(f"{exc} (restored before it: {', '.join(restored)})") from None
+        return restored
 
 
 def _db_errors(ledger: Ledger) -> tuple[type[Exception], ...]:
