@@ -1,9 +1,11 @@
-"""lm-eval's other multiple-choice forms import, and a task that cannot be read fails only itself (#44).
+"""Harness outputs of the forms the first importers refused (#44), made by each harness itself.
 
-The module fixture runs lm-eval's own ``dummy`` model once on four tiny local tasks
-(tests/harness_runs/lm_eval_forms_run.py, offline): winogrande's form with the gold index from a
-``doc_to_text`` field and from a ``doc_to_text`` function, a gold given as the answer's text, and
-the usual form. Every recomputed value is checked against the ``results_*.json`` lm-eval wrote.
+lm-eval: its ``dummy`` model on four tiny local tasks (tests/harness_runs/lm_eval_forms_run.py):
+winogrande's form with the gold index from a ``doc_to_text`` field and from a ``doc_to_text``
+function, a gold given as the answer's text, and the usual form; and a task that cannot be read
+fails only itself. inspect_ai: ``mockllm/model`` with a dict-valued scorer, two epoch reducers and
+errored samples (tests/harness_runs/inspect_forms_run.py). Every recomputed value is checked
+against what the harness reported. Offline: nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -28,15 +30,14 @@ from labledger.importers import import_path
 
 RUNS = Path(__file__).parent / "harness_runs"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1"}
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("lm_eval") is None, reason="lm-eval is not installed"),
-]
+pytestmark = pytest.mark.slow  # each module fixture runs a harness (10-20 s)
 
 
 @pytest.fixture(scope="module")
 def forms(tmp_path_factory) -> Path:
     """lm-eval's output folder for the four tasks (about 20 s: lm-eval loads each local dataset)."""
+    if importlib.util.find_spec("lm_eval") is None:
+        pytest.skip("lm-eval is not installed")
     root = tmp_path_factory.mktemp("lm_forms")
     proc = subprocess.run(
         [sys.executable, str(RUNS / "lm_eval_forms_run.py"), str(root)],
@@ -149,3 +150,58 @@ def test_every_task_unreadable_stores_nothing(forms, tmp_path):
     assert info.value.line == 1
     with open_ledger(tmp_path / "ledger") as book:
         assert book.runs() == []
+
+
+# ------------------------------------------------------------------------------------------------
+# inspect_ai: a dict-valued scorer, two epoch reducers, errored samples
+
+
+@pytest.fixture(scope="module")
+def inspect_forms(tmp_path_factory) -> Path:
+    """inspect_ai's ``.eval`` log of tests/harness_runs/inspect_forms_run.py (mockllm/model, about 10 s)."""
+    if importlib.util.find_spec("inspect_ai") is None:
+        pytest.skip("inspect_ai is not installed")
+    root = tmp_path_factory.mktemp("inspect_forms")
+    proc = subprocess.run(
+        [sys.executable, str(RUNS / "inspect_forms_run.py"), str(root)],
+        env={**os.environ, **OFFLINE, "INSPECT_DISPLAY": "none", "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (log,) = (root / "eval").glob("*.eval")
+    return log
+
+
+def test_inspect_dict_scorer_reducers_and_errored_samples(inspect_forms, tmp_path):
+    from inspect_ai.log import read_eval_log
+
+    own = read_eval_log(str(inspect_forms))  # inspect's own reader: what it reported
+    reported = {(s.scorer, s.name, s.reducer): s.metrics for s in own.results.scores}
+    (run,) = import_path(inspect_forms, tmp_path / "ledger").runs
+    assert run.errors == []
+    ((name, (meta, ev, rows)),) = _sets(tmp_path / "ledger", run).items()
+    assert name == "forms-qa"
+    expected = {
+        "includes.mean": ("includes", "includes", "mean", "accuracy"),
+        "includes.max": ("includes", "includes", "max", "accuracy"),
+        "a.mean": ("judge", "a", "mean", "mean"),
+        "a.max": ("judge", "a", "max", "mean"),
+        "b.mean": ("judge", "b", "mean", "mean"),
+        "b.max": ("judge", "b", "max", "mean"),
+    }
+    assert set(meta["metrics"]) == set(expected)
+    for metric, (scorer, key, reducer, headline) in expected.items():
+        metrics = reported[(scorer, key, reducer)]
+        assert ev.value(metric, "mean") == pytest.approx(metrics[headline].value, abs=1e-9), metric
+        assert meta["metrics"][metric]["stderr"] == pytest.approx(metrics["stderr"].value, abs=1e-12)
+        assert ev.tasks[metric]["n"] == 6  # the 8 samples less the 2 that errored
+    # each key of the dict is its own metric; each epoch kept
+    b_rows = [r for r in rows if r["task"] == "b.max"]
+    assert all(len(r["epochs"]) == 2 and r["pred"] == max(r["epochs"]) for r in b_rows)
+    # the errored samples are counted and named, as inspect counts them
+    assert own.results.completed_samples == 12 and own.results.total_samples == 16
+    (note,) = run.notes
+    assert note.startswith("forms-qa: 12 of 16 samples completed") and "q3 (RuntimeError" in note and "q6" in note
+    assert meta["errored"] == ["q3", "q6"] and {r["id"] for r in rows}.isdisjoint({"q3", "q6"})

@@ -10,6 +10,14 @@ metrics on); ``epochs`` keeps the values per epoch. So ``n`` counts questions, n
 the run's config records the epochs K. When the harness reported a clustered ``stderr(cluster=F)``,
 metadata field ``F`` becomes each row's ``group`` (the bootstrap cluster).
 
+A scorer whose value is a dict (``{"a": 1, "b": 0}``) gives one labledger task per key, named
+after the key as inspect reports it (``scorer.key`` when two scorers share a key). A log with
+several epoch reducers (``Epochs(2, ["mean", "max"])``) gives one task per reducer,
+``<name>.<reducer>``, each from its own ``reductions`` entry. Samples that errored (``error`` set,
+no scores) are left out, as inspect leaves them out of its metrics; the import note counts them
+(inspect's ``completed_samples`` of ``total_samples``) and names them, and the result set's
+``meta.json`` lists their ids under ``errored``.
+
 ``.eval`` members are zstd-compressed (method 93) since inspect_ai 0.3.1xx; Python's ``zipfile``
 cannot read them before 3.14, so this needs the ``zstandard`` package (``pip install
 'labledger[harness]'``). Log format ``version`` 1 and 2 are read; newer ones are refused.
@@ -18,9 +26,10 @@ cannot read them before 3.14, so this needs the ``zstandard`` package (``pip ins
 from __future__ import annotations
 
 import datetime as dt
+import statistics
 import struct
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +91,10 @@ class _Output(msgspec.Struct, gc=False):
     completion: Any = None
 
 
+class _Error(msgspec.Struct, gc=False):
+    message: Any = None
+
+
 class _Sample(msgspec.Struct, gc=False):
     """What the import reads of a sample (see :func:`_task_of`): absent fields read as ``.get`` gives them."""
 
@@ -92,6 +105,7 @@ class _Sample(msgspec.Struct, gc=False):
     output: _Output | None = None
     scores: dict[str, Any] | None = None
     metadata: Any = None
+    error: _Error | None = None
 
 
 _SAMPLE = msgspec.json.Decoder(_Sample)
@@ -208,6 +222,7 @@ class EvalZip:
         out = {"id": s.id, "epoch": s.epoch, "input": s.input, "target": s.target}
         out["output"] = None if s.output is None else {"completion": s.output.completion}
         out["scores"], out["metadata"] = s.scores, s.metadata
+        out["error"] = None if s.error is None else {"message": s.error.message}
         return out
 
     def json(self, name: str) -> Any:
@@ -286,9 +301,10 @@ def _when(s: Any) -> float | None:
         return None
 
 
-def _scorer_results(header: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per scorer: the headline value, plain stderr, clustered stderr and its cluster field."""
-    out: dict[str, dict[str, Any]] = {}
+def _scorer_results(header: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Per reported score ``(scorer, name, reducer)`` (``name``: the scorer's, or a key of its dict
+    value): the headline value, plain stderr, clustered stderr and its cluster field."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
     for sc in ((header.get("results") or {}).get("scores")) or []:
         if not isinstance(sc, dict):
             continue
@@ -303,35 +319,69 @@ def _scorer_results(header: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 info["cluster"], info["cluster_stderr"] = str(params["cluster"]), as_float(m.get("value"))
             elif name == "stderr":
                 info["stderr"] = as_float(m.get("value"))
-        out[str(sc.get("name"))] = info
+        name = str(sc.get("name"))
+        out[(str(sc.get("scorer") or name), name, str(sc.get("reducer") or "mean"))] = info
     return out
 
 
-def _task_of(path: Path, header: dict[str, Any], samples, reductions) -> tuple[HarnessTask, int]:
+def _median(v: list[float]) -> float:
+    return statistics.median(v)
+
+
+def _mean(v: list[float]) -> float:
+    return sum(v) / len(v)
+
+
+#: The epoch reducers labledger applies itself when a log has no ``reductions`` (inspect's names).
+_REDUCE: dict[str, Callable[[list[float]], float]] = {"mean": _mean, "max": max, "min": min, "median": _median}
+
+
+def _as_score(raw: Any, key: str | None, where: str, field: str) -> float:
+    """One score value as a float (a dict-valued score: its ``key``), or a one-line error."""
+    if key is not None:
+        if not isinstance(raw, dict) or key not in raw:
+            raise RecordError(
+                f"must be a dict with key {key!r} (as the scorer's other values)", source=where, field=field
+            )
+        raw, field = raw[key], f"{field}.{key}"
+    v = value_to_float(raw)
+    if v is None:
+        raise RecordError(
+            "must be C, I, P, N, a number, a boolean, or a dict of those (one metric per key)",
+            source=where,
+            field=field,
+        )
+    return v
+
+
+def _task_of(path: Path, header: dict[str, Any], samples, reductions) -> tuple[HarnessTask, int, list[str]]:
+    """One log's result set: one labledger task per scorer (per key of a dict-valued scorer, and
+    per epoch reducer when the log has several), with the notes the import shows for it."""
     ev = header.get("eval") or {}
-    scorers = _scorer_results(header)
+    results = header.get("results") or {}
+    reported = _scorer_results(header)
     per: dict[str, dict[str, dict[str, Any]]] = {}  # scorer -> sample id -> info
     epochs_seen = 0
+    errored: dict[str, str] = {}  # sample id -> the first error message
     for where, s in samples:
         if not isinstance(s, dict) or "id" not in s:
             raise RecordError("must be an inspect sample with an 'id'", source=where, field="id")
         sid, epoch = str(s["id"]), s.get("epoch", 1)
         epochs_seen = max(epochs_seen, int(epoch) if isinstance(epoch, int) else 1)
+        if s.get("error"):
+            err = s["error"]
+            errored.setdefault(sid, str(err.get("message") if isinstance(err, dict) else err)[:200])
         scores = s.get("scores") or {}
         if not isinstance(scores, dict):
             raise RecordError("must map scorer names to scores", source=where, field="scores")
         for scorer, sc in scores.items():
-            v = value_to_float(sc.get("value")) if isinstance(sc, dict) else None
-            if v is None:
-                raise RecordError(
-                    "must be C, I, P, N, a number or a boolean (dict and list values are not imported)",
-                    source=where,
-                    field=f"scores.{scorer}.value",
-                )
+            if not isinstance(sc, dict) or "value" not in sc:
+                raise RecordError("must be a score with a value", source=where, field=f"scores.{scorer}")
             entry = per.setdefault(scorer, {}).setdefault(
                 sid,
                 {
-                    "values": [],
+                    "raw": [],
+                    "where": [],
                     "input": s.get("input"),
                     "target": s.get("target"),
                     "metadata": s.get("metadata") or {},
@@ -339,31 +389,60 @@ def _task_of(path: Path, header: dict[str, Any], samples, reductions) -> tuple[H
                     "answers": [],
                 },
             )
-            entry["values"].append(v)
+            entry["raw"].append(sc.get("value"))
+            entry["where"].append(where)
             out = s.get("output") or {}
             entry["predictions"].append(out.get("completion") if isinstance(out, dict) else None)
             entry["answers"].append(sc.get("answer"))
-    reduced: dict[str, dict[str, float]] = {}
+    reduced: dict[tuple[str, str], dict[str, Any]] = {}  # (scorer, reducer) -> sample id -> reduced raw value
     for red in reductions or []:
         if isinstance(red, dict) and red.get("scorer") in per:
-            vals = {}
-            for x in red.get("samples") or []:
-                v = value_to_float(x.get("value")) if isinstance(x, dict) else None
-                if v is not None:
-                    vals[str(x.get("sample_id"))] = v
-            reduced[str(red["scorer"])] = vals
-    metrics = []
+            vals = {str(x.get("sample_id")): x.get("value") for x in red.get("samples") or [] if isinstance(x, dict)}
+            reduced[(str(red["scorer"]), str(red.get("reducer") or "mean"))] = vals
+    # every (scorer, key, reducer) to import: those inspect reported, and any other scorer of the samples
+    wanted: list[tuple[str, str | None, str]] = []
     for scorer, items in per.items():
-        res = scorers.get(scorer, {})
+        first = next(iter(items.values()))["raw"][0]
+        keys: list[str | None] = list(first) if isinstance(first, dict) else [None]
+        reducers = [r for (sc, _, r) in reported if sc == scorer] + [r for (sc, r) in reduced if sc == scorer]
+        for key in keys:
+            for reducer in dict.fromkeys(reducers or ["mean"]):
+                wanted.append((scorer, key, reducer))
+    base = {(sc, k): k if k is not None else sc for sc, k, _ in wanted}
+    clash = {b for b in base.values() if sum(1 for v in base.values() if v == b) > 1}
+    several = {(sc, k) for sc, k, r in wanted if sum(1 for s2, k2, _ in wanted if (s2, k2) == (sc, k)) > 1}
+    metrics = []
+    for scorer, key, reducer in wanted:
+        items = per[scorer]
+        name = base[(scorer, key)] if base[(scorer, key)] not in clash else f"{scorer}.{key}"
+        if (scorer, key) in several:
+            name = f"{name}.{reducer}"
+        res = reported.get((scorer, key if key is not None else scorer, reducer), {})
         cluster = res.get("cluster")
-        red = reduced.get(scorer, {})
+        red = reduced.get((scorer, reducer))
+        if red is None and reducer not in _REDUCE:
+            raise RecordError(
+                f"has no values of epoch reducer {reducer!r} for scorer {scorer!r} (labledger reduces mean, max, "
+                "min and median itself)",
+                source=str(path),
+                field="reductions",
+            )
         ids = list(items)
         entries = list(items.values())
-        values = [red.get(sid) for sid in ids]
-        values = [sum(e["values"]) / len(e["values"]) if v is None else v for v, e in zip(values, entries)]
+        field = f"scores.{scorer}.value"
+        epochs = [[_as_score(v, key, w, field) for v, w in zip(e["raw"], e["where"])] for e in entries]
+        if red is not None:
+            values = [
+                _as_score(red[sid], key, str(path), f"reductions[{scorer}, {reducer}].{sid}")
+                if sid in red
+                else _REDUCE.get(reducer, _REDUCE["mean"])(ep)
+                for sid, ep in zip(ids, epochs)
+            ]
+        else:
+            values = [_REDUCE[reducer](ep) for ep in epochs]
         fields: dict[str, Any] = {
             "pred": values,
-            "epochs": [e["values"] for e in entries],
+            "epochs": epochs,
             "item_hash": [item_hash(e["input"], e["target"]) for e in entries],
             "prompt": [_text(e["input"]) for e in entries],
             "target": [e["target"] for e in entries],
@@ -373,10 +452,10 @@ def _task_of(path: Path, header: dict[str, Any], samples, reductions) -> tuple[H
         }
         if cluster:
             fields["group"] = [str(e["metadata"][cluster]) if cluster in e["metadata"] else MISSING for e in entries]
-        rows = ResultColumns(scorer, ids, [1.0] * len(ids), fields)
+        rows = ResultColumns(name, ids, [1.0] * len(ids), fields)
         metrics.append(
             HarnessMetric(
-                scorer,
+                name,
                 "scores",
                 rows,
                 "mean",
@@ -387,12 +466,30 @@ def _task_of(path: Path, header: dict[str, Any], samples, reductions) -> tuple[H
                     if cluster
                     else "sample sd (n-1) / sqrt(n) over epoch-reduced samples (inspect stderr())"
                 ),
-                extra={"cluster": cluster, "epochs": epochs_seen, "n": len(rows)},
+                extra={
+                    "cluster": cluster,
+                    "epochs": epochs_seen,
+                    "n": len(rows),
+                    **({"scorer": scorer, "key": key} if key is not None else {}),
+                    **({"reducer": reducer} if (scorer, key) in several else {}),
+                },
             )
         )
     task = str(ev.get("task") or path.stem)
-    info = {"task_version": ev.get("task_version"), "epochs": epochs_seen, "log": path.name}
-    return HarnessTask(set_name(task.rsplit("/", 1)[-1]), task, metrics, info=info, files=[path.name]), epochs_seen
+    label = set_name(task.rsplit("/", 1)[-1])
+    info: dict[str, Any] = {"task_version": ev.get("task_version"), "epochs": epochs_seen, "log": path.name}
+    notes = []
+    total, completed = results.get("total_samples"), results.get("completed_samples")
+    if errored or (isinstance(total, int) and isinstance(completed, int) and completed < total):
+        info["samples_total"], info["samples_completed"] = total, completed
+        info["errored"] = sorted(errored)
+        shown = ", ".join(f"{sid} ({msg})" for sid, msg in sorted(errored.items())[:3])
+        more = f" and {len(errored) - 3} more" if len(errored) > 3 else ""
+        notes.append(
+            f"{label}: {completed} of {total} samples completed (samples x epochs, as inspect counts them); "
+            f"errored, left out as inspect leaves them out of its metrics: {shown}{more}"
+        )
+    return HarnessTask(label, task, metrics, info=info, files=[path.name]), epochs_seen, notes
 
 
 def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
@@ -402,6 +499,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
 
 def _load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
     groups: dict[tuple[str, str], list[tuple[Path, dict[str, Any], HarnessTask]]] = {}
+    notes: list[str] = []
     for path in log_files(source.path):
         header, samples, reductions = _read_log(path)
         version = header.get("version")
@@ -416,7 +514,8 @@ def _load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRu
                 f"{path}: the log's status is {header.get('status')!r}, not 'success' (an unfinished or failed "
                 "evaluation); fix or rerun it before importing"
             )
-        task, _ = _task_of(path, header, samples, reductions)
+        task, _, task_notes = _task_of(path, header, samples, reductions)
+        notes.extend(task_notes)
         ev = header.get("eval") or {}
         groups.setdefault((str(ev.get("run_id")), str(ev.get("model"))), []).append((path, header, task))
     runs = []
@@ -463,6 +562,7 @@ def _load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRu
                 tasks=[t for _, _, t in logs],
                 started=min(starts) if starts else None,
                 ended=max(ends) if ends else None,
+                notes=[n for n in notes if any(n.startswith(f"{t.name}:") for _, _, t in logs)],
                 files=[p for p, _, _ in logs],
             )
         )
