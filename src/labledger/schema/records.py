@@ -193,16 +193,20 @@ class SystemSample(RunRecord, kw_only=True):
 
 
 class MediaRecord(RunRecord, kw_only=True):
-    """A non-numeric value a ``labledger.wandb`` run logged (image, histogram, table, value): a line of ``media.jsonl``."""
+    """What a ``labledger.wandb`` run logged that is not a number (an image, a histogram, a table, a
+    chart, a file or artifact...): a line of ``media.jsonl``."""
 
     EXTRA: ClassVar[str | None] = (
-        "by kind: image ``files`` (each {path, sha256, caption, shape}); histogram ``bins`` and ``counts``; "
-        "table ``results`` (the result set it became), ``rows``, ``columns``; value ``value``"
+        "by kind: image and html ``files`` (each {path, sha256, caption, shape}); histogram ``bins`` and "
+        "``counts``; table ``results`` (the result set it became) or ``path``, with ``rows`` and ``columns``; "
+        "chart ``chart`` (the W&B preset), ``fields``, ``string_fields`` and its ``table``; value ``value``; "
+        "file ``path``, ``source``, ``sha256``, ``size``; artifact ``name``, ``type``, ``version``, "
+        "``aliases``, ``metadata`` and ``files`` (each {path, sha256, size}); pinned_config_keys ``keys``"
     )
     step: Annotated[int, meaning("the W&B step the value was logged at")]
     time: UnixTime
-    kind: Annotated[str, meaning("image, histogram, table or value")]
-    key: Annotated[str, meaning("the key it was logged under")]
+    kind: Annotated[str, meaning("image, html, histogram, table, chart, value, file, artifact or pinned_config_keys")]
+    key: Annotated[str, meaning("the key it was logged under (an artifact's name, a file's path)")]
 
 
 # -- run.json, results, index rows -----------------------------------------------------------------
