@@ -238,6 +238,7 @@ def test_item_f1_grid_matches_set_f1():
         assert got[g] == pytest.approx(set_f1(gold=gold, pred=pred), abs=1e-12)
 
 
+@pytest.mark.simulation
 def test_fitted_multiplier_recovers_a_known_prior_shift():
     rows = shifted(20_000, seed=0, prior=(0.2, 0.6, 0.2))
     recipe = cal.fit(

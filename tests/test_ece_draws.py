@@ -147,6 +147,7 @@ def ece_coverage(r: int, n: int, resamples: int, seed: int = 19) -> dict[tuple[s
 
 
 @pytest.mark.slow  # ~40 s on a quiet core
+@pytest.mark.simulation
 def test_the_draws_cover_the_true_ece_and_difference():
     """Top-label confidence s ~ U(0.6, 1), correct ~ Bernoulli(s - 0.2): every bin's gap is -0.2 on
     average, so ECE = 0.2 with any bins; variant B lowers the confidence to 0.75 s + 0.15 on the same

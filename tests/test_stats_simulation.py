@@ -14,7 +14,7 @@ import stats_simulation as sim
 from labledger.analysis.evaluation import evaluate
 from labledger.metrics.stats import FEW_CLUSTER_COVERAGE
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.simulation]
 
 
 @pytest.mark.parametrize("n", [100, 1000])
