@@ -516,8 +516,8 @@ def suite_entries(ledger: Ledger, run_ids: Sequence[str], *, suite: str, resampl
         for set_name_ in view.results_names():
             path = view.results_path(set_name_)
             meta = harness_meta(path)
-            if not meta or not meta["metrics"] or set_name_.endswith(".suite"):
-                continue
+            if not meta or not harness_metrics(meta) or set_name_.endswith(".suite"):
+                continue  # no metric labledger recomputes (a corpus-level one reported only)
             head = next(iter(harness_metrics(meta)))
             spec = meta["metrics"][head]["metric"]
             eval_name = f"{set_name_[:122]}.suite"

@@ -9,6 +9,14 @@ choice rows (probabilities from ``model_response.logprobs``, gold ``doc.gold_ind
 number score rows (see :mod:`labledger.importers.harness`). ``item_hash`` hashes the query, the
 choices and the gold.
 
+A corpus-level metric (``mcc``, ``loglikelihood_f1``...) stores each item's ``{golds, preds}``:
+label rows (gold and predicted choice). ``mcc`` is recomputed from them; a metric no labledger
+metric computes (``loglikelihood_f1``: the largest per-class F1) keeps lighteval's reported value
+without a labledger metric, the note naming it as corpus-level (and, for ``loglikelihood_f1``,
+the value the import computes from the items beside it). One task run at several few-shot counts
+in one invocation gives one set per count (``arc_easy.0-shot``, ``arc_easy.5-shot``). A task whose
+details file cannot be read is left out with a one-line error; the others are stored.
+
 lighteval's reported stderr of a non-mean metric is a bootstrap whose spread is divided by the
 square root of the number of resamples (0.13.0): ``labledger eval`` says so beside it.
 """
@@ -18,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from labledger.errors import ImportSourceError, RecordError
+from labledger.errors import ImportSourceError, LedgerError, RecordError
 from labledger.importers.harness import (
     HarnessMetric,
     HarnessTask,
@@ -30,12 +38,20 @@ from labledger.importers.harness import (
     score_row,
     set_name,
     store_harness_run,
+    task_error,
 )
 from labledger.importers.harness import results_files as harness_results_files
 from labledger.importers.source import ImportedRun, ImportOptions, Source
 from labledger.store.ledger import Ledger
 
 FORMAT = "lighteval"
+#: lighteval's corpus-level metrics labledger recomputes from the per-item gold and pred, and its spec.
+CORPUS = {"mcc": "mcc"}
+#: Those it does not (no labledger metric computes the same number), and what lighteval computes.
+CORPUS_ONLY = {
+    "loglikelihood_f1": "the largest per-class F1, scikit-learn f1_score(average=None)",
+    "mf1": "the mean of per-class F1",
+}
 
 
 #: The key in the head of a lighteval results file (lm-eval's has ``n-shot`` and ``configs``).
@@ -74,7 +90,9 @@ def make_source(path: Path) -> Source:
     return Source(path, FORMAT, files)
 
 
-def _rows(path: Path, task: str) -> list[HarnessMetric]:
+def _rows(path: Path, task: str) -> tuple[list[HarnessMetric], list[str]]:
+    """The metrics of one details file, and the corpus-level metrics whose items hold several golds
+    (left out: not one label per item)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -88,6 +106,7 @@ def _rows(path: Path, task: str) -> list[HarnessMetric]:
                 "is missing (lighteval details have doc, model_response, metric)", source=str(path), field=col
             )
     metrics: dict[str, HarnessMetric] = {}
+    corpus_only: set[str] = set()
     seen: dict[str, int] = {}
     for i, rec in enumerate(table.to_pylist()):
         where = f"{path}: row {i}"
@@ -120,6 +139,14 @@ def _rows(path: Path, task: str) -> list[HarnessMetric]:
                 pick = max(range(len(logprobs)), key=logprobs.__getitem__)
                 row.update(extras, prediction=choices[pick] if pick < len(choices) else pick, harness_score=value)
                 shape, spec = "choices", "accuracy"
+            elif isinstance(value, dict) and "golds" in value and "preds" in value:
+                # a corpus-level metric's per-item input (lighteval's LogprobCorpusMetricInput): gold and pred
+                golds = value["golds"] if isinstance(value["golds"], list) else [value["golds"]]
+                if len(golds) != 1 or isinstance(value["preds"], list):
+                    corpus_only.add(name)  # several golds: not one label per item
+                    continue
+                row = {"id": sid, "task": name, "gold": str(golds[0]), "pred": str(value["preds"]), **extras}
+                shape, spec = "labels", CORPUS.get(name, "")
             elif as_float(value) is not None:
                 row = score_row(sid, name, value)
                 text = resp.get("text_post_processed") or resp.get("text")
@@ -128,7 +155,51 @@ def _rows(path: Path, task: str) -> list[HarnessMetric]:
             else:
                 raise RecordError(f"must be a number; got {str(value)[:40]!r}", source=where, field=f"metric.{name}")
             metrics.setdefault(name, HarnessMetric(name, shape, [], spec)).add_row(row)
-    return list(metrics.values())
+    for name in corpus_only:
+        metrics.pop(name, None)
+    return list(metrics.values()), sorted(corpus_only)
+
+
+def max_class_f1(gold: list[str], pred: list[str]) -> float | None:
+    """The largest per-class F1 over the labels in ``gold`` or ``pred`` (what lighteval's
+    ``loglikelihood_f1`` computes: scikit-learn ``f1_score(average=None)``, a label without any
+    true or predicted item scoring 0); ``None`` for no items.
+
+    >>> max_class_f1(["0", "1", "1"], ["0", "0", "1"])
+    0.6666666666666666
+    """
+    if not gold:
+        return None
+    best = 0.0
+    for label in sorted(set(gold) | set(pred)):
+        tp = sum(1 for g, p in zip(gold, pred) if g == label and p == label)
+        fp = sum(1 for g, p in zip(gold, pred) if g != label and p == label)
+        fn = sum(1 for g, p in zip(gold, pred) if g == label and p != label)
+        best = max(best, 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
+    return best
+
+
+def _from_items(m: HarnessMetric) -> str:
+    """What the note says of a reported-only metric computed from the items by the import."""
+    v = m.extra.get("from_items")
+    if v is None or m.value is None:
+        return ""
+    same = "equal" if abs(v - m.value) <= 1e-9 else f"lighteval reported {m.value:.6g}"
+    return f"; from the items {v:.6g}, {same}"
+
+
+def _label(key: str, *, keep_shots: bool = False) -> str:
+    """A task key's result-set name: ``suite|task|fewshot`` less the few-shot count (kept, as
+    ``<n>-shot``, when the invocation ran the task at several counts).
+
+    >>> _label("lighteval|arc:easy|0"), _label("lighteval|arc:easy|5", keep_shots=True)
+    ('lighteval.arc_easy', 'lighteval.arc_easy.5-shot')
+    """
+    parts = key.split("|")
+    if len(parts) == 1:
+        return set_name(key)
+    shots = [f"{p}-shot" for p in parts if p.isdigit()] if keep_shots else []
+    return set_name(*(p for p in parts if not p.isdigit()), *shots)
 
 
 def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: Path, several: bool) -> ImportedRun:
@@ -137,25 +208,51 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
     details = _details(results_path)
     tasks: list[HarnessTask] = []
     notes = []
-    for key, reported in data["results"].items():
-        if key == "all":
-            continue
+    errors: list[LedgerError] = []
+    keys = [k for k in data["results"] if k != "all"]
+    labels = {k: _label(k) for k in keys}
+    for key in keys:
+        reported = data["results"][key]
         if key not in details:
             notes.append(f"{key}: no details file (run lighteval with save_details) beside {results_path.name}")
             continue
-        mets = _rows(details[key], key)
+        try:
+            mets, corpus_only = _rows(details[key], key)
+        except LedgerError as exc:  # this task only (an unreadable file, a bad row): the others are stored
+            errors.append(task_error(exc, key))
+            continue
+        label = labels[key]
+        if list(labels.values()).count(label) > 1:  # the same task at several few-shot counts
+            label = _label(key, keep_shots=True)
         for m in mets:
             m.value = as_float((reported or {}).get(m.name))
             m.stderr = as_float((reported or {}).get(f"{m.name}_stderr"))
             m.stderr_method = "sample sd (n-1) / sqrt(n) (lighteval mean_stderr) or its bootstrap for non-mean metrics"
-        parts = key.split("|")
-        label = set_name(*(p for p in parts if not p.isdigit())) if len(parts) > 1 else set_name(key)
+            if m.shape == "labels" and not m.spec:
+                m.extra["corpus_level"] = CORPUS_ONLY.get(m.name, "a corpus-level metric labledger does not recompute")
+                if m.name == "loglikelihood_f1" and isinstance(m.rows, list):
+                    m.extra["from_items"] = max_class_f1([r["gold"] for r in m.rows], [r["pred"] for r in m.rows])
+        reported_only = [m for m in mets if m.shape == "labels" and not m.spec]
+        if reported_only or corpus_only:
+            said = [f"{m.name} ({m.extra['corpus_level']}{_from_items(m)})" for m in reported_only]
+            said += [f"{n} (several golds per item)" for n in corpus_only]
+            notes.append(
+                f"{label}: corpus-level, lighteval's reported value kept, not recomputed by labledger eval: "
+                + ", ".join(said)
+            )
         tasks.append(
             HarnessTask(
                 label,
                 key,
                 mets,
-                info={"hashes": ((data.get("summary_tasks") or {}).get(key) or {}).get("hashes")},
+                info={
+                    "hashes": ((data.get("summary_tasks") or {}).get(key) or {}).get("hashes"),
+                    **(
+                        {"reported_only": {n: as_float((reported or {}).get(n)) for n in corpus_only}}
+                        if corpus_only
+                        else {}
+                    ),
+                },
                 files=[details[key].name],
             )
         )
@@ -202,6 +299,7 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
         started=started,
         ended=ended,
         notes=notes,
+        errors=errors,
         files=[results_path, *details.values()],
     )
 
