@@ -205,3 +205,83 @@ def test_inspect_dict_scorer_reducers_and_errored_samples(inspect_forms, tmp_pat
     (note,) = run.notes
     assert note.startswith("forms-qa: 12 of 16 samples completed") and "q3 (RuntimeError" in note and "q6" in note
     assert meta["errored"] == ["q3", "q6"] and {r["id"] for r in rows}.isdisjoint({"q3", "q6"})
+
+
+# ------------------------------------------------------------------------------------------------
+# lighteval: corpus-level metrics, one task at two few-shot counts
+
+
+@pytest.fixture(scope="module")
+def lighteval_forms(tmp_path_factory) -> Path:
+    """lighteval's output folder of tests/harness_runs/lighteval_forms_run.py (dummy model, about 15 s)."""
+    if importlib.util.find_spec("lighteval") is None:
+        pytest.skip("lighteval is not installed")
+    root = tmp_path_factory.mktemp("lighteval_forms")
+    proc = subprocess.run(
+        [sys.executable, str(RUNS / "lighteval_forms_run.py"), str(root)],
+        env={**os.environ, **OFFLINE},
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root / "out"
+
+
+def test_lighteval_corpus_metrics_and_few_shot_variants(lighteval_forms, tmp_path):
+    reported = json.loads(next(lighteval_forms.rglob("results_*.json")).read_text())["results"]
+    (run,) = import_path(lighteval_forms, tmp_path / "ledger").runs
+    assert run.errors == []
+    sets = _sets(tmp_path / "ledger", run)
+    assert set(sets) == {"tiny_mc.0-shot", "tiny_mc.1-shot"}  # the two few-shot counts, not one name twice
+    for name, key in (("tiny_mc.0-shot", "tiny_mc|0"), ("tiny_mc.1-shot", "tiny_mc|1")):
+        meta, ev, rows = sets[name]
+        assert meta["task"] == key
+        assert ev.value("acc", "accuracy") == pytest.approx(reported[key]["acc"], abs=1e-9)
+        assert ev.value("mcc", "mcc") == pytest.approx(reported[key]["mcc"], abs=1e-9)  # recomputed
+        f1 = meta["metrics"]["loglikelihood_f1"]
+        assert f1["metric"] == "" and f1["value"] == reported[key]["loglikelihood_f1"]  # reported, not evaluated
+        assert f1["from_items"] == pytest.approx(reported[key]["loglikelihood_f1"], abs=1e-9)
+        assert {r["task"] for r in rows} == {"acc", "mcc", "loglikelihood_f1"}
+        (note,) = [n for n in run.notes if n.startswith(f"{name}:")]
+        assert "corpus-level" in note and "loglikelihood_f1" in note and "equal" in note
+    # lighteval's reported mcc differs between the two counts: the sets are not one pooled set
+    assert reported["tiny_mc|0"]["mcc"] != reported["tiny_mc|1"]["mcc"]
+
+
+def test_lighteval_unreadable_task_fails_only_itself(lighteval_forms, tmp_path):
+    broken = tmp_path / "out"
+    shutil.copytree(lighteval_forms, broken)
+    (bad,) = broken.rglob("details_tiny_mc|1_*.parquet")
+    bad.write_bytes(b"not parquet")
+    (run,) = import_path(broken, tmp_path / "ledger").runs
+    assert set(run.counts) == {"results:tiny_mc.0-shot"}
+    (err,) = run.errors
+    assert err.startswith(f"{bad}: not a readable Parquet file") and err.endswith("(task tiny_mc|1: not imported)")
+
+
+@pytest.mark.parametrize("cut", ["line", "torn"])
+def test_lm_eval_truncated_samples_refused_unless_partial(forms, tmp_path, cut):
+    """A samples file with fewer documents than lm-eval's n-samples (a whole line missing, or a
+    torn last line) fails its task with one line; ``--partial`` imports it with a note."""
+    broken = tmp_path / "out"
+    shutil.copytree(forms, broken)
+    samples = next(broken.rglob("samples_plain_mc_*.jsonl"))
+    data = samples.read_text()
+    lines = data.splitlines(keepends=True)
+    samples.write_text("".join(lines[:-1]) if cut == "line" else data[: len(data) - len(lines[-1]) // 2])
+    stated = _results(forms)["n-samples"]["plain_mc"]["effective"]
+    (run,) = import_path(broken, tmp_path / "refused").runs
+    assert "results:plain_mc" not in run.counts and "results:gold_text" in run.counts
+    (err,) = run.errors
+    assert err.startswith(f"{samples}: field 'n-samples' is {stated} in results_")
+    assert f"holds {stated - 1} documents" in err and err.endswith("(task plain_mc: not imported)")
+    res = CliRunner(env={"COLUMNS": "1000"}).invoke(main, ["import", str(broken), "--ledger", str(tmp_path / "cli")])
+    assert res.exit_code == 1 and "--partial imports what is there" in res.output
+    res = CliRunner(env={"COLUMNS": "1000"}).invoke(
+        main, ["import", str(broken), "--partial", "--json", "--ledger", str(tmp_path / "partial")]
+    )
+    assert res.exit_code == 0, res.output
+    (doc,) = json.loads(res.output)["runs"]
+    assert doc["errors"] == [] and doc["counts"]["results:plain_mc"] == 2 * (stated - 1)  # acc, acc_norm
+    assert f"plain_mc: {stated - 1} of the {stated} documents lm-eval states" in " ".join(doc["notes"])

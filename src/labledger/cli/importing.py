@@ -39,10 +39,16 @@ FORMAT_CHOICES = ("auto", *FORMATS)
     help="Harness outputs: also evaluate each task and add its headline to this benchmark suite "
     "(then `labledger table --suite SUITE` is the version table across models and tasks).",
 )
+@click.option(
+    "--partial",
+    is_flag=True,
+    help="Harness outputs: import a task whose file holds fewer documents than the harness states "
+    "(a truncated lm-eval samples file), with a note; without it that task is left out with an error.",
+)
 @ledger_option
 @json_option
 @handle_errors
-def import_cmd(path, name, group, fmt, copy, again, suite, ledger_path, as_json):
+def import_cmd(path, name, group, fmt, copy, again, suite, partial, ledger_path, as_json):
     """Import PATH as runs, all or nothing, through the same validation as logging.
 
     PATH is a training-run folder (batches.jsonl, training_history.json, full_test/), a
@@ -57,7 +63,14 @@ def import_cmd(path, name, group, fmt, copy, again, suite, ledger_path, as_json)
     from labledger.importers import import_path
 
     result = import_path(
-        path, resolve_ledger_path(ledger_path), fmt=fmt, name=name, group=group, copy=copy, again=again
+        path,
+        resolve_ledger_path(ledger_path),
+        fmt=fmt,
+        name=name,
+        group=group,
+        copy=copy,
+        again=again,
+        partial=partial,
     )
     added = None
     if suite is not None:

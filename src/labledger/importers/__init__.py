@@ -126,12 +126,15 @@ def import_path(
     copy: bool = False,
     again: bool = False,
     tags: tuple[str, ...] = (),
+    partial: bool = False,
 ) -> ImportResult:
     """Import ``path`` into ``ledger`` (created if missing) as one transaction; see the module docs.
 
     ``fmt`` is ``auto`` or one of :data:`FORMATS`. Raises :class:`ImportSourceError` when the same
     content was imported before (unless ``again``), and :class:`labledger.errors.RecordError`
-    (file, line, field) when a record is invalid; the ledger is unchanged then.
+    (file, line, field) when a record is invalid; the ledger is unchanged then. ``partial``
+    imports a harness task whose file holds fewer documents than the harness states it evaluated
+    (a truncated lm-eval samples file), with a note, instead of leaving it out with an error.
     """
     src_path = Path(path)
     if not src_path.exists():
@@ -161,7 +164,7 @@ def import_path(
                 f"{previous['source']} as run {previous['run_id']} ({previous['format']}); pass --again "
                 "(again=True) to import it once more"
             )
-        opts = ImportOptions(name=name, group=group, copy=copy, tags=tuple(tags))
+        opts = ImportOptions(name=name, group=group, copy=copy, tags=tuple(tags), partial=partial)
         with book.staging() as stage:
             runs = module.load(source, stage, opts)
             if not runs:

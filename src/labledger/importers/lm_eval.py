@@ -221,14 +221,40 @@ def _mc_doc(path: Path, line: int, doc: dict[str, Any], config: dict[str, Any], 
 
 
 def _task_rows(
-    path: Path, task: str, samples: Path, config: dict[str, Any], results: dict[str, Any], *, columns: bool = True
+    path: Path,
+    task: str,
+    samples: Path,
+    config: dict[str, Any],
+    results: dict[str, Any],
+    expected: int | None = None,
+    partial: bool = False,
+    *,
+    columns: bool = True,
 ) -> list[HarnessTask]:
     """The result sets of one samples file: built as columns when the file's shape allows
-    (:func:`_metric_columns`), else row by row (:func:`_metric_rows`, whose errors name the line)."""
+    (:func:`_metric_columns`), else row by row (:func:`_metric_rows`, whose errors name the line).
+
+    ``expected`` is the number of documents the results file states (``n-samples.effective``): a
+    filter with fewer (a truncated file) is an error naming the file, unless ``partial``, which
+    imports what is there and says so in the set's ``info`` (``documents``, ``n_samples``)."""
     by_filter = _metric_columns(samples, config) if columns else None
     if by_filter is None:
         by_filter = _metric_rows(samples, config)
-    return _tasks_of(task, samples, by_filter, results)
+    out = _tasks_of(task, samples, by_filter, results)
+    if expected is not None:
+        for t in out:
+            n = max((len(m.rows) for m in t.metrics), default=None)
+            if n is not None and n < expected:
+                if not partial:
+                    raise _fail(
+                        samples,
+                        None,
+                        "n-samples",
+                        f"is {expected} in {path.name} but the file holds {n} documents (filter "
+                        f"{t.info['filter']}): a truncated file? --partial imports what is there",
+                    )
+                t.info["documents"], t.info["n_samples"] = n, expected
+    return out
 
 
 def _metric_rows(samples: Path, config: dict[str, Any]) -> dict[str, dict[str, HarnessMetric]]:
@@ -670,6 +696,16 @@ def _run_for(
     errors: list[LedgerError] = []
     version = data.get("lm_eval_version")
 
+    raw_n = data.get("n-samples")
+    n_samples: dict[str, Any] = raw_n if isinstance(raw_n, dict) else {}
+
+    def size(task: str) -> tuple[int | None, bool]:
+        """What :func:`_task_rows` checks a task's file against: lm-eval's ``n-samples.effective``."""
+        stated = n_samples.get(task)
+        effective = stated.get("effective") if isinstance(stated, dict) else None
+        ok = isinstance(effective, int) and not isinstance(effective, bool)
+        return (effective if ok else None), opts.partial
+
     def tasks() -> Iterator[EncodedSet]:
         """Each samples file's result sets, checked and encoded, when the run stores them, with its
         notes (the last note after the last file): read here when asked for (one file's columns in
@@ -681,7 +717,7 @@ def _run_for(
         if pool is not None:
             for k, (task, path) in enumerate(samples.items()):
                 if task in data["results"]:
-                    args = (results_path, task, path, configs.get(task) or {}, data["results"][task])
+                    args = (results_path, task, path, configs.get(task) or {}, data["results"][task], *size(task))
                     jobs[task] = pool.submit(encode_tasks, _task_rows, args, "lm-eval", version, parts / str(k))
         for k, (task, path) in enumerate(samples.items()):
             if task not in data["results"]:
@@ -689,7 +725,7 @@ def _run_for(
             try:
                 # every set of the task read, checked and encoded before any is stored (here as in a
                 # worker), so a task that cannot be read is left out whole
-                args = (results_path, task, path, configs.get(task) or {}, data["results"][task])
+                args = (results_path, task, path, configs.get(task) or {}, data["results"][task], *size(task))
                 sets = (
                     pool_result(jobs[task], path)
                     if task in jobs
@@ -706,6 +742,11 @@ def _run_for(
             for t in sets:
                 if t.info.get("skipped_metrics"):
                     notes.append(f"{t.name}: not recomputable here, left out: {', '.join(t.info['skipped_metrics'])}")
+                if t.info.get("n_samples") is not None:
+                    notes.append(
+                        f"{t.name}: {t.info['documents']} of the {t.info['n_samples']} documents lm-eval states "
+                        "(n-samples): a truncated samples file, imported as it is (--partial)"
+                    )
                 inferred = [g for g in t.info.get("gold_from") or () if "acc" in g]
                 if inferred:
                     notes.append(

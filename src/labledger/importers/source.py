@@ -47,6 +47,9 @@ class ImportOptions:
     group: str | None = None
     copy: bool = False
     tags: tuple[str, ...] = ()
+    #: Import a harness task whose file holds fewer documents than the harness states (a truncated
+    #: file), with a note, instead of leaving it out with an error.
+    partial: bool = False
 
 
 @dataclass
