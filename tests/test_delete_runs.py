@@ -25,7 +25,8 @@ from labledger.store.ledger import Ledger
 
 
 def cli(*args: str, input: str | None = None):
-    return CliRunner().invoke(main, [str(a) for a in args], input=input)
+    """The command in this process, its output laid out wide (temporary paths are long)."""
+    return CliRunner(env={"COLUMNS": "400"}).invoke(main, [str(a) for a in args], input=input)
 
 
 def index_dump(ledger_dir: Path) -> dict[str, list[tuple]]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
+from pathlib import Path
 from typing import Any
 
 #: Keys of the run summary that become ``counts.<key>``.
@@ -228,7 +229,6 @@ def backfill_fields(ledger: Any) -> int:
         return 0
     from labledger.errors import LedgerError
     from labledger.store.jsonl import read_json
-    from labledger.store.ledger import summarize_run_dir
 
     done = []
     for run_id in missing:
@@ -251,3 +251,11 @@ def backfill_fields(ledger: Any) -> int:
     if done:
         ledger._write(lambda db: db.executemany("UPDATE runs SET fields = ? WHERE id = ? AND fields IS NULL", done))
     return len(done)
+
+
+def summarize_run_dir(run_dir: Path, *, stats: ScalarStats | None = None) -> dict[str, Any]:
+    """Counts and last scalars recomputed from a run's files (for runs indexed before the query
+    fields); with ``stats``, every scalar value is folded into it too (min/max for the index)."""
+    from labledger.store.counters import scan_run, summary_of
+
+    return summary_of(scan_run(run_dir, stats=stats))

@@ -28,7 +28,6 @@ import warnings
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +42,9 @@ from labledger.errors import (
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.fields import ScalarStats, backfill_fields, dumps_fields, eval_fields_of_run, run_fields
 from labledger.store.migrations import MIGRATIONS, migrate
+from labledger.store.runinfo import INDEX_COLUMNS as INDEX_COLUMNS
+from labledger.store.runinfo import RENAMED_COLUMNS, run_duration
+from labledger.store.runinfo import RunInfo as RunInfo
 
 if TYPE_CHECKING:
     from labledger.schema import Document
@@ -72,68 +74,6 @@ def default_ledger_path() -> Path | str:
     """``$LABLEDGER_DIR`` if set, else ``./.labledger`` (a ``postgresql://`` URL stays a string)."""
     value = os.environ.get("LABLEDGER_DIR") or ".labledger"
     return value if is_database_url(value) else Path(value)
-
-
-@dataclass
-class RunInfo:
-    """One row of the run index.
-
-    >>> RunInfo("a1", "baseline", None, [], "finished", 0.0, 2.5, None, None, None, None, None).duration
-    2.5
-    """
-
-    id: str
-    name: str
-    group: str | None
-    tags: list[str]
-    status: str
-    started: float
-    ended: float | None
-    host: str | None
-    pid: int | None
-    git_commit: str | None
-    git_dirty: bool | None
-    error: str | None
-    summary: dict[str, Any] = field(default_factory=dict)
-    #: The run's folder (``<ledger>/runs/<id>`` for the rows of :meth:`Ledger.runs`).
-    dir: Path | None = None
-
-    @property
-    def duration(self) -> float | None:
-        """Seconds from start to end (to now while running)."""
-        return _duration(self.started, self.ended, self.status)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "group": self.group,
-            "tags": self.tags,
-            "status": self.status,
-            "started": self.started,
-            "ended": self.ended,
-            "duration": self.duration,
-            "host": self.host,
-            "pid": self.pid,
-            "git_commit": self.git_commit,
-            "git_dirty": self.git_dirty,
-            "error": self.error,
-            "summary": self.summary,
-            "dir": str(self.dir) if self.dir else None,
-        }
-
-
-#: RunInfo fields that are no column of ``runs`` (``tags`` are rows of ``run_tags``; ``dir`` is the
-#: ledger's folder), and the fields whose column has another name.
-_NOT_COLUMNS = ("tags", "dir")
-_COLUMN_OF = {"group": "grp"}
-#: The columns of ``runs`` that a :class:`RunInfo` is read from, in its fields' order.
-INDEX_COLUMNS = tuple(_COLUMN_OF.get(f.name, f.name) for f in fields(RunInfo) if f.name not in _NOT_COLUMNS)
-
-
-def _duration(started: float, ended: float | None, status: str) -> float | None:
-    end = ended if ended is not None else (time.time() if status == "running" else None)
-    return None if end is None else max(0.0, end - started)
 
 
 def lock_is_held(lock_path: Path) -> bool:
@@ -420,7 +360,7 @@ class Ledger:
         for key in ("fields", "eval_fields"):
             if key in fields:
                 fields[key] = dumps_fields(fields[key])
-        for f, col in _COLUMN_OF.items():
+        for f, col in RENAMED_COLUMNS.items():
             if f in fields:
                 fields[col] = fields.pop(f)
         fields["updated"] = time.time()
@@ -633,7 +573,7 @@ class Ledger:
                 "status": status_,
                 "started": started,
                 "ended": ended,
-                "duration": _duration(started, ended, status_),
+                "duration": run_duration(started, ended, status_),
                 "host": host,
                 "pid": pid,
                 "git_commit": commit,
@@ -1127,7 +1067,7 @@ class Ledger:
         from labledger.schema import STORED_KINDS, Document, decode
         from labledger.store.jsonl import write_json
         from labledger.store.metric_rows import iter_metric_values
-        from labledger.store.run import check_name
+        from labledger.store.names import check_name
 
         check_name(name, "evaluation name")
         if isinstance(document, dict) and (kind or document.get("kind") or "evaluation") in STORED_KINDS:
@@ -1184,7 +1124,7 @@ class Ledger:
     def evaluation_file(self, run_ref: str, name: str, filename: str) -> Path:
         """Where a file derived from a stored evaluation or result set goes (``evals/<name>/<filename>``),
         e.g. calibrated results written beside the raw ones. Names are checked; the folder is made."""
-        from labledger.store.run import check_name, check_relative_path
+        from labledger.store.names import check_name, check_relative_path
 
         check_name(name, "evaluation name")
         rel = check_relative_path(filename)
@@ -1257,11 +1197,3 @@ def _regexp(pattern: str, value: Any) -> bool | None:
 def _quote(value: str) -> str:
     """A text literal of the query language."""
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def summarize_run_dir(run_dir: Path, *, stats: ScalarStats | None = None) -> dict[str, Any]:
-    """Counts and last scalars recomputed from a run's files (for runs indexed before the query
-    fields); with ``stats``, every scalar value is folded into it too (min/max for the index)."""
-    from labledger.store.counters import scan_run, summary_of
-
-    return summary_of(scan_run(run_dir, stats=stats))

@@ -46,6 +46,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from labledger.errors import LedgerError
+from labledger.store.runinfo import INDEX_COLUMNS
 
 
 class QueryError(LedgerError):
@@ -527,7 +528,7 @@ def _kind(v: Any) -> str:
     return "boolean" if isinstance(v, bool) else ("text" if isinstance(v, str) else "number")
 
 
-#: Columns of ``runs`` a query may select beside :data:`labledger.store.ledger.INDEX_COLUMNS`.
+#: Columns of ``runs`` a query may select beside :data:`labledger.store.runinfo.INDEX_COLUMNS`.
 _QUERY_COLUMNS = ("fields", "eval_fields")
 
 
@@ -545,7 +546,6 @@ def compile_query(
     order_sql = c.order(sort)
     duration = "CASE WHEN ended IS NOT NULL THEN ended - started WHEN status = 'running' THEN ? - started END"
     wanted = [col.strip() for col in columns.split(",")]
-    from labledger.store.ledger import INDEX_COLUMNS  # loaded: the query runs on a ledger's index
 
     base = ", ".join((*INDEX_COLUMNS, *_QUERY_COLUMNS))
     joins = "".join(f" LEFT JOIN run_fields s{i} ON s{i}.run_id = r.id AND s{i}.key = ?" for i in range(len(c.joins)))

@@ -47,12 +47,12 @@ from labledger.store.jsonl import (
 )
 from labledger.store.ledger import Ledger, default_ledger_path
 from labledger.store.manifest import sha256_file
+from labledger.store.names import check_name as check_name
+from labledger.store.names import check_relative_path as check_relative_path
 
 if TYPE_CHECKING:
     from labledger.inputs.result_columns import ResultColumns
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_FILE_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 #: Seconds between folds of logged scalars into the running min/max (bounds the pending list). Short
 #: (#19): a run logging a step per microsecond holds ~10,000 pending records (a few MiB), memory the
 #: allocator keeps reusing. At 0.25 s it held ~200,000 and folded them in one call of 35-70 ms (now
@@ -69,30 +69,6 @@ _os_write = os.write
 _time = time.time
 _dumps = orjson.dumps
 _STEP = operator.itemgetter("step")
-
-
-def check_name(name: str, what: str = "name") -> str:
-    """Names of evaluations and result sets: letters, digits, ``.``, ``-``, ``_`` (no paths)."""
-    if not isinstance(name, str) or not _NAME_RE.match(name) or ".." in name:
-        raise LedgerError(
-            f"{what} {name!r} must be 1-128 letters, digits, '.', '-' or '_' (starting with a letter or digit)"
-        )
-    return name
-
-
-def check_relative_path(name: str) -> Path:
-    """A relative path of safe components (for ``log_file``): no ``..``, no absolute paths."""
-    parts = str(name).replace("\\", "/").split("/")
-    if (
-        not name
-        or name.startswith("/")
-        or any(p in ("", ".", "..") or not _FILE_RE.match(p) or p.startswith(".") for p in parts)
-    ):
-        raise LedgerError(
-            f"file name {name!r} must be a relative path of letters, digits, '.', '-', "
-            f"'_' components separated by '/' (no '..', no hidden or absolute paths)"
-        )
-    return Path(*parts)
 
 
 def _copy_hashed(src: Path, dest: Path) -> tuple[str, int, list[str]]:
