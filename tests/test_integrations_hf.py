@@ -8,6 +8,7 @@ import math
 import os
 import random
 
+import orjson
 import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -111,6 +112,11 @@ def make_args(out, **kw):
     return TrainingArguments(**base)
 
 
+def accuracy(eval_pred):
+    logits, labels = eval_pred
+    return {"accuracy": float((logits.argmax(-1) == labels).mean())}
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     torch.set_num_threads(1)
@@ -120,10 +126,11 @@ def trained(tmp_path_factory):
     cb = LedgerCallback("tiny-bert", group="hf", tags=("test",), ledger=tmp / "ledger")
     trainer = LedgerTrainer(
         model=make_model(),
-        args=make_args(tmp / "out"),
+        args=make_args(tmp / "out", metric_for_best_model="accuracy"),
         train_dataset=TextDataset(train_rows, tok),
         eval_dataset=TextDataset(eval_rows, tok),
         processing_class=tok,
+        compute_metrics=accuracy,
         callbacks=[cb],
     )
     trainer.train()
@@ -308,3 +315,80 @@ def test_plain_callback_as_context_manager_marks_failure(tmp_path):
     assert view.status == "failed"
     assert [h["step"] for h in view.history()] == [1]  # step 2 raised before its logging
     assert list(view.batches()) == []  # a plain Trainer logs no microbatches
+
+
+def test_scalars_at_the_global_step(trained):
+    """Every number the Trainer logged (training intervals and evaluations, not the end summary) is a
+    scalar at global_step under the Trainer's name, so runs have curves and can be overlaid."""
+    view, trainer = trained["view"], trained["trainer"]
+    logged = [e for e in trainer.state.log_history if "train_runtime" not in e]
+    assert [sorted(k for k in e if k != "step") for e in logged][:2] == [
+        ["epoch", "grad_norm", "learning_rate", "loss"],
+        ["epoch", "eval_accuracy", "eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second"],
+    ]
+    records = [{k: v for k, v in r.items() if k != "time"} for r in view.scalars()]
+    assert records == [dict(e) for e in logged]
+    assert [r["step"] for r in records] == [2, 3, 4, 6, 6]
+    [info] = view.ledger.runs()
+    assert info.summary["steps"] == STEPS
+    res = CliRunner().invoke(main, ["runs", "--json", "--ledger", str(view.ledger.root)])
+    [doc] = orjson.loads(res.stdout)["runs"]
+    assert doc["summary"]["steps"] == STEPS and doc["summary"]["scalar_records"] == 5
+
+
+def test_headline_is_the_chosen_metric_never_timings(trained):
+    view, trainer = trained["view"], trained["trainer"]
+    last_eval = [e for e in trainer.state.log_history if "eval_loss" in e][-1]
+    summary = next(e for e in trainer.state.log_history if "train_runtime" in e)
+    headline = view.summary["headline"]
+    assert list(headline) == ["eval_accuracy", "eval_loss", "train_loss"]
+    assert headline == {
+        "eval_accuracy": last_eval["eval_accuracy"],
+        "eval_loss": last_eval["eval_loss"],
+        "train_loss": summary["train_loss"],
+    }
+    res = CliRunner().invoke(main, ["runs", "--ledger", str(view.ledger.root)], env={"COLUMNS": "160"})
+    assert res.exit_code == 0 and "eval_accuracy=" in res.output and "runtime" not in res.output
+
+
+def test_show_lists_the_arguments_that_differ_from_the_defaults(trained):
+    view = trained["view"]
+    root = str(view.ledger.root)
+    defaults = view.meta["config_defaults"]
+    # what the run set differently from TrainingArguments(output_dir=...) and BertConfig()
+    assert {"learning_rate", "max_steps", "gradient_accumulation_steps", "metric_for_best_model"} <= set(
+        defaults["training_args"]
+    )
+    assert "adam_beta1" not in defaults["training_args"] and len(defaults["training_args"]) < 25
+    assert defaults["training_args"]["learning_rate"] == TrainingArguments.__dataclass_fields__["learning_rate"].default
+    assert {"hidden_size", "num_hidden_layers", "id2label"} <= set(defaults["model"])
+    assert defaults["model"]["hidden_size"] == BertConfig().hidden_size
+
+    env = {"COLUMNS": "100"}
+    short = CliRunner().invoke(main, ["show", view.id, "--ledger", root], env=env)
+    assert short.exit_code == 0, short.output
+    lines = short.output.splitlines()
+    config = lines[
+        lines.index(next(ln for ln in lines if ln.startswith("config"))) : lines.index(
+            next(ln for ln in lines if ln.startswith("records"))
+        )
+    ]
+    assert len(config) < 70, len(config)  # was one row per key: 227 lines
+    assert sum("training_args." in ln for ln in config) == len(defaults["training_args"]) + 1
+    assert any("training_args.learning_rate" in ln and "0.001  (default 5e-05)" in ln for ln in lines)
+    assert any("model.hidden_size" in ln and "32  (default 768)" in ln for ln in lines)
+    rest = sum(  # leaves: accelerator_config counts its keys
+        len(v) if isinstance(v, dict) and v else 1
+        for k, v in view.config["training_args"].items()
+        if k not in defaults["training_args"]
+    )
+    assert any("training_args.*" in ln and f"{rest} more at their defaults" in ln for ln in lines)
+    assert "adam_beta1" not in short.output
+    assert f"({len(LOSS_REPORTING)} characters)" in short.output  # long prose is cut
+    assert f"labledger show {view.id} --all-config lists them all" in lines[-1]
+
+    full = CliRunner().invoke(main, ["show", view.id, "--all-config", "--ledger", root], env=env)
+    assert full.exit_code == 0 and "training_args.adam_beta1" in full.output and "default" not in full.output
+    assert len(full.output.splitlines()) > len(lines) + rest
+    doc = orjson.loads(CliRunner().invoke(main, ["show", view.id, "--json", "--ledger", root]).stdout)
+    assert doc["config"] == view.config  # the JSON keeps every key

@@ -272,13 +272,91 @@ def runs_cmd(group, tag, status, name, where, sort, columns, limit, ledger_path,
         click.echo(f"({hidden} hidden to fit {base.out_width()} columns; --columns picks them)", err=True)
 
 
+#: A config section (a nested dict, at any depth) with more leaves than this, and no recorded
+#: defaults, is shown by ``show`` as one line with its count (``--all-config`` lists it).
+COLLAPSE_LEAVES = 30
+#: A config text longer than this is cut by ``show`` to its first CUT_TEXT characters.
+LONG_TEXT = 160
+CUT_TEXT = 100
+
+
+def _leaves(v: Any) -> int:
+    return sum(_leaves(x) for x in v.values()) if isinstance(v, dict) and v else 1
+
+
+def _short_rows(d: dict[str, Any], prefix: str = ""):
+    """``_flat_items`` with each dict of more than COLLAPSE_LEAVES leaves as one (key, count) row and
+    long texts cut; yields (key, text, leaves left out)."""
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            n = _leaves(v)
+            if n > COLLAPSE_LEAVES:
+                yield key, f"{n:,} keys", n
+            else:
+                yield from _short_rows(v, key + ".")
+        elif isinstance(v, str) and len(v) > LONG_TEXT:
+            yield key, f"{v[:CUT_TEXT]}… ({len(v):,} characters)", 1
+        else:
+            yield key, str(v), 0
+
+
+def config_rows(
+    config: dict[str, Any], defaults: dict[str, Any] | None, *, everything: bool = False
+) -> tuple[list[tuple[str, str]], int]:
+    """The (key, value) rows ``show`` prints for a run's config, and how many leaves it left out or cut.
+
+    With ``everything``, every leaf (dotted keys), whole. Otherwise a section ``K`` that has recorded
+    defaults (the run's ``meta.config_defaults[K]``: the default of each key of ``config[K]`` that
+    differs from it, as the integrations record them) shows only those keys, each with its default,
+    then one ``K.*`` row counting the rest; a dict of more than :data:`COLLAPSE_LEAVES` leaves is one
+    row with its count, and a text longer than :data:`LONG_TEXT` characters is cut.
+
+    >>> config_rows({"lr": 0.1, "args": {"seed": 42, "lr": 0.1}}, {"args": {"lr": 5e-05}})
+    ([('lr', '0.1'), ('args.lr', '0.1  (default 5e-05)'), ('args.*', '1 more at their defaults')], 1)
+    >>> config_rows({"labels": {str(i): i for i in range(40)}}, None)
+    ([('labels', '40 keys')], 40)
+    """
+    if everything:
+        return [(k, str(v)) for k, v in _flat_items(config)], 0
+    rows: list[tuple[str, str]] = []
+    hidden = 0
+    for key, value in config.items():
+        known = (defaults or {}).get(key)
+        if isinstance(value, dict) and isinstance(known, dict):
+            for k, text, n in _short_rows({k: v for k, v in value.items() if k in known}, f"{key}."):
+                top = k[len(key) + 1 :].split(".", 1)[0]
+                nested = isinstance(value.get(top), dict)
+                rows.append((k, text + ("" if nested else f"  (default {known.get(top)})")))
+                hidden += n
+            rest = sum(_leaves(v) for k, v in value.items() if k not in known)
+            if rest:
+                rows.append((f"{key}.*", f"{rest:,} more at their defaults"))
+                hidden += rest
+        else:
+            for k, text, n in _short_rows({key: value}):
+                rows.append((k, text))
+                hidden += n
+    return rows, hidden
+
+
 @click.command("show")
 @click.argument("run")
+@click.option(
+    "--all-config",
+    is_flag=True,
+    help="List every config key (by default a long section, such as an HF run's training_args, shows only "
+    "the keys that differ from their defaults).",
+)
 @ledger_option
 @json_option
 @handle_errors
-def show_cmd(run, ledger_path, as_json):
-    """Show one run: meta, config, files, counts, last scalars, checkpoints (sha256)."""
+def show_cmd(run, all_config, ledger_path, as_json):
+    """Show one run: meta, config, files, counts, last scalars, checkpoints (sha256).
+
+    A config section whose defaults were recorded (the Hugging Face integration's ``training_args``
+    and ``model``) lists only its keys that differ from them; ``--all-config`` or ``--json`` gives all.
+    """
     ledger = open_for_cli(ledger_path)
     view = ledger.run(run)
     meta = view.meta
@@ -324,12 +402,17 @@ def show_cmd(run, ledger_path, as_json):
         lines.append(("error", meta["error"]))
     for k, v in lines:
         base.console.print(f"  [dim]{k:>9}[/]  {escape(str(v))}", markup=True, highlight=False)
+    hidden = 0
     if doc["config"]:
+        defaults = meta.get("config_defaults")
+        rows, hidden = config_rows(
+            doc["config"], defaults if isinstance(defaults, dict) else None, everything=all_config
+        )
         t = Table(title="config", title_justify="left", show_header=False)
         t.add_column("key")
         t.add_column("value")
-        for k, v in _flat_items(doc["config"]):
-            t.add_row(escape(k), escape(str(v)))
+        for k, v in rows:
+            t.add_row(escape(k), escape(v))
         base.console.print(t)
     t = Table(title="records", title_justify="left")
     t.add_column("kind")
@@ -371,6 +454,10 @@ def show_cmd(run, ledger_path, as_json):
         base.console.print("  [dim]files[/]  " + ", ".join(shown) + (f", ... ({more} more)" if more > 0 else ""))
     for n in doc["notes"]:
         base.console.print("  note: " + n, markup=False, highlight=False)
+    if hidden:
+        click.echo(
+            f"({hidden:,} config values not listed or cut: labledger show {view.id} --all-config lists them all)"
+        )
 
 
 def _flat_items(d: dict[str, Any], prefix: str = ""):

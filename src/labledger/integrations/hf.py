@@ -13,11 +13,20 @@ nothing):
 - config: ``training_args`` (``TrainingArguments.to_dict()``, tokens masked as Transformers masks
   them), ``model`` (``model.config.to_dict()``), parameter counts, world size, gradient-accumulation
   steps, effective batch size, and ``loss_reporting`` (what the Trainer's ``loss`` means);
+- meta: ``config_defaults`` (see :func:`changed_defaults`): for ``training_args`` and ``model``, the
+  default of each key whose value differs from it (what ``labledger show`` lists of them);
+- scalars, at ``state.global_step``: every number of each logging interval (``loss``, ``grad_norm``,
+  ``learning_rate``, ``epoch``, and any other number logged through ``Trainer.log``), of each
+  evaluation (``eval_loss``, ``eval_<metric>``, ``eval_runtime``, ... and ``epoch``) and of each
+  ``Trainer.predict`` (``test_*``), under the Trainer's own names, as W&B's and MLflow's callbacks
+  log them; the end-of-training summary (``train_runtime``, ``train_loss``...) is not a scalar;
 - history, at every logging interval: ``{"kind": "train", "step", "epoch", "loss", "grad_norm",
   "learning_rate", ..., "gradient_accumulation_steps", "interval_steps"}`` exactly as the Trainer
   reports them, plus the run's ``{"kind": "summary", ...}`` (``train_runtime``, ``train_loss``...);
 - evaluation metrics per evaluation: ``{"kind": "eval", "step", "epoch", "eval_loss", ...}``
   (``kind: "predict"`` for ``Trainer.predict``);
+- the headline (``set_summary``, see :func:`headline_metrics`): ``metric_for_best_model`` and the loss
+  of the last evaluation, its other quality metrics, then ``train_loss``; never timings or throughput;
 - checkpoints with sha256 and size whenever the Trainer saves one (every weight file of the
   ``checkpoint-<step>`` folder: ``*.safetensors``, ``pytorch_model*.bin``, ...; the folder's
   largest file when it has none), with the last evaluation's metrics;
@@ -66,6 +75,113 @@ LOSS_REPORTING = (
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "adapter_model.bin", "model*.pt", "*.gguf")
 #: Files of a checkpoint folder that are never weights.
 NOT_WEIGHTS = frozenset(("training_args.bin", "optimizer.pt", "scheduler.pt", "scaler.pt", "optimizer.bin"))
+
+
+#: Endings of the Trainer's timing and throughput metrics (``eval_runtime``, ...): never a headline.
+TIMING_SUFFIXES = (
+    "_runtime",
+    "_samples_per_second",
+    "_steps_per_second",
+    "_tokens_per_second",
+    "_model_preparation_time",
+    "_jit_compilation_time",
+)
+
+
+def _same(key: str, value: Any, default: Any) -> bool:
+    """Whether ``value`` (from ``to_dict()``, after ``__post_init__``) is the field's ``default`` as
+    declared: ``__post_init__`` turns an unset None/''/'none' into False/[]/{}, and ``to_dict``
+    masks every ``*_token`` as ``<KEY>``; a dict matches a default dict on the keys it has."""
+    if value == default:
+        return True
+    if isinstance(value, dict) and isinstance(default, dict):
+        return all(k in default and _same(k, v, default[k]) for k, v in value.items())
+    if default in (None, "", "none") and value in (None, False, "", [], {}):
+        return True
+    return key.endswith("_token") and default is None and value == f"<{key.upper()}>"
+
+
+def changed_defaults(values: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """For each key of ``values`` whose value differs from its default, the default (None for a key
+    ``defaults`` lacks); every other key of ``values`` holds its default. None without defaults.
+
+    >>> changed_defaults({"lr": 0.1, "seed": 42, "debug": [], "extra": 1}, {"lr": 5e-05, "seed": 42, "debug": ""})
+    {'lr': 5e-05, 'extra': None}
+    """
+    if defaults is None:
+        return None
+    return {k: defaults.get(k) for k, v in values.items() if k not in defaults or not _same(k, v, defaults[k])}
+
+
+def training_args_defaults(args: Any) -> dict[str, Any] | None:
+    """The declared defaults of ``type(args)``'s fields (a ``TrainingArguments`` dataclass), JSON-ready.
+
+    Read from the dataclass fields: building a ``TrainingArguments`` would reset Accelerate's state
+    under a running Trainer. An ``accelerator_config`` left unset is Accelerate's defaults."""
+    import dataclasses
+
+    if not dataclasses.is_dataclass(args):
+        return None
+    out: dict[str, Any] = {}
+    try:
+        for f in dataclasses.fields(args):
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = jsonable(f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = jsonable(f.default_factory())
+        if out.get("accelerator_config") is None and "accelerator_config" in out:
+            from transformers.trainer_pt_utils import AcceleratorConfig
+
+            out["accelerator_config"] = jsonable(AcceleratorConfig().to_dict())
+    except Exception:  # noqa: BLE001 - a field whose default cannot be made: no defaults recorded
+        return None
+    return out
+
+
+def model_config_defaults(model_config: Any) -> dict[str, Any] | None:
+    """``type(model_config)()``'s ``to_dict()``, JSON-ready (None for a config class that needs arguments)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            made = jsonable(type(model_config)().to_dict())
+    except Exception:  # noqa: BLE001 - a config class that cannot be built bare: no defaults recorded
+        return None
+    return made if isinstance(made, dict) else None
+
+
+def headline_metrics(
+    last_eval: Mapping[str, float | int],
+    train_summary: Mapping[str, float | int],
+    metric_for_best_model: str | None = None,
+) -> dict[str, float | int]:
+    """The run's headline, in order: the last evaluation's ``metric_for_best_model`` (``eval_``
+    prefixed as the Trainer prefixes it), its ``eval_loss``, its other metrics except ``epoch`` and
+    timings/throughput (:data:`TIMING_SUFFIXES`), then ``train_loss``.
+
+    >>> headline_metrics({"eval_loss": 0.4, "eval_runtime": 2.0, "eval_f1": 0.8, "epoch": 1.0},
+    ...                  {"train_loss": 0.5, "train_runtime": 9.0}, "f1")
+    {'eval_f1': 0.8, 'eval_loss': 0.4, 'train_loss': 0.5}
+    """
+    out: dict[str, float | int] = {}
+    first = []
+    if metric_for_best_model:
+        best = metric_for_best_model
+        first.append(best if best.startswith("eval_") else f"eval_{best}")
+    first.append("eval_loss")
+    for k in first:
+        if k in last_eval:
+            out[k] = last_eval[k]
+    for k, v in last_eval.items():
+        if k not in out and k != "epoch" and not k.endswith(TIMING_SUFFIXES):
+            out[k] = v
+    if "train_loss" in train_summary:
+        out["train_loss"] = train_summary["train_loss"]
+    return out
+
+
+def _scalars(values: Mapping[str, Any]) -> dict[str, float | int]:
+    """The numbers of a Trainer log or metrics dict, as scalars (``step``/``time`` are the record's own)."""
+    return {k: v for k, v in numbers(values).items() if k not in ("step", "time")}
 
 
 def checkpoint_files(folder: Path) -> list[Path]:
@@ -190,8 +306,25 @@ class LedgerCallback(TrainerCallback):
             }
         )
         config.update(self.extra_config)
+        defaults: dict[str, Any] = {}
+        if isinstance(config.get("training_args"), dict):
+            found = changed_defaults(config["training_args"], training_args_defaults(args))
+            if found is not None:
+                defaults["training_args"] = found
+        if isinstance(config.get("model"), dict) and model_config is not None:
+            found = changed_defaults(config["model"], model_config_defaults(model_config))
+            if found is not None:
+                defaults["model"] = found
         name = self.name or getattr(args, "run_name", None) or Path(args.output_dir or "trainer").name
-        self.run = Run(name, group=self.group, tags=self.tags, config=config, notes=self.notes, ledger=self.ledger)
+        self.run = Run(
+            name,
+            group=self.group,
+            tags=self.tags,
+            config=config,
+            notes=self.notes,
+            ledger=self.ledger,
+            extra_meta={"config_defaults": defaults} if defaults else None,
+        )
         init = (
             self.init
             or self.resume_from
@@ -230,6 +363,10 @@ class LedgerCallback(TrainerCallback):
             self._interval_ce = []
         elif kind == "summary":
             self._train_summary = numbers(logs)
+        if kind != "summary":
+            scalars = _scalars(logs)
+            if scalars:
+                self.run.log(step, **scalars)
         self.run.log_history(entry)
 
     def _note_loss_scale(self, reported: Any, mean: float, ga: int) -> None:
@@ -256,6 +393,9 @@ class LedgerCallback(TrainerCallback):
         if not state.is_world_process_zero or not metrics or not self._open():
             return
         self._last_eval = numbers(metrics)
+        scalars = _scalars(metrics)
+        if scalars:
+            self.run.log(int(state.global_step), **scalars)
         self.run.log_history(
             {"kind": "eval", "step": int(state.global_step), "epoch": state.epoch, **jsonable(dict(metrics))}
         )
@@ -263,6 +403,9 @@ class LedgerCallback(TrainerCallback):
     def on_predict(self, args, state, control, metrics=None, **kwargs):
         if not state.is_world_process_zero or not metrics or not self._open():
             return
+        scalars = _scalars(metrics)
+        if scalars:
+            self.run.log(int(state.global_step), **scalars)
         self.run.log_history(
             {"kind": "predict", "step": int(state.global_step), "epoch": state.epoch, **jsonable(dict(metrics))}
         )
@@ -286,8 +429,7 @@ class LedgerCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         if not state.is_world_process_zero or not self.active:
             return
-        headline = {k: v for k, v in self._train_summary.items() if k == "train_loss"}
-        headline.update(self._last_eval)
+        headline = headline_metrics(self._last_eval, self._train_summary, getattr(args, "metric_for_best_model", None))
         if headline:
             self.run.set_summary(**headline)
         if self.finish_on_train_end:
@@ -486,4 +628,12 @@ class LedgerTrainer(Trainer):
             raise
 
 
-__all__ = ["LedgerCallback", "LedgerTrainer", "checkpoint_files"]
+__all__ = [
+    "LedgerCallback",
+    "LedgerTrainer",
+    "changed_defaults",
+    "checkpoint_files",
+    "headline_metrics",
+    "model_config_defaults",
+    "training_args_defaults",
+]
