@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from labledger.analysis.intervals import correct_of as _correct
-from labledger.analysis.intervals import diff_interval, diff_notes, diff_ready
+from labledger.analysis.intervals import diff_interval, diff_notes, diff_ready, margin_test
 from labledger.analysis.tasks import (
     TaskCache,
     align_labels,
@@ -42,6 +43,7 @@ from labledger.metrics.registry import metric_key
 from labledger.metrics.resample import mcnemar
 from labledger.metrics.stats import adjust_p, clustered_mcnemar, family_note
 from labledger.schema import ComparisonDoc, McNemar, MetricDiff, MetricId, TaskComparison
+from labledger.schema.documents import MarginTest
 
 T = TypeVar("T")
 
@@ -93,6 +95,9 @@ def compare(
     positive: str | Mapping[str, str] | None = None,
     tolerance: float = TOLERANCE,
     adjust: str = "holm",
+    margin: float | None = None,
+    equivalence: float | None = None,
+    alpha: float = 0.05,
 ) -> Comparison:
     """Compare two result sets task by task: A - B for each metric with a CI and a p-value.
 
@@ -101,6 +106,13 @@ def compare(
     ``unpaired=True``, which resamples each side independently. ``adjust``: the p-values of every
     metric and task form one family, adjusted by Holm (default), ``bh`` or ``none`` (``p_adjusted``).
     With clusters (``group``), McNemar's test is the clustered one (Durkalski et al. 2003).
+
+    ``margin``: a non-inferiority test of every compared metric (A no worse than B by ``margin``, in
+    the metric's units, one-sided at ``alpha``); ``equivalence``: a TOST equivalence test (``|A - B| <
+    equivalence``, two one-sided tests at ``alpha``). Each is in the task's ``margin_tests``
+    (:func:`~labledger.analysis.intervals.margin_test`: the bounds of the ``1 - 2 alpha`` interval by
+    the comparison's own procedure and seed); their one-sided p-values form a second family, adjusted
+    by ``adjust`` (``margin_family``).
 
     >>> gold = ["y", "n"] * 30
     >>> rows = lambda p: [{"id": i, "task": "t", "gold": g, "pred": p(i, g)} for i, g in enumerate(gold)]
@@ -124,7 +136,25 @@ def compare(
             positive=positive,
             tolerance=tolerance,
             adjust=adjust,
+            margins=_margins(margin, equivalence, alpha),
+            alpha=alpha,
         )
+
+
+def _margins(margin: float | None, equivalence: float | None, alpha: float) -> list[tuple[str, float]]:
+    """The margin tests asked for, checked before anything is read: ``[(test, margin), ...]``."""
+    from labledger.errors import MetricInputError
+
+    out = []
+    for test, m in (("non-inferiority", margin), ("equivalence", equivalence)):
+        if m is None:
+            continue
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m) or m <= 0:
+            raise MetricInputError(f"the {test} margin must be a positive number; got {m!r}")
+        out.append((test, float(m)))
+    if out and not (0 < alpha < 0.5):
+        raise MetricInputError(f"alpha must be strictly between 0 and 0.5; got {alpha}")
+    return out
 
 
 def _both(pool: ThreadPoolExecutor, fn: Callable[[Any], T], x: Any, y: Any) -> tuple[T, T]:
@@ -153,6 +183,8 @@ def _compare(
     positive: str | Mapping[str, str] | None,
     tolerance: float,
     adjust: str,
+    margins: list[tuple[str, float]],
+    alpha: float,
 ) -> Comparison:
     ra, rb = _both(pool, lambda src: load(src, tolerance=tolerance, positive=positive), a, b)
     if task is None:
@@ -177,6 +209,7 @@ def _compare(
         ta, tb, paired = _pair(ta, tb, unpaired)
         groups = ta.group if ta.group is not None else tb.group
         entries: list[MetricDiff] = []
+        tests: list[MarginTest] = []
         cache_a, cache_b = TaskCache(ta), TaskCache(tb)  # each column sorted once for every metric
         for spec in specs_for(ta, metrics):
             metric = spec.metric
@@ -226,8 +259,30 @@ def _compare(
                     **extra,
                 )
             )
+            for test, m in margins:
+                found = margin_test(
+                    pa,
+                    pb,
+                    test=test,
+                    margin=m,
+                    alpha=alpha,
+                    higher_is_better=metric.higher_is_better,
+                    resamples=resamples,
+                    seed=s,
+                    paired=paired,
+                    groups=groups,
+                    groups_a=ta.group,
+                    groups_b=tb.group,
+                )
+                tests.append(MarginTest(metric=metric.name, key=key, **found))
         doc.tasks[name] = TaskComparison(
-            kind=ta.kind, paired=paired, n_a=ta.n, n_b=tb.n, n=ta.n if paired else None, metrics=entries
+            kind=ta.kind,
+            paired=paired,
+            n_a=ta.n,
+            n_b=tb.n,
+            n=ta.n if paired else None,
+            metrics=entries,
+            margin_tests=tests if margins else None,
         )
     _adjust_comparison(doc, adjust)
     return Comparison(doc)
@@ -338,6 +393,10 @@ def _adjust_comparison(doc: ComparisonDoc, adjust: str) -> None:
         e.p_adjusted = p
     doc.adjust = adjust
     doc.family = family_note(len(tested), adjust) if tested else None
+    margins = [t for body in doc.tasks.values() for t in body.margin_tests or () if t.p_value is not None]
+    for t, p in zip(margins, adjust_p([t.p_value for t in margins], adjust), strict=True):
+        t.p_adjusted = p
+    doc.margin_family = family_note(len(margins), adjust) if margins else None
 
 
 __all__ = ["Comparison", "compare", "paired_positions"]

@@ -264,9 +264,205 @@ def diff_notes(
     return {**out, **interval_notes(res, groups=groups, ci=ci, analytic_values=values)}
 
 
+#: The two tests of a margin: one-sided non-inferiority, and equivalence by two one-sided tests.
+MARGIN_TESTS = ("non-inferiority", "equivalence")
+#: A bound within this much (relative, at least absolute) of the margin counts as on it: H0 is kept.
+MARGIN_TIES = 1e-9
+
+
+def margin_test(
+    pa: Prepared,
+    pb: Prepared,
+    *,
+    test: str,
+    margin: float,
+    alpha: float,
+    higher_is_better: bool,
+    resamples: int,
+    seed: Any,
+    paired: bool,
+    groups: np.ndarray | None = None,
+    groups_a: np.ndarray | None = None,
+    groups_b: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """A margin test of ``delta = A - B`` (the fields of :class:`~labledger.schema.MarginTest` that
+    do not name the metric).
+
+    ``test="non-inferiority"``: A is no worse than B by ``margin`` or more. A higher-is-better metric
+    tests ``H0: delta <= -margin`` against ``H1: delta > -margin``, rejected at ``alpha`` (one-sided)
+    when the one-sided ``1 - alpha`` lower bound of ``delta`` is above ``-margin``; a
+    lower-is-better metric mirrors it (``H0: delta >= margin``, the upper bound below ``margin``).
+    ``test="equivalence"``: two one-sided tests (TOST, Schuirmann 1987), each at ``alpha``:
+    ``H0: |delta| >= margin`` is rejected when the ``1 - 2 alpha`` two-sided interval lies inside
+    ``(-margin, margin)``; its p-value is the larger of the two one-sided ones.
+
+    Both read the ``1 - 2 alpha`` two-sided interval of ``delta`` (``low``, ``high``): its ends are
+    the one-sided ``1 - alpha`` bounds. It is formed by the procedure of :func:`diff_interval` with
+    the same seed, so with the same resamples as the comparison's own interval: the analytic form
+    (t or normal reference on the per-item differences of the influence values, cluster-robust with
+    clusters) where that applies, else the paired (or unpaired) percentile bootstrap over items or
+    clusters. One-sided p-values: ``P(T >= (delta + margin) / se)`` on the analytic form's reference;
+    ``(1 + #{d* <= -margin}) / (B + 1)`` over the bootstrap's finite differences ``d*`` (mirrored
+    for the upper test). A bound or a difference within :data:`MARGIN_TIES` of the margin counts as on
+    it (float rounding: ``6/120 - 0/120`` against 0.05), so H0 is kept there. ``passed`` is None (undecided, ``note`` says why) when there is no interval,
+    or a zero-width one from fewer than 5 clusters.
+
+    >>> from labledger.metrics import prepare
+    >>> gold = [0, 1] * 100
+    >>> a = prepare("accuracy", gold=gold, pred=[0, 1] * 95 + [1, 0] * 5)
+    >>> b = prepare("accuracy", gold=gold, pred=[0, 1] * 96 + [1, 0] * 4)
+    >>> t = margin_test(a, b, test="non-inferiority", margin=0.05, alpha=0.05, higher_is_better=True,
+    ...                 resamples=1000, seed=0, paired=True)
+    >>> t["passed"], t["low"] > -0.05, t["p_value"] < 0.05
+    (True, True, True)
+    """
+    if test not in MARGIN_TESTS:
+        from labledger.errors import UnknownNameError
+
+        raise UnknownNameError("margin test", test, MARGIN_TESTS)
+    if not (math.isfinite(margin) and margin > 0):
+        from labledger.errors import MetricInputError
+
+        raise MetricInputError(f"the margin must be a positive number; got {margin}")
+    if not (0 < alpha < 0.5):
+        from labledger.errors import MetricInputError
+
+        raise MetricInputError(f"alpha must be strictly between 0 and 0.5; got {alpha}")
+    level = 1 - 2 * alpha
+    res = diff_interval(
+        pa,
+        pb,
+        ci=level,
+        resamples=resamples,
+        seed=seed,
+        paired=paired,
+        groups=groups,
+        groups_a=groups_a,
+        groups_b=groups_b,
+    )
+    note = refuse_degenerate(res.low, res.high, res.clusters)
+    low, high = (None, None) if note else (res.low, res.high)
+    # a bound equal to the margin up to float rounding (6/120 - 0/120 against 0.05) does not reject
+    edge = margin - MARGIN_TIES * max(1.0, margin)
+    if res.resamples == 0:  # the analytic form (or no interval at all)
+        p_low, p_high = _analytic_one_sided(pa, res, margin, groups if paired else None)
+    else:
+        d = _bootstrap_differences(pa, pb, resamples, seed, paired, groups, groups_a, groups_b)
+        p_low, p_high = _bootstrap_one_sided(d, edge)
+    m = f"{margin:g}"
+    if test == "equivalence":
+        hypothesis = (
+            f"H0: |A - B| >= {m} (not equivalent); H1: -{m} < A - B < {m}; two one-sided tests at alpha "
+            f"{alpha:g} each: equivalent when the {level:.0%} interval of A - B lies inside (-{m}, {m})"
+        )
+        passed = None if low is None or high is None else bool(low > -edge and high < edge)
+        p = None if p_low is None or p_high is None else max(p_low, p_high)
+    elif higher_is_better:
+        hypothesis = (
+            f"H0: A - B <= -{m} (A worse than B by the margin or more); H1: A - B > -{m}; one-sided at alpha "
+            f"{alpha:g}: non-inferior when the one-sided {1 - alpha:.0%} lower bound of A - B is above -{m}"
+        )
+        passed = None if low is None else bool(low > -edge)
+        p = p_low
+    else:
+        hypothesis = (
+            f"H0: A - B >= {m} (A worse than B by the margin or more; lower is better); H1: A - B < {m}; "
+            f"one-sided at alpha {alpha:g}: non-inferior when the one-sided {1 - alpha:.0%} upper bound of "
+            f"A - B is below {m}"
+        )
+        passed = None if high is None else bool(high < edge)
+        p = p_high
+    if passed is None and note is None:
+        note = "no interval (no resamples, no items, or a non-finite difference)"
+    method = res.method.split("; p-value")[0] if res.method else None
+    how = "the analytic form's reference" if res.resamples == 0 else "the bootstrap's differences"
+    return {
+        "test": test,
+        "margin": float(margin),
+        "alpha": float(alpha),
+        "higher_is_better": bool(higher_is_better),
+        "hypothesis": hypothesis,
+        "diff": _finite(res.diff),
+        "low": _finite(low),
+        "high": _finite(high),
+        "level": level,
+        "p_value": None if passed is None else p,
+        "passed": passed,
+        "method": f"{method}; the {level:.0%} two-sided interval's ends are the one-sided bounds; p-value: "
+        f"one-sided, from {how}",
+        "resamples": res.resamples,
+        "n": res.n,
+        "clusters": res.clusters,
+        "note": note,
+    }
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _analytic_one_sided(
+    pa: Prepared, res: PairedResult, margin: float, groups: np.ndarray | None
+) -> tuple[float | None, float | None]:
+    """One-sided p-values of ``H0: delta <= -margin`` and ``H0: delta >= margin`` on the analytic
+    form's reference (t on n-1 or C-1 df for means and with clusters, else normal)."""
+    from labledger.metrics.analytic import _df, _kind
+    from labledger.metrics.stats import norm_sf, t_sf
+
+    if res.se is None or not math.isfinite(res.se) or not math.isfinite(res.diff):
+        return None, None
+    if res.se == 0:
+        return (0.0 if res.diff > -margin else 1.0), (0.0 if res.diff < margin else 1.0)
+    _, t_ref = _kind(pa)
+    df = _df(pa, groups, t_ref)
+
+    def sf(x: float) -> float:
+        return float(norm_sf(x) if df is None else t_sf(x, max(df, 1)))
+
+    return sf((res.diff + margin) / res.se), sf((margin - res.diff) / res.se)
+
+
+def _bootstrap_differences(
+    pa: Prepared,
+    pb: Prepared,
+    resamples: int,
+    seed: Any,
+    paired: bool,
+    groups: np.ndarray | None,
+    groups_a: np.ndarray | None,
+    groups_b: np.ndarray | None,
+) -> np.ndarray:
+    """The resampled differences ``d*`` that :func:`diff_interval`'s bootstrap draws from ``seed``
+    (the same draws: :func:`~labledger.metrics.resample.paired_bootstrap` and
+    :func:`~labledger.metrics.resample.unpaired_bootstrap`)."""
+    from labledger.metrics.resample import resample_values, rng_for
+
+    if paired:
+        sa, sb = resample_values([pa, pb], resamples, rng_for(seed), groups)
+        return np.asarray(sa - sb, dtype=np.float64)
+    ss = np.random.SeedSequence(list(seed) if isinstance(seed, (list, tuple)) else seed)
+    ra, rb = (np.random.default_rng(s) for s in ss.spawn(2))
+    sa = resample_values([pa], resamples, ra, groups_a)[0]
+    sb = resample_values([pb], resamples, rb, groups_b)[0]
+    return np.asarray(sa - sb, dtype=np.float64)
+
+
+def _bootstrap_one_sided(d: np.ndarray, margin: float) -> tuple[float | None, float | None]:
+    """``((1 + #{d* <= -margin}) / (B + 1), (1 + #{d* >= margin}) / (B + 1))`` over the finite ``d*``:
+    below ``alpha`` when the percentile bound at ``1 - alpha`` is beyond the margin (up to 1/B;
+    ``margin`` is the margin less :data:`MARGIN_TIES`)."""
+    d = d[np.isfinite(d)]
+    if len(d) == 0:
+        return None, None
+    b = len(d) + 1
+    return min(1.0, (1 + int((d <= -margin).sum())) / b), min(1.0, (1 + int((d >= margin).sum())) / b)
+
+
 __all__ = [
     "BCA_BELOW",
     "ITEM_RESAMPLE_BUDGET",
+    "MARGIN_TESTS",
+    "MARGIN_TIES",
     "MIN_RESAMPLES",
     "analytic_interval",
     "correct_of",
@@ -274,6 +470,7 @@ __all__ = [
     "diff_notes",
     "interval_notes",
     "item_values",
+    "margin_test",
     "resamples_for",
     "value_interval",
     "value_notes",

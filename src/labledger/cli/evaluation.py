@@ -20,6 +20,7 @@ from labledger.schema import (
     decode,
     format_p,
 )
+from labledger.schema.documents import MarginTest
 from labledger.schema.format import format_ci, format_value
 
 if TYPE_CHECKING:
@@ -117,7 +118,11 @@ def _print_stat_notes(entries: Sequence[MetricValue | MetricDiff]) -> None:
 
 def _p_cell(e: MetricDiff) -> str:
     """p (adjusted when the comparison adjusts), with 'n.s. (MDE x pp)' when not significant."""
-    p = e.p_adjusted if e.p_adjusted is not None else e.p_value
+    return _marked_p(e.p_adjusted if e.p_adjusted is not None else e.p_value, e)
+
+
+def _marked_p(p: float | None, e: MetricDiff) -> str:
+    """``p`` with 'n.s. (MDE x pp)' when it is not below 0.05."""
     text = format_p(p)
     if p is not None and p >= 0.05:
         text += " n.s." + (f" (MDE {e.mde * 100:.1f} pp)" if e.mde is not None else "")
@@ -421,31 +426,30 @@ def eval_command(
 
 def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definitions: bool) -> None:
     level = ci_label(doc.ci)
+    adjusted = (doc.adjust or "none") != "none"
     console.print(f"A: {escape(shown_a)}\nB: {escape(shown_b)}")
     for task, body in doc.tasks.items():
         how = f"paired, n={body.n or 0:,}" if body.paired else f"unpaired, n_A={body.n_a:,}, n_B={body.n_b:,}"
         table = _table(title=escape(f"task '{task}' ({body.kind}, {how})"), title_justify="left")
-        for col, just in (
-            ("metric", "left"),
-            ("A", "right"),
-            ("B", "right"),
-            ("A - B", "right"),
-            (level, "right"),
-            ("p" if (doc.adjust or "none") == "none" else f"p ({doc.adjust})", "right"),
-            ("McNemar p", "right"),
-        ):
-            table.add_column(col, justify="right" if just == "right" else "left")
+        columns = ["metric", "A", "B", "A - B", level, "p"]
+        if adjusted:
+            columns.append(f"p ({doc.adjust})")
+        for col in (*columns, "McNemar p"):
+            table.add_column(col, justify="left" if col == "metric" else "right")
         if definitions:
             table.add_column("definition", overflow="fold")
         for e in body.metrics:
             mc = e.mcnemar
+            # the interval and p are one procedure (p < 1 - ci when the interval excludes 0); the
+            # adjusted p is its own column, which the n.s. mark reads (#45)
+            p_cells = [format_p(e.p_value), _p_cell(e)] if adjusted else [_p_cell(e)]
             row = [
                 escape(display_key(e)),
                 _fmt(e.a),
                 _fmt(e.b),
                 _fmt(e.diff),
                 _ci_cell(e),
-                _p_cell(e),
+                *p_cells,
                 "-" if mc is None else f"{format_p(mc.p_value)} (b={mc.b}, c={mc.c})",
             ]
             if definitions:
@@ -456,12 +460,73 @@ def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definition
         for how in dict.fromkeys(e.mcnemar.method for e in body.metrics if e.mcnemar is not None):
             if "clustered" in how:
                 console.print(f"[dim]McNemar: {escape(how)} (the item-level test ignores clusters)[/dim]")
-    family = f"; {escape(doc.family)}" if doc.family else ""
+        if body.margin_tests:
+            _print_margin_tests(body.margin_tests, doc, {e.key: display_key(e) for e in body.metrics})
+    family = (
+        f"; {level} and p per comparison (unadjusted: p < {1 - doc.ci:.2g} exactly when the CI excludes 0, up to "
+        f"1/B); p ({doc.adjust}): adjusted over {escape(doc.family or '')}, the n.s. mark reads it"
+        if adjusted
+        else (f"; {escape(doc.family)}" if doc.family else "")
+    )
     console.print(
         f"[dim]{doc.resamples:,} bootstrap resamples, seed {doc.seed}; p: two-sided (percentile "
         f"bootstrap){family}; MDE: minimum detectable effect at 80% power; McNemar: b = A right & B wrong, "
         f"c = A wrong & B right.[/dim]"
     )
+
+
+def _margin_verdict(t: MarginTest) -> str:
+    """What a margin test decided, in words."""
+    if t.passed is None:
+        return f"undecided ({t.note})" if t.note else "undecided"
+    if t.test == "equivalence":
+        return "equivalent" if t.passed else "not shown equivalent"
+    return "non-inferior" if t.passed else "not shown non-inferior"
+
+
+def _margin_bound(t: MarginTest) -> str:
+    """The bound (or interval) a margin test is decided by, against its margin."""
+    m = f"{t.margin:g}"
+    if t.test == "equivalence":
+        return f"{ci_label(t.level)} {_ci(t.low, t.high)} vs ±{m}"
+    one_sided = f"{1 - t.alpha:.0%}"
+    if t.higher_is_better:
+        return f"lower {one_sided} bound {_fmt(t.low)} vs -{m}"
+    return f"upper {one_sided} bound {_fmt(t.high)} vs {m}"
+
+
+def _print_margin_tests(tests: Sequence[MarginTest], doc: ComparisonDoc, shown: dict[str, str]) -> None:
+    """The non-inferiority / equivalence tests of one task (``shown``: metric key -> how the table
+    shows it), with their hypotheses once each."""
+    adjusted = (doc.adjust or "none") != "none" and len([t for t in tests if t.p_value is not None]) > 0
+    table = _table(title="margin tests (A against B)", title_justify="left")
+    columns = ["metric", "test", "bound vs margin", "p"]
+    if adjusted:
+        columns.append(f"p ({doc.adjust})")
+    for col in (*columns, "result"):
+        table.add_column(col, justify="left" if col in ("metric", "test", "result") else "right")
+    for t in tests:
+        row = [
+            escape(shown.get(t.key, t.key)),
+            t.test,
+            _margin_bound(t),
+            format_p(t.p_value),
+        ]
+        if adjusted:
+            row.append(format_p(t.p_adjusted))
+        row.append(_margin_verdict(t))
+        table.add_row(*row)
+    console.print(table)
+    console.print("[dim]p: one-sided (equivalence: the larger of its two one-sided p)[/dim]")
+    for hypothesis in dict.fromkeys(t.hypothesis for t in tests):
+        console.print(f"[dim]{escape(hypothesis)}[/dim]")
+    for how in dict.fromkeys(t.method for t in tests if t.method):
+        console.print(f"[dim]margin tests: {escape(how)}[/dim]")
+    if adjusted and doc.margin_family:
+        console.print(
+            f"[dim]result: each test at its alpha by its bounds (per comparison); p ({doc.adjust}): adjusted over "
+            f"{escape(doc.margin_family)} (margin tests), for a claim about all of them at once.[/dim]"
+        )
 
 
 @main.command("compare")
@@ -496,6 +561,27 @@ def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definition
     show_default=True,
     help="Multiplicity adjustment over every metric and task compared (Holm, BH false discovery rate, none).",
 )
+@click.option(
+    "--margin",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    metavar="M",
+    help="Non-inferiority test of each metric: A no worse than B by M (metric units), one-sided at --alpha.",
+)
+@click.option(
+    "--equivalence",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    metavar="M",
+    help="Equivalence test (TOST) of each metric: |A - B| < M, two one-sided tests at --alpha.",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Level of each one-sided test of --margin / --equivalence.",
+)
 @json_option
 @ledger_option
 @handle_errors
@@ -511,13 +597,18 @@ def compare_command(
     positive: str | None,
     definitions: bool,
     adjust: str,
+    margin: float | None,
+    equivalence: float | None,
+    alpha: float,
     as_json: bool,
     ledger_path: str | None,
 ) -> None:
     """Compare results A and B (files or RUN:NAME): A - B per metric with a CI and a p-value.
 
     Same item ids: a paired bootstrap, plus McNemar's test for accuracy. Different item sets are
-    refused (with counts and example ids) unless --unpaired.
+    refused (with counts and example ids) unless --unpaired. --margin M tests that A is non-inferior
+    to B (the one-sided 1 - alpha bound of A - B beyond -M; mirrored for lower-is-better metrics);
+    --equivalence M that |A - B| < M (the 1 - 2 alpha interval inside (-M, M)).
     """
     prefetch(a, b)
     from labledger.analysis.comparison import compare
@@ -539,6 +630,9 @@ def compare_command(
         task=list(tasks) or None,
         positive=positive,
         adjust=adjust,
+        margin=margin,
+        equivalence=equivalence,
+        alpha=alpha,
     )
     doc = cmp.doc
     doc.a, doc.b = shown_a, shown_b

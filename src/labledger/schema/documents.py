@@ -129,6 +129,47 @@ class HarnessCheck(Part, kw_only=True):
 
 
 # -- comparison ----------------------------------------------------------------------------------
+class MarginTest(Part, kw_only=True):
+    """A non-inferiority or equivalence test of one metric's ``A - B`` against a margin
+    (:func:`labledger.analysis.intervals.margin_test`): ``low``/``high`` are the ends of the
+    ``1 - 2 alpha`` two-sided interval (the one-sided ``1 - alpha`` bounds), ``passed`` the decision
+    at ``alpha`` by those bounds (per comparison), ``p_adjusted`` the one-sided p adjusted over every
+    margin test of the document (``ComparisonDoc.margin_family``)."""
+
+    metric: Annotated[str, meaning("the metric's registry name (accuracy, f1, ece, ...)")]
+    key: Annotated[str, meaning("the metric's identity: name and canonical parameters, e.g. f1[average=macro]")]
+    test: Annotated[
+        Literal["non-inferiority", "equivalence"],
+        meaning("non-inferiority (one-sided, A no worse than B by the margin) or equivalence (TOST: |A - B| < margin)"),
+    ]
+    margin: Annotated[float, meaning("the margin, in the metric's units (0.01: one point of accuracy)")]
+    alpha: Annotated[float, meaning("the level of each one-sided test")]
+    higher_is_better: Annotated[bool, meaning("the metric's direction (non-inferiority mirrors for lower is better)")]
+    hypothesis: Annotated[str, meaning("H0, H1 and the decision rule, in words")]
+    diff: Annotated[float | None, meaning("A - B")]
+    low: Annotated[float | None, meaning("lower end of the 1 - 2 alpha interval: the one-sided 1 - alpha lower bound")]
+    high: Annotated[float | None, meaning("upper end of the 1 - 2 alpha interval: the one-sided 1 - alpha upper bound")]
+    level: Annotated[float, meaning("the two-sided level of [low, high]: 1 - 2 alpha (0.9 for alpha 0.05)")]
+    p_value: Annotated[
+        float | None, meaning("one-sided p of the test's H0 (equivalence: the larger of the two one-sided p)")
+    ]
+    p_adjusted: Annotated[
+        float | None, meaning("p_value adjusted over every margin test of the document (ComparisonDoc.adjust)")
+    ] = None
+    passed: Annotated[
+        bool | None,
+        meaning("true when H0 is rejected at alpha by the bounds (not adjusted); null when undecided (see note)"),
+    ]
+    method: Annotated[str | None, meaning("how the bounds and the p-value were formed")]
+    resamples: Annotated[int, meaning("bootstrap resamples drawn (0: the analytic form, or no interval)")]
+    n: Annotated[int | None, meaning("items behind the difference", "items")]
+    clusters: Annotated[
+        int | None,
+        meaning("clusters (rows' group values) resampled together; null when items were resampled one by one"),
+    ]
+    note: Annotated[str | None, meaning("why the test is undecided (no interval, too few clusters)")] = None
+
+
 class TaskComparison(Part, kw_only=True):
     """One task of a comparison."""
 
@@ -138,6 +179,10 @@ class TaskComparison(Part, kw_only=True):
     n_b: Annotated[int, meaning("items in B", "items")]
     n: Annotated[int | None, meaning("items in both (paired)", "items")]
     metrics: Annotated[list[MetricDiff], meaning("A - B per metric")]
+    margin_tests: Annotated[
+        list[MarginTest] | None,
+        meaning("non-inferiority or equivalence tests per metric (compare --margin / --equivalence)"),
+    ] = None
 
 
 class ComparisonDoc(Document, kw_only=True):
@@ -159,6 +204,9 @@ class ComparisonDoc(Document, kw_only=True):
     names: Annotated[dict[str, str] | None, meaning("display names of A and B")] = None
     adjust: Annotated[str | None, meaning("the multiplicity adjustment of p_adjusted: holm, bh or none")] = None
     family: Annotated[str | None, meaning("how many p-values the adjustment covered")] = None
+    margin_family: Annotated[
+        str | None, meaning("how many margin tests the adjustment of their p_adjusted covered")
+    ] = None
 
     def _repr_html_(self) -> str:
         """Notebook display: small escaped tables with CIs and definitions (:mod:`labledger.schema.html`)."""
