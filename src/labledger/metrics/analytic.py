@@ -39,10 +39,10 @@ import numpy as np
 
 from labledger.errors import MetricInputError
 from labledger.machine import cores
-from labledger.metrics.classification import group_ends, group_positives
 from labledger.metrics.kernels import SmallCounts, element_spans, gather, pairwise_sum, spans
 from labledger.metrics.prepared import BlockMean, MeanPrepared, Prepared, WeightsPrepared
 from labledger.metrics.stats import norm_ppf, norm_sf, t_ppf, t_sf
+from labledger.metrics.ties import group_ends, group_positives, reversed_starts
 
 #: From this many items (no clusters) analytic intervals replace the bootstrap for the metrics that
 #: have one (means, ROC-AUC, AP): below it the bootstrap costs under ~0.1 s a metric, and from it
@@ -268,7 +268,6 @@ class Reversed(Ranked):
 
     @property
     def starts(self) -> np.ndarray | None:
-        from labledger.metrics.classification import reversed_starts
 
         if self._starts is None and self.of.starts is not None:
             self._starts = reversed_starts(self.of.starts, self.n)
