@@ -316,3 +316,29 @@ def test_clustered_non_inferiority_holds_its_level_only_with_clusters():
     items = _rate(r, 900, 0.2, 0.25, "non-inferiority", 0.05, use_groups=False, **kw)
     assert clustered <= ALPHA + 3 * mc_se(ALPHA, r), clustered
     assert items > ALPHA + 3 * mc_se(ALPHA, r), items
+
+
+# -- diff says which p is adjusted, as compare does ----------------------------------------------
+
+
+def test_diff_prints_the_unadjusted_p_beside_the_ci_and_the_adjusted_one_labelled(tmp_path):
+    from click.testing import CliRunner
+
+    import labledger
+    from labledger.cli import main
+
+    for flip in (2, 3):
+        with labledger.start_run(f"r{flip}", ledger=tmp_path) as run:
+            run.log_results(
+                "test",
+                [{"id": f"x{i}", "task": "t", "gold": i % 2, "pred": int(i % flip == 0)} for i in range(60)],
+            )
+    res = CliRunner().invoke(main, ["diff", "r2", "r3", "--ledger", str(tmp_path), "--json", "--resamples", "200"])
+    assert res.exit_code == 0, res.output
+    (cmp,) = json.loads(res.output)["comparisons"]
+    assert cmp["adjust"] == "holm" and cmp["family"].endswith("Holm")
+    rows = cmp["metrics"]
+    assert len(rows) > 1 and all(r["p_adjusted"] >= r["p"] for r in rows)
+    table = CliRunner().invoke(main, ["diff", "r2", "r3", "--ledger", str(tmp_path), "--resamples", "200"])
+    text = " ".join(table.output.split())
+    assert "p (holm)" in text and "95% CI and p per comparison (unadjusted)" in text

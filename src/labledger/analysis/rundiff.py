@@ -152,7 +152,10 @@ def diff_runs(book: Any, a: str, b: str, *, compare_results: bool = True, resamp
 
 def run_comparisons(va: Any, vb: Any, *, resamples: int) -> list[dict[str, Any]]:
     """The ``comparisons`` of :func:`diff_runs`: each result set both runs (views) stored, compared
-    through :func:`labledger.compare` (B against A), or a note saying why it was not.
+    through :func:`labledger.compare` (B against A), or a note saying why it was not. Each metric has
+    ``p`` (two-sided, per comparison: below 0.05 exactly when the 95% CI excludes 0) and ``p_adjusted``
+    (Holm over the metrics and tasks of that result set, as ``compare`` adjusts; ``adjust`` and
+    ``family`` say so).
 
     >>> import tempfile, labledger
     >>> d = tempfile.mkdtemp()
@@ -195,10 +198,13 @@ def run_comparisons(va: Any, vb: Any, *, resamples: int) -> list[dict[str, Any]]
                         "ci_low": m.ci_low,
                         "ci_high": m.ci_high,
                         "p": m.p_value,
+                        "p_adjusted": m.p_adjusted,
                         "n": m.n,
                         "method": m.method,
                     }
                 )
         entry["metrics"] = rows
+        entry["adjust"] = cmp.doc.adjust
+        entry["family"] = cmp.doc.family
         out.append(entry)
     return out

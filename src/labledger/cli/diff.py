@@ -26,6 +26,10 @@ def _v(v: Any) -> str:
     return escape(fmt_num(v) if not isinstance(v, str) else v)
 
 
+def _p(p: Any) -> str:
+    return "-" if p is None else f"{p:.3g}"
+
+
 @click.command("diff")
 @click.argument("a")
 @click.argument("b")
@@ -72,7 +76,9 @@ def diff_cmd(a, b, no_compare, resamples, ledger_path, as_json):
             console.print(f"results {escape(c['results'])}: {escape(c['note'])}", highlight=False)
             continue
         t = Table(title=f"results {escape(c['results'])}: B - A on the same items", title_justify="left")
-        for col in ("task", "metric", "n", "A", "B", "B - A", "95% CI", "p", "interval"):
+        adjust = c.get("adjust") or "none"
+        p_cols = ("p",) if adjust == "none" else ("p", f"p ({adjust})")
+        for col in ("task", "metric", "n", "A", "B", "B - A", "95% CI", *p_cols, "interval"):
             t.add_column(col, justify="left" if col in ("task", "metric") else "right", overflow="fold")
         for m in c["metrics"]:
             ci = "-" if m["ci_low"] is None else f"[{m['ci_low']:+.4f}, {m['ci_high']:+.4f}]"
@@ -84,10 +90,15 @@ def diff_cmd(a, b, no_compare, resamples, ledger_path, as_json):
                 _v(m["b"]),
                 "-" if m["diff"] is None else f"{m['diff']:+.4f}",
                 ci,
-                "-" if m["p"] is None else f"{m['p']:.3g}",
+                *[_p(m.get(k)) for k in ("p", "p_adjusted")[: len(p_cols)]],
                 escape(m["method"] or "-"),
             )
         console.print(t)
+        if adjust != "none":
+            console.print(
+                f"[dim]95% CI and p per comparison (unadjusted); p ({adjust}): adjusted over "
+                f"{escape(c.get('family') or '')} of this result set.[/dim]"
+            )
 
 
 main.add_command(diff_cmd)
