@@ -42,9 +42,144 @@ def _table_metric(text: str) -> tuple[str, dict[str, Any]]:
 
 
 # -- storage -------------------------------------------------------------------------------------
-def add_entries(ledger, entries: Iterable[BenchmarkEntry]) -> int:
+def entry_origin(e: BenchmarkEntry) -> str | None:
+    """Where an entry's value comes from, as one column of a version table should hold only one:
+    ``run:<id>`` (a saved evaluation or an imported harness run), ``file:<name>`` (a table imported
+    from that file), or None when the entry does not say.
+
+    >>> entry_origin(BenchmarkEntry(model="m", suite="s", benchmark="b", metric="accuracy", value=1.0, run_id="r1"))
+    'run:r1'
+    >>> entry_origin(BenchmarkEntry(model="m", suite="s", benchmark="b", metric="accuracy", value=1.0, source="t.csv:3"))
+    'file:t.csv'
+    """
+    if e.run_id:
+        return f"run:{e.run_id}"
+    if e.source and e.source != "evaluation":
+        return "file:" + e.source.rsplit(":", 1)[0]
+    return None
+
+
+@dataclass
+class ModelReuse:
+    """A model name whose column (model, suite, variant) already holds current entries of another
+    origin (:func:`entry_origin`) than the entries about to be added."""
+
+    model: str
+    suite: str
+    variant: str
+    held_by: str  #: the origin of the entries the column holds now
+    new: str  #: the origin of the entries about to be added
+    replaced: list[str]  #: benchmarks the new entries supersede
+    kept: list[str]  #: benchmarks of ``held_by`` that stay in the column (it then mixes origins)
+
+    @property
+    def column(self) -> str:
+        return f"'{self.model}'" + (f" ({self.variant})" if self.variant != "raw" else "") + f" of suite '{self.suite}'"
+
+    def refusal(self, ledger: Any) -> str:
+        """The one-line error that refuses the entries."""
+        return (
+            f"model {self.column} already holds the entries of {describe_origin(ledger, self.held_by)} "
+            f"({', '.join(self.replaced + self.kept)}); these are of {describe_origin(ledger, self.new)}: "
+            "pass --replace to put them in its place, or choose another model name"
+        )
+
+    def replacement(self, ledger: Any) -> str:
+        """What adding them anyway did: the benchmarks replaced, and those left to the other origin."""
+        held = describe_origin(ledger, self.held_by)
+        text = f"model {self.column}: {', '.join(self.replaced) or 'no benchmark'} replaced ({held} before)"
+        if self.kept:
+            text += (
+                f"; {', '.join(self.kept)} still from {held}, so the column mixes two sources "
+                "(choose another model name to keep them apart)"
+            )
+        return text
+
+
+def describe_origin(ledger: Any, origin: str) -> str:
+    """``run <id> (<name>)`` (the id alone when the run is gone) or ``table <file>``."""
+    kind, _, what = origin.partition(":")
+    if kind != "run":
+        return f"table {what}"
+    try:
+        return f"run {what} ({ledger.run(what).name})"
+    except LedgerError:
+        return f"run {what}"
+
+
+def model_reuse(ledger: Any, entries: Iterable[BenchmarkEntry]) -> list[ModelReuse]:
+    """The columns (model, suite, variant) of ``entries`` that already hold current entries of
+    another origin than theirs (:func:`entry_origin`; entries of unknown origin are never counted),
+    e.g. ``eval RUN:test --save ... --model h32`` where h32's entries came from another run."""
+    new: dict[tuple[str, str, str], tuple[str, set[str]]] = {}
+    for e in entries:
+        origin = entry_origin(e)
+        if origin is not None:
+            new.setdefault((e.model, e.suite, e.variant), (origin, set()))[1].add(e.benchmark)
+    if not new:
+        return []
+    held: dict[tuple[str, str, str, str], list[str]] = {}
+    for e in read_entries(ledger, models=sorted({m for m, _, _ in new})):
+        key = (e.model, e.suite, e.variant)
+        origin = entry_origin(e)
+        if key in new and origin is not None and origin != new[key][0]:
+            held.setdefault((*key, origin), []).append(e.benchmark)
+    return [
+        ModelReuse(
+            model=m,
+            suite=suite,
+            variant=variant,
+            held_by=origin,
+            new=new[(m, suite, variant)][0],
+            replaced=[b for b in benchmarks if b in new[(m, suite, variant)][1]],
+            kept=[b for b in benchmarks if b not in new[(m, suite, variant)][1]],
+        )
+        for (m, suite, variant, origin), benchmarks in held.items()
+    ]
+
+
+def refuse_model_reuse(ledger: Any, reuse: Sequence[ModelReuse]) -> None:
+    """Raise the one-line :class:`LedgerError` of the first reused column, if any."""
+    if reuse:
+        more = f" (and {len(reuse) - 1} more column(s))" if len(reuse) > 1 else ""
+        raise LedgerError(reuse[0].refusal(ledger) + more)
+
+
+def mixed_columns(entries: Iterable[BenchmarkEntry]) -> dict[tuple[str, str], dict[str, list[str]]]:
+    """The (model, variant) columns whose entries come from more than one origin
+    (:func:`entry_origin`): column -> origin -> its benchmarks.
+
+    >>> E = lambda b, r: BenchmarkEntry(model="h32", suite="s", benchmark=b, metric="accuracy", value=1.0, run_id=r)
+    >>> mixed_columns([E("digits", "r2"), E("is_eight", "r1")])
+    {('h32', 'raw'): {'run:r2': ['digits'], 'run:r1': ['is_eight']}}
+    """
+    by_col: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for e in entries:
+        origin = entry_origin(e)
+        if origin is not None:
+            by_col.setdefault((e.model, e.variant), {}).setdefault(origin, []).append(e.benchmark)
+    return {c: origins for c, origins in by_col.items() if len(origins) > 1}
+
+
+def add_entries(
+    ledger,
+    entries: Iterable[BenchmarkEntry],
+    *,
+    replace: bool = True,
+    on_replace: Callable[[str], None] | None = None,
+) -> int:
     """Add entries in one transaction (all or nothing). Later entries supersede earlier ones with
-    the same model, suite, benchmark and variant in tables; nothing is deleted."""
+    the same model, suite, benchmark and variant in tables; nothing is deleted.
+
+    With ``replace=False``, entries whose model name already holds, in the same suite and variant,
+    the entries of another run or imported table (:func:`model_reuse`) are refused with a one-line
+    :class:`LedgerError` naming both, and nothing is added. With ``replace`` (the default, for
+    callers that mean the newest run of a name to be that model), ``on_replace`` is told, one line
+    per such column, what was replaced and what stays from the other origin."""
+    entries = list(entries)
+    reuse = model_reuse(ledger, entries) if (not replace or on_replace is not None) else []
+    if not replace:
+        refuse_model_reuse(ledger, reuse)
     rows = []
     for e in entries:
         if not isinstance(e.value, (int, float)) or isinstance(e.value, bool) or not math.isfinite(e.value):
@@ -68,7 +203,11 @@ def add_entries(ledger, entries: Iterable[BenchmarkEntry]) -> int:
                 e.source,
             )
         )
-    return add_benchmark_rows(ledger, rows)
+    added = add_benchmark_rows(ledger, rows)
+    if on_replace is not None:
+        for r in reuse:
+            on_replace(r.replacement(ledger))
+    return added
 
 
 def read_entries(
@@ -160,26 +299,33 @@ def record_evaluation(
     suite: str = "public",
     variant: str = "raw",
     results_path: str | None = None,
+    replace: bool = True,
+    on_replace: Callable[[str], None] | None = None,
 ) -> Path:
     """``ledger.save_evaluation(run_ref, name, document)``, and with ``model`` each task's headline
     value as a benchmark entry (model, ``suite``, benchmark = task, ``variant``) pointing at this
     evaluation and at ``results_path`` (its predictions, so version tables test deltas on paired items).
+
+    ``replace``/``on_replace`` as :func:`add_entries`: with ``replace=False`` a model name whose
+    column holds another run's entries is refused before anything is saved.
     """
     doc = document if isinstance(document, EvaluationDoc) else decode(document, type=EvaluationDoc)
-    path: Path = ledger.save_evaluation(run_ref, name, doc)
+    entries: list[BenchmarkEntry] = []
     if model is not None:
-        add_entries(
-            ledger,
-            entries_from_evaluation(
-                doc,
-                model=model,
-                suite=suite,
-                variant=variant,
-                run_id=ledger.resolve(run_ref),
-                evaluation=name,
-                results_path=results_path,
-            ),
+        entries = entries_from_evaluation(
+            doc,
+            model=model,
+            suite=suite,
+            variant=variant,
+            run_id=ledger.resolve(run_ref),
+            evaluation=name,
+            results_path=results_path,
         )
+        if not replace:
+            refuse_model_reuse(ledger, model_reuse(ledger, entries))
+    path: Path = ledger.save_evaluation(run_ref, name, doc)
+    if entries:
+        add_entries(ledger, entries, replace=True, on_replace=on_replace)
     return path
 
 
@@ -571,8 +717,16 @@ def version_table(
         if e.suite == suite:
             by_key[(e.benchmark, e.model, e.variant)] = e
     present_cols = [c for c in columns if any((b, c[0], c[1]) in by_key for b, _, _ in by_key)]
+    mixed = mixed_columns(by_key.values())
     warnings = [
         f"no entries for {VersionTable.col_name(c)} in suite '{suite}'" for c in columns if c not in present_cols
+    ]
+    warnings += [
+        f"column '{VersionTable.col_name(c)}' mixes entries of "
+        + " and ".join(f"{o.replace(':', ' ', 1)} ({', '.join(b)})" for o, b in mixed[c].items())
+        + "; save each run under its own model name"
+        for c in present_cols
+        if c in mixed
     ]
     columns = present_cols
     if not columns:

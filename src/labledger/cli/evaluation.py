@@ -309,6 +309,11 @@ def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None
 @click.option("--suite", default="public", show_default=True, help="With --model: the benchmark suite.")
 @click.option("--variant", default="raw", show_default=True, help="With --model: raw, calibrated, ...")
 @click.option(
+    "--replace",
+    is_flag=True,
+    help="With --model: replace the entries of a model name that holds another run's (refused without it).",
+)
+@click.option(
     "--repeats",
     type=click.Choice(["mean", "max", "min"]),
     default="mean",
@@ -334,6 +339,7 @@ def eval_command(
     model: str | None,
     suite: str,
     variant: str,
+    replace: bool,
     repeats: str,
     as_json: bool,
     ledger_path: str | None,
@@ -357,6 +363,8 @@ def eval_command(
         raise click.BadParameter("expected RUN:NAME", param_hint="--save")
     if model is not None and save is None:
         raise click.UsageError("--model needs --save RUN:NAME (entries point at a stored evaluation)")
+    if replace and model is None:
+        raise click.UsageError("--replace applies with --model NAME (it replaces that model's benchmark entries)")
     path, shown = _source(results, ledger_path)
     budget: dict[str, Any] = {"item_draw_budget": None} if all_resamples else {}
     from labledger.analysis.harness import harness_check, harness_lines, harness_meta, harness_metrics
@@ -408,11 +416,21 @@ def eval_command(
     if save is not None:
         from labledger import open_ledger
         from labledger.analysis.benchmarks import record_evaluation
+        from labledger.cli.base import warn
 
         run, _, name = save.partition(":")
         with open_ledger(resolve_ledger_path(ledger_path)) as book:
             saved = record_evaluation(
-                book, run, name, doc, model=model, suite=suite, variant=variant, results_path=str(path)
+                book,
+                run,
+                name,
+                doc,
+                model=model,
+                suite=suite,
+                variant=variant,
+                results_path=str(path),
+                replace=replace,
+                on_replace=warn,
             )
     if as_json:
         emit_json(doc.to_dict())

@@ -131,13 +131,22 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, adjust, ledger_path
     help="Markdown only: rows of CATEGORY go to SUITE (e.g. held-out rows).",
 )
 @click.option("--dry-run", is_flag=True, help="Parse and check, store nothing.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace the entries of a model name that holds another run's or another file's (refused without it).",
+)
 @ledger_option
 @json_option
 @handle_errors
-def table_import_cmd(file, suite, columns, category_suites, dry_run, ledger_path, as_json):
+def table_import_cmd(file, suite, columns, category_suites, dry_run, replace, ledger_path, as_json):
     """Add benchmark entries from CSV/JSONL (model, suite, benchmark, category, metric, variant,
     value[, n]) or from a Markdown table: category, 'Benchmark (Metric)', one column per model
-    (values in percent)."""
+    (values in percent).
+
+    A model whose column (suite, variant) already holds the entries of a run or of another file is
+    refused, naming both, unless --replace; importing the same file again replaces its own entries.
+    """
     from labledger.analysis.benchmarks import add_entries, import_markdown, import_records
 
     if file.lower().endswith((".csv", ".jsonl", ".json")):
@@ -154,7 +163,7 @@ def table_import_cmd(file, suite, columns, category_suites, dry_run, ledger_path
     added = 0
     if not dry_run:
         ledger = open_for_cli(ledger_path, create=True)
-        added = add_entries(ledger, result.entries)
+        added = add_entries(ledger, result.entries, replace=replace, on_replace=warn)
     doc = {"file": file, "entries": len(result.entries), "added": added, "aggregates": result.aggregates}
     if as_json:
         emit_json(doc)
