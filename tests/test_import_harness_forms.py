@@ -25,7 +25,7 @@ from labledger import open_ledger
 from labledger.analysis.evaluation import evaluate
 from labledger.analysis.harness import harness_meta, harness_metrics
 from labledger.cli import main
-from labledger.errors import RecordError
+from labledger.errors import LedgerError, RecordError
 from labledger.importers import import_path
 
 RUNS = Path(__file__).parent / "harness_runs"
@@ -260,6 +260,7 @@ def test_lighteval_unreadable_task_fails_only_itself(lighteval_forms, tmp_path):
     assert err.startswith(f"{bad}: not a readable Parquet file") and err.endswith("(task tiny_mc|1: not imported)")
 
 
+@pytest.mark.filterwarnings("ignore::labledger.errors.TornLineWarning")  # the torn line is said, then skipped
 @pytest.mark.parametrize("cut", ["line", "torn"])
 def test_lm_eval_truncated_samples_refused_unless_partial(forms, tmp_path, cut):
     """A samples file with fewer documents than lm-eval's n-samples (a whole line missing, or a
@@ -285,3 +286,32 @@ def test_lm_eval_truncated_samples_refused_unless_partial(forms, tmp_path, cut):
     (doc,) = json.loads(res.output)["runs"]
     assert doc["errors"] == [] and doc["counts"]["results:plain_mc"] == 2 * (stated - 1)  # acc, acc_norm
     assert f"plain_mc: {stated - 1} of the {stated} documents lm-eval states" in " ".join(doc["notes"])
+
+
+@pytest.mark.parametrize("fault", ["value", "status"])
+def test_inspect_unreadable_log_fails_only_itself(inspect_forms, tmp_path, fault):
+    """A second log of the same eval() call that cannot be imported (a score value of no known form,
+    an unfinished evaluation) is left out with its one-line error; the run keeps the other log."""
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    shutil.copy(inspect_forms, folder / inspect_forms.name)
+    log = read_eval_log(str(inspect_forms))
+    log.eval.task = "forms-copy"
+    if fault == "value":
+        next(s for s in log.samples if s.scores).scores["includes"].value = [1, 2]
+    else:
+        log.status = "started"
+    bad = folder / "copy.json"
+    write_eval_log(log, str(bad), format="json")
+    (run,) = import_path(folder, tmp_path / "ledger").runs
+    assert set(run.counts) == {"results:forms-qa"}
+    (err,) = run.errors
+    assert str(bad) in err and err.endswith("(task forms-copy: not imported)") and "\n" not in err
+    assert ("field 'scores.includes.value'" in err) if fault == "value" else ("status is 'started'" in err)
+    # the only log of a run unreadable: nothing stored
+    with pytest.raises(LedgerError, match=r"\(task forms-copy: not imported\)"):
+        import_path(bad, tmp_path / "alone")
+    with open_ledger(tmp_path / "alone") as book:
+        assert book.runs() == []

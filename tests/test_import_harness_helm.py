@@ -9,6 +9,7 @@ harnesses, so the test reads the committed output.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from labledger import open_ledger
 from labledger.analysis.evaluation import evaluate
 from labledger.analysis.harness import harness_meta, harness_metrics
+from labledger.errors import RecordError
 from labledger.importers import import_path
 
 SPLITS = Path(__file__).parent / "fixtures" / "helm" / "splits"
@@ -111,3 +113,23 @@ def test_train_trials_and_perturbed_copies_kept(imported):
         assert r["pred"] <= min(base[i], lower[i], typos[i]) + 1e-12
     (note,) = [n for n in run.notes if "perturbations" in n]
     assert "lowercase, typos" in note and "computed_on=original" in note
+
+
+def test_unreadable_run_folder_fails_only_itself(tmp_path):
+    """A run folder that cannot be read is left out with its one-line error, in the run of its
+    model; the suite's other folders are stored. No readable folder: nothing is stored."""
+    suite = tmp_path / "suite"
+    shutil.copytree(FOLDER, suite / FOLDER.name)
+    bad = suite / "arith_words:model=simple_model1,copy"
+    shutil.copytree(FOLDER, bad)
+    per = json.loads((bad / "per_instance_stats.json").read_text())
+    del per[3]["instance_id"]
+    (bad / "per_instance_stats.json").write_text(json.dumps(per))
+    (run,) = import_path(suite, tmp_path / "ledger").runs
+    assert run.name == "simple/model1" and "results:arith_words" in run.counts
+    (err,) = run.errors
+    assert err == f"{bad}/per_instance_stats.json: field '[3].instance_id' is missing (task {bad.name}: not imported)"
+    with pytest.raises(RecordError, match=r"field '\[3\]\.instance_id' is missing \(task .*: not imported\)"):
+        import_path(bad, tmp_path / "alone")
+    with open_ledger(tmp_path / "alone") as book:
+        assert book.runs() == []

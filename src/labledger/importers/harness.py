@@ -416,7 +416,7 @@ def task_error(exc: LedgerError, task: str) -> LedgerError:
     tail = f" (task {task}: not imported)"
     if isinstance(exc, RecordError):
         return RecordError(exc.detail + tail, source=exc.source, line=exc.line, field=exc.field)
-    return LedgerError(f"{exc}{tail}")
+    return (ImportSourceError if isinstance(exc, ImportSourceError) else LedgerError)(f"{exc}{tail}")
 
 
 def store_harness_run(

@@ -24,6 +24,9 @@ input and references (a perturbed copy is another item).
 
 HELM's ``stats.json`` gives the value (``mean``) but no standard error across instances: its
 ``stddev`` is across train trials. labledger's CI is the first interval over instances.
+
+A run folder that cannot be read is left out with its one-line error (file, field, and the folder
+as the task), the suite's other folders stored (see :func:`load`).
 """
 
 from __future__ import annotations
@@ -33,8 +36,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from labledger.errors import ImportSourceError, RecordError
-from labledger.importers.harness import HarnessMetric, HarnessTask, as_float, item_hash, set_name, store_harness_run
+from labledger.errors import ImportSourceError, LedgerError, RecordError
+from labledger.importers.harness import (
+    HarnessMetric,
+    HarnessTask,
+    as_float,
+    item_hash,
+    set_name,
+    store_harness_run,
+    task_error,
+)
 from labledger.importers.source import ImportedRun, ImportOptions, Source, load_json
 from labledger.store.ledger import Ledger
 
@@ -275,11 +286,35 @@ def _task(folder: Path) -> tuple[list[HarnessTask], dict[str, Any], str, list[st
     return tasks, {"adapter_spec": adapter, "run_spec": spec}, str(adapter.get("model") or "model"), notes
 
 
+def _model_of(folder: Path) -> str | None:
+    """The model of a run folder that cannot be read whole: ``run_spec.json``'s, else ``None``."""
+    try:
+        spec = load_json(folder / "run_spec.json")
+    except LedgerError:
+        return None
+    adapter = spec.get("adapter_spec") if isinstance(spec, dict) else None
+    model = adapter.get("model") if isinstance(adapter, dict) else None
+    return str(model) if model else None
+
+
 def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
+    """One run per model. A run folder that cannot be read is left out with its one-line error,
+    told in the run of its model (from ``run_spec.json``; the first run when that cannot be read
+    either); when no folder can be read, the first error ends the import and nothing is stored."""
     by_model: dict[str, list[tuple[Path, list[HarnessTask], dict[str, Any], list[str]]]] = {}
+    failed: list[tuple[str | None, LedgerError]] = []
     for folder in run_folders(source.path):
-        tasks, info, model, notes = _task(folder)
+        try:
+            tasks, info, model, notes = _task(folder)
+        except LedgerError as exc:
+            failed.append((_model_of(folder), task_error(exc, folder.name)))
+            continue
         by_model.setdefault(model, []).append((folder, tasks, info, notes))
+    if failed and not by_model:
+        raise failed[0][1]
+    errors: dict[str, list[LedgerError]] = {}
+    for owner, err in failed:
+        errors.setdefault(owner if owner in by_model else next(iter(by_model)), []).append(err)
     runs = []
     for model, items in by_model.items():
         first = items[0][2]["adapter_spec"]
@@ -319,6 +354,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                 started=None,
                 ended=None,
                 notes=notes,
+                errors=errors.get(model, []),
                 files=[f / n for f, *_ in items for n in _FILES if (f / n).is_file()],
             )
         )

@@ -36,7 +36,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from labledger.errors import ImportSourceError, RecordError
+from labledger.errors import ImportSourceError, LedgerError, RecordError
 from labledger.importers.harness import (
     HarnessMetric,
     HarnessTask,
@@ -45,6 +45,7 @@ from labledger.importers.harness import (
     paused_gc,
     set_name,
     store_harness_run,
+    task_error,
 )
 from labledger.importers.source import ImportedRun, ImportOptions, Source, load_json
 from labledger.inputs.result_columns import MISSING, ResultColumns
@@ -498,28 +499,45 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
 
 
 def _load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
+    """The runs of every log, one per ``eval()`` call and model. A log whose header cannot be read
+    ends the import (its run is unknown); a log that cannot be imported otherwise (format version,
+    status, a sample) is left out with its one-line error, the run's other logs stored, unless none
+    of the run's logs can be, which ends the import with that error and stores nothing."""
     groups: dict[tuple[str, str], list[tuple[Path, dict[str, Any], HarnessTask]]] = {}
+    failed: dict[tuple[str, str], list[LedgerError]] = {}
     notes: list[str] = []
     for path in log_files(source.path):
         header, samples, reductions = _read_log(path)
-        version = header.get("version")
-        if version not in SUPPORTED_VERSIONS:
-            raise RecordError(
-                f"inspect log format version {version!r} is not supported (known: 1, 2)",
-                source=str(path),
-                field="version",
-            )
-        if header.get("status") != "success":
-            raise ImportSourceError(
-                f"{path}: the log's status is {header.get('status')!r}, not 'success' (an unfinished or failed "
-                "evaluation); fix or rerun it before importing"
-            )
-        task, _, task_notes = _task_of(path, header, samples, reductions)
-        notes.extend(task_notes)
         ev = header.get("eval") or {}
-        groups.setdefault((str(ev.get("run_id")), str(ev.get("model"))), []).append((path, header, task))
+        key = (str(ev.get("run_id")), str(ev.get("model")))
+        try:
+            version = header.get("version")
+            if version not in SUPPORTED_VERSIONS:
+                raise RecordError(
+                    f"inspect log format version {version!r} is not supported (known: 1, 2)",
+                    source=str(path),
+                    field="version",
+                )
+            if header.get("status") != "success":
+                raise ImportSourceError(
+                    f"{path}: the log's status is {header.get('status')!r}, not 'success' (an unfinished or "
+                    "failed evaluation); fix or rerun it before importing"
+                )
+            task, _, task_notes = _task_of(path, header, samples, reductions)
+        except LedgerError as exc:
+            failed.setdefault(key, []).append(task_error(exc, str(ev.get("task") or path.stem)))
+            continue
+        notes.extend(task_notes)
+        groups.setdefault(key, []).append((path, header, task))
+    for key, errors in failed.items():
+        if key not in groups:  # no log of this run can be read: nothing is stored
+            err = errors[0]
+            more = f"; {len(errors) - 1} more log(s) could not be read either" if len(errors) > 1 else ""
+            if more and isinstance(err, RecordError):
+                raise RecordError(err.detail + more, source=err.source, line=err.line, field=err.field)
+            raise err if not more else type(err)(f"{err}{more}")
     runs = []
-    for (_, model), logs in groups.items():
+    for (run_key, model), logs in groups.items():
         first = logs[0][1]
         ev = first.get("eval") or {}
         version = (ev.get("packages") or {}).get("inspect_ai")
@@ -563,6 +581,7 @@ def _load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRu
                 started=min(starts) if starts else None,
                 ended=max(ends) if ends else None,
                 notes=[n for n in notes if any(n.startswith(f"{t.name}:") for _, _, t in logs)],
+                errors=failed.get((run_key, model), []),
                 files=[p for p, _, _ in logs],
             )
         )
