@@ -95,7 +95,7 @@ def _shown_rows(count: int, selected: int, limit: int) -> list[int]:
 def _print_report(report, data: dict[str, Any], max_rows: int) -> None:
     d = report.to_dict()
     trials, sel = d["threshold_trials"], d["threshold_selection"]
-    skip = {"threshold", "roc_auc", "passed_gates"}
+    skip = {"threshold", "roc_auc", "passed_gates", "passed_point_gates"}
     columns = [k for k in trials[0] if k not in skip]
     gate_cols = {g.column for g in report.gates}
     table = Table(
@@ -108,14 +108,19 @@ def _print_report(report, data: dict[str, Any], max_rows: int) -> None:
     table.add_column("threshold", justify="right")
     for c in columns:
         table.add_column(escape(c) + (" (gate)" if c in gate_cols else ""), justify="right")
+    points = "passed_point_gates" in trials[0]
     if report.gates:
         table.add_column("gates", justify="center")
+    if points:
+        table.add_column("point gates", justify="center")
     shown = _shown_rows(len(trials), report.selected, max_rows)
     for i in shown:
         t = trials[i]
         cells = [f"{t['threshold']:g}"] + [_fmt(t[c]) for c in columns]
         if report.gates:
             cells.append("pass" if t["passed_gates"] else "fail")
+        if points:
+            cells.append("pass" if t["passed_point_gates"] else "fail")
         if i == report.selected:
             cells[0] = "> " + cells[0]
         table.add_row(*cells, style="bold reverse" if i == report.selected else None)
@@ -128,14 +133,20 @@ def _print_report(report, data: dict[str, Any], max_rows: int) -> None:
     console.print(table)
     if report.gates:
         console.print(
-            "Gates: "
-            + "; ".join(
-                f"{g} ({'pass' if v['passed'] else 'FAIL'} at {sel['threshold']:g}: {_fmt(v['value'])})"
-                for g, v in sel["gates"].items()
-            ),
+            "Gates: " + "; ".join(_gate_text(g, v, sel["threshold"]) for g, v in sel["gates"].items()),
             markup=False,
             highlight=False,
         )
+        bounds = [g for g in report.gates if hasattr(g, "side")]
+        if bounds:
+            console.print(
+                f"Bound gates read the one-sided {1 - bounds[0].alpha:.0%} Clopper-Pearson bound of the proportion "
+                "(exact binomial, items independent), not its point value; the point value and its verdict are "
+                f"beside each. Thresholds passing: {sel['n_passing']} on the bounds, "
+                f"{sel['n_passing_point_gates']} on the point values, of {len(trials)}.",
+                markup=False,
+                highlight=False,
+            )
     metrics = escape(", ".join(f"{k} {_fmt(sel[k])}" for k in columns))
     if sel["recall_gate_passed"]:
         console.print(f"[bold green]Selected threshold {sel['threshold']:g}[/]: {metrics}.")
@@ -163,6 +174,14 @@ def _print_report(report, data: dict[str, Any], max_rows: int) -> None:
         )
 
 
+def _gate_text(gate: str, v: dict[str, Any], threshold: float) -> str:
+    """One gate's verdict at the selected threshold (a bound gate's point value beside it)."""
+    text = f"{gate} ({'pass' if v['passed'] else 'FAIL'} at {threshold:g}: {_fmt(v['value'])}"
+    if "point" in v:
+        text += f"; point value {_fmt(v['point'])}, which {'passes' if v['point_passed'] else 'fails'}"
+    return text + ")"
+
+
 @main.command("sweep")
 @click.argument("results", metavar="RESULTS")
 @click.option("--positive", metavar="LABEL", help="The positive class (score = P(LABEL)).")
@@ -187,7 +206,15 @@ def _print_report(report, data: dict[str, Any], max_rows: int) -> None:
     "gates",
     multiple=True,
     metavar="EXPR",
-    help="e.g. 'recall[single_symbol]>=0.97', 'recall[length=long]>=0.9' (repeatable).",
+    help="e.g. 'recall[single_symbol]>=0.97', 'recall[length=long]>=0.9', or on a confidence bound: "
+    "'lower(recall[cross_boundary])>=0.97' (repeatable).",
+)
+@click.option(
+    "--gate-alpha",
+    type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="One-sided level of lower(...) / upper(...) gates (0.05: 95% bounds).",
 )
 @click.option("--task", help="The task to sweep (needed when RESULTS holds several).")
 @click.option(
@@ -213,7 +240,20 @@ def _print_report(report, data: dict[str, Any], max_rows: int) -> None:
 @json_option
 @handle_errors
 def sweep_cmd(
-    results, positive, thresholds, objective, gates, task, test_ref, center, out, strict, max_rows, ledger_path, as_json
+    results,
+    positive,
+    thresholds,
+    objective,
+    gates,
+    gate_alpha,
+    task,
+    test_ref,
+    center,
+    out,
+    strict,
+    max_rows,
+    ledger_path,
+    as_json,
 ):
     """Sweep a decision threshold over RESULTS and select one under gates; write the report.
 
@@ -243,6 +283,7 @@ def sweep_cmd(
         gates=gates,
         objective=objective,
         center=center,
+        gate_alpha=gate_alpha,
         **test,
     )
     doc = {"source": data["source"], "task": data["task"], **report.to_dict()}

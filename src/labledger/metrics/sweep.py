@@ -21,6 +21,14 @@ Gates
     or both (``recall[single_symbol,length=long]``); without brackets the metric is the overall one.
     Gates compare exact floats (no tolerance).
 
+Bound gates
+    ``lower(METRIC[TARGET]) OP NUMBER`` and ``upper(...)``: the gate reads the one-sided
+    ``1 - gate_alpha`` Clopper-Pearson bound of a proportion (``recall``, ``precision``,
+    ``accuracy``) instead of its point value: ``lower(recall[cross_boundary])>=0.97`` passes where the
+    data show recall at least 0.97 with 95% confidence (a threshold whose true recall is below 0.97
+    passes with probability at most ``gate_alpha``). The point value and whether it would pass the
+    same comparison are reported beside the bound (see :class:`BoundGate`).
+
 Selection
     Among the thresholds that pass every gate, the highest objective wins; ties (equal floats) go to
     the threshold closest to ``center`` (0.5 by default), then to the lowest threshold. When none
@@ -35,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -42,7 +51,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from labledger.errors import MetricInputError, UnknownMetricError
+from labledger.errors import GateError, MetricInputError, UnknownMetricError
 from labledger.metrics._inputs import binary_gold
 from labledger.metrics.classification import binary_table_metric, roc_auc_sorted, tie_starts
 from labledger.metrics.gates import (
@@ -56,15 +65,19 @@ from labledger.metrics.gates import (
 from labledger.metrics.kernels import stable_argsort
 
 __all__ = [
+    "BOUND_METRICS",
     "OBJECTIVES",
+    "BoundGate",
     "EpochSelection",
     "Gate",
     "SweepReport",
     "best_grid_point",
     "epoch_label",
     "evaluate_threshold",
+    "parse_bound_gate",
     "parse_gate",
     "parse_thresholds",
+    "proportion_bound",
     "select_epoch",
     "threshold_counts",
     "threshold_sweep",
@@ -135,6 +148,138 @@ def _grid(spec: str) -> np.ndarray:
             f"Thresholds '{spec}': {count:,} points; at most {MAX_GRID:,} (use 'all' for every score)."
         )
     return np.array([float(start + i * step) for i in range(count)], dtype=np.float64)
+
+
+# ----------------------------------------------------------------------------------------------
+# Bound gates: a gate on a one-sided confidence bound instead of the point value
+
+#: Metrics a bound gate takes: proportions with an exact binomial bound (successes of trials).
+BOUND_METRICS: dict[str, str] = {
+    "recall": "TP of TP + FN (the class's items)",
+    "precision": "TP of TP + FP (the items predicted as the class)",
+    "accuracy": "TP + TN of n",
+}
+_BOUND_RE = re.compile(
+    r"^\s*(?P<side>lower|upper)\s*\(\s*(?P<inner>[^()]*?)\s*\)\s*(?P<op>>=|<=|>|<)\s*"
+    r"(?P<bound>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
+)
+
+
+@dataclass(frozen=True)
+class BoundGate:
+    """A gate on the one-sided ``1 - alpha`` Clopper-Pearson bound of a proportion, e.g.
+    ``lower(recall[cross_boundary])>=0.97``: ``gate`` is the same comparison on the point value (its
+    column is computed and reported beside), ``side`` which bound (``lower``: the value is at least
+    the bound with confidence ``1 - alpha``; ``upper``: at most)."""
+
+    text: str
+    side: str
+    gate: Gate
+    alpha: float = 0.05
+
+    @property
+    def metric(self) -> str:
+        return self.gate.metric
+
+    @property
+    def op(self) -> str:
+        return self.gate.op
+
+    @property
+    def bound(self) -> float:
+        return self.gate.bound
+
+    @property
+    def label(self) -> str | None:
+        return self.gate.label
+
+    @property
+    def field(self) -> str | None:
+        return self.gate.field
+
+    @property
+    def value(self) -> str | None:
+        return self.gate.value
+
+    @property
+    def column(self) -> str:
+        """The column of the trials that holds the bound, e.g. ``lower(cross_boundary_recall)``."""
+        return f"{self.side}({self.gate.column})"
+
+    def passes(self, values: np.ndarray) -> np.ndarray:
+        """Element-wise: does each bound satisfy the comparison (NaN, no trials, never does)?"""
+        return self.gate.passes(values)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+AnyGate: TypeAlias = Gate | BoundGate
+
+
+def parse_bound_gate(text: str | Gate | BoundGate, alpha: float = 0.05) -> AnyGate:
+    """A gate expression: a point gate (:func:`parse_gate`) or a bound gate ``lower(EXPR) OP NUMBER``
+    / ``upper(EXPR) OP NUMBER`` on a proportion (:data:`BOUND_METRICS`) at one-sided level
+    ``1 - alpha``.
+
+    >>> g = parse_bound_gate("lower( recall[cross_boundary] ) >= 0.97")
+    >>> g.text, g.column, g.gate.column
+    ('lower(recall[cross_boundary])>=0.97', 'lower(cross_boundary_recall)', 'cross_boundary_recall')
+    >>> parse_bound_gate("f1>0.5").text
+    'f1>0.5'
+    """
+    if isinstance(text, (Gate, BoundGate)):
+        return text
+    if not (0 < alpha < 0.5):
+        raise MetricInputError(f"gate_alpha must be strictly between 0 and 0.5; got {alpha}")
+    m = _BOUND_RE.match(str(text))
+    if m is None:
+        if re.match(r"^\s*(lower|upper)\s*\(", str(text)):
+            raise GateError(
+                f"Gate '{text}' is malformed: a bound gate is lower(METRIC[TARGET]) OP NUMBER or "
+                "upper(METRIC[TARGET]) OP NUMBER (e.g. lower(recall[cross_boundary])>=0.97)."
+            )
+        return parse_gate(text)
+    gate = parse_gate(f"{m['inner']}{m['op']}{m['bound']}")
+    if gate.metric not in BOUND_METRICS:
+        raise GateError(
+            f"Gate '{text}': {m['side']}() takes a proportion with an exact binomial bound "
+            f"({', '.join(BOUND_METRICS)}); {gate.metric} has none (gate its point value instead)."
+        )
+    inner = gate.text[: len(gate.text) - len(m["op"]) - len(m["bound"])]
+    return BoundGate(text=f"{m['side']}({inner}){m['op']}{m['bound']}", side=m["side"], gate=gate, alpha=alpha)
+
+
+def proportion_bound(successes: Any, trials: Any, alpha: float, side: str) -> np.ndarray:
+    """The one-sided ``1 - alpha`` Clopper-Pearson bound of ``successes / trials`` (element-wise):
+    ``lower`` is the ``alpha`` quantile of Beta(k, m - k + 1) (0 when k = 0), ``upper`` the
+    ``1 - alpha`` quantile of Beta(k + 1, m - k) (1 when k = m); NaN where there are no trials.
+    Exact: the bound is beyond the true proportion with probability at most ``alpha``.
+
+    >>> proportion_bound([97, 0, 5], [100, 10, 0], 0.05, "lower").round(4).tolist()
+    [0.9243, 0.0, nan]
+    >>> proportion_bound([100], [100], 0.05, "upper").tolist()
+    [1.0]
+    """
+    from scipy.special import betaincinv
+
+    k = np.asarray(successes, dtype=np.float64)
+    m = np.asarray(trials, dtype=np.float64)
+    out = np.full(np.broadcast(k, m).shape, np.nan)
+    ok = m > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if side == "lower":
+            out[ok] = np.where(k[ok] > 0, betaincinv(np.maximum(k[ok], 1), m[ok] - k[ok] + 1, alpha), 0.0)
+        elif side == "upper":
+            out[ok] = np.where(k[ok] < m[ok], betaincinv(k[ok] + 1, np.maximum(m[ok] - k[ok], 1), 1 - alpha), 1.0)
+        else:
+            raise MetricInputError(f"side must be 'lower' or 'upper'; got {side!r}")
+    return out
+
+
+def _point_gates(gates: Sequence[AnyGate]) -> tuple[Gate, ...]:
+    """The point gates whose columns the sweep computes: each gate, or a bound gate's point form."""
+    return tuple(g.gate if isinstance(g, BoundGate) else g for g in gates)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -276,7 +421,7 @@ class SweepReport:
     negative: str
     support: dict[str, int]
     objective: str
-    gates: tuple[Gate, ...]
+    gates: tuple[AnyGate, ...]
     center: float
     thresholds_spec: str
     thresholds: np.ndarray
@@ -288,6 +433,8 @@ class SweepReport:
     definitions: dict[str, str]
     paired_test: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    #: With bound gates: which thresholds pass the same gates on the point values (reported beside).
+    point_passed: np.ndarray | None = None
 
     @property
     def threshold(self) -> float:
@@ -315,6 +462,8 @@ class SweepReport:
             out[name] = _clean(col[i])
         if self.gates:
             out["passed_gates"] = bool(self.passed[i])
+        if self.point_passed is not None:
+            out["passed_point_gates"] = bool(self.point_passed[i])
         return out
 
     @property
@@ -326,20 +475,17 @@ class SweepReport:
         i = self.selected
         out = self.row(i)
         out.pop("passed_gates", None)
+        out.pop("passed_point_gates", None)
         out["recall_gate_passed"] = bool(self.gate_passed)
-        out["gates"] = {
-            g.text: {
-                "value": _clean(self.columns[g.column][i]),
-                "passed": bool(g.passes(self.columns[g.column][i : i + 1])[0]),
-            }
-            for g in self.gates
-        }
+        out["gates"] = {g.text: _gate_verdict(g, self.columns, i) for g in self.gates}
         out["confusion"] = {k: int(v[i]) for k, v in self.counts.items()}
         objective = self.columns[self.objective]
         pool = np.flatnonzero(self.passed) if self.gate_passed else np.arange(self.thresholds.size)
         tied = pool[objective[pool] == objective[i]]
         out["tied_thresholds"] = [float(self.thresholds[j]) for j in tied]
         out["n_passing"] = int(np.count_nonzero(self.passed))
+        if self.point_passed is not None:
+            out["n_passing_point_gates"] = int(np.count_nonzero(self.point_passed))
         out["fallback"] = not self.gate_passed
         out["selected_by"] = (
             f"highest {self.objective} among {out['n_passing']} of {self.thresholds.size} thresholds passing every gate"
@@ -375,6 +521,21 @@ class SweepReport:
         return out
 
 
+def _gate_verdict(g: AnyGate, columns: Mapping[str, np.ndarray], i: int) -> dict[str, Any]:
+    """A gate's value and verdict at trial ``i``; a bound gate also has its point value and the
+    point gate's verdict beside (``point``, ``point_passed``), its side and its level."""
+    out: dict[str, Any] = {
+        "value": _clean(columns[g.column][i]),
+        "passed": bool(g.passes(columns[g.column][i : i + 1])[0]),
+    }
+    if isinstance(g, BoundGate):
+        point = columns[g.gate.column][i : i + 1]
+        out["point"] = _clean(point[0])
+        out["point_passed"] = bool(g.gate.passes(point)[0])
+        out["bound"] = f"one-sided {1 - g.alpha:.0%} {g.side} bound (Clopper-Pearson)"
+    return out
+
+
 def _clean(x: Any) -> Any:
     if isinstance(x, (np.floating, float)):
         return None if math.isnan(x) else float(x)
@@ -384,7 +545,7 @@ def _clean(x: Any) -> Any:
 
 
 def _definitions(
-    positive: str, negative: str, objective: str, columns: Iterable[str], gates: Sequence[Gate]
+    positive: str, negative: str, objective: str, columns: Iterable[str], gates: Sequence[AnyGate]
 ) -> dict[str, str]:
     d = {
         "threshold": f"an item is predicted '{positive}' when score >= threshold, else '{negative}'",
@@ -402,12 +563,17 @@ def _definitions(
     if objective not in d:
         d[objective] = OBJECTIVES[objective]
     for g in gates:
-        if g.column in d:
-            continue
-        cls = g.label or positive
-        what = f"{g.metric} of class '{cls}'" if g.metric in _CLASS_METRICS else g.metric
-        where = f" on the items whose slice {g.field} == '{g.value}'" if g.field else ""
-        d[g.column] = f"{what}{where}: {OBJECTIVES[g.metric]}"
+        point = g.gate if isinstance(g, BoundGate) else g
+        cls = point.label or positive
+        what = f"{point.metric} of class '{cls}'" if point.metric in _CLASS_METRICS else point.metric
+        where = f" on the items whose slice {point.field} == '{point.value}'" if point.field else ""
+        if point.column not in d:
+            d[point.column] = f"{what}{where}: {OBJECTIVES[point.metric]}"
+        if isinstance(g, BoundGate) and g.column not in d:
+            d[g.column] = (
+                f"one-sided {1 - g.alpha:.0%} {g.side} confidence bound of {what}{where} (Clopper-Pearson, exact "
+                f"binomial: {BOUND_METRICS[point.metric]}, items independent); null when there are no trials"
+            )
     return {k: v for k, v in d.items() if k == "threshold" or k in columns}
 
 
@@ -416,7 +582,7 @@ def _evaluate(
     y: np.ndarray,
     masks: dict[SliceKey, np.ndarray],
     thr: np.ndarray,
-    gates: Sequence[Gate],
+    gates: Sequence[AnyGate],
     objective: str,
     positive: str,
     negative: str,
@@ -439,11 +605,12 @@ def _evaluate(
         cols[objective] = _metric(objective, c)
     slice_counts: dict[SliceKey, _Counts] = {}
     for g in gates:
+        point = g.gate if isinstance(g, BoundGate) else g
         if g.column in cols:
             continue
         cc = c
-        if g.field is not None:
-            key = (g.field, g.value)
+        if point.field is not None:
+            key = (point.field, point.value)
             if key not in masks:
                 continue
             if key not in slice_counts:
@@ -454,11 +621,24 @@ def _evaluate(
                 )
                 del m_pos
             cc = slice_counts[key]
-        if g.label is not None and g.label != positive:
+        if point.label is not None and point.label != positive:
             cc = cc.flipped()
-        cols[g.column] = _metric(g.metric, cc)
+        if point.column not in cols:
+            cols[point.column] = _metric(point.metric, cc)
+        if isinstance(g, BoundGate):
+            k, trials = _successes(point.metric, cc)
+            cols[g.column] = proportion_bound(k, trials, g.alpha, g.side)
     counts = {"tp": c.tp, "fp": c.fp, "fn": c.fn, "tn": c.tn}
     return cols, counts
+
+
+def _successes(metric: str, c: _Counts) -> tuple[np.ndarray, np.ndarray]:
+    """(successes, trials) of a proportion of :data:`BOUND_METRICS` at every threshold."""
+    if metric == "recall":
+        return c.tp, c.tp + c.fn
+    if metric == "precision":
+        return c.tp, c.tp + c.fp
+    return c.tp + c.tn, c.tp + c.tn + c.fp + c.fn
 
 
 def _prepare(
@@ -467,13 +647,14 @@ def _prepare(
     positive: Any,
     negative: Any,
     slices: Mapping[str, Any] | None,
-    gates: Sequence[Gate],
+    gates: Sequence[AnyGate],
     strict_slices: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, dict[SliceKey, Any], Any, Any]:
     is_pos, positive, negative = binary_gold(gold, positive, negative=negative, only_two=True, name="positive")
     n = int(is_pos.size)
     s = _scores(score, n)
     labels = [str(negative), str(positive)]
+    gates = _point_gates(gates)
     _check_labels(gates, labels, slices)
     makers: dict[SliceKey, Any] = {}
     for g in gates:
@@ -492,12 +673,13 @@ def threshold_sweep(
     positive: Any = None,
     negative: Any = None,
     slices: Mapping[str, Any] | None = None,
-    gates: Iterable[str | Gate] = (),
+    gates: Iterable[str | AnyGate] = (),
     objective: str = "f1",
     center: float = 0.5,
     test_gold: Any = None,
     test_score: Any = None,
     test_slices: Mapping[str, Any] | None = None,
+    gate_alpha: float = 0.05,
 ) -> SweepReport:
     """Sweep a decision threshold over binary scores and select one under gates.
 
@@ -506,13 +688,14 @@ def threshold_sweep(
     with one value per item, used by slice gates; ``gates``: expressions for :func:`parse_gate`;
     ``objective``: one of :data:`OBJECTIVES`; ``center``: the tie-break point. ``test_gold`` and
     ``test_score`` (and ``test_slices``): a second data set scored at the selected threshold.
+    ``gate_alpha``: the one-sided level of bound gates (``lower(...)``, ``upper(...)``; 0.05: 95% bounds).
 
     >>> r = threshold_sweep(gold=["a", "b", "b", "a"], score=[0.1, 0.8, 0.6, 0.4],
     ...                     positive="b", thresholds="0.3:0.7:0.2", gates=["recall[a]>=1"])
     >>> r.threshold, r.to_dict()["threshold_selection"]["f1"]
     (0.5, 1.0)
     """
-    parsed = tuple(parse_gate(g) for g in gates)
+    parsed = tuple(parse_bound_gate(g, gate_alpha) for g in gates)
     if objective not in OBJECTIVES:
         raise UnknownMetricError(objective, OBJECTIVES)
     is_pos, s, makers, positive, negative = _prepare(gold, score, positive, negative, slices, parsed)
@@ -532,6 +715,11 @@ def threshold_sweep(
     passed = np.ones(thr.size, dtype=bool)
     for g in parsed:
         passed &= g.passes(cols[g.column])
+    point_passed = None
+    if any(isinstance(g, BoundGate) for g in parsed):
+        point_passed = np.ones(thr.size, dtype=bool)
+        for pg in _point_gates(parsed):
+            point_passed &= pg.passes(cols[pg.column])
     gate_passed = bool(passed.any())
     pool = np.flatnonzero(passed) if gate_passed else np.arange(thr.size)
     selected = _select(cols[objective][pool], thr[pool], center)
@@ -552,6 +740,7 @@ def threshold_sweep(
         selected=selected,
         gate_passed=gate_passed,
         definitions=_definitions(pos_name, neg_name, objective, ["threshold", *cols], parsed),
+        point_passed=point_passed,
     )
     if not gate_passed:
         report.notes.append(
@@ -570,6 +759,7 @@ def threshold_sweep(
             slices=test_slices,
             gates=parsed,
             objective=objective,
+            gate_alpha=gate_alpha,
         )
     return report
 
@@ -590,18 +780,20 @@ def evaluate_threshold(
     positive: Any = None,
     negative: Any = None,
     slices: Mapping[str, Any] | None = None,
-    gates: Iterable[str | Gate] = (),
+    gates: Iterable[str | AnyGate] = (),
     objective: str = "f1",
+    gate_alpha: float = 0.05,
 ) -> dict[str, Any]:
     """The sweep's columns at one threshold (e.g. the selected one applied to a paired test set).
 
     Slice gates whose field is missing from ``slices`` are skipped and listed under
-    ``gates_not_evaluated``.
+    ``gates_not_evaluated``. With a bound gate, ``gates`` gives each gate's value and verdict (a
+    bound gate's with its point value and the point verdict beside).
 
     >>> evaluate_threshold(gold=[0, 1, 1, 0], score=[0.2, 0.9, 0.4, 0.6], threshold=0.5)["accuracy"]
     0.5
     """
-    parsed = tuple(parse_gate(g) for g in gates)
+    parsed = tuple(parse_bound_gate(g, gate_alpha) for g in gates)
     is_pos, s, makers, positive, negative = _prepare(
         gold, score, positive, negative, slices, parsed, strict_slices=False
     )
@@ -621,6 +813,8 @@ def evaluate_threshold(
         missing = [g.text for g in parsed if g.column not in cols]
         if missing:
             out["gates_not_evaluated"] = missing
+        if any(isinstance(g, BoundGate) for g in evaluated):
+            out["gates"] = {g.text: _gate_verdict(g, cols, 0) for g in evaluated}
     return out
 
 
