@@ -114,7 +114,12 @@ SLOW_DOCTESTS = ("labledger.demo", "labledger.integrations")
 
 
 def pytest_collection_modifyitems(config, items):
+    from labledger import accelerators
+
+    reference_only = not accelerators.enabled()
     for item in items:
+        if reference_only and item.get_closest_marker("accelerator") is not None:
+            item.add_marker(pytest.mark.skip(reason="an accelerator's own test; LABLEDGER_FAST=0 turns them off"))
         path, _, name = item.nodeid.partition("::")
         base = f"{path}::{name.split('[')[0]}"
         slow = base in SLOW or bool(SLOW_FIXTURES.get(path, set()) & set(getattr(item, "fixturenames", ())))

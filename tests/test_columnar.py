@@ -97,6 +97,7 @@ def assert_same_set(a, b):
         assert {k: list(x.extras[k]) for k in x.extras} == {k: list(y.extras[k]) for k in y.extras}
 
 
+@pytest.mark.accelerator
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=result_rows())
 def test_cached_result_set_equals_the_direct_read(tmp_path, cache_dir, rows):
@@ -110,6 +111,7 @@ def test_cached_result_set_equals_the_direct_read(tmp_path, cache_dir, rows):
         assert_same_set(direct, other)
 
 
+@pytest.mark.accelerator
 @pytest.mark.parametrize("kind", ["binary", "cls3"])
 def test_eval_from_the_entrys_sorted_columns_equals_eval_from_jsonl(tmp_path, cache_dir, kind):
     """The entry keeps each sorted column's ascending order (#19): the cache-filling read hands it to
@@ -148,6 +150,7 @@ def test_eval_from_the_entrys_sorted_columns_equals_eval_from_jsonl(tmp_path, ca
     assert doc(cached) == want
 
 
+@pytest.mark.accelerator
 def test_a_stale_result_cache_is_rebuilt_even_at_the_same_size_and_time(tmp_path, cache_dir):
     rows = [{"id": i, "task": "t", "gold": "a", "probs": {"a": 0.25, "b": 0.75}} for i in range(50)]
     path = write(tmp_path / "r.jsonl", rows)
@@ -163,6 +166,7 @@ def test_a_stale_result_cache_is_rebuilt_even_at_the_same_size_and_time(tmp_path
     assert read_results(path)["t"].probs[0].tolist() == [0.75, 0.25]
 
 
+@pytest.mark.accelerator
 def test_a_torn_or_foreign_cache_entry_is_never_read(tmp_path, cache_dir):
     rows = [{"id": i, "task": "t", "gold": "no", "score": i / 100} for i in range(100)]
     path = write(tmp_path / "r.jsonl", rows)
@@ -184,6 +188,7 @@ def test_a_torn_or_foreign_cache_entry_is_never_read(tmp_path, cache_dir):
         assert_same_set(want, read_results(path, positive="no"))  # and read back
 
 
+@pytest.mark.accelerator
 def test_an_entry_whose_bytes_changed_after_it_was_written_is_never_read(tmp_path, cache_dir):
     """Every byte of a columns entry before its trailer, data and header alike, is under the digest
     written with it (#19): one flipped bit in a sort order, a probability, a tie start, the Arrow
@@ -222,6 +227,7 @@ def test_an_entry_whose_bytes_changed_after_it_was_written_is_never_read(tmp_pat
     assert columnar.cached_columns(path, kind, folder=cache_dir) is not None
 
 
+@pytest.mark.accelerator
 def test_an_entrys_orders_come_with_the_tie_starts_of_their_columns(tmp_path, cache_dir):
     """A result set's entry keeps each sorted column's tie starts beside its order (entry format 10):
     read back, they are the column's own (kernels' tie_starts of its values in that order; None
@@ -263,6 +269,7 @@ def test_an_entrys_orders_come_with_the_tie_starts_of_their_columns(tmp_path, ca
     assert got == want and calls == []
 
 
+@pytest.mark.accelerator
 def test_an_entry_of_another_layout_is_rewritten_in_place(tmp_path, cache_dir, monkeypatch):
     """A new version's entry layout is not part of the entry's name: the old entry is not read, and
     the new one replaces it in the same file (no orphan left in the folder)."""
@@ -287,6 +294,7 @@ def test_an_entry_of_another_layout_is_rewritten_in_place(tmp_path, cache_dir, m
     assert decoded[-1] is not None
 
 
+@pytest.mark.accelerator
 def test_the_cache_is_keyed_by_the_reading_parameters_and_can_be_off(tmp_path, cache_dir, monkeypatch):
     rows = [{"id": i, "task": "t", "gold": ["x", "y"][i % 2], "score": 0.5 + i / 1000} for i in range(40)]
     path = write(tmp_path / "r.jsonl", rows)
@@ -303,6 +311,7 @@ def test_the_cache_is_keyed_by_the_reading_parameters_and_can_be_off(tmp_path, c
         assert read_results(other, positive="x")["t"].n == 40  # an unwritable cache is skipped, said once
 
 
+@pytest.mark.accelerator
 def test_deferred_entries_are_written_in_threads_and_waited_for(tmp_path, cache_dir, monkeypatch):
     """Between defer_writes and wait_for_writes (the CLI's eval/compare/calibrate) a result set's entry
     is written in a thread: a read of it meanwhile waits and reads it whole, wait_for_writes leaves
@@ -356,6 +365,7 @@ def test_deferred_entries_are_written_in_threads_and_waited_for(tmp_path, cache_
     assert len(entries(cache_dir)) == len(before) + 1 and columnar._deferred is None
 
 
+@pytest.mark.accelerator
 def test_a_prefetched_key_is_used_once_and_never_for_a_changed_file(tmp_path, cache_dir, monkeypatch):
     """The CLI hashes its files in a thread while it starts (prefetch_key): the key is the file's, it
     is taken once, and a file changed since (even at the same size and mtime) is hashed again."""
@@ -614,6 +624,7 @@ def test_export_parquet_copies_the_fresh_cache_entry(finished_run, cache_dir, tm
     assert view.cached_parquet("samples") is None
 
 
+@pytest.mark.accelerator
 def test_a_runs_samples_table_imports_no_pandas(finished_run, tmp_path):
     """The samples table from the batch file's Arrow columns (sample positions and index from the
     list offsets) imports no pandas: Arrow's to_numpy and pa.array of numpy values do where it is

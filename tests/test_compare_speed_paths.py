@@ -52,6 +52,7 @@ def test_files_compare_as_rows_do(tmp_path_factory, seed, n, digits):
         assert got == want
 
 
+@pytest.mark.accelerator
 def test_arrow_ids_are_compared_in_arrow_only_when_both_are_deferred(tmp_path):
     rows = _rows(np.random.default_rng(0), 30, [f"i{j}" for j in range(30)], 3)
     a = read_results(_write(tmp_path / "a.jsonl", rows))["t"]

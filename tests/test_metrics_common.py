@@ -183,6 +183,7 @@ def test_docs_list_every_metric_with_its_definition():
     "module",
     [
         "labledger.inputs.results",
+        "labledger.inputs.reference",
         "labledger.metrics",
         "labledger.metrics.registry",
         "labledger.metrics.classification",

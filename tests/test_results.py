@@ -350,6 +350,7 @@ def test_arrow_and_row_engines_agree(tmp_path, rows):
         }
 
 
+@pytest.mark.accelerator
 def test_arrow_engine_is_used_for_plain_files(tmp_path):
     from labledger.inputs.results import LazyColumns
 
@@ -366,13 +367,14 @@ def test_arrow_engine_is_used_for_plain_files(tmp_path):
         ({"bin": "yes", "two": "x"}, "tri", "gold has 3 labels"),
     ],
 )
+@pytest.mark.accelerator
 def test_a_binary_task_without_its_positive_label_is_refused_by_the_arrow_read_itself(
     tmp_path, monkeypatch, given, bad_task, message
 ):
     """The Arrow reader raises the row reader's error of a binary task it cannot label (the same
     text, file, line and field) once the rest of the file is read, not by reading every row again
     (10M rows: 43 s and 6 GiB before the one-line error)."""
-    from labledger.inputs import results as results_module
+    from labledger.inputs import reference as results_module
 
     rows = [{"id": f"c{i}", "task": "two", "gold": "xy"[i % 2], "probs": {"x": 0.4, "y": 0.6}} for i in range(20)]
     rows += [{"id": f"b{i}", "task": "bin", "gold": ["no", "yes"][i % 2], "score": i / 20} for i in range(20)]

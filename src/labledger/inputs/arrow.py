@@ -30,8 +30,7 @@ from labledger.inputs.columnar import (
     take_prefetched,
     wanted,
 )
-from labledger.inputs.result_entry import entry_kind, sorted_column, sorted_columns, store_result_set
-from labledger.inputs.results import (
+from labledger.inputs.reference import (
     _CORE,
     MAX_ID_CHARS,
     REPEAT_FIELDS,
@@ -51,6 +50,7 @@ from labledger.inputs.results import (
     predicted_index,
     set_given_sorts,
 )
+from labledger.inputs.result_entry import entry_kind, sorted_column, sorted_columns, store_result_set
 from labledger.machine import cores
 from labledger.metrics.kernels import element_spans, index_dtype
 

@@ -14,14 +14,10 @@ Optional: ``slices`` (a mapping field -> value), ``group`` (the bootstrap cluste
 are allowed and kept. Every problem raises :class:`~labledger.errors.RecordError` naming the file,
 the line and the field.
 
-Files are read with ``pyarrow.json`` (columnar, multi-threaded) when their shape allows it, and
-row by row with ``orjson`` otherwise; both give identical :class:`TaskData` (a test checks it). When
-the columnar path meets anything it does not handle or any failed check, the file is re-read row by
-row, so every error message comes from the row checker, with its true line number. (One known
-difference: Arrow cannot tell a ``null`` from a missing key, so a label given as ``null`` in every
-row of a task is dropped by the columnar path and refused by the row path.) Measured on 1,000,000
-binary rows (115 MB): ~1 s columnar, ~10 s row by row; a Parquet cache next to the file would save
-another ~0.5 s, not worth writing files beside the user's, so there is none.
+This module is the reference: one row checker (:func:`read_rows`, :func:`results_from_rows`) that
+holds every rule. :func:`labledger.inputs.results.read_results` reads a file through an accelerator
+when one applies (the columnar cache, ``pyarrow.json``), which returns the same result set or
+declines; every error message comes from the row checker here, with its true line number.
 """
 
 from __future__ import annotations
@@ -1136,7 +1132,7 @@ def results_from_rows(
 ) -> ResultSet:
     """Validate rows (dicts) and return them as a :class:`ResultSet` of columnar tasks.
 
-    ``repeats=True`` accepts ids repeated with an ``epoch``/``sample`` field (see :func:`read_results`).
+    ``repeats=True`` accepts ids repeated with an ``epoch``/``sample`` field (see :func:`labledger.inputs.results.read_results`).
 
     >>> rs = results_from_rows([{"id": "a", "task": "t", "gold": "yes", "score": 0.8},
     ...                         {"id": "b", "task": "t", "gold": "no", "score": 0.3}], positive="yes")
@@ -1217,51 +1213,25 @@ def rows_in(data: bytes, name: str) -> Iterator[tuple[int, Any]]:
         yield lineno, row
 
 
-def read_results(
+def read_rows(
     path: str | os.PathLike[str],
     *,
     tolerance: float = TOLERANCE,
     positive: str | Mapping[str, str] | None = None,
     display: str | None = None,
-    engine: str = "auto",
     repeats: bool = False,
-    cache: bool | None = None,
 ) -> ResultSet:
-    """Read and validate a ``results.jsonl`` file into a :class:`ResultSet`.
-
-    ``positive`` names the positive label of binary tasks (one label, or ``{task: label}``).
-    ``engine``: ``"auto"`` or ``"arrow"`` (Arrow when the file's shape allows, else row by row) or
-    ``"rows"`` (row by row only); both give the same data and the same errors.
-
-    ``repeats=True``: rows may repeat an id within a task when every row has an ``epoch`` (or else
-    a ``sample``) field and ids are unique per repeat; the set's ``repeat_field`` names it and each
-    task's ``repeat`` holds the values (without it, a repeated id is an error).
-
-    ``cache``: keep the checked columns of a large file (>= 4 MiB) in the columnar cache
-    (:mod:`labledger.inputs.columnar`) and read them from there while the file is unchanged;
-    ``None`` (the default) caches when a cache folder is configured, ``False`` never.
+    """The reference reader of a ``results.jsonl`` file: every row checked by the one row checker,
+    in order, into a :class:`ResultSet` (arguments as :func:`labledger.inputs.results.read_results`,
+    which returns the same result set, from an accelerator when one applies).
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "results.jsonl"
     >>> _ = p.write_text('{"id": 1, "task": "t", "gold": "a", "probs": {"a": 0.7, "b": 0.3}}\\n')
-    >>> read_results(p)["t"].probs.tolist()
+    >>> read_rows(p)["t"].probs.tolist()
     [[0.7, 0.3]]
     """
     name = display or str(path)
-    if engine not in ("auto", "arrow", "rows"):
-        raise ValueError(f"engine must be auto, arrow or rows; got {engine!r}")
-    if engine != "rows":
-        if cache is not False:  # from the columnar cache before pyarrow is imported (~40 ms, #19)
-            from labledger.inputs.result_entry import cached_result_set
-
-            found = cached_result_set(Path(path), name, tolerance, positive, repeats)
-            if found is not None:
-                return found
-        from labledger.inputs.arrow import read_arrow
-
-        result = read_arrow(Path(path), name, tolerance, positive, repeats=repeats, cache=cache is not False)
-        if result is not None:
-            return result
     checker = _Checker(name, tolerance, collect=True, repeats=repeats)
     n = 0
     for lineno, row in iter_rows(path, display=name):
@@ -1272,12 +1242,15 @@ def read_results(
     return _finish(checker, name, positive)
 
 
-def load(source: Any, *, tolerance: float = TOLERANCE, positive: str | Mapping[str, str] | None = None) -> ResultSet:
-    """A :class:`ResultSet` from a ResultSet, a path, or an iterable of rows."""
+def rows_or_set(
+    source: Any, *, tolerance: float = TOLERANCE, positive: str | Mapping[str, str] | None = None
+) -> ResultSet | None:
+    """A :class:`ResultSet` from a ResultSet or an iterable of rows; ``None`` for a path (read it with
+    :func:`labledger.inputs.results.read_results`)."""
     if isinstance(source, ResultSet):
         return source
     if isinstance(source, (str, os.PathLike)):
-        return read_results(source, tolerance=tolerance, positive=positive)
+        return None
     if isinstance(source, Mapping):
         raise RecordError("expected rows (a list of dicts), a results file or a ResultSet; got one dict")
     return results_from_rows(source, tolerance=tolerance, positive=positive)
@@ -1296,8 +1269,8 @@ __all__ = [
     "TaskData",
     "TornLineWarning",
     "iter_rows",
-    "load",
-    "read_results",
+    "read_rows",
     "results_from_rows",
+    "rows_or_set",
     "validate_rows",
 ]

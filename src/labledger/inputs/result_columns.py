@@ -24,7 +24,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import orjson
 
-from labledger.inputs.results import TOLERANCE
+from labledger.inputs.reference import TOLERANCE
 
 __all__ = ["MISSING", "Column", "Probs", "ResultColumns", "encode_columns"]
 

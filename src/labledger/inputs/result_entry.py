@@ -12,7 +12,7 @@ Only the task kinds the Arrow reader builds are encoded (classification, binary,
 columns are named ``t0.gold_index``, ``t0.probs``, ``t0.o1``, ...; the per-task facts that are not columns (kind,
 labels, positive label, slice values, extra field names) travel in the entry's JSON meta.
 
->>> from labledger.inputs.results import results_from_rows
+>>> from labledger.inputs.reference import results_from_rows
 >>> rs = results_from_rows([{"id": "a", "task": "t", "gold": "x", "probs": {"x": 0.8, "y": 0.2}}])
 >>> back = decode(*roundtrip(encode(rs)), source="r.jsonl")
 >>> back["t"].labels, back["t"].probs.tolist(), back["t"].ids.tolist(), back.source
@@ -32,7 +32,7 @@ import orjson
 import xxhash
 
 from labledger.inputs.columnar import cached_columns, store_columns, wanted
-from labledger.inputs.results import (
+from labledger.inputs.reference import (
     LazyColumns,
     ProbTask,
     RegressionTask,

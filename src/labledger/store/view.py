@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from labledger import accelerators
 from labledger.errors import LedgerError, UnknownNameError
 from labledger.schema import STORED_KINDS, decode
 from labledger.store.compressed import record_exists
@@ -306,7 +307,7 @@ class RunView:
             source,
             f"table-{kind}",
             lambda: records_to_table(self.records(what)),
-            fast=samples_table if kind == "samples" else None,
+            fast=samples_table if kind == "samples" and accelerators.enabled() else None,
             cache=self.status != "running",
         )
 
