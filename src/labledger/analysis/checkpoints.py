@@ -297,12 +297,25 @@ def _load_heads(path: Path) -> dict[str, Any]:
     raise CheckpointError(f"{path}: expected .npy, .npz or a results .jsonl file")
 
 
-def logit_diff(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> dict[str, Any]:
+def logit_diff(a: str | os.PathLike[str], b: str | os.PathLike[str], *, tol: float | None = None) -> dict[str, Any]:
     """Maximum (and mean) absolute difference between two models' outputs, per named head.
 
     Arrays must have the same shapes; results files are matched by item id and label (like seed
-    000's ``non_regression``: ``exact_logit_max_abs``).
+    000's ``non_regression``: ``exact_logit_max_abs``). With ``tol``: the non-regression check "max
+    |a - b| <= tol on every item", exact over all items (no sampling): each head gets ``items_over``
+    (items, the first axis, whose largest absolute difference exceeds ``tol``), ``worst_item`` (its
+    id, or position) and ``passed``; the document ``tol`` and ``passed`` (every head). NaN against
+    NaN counts as equal; NaN against a number as over.
+
+    >>> import tempfile, numpy as np, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> np.save(d / "a.npy", np.zeros((3, 2))); np.save(d / "b.npy", np.array([[0, 0], [0, 2e-4], [0, 0]]))
+    >>> r = logit_diff(d / "a.npy", d / "b.npy", tol=1e-4)
+    >>> r["passed"], r["heads"]["default"]["items_over"], r["heads"]["default"]["worst_item"]
+    (False, 1, 1)
     """
+    if tol is not None and not (math.isfinite(tol) and tol >= 0):
+        raise CheckpointError(f"tol must be a finite number >= 0; got {tol}")
     pa, pb = Path(a), Path(b)
     ha, hb = _load_heads(pa), _load_heads(pb)
     common = [k for k in ha if k in hb]
@@ -311,6 +324,7 @@ def logit_diff(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> dict[str
     heads: dict[str, dict[str, Any]] = {}
     for k in common:
         x, y = ha[k], hb[k]
+        ids: list[str] | None = None
         if isinstance(x, dict):
             ids = sorted(set(x) & set(y))
             if set(x) != set(y):
@@ -335,13 +349,38 @@ def logit_diff(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> dict[str
         }
         if x.ndim == 2 and x.shape[1] > 1:
             heads[k]["argmax_agreement"] = float(np.mean(x.argmax(1) == y.argmax(1)))
+        if tol is not None:
+            heads[k].update(_tolerance_check(x, y, tol, ids))
     only_a = sorted(set(ha) - set(hb))
     only_b = sorted(set(hb) - set(ha))
-    return {
+    out: dict[str, Any] = {
         "a": str(pa),
         "b": str(pb),
         "heads": heads,
         "only_in_a": only_a,
         "only_in_b": only_b,
         "max_abs": max(h["max_abs"] for h in heads.values()),
+    }
+    if tol is not None:
+        out["tol"] = float(tol)
+        out["passed"] = all(h["passed"] for h in heads.values())
+        out["check"] = f"max |a - b| <= {tol:g} on every item of every head in common (exact, over all items)"
+    return out
+
+
+def _tolerance_check(x: np.ndarray, y: np.ndarray, tol: float, ids: list[str] | None) -> dict[str, Any]:
+    """``items_over``, ``worst_item``, ``worst_abs`` and ``passed`` of "max |x - y| <= tol on every
+    item" (items: the first axis; a 0-d array is one item); NaN on both sides is equal, on one over."""
+    d = np.abs(x - y)
+    d = np.where(np.isnan(x) & np.isnan(y), 0.0, np.where(np.isnan(d), np.inf, d))
+    per_item = d.reshape(d.shape[0], -1).max(axis=1) if d.ndim and d.size else d.reshape(-1)
+    if per_item.size == 0:
+        return {"items_over": 0, "worst_item": None, "worst_abs": 0.0, "passed": True}
+    worst = int(np.argmax(per_item))
+    over = int(np.count_nonzero(per_item > tol))
+    return {
+        "items_over": over,
+        "worst_item": ids[worst] if ids is not None else worst,
+        "worst_abs": float(per_item[worst]),
+        "passed": over == 0,
     }

@@ -101,16 +101,35 @@ def soup_cmd(checkpoints, weights, out, normalize, integers, record, name, group
 @main.command("logit-diff")
 @click.argument("a", type=click.Path(dir_okay=False, exists=True))
 @click.argument("b", type=click.Path(dir_okay=False, exists=True))
+@click.option(
+    "--tol",
+    type=click.FloatRange(0),
+    default=None,
+    metavar="T",
+    help="Non-regression check: max |a-b| <= T on every item (items over it are counted).",
+)
+@click.option("--strict", is_flag=True, help="With --tol: exit 3 when an item is over it.")
 @json_option
 @handle_errors
-def logit_diff_cmd(a, b, as_json):
+def logit_diff_cmd(a, b, tol, strict, as_json):
     """Maximum absolute difference between two models' outputs (npy/npz or results files), per head."""
+    import sys
+
     from labledger.analysis.checkpoints import logit_diff
 
-    res = logit_diff(a, b)
+    if strict and tol is None:
+        raise click.UsageError("--strict needs --tol")
+    res = logit_diff(a, b, tol=tol)
     if as_json:
         emit_json(res)
-        return
+    else:
+        _print_logit_diff(res)
+    if strict and not res["passed"]:
+        sys.exit(3)
+
+
+def _print_logit_diff(res):
+    """The logit-diff table, and the tolerance check's verdict when one was asked for."""
     t = Table(title="logit difference (non-regression)", title_justify="left")
     for col in ("head", "n", "max |a-b|", "mean |a-b|", "argmax agreement"):
         t.add_column(col, justify="right" if col != "head" else "left")
@@ -123,6 +142,14 @@ def logit_diff_cmd(a, b, as_json):
     for side in ("only_in_a", "only_in_b"):
         if res[side]:
             console.print(f"heads {side.replace('_', ' ')}: {', '.join(res[side])}")
+    if "tol" in res:
+        for k, h in res["heads"].items():
+            verdict = "pass" if h["passed"] else "FAIL"
+            console.print(
+                f"{escape(k)}: max |a-b| <= {res['tol']:g} on every item: {verdict} ({h['items_over']:,} of "
+                f"{h['n']:,} items over; largest {h['worst_abs']:.3g} at item {escape(str(h['worst_item']))})",
+                highlight=False,
+            )
 
 
 @main.command("mixture")
