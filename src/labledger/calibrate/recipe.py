@@ -17,7 +17,8 @@ A recipe file::
     objective = "f1[average=binary,pos_label=NOT_SUPPORTED,zero_division=0]"
 
     [tasks.hover.fit]                   # what it was fitted on (absent in a hand-written recipe)
-    source = "results.jsonl"
+    source = "results.jsonl"            # a run's results: "mlp-h128:val (run <id>)" (older recipes
+                                        # hold the name as typed, e.g. "mlp-h128@2:val": read as is)
     sha256 = "..."
     split = "split=dev"                 # or "all"
     n = 120

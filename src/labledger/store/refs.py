@@ -4,13 +4,22 @@ Every command that reads results (``eval``, ``compare``, ``sweep``, ``calibrate`
 argument here, so they agree on what ``RUN:NAME`` means: an existing path wins, anything with a
 ``:`` names a run (by id or name) and one of its stored result sets.
 
+What they show and store as the source (an evaluation's ``source``, a recipe's ``fit.source``, a
+calibration report's) is :attr:`ResultsRef.shown`: for a run named by its name (``mlp-h128:val``,
+``mlp-h128@2:val``) or an id prefix, ``<name>:<results> (run <id>)``, which keeps pointing at that
+run once another of the same name is logged (``@2`` would not); a run given by its whole id is
+shown as given. Documents written before hold the form that was typed (``mlp-h128@2:val``); they
+are read as they are (the text is never resolved again: the sha256 beside it identifies the file).
+
 >>> import tempfile, pathlib, labledger
 >>> d = pathlib.Path(tempfile.mkdtemp())
 >>> with labledger.start_run("demo", ledger=d / "ledger") as run:
 ...     _ = run.log_results("val", [{"id": "1", "task": "t", "gold": "a", "pred": "a"}])
 >>> ref = resolve_results("demo:val", d / "ledger")
->>> ref.name, ref.path.name, ref.shown
-('val', 'results.jsonl', 'demo:val')
+>>> ref.name, ref.path.name, ref.shown == f"demo:val (run {run.id})"
+('val', 'results.jsonl', True)
+>>> resolve_results(f"{run.id}:val", d / "ledger").shown == f"{run.id}:val"
+True
 """
 
 from __future__ import annotations
@@ -24,18 +33,21 @@ from labledger.errors import RecordError
 
 @dataclass(frozen=True)
 class ResultsRef:
-    """A resolved results argument: the file, how to show it, and the run and name it came from
-    (``None`` for a plain file)."""
+    """A resolved results argument: the file, how to show (and store) it, and the run and name it
+    came from (``None`` for a plain file). ``shown`` names a run by its id (see the module's doc)."""
 
     path: Path
     shown: str
     run_id: str | None = None
     name: str | None = None
+    run_name: str | None = None
+    #: The argument as given (``mlp-h128@2:val``), when it named a run.
+    typed: str | None = None
 
     @property
     def described(self) -> str:
-        """``shown``, with the file's path when it came from a run."""
-        return self.shown if self.run_id is None else f"{self.shown} ({self.path})"
+        """The argument as given, with the file's path (which names the run's id) when it came from a run."""
+        return self.shown if self.run_id is None else f"{self.typed or self.shown} ({self.path})"
 
 
 def resolve_results(ref: str | os.PathLike[str], ledger: str | os.PathLike[str] | None = None) -> ResultsRef:
@@ -57,7 +69,8 @@ def resolve_results(ref: str | os.PathLike[str], ledger: str | os.PathLike[str] 
     run, _, name = text.partition(":")
     with Ledger(ledger if ledger is not None else default_ledger_path()) as book:
         view = book.run(run)
-        return ResultsRef(view.results_path(name), text, view.id, name)
+        shown = text if run == view.id else f"{view.name}:{name} (run {view.id})"
+        return ResultsRef(view.results_path(name), shown, view.id, name, view.name, text)
 
 
 __all__ = ["ResultsRef", "resolve_results"]
