@@ -342,3 +342,23 @@ def test_diff_prints_the_unadjusted_p_beside_the_ci_and_the_adjusted_one_labelle
     table = CliRunner().invoke(main, ["diff", "r2", "r3", "--ledger", str(tmp_path), "--resamples", "200"])
     text = " ".join(table.output.split())
     assert "p (holm)" in text and "95% CI and p per comparison (unadjusted)" in text
+
+
+def test_unpaired_bounds_and_p_use_the_unpaired_bootstraps_draws():
+    rng = np.random.default_rng(5)
+    pa = prepare("accuracy", gold=np.ones(150, dtype=int), pred=(rng.random(150) < 0.8).astype(int))
+    pb = prepare("accuracy", gold=np.ones(200, dtype=int), pred=(rng.random(200) < 0.78).astype(int))
+    kw = dict(resamples=600, seed=3, paired=False)
+    t = margin_test(pa, pb, test="non-inferiority", margin=0.05, alpha=ALPHA, higher_is_better=True, **kw)
+    ref = diff_interval(pa, pb, ci=0.9, **kw)
+    assert (t["low"], t["high"]) == (ref.low, ref.high) and t["method"].startswith("unpaired")
+    assert (t["p_value"] < ALPHA) is t["passed"]
+
+
+def test_no_resamples_leave_every_margin_test_undecided():
+    gold = ["y", "n"] * 30
+    rows = [{"id": i, "task": "t", "gold": g, "pred": g} for i, g in enumerate(gold)]
+    doc = compare(rows, rows, margin=0.1, resamples=0).doc
+    (t,) = doc.tasks["t"].margin_tests
+    assert t.passed is None and t.p_value is None and t.note.startswith("no interval")
+    assert doc.margin_family is None
