@@ -337,6 +337,14 @@ def _mean(v: list[float]) -> float:
 _REDUCE: dict[str, Callable[[list[float]], float]] = {"mean": _mean, "max": max, "min": min, "median": _median}
 
 
+def _scores(raw: list[Any], key: str | None) -> list[Any]:
+    """``value_to_float`` of each value (of its ``key`` for a dict-valued score); ``None`` where a
+    value has no known form (:func:`_as_score` then gives the error)."""
+    if key is None:
+        return [value_to_float(v) for v in raw]
+    return [value_to_float(v[key]) if isinstance(v, dict) and key in v else None for v in raw]
+
+
 def _as_score(raw: Any, key: str | None, where: str, field: str) -> float:
     """One score value as a float (a dict-valued score: its ``key``), or a one-line error."""
     if key is not None:
@@ -431,14 +439,19 @@ def _task_of(path: Path, header: dict[str, Any], samples, reductions) -> tuple[H
         ids = list(items)
         entries = list(items.values())
         field = f"scores.{scorer}.value"
-        epochs = [[_as_score(v, key, w, field) for v, w in zip(e["raw"], e["where"])] for e in entries]
+        epochs = [_scores(e["raw"], key) for e in entries]
+        for e, ep in zip(entries, epochs):
+            if None in ep:  # the first value of no known form: its one-line error
+                for v, w in zip(e["raw"], e["where"]):
+                    _as_score(v, key, w, field)
         if red is not None:
             values = [
-                _as_score(red[sid], key, str(path), f"reductions[{scorer}, {reducer}].{sid}")
-                if sid in red
-                else _REDUCE.get(reducer, _REDUCE["mean"])(ep)
+                _scores([red[sid]], key)[0] if sid in red else _REDUCE.get(reducer, _REDUCE["mean"])(ep)
                 for sid, ep in zip(ids, epochs)
             ]
+            for sid, v in zip(ids, values):
+                if v is None:
+                    _as_score(red[sid], key, str(path), f"reductions[{scorer}, {reducer}].{sid}")
         else:
             values = [_REDUCE[reducer](ep) for ep in epochs]
         fields: dict[str, Any] = {
