@@ -143,8 +143,7 @@ def test_analytic_path_bounds_and_p_value_agree_at_large_n():
         )
         assert t["resamples"] == 0 and t["method"].startswith("analytic, paired")
         ref = diff_interval(pa, pb, ci=0.9, resamples=1000, seed=0, paired=True)
-        se = (ref.high - ref.low) / (2 * float(__import__("scipy").stats.t.ppf(0.95, n - 1)))
-        assert t["p_value"] == pytest.approx(t_sf((margin - ref.diff) / se, n - 1), rel=1e-6)
+        assert t["p_value"] == pytest.approx(t_sf((margin - ref.diff) / ref.se, n - 1), rel=1e-9)
         assert t["passed"] is (t["high"] < margin) is (t["p_value"] < ALPHA)
 
 
@@ -362,3 +361,21 @@ def test_no_resamples_leave_every_margin_test_undecided():
     (t,) = doc.tasks["t"].margin_tests
     assert t.passed is None and t.p_value is None and t.note.startswith("no interval")
     assert doc.margin_family is None
+
+
+def test_clustered_analytic_bounds_use_the_cluster_robust_se_on_c_minus_1_df():
+    rng = np.random.default_rng(9)
+    clusters, size = 120, 100
+    groups = np.repeat(np.arange(clusters), size)
+    y = rng.integers(0, 2, clusters * size)
+    shift = np.repeat(rng.normal(0, 0.1, clusters), size)
+    s_a = np.clip(0.3 + 0.4 * y + shift + rng.normal(0, 0.1, y.size), 0.001, 0.999)
+    s_b = np.clip(s_a + np.repeat(rng.normal(0.003, 0.02, clusters), size), 0.001, 0.999)
+    pa, pb = prepare("brier", gold=y, score=s_a), prepare("brier", gold=y, score=s_b)
+    kw = dict(resamples=1000, seed=0, paired=True, groups=groups)
+    t = margin_test(pa, pb, test="equivalence", margin=0.01, alpha=ALPHA, higher_is_better=False, **kw)
+    ref = diff_interval(pa, pb, ci=0.9, **kw)
+    assert "cluster-robust" in t["method"] and t["clusters"] == clusters and t["resamples"] == 0
+    assert (t["low"], t["high"]) == (ref.low, ref.high)
+    p_low, p_high = (t_sf((0.01 + s * ref.diff) / ref.se, clusters - 1) for s in (1, -1))
+    assert t["p_value"] == pytest.approx(max(p_low, p_high), rel=1e-9)
