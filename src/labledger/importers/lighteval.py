@@ -12,8 +12,9 @@ choices and the gold.
 A corpus-level metric (``mcc``, ``loglikelihood_f1``...) stores each item's ``{golds, preds}``:
 label rows (gold and predicted choice). ``mcc`` is recomputed from them; a metric no labledger
 metric computes (``loglikelihood_f1``: the largest per-class F1) keeps lighteval's reported value
-without a labledger metric, the note naming it as corpus-level (and, for ``loglikelihood_f1``,
-the value the import computes from the items beside it). One task run at several few-shot counts
+in the set's ``meta.json`` only (no rows: ``labledger eval`` would give them another metric), the
+note naming it as corpus-level (and, for ``loglikelihood_f1``, the value the import computes from
+the items beside it, ``from_items``). One task run at several few-shot counts
 in one invocation gives one set per count (``arc_easy.0-shot``, ``arc_easy.5-shot``). A task whose
 details file cannot be read is left out with a one-line error; the others are stored.
 
@@ -232,6 +233,7 @@ def _run_for(source: Source, stage: Ledger, opts: ImportOptions, results_path: P
                 m.extra["corpus_level"] = CORPUS_ONLY.get(m.name, "a corpus-level metric labledger does not recompute")
                 if m.name == "loglikelihood_f1" and isinstance(m.rows, list):
                     m.extra["from_items"] = max_class_f1([r["gold"] for r in m.rows], [r["pred"] for r in m.rows])
+                m.rows = []  # no labledger metric for it: its value stays lighteval's, in meta.json only
         reported_only = [m for m in mets if m.shape == "labels" and not m.spec]
         if reported_only or corpus_only:
             said = [f"{m.name} ({m.extra['corpus_level']}{_from_items(m)})" for m in reported_only]
