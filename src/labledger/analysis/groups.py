@@ -131,9 +131,9 @@ class GroupComparison:
         }
 
 
-def _item_scores(path, metric: str, task: str | None) -> tuple[list[str], Any] | None:
+def item_scores(path, metric: str, task: str | None) -> tuple[list[str], Any] | None:
     """(item ids, per-item scores) of a per-item mean metric in a stored result set, else None."""
-    from labledger.analysis.power import _item_scores as scores
+    from labledger.analysis.power import item_scores as scores
 
     try:
         vals, _, ids, _ = scores(path, metric, task)
@@ -246,7 +246,7 @@ def compare_groups(
                         raise LedgerError(f"run {info.id} results '{source_name}' have tasks {tasks}; pass task=")
                     value = _computed_value(ev, tasks[0], MetricId.parse(metric))
                     source = f"predictions ({source_name})"
-                    items.setdefault((g, metric), []).append(_item_scores(view.results_path(source_name), metric, task))
+                    items.setdefault((g, metric), []).append(item_scores(view.results_path(source_name), metric, task))
                 if value is None:
                     rec = recorded_value(view, metric)
                     if rec is not None:

@@ -23,7 +23,7 @@ from labledger.errors import MetricInputError
 from labledger.metrics.stats import cluster_robust_se, mde, n_for_delta, paired_binary_variance, power_at
 
 
-def _item_scores(source: Any, metric: str, task: str | None) -> tuple[np.ndarray, np.ndarray | None, list[str], str]:
+def item_scores(source: Any, metric: str, task: str | None) -> tuple[np.ndarray, np.ndarray | None, list[str], str]:
     """Per-item values of a mean metric (accuracy, exact match, ...) of one task, with groups and ids."""
     from labledger.analysis.intervals import item_values
     from labledger.analysis.tasks import prepare_task, select_tasks, task_params
@@ -79,8 +79,8 @@ def power_plan(
     if omega2 is not None:
         source = "given"
     elif results is not None and results_b is not None:
-        a, groups, ids_a, name = _item_scores(results, metric, task)
-        b, groups_b, ids_b, _ = _item_scores(results_b, metric, task)
+        a, groups, ids_a, name = item_scores(results, metric, task)
+        b, groups_b, ids_b, _ = item_scores(results_b, metric, task)
         if ids_a != ids_b:
             if sorted(ids_a) != sorted(ids_b):
                 raise MetricInputError(
@@ -95,7 +95,7 @@ def power_plan(
         extra = {"task": name, "pilot_n": len(a), "pilot_diff": float(a.mean() - b.mean()), "pilot_correlation": c}
     else:
         if results is not None:
-            a, _, _, name = _item_scores(results, metric, task)
+            a, _, _, name = item_scores(results, metric, task)
             baseline = float(a.mean())
             extra = {"task": name, "pilot_n": len(a)}
         if baseline is None or correlation is None:

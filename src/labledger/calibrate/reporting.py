@@ -41,7 +41,7 @@ from labledger.inputs.records import finite_or_none
 from labledger.metrics.analytic import analytic_interval, normal_draws, paired_analytic, use_analytic
 from labledger.metrics.kernels import one_blas_thread, pool_initializer
 from labledger.metrics.prepared import Prepared
-from labledger.metrics.resample import _p_value, percentile_interval, resample_values, rng_for
+from labledger.metrics.resample import draws_p_value, percentile_interval, resample_values, rng_for
 from labledger.schema import SCHEMA_VERSION, CalibrationDoc, MetricId, decode, format_p
 from labledger.schema.documents import CalibrationValue
 from labledger.schema.values import ci_label
@@ -368,7 +368,7 @@ def _one_metric(
                 lo, hi, p, method = res.low, res.high, res.p_value, res.method
             else:
                 lo, hi, _ = percentile_interval(d, ci)
-                p = _p_value(d, diff)
+                p = draws_p_value(d, diff)
             if obj.key == head.key:
                 head_draws[v] = d
         diffs.append(

@@ -66,7 +66,7 @@ def _media_file(run_dir: Path, value: dict[str, Any]) -> Path | None:
 
 def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
     """One run per ``run-*.wandb`` file (see the module docstring)."""
-    from labledger.wandb._run import _safe
+    from labledger.wandb._run import safe_name
     from labledger.wandb.records import read_wandb_file
 
     out = []
@@ -112,7 +112,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                     kind = value.get("_type") if isinstance(value, dict) else type(value).__name__
                     media = _media_file(f.parent, value) if isinstance(value, dict) else None
                     if media is not None and kind == "image-file":
-                        run.log_file(f"media/{_safe(key)}/{step}-{media.name}", media)
+                        run.log_file(f"media/{safe_name(key)}/{step}-{media.name}", media)
                         n_media += 1
                     elif media is not None and kind == "table-file":
                         table = json.loads(media.read_text())
@@ -120,7 +120,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                         lines = "".join(
                             json.dumps(dict(zip(cols, r, strict=False))) + "\n" for r in table.get("data", [])
                         )
-                        run.log_file(f"tables/{_safe(key)}/{step}.jsonl", lines.encode())
+                        run.log_file(f"tables/{safe_name(key)}/{step}.jsonl", lines.encode())
                         n_media += 1
                     else:
                         skipped[str(kind)] += 1

@@ -31,7 +31,7 @@ from labledger.inputs.columnar import (
     wanted,
 )
 from labledger.inputs.reference import (
-    _CORE,
+    CORE_FIELDS,
     MAX_ID_CHARS,
     REPEAT_FIELDS,
     LazyColumns,
@@ -39,16 +39,16 @@ from labledger.inputs.reference import (
     RegressionTask,
     ResultSet,
     TaskData,
-    _positive_of,
-    _set_positive_column,
     binary_positive,
     binary_task,
     canonical_codes,
     defer_ids,
     defer_lines,
     label_index_type,
+    positive_for,
     predicted_index,
     set_given_sorts,
+    set_positive_column,
 )
 from labledger.inputs.result_entry import entry_kind, sorted_column, sorted_columns, store_result_set
 from labledger.machine import cores
@@ -885,7 +885,7 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
                 None,
                 None,
                 tolerance,
-                _positive_of(positive, task),
+                positive_for(positive, task),
                 name,
                 refusals,
                 golds,
@@ -938,7 +938,7 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
             idx,
             _take(ids, idx),
             tolerance,
-            _positive_of(positive, task),
+            positive_for(positive, task),
             name,
             refusals,
             [_take(gold, idx)],
@@ -1123,7 +1123,7 @@ def _classification(
         pred_index=pred,
     )
     try:
-        _set_positive_column(td, positive, "")
+        set_positive_column(td, positive, "")
     except RecordError:
         raise _Fallback from None  # the row checker raises it, with the file's name
     return td
@@ -1225,7 +1225,7 @@ def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array | None) ->
             td.group = canonical_codes(codes)
     extras = {}
     for name in table.column_names:
-        if name in _CORE:
+        if name in CORE_FIELDS:
             continue
         col = _take(table.column(name).chunk(0), idx)
         if col.null_count != n:

@@ -47,7 +47,7 @@ _KIND_FIELD = {
     "sets": "pred",
     "match": "pred",
 }
-_CORE = frozenset(("id", "task", "gold", "probs", "score", "scores", "pred", "slices", "group", "positive"))
+CORE_FIELDS = frozenset(("id", "task", "gold", "probs", "score", "scores", "pred", "slices", "group", "positive"))
 _NUM = (int, float)
 #: Fields that carry a repeat index (inspect's epochs, best-of-k samples), in the order they are looked for.
 REPEAT_FIELDS = ("epoch", "sample")
@@ -754,7 +754,7 @@ class _Checker:
         b.pred.append(pred)
         b.group.append(grp)
         _append_sparse(b.slices, slices.items() if slices else (), i)
-        _append_sparse(b.extras, ((k, v) for k, v in row.items() if k not in _CORE) if len(row) > 4 else (), i)
+        _append_sparse(b.extras, ((k, v) for k, v in row.items() if k not in CORE_FIELDS) if len(row) > 4 else (), i)
         if self.repeats:
             for f in REPEAT_FIELDS:
                 if f in row:
@@ -938,7 +938,7 @@ def binary_task(
     return td
 
 
-def _set_positive_column(td: ProbTask, positive: str | None, source: str) -> None:
+def set_positive_column(td: ProbTask, positive: str | None, source: str) -> None:
     """A classification task's ``positive`` (and, with two labels, ``score``) when one is given.
 
     A global ``positive=`` that is not a label of this task is skipped; one given for this very
@@ -1029,7 +1029,7 @@ def _build(b: _TaskBuilder, source: str, positive: str | None) -> TaskData:
             gold_index=np.fromiter((index[g] for g in b.gold), dtype=label_index_type(len(labels)), count=n),
             pred_index=predicted_index(probs),
         )
-        _set_positive_column(ptd, positive, source)
+        set_positive_column(ptd, positive, source)
         return ptd
     if b.kind == "binary":
         golds = set(b.gold)
@@ -1079,7 +1079,7 @@ class _Strict(str):
     """A positive label given for this very task (a mismatch is an error, not a skip)."""
 
 
-def _positive_of(positive: str | Mapping[str, str] | None, task: str) -> str | None:
+def positive_for(positive: str | Mapping[str, str] | None, task: str) -> str | None:
     if positive is None or isinstance(positive, str):
         return positive
     p = positive.get(task)
@@ -1088,7 +1088,7 @@ def _positive_of(positive: str | Mapping[str, str] | None, task: str) -> str | N
 
 def _finish(checker: _Checker, source: str, positive: str | Mapping[str, str] | None) -> ResultSet:
     repeat = checker.repeat_field() if checker.repeats else None
-    tasks = {name: _build(b, source, _positive_of(positive, name)) for name, b in checker.tasks.items()}
+    tasks = {name: _build(b, source, positive_for(positive, name)) for name, b in checker.tasks.items()}
     if repeat is not None:
         for name, b in checker.tasks.items():
             values = np.empty(len(b.ids), dtype=object)

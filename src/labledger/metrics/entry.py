@@ -42,7 +42,7 @@ class Metric:
         p = {**self.params, **(params or {})}
         text = self.definition
         for k, v in p.items():
-            text = text.replace("{" + k + "}", _fmt(v))
+            text = text.replace("{" + k + "}", format_value(v))
         return text
 
     def resolve(self, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -57,17 +57,19 @@ class Metric:
             if p.get(k) not in options:
                 raise MetricInputError(
                     f"metric '{self.name}': {k} must be one of "
-                    f"{', '.join(_fmt(o) for o in options)}; got {_fmt(p.get(k))}"
+                    f"{', '.join(format_value(o) for o in options)}; got {format_value(p.get(k))}"
                 )
         for k in ("k", "n_bins"):
             if k in p and (not isinstance(p[k], int) or isinstance(p[k], bool) or p[k] < 1):
-                raise MetricInputError(f"metric '{self.name}': {k} must be an integer >= 1; got {_fmt(p[k])}")
+                raise MetricInputError(f"metric '{self.name}': {k} must be an integer >= 1; got {format_value(p[k])}")
         if "zero_division" in p:
             zd = p["zero_division"]
             if isinstance(zd, str) and zd.lower() == "nan":
                 p["zero_division"] = zd = math.nan
             if not (isinstance(zd, (int, float)) and (math.isnan(zd) or zd in (0, 1))):
-                raise MetricInputError(f"metric '{self.name}': zero_division must be 0, 1 or nan; got {_fmt(zd)}")
+                raise MetricInputError(
+                    f"metric '{self.name}': zero_division must be 0, 1 or nan; got {format_value(zd)}"
+                )
             p["zero_division"] = float(zd)
         return p
 
@@ -85,7 +87,7 @@ class Metric:
         }
 
 
-def _fmt(v: Any) -> str:
+def format_value(v: Any) -> str:
     """A parameter value as written in a metric key: ``none``, ``nan``, ``1`` for 1.0."""
     if v is None:
         return "none"

@@ -15,7 +15,7 @@ from typing import Any
 
 from labledger.errors import DuplicateMetricError, MetricInputError, UnknownMetricError
 from labledger.metrics import classification, ranking, regression
-from labledger.metrics.entry import Metric, _fmt
+from labledger.metrics.entry import Metric, format_value
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
 from labledger.schema.ids import ALIASES, MetricId
 
@@ -173,7 +173,8 @@ def metrics_markdown() -> str:
     for m in list_metrics():
         params = (
             ", ".join(
-                f"`{k}={_fmt(v)}`" + (f" ({' / '.join(_fmt(c) for c in m.choices[k])})" if k in m.choices else "")
+                f"`{k}={format_value(v)}`"
+                + (f" ({' / '.join(format_value(c) for c in m.choices[k])})" if k in m.choices else "")
                 for k, v in m.params.items()
             )
             or "-"

@@ -722,7 +722,7 @@ def bootstrap(
     return interval(prep, prep.value(), samples, ci=ci, resamples=resamples, groups=groups)
 
 
-def _p_value(d: np.ndarray, observed: float) -> float | None:
+def draws_p_value(d: np.ndarray, observed: float) -> float | None:
     """The percentile-bootstrap p-value of the resampled differences (consistent with the interval)."""
     if not math.isfinite(observed):
         return None
@@ -768,7 +768,18 @@ def paired_bootstrap(
     d = sa - sb
     lo, hi, _ = percentile_interval(d, ci)
     return PairedResult(
-        va, vb, diff, lo, hi, _p_value(d, diff), ci, resamples, method, prep_a.n_used, _n_clusters(groups), se=_sd(d)
+        va,
+        vb,
+        diff,
+        lo,
+        hi,
+        draws_p_value(d, diff),
+        ci,
+        resamples,
+        method,
+        prep_a.n_used,
+        _n_clusters(groups),
+        se=_sd(d),
     )
 
 
@@ -807,7 +818,7 @@ def unpaired_bootstrap(
     sb = resample_values([prep_b], resamples, rb, groups_b)[0]
     d = sa - sb
     lo, hi, _ = percentile_interval(d, ci)
-    return PairedResult(va, vb, diff, lo, hi, _p_value(d, diff), ci, resamples, method, n, se=_sd(d))
+    return PairedResult(va, vb, diff, lo, hi, draws_p_value(d, diff), ci, resamples, method, n, se=_sd(d))
 
 
 def mcnemar(*, correct_a: Any, correct_b: Any, exact_below: int = MCNEMAR_EXACT_BELOW) -> dict[str, Any]:

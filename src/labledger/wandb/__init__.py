@@ -27,6 +27,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from labledger.wandb import _run as _run_module
 from labledger.wandb import _sweep
 from labledger.wandb._run import (
     CommError,
@@ -107,6 +108,9 @@ def _ended(ended: WandbRun) -> None:
         _open.remove(ended)
     if run is ended:
         _set_current(None)
+
+
+_run_module.ENDED_HOOKS.append(_ended)
 
 
 def init(
@@ -248,13 +252,13 @@ def _config_keys(config: Any, include: Any, exclude: Any) -> dict[str, Any]:
 
 def _save_main_code(new: WandbRun) -> None:
     """``init(save_code=True)``: the running script under ``files/code/`` (W&B saves it as ``code/<path>``)."""
-    from labledger.wandb._run import _program_name
+    from labledger.wandb._run import program_name
 
     main = getattr(sys.modules.get("__main__"), "__file__", None)
     if not main or not os.path.isfile(main):
         warn("wandb.init(save_code=True): no script file to save (interactive session); nothing stored")
         return
-    new._store_file(f"code/{_program_name()}", main, key="code")
+    new._store_file(f"code/{program_name()}", main, key="code")
 
 
 def _current(what: str) -> WandbRun:
@@ -294,9 +298,9 @@ def log_artifact(artifact_or_path: Any, name: str | None = None, type: str | Non
 
 def watch(*args: Any, **kwargs: Any) -> None:
     """``wandb.watch``: a no-op, with a one-time note."""
-    from labledger.wandb._run import _note_watch
+    from labledger.wandb._run import note_watch
 
-    _note_watch()
+    note_watch()
 
 
 def unwatch(*args: Any, **kwargs: Any) -> None:

@@ -24,7 +24,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,13 +109,13 @@ def _scalar(value: Any) -> Any:
     return float(value)
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
     """A path component made of letters, digits, ``.``, ``-`` and ``_``."""
     out = _SAFE.sub("_", str(name)).strip("._") or "x"
     return out[:120]
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     """A JSON-ready copy of a config value: numpy and tensors unwrapped, other objects as ``str``."""
 
     def default(obj: Any) -> Any:
@@ -184,7 +184,7 @@ class Config:
         object.__setattr__(self, "_data", dict(run.config) if run is not None else {})
 
     def _write(self, values: dict[str, Any]) -> None:
-        clean = _jsonable(values)
+        clean = jsonable(values)
         self._data.update(clean)
         if self._run is not None and self._run.status == "running":
             self._run.update_config(clean)
@@ -383,7 +383,7 @@ class WandbRun:
             name or project or "wandb",
             group=group if group is not None else project,
             tags=run_tags,
-            config=_jsonable(config_input(config)),
+            config=jsonable(config_input(config)),
             notes=notes,
             ledger=ledger,
             extra_meta={"wandb": wandb_meta, "written_by": "labledger.wandb"},
@@ -533,7 +533,7 @@ class WandbRun:
             self._close_extras()
             self._run.__exit__(exc_type, exc, tb)
             self.finished = True
-            _forget(self)
+            forget(self)
 
     # -- logging --------------------------------------------------------------------------------
     def log(
@@ -656,7 +656,7 @@ class WandbRun:
             for img in images:
                 n = self._counters.get(key, 0)
                 self._counters[key] = n + 1
-                rel = f"media/{_safe(key)}/{self.step}-{n}{img.suffix}"
+                rel = f"media/{safe_name(key)}/{self.step}-{n}{img.suffix}"
                 data = img.png()
                 self._run.log_file(rel, data)
                 files.append(
@@ -674,7 +674,7 @@ class WandbRun:
             for page in pages:
                 n = self._counters.get(key, 0)
                 self._counters[key] = n + 1
-                rel = f"media/{_safe(key)}/{self.step}-{n}.html"
+                rel = f"media/{safe_name(key)}/{self.step}-{n}.html"
                 data = page.html.encode("utf-8")
                 self._run.log_file(rel, data)
                 files.append({"path": f"files/{rel}", "sha256": hashlib.sha256(data).hexdigest()})
@@ -687,14 +687,14 @@ class WandbRun:
             self._record({"kind": "histogram", "key": key, "bins": value.bins, "counts": value.counts})
         else:
             self._last[key] = value
-            self._record({"kind": "value", "key": key, "value": _jsonable(value)})
+            self._record({"kind": "value", "key": key, "value": jsonable(value)})
 
     def _log_table(self, key: str, table: Table) -> None:
         from labledger.errors import RecordError
         from labledger.inputs.results import validate_rows
 
-        rows = _jsonable(table.rows())
-        name = f"{_safe(key)}-{self.step}"
+        rows = jsonable(table.rows())
+        name = f"{safe_name(key)}-{self.step}"
         try:
             validate_rows(rows, source=f"wandb.Table {key!r}")
             is_results = bool(rows)
@@ -708,7 +708,7 @@ class WandbRun:
 
     def _table_file(self, key: str, rows: list[dict[str, Any]], columns: list[str]) -> dict[str, Any]:
         """Write ``rows`` to ``files/tables/<key>/<step>.jsonl``; the reference to put in a media record."""
-        rel = f"tables/{_safe(key)}/{self.step}.jsonl"
+        rel = f"tables/{safe_name(key)}/{self.step}.jsonl"
         data = b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in rows)
         self._run.log_file(rel, data)
         return {
@@ -722,12 +722,12 @@ class WandbRun:
         """A ``wandb.plot`` chart: its table as a JSONL file (``<key>_table``, as W&B names it) and the
         chart's spec (``chart`` and the column ``fields``) in a ``chart`` media record."""
         table = chart.table
-        ref = self._table_file(f"{key}_table", _jsonable(table.rows()), table.columns)
+        ref = self._table_file(f"{key}_table", jsonable(table.rows()), table.columns)
         if isinstance(chart, CustomChart):
             spec: dict[str, Any] = {
                 "chart": chart.spec.spec_name,
-                "fields": _jsonable(chart.spec.fields),
-                "string_fields": _jsonable(chart.spec.string_fields),
+                "fields": jsonable(chart.spec.fields),
+                "string_fields": jsonable(chart.spec.string_fields),
             }
         else:
             spec = {"chart": chart.spec.name, "fields": {}, "string_fields": {}}
@@ -824,7 +824,7 @@ class WandbRun:
 
     def _store_file(self, rel: str, path: str, *, key: str) -> str:
         """Copy ``path`` to ``files/<rel>`` (each part made safe) with a ``file`` media record; its stored path."""
-        rel = "/".join(_safe(p) for p in Path(rel).parts if p not in ("..", "."))
+        rel = "/".join(safe_name(p) for p in Path(rel).parts if p not in ("..", "."))
         target = self._run.log_file(rel, path)
         digest, size = sha256_file(target)
         self._record(
@@ -859,10 +859,10 @@ class WandbRun:
                 art.add_file(path)
         version = self._counters.get(f"artifact:{art.name}", 0)
         self._counters[f"artifact:{art.name}"] = version + 1
-        base = f"artifacts/{_safe(art.name)}/v{version}"
+        base = f"artifacts/{safe_name(art.name)}/v{version}"
         manifest = []
         for rel, src in art.files:
-            rel = "/".join(_safe(p) for p in Path(rel).parts)
+            rel = "/".join(safe_name(p) for p in Path(rel).parts)
             target = self._run.log_file(f"{base}/{rel}", src)
             digest, size = sha256_file(target)
             manifest.append({"path": f"files/{base}/{rel}", "sha256": digest, "size": size})
@@ -874,7 +874,7 @@ class WandbRun:
                 "type": art.type,
                 "version": version,
                 "aliases": list(aliases or []),
-                "metadata": _jsonable(art.metadata),
+                "metadata": jsonable(art.metadata),
                 "files": manifest,
             }
         )
@@ -940,7 +940,7 @@ class WandbRun:
         top = os.path.abspath(root)
         include = _two_args(include_fn or _is_code_file)
         exclude = _two_args(exclude_fn or _in_wandb_folder)
-        art_name = name or _SAFE.sub("_", f"source-{self.project or self.name}-{_program_name()}")[:128]
+        art_name = name or _SAFE.sub("_", f"source-{self.project or self.name}-{program_name()}")[:128]
         art = Artifact(art_name, type="code")
         for folder, dirs, files in os.walk(top):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
@@ -992,7 +992,7 @@ class WandbRun:
 
     def watch(self, *_: Any, **__: Any) -> None:
         """``wandb.watch``: accepted and a no-op (gradients and parameters are not logged)."""
-        _note_watch()
+        note_watch()
 
     def unwatch(self, *_: Any, **__: Any) -> None:
         """``run.unwatch``: a no-op, as :meth:`watch` is."""
@@ -1048,7 +1048,7 @@ class WandbRun:
         if self._metrics:
             self._run.log_file("wandb-metrics.json", orjson.dumps(self._metrics, option=orjson.OPT_INDENT_2))
         full = {**self.summary._merged(), **self._defined_summaries()}
-        self._run.log_file("wandb-summary.json", orjson.dumps(_jsonable(full), option=orjson.OPT_INDENT_2))
+        self._run.log_file("wandb-summary.json", orjson.dumps(jsonable(full), option=orjson.OPT_INDENT_2))
         if self._media is not None:
             self._media.fsync()
             self._media.close()
@@ -1067,7 +1067,7 @@ class WandbRun:
         else:
             self._run.finish()
         self.finished = True
-        _forget(self)
+        forget(self)
 
 
 class RunDisabled(WandbRun):
@@ -1133,7 +1133,7 @@ class RunDisabled(WandbRun):
 
     def finish(self, exit_code: int | None = None, quiet: bool | None = None) -> None:
         self.finished = True
-        _forget(self)
+        forget(self)
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.finish()
@@ -1171,7 +1171,7 @@ def _two_args(fn: Any) -> Any:
     return fn if n >= 2 else (lambda path, root: fn(path))
 
 
-def _program_name() -> str:
+def program_name() -> str:
     """The running script's path relative to the working folder (``python`` for an interactive session)."""
     main = getattr(sys.modules.get("__main__"), "__file__", None)
     if not main:
@@ -1185,15 +1185,18 @@ def _program_name() -> str:
 _watch_noted = False
 
 
-def _note_watch() -> None:
+def note_watch() -> None:
     global _watch_noted
     if not _watch_noted:
         _watch_noted = True
         warn("wandb.watch is a no-op (gradients and parameters are not logged); log the values you need with wandb.log")
 
 
-def _forget(run: WandbRun) -> None:
-    """Tell the module-level API that ``run`` ended (``wandb.run`` becomes None when it was current)."""
-    import labledger.wandb as api
+#: What to call when a run ends: the module-level API registers how ``wandb.run`` forgets it.
+ENDED_HOOKS: list[Callable[[WandbRun], None]] = []
 
-    api._ended(run)
+
+def forget(run: WandbRun) -> None:
+    """Tell the module-level API that ``run`` ended (``wandb.run`` becomes None when it was current)."""
+    for hook in ENDED_HOOKS:
+        hook(run)

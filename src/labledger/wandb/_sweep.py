@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from labledger.wandb._run import UnsupportedError, WandbError, WandbRun, _jsonable, warn
+from labledger.wandb._run import UnsupportedError, WandbError, WandbRun, forget, jsonable, warn
 
 METHODS = ("grid", "random")
 _DISCRETE = ("constant", "categorical", "int_uniform")
@@ -65,7 +65,7 @@ class Trial:
 
         self.runs.append(run)
         doc = {"sweep_id": self.sweep_id, "trial": self.index, "params": self.params, "sweep": self.config}
-        run.labledger_run.log_file("wandb-sweep.json", orjson.dumps(_jsonable(doc), option=orjson.OPT_INDENT_2))
+        run.labledger_run.log_file("wandb-sweep.json", orjson.dumps(jsonable(doc), option=orjson.OPT_INDENT_2))
 
 
 _SWEEPS: dict[str, SweepSpec] = {}
@@ -251,8 +251,6 @@ def agent(
         trials = (random_trial(params, rng) for _ in itertools.count())
     if count is not None:
         trials = itertools.islice(trials, count)
-    import labledger.wandb as api
-
     for values in trials:
         trial = Trial(spec.id, spec.done, values, spec.group, spec.config, project=project or spec.project)
         spec.done += 1
@@ -266,7 +264,7 @@ def agent(
                     run._close_extras()
                     run.labledger_run.finish("failed", error=f"{type(exc).__name__}: {exc}"[:500])
                     run.finished = True
-                    api._ended(run)
+                    forget(run)
             warn(f"sweep {spec.id} trial {trial.index} failed: {type(exc).__name__}: {exc}")
         finally:
             _trial = None
