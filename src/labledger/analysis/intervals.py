@@ -406,15 +406,15 @@ def _analytic_one_sided(
 ) -> tuple[float | None, float | None]:
     """One-sided p-values of ``H0: delta <= -margin`` and ``H0: delta >= margin`` on the analytic
     form's reference (t on n-1 or C-1 df for means and with clusters, else normal)."""
-    from labledger.metrics.analytic import _df, _kind
+    from labledger.metrics.analytic import interval_kind, t_df
     from labledger.metrics.stats import norm_sf, t_sf
 
     if res.se is None or not math.isfinite(res.se) or not math.isfinite(res.diff):
         return None, None
     if res.se == 0:
         return (0.0 if res.diff > -margin else 1.0), (0.0 if res.diff < margin else 1.0)
-    _, t_ref = _kind(pa)
-    df = _df(pa, groups, t_ref)
+    _, t_ref = interval_kind(pa)
+    df = t_df(pa, groups, t_ref)
 
     def sf(x: float) -> float:
         return float(norm_sf(x) if df is None else t_sf(x, max(df, 1)))

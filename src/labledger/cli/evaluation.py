@@ -84,7 +84,7 @@ def prefetch(*refs: str) -> None:
     defer_writes()  # the cache entries of what is read are written beside what follows (#19)
 
 
-def _source(ref: str, ledger_path: str | None) -> tuple[str, str]:
+def results_source(ref: str, ledger_path: str | None) -> tuple[str, str]:
     """``(path, how to show it)`` of a results file or ``RUN:NAME``."""
     return resolve_results(ref, ledger_path)[:2]
 
@@ -365,7 +365,7 @@ def eval_command(
         raise click.UsageError("--model needs --save RUN:NAME (entries point at a stored evaluation)")
     if replace and model is None:
         raise click.UsageError("--replace applies with --model NAME (it replaces that model's benchmark entries)")
-    path, shown = _source(results, ledger_path)
+    path, shown = results_source(results, ledger_path)
     budget: dict[str, Any] = {"item_draw_budget": None} if all_resamples else {}
     from labledger.analysis.harness import harness_check, harness_lines, harness_meta, harness_metrics
 
@@ -632,8 +632,8 @@ def compare_command(
     from labledger.analysis.comparison import compare
 
     _check_metrics(metrics)
-    path_a, shown_a = _source(a, ledger_path)
-    path_b, shown_b = _source(b, ledger_path)
+    path_a, shown_a = results_source(a, ledger_path)
+    path_b, shown_b = results_source(b, ledger_path)
     from labledger.analysis.harness import harness_meta, harness_metrics
 
     harness = harness_meta(path_a)

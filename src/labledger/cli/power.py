@@ -64,14 +64,14 @@ def power_cmd(
     same items (--results and --results-b: the observed differences, cluster-robust with groups).
     """
     from labledger.analysis.power import power_plan
-    from labledger.cli.evaluation import _source
+    from labledger.cli.evaluation import results_source
 
     if (delta is None) == (n_items is None):
         raise click.UsageError("give exactly one of --delta (prints n) or --n (prints the MDE)")
     if results_b and not results:
         raise click.UsageError("--results-b needs --results")
-    path_a = _source(results, ledger_path)[0] if results else None
-    path_b = _source(results_b, ledger_path)[0] if results_b else None
+    path_a = results_source(results, ledger_path)[0] if results else None
+    path_b = results_source(results_b, ledger_path)[0] if results_b else None
     plan = power_plan(
         delta=delta,
         n=n_items,

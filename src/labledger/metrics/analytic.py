@@ -930,7 +930,7 @@ def _quantile(ci: float, df: int | None) -> float:
     return float(t_ppf((1 + ci) / 2, max(df, 1)))
 
 
-def _kind(prep: Prepared) -> tuple[str, bool]:
+def interval_kind(prep: Prepared) -> tuple[str, bool]:
     """(how the SE is formed, whether a t reference applies)."""
     if isinstance(prep, MeanPrepared):
         how = "CLT SE (n-1 variance)" if prep.post is None else "delta method on the CLT SE of the mean"
@@ -940,7 +940,9 @@ def _kind(prep: Prepared) -> tuple[str, bool]:
     return "delta-method (influence-function) SE", False
 
 
-def _df(prep: Prepared, groups: np.ndarray | None, t_ref: bool) -> int | None:
+def t_df(prep: Prepared, groups: np.ndarray | None, t_ref: bool) -> int | None:
+    """Degrees of freedom of the t reference: clusters - 1 with ``groups``, else n - 1 where a t
+    reference applies (``t_ref``), else ``None`` (a normal reference)."""
     if groups is not None:
         return int(np.max(groups))  # C - 1
     return prep.n_used - 1 if t_ref else None
@@ -948,7 +950,7 @@ def _df(prep: Prepared, groups: np.ndarray | None, t_ref: bool) -> int | None:
 
 def describe(prep: Prepared, groups: np.ndarray | None = None, *, paired: bool = False) -> str:
     """The ``method`` text of an analytic interval (what is stored with each value)."""
-    how, t_ref = _kind(prep)
+    how, t_ref = interval_kind(prep)
     if groups is not None:
         how = "cluster-robust (CR1: C/(C-1)) " + how + ", t on C-1 df"
     elif t_ref:
@@ -1020,8 +1022,8 @@ def analytic_interval(prep: Prepared, *, ci: float = 0.95, groups: np.ndarray | 
         if ones is not None:
             lo, hi = wilson_interval(ones, m_used, ci)
             return Interval(value, lo, hi, ci, 0, "analytic: Wilson score interval", prep.n_used, None, 0, se)
-    _, t_ref = _kind(prep)
-    z = _quantile(ci, _df(prep, groups, t_ref))
+    _, t_ref = interval_kind(prep)
+    z = _quantile(ci, t_df(prep, groups, t_ref))
     if not math.isfinite(se) or not math.isfinite(value):
         return Interval(value, None, None, ci, 0, describe(prep, groups), prep.n_used, clusters, 0, None)
     lo, hi = value - z * se, value + z * se
@@ -1058,8 +1060,8 @@ def paired_analytic(prep_a: Prepared, prep_b: Prepared, *, ci: float = 0.95, gro
     if not (math.isfinite(var) and math.isfinite(diff)):
         return PairedResult(va, vb, diff, None, None, None, ci, 0, method, prep_a.n_used, clusters)
     se = math.sqrt(max(var, 0.0))
-    _, t_ref = _kind(prep_a)
-    df = _df(prep_a, groups, t_ref)
+    _, t_ref = interval_kind(prep_a)
+    df = t_df(prep_a, groups, t_ref)
     z = _quantile(ci, df)
     if se == 0:
         p = 1.0 if diff == 0 else 0.0

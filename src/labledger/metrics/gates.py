@@ -28,7 +28,7 @@ OBJECTIVES: dict[str, str] = {
     "recall": "TP / (TP + FN) of the class, 0 when the class has no items",
     "mcc": "Matthews correlation coefficient (scikit-learn's formula), 0 when undefined",
 }
-_CLASS_METRICS = ("recall", "precision", "f1")
+CLASS_METRICS = ("recall", "precision", "f1")
 _OPS = {">=": np.greater_equal, ">": np.greater, "<=": np.less_equal, "<": np.less}
 _GATE_RE = re.compile(
     r"^\s*(?P<metric>[A-Za-z_][A-Za-z0-9_]*)\s*(?:\[(?P<target>[^\]]*)\])?\s*"
@@ -100,9 +100,9 @@ def parse_gate(text: str | Gate) -> Gate:
                 if label is not None:
                     raise GateError(f"Gate '{text}': at most one class.")
                 label = part
-    if label is not None and metric not in _CLASS_METRICS:
+    if label is not None and metric not in CLASS_METRICS:
         raise GateError(
-            f"Gate '{text}': {metric} is not a per-class metric; only {', '.join(_CLASS_METRICS)} take a class."
+            f"Gate '{text}': {metric} is not a per-class metric; only {', '.join(CLASS_METRICS)} take a class."
         )
     bound = float(m["bound"])
     canon = metric
@@ -146,7 +146,7 @@ def _slice_text(v: Any) -> str:
     return str(v)
 
 
-def _slice_mask(
+def slice_mask(
     gate: Gate, slices: Mapping[str, Any] | None, n: int, labels: Sequence[str], strict: bool = True
 ) -> np.ndarray | None:
     """Items whose slice ``gate.field`` is ``gate.value``.
@@ -210,7 +210,7 @@ def _suggest(name: str, known: Iterable[str]) -> str:
     return (" Did you mean " + " or ".join(f"'{c}'" for c in close) + "?") if close else ""
 
 
-def _check_labels(gates: Sequence[Gate], labels: Sequence[str], slices: Mapping[str, Any] | None) -> None:
+def check_labels(gates: Sequence[Gate], labels: Sequence[str], slices: Mapping[str, Any] | None) -> None:
     for g in gates:
         if g.label is not None and g.label not in labels:
             fields = ", ".join(repr(f) for f in sorted(slices or {})) or "none"

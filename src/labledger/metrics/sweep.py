@@ -55,12 +55,12 @@ from labledger.errors import GateError, MetricInputError, UnknownMetricError
 from labledger.metrics._inputs import binary_gold
 from labledger.metrics.classification import binary_table_metric, roc_auc_sorted, tie_starts
 from labledger.metrics.gates import (
-    _CLASS_METRICS,
+    CLASS_METRICS,
     OBJECTIVES,
     Gate,
-    _check_labels,
-    _slice_mask,
+    check_labels,
     parse_gate,
+    slice_mask,
 )
 from labledger.metrics.kernels import stable_argsort
 
@@ -565,7 +565,7 @@ def _definitions(
     for g in gates:
         point = g.gate if isinstance(g, BoundGate) else g
         cls = point.label or positive
-        what = f"{point.metric} of class '{cls}'" if point.metric in _CLASS_METRICS else point.metric
+        what = f"{point.metric} of class '{cls}'" if point.metric in CLASS_METRICS else point.metric
         where = f" on the items whose slice {point.field} == '{point.value}'" if point.field else ""
         if point.column not in d:
             d[point.column] = f"{what}{where}: {OBJECTIVES[point.metric]}"
@@ -655,13 +655,13 @@ def _prepare(
     s = _scores(score, n)
     labels = [str(negative), str(positive)]
     gates = _point_gates(gates)
-    _check_labels(gates, labels, slices)
+    check_labels(gates, labels, slices)
     makers: dict[SliceKey, Any] = {}
     for g in gates:
         if g.field is not None and (g.field, g.value) not in makers:
             if strict_slices and g.field not in (slices or {}):
-                _slice_mask(g, slices, n, labels)  # raises naming the known fields
-            makers[(g.field, g.value)] = functools.partial(_slice_mask, g, slices, n, labels, strict_slices)
+                slice_mask(g, slices, n, labels)  # raises naming the known fields
+            makers[(g.field, g.value)] = functools.partial(slice_mask, g, slices, n, labels, strict_slices)
     return is_pos, s, makers, positive, negative
 
 
