@@ -3,8 +3,8 @@
 It handles files whose tasks are classification (``probs``), binary (``score``) or regression
 (numeric ``gold``/``pred``) and whose columns have one type each. Whenever the file falls outside
 that shape, or any check fails, it returns ``None`` and the caller re-reads the file row by row,
-which raises the precise error (file, line, field). Measured on 1,000,000 binary rows with two
-slices (115 MB): ~0.9 s here against ~4 s to merely ``orjson.loads`` every line.
+which raises the precise error (file, line, field). It is several times faster than parsing
+each line with orjson (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from labledger.machine import cores
 from labledger.metrics.kernels import element_spans, index_dtype
 
 # pyarrow.compute and pyarrow.json are imported inside the JSONL reader's functions: a read from the
-# columnar cache needs neither (pyarrow.compute alone is ~0.05 s of start-up, #19)
+# columnar cache needs neither, and does not wait for their import
 
 
 class _Fallback(Exception):
@@ -87,7 +87,7 @@ def _labels(arr: pa.Array) -> pa.Array:
 
 def _numbers(arr: pa.Array) -> np.ndarray:
     """A numeric column without nulls as float64: a read-only view of a float64 column's buffer
-    (as from the columnar cache; a copy was 76 MiB of fresh memory at 10M rows, #19)."""
+    (as from the columnar cache), else a copy."""
     if not _is_num(arr.type) or arr.null_count:
         raise _Fallback
     return np.asarray(arrow_numpy(arr, copy=False), dtype=np.float64)
@@ -116,7 +116,7 @@ def _missing(chunks: list[pa.Array] | None, n: int) -> int:
 def _encoded(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
     """``pc.dictionary_encode(column)`` as numpy codes (one array; a view for a column of one
     chunk) and the values that occur, each once. A chunked column is encoded as it lies, never
-    combined into one array first (10M rows' task and gold strings: 0.14 GiB copied, #19); its
+    combined into one array first (no copy of its strings); its
     chunks' codes index one dictionary (unified where pyarrow gave them several). A column coded as
     it was parsed (:func:`_coded`) keeps its codes, whose dictionaries may hold values of rows that
     are not its own (another task's): those are left out.
@@ -218,16 +218,12 @@ def _part_lines(part: memoryview, starts_line: bool) -> int | None:
 
 #: Bytes of the file read at once by :func:`scan_file` (one buffer, reused for the whole file).
 SCAN_BYTES = 1 << 24
-#: From this size, a file scanned without its key is scanned in two halves at once, one a core
-#: (10M 3-class rows, 1.3 GB: 0.5 s instead of 0.7, #19). Smaller files are scanned in one pass:
-#: the second buffer cost more at their peak (1M rows, 130 MB: +30 MiB) than the 30 ms it saved.
+#: From this size, a file scanned without its key is scanned in two halves at once, one a core;
+#: smaller files are scanned in one pass (the threshold is measured: docs/performance.md).
 SCAN_PARTS_BYTES = 256 << 20
 #: Bytes per block of the streaming JSON parse. The parser reads up to 32 blocks ahead of the rows it
-#: has handed over (Arrow's background reader), so the block is what the read-ahead holds. The parse
-#: alone at 10M rows (peak MiB, s): binary 450-457 and 2.07-2.25 with 4 MiB blocks, 387-391 and
-#: 2.03-2.24 with 2 MiB, 360 and 2.15-2.42 with 1 MiB; 3-class 607-617 and 3.97-4.01, 540-543 and
-#: 3.94-4.12, 510-511 and 4.15-4.21. 1 MiB blocks cost a 3-class eval ~0.4 s for memory under the
-#: evaluation's own peak (#19).
+#: has handed over (Arrow's background reader), so the block is what the read-ahead holds: a
+#: trade of the read's peak memory against its time (docs/performance.md).
 BLOCK_BYTES = 2 << 20
 #: Bytes per block of the whole-file parse that follows a failed streaming parse (a later block adds
 #: a field, or a line is longer than :data:`BLOCK_BYTES`): lines up to this long stay on the fast path.
@@ -248,7 +244,7 @@ def scan_file(f: io.BufferedIOBase | io.RawIOBase, *, chunk: int = SCAN_BYTES, k
     """The lines of an open file when :func:`safe_for_arrow` holds for its bytes (every line starts
     with ``{``, valid UTF-8), and (``key``) their :func:`~labledger.inputs.columnar.content_key`,
     in one pass through one reused buffer of ``chunk`` bytes: the file's bytes are never all in
-    memory (at 10M rows, 0.7 GB of fresh pages cost 2 s of system time on this VM, #19). Each
+    memory. Each
     buffer is cut after its last newline and the rest carried to the next, so UTF-8 is checked
     whole characters at a time. It stops at the first line that fails (or is longer than
     ``chunk``): ``Scan(None, None)``.
@@ -382,7 +378,7 @@ def read_arrow(
         try:
             with open(path, "rb") as f:
                 before = os.fstat(f.fileno())
-                # the key from the CLI's hash of the file while it started, where there is one (#19)
+                # the key from the CLI's hash of the file while it started, where there is one
                 prefetched = folder is not None and prefetching(path)
                 scan = scan_file(f, key=folder is not None and not prefetched)
                 hand_back()  # the scan threads' buffers, kept by the C allocator's arenas
@@ -401,15 +397,14 @@ def read_arrow(
         # under the key of the bytes scanned, which are the bytes parsed
         store_result_set(rs, path, entry_kind(tolerance, positive, repeats), scan.key, folder=folder)
     # the parse's blocks and checks are freed by now, but Arrow's allocator keeps their pages for
-    # reuse: handed back, they are not resident under the metrics that follow (10M rows: 0.5 GiB, #19)
+    # reuse: handed back, they are not resident under the metrics that follow
     hand_back()
     return rs
 
 
 #: JSONL reads in progress in this process (``compare`` reads its two files side by side): a read
 #: sorts its scores beside itself (:func:`_checked_and_sorted`) only while it is the only one, since the
-#: other reads' parses already take the cores (10M 3-class rows: a compare took as long, with 0.4
-#: GiB more at its peak, when both sides sorted during the reads).
+#: other reads' parses already take the cores.
 _READS = [0]
 _READS_LOCK = threading.Lock()
 
@@ -434,7 +429,7 @@ def _reading() -> Iterator[None]:
 
 #: Bytes of parsed data let go of between two hand-backs of Arrow's freed pages to the system
 #: (:class:`_PagesBack`; Arrow's allocator keeps them for reuse until told: a task's matrix and the
-#: parse's blocks it was copied from were both resident, 10M 3-class rows: 0.4 GiB, #19).
+#: parse's blocks it was copied from were otherwise both resident).
 RELEASE_BYTES = 64 << 20
 
 
@@ -467,8 +462,7 @@ def _parse(f: BinaryIO, n_lines: int | None) -> pa.Table | None:
     ``None`` when it is outside the fast path.
 
     The streaming reader converts each block as it is parsed, so its peak is the table and a few
-    blocks (10M rows: 0.55 GiB against 1.9 GiB for ``read_json`` of the bytes, and 2.5-3 s against
-    6 s with the read, #19); it takes the first block's schema, so a later block that adds a field or
+    blocks, not the file's bytes beside the table; it takes the first block's schema, so a later block that adds a field or
     changes a type makes it fail, and the whole file is then parsed at once. The file is opened
     again through ``/proc/self/fd`` where there is one: the same file that was scanned, even when
     another has been renamed over its name since.
@@ -487,13 +481,13 @@ def _parse(f: BinaryIO, n_lines: int | None) -> pa.Table | None:
             # the parse's arrays in the C allocator's pool, not in Arrow's default (mimalloc): mimalloc
             # keeps a page freed by another thread for the thread that made it, and the parser's
             # threads sit idle once the parse is done, so what the reader let go of (probabilities
-            # copied into a task's matrix, gold strings once coded) stayed resident to the end (10M
-            # 3-class rows: 0.2 GiB more under the matrix, #19); glibc's are handed back by hand_back
+            # copied into a task's matrix, gold strings once coded) stayed resident to the end;
+            # glibc's are handed back by hand_back
             reader = pj.open_json(source, read_options=pj.ReadOptions(block_size=BLOCK_BYTES), memory_pool=pool)
             pages = _PagesBack()  # the parser's freed pages, handed back as it goes
             plain: set[str] = set()
             # each block coded in a thread of its own as it comes (in this one, which takes the
-            # blocks from the parser, the parser waited for it: 10M binary rows, 0.7 s longer)
+            # blocks from the parser, the parser waited for it)
             with ThreadPoolExecutor(1, thread_name_prefix="labledger-read") as coder:
                 coding = []
                 for batch in reader:
@@ -513,7 +507,7 @@ def _parse(f: BinaryIO, n_lines: int | None) -> pa.Table | None:
 
 
 #: String columns coded as they are parsed, a block at a time (:func:`_coded`): a results file's
-#: task and gold, a few values on every row (10M binary rows: 134 MiB of strings, 19 MiB so, #19).
+#: task and gold, a few values on every row, held as codes rather than strings.
 _CODED = ("task", "gold")
 
 
@@ -574,7 +568,7 @@ def _result_set(handed: list[pa.Table], name: str, tolerance: float, positive: A
 def _longest_bytes(column: pa.ChunkedArray) -> int:
     """The most bytes of one string of a string column (nulls count 0), from its offsets: an upper
     bound of ``pc.max(pc.utf8_length(column))`` that reads no string data, a block of offsets at a
-    time (one chunk of 10M ids: no 38 MiB array of their lengths, #19).
+    time (no array of their lengths).
 
     >>> _longest_bytes(pa.chunked_array([["ab", "\\xe9"], [None, "abcd"]])), _longest_bytes(pa.chunked_array([], pa.string()))
     (4, 0)
@@ -595,8 +589,7 @@ _CHUNKED = frozenset(("probs", "task", "gold", "id"))
 def _combine(handed: list[pa.Table]) -> None:
     """Replace the table that ``handed`` holds alone by its ``combine_chunks()``, one column at a
     time, each column's chunks let go of once it is copied: the peak holds the table and one column,
-    not the table twice (#19). (A caller's reference would keep every chunk to the end: 10M 3-class
-    rows, ~0.4 GiB.) The columns of :data:`_CHUNKED` stay in their chunks: ``probs`` is copied into
+    not the table twice. (A caller's reference would keep every chunk to the end.) The columns of :data:`_CHUNKED` stay in their chunks: ``probs`` is copied into
     the task's matrix (and let go of) as it is read (:func:`_classification`), ``task`` and
     ``gold`` are encoded as they lie (:func:`_encoded`), a one-task file's ``id`` chunks are packed
     as they are checked (:func:`_packed_checked`)."""
@@ -613,7 +606,7 @@ def _combine(handed: list[pa.Table]) -> None:
 
 
 def _distinct(values: np.ndarray) -> bool:
-    """Whether no value repeats (a sort: numpy's hash-based ``unique`` is ~50x slower at 1M)."""
+    """Whether no value repeats (found by a sort, which is faster than numpy's ``unique``)."""
     return _no_repeats(np.sort(values))
 
 
@@ -642,8 +635,8 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 def surely_distinct(ids: pa.Array, *, chunk: int = HASH_CHUNK) -> bool:
     """True when no two strings of ``ids`` are equal, found from a 64-bit hash of each string's
-    bytes and length formed in numpy over the Arrow buffers (:func:`_hashed`), then one sort (~0.1 s
-    at 1M against ~0.35 s for ``pc.dictionary_encode``, #19). False means "maybe not": two equal
+    bytes and length formed in numpy over the Arrow buffers (:func:`_hashed`), then one sort (faster
+    than ``pc.dictionary_encode``). False means "maybe not": two equal
     hashes (a repeated id, or rarely a collision), ids over :data:`HASH_ID_BYTES` bytes, or another
     layout; the caller then decides exactly. ``chunk``: ids hashed per pass.
 
@@ -683,7 +676,7 @@ def _hashed(ids: pa.Array, out: np.ndarray, width: int, *, chunk: int = HASH_CHU
     for a, b in passes:
         lo, hi = int(offsets[a]), int(offsets[b])
         # this pass's ids' bytes, padded so that every 8-byte read below stays in bounds (a copy of
-        # a pass's bytes, not of every id's: 10M ids, ~76 MiB less while they are hashed, #19)
+        # a pass's bytes, not of every id's)
         padded = np.zeros(hi - lo + width + 16, dtype=np.uint8)
         padded[: hi - lo] = raw[lo:hi]
         # row o of this (no-copy) view is the 8 bytes from byte o: one gather reads a word of every id
@@ -711,7 +704,7 @@ def _packed_checked(chunks: list[pa.Array]) -> tuple[PackedStrings, bool]:
     """The ids of ``chunks`` (string arrays without nulls, in row order; the list is emptied, each
     chunk let go of once packed) packed, and whether they are surely distinct (:func:`surely_distinct`
     of them all): each chunk is hashed, then packed, then let go of, so that the ids are never
-    whole beside their hashes (10M ids: 113 MiB as Arrow, ~25 MiB packed, #19).
+    whole beside their hashes.
 
     >>> packed, distinct = _packed_checked([pa.array(["a", "b"]), pa.array(["c", "a"])])
     >>> packed.arrow().to_pylist(), distinct
@@ -796,15 +789,15 @@ def _repeat_field(
 #: From this many rows, a one-task file's sorted columns (its ``score``, or each label's
 #: probabilities) are sorted in threads while the ids are checked (numpy's sort lets go of the GIL):
 #: the ascending orders that ROC-AUC and AP read (and the columnar cache entry keeps), made beside
-#: the reader's one-threaded work instead of after it (10M rows: ~0.7 s a column, #19).
+#: the reader's one-threaded work instead of after it.
 SORT_BESIDE_FROM = 100_000
 #: From this many rows, a classification task's matrix is filled (copied, checked, predicted) in
-#: :data:`COPY_THREADS` threads, while no other read is in progress (#19).
+#: :data:`COPY_THREADS` threads, while no other read is in progress.
 COPY_BESIDE_FROM = 100_000
 COPY_THREADS = 2
 #: Threads that share a one-task file's sorts and its ids' check: with two, a 3-class file's three
 #: sorts and the check keep both cores busy to the end, and at most two of them hold their
-#: temporaries at once (#19).
+#: temporaries at once.
 SORT_THREADS = 2
 
 
@@ -826,7 +819,7 @@ def _checked_and_sorted(
     from labledger.metrics.classification import ascending_groups
 
     def order_of(col: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        # its tie starts found here, where the order is made, not in the metrics' one thread (#19)
+        # its tie starts found here, where the order is made, not in the metrics' one thread
         return ascending_groups(col, index_dtype(len(col)))
 
     pool = ThreadPoolExecutor(SORT_THREADS, thread_name_prefix="labledger-read")
@@ -841,7 +834,7 @@ def _checked_and_sorted(
 
 def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: Any, repeats: bool = False) -> ResultSet:
     """The result set of the parsed table ``handed`` holds alone (taken from it: the columns read
-    into a task's arrays are let go of as they are read, #19)."""
+    into a task's arrays are let go of as they are read)."""
     import pyarrow.compute as pc
 
     table = handed.pop()
@@ -861,7 +854,7 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
     if any(not t for t in names):
         raise _Fallback
     del task_col
-    table = table.drop_columns(["task"])  # its strings, now codes (10M rows: 76 MiB)
+    table = table.drop_columns(["task"])  # its strings, now codes
     tasks: dict[str, TaskData] = {}
     # the row reader's errors of whole tasks, in its order (the tasks'), raised once all else is read
     refusals: list[RecordError] = []
@@ -875,7 +868,7 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
         id_chunks = list(id_col.chunks)  # (held by this list alone: emptied as they are packed)
         del id_col
         # from PACK_IDS_FROM rows the ids are packed as they are hashed for their check, beside the
-        # task's read (_binary is one thread: a core was idle, #19), and kept packed
+        # task's read (_binary is one thread: a core was idle), and kept packed
         packing = _packing(id_chunks) if table.num_rows >= PACK_IDS_FROM else None
         try:
             td = _read_task(
@@ -900,7 +893,7 @@ def _read_table(handed: list[pa.Table], name: str, tolerance: float, positive: A
         hand_back()  # the parse's pages of the columns read, handed back
 
         # the ids' check beside the sorts of the columns the metrics sort (after the task is read:
-        # the parse's columns are let go of before the sorts' temporaries are made, #19)
+        # the parse's columns are let go of before the sorts' temporaries are made)
         def check() -> str | None:
             if packing is None:
                 ids = one_array(pa.chunked_array(id_chunks, pa.string()))
@@ -967,8 +960,7 @@ def _read_task(
     probs: list[pa.Array] | None,
 ) -> TaskData:
     """One task's rows: those at ``idx_np`` (``idx``, the same as Arrow), or with both ``None``
-    every row of the table in order, whose line numbers are then made only if read (at 10M rows
-    the index and the lines were 153 MiB of fresh memory, #19). ``probs``: these rows' ``probs``
+    every row of the table in order, whose line numbers are then made only if read. ``probs``: these rows' ``probs``
     as chunks (:func:`_chunks`), which the task's matrix empties; ``None`` without the column.
     ``golds``: a list of these rows' ``gold`` column alone, emptied where it is read (the caller's
     only reference: 10M rows' gold strings are let go of before the task's arrays are made). A
@@ -1031,7 +1023,7 @@ def _classification(
     """A classification task of these rows. ``probs``: the chunks of their ``probs`` (structs), in
     row order, each let go of as it is copied into the task's matrix (the caller holds the list
     alone: the parse's blocks are freed as the matrix fills, and the checks read it a block of
-    rows at a time, never through temporaries of the matrix's size, #19). ``golds``: their gold
+    rows at a time, never through temporaries of the matrix's size). ``golds``: their gold
     column, alone in a list (:func:`_read_task`)."""
 
     if not probs or not pa.types.is_struct(probs[0].type):
@@ -1085,7 +1077,7 @@ def _classification(
 
     def gold_index() -> np.ndarray:
         # pc.index_in(gold, value_set=labels), through the gold values' dictionary: building an
-        # Arrow array from a Python list would import pandas (#19)
+        # Arrow array from a Python list would import pandas
         gold_codes, gold_values = _encoded(_labels(golds.pop()))
         lut = np.array([labels.index(v) if v in fields else -1 for v in gold_values], dtype=pred.dtype)
         found = lut[gold_codes] if len(lut) else np.zeros(0, pred.dtype)
@@ -1097,7 +1089,6 @@ def _classification(
     if n >= COPY_BESIDE_FROM and _core_free():
         # the copies, checks and predictions in two threads, the golds' codes beside them: all lose
         # the GIL, and each thread's first touch of its fresh pages is the kernel's work in parallel
-        # (10M 3-class rows: 0.8 s in one thread, 0.4 s so)
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="labledger-read") as pool:
@@ -1148,7 +1139,7 @@ def _binary(
     if not (np.isfinite(score).all() and (score >= 0).all() and (score <= 1).all()):
         raise _Fallback
     gold_codes, gold_values = _encoded(_labels(gold_column.pop()))
-    hand_back()  # the gold strings, let go of: not resident under the task's arrays (10M rows: 63 MiB)
+    hand_back()  # the gold strings, let go of: not resident under the task's arrays
     golds = set(gold_values)
     row_pos = None
     if "positive" in table.column_names:
@@ -1164,11 +1155,10 @@ def _binary(
         pos = binary_positive(task, golds, positive or row_pos, source, int(lines[0]) if len(lines) else 0)
     except RecordError as e:
         # the row reader's error once every other check of the file has passed (then it is the one
-        # the row reader raises first), without reading the rows again (10M rows and no --positive:
-        # 43 s and 6 GiB for the error, #19); a stand-in positive until then
+        # the row reader raises first), without reading the rows again; a stand-in positive until then
         refusals.append(e)
         pos = min(golds)
-    # equal to pc.equal(g, pos), from the codes: a Python scalar argument would import pandas (#19)
+    # equal to pc.equal(g, pos), from the codes: a Python scalar argument would import pandas
     gold_pos = gold_codes == (gold_values.index(pos) if pos in golds else -1)
     del gold_codes  # (not held while the task's other arrays are made)
     return binary_task(task, ids, lines, pos, golds, score, gold_pos)
@@ -1216,7 +1206,7 @@ def _slices_group_extras(td: TaskData, table: pa.Table, idx: pa.Array | None) ->
             if valid.all():
                 codes = arrow_numpy(enc.indices, copy=False).astype(np.int64)
             else:  # the valid rows' codes from the indices without their nulls (fill_null of a
-                # Python -1 makes a pa.scalar, which imports pandas: ~0.28 s, #19); each missing
+                # Python -1 makes a pa.scalar, which imports pandas); each missing
                 # group a cluster of its own
                 codes = np.empty(n, dtype=np.int64)
                 codes[valid] = arrow_numpy(enc.indices.drop_null())

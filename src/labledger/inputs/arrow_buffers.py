@@ -1,5 +1,5 @@
 """Arrow arrays and numpy arrays over the same buffers, without pyarrow's conversions (which import
-pandas where it is installed, ~0.3 s the first time, #19): :func:`numpy_arrow`, :func:`arrow_numpy`,
+pandas where it is installed): :func:`numpy_arrow`, :func:`arrow_numpy`,
 and :func:`one_array` of a chunked column without a copy; :func:`hand_back` of the allocators'
 freed pages."""
 
@@ -27,8 +27,7 @@ def hand_back() -> None:
     """Hands the freed pages that the allocators keep for reuse back to the system: Arrow's pool
     (``release_unused``), and the C allocator's (glibc's ``malloc_trim``) that numpy and the scan
     threads' buffers use. A thread's arena keeps what it freed, so a scan in two threads kept its
-    two buffers and their checks resident (10M rows: 70-80 MiB) under the whole read after it
-    (#19). The JSONL reader calls it where it has let go of what it parsed; elsewhere a command
+    two buffers and their checks resident under the whole read after it. The JSONL reader calls it where it has let go of what it parsed; elsewhere a command
     keeps freed pages for its next arrays (:func:`labledger.cli.base.process_settings`). A few
     milliseconds; a no-op where there is nothing to hand back."""
     pa.default_memory_pool().release_unused()
@@ -38,7 +37,7 @@ def hand_back() -> None:
 def one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """``column`` as one Arrow array: a chunked array of one chunk is that chunk, not a copy of it
     (``combine_chunks`` copies even a single chunk, pyarrow 26: every memory-mapped cache column was
-    read into a second, anonymous copy, #19); of several chunks, their concatenation.
+    read into a second, anonymous copy); of several chunks, their concatenation.
 
     >>> c = pa.chunked_array([[1, 2, 3]])
     >>> one_array(c).buffers()[1].address == c.chunk(0).buffers()[1].address, one_array(pa.chunked_array([[1], [2]])).to_pylist()
@@ -52,8 +51,7 @@ def one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
 def numpy_arrow(values: Any, type_: pa.DataType) -> pa.Array:
     """``pa.array(values, type_)`` of numeric numpy values (``type_`` one of ``_PLAIN``'s): an Arrow
     array over one contiguous buffer of them, made without ``pa.array``, which imports pandas where
-    it is installed for any numpy array or list (~0.28 s the first time: a first eval of a large
-    file, which writes its cache entry, paid it, #19). A view of ``values`` when they are already
+    it is installed for any numpy array or list. A view of ``values`` when they are already
     contiguous and of that type: they must not change while the array is in use.
 
     >>> numpy_arrow(np.array([3, 1]), pa.int64()).to_pylist(), numpy_arrow(np.arange(6.0).reshape(3, 2)[:, 1], pa.float64()).to_pylist()
@@ -65,9 +63,8 @@ def numpy_arrow(values: Any, type_: pa.DataType) -> pa.Array:
 
 def arrow_numpy(column: pa.Array | pa.ChunkedArray, *, copy: bool = True) -> np.ndarray:
     """A numeric or boolean Arrow column without nulls as a writable numpy array, from its buffers;
-    anything else through pyarrow's ``to_numpy``. (pyarrow's ``to_numpy`` imports pandas: ~0.3 s of
-    every read's start-up, #19.) ``copy=False``: a numeric column of one chunk comes back as a
-    read-only view of its buffer (a memory-mapped cache entry's pages, not a second copy of them).
+    anything else through pyarrow's ``to_numpy`` (which imports pandas). ``copy=False``: a numeric
+    column of one chunk comes back as a read-only view of its buffer (a memory-mapped cache entry's pages, not a second copy of them).
 
     >>> arrow_numpy(pa.chunked_array([[1.5, 2.5], [3.5]])).tolist(), arrow_numpy(pa.array([True, False, True]).slice(1)).tolist()
     ([1.5, 2.5, 3.5], [False, True])
@@ -93,15 +90,14 @@ def arrow_numpy(column: pa.Array | pa.ChunkedArray, *, copy: bool = True) -> np.
     return np.asarray(arr.to_numpy(zero_copy_only=False))
 
 
-#: Packed strings are compressed by zstd at level 1: 10M ids like ``"c1234567"`` (75 MiB of
-#: characters) 4.3x smaller in ~0.25 s, random hex ids 2x; lz4 was no faster and 1.8x (#19).
+#: Packed strings are compressed by zstd at level 1 (chosen over lz4: docs/performance.md).
 PACK_CODEC = "zstd"
 
 
 class PackedStrings:
     """A string column kept compressed, added a chunk at a time and made whole again on each call of
     :meth:`arrow`: for a column a reader must keep but seldom reads (a results file's ids, which an
-    evaluation never reads: 10M of them, 113 MiB as Arrow, ~25 MiB so, #19). Each chunk's characters
+    evaluation never reads). Each chunk's characters
     and lengths (in the narrowest type that holds the longest) are compressed apart.
 
     >>> packed = PackedStrings(); packed.add(pa.array(["a", "bc"])); packed.add(pa.array(["", "déf"]).slice(1))
@@ -128,7 +124,7 @@ class PackedStrings:
         lens = lens.astype(np.min_scalar_type(int(lens.max(initial=0))))
         lo, size = int(offsets[0]), int(offsets[-1] - offsets[0])
         # as bytes of their own size: the codec's buffer keeps the capacity of its bound, the size
-        # of what it packed (10M ids: 85 MiB held for 5, #19)
+        # of what it packed
         chars = codec.compress(data_buf.slice(lo, size), asbytes=True) if size else None
         self._parts.append((m, lens.dtype, codec.compress(lens, asbytes=True), size, chars))
         self.n += m
@@ -155,7 +151,7 @@ class PackedStrings:
 
 def _numbers(column: pa.ChunkedArray, dtype: Any) -> np.ndarray:
     """A numeric column as a numpy array of ``dtype`` (:func:`arrow_numpy`): a read-only view of the
-    entry's buffer where the types agree (no copy of a memory-mapped column, #19), else a copy.
+    entry's buffer where the types agree (no copy of a memory-mapped column), else a copy.
 
     >>> _numbers(pa.chunked_array([[1.5, 2.5], [3.5]]), np.float64).tolist()
     [1.5, 2.5, 3.5]

@@ -6,9 +6,8 @@ of parsing and checking JSON again. The JSONL stays the source of truth: a cache
 when its recorded *content key* equals the source's now, and anything else is rebuilt from the
 source.
 
-- The content key is ``xxh3_128`` of the source's bytes and its size (hashing runs at ~9 GB/s, so
-  checking a 600 MiB file costs ~0.07 s; an edit that keeps the size and the modification time is
-  still seen).
+- The content key is ``xxh3_128`` of the source's bytes and its size (an edit that keeps the size
+  and the modification time is still seen).
 - One entry per (source path, kind, parameters): a changed source overwrites its entry, so a live
   run's file does not fill the folder with stale copies.
 - Entries are written to a temporary file in the cache folder and renamed into place: a crash
@@ -19,11 +18,9 @@ source.
   orders and tie groups) is used as it is.
 - Two layouts: zstd Parquet (:func:`store_table`: record tables, which ``export`` copies as they
   are), and a *columns* file (:func:`store_columns`: result sets): raw numeric arrays read through
-  a memory map with numpy alone, no decode, no copy and no pyarrow import (~40 ms of every ``eval``
-  from the cache, #19), then an Arrow IPC file of the other columns (ids, extra fields), opened
-  when one is first read, then a JSON header and its length at the end. A 1M-row result set is
-  ~20 MiB against 8 MiB of Parquet, and reads in ~1 ms instead of ~0.1 s plus the ~40 ms import of
-  ``pyarrow.parquet``.
+  a memory map with numpy alone, no decode, no copy and no pyarrow import, then an Arrow IPC file of
+  the other columns (ids, extra fields), opened when one is first read, then a JSON header and its
+  length at the end. It is larger than Parquet and reads faster (docs/performance.md).
 - The folder: ``$LABLEDGER_CACHE_DIR``, else ``$XDG_CACHE_HOME/labledger/columnar``, else
   ``~/.cache/labledger/columnar``. ``LABLEDGER_CACHE_DIR=off`` (or empty) turns the cache off.
   Files under :data:`MIN_CACHE_BYTES` are not cached (they read fast anyway).
@@ -335,7 +332,7 @@ def prefetch_key(path: str | os.PathLike[str]) -> bool:
     """Start computing the :func:`file_key` of a source worth caching (the cache on, at least
     :func:`min_cache_bytes`) in a thread; whether one was started. The CLI calls it as soon as it knows
     its files, so that a file is hashed while the command's modules import (xxhash and the reads let
-    go of the GIL: ~17 ms of a 0.3 s ``eval`` of 1M rows from the cache, #19). :func:`file_key` and
+    go of the GIL). :func:`file_key` and
     :func:`take_prefetched` of the same file, unchanged since (the same :func:`file_identity`), take
     the result instead of hashing it again; a file changed since is hashed again.
     """
@@ -380,8 +377,8 @@ def prefetching(path: str | os.PathLike[str]) -> bool:
 
 def file_key(path: str | os.PathLike[str], *, window: int = KEY_WINDOW) -> str | None:
     """:func:`content_key` of a file, read and hashed ``window`` bytes at a time (never more than one
-    window of the file held: a whole-file map held every page of a 0.7 GB source in the reader's
-    memory while it was hashed, #19); ``None`` if unreadable.
+    window of the file held, where a whole-file map would hold every page of it); ``None`` if
+    unreadable.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "f"; _ = p.write_bytes(b"abc" * 5000)
@@ -399,8 +396,7 @@ def _hashed(path: str | os.PathLike[str], window: int, identity: tuple[int, ...]
     not that one, or when the file is cut shorter while it is read). The file is read into one
     buffer of ``window`` bytes, not mapped: a map of a file that another process cuts shorter while
     it is hashed (a harness rewriting its results file) kills the reader with SIGBUS on its next
-    page; a read just ends early (#19). 1M rows (130 MB), ~25 ms instead of ~17 ms, in the thread
-    that hashes beside the command's imports."""
+    page; a read just ends early."""
     try:
         with open(path, "rb", buffering=0) as f:
             st = os.fstat(f.fileno())
@@ -494,7 +490,7 @@ def cached_table(
     if not entry.is_file():
         return None
     # one open of the entry, through the file reader: pq.read_table goes through pyarrow.dataset,
-    # whose import loads pandas (~0.3 s of start-up, #19)
+    # whose import loads pandas
     import pyarrow.parquet as pq
 
     try:
@@ -631,8 +627,7 @@ _deferred: dict[Path, Future[bool]] | None = None
 def defer_writes() -> None:
     """From now until :func:`wait_for_writes`, a columns entry (a result set's) is written in a
     thread, beside what follows the read, instead of before the read returns: the CLI's ``eval``,
-    ``compare`` and ``calibrate`` evaluate while the entry goes to disk (10M 3-class rows: ~1 s of
-    a first read, #19). A read of the same entry meanwhile waits for it."""
+    ``compare`` and ``calibrate`` evaluate while the entry goes to disk. A read of the same entry meanwhile waits for it."""
     global _deferred
     if _deferred is None:
         _deferred = {}
@@ -722,8 +717,7 @@ def store_columns(
             }
         )
         # the digest of what was written, read back once the Arrow part's buffers are let go (hashed
-        # as it was written, the Arrow write came later, nearer the evaluation's peak: 10M binary
-        # rows, a first read peaked at 462-480 MiB against 430-454 without a digest, #19)
+        # as it was written, the Arrow write came later, nearer the evaluation's peak)
         digest = xxhash.xxh3_64()
         _digest_written(f, at, digest)
         digest.update(header)
@@ -737,8 +731,7 @@ def store_columns(
 
 def _digest_written(f: BinaryIO, end: int, digest: xxhash.xxh3_64) -> None:
     """Add the first ``end`` bytes written to the open entry ``f`` to ``digest``, read back through a
-    map of the file (its temporary file is open for reading too): no copy in the process's heap,
-    where 8 MiB buffers read back put a 10M-row first read's peak ~30 MiB higher (#19)."""
+    map of the file (its temporary file is open for reading too): no copy in the process's heap."""
     f.flush()
     with mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ) as mapped:
         _digest_windows(mapped, digest)
@@ -751,7 +744,7 @@ DIGEST_WINDOW = 2**20
 def _digest_windows(mapped: mmap.mmap, digest: xxhash.xxh3_64) -> None:
     """Add ``mapped`` (a read-only map of an entry) to ``digest`` :data:`DIGEST_WINDOW` bytes at a
     time, each window's pages let go once hashed: they stay in the page cache for the columns' own
-    reads, but a 10M-row entry's ~0.5 GiB is never resident in the process at once (#19)."""
+    reads, but a large entry is never resident in the process at once."""
     dontneed = getattr(mmap, "MADV_DONTNEED", None)  # (none on Windows: the pages stay)
     view = memoryview(mapped)
     try:
@@ -826,8 +819,7 @@ def cached_columns(
 ) -> Columns | None:
     """The columns entry of ``source`` (:func:`store_columns`) when it matches the source's content
     now, else ``None``: a stale, torn or foreign entry is never returned, nor one whose bytes fail
-    the digest written with them (~4 ms for the 46 MiB entry of 1M 3-class rows; the hash leaves
-    the GIL to other threads). numpy alone reads it (the arrays are views of a memory map of the
+    the digest written with them (the hash leaves the GIL to other threads). numpy alone reads it (the arrays are views of a memory map of the
     entry, which is only ever replaced by a rename, never written in place); pyarrow is imported
     when an Arrow column is first asked for."""
     folder = folder if folder is not None else cache_folder()

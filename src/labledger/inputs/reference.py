@@ -121,7 +121,7 @@ class _Task:
             deferred = self.__dict__.get("_deferred")
             make = deferred.get(name) if deferred else None
             if make is not None:
-                # a column built on first use (#19): ids read as Arrow become an object array, and
+                # a column built on first use: ids read as Arrow become an object array, and
                 # consecutive line numbers an array, only if something reads them; most evaluations
                 # never do (see defer_ids, defer_lines). Stored before it is let go of, so a thread
                 # reading it meanwhile builds the same values rather than missing it; let go of by
@@ -147,7 +147,7 @@ class _Task:
 class DeferredIds:
     """A task's ids kept as an Arrow string array until first read (:func:`defer_ids`); the array
     itself may come from ``load`` when first needed (a cache entry opens its Arrow part only then),
-    and with ``keep=False`` from ``load`` on each use, never held (ids kept packed, #19)."""
+    and with ``keep=False`` from ``load`` on each use, never held (ids kept packed)."""
 
     def __init__(self, arrow: Any = None, load: Callable[[], Any] | None = None, keep: bool = True):
         self._arrow, self._load, self._keep = arrow, load, keep
@@ -164,7 +164,7 @@ class DeferredIds:
     def __call__(self) -> np.ndarray:
         arrow = self.arrow  # (once: with keep=False each read unpacks them again)
         out = np.empty(len(arrow), dtype=object)
-        out[:] = arrow.to_pylist()  # ~5x faster than to_numpy for strings, and no pandas import
+        out[:] = arrow.to_pylist()  # faster than to_numpy for strings, and no pandas import
         return out
 
 
@@ -223,7 +223,7 @@ class DeferredBinaryProbs:
     """A binary task's (n, 2) ``probs`` made from its ``score`` on first read (the column of label
     ``pos`` is the score, the other ``1.0 - score``: :func:`binary_task`'s rule): evaluations read
     the score alone (:func:`labledger.metrics.classification.binary_prepared`), and the matrix is
-    twice its size (#19). ``made``: the matrix once made."""
+    twice its size. ``made``: the matrix once made."""
 
     def __init__(self, score: np.ndarray, pos: int):
         self.score, self.pos = score, pos
@@ -262,8 +262,8 @@ def _defer(td: _Task, name: str, make: Any) -> None:
 def defer_ids(td: _Task, arrow: Any = None, *, load: Callable[[], Any] | None = None, keep: bool = True) -> None:
     """Make ``td.ids`` the object array of the Arrow strings ``arrow`` (or of what ``load()`` gives,
     called when they are first needed, and each time they are asked for again as Arrow with
-    ``keep=False``), built on first access (~0.15 s at 1M rows that an evaluation mostly never
-    needs, #19); :func:`deferred_ids` gives them back as Arrow.
+    ``keep=False``), built on first access (an evaluation mostly never needs them);
+    :func:`deferred_ids` gives them back as Arrow.
 
     >>> import pyarrow as pa
     >>> td = results_from_rows([{"id": "a", "task": "t", "gold": 1.0, "pred": 2.0}])["t"]
@@ -276,9 +276,8 @@ def defer_ids(td: _Task, arrow: Any = None, *, load: Callable[[], Any] | None = 
 
 
 def defer_lines(td: _Task, first: int, n: int) -> None:
-    """Make ``td.lines`` the ``n`` consecutive line numbers from ``first``, built on first access: at
-    10M rows an array of 76 MiB (a quarter of what an evaluation reads) that only error messages
-    and subsets read (#19).
+    """Make ``td.lines`` the ``n`` consecutive line numbers from ``first``, built on first access:
+    only error messages and subsets read them.
 
     >>> td = results_from_rows([{"id": "a", "task": "t", "gold": 1.0, "pred": 2.0}])["t"]
     >>> defer_lines(td, 5, 3); "lines" in vars(td), td.n, td.lines.tolist(), "lines" in vars(td)
@@ -314,7 +313,7 @@ def _given(td: _Task) -> tuple[Any, ...] | None:
 def given_sorts(td: _Task) -> dict[int, np.ndarray]:
     """The ascending sort orders of ``td``'s probability columns that its reader already holds, by
     column (``np.argsort`` of ``td.probs[:, j]``: kept in the columnar cache entry beside the columns,
-    like a database index, so that a later evaluation does not sort them again, #19); empty when none.
+    like a database index, so that a later evaluation does not sort them again); empty when none.
     A subset or relabelled copy of the task has none, nor a task whose ``probs`` were replaced since
     (calibrated probabilities: the orders belong to the array they were made from). Users check
     them before use (:class:`labledger.metrics.classification.SortCache`), but for those with
@@ -336,8 +335,7 @@ def given_ties(td: _Task) -> dict[int, np.ndarray | None]:
     :func:`given_sorts` that this process made from the column itself (the JSONL reader sorts them
     beside its checks), or read with their order from a columnar cache entry whose digest matched
     (its writer made both from the column): such an order needs no check, nor its ties another pass
-    through it (10M 3-class rows: 0.6 s less in ROC-AUC; 1M 3-class rows from the cache, ~36 ms of
-    CPU, #19). An order given without them is checked on use.
+    through it. An order given without them is checked on use.
 
     >>> td = results_from_rows([{"id": "a", "task": "t", "gold": "x", "probs": {"x": 0.8, "y": 0.2}}])["t"]
     >>> set_given_sorts(td, {0: np.array([0]), 1: np.array([0])}, ties={1: None}); given_ties(td)
@@ -855,8 +853,7 @@ def _negative_label(positive: str, golds: set[str]) -> str:
 def label_index_type(k: int) -> np.dtype[Any]:
     """The type the readers give the label indices of a task of ``k`` labels: the narrowest signed
     integer that holds ``k - 1``. A task's indices are its own gold and predicted columns, held
-    through the whole evaluation: at 10M binary rows int64 indices took 152 MiB where int8 take 19
-    (#19). Whoever computes on them widens where the arithmetic could leave the type
+    through the whole evaluation. Whoever computes on them widens where the arithmetic could leave the type
     (:func:`~labledger.metrics.prepared.cell_codes`).
 
     >>> [label_index_type(k).name for k in (2, 128, 129, 40_000)]
@@ -871,7 +868,7 @@ def label_index_type(k: int) -> np.dtype[Any]:
 def predicted_index(probs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Each row's predicted label of an (n, K) probability matrix: the argmax, ties to the first label
     (in sorted order), as :func:`label_index_type` (argmax of a block of rows at a time: no int64
-    array of n, 76 MiB at 10M rows, #19), or into ``out`` (n, any integer type that holds them: the
+    array of n), or into ``out`` (n, any integer type that holds them: the
     JSONL reader's task array, filled a block of rows at a time). The one rule of every reader
     (rows, JSONL, the columnar cache), so their tasks agree bit for bit.
 

@@ -3,7 +3,7 @@ form the cache (:mod:`labledger.inputs.columnar`, a *columns* entry) keeps of a 
 
 The numeric columns (gold and predicted values, the probability matrix, the sort orders, line
 numbers, groups, slice codes) are raw arrays that a read maps with numpy alone: an ``eval`` from
-the cache imports no pyarrow (~40 ms of its start-up, #19). The ids, extra fields and repeat values
+the cache imports no pyarrow. The ids, extra fields and repeat values
 are Arrow columns in the entry's Arrow part, opened when one is first read (the ids only by what
 needs them: a comparison's pairing, an error message, a subset).
 
@@ -53,18 +53,16 @@ from labledger.metrics.kernels import index_dtype
 
 #: The layout of a result set's entry, kept in its meta: an entry of another layout is never read,
 #: and is rewritten in place (the same file: the layout is not part of the entry's name, so a new
-#: version leaves no orphan behind). 2: each sorted probability column's ascending order (#19); 3:
-#: a columns entry (numeric arrays read by numpy alone, #19); 4: a classification task's
+#: version leaves no orphan behind). 2: each sorted probability column's ascending order; 3:
+#: a columns entry (numeric arrays read by numpy alone); 4: a classification task's
 #: probabilities as one (n, K) matrix; 5: the layout in the meta, not in the kind; 6: the sorted
 #: columns' stable orders (:func:`~labledger.metrics.kernels.stable_argsort`: the same on every
 #: machine; a bootstrap without clusters draws its weights in that order); 7: those orders as 4-byte
-#: positions up to 2^31 - 1 items (10M rows: 38 MiB less mapped a sorted column, #19); 8: the gold
-#: label indices as :func:`~labledger.inputs.results.label_index_type` (int8 up to 128 labels: 10M
-#: rows, 67 MiB less, #19); 9: a classification task's predicted indices kept, not made again by
-#: an argmax of the matrix on each read (1M 3-class rows: 20 ms of a 0.3 s eval, #19); 10: each kept
-#: order's tie-group starts beside it, used as they are (the entry's digest vouches for both, where
-#: each read checked each order against its column and walked it again for its ties: 1M 3-class
-#: rows, ~36 ms of CPU, #19).
+#: positions up to 2^31 - 1 items; 8: the gold
+#: label indices as :func:`~labledger.inputs.results.label_index_type` (int8 up to 128 labels); 9: a classification task's predicted indices kept, not made again by
+#: an argmax of the matrix on each read; 10: each kept order's tie-group starts beside it, used as
+#: they are (the entry's digest vouches for both: a read neither checks an order against its
+#: column nor walks it again for its ties).
 ENTRY_FORMAT = 10
 #: A classification task of at most this many labels keeps each label's sort order in its entry
 #: (the default metrics sort every column; past this the entry would grow by 8 bytes x n x labels).
@@ -74,7 +72,7 @@ MAX_SORTED_COLUMNS = 8
 def sorted_columns(td: ProbTask) -> list[int]:
     """The probability columns of ``td`` whose ascending sort order its cache entry keeps (and the
     JSONL reader sorts beside its read): a binary task's P(positive), else every label's up to
-    :data:`MAX_SORTED_COLUMNS` labels (#19).
+    :data:`MAX_SORTED_COLUMNS` labels.
 
     >>> t = ProbTask(task="t", ids=np.array(["a"]), lines=np.array([1]), kind="classification",
     ...              labels=("x", "y", "z"), probs=np.full((1, 3), 1 / 3), gold_index=np.array([0]), pred_index=np.array([0]))
@@ -120,7 +118,7 @@ def encode(rs: ResultSet) -> Encoded | None:
     """``rs`` as an entry's parts (see the module docstring), or ``None`` when a task is of a kind
     not encoded or holds an extra field or slice value the entry cannot keep. Records each
     probability task's sort orders on it (:func:`~labledger.inputs.results.set_given_sorts`): this
-    process's evaluation uses them too (#19)."""
+    process's evaluation uses them too."""
     import pyarrow as pa
 
     arrays: dict[str, np.ndarray] = {}
@@ -149,8 +147,8 @@ def encode(rs: ResultSet) -> Encoded | None:
         if isinstance(td, ProbTask):
             # binary probs and predictions come back from the score by the readers' own rule
             # (binary_task), bit for bit; a classification task's predictions, the argmax of its
-            # rows, are kept (as the readers made them by predicted_index): one byte a row, where
-            # the argmax was 20 ms of a 0.3 s eval of 1M 3-class rows from the cache (#19)
+            # rows, are kept (as the readers made them by predicted_index): one byte a row, not an
+            # argmax on each read
             info.update(labels=list(td.labels), positive=td.positive, has_score=td.score is not None)
             index_type = label_index_type(len(td.labels))
             arrays[p + "gold_index"] = np.asarray(td.gold_index, index_type)
