@@ -1,4 +1,4 @@
-"""Analytic intervals whose cost does not grow with n x resamples (#19): influence values.
+"""Analytic intervals whose cost does not grow with n x resamples: influence values.
 
 Every interval here comes from one per-item *influence value* psi_i (the metric's first-order change
 when item i is weighted up), so that ``Var(metric) ~ sum_i psi_i^2``; a paired difference uses
@@ -45,9 +45,9 @@ from labledger.metrics.stats import norm_ppf, norm_sf, t_ppf, t_sf
 from labledger.metrics.ties import group_ends, group_positives, reversed_starts
 
 #: From this many items (no clusters) analytic intervals replace the bootstrap for the metrics that
-#: have one (means, ROC-AUC, AP): below it the bootstrap costs under ~0.1 s a metric, and from it
+#: have one (means, ROC-AUC, AP): below it the bootstrap is cheap (docs/performance.md), and from it
 #: bench/analytic_coverage.py measures DeLong / CLT / the AP delta method at nominal coverage
-#: (0.94-0.96 with R = 1,000 from n = 1,000: see bench/RESULTS.md, #19).
+#: (0.94-0.96 with R = 1,000 from n = 1,000: see bench/RESULTS.md).
 ANALYTIC_FROM = 10_000
 #: With clusters, the cluster-robust (CR1) analytic form needs this many clusters (coverage 0.92-0.97
 #: at 100 clusters in tests/test_stats_simulation.py); fewer: the cluster bootstrap.
@@ -66,7 +66,7 @@ def _group_sums(y: np.ndarray, starts: np.ndarray) -> SmallCounts:
     """Positives per tie group, from the class flags ``y`` in sorted order, a byte each but for the
     few of 255 or more (:class:`~labledger.metrics.kernels.SmallCounts`; read as floats a block at
     a time, :meth:`Ranked.pos_of`). Summed block by block, so the flags are never all converted at
-    once (#19).
+    once.
 
     >>> _group_sums(np.array([True, False, True, True]), np.array([0, 1]))[0:2].tolist()
     [1, 2]
@@ -77,7 +77,7 @@ def _group_sums(y: np.ndarray, starts: np.ndarray) -> SmallCounts:
 def _group_block(r: Ranked, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(pos_g, neg_g, ends)`` of ``r``'s tie groups ``[a, b)``: the values :attr:`Ranked.pos_g`,
     :meth:`Ranked.neg_g` and :attr:`Ranked.ends` hold for them (whole numbers: the same values),
-    made for those groups alone (#19)."""
+    made for those groups alone."""
     ends, pos = r.ends_of(a, b), r.pos_of(a, b)
     return pos, r.negatives_of(a, b, ends.copy(), pos), ends
 
@@ -94,7 +94,7 @@ def _spread(
     """Put the values of ``r``'s tie groups ``[a, b)`` (a positive's ``if_pos``, a negative's
     ``if_neg``, one per group) at their items in ``out`` (the items' order), or add them to what
     ``out`` holds there (``add``): each spread over its group by ``np.repeat`` rather than gathered
-    item by item, for a block of groups at a time (#19)."""
+    item by item, for a block of groups at a time."""
     lo, hi = r.first_item(a), r.first_item(b)
     sizes = r.sizes_of(a, b)
     if sizes is not None:
@@ -111,8 +111,7 @@ def _spread_blocks(
 ) -> None:
     """:func:`_spread` of each ``(a, b, if_pos, if_neg)`` that ``blocks`` makes, in order: with two
     cores, each block's values are spread in a second thread while the next block's are made (the
-    scatter loses the GIL; the blocks' items are disjoint, so the values written are the same). At
-    10M items the spreads were half the time of ROC-AUC's and AP's influence values (#19)."""
+    scatter loses the GIL; the blocks' items are disjoint, so the values written are the same)."""
     if cores() < 2:
         for a, b, if_pos, if_neg in blocks:
             _spread(out, r, a, b, if_pos, if_neg, add)
@@ -134,7 +133,7 @@ def _spread_blocks(
 class Ranked:
     """A score's class flags in one sort order (``order``; ``starts``: its tie groups), summed per
     group: what ROC-AUC's and average precision's values, influence values and variances read. Built
-    once per column and class and shared by both metrics (each gathered and summed them again, #19).
+    once per column and class and shared by both metrics (each gathered and summed them again).
 
     >>> r = Ranked(np.array([False, True, True]), np.array([0, 2, 1]), np.array([0, 1]))
     >>> r.y.tolist(), r.p, r.pos_g.tolist(), r.sizes_of(0, r.groups).tolist()
@@ -149,7 +148,7 @@ class Ranked:
         self.y = gather(is_pos, order, release=True)
         # without ties a group is an item, and its positives its flag; with ties the group sums are
         # kept as small whole numbers (:func:`_group_sums`); either is made into floats on each use
-        # (a block, or the whole for a reader of whole arrays), not kept (10M rows: 76 MiB a class)
+        # (a block, or the whole for a reader of whole arrays), not kept
         self._pos_g = None if starts is None else _group_sums(self.y, starts)
         self.p = int(np.count_nonzero(self.y))
         self._reversed: weakref.ref[Ranked] | None = None
@@ -171,7 +170,7 @@ class Ranked:
         return self._pos_g
 
     # Only the flags and their group sums are kept (the task's metrics share them); the rest is
-    # derived on each use, a pass or two, so that a large task holds no more than it did (#19).
+    # derived on each use, a pass or two, so that a large task holds no more than it did.
 
     @property
     def groups(self) -> int:
@@ -203,14 +202,14 @@ class Ranked:
         return self.ends_of(0, self.groups)
 
     def ends_of(self, a: int, b: int) -> np.ndarray:
-        """:attr:`ends` of the groups ``[a, b)`` alone (written as floats at once, #19)."""
+        """:attr:`ends` of the groups ``[a, b)`` alone (written as floats at once)."""
         if self.starts is None:
             return np.arange(a + 1, b + 1, dtype=np.float64)
         return group_ends(self.starts, self.n, a, b)
 
     def neg_g(self, pos_g: np.ndarray | None = None) -> np.ndarray:
         """The negatives per group: its size less its positives, computed in one array of floats
-        (the sizes are whole numbers, exact as floats: the same values as ``sizes - pos_g``, #19);
+        (the sizes are whole numbers, exact as floats: the same values as ``sizes - pos_g``);
         ``pos_g``: :attr:`pos_g` when the caller has it (not decoded again)."""
         return self.negatives_of(0, self.groups, None, pos_g)
 
@@ -231,7 +230,7 @@ class Ranked:
         """The same in the reverse order (descending for an ascending sort): :class:`Reversed`, which
         reads this one's group sums and starts backwards. While one reversal is in use (average
         precision's influence values), the next call gives it again instead of a second one (with
-        whole arrays it made); none is kept past its use (#19)."""
+        whole arrays it made); none is kept past its use."""
         found = self._reversed() if self._reversed is not None else None
         if found is None:
             found = Reversed(self)
@@ -246,7 +245,7 @@ class Reversed(Ranked):
     same whole numbers. It keeps no group sums (:attr:`pos_kept` is None: a reader makes them from
     the flags, or reads :attr:`pos_g`, made from the mirrored blocks); the whole reversed starts are
     made only for a reader of whole arrays, and kept: average precision's value and unclustered
-    variance read blocks (10M rows: two arrays of an int per group less, #19).
+    variance read blocks.
 
     >>> r = Ranked(np.array([True, False, True, False, False]), np.arange(5), np.array([0, 2, 3]))
     >>> v = Reversed(r); w = Ranked(r.y[::-1].copy(), np.arange(5), np.array([0, 2, 3]))  # reversed by hand
@@ -374,7 +373,7 @@ def _auc_v(
     V01 (for a negative: the share of positives that outrank it) of consecutive groups: ``pos``,
     ``neg`` their positives and negatives, ``ends`` their ends (consumed: it becomes V10),
     ``before`` the positives in the groups before them. In place where the values allow, so a large
-    task holds a few arrays of its groups at once, not one per step (#19)."""
+    task holds a few arrays of its groups at once, not one per step."""
     pos_upto = np.cumsum(pos)
     pos_upto += before  # whole numbers: exact
     # whole numbers, exact: the negatives up to a group are the items up to it less the positives
@@ -401,7 +400,7 @@ def auc_items(r: Ranked, clustered: bool, into: np.ndarray | None = None) -> np.
     """``auc_groups(r, clustered).per_item()``, the same floats, a block of groups at a time: the AUC
     to centre on from the groups' products summed as ``np.sum`` of the whole array would
     (:func:`~labledger.metrics.kernels.pairwise_sum`), then each block's values spread to its items;
-    no array of n but the answer (10M items: five arrays of a float per group less, #19). Tied
+    no array of n but the answer. Tied
     groups in one block give None: their whole arrays cost no more, and one pass less; untied items
     in one block are :func:`_untied_items`. ``into``: an array of n the values are added to (and
     which is returned) instead of a new one, when they are defined (a macro mean's running total:
@@ -451,7 +450,7 @@ def _untied_items(r: Ranked, clustered: bool, into: np.ndarray | None) -> np.nda
     own group, so a positive's V10 is its negatives below, ``(i + 1) - c_i``, over q, and a
     negative's V01 its positives above, ``p - c_i``, over p (``c_i``: the positives up to sorted
     position i; whole numbers, exact as :func:`_auc_v` makes them), and only the value an item's
-    flag picks is centred and spread (1M items: 22 ms against 27 a class, #19).
+    flag picks is centred and spread.
 
     >>> r = Ranked(np.array([False, True, False, True, True]), np.array([3, 0, 4, 1, 2]), None)
     >>> _untied_items(r, False, None).tobytes() == auc_groups(r, False).per_item().tobytes()
@@ -483,7 +482,7 @@ def ap_items(r: Ranked, clustered: bool, into: np.ndarray | None = None) -> np.n
     at a time: AP from the running precision's products summed as ``np.sum`` of the whole array
     would (:func:`~labledger.metrics.kernels.pairwise_sum`), then backwards (the sums over the groups
     at or below each score carried from block to block: the same additions in the same order) each
-    block's values spread to its items (#19). None when the groups are one block; ``into``: as for
+    block's values spread to its items. None when the groups are one block; ``into``: as for
     :func:`auc_items`.
 
     >>> r = Ranked(np.array([True, False, True, True]), np.arange(4), np.array([0, 1, 3]))
@@ -589,8 +588,7 @@ def _ap_values(
 def auc_sum_sq(r: Ranked) -> float:
     """``sum_i psi_i^2`` of ROC-AUC's unclustered DeLong values (:func:`auc_groups` then
     :meth:`GroupInfluence.sum_sq`), block by block: two passes over :data:`~labledger.metrics.kernels.BLOCK` groups at a
-    time (the AUC to centre on, then the squares), no array of n made (10M rows: ~460 MiB less at
-    the metric's peak, #19). Up to one block of groups it is that computation itself (the same
+    time (the AUC to centre on, then the squares), no array of n made. Up to one block of groups it is that computation itself (the same
     float); more blocks sum their block sums (within a few ulps).
 
     >>> r = Ranked(np.array([False, True, False, True]), np.arange(4), None)
@@ -629,7 +627,7 @@ def ap_sum_sq(r: Ranked) -> float:
     the descending :class:`Ranked` ``r``, then :meth:`GroupInfluence.sum_sq`), block by block: the
     running precision forwards, then the sums over the groups at or below each score backwards
     (each carried into the next block as the first term of its running sum: the same additions in
-    the same order as one pass), no array of n made (#19). Up to one block of groups it is that
+    the same order as one pass), no array of n made. Up to one block of groups it is that
     computation itself (the same float); more blocks sum their block sums (within a few ulps).
 
     >>> r = Ranked(np.array([True, False, True, False]), np.arange(4), None)
@@ -704,7 +702,7 @@ class GroupedInfluence:
         self._make = make
         self._blockwise = blockwise
         #: the items' values a block of groups at a time (:func:`auc_items`, :func:`ap_items`): the
-        #: floats of the groups' per_item without the whole group arrays (#19)
+        #: floats of the groups' per_item without the whole group arrays
         self._items = items
         self._done: dict[bool, GroupInfluence] = {}
         self._items_made: set[bool] = set()
@@ -727,7 +725,7 @@ class GroupedInfluence:
     def add_to(self, clustered: bool, total: np.ndarray) -> bool:
         """Add the items' values to ``total`` when they are all finite (whether they were): made a
         block of groups at a time straight into it where they can be, no array of n of their own
-        (a macro mean's running total: 10M rows, 76 MiB less, #19); the same sums as ``total +=
+        (a macro mean's running total); the same sums as ``total +=
         self(clustered)``."""
         x = self._values(clustered, total)
         if x is total:
@@ -740,7 +738,7 @@ class GroupedInfluence:
     def sum_sq(self) -> float:
         """The unclustered ``sum_i psi_i^2``: from the groups' values once the unclustered items'
         values were asked for (as when they were made from the groups), else by ``blockwise``
-        (:func:`auc_sum_sq`, :func:`ap_sum_sq`), which makes no array of n (#19)."""
+        (:func:`auc_sum_sq`, :func:`ap_sum_sq`), which makes no array of n."""
         if False in self._done or False in self._items_made or self._blockwise is None:
             return self.groups(False).sum_sq()
         return self._blockwise()
@@ -750,7 +748,7 @@ def ovr_influence(fns: Iterable[InfluenceFunction], clustered: bool) -> np.ndarr
     """Influence values of a one-vs-rest macro mean: the mean of the defined classes' values (those
     with no nan), each class's added as it is made into one running total: the same additions in
     the same order as ``np.mean`` over the classes stacked (the same floats), with two arrays of n
-    at once instead of 2K (10M 3-class rows: ~0.3 GiB less a side in ``compare``, #19). ``fns``
+    at once instead of 2K. ``fns``
     may be a generator: each class's function (and what it holds) is then let go once used.
 
     >>> ovr_influence([lambda c: np.array([1.0, 2.0]), lambda c: np.array([np.nan, 0.0]), lambda c: np.array([3.0, 1.0])], False).tolist()
@@ -822,7 +820,7 @@ def influence(prep: Prepared, clustered: bool = False) -> np.ndarray | None:
     """
     if prep.columns is not None:
         return None
-    if clustered not in prep._influence:  # once a metric: its value CI, paired tests and draws share them (#19)
+    if clustered not in prep._influence:  # once a metric: its value CI, paired tests and draws share them
         psi = None
         if isinstance(prep, MeanPrepared):
             psi = _mean_influence(prep, clustered)
@@ -839,7 +837,7 @@ def influence(prep: Prepared, clustered: bool = False) -> np.ndarray | None:
 def _mean_sum_sq(prep: MeanPrepared) -> float | None:
     """``sum_i psi_i^2`` of :func:`_mean_influence` (no clusters) without the values item by item;
     a :class:`~labledger.metrics.prepared.BlockMean`'s values made a block at a time, twice (the
-    mean as ``np.mean`` sums them, then the squares), never all at once (#19)."""
+    mean as ``np.mean`` sums them, then the squares), never all at once."""
     values, m_used, x = _used_blocks(prep)
     if m_used == 0:
         return None
@@ -847,7 +845,7 @@ def _mean_sum_sq(prep: MeanPrepared) -> float | None:
     if found is None:
         return None
     m, slope = found
-    # the squared deviations summed a block at a time (no array of n beside the values, #19)
+    # the squared deviations summed a block at a time (no array of n beside the values)
     ss = float(sum(np.dot(d, d) for d in (values(a, b) - m for a, b in spans(m_used))))
     factor = 1.0 / m_used
     if prep.post is not None:
@@ -859,8 +857,8 @@ def _mean_sum_sq(prep: MeanPrepared) -> float | None:
 
 def sum_sq(prep: Prepared) -> float | None:
     """The unclustered variance of a prepared metric, ``sum_i psi_i^2`` of its :func:`influence`
-    values, summed the cheapest way it has (by tie group for ROC-AUC and AP, one pass for a mean,
-    #19); None when it has no analytic form here.
+    values, summed the cheapest way it has (by tie group for ROC-AUC and AP, one pass for a mean);
+    None when it has no analytic form here.
 
     >>> from labledger.metrics import prepare
     >>> sum_sq(prepare("log_loss", gold=[0, 1], score=[0.5, 0.5]))
@@ -917,7 +915,7 @@ def covariance(psis: Sequence[np.ndarray], groups: np.ndarray | None = None) -> 
         factor = c / (c - 1) if c > 1 else math.nan
         return np.asarray(factor * (sums.T @ sums))
     if len(psis) == 1:  # mat.T @ mat of one column is its dot product (numpy's matmul calls dot: the
-        # same float), without the (n, 1) copy of the values (10M rows: 76 MiB, #19)
+        # same float), without the (n, 1) copy of the values
         x = np.ascontiguousarray(psis[0], dtype=np.float64)
         return np.array([[np.dot(x, x)]])
     mat = np.column_stack(psis)
@@ -965,7 +963,7 @@ def describe(prep: Prepared, groups: np.ndarray | None = None, *, paired: bool =
 def _used_blocks(prep: MeanPrepared) -> tuple[Callable[[int, int], np.ndarray], int, np.ndarray | None]:
     """The values of the items that count: ``(values(a, b)`` of items ``[a, b)``, their number, their
     array)``; a :class:`~labledger.metrics.prepared.BlockMean` not made has no array (its values are
-    made a block at a time, never all at once, #19)."""
+    made a block at a time, never all at once)."""
     if isinstance(prep, BlockMean) and not prep.made():
         return prep.block, prep.n, None
     x = prep.values if prep.mask is None else prep.values[np.asarray(prep.mask, dtype=bool)]
@@ -975,7 +973,7 @@ def _used_blocks(prep: MeanPrepared) -> tuple[Callable[[int, int], np.ndarray], 
 def _ones(values: Callable[[int, int], np.ndarray], n: int) -> float | None:
     """How many of the ``n`` values (``values(a, b)``: those of ``[a, b)``) are 1 when every one is 0
     or 1 (the sum of the values, exact in any order), else None; read a block at a time (no flag
-    arrays of n, #19) up to the first that is neither.
+    arrays of n) up to the first that is neither.
 
     >>> x, y = np.array([0.0, 1.0, 1.0]), np.array([0.0, 0.5])
     >>> _ones(lambda a, b: x[a:b], 3), _ones(lambda a, b: y[a:b], 2)

@@ -218,7 +218,7 @@ def label_prepared(
 
     ``cells``: ``gold * K + pred`` (int64) when the caller has it, and ``cell_counts`` its count
     table (``bincount(cells, minlength=K * K)``), shared by the count-table metrics of one task
-    instead of each building its own (#19).
+    instead of each building its own.
     """
     k = len(labels)
     n = len(gold)
@@ -297,7 +297,7 @@ def ascending_groups(col: np.ndarray, dtype: Any = None) -> tuple[np.ndarray, np
     """``col``'s stable ascending order (as ``dtype`` where given: 4-byte positions, as a cache entry
     keeps them) and its tie starts (:func:`tie_starts_by` through the order: the sorted values are
     never one array of n). A matrix's column is sorted where it lies (kernels.taken: as fast as a
-    copy's sort, #19).
+    copy's sort).
 
     >>> order, starts = ascending_groups(np.array([0.4, 0.1, 0.4])); order.tolist(), starts.tolist()
     ([1, 0, 2], [0, 1])
@@ -314,7 +314,7 @@ def _sorted_groups(
     """Sort order (any order among equal scores: ties are grouped) and tie-group starts (None: no ties).
 
     ``ascending``: an ascending sort order of ``score`` and its tie groups already at hand (one
-    argsort serves ROC-AUC, average precision and the intervals of both, #19); the descending order
+    argsort serves ROC-AUC, average precision and the intervals of both); the descending order
     is its reverse, whose groups follow from the ascending ones (no second pass over the scores).
     """
     order, starts = ascending_groups(score) if ascending is None else ascending
@@ -327,7 +327,7 @@ def _sorted_groups(
 class SortCache(dict[int, tuple[np.ndarray, np.ndarray | None]]):
     """Each probability column's ascending sort order and tie groups, shared by the metrics of one
     task; its column locks make metrics prepared in parallel threads sort a column once, and let
-    two columns be sorted (or checked) at once (#19).
+    two columns be sorted (or checked) at once.
 
     ``given``: ascending orders already at hand by column (``np.argsort`` of that very column:
     :func:`labledger.inputs.results.given_sorts`). ``ties``: the tie starts of those given orders
@@ -363,14 +363,14 @@ class SortCache(dict[int, tuple[np.ndarray, np.ndarray | None]]):
 
     def column_lock(self, j: int) -> threading.Lock:
         """Column ``j``'s lock: a column is sorted (or its given order checked) once, while other
-        columns' are made beside it (a macro metric's classes ranked in parallel, #19)."""
+        columns' are made beside it (a macro metric's classes ranked in parallel)."""
         with self.lock:
             return self._column_locks.setdefault(j, threading.Lock())
 
 
 def _flags(sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None, gold: np.ndarray, c: int) -> np.ndarray:
     """``gold == c``, made once per :class:`SortCache` (ROC-AUC's and AP's weights functions and
-    ranking hold the one array, #19).
+    ranking hold the one array).
 
     >>> g = np.array([0, 1, 1]); c = SortCache(); _flags(c, g, 1) is _flags(c, g, 1)
     True
@@ -435,8 +435,7 @@ def checked_order(order: np.ndarray | None, col: np.ndarray) -> tuple[np.ndarray
     """``(order, tie starts)`` when ``order`` is a permutation-sized index array that sorts ``col``
     ascending (a stale or foreign order gives None: the caller sorts). The sorted values are read a
     block at a time through the order, twice where some tie (to check and count, then to find the
-    groups), never one array of n (10M rows: 76 MiB less a column, and no slower: a new array's
-    pages cost what the second gather does, #19)."""
+    groups), never one array of n."""
     if order is None or len(order) != len(col) or order.dtype.kind not in "iu":
         return None
     n = len(col)
@@ -464,7 +463,7 @@ def ascending_sort(
     j: int,
 ) -> tuple[np.ndarray, np.ndarray | None] | None:
     """The ascending sort order of ``col`` (column ``j`` of the task's probabilities, or a function
-    that makes it: a given order with its ties never reads it, #19) and its tie groups, computed
+    that makes it: a given order with its ties never reads it) and its tie groups, computed
     once per ``sorts`` (a caller's cache shared by the metrics of one task, a :class:`SortCache`
     when threads share it, whose given orders it takes by :class:`SortCache`'s rule); ``None``
     without a cache. The columnar cache's writer keeps what it gives."""
@@ -487,14 +486,14 @@ def _group_sum(x: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
 
 
 #: A sort order and its tie groups (:func:`_sorted_groups`), or a function that makes them on
-#: first use (a weights function's: an analytic interval never calls it, #19).
+#: first use (a weights function's: an analytic interval never calls it).
 SortGiven = tuple[np.ndarray, np.ndarray | None] | Callable[[], tuple[np.ndarray, np.ndarray | None]]
 
 
 def _first_use(sorted_: SortGiven | None, score: np.ndarray, descending: bool) -> Callable[[], tuple[np.ndarray, Any]]:
     """``sorted_`` (or the sort of ``score``) made on the first call and kept: a bootstrap needs it,
-    an analytic interval never does, and at 10M rows a descending order and its groups are ~150 MiB
-    held from the metric's preparation to its end (#19)."""
+    an analytic interval never does, and would otherwise hold a descending order and its groups
+    from the metric's preparation to its end."""
     kept: list[tuple[np.ndarray, np.ndarray | None]] = []
 
     def get() -> tuple[np.ndarray, np.ndarray | None]:
@@ -559,7 +558,7 @@ def roc_auc_sorted(y: np.ndarray, starts: np.ndarray | None, pos_g: SmallCounts 
     q = n - p
     if p == 0 or q == 0:
         return math.nan
-    # whole numbers, exact in any order: summed a block at a time (temporaries of a block, not of n, #19)
+    # whole numbers, exact in any order: summed a block at a time (temporaries of a block, not of n)
     twice_rank_sum = 2 * p  # ranks 1..n without ties
     if starts is None:
         for a, b in spans(n):
@@ -611,7 +610,7 @@ def _ap_w(score: np.ndarray, is_pos: np.ndarray, sorted_: SortGiven | None = Non
 
     def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
         order, starts = sort()
-        if "pos_f" not in cache:  # built on first use: an analytic interval never needs it (#19)
+        if "pos_f" not in cache:  # built on first use: an analytic interval never needs it
             cache["pos_f"] = is_pos[order].astype(np.float64)
         pos_f = cache["pos_f"]
         ws = w if exchangeable else np.take(w, order, axis=1)
@@ -650,7 +649,7 @@ class _OvrSorts:
         self._flags: dict[int, np.ndarray] = {}
 
     def flags(self, c: int) -> np.ndarray:
-        """``gold == c``, made once for the class's weights function and its ranking (#19)."""
+        """``gold == c``, made once for the class's weights function and its ranking."""
         if c not in self._flags:
             self._flags[c] = _flags(self.shared, self.gold, c)
         return self._flags[c]
@@ -663,9 +662,8 @@ class _OvrSorts:
 
     def column(self, c: int) -> np.ndarray:
         """Class ``c``'s probabilities, to sort or to check an order through, made only then (an
-        order given with its ties reads no column; 1M rows: 2.5 ms a class): beyond one block a view
-        (no copy of the column, 10M rows: 76 MiB), else a copy, which np.take reads faster (1M
-        rows: ~25 ms, #19)."""
+        order given with its ties reads no column): beyond one block a view (no copy of the column),
+        else a copy, which np.take reads faster."""
         return self.probs[:, c] if len(self.probs) > kernels.WHOLE else np.ascontiguousarray(self.probs[:, c])
 
     def get(self, c: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -681,10 +679,8 @@ class _OvrSorts:
     def prepare(self, classes: Sequence[int]) -> None:
         """Rank ``classes`` (their sorts made or checked, their flags ranked) two at a time where a
         core is free: each class's work is its own (distinct keys; a sort cache's column locks).
-        Unprepared, a macro ROC-AUC ranked its classes one after the other in one metric thread,
-        the evaluation's longest (1M 3-class rows from the cache: ~0.09 s of a 0.27 s eval, the
-        other metrics ~0.02 s beside it; so 0.25-0.29 s instead of 0.27-0.32 in seven alternated
-        pairs, #19). The same rankings as one at a time."""
+        Unprepared, a macro ROC-AUC ranks its classes one after the other in one metric thread,
+        the evaluation's longest. The same rankings as one at a time."""
         todo = [c for c in classes if c not in self._ranked or not self._ranked[c].made]
         if len(todo) < 2 or len(self.gold) < RANK_BESIDE_FROM or cores() < 2:
             return
@@ -749,7 +745,7 @@ def ap_blocks(block: Callable[[int, int], tuple[np.ndarray, np.ndarray]], groups
     if p == 0:
         return math.nan
     # the running precision divided in place, a block of groups at a time (the same divisions: the
-    # same bits; the running count carried, whole numbers: exact; one block is one pass, #19)
+    # same bits; the running count carried, whole numbers: exact; one block is one pass)
     total, before = 0.0, 0.0
     for a, b in spans(groups):
         tp_b, ends = block(a, b)
@@ -841,13 +837,13 @@ def _ece_binned(conf: np.ndarray | BlockColumn, correct: np.ndarray, n_bins: int
     is given (a :class:`~labledger.metrics.kernels.BlockColumn`: the bins and every later reader
     take it a block at a time); for equal-mass bins the item's rank in the stable confidence order
     (the resampler cuts the ranks into chunks), and the confidences as one array. ``correct`` is
-    kept as the flags it is (as numbers, 0 and 1: an array of n floats less, #19)."""
+    kept as the flags it is (as numbers, 0 and 1: an array of n floats less)."""
     if strategy != "uniform":
         conf = whole(conf)
         rank = np.empty(len(conf), dtype=np.int64)
         rank[stable_argsort(conf)] = np.arange(len(conf))
         return rank, correct, conf
-    # each item's bin in the narrowest unsigned type that holds the last (10M items, 15 bins: 10 MiB, not 76)
+    # each item's bin in the narrowest unsigned type that holds the last
     narrow = np.min_scalar_type(max(n_bins - 1, 0))
     bins = by_blocks(len(conf), lambda a, b: np.minimum((conf[a:b] * n_bins).astype(np.int64), n_bins - 1), narrow)
     return bins, correct, conf
@@ -858,7 +854,7 @@ def _ece_w(
 ) -> WeightsFunction:
     """``cells``: what :func:`_ece_binned` made of the confidences, when the caller has it: each item's
     bin (equal-width bins) or its rank in the stable confidence order (equal-mass bins: the order is
-    its inverse permutation, not a second sort; #19). ``given``: the confidences, made whole where
+    its inverse permutation, not a second sort). ``given``: the confidences, made whole where
     they are first needed."""
     n = len(given)
     if strategy == "uniform":
@@ -945,7 +941,7 @@ def _weights_of(name: str, params: dict[str, Any], n: int) -> Callable[..., Weig
 
 def _squared_gaps(columns: Sequence[np.ndarray], gold: np.ndarray) -> np.ndarray:
     """Each item's ``sum_j (columns[j] - [gold = j])^2``, summed left to right a column at a time (the
-    floats numpy's row sum gives for fewer than 8 labels, without a copy of the rows, #19)."""
+    floats numpy's row sum gives for fewer than 8 labels, without a copy of the rows)."""
     v: np.ndarray = columns[0] - (gold == 0)
     v *= v
     for j in range(1, len(columns)):
@@ -976,7 +972,7 @@ def binary_prepared(
 ) -> Prepared | None:
     """A binary task's probability metric from its ``score`` (P(label ``pos``) of two labels; the
     other label's is ``1.0 - score``) with the same values, bit for bit, as :func:`prob_prepared`
-    on the task's (n, 2) ``probs``, which is then never made: 153 MiB at 10M rows (#19). ``pred``:
+    on the task's (n, 2) ``probs``, which is then never made. ``pred``:
     the task's predicted label indices; ``pos_label``: the index of the metric's ``pos_label``.
     ``None`` for what needs the matrix (a macro average, the other label as positive): the caller
     uses :func:`prob_prepared`."""
@@ -1011,8 +1007,7 @@ def _mean_of_blocks(name: str, params: dict[str, Any], n: int, block: Callable[[
     """:func:`_mean` of the ``n`` values ``block(a, b)`` makes for ``[a, b)`` (an elementwise formula
     cheap enough to compute three times: a binary task's log loss and Brier): beyond
     :data:`~labledger.metrics.kernels.WHOLE` items a :class:`~labledger.metrics.prepared.BlockMean`,
-    which makes them a block at a time and keeps none (10M rows: 76 MiB less while its interval is
-    computed, for ~0.1 s of CPU, #19), else their array.
+    which makes them a block at a time and keeps none, else their array.
 
     >>> x = np.array([0.5, 0.25]); _mean_of_blocks("brier", {}, 2, lambda a, b: x[a:b]).value()
     0.375
@@ -1031,7 +1026,7 @@ def _flagged_block(is_pos: np.ndarray, score: np.ndarray, a: int, b: int) -> np.
 
 def _picked(probs: np.ndarray, index: np.ndarray, a: int, b: int) -> np.ndarray:
     """``probs[np.arange(n), index][a:b]``: row i's value in column ``index[i]`` for the rows
-    ``[a, b)`` (for :func:`~labledger.metrics.kernels.by_blocks`: no index array of n, #19).
+    ``[a, b)`` (for :func:`~labledger.metrics.kernels.by_blocks`: no index array of n).
 
     >>> _picked(np.array([[0.2, 0.8], [0.6, 0.4], [0.5, 0.5]]), np.array([1, 0, 1]), 1, 3).tolist()
     [0.6, 0.5]
@@ -1040,8 +1035,8 @@ def _picked(probs: np.ndarray, index: np.ndarray, a: int, b: int) -> np.ndarray:
     if not probs.flags.c_contiguous:
         out: np.ndarray = probs[np.arange(a, b), index[a:b]]
         return out
-    # one take from the flat matrix: row i's value sits at i * k + index[i] (half the time of the
-    # two-array index, which makes both index arrays and broadcasts them, #19)
+    # one take from the flat matrix: row i's value sits at i * k + index[i] (not the
+    # two-array index, which makes both index arrays and broadcasts them)
     flat = np.arange(a * k, b * k, k)
     flat += index[a:b]
     return np.take(probs.reshape(-1), flat)
@@ -1049,7 +1044,7 @@ def _picked(probs: np.ndarray, index: np.ndarray, a: int, b: int) -> np.ndarray:
 
 def _neg_log_clipped(p: np.ndarray) -> np.ndarray:
     """``-log(clip(p, EPS, 1 - EPS))`` in ``p``'s own memory (a new array of the caller's): the same
-    values as out of place, one array of n instead of three at once (#19)."""
+    values as out of place, one array of n instead of three at once."""
     np.clip(p, EPS, 1 - EPS, out=p)
     np.log(p, out=p)
     np.negative(p, out=p)
@@ -1085,7 +1080,7 @@ def score_prepared(
         )
     if name == "log_loss":
         return _mean_of_blocks(name, params, n, lambda a, b: _neg_log_clipped(_flagged_block(is_pos, score, a, b)))
-    if name == "brier":  # the two-label form halved: (P(positive) - y)^2, squared in place (#19)
+    if name == "brier":  # the two-label form halved: (P(positive) - y)^2, squared in place
 
         def squares(a: int, b: int) -> np.ndarray:
             d: np.ndarray = score[a:b] - is_pos[a:b]
@@ -1096,7 +1091,7 @@ def score_prepared(
     if name == "ece":
         if pred_pos is None:
             pred_pos = score >= 0.5
-        # the predicted label's probability (past WHOLE items a block at a time wherever it is read, #19)
+        # the predicted label's probability (past WHOLE items a block at a time wherever it is read)
         return _ece(
             weights, kernels.column(n, functools.partial(_flagged_block, pred_pos, score)), pred_pos == is_pos, params
         )
@@ -1117,7 +1112,7 @@ def prob_prepared(
     """A :class:`Prepared` for a probability metric: ``gold`` indices, ``probs`` (n, K) keyed by ``labels``.
 
     ``sorts``: a cache of each column's ascending sort order that the caller shares between the
-    metrics of one task, so that ROC-AUC and average precision sort a column once (#19).
+    metrics of one task, so that ROC-AUC and average precision sort a column once.
     """
     n, k = probs.shape
 
@@ -1152,15 +1147,14 @@ def prob_prepared(
             _ovr_point(name, gold, range(k), ovr),
             _ovr_infl(name, gold, range(k), ovr),
         )
-    if name == "log_loss":  # (a block at a time, as a binary task's: no array of n, #19)
+    if name == "log_loss":  # (a block at a time, as a binary task's: no array of n)
         return _mean_of_blocks(name, params, n, lambda a, b: _neg_log_clipped(_picked(probs, gold, a, b)))
     if name == "brier":
 
         def sums(a: int, b: int) -> np.ndarray:
             # ((probs - onehot) ** 2).sum(axis=1) of a block of rows (p - False is p and the gold
-            # column's p - True is p - 1.0, squared in place): no (n, K) temporaries (10M 3-class
-            # rows: 0.7 GiB, #19). Under 8 labels a column at a time, ~3x faster than a block's copy
-            # and the same floats (numpy sums a row of fewer than 8 values left to right); from 8,
+            # column's p - True is p - 1.0, squared in place): no (n, K) temporaries. Under 8 labels
+            # a column at a time, faster than a block's copy and the same floats (numpy sums a row of fewer than 8 values left to right); from 8,
             # numpy's pairwise row sums of the block's copy
             g = gold[a:b]
             if k >= 8:

@@ -1,4 +1,4 @@
-"""Two exact kernels in a few vector passes (#19): ``math.fsum``'s value and a stable sort's order;
+"""Two exact kernels in a few vector passes: ``math.fsum``'s value and a stable sort's order;
 and :func:`one_blas_thread`, numpy's BLAS on one thread in the calling thread.
 
 - :func:`exact_sum` is ``math.fsum(x)`` bit for bit (the correctly rounded sum), from a few numpy
@@ -10,7 +10,7 @@ and :func:`one_blas_thread`, numpy's BLAS on one thread in the calling thread.
   index: each float's bits, mapped so that they sort as the floats do, keep their high part and
   take the item's index as their low bits; one (vectorised) sort of those keys is the order, but for
   runs of keys whose high parts are equal (values closer than the lost bits, and equal values),
-  sorted again by value. An array of floats sorts so in about half the time of ``np.argsort``. Other
+  sorted again by value. An array of floats sorts so faster than by ``np.argsort``. Other
   arrays: the default (unstable, vectorised) sort, with the runs of equal values put back in index
   order (or, when the values are few, by a radix sort of their ranks).
 - :func:`one_blas_thread`: OpenBLAS runs each product on up to every core; where labledger already
@@ -52,17 +52,15 @@ _TINY_EXP = -960
 
 #: Items or tie groups per block of the blockwise kernels (ROC-AUC's and AP's points and variances,
 #: tie groups, group sums) beyond :data:`WHOLE`: their temporaries are arrays of this many values
-#: (2 MiB of floats) instead of n (76 MiB each at 10M rows, #19). Many blocks sum their blocks' sums
-#: (AP's value and the variances of ROC-AUC, AP and the means: within a few ulps of one pass).
-#: 2^18: two threads' temporaries ~40 MiB at 10M rows, where blocks of 2^20 took ~140 MiB (#19).
+#: instead of n. Many blocks sum their blocks' sums (AP's value and the variances of ROC-AUC, AP and
+#: the means: within a few ulps of one pass). The size is measured (docs/performance.md).
 BLOCK = 1 << 18
 #: Up to this many items or groups, the blockwise kernels take them as one block, computed exactly as
-#: in one pass (whole arrays of at most 8 MiB of floats; 1M rows: ~40 ms faster than four blocks).
+#: in one pass (whole arrays).
 WHOLE = 1 << 20
 #: Items per block where the blocks cannot change a value (an elementwise formula, :func:`exact_sum`'s
-#: exact parts, whole-number counts): temporaries of 512 KiB, which stay in the CPU's cache and are
-#: reused by the allocator, where a block of :data:`BLOCK` took fresh pages of 8 MiB each time (the
-#: kernel zeroing them: ~1.5 ms per array at 1M rows; exact_sum of 1M values 2.6 ms against 6.6, #19).
+#: exact parts, whole-number counts): temporaries small enough to stay in the CPU's cache and be
+#: reused by the allocator, where a block of :data:`BLOCK` takes fresh pages each time.
 ELEMENT_BLOCK = 1 << 16
 
 
@@ -80,7 +78,7 @@ def spans(n: int, block: int | None = None) -> list[tuple[int, int]]:
 
 def index_dtype(n: int) -> np.dtype[Any]:
     """The narrowest signed integer dtype that holds every position ``0 .. n`` of ``n`` items (int32
-    up to 2^31 - 1 items, else int64): tie-group starts of 10M items in 38 MiB instead of 76 (#19).
+    up to 2^31 - 1 items, else int64).
 
     >>> index_dtype(10), index_dtype(2**31)
     (dtype('int32'), dtype('int64'))
@@ -92,8 +90,7 @@ def narrowed(order: np.ndarray, dtype: Any) -> np.ndarray:
     """``order.astype(dtype)`` for int64 positions that fit the narrower ``dtype`` (an argsort's
     order kept as 4-byte positions), written over the front of ``order``'s own memory a block at a
     time (a position's narrow copy never lands on one not yet read) and the rest of its pages handed
-    back (:func:`labledger.machine.drop_pages`): never the two arrays at once (10M positions: 76 MiB
-    at the peak instead of 114, #19). ``order`` is spent: it must not be read again. A copy as
+    back (:func:`labledger.machine.drop_pages`): never the two arrays at once. ``order`` is spent: it must not be read again. A copy as
     ``astype`` makes it when the two types are one, or ``order`` is small or not its own array.
 
     >>> o = np.arange(5, dtype=np.int64)[::-1].copy(); narrowed(o, np.int32).tolist()
@@ -128,9 +125,9 @@ def _whole_memory(a: np.ndarray) -> bool:
 
 
 def taken(col: np.ndarray, index: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``col[index]`` (into ``out`` when given): by ``np.take`` for a contiguous column (~35% faster
-    than indexing), by indexing for a strided one (a column of a probability matrix: ``np.take``
-    would copy the whole column first, at every call; sorting such a column took 3x as long, #19).
+    """``col[index]`` (into ``out`` when given): by ``np.take`` for a contiguous column (faster than
+    indexing), by indexing for a strided one (a column of a probability matrix: ``np.take`` would
+    copy the whole column first, at every call).
 
     >>> p = np.array([[0.2, 0.8], [0.6, 0.4]]); taken(p[:, 1], np.array([1, 0])).tolist()
     [0.4, 0.8]
@@ -147,7 +144,7 @@ def taken(col: np.ndarray, index: np.ndarray, out: np.ndarray | None = None) -> 
 def gather(x: np.ndarray, index: np.ndarray, release: bool = False) -> np.ndarray:
     """``np.take(x, index)`` (1-D) into a new array, :data:`ELEMENT_BLOCK` indices at a time: the
     same values, and an index of 4-byte positions (:func:`index_dtype`) is never copied whole into
-    numpy's own index type, as ``np.take`` of it would (10M items: 76 MiB, #19). ``release``: a
+    numpy's own index type, as ``np.take`` of it would. ``release``: a
     memory-mapped index's pages are let go as they are read (:func:`release_pages`).
 
     >>> gather(np.array([0.5, 0.25, 1.0]), np.array([2, 0], np.int32)).tolist()
@@ -167,7 +164,7 @@ def release_pages(a: np.ndarray) -> None:
     """Let the kernel drop the resident pages of ``a`` when it is a view of a read-only memory map
     (a columnar cache entry's column, :func:`labledger.inputs.columnar.cached_columns`): they are
     read again from the file, unchanged, if ``a`` is used again; the process stops holding them
-    (a sort order read whole once, 10M rows: 38 MiB, #19). Nothing for any other array.
+    (a sort order read whole once). Nothing for any other array.
 
     >>> release_pages(np.arange(3))  # not mapped: nothing to do
     """
@@ -191,8 +188,7 @@ def release_pages(a: np.ndarray) -> None:
 class SmallCounts:
     """Whole numbers ``>= 0``, one byte each: those of 255 or more are kept apart (their places and
     values), so that a few large counts among many small ones (the positives per tie group of
-    scores that are mostly distinct but clipped at 0 and 1) take a byte each, not eight (10M
-    groups: 9 MiB instead of 76 as floats, #19). Sliced, they are the exact counts as int64.
+    scores that are mostly distinct but clipped at 0 and 1) take a byte each, not eight. Sliced, they are the exact counts as int64.
 
     >>> c = SmallCounts.of(5, [np.array([3, 0, 300]), np.array([1, 70000])])
     >>> c[1:5].tolist(), len(c)
@@ -249,7 +245,7 @@ def pairwise_sum(values: Callable[[int, int], np.ndarray], n: int, leaf: int | N
     8) down to runs of :data:`PAIRWISE_RUN`; this halves the same way down to ranges of at most
     ``leaf`` (:data:`BLOCK`) values, which ``np.sum`` itself sums (the same halvings below), and
     adds the halves as numpy does. ``values`` is called on consecutive ranges, left to right (a
-    caller may carry a running count from one range to the next, #19).
+    caller may carry a running count from one range to the next).
 
     >>> x = np.random.default_rng(0).random(1000)
     >>> bool(pairwise_sum(lambda a, b: x[a:b], 1000, leaf=130) == np.sum(x))
@@ -271,7 +267,7 @@ def cell_sums(cells: np.ndarray, values: Callable[[int, int], np.ndarray], size:
     """``np.bincount(cells, weights=v, minlength=size)`` of the values ``v[a:b] = values(a, b)``, bit
     for bit, a block of items at a time: bincount adds each item's value to its cell in item order,
     as ``np.add.at`` does from one block to the next, so the sums are the same floats, and neither
-    the values nor an ``intp`` copy of narrow ``cells`` (bincount's own) is ever an array of n (#19).
+    the values nor an ``intp`` copy of narrow ``cells`` (bincount's own) is ever an array of n.
 
     >>> c, v = np.array([1, 0, 1], np.uint8), np.array([0.1, 0.2, 0.7])
     >>> cell_sums(c, lambda a, b: v[a:b], 2).tolist() == np.bincount(c, weights=v, minlength=2).tolist()
@@ -286,7 +282,7 @@ def cell_sums(cells: np.ndarray, values: Callable[[int, int], np.ndarray], size:
 def by_blocks(n: int, fill: Callable[[int, int], np.ndarray], dtype: Any = np.float64) -> np.ndarray:
     """An array of ``n`` values whose items ``[a, b)`` are ``fill(a, b)`` (a new array, elementwise:
     the same values whatever the blocks), :data:`ELEMENT_BLOCK` items at a time: the formula's
-    temporaries are a block's, not n's (#19).
+    temporaries are a block's, not n's.
 
     >>> x = np.arange(5.0); by_blocks(5, lambda a, b: 1.0 - x[a:b]).tolist()
     [1.0, 0.0, -1.0, -2.0, -3.0]
@@ -304,7 +300,7 @@ class BlockColumn:
     """A column of ``n`` values that is never held whole: ``col[a:b]`` makes the values of items
     ``[a, b)`` (``fill(a, b)``, a new array, elementwise: the same values whatever the blocks), for
     readers that go a block at a time; :func:`whole` makes all ``n`` for a reader that needs them
-    at once. ECE's confidences are one (10M rows: 76 MiB never made on the binned path, #19).
+    at once. ECE's confidences are one (never made whole on the binned path).
 
     >>> x = np.arange(4.0); col = BlockColumn(4, lambda a, b: 1.0 - x[a:b])
     >>> len(col), col[1:3].tolist(), whole(col).tolist()
@@ -326,8 +322,7 @@ class BlockColumn:
 
 def column(n: int, fill: Callable[[int, int], np.ndarray]) -> np.ndarray | BlockColumn:
     """The ``n`` values ``fill(a, b)`` makes for ``[a, b)``: up to :data:`WHOLE` items one array, made
-    once for every reader (a few MiB: its readers took it four times a block at a time, 1M 3-class
-    rows: 23 ms of ECE's 55, #19), past it a :class:`BlockColumn`, never held whole.
+    once for every reader (rather than once per reader a block at a time), past it a :class:`BlockColumn`, never held whole.
 
     >>> x = np.arange(3.0); column(3, lambda a, b: 2 * x[a:b]).tolist()
     [0.0, 2.0, 4.0]
@@ -370,7 +365,7 @@ def exact_sum_of(values: Callable[[int, int], np.ndarray], n: int) -> float:
     True
     """
     # fsum of exact parts is the correctly rounded sum of everything, however the values are split:
-    # a block of values at a time, so the passes' copies are a block's, not n's (#19)
+    # a block of values at a time, so the passes' copies are a block's, not n's
     return math.fsum(
         part for a, b in element_spans(n) for part in _exact_parts(np.ascontiguousarray(values(a, b), dtype=np.float64))
     )
@@ -456,7 +451,7 @@ def _packed_order(x: np.ndarray) -> np.ndarray | None:
 
 
 def stable_argsort(x: np.ndarray) -> np.ndarray:
-    """``np.argsort(x, kind="stable")`` of a 1-D numeric array, the same order, in ~half the time:
+    """``np.argsort(x, kind="stable")`` of a 1-D numeric array, the same order, faster:
     floats by packed keys (:func:`_packed_order`), else (or when they are mostly tied) the default
     (unstable, vectorised) sort, then each run of equal values in index order. NaNs (which compare
     unequal to each other) go to the stable sort itself.

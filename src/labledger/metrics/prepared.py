@@ -122,7 +122,7 @@ class TablePrepared(_Bound):
     cells: np.ndarray | None = None
     parts: tuple[np.ndarray, np.ndarray, int] | None = None
     #: Each cell's count over all items (int, ``n_cells`` long), when the caller has it and every
-    #: item counts: one bincount shared by a task's count-table metrics instead of one each (#19).
+    #: item counts: one bincount shared by a task's count-table metrics instead of one each.
     cell_counts: np.ndarray | None = None
     strategy: Literal["table"] = field(default="table", init=False)
 
@@ -199,7 +199,7 @@ class MeanPrepared(_Bound):
 
     def _unit_value(self) -> Any:
         vals = self.values if self.mask is None else self.values[self.mask]
-        total = exact_sum(vals)  # math.fsum's value, in vector passes (#19)
+        total = exact_sum(vals)  # math.fsum's value, in vector passes
         return self.mean_of(np.array([total]), np.array([float(len(vals))]))[0]
 
 
@@ -209,8 +209,7 @@ class BlockMean(MeanPrepared):
     ``block(a, b)`` (the values of items ``[a, b)``: an elementwise formula, the same floats
     whatever the blocks) and not kept: its value, its unclustered analytic variance and its 0/1
     check read them a block at a time; whatever reads ``values`` itself (the bootstrap, clusters,
-    a paired difference) makes the whole array once, the floats it would have held (10M rows: an
-    array of n less while a mean's interval is computed, #19).
+    a paired difference) makes the whole array once, the floats it would have held.
 
     >>> x = np.array([1.0, 3.0, 5.0]); p = BlockMean(metric="mae", params={}, n=3, n_used=3, block=lambda a, b: x[a:b])
     >>> p.value(), p.made(), p.values.tolist(), p.made()

@@ -106,7 +106,7 @@ def weight_rows(n: int, size: int, rng: np.random.Generator) -> np.ndarray:
 
     Small n: one bincount of n random indices per row (stays in cache). Large n: the row's total
     is first split over blocks of 65,536 items by a multinomial draw, then each block's share is
-    drawn uniformly within it: the same multinomial law, ~4x faster at 1M items.
+    drawn uniformly within it: the same multinomial law, faster at large n.
     """
     out = np.empty((size, n))
     if n == 0:
@@ -288,12 +288,12 @@ def _resample_table(
 ) -> list[np.ndarray]:
     shared = preps[0].cell_counts if groups is None and len(preps) == 1 else None
     cells = [] if shared is not None else [_table_cells(p) for p in preps]
-    if shared is not None:  # the task's count table, counted once for its metrics (#19)
+    if shared is not None:  # the task's count table, counted once for its metrics
         uniq, counts = _occupied_cells(shared)
         per_row = len(counts)
     elif groups is None and len(preps) == 1 and cells[0].dtype.kind in "iu" and preps[0].n_cells < 1 << 22:
         # one table, no clusters: the occupied cells in order of value with their counts (the
-        # categories of _small_int_categories) from one bincount, without per-item codes (#19)
+        # categories of _small_int_categories) from one bincount, without per-item codes
         uniq, counts = one_table_categories(cells[0], preps[0].n_cells + 1)
         per_row = len(counts)
     else:
@@ -362,7 +362,7 @@ MAX_BIN_CELLS = 1 << 16
 def _cell_layout(preps: Sequence[WeightsPrepared], per_bin: int) -> list[tuple[int, int]] | None:
     """Each prep's (rank-chunk multiplier ``m``: equal-mass bins' ``n_bins x per_bin``, else 0; its
     number of cells: bin or chunk x correct), or None when one has no binned form. Found once for
-    all blocks of items (the number of bins without ``n_bins`` is a pass over every item, #19)."""
+    all blocks of items (the number of bins without ``n_bins`` is a pass over every item)."""
     layout = []
     for p in preps:
         if p.binned is None:
@@ -376,7 +376,7 @@ def _cell_layout(preps: Sequence[WeightsPrepared], per_bin: int) -> list[tuple[i
 
 def _prep_code(p: WeightsPrepared, m: int, span: tuple[int, int] | None) -> np.ndarray:
     """One prep's cell of every item in ``span`` (all by default): bin x correct, or (``m``, equal-mass
-    bins) rank chunk x correct; in place, whole numbers (exact): one array, not three (#19)."""
+    bins) rank chunk x correct; in place, whole numbers (exact): one array, not three."""
     all_cells, all_correct, _ = p.binned  # type: ignore[misc]  # (_cell_layout checked)
     lo, hi = span or (0, len(all_cells))
     c: np.ndarray = np.multiply(all_cells[lo:hi], m or 2, dtype=np.int64)  # (equal-width bins: a narrow type)
@@ -412,7 +412,7 @@ def _joint_cells(
     """(occupied joint cells, each item's index among them, their counts, the preps' numbers of
     cells), or None when a prep has no binned form: :func:`_unique_codes` of the items' joint cells,
     made a block of items at a time when the cells are few (a bincount per block, then each block's
-    indices), so that no code array of n is held beside the indices (#19)."""
+    indices), so that no code array of n is held beside the indices."""
     layout = _cell_layout(preps, per_bin)
     if layout is None:
         return None
@@ -425,7 +425,7 @@ def _joint_cells(
 
 def _unique_codes(code: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``np.unique(code, return_inverse=True, return_counts=True)`` of codes in ``[0, total)``: by one
-    ``bincount`` when the range is small (O(n), no sort: ~0.1 s less at 1M items, #19).
+    ``bincount`` when the range is small (O(n), no sort).
 
     >>> [a.tolist() for a in _unique_codes(np.array([4, 1, 4, 0]), 6)]
     [[0, 1, 4], [2, 1, 2, 0], [1, 1, 2]]
@@ -440,13 +440,12 @@ def _codes_by_blocks(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_unique_codes` of the codes ``code_of(a, b)`` of items ``[a, b)`` in ``[0, total)``, a
     block of items at a time: a bincount per block, then each block's index among the occupied codes
-    (the codes may be made per block and never held whole, #19)."""
+    (the codes may be made per block and never held whole)."""
     all_counts = np.zeros(total, dtype=np.int64)
     for a, b in element_spans(n):  # whole-number counts: the same whatever the blocks
         all_counts += np.bincount(code_of(a, b), minlength=total)
     uniq = np.flatnonzero(all_counts)
-    # each item's index among the occupied codes in the narrowest unsigned type that holds it: at
-    # 10M items and up to 2^16 cells 19 MiB instead of 76
+    # each item's index among the occupied codes in the narrowest unsigned type that holds it
     lookup = np.zeros(total, dtype=np.min_scalar_type(max(len(uniq) - 1, 0)))
     lookup[uniq] = np.arange(len(uniq))
     return uniq, by_blocks(n, lambda a, b: lookup[code_of(a, b)], lookup.dtype), all_counts[uniq]
@@ -504,7 +503,7 @@ def _resample_binned(
     inv = inv.reshape(-1)
     # each prep's cell (its bin/chunk and correctness) of each joint cell, read off the joint code's
     # digits (it was built as ((c0 * s1 + c1) * s2 + c2)...), not from one item of each cell: no
-    # array of n (#19)
+    # array of n
     digits, rest = [], uniq.astype(np.int64)
     for size in sizes[:0:-1]:
         digits.append(rest % size)
@@ -516,7 +515,7 @@ def _resample_binned(
     k = len(preps)
     confs = [p.binned[2] for p in preps if p.binned is not None]
     cnt = counts.astype(np.float64)
-    # the cells' sums of the items' values, a block of items at a time (bincount's floats, #19)
+    # the cells' sums of the items' values, a block of items at a time (bincount's floats)
     means = np.stack([cell_sums(inv, _part(c), n_cat) / cnt for c in confs], axis=1)
 
     def centred(i: int, a: int, b: int) -> np.ndarray:
@@ -546,7 +545,7 @@ def _resample_binned(
         z = gen.standard_normal((size, n_cat, k))
         scale = np.sqrt(draws)
         noise = np.empty((size, n_cat, k))
-        for i in range(k):  # root @ z per cell: k x k products of (size, cells) arrays (einsum: ~10x slower)
+        for i in range(k):  # root @ z per cell: k x k products of (size, cells) arrays (faster than einsum)
             acc = z[:, :, 0] * root[:, i, 0]
             for j in range(1, k):
                 acc += z[:, :, j] * root[:, i, j]

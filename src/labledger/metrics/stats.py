@@ -25,7 +25,8 @@ from labledger.errors import MetricInputError
 # library (math.erfc, statistics.NormalDist: scipy.special's ndtr/ndtri agree to ~1e-15), Student t's
 # quantile at large df from its Cornish-Fisher expansion in 1/df (within ~1e-15 of scipy.special's
 # stdtrit from df = 10,000 on, where every analytic interval of a large evaluation lives), and the
-# rest from scipy.special, imported on first use: scipy.special costs ~0.2-0.3 s of start-up (#19).
+# rest from scipy.special, imported on first use, so that a command that needs none of it does not
+# wait for its import (docs/performance.md).
 
 #: From this many degrees of freedom on, :func:`t_ppf` uses its 1/df expansion (no scipy import).
 T_EXPANSION_DF = 10_000
@@ -34,7 +35,7 @@ T_EXPANSION_DF = 10_000
 def quantiles(values: Any, qs: Sequence[float]) -> np.ndarray:
     """``np.quantile(values, qs)`` of a 1-D array (the default ``linear`` method): the same floats,
     found by one sort and numpy's own interpolation, without ``np.quantile``'s machinery, whose
-    ``np.unique`` imports ``numpy.ma`` (~10 ms of every bootstrap interval's command, #19). Values
+    ``np.unique`` imports ``numpy.ma``. Values
     that are not all finite go to ``np.quantile`` itself.
 
     >>> v = np.array([3.0, 1.0, 2.0, 10.0])
@@ -126,7 +127,7 @@ def t_ppf(q: float, df: float) -> float:
     return float(sp.stdtrit(df, q))
 
 
-#: From this many degrees of freedom :func:`t_sf` uses its 1/df expansion (no scipy import, #19).
+#: From this many degrees of freedom :func:`t_sf` uses its 1/df expansion (no scipy import).
 T_SF_EXPANSION_DF = 100_000
 
 
@@ -277,7 +278,7 @@ def wilson_interval(successes: float, n: float, ci: float = 0.95) -> tuple[float
 def proportion_interval(successes: float, n: int, ci: float = 0.95) -> dict[str, Any]:
     """:func:`mean_interval` of ``n`` 0/1 values of which ``successes`` are 1, without clusters: the
     Wilson score interval, the same floats, from the two counts alone (accuracy's from its count
-    table: the per-item correctness is never made, ~170 MiB at 10M rows, #19).
+    table: the per-item correctness is never made).
 
     >>> proportion_interval(3, 4) == mean_interval([1, 0, 1, 1])
     True

@@ -38,7 +38,7 @@ def differing(v: np.ndarray) -> np.ndarray:
 
 def tie_starts_by(values: Callable[[int, int], np.ndarray], n: int, count: int | None = None) -> np.ndarray | None:
     """:func:`tie_starts` of ``n`` sorted values, read a block at a time as ``values(a, b)`` (a
-    slice, or a gather through a sort order: the sorted values are never one array of n, #19);
+    slice, or a gather through a sort order: the sorted values are never one array of n);
     ``count``: how many neighbours differ, when the caller has counted them.
 
     >>> x = np.array([0.4, 0.1, 0.4, 0.8]); o = np.argsort(x, kind="stable")
@@ -51,7 +51,7 @@ def tie_starts_by(values: Callable[[int, int], np.ndarray], n: int, count: int |
         count = sum(int(np.count_nonzero(differing(values(a, b + 1)))) for a, b in spans(n - 1))
     if count == n - 1:
         return None  # no ties
-    # written block by block: one array of n, not three; 4-byte positions where they fit (#19)
+    # written block by block: one array of n, not three; 4-byte positions where they fit
     out = np.empty(count + 1, dtype=index_dtype(n))
     out[0], at = 0, 1
     for a, b in spans(n - 1):  # each block with the next one's first value: its last neighbours
@@ -65,7 +65,7 @@ def tie_starts_by(values: Callable[[int, int], np.ndarray], n: int, count: int |
 def group_ends(starts: np.ndarray, n: int, a: int, b: int, dtype: Any = np.float64) -> np.ndarray:
     """The ends (one past the last item: the items at or before it) of the tie groups ``[a, b)`` of
     ``n`` sorted items whose groups start at ``starts`` (:func:`tie_starts`), as ``dtype`` (whole
-    numbers: exact as floats). A block of groups at a time for the blockwise kernels (#19).
+    numbers: exact as floats). A block of groups at a time for the blockwise kernels.
 
     >>> s = np.array([0, 1, 3]); group_ends(s, 4, 0, 3).tolist(), group_ends(s, 4, 1, 2, np.int64).tolist()
     ([1.0, 3.0, 4.0], [3])
@@ -100,7 +100,7 @@ def reversed_starts(starts: np.ndarray | None, n: int) -> np.ndarray | None:
     """
     if starts is None:
         return None
-    # (n - ends)[::-1] with ends = starts[1:] + [n], written into one array (not three, #19)
+    # (n - ends)[::-1] with ends = starts[1:] + [n], written into one array (not three)
     out = np.empty(len(starts), dtype=starts.dtype)
     out[0] = 0
     np.subtract(n, starts[:0:-1], out=out[1:])
