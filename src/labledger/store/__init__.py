@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from labledger.store.view import RunView
 
 #: Where each name lives; a module loads on first use, so that reading the index (``labledger
-#: runs``) does not import the writer's modules (#19).
+#: runs``) does not import the writer's modules.
 _MODULES = {
     "Ledger": "ledger",
     "RunInfo": "ledger",

@@ -1,4 +1,4 @@
-"""Compressed record files of finished runs (#19): zstd frames that end at line boundaries.
+"""Compressed record files of finished runs: zstd frames that end at line boundaries.
 
 A finished run's large record files (``batches.jsonl``, ``metrics.jsonl``, ...) are *compacted*:
 ``X.jsonl`` becomes ``X.jsonl.zst``, a sequence of independent zstd frames (level 3, about
@@ -56,7 +56,7 @@ from labledger.store.files import DISK_ERRNOS, RECORD_FILES, atomic_open, atomic
 SUFFIX = ".zst"
 #: JSONL bytes per frame (a frame ends at the first newline at or after this many bytes).
 FRAME_BYTES = 1 << 20
-#: zstd level (3: ~1.25x the size of zstd Parquet of the same records at ~80 MB/s a core).
+#: zstd level (docs/performance.md has its size and speed).
 LEVEL = 3
 #: Record files smaller than this stay plain JSONL at finish (they are small; ``jq`` reads them).
 COMPACT_MIN_BYTES = 1 << 20
@@ -536,7 +536,7 @@ def write_compressed(
     on_step: Callable[[str], None] = _no_step,
 ) -> FrameIndex:
     """Compress the JSONL read from ``src`` into ``dest`` (frames, then the index); return the index."""
-    import hashlib  # here, not at the top: opening a ledger (`labledger runs`) loads no OpenSSL (#19)
+    import hashlib  # here, not at the top: opening a ledger (`labledger runs`) loads no OpenSSL
 
     import xxhash
     import zstandard

@@ -1,4 +1,4 @@
-"""Per-run counters in the index (#19): records of each kind, steps, last values, first/last time.
+"""Per-run counters in the index: records of each kind, steps, last values, first/last time.
 
 A run keeps them as it logs and writes them to the index's ``runs.counters`` column (migration
 ``m007_run_counters``) with its summary, at most :data:`labledger.store.run.INDEX_INTERVAL` seconds
@@ -164,7 +164,7 @@ def _read_lines(
     :class:`_Damaged`. ``stats`` (a :class:`~labledger.store.fields.ScalarStats`) gets every
     scalar value folded in.
     """
-    f = open_record(path)  # either form: a compacted file reads as its JSONL (#19)
+    f = open_record(path)  # either form: a compacted file reads as its JSONL
     if f is None:
         return None
     decode = kind == "scalars" or tail

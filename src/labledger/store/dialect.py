@@ -53,7 +53,7 @@ UPSERT_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 # Patterns as text: ``re`` compiles each on first use and caches it, so that opening a SQLite
-# ledger (``labledger runs``) compiles none of them (#19).
+# ledger (``labledger runs``) compiles none of them.
 _OR_REPLACE = r"^\s*INSERT\s+OR\s+REPLACE\s+INTO\s+(\w+)\s*\(([^)]*)\)(.*)$"
 _OR_IGNORE = r"^\s*INSERT\s+OR\s+IGNORE\s+INTO\s+(.*)$"
 _CREATE_TABLE = r"^\s*CREATE\s+TABLE\b"

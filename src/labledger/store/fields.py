@@ -69,7 +69,7 @@ class ScalarStats:
         if not records:
             return
         if keys is None:
-            keys = set().union(*records)  # one C-level pass; then a few C-level passes per key (#19)
+            keys = set().union(*records)  # one C-level pass; then a few C-level passes per key
             keys.discard("step")
             keys.discard("time")
         for k in keys:
@@ -225,7 +225,7 @@ def backfill_fields(ledger: Any) -> int:
     """Fill ``fields`` of the runs that have none (logged before the index kept them) from their
     folders: config.json and the scalar records. Returns how many runs were filled."""
     missing = [r[0] for r in ledger.db.execute("SELECT id FROM runs WHERE fields IS NULL").fetchall()]
-    if not missing:  # the usual case: opening a ledger (`labledger runs`) loads no record readers (#19)
+    if not missing:  # the usual case: opening a ledger (`labledger runs`) loads no record readers
         return 0
     from labledger.errors import LedgerError
     from labledger.store.jsonl import read_json

@@ -126,7 +126,7 @@ class Ledger:
         #: GETs change nothing, and a background task reaps instead (#17).
         self.reap_on_read = True
         self.dialect = "sqlite"
-        self.host = os.uname().nodename  # socket.gethostname(), without importing socket (#19)
+        self.host = os.uname().nodename  # socket.gethostname(), without importing socket
         self._heartbeat: Heartbeat | None = None
         #: Files written without their own fsync, synced together by :meth:`sync_deferred` before
         #: :meth:`adopt` makes them visible (a staging ledger's result sets, #13); ``None``: every
@@ -354,7 +354,7 @@ class Ledger:
     def update_run(self, run_id: str, **fields: Any) -> None:
         """Update index columns of one run (``summary`` is a dict, stored as JSON)."""
         if "summary" in fields:
-            import orjson  # here, not at the top: the table of `labledger runs` loads no orjson (#19)
+            import orjson  # here, not at the top: the table of `labledger runs` loads no orjson
 
             fields["summary"] = orjson.dumps(fields["summary"], option=orjson.OPT_SERIALIZE_NUMPY).decode()
         for key in ("fields", "eval_fields"):
@@ -381,9 +381,9 @@ class Ledger:
     def _rows_to_info(self, rows: list[tuple[Any, ...]]) -> list[RunInfo]:
         tags = self._tags_of([r[0] for r in rows])
         out = []
-        runs_dir = self.root / "runs"  # each RunInfo makes its dir from it when asked (#12, #19)
-        # the standard library's parser: these few small documents do not pay for importing orjson
-        # (~7 M instructions of `labledger runs`, #19); both give the same values for what orjson wrote
+        runs_dir = self.root / "runs"  # each RunInfo makes its dir from it when asked (#12)
+        # the standard library's parser: these few small documents do not pay for importing orjson;
+        # both give the same values for what orjson wrote
         from json import loads
 
         for rid, name, grp, status, started, ended, host, pid, commit, dirty, error, summary in rows:  # INDEX_COLUMNS
@@ -456,7 +456,7 @@ class Ledger:
         return marked
 
     def _mark_crashed(self, run_id: str, *, stale_before: float | None = None, error: str | None = None) -> bool:
-        # here, not at the top: reading the index (`labledger runs`) needs no record readers (#19)
+        # here, not at the top: reading the index (`labledger runs`) needs no record readers
         import orjson
 
         from labledger.store.counters import scan_run, summary_of
@@ -475,7 +475,7 @@ class Ledger:
         except (ValueError, OSError):  # no files; or the folder is gone (removed by hand)
             ended = time.time()
         stats = ScalarStats()
-        counters = scan_run(run_dir, stats=stats)  # one pass: counts, last values, min/max (#19)
+        counters = scan_run(run_dir, stats=stats)  # one pass: counts, last values, min/max
         summary = summary_of(counters)
         try:
             config = read_json(run_dir / "config.json")
@@ -600,7 +600,7 @@ class Ledger:
         unfiltered = name is None and group is None and tag is None and status is None
         if unfiltered and not sort and (where is None or not str(where).strip()):
             # Every run, newest first: what compile_query selects without a filter or a sort (a
-            # test checks they agree), without importing the query language (#19).
+            # test checks they agree), without importing the query language.
             every: list[tuple[Any, ...]] = self.db.execute(
                 f"SELECT {self._COLUMNS} FROM runs ORDER BY started DESC, id DESC"
             ).fetchall()
@@ -1188,7 +1188,7 @@ class Ledger:
 
 def _regexp(pattern: str, value: Any) -> bool | None:
     """SQLite's ``regexp`` (:func:`labledger.store.query.regexp`): the query module loads when a
-    ``~`` test first runs, not when a ledger opens (#19)."""
+    ``~`` test first runs, not when a ledger opens."""
     from labledger.store.query import regexp
 
     return regexp(pattern, value)

@@ -1,7 +1,7 @@
 """The rows of the index's ``metric_values`` table that a stored document gives (``Ledger.save_evaluation``).
 
 Apart from :mod:`labledger.store.ledger` so that opening a ledger (``labledger runs``) loads no
-msgspec and no document types: only storing an evaluation needs them (#19).
+msgspec and no document types: only storing an evaluation needs them.
 """
 
 from __future__ import annotations

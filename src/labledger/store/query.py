@@ -72,7 +72,7 @@ KEYWORDS = {"and", "or", "not", "in", "between", "is", "null", "has", "tag", "tr
 OPERATORS = ("<=", ">=", "!=", "!~", "=", "<", ">", "~")
 
 #: The tokens, as text: compiled (and cached by ``re``) at the first :func:`tokenize`, so that importing
-#: this module compiles nothing (#19).
+#: this module compiles nothing.
 _TOKEN = r"""(?P<ws>\s+)
     |(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
     |(?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")

@@ -105,7 +105,7 @@ def _flat(table: pa.Table) -> pa.Table | None:
         raise _Outside
     parents = pc.list_parent_indices(samples)
     # from the buffers: Arrow's to_numpy and pa.array of numpy values import pandas where it is
-    # installed (~0.28 s of every read of a run's samples, #19)
+    # installed
     offsets = arrow_numpy(samples.offsets)
     par = arrow_numpy(parents)
     index = np.arange(len(par), dtype=np.int64) - offsets[par]
@@ -176,7 +176,7 @@ def file_table(
     >>> file_table(p, "table-scalars", lambda: pa.table({"step": [1]})).to_pydict()
     {'step': [1]}
     """
-    state = record_state(path)  # either form: a compacted file is read as its JSONL (#19)
+    state = record_state(path)  # either form: a compacted file is read as its JSONL
     if state is None or state[0] < 0:
         return slow()
     size = state[0]

@@ -64,7 +64,7 @@ def resolve_results(ref: str | os.PathLike[str], ledger: str | os.PathLike[str] 
         if not path.exists():
             raise RecordError("no such results file (or RUN:NAME of a run's stored results)", source=text)
         return ResultsRef(path, text)
-    from labledger.store.ledger import Ledger, default_ledger_path  # not for a plain file: ~0.1 s of imports
+    from labledger.store.ledger import Ledger, default_ledger_path  # not imported for a plain file
 
     run, _, name = text.partition(":")
     with Ledger(ledger if ledger is not None else default_ledger_path()) as book:

@@ -4,8 +4,8 @@ The hot paths (:meth:`Run.log` and :meth:`Run.log_batch`) validate, serialise wi
 the line to the kernel with one ``write(2)``: nothing is buffered in user space, so a ``kill -9``
 loses nothing that a ``log_*`` call had acknowledged. Files are fsynced at checkpoints, at finish
 and every ``sync_interval`` seconds. The index's summary, query fields and counters
-(:mod:`labledger.store.counters`) are refreshed every ``index_interval`` seconds while the run logs
-(#19), from the records the log calls only appended to a pending list.
+(:mod:`labledger.store.counters`) are refreshed every ``index_interval`` seconds while the run logs,
+from the records the log calls only appended to a pending list.
 """
 
 from __future__ import annotations
@@ -53,12 +53,9 @@ from labledger.store.names import check_relative_path as check_relative_path
 if TYPE_CHECKING:
     from labledger.inputs.result_columns import ResultColumns
 
-#: Seconds between folds of logged scalars into the running min/max (bounds the pending list). Short
-#: (#19): a run logging a step per microsecond holds ~10,000 pending records (a few MiB), memory the
-#: allocator keeps reusing. At 0.25 s it held ~200,000 and folded them in one call of 35-70 ms (now
-#: ~1 ms), gave that memory back to the OS and faulted it in again (0.04-0.06 page faults per
-#: Run.log call, now 0.009; 20-35 MiB more peak RSS in a 200,000-call loop). Same CPU per call: the
-#: fold's work per record is the same, its fixed cost a few thousand instructions.
+#: Seconds between folds of logged scalars into the running min/max (bounds the pending list). Short,
+#: so that the pending records stay few and their memory is reused rather than given back and
+#: faulted in again; the CPU per call is the same (docs/performance.md).
 FOLD_INTERVAL = 0.01
 #: Seconds between refreshes of the index row (summary, query fields, counters) while a run logs:
 #: what ``labledger runs`` and ``show`` report is at most this old (plus one log call's gap).
@@ -262,7 +259,7 @@ class Run:
     sync_interval = 5.0
     #: Seconds between refreshes of the index row (checked on each log call; see INDEX_INTERVAL).
     index_interval = INDEX_INTERVAL
-    #: Compact the record files at finish (:mod:`labledger.store.compressed`, #19): those of at
+    #: Compact the record files at finish (:mod:`labledger.store.compressed`): those of at
     #: least ``compact_min_bytes`` (``None``: ``$LABLEDGER_COMPACT_MIN_BYTES``, else 1 MiB) become
     #: verified zstd frames (``X.jsonl.zst``).
     compact_at_finish = True
@@ -453,7 +450,7 @@ class Run:
         now = _time()
         rec = {"step": step, "time": now, **scalars}  # an explicit time= (imports) overrides the wall time
         data = _dumps(rec, option=DUMP_OPTIONS)
-        # write_all's first os.write, inlined (#19); a short write or a refusal goes through write_all,
+        # write_all's first os.write, inlined; a short write or a refusal goes through write_all,
         # which completes the line or cuts it back and raises StorageError (a refused write wrote
         # nothing, so write_all tries it once more from the start). An ended run's fd is -1 (finish
         # sets it before closing the file): its refused write is where logging to it is refused.
@@ -1012,7 +1009,7 @@ class Run:
         self.refresh_index()
 
     def _compact(self) -> None:
-        """Compress the record files of at least ``compact_min_bytes`` (#19): verified before the
+        """Compress the record files of at least ``compact_min_bytes``: verified before the
         JSONL goes; a failure (a full disk) keeps the JSONL and only warns."""
         from labledger.store.compressed import compact_min_bytes, compact_run
 

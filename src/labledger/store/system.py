@@ -117,7 +117,7 @@ class SystemSampler:
         self._last_wall = time.monotonic()
         self.samples = 0
         #: ``(samples, file size, mtime_ns)`` after the last complete write, set in one assignment
-        #: so that the run's index counters (#19) never see a count and a size that disagree.
+        #: so that the run's index counters never see a count and a size that disagree.
         self.position: tuple[int, int, int] | None = None
         self._thread = threading.Thread(target=self._loop, name="labledger-system-metrics", daemon=True)
         self._thread.start()

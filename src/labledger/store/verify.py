@@ -118,7 +118,7 @@ def quarantine_lines(path: Path, bad: Iterable[int]) -> int:
     bad = set(bad)
     if not bad:
         return 0
-    data = read_record_bytes(path)  # a compacted file is rewritten compressed (#19)
+    data = read_record_bytes(path)  # a compacted file is rewritten compressed
     lines = data.split(b"\n")
     keep: list[bytes] = []
     moved: list[bytes] = []
@@ -148,7 +148,7 @@ def _check_record_files(report: Report, run_dir: Path, *, repair: bool, live: bo
     for fname in RECORD_FILES.values():
         path = run_dir / fname
         zpath = compressed_path(path)
-        if zpath.is_file():  # a compacted file (#19): its frames, index and sha256, then its lines
+        if zpath.is_file():  # a compacted file: its frames, index and sha256, then its lines
             report.files += 1
             for line, what in check_compressed(zpath):
                 report.add(zpath, what, line)

@@ -192,7 +192,7 @@ class RunView:
 
     def counters(self) -> Counters:
         """The run's counters (:mod:`labledger.store.counters`): records of each kind, steps, last
-        values, first/last time, without scanning the run's files (#19).
+        values, first/last time, without scanning the run's files.
 
         They come from the index and are brought up to date by reading what was appended since
         they were taken (a running run's last second or so), so they are exact. A run without
@@ -329,7 +329,7 @@ class RunView:
         name = RECORD_FILES["batches"] if kind == "samples" else RECORD_FILES.get(kind)
         if name is None or kind in ("checkpoints",):
             return None
-        key = record_key(self._file(name))  # of the JSONL, in either form (#19)
+        key = record_key(self._file(name))  # of the JSONL, in either form
         if key is None:
             return None
         return fresh_entry(self._file(name), f"table-{kind}", key=key)
