@@ -121,7 +121,7 @@ def compare(
     0.25
     """
     # the two sides read (and, below, prepared) side by side, numpy's BLAS on one thread in each:
-    # the analytic SEs' products the same on every machine, no idle BLAS threads spinning (#19)
+    # the analytic SEs' products the same on every machine, no idle BLAS threads spinning
     with one_blas_thread(), ThreadPoolExecutor(2, initializer=pool_initializer()) as pool:
         return _compare(
             pool,

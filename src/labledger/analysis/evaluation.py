@@ -160,20 +160,18 @@ class Evaluation:
 
 #: From this many items a task's metrics are computed in parallel threads (numpy releases the GIL in
 #: its sorts, cumulative sums and gathers; each metric has its own seed, so the values do not depend
-#: on the threads, #19); smaller tasks take one thread (a thread costs more than their metrics).
+#: on the threads); smaller tasks take one thread (a thread costs more than their metrics).
 PARALLEL_FROM = 100_000
-#: ... and up to this many: two metrics' temporaries at once cost memory (10M binary rows peak at
-#: 2.0 GiB in threads against 1.8 GiB in one, 3-class rows at 2.7 GiB either way, and take 3.4-4.0 s
-#: against 5.4-6.5 s, since ROC-AUC and AP compute in place and share their ranked flags), so
-#: larger tasks take one thread.
+#: ... and up to this many: two metrics' temporaries at once cost memory, so larger tasks take one
+#: thread (the trade is measured in docs/performance.md).
 PARALLEL_UPTO = 20_000_000
 #: The relative cost of a metric in those threads (the order they are started in; the others 1):
-#: from one profile at 1M binary rows (#19). Only the schedule depends on it, never a value.
+#: from one profile at 1M binary rows. Only the schedule depends on it, never a value.
 THREAD_COST = {"average_precision": 15, "roc_auc": 12, "ece": 6, "log_loss": 4, "brier": 4, "accuracy": 2}
 #: Metrics that share their score columns' sorts and ranked flags (the task's SortCache): the first
 #: of them to start builds those under a lock, and a second one started beside it would wait idle,
 #: so only the costliest starts among the first; the others start after the metrics that share
-#: nothing (1M binary rows from the cache: ROC-AUC's thread waited ~35 ms of ~120 for AP's, #19).
+#: nothing.
 SHARE_SORTS = frozenset(("average_precision", "roc_auc"))
 
 
@@ -193,10 +191,9 @@ def thread_order(names: Sequence[str]) -> list[int]:
 
 
 #: From this many items, the C allocator's freed heap pages are handed back after each metric
-#: (:func:`labledger.machine.trim_heap`): a command keeps up to 128 MiB of them for its next arrays
-#: (:func:`labledger.cli.base.process_settings`), and a metric's peak then came on top of the last
-#: one's leftovers (10M 3-class rows: the evaluation's peak 0.83-0.84 GiB, against 0.87-0.90, and no
-#: slower, #19).
+#: (:func:`labledger.machine.trim_heap`): a command keeps some of them for its next arrays
+#: (:func:`labledger.cli.base.process_settings`), and a metric's peak would otherwise come on top of
+#: the last one's leftovers.
 TRIM_FROM = 1 << 20
 
 
@@ -359,7 +356,7 @@ def _compute_one(
 
 
 # numpy's BLAS on one thread (and in the metric threads' pool): threaded dot products split their
-# sums, so the values' last bits followed the machine's core count; the same document everywhere (#19)
+# sums, so the values' last bits followed the machine's core count; the same document everywhere
 @one_blas_thread()
 def evaluate(
     source: Any,

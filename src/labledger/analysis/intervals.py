@@ -1,4 +1,4 @@
-"""One builder for the interval of a stored value or difference (evaluate, compare; #19).
+"""One builder for the interval of a stored value or difference (evaluate, compare).
 
 :func:`value_interval` and :func:`diff_interval` choose the procedure (stored in ``method``):
 
@@ -123,8 +123,7 @@ def diff_interval(
 def diff_ready(prep: Prepared, *, resamples: int, paired: bool, groups: np.ndarray | None = None) -> Prepared:
     """``prep`` with what :func:`diff_interval`'s analytic path reads of it computed now: its influence
     values (kept on it), when that path applies. Two sides are then made ready in two threads
-    (``compare``'s pool) instead of in turn in :func:`paired_analytic`: at 10M 3-class rows the
-    columns' sorts and ROC-AUC's one-vs-rest values took 17.7 s in one thread (#19).
+    (``compare``'s pool) instead of in turn in :func:`paired_analytic`.
 
     >>> from labledger.metrics import prepare
     >>> small, large = (prepare("log_loss", gold=[0, 1] * k, score=[0.3, 0.6] * k) for k in (60, 6000))
@@ -165,7 +164,7 @@ def correct_of(prep: Prepared) -> np.ndarray:
     if isinstance(prep, TablePrepared):
         diagonal = np.zeros(prep.n_cells + 1, dtype=bool)  # the last entry: cell -1 (not counted)
         diagonal[_diagonal_cells(prep)] = True
-        return diagonal[prep.get_cells()]  # one gather, not two integer divisions (#19)
+        return diagonal[prep.get_cells()]  # one gather, not two integer divisions
     if isinstance(prep, MeanPrepared):
         return np.asarray(prep.values > 0.5)
     raise MetricInputError(f"{prep.metric}: McNemar's test needs per-item correctness")
@@ -216,7 +215,7 @@ def value_notes(
     below :data:`BCA_BELOW` units and from 5 clusters (it covers better there in bench/stats_coverage.py)."""
     if groups is None and prep.metric == "accuracy" and isinstance(prep, TablePrepared) and prep.columns is None:
         # the Wilson interval of its correct items, from the count table's diagonal: the per-item
-        # correctness (the cells and a 0/1 float per item: ~170 MiB at 10M rows) is never made (#19)
+        # correctness (the cells and a 0/1 float per item) is never made
         correct = float(prep.counts()[_diagonal_cells(prep)].sum())
         note = msgspec.convert(proportion_interval(correct, prep.n, ci), AnalyticInterval)
         return interval_notes(iv, groups=groups, ci=ci, analytic=note)
@@ -228,7 +227,7 @@ def value_notes(
         and iv.n > 1
     ):
         # the stored interval is this mean's own analytic one: the note repeats it, not computed again
-        # (nor its values read: a BlockMean's are never made whole for it, #19)
+        # (nor its values read: a BlockMean's are never made whole for it)
         note = AnalyticInterval(method=CLT_METHOD, low=iv.low, high=iv.high, se=iv.se, df=iv.n - 1, ci=ci)
         return {"analytic": note, **interval_notes(iv, groups=groups, ci=ci)}
     item = item_values(prep)

@@ -150,7 +150,7 @@ def task_params(metric: Metric, params: Mapping[str, Any], td: TaskData) -> dict
 
 class TaskCache:
     """Per-task inputs shared by several metrics (the flattened ranking arrays, and each probability
-    column's ascending sort order: ROC-AUC and average precision sort a column once, #19). Safe to
+    column's ascending sort order: ROC-AUC and average precision sort a column once). Safe to
     share between the threads that compute a task's metrics
     (:data:`labledger.analysis.evaluation.PARALLEL_FROM`)."""
 
@@ -165,10 +165,10 @@ class TaskCache:
 
     def cells(self, td: LabelTask) -> tuple[np.ndarray | None, np.ndarray]:
         """``gold * K + pred`` of the cached task and its count table, built once for all its
-        count-table metrics (#19). Without clusters the table is all they read, so it is counted a
+        count-table metrics. Without clusters the table is all they read, so it is counted a
         block of items at a time and the per-item cells are not kept (``None``: a metric that needs
         them builds them from its gold and predicted codes): an array of n less for the whole
-        evaluation (76 MiB at 10M rows). With clusters the resamples draw items, so the cells are
+        evaluation. With clusters the resamples draw items, so the cells are
         made once and shared."""
         with self._lock:
             if self._cells is None:
@@ -216,7 +216,7 @@ def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: Ta
         if not isinstance(td, ProbTask):
             raise _not_for(metric, td)
         if td.kind == "binary" and td.score is not None and td.positive in td.labels:
-            # from the score: the (n, 2) probs of a binary task are then never made (#19)
+            # from the score: the (n, 2) probs of a binary task are then never made
             found = binary_prepared(
                 metric.name,
                 params,
