@@ -1,4 +1,4 @@
-"""The calibration report's joint ECE bootstrap of several variants, from the bins' sums (#19).
+"""The calibration report's joint ECE bootstrap of several variants, from the bins' sums.
 
 The ECE of one variant is ``sum_b |G_b| / n`` with ``G_b`` the sum of ``correct - confidence`` over the
 items of bin b; equal-mass bins also need each rank chunk's item count (where the resampled bin
@@ -15,9 +15,9 @@ What is exact and what is not: a resample's cell counts are a multinomial over t
 (exact), but the sum of confidences over a cell's drawn items is not a function of the counts (the
 items of a cell differ), so no count table alone gives these ECEs exactly; the earlier form drew the
 counts exactly and the confidence sums by their normal law given the counts, over the *joint* cells of
-all variants (up to ~12,600 at 1M items, 4.4 s of the report). This form is normal in both and needs
+all variants. This form is normal in both and needs
 ``resamples x dims`` numbers, dims = 15 a variant for equal-width bins and 240 for equal-mass bins
-(8 rank chunks a bin, a count and a sum each), whatever n: 0.1 s at 1M items. Its coverage is
+(8 rank chunks a bin, a count and a sum each), whatever n. Its coverage is
 measured against the item bootstrap in tests/test_ece_draws.py.
 
 >>> import numpy as np

@@ -51,7 +51,7 @@ def load_results(
     if isinstance(results, (str, os.PathLike)):
         path = Path(results)
         name = display or str(results)
-        with ThreadPoolExecutor(1) as pool:  # the file's sha256 while it is read (hashlib releases the GIL, #19)
+        with ThreadPoolExecutor(1) as pool:  # the file's sha256 while it is read (hashlib releases the GIL)
             digest = pool.submit(sha256_file, path)
             try:
                 rs = read_results(path, positive=positive, display=name, tolerance=tolerance)
@@ -256,7 +256,7 @@ def out_of_fold(per_row: list[list[Step]], arr: TaskArrays, fold: np.ndarray, k:
 
 def _applied_rows(arr: TaskArrays, idx: np.ndarray) -> TaskArrays:
     """``arr.take(idx)`` of what applying a step reads (the scores and the damping masks): not the
-    ids, lines, clusters or item codes, whose copies were most of an out-of-fold pass (#19)."""
+    ids, lines, clusters or item codes, whose copies were most of an out-of-fold pass."""
     empty = np.zeros(0, dtype=np.int64)
     return replace(
         arr,

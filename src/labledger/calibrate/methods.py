@@ -142,8 +142,8 @@ class TaskArrays:
     if not TYPE_CHECKING:
 
         def __getattr__(self, name: str) -> Any:
-            # ids still in Arrow (as the reader left them, #19) become an object array on first use:
-            # a report of the file a recipe was fitted on never reads them (~0.4 s at 1M rows)
+            # ids still in Arrow (as the reader left them) become an object array on first use:
+            # a report of the file a recipe was fitted on never reads them
             if name == "ids" and "_ids_arrow" in self.__dict__:
                 ids = np.empty(len(self.__dict__["_ids_arrow"]), dtype=object)
                 ids[:] = self.__dict__.pop("_ids_arrow").to_pylist()
@@ -402,7 +402,7 @@ def _reweighted(p: np.ndarray, factors: np.ndarray) -> tuple[np.ndarray, np.ndar
     if (total <= 0).any():
         i = int(np.flatnonzero(total[:, 0] <= 0)[0])
         raise CalibrationError(f"item {i + 1}: every option has probability 0 after re-weighting")
-    q /= total  # (in place: the same quotients, one (n, K) array fewer; #19)
+    q /= total  # (in place: the same quotients, one (n, K) array fewer)
     return q, pred
 
 

@@ -313,7 +313,7 @@ def _one_metric(
         analytic = draws is not None
     used = resamples
     binned = bool(resamples and preps[0].n and draws is None and obj.mode != "items" and ece_applies(preps, groups))
-    if binned:  # ECEs of the variants: their bins' sums by their joint normal law (#19)
+    if binned:  # ECEs of the variants: their bins' sums by their joint normal law
         draws = joint_ece_draws(preps, resamples, rng)
     elif resamples and preps[0].n and draws is None:
         used = resamples_for(preps[0], resamples, groups) if obj.mode != "items" else resamples
@@ -399,7 +399,7 @@ def _one_metric(
 # report
 
 
-@one_blas_thread()  # the same draws on every machine, no idle BLAS threads spinning (#19)
+@one_blas_thread()  # the same draws on every machine, no idle BLAS threads spinning
 def report(
     results: Any,
     recipe: Recipe | str | Any,
@@ -500,7 +500,7 @@ def _task_report(td, t: TaskRecipe, *, sha, source, ci, resamples, seed, bins, c
     cross = None
     with ThreadPoolExecutor(2, initializer=pool_initializer()) as pool:
         # the cross-fit (K refits) in one thread while the other prepares the raw and calibrated
-        # metrics (their sorts; numpy releases the GIL), then the metrics' intervals side by side (#19)
+        # metrics (their sorts; numpy releases the GIL), then the metrics' intervals side by side
         refit = None
         if prov["in_sample"] != "no":
             fit = t.fit or {}

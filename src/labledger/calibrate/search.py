@@ -307,7 +307,7 @@ def argmax_tables(
             np.maximum(best, sk, out=best)
         cells = pred
         cells += gbase
-        cells += np.multiply(gold[a:b], k, dtype=np.int64)[None, :]  # (int64: gold codes may be int8, #19)
+        cells += np.multiply(gold[a:b], k, dtype=np.int64)[None, :]  # (int64: gold codes may be int8)
         if fold is not None:
             cells += (fold[a:b] * (n_grid * kk))[None, :]
         counts += np.bincount(cells.ravel(), minlength=fn * n_grid * kk)
@@ -329,7 +329,7 @@ def _count_products(p: np.ndarray, w_sorted: np.ndarray, bound: np.ndarray, stri
     """
     g = len(w_sorted)
     if g <= DIRECT_COUNT:  # a few multipliers: count them one by one (the same products, no search)
-        small = np.zeros(len(p), dtype=np.uint8)  # (a byte a count: 4x less time than int64 += bool, #19)
+        small = np.zeros(len(p), dtype=np.uint8)  # (a byte a count: faster than int64 += bool)
         x = np.empty(len(p))
         hit = np.empty(len(p), dtype=bool)
         for w in w_sorted.tolist():
@@ -389,7 +389,7 @@ def product_argmax_tables(
     per_comb = fn * kk * slots
     counts = np.zeros((n_comb, per_comb), dtype=np.int64)  # (combination, fold, gold, other decision, cut)
     # labels with one multiplier in every combination ('neg' at 1 in the default grid): their
-    # products once a chunk, not once a combination (the same products; #19)
+    # products once a chunk, not once a combination (the same products)
     fixed = [lab for lab in range(k) if lab != last and n_comb and bool(np.all(base[:, lab] == base[0, lab]))]
     chunk = max(1, BLOCK // max(n_comb, 1))
     for a in range(0, n, chunk):
