@@ -2,7 +2,7 @@
 
 A command's module is imported only when that command runs, and ``labledger --help`` lists the
 commands from ``COMMANDS`` without importing any, so ``labledger runs`` starts without numpy, pyarrow
-or the metric registry (#19). A new command: define it in its module with ``@main.command(...)`` and
+or the metric registry. A new command: define it in its module with ``@main.command(...)`` and
 add its name, module and the first paragraph of its help to ``COMMANDS`` (a test checks they agree).
 """
 

@@ -40,8 +40,8 @@ def escape_controls(text: str) -> str:
 
 
 def _consoles() -> dict[str, Any]:
-    """The two rich consoles, made on first use (rich costs ~45 ms, which ``--help`` and ``--json``
-    need not pay): ``console`` for tables and summaries on stdout (never used with ``--json``), and
+    """The two rich consoles, made on first use (so that ``--help`` and ``--json`` do not wait for
+    rich's import): ``console`` for tables and summaries on stdout (never used with ``--json``), and
     ``err_console`` for warnings on stderr, so that ``--json`` output stays one clean document. Both
     escape control characters in every string they render (names, tags, groups)."""
     if "console" in globals():  # made already: every module holds these same two
@@ -139,7 +139,7 @@ class _Commands(dict[str, click.Command]):
 
 
 class LazyGroup(click.Group):
-    """A click group whose commands are defined in modules imported only when needed (#19).
+    """A click group whose commands are defined in modules imported only when needed.
 
     ``lazy`` maps each command name to its module under ``labledger.cli``; running a command
     imports its module alone, so ``labledger runs`` never loads numpy, pyarrow or the metric
@@ -235,10 +235,10 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 
 
 def process_settings() -> None:
-    """What a ``labledger`` process sets before it imports numpy (#19):
+    """What a ``labledger`` process sets before it imports numpy:
 
     - ``OPENBLAS_NUM_THREADS`` defaults to 1: numpy's OpenBLAS otherwise starts a thread per core
-      at import, which spin (~0.1 s of CPU and ~20 ms of wall time per command). The commands'
+      at import, which spin, costing CPU and wall time on every command. The commands'
       products run on one BLAS thread anyway (evaluate, compare and calibrate report are inside
       :func:`labledger.metrics.kernels.one_blas_thread`, so their documents do not depend on the
       core count). A user's own setting is kept; PyTorch's MKL and OpenMP threads are not touched.
@@ -246,11 +246,9 @@ def process_settings() -> None:
       MiB at the heap's top (``M_MMAP_THRESHOLD``, ``M_TRIM_THRESHOLD``: what glibc's own dynamic
       threshold reaches after one 64 MiB free), in two arenas that all threads share
       (``M_ARENA_MAX``): a metric's temporaries otherwise come as fresh pages from the kernel,
-      zeroed, on each use (eval of 1M rows from the cache: 18k page faults, 30% of its CPU; with
-      these, 7.5k, and 105 ms against 140 for binary rows, 152 against 266 for 3-class rows).
-      Two arenas, not one: the JSON parser's threads then contend less with the reader's, and a
-      10M-row eval from JSONL peaked 20-50 MiB lower, no slower (1M rows from the cache: the same
-      times). Arrays over 64 MiB are mapped and returned at once as before. Nothing where the C
+      zeroed, on each use. Two arenas, not one: the JSON parser's threads then contend less with
+      the reader's. Arrays over 64 MiB are mapped and returned at once as before (the figures are
+      in docs/performance.md). Nothing where the C
       library is not glibc.
     """
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -301,7 +299,7 @@ def csv_list(value: str | None) -> list[str]:
 
 def emit_json(obj: Any) -> None:
     """Print one JSON document on stdout (numpy scalars/arrays and NaN handled)."""
-    import orjson  # here, not at the top: `labledger --help` and the tables need no JSON (#19)
+    import orjson  # here, not at the top: `labledger --help` and the tables need no JSON
 
     data = orjson.dumps(
         obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=_json_default

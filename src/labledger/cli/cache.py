@@ -1,4 +1,4 @@
-"""``labledger cache``: the columnar cache of large results and record files, shown and freed (#19)."""
+"""``labledger cache``: the columnar cache of large results and record files, shown and freed."""
 
 from __future__ import annotations
 

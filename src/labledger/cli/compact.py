@@ -1,4 +1,4 @@
-"""``labledger compact``: compress the record files of finished runs (#19)."""
+"""``labledger compact``: compress the record files of finished runs."""
 
 from __future__ import annotations
 

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 # rich is imported when a table is printed: ``eval --json`` and ``compare --json`` never load it
-# (rich.console and rich.table are ~45 ms of start-up, #19)
 
 
 class _Console:
@@ -71,17 +70,16 @@ def resolve_results(ref: str, ledger_path: str | None) -> tuple[str, str, str | 
 
 
 def prefetch(*refs: str) -> None:
-    """Start hashing each ref that is a large results file, for the columnar cache's check, while the
-    command's modules import (:func:`~labledger.inputs.columnar.prefetch_key`: ~17 ms of an ``eval``
-    of 1M rows from the cache, #19); anything else (a ``RUN:NAME``, a missing file) is left to
-    :func:`resolve_results`, which reports it. The cache entries this command writes are written in
-    threads, waited for when it ends (:func:`~labledger.inputs.columnar.defer_writes`,
-    :func:`~labledger.cli.base.handle_errors`)."""
+    """Start hashing each ref that is a large results file, for the columnar cache's check, while
+    the command's modules import (:func:`~labledger.inputs.columnar.prefetch_key`); anything else (a
+    ``RUN:NAME``, a missing file) is left to :func:`resolve_results`, which reports it. The cache
+    entries this command writes are written in threads, waited for when it ends
+    (:func:`~labledger.inputs.columnar.defer_writes`, :func:`~labledger.cli.base.handle_errors`)."""
     from labledger.inputs.columnar import defer_writes, prefetch_key
 
     for ref in refs:
         prefetch_key(ref)
-    defer_writes()  # the cache entries of what is read are written beside what follows (#19)
+    defer_writes()  # the cache entries of what is read are written beside what follows
 
 
 def results_source(ref: str, ledger_path: str | None) -> tuple[str, str]:
@@ -109,7 +107,7 @@ def _print_stat_notes(entries: Sequence[MetricValue | MetricDiff]) -> None:
     for how in dict.fromkeys(e.analytic.method for e in entries if e.analytic is not None):
         console.print(f"[dim]analytic interval: {escape(how)}[/dim]")
     forms: dict[str, list[str]] = {}
-    for e in entries:  # intervals formed without resampling (#19): which form each metric got
+    for e in entries:  # intervals formed without resampling: which form each metric got
         if e.method and e.method.startswith("analytic"):
             forms.setdefault(e.method, []).append(display_key(e))
     for how, keys in forms.items():

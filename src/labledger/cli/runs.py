@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-# the consoles are read as base.console when printing: importing them would load rich (#19)
+# the consoles are read as base.console when printing: importing them would load rich
 from labledger.cli import base, text_table
 from labledger.cli.base import (
     csv_list,
@@ -84,7 +84,7 @@ DROP_ORDER = ("group", "steps", "duration", "started", "status", "headline")
 
 
 def escape(text: str) -> str:
-    """rich's markup escape, imported on first use: ``runs`` and ``show --json`` load no rich (#19)."""
+    """rich's markup escape, imported on first use: ``runs`` and ``show --json`` load no rich."""
     from rich.markup import escape as rich_escape
 
     return rich_escape(text)
@@ -360,7 +360,7 @@ def show_cmd(run, all_config, ledger_path, as_json):
     ledger = open_for_cli(ledger_path)
     view = ledger.run(run)
     meta = view.meta
-    counters = view.counters()  # from the index: no scan of the run's records (#19)
+    counters = view.counters()  # from the index: no scan of the run's records
     doc = {
         "id": view.id,
         "name": view.name,
@@ -521,7 +521,7 @@ def export_cmd(run, what, fmt, out, ledger_path, as_json):
         n = table.num_rows
         with atomic_open(out_path, sweep=True) as f:
             entry = view.cached_parquet(what) if fmt == "parquet" else None
-            if entry is not None:  # the columnar cache holds this very table as zstd Parquet (#19)
+            if entry is not None:  # the columnar cache holds this very table as zstd Parquet
                 import shutil
 
                 with open(entry, "rb") as src:

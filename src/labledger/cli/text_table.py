@@ -1,7 +1,7 @@
-"""A plain-text table, laid out exactly as rich prints a ``box.SIMPLE_HEAD`` table, without rich (#19).
+"""A plain-text table, laid out exactly as rich prints a ``box.SIMPLE_HEAD`` table, without rich.
 
 ``labledger runs`` prints its table through :func:`render`: importing and running rich for one
-table costs more than the rest of the command (~0.12 s of import and layout on a quiet machine).
+table costs more than the rest of the command (docs/performance.md).
 :func:`render` covers the tables that fit as they are: every line of every cell printable ASCII
 without leading or trailing spaces, the natural widths within the terminal, the title within the
 table. Otherwise (a cell to wrap or cut, wide characters, tabs) it returns ``None`` and the caller
@@ -24,7 +24,7 @@ class Column:
     """One column: its header, how its cells are justified, a minimum width, and whether rich may
     wrap its cells (``wrap``; the fast path never needs to, or it hands the table to rich).
 
-    A plain class, not a dataclass: ``labledger runs`` imports no ``dataclasses`` (#19).
+    A plain class, not a dataclass: ``labledger runs`` imports no ``dataclasses``.
 
     >>> Column("steps", justify="right")
     Column(header='steps', justify='right', min_width=0, wrap=False)
