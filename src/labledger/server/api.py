@@ -209,7 +209,7 @@ async def get_run(request: Request) -> Response:
         book = ctx.ledger()
         run_id, note = book.resolve_with_note(ref)
         view = book.run(run_id)
-        counters = view.counters()  # from the index: no scan of the run's records (#19)
+        counters = view.counters()  # from the index: no scan of the run's records
         return {
             "run": run_info_dict(view.info),
             **({"note": note} if note else {}),

@@ -51,7 +51,7 @@ class LineIndex:
 
     def page(self, offset: int, limit: int) -> tuple[list[bytes], int]:
         """Raw JSON of records ``offset .. offset + limit - 1`` (validated) and the record count."""
-        f = open_record(self.path)  # a finished run's file may be compacted (#19)
+        f = open_record(self.path)  # a finished run's file may be compacted
         if f is None:
             return [], 0
         with f, self.lock:

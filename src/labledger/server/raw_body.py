@@ -2,7 +2,7 @@
 
 Under uvicorn a body comes to an ASGI app in the pieces the event loop read (256 KiB at most),
 each copied twice on the way (into the protocol's buffer, then out as ``bytes``), with the loop
-pausing and resuming the socket around every piece. For a 1 GiB checkpoint that Python work, not
+pausing and resuming the socket around every piece. For a large checkpoint that Python work, not
 the bytes, was most of the server's CPU. ``labledger serve``'s protocol
 (:func:`labledger.server.timeouts.head_timeout_protocol`) therefore offers a request with a
 ``Content-Length`` over plain HTTP the ASGI extension ``scope["extensions"]["labledger.raw_body"]``:

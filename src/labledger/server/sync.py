@@ -417,10 +417,10 @@ class Writeback:
 
     Where the caller's buffer is page-aligned (``aligned``: the raw body's buffers) and the
     filesystem takes it, a write goes to the disk directly (``O_DIRECT``, from the buffer itself,
-    every whole block of it). A buffered write into the page cache cost the project's VM
-    0.6-2 s of kernel CPU per GiB (its new page-cache pages are memory the host took back, by
-    free page reporting, and faults in again) and leaves the pages dirty for the final
-    ``fsync``; the direct write costs ~0.05 s and leaves the ``fsync`` little to do. Groups that
+    every whole block of it). A buffered write into the page cache costs kernel CPU (on a VM its
+    new page-cache pages can be memory the host took back, faulted in again) and leaves the pages
+    dirty for the final ``fsync``; the direct write leaves the ``fsync`` little to do
+    (docs/performance.md). Groups that
     waited for the writer go in one write (:meth:`write_many`).
 
     Any other write (the last bytes short of a block, a streamed body, a filesystem that refuses
@@ -527,9 +527,7 @@ class Writeback:
 
 
 #: The most bytes given to one buffered ``pwrite``. A larger buffered write makes the kernel fill
-#: the page cache with huge (2 MiB) folios, which on the project's VM cost 4x the kernel CPU of
-#: small ones (1 GiB written in 4 MiB writes: 1.6-2.3 s of system time; in 128-512 KiB writes:
-#: 0.46-0.52 s).
+#: the page cache with huge folios, which cost more kernel CPU than small ones (docs/performance.md).
 WRITE_PIECE = 256 * 1024
 
 
@@ -617,14 +615,13 @@ def _read_chunks(
     sock_fd: int, first: bytes, flush: Writeback, offset: int, total: int, chunks: list[str], timeout: float
 ) -> int:
     """Receive ``[offset, total)`` from the socket, ``GROUP`` chunks at a time into one of
-    ``DEPTH + 1`` page-aligned buffers. This thread only receives: each chunk is handed to a
-    hashing thread as soon as it is in (``HASHERS``) and each full group to a writer thread (one
-    write, to the disk directly where it can: :class:`Writeback`), and the next group is received
-    into a free buffer (hashlib, ``pwrite`` and ``readv`` let go of the GIL). Hashing in this
-    thread, while the bytes were in the CPU's cache, made the receive wait for it: 1 GiB took
-    1.03-1.61 s against 0.83-0.90 s so (#18). A buffer is filled again only once its group is
-    hashed and written, and the hashes are appended in the file's order. The whole chunks
-    received before the body ended or stalled are kept. Returns the bytes the file holds."""
+    ``DEPTH + 1`` page-aligned buffers. This thread only receives: each chunk is handed to a hashing
+    thread as soon as it is in (``HASHERS``) and each full group to a writer thread (one write, to
+    the disk directly where it can: :class:`Writeback`), and the next group is received into a free
+    buffer (hashlib, ``pwrite`` and ``readv`` let go of the GIL). Hashing in this thread, while the
+    bytes were in the CPU's cache, made the receive wait for it. A buffer is filled again only once
+    its group is hashed and written, and the hashes are appended in the file's order. The whole
+    chunks received before the body ended or stalled are kept. Returns the bytes the file holds."""
     import mmap
     import threading
     from collections import deque

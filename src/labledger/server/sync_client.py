@@ -172,9 +172,9 @@ class _Session:
     """The client's connection to one server: JSON calls over one kept-alive ``http.client``
     connection, and file bodies each on a connection of their own (:meth:`put_file`).
 
-    ``http.client`` (the standard library) rather than httpx: an httpx client costs a sync
-    ~0.2 s of imports and ~0.2 s to load the certificate store for an https context it makes
-    even for plain http, on every ``labledger sync`` (#18).
+    ``http.client`` (the standard library) rather than httpx: an httpx client imports more and loads
+    the certificate store for an https context it makes even for plain http, on every
+    ``labledger sync`` (docs/performance.md).
     """
 
     def __init__(self, to: str, token: str | None, origin: str, timeout: float):
@@ -616,7 +616,7 @@ def watch(
             report = sync_runs(ledger, to, token=token, runs=runs, trust_cache=True)
         except SyncConflictError:
             raise
-        except (LedgerError, FileNotFoundError) as exc:  # a JSONL compacted at finish mid-round: next round (#19)
+        except (LedgerError, FileNotFoundError) as exc:  # a JSONL compacted at finish mid-round: next round
             error = exc
         if on_round is not None:
             on_round(report, error)

@@ -142,7 +142,7 @@ class BodyTimeout:
             if state["body_done"]:
                 message: dict[str, Any] = await receive()
                 return message
-            import asyncio  # here: `labledger --help` reads this module's constants only (#19)
+            import asyncio  # here: `labledger --help` reads this module's constants only
 
             try:
                 message = await asyncio.wait_for(receive(), self.body_timeout)
