@@ -192,8 +192,8 @@ def _metric_arrays(client: Any, run_id: str, keys: list[str]) -> tuple[np.ndarra
 
 
 def _sql_metric_arrays(db: Path, run_id: str, keys: list[str]) -> tuple[np.ndarray, ...]:
-    """What :func:`_metric_arrays` gives, read with one ``SELECT`` from MLflow's ``metrics`` table
-    (#19): the columns go straight into numpy arrays, no ORM objects, no ``Metric`` entities. NaN
+    """What :func:`_metric_arrays` gives, read with one ``SELECT`` from MLflow's ``metrics`` table:
+    the columns go straight into numpy arrays, no ORM objects, no ``Metric`` entities. NaN
     is stored as ``is_nan`` (value 0), as MLflow's own reader reads it."""
     dtype = np.dtype([("step", "<i8"), ("stamp", "<i8"), ("value", "<f8"), ("nan", "?")])
     parts = []

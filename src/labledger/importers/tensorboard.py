@@ -1,6 +1,6 @@
 """Import TensorBoard event files: scalars with their steps and wall times, hyperparameters.
 
-Files are read as columns (#19, :mod:`labledger.importers.tfrecord`): the TFRecord framing and
+Files are read as columns (:mod:`labledger.importers.tfrecord`): the TFRecord framing and
 both CRCs of every record are checked with numpy, ``add_scalar`` events are decoded with numpy, and
 every other record goes through TensorBoard's own ``Event`` protobuf, so the ``tensorboard``
 package is required. As in TensorBoard, every folder holding event

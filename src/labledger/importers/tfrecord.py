@@ -1,4 +1,4 @@
-"""TFRecord framing and the scalar events of TensorBoard files, read as columns (#19).
+"""TFRecord framing and the scalar events of TensorBoard files, read as columns.
 
 An event file is a sequence of records: ``length`` (uint64 LE), the masked CRC32C of those 8 bytes,
 ``length`` bytes of payload (an ``Event`` protobuf), the masked CRC32C of the payload. TensorBoard's
