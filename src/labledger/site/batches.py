@@ -2,8 +2,8 @@
 
 ``data/batches/<run>/<index>.js`` holds consecutive microbatch records exactly as logged (the
 line's JSON is copied, not rebuilt), plus the image references of that chunk that exist in the
-run's files, gzip-compressed as base64 text (:func:`~labledger.site.output.packed_json`, #19: the
-site's batch data is ~0.4x the batch file instead of a second full copy; the page unpacks a chunk
+run's files, gzip-compressed as base64 text (:func:`~labledger.site.output.packed_json`: the
+site's batch data is smaller than the batch file instead of a second full copy; the page unpacks a chunk
 with the browser's ``DecompressionStream``). A chunk closes after ``chunk_records`` records or ``chunk_bytes`` bytes, whichever
 comes first, so the chunks of an append-only file never move: a run that logged more batches
 rewrites only its last chunk. ``toc.js`` lists each chunk's microbatch and optimizer-step range;

@@ -193,7 +193,7 @@ def _signatures(run_dir: Path, info: RunInfo, fingerprint: str, chunking: tuple[
         rel = path.relative_to(run_dir).as_posix()
         if rel in ("batches.jsonl", "batches.jsonl.zst"):
             continue
-        if rel.endswith(".jsonl.zst") and "/" not in rel:  # a compacted record file: as its JSONL (#19)
+        if rel.endswith(".jsonl.zst") and "/" not in rel:  # a compacted record file: as its JSONL
             _record_line(run_h, rel[: -len(".zst")], path.with_name(rel[: -len(".zst")]))
             continue
         _stat_line(run_h, rel, path)

@@ -85,7 +85,7 @@ PACK_LEVEL = 6
 
 
 def packed_json(raw_json: bytes, *, level: int = PACK_LEVEL) -> bytes:
-    """A payload that holds ``raw_json`` gzip-compressed, as base64 text (#19):
+    """A payload that holds ``raw_json`` gzip-compressed, as base64 text:
     ``{"encoding": "gzip+base64", "data": "..."}``. A page unpacks it with the browser's
     ``DecompressionStream("gzip")`` (``LL.unpack`` in common.js): a script tag is the only way a
     page opened from ``file://`` can load data, and it loads text, so the bytes travel as base64.
