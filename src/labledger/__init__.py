@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from labledger.store import Ledger, Run, RunInfo, RunView, start_run
 
 #: Names of labledger.store re-exported here, loaded on first use: `labledger --help` imports this
-#: package and needs none of them (#19).
+#: package and needs none of them.
 _STORE_NAMES = ("Ledger", "Run", "RunInfo", "RunView", "start_run")
 
 

@@ -49,7 +49,7 @@ class UnknownNameError(LedgerError):
     """A name (metric, method, format, ...) is not known; the message suggests the nearest ones."""
 
     def __init__(self, kind: str, name: str, known: Iterable[str]):
-        import difflib  # here: `labledger --help` and `runs` import this module and need no difflib (#19)
+        import difflib  # here: `labledger --help` and `runs` import this module and need no difflib
 
         known = sorted(known)
         self.kind, self.name, self.known = kind, name, known
