@@ -21,7 +21,7 @@ from labledger.cli.base import (
 
 def _say(text: str, *, err: bool = False) -> None:
     """One line on stdout (stderr with ``err``), control characters escaped: plain lines, so a
-    sync need not import rich (~0.1 s of its fixed cost, #18)."""
+    sync need not import rich (docs/performance.md)."""
     click.echo(escape_controls(text), err=err)
 
 

@@ -960,10 +960,10 @@ def _read_task(
     probs: list[pa.Array] | None,
 ) -> TaskData:
     """One task's rows: those at ``idx_np`` (``idx``, the same as Arrow), or with both ``None``
-    every row of the table in order, whose line numbers are then made only if read. ``probs``: these rows' ``probs``
-    as chunks (:func:`_chunks`), which the task's matrix empties; ``None`` without the column.
-    ``golds``: a list of these rows' ``gold`` column alone, emptied where it is read (the caller's
-    only reference: 10M rows' gold strings are let go of before the task's arrays are made). A
+    every row of the table in order, whose line numbers are then made only if read. ``probs``: these
+    rows' ``probs`` as chunks (:func:`_chunks`), which the task's matrix empties; ``None`` without the
+    column. ``golds``: a list of these rows' ``gold`` column alone, emptied where it is read (the
+    caller's only reference: the gold strings are let go of before the task's arrays are made). A
     task the rows refuse as a whole (a binary score without a positive label) adds the row reader's
     error to ``refusals``. ``ids``: these rows' ids, deferred (:func:`defer_ids`); ``None``: the
     caller defers them."""
