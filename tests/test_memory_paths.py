@@ -286,7 +286,7 @@ def test_a_one_task_files_gold_strings_are_let_go_before_its_arrays_are_made(tmp
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     gold_bytes = sum(len(g) for g in golds)
     held: list[int] = []
-    target = "binary_task" if kind == "binary" else "_set_positive_column"  # (the latter: just after it)
+    target = "binary_task" if kind == "binary" else "set_positive_column"  # (the latter: just after it)
     made = getattr(arrow, target)
 
     def watched(*a, **k):
