@@ -303,17 +303,15 @@ def test_influence_values_made_a_block_at_a_time_are_the_whole_arrays_floats(see
             )
 
 
-@pytest.mark.parametrize("cores", [1, 2])
-def test_block_values_spread_beside_their_making_are_the_same_floats(cores):
-    """With two cores each block's influence values are spread to its items in a second thread
-    while the next block's are made; with one, in turn: the same floats either way, into a new
-    array or added into a running total (a macro mean's), and no spread thread left behind."""
+def test_block_values_spread_to_their_items_are_the_same_floats():
+    """Each block's influence values are spread to its items in turn: the same floats as the
+    groups' per-item values, into a new array or added into a running total (a macro mean's), and
+    no thread is started (metrics are pure functions; parallelism is the evaluation's)."""
     rng = np.random.default_rng(11)
     y, score, order, starts = _ranked_case(rng, 12_000, 2)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels, "BLOCK", -(-len(starts) // 9))
         mp.setattr(kernels, "WHOLE", 0)
-        mp.setattr(analytic, "cores", lambda: cores)
         r = analytic.Ranked(y, order, starts)
         alive = threading.active_count()
         for clustered in (False, True):

@@ -936,54 +936,6 @@ def test_an_order_narrowed_in_place_equals_its_copy(seed, n, block):
         kernels.WHOLE, kernels.ELEMENT_BLOCK = before
 
 
-@pytest.mark.parametrize("labels", [3, 5])
-def test_a_macro_metrics_classes_ranked_two_at_a_time_give_the_same_documents(tmp_path, monkeypatch, labels):
-    """A one-vs-rest macro ROC-AUC or AP ranks its classes in two threads (their sorts checked or
-    made beside each other: a sort cache's column locks, #19): the documents are those of one class
-    at a time, with and without clusters, and from a cache entry (its orders read with their ties)."""
-    from labledger.analysis.evaluation import evaluate
-    from labledger.inputs import columnar
-    from labledger.inputs.results import results_from_rows
-    from labledger.metrics import classification
-
-    rng = np.random.default_rng(labels)
-    n = 12_000  # (past analytic.ANALYTIC_FROM: the influence values' path)
-    names = [f"c{j}" for j in range(labels)]
-    probs = rng.dirichlet(np.ones(labels), n).round(3)  # (ties within each column)
-    probs /= probs.sum(axis=1, keepdims=True)
-    rows = [
-        {
-            "id": i,
-            "task": "t",
-            "gold": names[int(rng.integers(labels))],
-            "probs": dict(zip(names, probs[i].tolist())),
-            **({"group": i // 3} if i % 2 else {}),
-        }
-        for i in range(n)
-    ]
-    monkeypatch.setattr(classification, "cores", lambda: 2)
-    metrics = ["roc_auc", "average_precision:average=macro", "accuracy"]
-
-    path = tmp_path / "r.jsonl"
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    monkeypatch.setenv(columnar.CACHE_DIR_ENV, str(tmp_path / "cache"))
-    monkeypatch.setenv(columnar.MIN_BYTES_ENV, "0")
-    read_results(path)  # (the entry written: the reads below are from it)
-
-    def documents(two_at_a_time: bool) -> list[dict]:
-        monkeypatch.setattr(classification, "RANK_BESIDE_FROM", 0 if two_at_a_time else 10**12)
-        out = []
-        for clustered in (False, True):
-            rs = results_from_rows([r if clustered else {k: v for k, v in r.items() if k != "group"} for r in rows])
-            out.append(evaluate(rs, metrics=metrics, resamples=200).to_dict())
-        out.append(evaluate(read_results(path), metrics=metrics, resamples=200).to_dict())
-        for doc in out:
-            doc.pop("created", None)
-        return out
-
-    assert documents(True) == documents(False)
-
-
 @pytest.mark.parametrize("strategy", ["uniform", "quantile"])
 @pytest.mark.parametrize("labels", [2, 3])
 def test_ece_confidences_made_once_equal_those_made_a_block_at_a_time(monkeypatch, labels, strategy):

@@ -64,7 +64,7 @@ STATUS_STYLE = {
 
 def _gone(ledger, ids: list[str]) -> list[str]:
     """The runs of ``ids`` whose folder is gone from the ledger (removed by hand): ``runs`` marks them."""
-    from labledger.store.trash import missing_ids
+    from labledger.store.files import missing_ids
 
     return missing_ids(ledger, ids)
 

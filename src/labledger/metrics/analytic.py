@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError
-from labledger.machine import cores
 from labledger.metrics.kernels import SmallCounts, element_spans, gather, pairwise_sum, spans
 from labledger.metrics.prepared import BlockMean, MeanPrepared, Prepared, WeightsPrepared
 from labledger.metrics.stats import norm_ppf, norm_sf, t_ppf, t_sf
@@ -109,25 +108,9 @@ def _spread(
 def _spread_blocks(
     out: np.ndarray, r: Ranked, blocks: Iterable[tuple[int, int, np.ndarray, np.ndarray]], add: bool
 ) -> None:
-    """:func:`_spread` of each ``(a, b, if_pos, if_neg)`` that ``blocks`` makes, in order: with two
-    cores, each block's values are spread in a second thread while the next block's are made (the
-    scatter loses the GIL; the blocks' items are disjoint, so the values written are the same)."""
-    if cores() < 2:
-        for a, b, if_pos, if_neg in blocks:
-            _spread(out, r, a, b, if_pos, if_neg, add)
-        return
-    from concurrent.futures import Future, ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1, thread_name_prefix="labledger-spread") as pool:
-        pending: Future[None] | None = None
-        try:
-            for a, b, if_pos, if_neg in blocks:
-                done, pending = pending, pool.submit(_spread, out, r, a, b, if_pos, if_neg, add)
-                if done is not None:
-                    done.result()  # (at most two blocks' values held at once)
-        finally:
-            if pending is not None:
-                pending.result()
+    """:func:`_spread` of each ``(a, b, if_pos, if_neg)`` that ``blocks`` makes, in order."""
+    for a, b, if_pos, if_neg in blocks:
+        _spread(out, r, a, b, if_pos, if_neg, add)
 
 
 class Ranked:

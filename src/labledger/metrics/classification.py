@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from labledger.errors import MetricInputError
-from labledger.machine import cores
 from labledger.metrics import kernels
 from labledger.metrics._inputs import check_pos_label, encode, numbers, prob_matrix, same_length, score_inputs
 from labledger.metrics.entry import Metric
@@ -627,10 +626,6 @@ def _ap_w(score: np.ndarray, is_pos: np.ndarray, sorted_: SortGiven | None = Non
     return fn
 
 
-#: Items from which a one-vs-rest macro metric ranks its classes two at a time (:meth:`_OvrSorts.prepare`).
-RANK_BESIDE_FROM = 100_000
-
-
 class _OvrSorts:
     """Each class's score sort for a one-vs-rest metric, computed once and shared by its weighted,
     point and influence paths (and, through ``shared``, with the task's other metrics)."""
@@ -675,23 +670,6 @@ class _OvrSorts:
         if c not in self._ranked:
             self._ranked[c] = _ranked(self.shared, c, self.flags(c), self.ascending(c))
         return self._ranked[c]
-
-    def prepare(self, classes: Sequence[int]) -> None:
-        """Rank ``classes`` (their sorts made or checked, their flags ranked) two at a time where a
-        core is free: each class's work is its own (distinct keys; a sort cache's column locks).
-        Unprepared, a macro ROC-AUC ranks its classes one after the other in one metric thread,
-        the evaluation's longest. The same rankings as one at a time."""
-        todo = [c for c in classes if c not in self._ranked or not self._ranked[c].made]
-        if len(todo) < 2 or len(self.gold) < RANK_BESIDE_FROM or cores() < 2:
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
-        def rank(c: int) -> None:
-            self.ranked(c)()
-
-        with ThreadPoolExecutor(2, thread_name_prefix="labledger-rank") as pool:
-            for done in [pool.submit(rank, c) for c in todo]:
-                done.result()
 
 
 def _ovr_w(
@@ -761,7 +739,6 @@ def _ovr_point(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrS
     """The unweighted one-vs-rest macro mean from each class's sort (classes where it is defined)."""
 
     def fn() -> float:
-        sorts.prepare(classes)
         vals = []
         for c in classes:
             r = sorts.ranked(c)()
@@ -803,7 +780,6 @@ def _ovr_infl(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSo
     from labledger.metrics.analytic import ovr_influence
 
     def fn(clustered: bool) -> np.ndarray:
-        sorts.prepare(classes)
         kernel = _auc_infl if name == "roc_auc" else _ap_infl
         # one class's influence function at a time: its group values go once its items' are summed
         return ovr_influence((kernel(sorts.ranked(c)) for c in classes), clustered)

@@ -11,9 +11,12 @@ import errno
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from labledger.errors import StorageError
+
+if TYPE_CHECKING:
+    from labledger.store.ledger import Ledger
 
 #: Where each kind of run record lives in a run folder (one append-only JSONL file per kind).
 RECORD_FILES = {
@@ -182,3 +185,21 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, fsync: bool = Tru
     """
     with atomic_open(path, fsync=fsync, sweep=sweep) as f:
         f.write(data)
+
+
+def missing_ids(ledger: Ledger, ids: Iterable[str]) -> list[str]:
+    """The runs of ``ids`` (in the index) whose folder is gone from ``runs/``: one listing of the
+    folder, not one look-up per run. A run that is starting (its folder still in ``.new-runs/``) is
+    not missing."""
+    wanted = list(ids)
+    if not wanted:
+        return []
+    try:
+        present = set(os.listdir(ledger.root / "runs"))
+    except OSError:
+        present = set()
+    gone = [i for i in wanted if i not in present]
+    if gone and (ledger.root / ledger.NEW_RUNS).is_dir():
+        starting = set(os.listdir(ledger.root / ledger.NEW_RUNS))
+        gone = [i for i in gone if i not in starting]
+    return gone

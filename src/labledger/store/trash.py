@@ -121,24 +121,6 @@ def gone_error(ledger: Ledger, run_id: str) -> RunFolderGoneError | None:
     )
 
 
-def missing_ids(ledger: Ledger, ids: Iterable[str]) -> list[str]:
-    """The runs of ``ids`` (in the index) whose folder is gone from ``runs/``: one listing of the
-    folder, not one look-up per run. A run that is starting (its folder still in ``.new-runs/``) is
-    not missing."""
-    wanted = list(ids)
-    if not wanted:
-        return []
-    try:
-        present = set(os.listdir(ledger.root / "runs"))
-    except OSError:
-        present = set()
-    gone = [i for i in wanted if i not in present]
-    if gone and (ledger.root / ledger.NEW_RUNS).is_dir():
-        starting = set(os.listdir(ledger.root / ledger.NEW_RUNS))
-        gone = [i for i in gone if i not in starting]
-    return gone
-
-
 @contextlib.contextmanager
 def _trash_lock(ledger: Ledger) -> Iterator[Path]:
     """``.trash/.lock`` held: one delete, restore, purge or settling at a time across processes."""
