@@ -291,3 +291,37 @@ def test_cli_formats_and_errors(seed001):
             assert text in res.output, (args, text, res.output)
     doc = orjson.loads(CliRunner().invoke(main, ["lineage", "stage1", "--json", "--ledger", book]).output)
     assert {"focus", "nodes", "edges", "trajectory", "changed_checkpoints"} <= set(doc)
+
+
+def test_the_graph_of_many_runs_reads_the_ledgers_edges_once(tmp_path, monkeypatch):
+    """The site's lineage page (and the hand-off report) draw every run at once: the index of the
+    ledger's edges is read once, not once per run (which made a 10,000-run site quadratic), and the
+    graph is the union of each run's own."""
+    from labledger.analysis import lineage as lineage_module
+
+    d = tmp_path / "L"
+    ck = tmp_path / "w.pt"
+    ck.write_bytes(b"w")
+    with labledger.start_run("parent", ledger=d) as parent:
+        rec = parent.log_checkpoint(ck, step=1)
+    ids = [parent.id]
+    for i in range(6):
+        with labledger.start_run(f"child{i}", ledger=d, init=rec if i % 2 else None) as child:
+            pass
+        ids.append(child.id)
+    made = []
+    real = lineage_module._Index
+
+    def counted(ledger):
+        made.append(1)
+        return real(ledger)
+
+    monkeypatch.setattr(lineage_module, "_Index", counted)
+    with labledger.open_ledger(d) as book:
+        merged = lineage_module.lineage_of(book, ids)
+        assert len(made) == 1
+        one_by_one = [lineage(book, rid) for rid in ids]
+    assert set(merged.nodes) == set().union(*(g.nodes for g in one_by_one))
+    assert {(e["source"], e["target"]) for e in merged.edges} == {
+        (e["source"], e["target"]) for g in one_by_one for e in g.edges
+    }

@@ -268,7 +268,11 @@ def lineage(ledger: Ledger, ref: str, *, all_checkpoints: bool = False, verify: 
     >>> [g.nodes[n]["type"] for n in g.order()]
     ['external', 'run', 'checkpoint', 'run']
     """
-    index = _Index(ledger)
+    return _lineage(ledger, _Index(ledger), ref, all_checkpoints=all_checkpoints, verify=verify)
+
+
+def _lineage(ledger: Ledger, index: _Index, ref: str, *, all_checkpoints: bool, verify: bool) -> Lineage:
+    """:func:`lineage` on an index of the ledger's edges read before (one for many graphs)."""
     focus_run, focus_sha = _resolve_focus(ledger, index, ref)
     keep: set[str] = {focus_run}
     for step in (index.parents, index.children):
@@ -324,10 +328,11 @@ def lineage_of(ledger: Ledger, refs: Iterable[str], *, verify: bool = True) -> L
     """
     merged: Lineage | None = None
     seen_edges: set[tuple[str, str, str]] = set()
+    index = _Index(ledger)  # once for every graph: the edges of the whole ledger
     for ref in refs:
         if merged is not None and f"run:{ledger.resolve(ref)}" in merged.nodes:
             continue
-        g = lineage(ledger, ref, verify=verify)
+        g = _lineage(ledger, index, ref, all_checkpoints=False, verify=verify)
         if merged is None:
             merged = g
             seen_edges = {(e["source"], e["target"], e["kind"]) for e in g.edges}
