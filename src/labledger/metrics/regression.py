@@ -159,6 +159,11 @@ def regression_prepared(name: str, params: dict[str, Any], gold: np.ndarray, pre
 def _public(name: str) -> Callable[..., float]:
     def fn(*, gold: Any, pred: Any, sample_weight: Any = None) -> float:
         g, p = _values(gold, pred)
+        if sample_weight is not None:
+            w = np.asarray(sample_weight)
+            if w.shape == g.shape:  # frequency weights: an item of weight 0 is not there at all
+                keep = w != 0
+                g, p, sample_weight = g[keep], p[keep], w[keep]
         return float(regression_prepared(name, {}, g, p).value(sample_weight))
 
     fn.__name__ = name
