@@ -31,10 +31,6 @@ class StepperMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
 
-    def n_parameters(self) -> int:
-        """Number of trainable parameters."""
-        return sum(p.numel() for p in self.parameters() if p.requires_grad)
-
 
 def encode_inputs(images: np.ndarray, currents: np.ndarray, *, device: str = "cpu") -> torch.Tensor:
     """The model input for a batch: flattened pixels scaled to 0..1 and a one-hot current.

@@ -480,10 +480,6 @@ def ascending_sort(
         return sorts[j]
 
 
-def _group_sum(x: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
-    return x if starts is None else np.add.reduceat(x, starts, axis=1)
-
-
 #: A sort order and its tie groups (:func:`_sorted_groups`), or a function that makes them on
 #: first use (a weights function's: an analytic interval never calls it).
 SortGiven = tuple[np.ndarray, np.ndarray | None] | Callable[[], tuple[np.ndarray, np.ndarray | None]]

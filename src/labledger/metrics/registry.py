@@ -106,10 +106,6 @@ class MetricSpec:
     def name(self) -> str:
         return self.metric.name
 
-    def with_params(self, **params: Any) -> MetricSpec:
-        merged = {**dict(self.params), **params}
-        return MetricSpec(self.metric, tuple(sorted(merged.items())))
-
     def __str__(self) -> str:
         return metric_key(self.name, dict(self.params))
 

@@ -350,8 +350,3 @@ def summary_of(counters: Counters) -> dict[str, Any]:
         "history": rec.get("history", 0),
         "checkpoints": rec.get("checkpoints", 0),
     }
-
-
-def record_kind(fname: str) -> str | None:
-    """The record kind of a run file name (``metrics.jsonl`` -> ``scalars``), ``None`` for other files."""
-    return _FILE_KIND.get(fname)
