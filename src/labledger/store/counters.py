@@ -40,7 +40,6 @@ VERSION = 1
 #: A tail up to this many bytes (all files together) is read to bring counters up to date; beyond
 #: that a running run's counters are shown as its last refresh left them (at most a second old).
 TAIL_LIMIT = 1 << 20
-_FILE_KIND = {fname: kind for kind, fname in RECORD_FILES.items()}
 
 
 def is_time(t: Any) -> bool:
