@@ -62,6 +62,10 @@ COMMANDS = {
         "Items needed to detect --delta, or the minimum detectable effect of --n items, for a paired test.",
     ),
     "push": ("serve", "Upload FILE to a labledger server and verify the sha256 it stored."),
+    "rank": (
+        "ranking",
+        "Rank RESULTS (two or more files or RUN:NAME on the same items) by a metric: each one's rank with an interval, and the tie group of the best.",
+    ),
     "report": (
         "report",
         "Write a Markdown hand-off: version tables, calibration recipes with provenance and in-sample flags, metric definitions, checkpoints and soup lineage, mixture audits, notes and limits.",

@@ -572,6 +572,52 @@ class RepeatsDoc(Document, kw_only=True):
     tasks: Annotated[dict[str, RepeatTask], meaning("task -> its metrics")]
 
 
+# -- rankings with uncertainty (#45) -------------------------------------------------------------
+class RankEntry(Part, kw_only=True):
+    """One system of a ranking: its value, point rank, rank interval and tie with the best."""
+
+    name: Annotated[str, meaning("the system (a results file, RUN:NAME, or a name given)")]
+    value: Annotated[float, meaning("the metric: the mean of its per-item values over the n items")]
+    rank: Annotated[int, meaning("point rank: 1 + the systems with a strictly better value (ties share the best rank)")]
+    rank_low: Annotated[
+        int,
+        meaning("lower end of the rank interval: 1 + the systems separated above it (all ranks at once at 1 - alpha)"),
+    ]
+    rank_high: Annotated[int, meaning("upper end of the rank interval: k - the systems separated below it")]
+    tied_with_best: Annotated[
+        bool, meaning("not separable from the best: no system is separated above it (rank_low is 1)")
+    ]
+
+
+class RankingDoc(Document, kw_only=True):
+    """``labledger rank --json``: k systems ranked on the same items, each with a rank interval, and
+    the tie group of the best (:func:`labledger.analysis.ranking.rank_systems`)."""
+
+    KIND: ClassVar[str] = "ranking"
+    kind: Annotated[Literal["ranking"], meaning("the document kind")] = "ranking"
+    schema_version: Annotated[int, meaning("the document's schema version (older ones are migrated on read)")] = (
+        SCHEMA_VERSION
+    )
+    metric: Annotated[str | None, meaning("the metric ranked (a mean of per-item values)")]
+    higher_is_better: Annotated[bool, meaning("whether a higher value ranks first")]
+    n: Annotated[int, meaning("items every system is scored on (the same items)", "items")]
+    clusters: Annotated[int | None, meaning("clusters resampled (None: items are resampled)", "clusters")]
+    resamples: Annotated[int, meaning("paired bootstrap resamples (the same draws for every system)")]
+    seed: Annotated[int, meaning("seed of the bootstrap")]
+    alpha: Annotated[float, meaning("family-wise error rate of every separation (and of the rank intervals)")]
+    ci: Annotated[float, meaning("joint confidence level of the rank intervals (1 - alpha)")]
+    method: Annotated[str, meaning("how the pairwise statistics and their joint law are formed")]
+    adjustment: Annotated[str, meaning("the multiplicity adjustment over all pairs of systems")]
+    critical: Annotated[float | None, meaning("the first step's critical value of max |t| (None: no resamples)")]
+    systems: Annotated[list[RankEntry], meaning("each system, in the order given")]
+    tie_group: Annotated[list[str], meaning("the systems not separable from the best (rank interval reaching 1)")]
+    separated: Annotated[
+        list[list[str]], meaning("the pairs [better, worse] whose difference is separated at alpha, adjusted")
+    ]
+    task: Annotated[str | None, meaning("the task of the results ranked")] = None
+    warning: Annotated[str | None, meaning("why the intervals are approximate (few items or clusters)")] = None
+
+
 # -- runs and imports ----------------------------------------------------------------------------
 class RunSummary(Document, kw_only=True):
     """One run's index row and summary (``labledger runs --json`` rows, ``/api/runs``)."""
@@ -629,6 +675,7 @@ KINDS: dict[str, type[Document]] = {
         ImportRecord,
         PowerPlanDoc,
         RepeatsDoc,
+        RankingDoc,
     )
 }
 
@@ -651,6 +698,8 @@ __all__ = [
     "HarnessCheck",
     "ImportRecord",
     "PowerPlanDoc",
+    "RankEntry",
+    "RankingDoc",
     "RepeatMetric",
     "RepeatTask",
     "RepeatsDoc",
