@@ -10,12 +10,14 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
+import orjson
 
 from labledger.analysis.intervals import correct_of as _correct
 from labledger.analysis.intervals import diff_interval, diff_notes, diff_ready, margin_test
@@ -34,16 +36,26 @@ from labledger.analysis.tasks import (
     specs_for,
     task_params,
 )
-from labledger.errors import ComparisonError
+from labledger.errors import ComparisonError, MetricInputError, UnknownNameError
 from labledger.inputs.records import finite_or_none
-from labledger.inputs.results import TOLERANCE, LabelTask, TaskData, deferred_ids, load
+from labledger.inputs.results import (
+    TOLERANCE,
+    LabelTask,
+    RankingTask,
+    RegressionTask,
+    ResultSet,
+    SetTask,
+    TaskData,
+    deferred_ids,
+    load,
+)
 from labledger.metrics.kernels import one_blas_thread, pool_initializer
 from labledger.metrics.prepared import Prepared
 from labledger.metrics.registry import metric_key
 from labledger.metrics.resample import mcnemar
 from labledger.metrics.stats import adjust_p, clustered_mcnemar, family_note
 from labledger.schema import ComparisonDoc, McNemar, MetricDiff, MetricId, TaskComparison
-from labledger.schema.documents import MarginTest
+from labledger.schema.documents import FlippedItem, ItemFlips, MarginTest
 
 T = TypeVar("T")
 
@@ -98,6 +110,9 @@ def compare(
     margin: float | None = None,
     equivalence: float | None = None,
     alpha: float = 0.05,
+    pair_on: str = "item",
+    items: bool = False,
+    cluster: str | None = None,
 ) -> Comparison:
     """Compare two result sets task by task: A - B for each metric with a CI and a p-value.
 
@@ -113,6 +128,13 @@ def compare(
     (:func:`~labledger.analysis.intervals.margin_test`: the bounds of the ``1 - 2 alpha`` interval by
     the comparison's own procedure and seed); their one-sided p-values form a second family, adjusted
     by ``adjust`` (``margin_family``).
+
+    ``pair_on``: ``"item"`` (default) pairs on the id and refuses ids whose rows' ``item_hash``
+    differs (another prompt or document); ``"doc"`` pairs them on the id anyway when the document is
+    the same (:func:`~labledger.analysis.tasks.check_item_hash`), and each task's ``prompts_differ``
+    counts them. ``items=True``: each paired task's ``flips`` lists every discordant item
+    (:func:`item_flips`: A right and B wrong, and the reverse; regression: by error difference),
+    with ``cluster`` limiting the items and their counts to one group value.
 
     >>> gold = ["y", "n"] * 30
     >>> rows = lambda p: [{"id": i, "task": "t", "gold": g, "pred": p(i, g)} for i, g in enumerate(gold)]
@@ -138,13 +160,14 @@ def compare(
             adjust=adjust,
             margins=_margins(margin, equivalence, alpha),
             alpha=alpha,
+            pair_on=pair_on,
+            items=items,
+            cluster=cluster,
         )
 
 
 def _margins(margin: float | None, equivalence: float | None, alpha: float) -> list[tuple[str, float]]:
     """The margin tests asked for, checked before anything is read: ``[(test, margin), ...]``."""
-    from labledger.errors import MetricInputError
-
     out = []
     for test, m in (("non-inferiority", margin), ("equivalence", equivalence)):
         if m is None:
@@ -185,7 +208,18 @@ def _compare(
     adjust: str,
     margins: list[tuple[str, float]],
     alpha: float,
+    pair_on: str,
+    items: bool,
+    cluster: str | None,
 ) -> Comparison:
+    if pair_on not in ("item", "doc"):
+        raise MetricInputError(f"pair_on must be 'item' or 'doc'; got {pair_on!r}")
+    if (items or cluster is not None) and unpaired:
+        raise MetricInputError("the discordant items (items=True, --items) need a paired comparison, not unpaired")
+    if cluster is not None and not items:
+        raise MetricInputError("cluster= limits the listed items: pass items=True (--items) with it")
+    if items:  # rows given as an iterator are read twice (their group values, for each item's cluster)
+        a, b = (_rereadable(x) for x in (a, b))
     ra, rb = _both(pool, lambda src: load(src, tolerance=tolerance, positive=positive), a, b)
     if task is None:
         only_a, only_b = set(ra) - set(rb), set(rb) - set(ra)
@@ -199,14 +233,22 @@ def _compare(
         tasks = select_tasks(ra, task)
         select_tasks(rb, task)
     check_applicable(ra, metrics)
-    doc = ComparisonDoc(a=ra.source, b=rb.source, ci=ci, resamples=resamples, seed=seed, tasks={})
+    doc = ComparisonDoc(
+        a=ra.source,
+        b=rb.source,
+        ci=ci,
+        resamples=resamples,
+        seed=seed,
+        tasks={},
+        pair_on="doc" if pair_on == "doc" else None,
+    )
     for name in tasks:
         ta, tb = ra[name], rb[name]
         if ta.kind != tb.kind:
             raise ComparisonError(f"task '{name}' is {ta.kind} in A but {tb.kind} in B")
         if isinstance(ta, LabelTask) and isinstance(tb, LabelTask):
             ta, tb = align_labels(ta, tb)
-        ta, tb, paired = _pair(ta, tb, unpaired)
+        ta, tb, paired, differ = _pair_counted(ta, tb, unpaired, pair_on)
         groups = ta.group if ta.group is not None else tb.group
         entries: list[MetricDiff] = []
         tests: list[MarginTest] = []
@@ -283,6 +325,8 @@ def _compare(
             n=ta.n if paired else None,
             metrics=entries,
             margin_tests=tests if margins else None,
+            prompts_differ=differ or None,
+            flips=item_flips(ta, tb, sources=(a, b), cluster=cluster) if items else None,
         )
     _adjust_comparison(doc, adjust)
     return Comparison(doc)
@@ -325,9 +369,14 @@ def paired_positions(ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray | None:
     return out
 
 
-def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData, bool]:
+def _pair(a: TaskData, b: TaskData, unpaired: bool, pair_on: str = "item") -> tuple[TaskData, TaskData, bool]:
     """B's items in A's order when both hold the same ids (paired), else A and B as they are when
     ``unpaired``, else a :class:`ComparisonError` with counts and example ids."""
+    return _pair_counted(a, b, unpaired, pair_on)[:3]
+
+
+def _pair_counted(a: TaskData, b: TaskData, unpaired: bool, pair_on: str) -> tuple[TaskData, TaskData, bool, int]:
+    """:func:`_pair` and how many paired items' ``item_hash`` differ (accepted by ``pair_on="doc"``)."""
     same_order = _same_arrow_ids(a, b)
     if not same_order:
         ids_a, ids_b = a.ids, b.ids
@@ -336,7 +385,7 @@ def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData,
         where = paired_positions(ids_a, ids_b)
         if where is None:
             if unpaired:
-                return a, b, False
+                return a, b, False, 0
             set_a, set_b = set(ids_a.tolist()), set(ids_b.tolist())
             only_a, only_b = set_a - set_b, set_b - set_a
             raise ComparisonError(
@@ -347,7 +396,7 @@ def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData,
             )
         b = b.subset(where)
     if unpaired:
-        return a, b, False
+        return a, b, False, 0
     same_gold = (
         isinstance(a, LabelTask)
         and isinstance(b, LabelTask)
@@ -356,8 +405,7 @@ def _pair(a: TaskData, b: TaskData, unpaired: bool) -> tuple[TaskData, TaskData,
     )
     if not same_gold:  # (label codes over the same labels: equal codes are equal gold, no strings compared)
         check_gold(a, b)
-    check_item_hash(a, b)
-    return a, b, True
+    return a, b, True, check_item_hash(a, b, pair_on)
 
 
 def _prepared(
@@ -386,6 +434,172 @@ def _same_arrow_ids(a: TaskData, b: TaskData) -> bool:
     return bool(one_array(ia).equals(one_array(ib)))
 
 
+#: Extra row fields shown as an item's text, the first one a row has (``compare --items``).
+PROMPT_FIELDS = ("prompt", "doc", "input")
+#: Extra row fields holding a model's output text, the first one a row has.
+OUTPUT_FIELDS = ("prediction", "output")
+
+
+def item_flips(
+    a: TaskData, b: TaskData, *, sources: tuple[Any, Any] | None = None, cluster: str | None = None
+) -> ItemFlips | None:
+    """The discordant items of a paired task (B's items in A's order, as :func:`compare` pairs them).
+
+    Label, match and set tasks (``basis="correct"``): the items A has right and B wrong
+    (``better="a"``) and the reverse, each in A's row order. Regression tasks (``basis="error"``):
+    every item whose absolute errors differ, the one with the smaller error better, largest
+    difference first; "flipped" is not defined for values, so this lists where the two differ most.
+    Ranking tasks: ``None`` (no per-item right or wrong).
+
+    ``sources``: the two sides as given to :func:`compare` (paths or lists of rows), read back at the
+    items' lines for their group values (the loaded task keeps cluster codes only); without them, or
+    for a :class:`~labledger.inputs.results.ResultSet`, ``cluster`` is ``None`` on every item.
+    ``cluster``: only the items of that group value, counted and listed.
+
+    >>> from labledger.inputs.results import results_from_rows
+    >>> a = [{"id": i, "task": "t", "gold": "y", "pred": p} for i, p in enumerate("yyn")]
+    >>> b = [{"id": i, "task": "t", "gold": "y", "pred": p} for i, p in enumerate("ynn")]
+    >>> f = item_flips(results_from_rows(a)["t"], results_from_rows(b)["t"])
+    >>> f.a_better, f.b_better, [(x.id, x.pred_a, x.pred_b) for x in f.items]
+    (1, 0, [('1', 'y', 'n')])
+    """
+    if isinstance(a, RankingTask) or isinstance(b, RankingTask):
+        return None
+    scored = _discordant(a, b)
+    if scored is None:
+        return None
+    basis, a_idx, b_idx, show = scored
+    values = _cluster_values(a, b, sources)
+    if cluster is not None:
+        keep = [str(v) == cluster for v in _check_cluster(a, values, cluster)]
+        a_idx = np.asarray([i for i in a_idx.tolist() if keep[i]], dtype=np.int64)
+        b_idx = np.asarray([i for i in b_idx.tolist() if keep[i]], dtype=np.int64)
+    extra_a, extra_b = a.extras, b.extras
+    prompt = next((f for f in PROMPT_FIELDS if f in extra_a), None)
+    prompt_b = next((f for f in PROMPT_FIELDS if f in extra_b), None)
+    out_a = next((f for f in OUTPUT_FIELDS if f in extra_a), None)
+    out_b = next((f for f in OUTPUT_FIELDS if f in extra_b), None)
+    col = {  # each extra column read once (a lazy Arrow column becomes a list on first access)
+        "prompt": extra_a[prompt] if prompt else None,
+        "prompt_b": extra_b[prompt_b] if prompt_b else None,
+        "target": extra_a.get("target"),
+        "output_a": extra_a[out_a] if out_a else None,
+        "output_b": extra_b[out_b] if out_b else None,
+    }
+    ids = a.ids
+    listed: list[FlippedItem] = []
+    sides: tuple[tuple[Literal["a", "b"], np.ndarray], ...] = (("a", a_idx), ("b", b_idx))
+    for better, idx in sides:
+        for i in idx.tolist():
+            text = {k: (c[i] if c is not None else None) for k, c in col.items()}
+            if text["prompt_b"] == text["prompt"]:
+                text["prompt_b"] = None
+            listed.append(
+                FlippedItem(id=str(ids[i]), better=better, cluster=values[i] if values else None, **show(i), **text)
+            )
+    if basis == "error":
+        listed.sort(key=lambda x: -abs((x.error_b or 0.0) - (x.error_a or 0.0)))
+    return ItemFlips(basis=basis, a_better=len(a_idx), b_better=len(b_idx), cluster=cluster, items=listed)
+
+
+def _discordant(
+    a: TaskData, b: TaskData
+) -> tuple[Literal["correct", "error"], np.ndarray, np.ndarray, Callable[[int], dict[str, Any]]] | None:
+    """``(basis, A-better positions, B-better positions, item -> its gold and predictions)``."""
+    if isinstance(a, LabelTask) and isinstance(b, LabelTask):
+        right_a, right_b = a.gold_index == a.pred_index, b.gold_index == b.pred_index
+        labels_a, labels_b = a.labels, b.labels
+
+        def show_label(i: int) -> dict[str, Any]:
+            return {
+                "gold": labels_a[a.gold_index[i]],
+                "pred_a": labels_a[a.pred_index[i]],
+                "pred_b": labels_b[b.pred_index[i]],
+            }
+
+        return "correct", np.flatnonzero(right_a & ~right_b), np.flatnonzero(~right_a & right_b), show_label
+    if isinstance(a, SetTask) and isinstance(b, SetTask):
+        right_a = np.fromiter((g == p for g, p in zip(a.gold_items, a.pred_items)), dtype=bool, count=a.n)
+        right_b = np.fromiter((g == p for g, p in zip(b.gold_items, b.pred_items)), dtype=bool, count=b.n)
+
+        def show_set(i: int) -> dict[str, Any]:  # (the items are kept as canonical JSON text)
+            return {
+                "gold": [orjson.loads(x) for x in sorted(a.gold_items[i])],
+                "pred_a": [orjson.loads(x) for x in sorted(a.pred_items[i])],
+                "pred_b": [orjson.loads(x) for x in sorted(b.pred_items[i])],
+            }
+
+        return "correct", np.flatnonzero(right_a & ~right_b), np.flatnonzero(~right_a & right_b), show_set
+    if isinstance(a, RegressionTask) and isinstance(b, RegressionTask):
+        err_a = np.abs(np.asarray(a.pred_value, dtype=np.float64) - a.gold_value)
+        err_b = np.abs(np.asarray(b.pred_value, dtype=np.float64) - b.gold_value)
+        d = err_b - err_a  # > 0: A's error smaller (nan, from a missing value: neither)
+
+        def show_value(i: int) -> dict[str, Any]:
+            return {
+                "gold": finite_or_none(a.gold_value[i]),
+                "pred_a": finite_or_none(a.pred_value[i]),
+                "pred_b": finite_or_none(b.pred_value[i]),
+                "error_a": finite_or_none(err_a[i]),
+                "error_b": finite_or_none(err_b[i]),
+            }
+
+        return "error", np.flatnonzero(d > 0), np.flatnonzero(d < 0), show_value
+    return None
+
+
+def _rereadable(source: Any) -> Any:
+    """``source`` as something :func:`item_flips` can read rows of again: an iterator of rows becomes
+    a list; paths, lists and result sets are kept."""
+    if isinstance(source, (str, os.PathLike, ResultSet, Sequence, Mapping)):
+        return source
+    return list(source)
+
+
+def _cluster_values(a: TaskData, b: TaskData, sources: tuple[Any, Any] | None) -> list[Any] | None:
+    """Each item's group value in A's order, read back from the side whose clusters the comparison
+    used (A's, else B's); ``None`` when neither has clusters or the rows cannot be read again."""
+    side, source = (a, sources[0] if sources else None) if a.group is not None else (b, sources[1] if sources else None)
+    if side.group is None or source is None:
+        return None
+    codes = side.group
+    if not len(codes):
+        return []
+    _, first = np.unique(codes, return_index=True)  # one item of each cluster
+    lines = side.lines[first].tolist()
+    found = _group_at(source, lines)
+    if found is None:
+        return None
+    by_code = dict(zip(codes[first].tolist(), found))
+    return [by_code[c] for c in codes.tolist()]
+
+
+def _group_at(source: Any, lines: list[int]) -> list[Any] | None:
+    """The ``group`` field of the rows at 1-based ``lines`` of ``source`` (a results file or a list of
+    rows), or ``None`` for a source with no rows to read (a result set)."""
+    if isinstance(source, (str, os.PathLike)):
+        # the file the result set was read from, its lines numbered as the reader numbers them
+        with open(source, "rb") as fh:
+            raw = fh.read().split(b"\n")
+        return [orjson.loads(raw[ln - 1]).get("group") for ln in lines]
+    if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+        return [source[ln - 1].get("group") if isinstance(source[ln - 1], Mapping) else None for ln in lines]
+    return None
+
+
+def _check_cluster(td: TaskData, values: list[Any] | None, cluster: str) -> list[Any]:
+    """``values``, or an error when the task has no cluster ``cluster`` (naming the ones it has)."""
+    if values is None:
+        raise ComparisonError(
+            f"task '{td.task}': no cluster values to filter by (the rows have no group field, or were given as "
+            "a result set, whose group values are not kept)"
+        )
+    known = sorted({str(v) for v in values if v is not None})
+    if cluster not in known:
+        raise UnknownNameError(f"cluster of task '{td.task}'", cluster, known)
+    return values
+
+
 def _adjust_comparison(doc: ComparisonDoc, adjust: str) -> None:
     """``p_adjusted`` on every compared metric (one family over tasks and metrics) and ``family``."""
     tested = [e for body in doc.tasks.values() for e in body.metrics if e.p_value is not None]
@@ -399,4 +613,4 @@ def _adjust_comparison(doc: ComparisonDoc, adjust: str) -> None:
     doc.margin_family = family_note(len(margins), adjust) if margins else None
 
 
-__all__ = ["Comparison", "compare", "paired_positions"]
+__all__ = ["Comparison", "compare", "item_flips", "paired_positions"]

@@ -341,20 +341,89 @@ def _relabel(td: LabelTask, labels: tuple[str, ...]) -> LabelTask:
     return new
 
 
-def check_item_hash(a: TaskData, b: TaskData) -> None:
+def check_item_hash(a: TaskData, b: TaskData, pair_on: str = "item") -> int:
     """Refuse pairs whose documents differ: rows may carry ``item_hash`` (a harness's document identity,
-    e.g. lm-eval's doc_hash/prompt_hash); where both sides have one for a paired id, they must match."""
+    e.g. lm-eval's ``doc_hash/prompt_hash``); where both sides have one for a paired id, they must match.
+
+    ``pair_on="doc"`` pairs on the id even where the hashes differ (the same documents asked with
+    another few-shot seed or shot count) and returns how many paired items differ; a hash in two
+    parts (``doc/prompt``) must still agree on its first, the document's. The error names the part
+    that differs and shows both hashes from where they part, not two equal-looking prefixes.
+
+    >>> from labledger.inputs.results import results_from_rows
+    >>> rows = lambda p: [{"id": 1, "task": "t", "gold": "a", "pred": "a", "item_hash": f"d1/{p}"}]
+    >>> a, b = results_from_rows(rows("p1"))["t"], results_from_rows(rows("p2"))["t"]
+    >>> check_item_hash(a, b, "doc")
+    1
+    """
+    if pair_on not in ("item", "doc"):
+        raise MetricInputError(f"pair_on must be 'item' or 'doc'; got {pair_on!r}")
     if "item_hash" not in a.extras or "item_hash" not in b.extras:
-        return
+        return 0
     ha, hb = list(a.extras["item_hash"]), list(b.extras["item_hash"])
     diff = [i for i, (x, y) in enumerate(zip(ha, hb)) if x is not None and y is not None and x != y]
-    if diff:
-        i = diff[0]
+    if not diff:
+        return 0
+    if pair_on == "doc":
+        docs = [i for i in diff if _doc_part(ha[i]) is not None and _doc_part(ha[i]) != _doc_part(hb[i])]
+        if not docs:
+            return len(diff)
+        i = docs[0]
         raise ComparisonError(
-            f"task '{a.task}': the documents differ between A and B for {len(diff)} paired items (e.g. id "
-            f"{a.ids[i]!r}: item_hash A {_short(ha[i])}, B {_short(hb[i])}); a changed prompt or document is a "
-            "different item, so these cannot be paired"
+            f"task '{a.task}': the documents differ between A and B for {len(docs)} paired items (e.g. id "
+            f"{a.ids[i]!r}: {hash_difference(ha[i], hb[i])}); --pair-on doc pairs the same documents asked "
+            "with other prompts, not other documents"
         )
+    i = diff[0]
+    raise ComparisonError(
+        f"task '{a.task}': the documents differ between A and B for {len(diff)} paired items (e.g. id "
+        f"{a.ids[i]!r}: {hash_difference(ha[i], hb[i])}); a changed prompt or document is a different item: pass "
+        "--pair-on doc (pair_on='doc') to pair the same documents asked with other prompts"
+    )
+
+
+def _doc_part(h: Any) -> str | None:
+    """The document part of a two-part ``doc/prompt`` item hash (lm-eval's), else ``None``."""
+    if not isinstance(h, str):
+        return None
+    parts = h.split("/")
+    return parts[0] if len(parts) == 2 else None
+
+
+def hash_difference(x: Any, y: Any) -> str:
+    """Where two item hashes differ, in words: the part (document or prompt) of a ``doc/prompt``
+    hash, and both values from the first character that differs (a few shared characters before
+    it), so that two hashes with a common prefix never look alike.
+
+    >>> hash_difference("aa11/0123456789abcdef", "aa11/0123456789ab0000")
+    "same document hash ('aa11'), the prompt hash differs: A '…89abcdef', B '…89ab0000'"
+    >>> hash_difference("abcdef", "abcxyz")
+    "item_hash A 'abcdef', B 'abcxyz'"
+    """
+    if isinstance(x, str) and isinstance(y, str):
+        px, py = x.split("/"), y.split("/")
+        if len(px) == 2 and len(py) == 2:
+            if px[0] == py[0]:
+                return (
+                    f"same document hash ({_short(px[0][:12])}), the prompt hash differs: "
+                    f"{_from_difference(px[1], py[1])}"
+                )
+            return f"the document hash differs: {_from_difference(px[0], py[0])}"
+    return f"item_hash {_from_difference(x, y)}"
+
+
+def _from_difference(x: Any, y: Any, width: int = 12, before: int = 4) -> str:
+    """``A '…x', B '…y'``: both strings from a few characters before their first difference."""
+    sx, sy = str(x), str(y)
+    k = next((i for i, (p, q) in enumerate(zip(sx, sy)) if p != q), min(len(sx), len(sy)))
+    start = max(0, k - before)
+    lead = "…" if start else ""
+
+    def cut(s: str) -> str:
+        part = s[start : start + width]
+        return repr(lead + part + ("…" if len(s) > start + width else ""))
+
+    return f"A {cut(sx)}, B {cut(sy)}"
 
 
 def check_gold(a: TaskData, b: TaskData) -> None:
@@ -398,6 +467,7 @@ __all__ = [
     "check_item_hash",
     "examples",
     "find_metric",
+    "hash_difference",
     "json_params",
     "labels_of",
     "metric_seed",

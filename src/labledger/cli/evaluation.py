@@ -16,6 +16,7 @@ from labledger.schema import (
     MetricId,
     MetricValue,
     RepeatsDoc,
+    TaskComparison,
     ci_label,
     decode,
     format_p,
@@ -440,7 +441,11 @@ def eval_command(
         console.print(f"Saved evaluation '{escape(str(save))}' to {escape(str(saved))}")
 
 
-def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definitions: bool) -> None:
+def _print_comparison(
+    doc: ComparisonDoc, shown_a: str, shown_b: str, definitions: bool, items_limit: int | None = None
+) -> None:
+    """The comparison's tables, task by task; ``items_limit``: each task's discordant items too
+    (``--items``), at most that many of each direction."""
     level = ci_label(doc.ci)
     adjusted = (doc.adjust or "none") != "none"
     console.print(f"A: {escape(shown_a)}\nB: {escape(shown_b)}")
@@ -478,6 +483,13 @@ def _print_comparison(doc: ComparisonDoc, shown_a: str, shown_b: str, definition
                 console.print(f"[dim]McNemar: {escape(how)} (the item-level test ignores clusters)[/dim]")
         if body.margin_tests:
             _print_margin_tests(body.margin_tests, doc, {e.key: display_key(e) for e in body.metrics})
+        if body.prompts_differ:
+            console.print(
+                f"[yellow]Note:[/] {body.prompts_differ:,} paired items have different prompts in A and B (their "
+                "item_hash differs); paired on the document id (--pair-on doc)"
+            )
+        if items_limit is not None:
+            _print_flips(task, body, items_limit)
     family = (
         f"; {level} and p per comparison (unadjusted: p < {1 - doc.ci:.2g} exactly when the CI excludes 0, up to "
         f"1/B); p ({doc.adjust}): adjusted over {escape(doc.family or '')}, the n.s. mark reads it"
@@ -598,6 +610,28 @@ def _print_margin_tests(tests: Sequence[MarginTest], doc: ComparisonDoc, shown: 
     show_default=True,
     help="Level of each one-sided test of --margin / --equivalence.",
 )
+@click.option(
+    "--pair-on",
+    "pair_on",
+    type=click.Choice(["item", "doc"]),
+    default="item",
+    show_default=True,
+    help="Pair on the item (id and item_hash) or on the document (the id, even where the prompt differs).",
+)
+@click.option(
+    "--items",
+    "show_items",
+    is_flag=True,
+    help="List the discordant items per task: A right & B wrong and the reverse (regression: by error).",
+)
+@click.option("--cluster", metavar="VALUE", default=None, help="With --items: only the items of this group value.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="With --items: show at most N items of each direction (default 20; the counts and --json are whole).",
+)
 @json_option
 @ledger_option
 @handle_errors
@@ -616,6 +650,10 @@ def compare_command(
     margin: float | None,
     equivalence: float | None,
     alpha: float,
+    pair_on: str,
+    show_items: bool,
+    cluster: str | None,
+    limit: int | None,
     as_json: bool,
     ledger_path: str | None,
 ) -> None:
@@ -625,7 +663,15 @@ def compare_command(
     refused (with counts and example ids) unless --unpaired. --margin M tests that A is non-inferior
     to B (the one-sided 1 - alpha bound of A - B beyond -M; mirrored for lower-is-better metrics);
     --equivalence M that |A - B| < M (the 1 - 2 alpha interval inside (-M, M)).
+
+    Rows whose item_hash differs (the same document with another prompt) are refused unless
+    --pair-on doc. --items lists the items that flipped between A and B, with both predictions,
+    the gold and the prompt when the rows carry one.
     """
+    if not show_items and (cluster is not None or limit is not None):
+        raise click.UsageError("--cluster and --limit go with --items")
+    if show_items and unpaired:
+        raise click.UsageError("--items lists paired items; it cannot go with --unpaired")
     prefetch(a, b)
     from labledger.analysis.comparison import compare
 
@@ -649,13 +695,87 @@ def compare_command(
         margin=margin,
         equivalence=equivalence,
         alpha=alpha,
+        pair_on=pair_on,
+        items=show_items,
+        cluster=cluster,
     )
     doc = cmp.doc
     doc.a, doc.b = shown_a, shown_b
     if as_json:
         emit_json(doc.to_dict())
         return
-    _print_comparison(doc, shown_a, shown_b, definitions)
+    items_limit = (20 if limit is None else limit) if show_items else None
+    _print_comparison(doc, shown_a, shown_b, definitions, items_limit)
+
+
+#: Widest text cell of the --items table (ids, labels, outputs); prompts get PROMPT_WIDTH.
+CELL_WIDTH = 24
+PROMPT_WIDTH = 60
+
+
+def one_line(value: Any, width: int = CELL_WIDTH) -> str:
+    """``value`` as one line of at most ``width`` characters (whitespace runs made one space).
+
+    >>> one_line("Q: 1+1?\n  A:", 8)
+    'Q: 1+1?…'
+    >>> one_line(0.5), one_line(None)
+    ('0.5', '-')
+    """
+    if value is None:
+        return "-"
+    text = value if isinstance(value, str) else format_value(value, 4) if isinstance(value, float) else str(value)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _shown_pred(pred: Any, output: Any) -> str:
+    """A prediction, with the model's output text beside it when the rows carry a different one."""
+    if output is None or str(output) == str(pred):
+        return one_line(pred)
+    return one_line(f"{one_line(pred)} ({one_line(output)})")
+
+
+def _print_flips(task: str, body: TaskComparison, limit: int) -> None:
+    """The discordant items of one task: both counts whole, at most ``limit`` items of each direction."""
+    f = body.flips
+    if f is None:
+        why = "an unpaired comparison" if not body.paired else f"a {body.kind} task has no per-item right or wrong"
+        console.print(f"[dim]task '{escape(task)}': no items listed ({escape(why)}).[/dim]")
+        return
+    where = f" in cluster '{escape(f.cluster)}'" if f.cluster is not None else ""
+    if f.basis == "correct":
+        counts = f"{f.a_better:,} A right & B wrong, {f.b_better:,} A wrong & B right"
+    else:
+        counts = f"{f.a_better:,} with A's error smaller, {f.b_better:,} with B's (largest difference first)"
+    show = [x for x in f.items if x.better == "a"][:limit] + [x for x in f.items if x.better == "b"][:limit]
+    more = f"; showing {len(show):,} (--limit {limit})" if len(show) < len(f.items) else ""
+    console.print(f"task '{escape(task)}' items{where}: {counts}{more}")
+    if not show:
+        return
+    has = {k: any(getattr(x, k) is not None for x in show) for k in ("cluster", "error_a", "prompt")}
+    table = _table(show_header=True, box=None, pad_edge=False)
+    for col in ("", "id", *(["cluster"] if has["cluster"] else []), "gold", "A", "B"):
+        table.add_column(col, no_wrap=True)
+    if has["error_a"]:
+        table.add_column("|err A|", justify="right", no_wrap=True)
+        table.add_column("|err B|", justify="right", no_wrap=True)
+    if has["prompt"]:
+        table.add_column("prompt", no_wrap=True)
+    for x in show:
+        row = [
+            "A>B" if x.better == "a" else "B>A",
+            one_line(x.id),
+            *([one_line(x.cluster)] if has["cluster"] else []),
+            _shown_pred(x.gold, x.target),
+            _shown_pred(x.pred_a, x.output_a),
+            _shown_pred(x.pred_b, x.output_b),
+        ]
+        if has["error_a"]:
+            row += [_fmt(x.error_a), _fmt(x.error_b)]
+        if has["prompt"]:
+            row.append(one_line(x.prompt, PROMPT_WIDTH))
+        table.add_row(*(escape(c) for c in row))
+    console.print(table)
 
 
 __all__ = ["compare_command", "display_key", "eval_command"]

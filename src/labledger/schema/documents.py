@@ -170,6 +170,53 @@ class MarginTest(Part, kw_only=True):
     note: Annotated[str | None, meaning("why the test is undecided (no interval, too few clusters)")] = None
 
 
+class FlippedItem(Part, kw_only=True):
+    """One item on which A and B disagree about being right (``compare --items``): for label, match
+    and set tasks A right and B wrong or the reverse; for regression tasks the item's absolute errors
+    differ (``error_a``/``error_b``). Text fields (``prompt``, ``target``, ``output_a``/``output_b``)
+    are the rows' own extra fields, when they carry them."""
+
+    id: Annotated[str, meaning("the item's id")]
+    better: Annotated[
+        Literal["a", "b"],
+        meaning("a: A right and B wrong (regression: A's error smaller); b: the reverse"),
+    ]
+    gold: Annotated[Any, meaning("the gold label (or value, or set)")]
+    pred_a: Annotated[Any, meaning("A's prediction (label, value or set)")]
+    pred_b: Annotated[Any, meaning("B's prediction")]
+    cluster: Annotated[
+        str | int | None, meaning("the item's group value (its bootstrap cluster); null when the rows have none")
+    ] = None
+    error_a: Annotated[float | None, meaning("|pred_a - gold| (regression tasks)")] = None
+    error_b: Annotated[float | None, meaning("|pred_b - gold| (regression tasks)")] = None
+    prompt: Annotated[Any, meaning("the rows' prompt (or doc / input) field: the item's text, as A's row has it")] = (
+        None
+    )
+    prompt_b: Annotated[Any, meaning("B's prompt, where it differs from A's (compare --pair-on doc)")] = None
+    target: Annotated[Any, meaning("the rows' target field (a harness's gold answer text)")] = None
+    output_a: Annotated[Any, meaning("A's prediction field (a harness's model output text)")] = None
+    output_b: Annotated[Any, meaning("B's prediction field")] = None
+
+
+class ItemFlips(Part, kw_only=True):
+    """The discordant items of one paired task (``compare --items``), all of them, A-better first
+    then B-better, each in A's row order (regression: largest error difference first)."""
+
+    basis: Annotated[
+        Literal["correct", "error"],
+        meaning(
+            "correct: right means pred equals gold (label, match and set tasks); error: the smaller absolute error "
+            "is better (regression tasks), items with equal errors are not listed"
+        ),
+    ]
+    a_better: Annotated[int, meaning("items A has right and B wrong (regression: A's error smaller)", "items")]
+    b_better: Annotated[int, meaning("items B has right and A wrong (regression: B's error smaller)", "items")]
+    cluster: Annotated[
+        str | None, meaning("the cluster (group value) the items and counts are limited to; null: the whole task")
+    ] = None
+    items: Annotated[list[FlippedItem], meaning("every discordant item (in the cluster, when one is given)")]
+
+
 class TaskComparison(Part, kw_only=True):
     """One task of a comparison."""
 
@@ -182,6 +229,18 @@ class TaskComparison(Part, kw_only=True):
     margin_tests: Annotated[
         list[MarginTest] | None,
         meaning("non-inferiority or equivalence tests per metric (compare --margin / --equivalence)"),
+    ] = None
+    prompts_differ: Annotated[
+        int | None,
+        meaning(
+            "paired items whose item_hash differs between A and B (another prompt of the same document), paired "
+            "on the id by compare --pair-on doc; null when none differ",
+            "items",
+        ),
+    ] = None
+    flips: Annotated[
+        ItemFlips | None,
+        meaning("the items A and B disagree on (compare --items); null when not asked for or not defined (ranking)"),
     ] = None
 
 
@@ -206,6 +265,13 @@ class ComparisonDoc(Document, kw_only=True):
     family: Annotated[str | None, meaning("how many p-values the adjustment covered")] = None
     margin_family: Annotated[
         str | None, meaning("how many margin tests the adjustment of their p_adjusted covered")
+    ] = None
+    pair_on: Annotated[
+        Literal["item", "doc"] | None,
+        meaning(
+            "how paired items were matched: item (the id, and item_hash where the rows carry one) or doc (the id "
+            "and the document, even where the prompt differs); null: item"
+        ),
     ] = None
 
     def _repr_html_(self) -> str:
@@ -459,6 +525,10 @@ class VersionRow(Part, kw_only=True):
     p_adjusted: Annotated[float | None, meaning("p_value adjusted over the document's family of tests")] = None
     mde: Annotated[float | None, meaning("difference detectable with 80% power at alpha 0.05")] = None
     warning: Annotated[str | None, meaning("the interval covers less than its level")] = None
+    ranking: Annotated[
+        RankingDoc | None,
+        meaning("the columns ranked on this benchmark's stored predictions, with rank intervals (table --ranks)"),
+    ] = None
 
 
 class VersionMean(Part, kw_only=True):
@@ -695,8 +765,10 @@ __all__ = [
     "ComparisonDoc",
     "Document",
     "EvaluationDoc",
+    "FlippedItem",
     "HarnessCheck",
     "ImportRecord",
+    "ItemFlips",
     "PowerPlanDoc",
     "RankEntry",
     "RankingDoc",
