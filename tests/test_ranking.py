@@ -221,3 +221,46 @@ def test_simulated_family_wise_error_and_rank_coverage():
 def _rank_clustered(rng: np.random.Generator, p: list[float], seed: int) -> RankingDoc:
     v, g = _clustered(rng, p, 400, 40)
     return rank_systems(v, groups=g, resamples=RESAMPLES, seed=seed)
+
+
+def test_table_ranks_from_stored_predictions(digits_results, tmp_path):
+    paths, acc = digits_results
+    ledger = str(tmp_path / "ledger")
+    runner = CliRunner()
+    for name in ("logreg", "nb", "tree"):
+        assert runner.invoke(main, ["import", paths[name], "--name", name, "--ledger", ledger]).exit_code == 0
+        saved = runner.invoke(
+            main, ["eval", f"{name}:{name}", "--save", f"{name}:eval", "--model", name, "--ledger", ledger]
+        )
+        assert saved.exit_code == 0, saved.output
+    res = runner.invoke(main, ["table", "--ranks", "--json", "--ledger", ledger])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    ranking = doc["rows"][0]["ranking"]
+    assert ranking["kind"] == "ranking" and ranking["n"] == 719 and ranking["tie_group"] == ["logreg"]
+    assert {e["name"]: (e["rank"], e["rank_low"], e["rank_high"]) for e in ranking["systems"]} == {
+        "logreg": (1, 1, 1),
+        "nb": (3, 2, 3),
+        "tree": (2, 2, 3),
+    }
+    from labledger.schema import VersionTableDoc
+
+    assert decode(res.output, type=VersionTableDoc).rows[0].ranking.tie_group == ["logreg"]
+    shown = runner.invoke(main, ["table", "--ranks", "--ledger", ledger, "--format", "md"])
+    assert "95.69% #1 [1–1] ≈1" in shown.output and "82.34% #3 [2–3] |" in shown.output
+    plain = runner.invoke(main, ["table", "--json", "--ledger", ledger])
+    assert "ranking" not in json.loads(plain.output)["rows"][0]  # only with --ranks
+
+
+def test_table_ranks_says_why_a_row_is_not_ranked(tmp_path):
+    from labledger.analysis.benchmarks import version_table
+    from labledger.analysis.ranking import rank_entries
+    from labledger.schema import BenchmarkEntry
+
+    entries = [
+        BenchmarkEntry(model=m, suite="s", benchmark="b", metric="accuracy", value=v)
+        for m, v in (("x", 0.6), ("y", 0.5))
+    ]
+    table = version_table(entries, suite="s", models=["x", "y"], ranker=rank_entries)
+    assert "ranking" not in table.rows[0]
+    assert "'b' is not ranked: no stored predictions for x, y" in table.warnings

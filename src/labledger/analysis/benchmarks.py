@@ -606,6 +606,12 @@ class VersionTable:
                 "the number of deltas tested (see 'family'), is below 0.05, 'n.s.' one whose adjusted p is not, "
                 "with its minimum detectable effect at 80% power; no mark = no stored predictions to test"
             )
+        if any(r.get("ranking") is not None for r in self.rows):
+            text += (
+                "; #r [lo–hi] = the column's rank on the benchmark's stored predictions (1 + columns with a better "
+                "value) and its rank interval, joint over the row's columns at 95% (paired studentized bootstrap, "
+                "step-down max-t over all pairs of the row); '≈1' = not separable from the row's best"
+            )
         return text
 
     def _repr_html_(self) -> str:
@@ -647,7 +653,8 @@ class VersionTable:
             cat = r["category"] if r["category"] != last_cat else ""
             last_cat = r["category"]
             cells = [cat, f"{r['benchmark']} ({r['metric_id']})"] + [
-                fmt(r["values"].get(self.col_name(c))) for c in self.columns
+                fmt(r["values"].get(self.col_name(c))) + _rank_mark(r.get("ranking"), self.col_name(c))
+                for c in self.columns
             ]
             if self.delta_from:
                 d = r.get("delta")
@@ -693,7 +700,20 @@ class VersionTable:
         )
 
 
+def _rank_mark(ranking: Any, column: str) -> str:
+    """`` #r [lo–hi]`` (and ``≈1`` when not separable from the best) of a column in a row's ranking."""
+    if ranking is None:
+        return ""
+    for e in ranking.systems:
+        if e.name == column:
+            return f" #{e.rank} [{e.rank_low}–{e.rank_high}]" + (" ≈1" if e.tied_with_best else "")
+    return ""
+
+
 PairedTest = Callable[[BenchmarkEntry, BenchmarkEntry], dict[str, Any] | None]
+#: Ranks a row's entries (named by their columns): ``(RankingDoc, None)`` or ``(None, why not)``
+#: (:func:`labledger.analysis.ranking.rank_entries`).
+Ranker = Callable[[Sequence[BenchmarkEntry], Sequence[str]], tuple[Any, str | None]]
 
 
 def version_table(
@@ -705,11 +725,16 @@ def version_table(
     delta_from: str | None = None,
     paired_test: PairedTest | None = None,
     adjust: str = "holm",
+    ranker: Ranker | None = None,
 ) -> VersionTable:
     """Build the table for ``models`` x ``variants`` of ``suite`` (see :class:`VersionTable`).
 
     ``adjust``: multiplicity adjustment of the deltas' p-values over the tested rows (``holm``,
     ``bh`` or ``none``); the marks use the adjusted p, both are kept (``p_value``, ``p_adjusted``).
+
+    ``ranker`` (``table --ranks``): each row's present columns are ranked on their stored
+    predictions (each row its own family: its separations at alpha over its pairs of columns); the
+    row's ``ranking`` holds the document, a row that cannot be ranked adds a warning saying why.
     """
     columns = [(m, v) for m in models for v in variants]
     by_key: dict[tuple[str, str, str], BenchmarkEntry] = {}
@@ -789,6 +814,13 @@ def version_table(
                 row["mde"] = test.get("mde")
                 if test.get("warning"):
                     row["warning"] = test["warning"]
+        if ranker is not None:
+            named = [(VersionTable.col_name(c), x) for c, x in cells.items() if x is not None]
+            ranked, why = ranker([x for _, x in named], [name for name, _ in named])
+            if ranked is not None:
+                row["ranking"] = ranked
+            else:
+                warnings.append(f"'{bench}' is not ranked: {why}")
         if all(x is not None for x in cells.values()):
             common.append(row)
         else:

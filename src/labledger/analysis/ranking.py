@@ -336,6 +336,43 @@ def rank_results(
     )
 
 
+def rank_entries(
+    entries: Sequence[Any],
+    names: Sequence[str],
+    *,
+    alpha: float = 0.05,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[RankingDoc | None, str | None]:
+    """:func:`rank_results` on benchmark entries (:class:`~labledger.schema.BenchmarkEntry`, one
+    benchmark, a version table's row) that point at their stored predictions: ``(document, None)``,
+    or ``(None, why not)`` when an entry kept no predictions, the metrics differ, or the predictions
+    cannot be ranked (other items, a metric without per-item values). ``names``: each entry's column."""
+    from labledger.errors import LedgerError
+
+    if len(entries) < 2:
+        return None, "fewer than two columns"
+    lacking = [name for name, e in zip(names, entries) if not e.results_path]
+    if lacking:
+        return None, f"no stored predictions for {', '.join(lacking)}"
+    keys = sorted({e.id.key for e in entries})
+    if len(keys) > 1:
+        return None, f"different metrics ({', '.join(keys)})"
+    try:
+        doc = rank_results(
+            [e.results_path for e in entries],
+            names=list(names),
+            metric=keys[0],
+            task=entries[0].benchmark,
+            alpha=alpha,
+            resamples=resamples,
+            seed=seed,
+        )
+    except (LedgerError, OSError) as err:
+        return None, str(err).splitlines()[0] if str(err) else type(err).__name__
+    return doc, None
+
+
 def true_ranks(means: Sequence[float], *, higher_is_better: bool = True) -> list[int]:
     """The ranks of known means by the point-rank rule: ``1 + #{strictly better}``.
 
@@ -346,4 +383,4 @@ def true_ranks(means: Sequence[float], *, higher_is_better: bool = True) -> list
     return [1 + int((m > x).sum()) for x in m]
 
 
-__all__ = ["ADJUSTMENT", "FEW_UNITS", "rank_results", "rank_systems", "true_ranks"]
+__all__ = ["ADJUSTMENT", "FEW_UNITS", "rank_entries", "rank_results", "rank_systems", "true_ranks"]

@@ -53,11 +53,17 @@ def _pairs(values, opt):
     show_default=True,
     help="Multiplicity adjustment of the deltas' p-values: Holm (family-wise), BH (false discovery rate), none.",
 )
+@click.option(
+    "--ranks",
+    is_flag=True,
+    help="Rank each benchmark's columns on their stored predictions: #rank [joint 95% interval], and ≈1 for "
+    "those not separable from the row's best (labledger rank).",
+)
 @ledger_option
 @json_option
 @click.pass_context
 @handle_errors
-def table_cmd(ctx, suite, models, variants, delta_from, fmt, adjust, ledger_path, as_json):
+def table_cmd(ctx, suite, models, variants, delta_from, fmt, adjust, ranks, ledger_path, as_json):
     """Version table: benchmarks by category x models, with a mean row and deltas."""
     if ctx.invoked_subcommand is not None:
         return
@@ -87,6 +93,7 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, adjust, ledger_path
         delta_from=delta_from,
         paired_test=paired_entry_test,
         adjust=adjust,
+        ranker=_ranker() if ranks else None,
     )
     for w in table.warnings:
         warn(w)
@@ -111,6 +118,12 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, adjust, ledger_path
         if table.family:
             console.print(f"Deltas tested: {escape(table.family)}; marks use the adjusted p.")
         console.print("[dim]" + escape(table.definition) + "[/]")
+
+
+def _ranker():
+    from labledger.analysis.ranking import rank_entries
+
+    return rank_entries
 
 
 @table_cmd.command("import")
