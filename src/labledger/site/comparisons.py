@@ -55,6 +55,14 @@ _METRIC_KEYS = (
     "interval_note",
 )
 
+#: The discordant items a page keeps per task (``compare --items``; the counts stay whole).
+FLIP_ITEMS = 500
+#: Longest text (prompt, target, output) a page keeps per item; the document has it whole.
+FLIP_TEXT = 300
+#: What a discordant item keeps on the page (:class:`labledger.schema.FlippedItem`).
+_FLIP_KEYS = ("id", "better", "cluster", "gold", "pred_a", "pred_b", "error_a", "error_b")
+_FLIP_TEXT_KEYS = ("prompt", "prompt_b", "target", "output_a", "output_b")
+
 #: The level of the paired tests behind the version tables' significance marks.
 PAIRED_CI = 0.95
 
@@ -195,6 +203,48 @@ def _metric_view(m: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _cut(value: Any) -> Any:
+    """A text field for the page: strings cut to ``FLIP_TEXT`` characters, other values as JSON text."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+    return text if len(text) <= FLIP_TEXT else text[: FLIP_TEXT - 1] + "…"
+
+
+def flips_view(flips: Any) -> dict[str, Any] | None:
+    """A task's discordant items (``ItemFlips`` as a dict) for the page: the counts whole, the first
+    ``FLIP_ITEMS`` items of each direction, their texts cut to ``FLIP_TEXT`` characters.
+
+    >>> v = flips_view({"basis": "correct", "a_better": 1, "b_better": 0,
+    ...                 "items": [{"id": "x", "better": "a", "gold": "y", "pred_a": "y", "pred_b": "n", "prompt": "q" * 400}]})
+    >>> v["a_better"], v["shown"], len(v["items"][0]["prompt"]), v["items"][0]["pred_b"]
+    (1, 1, 300, 'n')
+    """
+    if not isinstance(flips, dict):
+        return None
+    items = [x for x in flips.get("items") or () if isinstance(x, dict)]
+    kept = [x for x in items if x.get("better") == "a"][:FLIP_ITEMS] + [x for x in items if x.get("better") != "a"][
+        :FLIP_ITEMS
+    ]
+    out = []
+    for x in kept:
+        row = {k: x.get(k) for k in _FLIP_KEYS}
+        for k in ("gold", "pred_a", "pred_b"):
+            if isinstance(row[k], (list, dict)):
+                row[k] = _cut(row[k])
+        row.update({k: _cut(x.get(k)) for k in _FLIP_TEXT_KEYS if x.get(k) is not None})
+        out.append(row)
+    return {
+        "basis": flips.get("basis"),
+        "a_better": flips.get("a_better"),
+        "b_better": flips.get("b_better"),
+        "cluster": flips.get("cluster"),
+        "listed": len(items),
+        "shown": len(out),
+        "items": out,
+    }
+
+
 def comparison_view(doc: dict[str, Any], run_id: str, run_name: str, name: str) -> dict[str, Any]:
     """A stored comparison document reduced to what the pages show (one shape for both the
     Comparisons page and the run's evaluation page).
@@ -220,6 +270,8 @@ def comparison_view(doc: dict[str, Any], run_id: str, run_name: str, name: str) 
                 "n_a": body.get("n_a"),
                 "n_b": body.get("n_b"),
                 "metrics": [_metric_view(m) for m in body.get("metrics") or () if isinstance(m, dict)],
+                "prompts_differ": body.get("prompts_differ"),
+                "flips": flips_view(body.get("flips")),
             }
         )
     return {

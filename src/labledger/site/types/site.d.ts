@@ -143,6 +143,34 @@ interface ComparisonMetric {
   warning?: string | null;
   interval_note?: string | null;
 }
+/** One discordant item of a comparison (site/comparisons.py flips_view; texts cut for the page). */
+interface FlippedItemView {
+  id: string;
+  /** "a": A right and B wrong (regression: A's error smaller); "b": the reverse. */
+  better: "a" | "b";
+  cluster: string | number | null;
+  gold: Json;
+  pred_a: Json;
+  pred_b: Json;
+  error_a: Num;
+  error_b: Num;
+  prompt?: string;
+  prompt_b?: string;
+  target?: string;
+  output_a?: string;
+  output_b?: string;
+}
+/** The items A and B disagree on in one task (compare --items), the counts whole. */
+interface FlipsView {
+  basis: "correct" | "error" | null;
+  a_better: Num;
+  b_better: Num;
+  cluster: string | null;
+  /** Items in the document; shown: those the page keeps. */
+  listed: number;
+  shown: number;
+  items: FlippedItemView[];
+}
 interface ComparisonTaskView {
   task: string;
   kind: string | null;
@@ -151,6 +179,9 @@ interface ComparisonTaskView {
   n_a: Num;
   n_b: Num;
   metrics: ComparisonMetric[];
+  /** Paired items whose prompts differ (compare --pair-on doc). */
+  prompts_differ?: Num;
+  flips?: FlipsView | null;
 }
 /** A stored comparison reduced for the pages (site/comparisons.py comparison_view). */
 interface ComparisonView {

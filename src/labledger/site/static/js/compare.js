@@ -217,6 +217,131 @@
     if (r && !r.unreadable) return h("a", { href: LL.link("run.html", { run: id }) }, label || r.name);
     return h("span", null, label || id);
   }
+  /** @param {Json | undefined} v @param {string | undefined} text */
+  function withText(v, text) {
+    var shown = LL.valueText(v);
+    return text !== undefined && text !== shown ? shown + " (" + text + ")" : shown;
+  }
+  /**
+   * The discordant items of one task: both counts, a cluster filter, and the items (compare --items).
+   * @param {ComparisonTaskView} t
+   */
+  function flipsView(t) {
+    var f = t.flips;
+    if (!f) return null;
+    var byError = f.basis === "error";
+    var counts = byError
+      ? f.a_better + " with A's error smaller, " + f.b_better + " with B's"
+      : f.a_better + " A right & B wrong, " + f.b_better + " A wrong & B right";
+    /** @type {string[]} */
+    var clusters = [];
+    f.items.forEach(function (x) {
+      var c = x.cluster === null || x.cluster === undefined ? null : String(x.cluster);
+      if (c !== null && clusters.indexOf(c) < 0) clusters.push(c);
+    });
+    clusters.sort();
+    /** @type {TableColumn<FlippedItemView>[]} */
+    var columns = [
+      {
+        key: "better",
+        label: "",
+        render: function (x) {
+          return x.better === "a" ? "A>B" : "B>A";
+        },
+      },
+      { key: "id", label: "Item" },
+    ];
+    if (clusters.length) columns.push({ key: "cluster", label: "Cluster" });
+    columns.push(
+      {
+        key: "gold",
+        label: "Gold",
+        render: function (x) {
+          return withText(x.gold, x.target);
+        },
+      },
+      {
+        key: "pred_a",
+        label: "A",
+        render: function (x) {
+          return withText(x.pred_a, x.output_a);
+        },
+      },
+      {
+        key: "pred_b",
+        label: "B",
+        render: function (x) {
+          return withText(x.pred_b, x.output_b);
+        },
+      }
+    );
+    if (byError)
+      columns.push({ key: "error_a", label: "|err A|", num: true }, { key: "error_b", label: "|err B|", num: true });
+    columns.push({
+      key: "prompt",
+      label: "Prompt",
+      className: "prompt",
+      render: function (x) {
+        return h("span", { title: x.prompt_b ? "B's prompt: " + x.prompt_b : null }, x.prompt || "");
+      },
+    });
+    var holder = h("div", { class: "flip-items" });
+    /** @param {string} only */
+    function draw(only) {
+      LL.clear(holder);
+      holder.appendChild(
+        LL.table({
+          className: "flips",
+          rows: f
+            ? f.items.filter(function (x) {
+                return !only || String(x.cluster) === only;
+              })
+            : [],
+          columns: columns,
+          pageSize: 20,
+          empty: "No item of this cluster flipped.",
+        })
+      );
+    }
+    draw("");
+    var filter = null;
+    if (clusters.length > 1) {
+      var select = h(
+        "select",
+        {
+          "aria-label": "Cluster",
+          onchange: function () {
+            draw(/** @type {HTMLSelectElement} */ (select).value);
+          },
+        },
+        h("option", { value: "" }, "every cluster"),
+        clusters.map(function (c) {
+          return h("option", { value: c }, c);
+        })
+      );
+      filter = h("label", null, "Cluster: ", select);
+    }
+    var note =
+      f.shown < f.listed
+        ? h("p", { class: "muted" }, "The first " + f.shown + " of " + f.listed + " items; the document has them all.")
+        : null;
+    return h(
+      "div",
+      { class: "flips" },
+      h(
+        "h4",
+        null,
+        "Items that flipped in task ",
+        h("code", null, t.task),
+        f.cluster ? " (cluster " + f.cluster + ")" : "",
+        ": " + counts
+      ),
+      filter,
+      holder,
+      note
+    );
+  }
+
   /** @param {ComparisonView} doc @param {Record<string, CatalogRun>} runs */
   function comparisonDoc(doc, runs) {
     var r = runs[doc.run];
@@ -241,7 +366,20 @@
       "."
     );
     var family = doc.family ? h("p", { class: "family muted" }, "p-values adjusted: " + doc.family + ".") : null;
-    return h("div", { class: "cdoc" }, head, where, LL.comparisonTable(doc), family);
+    var prompts = doc.tasks
+      .filter(function (t) {
+        return isNum(t.prompts_differ) && t.prompts_differ > 0;
+      })
+      .map(function (t) {
+        return h(
+          "p",
+          { class: "warning" },
+          "Task ",
+          h("code", null, t.task),
+          ": " + t.prompts_differ + " paired items have different prompts in A and B (paired on the document id)."
+        );
+      });
+    return h("div", { class: "cdoc" }, head, where, LL.comparisonTable(doc), family, prompts, doc.tasks.map(flipsView));
   }
 
   /* ------------------------------------------------------------------ groups */
