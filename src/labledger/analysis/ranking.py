@@ -9,7 +9,8 @@ accuracy's 0/1 correctness, a per-item loss, ...) are ranked by their means. Wha
   pair is *separated* by the step-down max-t procedure (Romano & Wolf 2005, the bootstrap form of
   Holm's step-down): the paired bootstrap over items (or clusters: a cluster brings all its items)
   draws the same resamples for every system; ``c`` is the ``1 - alpha`` quantile of
-  ``max |t*_ij - t_ij|`` over the pairs not yet separated; every pair with ``|t_ij| > c`` is
+  ``max |d*_ij - d_ij| / se*_ij`` (each resample's difference less the observed one, over the
+  resample's own standard error) over the pairs not yet separated; every pair with ``|t_ij| > c`` is
   separated, and ``c`` is recomputed over the rest until none is added. This controls the family-wise
   error over all ``k (k - 1) / 2`` pairs, using the correlation between them that Holm's bound ignores.
 - **rank interval**: ``[1 + #{systems separated above it}, k - #{systems separated below it}]``.
@@ -50,7 +51,7 @@ from labledger.schema.documents import RankEntry, RankingDoc
 FEW_UNITS = 30
 #: Elements of one chunk of bootstrap weights (resamples x units).
 _CHUNK = 1 << 22
-#: |t| at or below this is never separated (a pair whose per-item differences are all equal).
+#: A pair whose standard error is at or below this (relative) is never separated: its per-item differences are all equal.
 _SE_FLOOR = 1e-12
 
 ADJUSTMENT = (
