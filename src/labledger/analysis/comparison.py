@@ -468,83 +468,92 @@ def item_flips(
     scored = _discordant(a, b)
     if scored is None:
         return None
-    basis, a_idx, b_idx, show = scored
+    basis, a_idx, b_idx, show, weight = scored
     values = _cluster_values(a, b, sources)
     if cluster is not None:
-        keep = [str(v) == cluster for v in _check_cluster(a, values, cluster)]
-        a_idx = np.asarray([i for i in a_idx.tolist() if keep[i]], dtype=np.int64)
-        b_idx = np.asarray([i for i in b_idx.tolist() if keep[i]], dtype=np.int64)
+        keep = np.fromiter((str(v) == cluster for v in _check_cluster(a, values, cluster)), dtype=bool, count=a.n)
+        a_idx, b_idx = a_idx[keep[a_idx]], b_idx[keep[b_idx]]
+    at = np.concatenate([a_idx, b_idx]).astype(np.int64)
+    better = np.array(["a"] * len(a_idx) + ["b"] * len(b_idx), dtype=object)
+    if weight is not None:  # regression: the largest error difference first
+        order = np.argsort(-weight[at], kind="stable")
+        at, better = at[order], better[order]
+    pos = at.tolist()
     extra_a, extra_b = a.extras, b.extras
     prompt = next((f for f in PROMPT_FIELDS if f in extra_a), None)
     prompt_b = next((f for f in PROMPT_FIELDS if f in extra_b), None)
     out_a = next((f for f in OUTPUT_FIELDS if f in extra_a), None)
     out_b = next((f for f in OUTPUT_FIELDS if f in extra_b), None)
-    col = {  # each extra column read once (a lazy Arrow column becomes a list on first access)
+    given = {  # each extra column read once (a lazy Arrow column becomes a list on first access)
         "prompt": extra_a[prompt] if prompt else None,
         "prompt_b": extra_b[prompt_b] if prompt_b else None,
         "target": extra_a.get("target"),
         "output_a": extra_a[out_a] if out_a else None,
         "output_b": extra_b[out_b] if out_b else None,
     }
-    ids = a.ids
-    listed: list[FlippedItem] = []
-    sides: tuple[tuple[Literal["a", "b"], np.ndarray], ...] = (("a", a_idx), ("b", b_idx))
-    for better, idx in sides:
-        for i in idx.tolist():
-            text = {k: (c[i] if c is not None else None) for k, c in col.items()}
-            if text["prompt_b"] == text["prompt"]:
-                text["prompt_b"] = None
-            listed.append(
-                FlippedItem(id=str(ids[i]), better=better, cluster=values[i] if values else None, **show(i), **text)
-            )
-    if basis == "error":
-        listed.sort(key=lambda x: -abs((x.error_b or 0.0) - (x.error_a or 0.0)))
+    fields = show(at)
+    fields.update({k: [c[i] for i in pos] for k, c in given.items() if c is not None})
+    if "prompt_b" in fields and "prompt" in fields:  # B's prompt only where it differs from A's
+        fields["prompt_b"] = [None if x == y else y for x, y in zip(fields["prompt"], fields["prompt_b"])]
+    fields["id"] = [str(v) for v in a.ids[at].tolist()]
+    fields["better"] = better.tolist()
+    if values is not None:
+        fields["cluster"] = [values[i] for i in pos]
+    names = list(fields)
+    listed = [FlippedItem(**dict(zip(names, row))) for row in zip(*fields.values())]
     return ItemFlips(basis=basis, a_better=len(a_idx), b_better=len(b_idx), cluster=cluster, items=listed)
 
 
-def _discordant(
-    a: TaskData, b: TaskData
-) -> tuple[Literal["correct", "error"], np.ndarray, np.ndarray, Callable[[int], dict[str, Any]]] | None:
-    """``(basis, A-better positions, B-better positions, item -> its gold and predictions)``."""
+#: ``(basis, A-better positions, B-better positions, positions -> their gold and predictions as
+#: lists, the weight that orders the items or None)``
+_Discordant = tuple[
+    Literal["correct", "error"], np.ndarray, np.ndarray, Callable[[np.ndarray], dict[str, list[Any]]], np.ndarray | None
+]
+
+
+def _discordant(a: TaskData, b: TaskData) -> _Discordant | None:
+    """The discordant items of a label, set or regression task (see :func:`item_flips`)."""
     if isinstance(a, LabelTask) and isinstance(b, LabelTask):
         right_a, right_b = a.gold_index == a.pred_index, b.gold_index == b.pred_index
-        labels_a, labels_b = a.labels, b.labels
+        labels_a, labels_b = np.asarray(a.labels, dtype=object), np.asarray(b.labels, dtype=object)
 
-        def show_label(i: int) -> dict[str, Any]:
+        def show_label(at: np.ndarray) -> dict[str, list[Any]]:
             return {
-                "gold": labels_a[a.gold_index[i]],
-                "pred_a": labels_a[a.pred_index[i]],
-                "pred_b": labels_b[b.pred_index[i]],
+                "gold": labels_a[a.gold_index[at]].tolist(),
+                "pred_a": labels_a[a.pred_index[at]].tolist(),
+                "pred_b": labels_b[b.pred_index[at]].tolist(),
             }
 
-        return "correct", np.flatnonzero(right_a & ~right_b), np.flatnonzero(~right_a & right_b), show_label
+        return "correct", np.flatnonzero(right_a & ~right_b), np.flatnonzero(~right_a & right_b), show_label, None
     if isinstance(a, SetTask) and isinstance(b, SetTask):
         right_a = np.fromiter((g == p for g, p in zip(a.gold_items, a.pred_items)), dtype=bool, count=a.n)
         right_b = np.fromiter((g == p for g, p in zip(b.gold_items, b.pred_items)), dtype=bool, count=b.n)
 
-        def show_set(i: int) -> dict[str, Any]:  # (the items are kept as canonical JSON text)
-            return {
-                "gold": [orjson.loads(x) for x in sorted(a.gold_items[i])],
-                "pred_a": [orjson.loads(x) for x in sorted(a.pred_items[i])],
-                "pred_b": [orjson.loads(x) for x in sorted(b.pred_items[i])],
-            }
+        def show_set(at: np.ndarray) -> dict[str, list[Any]]:  # (the items are kept as canonical JSON text)
+            def items(sets: list[frozenset[str]]) -> list[Any]:
+                return [[orjson.loads(x) for x in sorted(sets[i])] for i in at.tolist()]
 
-        return "correct", np.flatnonzero(right_a & ~right_b), np.flatnonzero(~right_a & right_b), show_set
+            return {"gold": items(a.gold_items), "pred_a": items(a.pred_items), "pred_b": items(b.pred_items)}
+
+        return "correct", np.flatnonzero(right_a & ~right_b), np.flatnonzero(~right_a & right_b), show_set, None
     if isinstance(a, RegressionTask) and isinstance(b, RegressionTask):
         err_a = np.abs(np.asarray(a.pred_value, dtype=np.float64) - a.gold_value)
         err_b = np.abs(np.asarray(b.pred_value, dtype=np.float64) - b.gold_value)
         d = err_b - err_a  # > 0: A's error smaller (nan, from a missing value: neither)
 
-        def show_value(i: int) -> dict[str, Any]:
+        def show_value(at: np.ndarray) -> dict[str, list[Any]]:
+            def finite(v: np.ndarray) -> list[Any]:
+                return [x if math.isfinite(x) else None for x in np.asarray(v, dtype=np.float64)[at].tolist()]
+
             return {
-                "gold": finite_or_none(a.gold_value[i]),
-                "pred_a": finite_or_none(a.pred_value[i]),
-                "pred_b": finite_or_none(b.pred_value[i]),
-                "error_a": finite_or_none(err_a[i]),
-                "error_b": finite_or_none(err_b[i]),
+                "gold": finite(a.gold_value),
+                "pred_a": finite(a.pred_value),
+                "pred_b": finite(b.pred_value),
+                "error_a": finite(err_a),
+                "error_b": finite(err_b),
             }
 
-        return "error", np.flatnonzero(d > 0), np.flatnonzero(d < 0), show_value
+        return "error", np.flatnonzero(d > 0), np.flatnonzero(d < 0), show_value, np.abs(d)
     return None
 
 
