@@ -45,10 +45,17 @@ FORMAT_CHOICES = ("auto", *FORMATS)
     help="Harness outputs: import a task whose file holds fewer documents than the harness states "
     "(a truncated lm-eval samples file), with a note; without it that task is left out with an error.",
 )
+@click.option(
+    "--salvage",
+    is_flag=True,
+    help="W&B run files: import one whose bytes are damaged (a record checksum fails, or the file ends "
+    "inside a record) up to the damage, with a note on the run naming the file and byte; without it "
+    "the import is refused with that error.",
+)
 @ledger_option
 @json_option
 @handle_errors
-def import_cmd(path, name, group, fmt, copy, again, suite, partial, ledger_path, as_json):
+def import_cmd(path, name, group, fmt, copy, again, suite, partial, salvage, ledger_path, as_json):
     """Import PATH as runs, all or nothing, through the same validation as logging.
 
     PATH is a training-run folder (batches.jsonl, training_history.json, full_test/), a
@@ -71,6 +78,7 @@ def import_cmd(path, name, group, fmt, copy, again, suite, partial, ledger_path,
         copy=copy,
         again=again,
         partial=partial,
+        salvage=salvage,
     )
     added = None
     if suite is not None:

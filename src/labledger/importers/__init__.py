@@ -127,6 +127,7 @@ def import_path(
     again: bool = False,
     tags: tuple[str, ...] = (),
     partial: bool = False,
+    salvage: bool = False,
 ) -> ImportResult:
     """Import ``path`` into ``ledger`` (created if missing) as one transaction; see the module docs.
 
@@ -135,6 +136,8 @@ def import_path(
     (file, line, field) when a record is invalid; the ledger is unchanged then. ``partial``
     imports a harness task whose file holds fewer documents than the harness states it evaluated
     (a truncated lm-eval samples file), with a note, instead of leaving it out with an error.
+    A damaged W&B run file (a record checksum that fails, a file that ends inside a record) is
+    refused naming the file and byte offset; ``salvage`` imports it up to the damage, with a note.
     """
     src_path = Path(path)
     if not src_path.exists():
@@ -164,7 +167,7 @@ def import_path(
                 f"{previous['source']} as run {previous['run_id']} ({previous['format']}); pass --again "
                 "(again=True) to import it once more"
             )
-        opts = ImportOptions(name=name, group=group, copy=copy, tags=tuple(tags), partial=partial)
+        opts = ImportOptions(name=name, group=group, copy=copy, tags=tuple(tags), partial=partial, salvage=salvage)
         with book.staging() as stage:
             runs = module.load(source, stage, opts)
             if not runs:

@@ -7,8 +7,18 @@ row becomes one scalar record: ``step`` is ``_step``, ``time`` is ``_timestamp``
 as W&B keys them (nested keys joined with ``.``). Images and tables that the row references and
 that exist under the run's ``files/`` are stored in the run: images under ``files/media/``, tables
 as a JSONL record file under ``files/tables/<key>/<step>.jsonl``. Numeric summary values are the
-run's headline values. A run without W&B's exit record (its process died) is imported as failed.
-Other values (histograms, strings) are counted in a note.
+run's headline values. Other values (histograms, strings) are counted in a note.
+
+What the file proves of the run's end is its status: W&B's exit record with code 0 is
+``finished``, with another code ``failed``; a file without an exit record (its process was killed
+or crashed before ``wandb.finish``, or is still writing) is ``killed``, with an error and a note
+saying the source has no end record, as W&B's own app shows such a run as crashed, not finished.
+
+Every record is verified (:mod:`labledger.wandb.records`: each chunk's CRC-32, the framing, the
+protobuf and JSON values). A damaged file (a changed byte, or a file that ends inside a record) is
+refused with one line naming the file and byte offset, and nothing is imported; with
+``ImportOptions.salvage`` (``labledger import --salvage``) the records before the damage are
+imported and the run gets a note naming the file, the byte and what was left out.
 """
 
 from __future__ import annotations
@@ -67,11 +77,17 @@ def _media_file(run_dir: Path, value: dict[str, Any]) -> Path | None:
 def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun]:
     """One run per ``run-*.wandb`` file (see the module docstring)."""
     from labledger.wandb._run import safe_name
-    from labledger.wandb.records import read_wandb_file
+    from labledger.wandb.records import WandbFileDamage, read_wandb_file
 
     out = []
     for f in source.files:
-        data = read_wandb_file(f)
+        try:
+            data = read_wandb_file(f, salvage=opts.salvage)
+        except WandbFileDamage as exc:
+            raise ImportSourceError(
+                f"{exc}; nothing imported (--salvage imports the {exc.records} record(s) before byte "
+                f"{exc.offset}, with a note on the run)"
+            ) from None
         info = data.run
         project = info.get("project") or None
         name = opts.name or info.get("name") or info.get("id") or f.stem
@@ -92,6 +108,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
         renamed: dict[str, str] = {}
         notes: list[str] = []
         n_records = n_values = n_media = 0
+        last_step: int | None = None
         last_time = info.get("start_time")
         with run:
             if info.get("notes"):
@@ -124,6 +141,7 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                         n_media += 1
                     else:
                         skipped[str(kind)] += 1
+                last_step = step
                 if values:
                     kwargs = {"time": when} if isinstance(when, (int, float)) else {}
                     run.log(step, **kwargs, **values)
@@ -141,16 +159,33 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
             notes += scalar_notes(skipped, renamed, kept="numbers, images and tables are", names="Keys")
             if opts.copy:
                 source.copy_into(run, [f])
+            held = f"{len(data.history)} history row(s)" + (
+                f", the last at step {last_step}" if last_step is not None else ""
+            )
+            status, error = "finished", None
+            if data.damage is not None:
+                dmg = data.damage
+                notes.append(
+                    f"Salvaged from a damaged file: {source.rel(f)}:{dmg.offset}: {dmg.reason}. Imported the "
+                    f"{data.records} verified record(s) before that byte ({held}); the "
+                    f"{f.stat().st_size - dmg.offset} byte(s) from there on are not imported."
+                )
+            if data.exit_code is None:
+                status = "killed"
+                if data.damage is not None:
+                    error = f"the W&B run file is damaged at byte {data.damage.offset}: no exit record before it"
+                else:
+                    error = (
+                        "the W&B run file has no exit record: its process stopped before wandb.finish "
+                        f"(killed or crashed) or is still running; it holds {held}"
+                    )
+                    notes.append(f"The source has no end record: {error}.")
+            elif data.exit_code != 0:
+                status, error = "failed", f"exit code {data.exit_code}"
             for text in notes:
                 run.note(text)
             fields = {source.rel(f): f"history ({n_records} rows, {n_values} values, {n_media} media files)"}
-            if data.exit_code is None:
-                error = "the W&B run has no exit record (its process ended before wandb.finish)"
-                finish_import(run, fields, ended=last_time, status="failed", error=error)
-            elif data.exit_code != 0:
-                finish_import(run, fields, ended=last_time, status="failed", error=f"exit code {data.exit_code}")
-            else:
-                finish_import(run, fields, ended=last_time)
+            finish_import(run, fields, ended=last_time, status=status, error=error)
         out.append(
             ImportedRun(
                 run.id,
