@@ -55,7 +55,8 @@ def test_import_a_project_file(tmp_path):
     result = import_path(db, tmp_path / "ledger")
     assert sorted(os.listdir(tmp_path)) == sorted([*before, "ledger"])  # no -wal/-shm left beside it
     view = labledger.open_ledger(tmp_path / "ledger").run(result.run_ids[0])  # ("Infinity" is stored as null)
-    assert (view.name, view.group, view.config, view.status) == ("one", "grp", {"lr": 0.5}, "finished")
+    assert (view.name, view.group, view.config, view.status) == ("one", "grp", {"lr": 0.5}, "killed")
+    assert view.meta["error"].endswith("its last metrics row is step 3 at 2026-01-01T00:00:02+00:00")
     rows = list(view.scalars())
     assert [r["step"] for r in rows] == [0, 3] and rows[0]["time"] == 1767225601.0
     assert rows[0]["loss"] == 2.0 and rows[0]["step_"] == 1 and math.isnan(rows[1]["loss"]) and rows[1]["a.b"] == 1
@@ -126,6 +127,7 @@ def test_import_what_trackio_wrote(trackio_dir, tmp_path):
     assert any("Trackio alert [warn]" in n and "loss spike: at step 2" in n for n in notes)
     assert any("1 str value(s)" in n for n in notes)
     assert alpha.counts()["system"] == 1 and "system" not in beta.counts()
+    assert alpha.status == beta.status == "killed"  # trackio.finish writes no end: the file cannot prove one
     with pytest.raises(ImportSourceError, match="--again"):
         import_path(trackio_dir, tmp_path / "ledger")
 
@@ -172,3 +174,56 @@ def test_a_project_file_missing_a_table_is_an_error_naming_it(tmp_path):
         import_path(db, tmp_path / "ledger", fmt="trackio")
     if (tmp_path / "ledger").exists():
         assert labledger.open_ledger(tmp_path / "ledger").runs() == []
+
+
+KILLED = """
+import os, sys, time
+os.environ["TRACKIO_DIR"] = sys.argv[1]
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import trackio
+trackio.init(project="k", name="killed", auto_log_gpu=False, auto_log_cpu=False)
+for s in range(100000):
+    trackio.log({"loss": 1.0 / (s + 1)}, step=s)
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_log_is_not_finished(tmp_path):
+    """Real trackio killed (SIGKILL) mid-log: the import says the source has no end record, and
+    holds exactly the rows trackio's own reader (``SQLiteStorage.get_logs``) reads back."""
+    pytest.importorskip("trackio")
+    import time
+
+    d = tmp_path / "trackio"
+    d.mkdir()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRACKIO_DIR": str(d)}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(d)], env=env, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            time.sleep(0.3)
+            try:
+                with sqlite3.connect(f"{(d / 'k.db').as_uri()}?mode=ro", uri=True) as conn:
+                    if conn.execute("SELECT COUNT(*) FROM metrics").fetchone()[0] >= 5:
+                        break
+            except sqlite3.Error:
+                continue
+    finally:
+        proc.kill()
+        proc.wait(30)
+    read = (
+        "import json, sys; from trackio.sqlite_storage import SQLiteStorage as S; "
+        "print(json.dumps([r['step'] for r in S.get_logs('k', run_id=S.get_run_records('k')[0]['id'])]))"
+    )
+    done = subprocess.run([sys.executable, "-c", read], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(steps) >= 5
+    result = import_path(d, tmp_path / "ledger", fmt="trackio")
+    view = labledger.open_ledger(tmp_path / "ledger").run(result.run_ids[0])
+    assert [r["step"] for r in view.scalars()] == steps
+    assert view.status == "killed"
+    assert view.meta["error"].startswith("Trackio records no end of a run")
+    assert f"its last metrics row is step {steps[-1]} at" in view.meta["error"]
+    assert any(n["text"].startswith("The source has no end record") for n in view.notes())

@@ -9,8 +9,12 @@ Trackio's ``_Created``/``_Username``/``_Group`` keys; ``_Created`` is the start 
 ``_Username`` the user), one scalar record per ``metrics`` row (``step``, ``time`` from the row's
 ISO timestamp, the numbers of its JSON, nested mappings joined with ``.``, Trackio's ``"NaN"`` and
 ``"Infinity"`` strings read back as numbers), ``system_metrics`` rows as the run's system records,
-and alerts as notes. Media, tables and traces are counted in a note. Trackio records no end of a
-run: the last row's time is its end.
+and alerts as notes. Media, tables and traces are counted in a note.
+
+Trackio records no end of a run (``trackio.finish`` writes nothing; its dashboard shows no run
+status), so a run killed mid-log and one that finished look the same in the file. What the source
+proves is therefore what the run says: status ``killed``, with an error and a note that the
+source has no end record and naming its last metrics row; the last row's time is its end.
 
 >>> import sqlite3, tempfile, pathlib
 >>> d = pathlib.Path(tempfile.mkdtemp()); db = sqlite3.connect(d / "proj.db")
@@ -208,6 +212,7 @@ def _load_project(
         notes: list[str] = []
         n_records = n_values = n_system = 0
         last_time = started
+        last_row: tuple[int, str] | None = None
         with run:
             cur = conn.execute(
                 f"SELECT id, step, timestamp, metrics FROM metrics WHERE {key} = ? ORDER BY id", (ident,)
@@ -233,6 +238,7 @@ def _load_project(
                     n_values += len(values)
                 if last_time is None or when > last_time:
                     last_time = when
+                last_row = (step, str(stamp))
             if "system_metrics" in tables:
                 skey = key if key in _columns(conn, "system_metrics") else "run_name"
                 rows = conn.execute(
@@ -272,12 +278,22 @@ def _load_project(
                 )
             if opts.copy:
                 source.copy_into(run, files)
+            error = (
+                "Trackio records no end of a run: the source cannot tell a run that finished from one "
+                "stopped mid-log; "
+                + (
+                    f"its last metrics row is step {last_row[0]} at {last_row[1]}"
+                    if last_row
+                    else "it has no metrics rows"
+                )
+            )
+            notes.append(f"The source has no end record: {error}.")
             for text in notes:
                 run.note(text)
             fields = {
                 source.rel(db): f"run {run_name} ({n_records} metrics rows, {n_values} values, {n_system} system rows)"
             }
-            finish_import(run, fields, ended=last_time)
+            finish_import(run, fields, ended=last_time, status="killed", error=error)
         out.append(
             ImportedRun(
                 run.id,
