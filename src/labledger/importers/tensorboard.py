@@ -15,10 +15,20 @@ written by ``add_hparams`` (plugin ``hparams``) go to the run's config. Other su
 (histograms, images, text, graphs) are counted in a note and not imported. A tag named ``step`` or
 ``time`` is stored as ``step_``/``time_`` (and the note says so). Bytes at the end of a file that do
 not make a whole record (a writer that stopped mid-write) are reported in a note.
+
+Restarts are honoured as TensorBoard's ``EventAccumulator`` honours them (its default
+``purge_orphaned_data``): a ``SessionLog.START`` event (what ``SummaryWriter(purge_step=P)``
+writes when a run restarts from a checkpoint at step P) seen after a ``file_version`` of 2 or more
+drops every scalar record read before it, in the folder's files in name order, whose step is P or
+more; the run's note counts what was dropped and names each restart. (Files without a
+``file_version`` event, which TensorBoard purges by out-of-order steps per tag, are not purged.)
 """
 
 from __future__ import annotations
 
+import mmap
+import re
+import struct
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -182,6 +192,82 @@ class _File:
         return event_pb2.Event.FromString(self._payloads[i])
 
 
+#: The bytes of an ``Event`` holding a ``SessionLog.START``: ``wall_time`` (field 1, 8 bytes), maybe
+#: ``step`` (field 2, a varint), then field 7 (``session_log``), its length and its field 1
+#: (``status``) = 1. A file without them holds no restart.
+_START = re.compile(rb"\x09.{8}(?:\x10[\x80-\xff]{0,9}[\x00-\x7f])?\x3a[\x80-\xff]{0,4}[\x00-\x7f]\x08\x01", re.DOTALL)
+
+
+def _first_version(path: Path, event_pb2: Any) -> float | None:
+    """The ``file_version`` of a file's first event (writers put it there), or None."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.backend.event_processing.event_util import ParseFileVersion
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+            if len(head) < 12 or tfrecord.masked_crc32c(head[:8]) != struct.unpack_from("<I", head, 8)[0]:
+                return None  # no whole first record, or a damaged length: the main pass reports it
+            length = struct.unpack_from("<Q", head)[0]
+            if length > path.stat().st_size:
+                return None
+            ev = event_pb2.Event.FromString(fh.read(length))
+    except (OSError, DecodeError):  # an unreadable or damaged first record: the main pass reports it
+        return None
+    return ParseFileVersion(ev.file_version) if ev.HasField("file_version") else None
+
+
+def restarts(files: list[Path], event_pb2: Any) -> list[tuple[int, int, int]]:
+    """``(file position, record index, step)`` of each restart TensorBoard's ``EventAccumulator``
+    honours in one run folder's ``files`` (in the order it reads them): a ``SessionLog.START``
+    event seen when the last ``file_version`` read was 2 or more. Files are decoded only where
+    the bytes of a START event occur."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.backend.event_processing.event_util import ParseFileVersion
+
+    out: list[tuple[int, int, int]] = []
+    version: float | None = None
+    start = event_pb2.SessionLog.START
+    for pos, f in enumerate(files):
+        try:
+            with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                candidate = _START.search(mm) is not None
+        except (OSError, ValueError):  # an empty file (mmap refuses it) or one the main pass reports
+            candidate = False
+        if not candidate:
+            version = _first_version(f, event_pb2) or version
+            continue
+        with open(f, "rb") as fh:
+            for sc, payloads in tfrecord.EventWindows(fh, tfrecord.CHUNK):
+                for i in sc.rest.tolist():
+                    try:
+                        ev = event_pb2.Event.FromString(payloads[i])
+                    except DecodeError:  # reported by the main pass
+                        continue
+                    if ev.HasField("file_version"):
+                        version = ParseFileVersion(ev.file_version)
+                    if version and version >= 2 and ev.HasField("session_log") and ev.session_log.status == start:
+                        out.append((pos, i, int(ev.step)))
+    return out
+
+
+class _Purge:
+    """Which records of one file TensorBoard hides: a record is dropped when a restart read after
+    it (later in the file, or in a later file) has a step at or below the record's step."""
+
+    def __init__(self, restarts: list[tuple[int, int, int]], pos: int):
+        same = sorted((i, step) for p, i, step in restarts if p == pos)
+        later = min((step for p, _, step in restarts if p > pos), default=None)
+        self.index = np.array([i for i, _ in same], dtype=np.int64)
+        steps = np.array([step for _, step in same] + [later if later is not None else np.iinfo(np.int64).max])
+        self.limit = np.minimum.accumulate(steps[::-1])[::-1].astype(np.int64)  # min of each suffix
+        self.active = bool(same) or later is not None
+
+    def keep(self, event: np.ndarray, step: np.ndarray) -> np.ndarray:
+        """Whether each record (its index in the file, its step) stays."""
+        return step < self.limit[np.searchsorted(self.index, event, side="right")]
+
+
 def _decode_error(source: Source, f: Path, exc: Exception) -> ImportSourceError:
     return ImportSourceError(f"{source.rel(f)}: a record is not a TensorBoard Event protobuf ({exc})")
 
@@ -229,8 +315,11 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
         def tag_id(tag: str, renamed: dict[str, str] = renamed, tag_ids: dict[str, int] = tag_ids) -> int:
             return tag_ids.setdefault(record_name(tag, renamed), len(tag_ids))
 
+        purges = restarts(files, event_pb2)
+        dropped = [0, 0]  # records, values hidden by a restart
         with run:
-            for f in files:
+            for pos, f in enumerate(files):
+                purge = _Purge(purges, pos)
                 tf = read.pop(f, None) or _File(f)
                 has_hparams = False
                 n_file = 0
@@ -246,6 +335,8 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                             raise _decode_error(source, f, exc) from None
                         slow_times.append(ev.wall_time)
                         what = ev.WhichOneof("what")
+                        if what == "session_log" and ev.session_log.status == event_pb2.SessionLog.START:
+                            continue  # a restart: honoured (see restarts)
                         if what != "summary":
                             if what not in (None, "file_version"):
                                 skipped[what] += 1
@@ -279,10 +370,12 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                         if values:
                             slow.append((i, sub, ev.step, ev.wall_time, list(values.items())))
                     fast_keys = np.array([tag_id(t) for t in sc.tags], dtype=np.int64)
-                    n_window = _log_file_scalars(run, tag_ids, sc, fast_keys, slow)
+                    n_window, gone = _log_file_scalars(run, tag_ids, sc, fast_keys, slow, purge)
                     n_file += n_window
-                    n_records += sc.index.size + len(slow)
+                    n_records += sc.index.size + len(slow) - gone[0]
                     n_values += n_window
+                    dropped[0] += gone[0]
+                    dropped[1] += gone[1]
                     times = np.concatenate([sc.wall_time, np.array(slow_times, dtype=np.float64)])
                     if times.size:
                         lo, hi = float(times.min()), float(times.max())
@@ -299,6 +392,13 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                     "; hyperparameters -> config" if has_hparams else ""
                 )
                 del tf
+            if purges:
+                where = "; ".join(f"{source.rel(files[p])} record {i}: step {step}" for p, i, step in purges)
+                notes.append(
+                    f"Restarts (SessionLog START, as SummaryWriter(purge_step=P) writes) honoured as TensorBoard "
+                    f"does: {dropped[0]} scalar record(s) ({dropped[1]} values) read before a restart at a step "
+                    f">= its P were dropped ({where})."
+                )
             notes += scalar_notes(skipped, renamed, kept="only scalars and hyperparameters are", names="Tags")
             if opts.copy:
                 copied = source.copy_into(run, files)
@@ -330,9 +430,11 @@ def _log_file_scalars(
     sc: tfrecord.ScalarEvents,
     fast_keys: np.ndarray,
     slow: list[tuple[int, int, int, float, list[tuple[int, float]]]],
-) -> int:
+    purge: _Purge | None = None,
+) -> tuple[int, tuple[int, int]]:
     """Log one file's scalar records in file order (decoded columns and protobuf-decoded events
-    merged by record index); returns the number of values."""
+    merged by record index), leaving out those a restart hides (``purge``); returns the number of
+    values logged and ``(records, values)`` left out."""
     n_fast = sc.index.size
     counts = np.concatenate([np.ones(n_fast, dtype=np.int64), [len(r[4]) for r in slow]]).astype(np.int64)
     event = np.concatenate([sc.index, [r[0] for r in slow]]).astype(np.int64)
@@ -341,6 +443,15 @@ def _log_file_scalars(
     wall = np.concatenate([sc.wall_time, [r[3] for r in slow]]).astype(np.float64)
     keys = np.concatenate([fast_keys[sc.tag], [k for r in slow for k, _ in r[4]]]).astype(np.int64)
     values = np.concatenate([sc.value, [x for r in slow for _, x in r[4]]]).astype(np.float64)
+    gone = (0, 0)
+    if purge is not None and purge.active and event.size:
+        keep = purge.keep(event, step)
+        if not keep.all():
+            vkeep = np.repeat(keep, counts)
+            gone = (int((~keep).sum()), int((~vkeep).sum()))
+            counts, event, sub, step, wall = counts[keep], event[keep], sub[keep], step[keep], wall[keep]
+            keys, values = keys[vkeep], values[vkeep]
+            slow = [r for r, k in zip(slow, keep[n_fast:].tolist(), strict=True) if k]
     if slow:
         order = np.lexsort((sub, event))
         starts = np.concatenate([[0], np.cumsum(counts)])
@@ -351,4 +462,4 @@ def _log_file_scalars(
     starts = np.concatenate([[0], np.cumsum(counts)])
     names = sorted(tag_ids, key=tag_ids.__getitem__)
     log_scalar_columns(run, names, step, wall, starts, keys, values)
-    return int(values.size)
+    return int(values.size), gone
