@@ -337,7 +337,9 @@ def test_mlflow_store_runs_params_metrics_tags(tmp_path, monkeypatch, kind):
         if name == "trashed":
             continue
         view, mrun = views[name], client.get_run(run_id)
-        assert view.config == mrun.data.params
+        # numbers as numbers, each giving MLflow's text back; the texts as MLflow has them in run.json
+        assert {k: str(v) for k, v in view.config.items()} == mrun.data.params
+        assert view.meta["mlflow"]["params"] == mrun.data.params
         assert view.group == client.get_experiment(mrun.info.experiment_id).name
         assert view.meta["mlflow"]["tags"] == mrun.data.tags
         assert view.meta["mlflow"]["run_id"] == run_id
@@ -358,6 +360,7 @@ def test_mlflow_store_runs_params_metrics_tags(tmp_path, monkeypatch, kind):
         for g, e in zip(got, expected):
             assert g[:3] == e[:3] and is_close(g[3], e[3])
     base = views["baseline"]
+    assert base.config["lr"] == 0.1 and base.config["batch_size"] == 32  # MLflow's "0.1" and "32"
     assert base.status == "finished" and views["crashy"].status == "failed"
     assert base.tags == ["team=vision"]
     notes = [n["text"] for n in base.notes()]

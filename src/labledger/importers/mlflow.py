@@ -13,7 +13,7 @@ Each active MLflow run becomes one ledger run:
 |---|---|
 | run name (``--name`` when the store has one run; ``NAME/run name`` when it has several) | run name |
 | experiment name (unless ``--group``) | group |
-| params (strings, as MLflow stores them) | config |
+| params (MLflow stores them as text) | config: a param whose text is exactly how Python writes a finite number (``str(int)``, ``repr(float)``: ``"0.01"``, ``"64"``, ``"1e-05"``) as that number, so ``config.lr < 0.05`` compares numbers and ``str(value)`` is the text again; any other text as text. The texts, as MLflow has them, in ``run.json`` ``mlflow.params`` |
 | tags | ``run.json`` ``mlflow.tags`` (all of them); user tags also as ledger tags ``key=value``; ``mlflow.note.content`` as a note; ``mlflow.user`` / ``mlflow.source.*`` as the run's user, argv and git |
 | metrics, every point (an SQLite store's read with one ``SELECT``) | scalar records: one per (step, timestamp), ``time`` = timestamp / 1000, values keyed by metric name |
 | status FINISHED / FAILED / KILLED | finished / failed / killed; RUNNING or SCHEDULED becomes killed with an error saying the run had not ended |
@@ -26,6 +26,7 @@ Deleted runs and experiments are not imported (a note on each imported run count
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sqlite3
@@ -54,7 +55,29 @@ from labledger.store.ledger import Ledger
 FORMAT = "mlflow"
 DB_NAMES = ("mlflow.db",)
 SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
 #: Tables whose presence marks an SQLite file as an MLflow store.
+def param_value(text: str) -> Any:
+    """An MLflow param (text) as the config holds it: the number its text spells when the text is
+    exactly how Python writes that number (``str`` of an int, ``repr`` of a finite float), so that
+    ``str(param_value(t)) == t`` always; any other text unchanged.
+
+    >>> [param_value(t) for t in ("0.01", "64", "1e-05", "-0.5", "1_000", "01", "nan", "True", "adam")]
+    [0.01, 64, 1e-05, -0.5, '1_000', '01', 'nan', 'True', 'adam']
+    """
+    try:
+        if str(number := int(text)) == text:
+            return number
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return value if math.isfinite(value) and repr(value) == text else text
+
+
 MLFLOW_TABLES = {"experiments", "runs", "metrics", "params", "tags"}
 STATUS = {"FINISHED": "finished", "FAILED": "failed", "KILLED": "killed"}
 RESERVED = ("step", "time")
@@ -333,7 +356,7 @@ def _import_run(
         name,
         source=source,
         opts=opts,
-        config=dict(data.params),
+        config={k: param_value(v) for k, v in data.params.items()},
         started=started,
         group=exp.name,
         tags=user_tags,
@@ -351,13 +374,16 @@ def _import_run(
                 "artifact_uri": info.artifact_uri,
                 "tags": tags,
                 "dataset_inputs": datasets,
+                "params": dict(data.params),
             }
         },
     )
     notes: list[str] = []
     keys = sorted(data.metrics)
     fields = {
-        "params": f"config ({len(data.params)} params)",
+        "params": f"config ({len(data.params)} params, "
+        f"{sum(not isinstance(param_value(v), str) for v in data.params.values())} of them numbers; "
+        "their texts in run.json mlflow.params)",
         "tags": f"run.json mlflow.tags ({len(tags)}); {len(user_tags)} user tag(s) as ledger tags",
     }
     with run:
