@@ -210,17 +210,67 @@ def test_a_cut_file_says_it_is_truncated(wandb_dirs, tmp_path):
     data = path.read_bytes()
     path.write_bytes(data[:-20])  # inside the last record (the exit record)
     theirs, said = _theirs(path)
-    assert "incomplete .wandb file" in said
-    with pytest.raises(
-        ImportSourceError, match=rf"^{re.escape(str(path))}:\d+: truncated: the file ends inside a record"
-    ):
-        import_path(src, tmp_path / "ledger")
-    result = import_path(src, tmp_path / "ledger", salvage=True)
+    assert "incomplete .wandb file" in said  # wandb's reader ends there, not an error
+    result = import_path(src, tmp_path / "ledger")  # no --salvage needed: nothing read is damaged
     view = labledger.open_ledger(tmp_path / "ledger").run(result.run_ids[0])
     assert [r["step"] for r in view.scalars()] == [h["_step"] for h in _history(theirs) if "loss" in h] == [0, 1, 2]
     assert not any(r["type"] == "exit" for r in theirs) and view.status == "killed"
-    (note,) = [n["text"] for n in view.notes() if n["text"].startswith("Salvaged")]
-    assert f"Imported the {len(theirs)} verified record(s)" in note and "truncated" in note
+    assert view.meta["error"].startswith("the W&B run file ends inside a record at byte")
+    (note,) = [n["text"] for n in view.notes() if n["text"].startswith("Truncated file")]
+    rel = path.relative_to(src).as_posix()
+    assert f"{rel}:" in note and "truncated: the file ends inside a record" in note
+    assert f"Imported the {len(theirs)} verified record(s)" in note
+
+
+KILLED = """
+import sys, wandb
+run = wandb.init(project="k", name="killed", dir=sys.argv[1], mode="offline")
+for i in range(10**9):
+    wandb.log({f"m{k}": i * k + 0.5 for k in range(40)})
+"""
+
+
+@pytest.mark.slow
+def test_a_wandb_run_killed_mid_log_is_killed_with_what_its_file_holds(tmp_path):
+    """Real wandb killed (SIGKILL to its process group, wandb-core included) once its file holds
+    three blocks: the import holds exactly the history wandb's own reader reads, and says the run
+    has no end."""
+    import signal
+    import time
+
+    env = {**os.environ, "WANDB_SILENT": "true", "WANDB_MODE": "offline"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(tmp_path)],
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            files = list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
+            if files and files[0].stat().st_size >= 3 * 32768:
+                break
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    (path,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
+    theirs, _said = _theirs(path)
+    want = _history(theirs)
+    assert len(want) > 10 and not any(r["type"] == "exit" for r in theirs)
+    result = import_path(tmp_path / "wandb", tmp_path / "ledger")
+    view = labledger.open_ledger(tmp_path / "ledger").run(result.run_ids[0])
+    rows = list(view.scalars())
+    assert [r["step"] for r in rows] == [h["_step"] for h in want]
+    assert all(r["m7"] == h["m7"] and r["time"] == h["_timestamp"] for r, h in zip(rows, want, strict=True))
+    assert view.status == "killed" and view.status != "finished"
+    assert (
+        view.meta["error"].startswith("the W&B run file")
+        and f"the last at step {want[-1]['_step']}" in view.meta["error"]
+    )
 
 
 @pytest.mark.slow

@@ -48,9 +48,10 @@ FORMAT_CHOICES = ("auto", *FORMATS)
 @click.option(
     "--salvage",
     is_flag=True,
-    help="W&B run files: import one whose bytes are damaged (a record checksum fails, or the file ends "
-    "inside a record) up to the damage, with a note on the run naming the file and byte; without it "
-    "the import is refused with that error.",
+    help="W&B run files: import one whose bytes are damaged (a record checksum fails, a chunk is "
+    "broken) up to the damage, with a note on the run naming the file and byte; without it the import "
+    "is refused with that error. (A file cut short inside its last record, as a killed run leaves it, "
+    "is imported up to there with a note either way.)",
 )
 @ledger_option
 @json_option

@@ -136,8 +136,9 @@ def import_path(
     (file, line, field) when a record is invalid; the ledger is unchanged then. ``partial``
     imports a harness task whose file holds fewer documents than the harness states it evaluated
     (a truncated lm-eval samples file), with a note, instead of leaving it out with an error.
-    A damaged W&B run file (a record checksum that fails, a file that ends inside a record) is
-    refused naming the file and byte offset; ``salvage`` imports it up to the damage, with a note.
+    A damaged W&B run file (a record checksum that fails, a broken chunk) is refused naming the
+    file and byte offset; ``salvage`` imports it up to the damage, with a note (one cut short
+    inside its last record, as a killed writer leaves it, is imported up to there with a note).
     """
     src_path = Path(path)
     if not src_path.exists():

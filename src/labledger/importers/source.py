@@ -50,8 +50,8 @@ class ImportOptions:
     #: Import a harness task whose file holds fewer documents than the harness states (a truncated
     #: file), with a note, instead of leaving it out with an error.
     partial: bool = False
-    #: Import a damaged source (a W&B run file whose record checksum fails, or that ends inside a
-    #: record) up to the damage, with a note on the run naming the file and byte, instead of
+    #: Import a damaged source (a W&B run file whose record checksum fails or whose chunks are
+    #: broken) up to the damage, with a note on the run naming the file and byte, instead of
     #: refusing it with an error.
     salvage: bool = False
 

@@ -15,10 +15,12 @@ or crashed before ``wandb.finish``, or is still writing) is ``killed``, with an 
 saying the source has no end record, as W&B's own app shows such a run as crashed, not finished.
 
 Every record is verified (:mod:`labledger.wandb.records`: each chunk's CRC-32, the framing, the
-protobuf and JSON values). A damaged file (a changed byte, or a file that ends inside a record) is
-refused with one line naming the file and byte offset, and nothing is imported; with
-``ImportOptions.salvage`` (``labledger import --salvage``) the records before the damage are
-imported and the run gets a note naming the file, the byte and what was left out.
+protobuf and JSON values). A damaged file (a changed byte, a broken chunk) is refused with one line
+naming the file and byte offset, and nothing is imported; with ``ImportOptions.salvage``
+(``labledger import --salvage``) the records before the damage are imported and the run gets a
+note naming the file, the byte and what was left out. A file that ends inside a record (a writer
+killed mid-log: wandb-core writes whole 32 KiB blocks, so its last record is often cut) is
+imported up to there with a note saying it is truncated, as wandb's own reader ends there.
 """
 
 from __future__ import annotations
@@ -165,15 +167,21 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
             status, error = "finished", None
             if data.damage is not None:
                 dmg = data.damage
+                what = (
+                    "Truncated file (its writer was stopped mid-write, or is still writing)"
+                    if dmg.truncated
+                    else "Salvaged from a damaged file"
+                )
                 notes.append(
-                    f"Salvaged from a damaged file: {source.rel(f)}:{dmg.offset}: {dmg.reason}. Imported the "
+                    f"{what}: {source.rel(f)}:{dmg.offset}: {dmg.reason}. Imported the "
                     f"{data.records} verified record(s) before that byte ({held}); the "
                     f"{f.stat().st_size - dmg.offset} byte(s) from there on are not imported."
                 )
             if data.exit_code is None:
                 status = "killed"
                 if data.damage is not None:
-                    error = f"the W&B run file is damaged at byte {data.damage.offset}: no exit record before it"
+                    how = "ends inside a record" if data.damage.truncated else "is damaged"
+                    error = f"the W&B run file {how} at byte {data.damage.offset}: no exit record before it; it holds {held}"
                 else:
                     error = (
                         "the W&B run file has no exit record: its process stopped before wandb.finish "

@@ -10,9 +10,12 @@ its bytes); the assembled bytes are decoded with W&B's own protobuf classes
 Every chunk's checksum is verified as wandb's readers verify it: CRC-32 (zlib's, IEEE; not
 LevelDB's masked CRC-32C) of the chunk's type byte followed by its bytes. The first chunk that
 fails (a checksum, a length past its block, a type out of order, non-zero block padding, a record
-protobuf or a value's JSON that does not decode) or a file that ends inside a record raises
-:class:`WandbFileDamage` naming the file and the byte offset; with ``salvage=True``
-:func:`read_wandb_file` instead returns the records before it, with the damage recorded.
+protobuf or a value's JSON that does not decode) raises :class:`WandbFileDamage` naming the file
+and the byte offset; with ``salvage=True`` :func:`read_wandb_file` instead returns the records
+before it, with the damage recorded. A file that ends inside a record is what a writer killed
+mid-log (or still writing) leaves, since wandb-core writes whole 32 KiB blocks: as wandb's own reader
+("the end of an incomplete .wandb file"), :func:`read_wandb_file` returns the whole records before
+it, the truncation recorded (``damage.truncated``), without ``salvage``.
 
 >>> read_wandb_file.__name__
 'read_wandb_file'
@@ -161,7 +164,8 @@ class WandbRunFile:
     exit_code: int | None = None
     #: How many records were read (all of them, or those before ``damage``).
     records: int = 0
-    #: With ``salvage=True``: the damage the reading stopped at (None when the whole file was read).
+    #: Where the reading stopped: a truncated tail, or with ``salvage=True`` the damage (None when
+    #: the whole file was read).
     damage: WandbFileDamage | None = None
 
 
@@ -204,8 +208,9 @@ def read_wandb_file(path: str | os.PathLike[str], *, salvage: bool = False) -> W
     Every record is verified (see the module docstring). At the first damage it raises
     :class:`WandbFileDamage` (one line: file, byte offset, what failed; nothing of the file is
     returned), or with ``salvage`` returns what the records before the damage hold, the damage in
-    ``.damage``. A record is taken whole or not at all: a record whose protobuf or one of whose
-    JSON values does not decode is the damage, not skipped.
+    ``.damage``. A file that ends inside a record is read up to there without ``salvage``
+    (``.damage.truncated``). A record is taken whole or not at all: a record whose protobuf or one
+    of whose JSON values does not decode is the damage, not skipped.
     """
     try:
         import importlib
@@ -243,7 +248,7 @@ def read_wandb_file(path: str | os.PathLike[str], *, salvage: bool = False) -> W
                 ) from None
             out.records += 1
     except WandbFileDamage as exc:
-        if not salvage:
+        if not (salvage or exc.truncated):
             raise
         out.damage = exc
     out.summary = regroup(out.summary)
