@@ -716,10 +716,10 @@ PROMPT_WIDTH = 60
 def one_line(value: Any, width: int = CELL_WIDTH) -> str:
     """``value`` as one line of at most ``width`` characters (whitespace runs made one space).
 
-    >>> one_line("Q: 1+1?\n  A:", 8)
+    >>> one_line("Q: 1+1?\\n  A:", 8)
     'Q: 1+1?…'
     >>> one_line(0.5), one_line(None)
-    ('0.5', '-')
+    ('0.5000', '-')
     """
     if value is None:
         return "-"
