@@ -140,11 +140,12 @@ def current_benchmark_rows(
 RUN_TABLES = (("runs", "id"), ("run_tags", "run_id"), ("checkpoints", "run_id"), ("benchmark_entries", "run_id"))
 
 
-def table_columns(book: Ledger, table: str) -> list[str]:
-    """The column names of an index table, in order."""
-    if book.dialect == "postgresql":
-        return list(book.db.columns(table))
-    return [str(r[1]) for r in book.db.execute(f"PRAGMA table_info({table})").fetchall()]
+def table_columns(db: Any, dialect: str, table: str) -> list[str]:
+    """The column names of an index table, in order (``db``: the ledger's index connection, or a
+    transaction's; ``dialect``: the ledger's)."""
+    if dialect == "postgresql":
+        return list(db.columns(table))
+    return [str(r[1]) for r in db.execute(f"PRAGMA table_info({table})").fetchall()]
 
 
 def replace_run_rows(book: Ledger, run_id: str, tables: Mapping[str, Any]) -> None:
@@ -169,7 +170,8 @@ def replace_run_rows(book: Ledger, run_id: str, tables: Mapping[str, Any]) -> No
     if "updated" not in runs_cols:  # left out by the sender: it changes without the run changing
         runs_cols, runs_rows = [*runs_cols, "updated"], [[*runs_rows[0], time.time()]]
     ours = {
-        name: set(table_columns(book, name)) for name in (*(n for n, _ in RUN_TABLES), "evaluations", "metric_values")
+        name: set(table_columns(book.db, book.dialect, name))
+        for name in (*(n for n, _ in RUN_TABLES), "evaluations", "metric_values")
     }
 
     def insert(db: Any, name: str, cols: list[str], rows: list[list[Any]], skip: tuple[str, ...] = ()) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from labledger.errors import LedgerError, RecordError
+from labledger.store.index import RUN_TABLES
 from labledger.store.jsonl import RECORD_FILES, read_json, write_json
 
 #: Bytes per hashed chunk.
@@ -407,7 +408,8 @@ def complete_size(path: Path | str, size: int) -> int:
     return 0
 
 
-INDEX_TABLES = ("runs", "run_tags", "checkpoints", "benchmark_entries")
+#: The index tables whose rows of a run are synced (the same as :data:`labledger.store.index.RUN_TABLES`).
+INDEX_TABLES = tuple(name for name, _ in RUN_TABLES)
 
 
 def index_rows(book: Any, run_id: str) -> dict[str, Any]:

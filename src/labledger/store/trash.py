@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from labledger.errors import LedgerError, RunNotFoundError, RunStateError
+from labledger.store.index import table_columns
 
 if TYPE_CHECKING:
     from labledger.store.ledger import Ledger
@@ -146,12 +147,6 @@ def _tables(db: Any, dialect: str) -> list[str]:
     return [str(r[0]) for r in db.execute(q).fetchall()]
 
 
-def _columns(db: Any, dialect: str, table: str) -> list[str]:
-    if dialect == "postgresql":
-        return list(db.columns(table))
-    return [str(r[1]) for r in db.execute(f"PRAGMA table_info({table})").fetchall()]
-
-
 def _run_tables(db: Any, dialect: str) -> list[tuple[str, str, list[str]]]:
     """``(table, key column, columns)`` of every index table whose rows belong to one run, in the
     order rows are inserted (``runs`` first, ``evaluations`` before ``metric_values``): ``runs``
@@ -163,7 +158,7 @@ def _run_tables(db: Any, dialect: str) -> list[tuple[str, str, list[str]]]:
     for table in _tables(db, dialect):
         if table in DERIVED_TABLES or table.startswith("_"):
             continue
-        cols = _columns(db, dialect, table)
+        cols = table_columns(db, dialect, table)
         if table == "runs":
             runs = (table, "id", cols)
         elif "run_id" in cols:
@@ -234,7 +229,7 @@ def _insert_rows(db: Any, dialect: str, rows: dict[str, list[dict[str, Any]]]) -
     for table in sorted(rows, key=lambda t: order.get(t, len(order))):
         if table not in order:
             raise LedgerError(f"the index has no table {table!r} any more; the run's rows cannot go back")
-        have = set(_columns(db, dialect, table))
+        have = set(table_columns(db, dialect, table))
         for row in rows[table]:
             cols = [c for c in row if c in have]
             marks = ", ".join("?" * len(cols))
