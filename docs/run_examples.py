@@ -262,9 +262,7 @@ class Runner:
             import traceback
 
             out += "".join(traceback.format_exception(result.exception))
-        # (one freed while the command runs is shown by the command itself, as a warning line)
-        said = [str(w.message) for w in caught] + out.splitlines()
-        unclosed = tuple(text for text in said if "unclosed Ledger(" in text)
+        unclosed = tuple(str(w.message) for w in caught if issubclass(w.category, ResourceWarning))
         return Outcome(out, result.exit_code, unclosed)
 
     def _demo(self, words: list[str]) -> Outcome:
