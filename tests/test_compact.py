@@ -1,4 +1,5 @@
-"""Compaction of finished runs (#19): record files become verified zstd frames (``X.jsonl.zst``).
+"""Compaction of finished runs (#19): record files become verified zstd files in the zstd seekable
+format (``X.jsonl.zst``), which ``zstdcat`` and ``pyzstd.SeekableZstdFile`` read too (#42).
 
 Round trips are byte-exact; a crash at each step of a compaction leaves a readable run with the
 same records; every reader answers the same on a compacted run as on the plain one; ``verify``
@@ -89,7 +90,7 @@ def test_a_compacted_file_holds_the_jsonl_byte_for_byte(tmp_path):
     assert record_state(p) == [st.st_size, st.st_mtime_ns]  # counters taken before stay current
     with pytest.warns(Warning, match="torn last line"):
         assert list(iter_lines(p)) == plain_lines  # the JSONL's line numbers
-    # plain zstd tools read it too: frames one after another, the index a skippable frame
+    # plain zstd tools read it too: frames one after another, the index and seek table skippable frames
     with open(z, "rb") as f:
         assert zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True).read() == data
     # seeking by JSONL offset
@@ -352,3 +353,79 @@ def test_a_reader_opening_as_the_run_is_compacted_finds_the_compressed_file(tmp_
     assert raced and f is not None
     with f:
         assert f.read() == b"".join(lines)
+
+
+def test_readers_that_are_not_labledger_read_a_compacted_file(tmp_path):
+    """The file is the zstd seekable format: zstd's own CLI decompresses it, and a maintained
+    seekable-format reader (pyzstd) seeks in it to any offset."""
+    import random
+    import subprocess
+
+    pyzstd = pytest.importorskip("pyzstd")
+    rng = random.Random(7)
+    data = b"".join(orjson.dumps({"step": i, "text": "x" * rng.randint(0, 80)}) + b"\n" for i in range(5000))
+    p = tmp_path / "batches.jsonl"
+    p.write_bytes(data)
+    compact_file(p, min_bytes=0, frame_bytes=FRAME)
+    z = compressed_path(p)
+    assert len(read_index(z).frames) > 20
+    if shutil.which("zstdcat"):
+        assert subprocess.run(["zstdcat", str(z)], capture_output=True, check=True).stdout == data
+    with pyzstd.SeekableZstdFile(z, "r") as f:
+        for _ in range(200):
+            at, n = rng.randrange(len(data) + 1), rng.randrange(20_000)
+            f.seek(at)
+            assert f.read(n) == data[at : at + n]
+
+
+def _old_layout(data: bytes, frame_bytes: int) -> bytes:
+    """``data`` compressed as labledger wrote it before the seekable format: frames, then a skippable
+    frame holding a JSON index, its length (8 bytes) and ``LLZIDX01``."""
+    cctx = zstandard.ZstdCompressor(level=3, write_checksum=True, write_content_size=True)
+    frames, out, at = [], b"", 0
+    for start in range(0, len(data), frame_bytes):
+        cut = data.find(b"\n", start + frame_bytes - 1)
+        chunk = data[at : cut + 1 if cut >= 0 else len(data)]
+        if not chunk:
+            continue
+        comp = cctx.compress(chunk)
+        frames.append([len(out), len(comp), len(chunk), chunk.count(b"\n")])
+        out, at = out + comp, at + len(chunk)
+    body = orjson.dumps(
+        {"v": 1, "frames": frames, "size": len(data), "sha256": "", "key": "", "mtime_ns": 0, "lines": 0}
+    )
+    payload = body + len(body).to_bytes(8, "little") + b"LLZIDX01"
+    return out + (0x184D2A5E).to_bytes(4, "little") + len(payload).to_bytes(4, "little") + payload
+
+
+def test_a_file_of_the_old_layout_is_read_then_upgraded_by_compact_upgrade(pair, tmp_path):
+    root, run_id = pair
+    shutil.copytree(root / "plain", tmp_path / "l")
+    run_dir = tmp_path / "l" / "runs" / run_id
+    path = run_dir / "batches.jsonl"
+    data = path.read_bytes()
+    compressed_path(path).write_bytes(_old_layout(data, FRAME))
+    path.unlink()
+    view = labledger.open_ledger(tmp_path / "l").run(run_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # read in order, quietly: not damage
+        assert [b["microbatch"] for b in view.batches()] == list(range(1, 121))
+    assert any(
+        "compact --upgrade" in p.message
+        for p in verify_ledger(labledger.open_ledger(tmp_path / "l"), [run_id]).problems
+    )
+    r = CliRunner()
+    args = ["compact", "--ledger", str(tmp_path / "l"), "--upgrade"]
+    dry = r.invoke(main, [*args, "--dry-run"])
+    assert dry.exit_code == 0 and "would upgrade 1 file(s)" in dry.output, dry.output
+    done = r.invoke(main, args)
+    assert done.exit_code == 0 and "upgraded 1 file(s)" in done.output, done.output
+    assert read_index(compressed_path(path)) is not None and read_record_bytes(path) == data
+    assert verify_ledger(labledger.open_ledger(tmp_path / "l"), [run_id]).ok
+    again = orjson.loads(r.invoke(main, [*args, "--json"]).output)
+    assert "upgraded" not in {f["action"] for f in again["files"]}
+    # verify --repair upgrades one too
+    compressed_path(path).write_bytes(_old_layout(data, FRAME))
+    fixed = verify_ledger(labledger.open_ledger(tmp_path / "l"), [run_id], repair=True)
+    assert fixed.ok and any(p.repaired == "rewritten in the zstd seekable format" for p in fixed.problems)
+    assert read_index(compressed_path(path)) is not None and read_record_bytes(path) == data

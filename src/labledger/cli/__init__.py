@@ -26,7 +26,7 @@ COMMANDS = {
     ),
     "compact": (
         "compact",
-        "Compress the record files of RUNs (default: every run that is not running) into verified zstd frames (X.jsonl.zst), as Run.finish does: each is decompressed and its sha256 checked before the JSONL is removed. Idempotent; a running run is skipped.",
+        "Compress the record files of RUNs (default: every run that is not running) into verified zstd files in the zstd seekable format (X.jsonl.zst), as Run.finish does: each is decompressed and its sha256 checked before the JSONL is removed. Idempotent; a running run is skipped.",
     ),
     "demo": ("demo", "Train two small PyTorch models on the digit stepping task and log everything."),
     "diff": (

@@ -19,12 +19,17 @@ from labledger.cli.base import console, emit_json, handle_errors, json_option, l
     default=None,
     help="Leave record files under this many bytes as JSONL (default 1 MiB, as at finish).",
 )
+@click.option(
+    "--upgrade",
+    is_flag=True,
+    help="Also rewrite compressed files of the layout before the zstd seekable format (read, but in order only).",
+)
 @json_option
 @handle_errors
-def compact_cmd(runs, ledger_path, dry_run, min_bytes, as_json):
+def compact_cmd(runs, ledger_path, dry_run, min_bytes, upgrade, as_json):
     """Compress the record files of RUNs (default: every run that is not running) into verified zstd
-    frames (X.jsonl.zst), as Run.finish does: each is decompressed and its sha256 checked before the
-    JSONL is removed. Idempotent; a running run is skipped.
+    files in the zstd seekable format (X.jsonl.zst), as Run.finish does: each is decompressed and
+    its sha256 checked before the JSONL is removed. Idempotent; a running run is skipped.
     """
     from labledger.store.compressed import COMPACT_MIN_BYTES, compact_run
     from labledger.store.ledger import Ledger
@@ -34,7 +39,7 @@ def compact_cmd(runs, ledger_path, dry_run, min_bytes, as_json):
     with Ledger(resolve_ledger_path(ledger_path)) as ledger:
         ids = [ledger.resolve(r) for r in runs] if runs else [i.id for i in ledger.runs() if i.status != "running"]
         for run_id in ids:
-            for c in compact_run(ledger.run_dir(run_id), min_bytes=least, dry_run=dry_run):
+            for c in compact_run(ledger.run_dir(run_id), min_bytes=least, dry_run=dry_run, upgrade=upgrade):
                 row = {"run": run_id, **c.to_dict()}
                 row["path"] = os.path.relpath(row["path"], ledger.root)  # runs/RUN/FILE, as verify shows it
                 rows.append(row)
@@ -43,7 +48,7 @@ def compact_cmd(runs, ledger_path, dry_run, min_bytes, as_json):
         return
     before = after = 0
     for row in rows:
-        done = row["action"] == "compacted"
+        done = row["action"] in ("compacted", "upgraded")
         if done:
             before += row["before"]
             after += row["after"]
@@ -52,4 +57,6 @@ def compact_cmd(runs, ledger_path, dry_run, min_bytes, as_json):
     n = sum(1 for r in rows if r["action"] in ("compacted", "would compact"))
     verb = "would compact" if dry_run else "compacted"
     ratio = f" ({before:,} -> {after:,} bytes, {after / before:.2f}x)" if before else ""
-    console.print(f"{verb} {n} file(s) of {len(ids)} run(s){ratio}", markup=False)
+    ups = sum(1 for r in rows if r["action"] in ("upgraded", "would upgrade"))
+    upgraded = f"; {'would upgrade' if dry_run else 'upgraded'} {ups} file(s)" if upgrade else ""
+    console.print(f"{verb} {n} file(s) of {len(ids)} run(s){ratio}{upgraded}", markup=False)

@@ -1,12 +1,16 @@
 """Compressed record files of finished runs: zstd frames that end at line boundaries.
 
 A finished run's large record files (``batches.jsonl``, ``metrics.jsonl``, ...) are *compacted*:
-``X.jsonl`` becomes ``X.jsonl.zst``, a sequence of independent zstd frames (level 3, about
-:data:`FRAME_BYTES` of JSONL each, every frame ending at a newline, each with its content size and
-checksum) followed by one zstd *skippable* frame holding the index: each frame's offset, sizes and
-number of lines, and the sha256, content key, size and modification time of the JSONL. ``zstd -d``
-and ``zstdcat`` read the file as it is; labledger's readers seek by frame, and line numbers stay
-the JSONL's (a frame knows how many lines come before it).
+``X.jsonl`` becomes ``X.jsonl.zst``, a file in the `zstd seekable format
+<https://github.com/facebook/zstd/blob/dev/contrib/seekable_format/zstd_seekable_compression_format.md>`_:
+independent zstd frames (level 3, about :data:`FRAME_BYTES` of JSONL each, every frame ending at a
+newline, each with its content size and checksum), then a skippable frame of labledger's (JSON: the
+number of lines of each frame, and the sha256, content key, size and modification time of the
+JSONL), then the seek table. ``zstdcat`` reads the file as it is; a seekable-format reader
+(``pyzstd.SeekableZstdFile``, zstd's ``seekable_format`` library) seeks in it; labledger's readers
+seek by frame, and line numbers stay the JSONL's (a frame knows how many lines come before it).
+Files of the layout before the seekable format (its own index at the end) are read frame after
+frame and rewritten by ``labledger compact --upgrade`` (:func:`upgrade_file`).
 
 Which form is read: ``X.jsonl.zst`` when it exists, else ``X.jsonl``. The compressed file appears
 only by an atomic rename, after it was written in full to a hidden temporary file, fsynced, and
@@ -62,12 +66,18 @@ LEVEL = 3
 COMPACT_MIN_BYTES = 1 << 20
 #: Environment variable overriding COMPACT_MIN_BYTES at finish (``off``: never compact at finish).
 COMPACT_ENV = "LABLEDGER_COMPACT_MIN_BYTES"
-#: Bump when the index layout changes.
-INDEX_VERSION = 1
+#: Bump when labledger's index frame changes (1: its own footer, before the seekable format).
+INDEX_VERSION = 2
 
-_SKIPPABLE = 0x184D2A5E  # a zstd skippable frame's magic number (0x184D2A50..5F)
-_FOOTER = b"LLZIDX01"
-_FOOTER_LEN = 16  # <Q json length> + _FOOTER
+# The zstd seekable format (zstd's contrib/seekable_format): a skippable frame with this magic
+# number ends the file, holding the seek table; its footer is <frames u32, descriptor u8, magic u32>.
+_SEEK_TABLE_MAGIC = 0x184D2A5E
+_SEEKABLE_MAGIC = 0x8F92EAB1
+_FOOTER_LEN = 9
+# labledger's own skippable frame (any of 0x184D2A50..5F is skippable), just before the seek table.
+_OWN_MAGIC = 0x184D2A5D
+# The footer of the layout before the seekable format (INDEX_VERSION 1).
+_OLD_FOOTER = b"LLZIDX01"
 
 
 def compact_min_bytes() -> int | None:
@@ -135,9 +145,14 @@ class FrameIndex:
             line += nl
 
     def to_bytes(self) -> bytes:
+        """The file's tail: labledger's skippable frame (this index as JSON, its length last), then
+        the seek table of the zstd seekable format. The seek table has an entry per data frame; the
+        last entry's compressed size also covers labledger's frame (a skippable frame that any
+        decompressor passes over), so the entries tile the file up to the seek table. A file with
+        no data frame has one entry: labledger's frame, holding nothing."""
         doc = {
             "v": INDEX_VERSION,
-            "frames": self.frames,
+            "newlines": [fr[3] for fr in self.frames],
             "size": self.size,
             "sha256": self.sha256,
             "key": self.key,
@@ -145,8 +160,13 @@ class FrameIndex:
             "lines": self.lines,
         }
         body = orjson.dumps(doc)
-        payload = body + struct.pack("<Q", len(body)) + _FOOTER
-        return struct.pack("<II", _SKIPPABLE, len(payload)) + payload
+        payload = body + struct.pack("<I", len(body))
+        ours = struct.pack("<II", _OWN_MAGIC, len(payload)) + payload
+        entries = [[csize, rsize] for _, csize, rsize, _ in self.frames] or [[0, 0]]
+        entries[-1][0] += len(ours)
+        table = b"".join(struct.pack("<II", c, d) for c, d in entries)
+        table += struct.pack("<IBI", len(entries), 0, _SEEKABLE_MAGIC)
+        return ours + struct.pack("<II", _SEEK_TABLE_MAGIC, len(table)) + table
 
     def frame_at(self, pos: int) -> int:
         """The frame holding JSONL byte ``pos`` (the last frame when ``pos`` is at the end)."""
@@ -154,7 +174,8 @@ class FrameIndex:
 
 
 def read_index(zpath: str | os.PathLike[str], f: IO[bytes] | None = None) -> FrameIndex | None:
-    """The index of compressed file ``zpath``, or ``None`` when it is missing or inconsistent."""
+    """The index of compressed file ``zpath``, or ``None`` when it is missing, inconsistent, or of
+    the layout labledger wrote before the seekable format (:func:`is_old_layout`)."""
     own = f is None
     try:
         if f is None:
@@ -166,22 +187,38 @@ def read_index(zpath: str | os.PathLike[str], f: IO[bytes] | None = None) -> Fra
         if end < _FOOTER_LEN + 8:
             return None
         f.seek(end - _FOOTER_LEN)
-        tail = f.read(_FOOTER_LEN)
-        if tail[8:] != _FOOTER:
+        n, descriptor, magic = struct.unpack("<IBI", f.read(_FOOTER_LEN))
+        table_len = 8 + 8 * n + _FOOTER_LEN
+        if magic != _SEEKABLE_MAGIC or descriptor != 0 or n == 0 or table_len > end:
             return None
-        (n,) = struct.unpack("<Q", tail[:8])
-        start = end - _FOOTER_LEN - n - 8
-        if n > end or start < 0:
+        f.seek(end - table_len)
+        table = f.read(table_len)
+        if struct.unpack_from("<II", table) != (_SEEK_TABLE_MAGIC, table_len - 8):
             return None
-        f.seek(start)
+        entries = [list(e) for e in struct.iter_unpack("<II", table[8 : 8 + 8 * n])]
+        ours_end = end - table_len
+        f.seek(ours_end - 4)
+        (body_len,) = struct.unpack("<I", f.read(4))
+        ours_len = 8 + body_len + 4
+        if ours_len > ours_end:
+            return None
+        f.seek(ours_end - ours_len)
         head = f.read(8)
-        magic, plen = struct.unpack("<II", head)
-        if magic != _SKIPPABLE or plen != n + _FOOTER_LEN:
+        if struct.unpack("<II", head) != (_OWN_MAGIC, body_len + 4):
             return None
-        doc = orjson.loads(f.read(n))
+        doc = orjson.loads(f.read(body_len))
         if not isinstance(doc, dict) or doc.get("v") != INDEX_VERSION:
             return None
-        frames = [[int(x) for x in fr] for fr in doc["frames"]]
+        newlines = [int(x) for x in doc["newlines"]]
+        entries[-1][0] -= ours_len  # the last entry covers labledger's frame too
+        if newlines == [] and entries == [[0, 0]]:
+            entries = []
+        if len(newlines) != len(entries) or any(c <= 0 for c, _ in entries):
+            return None
+        frames, pos = [], 0
+        for (csize, rsize), nl in zip(entries, newlines, strict=True):
+            frames.append([pos, csize, rsize, nl])
+            pos += csize
         index = FrameIndex(
             frames=frames,
             size=int(doc["size"]),
@@ -195,14 +232,24 @@ def read_index(zpath: str | os.PathLike[str], f: IO[bytes] | None = None) -> Fra
     finally:
         if own:
             f.close()
-    pos = 0
-    for off, csize, _, _ in index.frames:  # the frames tile the file up to the index
-        if off != pos:
-            return None
-        pos += csize
-    if pos != start or sum(fr[2] for fr in index.frames) != index.size:
+    if pos != ours_end - ours_len or sum(fr[2] for fr in index.frames) != index.size:
         return None
     return index
+
+
+def is_old_layout(zpath: str | os.PathLike[str]) -> bool:
+    """Whether compressed file ``zpath`` has the layout of labledger before the seekable format (an
+    index of its own at the end): still zstd that ``zstdcat`` reads, read here frame after frame;
+    ``labledger compact --upgrade`` rewrites it (:func:`upgrade_file`)."""
+    try:
+        with open(zpath, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            if end < len(_OLD_FOOTER):
+                return False
+            f.seek(end - len(_OLD_FOOTER))
+            return f.read() == _OLD_FOOTER
+    except OSError:
+        return False
 
 
 # -- reading --------------------------------------------------------------------------------------
@@ -230,7 +277,8 @@ class _FrameReader(io.RawIOBase):
         self._stream: Any = None
         self._done = False
         if index is None:
-            _warn(f"{display}: the index of the compressed file is unreadable; reading its frames in order")
+            if not is_old_layout(zpath):
+                _warn(f"{display}: the index of the compressed file is unreadable; reading its frames in order")
             f.seek(0)
             self._stream = self._dctx.stream_reader(f, read_across_frames=True, closefd=False)
             self._line = 1
@@ -462,8 +510,8 @@ def read_record_bytes(path: str | os.PathLike[str], *, display: str | None = Non
         raise FileNotFoundError(str(path))
     with f:
         raw = getattr(f, "raw", None)
-        if not isinstance(f, io.BufferedReader) or not isinstance(raw, _FrameReader):
-            return f.read()
+        if not isinstance(f, io.BufferedReader) or not isinstance(raw, _FrameReader) or raw.size < 0:
+            return f.read()  # plain, or compressed without its index (read in order)
         size = raw.size
         out = bytearray(size)  # one buffer, filled frame by frame: no second copy of the JSONL
         view = memoryview(out)
@@ -667,6 +715,55 @@ def compact_file(
     return Compaction(str(path), "compacted", st.st_size, zpath.stat().st_size)
 
 
+def upgrade_file(path: str | os.PathLike[str], *, dry_run: bool = False) -> Compaction:
+    """Rewrite the compressed form of record file ``path`` from the layout before the zstd
+    seekable format (:func:`is_old_layout`) into the current one, as :func:`compact_file` writes
+    it: decompressed (every frame checked against its zstd checksum), compressed into a hidden
+    temporary file, verified, fsynced and renamed over the old file. A file that does not
+    decompress in full is left as it is (``labledger verify`` names its damage).
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.jsonl"; _ = p.write_bytes(b'{"a": 1}\\n')
+    >>> _ = compact_file(p, min_bytes=0)
+    >>> upgrade_file(p).action
+    'skipped: current layout'
+    """
+    import zstandard
+
+    path = Path(path)
+    zpath = compressed_path(path)
+    if not is_old_layout(zpath):
+        return Compaction(str(path), "skipped: current layout" if zpath.is_file() else "skipped: not compressed")
+    before = zpath.stat().st_size
+    if dry_run:
+        return Compaction(str(path), "would upgrade", before)
+    _remove_stale_tmps(zpath)
+    tmp = _tmp_of(zpath)
+    try:
+        with open(zpath, "rb") as old, open(tmp, "wb") as dest:
+            stream = zstandard.ZstdDecompressor().stream_reader(old, read_across_frames=True, closefd=False)
+            index = write_compressed(stream, dest, mtime_ns=os.stat(zpath).st_mtime_ns)
+            dest.flush()
+            os.fsync(dest.fileno())
+        check = _verify_tmp(tmp, index)
+        if check is not None:
+            raise StorageError(f"{zpath}: the upgraded file did not verify ({check}); the old file was kept")
+        os.replace(tmp, zpath)
+        fsync_dir(zpath.parent)
+    except zstandard.ZstdError as exc:
+        tmp.unlink(missing_ok=True)
+        return Compaction(str(path), f"skipped: damaged ({exc}; run `labledger verify`)", before)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno in DISK_ERRNOS:
+            raise disk_error(exc, zpath, "the old compressed file was kept") from None
+        raise
+    except Exception:
+        tmp.unlink(missing_ok=True)
+        raise
+    return Compaction(str(path), "upgraded", before, zpath.stat().st_size)
+
+
 def compact_run(
     run_dir: str | os.PathLike[str],
     *,
@@ -674,10 +771,12 @@ def compact_run(
     dry_run: bool = False,
     held: bool = False,
     frame_bytes: int = FRAME_BYTES,
+    upgrade: bool = False,
 ) -> list[Compaction]:
     """Compact every record file of the run folder ``run_dir`` of at least ``min_bytes`` bytes (see
-    :func:`compact_file`). A running run (its ``.lock`` held by the writer) is left alone;
-    ``held``: the caller is that writer, finishing (:meth:`labledger.Run.finish`).
+    :func:`compact_file`); ``upgrade``: also rewrite compressed files of the layout before the
+    seekable format (:func:`upgrade_file`). A running run (its ``.lock`` held by the writer) is left
+    alone; ``held``: the caller is that writer, finishing (:meth:`labledger.Run.finish`).
 
     >>> import tempfile, labledger
     >>> with labledger.start_run("r", ledger=tempfile.mkdtemp()) as run:
@@ -704,7 +803,9 @@ def compact_run(
         out = []
         for fname in RECORD_FILES.values():
             path = run_dir / fname
-            if path.is_file() or compressed_path(path).is_file():
+            if upgrade and is_old_layout(compressed_path(path)):
+                out.append(upgrade_file(path, dry_run=dry_run))
+            elif path.is_file() or compressed_path(path).is_file():
                 out.append(compact_file(path, min_bytes=min_bytes, dry_run=dry_run, frame_bytes=frame_bytes))
         return out
     finally:
@@ -747,6 +848,8 @@ def check_compressed(
 
     zpath = Path(zpath)
     index = read_index(zpath)
+    if index is None and is_old_layout(zpath):
+        return [(None, "written in labledger's layout before the zstd seekable format (`labledger compact --upgrade`)")]
     if index is None:
         return [(None, "the compressed file's index is missing or unreadable (a torn or truncated file)")]
     if expect is not None and (index.sha256, index.size) != (expect.sha256, expect.size):
@@ -829,6 +932,7 @@ __all__ = [
     "compact_run",
     "compressed_path",
     "is_compressed",
+    "is_old_layout",
     "open_record",
     "opened_state",
     "plain_path",
@@ -838,5 +942,6 @@ __all__ = [
     "record_key",
     "record_state",
     "restore_plain",
+    "upgrade_file",
     "write_record_bytes",
 ]

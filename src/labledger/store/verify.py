@@ -41,8 +41,10 @@ from labledger.errors import DamagedLineWarning, LedgerError
 from labledger.store.compressed import (
     check_compressed,
     compressed_path,
+    is_old_layout,
     is_prefix,
     read_record_bytes,
+    upgrade_file,
     write_record_bytes,
 )
 from labledger.store.jsonl import RECORD_FILES, damaged_lines, decode_line
@@ -151,7 +153,9 @@ def _check_record_files(report: Report, run_dir: Path, *, repair: bool, live: bo
         if zpath.is_file():  # a compacted file: its frames, index and sha256, then its lines
             report.files += 1
             for line, what in check_compressed(zpath):
-                report.add(zpath, what, line)
+                problem = report.add(zpath, what, line)
+                if repair and not live and is_old_layout(zpath) and upgrade_file(path).action == "upgraded":
+                    problem.repaired = "rewritten in the zstd seekable format"
             if path.is_file() and not is_prefix(path, zpath):  # a leftover of the same records is harmless
                 report.add(path, "a JSONL beside its compressed copy holds other records (the compressed copy is read)")
             with warnings.catch_warnings():
