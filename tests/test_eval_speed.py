@@ -22,9 +22,9 @@ import labledger
 from labledger.inputs.arrow_buffers import _numbers, arrow_numpy
 from labledger.inputs.result_entry import decode, encode, roundtrip
 from labledger.inputs.results import ResultSet, read_results
-from labledger.metrics import stats
+from labledger.metrics import classification, stats
 from labledger.metrics.analytic import ap_influence, auc_influence, influence, sum_sq
-from labledger.metrics.classification import SortCache, _sorted_groups, prob_prepared
+from labledger.metrics.classification import _sorted_groups, column_sort, prob_prepared
 from labledger.metrics.kernels import whole
 from labledger.metrics.prepared import MeanPrepared
 from labledger.metrics.resample import _unique_codes
@@ -180,15 +180,21 @@ def test_shared_sort_gives_the_same_values_and_influence(case, name, cache):
     gold = y.astype(np.int64)
     params = {"average": "binary", "pos_label": "p"}
     alone = prob_prepared(name, params, gold, probs, ("n", "p"), pos=1)
-    # a SortCache also shares the ranked class flags between ROC-AUC and AP (#19)
-    sorts: dict[int, Any] = SortCache() if cache else {}
-    first = prob_prepared("roc_auc", {"average": "macro"}, gold, probs, ("n", "p"), pos=None, sorts=sorts)
-    other = "average_precision" if name == "roc_auc" else "roc_auc"
-    first.value(), prob_prepared(other, params, gold, probs, ("n", "p"), pos=1, sorts=sorts).value()
-    shared = prob_prepared(name, params, gold, probs, ("n", "p"), pos=1, sorts=sorts)
-    assert 1 in sorts  # the ROC-AUC's sort was reused
-    if cache:
-        assert 1 in sorts.ranked
+    # the columns' sorts, made once for the task's metrics, share the ranked class flags between
+    # ROC-AUC and AP too (#19): none of them sorts a column again, and none changes them
+    sorts: dict[int, Any] = {c: column_sort(probs[:, c], gold == c) for c in (0, 1)} if cache else {}
+    before = dict(sorts)
+    made: list[Any] = []
+    real = classification.column_sort
+    classification.column_sort = lambda *a, **k: made.append(a) or real(*a, **k)
+    try:
+        first = prob_prepared("roc_auc", {"average": "macro"}, gold, probs, ("n", "p"), pos=None, sorts=sorts)
+        other = "average_precision" if name == "roc_auc" else "roc_auc"
+        first.value(), prob_prepared(other, params, gold, probs, ("n", "p"), pos=1, sorts=sorts).value()
+        shared = prob_prepared(name, params, gold, probs, ("n", "p"), pos=1, sorts=sorts)
+    finally:
+        classification.column_sort = real
+    assert sorts == before and (made == [] if cache else len(made) >= 3)
     a, b = alone.value(), shared.value()
     assert (math.isnan(a) and math.isnan(b)) or a == b
     if len(score) > 1 and alone.influence is not None:
@@ -245,7 +251,7 @@ def test_ids_from_the_cache_are_converted_on_first_use(tmp_path):
     assert td.subset(np.array([3, 1])).ids.tolist() == ["i3", "i1"]
 
 
-def test_eval_from_the_cache_loads_no_pyarrow_pandas_or_rich(tmp_path, monkeypatch):
+def test_eval_from_the_cache_loads_no_pandas_rich_or_pyarrow_modules_past_ipc(tmp_path, monkeypatch):
     path = tmp_path / "r.jsonl"
     rng = np.random.default_rng(0)
     lines = [
@@ -263,12 +269,16 @@ def test_eval_from_the_cache_loads_no_pyarrow_pandas_or_rich(tmp_path, monkeypat
     assert res.returncode == 0, res.stderr[-2000:]
     assert orjson.loads(res.stdout)["tasks"]["bin"]["n"] == first["bin"].n == 400
     mods = {ln.rsplit("|", 1)[1].strip() for ln in res.stderr.splitlines() if ln.startswith("import time:")}
-    # it read the cache, whose numeric columns numpy maps: no pyarrow at all (the ids and the extra
-    # fields, in the entry's Arrow part, are not read by this eval); and --json prints no table: no
-    # rich (#19)
+    # it read the cache, an Arrow IPC file that pyarrow maps (#42: before, numpy alone read a file
+    # of labledger's own layout), but no more of pyarrow than that (no compute, dataset, parquet
+    # or json); and --json prints no table: no rich (#19)
     assert "labledger.analysis.evaluation" in mods and "labledger.inputs.result_entry" in mods
-    heavy = {m for m in mods if m.split(".")[0] in ("pandas", "rich", "pyarrow")}
-    assert not heavy
+    assert "pyarrow.ipc" in mods
+    heavy = {m for m in mods if m.split(".")[0] in ("pandas", "rich")}
+    heavy |= {
+        m for m in mods if m.startswith(("pyarrow.compute", "pyarrow.dataset", "pyarrow.parquet", "pyarrow.json"))
+    }
+    assert not heavy, heavy
 
 
 def test_runs_and_show_json_load_no_rich(tmp_path):
@@ -329,7 +339,7 @@ def test_a_first_read_into_the_columnar_cache_and_a_multi_task_file_import_no_pa
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.split() == ["20", "True", "False"]
-    assert list(cache.glob("results-*.cols"))  # the entry was written (and read the second time)
+    assert list(cache.glob("results-*.arrow"))  # the entry was written (and read the second time)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -442,8 +452,10 @@ def test_a_binary_metric_from_the_score_equals_it_from_the_probs_bit_for_bit(n, 
             else {},
         )
     )
-    fast = binary_prepared(name, params, gold, score, pos, pred, pos_label=pos, sorts=SortCache())
-    slow = prob_prepared(name, params, gold, probs, ("a", "b"), pos=pos, pred=pred, sorts=SortCache())
+    # the one from the sort its task's metrics share, the other from its own
+    shared = {pos: column_sort(score, gold == pos)}
+    fast = binary_prepared(name, params, gold, score, pos, pred, pos_label=pos, sorts=shared)
+    slow = prob_prepared(name, params, gold, probs, ("a", "b"), pos=pos, pred=pred, sorts={})
     assert fast is not None
     a, b = fast.value(), slow.value()
     assert (math.isnan(a) and math.isnan(b)) or a == b

@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -165,29 +167,38 @@ PARALLEL_FROM = 100_000
 #: ... and up to this many: two metrics' temporaries at once cost memory, so larger tasks take one
 #: thread (the trade is measured in docs/performance.md).
 PARALLEL_UPTO = 20_000_000
-#: The relative cost of a metric in those threads (the order they are started in; the others 1):
-#: from one profile at 1M binary rows. Only the schedule depends on it, never a value.
-THREAD_COST = {"average_precision": 15, "roc_auc": 12, "ece": 6, "log_loss": 4, "brier": 4, "accuracy": 2}
-#: Metrics that share their score columns' sorts and ranked flags (the task's SortCache): the first
-#: of them to start builds those under a lock, and a second one started beside it would wait idle,
-#: so only the costliest starts among the first; the others start after the metrics that share
-#: nothing.
-SHARE_SORTS = frozenset(("average_precision", "roc_auc"))
+#: The relative cost of a metric in those threads, and of a column's sort ("sort": made before the
+#: ROC-AUC and AP that read it, an order the reader made ranked), the others 1: from one profile at
+#: 1M binary rows read from JSONL. Only the schedule depends on it, never a value.
+THREAD_COST = {"average_precision": 11, "roc_auc": 6, "ece": 4, "log_loss": 4, "sort": 4, "accuracy": 3, "brier": 2}
 
 
-def thread_order(names: Sequence[str]) -> list[int]:
-    """The order in which the metrics ``names`` start in the threads: costliest first, then those
-    that share sorts with one started already (:data:`SHARE_SORTS`) after the rest.
+def in_threads(
+    works: Sequence[Callable[[], Any]], costs: Sequence[float], after: Sequence[Sequence[int]], threads: int
+) -> list[Future[Any]]:
+    """Each of ``works`` run in a pool of ``threads`` threads, each free thread given the ready work
+    (those in its ``after``, the works it reads, done) with the costliest chain (its cost, with
+    that of the costliest work after it): a work waits in the queue, never in a thread. Each
+    work's future, in the works' order.
 
-    >>> thread_order(["accuracy", "roc_auc", "average_precision", "ece"])
-    [2, 3, 0, 1]
-    >>> thread_order(["accuracy", "roc_auc", "ece"])
-    [1, 2, 0]
+    >>> [f.result() for f in in_threads([lambda: 1, lambda: 2, lambda: 3], [1, 5, 1], [(), (), (1,)], 2)]
+    [1, 2, 3]
     """
-    by_cost = sorted(range(len(names)), key=lambda i: -THREAD_COST.get(names[i], 1))
-    sharing = [i for i in by_cost if names[i] in SHARE_SORTS]
-    later = set(sharing[1:])
-    return [i for i in by_cost if i not in later] + sharing[1:]
+    chain = [
+        c + max((costs[k] for k, before in enumerate(after) if i in before), default=0) for i, c in enumerate(costs)
+    ]
+    left = sorted(range(len(works)), key=lambda i: -chain[i])
+    started: dict[int, Future[Any]] = {}
+    with ThreadPoolExecutor(threads, initializer=pool_initializer()) as pool:
+        while left:
+            running = [f for f in started.values() if not f.done()]
+            ready = [i for i in left if all(j in started and started[j].done() for j in after[i])]
+            for i in ready[: threads - len(running)]:
+                left.remove(i)
+                started[i] = pool.submit(works[i])
+            if left:
+                wait([f for f in started.values() if not f.done()], return_when=FIRST_COMPLETED)
+    return [started[i] for i in range(len(works))]
 
 
 #: From this many items, the C allocator's freed heap pages are handed back after each metric
@@ -246,14 +257,17 @@ def _compute(
                 trim_heap()
 
     if PARALLEL_FROM <= td.n <= PARALLEL_UPTO and THREADS > 1 and len(jobs) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        # the costliest first (a long metric started last would leave the other thread idle);
-        # results, and a first error, are taken in the jobs' own order
-        first = thread_order([metric.name for metric, _, _ in jobs])
-        with ThreadPoolExecutor(min(THREADS, len(jobs)), initializer=pool_initializer()) as pool:
-            futures = {i: pool.submit(one, jobs[i]) for i in first}
-            done = [futures[i].result() for i in range(len(jobs))]
+        # each column's sort a job of its own, made before the metrics that read it; results, and a
+        # first error, are taken in the jobs' own order (a failed sort fails again in its metrics)
+        needs = [cache.columns(metric, params) for metric, params, _ in jobs]
+        columns = sorted({j for found in needs for j in found})
+        futures = in_threads(
+            [partial(cache.sort, j) for j in columns] + [partial(one, job) for job in jobs],
+            [THREAD_COST["sort"]] * len(columns) + [THREAD_COST.get(metric.name, 1) for metric, _, _ in jobs],
+            [()] * len(columns) + [[columns.index(j) for j in found] for found in needs],
+            min(THREADS, len(columns) + len(jobs)),
+        )
+        done = [f.result() for f in futures[len(columns) :]]
     else:
         done = [one(job) for job in jobs]
     entries: list[MetricValue] = []

@@ -32,7 +32,17 @@ from labledger.inputs.results import (
     given_ties,
     label_index_type,
 )
-from labledger.metrics.classification import SortCache, binary_prepared, label_prepared, prob_prepared, resolve_average
+from labledger.metrics.classification import (
+    ColumnSort,
+    Sorts,
+    binary_prepared,
+    column_sort,
+    label_prepared,
+    prob_prepared,
+    probs_column,
+    ranked_columns,
+    resolve_average,
+)
 from labledger.metrics.kernels import element_spans
 from labledger.metrics.prepared import MeanPrepared, Prepared, cell_codes
 from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranking_prepared, set_f1_values
@@ -149,17 +159,20 @@ def task_params(metric: Metric, params: Mapping[str, Any], td: TaskData) -> dict
 
 
 class TaskCache:
-    """Per-task inputs shared by several metrics (the flattened ranking arrays, and each probability
-    column's ascending sort order: ROC-AUC and average precision sort a column once). Safe to
-    share between the threads that compute a task's metrics
-    (:data:`labledger.analysis.evaluation.PARALLEL_FROM`)."""
+    """Per-task inputs shared by several metrics (the flattened ranking arrays, the count table, and
+    each probability column's sort: ROC-AUC and average precision sort a column once), each made
+    once. Safe to share between the threads that compute a task's metrics
+    (:data:`labledger.analysis.evaluation.PARALLEL_FROM`), which make each column's sort in a job
+    of its own before the metrics that read it start."""
 
     def __init__(self, td: TaskData):
         self.td = td
         self._ranking: RankingArrays | None = None
         # the orders the reader made or read from a cache entry with their ties (used as they are),
-        # and any other given order (checked on use)
-        self.sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = SortCache(given_sorts(td), given_ties(td))
+        # and any other given order (checked on use): each taken once, by its column's sort
+        ties = given_ties(td)
+        self._given = {j: (order, ties[j]) if j in ties else order for j, order in given_sorts(td).items()}
+        self._sorts: dict[int, ColumnSort] = {}
         self._cells: tuple[np.ndarray | None, np.ndarray] | None = None
         self._lock = threading.Lock()
 
@@ -182,6 +195,35 @@ class TaskCache:
                     cells = cell_codes(gold, pred, k)
                     self._cells = cells, np.bincount(cells, minlength=k * k)
             return self._cells
+
+    def columns(self, metric: Metric, params: Mapping[str, Any]) -> tuple[int, ...]:
+        """The probability columns whose sorts ``metric`` reads (:func:`~labledger.metrics.classification.ranked_columns`)."""
+        td = self.td
+        if not isinstance(td, ProbTask):
+            return ()
+        pos = td.labels.index(params["pos_label"]) if params.get("pos_label") is not None else None
+        return ranked_columns(metric.name, params, len(td.labels), pos)
+
+    def sort(self, j: int) -> ColumnSort:
+        """Column ``j``'s sort (:func:`~labledger.metrics.classification.column_sort`: a given order
+        as its reader gave it), made on the first call: one caller a column at a time (the
+        evaluation's job for the column, before the metrics that read it start)."""
+        found = self._sorts.get(j)
+        if found is None:
+            td = self.td
+            assert isinstance(td, ProbTask)
+            # (a binary task's P(positive) from its score: its probs may never be made)
+            column = (
+                td.score
+                if td.kind == "binary" and td.score is not None and td.positive in td.labels[j : j + 1]
+                else lambda: probs_column(td.probs, j)
+            )
+            found = self._sorts[j] = column_sort(column, td.gold_index == j, self._given.pop(j, None))
+        return found
+
+    def sorts(self, metric: Metric, params: Mapping[str, Any]) -> Sorts:
+        """The sorts of the columns ``metric`` reads, by column (:meth:`sort`)."""
+        return {j: self.sort(j) for j in self.columns(metric, params)}
 
     def ranking(self, td: RankingTask) -> RankingArrays:
         """The flattened ranking arrays of ``td`` (the cached task), built once."""
@@ -215,6 +257,7 @@ def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: Ta
             )
         if not isinstance(td, ProbTask):
             raise _not_for(metric, td)
+        sorts = cache.sorts(metric, params)
         if td.kind == "binary" and td.score is not None and td.positive in td.labels:
             # from the score: the (n, 2) probs of a binary task are then never made
             found = binary_prepared(
@@ -225,12 +268,12 @@ def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: Ta
                 td.labels.index(td.positive),
                 td.pred_index,
                 pos_label=pos,
-                sorts=cache.sorts,
+                sorts=sorts,
             )
             if found is not None:
                 return found
         return prob_prepared(
-            metric.name, params, td.gold_index, td.probs, td.labels, pos=pos, pred=td.pred_index, sorts=cache.sorts
+            metric.name, params, td.gold_index, td.probs, td.labels, pos=pos, pred=td.pred_index, sorts=sorts
         )
     if metric.needs == "values":
         if not isinstance(td, RegressionTask):

@@ -316,7 +316,7 @@ def given_sorts(td: _Task) -> dict[int, np.ndarray]:
     like a database index, so that a later evaluation does not sort them again); empty when none.
     A subset or relabelled copy of the task has none, nor a task whose ``probs`` were replaced since
     (calibrated probabilities: the orders belong to the array they were made from). Users check
-    them before use (:class:`labledger.metrics.classification.SortCache`), but for those with
+    them before use (:func:`labledger.metrics.classification.ascending_of`), but for those with
     :func:`given_ties`.
 
     >>> td = results_from_rows([{"id": "a", "task": "t", "gold": "x", "probs": {"x": 0.8, "y": 0.2}}])["t"]

@@ -2,10 +2,10 @@
 form the cache (:mod:`labledger.inputs.columnar`, a *columns* entry) keeps of a large results file.
 
 The numeric columns (gold and predicted values, the probability matrix, the sort orders, line
-numbers, groups, slice codes) are raw arrays that a read maps with numpy alone: an ``eval`` from
-the cache imports no pyarrow. The ids, extra fields and repeat values
-are Arrow columns in the entry's Arrow part, opened when one is first read (the ids only by what
-needs them: a comparison's pairing, an error message, a subset).
+numbers, groups, slice codes) come back as numpy views of the entry's memory map (an Arrow IPC
+file: no decode, no copy). The ids, extra fields and repeat values stay Arrow columns, converted
+when one is first read (the ids only by what needs them: a comparison's pairing, an error
+message, a subset).
 
 Only the task kinds the Arrow reader builds are encoded (classification, binary, regression);
 :func:`encode` returns ``None`` for anything else and the set is simply not cached. Each task's
@@ -272,18 +272,17 @@ def decode(meta: Any, arrays: dict[str, np.ndarray], arrow: Callable[[str], Any]
 
 def _sorted_with_ties(td: ProbTask) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray | None]]:
     """The ascending order of each of ``td``'s :func:`sorted_columns` and its tie starts (None: no
-    ties), by the evaluation's own rule (:func:`~labledger.metrics.classification.ascending_sort`:
+    ties), by the evaluation's own rule (:func:`~labledger.metrics.classification.ascending_of`:
     an order the reader made with its ties as it is, any other given order checked against its
     column, else the column sorted)."""
-    from labledger.metrics.classification import SortCache, ascending_sort
+    from labledger.metrics.classification import ascending_of
 
-    sorts = SortCache(given_sorts(td), given_ties(td))
+    given, made = given_sorts(td), given_ties(td)
     orders: dict[int, np.ndarray] = {}
     ties: dict[int, np.ndarray | None] = {}
     for j in sorted_columns(td):
-        found = ascending_sort(sorts, sorted_column(td, j), j)
-        assert found is not None  # (a cache given: always found)
-        orders[j], ties[j] = found
+        found = (given[j], made[j]) if j in made else given.get(j)
+        orders[j], ties[j] = ascending_of(sorted_column(td, j), found)
     return orders, ties
 
 

@@ -19,12 +19,10 @@ Undefined values (0/0) follow one documented rule per metric, like scikit-learn'
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
-import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -323,111 +321,85 @@ def _sorted_groups(
     return order, starts
 
 
-class SortCache(dict[int, tuple[np.ndarray, np.ndarray | None]]):
-    """Each probability column's ascending sort order and tie groups, shared by the metrics of one
-    task; its column locks make metrics prepared in parallel threads sort a column once, and let
-    two columns be sorted (or checked) at once.
+class ColumnSort(NamedTuple):
+    """Column ``j`` of a task's probabilities (P(label ``j``)) in its stable ascending order: the
+    order, its tie starts (None: no ties), and class ``j``'s flags (``gold == j``) ranked by it,
+    which ROC-AUC and average precision read (:class:`~labledger.metrics.analytic.Ranked`).
 
-    ``given``: ascending orders already at hand by column (``np.argsort`` of that very column:
-    :func:`labledger.inputs.results.given_sorts`). ``ties``: the tie starts of those given orders
-    that this process made from the columns themselves, or read with them from a columnar cache
-    entry whose digest vouches that they are what its writer made from these columns
-    (:func:`labledger.inputs.results.given_ties`): such an order is used as it is. Any other given
-    order is checked against its column (its values in that order must not decrease) before it
-    replaces the argsort, and a failed check sorts as usual.
+    >>> s = column_sort(np.array([0.9, 0.1]), np.array([True, False]))
+    >>> s.order.tolist(), s.starts, s.ranked.y.tolist()
+    ([1, 0], None, [False, True])
+    """
 
-    >>> c = SortCache(); order, starts = ascending_sort(c, np.array([0.9, 0.1]), 0)
-    >>> order.tolist(), starts, list(c)
-    ([1, 0], None, [0])
-    >>> g = SortCache({0: np.array([0, 1])}); ascending_sort(g, np.array([0.9, 0.1]), 0)[0].tolist()
+    order: np.ndarray
+    starts: np.ndarray | None
+    ranked: Ranked
+
+
+#: The sorts that the metrics of one task share, by column: made once before they run, by whoever
+#: runs them (:class:`labledger.analysis.tasks.TaskCache`), and only read here; a metric sorts a
+#: column that is not in it itself (and keeps it to itself).
+Sorts = Mapping[int, ColumnSort]
+
+
+def ranked_columns(name: str, params: Mapping[str, Any], k: int, pos: int | None) -> tuple[int, ...]:
+    """The columns of a ``k``-label task whose :class:`ColumnSort` the metric ``name`` reads from
+    ``sorts`` (``pos``: the index of its ``pos_label``): a column of ROC-AUC's and average
+    precision's; a two-label macro ROC-AUC needs the other column only where it does not rank the
+    items in reverse (rare: it is then sorted by the metric).
+
+    >>> ranked_columns("roc_auc", {"average": "macro"}, 3, None), ranked_columns("brier", {}, 3, None)
+    ((0, 1, 2), ())
+    """
+    if name not in ("roc_auc", "average_precision"):
+        return ()
+    if params.get("average") == "binary":
+        return () if pos is None else (pos,)
+    return (1,) if name == "roc_auc" and k == 2 else tuple(range(k))
+
+
+def ascending_of(
+    col: np.ndarray | Callable[[], np.ndarray],
+    given: tuple[np.ndarray, np.ndarray | None] | np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``col``'s stable ascending order and its tie starts. ``given``: an order with its tie starts
+    (made from this very column, by this process or by the writer of a columnar cache entry whose
+    digest vouches for them: :func:`labledger.inputs.results.given_ties`), used as it is; or an
+    order alone, checked against ``col`` (:func:`checked_order`) and sorted anew if it fails. ``col``:
+    the column, or a function that makes it (an order given with its ties reads none).
+
+    >>> ascending_of(np.array([0.9, 0.1]), np.array([0, 1]))[0].tolist()
     [1, 0]
     """
-
-    def __init__(
-        self, given: Mapping[int, np.ndarray] | None = None, ties: Mapping[int, np.ndarray | None] | None = None
-    ) -> None:
-        super().__init__()
-        self.lock = threading.Lock()
-        #: each column's own lock, held while its sort is made or checked: two columns at once
-        self._column_locks: dict[int, threading.Lock] = {}
-        self.given: dict[int, np.ndarray] = dict(given or {})
-        self.ties: dict[int, np.ndarray | None] = dict(ties or {})
-        #: each column's :class:`LazyRanked` (its class's flags: column j is P(label j)), shared by
-        #: ROC-AUC and average precision
-        self.ranked: dict[int, LazyRanked] = {}
-        #: each label's flags (``gold == j``), shared by the metrics that rank by column j (their own
-        #: lock: a metric asking for them does not wait for a sort)
-        self.flags: dict[int, np.ndarray] = {}
-        self.flags_lock = threading.Lock()
-
-    def column_lock(self, j: int) -> threading.Lock:
-        """Column ``j``'s lock: a column is sorted (or its given order checked) once, while other
-        columns' are made beside it (a macro metric's classes ranked in parallel)."""
-        with self.lock:
-            return self._column_locks.setdefault(j, threading.Lock())
+    if isinstance(given, tuple):
+        return given
+    values = col() if callable(col) else col
+    found = checked_order(given, values)
+    return found if found is not None else ascending_groups(values)
 
 
-def _flags(sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None, gold: np.ndarray, c: int) -> np.ndarray:
-    """``gold == c``, made once per :class:`SortCache` (ROC-AUC's and AP's weights functions and
-    ranking hold the one array).
-
-    >>> g = np.array([0, 1, 1]); c = SortCache(); _flags(c, g, 1) is _flags(c, g, 1)
-    True
-    """
-    if not isinstance(sorts, SortCache):
-        out: np.ndarray = gold == c
-        return out
-    with sorts.flags_lock:
-        if c not in sorts.flags:
-            sorts.flags[c] = gold == c
-        return sorts.flags[c]
-
-
-class LazyRanked:
-    """The :class:`labledger.metrics.analytic.Ranked` of one score column and class in its ascending
-    sort, built on first use (by whichever of ROC-AUC's and AP's value and influence paths asks
-    first; the lock makes threads build it once).
-
-    >>> r = LazyRanked(np.array([True, False]), (np.array([1, 0]), None))
-    >>> r().y.tolist(), r().p
-    ([False, True], 1)
-    """
-
-    def __init__(self, is_pos: np.ndarray, ascending: tuple[np.ndarray, np.ndarray | None]) -> None:
-        self._args = (is_pos, ascending)  # (held by the sort cache and the weights functions too)
-        self._found: Ranked | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def made(self) -> bool:
-        """Whether the ranking is built."""
-        return self._found is not None
-
-    def __call__(self) -> Ranked:
-        with self._lock:
-            found = self._found
-            if found is None:
-                from labledger.metrics.analytic import Ranked
-
-                is_pos, (order, starts) = self._args
-                found = self._found = Ranked(is_pos, order, starts)
-            return found
-
-
-def _ranked(
-    sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None,
-    c: int,
+def column_sort(
+    col: np.ndarray | Callable[[], np.ndarray],
     is_pos: np.ndarray,
-    ascending: tuple[np.ndarray, np.ndarray | None],
-) -> LazyRanked:
-    """Label ``c``'s flags (``is_pos``) ranked by its column's ``ascending`` sort, shared through
-    ``sorts`` when it is a :class:`SortCache`."""
-    if not isinstance(sorts, SortCache):
-        return LazyRanked(is_pos, ascending)
-    with sorts.lock:
-        if c not in sorts.ranked:
-            sorts.ranked[c] = LazyRanked(is_pos, ascending)
-        return sorts.ranked[c]
+    given: tuple[np.ndarray, np.ndarray | None] | np.ndarray | None = None,
+) -> ColumnSort:
+    """The :class:`ColumnSort` of ``col`` (:func:`ascending_of`) and its class's flags ``is_pos``."""
+    from labledger.metrics.analytic import Ranked
+
+    order, starts = ascending_of(col, given)
+    return ColumnSort(order, starts, Ranked(is_pos, order, starts))
+
+
+def probs_column(probs: np.ndarray, c: int) -> np.ndarray:
+    """Class ``c``'s probabilities, to sort or to check an order through: beyond one block a view (no
+    copy of the column), else a copy, which np.take reads faster."""
+    return probs[:, c] if len(probs) > kernels.WHOLE else np.ascontiguousarray(probs[:, c])
+
+
+def _sort_of(sorts: Sorts | None, j: int, col: np.ndarray | Callable[[], np.ndarray], is_pos: np.ndarray) -> ColumnSort:
+    """Column ``j``'s sort from ``sorts`` where it is there, else made here (not kept)."""
+    found = None if sorts is None else sorts.get(j)
+    return found if found is not None else column_sort(col, is_pos)
 
 
 def checked_order(order: np.ndarray | None, col: np.ndarray) -> tuple[np.ndarray, np.ndarray | None] | None:
@@ -454,30 +426,6 @@ def checked_order(order: np.ndarray | None, col: np.ndarray) -> tuple[np.ndarray
     found = tie_starts_by(lambda a, b: kernels.taken(col, order[a:b]), n, count)
     release_pages(order)  # (a mapped order: read again from its file when it is next used)
     return order, found
-
-
-def ascending_sort(
-    sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None,
-    col: np.ndarray | Callable[[], np.ndarray],
-    j: int,
-) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """The ascending sort order of ``col`` (column ``j`` of the task's probabilities, or a function
-    that makes it: a given order with its ties never reads it) and its tie groups, computed
-    once per ``sorts`` (a caller's cache shared by the metrics of one task, a :class:`SortCache`
-    when threads share it, whose given orders it takes by :class:`SortCache`'s rule); ``None``
-    without a cache. The columnar cache's writer keeps what it gives."""
-    if sorts is None:
-        return None
-    with sorts.column_lock(j) if isinstance(sorts, SortCache) else contextlib.nullcontext():
-        if j not in sorts:
-            given, ties = getattr(sorts, "given", {}).pop(j, None), getattr(sorts, "ties", {})
-            if given is not None and j in ties:
-                sorts[j] = (given, ties.pop(j))
-            else:
-                values = col() if callable(col) else col
-                found = checked_order(given, values)
-                sorts[j] = found if found is not None else ascending_groups(values)
-        return sorts[j]
 
 
 #: A sort order and its tie groups (:func:`_sorted_groups`), or a function that makes them on
@@ -574,21 +522,16 @@ def roc_auc_sorted(y: np.ndarray, starts: np.ndarray | None, pos_g: SmallCounts 
     return (u2 / 2) / (p * q) if u2 % 2 == 0 else u2 / (2 * p * q)
 
 
-def _auc_point(ranked: LazyRanked) -> Callable[[], float]:
+def _auc_point(r: Ranked) -> Callable[[], float]:
     """Unweighted ROC-AUC from mid-ranks (Mann-Whitney U) in exact integer arithmetic."""
-
-    def fn() -> float:
-        r = ranked()
-        return roc_auc_sorted(r.y, r.starts, r.pos_kept)
-
-    return fn
+    return lambda: roc_auc_sorted(r.y, r.starts, r.pos_kept)
 
 
-def _ap_point(ranked: LazyRanked) -> Callable[[], float]:
+def _ap_point(ranked: Ranked) -> Callable[[], float]:
     """Unweighted average precision, on the descending reading of the ascending sort."""
 
     def fn() -> float:
-        r = ranked().reversed()
+        r = ranked.reversed()
         return ap_blocks(_blocks_of(r), r.groups, r.p)
 
     return fn
@@ -622,64 +565,15 @@ def _ap_w(score: np.ndarray, is_pos: np.ndarray, sorted_: SortGiven | None = Non
     return fn
 
 
-class _OvrSorts:
-    """Each class's score sort for a one-vs-rest metric, computed once and shared by its weighted,
-    point and influence paths (and, through ``shared``, with the task's other metrics)."""
-
-    def __init__(
-        self,
-        probs: np.ndarray,
-        gold: np.ndarray,
-        descending: bool,
-        shared: dict[int, tuple[np.ndarray, np.ndarray | None]] | None = None,
-    ):
-        self.probs, self.gold, self.descending, self.shared = probs, gold, descending, shared
-        self._asc: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
-        self._sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
-        self._ranked: dict[int, LazyRanked] = {}
-        self._flags: dict[int, np.ndarray] = {}
-
-    def flags(self, c: int) -> np.ndarray:
-        """``gold == c``, made once for the class's weights function and its ranking."""
-        if c not in self._flags:
-            self._flags[c] = _flags(self.shared, self.gold, c)
-        return self._flags[c]
-
-    def ascending(self, c: int) -> tuple[np.ndarray, np.ndarray | None]:
-        if c not in self._asc:
-            found = ascending_sort(self.shared, functools.partial(self.column, c), c)
-            self._asc[c] = found if found is not None else ascending_groups(self.column(c))
-        return self._asc[c]
-
-    def column(self, c: int) -> np.ndarray:
-        """Class ``c``'s probabilities, to sort or to check an order through, made only then (an
-        order given with its ties reads no column): beyond one block a view (no copy of the column),
-        else a copy, which np.take reads faster."""
-        return self.probs[:, c] if len(self.probs) > kernels.WHOLE else np.ascontiguousarray(self.probs[:, c])
-
-    def get(self, c: int) -> tuple[np.ndarray, np.ndarray | None]:
-        if c not in self._sorts:
-            self._sorts[c] = _sorted_groups(self.probs[:, c], self.descending, self.ascending(c))
-        return self._sorts[c]
-
-    def ranked(self, c: int) -> LazyRanked:
-        if c not in self._ranked:
-            self._ranked[c] = _ranked(self.shared, c, self.flags(c), self.ascending(c))
-        return self._ranked[c]
-
-
 def _ovr_w(
-    make: Callable[..., WeightsFunction],
-    probs: np.ndarray,
-    gold: np.ndarray,
-    classes: Sequence[int],
-    sorts: _OvrSorts | None = None,
+    make: Callable[..., WeightsFunction], probs: np.ndarray, flags: Sequence[np.ndarray], sorts: Sequence[ColumnSort]
 ) -> WeightsFunction:
+    """The one-vs-rest macro mean of ``make``'s weights functions, each class ``c`` on its ``flags[c]``
+    and its ascending sort (``sorts[c]``; ``make``'s own reading of it made on its first use)."""
+    descending = make is _ap_w
     fns = [
-        make(probs[:, c], gold == c, None)
-        if sorts is None
-        else make(probs[:, c], sorts.flags(c), functools.partial(sorts.get, c))
-        for c in classes
+        make(probs[:, c], flags[c], functools.partial(_sorted_groups, probs[:, c], descending, (s.order, s.starts)))
+        for c, s in enumerate(sorts)
     ]
 
     def fn(w: np.ndarray, exchangeable: bool = False) -> np.ndarray:
@@ -731,13 +625,12 @@ def ap_blocks(block: Callable[[int, int], tuple[np.ndarray, np.ndarray]], groups
     return float(total / p)
 
 
-def _ovr_point(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSorts) -> Callable[[], float]:
-    """The unweighted one-vs-rest macro mean from each class's sort (classes where it is defined)."""
+def _ovr_point(name: str, ranks: Sequence[Ranked]) -> Callable[[], float]:
+    """The unweighted one-vs-rest macro mean from each class's ranked flags (classes where it is defined)."""
 
     def fn() -> float:
         vals = []
-        for c in classes:
-            r = sorts.ranked(c)()
+        for r in ranks:
             if name == "roc_auc":
                 vals.append(roc_auc_sorted(r.y, r.starts, r.pos_kept))
             else:
@@ -749,36 +642,36 @@ def _ovr_point(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrS
     return fn
 
 
-def _auc_infl(ranked: LazyRanked) -> GroupedInfluence:
+def _auc_infl(ranked: Ranked) -> GroupedInfluence:
     """DeLong influence values of ROC-AUC (:func:`labledger.metrics.analytic.auc_groups`), on the one sort."""
     from labledger.metrics.analytic import GroupedInfluence, auc_groups, auc_items, auc_sum_sq
 
     return GroupedInfluence(
-        lambda clustered: auc_groups(ranked(), clustered),
-        lambda: auc_sum_sq(ranked()),
-        lambda clustered, into: auc_items(ranked(), clustered, into),
+        lambda clustered: auc_groups(ranked, clustered),
+        lambda: auc_sum_sq(ranked),
+        lambda clustered, into: auc_items(ranked, clustered, into),
     )
 
 
-def _ap_infl(ranked: LazyRanked) -> GroupedInfluence:
+def _ap_infl(ranked: Ranked) -> GroupedInfluence:
     """Delta-method influence values of average precision, on the one sort read descending."""
     from labledger.metrics.analytic import GroupedInfluence, ap_groups, ap_items, ap_sum_sq
 
     return GroupedInfluence(
-        lambda clustered: ap_groups(ranked().reversed(), clustered),
-        lambda: ap_sum_sq(ranked().reversed()),
-        lambda clustered, into: ap_items(ranked().reversed(), clustered, into),
+        lambda clustered: ap_groups(ranked.reversed(), clustered),
+        lambda: ap_sum_sq(ranked.reversed()),
+        lambda clustered, into: ap_items(ranked.reversed(), clustered, into),
     )
 
 
-def _ovr_infl(name: str, gold: np.ndarray, classes: Sequence[int], sorts: _OvrSorts) -> Callable[[bool], np.ndarray]:
+def _ovr_infl(name: str, ranks: Sequence[Ranked]) -> Callable[[bool], np.ndarray]:
     """Influence values of a one-vs-rest macro mean (on the classes' shared sorts)."""
     from labledger.metrics.analytic import ovr_influence
 
     def fn(clustered: bool) -> np.ndarray:
         kernel = _auc_infl if name == "roc_auc" else _ap_infl
         # one class's influence function at a time: its group values go once its items' are summed
-        return ovr_influence((kernel(sorts.ranked(c)) for c in classes), clustered)
+        return ovr_influence((kernel(r) for r in ranks), clustered)
 
     return fn
 
@@ -940,7 +833,7 @@ def binary_prepared(
     pred: np.ndarray,
     *,
     pos_label: int | None = None,
-    sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None = None,
+    sorts: Sorts | None = None,
 ) -> Prepared | None:
     """A binary task's probability metric from its ``score`` (P(label ``pos``) of two labels; the
     other label's is ``1.0 - score``) with the same values, bit for bit, as :func:`prob_prepared`
@@ -951,13 +844,10 @@ def binary_prepared(
     if name in ("roc_auc", "average_precision"):
         if params.get("average") != "binary" or pos_label != pos:
             return None
-        asc = ascending_sort(sorts, score, pos)
-        is_pos = _flags(sorts, gold, pos)
-        return score_prepared(
-            name, params, is_pos, score, ascending=asc, ranked=None if asc is None else _ranked(sorts, pos, is_pos, asc)
-        )
+        is_pos = gold == pos
+        return score_prepared(name, params, is_pos, score, sort=_sort_of(sorts, pos, score, is_pos))
     if name == "log_loss":  # probs[arange, gold]: the gold label's column
-        return score_prepared(name, params, _flags(sorts, gold, pos), score)
+        return score_prepared(name, params, gold == pos, score)
     if name == "brier":
 
         def two(a: int, b: int) -> np.ndarray:
@@ -966,7 +856,7 @@ def binary_prepared(
 
         return _mean_of_blocks(name, params, len(score), two)
     if name == "ece":  # probs[arange, pred]: the predicted label's column
-        return score_prepared(name, params, _flags(sorts, gold, pos), score, pred == pos)
+        return score_prepared(name, params, gold == pos, score, pred == pos)
     return None
 
 
@@ -1030,23 +920,20 @@ def score_prepared(
     score: np.ndarray,
     pred_pos: np.ndarray | None = None,
     *,
-    ascending: tuple[np.ndarray, np.ndarray | None] | None = None,
-    ranked: LazyRanked | None = None,
+    sort: ColumnSort | None = None,
 ) -> Prepared:
     """A :class:`Prepared` for a binary probability metric from P(positive) (no (n, 2) matrix);
-    ``ascending``: an ascending sort order of ``score`` and its tie groups when the caller has them,
-    ``ranked``: its class flags ranked (:class:`LazyRanked`) when the caller shares them."""
+    ``sort``: ``score``'s :class:`ColumnSort` with ``is_pos`` when the caller has it."""
     n = len(score)
 
     weights = _weights_of(name, params, n)
 
     if name in ("roc_auc", "average_precision"):
-        sorted_ = _sorted_groups(score, descending=False, ascending=ascending)
-        ranked = ranked or LazyRanked(is_pos, sorted_)
+        order, starts, ranked = sort or column_sort(score, is_pos)
         if name == "roc_auc":
-            return weights(_auc_w(score, is_pos, sorted_), _auc_point(ranked), _auc_infl(ranked))
+            return weights(_auc_w(score, is_pos, (order, starts)), _auc_point(ranked), _auc_infl(ranked))
         return weights(
-            _ap_w(score, is_pos, lambda: _sorted_groups(score, descending=True, ascending=sorted_)),
+            _ap_w(score, is_pos, functools.partial(_sorted_groups, score, True, (order, starts))),
             _ap_point(ranked),
             _ap_infl(ranked),
         )
@@ -1079,12 +966,12 @@ def prob_prepared(
     *,
     pos: int | None,
     pred: np.ndarray | None = None,
-    sorts: dict[int, tuple[np.ndarray, np.ndarray | None]] | None = None,
+    sorts: Sorts | None = None,
 ) -> Prepared:
     """A :class:`Prepared` for a probability metric: ``gold`` indices, ``probs`` (n, K) keyed by ``labels``.
 
-    ``sorts``: a cache of each column's ascending sort order that the caller shares between the
-    metrics of one task, so that ROC-AUC and average precision sort a column once.
+    ``sorts``: the columns' sorts that the caller shares between the metrics of one task
+    (:func:`ranked_columns`), so that ROC-AUC and average precision sort a column once.
     """
     n, k = probs.shape
 
@@ -1096,29 +983,23 @@ def prob_prepared(
             if pos is None:
                 raise MetricInputError(f"{name} with average='binary' needs pos_label= (the positive label)")
             column = np.ascontiguousarray(probs[:, pos])
-            asc = ascending_sort(sorts, column, pos)
-            is_pos = _flags(sorts, gold, pos)
-            return score_prepared(
-                name,
-                params,
-                is_pos,
-                column,
-                ascending=asc,
-                ranked=None if asc is None else _ranked(sorts, pos, is_pos, asc),
-            )
+            is_pos = gold == pos
+            return score_prepared(name, params, is_pos, column, sort=_sort_of(sorts, pos, column, is_pos))
+        flags = [gold == c for c in range(k)]
         if name == "roc_auc" and k == 2:
-            sorted_ = _sorted_groups(probs[:, 1], descending=False, ascending=ascending_sort(sorts, probs[:, 1], 1))
-            if _reverse_ranking(probs[:, 0], probs[:, 1], sorted_[0]):
+            one = _sort_of(sorts, 1, probs[:, 1], flags[1])
+            if _reverse_ranking(probs[:, 0], probs[:, 1], one.order):
                 # P(label 0) ranks the items exactly in reverse: both one-vs-rest AUCs are equal (when
                 # both are defined), so their macro mean is the AUC of label 1, computed once
-                ranked = _ranked(sorts, 1, gold == 1, sorted_)
-                return weights(_auc_w(probs[:, 1], gold == 1, sorted_), _auc_point(ranked), _auc_infl(ranked))
-        ovr = _OvrSorts(probs, gold, descending=name != "roc_auc", shared=sorts)
-        return weights(
-            _ovr_w(make, probs, gold, range(k), ovr),
-            _ovr_point(name, gold, range(k), ovr),
-            _ovr_infl(name, gold, range(k), ovr),
-        )
+                return weights(
+                    _auc_w(probs[:, 1], flags[1], (one.order, one.starts)),
+                    _auc_point(one.ranked),
+                    _auc_infl(one.ranked),
+                )
+            sorts = {**(sorts or {}), 1: one}
+        by_class = [_sort_of(sorts, c, functools.partial(probs_column, probs, c), flags[c]) for c in range(k)]
+        ranks = [s.ranked for s in by_class]
+        return weights(_ovr_w(make, probs, flags, by_class), _ovr_point(name, ranks), _ovr_infl(name, ranks))
     if name == "log_loss":  # (a block at a time, as a binary task's: no array of n)
         return _mean_of_blocks(name, params, n, lambda a, b: _neg_log_clipped(_picked(probs, gold, a, b)))
     if name == "brier":
