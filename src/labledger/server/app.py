@@ -225,6 +225,7 @@ def create_app(
         Route("/api/sync/runs/{run}/files", sync.put_file, methods=["PUT"]),
         Route("/api/sync/runs/{run}/files", sync.get_file, methods=["GET"]),
         Route("/api/sync/runs/{run}/index", sync.put_index, methods=["POST"]),
+        Route("/api/sync/runs/{run}/batch", sync.put_batch, methods=["POST"]),
         Route("/api/uploads", uploads.list_uploads, methods=["GET"]),
         Route("/upload", uploads.upload, methods=["POST"]),
         Route("/uploads/{name}", uploads.get_upload, methods=["GET", "HEAD"]),

@@ -421,6 +421,22 @@ def openapi_document(version: str) -> dict[str, Any]:
             },
         },
     }
+    paths["/api/sync/runs/{run}/batch"] = {
+        "post": {
+            "summary": "labledger sync: many small files of one run in one request, each checked by its digest "
+            "before any is written (a 4-byte length, a JSON head naming each file's path, offset, size and "
+            "digest, then their bytes); one that differs refuses the batch (422), nothing kept",
+            "operationId": "sync_put_batch",
+            "tags": ["sync"],
+            "security": BEARER,
+            "parameters": [_p("run", "Run id"), *sync_headers],
+            "requestBody": {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string"}}}},
+            "responses": {
+                "200": {"description": "Stored: per file the digest of the server's copy"},
+                **_errors(400, 401, 403, 409, 413, 422),
+            },
+        }
+    }
     paths["/api/sync/runs/{run}/index"] = {
         "post": {
             "summary": "labledger sync: replace the run's index rows",

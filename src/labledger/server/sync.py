@@ -10,6 +10,18 @@
   digest of the client's first ``N / CHUNK`` chunks: a server copy that differs there is a conflict.
   ``X-Digest``, when the client knows the file's digest before sending (chunk hashes recorded as
   the run wrote it), is checked against what arrived: other bytes are refused (422) and not kept.
+* ``POST /api/sync/runs/{run}/batch``: many small files in one request (#46). The body is a
+  4-byte big-endian length, a JSON head ``{"files": [{"path", "offset", "size", "digest",
+  "prefix"}]}``, then the bytes ``[offset, size)`` of each file in the head's order. At most
+  ``BATCH_FILES`` files and ``BATCH_BYTES`` bytes, each file's part at most ``BATCH_FILE`` (the
+  state answer names these limits; a larger file takes the chunked ``PUT``). The whole body is
+  received and every file's digest checked before anything is written: one that differs refuses
+  the batch (422) and nothing of it is kept. Whole files are written to part files, fsynced
+  together (writeback started for all, then the ``fsync`` s from a pool of threads, so the
+  journal commits once for many), recorded in the manifest, then renamed into place and their
+  folders fsynced once each. A record file sent from an offset (a live run's new lines) is written
+  in place. A rename a crash cut off is finished by the next request for the run
+  (:func:`settle`), so a killed server leaves no half batch and no false "changed on the server".
 * ``POST /api/sync/runs/{run}/index``: the run's index rows (runs, tags, checkpoints, evaluations,
   metric values, benchmark entries), replaced in one transaction.
 
@@ -47,6 +59,7 @@ from labledger.store.manifest import (
     chunk_hashes,
     digest,
     fresh_entry,
+    range_hash,
     read_manifest,
     sha256_hex,
     stat_key,
@@ -58,6 +71,14 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ORIGIN = re.compile(r"^[0-9a-f]{16,64}$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 PARTS = ".sync-parts"
+#: The most files one batch request carries.
+BATCH_FILES = 512
+#: The most file bytes one batch request carries.
+BATCH_BYTES = 8 * CHUNK
+#: The most bytes of one file (of its part sent) in a batch; a larger file takes the chunked PUT.
+BATCH_FILE = CHUNK
+#: The most bytes of a batch's JSON head.
+BATCH_HEAD = 1 << 20
 _locks: dict[str, asyncio.Lock] = {}
 
 
@@ -112,6 +133,7 @@ def _owned(run_dir: Path, origin: str, host: str, *, create: bool) -> dict[str, 
             f"run {run_dir.name} on this server was synced from another ledger (host {doc.get('host') or '?'}): "
             f"refusing to merge two copies of one run",
         )
+    settle(run_dir, doc)
     return doc
 
 
@@ -155,23 +177,25 @@ def run_state(run_dir: Path) -> dict[str, Any] | None:
         return {"foreign": True} if run_dir.exists() else None
     files: dict[str, Any] = {}
     base = str(run_dir) + "/"
+    found = _part_files(run_dir)
     for rel, entry in doc["files"].items():
+        part = found.get(rel)
+        if part is not None and stat_key(part[1]) == entry.get("stat"):
+            # a batch's file recorded and not yet renamed into place (a crash, or the batch now)
+            del found[rel]
+            files[rel] = {"size": entry["size"], "chunks": entry["chunks"], "changed": False}
+            continue
         try:
             now = fresh_entry(base + rel, entry)
         except FileNotFoundError:
             files[rel] = {"size": 0, "chunks": [], "changed": True}
             continue
-        files[rel] = {"size": now["size"], "chunks": now["chunks"], "changed": now is not entry}
+        changed = now is not entry and not (rel in APPEND_ONLY and _extends(base + rel, now, entry))
+        files[rel] = {"size": now["size"], "chunks": now["chunks"], "changed": changed}
     parts: dict[str, Any] = {}
-    part_dir = run_dir / PARTS
-    if part_dir.is_dir():
-        from urllib.parse import unquote
-
-        for p in part_dir.iterdir():
-            if p.name.endswith(".part"):
-                size = p.stat().st_size
-                size -= size % CHUNK  # resume from a whole chunk
-                parts[unquote(p.name[: -len(".part")])] = {"size": size, "chunks": chunk_hashes(p, size=size)}
+    for rel, (p, st) in found.items():
+        size = st.st_size - st.st_size % CHUNK  # resume from a whole chunk
+        parts[rel] = {"size": size, "chunks": chunk_hashes(p, size=size)}
     return {
         "origin": doc.get("origin"),
         "host": doc.get("host"),
@@ -179,6 +203,95 @@ def run_state(run_dir: Path) -> dict[str, Any] | None:
         "files": files,
         "parts": parts,
     }
+
+
+def _part_files(run_dir: Path) -> dict[str, tuple[Path, os.stat_result]]:
+    """The part files of a run folder by the run path they are for, with their ``stat``."""
+    from urllib.parse import unquote
+
+    out: dict[str, tuple[Path, os.stat_result]] = {}
+    try:
+        it = os.scandir(run_dir / PARTS)
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    with it:
+        for e in it:
+            if e.name.endswith(".part"):
+                with contextlib.suppress(FileNotFoundError):
+                    out[unquote(e.name[: -len(".part")])] = (Path(e.path), e.stat())
+    return out
+
+
+def _extends(path: str, now: dict[str, Any], entry: dict[str, Any]) -> bool:
+    """Whether the record file at ``path`` (its chunks ``now``) still begins with every byte its
+    manifest ``entry`` records: it only grew since (an append a crash left unrecorded), it was not
+    changed."""
+    size = int(entry.get("size") or 0)
+    chunks = list(entry.get("chunks") or [])
+    full = size // CHUNK
+    if now["size"] < size or now["chunks"][:full] != chunks[:full] or len(chunks) != -(-size // CHUNK):
+        return False
+    return not size % CHUNK or range_hash(path, full * CHUNK, size) == chunks[full]
+
+
+def settle(run_dir: Path, doc: dict[str, Any]) -> bool:
+    """Finish the renames of a batch that a crash cut off: every part file whose ``stat`` is the
+    one the manifest records for its path (written, fsynced and recorded, not yet in place) is
+    renamed into place. Returns whether there were any. Called with the run's lock held."""
+    touched: set[Path] = set()
+    for rel, (part, st) in _part_files(run_dir).items():
+        entry = doc["files"].get(rel)
+        if entry is None or stat_key(st) != entry.get("stat"):
+            continue
+        final = run_dir / rel
+        _make_parents(final, run_dir, touched)
+        os.replace(part, final)
+        touched.add(final.parent)
+    _fsync_dirs(touched)
+    return bool(touched)
+
+
+def _make_parents(path: Path, run_dir: Path, touched: set[Path]) -> None:
+    """Make the folders above ``path`` (inside ``run_dir``); each folder a new one was made in is
+    added to ``touched`` (to be fsynced, so the new folder survives a crash)."""
+    missing = []
+    folder = path.parent
+    while folder != run_dir and not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir()
+        touched.add(folder.parent)
+
+
+def _fsync_dirs(folders: set[Path]) -> None:
+    """fsync ``folders`` from a pool of threads (the journal commits once for those that wait together)."""
+    if len(folders) <= 1:
+        for folder in folders:
+            fsync_dir(folder, strict=True)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(16, len(folders)), thread_name_prefix="labledger-sync-fsync") as pool:
+        list(pool.map(lambda f: fsync_dir(f, strict=True), folders))
+
+
+def _fsync_fds(fds: list[int]) -> None:
+    """fsync many written files: writeback started for every one first (``sync_file_range``), then
+    the ``fsync`` s from a pool of threads, so the file system commits its journal once for many
+    files, not once per file (a batch's fsync)."""
+    if _SYNC_FILE_RANGE is not None and len(fds) > 1:
+        for fd in fds:
+            _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
+    if len(fds) <= 2:
+        for fd in fds:
+            os.fsync(fd)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(16, len(fds)), thread_name_prefix="labledger-sync-fsync") as pool:
+        list(pool.map(os.fsync, fds))
 
 
 def _ship_pending(store: Any, run_dir: Path) -> None:
@@ -245,13 +358,21 @@ async def state(request: Request) -> Response:
         raise ApiError(400, "the body must be {'runs': [run ids]} (at most 10,000)")
     root = ctx.root / "runs"
 
+    stray = await run_in_threadpool(lambda: [rid for rid in runs if _part_files(root / _run_id(rid))])
+    for rid in stray:  # part files: a batch's renames a crash cut off are finished first
+        async with _lock(rid):
+            doc = await run_in_threadpool(read_manifest, root / rid)
+            if doc is not None:
+                await run_in_threadpool(settle, root / rid, doc)
+
     def collect() -> dict[str, Any]:
         if ctx.objects is not None:
             for rid in runs:
                 _ship_pending(ctx.objects, root / _run_id(rid))
         return {rid: run_state(root / _run_id(rid)) for rid in runs}
 
-    return ok({"runs": await run_in_threadpool(collect), "chunk": CHUNK, "max_upload": ctx.max_upload})
+    batch = {"files": BATCH_FILES, "bytes": BATCH_BYTES, "file": BATCH_FILE}
+    return ok({"runs": await run_in_threadpool(collect), "chunk": CHUNK, "max_upload": ctx.max_upload, "batch": batch})
 
 
 async def put_file(request: Request) -> Response:
@@ -364,6 +485,184 @@ async def put_file(request: Request) -> Response:
             if superseded:
                 await run_in_threadpool(drop_file, ctx.objects, run_id, superseded)
     return ok({"path": rel, "size": total, "digest": digest(chunks), "chunks": len(chunks)})
+
+
+async def put_batch(request: Request) -> Response:
+    """``POST /api/sync/runs/{run}/batch``: many small files of one run (see the module docstring)."""
+    ctx = request.app.state.ctx
+    ctx.require_write(request)
+    origin, host = _origin(request)
+    run_id = _run_id(request.path_params["run"])
+    try:
+        length = int(request.headers["content-length"])
+    except (KeyError, ValueError):
+        raise ApiError(400, "a batch needs a Content-Length") from None
+    limit = 4 + BATCH_HEAD + BATCH_BYTES
+    if length > limit:
+        raise ApiError(413, f"the batch is {length} bytes; a batch carries at most {limit}")
+    body = bytearray()
+    try:
+        async for piece in request.stream():
+            body += piece
+            if len(body) > length:
+                raise ApiError(400, f"the batch body is longer than its Content-Length ({length})")
+    except ClientDisconnect:  # the client went away: nothing of the batch is written
+        raise ApiError(400, f"the batch body ended after {len(body)} of {length} bytes; nothing was kept") from None
+    if len(body) != length:
+        raise ApiError(400, f"the batch body ended after {len(body)} of {length} bytes; nothing was kept")
+    entries = _batch_entries(body, ctx.max_upload)
+    run_dir = ctx.root / "runs" / run_id
+    async with _lock(run_id):
+        doc = await run_in_threadpool(_owned, run_dir, origin, host, create=True)
+        answers, superseded = await run_in_threadpool(_store_batch, run_dir, doc, entries, memoryview(body))
+        if ctx.objects is not None:  # each file goes on to object storage before the answer
+            await run_in_threadpool(_ship_batch, ctx.objects, run_id, run_dir, doc, entries, superseded)
+    return ok({"run": run_id, "files": answers})
+
+
+class _BatchEntry:
+    """One file of a batch: its run path, the byte range ``[offset, size)`` sent, where those
+    bytes start in the body, the digest of the whole file and of its chunks before ``offset``."""
+
+    __slots__ = ("at", "digest", "offset", "prefix", "rel", "size")
+
+    def __init__(self, rel: str, offset: int, size: int, digest: str, prefix: str | None, at: int) -> None:
+        self.rel, self.offset, self.size, self.digest, self.prefix, self.at = rel, offset, size, digest, prefix, at
+
+
+def _batch_entries(body: bytearray, max_upload: int) -> list[_BatchEntry]:
+    """The files of a batch body, checked (paths, ranges, digests, limits) before anything is written."""
+    n = int.from_bytes(body[:4], "big") if len(body) >= 4 else -1
+    if n < 0 or n > BATCH_HEAD or 4 + n > len(body):
+        raise ApiError(400, f"a batch body starts with the 4-byte length of its JSON head (at most {BATCH_HEAD})")
+    try:
+        head = orjson.loads(bytes(body[4 : 4 + n]))
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, f"the batch head is not JSON ({exc})") from None
+    files = head.get("files") if isinstance(head, dict) else None
+    if not isinstance(files, list) or not files or len(files) > BATCH_FILES:
+        raise ApiError(400, f"the batch head must be {{'files': [...]}} with 1 to {BATCH_FILES} files")
+    out: list[_BatchEntry] = []
+    seen: set[str] = set()
+    at = 4 + n
+    for f in files:
+        if not isinstance(f, dict):
+            raise ApiError(400, "each file of a batch is {'path', 'offset', 'size', 'digest', 'prefix'}")
+        try:
+            path = f.get("path")
+            rel = check_run_path(path if isinstance(path, str) else "")
+        except RecordError as exc:
+            raise ApiError(400, str(exc)) from None
+        offset, size, want, prefix = f.get("offset", 0), f.get("size"), f.get("digest"), f.get("prefix")
+        if not isinstance(offset, int) or not isinstance(size, int) or offset < 0 or offset % CHUNK or size < offset:
+            raise ApiError(400, f"{rel}: offset must be a multiple of {CHUNK} and at most size (bytes)")
+        if size - offset > BATCH_FILE:
+            raise ApiError(413, f"{rel}: {size - offset} bytes; a file in a batch sends at most {BATCH_FILE}")
+        if size > max_upload:
+            raise ApiError(413, f"{rel} is {size} bytes; this server takes files of at most {max_upload} bytes")
+        if not isinstance(want, str) or not _DIGEST.fullmatch(want):
+            raise ApiError(400, f"{rel}: digest must be 64 lowercase hex digits (the file's digest)")
+        if offset and (rel not in APPEND_ONLY or not isinstance(prefix, str) or not _DIGEST.fullmatch(prefix)):
+            raise ApiError(400, f"{rel}: only a record file is sent from an offset, with the prefix's digest")
+        if rel in seen:
+            raise ApiError(400, f"{rel} is twice in the batch")
+        seen.add(rel)
+        out.append(_BatchEntry(rel, offset, size, want, prefix if offset else None, at))
+        at += size - offset
+    if at - 4 - n > BATCH_BYTES:
+        raise ApiError(413, f"the batch carries {at - 4 - n} bytes of files; at most {BATCH_BYTES}")
+    if at != len(body):
+        raise ApiError(400, f"the batch head names {at - 4 - n} bytes of files; the body holds {len(body) - 4 - n}")
+    return out
+
+
+def _store_batch(
+    run_dir: Path, doc: dict[str, Any], entries: list[_BatchEntry], body: memoryview
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Verify, write, fsync, record and rename the files of one batch (in a worker thread, with the
+    run's lock held); returns the answer per file and the plain record files a compacted one
+    superseded. Nothing is written unless every file's digest is the stated one."""
+    plans = []
+    for e in entries:
+        data = body[e.at : e.at + e.size - e.offset]
+        new = [sha256_hex(data[i : i + CHUNK]) for i in range(0, len(data), CHUNK)]
+        kept: list[str] = []
+        if e.offset:  # a record file's new bytes, after the chunks the server has
+            target = run_dir / e.rel
+            have = fresh_entry(target, doc["files"].get(e.rel)) if target.exists() else None
+            kept = list((have or {}).get("chunks", [])[: e.offset // CHUNK])
+            have_size = have["size"] if have else 0
+            if have_size < e.offset or len(kept) != e.offset // CHUNK:
+                raise ApiError(
+                    409, f"{e.rel}: the server has {have_size} bytes, fewer than offset {e.offset}: ask for state"
+                )
+            if e.prefix != digest(kept):
+                raise ApiError(
+                    409, f"{e.rel}: the server's first {e.offset} bytes differ from the client's: refusing to merge"
+                )
+        got = digest(kept + new)
+        if got != e.digest:
+            raise ApiError(
+                422,
+                f"{e.rel}: the {len(data)} bytes received in the batch have the digest {got}, not {e.digest} as the "
+                f"client stated: the client's copy changed since it was hashed, or is damaged; nothing of the "
+                f"batch was kept",
+            )
+        plans.append((e, data, kept + new))
+    fds: list[int] = []
+    try:
+        (run_dir / PARTS).mkdir(exist_ok=True)
+        for e, data, _ in plans:
+            if e.offset:  # in place, as the chunked path writes record files
+                fd = os.open(run_dir / e.rel, os.O_WRONLY | os.O_CLOEXEC)
+            else:
+                fd = os.open(_part_path(run_dir, e.rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            fds.append(fd)
+            _pwrite_all(fd, data, e.offset)
+            if e.offset:
+                os.ftruncate(fd, e.size)
+        _fsync_fds(fds)
+        for fd, (e, _, chunks) in zip(fds, plans, strict=True):
+            st = os.fstat(fd)  # a rename keeps size, mtime and inode: the stat the file has once in place
+            doc["files"][e.rel] = {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
+    finally:
+        for fd in fds:
+            os.close(fd)
+    write_manifest(run_dir, doc)  # from here the batch stands: a crash's missing renames are settled
+    touched: set[Path] = set()
+    for e, _, _ in plans:
+        if not e.offset:
+            final = run_dir / e.rel
+            _make_parents(final, run_dir, touched)
+            os.replace(_part_path(run_dir, e.rel), final)
+            touched.add(final.parent)
+    _fsync_dirs(touched)
+    superseded = [plain for e, _, _ in plans if (plain := _drop_superseded(run_dir, doc, e.rel))]
+    if superseded:
+        write_manifest(run_dir, doc)
+    answers = [
+        {"path": e.rel, "size": e.size, "digest": digest(chunks), "chunks": len(chunks)} for e, _, chunks in plans
+    ]
+    return answers, superseded
+
+
+def _ship_batch(
+    store: Any, run_id: str, run_dir: Path, doc: dict[str, Any], entries: list[_BatchEntry], superseded: list[str]
+) -> None:
+    """Ship the files of a stored batch to object storage (files that fail are shipped again at the
+    next state request, as the chunked path's)."""
+    try:
+        for e in entries:
+            ship_file(
+                store, run_id, e.rel, run_dir / e.rel, doc["files"][e.rel], whole=e.rel not in APPEND_ONLY, owner=doc
+            )
+    except LedgerError:  # the store is unreachable: what was not shipped goes at the next state request
+        for e in entries:
+            doc["files"][e.rel]["unshipped"] = True
+        write_manifest(run_dir, doc)
+        raise
+    for plain in superseded:
+        drop_file(store, run_id, plain)
 
 
 def _drop_superseded(run_dir: Path, doc: dict[str, Any], rel: str) -> str | None:

@@ -201,12 +201,14 @@ class _Session:
         conn.sock.settimeout(self.timeout)
         return conn
 
-    def call(self, method: str, path: str, *, json: Any = None) -> dict[str, Any]:
-        """One JSON request; a kept-alive connection the server closed meanwhile is opened again once."""
+    def call(self, method: str, path: str, *, json: Any = None, data: bytes | None = None) -> dict[str, Any]:
+        """One request with a JSON answer (a JSON body, or the bytes ``data``); a kept-alive
+        connection the server closed meanwhile is opened again once."""
         import http.client
 
-        body = orjson.dumps(json) if json is not None else b""
-        headers = {**self.headers, "Content-Type": "application/json", "Content-Length": str(len(body))}
+        body = data if data is not None else orjson.dumps(json) if json is not None else b""
+        kind = "application/octet-stream" if data is not None else "application/json"
+        headers = {**self.headers, "Content-Type": kind, "Content-Length": str(len(body))}
         target = (urlsplit(self.to).path or "") + path
         for attempt in (0, 1):
             reused = self._conn is not None
@@ -352,7 +354,9 @@ def sync_runs(
                 todo.append((info.id, run_dir, files, rows, rows_digest, signature))
             for start in range(0, len(todo), BATCH):
                 batch = todo[start : start + BATCH]
-                state = session.call("POST", "/api/sync/state", json={"runs": [t[0] for t in batch]})["runs"]
+                answer = session.call("POST", "/api/sync/state", json={"runs": [t[0] for t in batch]})
+                state = answer["runs"]
+                limits = _batch_limits(answer.get("batch"))
                 for run_id, run_dir, files, rows, rows_digest, signature in batch:
                     sent = _sync_one(
                         session,
@@ -368,6 +372,7 @@ def sync_runs(
                         repair=repair,
                         report=report,
                         on_file=on_file,
+                        limits=limits,
                     )
                     if sent:
                         report.runs_sent.append(run_id)
@@ -399,6 +404,7 @@ def _sync_one(
     repair: bool,
     report: SyncReport,
     on_file: Callable[[str, str, int], None] | None,
+    limits: tuple[int, int, int] | None = None,
 ) -> bool:
     if server is not None and server.get("foreign"):
         raise SyncConflictError(f"run {run_id} exists on the server and was not synced there: refusing to merge")
@@ -410,6 +416,8 @@ def _sync_one(
     s_files = (server or {}).get("files", {})
     s_parts = (server or {}).get("parts", {})
     sent_any = False
+    small: list[_Small] = []  # sent in batches, after the files that take the chunked PUT
+    last: list[tuple[Path, str, int, int, list[str], list[str] | None, str, os.stat_result]] = []
     # records first, run.json last: what the server shows as finished has all its records
     order = sorted(files, key=lambda f: (f in MUTABLE, f not in APPEND_ONLY, f))
     for rel in order:
@@ -422,22 +430,15 @@ def _sync_one(
         key = f"{run_id}/{rel}"
         have = s_files.get(rel)
         part = s_parts.get(rel) if have is None and not append_only else None
+        offset = 0
         if have is None and part is None:
             # the server lacks the file: hashed while it is sent (one read), unless the cache knows it
-            if dry_run:
-                entry = report.pending.setdefault(run_id, {"files": 0, "bytes": 0})
-                entry["files"] += 1
-                entry["bytes"] += size
-                continue
-            offset = 0
-            known = _known(cache, key, run_dir, rel, st, size)
-            chunks = _send(session, path, _file_url(run_id, rel, 0, size), 0, size, [], known, (run_dir, rel))
-            cache.store(key, st, size, chunks)
+            prefix: list[str] = []
+            known = None if dry_run else _known(cache, key, run_dir, rel, st, size)
         else:
             local = _known(cache, key, run_dir, rel, st, size)
             if local is None:
                 local = cache.chunks(key, path, size, append_only)
-            offset = 0
             if have is not None:
                 if have.get("changed") and not repair:
                     raise SyncConflictError(
@@ -460,28 +461,35 @@ def _sync_one(
                 n = len(part.get("chunks") or [])
                 if part.get("chunks") == local[:n] and n * CHUNK <= size:
                     offset = n * CHUNK  # an interrupted upload: continue where it stopped
-            if dry_run:
-                entry = report.pending.setdefault(run_id, {"files": 0, "bytes": 0})
-                entry["files"] += 1
-                entry["bytes"] += size - offset
-                continue
-            sent = _send(
-                session,
-                path,
-                _file_url(run_id, rel, offset, size),
-                offset,
-                size,
-                local[: offset // CHUNK],
-                local,
-                (run_dir, rel),
-            )
-            if sent is not local:  # hashed again: what the cache held of it was wrong
-                cache.store(key, st, size, sent)
+            prefix, known = local[: offset // CHUNK], local
+        # a small file goes in a batch: whole (its part file, if any, is replaced), or a record
+        # file's new bytes from the chunk where they start
+        start = offset if append_only else 0
+        batched = limits is not None and size - start <= limits[2]
+        if batched:
+            offset, prefix = start, prefix[: start // CHUNK]
+        if dry_run:
+            entry = report.pending.setdefault(run_id, {"files": 0, "bytes": 0})
+            entry["files"] += 1
+            entry["bytes"] += size - offset
+            continue
+        if batched:
+            small.append(_Small(rel, path, st, size, offset, prefix, key, append_only))
+            continue
+        if rel in MUTABLE:  # after the batches: still the last file of the run
+            last.append((path, rel, offset, size, prefix, known, key, st))
+            continue
+        _send_large(session, cache, run_id, run_dir, path, rel, offset, size, prefix, known, key, st)
         sent_any = True
-        report.files_sent += 1
-        report.bytes_sent += size - offset
-        if on_file is not None:
-            on_file(run_id, rel, size - offset)
+        _count(report, on_file, run_id, rel, size - offset)
+    if small and limits is not None:
+        for item, size in _send_batches(session, cache, run_id, small, limits):
+            _count(report, on_file, run_id, item.rel, size - item.offset)
+        sent_any = True
+    for path, rel, offset, size, prefix, known, key, st in last:
+        _send_large(session, cache, run_id, run_dir, path, rel, offset, size, prefix, known, key, st)
+        sent_any = True
+        _count(report, on_file, run_id, rel, size - offset)
     if (server or {}).get("index") != rows_digest:
         if dry_run:
             report.pending.setdefault(run_id, {"files": 0, "bytes": 0})
@@ -489,6 +497,146 @@ def _sync_one(
             session.call("POST", f"/api/sync/runs/{run_id}/index", json={"digest": rows_digest, "tables": rows})
             sent_any = True
     return sent_any
+
+
+def _count(
+    report: SyncReport, on_file: Callable[[str, str, int], None] | None, run_id: str, rel: str, sent: int
+) -> None:
+    report.files_sent += 1
+    report.bytes_sent += sent
+    if on_file is not None:
+        on_file(run_id, rel, sent)
+
+
+def _send_large(
+    session: _Session,
+    cache: _Cache,
+    run_id: str,
+    run_dir: Path,
+    path: Path,
+    rel: str,
+    offset: int,
+    size: int,
+    prefix: list[str],
+    known: list[str] | None,
+    key: str,
+    st: os.stat_result,
+) -> None:
+    """One file by the chunked PUT (:func:`_send`), its chunk hashes kept in the cache."""
+    sent = _send(session, path, _file_url(run_id, rel, offset, size), offset, size, prefix, known, (run_dir, rel))
+    if sent is not known:  # hashed while sent, or again: what the cache held of it was wrong
+        cache.store(key, st, size, sent)
+
+
+def _batch_limits(doc: Any) -> tuple[int, int, int] | None:
+    """``(files, bytes, bytes of one file)`` of the server's batches (#46), within the client's own
+    limits; ``None`` for a server of an earlier version (every file then takes the chunked PUT)."""
+    if not isinstance(doc, dict):
+        return None
+    try:
+        files, size, one = int(doc["files"]), int(doc["bytes"]), int(doc["file"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if files < 1 or size < 1 or one < 1:
+        return None
+    return min(files, BATCH_FILES), min(size, BATCH_BYTES), min(one, size, BATCH_FILE)
+
+
+#: The most files, bytes, and bytes of one file, the client puts in one batch (the server may take fewer).
+BATCH_FILES = 512
+BATCH_BYTES = 8 * CHUNK
+BATCH_FILE = CHUNK
+
+
+@dataclass
+class _Small:
+    """A file (or a record file's new bytes ``[offset, size)``) that goes in a batch."""
+
+    rel: str
+    path: Path
+    st: os.stat_result
+    size: int
+    offset: int
+    prefix: list[str]
+    key: str
+    append_only: bool
+
+
+def _read_small(item: _Small, most: int) -> tuple[bytes, int, os.stat_result | None]:
+    """The bytes ``[offset, size)`` of a small file, read once (they are hashed and sent as read),
+    the file's size, and its ``stat`` when it did not change since it was listed (``None``
+    otherwise: not cached). A file replaced since it was listed (``run.json`` rewritten) is sent as
+    it is now, up to ``most`` bytes; a record file up to the size listed (its last complete line)."""
+    with open(item.path, "rb") as f:
+        fd = f.fileno()
+        st0 = os.fstat(fd)
+        size = item.size if item.append_only else st0.st_size
+        if item.append_only and (st0.st_ino != item.st.st_ino or st0.st_size < size):
+            raise SyncError(
+                f"{item.path}: the record file was replaced while it was sent; the next sync sends it again"
+            )
+        if size - item.offset > most:
+            raise SyncError(f"{item.path}: the file grew while it was sent; the next sync sends it again")
+        parts = []
+        at = item.offset
+        while at < size:
+            data = os.pread(fd, size - at, at)
+            if not data:
+                raise SyncError(f"{item.path}: the file shrank while it was sent; the next sync sends it again")
+            parts.append(data)
+            at += len(data)
+        st1 = os.fstat(fd)
+    now = (st0.st_mtime_ns, st0.st_ino, st0.st_size)
+    same = now == (st1.st_mtime_ns, st1.st_ino, st1.st_size) and now[:2] == (item.st.st_mtime_ns, item.st.st_ino)
+    return parts[0] if len(parts) == 1 else b"".join(parts), size, st0 if same else None
+
+
+def _send_batches(
+    session: _Session, cache: _Cache, run_id: str, items: list[_Small], limits: tuple[int, int, int]
+) -> list[tuple[_Small, int]]:
+    """Send ``items`` (files of one run, in order) in batch requests of at most ``limits``' files
+    and bytes. Each file is read once, hashed by chunk as read and named in the batch's head with
+    its digest; the server checks every one before it writes any, and answers the digest of each
+    copy it stored, which must be the local one. Returns each item with the size sent."""
+    import struct
+
+    out: list[tuple[_Small, int]] = []
+    group: list[tuple[_Small, bytes, int, os.stat_result | None, list[str]]] = []
+    fill = 0
+
+    def flush() -> None:
+        head = []
+        for item, _data, size, _st, chunks in group:
+            entry: dict[str, Any] = {"path": item.rel, "offset": item.offset, "size": size, "digest": digest(chunks)}
+            if item.offset:
+                entry["prefix"] = digest(item.prefix)
+            head.append(entry)
+        head_bytes = orjson.dumps({"files": head})
+        body = b"".join([struct.pack(">I", len(head_bytes)), head_bytes, *(g[1] for g in group)])
+        answer = session.call("POST", f"/api/sync/runs/{run_id}/batch", data=body)
+        stored = {f.get("path"): f.get("digest") for f in answer.get("files") or [] if isinstance(f, dict)}
+        for item, _, size, st, chunks in group:
+            if stored.get(item.rel) != digest(chunks):
+                raise SyncError(
+                    f"{item.path}: the server stored digest {stored.get(item.rel)} but the local file's is "
+                    f"{digest(chunks)}: the file was damaged on the way"
+                )
+            if st is not None:
+                cache.store(item.key, st, size, chunks)
+            out.append((item, size))
+        group.clear()
+
+    for item in items:
+        data, size, st = _read_small(item, limits[2])
+        if group and (len(group) >= limits[0] or fill + len(data) > limits[1]):
+            flush()
+            fill = 0
+        chunks = item.prefix + [hashlib.sha256(data[i : i + CHUNK]).hexdigest() for i in range(0, len(data), CHUNK)]
+        group.append((item, data, size, st, chunks))
+        fill += len(data)
+    if group:
+        flush()
+    return out
 
 
 def _known(cache: _Cache, key: str, run_dir: Path, rel: str, st: os.stat_result, size: int) -> list[str] | None:
