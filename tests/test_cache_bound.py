@@ -76,13 +76,13 @@ def test_prune_removes_stale_temporaries_and_never_the_entry_just_written(tmp_pa
     folder = tmp_path / "c"
     folder.mkdir()
     now = time.time()
-    old_tmp, young_tmp, entry = folder / ".tmp-a.cols", folder / ".tmp-b.cols", folder / "results-x.cols"
+    old_tmp, young_tmp, entry = folder / ".tmp-a.arrow", folder / ".tmp-b.arrow", folder / "results-x.arrow"
     for p in (old_tmp, young_tmp, entry):
         p.write_bytes(b"x" * 100)
     os.utime(old_tmp, (now - columnar.STALE_TEMPORARY_S - 5,) * 2)
     removed = columnar.prune_cache(folder, max_bytes=10, keep=entry, now=now)
     assert [f.path for f in removed] == [old_tmp]
-    assert sorted(f.path.name for f in columnar.cache_files(folder)) == [".tmp-b.cols", "results-x.cols"]
+    assert sorted(f.path.name for f in columnar.cache_files(folder)) == [".tmp-b.arrow", "results-x.arrow"]
     assert [f.path for f in columnar.clear_cache(folder, now=now)] == [entry]  # the young temporary stays
     assert [f.path for f in columnar.clear_cache(folder, now=now + columnar.STALE_TEMPORARY_S + 5)] == [young_tmp]
 

@@ -172,15 +172,20 @@ def test_a_torn_or_foreign_cache_entry_is_never_read(tmp_path, cache_dir):
     path = write(tmp_path / "r.jsonl", rows)
     want = read_results(path, positive="no", cache=False)
     read_results(path, positive="no")
-    [entry] = cache_dir.glob("*.cols")  # a result set's entry: a columns file
+    [entry] = cache_dir.glob("*.arrow")  # a result set's entry: an Arrow IPC file
     whole = entry.read_bytes()
-    (cache_dir / ".tmp-crashed.cols").write_bytes(whole[:100])  # a writer killed mid-write
+    (cache_dir / ".tmp-crashed.arrow").write_bytes(whole[:100])  # a writer killed mid-write
+    table = pa.ipc.open_file(entry).read_all()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:  # the same columns and stamp, no digest
+        writer.write_table(table)
     for damaged in (
         whole[: len(whole) // 2],  # torn
         whole[:-1],  # torn in the last byte
+        b"",
         b"not an entry at all",
-        b"LBLCOLS2" + b"\0" * 40 + bytes(8) + (10).to_bytes(8, "little") + b"LBLCOLS2",  # a header that is not JSON
-        whole.replace(b'"t0.score":["<f8",', b'"t0.score":["<f8",9', 1),  # an array past the end
+        b"LBLCOLS2" + b"\0" * 40 + bytes(8) + (10).to_bytes(8, "little") + b"LBLCOLS2",  # the layout before #42
+        sink.getvalue().to_pybytes(),  # an Arrow file of the entry's data that no digest vouches for
     ):
         entry.write_bytes(damaged)
         assert_same_set(want, read_results(path, positive="no"))
@@ -188,13 +193,24 @@ def test_a_torn_or_foreign_cache_entry_is_never_read(tmp_path, cache_dir):
         assert_same_set(want, read_results(path, positive="no"))  # and read back
 
 
+def _places(whole: bytes) -> dict[str, int]:
+    """Where the data of each column of an entry starts in its bytes, from pyarrow's own read."""
+    buf = pa.py_buffer(whole)
+    batch = pa.ipc.open_file(buf).get_batch(0)
+    return {
+        name: column.flatten().buffers()[-1].address - buf.address
+        for name, column in zip(batch.schema.names, batch.columns)
+    }
+
+
 @pytest.mark.accelerator
 def test_an_entry_whose_bytes_changed_after_it_was_written_is_never_read(tmp_path, cache_dir):
-    """Every byte of a columns entry before its trailer, data and header alike, is under the digest
-    written with it (#19): one flipped bit in a sort order, a probability, a tie start, the Arrow
-    ids, the padding or the header's offsets is a miss, and the entry is rebuilt from the JSONL.
-    Before, a changed order was caught by its check against the column, but a changed probability
-    was read as it was."""
+    """Every byte of a columns entry before its digest, data and schema alike, is under the digest
+    written with it (#19), and the schema pyarrow reads from the footer must be the one under it:
+    one flipped bit in a sort order, a probability, a tie start, the Arrow ids, the padding, the
+    meta, the footer's copy of the schema or the digest itself is a miss, and the entry is rebuilt
+    from the JSONL. Before, a changed order was caught by its check against the column, but a
+    changed probability was read as it was."""
     from labledger.inputs import result_entry
 
     rng = np.random.default_rng(5)
@@ -207,16 +223,21 @@ def test_an_entry_whose_bytes_changed_after_it_was_written_is_never_read(tmp_pat
     path = write(tmp_path / "r.jsonl", rows)
     want = read_results(path, cache=False)
     read_results(path)
-    [entry] = cache_dir.glob("*.cols")
+    [entry] = cache_dir.glob("*.arrow")
     whole = entry.read_bytes()
     kind = result_entry.entry_kind(TOLERANCE, None, False)
     header = columnar.cached_columns(path, kind, folder=cache_dir)
     assert {"t0.o0", "t0.g0", "t0.probs"} <= set(header.arrays)  # orders with their tie starts
-    places = dict.fromkeys(("t0.o0", "t0.g0", "t0.probs", "t0.gold_index"), 0)
-    end = len(whole) - 24 - int.from_bytes(whole[-16:-8], "little")
-    for name in places:  # the first byte of each array: its offset in the header
-        places[name] = int(whole[end:].split(f'"{name}":'.encode())[1].split(b",")[1])
-    places |= {"padding": places["t0.gold_index"] - 1, "arrow ids": end - 40, "header": end + 20}
+    found = _places(whole)
+    places = {name: found[name] + 5 for name in ("t0.o0", "t0.g0", "t0.probs", "t0.gold_index", "t0.id")}
+    places |= {
+        "padding": found["t0.gold_index"] + 300,  # (300 int8 values, padded to a multiple of 8)
+        "meta": whole.index(b'"tasks"') + 2,  # the schema under the digest
+        "footer's schema": whole.rindex(b'"tasks"') + 2,
+        "footer's key": whole.rindex(b"xxh3_128:") + 12,
+        "digest": whole.rindex(columnar._DIGEST) + len(columnar._DIGEST) + 10,
+    }
+    assert whole[found["t0.gold_index"] + 300] == 0
     for what, at in places.items():
         damaged = bytearray(whole)
         damaged[at] ^= 0x10
@@ -225,6 +246,55 @@ def test_an_entry_whose_bytes_changed_after_it_was_written_is_never_read(tmp_pat
         assert_same_set(want, read_results(path))  # from the JSONL
         assert entry.read_bytes() == whole, what  # and the entry rebuilt
     assert columnar.cached_columns(path, kind, folder=cache_dir) is not None
+
+
+@pytest.mark.accelerator
+def test_an_entry_is_a_standard_arrow_file_that_plain_pyarrow_reads(tmp_path, cache_dir):
+    """A columns entry is an Arrow IPC file (#42): pyarrow alone, knowing nothing of labledger,
+    reads every column (a one-row table of lists, one list per column) and the entry's meta."""
+    rows = [{"id": f"r{i}", "task": "t", "gold": "ab"[i % 2], "probs": {"a": 0.25, "b": 0.75}} for i in range(40)]
+    rows += [{"id": f"s{i}", "task": "u", "gold": "yes" if i % 3 else "no", "score": i / 30} for i in range(30)]
+    path = write(tmp_path / "r.jsonl", rows)
+    want = read_results(path, positive="yes", cache=False)
+    read_results(path, positive="yes")
+    [entry] = cache_dir.glob("*.arrow")
+    table = pa.ipc.open_file(entry).read_all()  # (a path, as a user would give it)
+    assert table.num_rows == 1
+    col = {name: table.column(name).to_pylist()[0] for name in table.column_names}
+    assert col["t0.id"] == [f"r{i}" for i in range(40)] and col["t1.id"] == [f"s{i}" for i in range(30)]
+    assert col["t0.gold_index"] == want["t"].gold_index.tolist()
+    assert col["t0.probs"] == want["t"].probs.reshape(-1).tolist()  # the (n, K) matrix row by row
+    assert col["t1.score"] == want["u"].score.tolist()
+    meta = table.schema.metadata
+    assert orjson.loads(meta[b"labledger.meta"])["tasks"][1]["task"] == "u"
+    assert meta[b"labledger.source"].decode() == os.path.realpath(path)
+    assert table.schema.field("t1.score").metadata == {b"labledger.numpy_dtype": b"<f8"}
+    with pa.memory_map(str(entry)) as f:  # memory-mapped: the values are the file's bytes
+        values = pa.ipc.open_file(f).get_batch(0).column("t1.score").flatten()
+        assert values.to_numpy(zero_copy_only=True).tolist() == want["u"].score.tolist()
+
+
+@pytest.mark.accelerator
+def test_an_entry_of_the_layout_before_42_is_rebuilt_and_removed(tmp_path, cache_dir):
+    """The private ``LBLCOLS2`` file an older labledger wrote (``.cols``) is never read: the next
+    read of its source parses the JSONL, writes the Arrow entry and removes the old file; ``prune``
+    with orphans removes such a file too, and the bound counts it meanwhile."""
+    rows = [{"id": i, "task": "t", "gold": "no", "score": i / 100} for i in range(100)]
+    path = write(tmp_path / "r.jsonl", rows)
+    want = read_results(path, positive="no", cache=False)
+    read_results(path, positive="no")
+    [entry] = cache_dir.glob("*.arrow")
+    entry.unlink()
+    old = entry.with_suffix(".cols")
+    old.write_bytes(b"LBLCOLS2" + b"\0" * 64 + b"LBLCOLS2")
+    assert [f.path for f in columnar.cache_files(cache_dir)] == [old]  # counted against the bound
+    assert columnar.entry_source(old) is None
+    assert_same_set(want, read_results(path, positive="no"))
+    assert entries(cache_dir) == [entry.name] and not old.exists()
+    other = cache_dir / "results-0000000000000000.cols"
+    other.write_bytes(b"LBLCOLS2" + b"\0" * 64 + b"LBLCOLS2")
+    assert [f.path for f in columnar.prune_cache(cache_dir, orphans=True, max_bytes=0)] == [other]
+    assert entries(cache_dir) == [entry.name]
 
 
 @pytest.mark.accelerator

@@ -16,11 +16,13 @@ source.
   digest of its bytes, checked on every read: one whose bytes changed after it was written is
   rebuilt too, so what was computed from the source when the entry was made (a result set's sort
   orders and tie groups) is used as it is.
-- Two layouts: zstd Parquet (:func:`store_table`: record tables, which ``export`` copies as they
-  are), and a *columns* file (:func:`store_columns`: result sets): raw numeric arrays read through
-  a memory map with numpy alone, no decode, no copy and no pyarrow import, then an Arrow IPC file of
-  the other columns (ids, extra fields), opened when one is first read, then a JSON header and its
-  length at the end. It is larger than Parquet and reads faster (docs/performance.md).
+- Two layouts, both standard files that pyarrow (and so duckdb, polars...) reads: zstd Parquet
+  (:func:`store_table`: record tables, which ``export`` copies as they are), and a *columns* entry
+  (:func:`store_columns`: result sets), an uncompressed Arrow IPC file (``.arrow``) of one row whose
+  columns each hold a whole array, read through a memory map: the numeric arrays are numpy views of
+  the map, no decode and no copy. It is larger than Parquet and reads faster (docs/performance.md).
+  A columns entry of the layout before #42 (``.cols``, a private format) is never read: the next
+  read of its source rebuilds it as an Arrow file, and ``prune`` removes it.
 - The folder: ``$LABLEDGER_CACHE_DIR``, else ``$XDG_CACHE_HOME/labledger/columnar``, else
   ``~/.cache/labledger/columnar``. ``LABLEDGER_CACHE_DIR=off`` (or empty) turns the cache off.
   Files under :data:`MIN_CACHE_BYTES` are not cached (they read fast anyway).
@@ -47,6 +49,8 @@ True
 >>> found = cached_columns(src, "demo", folder=folder)
 >>> found.meta, found.arrays["x"].tolist(), found.arrow("s").to_pylist()
 ({'n': 2}, [0.0, 1.0, 2.0], ['a'])
+>>> pa.ipc.open_file(entry_path(src, "demo", folder, "columns")).read_all().to_pydict()  # any Arrow reader
+{'x': [[0.0, 1.0, 2.0]], 's': [['a']]}
 """
 
 from __future__ import annotations
@@ -89,7 +93,11 @@ _FORMAT = b"labledger.format"
 _SOURCE = b"labledger.source"
 #: How an entry is stored: zstd Parquet, or a columns file (:func:`store_columns`).
 Layout = Literal["parquet", "columns"]
-_SUFFIX = {"parquet": ".parquet", "columns": ".cols"}
+_SUFFIX = {"parquet": ".parquet", "columns": ".arrow"}
+#: The suffix of a columns entry as labledger wrote them before #42 (a file of its own layout): such
+#: a file is never read, counts against the folder's bound until it goes, goes with ``prune``, and
+#: goes when the entry of the same source is written again.
+_LEGACY_SUFFIX = ".cols"
 
 
 def cache_folder() -> Path | None:
@@ -153,7 +161,7 @@ def cache_files(folder: Path | None = None) -> list[CacheFile]:
     found: list[CacheFile] = []
     if folder is None:
         return found
-    suffixes = tuple(_SUFFIX.values())
+    suffixes = (*_SUFFIX.values(), _LEGACY_SUFFIX)
     try:
         scan = list(os.scandir(folder))
     except FileNotFoundError:
@@ -200,15 +208,15 @@ def prune_cache(
     """Remove the entries of the cache folder used least recently until it holds at most
     ``max_bytes`` (default :func:`max_cache_bytes`; 0: no bound), and the temporary files at least
     :data:`STALE_TEMPORARY_S` old; never ``keep`` (the entry just written). ``orphans``: first the
-    entries whose source file is gone (:func:`entry_source`; each entry's header is read). What it
-    removed.
+    entries whose source file is gone (:func:`entry_source`; each entry's schema is read), and those
+    of a layout no longer read (an older labledger's ``.cols`` files). What it removed.
 
     >>> import tempfile, pathlib, time
     >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> for k, name in enumerate(["a.cols", "b.cols", "c.parquet"]):
+    >>> for k, name in enumerate(["a.arrow", "b.arrow", "c.parquet"]):
     ...     _ = (d / name).write_bytes(b"x" * 100); os.utime(d / name, (k, 1000 + k))
     >>> [f.path.name for f in prune_cache(d, max_bytes=150)], [f.path.name for f in cache_files(d)]
-    (['a.cols', 'b.cols'], ['c.parquet'])
+    (['a.arrow', 'b.arrow'], ['c.parquet'])
     """
     folder = folder if folder is not None else cache_folder()
     bound = max_cache_bytes() if max_bytes is None else max_bytes
@@ -233,7 +241,10 @@ def prune_cache(
 
 
 def _orphan(entry: Path) -> bool:
-    """Whether ``entry`` says which file it was made from and that file is gone."""
+    """Whether ``entry`` says which file it was made from and that file is gone, or is of a layout
+    no longer read (:data:`_LEGACY_SUFFIX`)."""
+    if entry.suffix == _LEGACY_SUFFIX:
+        return True
     source = entry_source(entry)
     return source is not None and not os.path.exists(source)
 
@@ -251,7 +262,7 @@ def cache_info(folder: Path | None = None) -> dict[str, Any]:
     bound, its temporary files, and when its least and most recently used entries were used.
 
     >>> import tempfile, pathlib
-    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "a.cols").write_bytes(b"x" * 10)
+    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "a.arrow").write_bytes(b"x" * 10)
     >>> info = cache_info(d); info["entries"], info["bytes"], info["temporaries"]
     (1, 10, 0)
     """
@@ -423,7 +434,7 @@ def entry_path(source: str | os.PathLike[str], kind: str, folder: Path, layout: 
 
     >>> p = entry_path("/data/r.jsonl", "results", Path("/c"))
     >>> p.name.startswith("results-"), p.suffix, entry_path("/data/r.jsonl", "results", Path("/c"), "columns").suffix
-    (True, '.parquet', '.cols')
+    (True, '.parquet', '.arrow')
     """
     where = os.path.realpath(source)
     return folder / f"{kind}-{xxhash.xxh3_64_hexdigest(f'{where}|{kind}'.encode())}{_SUFFIX[layout]}"
@@ -464,7 +475,7 @@ def fresh_entry(
         meta = pq.read_schema(entry).metadata
     except (OSError, ValueError):  # a torn or foreign file: pyarrow raises ArrowInvalid (a ValueError)
         return None
-    if not _matches(_parquet_stamp(meta), source, kind, key):
+    if not _matches(_stamp(meta), source, kind, key):
         return None
     _used(entry)
     return entry
@@ -495,7 +506,7 @@ def cached_table(
 
     try:
         with pq.ParquetFile(entry) as f:
-            if not _matches(_parquet_stamp(f.schema_arrow.metadata), source, kind, key):
+            if not _matches(_stamp(f.schema_arrow.metadata), source, kind, key):
                 return None
             table = f.read()
     except (OSError, ValueError):  # a torn or foreign file: pyarrow raises ArrowInvalid (a ValueError)
@@ -508,8 +519,8 @@ def cached_table(
 Stamp = tuple[Any, Any, Any]
 
 
-def _parquet_stamp(meta: Mapping[bytes, bytes] | None) -> Stamp:
-    """The :data:`Stamp` in a Parquet entry's schema metadata."""
+def _stamp(meta: Mapping[bytes, bytes] | None) -> Stamp:
+    """The :data:`Stamp` in an entry's schema metadata (Parquet or Arrow IPC)."""
     found = meta or {}
 
     def text(name: bytes) -> str | None:
@@ -602,17 +613,18 @@ def store_table(
     return _write_entry(folder, entry_path(source, kind, folder), write)
 
 
-#: The first and last 8 bytes of a columns entry (:func:`store_columns`; 2: with its digest: a file
-#: of the first layout is foreign, rebuilt on its next read).
-_COLUMNS_MAGIC = b"LBLCOLS2"
-#: Each array of a columns entry starts at a multiple of this many bytes.
-_ALIGN = 64
+#: Schema metadata of a columns entry (:func:`store_columns`): its JSON ``meta``; field metadata of a
+#: column that :attr:`Columns.arrays` gives as numpy (its dtype); the trailing batch's custom
+#: metadata: the digest of the bytes before it.
+_META = b"labledger.meta"
+_ARRAY = b"labledger.numpy_dtype"
+_DIGEST = b"labledger.digest"
 
 
 class Columns(NamedTuple):
     """A columns entry as read (:func:`cached_columns`): its JSON ``meta``, its numeric ``arrays``
-    (read-only views of the entry's memory map) and ``arrow(name)``, one of its Arrow columns (the
-    Arrow part is opened on the first call)."""
+    (read-only views of the entry's memory map) and ``arrow(name)``, any of its columns as an Arrow
+    array (also a view of the map)."""
 
     meta: Any
     arrays: dict[str, np.ndarray]
@@ -665,68 +677,69 @@ def store_columns(
     folder: Path | None = None,
 ) -> bool:
     """Write a columns entry of ``source`` (content ``key``), atomically: ``meta`` (anything JSON
-    holds), the numeric ``arrays`` (1-D, any numeric dtype) and the ``arrow`` columns (Arrow arrays,
-    of one length or several). Whether it was written, as :func:`store_table`.
+    holds), the numeric ``arrays`` (1-D, integer or floating) and the ``arrow`` columns (Arrow
+    arrays, of one length or several). Whether it was written, as :func:`store_table`.
 
-    The file: 8 magic bytes; each array's bytes at a multiple of 64; an Arrow IPC file of the Arrow
-    columns (one table per length: ``a0``, ``a1``...); the header (JSON: format, kind, key, meta,
-    and where each array and Arrow table lies); the ``xxh3_64`` digest of every byte before it,
-    the header's length (8 bytes each) and the magic again. A torn file lacks the last magic and is
-    never read; a file whose bytes changed after it was written (a crash before they reached the
-    disk, a bad sector, another program) fails its digest and is never read either.
+    The file is an uncompressed Arrow IPC file (``pyarrow.ipc.open_file`` reads it) of one row:
+    each column is a ``large_list`` holding a whole array, so that arrays of any lengths share it;
+    an array's field says its numpy dtype (``labledger.numpy_dtype``). The schema's metadata holds
+    the format, kind, content key, source path and the JSON ``meta``. A second batch of no rows
+    carries, in its custom metadata, the ``xxh3_64`` digest of every byte of the file before it and
+    their count (``labledger.digest``: ``HEX:BYTES``). A torn file lacks Arrow's footer and is never
+    read; a file whose bytes changed after it was written (a crash before they reached the disk, a
+    bad sector, another program) fails its digest and is never read either.
     """
     folder = folder if folder is not None else cache_folder()
     if folder is None:
         return False
     import numpy as np
 
+    entry = entry_path(source, kind, folder, "columns")
+
     def write(f: BinaryIO) -> None:
-        placed: dict[str, list[Any]] = {}
-        at = f.write(_COLUMNS_MAGIC)
+        import pyarrow as pa
+
+        fields: list[pa.Field] = []
+        columns: list[pa.Array] = []
         for name, values in arrays.items():
             arr = np.ascontiguousarray(values)
-            if arr.ndim != 1 or arr.dtype.kind not in "biuf":
+            if arr.ndim != 1 or arr.dtype.kind not in "iuf":
                 raise TypeError(f"{name}: a columns entry holds 1-D numeric arrays")
-            at += f.write(b"\0" * (-at % _ALIGN))
-            placed[name] = [arr.dtype.str, at, len(arr)]
-            at += f.write(arr.data.cast("B")) if arr.nbytes else 0
-        tables: dict[str, list[Any]] = {}
-        if arrow:
-            import pyarrow as pa
+            arr = arr.astype(arr.dtype.newbyteorder("="), copy=False)
+            # Arrow over the array's own memory (no copy; pa.array of numpy values imports pandas)
+            values = pa.Array.from_buffers(pa.from_numpy_dtype(arr.dtype), len(arr), [None, pa.py_buffer(arr)])
+            column = _one_row(values)
+            fields.append(pa.field(name, column.type, metadata={_ARRAY: arr.dtype.str.encode()}))
+            columns.append(column)
+        for name, values in (arrow or {}).items():
+            if isinstance(values, pa.ChunkedArray):
+                values = values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
+            column = _one_row(values)
+            fields.append(pa.field(name, column.type))
+            columns.append(column)
+        stamp = {_KEY: key, _KIND: kind, _FORMAT: str(FORMAT_VERSION), _SOURCE: os.path.realpath(source)}
+        schema = pa.schema(fields, metadata={**{k: v.encode() for k, v in stamp.items()}, _META: orjson.dumps(meta)})
+        batch = pa.RecordBatch.from_arrays(columns, schema=schema)
+        with pa.ipc.new_file(f, schema) as writer:
+            writer.write_batch(batch)
+            # the digest of what was written, read back once the batch is on its way to the disk
+            end = f.tell()
+            digest = xxhash.xxh3_64()
+            _digest_written(f, end, digest)
+            writer.write_batch(batch.slice(0, 0), custom_metadata={_DIGEST: f"{digest.hexdigest()}:{end}".encode()})
+        with contextlib.suppress(OSError):  # this entry as an older labledger wrote it (never read again)
+            entry.with_suffix(_LEGACY_SUFFIX).unlink()
 
-            by_length: dict[int, dict[str, Any]] = {}
-            for name, column in arrow.items():
-                by_length.setdefault(len(column), {})[name] = column
-            for t, columns in enumerate(by_length.values()):
-                at += f.write(b"\0" * (-at % _ALIGN))
-                table = pa.table(columns)
-                with pa.ipc.new_file(f, table.schema) as writer:
-                    writer.write_table(table)
-                end = f.tell()
-                tables[f"a{t}"] = [at, end - at, list(columns)]
-                at = end
-        header = orjson.dumps(
-            {
-                "format": str(FORMAT_VERSION),
-                "kind": kind,
-                "key": key,
-                "source": os.path.realpath(source),
-                "meta": meta,
-                "arrays": placed,
-                "arrow": tables,
-            }
-        )
-        # the digest of what was written, read back once the Arrow part's buffers are let go (hashed
-        # as it was written, the Arrow write came later, nearer the evaluation's peak)
-        digest = xxhash.xxh3_64()
-        _digest_written(f, at, digest)
-        digest.update(header)
-        f.write(header)
-        f.write(digest.intdigest().to_bytes(8, "little"))
-        f.write(len(header).to_bytes(8, "little"))
-        f.write(_COLUMNS_MAGIC)
+    return _write_later(folder, entry, write)
 
-    return _write_later(folder, entry_path(source, kind, folder, "columns"), write)
+
+def _one_row(values: Any) -> Any:
+    """``values`` (an Arrow array) as the one list of a one-row ``large_list`` array (no copy)."""
+    import numpy as np
+    import pyarrow as pa
+
+    offsets = pa.py_buffer(np.array([0, len(values)], np.int64))
+    return pa.Array.from_buffers(pa.large_list(values.type), 1, [None, offsets], children=[values])
 
 
 def _digest_written(f: BinaryIO, end: int, digest: xxhash.xxh3_64) -> None:
@@ -734,84 +747,46 @@ def _digest_written(f: BinaryIO, end: int, digest: xxhash.xxh3_64) -> None:
     map of the file (its temporary file is open for reading too): no copy in the process's heap."""
     f.flush()
     with mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ) as mapped:
-        _digest_windows(mapped, digest)
+        _digest_windows(mapped, end, digest)
 
 
 #: Bytes of an entry hashed at a time for its digest, their mapped pages then let go.
 DIGEST_WINDOW = 2**20
 
 
-def _digest_windows(mapped: mmap.mmap, digest: xxhash.xxh3_64) -> None:
-    """Add ``mapped`` (a read-only map of an entry) to ``digest`` :data:`DIGEST_WINDOW` bytes at a
-    time, each window's pages let go once hashed: they stay in the page cache for the columns' own
-    reads, but a large entry is never resident in the process at once."""
+def _digest_windows(mapped: mmap.mmap, end: int, digest: xxhash.xxh3_64) -> None:
+    """Add the first ``end`` bytes of ``mapped`` (a read-only map of an entry) to ``digest``
+    :data:`DIGEST_WINDOW` bytes at a time, each window's pages let go once hashed: they stay in the
+    page cache for the columns' own reads, but a large entry is never resident in the process at once."""
     dontneed = getattr(mmap, "MADV_DONTNEED", None)  # (none on Windows: the pages stay)
     view = memoryview(mapped)
     try:
-        for at in range(0, len(mapped), DIGEST_WINDOW):
-            digest.update(view[at : at + DIGEST_WINDOW])
+        for at in range(0, end, DIGEST_WINDOW):
+            digest.update(view[at : min(end, at + DIGEST_WINDOW)])
             if dontneed is not None:
                 with contextlib.suppress(OSError):
-                    mapped.madvise(dontneed, at, min(DIGEST_WINDOW, len(mapped) - at))
+                    mapped.madvise(dontneed, at, min(DIGEST_WINDOW, end - at))
     finally:
         view.release()
-
-
-class _Trailer(NamedTuple):
-    """What the end of a columns entry says: its JSON ``header`` (parsed, and its ``raw`` bytes),
-    where its data ends, and the ``digest`` written of the data and the header."""
-
-    header: dict[str, Any]
-    raw: bytes
-    data_end: int
-    digest: int
-
-
-def _digest_of(mapped: mmap.mmap, raw: bytes) -> int:
-    """The ``xxh3_64`` digest of ``mapped`` (a read-only map of an entry's data, read by
-    :func:`_digest_windows`) then ``raw`` (its header)."""
-    digest = xxhash.xxh3_64()
-    _digest_windows(mapped, digest)
-    digest.update(raw)
-    return digest.intdigest()
-
-
-def _columns_header(f: BinaryIO) -> _Trailer | None:
-    """The trailer of the open columns entry ``f``, or ``None`` for a torn or foreign file (the last
-    bytes are not the magic, or the length does not fit). Raises ``OSError`` (unreadable) or
-    ``ValueError`` (a header that is not JSON)."""
-    size = os.fstat(f.fileno()).st_size
-    if size < 2 * len(_COLUMNS_MAGIC) + 16:
-        return None
-    f.seek(size - 24)
-    tail = f.read(24)
-    length = int.from_bytes(tail[8:16], "little")
-    if tail[16:] != _COLUMNS_MAGIC or not 0 < length <= size - 32:
-        return None
-    f.seek(size - 24 - length)
-    raw = f.read(length)
-    header = orjson.loads(raw)
-    if not isinstance(header, dict):
-        return None
-    return _Trailer(header, raw, size - 24 - length, int.from_bytes(tail[:8], "little"))
 
 
 def entry_source(entry: Path) -> str | None:
     """The source file an entry was made from (its real path when written), or ``None`` when the
     entry does not say (written by an older labledger) or cannot be read."""
+    import pyarrow as pa
+
     try:
         if entry.suffix == _SUFFIX["columns"]:
-            with open(entry, "rb") as f:
-                found = _columns_header(f)
-            source = found.header.get("source") if found is not None else None
+            with pa.memory_map(str(entry)) as f:
+                meta = pa.ipc.open_file(f).schema.metadata
         else:
             import pyarrow.parquet as pq
 
-            value = (pq.read_schema(entry).metadata or {}).get(_SOURCE)
-            source = value.decode() if value is not None else None
-    except (OSError, ValueError):
+            meta = pq.read_schema(entry).metadata
+    except (OSError, ValueError):  # unreadable, or not such a file (pyarrow's ArrowInvalid)
         return None
-    return source if isinstance(source, str) else None
+    value = (meta or {}).get(_SOURCE)
+    return value.decode() if isinstance(value, bytes) else None
 
 
 def cached_columns(
@@ -819,9 +794,10 @@ def cached_columns(
 ) -> Columns | None:
     """The columns entry of ``source`` (:func:`store_columns`) when it matches the source's content
     now, else ``None``: a stale, torn or foreign entry is never returned, nor one whose bytes fail
-    the digest written with them (the hash leaves the GIL to other threads). numpy alone reads it (the arrays are views of a memory map of the
-    entry, which is only ever replaced by a rename, never written in place); pyarrow is imported
-    when an Arrow column is first asked for."""
+    the digest written with them (the hash leaves the GIL to other threads), nor one whose schema
+    or columns lie outside the bytes the digest vouches for. pyarrow opens it from a memory map of
+    the entry (only ever replaced by a rename, never written in place); the arrays are numpy views
+    of that map, no decode and no copy."""
     folder = folder if folder is not None else cache_folder()
     if folder is None:
         return None
@@ -831,47 +807,56 @@ def cached_columns(
         writing.exception()  # an entry being written is read once whole
     try:
         with open(entry, "rb") as f:
-            found = _columns_header(f)
-            if found is None:
-                return None
-            header, data_end = found.header, found.data_end
-            if not _matches((header.get("format"), header.get("kind"), header.get("key")), source, kind, key):
-                return None
-            mapped = mmap.mmap(f.fileno(), data_end, access=mmap.ACCESS_READ)
-            if _digest_of(mapped, found.raw) != found.digest:
-                mapped.close()
-                return None  # changed since it was written
-    except (OSError, ValueError):  # missing, unreadable, or a header that is not JSON (orjson's error is a ValueError)
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # missing, unreadable, or empty (no map of 0 bytes)
         return None
-    _used(entry)
     import numpy as np
+    import pyarrow as pa
 
-    arrays: dict[str, np.ndarray] = {}
+    whole = pa.py_buffer(mapped)
     try:
-        for name, (dtype, offset, count) in header["arrays"].items():
-            dt = np.dtype(dtype)
-            if not (offset >= 8 and count >= 0 and offset + count * dt.itemsize <= data_end):
+        reader = pa.ipc.open_file(whole)
+        schema = reader.schema
+        if not _matches(_stamp(schema.metadata), source, kind, key) or reader.num_record_batches != 2:
+            return None
+        digest, _, end = reader.get_batch_with_custom_metadata(1)[1][_DIGEST].decode().partition(":")
+        vouched = int(end)
+        if not 0 < vouched <= len(mapped):
+            return None
+        hashed = xxhash.xxh3_64()
+        _digest_windows(mapped, vouched, hashed)
+        if hashed.hexdigest() != digest:
+            return None  # changed since it was written
+        # the schema read (the footer's) is the one under the digest (the file's first message)
+        if not pa.ipc.read_schema(whole.slice(8, vouched - 8)).equals(schema, check_metadata=True):
+            return None
+        batch = reader.get_batch(0)
+        if batch.num_rows != 1:
+            return None
+        lo, hi = whole.address, whole.address + vouched
+        values: dict[str, Any] = {}
+        arrays: dict[str, np.ndarray] = {}
+        for name, field, column in zip(schema.names, schema, batch.columns):
+            if any(b is not None and b.size and not lo <= b.address <= hi - b.size for b in column.buffers()):
+                return None  # a column outside the bytes under the digest
+            if not pa.types.is_large_list(column.type) or column.offset:
                 return None
-            arrays[name] = np.frombuffer(mapped, dtype=dt, count=count, offset=offset) if count else np.empty(0, dt)
-        tables: dict[str, tuple[int, int]] = {}
-        for offset, length, columns in header["arrow"].values():
-            if not (offset >= 8 and length > 0 and offset + length <= data_end):
-                return None
-            tables.update(dict.fromkeys(columns, (offset, length)))
-    except (KeyError, TypeError, ValueError):  # a header of another shape
-        return None
-    opened: dict[tuple[int, int], Any] = {}
-
-    def arrow(name: str) -> Any:
-        import pyarrow as pa
-
-        place = tables[name]
-        if place not in opened:
-            offset, length = place
-            opened[place] = pa.ipc.open_file(pa.py_buffer(mapped).slice(offset, length)).read_all()
-        return opened[place].column(name)
-
-    return Columns(header.get("meta"), arrays, arrow)
+            values[name] = flat = column.values  # (flatten() would import pyarrow.compute)
+            if np.frombuffer(column.buffers()[1], np.int64, count=2).tolist() != [0, len(flat)]:
+                return None  # not one list holding the whole array
+            dtype = (field.metadata or {}).get(_ARRAY)
+            if dtype is not None:  # a view of the map itself (kernels.release_pages lets its pages go)
+                dt = np.dtype(dtype.decode())
+                if pa.from_numpy_dtype(dt) != flat.type or flat.null_count:
+                    return None
+                data = flat.buffers()[1]
+                at = data.address - lo + flat.offset * dt.itemsize if len(flat) else 0
+                arrays[name] = np.frombuffer(mapped, dt, len(flat), at)
+        meta = orjson.loads(schema.metadata[_META])
+    except (OSError, ValueError, KeyError, IndexError, TypeError, pa.ArrowException):
+        return None  # not an entry of this layout (pyarrow's ArrowInvalid is a ValueError, orjson's too)
+    _used(entry)
+    return Columns(meta, arrays, values.__getitem__)
 
 
 #: Cache folders already warned about in this process (:func:`_warn_unwritable`).
