@@ -153,11 +153,34 @@ def test_one_blas_thread_gives_one_threads_products_here_and_in_pools() -> None:
         c = z.T @ z / 600 + np.eye(400)
         return hashlib.sha256((z @ c).tobytes() + np.linalg.cholesky(c).tobytes()).hexdigest()
 
-    with kernels.one_blas_thread():
+    from labledger.analysis import threads
+
+    with threads.one_blas_thread():
         here = digest()
-        with ThreadPoolExecutor(2, initializer=kernels.pool_initializer()) as pool:
+        with ThreadPoolExecutor(2, initializer=threads.pool_initializer()) as pool:
             there = pool.submit(digest).result()
-    if not kernels._local_threads():  # (no OpenBLAS with thread-local counts: nothing to check)
+    if not threads._local_threads():  # (no OpenBLAS with thread-local counts: nothing to check)
         pytest.skip("numpy's BLAS is not an OpenBLAS with openblas_set_num_threads_local")
     assert here == there == want.stdout.strip()
-    assert kernels.pool_initializer() is None
+    assert threads.pool_initializer() is None
+
+
+@pytest.mark.parametrize("name", ["brier", "roc_auc", "ece"])
+def test_a_bootstraps_chunks_in_threads_draw_what_they_draw_one_after_another(name, monkeypatch) -> None:
+    """The metrics run no threads: a bootstrap's chunks run through the caller's ``run``, the
+    analysis's threads (:func:`labledger.analysis.threads.chunk_map`) or ``map``, the same draws."""
+    from labledger.analysis import threads
+    from labledger.metrics import prepare, resample
+
+    monkeypatch.setattr(resample, "CHUNK_ELEMENTS", 1 << 12)  # several chunks
+    monkeypatch.setattr(threads, "THREADS", 2)
+    rng = np.random.default_rng(4)
+    gold = rng.integers(0, 2, 600)
+    score = np.round(rng.random(600), 2)
+    prep = prepare(name, gold=gold, score=score, pos_label=1)
+    seen: list[int] = []
+    counted = lambda *a: seen.append(len(a[1])) or threads.chunk_map(*a)  # noqa: E731
+    here = resample.bootstrap_samples(prep, resamples=200, seed=3)
+    there = resample.bootstrap_samples(prep, resamples=200, seed=3, run=counted)
+    assert here is not None and there is not None and seen and seen[0] > 1
+    np.testing.assert_array_equal(here, there)

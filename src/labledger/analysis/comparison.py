@@ -36,6 +36,7 @@ from labledger.analysis.tasks import (
     specs_for,
     task_params,
 )
+from labledger.analysis.threads import one_blas_thread, pool_initializer
 from labledger.errors import ComparisonError, MetricInputError, UnknownNameError
 from labledger.inputs.records import finite_or_none
 from labledger.inputs.results import (
@@ -49,7 +50,6 @@ from labledger.inputs.results import (
     deferred_ids,
     load,
 )
-from labledger.metrics.kernels import one_blas_thread, pool_initializer
 from labledger.metrics.prepared import Prepared
 from labledger.metrics.registry import metric_key
 from labledger.metrics.resample import mcnemar

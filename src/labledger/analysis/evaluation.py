@@ -9,8 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -40,6 +39,7 @@ from labledger.analysis.tasks import (
     specs_for,
     task_params,
 )
+from labledger.analysis.threads import THREADS, in_threads, one_blas_thread
 from labledger.errors import MetricInputError, UnknownNameError
 from labledger.inputs.records import finite_or_none
 from labledger.inputs.results import (
@@ -49,9 +49,8 @@ from labledger.inputs.results import (
 )
 from labledger.machine import trim_heap
 from labledger.metrics.analytic import normal_draws
-from labledger.metrics.kernels import one_blas_thread, pool_initializer
 from labledger.metrics.registry import Metric, MetricSpec, metric_key, parse_metric
-from labledger.metrics.resample import THREADS, Interval, check_ci, rng_for
+from labledger.metrics.resample import Interval, check_ci, rng_for
 from labledger.metrics.stats import quantiles
 from labledger.schema import (
     ConfusionMatrix,
@@ -171,34 +170,6 @@ PARALLEL_UPTO = 20_000_000
 #: ROC-AUC and AP that read it, an order the reader made ranked), the others 1: from one profile at
 #: 1M binary rows read from JSONL. Only the schedule depends on it, never a value.
 THREAD_COST = {"average_precision": 11, "roc_auc": 6, "ece": 4, "log_loss": 4, "sort": 4, "accuracy": 3, "brier": 2}
-
-
-def in_threads(
-    works: Sequence[Callable[[], Any]], costs: Sequence[float], after: Sequence[Sequence[int]], threads: int
-) -> list[Future[Any]]:
-    """Each of ``works`` run in a pool of ``threads`` threads, each free thread given the ready work
-    (those in its ``after``, the works it reads, done) with the costliest chain (its cost, with
-    that of the costliest work after it): a work waits in the queue, never in a thread. Each
-    work's future, in the works' order.
-
-    >>> [f.result() for f in in_threads([lambda: 1, lambda: 2, lambda: 3], [1, 5, 1], [(), (), (1,)], 2)]
-    [1, 2, 3]
-    """
-    chain = [
-        c + max((costs[k] for k, before in enumerate(after) if i in before), default=0) for i, c in enumerate(costs)
-    ]
-    left = sorted(range(len(works)), key=lambda i: -chain[i])
-    started: dict[int, Future[Any]] = {}
-    with ThreadPoolExecutor(threads, initializer=pool_initializer()) as pool:
-        while left:
-            running = [f for f in started.values() if not f.done()]
-            ready = [i for i in left if all(j in started and started[j].done() for j in after[i])]
-            for i in ready[: threads - len(running)]:
-                left.remove(i)
-                started[i] = pool.submit(works[i])
-            if left:
-                wait([f for f in started.values() if not f.done()], return_when=FIRST_COMPLETED)
-    return [started[i] for i in range(len(works))]
 
 
 #: From this many items, the C allocator's freed heap pages are handed back after each metric

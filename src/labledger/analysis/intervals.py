@@ -29,6 +29,7 @@ from typing import Any, TypeGuard
 import msgspec
 import numpy as np
 
+from labledger.analysis.threads import chunk_map
 from labledger.metrics.analytic import analytic_interval as _analytic_interval
 from labledger.metrics.analytic import influence, paired_analytic, use_analytic
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared
@@ -94,7 +95,7 @@ def value_interval(
         if iv is not None:
             return iv, None, resamples
     used = resamples_for(prep, resamples, groups, budget=budget)
-    draws = bootstrap_samples(prep, resamples=used, seed=seed, groups=groups)
+    draws = bootstrap_samples(prep, resamples=used, seed=seed, groups=groups, run=chunk_map)
     return interval(prep, prep.value(), draws, ci=ci, resamples=used, groups=groups), draws, used
 
 
@@ -116,8 +117,10 @@ def diff_interval(
             res = paired_analytic(pa, pb, ci=ci, groups=groups)
             if res is not None:
                 return res
-        return paired_bootstrap(pa, pb, ci=ci, resamples=resamples, seed=seed, groups=groups)
-    return unpaired_bootstrap(pa, pb, ci=ci, resamples=resamples, seed=seed, groups_a=groups_a, groups_b=groups_b)
+        return paired_bootstrap(pa, pb, ci=ci, resamples=resamples, seed=seed, groups=groups, run=chunk_map)
+    return unpaired_bootstrap(
+        pa, pb, ci=ci, resamples=resamples, seed=seed, groups_a=groups_a, groups_b=groups_b, run=chunk_map
+    )
 
 
 def diff_ready(prep: Prepared, *, resamples: int, paired: bool, groups: np.ndarray | None = None) -> Prepared:
@@ -437,12 +440,12 @@ def _bootstrap_differences(
     from labledger.metrics.resample import resample_values, rng_for
 
     if paired:
-        sa, sb = resample_values([pa, pb], resamples, rng_for(seed), groups)
+        sa, sb = resample_values([pa, pb], resamples, rng_for(seed), groups, chunk_map)
         return np.asarray(sa - sb, dtype=np.float64)
     ss = np.random.SeedSequence(list(seed) if isinstance(seed, (list, tuple)) else seed)
     ra, rb = (np.random.default_rng(s) for s in ss.spawn(2))
-    sa = resample_values([pa], resamples, ra, groups_a)[0]
-    sb = resample_values([pb], resamples, rb, groups_b)[0]
+    sa = resample_values([pa], resamples, ra, groups_a, chunk_map)[0]
+    sb = resample_values([pb], resamples, rb, groups_b, chunk_map)[0]
     return np.asarray(sa - sb, dtype=np.float64)
 
 

@@ -85,6 +85,7 @@ def evaluate_repeats(
     """
     from labledger.analysis.intervals import item_values
     from labledger.analysis.tasks import prepare_task, task_params
+    from labledger.analysis.threads import chunk_map
     from labledger.inputs.results import load
     from labledger.metrics.prepared import MeanPrepared
     from labledger.metrics.registry import parse_metric
@@ -130,7 +131,7 @@ def evaluate_repeats(
             v = np.asarray(red["values"], dtype=np.float64)
             g = np.asarray([groups[i] for i in red["items"]], dtype=np.int64) if groups else None
             mean = MeanPrepared(metric=spec.metric.name, params={}, n=len(v), n_used=len(v), values=v)
-            draws = bootstrap_samples(mean, resamples=resamples, seed=[seed, len(entries)], groups=g)
+            draws = bootstrap_samples(mean, resamples=resamples, seed=[seed, len(entries)], groups=g, run=chunk_map)
             iv = interval(mean, mean.value(), draws, ci=ci, resamples=resamples, groups=g)
             if not isinstance(iv, Interval):  # a mean is a scalar metric
                 raise MetricInputError(f"repeats are reduced per item for scalar metrics only; got '{name}'")

@@ -28,6 +28,7 @@ import numpy as np
 
 from labledger.analysis.intervals import resamples_for, value_interval
 from labledger.analysis.tasks import HEADLINE, metric_seed
+from labledger.analysis.threads import chunk_map, one_blas_thread, pool_initializer
 from labledger.calibrate.applying import check_tasks, reading_positive
 from labledger.calibrate.ece_draws import METHOD as ECE_METHOD
 from labledger.calibrate.ece_draws import applies as ece_applies
@@ -39,7 +40,6 @@ from labledger.calibrate.search import Objective, objective_from_key, resolve_ob
 from labledger.errors import CalibrationError, UnknownNameError
 from labledger.inputs.records import finite_or_none
 from labledger.metrics.analytic import analytic_interval, normal_draws, paired_analytic, use_analytic
-from labledger.metrics.kernels import one_blas_thread, pool_initializer
 from labledger.metrics.prepared import Prepared
 from labledger.metrics.resample import draws_p_value, percentile_interval, resample_values, rng_for
 from labledger.schema import SCHEMA_VERSION, CalibrationDoc, MetricId, decode, format_p
@@ -317,7 +317,7 @@ def _one_metric(
         draws = joint_ece_draws(preps, resamples, rng)
     elif resamples and preps[0].n and draws is None:
         used = resamples_for(preps[0], resamples, groups) if obj.mode != "items" else resamples
-        draws = resample_values(preps, used, rng, groups)
+        draws = resample_values(preps, used, rng, groups, run=chunk_map)
     unit = (
         "items (rows grouped by '" + str(obj.item_field) + "')"
         if obj.mode == "items"

@@ -240,7 +240,7 @@ def process_settings() -> None:
     - ``OPENBLAS_NUM_THREADS`` defaults to 1: numpy's OpenBLAS otherwise starts a thread per core
       at import, which spin, costing CPU and wall time on every command. The commands'
       products run on one BLAS thread anyway (evaluate, compare and calibrate report are inside
-      :func:`labledger.metrics.kernels.one_blas_thread`, so their documents do not depend on the
+      :func:`labledger.analysis.threads.one_blas_thread`, so their documents do not depend on the
       core count). A user's own setting is kept; PyTorch's MKL and OpenMP threads are not touched.
     - glibc's allocator keeps what numpy frees for the next arrays, up to 64 MiB an array and 128
       MiB at the heap's top (``M_MMAP_THRESHOLD``, ``M_TRIM_THRESHOLD``: what glibc's own dynamic

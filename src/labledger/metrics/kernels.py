@@ -1,5 +1,4 @@
-"""Two exact kernels in a few vector passes: ``math.fsum``'s value and a stable sort's order;
-and :func:`one_blas_thread`, numpy's BLAS on one thread in the calling thread.
+"""Two exact kernels in a few vector passes: ``math.fsum``'s value and a stable sort's order.
 
 - :func:`exact_sum` is ``math.fsum(x)`` bit for bit (the correctly rounded sum), from a few numpy
   passes instead of one Python float a item: each pass splits every value at a power of two
@@ -13,12 +12,6 @@ and :func:`one_blas_thread`, numpy's BLAS on one thread in the calling thread.
   sorted again by value. An array of floats sorts so faster than by ``np.argsort``. Other
   arrays: the default (unstable, vectorised) sort, with the runs of equal values put back in index
   order (or, when the values are few, by a radix sort of their ranks).
-- :func:`one_blas_thread`: OpenBLAS runs each product on up to every core; where labledger already
-  runs two jobs side by side (``calibrate report``, ``compare``) that is 4 threads on 2 cores, whose
-  idle ones spin (``sched_yield``) while the others work. OpenBLAS's thread-local thread count
-  (``openblas_set_num_threads_local``, 0.3.27+) puts this thread's products on one thread. It also
-  makes them the same on every machine: a threaded dot product of long vectors (and the Cholesky
-  built on them) splits its sum among the threads, so its last bits followed the core count.
 
 >>> import numpy as np
 >>> x = np.array([1e16, 1.0, -1e16, 1e-30])
@@ -30,12 +23,8 @@ and :func:`one_blas_thread`, numpy's BLAS on one thread in the calling thread.
 
 from __future__ import annotations
 
-import ctypes
 import math
-import sys
-import threading
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -497,69 +486,6 @@ def _argsort_runs(x: np.ndarray) -> np.ndarray:
     return order
 
 
-_BY_PATH: dict[str, Callable[[int], int] | None] = {}
-_STATE = threading.local()
-
-
-def _local_threads() -> list[Callable[[int], int]]:
-    """``openblas_set_num_threads_local`` of each OpenBLAS loaded (numpy's, and scipy's copy when
-    scipy is imported): none where there is none (not Linux, another BLAS, OpenBLAS < 0.3.27)."""
-    if not sys.platform.startswith("linux"):
-        return []
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
-    except OSError:
-        return []
-    for path in sorted(paths - set(_BY_PATH)):
-        found: Callable[[int], int] | None = None
-        try:
-            fn = ctypes.CDLL(path).openblas_set_num_threads_local
-            fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
-            found = fn
-        except (OSError, AttributeError):
-            pass
-        _BY_PATH[path] = found
-    return [f for path in sorted(paths) if (f := _BY_PATH[path]) is not None]
-
-
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """numpy's matrix products on one BLAS thread in the calling thread while inside (other threads
-    keep theirs; pools started inside with :func:`pool_initializer` give their workers the same);
-    nothing where numpy's BLAS is not an OpenBLAS with thread-local counts.
-
-    >>> with one_blas_thread():
-    ...     float((np.ones((3, 3)) @ np.ones(3)).sum())
-    9.0
-    """
-    fns = _local_threads()
-    if not fns or getattr(_STATE, "one", False):
-        yield
-        return
-    before = [fn(1) for fn in fns]
-    _STATE.one = True
-    try:
-        yield
-    finally:
-        for fn, value in zip(fns, before):
-            fn(value)
-        _STATE.one = False
-
-
-def pool_initializer() -> Callable[[], None] | None:
-    """The ``initializer`` of a :class:`~concurrent.futures.ThreadPoolExecutor` started in this
-    thread: inside :func:`one_blas_thread`, one that puts each worker on one BLAS thread too (the
-    setting ends with the worker); else None (the workers keep OpenBLAS's own count)."""
-    return _one_thread_worker if getattr(_STATE, "one", False) else None
-
-
-def _one_thread_worker() -> None:
-    for fn in _local_threads():
-        fn(1)
-    _STATE.one = True
-
-
 __all__ = [
     "BlockColumn",
     "SmallCounts",
@@ -572,9 +498,7 @@ __all__ = [
     "gather",
     "index_dtype",
     "narrowed",
-    "one_blas_thread",
     "pairwise_sum",
-    "pool_initializer",
     "release_pages",
     "spans",
     "stable_argsort",

@@ -21,8 +21,7 @@ p < 0.05 exactly when the 95% percentile interval excludes 0 (up to ties and 1/B
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -30,8 +29,7 @@ from typing import Any
 import numpy as np
 
 from labledger.errors import MetricInputError
-from labledger.machine import cores
-from labledger.metrics.kernels import BlockColumn, by_blocks, cell_sums, element_spans, pool_initializer
+from labledger.metrics.kernels import BlockColumn, by_blocks, cell_sums, element_spans
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
 from labledger.metrics.stats import percentile_p_value, quantiles
 
@@ -39,8 +37,10 @@ from labledger.metrics.stats import percentile_p_value, quantiles
 CHUNK_ELEMENTS = 1 << 22
 #: Mean metrics whose per-item values take at most this many distinct combinations use multinomial draws.
 MAX_CATEGORIES = 4096
-#: Worker threads for chunks of resamples (numpy releases the GIL in the heavy loops).
-THREADS = max(1, min(8, cores()))
+#: How the chunks of resamples run: ``map``, one after another, or a caller's ``map`` that runs them
+#: in threads (:func:`labledger.analysis.threads.chunk_map`): each chunk has its own generator, so
+#: the draws are the same.
+Run = Callable[..., Iterable[Any]]
 #: McNemar uses the exact binomial test when fewer items than this are discordant.
 MCNEMAR_EXACT_BELOW = 25
 
@@ -147,20 +147,16 @@ def _chunks(total: int, per_row: int) -> list[int]:
     return [min(step, total - s) for s in range(0, total, step)]
 
 
-def _run_chunks(sizes: list[int], rng: np.random.Generator, work: Any, n_out: int) -> list[np.ndarray]:
-    """Run ``work(size, generator)`` for each chunk (threads when there are several) and stack.
+def _run_chunks(sizes: list[int], rng: np.random.Generator, work: Any, n_out: int, run: Run = map) -> list[np.ndarray]:
+    """``work(size, generator)`` of each chunk, through ``run`` (:data:`Run`), stacked.
 
-    Each chunk gets its own generator seeded from ``rng``, so results do not depend on threading.
+    Each chunk gets its own generator seeded from ``rng``, so results do not depend on how they run.
     """
     if not sizes:
         return [np.zeros(0) for _ in range(n_out)]
     seeds = rng.integers(0, 2**63 - 1, size=len(sizes))
     gens = [np.random.default_rng(int(x)) for x in seeds]
-    if len(sizes) > 1 and THREADS > 1:
-        with ThreadPoolExecutor(min(THREADS, len(sizes)), initializer=pool_initializer()) as pool:
-            results = list(pool.map(work, sizes, gens))
-    else:
-        results = [work(size, g) for size, g in zip(sizes, gens)]
+    results = list(run(work, sizes, gens))
     return [np.concatenate([r[i] for r in results]) for i in range(n_out)]
 
 
@@ -248,9 +244,14 @@ def _check_same(preps: Sequence[Prepared]) -> int:
 
 
 def resample_values(
-    preps: Sequence[Prepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None = None
+    preps: Sequence[Prepared],
+    resamples: int,
+    rng: np.random.Generator,
+    groups: np.ndarray | None = None,
+    run: Run = map,
 ) -> list[np.ndarray]:
-    """Each prepared metric's value on the same ``resamples`` bootstrap resamples (paired draws).
+    """Each prepared metric's value on the same ``resamples`` bootstrap resamples (paired draws),
+    drawn in chunks that ``run`` runs (:data:`Run`).
 
     Returns one array per metric: (resamples,) or (resamples, columns).
     """
@@ -261,10 +262,10 @@ def resample_values(
         if groups.shape != (n,):
             raise MetricInputError(f"groups has shape {groups.shape}; expected ({n},)")
     if strategy == "table":
-        return _resample_table([p for p in preps if isinstance(p, TablePrepared)], resamples, rng, groups)
+        return _resample_table([p for p in preps if isinstance(p, TablePrepared)], resamples, rng, groups, run)
     if strategy == "mean":
-        return _resample_mean([p for p in preps if isinstance(p, MeanPrepared)], resamples, rng, groups)
-    return _resample_weights([p for p in preps if isinstance(p, WeightsPrepared)], resamples, rng, groups)
+        return _resample_mean([p for p in preps if isinstance(p, MeanPrepared)], resamples, rng, groups, run)
+    return _resample_weights([p for p in preps if isinstance(p, WeightsPrepared)], resamples, rng, groups, run)
 
 
 def _scatter(draws: np.ndarray, cell_of_cat: np.ndarray, n_cells: int) -> np.ndarray:
@@ -284,7 +285,7 @@ def _group_matrix(groups: np.ndarray, cat: np.ndarray, n_cat: int) -> Any:
 
 
 def _resample_table(
-    preps: Sequence[TablePrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None
+    preps: Sequence[TablePrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None, run: Run
 ) -> list[np.ndarray]:
     shared = preps[0].cell_counts if groups is None and len(preps) == 1 else None
     cells = [] if shared is not None else [_table_cells(p) for p in preps]
@@ -313,11 +314,11 @@ def _resample_table(
             draws = np.asarray((gmat.T @ weight_rows(n_groups, size, gen).T).T)
         return [p.from_tables(_scatter(draws, uniq[:, i], p.n_cells)) for i, p in enumerate(preps)]
 
-    return _run_chunks(_chunks(resamples, per_row), rng, work, len(preps))
+    return _run_chunks(_chunks(resamples, per_row), rng, work, len(preps), run)
 
 
 def _resample_mean(
-    preps: Sequence[MeanPrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None
+    preps: Sequence[MeanPrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None, run: Run
 ) -> list[np.ndarray]:
     vals = [p.masked_values() for p in preps]
     masks = [p.mask_float() for p in preps]
@@ -330,7 +331,7 @@ def _resample_mean(
             wg = weight_rows(n_groups, size, gen)
             return [p.mean_of(wg @ sums[i], wg @ cnts[i]) for i, p in enumerate(preps)]
 
-        return _run_chunks(_chunks(resamples, n_groups), rng, work_groups, len(preps))
+        return _run_chunks(_chunks(resamples, n_groups), rng, work_groups, len(preps), run)
     columns = vals + [m for m, p in zip(masks, preps) if p.mask is not None]
     few = all(len(np.unique(c)) <= MAX_CATEGORIES for c in columns) if len(columns[0]) else True
     if few:
@@ -343,14 +344,14 @@ def _resample_mean(
             draws = draw_counts(counts, size, gen)
             return [p.mean_of(draws @ cat_vals[i], draws @ cat_mask[i]) for i, p in enumerate(preps)]
 
-        return _run_chunks(_chunks(resamples, len(uniq)), rng, work_cats, len(preps))
+        return _run_chunks(_chunks(resamples, len(uniq)), rng, work_cats, len(preps), run)
     n = preps[0].n
 
     def work_items(size: int, gen: np.random.Generator) -> list[np.ndarray]:
         w = weight_rows(n, size, gen)
         return [p.mean_of(w @ vals[i], w @ masks[i]) for i, p in enumerate(preps)]
 
-    return _run_chunks(_chunks(resamples, n), rng, work_items, len(preps))
+    return _run_chunks(_chunks(resamples, n), rng, work_items, len(preps), run)
 
 
 #: From this many items, binned metrics (equal-width ECE) resample bin cells instead of items.
@@ -478,7 +479,7 @@ def quantile_ece_from_chunks(w: np.ndarray, d: np.ndarray, n_bins: int, n: int) 
 
 
 def _resample_binned(
-    preps: Sequence[WeightsPrepared], resamples: int, rng: np.random.Generator
+    preps: Sequence[WeightsPrepared], resamples: int, rng: np.random.Generator, run: Run = map
 ) -> list[np.ndarray] | None:
     """ECE of each prep on the same resamples, drawn over the joint (bin, correct) cells.
 
@@ -565,15 +566,15 @@ def _resample_binned(
             out.append(np.abs(gap).sum(axis=1) / n)
         return out
 
-    return _run_chunks(_chunks(resamples, n_cat * (k + 1)), rng, work, k)
+    return _run_chunks(_chunks(resamples, n_cat * (k + 1)), rng, work, k, run)
 
 
 def _resample_weights(
-    preps: Sequence[WeightsPrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None
+    preps: Sequence[WeightsPrepared], resamples: int, rng: np.random.Generator, groups: np.ndarray | None, run: Run
 ) -> list[np.ndarray]:
     n = preps[0].n
     if groups is None and n >= BINNED_FROM:
-        fast = _resample_binned(preps, resamples, rng)
+        fast = _resample_binned(preps, resamples, rng, run)
         if fast is not None:
             return fast
     n_groups = int(groups.max()) + 1 if groups is not None and len(groups) else 0
@@ -586,7 +587,7 @@ def _resample_weights(
         w = weight_rows(n, size, gen) if groups is None else weight_rows(n_groups, size, gen)[:, groups]
         return [p.from_weights(w, exchangeable=exchangeable) for p in preps]
 
-    return _run_chunks(_chunks(resamples, n), rng, work, len(preps))
+    return _run_chunks(_chunks(resamples, n), rng, work, len(preps), run)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -655,12 +656,13 @@ def _n_clusters(groups: Any) -> int | None:
 
 
 def bootstrap_samples(
-    prep: Prepared, *, resamples: int = 1000, seed: Any = 0, groups: np.ndarray | None = None
+    prep: Prepared, *, resamples: int = 1000, seed: Any = 0, groups: np.ndarray | None = None, run: Run = map
 ) -> np.ndarray | None:
-    """The metric on each of ``resamples`` bootstrap resamples (None when there is nothing to draw)."""
+    """The metric on each of ``resamples`` bootstrap resamples (None when there is nothing to draw;
+    ``run``: :data:`Run`)."""
     if not resamples or not prep.n:
         return None
-    return resample_values([prep], resamples, rng_for(seed), groups)[0]
+    return resample_values([prep], resamples, rng_for(seed), groups, run)[0]
 
 
 def interval(
@@ -705,9 +707,15 @@ def interval(
 
 
 def bootstrap(
-    prep: Prepared, *, ci: float = 0.95, resamples: int = 1000, seed: Any = 0, groups: np.ndarray | None = None
+    prep: Prepared,
+    *,
+    ci: float = 0.95,
+    resamples: int = 1000,
+    seed: Any = 0,
+    groups: np.ndarray | None = None,
+    run: Run = map,
 ) -> Interval | dict[str, Interval]:
-    """The value of a prepared metric with its bootstrap percentile interval.
+    """The value of a prepared metric with its bootstrap percentile interval (``run``: :data:`Run`).
 
     Vector-valued metrics (``per_class``) give a dict column -> :class:`Interval`.
 
@@ -717,7 +725,7 @@ def bootstrap(
     (0.8, True)
     """
     check_ci(ci, resamples)
-    samples = bootstrap_samples(prep, resamples=resamples, seed=seed, groups=groups)
+    samples = bootstrap_samples(prep, resamples=resamples, seed=seed, groups=groups, run=run)
     return interval(prep, prep.value(), samples, ci=ci, resamples=resamples, groups=groups)
 
 
@@ -741,10 +749,11 @@ def paired_bootstrap(
     resamples: int = 1000,
     seed: Any = 0,
     groups: np.ndarray | None = None,
+    run: Run = map,
 ) -> PairedResult:
     """A - B on the same items: the difference, its percentile interval and a two-sided p-value.
 
-    Both sides are resampled with the *same* draws (the same items, or clusters).
+    Both sides are resampled with the *same* draws (the same items, or clusters; ``run``: :data:`Run`).
 
     >>> from labledger.metrics import prepare
     >>> gold = [0, 1] * 100
@@ -763,7 +772,7 @@ def paired_bootstrap(
     method = "paired " + _method(prep_a, groups) + "; p-value: percentile bootstrap, two-sided"
     if not resamples or prep_a.n == 0:
         return PairedResult(va, vb, diff, None, None, None, ci, resamples, method, prep_a.n_used, _n_clusters(groups))
-    sa, sb = resample_values([prep_a, prep_b], resamples, rng_for(seed), groups)
+    sa, sb = resample_values([prep_a, prep_b], resamples, rng_for(seed), groups, run)
     d = sa - sb
     lo, hi, _ = percentile_interval(d, ci)
     return PairedResult(
@@ -791,8 +800,9 @@ def unpaired_bootstrap(
     seed: Any = 0,
     groups_a: np.ndarray | None = None,
     groups_b: np.ndarray | None = None,
+    run: Run = map,
 ) -> PairedResult:
-    """A - B on different item sets: each side resampled independently.
+    """A - B on different item sets: each side resampled independently (``run``: :data:`Run`).
 
     >>> from labledger.metrics import prepare
     >>> r = unpaired_bootstrap(prepare("accuracy", gold=[1] * 50, pred=[1] * 45 + [0] * 5),
@@ -813,8 +823,8 @@ def unpaired_bootstrap(
         return PairedResult(va, vb, diff, None, None, None, ci, resamples, method, n)
     ss = np.random.SeedSequence(list(seed) if isinstance(seed, (list, tuple)) else seed)
     ra, rb = (np.random.default_rng(s) for s in ss.spawn(2))
-    sa = resample_values([prep_a], resamples, ra, groups_a)[0]
-    sb = resample_values([prep_b], resamples, rb, groups_b)[0]
+    sa = resample_values([prep_a], resamples, ra, groups_a, run)[0]
+    sb = resample_values([prep_b], resamples, rb, groups_b, run)[0]
     d = sa - sb
     lo, hi, _ = percentile_interval(d, ci)
     return PairedResult(va, vb, diff, lo, hi, draws_p_value(d, diff), ci, resamples, method, n, se=_sd(d))
