@@ -170,15 +170,40 @@ def _seed_statistics(items, values, g: str, baseline: str, metric: str) -> dict[
     if mat is not None:
         out["interval"] = seed_group_interval(mat[1])
     elif vals:
-        out["interval"] = seed_t_interval(vals)
+        out["interval"] = _enough_seeds(seed_t_interval(vals), len(vals))
     if g == baseline:
         return out
     base = _seed_matrix(items.get((baseline, metric), []))
     if mat is not None and base is not None:
         out["diff_interval"] = compare_seed_groups(mat[1], base[1], paired=mat[0] == base[0])
     elif vals and values.get((baseline, metric)):
-        out["diff_interval"] = welch_diff(vals, values[(baseline, metric)])
+        fewest = min(len(vals), len(values[(baseline, metric)]))
+        out["diff_interval"] = _enough_seeds(welch_diff(vals, values[(baseline, metric)]), fewest)
     return out
+
+
+def _enough_seeds(interval: dict[str, Any], seeds: int) -> dict[str, Any]:
+    """A t interval over recorded per-seed values, without its bounds when fewer than
+    :data:`~labledger.analysis.noise.MIN_SEEDS` seeds carry it (1 or 2 df: ``warning`` says so)."""
+    from labledger.analysis.noise import MIN_SEEDS
+
+    if seeds >= MIN_SEEDS or interval.get("low") is None:
+        return interval
+    why = f"{seeds} seeds cannot support a t interval over seeds (run at least {MIN_SEEDS}, or store predictions)"
+    return {**interval, "low": None, "high": None, "warning": why}
+
+
+def _warn_not_seeds(ledger: Any, group: str, infos: Sequence[Any], warnings: list[str]) -> None:
+    """Say when a group's runs differ in config keys other than seeds (its intervals over runs treat
+    them as seeds)."""
+    from labledger.analysis.noise import differing_keys, split_seed_keys
+
+    other = split_seed_keys(differing_keys({i.id: ledger.run(i.id).config for i in infos}))[1]
+    if other:
+        shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
+        warnings.append(
+            f"the runs of group '{group}' differ in {shown}, not only in seeds: its spread is not seed noise"
+        )
 
 
 def _computed_value(doc: EvaluationDoc, task: str, want: MetricId) -> float | None:
@@ -228,6 +253,7 @@ def compare_groups(
                     f"group '{g}' includes run {i.id} ({i.name}), which is {i.status}: its values "
                     f"may come from before it stopped"
                 )
+        _warn_not_seeds(ledger, g, infos, out.warnings)
         for info in reversed(infos):
             view = ledger.run(info.id)
             row: dict[str, Any] = {"group": g, "run": info.id, "name": info.name, "values": {}, "sources": {}}
@@ -282,6 +308,9 @@ def compare_groups(
             if any(s.startswith("recorded") for s in sources) and any(s.startswith("predictions") for s in sources):
                 out.warnings.append(f"group '{g}' mixes recomputed and recorded values of {metric}")
             out.summary[-1].update(_seed_statistics(items, values, g, baseline, metric))
+            for iv in (out.summary[-1].get("interval"), out.summary[-1].get("diff_interval")):
+                if iv and iv.get("warning"):
+                    out.warnings.append(f"group '{g}' {metric}: {iv['warning']}")
     for s in out.summary:
         if s["mean"] is not None and not math.isfinite(s["mean"]):
             out.warnings.append(f"group '{s['group']}' {s['metric']} mean is not finite")

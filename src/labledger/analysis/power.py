@@ -39,9 +39,7 @@ def item_scores(source: Any, metric: str, task: str | None) -> tuple[np.ndarray,
     prep = prepare_task(spec.metric, task_params(spec.metric, dict(spec.params), td), td)
     item = item_values(prep)
     if item is None or item[1] is not None:
-        raise MetricInputError(
-            f"power planning needs a per-item mean metric (accuracy, exact_match...); got '{metric}'"
-        )
+        raise MetricInputError(f"a per-item mean metric is needed (accuracy, exact_match...); got '{metric}'")
     return item[0], td.group, [str(i) for i in td.ids.tolist()], names[0]
 
 

@@ -57,6 +57,10 @@ COMMANDS = {
         "checkpoints",
         "Audit RUN's data mixture: intended vs actual share of examples seen per dataset, and the class balance trained on vs each dataset's natural distribution (a forced 50:50 is flagged).",
     ),
+    "noise": (
+        "groups",
+        "The noise floor of GROUP: how far two runs that differ only by their seed land apart on a metric.",
+    ),
     "power": (
         "power",
         "Items needed to detect --delta, or the minimum detectable effect of --n items, for a paired test.",
