@@ -170,8 +170,10 @@ def _part_path(run_dir: Path, rel: str) -> Path:
     return run_dir / PARTS / (quote(rel, safe="") + ".part")
 
 
-def run_state(run_dir: Path) -> dict[str, Any] | None:
-    """What the server holds of one run (see the module docstring)."""
+def run_state(run_dir: Path, *, grown: list[str] | None = None) -> dict[str, Any] | None:
+    """What the server holds of one run (see the module docstring). The record files that only
+    grew since the manifest was written (an append a crash left unrecorded) are not changed; their
+    paths are appended to ``grown``."""
     doc = read_manifest(run_dir)
     if doc is None:
         return {"foreign": True} if run_dir.exists() else None
@@ -190,8 +192,10 @@ def run_state(run_dir: Path) -> dict[str, Any] | None:
         except FileNotFoundError:
             files[rel] = {"size": 0, "chunks": [], "changed": True}
             continue
-        changed = now is not entry and not (rel in APPEND_ONLY and _extends(base + rel, now, entry))
-        files[rel] = {"size": now["size"], "chunks": now["chunks"], "changed": changed}
+        grew = now is not entry and rel in APPEND_ONLY and _extends(base + rel, now, entry)
+        if grew and grown is not None:
+            grown.append(rel)
+        files[rel] = {"size": now["size"], "chunks": now["chunks"], "changed": now is not entry and not grew}
     parts: dict[str, Any] = {}
     for rel, (p, st) in found.items():
         size = st.st_size - st.st_size % CHUNK  # resume from a whole chunk
@@ -232,6 +236,28 @@ def _extends(path: str, now: dict[str, Any], entry: dict[str, Any]) -> bool:
     if now["size"] < size or now["chunks"][:full] != chunks[:full] or len(chunks) != -(-size // CHUNK):
         return False
     return not size % CHUNK or range_hash(path, full * CHUNK, size) == chunks[full]
+
+
+def _record_grown(run_dir: Path) -> None:
+    """Record in the manifest the record files that only grew since it was written (the bytes of
+    an append a crash left unrecorded; :func:`_extends`). Called with the run's lock held."""
+    doc = read_manifest(run_dir)
+    if doc is None:
+        return
+    base = str(run_dir) + "/"
+    changed = False
+    for rel, entry in doc["files"].items():
+        if rel not in APPEND_ONLY:
+            continue
+        try:
+            now = fresh_entry(base + rel, entry)
+        except FileNotFoundError:
+            continue
+        if now is not entry and _extends(base + rel, now, entry):
+            doc["files"][rel] = now
+            changed = True
+    if changed:
+        write_manifest(run_dir, doc)
 
 
 def settle(run_dir: Path, doc: dict[str, Any]) -> bool:
@@ -369,10 +395,16 @@ async def state(request: Request) -> Response:
         if ctx.objects is not None:
             for rid in runs:
                 _ship_pending(ctx.objects, root / _run_id(rid))
-        return {rid: run_state(root / _run_id(rid)) for rid in runs}
+        return {rid: run_state(root / _run_id(rid), grown=grown.setdefault(rid, [])) for rid in runs}
 
+    grown: dict[str, list[str]] = {}
+    found = await run_in_threadpool(collect)
+    for rid, rels in grown.items():
+        if rels:  # appended in place, unrecorded (a crash): recorded now
+            async with _lock(rid):
+                await run_in_threadpool(_record_grown, root / rid)
     batch = {"files": BATCH_FILES, "bytes": BATCH_BYTES, "file": BATCH_FILE}
-    return ok({"runs": await run_in_threadpool(collect), "chunk": CHUNK, "max_upload": ctx.max_upload, "batch": batch})
+    return ok({"runs": found, "chunk": CHUNK, "max_upload": ctx.max_upload, "batch": batch})
 
 
 async def put_file(request: Request) -> Response:
