@@ -292,6 +292,28 @@ ledger_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 
 
+def save_target(save: str | None) -> tuple[str, str] | None:
+    """``(run, name)`` of a ``--save RUN:NAME`` value (``None`` when not given); a usage error
+    (exit 2) otherwise, raised before any work is done.
+
+    >>> save_target("mlp-h32:test-eval"), save_target(None)
+    (('mlp-h32', 'test-eval'), None)
+    """
+    if save is None:
+        return None
+    run, _, name = save.partition(":")
+    if not run or not name:
+        raise click.BadParameter(f"expected RUN:NAME; got {save!r}", param_hint="--save")
+    return run, name
+
+
+def save_document(ledger_path: str | None, target: tuple[str, str], document: Any, *, kind: str | None = None) -> Any:
+    """Store ``document`` (a typed document, or the dict of ``kind``) in run ``target[0]`` under
+    ``evals/<target[1]>/`` (:meth:`~labledger.Ledger.save_evaluation`), where ``show``, ``runs``
+    fields and the site find it; the path written."""
+    return open_for_cli(ledger_path).save_evaluation(target[0], target[1], document, kind=kind)
+
+
 def csv_list(value: str | None) -> list[str]:
     """``"a, b,,c"`` -> ``["a", "b", "c"]`` (options like ``--models base,v3``)."""
     return [x.strip() for x in value.split(",") if x.strip()] if value else []

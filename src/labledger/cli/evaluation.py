@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from labledger.cli.base import emit_json, handle_errors, json_option, ledger_option, main, resolve_ledger_path
+from labledger.cli.base import (
+    emit_json,
+    handle_errors,
+    json_option,
+    ledger_option,
+    main,
+    open_for_cli,
+    resolve_ledger_path,
+    save_document,
+    save_target,
+)
 from labledger.schema import (
     ComparisonDoc,
     EvaluationDoc,
@@ -358,8 +368,7 @@ def eval_command(
     from labledger.analysis.evaluation import evaluate
 
     _check_metrics(metrics)
-    if save is not None and (":" not in save or not all(save.partition(":")[::2])):
-        raise click.BadParameter("expected RUN:NAME", param_hint="--save")
+    target = save_target(save)
     if model is not None and save is None:
         raise click.UsageError("--model needs --save RUN:NAME (entries point at a stored evaluation)")
     if replace and model is None:
@@ -412,25 +421,21 @@ def eval_command(
             name=harness["name"], version=harness.get("version"), checks=harness_check(doc.to_dict(), harness)
         )
     saved = None
-    if save is not None:
-        from labledger import open_ledger
+    if target is not None:
         from labledger.analysis.benchmarks import record_evaluation
         from labledger.cli.base import warn
 
-        run, _, name = save.partition(":")
-        with open_ledger(resolve_ledger_path(ledger_path)) as book:
-            saved = record_evaluation(
-                book,
-                run,
-                name,
-                doc,
-                model=model,
-                suite=suite,
-                variant=variant,
-                results_path=str(path),
-                replace=replace,
-                on_replace=warn,
-            )
+        saved = record_evaluation(
+            open_for_cli(ledger_path),
+            *target,
+            doc,
+            model=model,
+            suite=suite,
+            variant=variant,
+            results_path=str(path),
+            replace=replace,
+            on_replace=warn,
+        )
     if as_json:
         emit_json(doc.to_dict())
         return
@@ -632,6 +637,12 @@ def _print_margin_tests(tests: Sequence[MarginTest], doc: ComparisonDoc, shown: 
     metavar="N",
     help="With --items: show at most N items of each direction (default 20; the counts and --json are whole).",
 )
+@click.option(
+    "--save",
+    metavar="RUN:NAME",
+    default=None,
+    help="Store the comparison in a run of the ledger (evals/NAME/comparison.json; the site's Comparisons page).",
+)
 @json_option
 @ledger_option
 @handle_errors
@@ -654,6 +665,7 @@ def compare_command(
     show_items: bool,
     cluster: str | None,
     limit: int | None,
+    save: str | None,
     as_json: bool,
     ledger_path: str | None,
 ) -> None:
@@ -672,6 +684,7 @@ def compare_command(
         raise click.UsageError("--cluster and --limit go with --items")
     if show_items and unpaired:
         raise click.UsageError("--items lists paired items; it cannot go with --unpaired")
+    target = save_target(save)
     prefetch(a, b)
     from labledger.analysis.comparison import compare
 
@@ -701,11 +714,14 @@ def compare_command(
     )
     doc = cmp.doc
     doc.a, doc.b = shown_a, shown_b
+    saved = save_document(ledger_path, target, doc) if target is not None else None
     if as_json:
         emit_json(doc.to_dict())
         return
     items_limit = (20 if limit is None else limit) if show_items else None
     _print_comparison(doc, shown_a, shown_b, definitions, items_limit)
+    if saved is not None:
+        console.print(f"Saved comparison '{escape(str(save))}' to {escape(str(saved))}")
 
 
 #: Widest text cell of the --items table (ids, labels, outputs); prompts get PROMPT_WIDTH.

@@ -23,6 +23,8 @@ from labledger.cli.base import (
     main,
     open_for_cli,
     resolve_ledger_path,
+    save_document,
+    save_target,
     warn,
 )
 from labledger.errors import LedgerError, MetricInputError
@@ -228,6 +230,12 @@ def _gate_text(gate: str, v: dict[str, Any], threshold: float) -> str:
     help="Tie-break: among equal objectives, the threshold closest to this wins.",
 )
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the report (JSON) here.")
+@click.option(
+    "--save",
+    metavar="RUN:NAME",
+    default=None,
+    help="Store the report in a run of the ledger (evals/NAME/sweep.json; the run's page on the site).",
+)
 @click.option("--strict", is_flag=True, help=f"Exit {EXIT_NO_THRESHOLD} when no threshold passes every gate.")
 @click.option(
     "--max-rows",
@@ -250,6 +258,7 @@ def sweep_cmd(
     test_ref,
     center,
     out,
+    save,
     strict,
     max_rows,
     ledger_path,
@@ -262,6 +271,7 @@ def sweep_cmd(
     """
     from labledger.metrics.sweep import threshold_sweep
 
+    target = save_target(save)
     data = _binary_task(results, ledger_path, positive, task)
     test: dict[str, Any] = {}
     if test_ref:
@@ -296,12 +306,15 @@ def sweep_cmd(
             atomic_write(out, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n", sweep=True)
         except OSError as exc:
             raise LedgerError(f"cannot write the report to {out}: {exc.strerror}") from None
+    saved = save_document(ledger_path, target, doc, kind="sweep") if target is not None else None
     if as_json:
         emit_json(doc)
     else:
         _print_report(report, data, max_rows)
         if out:
             console.print(f"Report written to {out}.", markup=False, highlight=False)
+        if saved is not None:
+            console.print(f"Saved sweep '{save}' to {saved}", markup=False, highlight=False)
     if strict and not report.gate_passed:
         click.echo(
             f"Error: no threshold passes every gate ({', '.join(g.text for g in report.gates)}); --strict.", err=True
