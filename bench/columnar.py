@@ -300,7 +300,7 @@ def main() -> None:
         "samples cache entry": sum(p.stat().st_size for p in cache.glob("table-samples-*.parquet")),
         "samples, flat zstd Parquet": (folder / "samples.zstd.parquet").stat().st_size,
         "bin.jsonl": (folder / "bin.jsonl").stat().st_size,
-        "results cache entry": sum(p.stat().st_size for p in cache.glob("results-*.parquet")),
+        "results cache entry": sum(p.stat().st_size for p in cache.glob("results-*.arrow")),
         "bin, zstd Parquet": (folder / "bin.zstd.parquet").stat().st_size,
     }
     import pyarrow.parquet as pq

@@ -726,7 +726,9 @@ def store_columns(
             end = f.tell()
             digest = xxhash.xxh3_64()
             _digest_written(f, end, digest)
-            writer.write_batch(batch.slice(0, 0), custom_metadata={_DIGEST: f"{digest.hexdigest()}:{end}".encode()})
+            # (empty columns of their own: a slice of no rows of the batch writes some whole columns again)
+            empty = pa.RecordBatch.from_arrays([pa.nulls(0, field.type) for field in schema], schema=schema)
+            writer.write_batch(empty, custom_metadata={_DIGEST: f"{digest.hexdigest()}:{end}".encode()})
         with contextlib.suppress(OSError):  # this entry as an older labledger wrote it (never read again)
             entry.with_suffix(_LEGACY_SUFFIX).unlink()
 
