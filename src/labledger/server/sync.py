@@ -291,9 +291,14 @@ def _make_parents(path: Path, run_dir: Path, touched: set[Path]) -> None:
         touched.add(folder.parent)
 
 
+#: Files (or folders) fsynced one after the other, below a pool of threads: once the first fsync
+#: committed the journal, the others of a batch have little left to wait for.
+SERIAL_FSYNCS = 32
+
+
 def _fsync_dirs(folders: set[Path]) -> None:
     """fsync ``folders`` from a pool of threads (the journal commits once for those that wait together)."""
-    if len(folders) <= 1:
+    if len(folders) <= SERIAL_FSYNCS:
         for folder in folders:
             fsync_dir(folder, strict=True)
         return
@@ -310,7 +315,7 @@ def _fsync_fds(fds: list[int]) -> None:
     if _SYNC_FILE_RANGE is not None and len(fds) > 1:
         for fd in fds:
             _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
-    if len(fds) <= 2:
+    if len(fds) <= SERIAL_FSYNCS:  # threads cost more than they save for a few files
         for fd in fds:
             os.fsync(fd)
         return
