@@ -1,10 +1,13 @@
 #!/usr/bin/env python
 """``labledger sync`` (issue 18): a run with many scalar steps and microbatch records, a large
-checkpoint, and a no-op sync of many synced runs, to a local ``labledger serve`` (SQLite index,
-run files in a folder) on 127.0.0.1.
+checkpoint, a no-op sync of many synced runs, and many small files (issue 46: one run of 1,098
+files logged with ``log_file`` beside ``cp -r`` of its folder in the same minute, 1,000 runs of 10
+small files each, then a no-op sync of those), to a local ``labledger serve`` (SQLite index, run
+files in a folder) on 127.0.0.1.
 
     python bench/sync.py                                  # the issue's sizes: 1M steps, 100k batches, 1 GiB
     python bench/sync.py --quick                          # 100k steps, 10k batches, 256 MiB, 200 runs
+    python bench/sync.py --only small --no-peers          # the small-files rows alone
 
 Per row: wall time of the sync (timed inside the client's process; for the checkpoint, the whole
 ``labledger sync`` process, as cp is timed whole) and CPU time of that whole
@@ -566,6 +569,107 @@ def section_noop(args: argparse.Namespace, base: Path, sync: list[str], env: dic
     return [{"what": f"no-op sync of {args.noop_runs:,} synced runs", **r, "server_rss": vm_hwm(srv.pid), "load": load}]
 
 
+def seed_small_run(ledger: Any, name: str, files: int, size: int, rng: Any) -> str:
+    """One run that logs a scalar and ``files`` files of about ``size`` bytes each with ``log_file``
+    (the images a run logs: each a different random payload)."""
+    import labledger
+
+    with labledger.start_run(name, ledger=ledger) as run:
+        run.log(1, loss=0.5)
+        for k in range(files):
+            run.log_file(
+                f"images/step-{k // 16:04d}/img-{k % 16:02d}.png", rng.randbytes(size + rng.randrange(-200, 200))
+            )
+    return run.id
+
+
+def copy_tree(src: Path, dst: Path) -> dict:
+    """``cp -r`` of a folder: the faster of two (wall and CPU time; the other's wall too), and one
+    with ``sync`` after it (a durable copy)."""
+    subprocess.run(["sync"], check=False)
+    runs = []
+    for then_sync in (False, False, True):
+        shutil.rmtree(dst, ignore_errors=True)
+        subprocess.run(["sync"], check=False)
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(["cp", "-r", str(src), str(dst)])
+        _, _, usage = os.wait4(proc.pid, 0)
+        if then_sync:
+            subprocess.run(["sync"], check=False)
+        runs.append((time.perf_counter() - t0, usage.ru_utime + usage.ru_stime))
+    shutil.rmtree(dst, ignore_errors=True)
+    fast, slow = sorted(runs[:2])
+    return {"cp": fast[0], "cp_cpu": fast[1], "cp_other": slow[0], "cp_sync": runs[2][0]}
+
+
+def section_small(
+    args: argparse.Namespace, base: Path, sync: list[str], env: dict, srv: subprocess.Popen
+) -> list[dict]:
+    """Many small files (issue 46): one run of ``--small-files`` files (2 MB, logged with
+    ``log_file``) beside ``cp -r`` of its folder on the same disk, measured in the same minute;
+    then ``--small-runs`` runs of 10 small files each, then a no-op sync of those runs.
+    Goals: the first <= 3x cp -r + 0.5 s, the second <= 60 s, the no-op <= 2 s."""
+    import random
+
+    from labledger.store.ledger import Ledger
+    from labledger.store.manifest import run_files
+
+    rng = random.Random(46)
+    one = base / "small-one"
+    # run.json, config.json, metrics.jsonl, batches.jsonl and the images: --small-files in all
+    rid = seed_small_run(one, "images", args.small_files - 4, 2_000_000 // args.small_files, rng)
+    folder = one / "runs" / rid
+    n_files = len(run_files(folder))
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    rows = []
+    load = load1()
+    cp = copy_tree(folder, base / "small-cp")
+    s0 = server_cpu(srv.pid)
+    r = child([*sync, str(one), TOKEN], env)
+    r["server_cpu"] = server_cpu(srv.pid) - s0
+    goal = 3 * cp["cp"] + 0.5
+    rows.append(
+        {
+            "what": f"{n_files:,} small files in one run ({size / 1e6:.1f} MB): cp -r {cp['cp']:.2f} s "
+            f"({cp['cp_cpu']:.2f} CPU; faster of 2, the other {cp['cp_other']:.2f}; cp -r + sync "
+            f"{cp['cp_sync']:.2f} s); goal <= 3x cp -r + 0.5 = {goal:.2f} s",
+            **r,
+            "server_rss": vm_hwm(srv.pid),
+            "load": load,
+        }
+    )
+    many = base / "small-many"
+    book = Ledger(many, create=True)
+    for i in range(args.small_runs):
+        seed_small_run(book, f"s{i}", 6, 1500, rng)  # run.json, config.json, metrics, batches + 6 files
+    ids = [i.id for i in book.runs()]
+    per_run = len(run_files(book.run_dir(ids[0])))
+    book.close()
+    load = load1()
+    s0 = server_cpu(srv.pid)
+    r = child([*sync, str(many), TOKEN], env)
+    r["server_cpu"] = server_cpu(srv.pid) - s0
+    rows.append(
+        {
+            "what": f"{args.small_runs:,} runs of {per_run} small files each; goal <= 60 s",
+            **r,
+            "server_rss": vm_hwm(srv.pid),
+            "load": load,
+        }
+    )
+    load = load1()
+    r = child([*sync, str(many), TOKEN], env)
+    rows.append(
+        {
+            "what": f"no-op sync of those {args.small_runs:,} runs; goal <= 2 s",
+            **r,
+            "server_rss": vm_hwm(srv.pid),
+            "load": load,
+        }
+    )
+    return rows
+
+
 def section_log(args: argparse.Namespace, base: Path, url: str, srv: subprocess.Popen) -> list[dict]:
     """The cost of Run.log with sync= (a separate process): no sync, server down, server up."""
     import labledger
@@ -609,18 +713,21 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=100_000)
     ap.add_argument("--checkpoint-mib", type=int, default=1024)
     ap.add_argument("--noop-runs", type=int, default=1000)
+    ap.add_argument("--small-files", type=int, default=1098, help="Files of the small-files run (2 MB in all).")
+    ap.add_argument("--small-runs", type=int, default=1000, help="Runs of 10 small files each.")
     ap.add_argument("--log-calls", type=int, default=200_000, help="Run.log calls timed with and without sync=.")
     ap.add_argument("--tmp", default=None, help="Folder for the ledgers (default: a temporary one).")
     ap.add_argument("--quick", action="store_true", help="Smaller sizes (100k steps, 10k batches, 256 MiB, 200 runs).")
     ap.add_argument("--peer-steps", type=int, default=100_000, help="Scalar steps of the W&B offline run.")
     ap.add_argument("--mlflow", default="mlflow", help="The mlflow executable for `mlflow server`.")
     ap.add_argument("--no-peers", action="store_true")
-    ap.add_argument("--only", default="run,checkpoint,noop,log", help="Sections, comma-separated (default: all).")
+    ap.add_argument("--only", default="run,checkpoint,noop,small,log", help="Sections, comma-separated (default: all).")
     ap.add_argument("--repeat", type=int, default=1, help="Times the checkpoint section runs.")
     args = ap.parse_args()
     if args.quick:
         args.steps, args.batches, args.checkpoint_mib = 100_000, 10_000, 256
         args.noop_runs, args.log_calls, args.peer_steps = 200, 50_000, 20_000
+        args.small_runs = 200
     only = set(args.only.split(","))
 
     base = Path(tempfile.mkdtemp(prefix="bench-sync-", dir=args.tmp))
@@ -673,6 +780,8 @@ def main() -> None:
             rows += section_floor(args, base)
         if "noop" in only:
             rows += section_noop(args, base, sync, env, srv)
+        if "small" in only:
+            rows += section_small(args, base, sync, env, srv)
         if "log" in only:
             rows += section_log(args, base, url, srv)
     finally:
