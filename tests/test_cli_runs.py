@@ -119,3 +119,14 @@ def test_python_m_entry_point(ledger):
     )
     assert res.returncode == 0, res.stderr
     assert len(json.loads(res.stdout)["runs"]) == 2
+
+
+def test_a_ledger_that_cannot_be_created_is_one_line(tmp_path):
+    """`--ledger` under a file (or anywhere mkdir fails): one line, exit 1, from the CLI and the API."""
+    blocker = tmp_path / "entries.csv"
+    blocker.write_text("model,suite,benchmark,metric,value\nbase,public,mmlu,accuracy,0.5\n")
+    res = CliRunner().invoke(main, ["table", "import", str(blocker), "--ledger", str(blocker / "ledger")])
+    assert res.exit_code == 1 and res.output.startswith("Error: cannot create a ledger at "), res.output
+    assert len(res.output.splitlines()) == 1
+    with pytest.raises(labledger.LedgerError, match="cannot create a ledger at .*: Not a directory"):
+        labledger.start_run("x", ledger=blocker / "ledger")

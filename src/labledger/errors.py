@@ -151,5 +151,10 @@ class CacheWarning(UserWarning):
     from their JSONL each time until it can; nothing stored is affected."""
 
 
+class QueryWarning(UserWarning):
+    """A query compares a field with a value of one kind (a number) while some runs hold another
+    kind there (text): those runs do not match."""
+
+
 class RunNameWarning(UserWarning):
     """Several runs share the name a run was asked for by; the newest was used (``name@K`` picks another)."""

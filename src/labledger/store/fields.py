@@ -176,11 +176,18 @@ def run_fields(config: Mapping[str, Any], summary: Mapping[str, Any], stats: Sca
 def eval_fields(rows: Iterable[tuple[str, str, str, str, Any]]) -> dict[str, Any]:
     """``eval.*`` fields from ``(evaluation name, task, metric key, kind, value)`` rows (whole-set
     values only). ``eval.<set>.<task>.<metric>`` always; ``eval.<set>.<metric>`` when one task of
-    the set has that metric (``evaluation`` documents win over imported ``report`` ones).
+    the set has that metric (``evaluation`` documents win over imported ``report`` ones). Each is
+    also there under the key ``labledger eval`` prints (:attr:`~labledger.schema.MetricId.short`,
+    without ``zero_division=0``) unless another metric has that key.
 
     >>> eval_fields([("test", "digits", "accuracy", "evaluation", 0.97)])
     {'eval.test.digits.accuracy': 0.97, 'eval.test.accuracy': 0.97}
+    >>> list(eval_fields([("test", "t", "f1[average=macro,zero_division=0]", "evaluation", 0.5)]))[-1]
+    'eval.test.f1[average=macro]'
     """
+    from labledger.errors import LedgerError
+    from labledger.schema.ids import MetricId
+
     rows = sorted(rows, key=lambda r: EVAL_KINDS.index(r[3]) if r[3] in EVAL_KINDS else 99, reverse=True)
     out: dict[str, Any] = {}
     tasks_of: dict[tuple[str, str], set[str]] = {}
@@ -192,6 +199,16 @@ def eval_fields(rows: Iterable[tuple[str, str, str, str, Any]]) -> dict[str, Any
     for (name, key), tasks in tasks_of.items():
         if len(tasks) == 1 and f"eval.{name}.{key}" not in out:
             out[f"eval.{name}.{key}"] = short[(name, key)]
+    for field, value in list(out.items()):
+        head, _, key = field.partition("[")  # eval.<set>[.<task>].<name>, then the parameters
+        if not key:
+            continue
+        prefix, _, metric = head.rpartition(".")
+        try:
+            quiet = MetricId.parse(f"{metric}[{key}").short
+        except LedgerError:  # not a metric key of the registry's form: no second name
+            continue
+        out.setdefault(f"{prefix}.{quiet}", value)
     return out
 
 

@@ -147,7 +147,10 @@ class Ledger:
                 )
             if self.root.exists() and not self.root.is_dir():
                 raise LedgerError(f"{self.root} exists and is not a folder")
-            (self.root / "runs").mkdir(parents=True, exist_ok=True)
+            try:
+                (self.root / "runs").mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise LedgerError(f"cannot create a ledger at {self.root}: {exc.strerror or exc}") from None
         try:
             self.db = sqlite3.connect(db_path, timeout=60, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA busy_timeout = 60000")

@@ -328,3 +328,14 @@ def m008_run_fields(db: Connection) -> None:
     db.execute(
         "CREATE TRIGGER runs_fields_delete AFTER DELETE ON runs BEGIN DELETE FROM run_fields WHERE run_id = OLD.id; END"
     )
+
+
+@migration
+def m009_eval_field_short_keys(db: Connection) -> None:
+    # Issue 43: the ``eval.*`` fields also carry the metric key ``labledger eval`` prints
+    # (``f1[average=macro]`` for the stored ``f1[average=macro,zero_division=0]``); recomputed for
+    # every run with evaluations (the run_fields triggers follow).
+    from labledger.store.fields import eval_fields_of_run
+
+    for (run_id,) in db.execute("SELECT DISTINCT run_id FROM evaluations").fetchall():
+        db.execute("UPDATE runs SET eval_fields = ? WHERE id = ?", (eval_fields_of_run(db, run_id), run_id))

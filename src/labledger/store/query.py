@@ -701,10 +701,67 @@ def prepare(
     known = (names - set(absent)) if strict else None
     if node is not None:
         check_fields(str(where), node, known, suggest)
+        if strict:
+            check_value_kinds(db, str(where), node)
     if keys:
         shown = sort if isinstance(sort, str) else ",".join(sort or ())
         check_sort(shown, keys, known, suggest, what)
     return node, keys
+
+
+#: ``run_fields.kind`` -> the kind of value a field holds (3: lists and objects, 4: null).
+KIND_NAMES = {0: "number", 1: "text", 2: "boolean"}
+_PLURAL = {"number": "numbers", "text": "text", "boolean": "booleans"}
+_HOW = {"number": "a number", "text": "a quoted value", "boolean": "true or false"}
+
+
+def field_kinds(db: Any, name: str) -> dict[str, tuple[int, Any]]:
+    """The kinds of value the runs hold in JSON field ``name``: ``{kind: (runs, an example)}``."""
+    rows = db.execute(
+        "SELECT kind, COUNT(*), MIN(num), MIN(str) FROM run_fields WHERE key = ? GROUP BY kind", (name,)
+    ).fetchall()
+    out: dict[str, tuple[int, Any]] = {}
+    for kind, count, num, text in rows:
+        if kind in KIND_NAMES:
+            example = text if kind == 1 else bool(num) if kind == 2 else num
+            out[KIND_NAMES[kind]] = (int(count), example)
+    return out
+
+
+def check_value_kinds(db: Any, text: str, node: Node) -> None:
+    """A comparison of a JSON field with a value of a kind that no run holds there is an error
+    (``config.lr < 0.05`` where every run's ``lr`` is text matches nothing); when only some runs
+    hold another kind, a :class:`~labledger.errors.QueryWarning` says how many the test skips."""
+    import warnings
+
+    from labledger.errors import QueryWarning
+
+    seen: dict[str, dict[str, tuple[int, Any]]] = {}
+    for t in predicates_in(node):
+        f = t.field
+        if f.column is not None or t.op in ("null", "has") or not f.name.startswith(PREFIXES):
+            continue
+        wanted = {"text"} if t.op == "~" else {_kind(v) for v in t.values}
+        held = seen[f.name] if f.name in seen else seen.setdefault(f.name, field_kinds(db, f.name))
+        if not held:
+            continue
+        if not wanted & held.keys():
+            kinds = [k for k in KIND_NAMES.values() if k in held]  # number, text, boolean
+            most = max(kinds, key=lambda k: held[k][0])  # the first of the most common
+            raise _caret(
+                text,
+                f.pos,
+                f"{f.name!r} holds {' and '.join(_PLURAL[k] for k in kinds)}, never "
+                f"{' or '.join(_PLURAL[k] for k in sorted(wanted))}: compare it with {_HOW[most]}",
+            )
+        for kind, (count, example) in held.items():
+            if kind not in wanted:
+                warnings.warn(
+                    f"{f.name!r} holds {_PLURAL[kind]} in {count} run(s) (e.g. {example!r}), which "
+                    f"'{f.name} {t.op} ...' does not match",
+                    QueryWarning,
+                    stacklevel=2,
+                )
 
 
 #: Run columns of :func:`runs_table` before the fields.

@@ -100,7 +100,7 @@
         whereBox.removeAttribute("aria-invalid");
         if (!state.where.trim()) return;
         try {
-          whereTest = LL.where.compile(state.where, known).test;
+          whereTest = LL.where.compile(state.where, known, LL.where.catalogKinds(cat)).test;
         } catch (e) {
           if (!e || !e.query) throw e;
           whereErr.textContent = e.message;

@@ -343,7 +343,7 @@
     return new Date(parts[0], parts[1] - 1, parts[2], parts[3], parts[4], parts[5], ms).getTime() / 1000;
   }
 
-  function checkFields(text, node, known) {
+  function checkFields(text, node, known, kinds) {
     var knownSet = {};
     known.forEach(function (k) {
       knownSet[k] = true;
@@ -369,6 +369,73 @@
       if (!startsWithPrefix(f.name) || !knownSet[f.name])
         throw QueryError(text, f.pos, unknownFieldMessage(f.name, known));
     });
+    if (kinds) checkValueKinds(text, node, kinds);
+  }
+
+  var KIND_ORDER = ["number", "text", "boolean"];
+  var PLURAL = { number: "numbers", text: "text", boolean: "booleans" };
+  var HOW = { number: "a number", text: "a quoted value", boolean: "true or false" };
+
+  /**
+   * store/query.py's check_value_kinds: comparing a field with a kind of value no run holds there is
+   * an error. `kinds(name)` gives {kind: number of runs} of the catalog's values of a field.
+   */
+  function checkValueKinds(text, node, kinds) {
+    predicates(node, []).forEach(function (t) {
+      var f = t.field;
+      if (col(f.name) || t.op === "null" || t.op === "has" || !startsWithPrefix(f.name)) return;
+      var held = kinds(f.name);
+      var have = KIND_ORDER.filter(function (k) {
+        return held[k] > 0;
+      });
+      if (!have.length) return;
+      var wanted = {};
+      if (t.op === "~") wanted.text = true;
+      else
+        t.values.forEach(function (v) {
+          wanted[kindOf(v)] = true;
+        });
+      var want = Object.keys(wanted).sort();
+      if (
+        want.some(function (k) {
+          return held[k] > 0;
+        })
+      )
+        return;
+      var most = have[0];
+      have.forEach(function (k) {
+        if (held[k] > held[most]) most = k;
+      });
+      var plural = function (/** @type {string} */ k) {
+        return /** @type {any} */ (PLURAL)[k];
+      };
+      throw QueryError(
+        text,
+        f.pos,
+        repr(f.name) +
+          " holds " +
+          have.map(plural).join(" and ") +
+          ", never " +
+          want.map(plural).join(" or ") +
+          ": compare it with " +
+          /** @type {any} */ (HOW)[most]
+      );
+    });
+  }
+
+  /** {kind: runs} of the values a catalog holds in field `name` (lists, objects and nulls not counted). */
+  function catalogKinds(catalog) {
+    var f = catalog.fields || { names: [], columns: [] };
+    return function (name) {
+      var j = f.names.indexOf(name),
+        out = { number: 0, text: 0, boolean: 0 };
+      if (j < 0) return out;
+      f.columns[j].forEach(function (v) {
+        if (v === null || v === undefined || typeof v === "object") return;
+        out[kindOf(v)] += 1;
+      });
+      return out;
+    };
   }
 
   function kindOf(v) {
@@ -551,10 +618,11 @@
    * Compile `where` against the catalog's field names: {test(row), node}, or throws a QueryError.
    * @param {string} text
    * @param {string[]} known
+   * @param {(name: string) => any} [kinds] the kinds of value each field holds (catalogKinds)
    */
-  function compile(text, known) {
+  function compile(text, known, kinds) {
     var node = new Parser(text).parse();
-    checkFields(text, node, known);
+    checkFields(text, node, known, kinds);
     return {
       node: node,
       test: function (row) {
@@ -573,7 +641,7 @@
     var known = (catalog.fields && catalog.fields.names) || [];
     var rows = rowsOf(catalog);
     if (where && where.trim()) {
-      var q = compile(where, known);
+      var q = compile(where, known, catalogKinds(catalog));
       rows = rows.filter(q.test);
     }
     if (sort) rows = sortRows(rows, parseSort(sort, known));
@@ -588,6 +656,7 @@
       return new Parser(text).parse();
     },
     compile: compile,
+    catalogKinds: catalogKinds,
     evaluate: evaluate,
     rowsOf: rowsOf,
     sortRows: sortRows,
