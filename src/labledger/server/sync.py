@@ -647,13 +647,14 @@ def _store_batch(
             )
         plans.append((e, data, kept + new))
     fds: list[int] = []
+    parts = [None if e.offset else _part_path(run_dir, e.rel) for e, _, _ in plans]
     try:
         (run_dir / PARTS).mkdir(exist_ok=True)
-        for e, data, _ in plans:
-            if e.offset:  # in place, as the chunked path writes record files
+        for (e, data, _), part in zip(plans, parts, strict=True):
+            if part is None:  # in place, as the chunked path writes record files
                 fd = os.open(run_dir / e.rel, os.O_WRONLY | os.O_CLOEXEC)
             else:
-                fd = os.open(_part_path(run_dir, e.rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+                fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             fds.append(fd)
             _pwrite_all(fd, data, e.offset)
             if e.offset:
@@ -667,11 +668,14 @@ def _store_batch(
             os.close(fd)
     write_manifest(run_dir, doc)  # from here the batch stands: a crash's missing renames are settled
     touched: set[Path] = set()
-    for e, _, _ in plans:
-        if not e.offset:
+    there: set[Path] = set()  # folders known to exist
+    for (e, _, _), part in zip(plans, parts, strict=True):
+        if part is not None:
             final = run_dir / e.rel
-            _make_parents(final, run_dir, touched)
-            os.replace(_part_path(run_dir, e.rel), final)
+            if final.parent not in there:
+                _make_parents(final, run_dir, touched)
+                there.add(final.parent)
+            os.replace(part, final)
             touched.add(final.parent)
     _fsync_dirs(touched)
     superseded = [plain for e, _, _ in plans if (plain := _drop_superseded(run_dir, doc, e.rel))]

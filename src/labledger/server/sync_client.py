@@ -434,7 +434,8 @@ def _sync_one(
         if have is None and part is None:
             # the server lacks the file: hashed while it is sent (one read), unless the cache knows it
             prefix: list[str] = []
-            known = None if dry_run else _known(cache, key, run_dir, rel, st, size)
+            small_one = limits is not None and size <= limits[2]  # read and hashed as it is batched
+            known = None if dry_run or small_one else _known(cache, key, run_dir, rel, st, size)
         else:
             local = _known(cache, key, run_dir, rel, st, size)
             if local is None:
