@@ -6,6 +6,8 @@
   var LL = window.LL,
     h = LL.h;
   var SVGNS = "http://www.w3.org/2000/svg";
+  /** Values beyond ± this are left out of a chart's y range (and said under the chart). */
+  var OFF_CHART = 1e300;
 
   /** Exponential moving average that skips missing values (never replaces the raw series). */
   LL.ema = function (values, alpha) {
@@ -162,19 +164,51 @@
       });
       ctx.restore();
     }
-    var yRange = null;
-    if (hlines.length) {
-      yRange = function (u, min, max) {
-        hlines.forEach(function (g) {
-          if (isFinite(g.y)) {
-            min = Math.min(min, g.y);
-            max = Math.max(max, g.y);
-          }
+    /** How many values of the series lie beyond ±OFF_CHART (their own range would overflow). */
+    function offChart() {
+      var n = 0;
+      for (var k = 1; k < data.length; k++)
+        (data[k] || []).forEach(function (/** @type {any} */ v) {
+          if (typeof v === "number" && isFinite(v) && Math.abs(v) > OFF_CHART) n++;
         });
-        var pad = (max - min) * 0.05 || 0.05;
-        return [min - pad, max + pad];
-      };
+      return n;
     }
+    // The y range from the values within ±OFF_CHART and the hlines: a value like MLflow's
+    // ±1.797e308 (its stand-in for ±inf) makes max - min overflow, and uPlot's own range a blank chart.
+    function yRange(/** @type {any} */ _u, /** @type {number} */ min, /** @type {number} */ max) {
+      if (!(Math.abs(min) <= OFF_CHART && Math.abs(max) <= OFF_CHART)) {
+        min = Infinity;
+        max = -Infinity;
+        for (var k = 1; k < data.length; k++)
+          (data[k] || []).forEach(function (/** @type {any} */ v) {
+            if (typeof v === "number" && Math.abs(v) <= OFF_CHART) {
+              min = Math.min(min, v);
+              max = Math.max(max, v);
+            }
+          });
+        if (min > max) min = max = 0;
+      }
+      hlines.forEach(function (g) {
+        if (isFinite(g.y) && Math.abs(g.y) <= OFF_CHART) {
+          min = Math.min(min, g.y);
+          max = Math.max(max, g.y);
+        }
+      });
+      var pad = (max - min) * 0.05 || Math.abs(max) * 0.05 || 0.05;
+      return [min - pad, max + pad];
+    }
+    var offNote = h("p", { class: "muted small off-chart" });
+    function noteOffChart() {
+      var n = offChart();
+      offNote.hidden = n === 0;
+      offNote.textContent = n
+        ? n +
+          " value(s) beyond ±1e300 are off the chart (MLflow stores ±inf as ±1.8e308); hover over their step to read them."
+        : "";
+      return n > 0;
+    }
+    box.appendChild(offNote);
+    var ownRange = noteOffChart() || hlines.length > 0;
     var u = null,
       downAt = null;
     var cfg = {
@@ -183,7 +217,7 @@
       series: series,
       // Room above the plot area for the marks' labels (null: uPlot's own padding).
       padding: marks.length ? [20, null, null, null] : [null, null, null, null],
-      scales: { x: { time: false }, y: yRange ? { range: yRange } : {} },
+      scales: { x: { time: false }, y: ownRange ? { range: yRange } : {} },
       axes: [
         { label: opts.xLabel || null, labelSize: opts.xLabel ? 22 : 0, values: tickText },
         { size: 64, values: tickText },
@@ -252,6 +286,11 @@
         data.push(v);
         if (alpha) data.push(LL.ema(v, alpha));
       });
+      if (noteOffChart() && !ownRange) {
+        ownRange = true;
+        cfg.scales.y = { range: yRange };
+        if (u) u.scales.y.range = yRange;
+      }
       if (!u) return;
       var sx = u.scales.x,
         zoomed = sx.min !== null && sx.max !== null && (sx.min > first || sx.max < last);
