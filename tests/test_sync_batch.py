@@ -293,6 +293,36 @@ def test_a_live_record_file_goes_incrementally_in_a_batch(tmp_path, server, monk
     _same_runs(local, server.root, [run.id])
 
 
+def test_a_state_request_does_not_wait_for_an_upload_under_way(tmp_path, server):
+    """While a large file of a run is being uploaded (its part file on the server, the run's lock
+    held by the upload), a state request about that run answers at once: the pass that finishes
+    a crashed batch's renames does not wait for a write under way."""
+    from urllib.parse import quote
+
+    origin = ledger_origin(tmp_path / "l")
+    rid = "20260101-000000-fedcba987654"
+    rel = "checkpoints/big.bin"
+    size = 8 * CHUNK
+    head = (
+        f"PUT /api/sync/runs/{rid}/files?path={quote(rel, safe='')}&offset=0&size={size} HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"X-Labledger-Origin: {origin}\r\nContent-Length: {size}\r\n\r\n"
+    ).encode()
+    part = server.root / "runs" / rid / ".sync-parts" / (quote(rel, safe="") + ".part")
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(head + os.urandom(5 * CHUNK))  # more than a group of the raw read: written
+        deadline = time.monotonic() + 20
+        while not (part.exists() and part.stat().st_size >= CHUNK) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert part.stat().st_size >= CHUNK
+        t0 = time.monotonic()
+        r = httpx.post(
+            server.url + "/api/sync/state", json={"runs": [rid]}, headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        assert r.status_code == 200 and time.monotonic() - t0 < 5
+        assert r.json()["runs"][rid]["parts"][rel]["size"] >= CHUNK
+
+
 def _kill_mid_sync(local: Path, server_root: Path, url: str, seed: int, kill) -> list[str]:
     """Log two new runs of small files, start `labledger sync` of the ledger, and once the
     server holds the first of them, call ``kill`` at a random moment of the next 0.3 s."""

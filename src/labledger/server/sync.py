@@ -391,7 +391,10 @@ async def state(request: Request) -> Response:
 
     stray = await run_in_threadpool(lambda: [rid for rid in runs if _part_files(root / _run_id(rid))])
     for rid in stray:  # part files: a batch's renames a crash cut off are finished first
-        async with _lock(rid):
+        lock = _lock(rid)
+        if lock.locked():  # a write of the run is under way (it settled them as it began): not waited for
+            continue
+        async with lock:
             doc = await run_in_threadpool(read_manifest, root / rid)
             if doc is not None:
                 await run_in_threadpool(settle, root / rid, doc)
@@ -404,9 +407,10 @@ async def state(request: Request) -> Response:
 
     grown: dict[str, list[str]] = {}
     found = await run_in_threadpool(collect)
-    for rid, rels in grown.items():
-        if rels:  # appended in place, unrecorded (a crash): recorded now
-            async with _lock(rid):
+    for rid in [rid for rid, rels in grown.items() if rels]:
+        lock = _lock(rid)
+        if not lock.locked():  # appended in place and unrecorded, and no write under way: a crash's
+            async with lock:
                 await run_in_threadpool(_record_grown, root / rid)
     batch = {"files": BATCH_FILES, "bytes": BATCH_BYTES, "file": BATCH_FILE}
     return ok({"runs": found, "chunk": CHUNK, "max_upload": ctx.max_upload, "batch": batch})
