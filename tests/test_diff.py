@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -56,7 +57,7 @@ def test_only_what_differs(two):
     assert env["git.commit"][1] == "abc123" and env["git.dirty"][1] is True
     assert env["packages.torch"][1] == "9.9.9"
     assert "python" not in env and "host" not in env
-    assert [c["key"] for c in doc["data"]] == ["results.test.sha256"]  # same mixture and row count
+    assert doc["data"] == []  # same mixture and row count (a result set's sha256 covers its predictions: not data)
     keys = {c["key"] for c in doc["scalars"]}
     assert {"loss.last", "loss.min", "loss.max"} <= keys
     (cmp,) = doc["comparisons"]
@@ -86,3 +87,39 @@ def test_cli_diff_text_and_json(two):
     assert all(doc[s] == [] for s in ("config", "environment", "data", "scalars", "evaluations"))
     res = CliRunner().invoke(main, ["diff", ids[0], "nope", "--ledger", str(d)])
     assert res.exit_code == 1 and "No run 'nope'" in res.output
+
+
+def test_show_and_diff_read_at_80_columns(tmp_path):
+    """Checkpoint paths and hashes stay on their rows in `show`, and `diff` keeps one row per metric
+    with its method said once under the table (#43: 438 and 582 lines before)."""
+    d = tmp_path / "l"
+    ckpt = tmp_path / "weights.bin"
+    ckpt.write_bytes(b"w" * 4096)
+    ids = []
+    for h, flip in ((32, 2), (128, 5)):
+        with labledger.start_run(f"mlp-h{h}", config={"hidden": h}, ledger=d) as run:
+            for step in (1, 2, 3):
+                run.log(step, loss=1.0 / step / h)
+                run.log_checkpoint(ckpt, step=step)
+            run.log_results("test", rows(flip))
+        ids.append(run.id)
+    r = CliRunner()
+    for run_id in ids:
+        ev = r.invoke(
+            main,
+            ["eval", f"{run_id}:test", "--metric", "f1:average=macro", "--save", f"{run_id}:ev", "--ledger", str(d)],
+        )
+        assert ev.exit_code == 0, ev.output
+    show = r.invoke(main, ["show", ids[0], "--ledger", str(d)], env={"COLUMNS": "80"})
+    lines = show.output.splitlines()
+    assert show.exit_code == 0 and max(map(len, lines)) <= 80
+    found = [line for line in lines if "weights.bin" in line]
+    assert len(found) == 3 and all(re.search(r"│ [0-9a-f]{16} │$", row) for row in found), found
+    diff = r.invoke(main, ["diff", ids[0], ids[1], "--ledger", str(d)], env={"COLUMNS": "80"})
+    lines = diff.output.splitlines()
+    assert diff.exit_code == 0 and max(map(len, lines)) <= 80 and len(lines) < 60, diff.output
+    assert any("ev.f1[average=macro]" in line for line in lines)
+    assert not any("zero_division" in line for line in lines)  # the key eval prints, once
+    assert any(line.startswith("95% CI") for line in lines) and not any(
+        "│" in line and "bootstrap" in line for line in lines
+    )

@@ -86,9 +86,36 @@ def _data(book: Any, view: Any) -> dict[str, Any]:
             meta = orjson.loads(meta_path.read_bytes()) if meta_path.exists() else {}
         except (OSError, orjson.JSONDecodeError):
             meta = {}
-        out[f"results.{name}.rows"] = meta.get("rows", meta.get("n"))
-        if meta.get("sha256"):
-            out[f"results.{name}.sha256"] = meta["sha256"]
+        out[f"results.{name}.rows"] = meta.get("rows", meta.get("n"))  # (its sha256 covers the predictions:
+        # not data; whether two result sets hold the same items is the comparison's paired or not)
+    return out
+
+
+def _distinct_evaluations(fields: dict[str, Any]) -> dict[str, Any]:
+    """The ``eval.*`` fields less the second names of each value: a per-task key whose set holds one
+    task (``eval.<set>.<metric>`` is there), and a stored key whose short form (the one ``eval``
+    prints, :func:`labledger.store.fields.eval_fields`) is there.
+
+    >>> _distinct_evaluations({"t.a.f1[average=macro,zero_division=0]": 1, "t.a.f1[average=macro]": 1,
+    ...     "t.f1[average=macro,zero_division=0]": 1, "t.f1[average=macro]": 1})
+    {'t.f1[average=macro]': 1}
+    """
+    from labledger.schema.ids import MetricId
+
+    out = {}
+    for key, value in fields.items():
+        head, bracket, params = key.partition("[")
+        parts = head.split(".")
+        if len(parts) == 3 and f"{parts[0]}.{parts[2]}{bracket}{params}" in fields:
+            continue  # the set's only task: the set-level key says it
+        if bracket:
+            try:
+                short = MetricId.parse(f"{parts[-1]}[{params}").short
+            except LedgerError:
+                short = None
+            if short is not None and short != f"{parts[-1]}[{params}" and ".".join([*parts[:-1], short]) in fields:
+                continue
+        out[key] = value
     return out
 
 
@@ -119,7 +146,7 @@ def run_sides(book: Any, view: Any) -> dict[str, dict[str, Any]]:
         "environment": _environment(view.meta),
         "data": _data(book, view),
         "scalars": part("scalars."),
-        "evaluations": part("eval."),
+        "evaluations": _distinct_evaluations(part("eval.")),
     }
 
 

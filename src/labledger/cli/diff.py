@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from labledger.cli.base import console, emit_json, handle_errors, json_option, ledger_option, main, open_for_cli
 from labledger.cli.runs import fmt_num
+from labledger.schema.ids import MetricId
 
 TITLES = {
     "config": "config",
@@ -75,25 +77,49 @@ def diff_cmd(a, b, no_compare, resamples, ledger_path, as_json):
         if not c["paired"]:
             console.print(f"results {escape(c['results'])}: {escape(c['note'])}", highlight=False)
             continue
-        t = Table(title=f"results {escape(c['results'])}: B - A on the same items", title_justify="left")
+        tasks = list(dict.fromkeys(str(m["task"]) for m in c["metrics"]))
+        ns = list(dict.fromkeys(m["n"] for m in c["metrics"]))
+        same_n = len(ns) == 1 and ns[0] is not None  # said once in the title: the table fits 80 columns
+        one = f" (task {tasks[0]})" if len(tasks) == 1 else ""
+        one = one[:-1] + f", n={ns[0]:,})" if one and same_n else one
+        t = Table(
+            title=f"results {escape(c['results'])}{escape(one)}: B - A on the same items",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,  # narrow: the table fits 80 columns
+            pad_edge=False,
+            collapse_padding=True,
+        )
         adjust = c.get("adjust") or "none"
         p_cols = ("p",) if adjust == "none" else ("p", f"p ({adjust})")
-        for col in ("task", "metric", "n", "A", "B", "B - A", "95% CI", *p_cols, "interval"):
-            t.add_column(col, justify="left" if col in ("task", "metric") else "right", overflow="fold")
+        n_col = [] if one and same_n else ["n"]
+        for col in (*(["task"] if not one else []), "metric", *n_col, "A", "B", "B - A", "95% CI", *p_cols):
+            text = col in ("task", "metric")
+            t.add_column(
+                col,
+                justify="left" if text else "right",
+                overflow="fold",
+                no_wrap=not text,
+                min_width=12 if text else None,
+            )
+        methods: dict[str, list[str]] = {}  # each interval's method, said once under the table
         for m in c["metrics"]:
+            name = MetricId.parse(str(m["metric"])).short
+            methods.setdefault(m["method"] or "-", []).append(name)
             ci = "-" if m["ci_low"] is None else f"[{m['ci_low']:+.4f}, {m['ci_high']:+.4f}]"
             t.add_row(
-                escape(str(m["task"])),
-                escape(str(m["metric"])),
-                "-" if m["n"] is None else f"{m['n']:,}",
+                *([escape(str(m["task"]))] if not one else []),
+                escape(name),
+                *(["-" if m["n"] is None else f"{m['n']:,}"] if n_col else []),
                 _v(m["a"]),
                 _v(m["b"]),
                 "-" if m["diff"] is None else f"{m['diff']:+.4f}",
                 ci,
                 *[_p(m.get(k)) for k in ("p", "p_adjusted")[: len(p_cols)]],
-                escape(m["method"] or "-"),
             )
         console.print(t)
+        for method, names in methods.items():
+            which = "" if len(methods) == 1 else f" of {', '.join(dict.fromkeys(names))}"
+            console.print(f"[dim]95% CI{escape(which)}: {escape(method)}[/dim]")
         if adjust != "none":
             console.print(
                 f"[dim]95% CI and p per comparison (unadjusted); p ({adjust}): adjusted over "

@@ -340,6 +340,10 @@ def config_rows(
     return rows, hidden
 
 
+#: Characters of a checkpoint's sha256 that ``show`` prints (``--json`` has all 64).
+SHA_SHOWN = 16
+
+
 @click.command("show")
 @click.argument("run")
 @click.option(
@@ -431,18 +435,25 @@ def show_cmd(run, all_config, ledger_path, as_json):
             t.add_row(escape(k), fmt_num(v["value"]), fmt_num(v["step"]))
         base.console.print(t)
     if doc["checkpoints"]:
-        t = Table(title="checkpoints (paths relative to the run folder when inside it)", title_justify="left")
+        t = Table(
+            title=f"checkpoints (paths relative to the run folder when inside it; sha256 to {SHA_SHOWN} "
+            "characters, --json for all)",
+            title_justify="left",
+        )
         for col in ("step", "path", "size", "sha256"):
             t.add_column(
-                col, overflow="fold", no_wrap=col == "sha256", justify="right" if col in ("step", "size") else "left"
+                col,
+                overflow="fold",
+                no_wrap=col != "path",
+                min_width=12 if col == "path" else None,
+                justify="right" if col in ("step", "size") else "left",
             )
         for c in doc["checkpoints"]:
             shown = c["path"]
             if shown.startswith(str(view.dir.resolve()) + "/"):
                 shown = shown[len(str(view.dir.resolve())) + 1 :]
-            t.add_row(
-                fmt_num(c.get("step")), escape(shown), "-" if c.get("size") is None else f"{c['size']:,}", c["sha256"]
-            )
+            size = "-" if c.get("size") is None else f"{c['size']:,}"
+            t.add_row(fmt_num(c.get("step")), escape(shown), size, (c["sha256"] or "-")[:SHA_SHOWN])
         base.console.print(t)
     if doc["results"] or doc["evaluations"]:
         base.console.print("  [dim]results[/]  " + (", ".join(doc["results"]) or "-"))
