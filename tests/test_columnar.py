@@ -719,3 +719,38 @@ def test_a_runs_samples_table_imports_no_pandas(finished_run, tmp_path):
     )
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.split() == ["40", "[0,", "1,", "0,", "1]", "False"]
+
+
+def test_a_columns_entry_keeps_arrow_columns_of_any_type_and_length(tmp_path):
+    """Any Arrow column an entry is given comes back equal, from the entry and from plain pyarrow:
+    several chunks, a slice, a dictionary (an Arrow file holds one per column), nested types,
+    nulls; numeric arrays of every width, empty ones too, as read-only numpy views."""
+    src = tmp_path / "r.jsonl"
+    src.write_bytes(b"{}\n")
+    key = columnar.content_key(b"{}\n")
+    arrow = {
+        "chunks": pa.chunked_array([["a", "b"], [None, "d"]]),
+        "slice": pa.array(["x", "y", "z", "w"]).slice(1, 2),
+        "dict": pa.array(["p", "q", "p", None]).dictionary_encode(),
+        "nested": pa.array([{"k": [1, 2]}, None, {"k": []}]),
+        "empty": pa.array([], pa.string()),
+    }
+    arrays = {
+        "i8": np.array([-1, 2], np.int8),
+        "u16": np.arange(5, dtype=np.uint16),
+        "f4": np.linspace(0, 1, 7, dtype=np.float32),
+        "i64": np.arange(10, dtype=np.int64)[::3],  # not contiguous
+        "none": np.empty(0, np.float64),
+    }
+    assert columnar.store_columns(src, "demo", key, {"x": [1, None]}, arrays, arrow, folder=tmp_path / "c")
+    found = columnar.cached_columns(src, "demo", folder=tmp_path / "c", key=key)
+    assert found.meta == {"x": [1, None]}
+    for name, want in arrays.items():
+        got = found.arrays[name]
+        assert got.dtype == want.dtype and got.tolist() == want.tolist() and not got.flags.writeable, name
+    table = pa.ipc.open_file(columnar.entry_path(src, "demo", tmp_path / "c", "columns")).read_all()
+    for name, want in arrow.items():
+        plain = want.combine_chunks() if isinstance(want, pa.ChunkedArray) else want
+        assert found.arrow(name).equals(plain), name
+        assert table.column(name).to_pylist() == [plain.to_pylist()], name
+    assert table.column("u16").to_pylist() == [list(range(5))]

@@ -701,14 +701,15 @@ def store_columns(
 
         fields: list[pa.Field] = []
         columns: list[pa.Array] = []
-        for name, values in arrays.items():
-            arr = np.ascontiguousarray(values)
+        for name, given in arrays.items():
+            arr = np.ascontiguousarray(given)
             if arr.ndim != 1 or arr.dtype.kind not in "iuf":
                 raise TypeError(f"{name}: a columns entry holds 1-D numeric arrays")
             arr = arr.astype(arr.dtype.newbyteorder("="), copy=False)
             # Arrow over the array's own memory (no copy; pa.array of numpy values imports pandas)
-            values = pa.Array.from_buffers(pa.from_numpy_dtype(arr.dtype), len(arr), [None, pa.py_buffer(arr)])
-            column = _one_row(values)
+            column = _one_row(
+                pa.Array.from_buffers(pa.from_numpy_dtype(arr.dtype), len(arr), [None, pa.py_buffer(arr)])
+            )
             fields.append(pa.field(name, column.type, metadata={_ARRAY: arr.dtype.str.encode()}))
             columns.append(column)
         for name, values in (arrow or {}).items():
@@ -726,8 +727,7 @@ def store_columns(
             end = f.tell()
             digest = xxhash.xxh3_64()
             _digest_written(f, end, digest)
-            # (empty columns of their own: a slice of no rows of the batch writes some whole columns again)
-            empty = pa.RecordBatch.from_arrays([pa.nulls(0, field.type) for field in schema], schema=schema)
+            empty = pa.RecordBatch.from_arrays([_no_rows(column) for column in columns], schema=schema)
             writer.write_batch(empty, custom_metadata={_DIGEST: f"{digest.hexdigest()}:{end}".encode()})
         with contextlib.suppress(OSError):  # this entry as an older labledger wrote it (never read again)
             entry.with_suffix(_LEGACY_SUFFIX).unlink()
@@ -742,6 +742,26 @@ def _one_row(values: Any) -> Any:
 
     offsets = pa.py_buffer(np.array([0, len(values)], np.int64))
     return pa.Array.from_buffers(pa.large_list(values.type), 1, [None, offsets], children=[values])
+
+
+def _no_rows(column: Any) -> Any:
+    """A :func:`_one_row` column with no rows: of nulls, or over an empty slice of ``column``'s own
+    values where they hold a dictionary (an Arrow file holds one dictionary per column). (Not a
+    slice of the column: a string array sliced to nothing is written with all its offsets.)"""
+    import numpy as np
+    import pyarrow as pa
+
+    if not _has_dictionary(column.type):
+        return pa.nulls(0, column.type)
+    offsets = pa.py_buffer(np.zeros(1, np.int64))
+    return pa.Array.from_buffers(column.type, 0, [None, offsets], children=[column.values.slice(0, 0)])
+
+
+def _has_dictionary(t: Any) -> bool:
+    """Whether the Arrow type ``t`` is or holds a dictionary type."""
+    import pyarrow as pa
+
+    return bool(pa.types.is_dictionary(t)) or any(_has_dictionary(t.field(i).type) for i in range(t.num_fields))
 
 
 def _digest_written(f: BinaryIO, end: int, digest: xxhash.xxh3_64) -> None:
