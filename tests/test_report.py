@@ -89,7 +89,7 @@ def test_handoff_has_every_section(tmp_path):
     text = out.read_text()
     for needle in (
         "## Version table: `public`",
-        "Mean (16 benchmarks) | 62.69% | 66.74% | 68.21%",
+        "Mean (16 benchmarks) | 62.69 | 66.74 | 68.21",
         "## Held-out / other suite: `heldout`",
         "## Calibration recipes",
         "temperature",

@@ -55,7 +55,7 @@ def test_seed_001_mean_row_is_reproduced(tmp_path):
     home = next(r for r in table.rows if r["benchmark"] == "Home Appliance")
     assert home["delta"] == pytest.approx(0.9432 - 0.4659)
     md = table.to_markdown()
-    assert "Mean (16 benchmarks)" in md and "+47.73pp" in md
+    assert "Mean (16 benchmarks)" in md and "| +47.73 |" in md
 
 
 @needs_seed

@@ -21,8 +21,8 @@ import msgspec
 import orjson
 
 from labledger.errors import LedgerError, RecordError
-from labledger.schema import BenchmarkEntry, EvaluationDoc, MetricId, VersionTableDoc, ci_label, decode
-from labledger.schema.documents import VersionDelta, VersionMean, VersionRow
+from labledger.schema import BenchmarkEntry, EvaluationDoc, MetricId, VersionTableDoc, ci_label, decode, format_p
+from labledger.schema.documents import VersionDelta, VersionMean, VersionProvenance, VersionRow
 from labledger.store.index import add_benchmark_rows, current_benchmark_rows
 
 #: Stated vs recomputed mean rows of an imported table: two roundings to 0.01 points.
@@ -586,6 +586,9 @@ class VersionTable:
     warnings: list[str]
     adjust: str = "holm"
     family: str | None = None
+    #: ``{"sha256", "entries", "with_predictions"}`` of the predictions behind the cells
+    #: (:func:`predictions_digest`); ``None`` when no cell has stored predictions.
+    provenance: dict[str, Any] | None = None
 
     @staticmethod
     def col_name(col: tuple[str, str]) -> str:
@@ -635,6 +638,7 @@ class VersionTable:
             ci=self.ci if self.delta_from else None,
             adjust=self.adjust if self.delta_from else None,
             family=self.family,
+            provenance=msgspec.convert(self.provenance, VersionProvenance) if self.provenance else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -673,13 +677,94 @@ class VersionTable:
         body.append(mean_cells)
         return head, body
 
+    def paper_cells(self) -> tuple[list[str], list[list[tuple[str, str]]]]:
+        """The table for a paper: header, and per row ``(value, interval)`` text pairs. A value in
+        percent with its stored interval; the benchmark label carries its metric and n (each cell
+        its own n when the columns differ); the delta its paired interval and mark, and a last
+        column the delta's p adjusted over the table's family."""
+
+        def pct(v: float | None, sign: str = "") -> str:
+            return "—" if v is None else f"{v * 100:{sign}.2f}"
+
+        def interval(ci: Any, sign: str = "") -> str:
+            return "" if not ci or ci[0] is None else f"[{pct(ci[0], sign)}, {pct(ci[1], sign)}]"
+
+        names = [self.col_name(c) for c in self.columns]
+        head = ["Category", "Benchmark (metric, n)", *names]
+        delta = bool(self.delta_from and self.delta_to)
+        if delta:
+            head += [f"Δ {self.col_name(self.delta_to)} − {self.col_name(self.delta_from)}", f"p ({self.adjust})"]  # type: ignore[arg-type]
+        body: list[list[tuple[str, str]]] = []
+        last_cat = None
+        for r in self.rows:
+            ns = {v for v in r["n"].values() if v is not None}
+            label = f"{r['benchmark']} ({r['metric_id']}" + (f", n={ns.pop():,})" if len(ns) == 1 else ")")
+            cells = [(r["category"] if r["category"] != last_cat else "", ""), (label, "")]
+            last_cat = r["category"]
+            for name in names:
+                n_own = f" n={r['n'][name]:,}" if len({v for v in r["n"].values() if v is not None}) > 1 else ""
+                rank = _rank_mark(r.get("ranking"), name)
+                cells.append((pct(r["values"].get(name)), (interval(r["ci"].get(name)) + n_own + rank).strip()))
+            if delta:
+                mark = {"significant": "*", "not significant": " n.s."}.get(r.get("significance") or "", "")
+                if mark == " n.s." and r.get("mde") is not None:
+                    mark += f" (MDE {r['mde'] * 100:.1f} pp)"
+                cells.append((pct(r.get("delta"), "+") + mark, interval(r.get("delta_ci"), "+")))
+                cells.append((format_p(r.get("p_adjusted")) if r.get("p_adjusted") is not None else "—", ""))
+            body.append(cells)
+        n = self.mean["n"]
+        mean = [("", ""), (f"Mean ({n} benchmark{'' if n == 1 else 's'})", "")]
+        mean += [(pct(self.mean["values"].get(name)), "") for name in names]
+        if delta:
+            mean += [(pct(self.mean.get("delta"), "+"), ""), ("", "")]
+        body.append(mean)
+        return head, body
+
+    def footnote(self) -> str:
+        """What a paper's table says under it: values, intervals, the test and its adjustment, and
+        the provenance of the predictions."""
+        text = "Values in percent; [low, high] = each entry's stored interval; " + self.definition
+        if self.family:
+            text += f"; deltas tested: {self.family}"
+        prov = self.provenance
+        if prov:
+            text += (
+                f". Predictions: sha256 {prov['sha256']} over the stored predictions of {prov['with_predictions']} "
+                f"of {prov['entries']} entries (labledger.analysis.benchmarks.predictions_digest)"
+            )
+        else:
+            text += ". No entry kept its predictions: no file recomputes these values"
+        return text + "."
+
     def to_markdown(self) -> str:
-        head, body = self._cells()
+        """The table in Markdown, each value with its interval and n, the footnote under it."""
+        head, body = self.paper_cells()
         out = io.StringIO()
         out.write("| " + " | ".join(head) + " |\n")
         out.write("| " + " | ".join([":---", ":---"] + ["---:"] * (len(head) - 2)) + " |\n")
         for cells in body:
-            out.write("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |\n")
+            shown = [f"{v} {ci}".strip() for v, ci in cells]
+            out.write("| " + " | ".join(c.replace("|", "\\|") for c in shown) + " |\n")
+        out.write("\n" + self.footnote() + "\n")
+        return out.getvalue()
+
+    def to_latex(self) -> str:
+        """The table as a LaTeX ``table`` (booktabs): each value with its interval in small type,
+        the delta with its interval and mark, its adjusted p, and the footnote under the tabular."""
+        head, body = self.paper_cells()
+        cols = "ll" + "r" * (len(head) - 2)
+        out = io.StringIO()
+        out.write(f"% labledger version table, suite {self.suite!r} (needs \\usepackage{{booktabs}})\n")
+        out.write("\\begin{table}[t]\n\\centering\n\\small\n")
+        out.write(f"\\begin{{tabular}}{{{cols}}}\n\\toprule\n")
+        out.write(" & ".join(_tex(h) for h in head) + " \\\\\n\\midrule\n")
+        for i, cells in enumerate(body):
+            if i == len(body) - 1:
+                out.write("\\midrule\n")
+            shown = [_tex(v) + (f" {{\\scriptsize {_tex(ci)}}}" if ci else "") for v, ci in cells]
+            out.write(" & ".join(shown) + " \\\\\n")
+        out.write("\\bottomrule\n\\end{tabular}\n")
+        out.write(f"\\par\\smallskip\\footnotesize {_tex(self.footnote())}\n\\end{{table}}\n")
         return out.getvalue()
 
     def to_csv(self) -> str:
@@ -698,6 +783,56 @@ class VersionTable:
             f'<table class="version-table">\n<thead><tr>{"".join(f"<th>{e(h)}</th>" for h in head)}'
             f"</tr></thead>\n<tbody>\n{rows}</tbody>\n</table>\n"
         )
+
+
+_TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "Δ": r"$\Delta$",
+    "−": r"$-$",
+    "≈": r"$\approx$",
+    "–": "--",
+    "—": "---",
+}
+
+
+def _tex(text: str) -> str:
+    """``text`` with LaTeX's special characters escaped (and the table's few symbols in math).
+
+    >>> print(_tex("f1[average=macro] & 5% of $x_1$"))
+    f1[average=macro] \\& 5\\% of \\$x\\_1\\$
+    """
+    return "".join(_TEX.get(ch, ch) for ch in text)
+
+
+def predictions_digest(entries: Iterable[BenchmarkEntry]) -> dict[str, Any] | None:
+    """``{"sha256", "entries", "with_predictions"}``: the sha256 over the sorted lines
+    ``benchmark, model, variant, sha256 of the entry's results file`` (tab-separated, one per
+    entry that kept its predictions), so that the same predictions give the same digest and a
+    table's numbers can be traced to the files that recompute them; ``None`` when no entry kept
+    predictions."""
+    import hashlib
+
+    from labledger.store.manifest import sha256_file
+
+    lines, total = [], 0
+    for e in entries:
+        total += 1
+        if not e.results_path or not Path(e.results_path).is_file():
+            continue
+        lines.append(f"{e.benchmark}\t{e.model}\t{e.variant}\t{sha256_file(e.results_path)[0]}\n")
+    if not lines:
+        return None
+    digest = hashlib.sha256("".join(sorted(lines)).encode()).hexdigest()
+    return {"sha256": digest, "entries": total, "with_predictions": len(lines)}
 
 
 def _rank_mark(ranking: Any, column: str) -> str:
@@ -848,6 +983,7 @@ def version_table(
         ci=ci_level,
         adjust=adjust,
         family=family,
+        provenance=predictions_digest(x for x in by_key.values() if (x.model, x.variant) in columns),
     )
 
 

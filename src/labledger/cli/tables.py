@@ -42,9 +42,10 @@ def _pairs(values, opt):
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["md", "html", "csv", "json"]),
+    type=click.Choice(["md", "latex", "html", "csv", "json"]),
     default=None,
-    help="Print the table in this format (default: a terminal table).",
+    help="Print the table in this format (default: a terminal table); md and latex give each value with "
+    "its interval and n, the delta's adjusted p, and a footnote with the definitions and the predictions' sha256.",
 )
 @click.option(
     "--adjust",
@@ -101,8 +102,8 @@ def table_cmd(ctx, suite, models, variants, delta_from, fmt, adjust, ranks, ledg
         emit_json(table.to_dict())
     elif fmt == "md":
         click.echo(table.to_markdown(), nl=False)
-        if table.family:
-            click.echo(f"\nDeltas tested: {table.family}.")
+    elif fmt == "latex":
+        click.echo(table.to_latex(), nl=False)
     elif fmt == "csv":
         click.echo(table.to_csv(), nl=False)
     elif fmt == "html":

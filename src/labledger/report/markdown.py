@@ -102,10 +102,7 @@ def handoff(
         )
         heading = "Version table" if s == suite else "Held-out / other suite"
         out.append(f"## {heading}: `{_md(s)}`\n")
-        out.append(table.to_markdown())
-        if table.family:
-            out.append(f"\nDeltas tested: {table.family}; marks use the adjusted p.")
-        out.append("\n" + table.definition + ".\n")
+        out.append(table.to_markdown())  # (its footnote: the definitions, the tests, the predictions' digest)
         warnings += [f"{s}: {w}" for w in table.warnings]
         for e in entries:
             if e.suite == s:

@@ -546,6 +546,15 @@ class VersionDelta(Part, kw_only=True):
     from_: Annotated[str, meaning("the column subtracted")] = msgspec.field(name="from")
 
 
+class VersionProvenance(Part, kw_only=True):
+    """The stored predictions behind a version table's cells
+    (:func:`labledger.analysis.benchmarks.predictions_digest`)."""
+
+    sha256: Annotated[str, meaning("sha256 over the sorted lines: benchmark, model, variant, results file sha256")]
+    entries: Annotated[int, meaning("entries in the table's columns")]
+    with_predictions: Annotated[int, meaning("of them, entries whose results file is stored (the digest covers these)")]
+
+
 class VersionTableDoc(Document, kw_only=True):
     """``labledger table --json``: benchmarks x model columns, a mean row and deltas."""
 
@@ -564,6 +573,9 @@ class VersionTableDoc(Document, kw_only=True):
     ci: Annotated[float | None, meaning("the level of the delta intervals")] = None
     adjust: Annotated[str | None, meaning("the multiplicity adjustment of p_adjusted: holm, bh or none")] = None
     family: Annotated[str | None, meaning("how many p-values the adjustment covered")] = None
+    provenance: Annotated[
+        VersionProvenance | None, meaning("the digest of the stored predictions behind the cells")
+    ] = None
 
     def _repr_html_(self) -> str:
         """Notebook display: small escaped tables with CIs and definitions (:mod:`labledger.schema.html`)."""
@@ -783,6 +795,7 @@ __all__ = [
     "TaskEvaluation",
     "VersionDelta",
     "VersionMean",
+    "VersionProvenance",
     "VersionRow",
     "VersionTableDoc",
 ]
