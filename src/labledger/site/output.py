@@ -154,6 +154,9 @@ class SiteWriter:
         self.old_files: dict[str, dict[str, Any]] = self.old.get("files", {}) if same_format else {}
         self.old_runs: dict[str, dict[str, Any]] = self.old.get("runs", {}) if same_format else {}
         self.files: dict[str, dict[str, Any]] = {}
+        #: ``files``' keys in the order first produced (``mark``/``produced_since`` slice it: a copy
+        #: of every key per run made a build quadratic in runs)
+        self._order: list[str] = []
         self.runs: dict[str, dict[str, Any]] = {}
         self.written: list[str] = []
         self.unchanged: list[str] = []
@@ -265,7 +268,7 @@ class SiteWriter:
     def write(self, rel: str, data: bytes) -> bool:
         """Write ``data`` to ``out/rel`` unless the same bytes are already there. True if written."""
         entry = {"sha256": sha256_bytes(data), "size": len(data)}
-        self.files[rel] = entry
+        self._produce(rel, entry)
         if self._unchanged(rel, entry):
             self.unchanged.append(rel)
             return False
@@ -285,7 +288,7 @@ class SiteWriter:
         """Copy ``src`` to ``out/rel`` unless a copy of the same source (size, mtime) is there."""
         st = src.stat()
         entry = {"src_size": st.st_size, "src_mtime_ns": st.st_mtime_ns, "size": st.st_size}
-        self.files[rel] = entry
+        self._produce(rel, entry)
         if self._unchanged(rel, entry):
             self.unchanged.append(rel)
             return False
@@ -307,22 +310,29 @@ class SiteWriter:
             if entry is None or not self._unchanged(rel, entry):
                 return False
             entries[rel] = entry
-        self.files.update(entries)
+        for rel, entry in entries.items():
+            self._produce(rel, entry)
         self.unchanged.extend(entries)
         return True
 
+    def _produce(self, rel: str, entry: dict[str, Any]) -> None:
+        if rel not in self.files:
+            self._order.append(rel)
+        self.files[rel] = entry
+
     def mark(self) -> int:
         """A position in the list of produced files (see :meth:`produced_since`)."""
-        return len(self.files)
+        return len(self._order)
 
     def produced_since(self, mark: int) -> list[str]:
         """Files produced (written or unchanged) since ``mark``, in order."""
-        return list(self.files)[mark:]
+        return self._order[mark:]
 
     def forget_since(self, mark: int) -> None:
         """Drop the files produced since ``mark`` (a run that failed half-way): files this build
         wrote are deleted now, files of an earlier build are removed by :meth:`save`."""
-        dropped = list(self.files)[mark:]
+        dropped = self._order[mark:]
+        del self._order[mark:]
         written = set(self.written)
         for rel in dropped:
             entry = self.files.pop(rel)

@@ -18,7 +18,8 @@ rebuild runs only the comparisons of result sets that changed.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Any
 
 import orjson
@@ -50,10 +51,22 @@ def pairs_of(infos: list[RunInfo], results: dict[str, set[str]]) -> dict[str, li
         runs.sort(key=lambda i: (i.started or 0.0, i.id))
         for k, info in enumerate(runs):
             mine = results[info.id]
-            before = [r for r in reversed(runs[:k]) if mine & results[r.id]][:PARTNERS]
-            after = [r for r in runs[k + 1 :] if mine & results[r.id]][:PARTNERS]
+            # the nearest PARTNERS on each side, looked for lazily (a list of every older and newer
+            # run of the bucket per run was quadratic in the bucket's size)
+            before = list(islice((r for r in _down(runs, k) if mine & results[r.id]), PARTNERS))
+            after = list(islice((r for r in _up(runs, k) if mine & results[r.id]), PARTNERS))
             out[info.id] = [r.id for r in reversed(before)] + [r.id for r in after]
     return out
+
+
+def _down(runs: list[RunInfo], k: int) -> Iterator[RunInfo]:
+    for j in range(k - 1, -1, -1):
+        yield runs[j]
+
+
+def _up(runs: list[RunInfo], k: int) -> Iterator[RunInfo]:
+    for j in range(k + 1, len(runs)):
+        yield runs[j]
 
 
 def _files_key(view: RunView, names: list[str]) -> list[Any]:
