@@ -29,7 +29,7 @@ from labledger.store.index import checkpoint_rows, init_rows
 from labledger.store.ledger import Ledger
 from labledger.store.view import checkpoint_state
 
-__all__ = ["DEFAULT_COLUMNS", "Lineage", "lineage", "lineage_of", "trajectory"]
+__all__ = ["DEFAULT_COLUMNS", "Lineage", "lineage", "lineage_of", "run_facts", "trajectory"]
 
 #: Trajectory table columns: label -> config keys tried in order (dotted keys reach into nested configs).
 DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -217,11 +217,16 @@ def _file_name(path: Any) -> str:
 
 
 class _Index:
-    """The whole ledger's lineage edges, read once from the index (and soup configs)."""
+    """The whole ledger's lineage edges, read once from the index (and soup configs). ``infos``:
+    every run of the ledger when the caller has listed them already; ``facts``: :func:`run_facts`
+    of runs by id, read before (the site keeps them per run: a run it did not rebuild is not read)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(
+        self, ledger: Ledger, infos: Sequence[Any] | None = None, facts: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> None:
         self.ledger = ledger
-        self.infos = {i.id: i for i in ledger.runs()}
+        self.infos = {i.id: i for i in (ledger.runs() if infos is None else infos)}
+        self.facts = facts or {}
         self.ckpts: dict[str, list[tuple[str, Any, str, int]]] = {}  # sha -> [(run, step, path, size)]
         self.by_run: dict[str, list[str]] = {}
         for run_id, step, path, sha, size in checkpoint_rows(ledger):
@@ -248,6 +253,10 @@ class _Index:
             for i in inputs:
                 self.used_by.setdefault(i["sha256"], []).append(run_id)
 
+    def headline(self, info: Any) -> dict[str, Any] | None:
+        known = self.facts.get(info.id)
+        return known["headline"] if known is not None else _headline(self.ledger, info)
+
     def parents(self, run_id: str) -> list[str]:
         shas = [e["sha256"] for e in self.inits.get(run_id, ()) if e["sha256"]]
         shas += [i["sha256"] for i in self.soups.get(run_id, ())]
@@ -271,6 +280,8 @@ def _resolve_focus(ledger: Ledger, index: _Index, ref: str) -> tuple[str, str | 
             if holders:
                 return holders[0][0], sha
             return index.used_by[sha][0], sha
+    if ref in index.infos:  # a run id (what the site passes): no look-up
+        return ref, None
     try:
         return ledger.resolve(ref), None
     except RunNotFoundError as exc:
@@ -322,7 +333,7 @@ def _lineage(ledger: Ledger, index: _Index, ref: str, *, all_checkpoints: bool, 
             "group": info.group,
             "status": info.status,
             "started": info.started,
-            "headline": _headline(ledger, info),
+            "headline": index.headline(info),
         }
         views[rid] = info
     # the shas a kept run started from or souped (what ``used_by`` maps to a kept run), read from
@@ -344,7 +355,14 @@ def _lineage(ledger: Ledger, index: _Index, ref: str, *, all_checkpoints: bool, 
     return graph
 
 
-def lineage_of(ledger: Ledger, refs: Iterable[str], *, verify: bool = True) -> Lineage:
+def lineage_of(
+    ledger: Ledger,
+    refs: Iterable[str],
+    *,
+    verify: bool = True,
+    infos: Sequence[Any] | None = None,
+    facts: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Lineage:
     """One graph: the union of :func:`lineage` of each of ``refs`` (the report's runs).
 
     >>> import tempfile, labledger
@@ -354,12 +372,16 @@ def lineage_of(ledger: Ledger, refs: Iterable[str], *, verify: bool = True) -> L
     ...         pass
     >>> sorted(n["name"] for n in lineage_of(labledger.open_ledger(d), ["a", "b"]).runs())
     ['a', 'b']
+
+    ``infos`` (every run of the ledger, listed before) and ``facts`` (:func:`run_facts` by run id,
+    kept from before) spare the reads of the index and of each run that they hold.
     """
     merged: Lineage | None = None
     seen_edges: set[tuple[str, str, str]] = set()
-    index = _Index(ledger)  # once for every graph: the edges of the whole ledger
+    # once for every graph: the edges of the whole ledger
+    index = _Index(ledger) if infos is None and facts is None else _Index(ledger, infos, facts)
     for ref in refs:
-        if merged is not None and f"run:{ledger.resolve(ref)}" in merged.nodes:
+        if merged is not None and f"run:{ref if ref in index.infos else ledger.resolve(ref)}" in merged.nodes:
             continue
         g = _lineage(ledger, index, ref, all_checkpoints=False, verify=verify)
         if merged is None:
@@ -440,7 +462,48 @@ def _columns(columns: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
     return {c: DEFAULT_COLUMNS.get(c, (c,)) for c in columns}
 
 
-def trajectory(ledger: Ledger, graph: Lineage, *, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def run_facts(ledger: Ledger, view: Any) -> dict[str, Any]:
+    """What the lineage graph and the trajectory table read of one run (``view``): its headline,
+    the value of each :data:`DEFAULT_COLUMNS` column and its purpose. The site keeps them per run
+    and passes them back (``facts`` of :func:`lineage_of` and :func:`trajectory`), so that a
+    rebuild reads again only the runs that changed.
+
+    >>> import tempfile, labledger
+    >>> d = tempfile.mkdtemp()
+    >>> with labledger.start_run("s1", ledger=d, config={"lr": 1e-4, "purpose": "probe"}) as run:
+    ...     pass
+    >>> book = labledger.open_ledger(d)
+    >>> f = run_facts(book, book.run("s1"))
+    >>> f["columns"]["lr"], f["purpose"], f["headline"]
+    (0.0001, 'probe', None)
+    """
+    config = view.config
+    return {
+        "headline": _headline(ledger, view.info),
+        "columns": {label: _column(config, keys) for label, keys in DEFAULT_COLUMNS.items()},
+        "purpose": _purpose(view, config),
+    }
+
+
+def _column(config: Mapping[str, Any], keys: Sequence[str]) -> Any:
+    return next((v for v in (_lookup(config, k) for k in keys) if v is not None), None)
+
+
+def _purpose(view: Any, config: Mapping[str, Any]) -> Any:
+    purpose = config.get("purpose")
+    if purpose is None:
+        texts = [str(t.get("text", "")) for t in view.notes()]
+        purpose = texts[0] if texts else None
+    return purpose
+
+
+def trajectory(
+    ledger: Ledger,
+    graph: Lineage,
+    *,
+    columns: Sequence[str] | None = None,
+    facts: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """Seed 001 §4.1's table: one row per run or soup of ``graph``, parents first.
 
     Each row has ``stage`` (run name), ``run_id``, ``checkpoint`` (file, short sha256, step; a
@@ -467,10 +530,9 @@ def trajectory(ledger: Ledger, graph: Lineage, *, columns: Sequence[str] | None 
             wrote.setdefault(e["source"], []).append(e)
         into.setdefault(e["target"], []).append(e)
     rows: list[dict[str, Any]] = []
+    known = (facts or {}) if not columns else {}  # (kept facts hold the default columns only)
     for n in runs:
         rid = n["run_id"]
-        view = ledger.run(rid)
-        config = view.config
         outs = [graph.nodes[e["target"]] for e in wrote.get(n["id"], ())]
         inputs = into.get(n["id"], [])
         row: dict[str, Any] = {
@@ -480,14 +542,18 @@ def trajectory(ledger: Ledger, graph: Lineage, *, columns: Sequence[str] | None 
             "checkpoint": "; ".join(graph.label(o["id"]) for o in outs) or "-",
             "init": _init_text(graph, inputs),
         }
-        for label, keys in cols.items():
-            row[label] = next((v for v in (_lookup(config, k) for k in keys) if v is not None), None)
+        fact = known.get(rid)
+        if fact is not None:
+            row.update({label: fact["columns"].get(label) for label in cols})
+            purpose = fact["purpose"]
+        else:
+            view = ledger.run(rid)
+            config = view.config
+            for label, keys in cols.items():
+                row[label] = _column(config, keys)
+            purpose = _purpose(view, config)
         head = n.get("headline")
         row["headline"] = f"{head['metric']} {_num(head['value'])}" if head else None
-        purpose = config.get("purpose")
-        if purpose is None:
-            texts = [str(t.get("text", "")) for t in view.notes()]
-            purpose = texts[0] if texts else None
         row["purpose"] = purpose
         rows.append(row)
     present = [c for c in cols if any(r[c] is not None for r in rows)] if not columns else list(cols)

@@ -36,7 +36,7 @@ import orjson
 from labledger.errors import DamagedLineWarning, LedgerError, SiteError
 from labledger.site.batches import CHUNK_BYTES, CHUNK_RECORDS, ImageIndex, write_batches
 from labledger.site.breakdown import breakdown_summaries, write_breakdown
-from labledger.site.comparisons import PairedTestCache, compare_payload
+from labledger.site.comparisons import PairedTestCache, compare_payload, group_summaries
 from labledger.site.curves import write_curves
 from labledger.site.evaluations import eval_names, eval_payload, eval_summary
 from labledger.site.output import FORMAT, SiteWriter
@@ -169,38 +169,87 @@ def _safe_name(name: str) -> bool:
     return True
 
 
-def _stat_line(h: Any, rel: str, path: Path) -> None:
-    st = path.stat()
-    h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-
-
 def _record_line(h: Any, rel: str, path: Path) -> None:
-    """:func:`_stat_line` of a record file in either form (compacting it changes no signature)."""
+    """The size and mtime of a record file in either form (compacting it changes no signature)."""
     state = record_state(path)
     if state is not None:
         h.update(f"{rel}\0{state[0]}\0{state[1]}\n".encode())
 
 
-def _signatures(run_dir: Path, info: RunInfo, fingerprint: str, chunking: tuple[int, int]) -> tuple[str, str]:
+@dataclass
+class _Folder:
+    """A run folder's files (``os.scandir``, strings: pathlib's cost per file was most of a
+    rebuild's) as ``(path relative to the folder, size, mtime ns)``, sorted by path; ``odd``: it
+    holds a link to a folder (not walked), so what its listing says is not the whole story."""
+
+    path: str
+    files: list[tuple[str, int, int]]
+    odd: bool = False
+
+    def names(self) -> set[str]:
+        return {f[0] for f in self.files}
+
+    def evals_with(self, name: str) -> set[str]:
+        """The folders ``evals/<x>/`` that hold a file ``name``."""
+        out = set()
+        for rel, _, _ in self.files:
+            parts = rel.split("/")
+            if len(parts) == 3 and parts[0] == "evals" and parts[2] == name:
+                out.add(parts[1])
+        return out
+
+
+def _walk(run_dir: str) -> _Folder:
+    """Every file under ``run_dir`` but ``.lock`` files (what ``Path.rglob`` listed: links to
+    files are followed, links to folders are not walked)."""
+    folder = _Folder(run_dir, [])
+    stack = [("", run_dir)]
+    while stack:
+        prefix, path = stack.pop()
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            continue
+        for entry in entries:
+            rel = prefix + entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((rel + "/", entry.path))
+                    continue
+                if entry.is_symlink() and entry.is_dir():
+                    folder.odd = True
+                    continue
+                if entry.name == ".lock" or not entry.is_file():
+                    continue
+                st = entry.stat()
+            except OSError:
+                continue
+            folder.files.append((rel, st.st_size, st.st_mtime_ns))
+    folder.files.sort(key=lambda f: f[0].split("/"))
+    return folder
+
+
+def _signatures(folder: _Folder, info: RunInfo, fingerprint: str, chunking: tuple[int, int]) -> tuple[str, str]:
     """(run signature, batches signature) from the run's files' sizes and mtimes and its index row."""
     run_h = hashlib.sha256(fingerprint.encode())
     row = {k: v for k, v in info.to_dict().items() if k not in ("duration", "dir")}
     run_h.update(orjson.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
     files_h = hashlib.sha256()
-    for path in sorted(run_dir.rglob("*")):
-        if path.name == ".lock" or not path.is_file():
-            continue
-        rel = path.relative_to(run_dir).as_posix()
+    batches = False
+    for rel, size, mtime in folder.files:
         if rel in ("batches.jsonl", "batches.jsonl.zst"):
+            batches = True
             continue
         if rel.endswith(".jsonl.zst") and "/" not in rel:  # a compacted record file: as its JSONL
-            _record_line(run_h, rel[: -len(".zst")], path.with_name(rel[: -len(".zst")]))
+            _record_line(run_h, rel[: -len(".zst")], Path(folder.path, rel[: -len(".zst")]))
             continue
-        _stat_line(run_h, rel, path)
+        line = f"{rel}\0{size}\0{mtime}\n".encode()
+        run_h.update(line)
         if rel.startswith("files/"):
-            _stat_line(files_h, rel, path)
+            files_h.update(line)
     batch_h = hashlib.sha256(f"{fingerprint}\0{chunking}\0{files_h.hexdigest()}".encode())
-    _record_line(batch_h, "batches.jsonl", run_dir / "batches.jsonl")
+    if batches:
+        _record_line(batch_h, "batches.jsonl", Path(folder.path, "batches.jsonl"))
     run_h.update(batch_h.digest())
     return run_h.hexdigest(), batch_h.hexdigest()
 
@@ -252,12 +301,15 @@ def build_site(
             writer.copy(rel, src)
         catalog_runs = []
         readable: dict[str, Path] = {}
+        folders: dict[str, _Folder] = {}
+        runs_root = str(book.run_dir("x").parent)
         for info in infos:
             if not _safe_name(info.id):
                 result.warnings.append(f"run id {info.id!r} is not a safe file name; left out")
                 continue
-            run_dir = book.run_dir(info.id)
-            if not (run_dir / "run.json").is_file():
+            folder = folders[info.id] = _walk(os.path.join(runs_root, info.id))
+            run_dir = Path(folder.path)
+            if "run.json" not in folder.names():
                 reason = f"its folder {run_dir} is missing or has no run.json"
                 result.warnings.append(f"run {info.id} ({info.name}) is in the index but {reason}; left out")
                 catalog_runs.append({**run_basics(info), "unreadable": _short(reason, run_dir)})
@@ -266,7 +318,7 @@ def build_site(
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always", DamagedLineWarning)
-                    entry = _build_run(writer, book, info, fingerprint, (chunk_records, chunk_bytes), result)
+                    entry = _build_run(writer, book, info, folder, fingerprint, (chunk_records, chunk_bytes), result)
                 for w in caught:  # a damaged line is skipped, the run is built, and the build says where
                     if issubclass(w.category, DamagedLineWarning):
                         result.warnings.append(f"run {info.id} ({info.name}): {w.message}")
@@ -286,6 +338,8 @@ def build_site(
             catalog_runs.append(entry["catalog"])
             result.runs.append(info.id)
             readable[info.id] = run_dir
+        # what each readable run's listing says (a run with a link to a folder is looked at)
+        plain = {rid: folders[rid] for rid in readable if not folders[rid].odd}
         paired_diffs = write_paired(
             writer.write_data,
             book,
@@ -293,16 +347,21 @@ def build_site(
             readable,
             writer.old.get("paired_diffs") if writer.old.get("fingerprint") == fingerprint else None,
             result.warnings,
+            known_results={rid: sorted(f.evals_with("results.jsonl")) for rid, f in plain.items()},
         )
         paired = PairedTestCache(
             writer.old.get("paired_tests") if writer.old.get("fingerprint") == fingerprint else None
         )
-        compare = compare_payload(book, infos, readable, paired, result.warnings)
+        compare = _compare(book, infos, readable, plain, paired, result.warnings)
         writer.write_data("data/compare.js", "compare", compare)
         from labledger.site.lineage import lineage_payload
 
         try:
-            writer.write_data("data/lineage.js", "lineage", lineage_payload(book, list(readable)))
+            facts = {rid: writer.runs[rid]["lineage"] for rid in readable if "lineage" in writer.runs.get(rid, {})}
+            every = infos if runs is None and group is None else None  # (the whole ledger, listed)
+            writer.write_data(
+                "data/lineage.js", "lineage", lineage_payload(book, list(readable), infos=every, facts=facts)
+            )
         except _UNREADABLE as exc:  # the lineage page says so; the rest of the site stands
             result.warnings.append(f"the lineage page could not be built: {exc}")
             writer.write_data("data/lineage.js", "lineage", {"nodes": [], "edges": [], "trajectory": []})
@@ -331,6 +390,24 @@ def build_site(
     finally:
         if owns:
             book.close()
+
+
+def _compare(
+    book: Ledger,
+    infos: list[RunInfo],
+    readable: dict[str, Path],
+    plain: dict[str, _Folder],
+    paired: PairedTestCache,
+    warnings: list[str],
+) -> dict[str, Any]:
+    """:func:`labledger.site.comparisons.compare_payload`, reading the comparison documents of
+    only the runs whose listing holds one (``plain``: the listings to trust) instead of looking
+    into the ``evals`` folder of every run."""
+    holders = {rid for rid, f in plain.items() if f.evals_with("comparison.json")}
+    holders |= set(readable) - set(plain)
+    compare = compare_payload(book, [i for i in infos if i.id in holders], readable, paired, warnings)
+    groups = group_summaries([i for i in infos if i.id in readable])
+    return {**compare, "groups": groups}
 
 
 def _query_fields(book: Ledger, catalog_runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -379,16 +456,22 @@ def _version() -> str:
 
 
 def _build_run(
-    writer: SiteWriter, ledger: Ledger, info: RunInfo, fingerprint: str, chunking: tuple[int, int], result: SiteBuild
+    writer: SiteWriter,
+    ledger: Ledger,
+    info: RunInfo,
+    folder: _Folder,
+    fingerprint: str,
+    chunking: tuple[int, int],
+    result: SiteBuild,
 ) -> dict[str, Any]:
-    view = RunView(ledger, info)  # ``info`` is the index row just listed: no second look-up
     run_id = info.id
-    sig, batch_sig = _signatures(view.dir, info, fingerprint, chunking)
+    sig, batch_sig = _signatures(folder, info, fingerprint, chunking)
     old = writer.old_runs.get(run_id)
-    if old and old.get("sig") == sig and writer.keep(old.get("outputs", [])):
+    if old and old.get("sig") == sig and "lineage" in old and writer.keep(old.get("outputs", [])):
         writer.runs[run_id] = old
         result.skipped_runs.append(run_id)
         return old
+    view = RunView(ledger, info)  # ``info`` is the index row just listed: no second look-up
     result.rebuilt_runs.append(run_id)
     mark = writer.mark()
     images = ImageIndex(view.dir / "files")
@@ -455,8 +538,11 @@ def _build_run(
         "checkpoints": len(payload["checkpoints"]),
         "scalars": curves,
     }
+    from labledger.analysis.lineage import run_facts
+
     entry = {
         "sig": sig,
+        "lineage": run_facts(ledger, view),
         "batch_sig": batch_sig,
         "batches": batch_summary,
         "batch_images": batch_images,

@@ -3,15 +3,24 @@ trajectory table (see :mod:`labledger.analysis.lineage`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from labledger.analysis.lineage import lineage_of, trajectory
 from labledger.store.ledger import Ledger
 
 
-def lineage_payload(book: Ledger, run_ids: list[str]) -> dict[str, Any]:
+def lineage_payload(
+    book: Ledger,
+    run_ids: list[str],
+    *,
+    infos: Sequence[Any] | None = None,
+    facts: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     """``{"nodes", "edges", "trajectory"}`` for ``data/lineage.js``; each node has a ``layer``
-    (0 for what has no parent; one more than its deepest parent) and a ``label``.
+    (0 for what has no parent; one more than its deepest parent) and a ``label``. ``infos`` (every
+    run of the ledger) and ``facts`` (:func:`labledger.analysis.lineage.run_facts` of runs by id)
+    are what the builder has read already (see :func:`labledger.analysis.lineage.lineage_of`).
 
     >>> import tempfile, labledger
     >>> d = tempfile.mkdtemp()
@@ -23,7 +32,7 @@ def lineage_payload(book: Ledger, run_ids: list[str]) -> dict[str, Any]:
     """
     if not run_ids:
         return {"nodes": [], "edges": [], "trajectory": []}
-    graph = lineage_of(book, run_ids)
+    graph = lineage_of(book, run_ids, infos=infos, facts=facts)
     parents: dict[str, list[str]] = {}
     for e in graph.edges:
         parents.setdefault(e["target"], []).append(e["source"])
@@ -46,5 +55,5 @@ def lineage_payload(book: Ledger, run_ids: list[str]) -> dict[str, Any]:
                 "name": n.get("name"),
             }
         )
-    rows = trajectory(book, graph)
+    rows = trajectory(book, graph, facts=facts)
     return {"nodes": nodes, "edges": graph.edges, "trajectory": rows}

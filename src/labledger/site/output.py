@@ -149,6 +149,7 @@ class SiteWriter:
 
     def __init__(self, out: Path):
         self.out = out
+        self._prefix = os.path.join(out, "")  # "OUT/": a file's path is this + its rel
         self.old = self._read_manifest()
         same_format = self.old.get("format") == FORMAT
         self.old_files: dict[str, dict[str, Any]] = self.old.get("files", {}) if same_format else {}
@@ -260,9 +261,9 @@ class SiteWriter:
         old = self.old_files.get(rel)
         if old != entry:
             return False
-        try:
-            return (self.out / rel).stat().st_size == entry["size"]
-        except FileNotFoundError:
+        try:  # (a string path: pathlib's cost was most of a rebuild's)
+            return os.stat(self._prefix + rel).st_size == entry["size"]
+        except (FileNotFoundError, NotADirectoryError):
             return False
 
     def write(self, rel: str, data: bytes) -> bool:

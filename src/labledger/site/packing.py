@@ -61,6 +61,40 @@ def pack_column(values: Sequence[Any]) -> dict[str, Any]:
     >>> unpack_column(pack_column([0.5, None, 2.0, 7.25, 1e-3]), 5)
     [0.5, None, 2.0, 7.25, 0.001]
     """
+    types = set(map(type, values))
+    if not types <= _SIMPLE:
+        return _pack_any(values)
+    # text, numbers and nulls only: the same column as _pack_any's, each step done in C (a
+    # function call per value made the catalog of 10,000 runs a second of a rebuild)
+    n = len(values)
+    keys = list(zip(map(type, values), values))  # (_key of such a value)
+    distinct = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    if len(distinct) == 1:
+        return {"c": values[0]}
+    # numbers within 2**53 (a NaN or an infinity compares false) and nulls; never a bool
+    numeric = types <= _NUMERIC and all(v is None or -_LIMIT <= v <= _LIMIT for v in values)
+    if numeric and len(distinct) > max(16, n // 8):
+        floats = np.array([math.nan if v is None else v for v in values], dtype="<f8")
+        out: dict[str, Any] = {"f": _b64(floats)}
+        if types <= _INTEGER:
+            out["int"] = 1
+        return out
+    if len(distinct) == n and types == {str}:
+        return {"v": list(values)}
+    table = [k[1] for k in distinct]
+    width = 1 if len(table) < 255 else 2 if len(table) < 65535 else 4
+    index = np.array(list(map(distinct.__getitem__, keys)), dtype=f"<u{width}")
+    return {"d": table, "i": _b64(index), "w": width}
+
+
+_SIMPLE = frozenset({str, int, float, bool, type(None)})
+_NUMERIC = frozenset({int, float, type(None)})
+_INTEGER = frozenset({int, type(None)})
+_LIMIT = 2**53
+
+
+def _pack_any(values: Sequence[Any]) -> dict[str, Any]:
+    """:func:`pack_column` of any values (lists, objects, absent keys, subclasses of numbers)."""
     n = len(values)
     absent = any(v is ABSENT for v in values)
     keys = [_key(v) for v in values]

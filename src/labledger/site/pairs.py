@@ -18,7 +18,7 @@ rebuild runs only the comparisons of result sets that changed.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
@@ -88,9 +88,13 @@ def write_paired(
     readable: dict[str, Any],
     old: dict[str, Any] | None,
     warnings: list[str],
+    *,
+    known_results: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Write ``data/diff/<run>.paired.js`` for every readable run with a result set; returns the
     comparisons computed or reused (the manifest keeps them for the next build).
+    ``known_results``: the result set names of runs, where the caller has listed their folders
+    (the others are looked at here).
 
     >>> import tempfile, labledger
     >>> d = tempfile.mkdtemp()
@@ -108,18 +112,29 @@ def write_paired(
 
     cache = old if isinstance(old, dict) else {}
     new: dict[str, Any] = {}
-    views = {i.id: RunView(book, i) for i in infos if i.id in readable}
+    known = known_results or {}
+    mine = {i.id: i for i in infos if i.id in readable}
+    views: dict[str, RunView] = {}  # made when needed: most runs have no result set
+
+    def view_of(rid: str) -> RunView:
+        if rid not in views:
+            views[rid] = RunView(book, mine[rid])
+        return views[rid]
+
     results: dict[str, set[str]] = {}
-    for rid, view in views.items():
+    for rid in mine:
+        if rid in known:
+            results[rid] = set(known[rid])
+            continue
         try:
-            results[rid] = set(view.results_names())
+            results[rid] = set(view_of(rid).results_names())
         except OSError as exc:
             warnings.append(f"run {rid}: its result sets could not be listed: {exc}")
-    for rid, partners in pairs_of([i for i in infos if i.id in views], results).items():
-        a = views[rid]
+    for rid, partners in pairs_of(list(mine.values()), results).items():
+        a = view_of(rid)
         payload: dict[str, Any] = {"id": rid, "resamples": RESAMPLES, "partners": {}}
         for other in partners:
-            b = views[other]
+            b = view_of(other)
             shared = sorted(results[rid] & results[other])
             key = hashlib.sha256(
                 orjson.dumps([rid, other, RESAMPLES, _files_key(a, shared), _files_key(b, shared)])
