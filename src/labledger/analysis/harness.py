@@ -123,6 +123,8 @@ def harness_check(evaluation: Mapping[str, Any], meta: Mapping[str, Any]) -> lis
     out = []
     for task, m in meta["metrics"].items():
         if not m.get("metric"):
+            if m.get("recomputed") is not None:
+                out.append(_recomputed_check(task, m))
             continue
         e = _entry(evaluation, task, m["metric"])
         value = None if e is None else e["value"]
@@ -159,6 +161,34 @@ def harness_check(evaluation: Mapping[str, Any], meta: Mapping[str, Any]) -> lis
             }
         )
     return out
+
+
+def _recomputed_check(task: str, m: Mapping[str, Any]) -> dict[str, Any]:
+    """The check of a metric recomputed at import from the stored rows, not by a registry metric
+    (lm-eval's perplexities: a ratio of sums over the documents); it has no labledger interval.
+
+    >>> c = _recomputed_check("word_perplexity", {"shape": "perplexity", "value": 2.0, "recomputed": 2.0,
+    ...     "recomputed_from": "exp(-Σ loglikelihood / Σ words) over the 4 documents' loglikelihood rows"})
+    >>> c["equal"], c["note"]
+    (True, "recomputed at import: exp(-Σ loglikelihood / Σ words) over the 4 documents' loglikelihood rows; no interval")
+    """
+    value, reported = m.get("recomputed"), m.get("value")
+    equal = value is not None and reported is not None and math.isclose(value, reported, rel_tol=0, abs_tol=TOLERANCE)
+    return {
+        "task": task,
+        "metric": m.get("shape") or task,
+        "harness_value": reported,
+        "value": value,
+        "equal": equal,
+        "harness_stderr": m.get("stderr"),
+        "stderr_method": m.get("stderr_method"),
+        "ci_low": None,
+        "ci_high": None,
+        "n": None,
+        "clusters": None,
+        "epochs": None,
+        "note": f"recomputed at import: {m.get('recomputed_from') or 'from the stored rows'}; no interval",
+    }
 
 
 def harness_lines(checks: list[dict[str, Any]], harness: str) -> list[str]:

@@ -156,6 +156,9 @@ class HarnessTask:
     metrics: list[HarnessMetric]
     info: dict[str, Any] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    #: ``{metric: (value, n)}`` recomputed from the rows at import, for what the harness aggregates
+    #: across tasks (lm-eval's groups); not stored with the set.
+    values: dict[str, tuple[float, int]] = field(default_factory=dict)
 
 
 def set_name(*parts: str) -> str:
@@ -252,12 +255,13 @@ class EncodedSet:
     files: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     error: LedgerError | None = None
+    values: dict[str, tuple[float, int]] = field(default_factory=dict)
 
 
 def encode_task(task: HarnessTask, harness: str, version: str | None, path: Path) -> EncodedSet:
     """What :func:`store_harness_run` stores for ``task``, encoded and written to ``path`` (nothing
     written for a task without rows): the same bytes, from the same checks."""
-    blocks = [m.rows for m in task.metrics]
+    blocks = [m.rows for m in task.metrics if len(m.rows)]  # a metric recomputed at import has none
     n = sum(len(b) for b in blocks)
     out = EncodedSet(
         task.name,
@@ -265,6 +269,7 @@ def encode_task(task: HarnessTask, harness: str, version: str | None, path: Path
         metrics=[m.name for m in task.metrics],
         files=task.files,
         info=task.info,
+        values=task.values,
     )
     if n:
         columns = [b for b in blocks if isinstance(b, ResultColumns)]
@@ -434,12 +439,15 @@ def store_harness_run(
     notes: Sequence[str] = (),
     errors: Sequence[LedgerError] = (),
     files: Sequence[Any] | None = None,
+    run_notes: Sequence[str] = (),
 ) -> ImportedRun:
     """One run holding one result set per task, with the harness's numbers in each set's meta.
 
     ``tasks`` may be an iterator that reads each task as it is asked for (each task's rows are
     stored and let go before the next is read), or give result sets a worker process encoded
-    (:class:`EncodedSet`); ``notes`` and ``errors`` are read after the last task. ``errors`` are
+    (:class:`EncodedSet`); ``notes``, ``errors`` and ``run_notes`` are read after the last task.
+    ``run_notes`` are kept with the run too (its notes), not only said by the import (lm-eval's
+    group results, recomputed from the stored sets). ``errors`` are
     the errors of tasks that could not be read (:func:`task_error`: left out, the others stored,
     each a note of the run); when no task could be read, the first is raised and nothing is
     stored."""
@@ -470,7 +478,7 @@ def store_harness_run(
                 for f in t.files:
                     fields[f] = f"result set '{t.name}' ({', '.join(t.metrics)})"
                 continue
-            blocks = [m.rows for m in t.metrics]
+            blocks = [m.rows for m in t.metrics if len(m.rows)]
             n = sum(len(b) for b in blocks)
             if not n:
                 continue
@@ -491,6 +499,8 @@ def store_harness_run(
             raise first if not more else type(first)(f"{first}{more}")
         for exc in errors:
             run.note(f"import: {exc}")
+        for text in run_notes:
+            run.note(f"import: {text}")
         if opts.copy:
             source.copy_into(run, files)
         finish_import(run, fields, ended=ended)

@@ -10,7 +10,17 @@ after a dot (``gsm8k.strict-match``). Rows (see :mod:`labledger.importers.harnes
   log-likelihoods in ``filtered_resps``, ``acc_norm`` from the same divided by the length of each
   choice's text (characters, as lm-eval does); gold is ``target`` (the choice index);
 - corpus metrics stored per sample as ``[gold, pred]`` (``f1``, ``mcc``): label rows;
-- every other per-sample number (``exact_match``, ``acc`` of a generative task...): score rows.
+- every other per-sample number (``exact_match``, ``acc`` of a generative task...): score rows;
+- perplexity metrics of ``loglikelihood_rolling`` tasks (``word_perplexity``, ``byte_perplexity``,
+  ``bits_per_byte``, stored per sample as ``[loglikelihood, words or bytes]``): one score row per
+  document under the task ``loglikelihood`` (``pred`` the document's log-likelihood, ``words`` and
+  ``bytes`` beside it), and each perplexity recomputed from those pairs as lm-eval aggregates them
+  (``exp(-Σ loglikelihood / Σ units)``; bits per byte ``-Σ loglikelihood / Σ bytes / ln 2``), set
+  beside lm-eval's value in the set's meta (``recomputed``).
+
+Group results (``aggregate_metric_list`` of a group) are recomputed from the member tasks' items,
+weighted as lm-eval weights them (by size or not), and each is a note of the run with lm-eval's
+value beside it (:func:`group_notes`).
 
 ``item_hash`` is ``doc_hash/prompt_hash``; ``prompt`` the first request's context, ``target`` the
 target, ``prediction`` the filtered response (generative) or the chosen choice (multiple choice).
@@ -62,6 +72,10 @@ if TYPE_CHECKING:
 FORMAT = "lm-eval"
 #: lm-eval's corpus-level metrics recomputable from ``[gold, pred]`` pairs, and their labledger spec.
 CORPUS = {"f1": "f1:average=binary,pos_label=1", "mcc": "mcc"}
+#: lm-eval's perplexity metrics (per sample ``[loglikelihood, units]``) and the unit each divides by.
+PERPLEXITY = {"word_perplexity": "words", "byte_perplexity": "bytes", "bits_per_byte": "bytes"}
+#: The task of the per-document log-likelihood rows a perplexity metric is recomputed from.
+LOGLIK = "loglikelihood"
 
 
 #: Keys in the head of an lm-eval results file (lighteval's has ``config_general`` instead).
@@ -73,9 +87,35 @@ def results_files(path: Path) -> list[Path]:
     return harness_results_files(path, MARKERS, head=1_000_000)
 
 
+def old_layout(path: Path) -> Path | None:
+    """The ``results.json`` of lm-eval 0.4.2's layout at ``path`` (the file, or one under the
+    folder): what lm-eval wrote before 0.4.3 (``results.json`` with the samples of ``--log_samples``
+    as ``<model_args>_<task>.jsonl``, each one JSON array), which labledger does not read; None
+    when there is none.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "results.json").write_text('{"results": {}, "configs": {}, "n-shot": {}}')
+    >>> old_layout(d).name
+    'results.json'
+    """
+    found = [path] if path.is_file() else (sorted(path.rglob("results.json")) if path.is_dir() else [])
+    for p in found:
+        if p.name != "results.json":
+            continue
+        try:
+            with open(p, "rb") as f:
+                head = f.read(1_000_000)
+        except OSError:
+            continue
+        if b'"results"' in head and b'"configs"' in head and (b'"n-shot"' in head or b'"versions"' in head):
+            return p
+    return None
+
+
 def detect(path: Path) -> bool:
-    """A ``results_<timestamp>.json`` with lm-eval's keys, or a folder holding one."""
-    return bool(results_files(path))
+    """A ``results_<timestamp>.json`` with lm-eval's keys, or a folder holding one (or lm-eval
+    0.4.2's ``results.json``, which :func:`make_source` refuses naming the cause)."""
+    return bool(results_files(path)) or old_layout(path) is not None
 
 
 def _samples_files(results: Path) -> dict[str, Path]:
@@ -92,12 +132,45 @@ def make_source(path: Path) -> Source:
         files.append(r)
         files.extend(_samples_files(r).values())
     if not files:
+        old = old_layout(path)
+        if old is not None:
+            raise ImportSourceError(
+                f"{old}: lm-eval 0.4.2's layout (results.json, samples as <model_args>_<task>.jsonl JSON arrays), "
+                "which labledger does not read: it reads lm-eval >= 0.4.3's results_<timestamp>.json with "
+                "samples_<task>_<timestamp>.jsonl; rerun the evaluation with lm-eval 0.4.3 or later"
+            )
         raise ImportSourceError(f"{path}: no lm-eval results_<timestamp>.json here")
     return Source(path, FORMAT, files)
 
 
 def _fail(path: Path, line: int | None, fld: str, msg: str) -> RecordError:
     return RecordError(msg, source=str(path), line=line, field=fld)
+
+
+def _pair(value: Any) -> bool:
+    """A perplexity metric's per-sample ``[loglikelihood, units]``."""
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and as_float(value[0]) is not None
+        and isinstance(value[1], int)
+        and not isinstance(value[1], bool)
+    )
+
+
+def perplexity(name: str, logliks: list[float], units: list[int]) -> float | None:
+    """lm-eval's aggregate of a perplexity metric from its per-document pairs: ``weighted_perplexity``
+    (``exp(-Σ loglikelihood / Σ units)``) or ``bits_per_byte`` (``-Σ loglikelihood / Σ bytes / ln 2``);
+    None without units.
+
+    >>> perplexity("word_perplexity", [-1.0, -3.0], [2, 2]), perplexity("bits_per_byte", [-math.log(2)], [1])
+    (2.718281828459045, 1.0)
+    """
+    total = sum(units)
+    if not total:
+        return None
+    mean = sum(logliks) / total
+    return -mean / math.log(2) if name == "bits_per_byte" else math.exp(-mean)
 
 
 def _loglik(path: Path, line: int, resps: Any) -> list[float]:
@@ -284,6 +357,7 @@ def _metric_rows(samples: Path, config: dict[str, Any]) -> dict[str, dict[str, H
             extras["prompt"] = first.get("arg_0")
         mets = by_filter.setdefault(filt, {})
         form: _Choices | None = None
+        ll_row: dict[str, Any] | None = None
         for name in metric_names:
             if name not in doc:
                 raise _fail(samples, line, name, f"is missing (listed in 'metrics' of document {doc_id})")
@@ -308,6 +382,17 @@ def _metric_rows(samples: Path, config: dict[str, Any]) -> dict[str, dict[str, H
                 row["choices"] = form.texts
                 row["harness_score"] = as_float(value)
                 shape, spec = "choices", "accuracy"
+            elif name in PERPLEXITY and _pair(value):
+                doc_ll, units = float(value[0]), value[1]
+                if ll_row is None:  # the document's row (before the metrics' entries, as the columns have it)
+                    ll_row = score_row(doc_id, LOGLIK, doc_ll)
+                    ll_row.update(extras)
+                    mets.setdefault(LOGLIK, HarnessMetric(LOGLIK, "scores", [], "mean")).add_row(ll_row)
+                ll_row[PERPLEXITY[name]] = units
+                pm = mets.setdefault(name, HarnessMetric(name, "perplexity", [], "", extra={"_ll": [], "_units": []}))
+                pm.extra["_ll"].append(doc_ll)
+                pm.extra["_units"].append(units)
+                continue
             elif isinstance(value, list) and len(value) == 2 and name in CORPUS:
                 row = {"id": doc_id, "task": name, "gold": str(value[0]), "pred": str(value[1]), **extras}
                 shape, spec = "labels", CORPUS[name]
@@ -530,6 +615,20 @@ def _columns_of(
                 }
                 cols = ResultColumns(name, ids, choice_cols["gold"], fields)
                 shape, spec = "choices", "accuracy"
+            elif name in PERPLEXITY and all(map(_pair, values)):
+                lls, units = [float(v[0]) for v in values], [v[1] for v in values]
+                loglik = mets.get(LOGLIK)
+                if loglik is None:
+                    fields = {"pred": lls, **common, "prompt": prompts}
+                    loglik = mets[LOGLIK] = HarnessMetric(
+                        LOGLIK, "scores", ResultColumns(LOGLIK, ids, [1.0] * n, fields), "mean"
+                    )
+                assert isinstance(loglik.rows, ResultColumns)
+                if loglik.rows.fields["pred"] != lls:
+                    return None  # the metrics disagree on a document's log-likelihood: the row path decides
+                loglik.rows.fields[PERPLEXITY[name]] = units
+                mets[name] = HarnessMetric(name, "perplexity", [], "", extra={"_ll": lls, "_units": units})
+                continue
             elif name in CORPUS and all(isinstance(v, list) and len(v) == 2 for v in values):
                 fields = {"pred": [str(v[1]) for v in values], **common, "prompt": prompts}
                 cols = ResultColumns(name, ids, [str(v[0]) for v in values], fields)
@@ -651,6 +750,7 @@ def _tasks_of(
     for filt, mets in by_filter.items():
         label = set_name(task) if filt == "none" and len(by_filter) == 1 else set_name(task, filt)
         kept = []
+        values: dict[str, tuple[float, int]] = {}
         for m in mets.values():
             if m.shape == "skipped":
                 continue
@@ -658,24 +758,151 @@ def _tasks_of(
             m.stderr = as_float(results.get(f"{m.name}_stderr,{filt}"))
             m.stderr_method = (
                 "bootstrap (lm-eval bootstrap_stderr)"
-                if m.shape == "labels"
+                if m.shape in ("labels", "perplexity")
                 else "sample sd (n-1) / sqrt(n) (lm-eval mean_stderr)"
             )
+            if m.shape == "perplexity":
+                lls, units = m.extra.pop("_ll"), m.extra.pop("_units")
+                unit = PERPLEXITY[m.name]
+                recomputed = perplexity(m.name, lls, units)
+                form = (
+                    f"-Σ loglikelihood / Σ {unit} / ln 2"
+                    if m.name == "bits_per_byte"
+                    else f"exp(-Σ loglikelihood / Σ {unit})"
+                )
+                m.extra.update(
+                    recomputed=recomputed, recomputed_from=f"{form} over the {len(lls)} documents' {LOGLIK} rows"
+                )
+                if recomputed is not None:
+                    values[m.name] = (recomputed, len(lls))
+            elif m.shape == "scores" and m.name == LOGLIK and m.value is None:
+                m.stderr_method = None  # lm-eval reports no mean log-likelihood: labledger's own, with its CI
+            value = _item_mean(m)
+            if value is not None:
+                values[m.name] = value
             kept.append(m)
         skipped = sorted(m.name for m in mets.values() if m.shape == "skipped")
         info: dict[str, Any] = {"filter": filt, "skipped_metrics": skipped}
         gold_from = sorted({g for m in kept for g in m.extra.get("gold_from") or ()})
         if gold_from:
             info["gold_from"] = gold_from
-        out.append(
-            HarnessTask(
-                label,
-                task,
-                kept,
-                info=info,
-                files=[samples.name],
-            )
-        )
+        out.append(HarnessTask(label, task, kept, info=info, files=[samples.name], values=values))
+    return out
+
+
+def _item_mean(m: HarnessMetric) -> tuple[float, int] | None:
+    """``(value, n)`` of a metric lm-eval aggregates by the mean over its items, from the rows
+    (``accuracy`` of a choices metric: the first highest probability against the gold, as
+    lm-eval's ``argmax``; the mean ``pred`` of a scores metric), for the groups' recomputation;
+    None for other shapes (a corpus metric, a perplexity)."""
+    rows = m.rows
+    if not len(rows) or m.shape not in ("choices", "scores"):
+        return None
+    if isinstance(rows, ResultColumns):
+        if m.shape == "scores":
+            pred = np.asarray(rows.fields["pred"], dtype=np.float64)
+            return float(pred.mean()), len(pred)
+        probs = rows.fields["probs"]
+        if not isinstance(probs, Probs):
+            return None
+        labels = np.asarray(probs.labels)[probs.matrix.argmax(axis=1)]
+        return float(np.mean(labels == np.asarray(rows.gold, dtype=str))), len(labels)
+    if m.shape == "scores":
+        return math.fsum(r["pred"] for r in rows) / len(rows), len(rows)
+    hits = 0
+    for r in rows:
+        p = r["probs"]
+        hits += max(p, key=p.__getitem__) == r["gold"]  # the first highest, in choice order
+    return hits / len(rows), len(rows)
+
+
+def _leaves(group: str, subtasks: dict[str, Any], seen: frozenset[str] = frozenset()) -> list[str]:
+    """The tasks under ``group`` (its subgroups' tasks, recursively), in order."""
+    out: list[str] = []
+    for child in subtasks.get(group) or ():
+        if child in subtasks and child not in seen:
+            out.extend(_leaves(child, subtasks, seen | {group}))
+        elif child not in out:
+            out.append(str(child))
+    return out
+
+
+def group_notes(data: dict[str, Any], values: dict[tuple[str, str], dict[str, tuple[float, int]]]) -> list[str]:
+    """One line per group metric lm-eval reported (``groups``, an ``aggregate_metric_list``):
+    its value beside the one recomputed from the member tasks' items (``values``: ``{(task,
+    filter): {metric: (value, n)}}`` of the stored sets), weighted as lm-eval weights them.
+
+    lm-eval (0.4.13) averages a group's metric over every task under it, subgroups' included, each
+    weighted by its number of documents (``weight_by_size: true``) or not; earlier releases average
+    the group's direct members (a subgroup counted as one). The results file does not record
+    ``weight_by_size``: the line says which weighting gives lm-eval's value (both when the sizes
+    are equal), or that none does, with both values.
+
+    >>> data = {"groups": {"g": {"acc,none": 0.5, "acc_stderr,none": "N/A"}}, "group_subtasks": {"g": ["a", "b"]}}
+    >>> group_notes(data, {("a", "none"): {"acc": (1.0, 2)}, ("b", "none"): {"acc": (0.0, 2)}})[0]
+    "group g: acc 0.500000 = lm-eval's 0.500000, recomputed from the 4 documents of its 2 tasks (a, b) weighted by size (lm-eval's weight_by_size: true; or false: the same for equal sizes)"
+    """
+    raw_sub = data.get("group_subtasks")
+    subtasks: dict[str, Any] = raw_sub if isinstance(raw_sub, dict) else {}
+    raw_groups = data.get("groups")
+    raw_results = data.get("results")
+    results: dict[str, Any] = raw_results if isinstance(raw_results, dict) else {}
+    groups: dict[str, Any] = (
+        raw_groups if isinstance(raw_groups, dict) else {g: results[g] for g in subtasks if g in results}
+    )
+    out = []
+    for group, reported in groups.items():
+        if not isinstance(reported, dict):
+            continue
+        leaves = _leaves(group, subtasks)
+        for key, raw in reported.items():
+            metric, _, filt = str(key).partition(",")
+            value = as_float(raw)
+            if not filt or metric.endswith("_stderr") or value is None:
+                continue
+            head = f"group {group}: {metric}{'' if filt == 'none' else f' ({filt})'}"
+            parts = {t: values.get((t, filt), {}).get(metric) for t in leaves}
+            missing = [t for t, v in parts.items() if v is None]
+            if not leaves or missing:
+                why = "no member task named" if not leaves else f"not recomputed for {', '.join(missing[:5])}"
+                out.append(f"{head} = {value:.6f} as lm-eval reported it; not recomputed here ({why})")
+                continue
+            vals = [v for v in parts.values() if v is not None]
+            n = sum(k for _, k in vals)
+            by_size = sum(v * k for v, k in vals) / n if n else math.nan
+            equal = sum(v for v, _ in vals) / len(vals)
+            # earlier releases: the direct members, a subgroup as one member (its own value)
+            direct: list[float] = []
+            for child in subtasks.get(group) or ():
+                sub = [parts[t] for t in _leaves(child, subtasks)] if child in subtasks else [parts[str(child)]]
+                got = [v for v in sub if v is not None]
+                size = sum(k for _, k in got)
+                if not got or len(got) < len(sub) or not size:
+                    direct = []
+                    break
+                direct.append(sum(v * k for v, k in got) / size)  # a subgroup: its size-weighted value
+            members = f"the {n} documents of its {len(leaves)} tasks ({', '.join(leaves[:6])}{', ...' if len(leaves) > 6 else ''})"
+            sizes_equal = len({k for _, k in vals}) == 1
+            if abs(by_size - value) <= 1e-9:
+                how = "weighted by size (lm-eval's weight_by_size: true" + (
+                    "; or false: the same for equal sizes)" if sizes_equal else ")"
+                )
+                out.append(f"{head} {by_size:.6f} = lm-eval's {value:.6f}, recomputed from {members} {how}")
+            elif abs(equal - value) <= 1e-9:
+                out.append(
+                    f"{head} {equal:.6f} = lm-eval's {value:.6f}, recomputed from {members}, each task weighted "
+                    "equally (lm-eval's weight_by_size: false)"
+                )
+            elif direct and abs(sum(direct) / len(direct) - value) <= 1e-9:
+                out.append(
+                    f"{head} {sum(direct) / len(direct):.6f} = lm-eval's {value:.6f}, recomputed from {members}: the "
+                    "mean of its direct members, a subgroup counted once (weight_by_size: false, before lm-eval 0.4.13)"
+                )
+            else:
+                out.append(
+                    f"{head}: lm-eval {value:.6f}, DIFFERENT from both weightings recomputed from {members} "
+                    f"(by size {by_size:.6f}, equal {equal:.6f}): a member's documents or values differ from lm-eval's"
+                )
     return out
 
 
@@ -693,7 +920,9 @@ def _run_for(
     configs: dict[str, Any] = raw_configs if isinstance(raw_configs, dict) else {}
     samples = _samples_files(results_path)
     notes: list[str] = []
+    run_notes: list[str] = []
     errors: list[LedgerError] = []
+    recomputed: dict[tuple[str, str], dict[str, tuple[float, int]]] = {}
     version = data.get("lm_eval_version")
 
     raw_n = data.get("n-samples")
@@ -752,10 +981,14 @@ def _run_for(
                     notes.append(
                         f"{t.name}: gold index taken from {inferred[0]}: its acc is lm-eval's, not recomputed independently"
                     )
+                recomputed[(task, str(t.info.get("filter")))] = t.values
                 yield t
         missing = sorted(t for t in data["results"] if t not in samples and t in configs)
         if missing:
             notes.append(f"no samples file (run lm-eval with --log_samples) for: {', '.join(missing)}")
+        groups = group_notes(data, recomputed)
+        notes.extend(groups)
+        run_notes.extend(groups)
 
     model = str(data.get("model_name") or cfg.get("model") or "model")
     model_args = cfg.get("model_args")
@@ -807,6 +1040,7 @@ def _run_for(
         notes=notes,
         errors=errors,
         files=[results_path, *samples.values()],
+        run_notes=run_notes,
     )
 
 

@@ -1,0 +1,250 @@
+"""lm-eval's group results and perplexity metrics (#44), from real lm-eval output.
+
+lm-eval's ``dummy`` model runs on tiny local tasks written here (nothing is downloaded): two
+groups, one weighted by size (``grp_size``: two multiple-choice tasks of 5 and 9 documents) and
+one not (``grp_eq``: a third task and ``grp_size`` as a subgroup), and a ``loglikelihood_rolling``
+task with ``word_perplexity``, ``byte_perplexity`` and ``bits_per_byte``. Every group value and
+perplexity is recomputed from the stored items and checked against lm-eval's own aggregate.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from labledger import open_ledger
+from labledger.analysis.evaluation import evaluate
+from labledger.analysis.harness import harness_check, harness_meta, harness_metrics
+from labledger.errors import ImportSourceError
+from labledger.importers import detect_format, import_path
+from labledger.importers.lm_eval import _task_rows
+
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1"}
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+RUN = r'''
+import json, os, pathlib, sys
+d = pathlib.Path(sys.argv[1])
+tasks = d / "tasks"
+tasks.mkdir(parents=True, exist_ok=True)
+
+
+def mc(name, n, k):
+    rows = [{"question": f"{name} q{i}?", "choices": [f"c{j}" + "y" * j for j in range(k)], "answer": i % k} for i in range(n)]
+    (tasks / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tasks / f"{name}.yaml").write_text(f"""task: {name}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {tasks / f"{name}.jsonl"}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "{{{{question}}}}"
+doc_to_choice: "{{{{choices}}}}"
+doc_to_target: "{{{{answer}}}}"
+metric_list:
+  - metric: acc
+  - metric: acc_norm
+metadata:
+  version: 1.0
+""")
+
+
+mc("mem_a", 5, 3)
+mc("mem_b", 9, 4)
+mc("mem_c", 4, 2)
+(tasks / "grp_size.yaml").write_text("""group: grp_size
+task: [mem_a, mem_b]
+aggregate_metric_list:
+  - metric: acc
+    weight_by_size: true
+  - metric: acc_norm
+    weight_by_size: true
+metadata:
+  version: 1.0
+""")
+(tasks / "grp_eq.yaml").write_text("""group: grp_eq
+task: [mem_c, grp_size]
+aggregate_metric_list:
+  - metric: acc
+    weight_by_size: false
+metadata:
+  version: 1.0
+""")
+text = [{"text": f"The quick brown fox {i} jumps over the lazy dog. " * (1 + i % 3)} for i in range(6)]
+(tasks / "ppl.jsonl").write_text("".join(json.dumps(r) + "\n" for r in text))
+(tasks / "ppl.yaml").write_text(f"""task: ppl
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {tasks / "ppl.jsonl"}
+test_split: test
+output_type: loglikelihood_rolling
+doc_to_text: ""
+doc_to_target: "{{{{text}}}}"
+metric_list:
+  - metric: word_perplexity
+  - metric: byte_perplexity
+  - metric: bits_per_byte
+metadata:
+  version: 1.0
+""")
+import lm_eval
+from lm_eval.loggers import EvaluationTracker
+from lm_eval.tasks import TaskManager
+
+res = lm_eval.simple_evaluate(
+    model="dummy", tasks=["grp_eq", "ppl"], task_manager=TaskManager(include_path=str(tasks)), log_samples=True,
+    bootstrap_iters=0, random_seed=0, numpy_random_seed=0, torch_random_seed=0,
+)
+tr = EvaluationTracker(output_path=str(d / "out"))
+samples = res.pop("samples")
+tr.save_results_aggregated(results=res, samples=samples)
+for t in res["configs"]:
+    tr.save_results_samples(task_name=t, samples=samples[t])
+'''
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory) -> Path:
+    """lm-eval's output folder (about 30 s: lm-eval loads each local dataset)."""
+    if importlib.util.find_spec("lm_eval") is None:
+        pytest.skip("lm-eval is not installed")
+    root = tmp_path_factory.mktemp("lm_groups")
+    script = root / "run.py"
+    script.write_text(RUN)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(root)],
+        env={**os.environ, **OFFLINE},
+        capture_output=True,
+        text=True,
+        timeout=250,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root / "out"
+
+
+def _results(out: Path) -> dict:
+    return json.loads(next(out.rglob("results_*.json")).read_text())
+
+
+@pytest.fixture(scope="module")
+def imported(out, tmp_path_factory):
+    ledger = tmp_path_factory.mktemp("ledger") / "l"
+    (run,) = import_path(out, ledger).runs
+    return ledger, run
+
+
+def _set(ledger: Path, run, name: str):
+    with open_ledger(ledger) as book:
+        path = book.run(run.id).results_path(name)
+        meta = harness_meta(path)
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        notes = [n["text"] for n in book.run(run.id).notes()]
+    return path, meta, rows, notes
+
+
+def test_group_values_recomputed_from_the_members_items_equal_lm_eval(out, imported):
+    ledger, run = imported
+    reported = _results(out)
+    assert set(reported["groups"]) == {"grp_size", "grp_eq"}
+    acc = {}
+    for task in ("mem_a", "mem_b", "mem_c"):
+        path, meta, rows, notes = _set(ledger, run, task)
+        ev = evaluate(path, metrics=harness_metrics(meta), resamples=0)
+        n = len({r["id"] for r in rows})
+        assert n == reported["n-samples"][task]["effective"]
+        acc[task] = {m: (ev.value(m, "accuracy"), n) for m in ("acc", "acc_norm")}
+
+    def by_size(tasks, m):
+        return sum(acc[t][m][0] * acc[t][m][1] for t in tasks) / sum(acc[t][m][1] for t in tasks)
+
+    groups = reported["groups"]
+    for m in ("acc", "acc_norm"):  # weight_by_size: true
+        assert math.isclose(by_size(["mem_a", "mem_b"], m), groups["grp_size"][f"{m},none"], abs_tol=1e-9)
+    # weight_by_size: false over every task under the group (lm-eval 0.4.13), the subgroup's included
+    equal = sum(acc[t]["acc"][0] for t in ("mem_c", "mem_a", "mem_b")) / 3
+    assert math.isclose(equal, groups["grp_eq"]["acc,none"], abs_tol=1e-9)
+    assert not math.isclose(
+        by_size(["mem_c", "mem_a", "mem_b"], "acc"), equal, abs_tol=1e-9
+    )  # the test tells them apart
+    lines = [n for n in run.notes if n.startswith("group ")]
+    assert len(lines) == 3 and all("= lm-eval's" in n for n in lines), lines
+    assert any("grp_size: acc " in n and "weighted by size" in n for n in lines)
+    assert any("grp_eq: acc " in n and "weighted equally" in n for n in lines)
+    for line in lines:  # the value shown is lm-eval's to the digits shown
+        g, metric = line.split(":")[0].split()[1], line.split(": ")[1].split()[0]
+        assert f"{groups[g][f'{metric},none']:.6f}" in line
+    *_, stored_notes = _set(ledger, run, "mem_a")
+    assert [n for n in stored_notes if "group " in n] == [f"import: {n}" for n in lines]  # kept with the run
+
+
+def test_a_group_whose_member_is_not_imported_is_named_with_lm_evals_value(out, tmp_path):
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    samples = next(copy.rglob("samples_mem_b_*.jsonl"))
+    lines = samples.read_text().splitlines()
+    samples.write_text("\n".join([lines[0].replace('"target": ', '"target": "nope", "x": ', 1), *lines[1:]]) + "\n")
+    (run,) = import_path(copy, tmp_path / "ledger").runs
+    assert len(run.errors) == 1 and "mem_b" in run.errors[0]
+    size = next(n for n in run.notes if n.startswith("group grp_size: acc "))
+    assert "as lm-eval reported it; not recomputed here (not recomputed for mem_b)" in size
+
+
+def test_perplexities_recomputed_from_the_stored_documents_equal_lm_eval(out, imported):
+    ledger, run = imported
+    reported = _results(out)["results"]["ppl"]
+    path, meta, rows, _ = _set(ledger, run, "ppl")
+    assert {r["task"] for r in rows} == {"loglikelihood"} and len(rows) == 6
+    ll = [r["pred"] for r in rows]
+    words, nbytes = sum(r["words"] for r in rows), sum(r["bytes"] for r in rows)
+    ours = {
+        "word_perplexity": math.exp(-sum(ll) / words),
+        "byte_perplexity": math.exp(-sum(ll) / nbytes),
+        "bits_per_byte": -sum(ll) / nbytes / math.log(2),
+    }
+    for name, value in ours.items():
+        assert math.isclose(value, reported[f"{name},none"], rel_tol=0, abs_tol=1e-9), name
+        assert math.isclose(meta["metrics"][name]["recomputed"], reported[f"{name},none"], rel_tol=0, abs_tol=1e-9)
+    ev = evaluate(path, metrics=harness_metrics(meta), resamples=0)
+    checks = {c["task"]: c for c in harness_check(ev.to_dict(), meta)}
+    assert all(checks[name]["equal"] for name in ours)
+    assert "ppl: not recomputable" not in " ".join(run.notes)
+
+
+def test_perplexity_rows_and_columns_paths_agree(out):
+    samples = next(out.rglob("samples_ppl_*.jsonl"))
+    config = _results(out)["configs"]["ppl"]
+    reported = _results(out)["results"]["ppl"]
+    a = _task_rows(samples, "ppl", samples, config, reported, columns=True)
+    b = _task_rows(samples, "ppl", samples, config, reported, columns=False)
+    assert [m.name for m in a[0].metrics] == [m.name for m in b[0].metrics]
+    for ma, mb in zip(a[0].metrics, b[0].metrics):
+        assert ma.extra == mb.extra
+        rows_a = list(ma.rows.iter_rows()) if hasattr(ma.rows, "iter_rows") else ma.rows
+        assert rows_a == mb.rows
+    assert a[0].values == b[0].values
+
+
+def test_lm_eval_042_layout_is_refused_naming_the_cause(out, tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    results = _results(out)
+    (old / "results.json").write_text(json.dumps({k: results[k] for k in ("results", "configs", "versions", "n-shot")}))
+    for task in results["configs"]:
+        lines = next(out.rglob(f"samples_{task}_*.jsonl")).read_text().splitlines()
+        (old / f"pretrained__gpt2_{task}.jsonl").write_text(json.dumps([json.loads(x) for x in lines], indent=2))
+    assert detect_format(old) == "lm-eval"
+    with pytest.raises(ImportSourceError) as info:
+        import_path(old, tmp_path / "ledger")
+    msg = str(info.value)
+    assert "\n" not in msg and "lm-eval 0.4.2's layout" in msg and "0.4.3" in msg
+    assert not (tmp_path / "ledger").exists() or not list((tmp_path / "ledger").rglob("results.jsonl"))
