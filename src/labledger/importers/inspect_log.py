@@ -6,8 +6,9 @@ of score rows (see :mod:`labledger.importers.harness`). A sample scored over sev
 reduced to one row first, with the mean of its epochs (``value_to_float`` as inspect maps values:
 ``C`` 1, ``P`` 0.5, ``I`` and ``N`` 0, numbers as they are, ``yes``/``true`` 1, ``no``/``false`` 0),
 or with the value in ``reductions`` when the log has one (that is what inspect computed its
-metrics on); ``epochs`` keeps the values per epoch. So ``n`` counts questions, not attempts, and
-the run's config records the epochs K. When the harness reported a clustered ``stderr(cluster=F)``,
+metrics on); ``epochs`` keeps the values per epoch, and ``prediction`` and ``answer`` every epoch's
+output and answer (lists in the same epoch order; a single epoch's, the value). So ``n`` counts
+questions, not attempts, and the run's config records the epochs K. When the harness reported a clustered ``stderr(cluster=F)``,
 metadata field ``F`` becomes each row's ``group`` (the bootstrap cluster).
 
 A scorer whose value is a dict (``{"a": 1, "b": 0}``) gives one labledger task per key, named
@@ -460,8 +461,9 @@ def _task_of(path: Path, header: dict[str, Any], samples, reductions) -> tuple[H
             "item_hash": [item_hash(e["input"], e["target"]) for e in entries],
             "prompt": [_text(e["input"]) for e in entries],
             "target": [e["target"] for e in entries],
-            "prediction": [e["predictions"][0] for e in entries],
-            "answer": [e["answers"][0] for e in entries],
+            # every epoch's output and answer, in epoch order beside ``epochs`` (one epoch: the value itself)
+            "prediction": [e["predictions"] if len(e["predictions"]) > 1 else e["predictions"][0] for e in entries],
+            "answer": [e["answers"] if len(e["answers"]) > 1 else e["answers"][0] for e in entries],
             "metadata": [e["metadata"] for e in entries],
         }
         if cluster:
