@@ -248,3 +248,18 @@ def test_lm_eval_042_layout_is_refused_naming_the_cause(out, tmp_path):
     msg = str(info.value)
     assert "\n" not in msg and "lm-eval 0.4.2's layout" in msg and "0.4.3" in msg
     assert not (tmp_path / "ledger").exists() or not list((tmp_path / "ledger").rglob("results.jsonl"))
+
+
+def test_diff_of_two_harness_runs_uses_the_harness_metrics_adjusted(out, imported):
+    from labledger.analysis.rundiff import diff_runs
+
+    ledger, run = imported
+    (again,) = import_path(out, ledger, again=True).runs
+    with open_ledger(ledger) as book:
+        doc = diff_runs(book, run.id, again.id, resamples=50)
+    by_set = {c["results"]: c for c in doc["comparisons"]}
+    mem = by_set["mem_a"]
+    assert mem["paired"] and mem["harness"] == "lm-eval" and mem["adjust"] == "holm"
+    assert {(m["task"], m["metric"]) for m in mem["metrics"]} == {("acc", "accuracy"), ("acc_norm", "accuracy")}
+    assert all(m["diff"] == 0 for m in mem["metrics"])
+    assert {m["task"] for m in by_set["ppl"]["metrics"]} == {"loglikelihood"}

@@ -182,7 +182,10 @@ def run_comparisons(va: Any, vb: Any, *, resamples: int) -> list[dict[str, Any]]
     through :func:`labledger.compare` (B against A), or a note saying why it was not. Each metric has
     ``p`` (two-sided, per comparison: below 0.05 exactly when the 95% CI excludes 0) and ``p_adjusted``
     (Holm over the metrics and tasks of that result set, as ``compare`` adjusts; ``adjust`` and
-    ``family`` say so).
+    ``family`` say so). A result set imported from an evaluation harness is compared on the
+    harness's own metrics (:func:`~labledger.analysis.harness.harness_metrics`: ``accuracy`` for
+    lm-eval's ``acc``, ``mean`` for a scorer), not on every registry default of its row kind, and
+    ``harness`` names the harness.
 
     >>> import tempfile, labledger
     >>> d = tempfile.mkdtemp()
@@ -194,12 +197,19 @@ def run_comparisons(va: Any, vb: Any, *, resamples: int) -> list[dict[str, Any]]
     [('test', True)]
     """
     from labledger.analysis.evaluation import compare
+    from labledger.analysis.harness import harness_meta, harness_metrics
 
     out = []
     for name in sorted(set(va.results_names()) & set(vb.results_names())):
         entry: dict[str, Any] = {"results": name}
+        meta = harness_meta(va.results_path(name))
+        metrics = harness_metrics(meta) if meta else None
+        if meta:
+            entry["harness"] = meta.get("name")
         try:
-            cmp = compare(str(vb.results_path(name)), str(va.results_path(name)), resamples=resamples)
+            if metrics == {}:  # a harness set with no metric labledger recomputes
+                raise ComparisonError("the harness's metrics of this set are not recomputed from its rows")
+            cmp = compare(str(vb.results_path(name)), str(va.results_path(name)), metrics=metrics, resamples=resamples)
         except ComparisonError as exc:
             entry["paired"] = False
             entry["note"] = f"not compared: {str(exc).splitlines()[0]}"
