@@ -152,7 +152,9 @@ def main() -> None:
         )
     small, big = min(sizes), max(sizes)
     if small != big:
-        lines.append(f"\nCPU ratio {big:,}/{small:,} runs: {cold_cpu[big] / cold_cpu[small]:.2f}x (linear: {big / small:.0f}x)")
+        lines.append(
+            f"\nCPU ratio {big:,}/{small:,} runs: {cold_cpu[big] / cold_cpu[small]:.2f}x (linear: {big / small:.0f}x)"
+        )
     print(f"load at the end {os.getloadavg()[0]:.1f}")
     print("\n".join(lines))
 
