@@ -232,7 +232,17 @@ def _walk(run_dir: str) -> _Folder:
 def _signatures(folder: _Folder, info: RunInfo, fingerprint: str, chunking: tuple[int, int]) -> tuple[str, str]:
     """(run signature, batches signature) from the run's files' sizes and mtimes and its index row."""
     run_h = hashlib.sha256(fingerprint.encode())
-    row = [info.id, info.name, info.group, info.tags, info.status, info.started, info.ended, info.host, info.pid]
+    row: list[Any] = [
+        info.id,
+        info.name,
+        info.group,
+        info.tags,
+        info.status,
+        info.started,
+        info.ended,
+        info.host,
+        info.pid,
+    ]
     row += [info.git_commit, info.git_dirty, info.error, info.summary]  # (the index row: not to_dict's clock)
     run_h.update(orjson.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
     files_h = hashlib.sha256()
