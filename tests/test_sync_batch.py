@@ -246,6 +246,27 @@ def test_a_server_killed_between_a_batchs_record_and_its_renames_settles_it(tmp_
         srv.stop()
 
 
+def test_runs_synced_at_once_all_arrive_with_their_index_rows(tmp_path, server, monkeypatch):
+    """The client syncs several runs at once (WORKERS connections); the server takes their batches
+    and index rows at once too, each index write on its worker thread's own connection (two at
+    once on one SQLite connection were a 500: a transaction within a transaction)."""
+    from labledger.server import sync_client as sc
+
+    monkeypatch.setattr(sc, "WORKERS", 4)
+    local = tmp_path / "local"
+    book = Ledger(local, create=True)
+    ids = [_images_run(book, f"p{i}", 6, seed=i) for i in range(16)]
+    book.close()
+    calls, _ = _spy_calls(monkeypatch)
+    report = sync_runs(local, server.url, token=TOKEN)
+    assert sorted(report.runs_sent) == sorted(ids)
+    assert len([c for c in calls if c.endswith("/index")]) == 16
+    _same_runs(local, server.root, ids)
+    with Ledger(server.root) as srv_book:
+        assert {i.id for i in srv_book.runs()} >= set(ids)
+        assert verify_ledger(srv_book, ids).ok
+
+
 def test_an_older_server_without_batches_gets_every_file_by_the_chunked_put(tmp_path, server, monkeypatch):
     """A server of the previous version names no batch limits in its state answer: the client
     sends every file by the chunked PUT (the previous client's protocol, which the server still

@@ -1091,7 +1091,9 @@ async def put_index(request: Request) -> Response:
     async with _lock(run_id):
         doc = await run_in_threadpool(_owned, run_dir, origin, host, create=False)
         try:
-            await run_in_threadpool(replace_run_rows, ctx.ledger(), run_id, body["tables"])
+            # the worker thread's own connection: one made here is the event loop thread's, which
+            # two index requests at once would share (a transaction within a transaction)
+            await run_in_threadpool(lambda: replace_run_rows(ctx.ledger(), run_id, body["tables"]))
         except RecordError as exc:
             raise ApiError(400, str(exc)) from None
         doc["index"] = body["digest"]
