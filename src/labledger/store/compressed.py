@@ -628,6 +628,52 @@ def _remove_stale_tmps(zpath: Path) -> None:
             stale.unlink()
 
 
+def _replace_verified(
+    src: IO[bytes],
+    zpath: Path,
+    *,
+    mtime_ns: int,
+    what: str,
+    kept: str,
+    frame_bytes: int = FRAME_BYTES,
+    on_step: Callable[[str], None] = _no_step,
+    changed: Callable[[FrameIndex], bool] | None = None,
+) -> FrameIndex | None:
+    """Compress ``src`` into a hidden temporary file beside ``zpath`` (``frame``), fsync it
+    (``written``), decompress it again to the sha256 of what was read (``verified``: else a
+    :class:`~labledger.errors.StorageError`, ``what`` did not verify), and rename it to ``zpath``
+    with the folder fsynced (``renamed``). ``None``, and nothing written, when ``changed(index)`` says
+    the source changed meanwhile. Any failure removes the temporary file; its errors end in ``kept``
+    (what was left as it was), a full disk's in one line."""
+    _remove_stale_tmps(zpath)
+    tmp = _tmp_of(zpath)
+    try:
+        with open(tmp, "wb") as dest:
+            index = write_compressed(src, dest, mtime_ns=mtime_ns, frame_bytes=frame_bytes, on_step=on_step)
+            dest.flush()
+            os.fsync(dest.fileno())
+        on_step("written")
+        if changed is not None and changed(index):
+            tmp.unlink(missing_ok=True)
+            return None
+        check = _verify_tmp(tmp, index)  # the file as on disk, decompressed, is what was read
+        if check is not None:
+            raise StorageError(f"{what} did not verify ({check}); {kept}")
+        on_step("verified")
+        os.replace(tmp, zpath)
+        fsync_dir(zpath.parent)
+        on_step("renamed")
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno in DISK_ERRNOS:
+            raise disk_error(exc, zpath, f"the compressed file was not written; {kept}") from None
+        raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return index
+
+
 def compact_file(
     path: str | os.PathLike[str],
     *,
@@ -680,35 +726,24 @@ def compact_file(
         return Compaction(str(path), f"skipped: under {min_bytes} bytes", st.st_size)
     if dry_run:
         return Compaction(str(path), "would compact", st.st_size)
-    _remove_stale_tmps(zpath)
-    tmp = _tmp_of(zpath)
-    try:
-        with open(path, "rb") as src, open(tmp, "wb") as dest:
-            index = write_compressed(src, dest, mtime_ns=st.st_mtime_ns, frame_bytes=frame_bytes, on_step=on_step)
-            dest.flush()
-            os.fsync(dest.fileno())
-        on_step("written")
+
+    def changed(index: FrameIndex) -> bool:
         now = os.stat(path)
-        if (now.st_size, now.st_mtime_ns) != (st.st_size, st.st_mtime_ns) or index.size != st.st_size:
-            tmp.unlink(missing_ok=True)
-            return Compaction(str(path), "skipped: the file changed while it was compacted")
-        # verify: the compressed file, decompressed from disk, is the JSONL byte for byte
-        check = _verify_tmp(tmp, index)
-        if check is not None:
-            tmp.unlink(missing_ok=True)
-            raise StorageError(f"{path}: compaction did not verify ({check}); the JSONL was kept")
-        on_step("verified")
-        os.replace(tmp, zpath)
-        fsync_dir(path.parent)
-        on_step("renamed")
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if exc.errno in DISK_ERRNOS:
-            raise disk_error(exc, zpath, "the compressed file was not written; the JSONL was kept") from None
-        raise
-    except Exception:
-        tmp.unlink(missing_ok=True)
-        raise
+        return (now.st_size, now.st_mtime_ns) != (st.st_size, st.st_mtime_ns) or index.size != st.st_size
+
+    with open(path, "rb") as src:
+        written = _replace_verified(
+            src,
+            zpath,
+            mtime_ns=st.st_mtime_ns,
+            frame_bytes=frame_bytes,
+            on_step=on_step,
+            changed=changed,
+            what=f"{path}: compaction",
+            kept="the JSONL was kept",
+        )
+    if written is None:
+        return Compaction(str(path), "skipped: the file changed while it was compacted")
     path.unlink()
     on_step("removed")
     fsync_dir(path.parent)
@@ -737,30 +772,18 @@ def upgrade_file(path: str | os.PathLike[str], *, dry_run: bool = False) -> Comp
     before = zpath.stat().st_size
     if dry_run:
         return Compaction(str(path), "would upgrade", before)
-    _remove_stale_tmps(zpath)
-    tmp = _tmp_of(zpath)
     try:
-        with open(zpath, "rb") as old, open(tmp, "wb") as dest:
+        with open(zpath, "rb") as old:
             stream = zstandard.ZstdDecompressor().stream_reader(old, read_across_frames=True, closefd=False)
-            index = write_compressed(stream, dest, mtime_ns=os.stat(zpath).st_mtime_ns)
-            dest.flush()
-            os.fsync(dest.fileno())
-        check = _verify_tmp(tmp, index)
-        if check is not None:
-            raise StorageError(f"{zpath}: the upgraded file did not verify ({check}); the old file was kept")
-        os.replace(tmp, zpath)
-        fsync_dir(zpath.parent)
+            _replace_verified(
+                stream,
+                zpath,
+                mtime_ns=os.stat(zpath).st_mtime_ns,
+                what=f"{zpath}: the upgraded file",
+                kept="the old file was kept",
+            )
     except zstandard.ZstdError as exc:
-        tmp.unlink(missing_ok=True)
         return Compaction(str(path), f"skipped: damaged ({exc}; run `labledger verify`)", before)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if exc.errno in DISK_ERRNOS:
-            raise disk_error(exc, zpath, "the old compressed file was kept") from None
-        raise
-    except Exception:
-        tmp.unlink(missing_ok=True)
-        raise
     return Compaction(str(path), "upgraded", before, zpath.stat().st_size)
 
 
