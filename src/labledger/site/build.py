@@ -27,6 +27,7 @@ import hashlib
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,9 @@ class SiteBuild:
     bytes_written: int = 0
     elapsed_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    #: the catalog's ``comparisons`` (what :func:`catalog_payload` takes; ``labledger serve``
+    #: composes its catalog from the index with it)
+    comparisons: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -142,6 +146,18 @@ def _static_files() -> list[tuple[str, Path]]:
         for p in sorted(STATIC.rglob("*"))
         if p.is_file() and not p.name.startswith(".")
     ]
+
+
+def shell_files() -> dict[str, bytes | Path]:
+    """The site's files that hold no data (its pages and ``static/``), by path in the site: the bytes
+    of a rendered page, the source of a static file. :func:`build_site` writes these first; ``labledger
+    serve`` answers them from here before its first build has written them."""
+    from labledger.site.dictionary import dictionary_page
+
+    out: dict[str, bytes | Path] = dict(_render_pages())
+    out["dictionary.html"] = dictionary_page()
+    out.update(_static_files())
+    return out
 
 
 def _select_runs(ledger: Ledger, runs: list[str] | tuple[str, ...] | None, group: str | None) -> list[RunInfo]:
@@ -273,6 +289,7 @@ def build_site(
     group: str | None = None,
     chunk_records: int = CHUNK_RECORDS,
     chunk_bytes: int = CHUNK_BYTES,
+    on_run: Callable[[RunInfo, RunPages], None] | None = None,
 ) -> SiteBuild:
     """Build (or update) the static site of ``ledger`` in the folder ``out``.
 
@@ -284,6 +301,9 @@ def build_site(
     A run whose folder cannot be read (no ``run.json``, a corrupt line inside a JSONL file, ...)
     does not stop the build: its pages are left out, ``warnings`` names the run and the error, and
     the catalog lists it as "could not be read: <reason>".
+
+    The runs are built in the index's order (newest first); ``on_run(info, pages)`` is called as each
+    run's files are in ``out`` (``labledger serve`` answers them from there before the build ends).
 
     >>> import tempfile, pathlib, labledger
     >>> d = tempfile.mkdtemp()
@@ -303,52 +323,34 @@ def build_site(
         out_path.mkdir(parents=True, exist_ok=True)
         fingerprint = builder_fingerprint()
         result = SiteBuild(out=out_path, index=out_path / "index.html", runs=[])
-        for filename, data in _render_pages().items():
-            writer.write(filename, data)
-        from labledger.site.dictionary import dictionary_page
-
-        writer.write("dictionary.html", dictionary_page())
-        for rel, src in _static_files():
-            writer.copy(rel, src)
+        for rel, content in shell_files().items():
+            if isinstance(content, bytes):
+                writer.write(rel, content)
+            else:
+                writer.copy(rel, content)
         catalog_runs = []
         readable: dict[str, Path] = {}
         folders: dict[str, _Folder] = {}
         runs_root = str(book.run_dir("x").parent)
         for info in infos:
-            if not _safe_name(info.id):
-                result.warnings.append(f"run id {info.id!r} is not a safe file name; left out")
+            built = build_run(
+                writer,
+                book,
+                info,
+                result,
+                fingerprint=fingerprint,
+                chunking=(chunk_records, chunk_bytes),
+                runs_root=runs_root,
+            )
+            if built is None:
                 continue
-            folder = folders[info.id] = _walk(os.path.join(runs_root, info.id))
-            run_dir = Path(folder.path)
-            if "run.json" not in folder.names():
-                reason = f"its folder {run_dir} is missing or has no run.json"
-                result.warnings.append(f"run {info.id} ({info.name}) is in the index but {reason}; left out")
-                catalog_runs.append({**run_basics(info), "unreadable": _short(reason, run_dir)})
-                continue
-            mark = writer.mark()
-            try:
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always", DamagedLineWarning)
-                    entry = _build_run(writer, book, info, folder, fingerprint, (chunk_records, chunk_bytes), result)
-                for w in caught:  # a damaged line is skipped, the run is built, and the build says where
-                    if issubclass(w.category, DamagedLineWarning):
-                        result.warnings.append(f"run {info.id} ({info.name}): {w.message}")
-                    else:
-                        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-            except _UNREADABLE as exc:
-                reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, LedgerError) else str(exc)
-                result.warnings.append(
-                    f"run {info.id} ({info.name}) could not be read; its pages are left out: {reason}"
-                )
-                writer.forget_since(mark)
-                writer.runs.pop(info.id, None)
-                if info.id in result.rebuilt_runs:
-                    result.rebuilt_runs.remove(info.id)
-                catalog_runs.append({**run_basics(info), "unreadable": _short(reason, run_dir)})
-                continue
-            catalog_runs.append(entry["catalog"])
-            result.runs.append(info.id)
-            readable[info.id] = run_dir
+            folders[info.id] = built.folder
+            catalog_runs.append(built.catalog)
+            if built.readable:
+                result.runs.append(info.id)
+                readable[info.id] = Path(built.folder.path)
+            if on_run is not None:
+                on_run(info, built)
         # what each readable run's listing says (a run with a link to a folder is looked at)
         plain = {rid: folders[rid] for rid in readable if not folders[rid].odd}
         paired_diffs = write_paired(
@@ -376,21 +378,12 @@ def build_site(
         except _UNREADABLE as exc:  # the lineage page says so; the rest of the site stands
             result.warnings.append(f"the lineage page could not be built: {exc}")
             writer.write_data("data/lineage.js", "lineage", {"nodes": [], "edges": [], "trajectory": []})
-        query_fields = _query_fields(book, catalog_runs)
-        catalog = {
-            "ledger": book.root.resolve().name,
-            "runs": slim_entries(catalog_runs, query_fields),
-            "fields": query_fields,
-            "groups": sorted({r["group"] for r in catalog_runs if r["group"]}),
-            "tags": sorted({t for r in catalog_runs for t in r["tags"]}),
-            "comparisons": {
-                "tables": [t["suite"] for t in compare["tables"]],
-                "documents": len(compare["comparisons"]),
-                "groups": [g["group"] for g in compare["groups"]],
-            },
-            "labledger": _version(),
+        result.comparisons = {
+            "tables": [t["suite"] for t in compare["tables"]],
+            "documents": len(compare["comparisons"]),
+            "groups": [g["group"] for g in compare["groups"]],
         }
-        writer.write_data("data/catalog.js", "catalog", pack_catalog(catalog))
+        writer.write_data("data/catalog.js", "catalog", catalog_payload(book, catalog_runs, result.comparisons))
         writer.save({"fingerprint": fingerprint, "paired_tests": paired.new, "paired_diffs": paired_diffs})
         result.written = [out_path / rel for rel in writer.written]
         result.unchanged = len(writer.unchanged)
@@ -419,6 +412,22 @@ def _compare(
     compare = compare_payload(book, [i for i in infos if i.id in holders], readable, paired, warnings)
     groups = group_summaries([i for i in infos if i.id in readable])
     return {**compare, "groups": groups}
+
+
+def catalog_payload(book: Ledger, catalog_runs: list[dict[str, Any]], comparisons: dict[str, Any]) -> dict[str, Any]:
+    """``data/catalog.js``'s payload (packed) of the catalog entries ``catalog_runs`` (in the index's
+    order; each gains ``host`` and ``git_commit``) and the comparisons' summary ``comparisons``."""
+    query_fields = _query_fields(book, catalog_runs)
+    catalog = {
+        "ledger": book.root.resolve().name,
+        "runs": slim_entries(catalog_runs, query_fields),
+        "fields": query_fields,
+        "groups": sorted({r["group"] for r in catalog_runs if r["group"]}),
+        "tags": sorted({t for r in catalog_runs for t in r["tags"]}),
+        "comparisons": comparisons,
+        "labledger": _version(),
+    }
+    return pack_catalog(catalog)
 
 
 def _query_fields(book: Ledger, catalog_runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -464,6 +473,66 @@ def _version() -> str:
     from labledger import __version__
 
     return __version__
+
+
+@dataclass
+class RunPages:
+    """What :func:`build_run` made of one run: its catalog entry, its folder's listing, whether it
+    could be read (else the entry says why not), and the site files that hold its pages."""
+
+    catalog: dict[str, Any]
+    folder: _Folder
+    readable: bool
+    outputs: list[str]
+
+
+def build_run(
+    writer: SiteWriter,
+    book: Ledger,
+    info: RunInfo,
+    result: SiteBuild,
+    *,
+    fingerprint: str | None = None,
+    chunking: tuple[int, int] = (CHUNK_RECORDS, CHUNK_BYTES),
+    runs_root: str | None = None,
+) -> RunPages | None:
+    """Write the pages of one run (``data/runs/<id>.js``, its evaluations, tests, batches, curves,
+    diff side and images) with ``writer``: what :func:`build_site` does for each run, and what
+    ``labledger serve`` does for a run whose pages its build has not reached. A run that cannot be
+    read is left out (``result.warnings`` says why; its entry says ``unreadable``); None for a run
+    whose id cannot name a file."""
+    if not _safe_name(info.id):
+        result.warnings.append(f"run id {info.id!r} is not a safe file name; left out")
+        return None
+    if fingerprint is None:
+        fingerprint = builder_fingerprint()
+    if runs_root is None:
+        runs_root = str(book.run_dir("x").parent)
+    folder = _walk(os.path.join(runs_root, info.id))
+    run_dir = Path(folder.path)
+    if "run.json" not in folder.names():
+        reason = f"its folder {run_dir} is missing or has no run.json"
+        result.warnings.append(f"run {info.id} ({info.name}) is in the index but {reason}; left out")
+        return RunPages({**run_basics(info), "unreadable": _short(reason, run_dir)}, folder, False, [])
+    mark = writer.mark()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DamagedLineWarning)
+            entry = _build_run(writer, book, info, folder, fingerprint, chunking, result)
+        for w in caught:  # a damaged line is skipped, the run is built, and the build says where
+            if issubclass(w.category, DamagedLineWarning):
+                result.warnings.append(f"run {info.id} ({info.name}): {w.message}")
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    except _UNREADABLE as exc:
+        reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, LedgerError) else str(exc)
+        result.warnings.append(f"run {info.id} ({info.name}) could not be read; its pages are left out: {reason}")
+        writer.forget_since(mark)
+        writer.runs.pop(info.id, None)
+        if info.id in result.rebuilt_runs:
+            result.rebuilt_runs.remove(info.id)
+        return RunPages({**run_basics(info), "unreadable": _short(reason, run_dir)}, folder, False, [])
+    return RunPages(entry["catalog"], folder, True, list(entry.get("outputs", [])))
 
 
 def _build_run(
