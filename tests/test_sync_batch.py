@@ -179,6 +179,7 @@ def test_a_file_in_a_batch_whose_digest_differs_is_refused_and_nothing_is_kept(t
     for rel, data in files:
         assert (run_dir / rel).read_bytes() == data
     assert httpx.post(url, content=body, headers=wrong_origin).status_code == 409  # owned by the first origin
+    assert not list((run_dir / ".sync-parts").iterdir())  # every part renamed, none left by the refusal
 
 
 def test_a_server_killed_between_a_batchs_record_and_its_renames_settles_it(tmp_path, server, monkeypatch):
@@ -211,7 +212,8 @@ def test_a_server_killed_between_a_batchs_record_and_its_renames_settles_it(tmp_
     monkeypatch.setattr(S.os, "replace", killed)
     doc = S._owned(run_dir, origin, "h", create=True)
     with pytest.raises(KeyboardInterrupt):
-        S._store_batch(run_dir, doc, S._batch_entries(body, 1 << 40), memoryview(body))
+        plans = S._verify_batch(run_dir, doc, S._batch_entries(body, 1 << 40), memoryview(body))
+        S._commit_batch(run_dir, doc, S._write_batch(run_dir, plans))
     monkeypatch.setattr(S.os, "replace", real)
     assert len(done) == 7 and not (run_dir / files[-1][0]).exists()
     state = S.run_state(run_dir)
@@ -219,7 +221,16 @@ def test_a_server_killed_between_a_batchs_record_and_its_renames_settles_it(tmp_
     assert S.settle(run_dir, S.read_manifest(run_dir))
     for rel, data in files:
         assert (run_dir / rel).read_bytes() == data
-    assert not S._part_files(run_dir)
+    assert S._scan_parts(run_dir) == ({}, {})  # every part file renamed into place
+    # a batch's part file no manifest names (a batch a crash cut off before its manifest) goes once
+    # it is old; a young one may be a batch waiting for the run's lock
+    old, young = (run_dir / ".sync-parts" / f"files%2Fx{i}.bin~0123abcd.bpart" for i in range(2))
+    old.write_bytes(b"x")
+    young.write_bytes(b"y")
+    os.utime(old, (time.time() - S.STALE_PART_S - 60,) * 2)
+    assert not S.settle(run_dir, S.read_manifest(run_dir))
+    assert not old.exists() and young.exists()
+    young.unlink()
 
     # earlier: a record file appended in place, the manifest not written
     srv = ServerProcess(root, uploads_dir=tmp_path / "up", token=TOKEN).start()

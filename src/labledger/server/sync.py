@@ -38,6 +38,7 @@ import errno
 import hashlib
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -79,6 +80,11 @@ BATCH_BYTES = 8 * CHUNK
 BATCH_FILE = CHUNK
 #: The most bytes of a batch's JSON head.
 BATCH_HEAD = 1 << 20
+#: The ending of a batch's part files, ``<quoted path>~<batch tag>.bpart`` in ``PARTS``.
+BATCH_PART = ".bpart"
+#: Seconds after which a batch's part file that no manifest names is removed (a batch a crash or
+#: a refusal left; one waiting for the run's lock is younger).
+STALE_PART_S = 3600.0
 _locks: dict[str, asyncio.Lock] = {}
 
 
@@ -179,12 +185,10 @@ def run_state(run_dir: Path, *, grown: list[str] | None = None) -> dict[str, Any
         return {"foreign": True} if run_dir.exists() else None
     files: dict[str, Any] = {}
     base = str(run_dir) + "/"
-    found = _part_files(run_dir)
+    found, batched = _scan_parts(run_dir)
     for rel, entry in doc["files"].items():
-        part = found.get(rel)
-        if part is not None and stat_key(part[1]) == entry.get("stat"):
+        if any(stat_key(st) == entry.get("stat") for _, st in batched.get(rel, ())):
             # a batch's file recorded and not yet renamed into place (a crash, or the batch now)
-            del found[rel]
             files[rel] = {"size": entry["size"], "chunks": entry["chunks"], "changed": False}
             continue
         try:
@@ -209,21 +213,35 @@ def run_state(run_dir: Path, *, grown: list[str] | None = None) -> dict[str, Any
     }
 
 
-def _part_files(run_dir: Path) -> dict[str, tuple[Path, os.stat_result]]:
-    """The part files of a run folder by the run path they are for, with their ``stat``."""
+def _scan_parts(
+    run_dir: Path,
+) -> tuple[dict[str, tuple[Path, os.stat_result]], dict[str, list[tuple[Path, os.stat_result]]]]:
+    """The part files of a run folder by the run path they are for, with their ``stat``: those of
+    the chunked PUT (one per path, resumable), and those of batches (one per path and batch)."""
     from urllib.parse import unquote
 
-    out: dict[str, tuple[Path, os.stat_result]] = {}
+    put: dict[str, tuple[Path, os.stat_result]] = {}
+    batched: dict[str, list[tuple[Path, os.stat_result]]] = {}
     try:
         it = os.scandir(run_dir / PARTS)
     except (FileNotFoundError, NotADirectoryError):
-        return out
+        return put, batched
     with it:
         for e in it:
-            if e.name.endswith(".part"):
-                with contextlib.suppress(FileNotFoundError):
-                    out[unquote(e.name[: -len(".part")])] = (Path(e.path), e.stat())
-    return out
+            try:
+                if e.name.endswith(".part"):
+                    put[unquote(e.name[: -len(".part")])] = (Path(e.path), e.stat())
+                elif e.name.endswith(BATCH_PART) and "~" in e.name:
+                    rel = unquote(e.name.rsplit("~", 1)[0])
+                    batched.setdefault(rel, []).append((Path(e.path), e.stat()))
+            except FileNotFoundError:  # renamed or removed meanwhile
+                continue
+    return put, batched
+
+
+def _part_files(run_dir: Path) -> dict[str, tuple[Path, os.stat_result]]:
+    """The chunked PUT's part files of a run folder (:func:`_scan_parts`)."""
+    return _scan_parts(run_dir)[0]
 
 
 def _extends(path: str, now: dict[str, Any], entry: dict[str, Any]) -> bool:
@@ -265,14 +283,18 @@ def settle(run_dir: Path, doc: dict[str, Any]) -> bool:
     one the manifest records for its path (written, fsynced and recorded, not yet in place) is
     renamed into place. Returns whether there were any. Called with the run's lock held."""
     touched: set[Path] = set()
-    for rel, (part, st) in _part_files(run_dir).items():
+    now = time.time()
+    for rel, found in _scan_parts(run_dir)[1].items():
         entry = doc["files"].get(rel)
-        if entry is None or stat_key(st) != entry.get("stat"):
-            continue
-        final = run_dir / rel
-        _make_parents(final, run_dir, touched)
-        os.replace(part, final)
-        touched.add(final.parent)
+        for part, st in found:
+            if entry is not None and stat_key(st) == entry.get("stat"):
+                final = run_dir / rel
+                _make_parents(final, run_dir, touched)
+                os.replace(part, final)
+                touched.add(final.parent)
+            elif now - st.st_mtime > STALE_PART_S:  # a batch a crash or a refusal left, long ago
+                with contextlib.suppress(FileNotFoundError):
+                    part.unlink()
     _fsync_dirs(touched)
     return bool(touched)
 
@@ -389,7 +411,7 @@ async def state(request: Request) -> Response:
         raise ApiError(400, "the body must be {'runs': [run ids]} (at most 10,000)")
     root = ctx.root / "runs"
 
-    stray = await run_in_threadpool(lambda: [rid for rid in runs if _part_files(root / _run_id(rid))])
+    stray = await run_in_threadpool(lambda: [rid for rid in runs if _scan_parts(root / _run_id(rid))[1]])
     for rid in stray:  # part files: a batch's renames a crash cut off are finished first
         lock = _lock(rid)
         if lock.locked():  # a write of the run is under way (it settled them as it began): not waited for
@@ -553,11 +575,28 @@ async def put_batch(request: Request) -> Response:
         raise ApiError(400, f"the batch body ended after {len(body)} of {length} bytes; nothing was kept")
     entries = _batch_entries(body, ctx.max_upload)
     run_dir = ctx.root / "runs" / run_id
-    async with _lock(run_id):
-        doc = await run_in_threadpool(_owned, run_dir, origin, host, create=True)
-        answers, superseded = await run_in_threadpool(_store_batch, run_dir, doc, entries, memoryview(body))
-        if ctx.objects is not None:  # each file goes on to object storage before the answer
-            await run_in_threadpool(_ship_batch, ctx.objects, run_id, run_dir, doc, entries, superseded)
+    view = memoryview(body)
+    written = None
+    if not any(e.offset for e in entries):
+        # whole files only: verified, written and fsynced without the run's lock (their part files
+        # are this batch's own), so the batches of one run wait for their fsyncs together
+        async with _lock(run_id):
+            await run_in_threadpool(_owned, run_dir, origin, host, create=True)
+        plans = await run_in_threadpool(_verify_batch, run_dir, None, entries, view)
+        written = await run_in_threadpool(_write_batch, run_dir, plans)
+    try:
+        async with _lock(run_id):
+            doc = await run_in_threadpool(_owned, run_dir, origin, host, create=True)
+            if written is None:  # a record file's new bytes: checked against the manifest, written in place
+                plans = await run_in_threadpool(_verify_batch, run_dir, doc, entries, view)
+                written = await run_in_threadpool(_write_batch, run_dir, plans)
+            ready, written = written, None  # from here its part files are the manifest's (settle)
+            answers, superseded = await run_in_threadpool(_commit_batch, run_dir, doc, ready)
+            if ctx.objects is not None:  # each file goes on to object storage before the answer
+                await run_in_threadpool(_ship_batch, ctx.objects, run_id, run_dir, doc, entries, superseded)
+    finally:
+        if written is not None:  # not committed (the owner check failed, the client went away)
+            written.discard()
     return ok({"run": run_id, "files": answers})
 
 
@@ -617,18 +656,20 @@ def _batch_entries(body: bytearray, max_upload: int) -> list[_BatchEntry]:
     return out
 
 
-def _store_batch(
-    run_dir: Path, doc: dict[str, Any], entries: list[_BatchEntry], body: memoryview
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """Verify, write, fsync, record and rename the files of one batch (in a worker thread, with the
-    run's lock held); returns the answer per file and the plain record files a compacted one
-    superseded. Nothing is written unless every file's digest is the stated one."""
+def _verify_batch(
+    run_dir: Path, doc: dict[str, Any] | None, entries: list[_BatchEntry], body: memoryview
+) -> list[tuple[_BatchEntry, memoryview, list[str]]]:
+    """Each file of a batch with its bytes and its chunk hashes, once every file's digest was found
+    to be the stated one (a 422 naming the first that is not; nothing is written). A record file
+    sent from an offset is checked against the chunks the server has (``doc``: the run's manifest,
+    read with the run's lock held)."""
     plans = []
     for e in entries:
         data = body[e.at : e.at + e.size - e.offset]
         new = [sha256_hex(data[i : i + CHUNK]) for i in range(0, len(data), CHUNK)]
         kept: list[str] = []
         if e.offset:  # a record file's new bytes, after the chunks the server has
+            assert doc is not None
             target = run_dir / e.rel
             have = fresh_entry(target, doc["files"].get(e.rel)) if target.exists() else None
             kept = list((have or {}).get("chunks", [])[: e.offset // CHUNK])
@@ -650,30 +691,70 @@ def _store_batch(
                 f"batch was kept",
             )
         plans.append((e, data, kept + new))
+    return plans
+
+
+class _Written:
+    """A batch's files written and fsynced: per file its entry, its part file (``None``: written
+    in place) and its manifest entry."""
+
+    def __init__(self) -> None:
+        self.files: list[tuple[_BatchEntry, Path | None, dict[str, Any]]] = []
+
+    def discard(self) -> None:
+        """Remove the part files (a batch that was not committed)."""
+        for _, part, _ in self.files:
+            if part is not None:
+                with contextlib.suppress(OSError):
+                    part.unlink()
+
+
+def _write_batch(run_dir: Path, plans: list[tuple[_BatchEntry, memoryview, list[str]]]) -> _Written:
+    """Write the verified files of a batch (each whole file to a part file of this batch's own, a
+    record file's new bytes in place) and fsync them all: writeback started for every one, then
+    the fsyncs, which wait together for one journal commit."""
+    import secrets
+
+    tag = secrets.token_hex(4)
+    out = _Written()
     fds: list[int] = []
-    parts = [None if e.offset else _part_path(run_dir, e.rel) for e, _, _ in plans]
     try:
         (run_dir / PARTS).mkdir(exist_ok=True)
-        for (e, data, _), part in zip(plans, parts, strict=True):
+        for e, data, chunks in plans:
+            part = None if e.offset else run_dir / PARTS / f"{quote(e.rel, safe='')}~{tag}{BATCH_PART}"
             if part is None:  # in place, as the chunked path writes record files
                 fd = os.open(run_dir / e.rel, os.O_WRONLY | os.O_CLOEXEC)
             else:
-                fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+                fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
             fds.append(fd)
+            out.files.append((e, part, {"size": e.size, "chunks": chunks}))
             _pwrite_all(fd, data, e.offset)
             if e.offset:
                 os.ftruncate(fd, e.size)
         _fsync_fds(fds)
-        for fd, (e, _, chunks) in zip(fds, plans, strict=True):
+        for fd, (_, _, entry) in zip(fds, out.files, strict=True):
             st = os.fstat(fd)  # a rename keeps size, mtime and inode: the stat the file has once in place
-            doc["files"][e.rel] = {"size": st.st_size, "chunks": chunks, "stat": stat_key(st)}
+            entry["size"], entry["stat"] = st.st_size, stat_key(st)
+    except BaseException:
+        out.discard()
+        raise
     finally:
         for fd in fds:
             os.close(fd)
-    write_manifest(run_dir, doc)  # from here the batch stands: a crash's missing renames are settled
+    return out
+
+
+def _commit_batch(run_dir: Path, doc: dict[str, Any], written: _Written) -> tuple[list[dict[str, Any]], list[str]]:
+    """Record a written batch in the manifest, then rename its part files into place and fsync
+    their folders (with the run's lock held); returns the answer per file and the plain record
+    files a compacted one superseded. Once the manifest is written the batch stands: renames a
+    crash cuts off are finished by :func:`settle`."""
+    for e, _, entry in written.files:
+        doc["files"][e.rel] = entry
+    write_manifest(run_dir, doc)
     touched: set[Path] = set()
     there: set[Path] = set()  # folders known to exist
-    for (e, _, _), part in zip(plans, parts, strict=True):
+    for e, part, _ in written.files:
         if part is not None:
             final = run_dir / e.rel
             if final.parent not in there:
@@ -682,11 +763,12 @@ def _store_batch(
             os.replace(part, final)
             touched.add(final.parent)
     _fsync_dirs(touched)
-    superseded = [plain for e, _, _ in plans if (plain := _drop_superseded(run_dir, doc, e.rel))]
+    superseded = [plain for e, _, _ in written.files if (plain := _drop_superseded(run_dir, doc, e.rel))]
     if superseded:
         write_manifest(run_dir, doc)
     answers = [
-        {"path": e.rel, "size": e.size, "digest": digest(chunks), "chunks": len(chunks)} for e, _, chunks in plans
+        {"path": e.rel, "size": e.size, "digest": digest(entry["chunks"]), "chunks": len(entry["chunks"])}
+        for e, _, entry in written.files
     ]
     return answers, superseded
 
