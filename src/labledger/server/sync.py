@@ -16,12 +16,13 @@
   ``BATCH_FILES`` files and ``BATCH_BYTES`` bytes, each file's part at most ``BATCH_FILE`` (the
   state answer names these limits; a larger file takes the chunked ``PUT``). The whole body is
   received and every file's digest checked before anything is written: one that differs refuses
-  the batch (422) and nothing of it is kept. Whole files are written to part files, fsynced
-  together (writeback started for all, then the ``fsync`` s from a pool of threads, so the
-  journal commits once for many), recorded in the manifest, then renamed into place and their
-  folders fsynced once each. A record file sent from an offset (a live run's new lines) is written
-  in place. A rename a crash cut off is finished by the next request for the run
-  (:func:`settle`), so a killed server leaves no half batch and no false "changed on the server".
+  the batch (422) and nothing of it is kept. Whole files are written to part files of the batch's
+  own and fsynced together (writeback started for all, then the ``fsync`` s, which wait for one
+  journal commit), before the run's lock is taken; with the lock they are recorded in the
+  manifest, then renamed into place and their folders fsynced once each. A record file sent from
+  an offset (a live run's new lines) is checked and written in place with the lock held. A rename
+  a crash cut off is finished by the next request for the run (:func:`settle`), so a killed
+  server leaves no half batch and no false "changed on the server".
 * ``POST /api/sync/runs/{run}/index``: the run's index rows (runs, tags, checkpoints, evaluations,
   metric values, benchmark entries), replaced in one transaction.
 
