@@ -652,22 +652,7 @@ class WandbRun:
             value, kind = Histogram(value), "histogram"
         if kind in ("image", "images"):
             images = value if kind == "images" else [value]
-            files = []
-            for img in images:
-                n = self._counters.get(key, 0)
-                self._counters[key] = n + 1
-                rel = f"media/{safe_name(key)}/{self.step}-{n}{img.suffix}"
-                data = img.png()
-                self._run.log_file(rel, data)
-                files.append(
-                    {
-                        "path": f"files/{rel}",
-                        "sha256": hashlib.sha256(data).hexdigest(),
-                        "caption": img.caption,
-                        "shape": list(img.shape),
-                    }
-                )
-            self._record({"kind": "image", "key": key, "files": files})
+            self._record({"kind": "image", "key": key, "files": [self._image_file(key, img) for img in images]})
         elif kind == "html":
             pages = value if isinstance(value, (list, tuple)) else [value]
             files = []
@@ -689,10 +674,48 @@ class WandbRun:
             self._last[key] = value
             self._record({"kind": "value", "key": key, "value": jsonable(value)})
 
+    def _image_file(self, key: str, img: Image) -> dict[str, Any]:
+        """Write ``img`` (and its masks) to ``files/media/<key>/<step>-<n>.png``; its reference."""
+        n = self._counters.get(key, 0)
+        self._counters[key] = n + 1
+        rel = f"media/{safe_name(key)}/{self.step}-{n}{img.suffix}"
+        data = img.png()
+        self._run.log_file(rel, data)
+        ref: dict[str, Any] = {
+            "path": f"files/{rel}",
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "caption": img.caption,
+            "shape": list(img.shape),
+        }
+        if img.masks:
+            ref["masks"] = []
+            for name, mask in img.masks.items():
+                base = f"media/{safe_name(key)}/{self.step}-{n}.mask-{safe_name(name)}"
+                self._run.log_file(f"{base}.png", mask.png())
+                self._run.log_file(f"{base}.overlay.png", mask.overlay_png())
+                ref["masks"].append(
+                    {
+                        "name": name,
+                        "path": f"files/{base}.png",
+                        "overlay": f"files/{base}.overlay.png",
+                        "class_labels": mask.class_labels,
+                        "colors": mask.colors(),
+                    }
+                )
+        return ref
+
     def _log_table(self, key: str, table: Table) -> None:
         from labledger.errors import RecordError
         from labledger.inputs.results import validate_rows
 
+        if any(isinstance(v, Image) for row in table.data for v in row):  # images in cells: files, as W&B's
+            table = Table(
+                columns=table.columns,
+                data=[
+                    [{"_type": "image-file", **self._image_file(key, v)} if isinstance(v, Image) else v for v in row]
+                    for row in table.data
+                ],
+            )
         rows = jsonable(table.rows())
         name = f"{safe_name(key)}-{self.step}"
         try:

@@ -104,8 +104,16 @@ class Image:
     (4, 4, 3)
     """
 
-    def __init__(self, data_or_path: Any, mode: str | None = None, caption: str | None = None, **_: Any) -> None:
+    def __init__(
+        self,
+        data_or_path: Any,
+        mode: str | None = None,
+        caption: str | None = None,
+        masks: dict[str, Any] | None = None,
+        **_: Any,
+    ) -> None:
         self.caption = caption
+        self.masks = {str(name): Mask.of(name, m) for name, m in (masks or {}).items()}
         self._path: Path | None = None
         if isinstance(data_or_path, (str, os.PathLike)):
             self._path = Path(data_or_path)
@@ -129,6 +137,86 @@ class Image:
     @property
     def suffix(self) -> str:
         return self._path.suffix.lower() if self._path is not None else ".png"
+
+
+#: Colours of mask classes 1, 2, ... (class 0, the background, is left transparent): Okabe-Ito.
+MASK_COLORS = (
+    (0, 114, 178),
+    (230, 159, 0),
+    (0, 158, 115),
+    (204, 121, 167),
+    (86, 180, 233),
+    (213, 94, 0),
+    (240, 228, 66),
+)
+
+
+class Mask:
+    """A segmentation mask of an :class:`Image` (W&B's ``masks={"name": {"mask_data": HxW class ids,
+    "class_labels": {id: name}}}``, or ``{"path": png}``).
+
+    Logged, it becomes two PNG files beside its image: the class ids as logged (8-bit gray) and an
+    overlay (each class in its colour, class 0 transparent) that the run page draws over the image.
+
+    >>> m = Mask.of("pred", {"mask_data": np.array([[0, 1], [2, 1]]), "class_labels": {1: "cat", 2: "dog"}})
+    >>> m.class_labels, m.overlay_png()[:8] == PNG_SIGNATURE
+    ({'1': 'cat', '2': 'dog'}, True)
+    """
+
+    def __init__(self, name: str, ids: np.ndarray, class_labels: dict[str, str]) -> None:
+        self.name = name
+        self.ids = ids
+        self.class_labels = class_labels
+
+    @classmethod
+    def of(cls, name: Any, spec: Any) -> Mask:
+        if isinstance(spec, Mask):
+            return spec
+        if not isinstance(spec, dict):
+            raise MediaError(
+                f"wandb.Image masks[{name!r}] is a dict with mask_data (or path); got {type(spec).__name__}"
+            )
+        labels = {str(k): str(v) for k, v in (spec.get("class_labels") or {}).items()}
+        if spec.get("mask_data") is not None:
+            data = spec["mask_data"]
+            if type(data).__module__.startswith("torch"):
+                data = data.detach().cpu().numpy()
+            arr = np.asarray(data)
+        elif spec.get("path") is not None:
+            try:
+                from PIL import Image as PILImage
+            except ImportError as exc:  # pragma: no cover - depends on the environment
+                raise MediaError(f"wandb.Image masks[{name!r}]: reading a mask file needs Pillow") from exc
+            with PILImage.open(spec["path"]) as im:
+                arr = np.asarray(im)
+        else:
+            raise MediaError(f"wandb.Image masks[{name!r}] needs mask_data (HxW class ids) or path")
+        if arr.ndim == 3 and arr.shape[2] == 1:
+            arr = arr[:, :, 0]
+        if arr.ndim != 2 or arr.size == 0:
+            raise MediaError(f"wandb.Image masks[{name!r}]: mask_data is HxW class ids; got shape {arr.shape}")
+        if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+            raise MediaError(f"wandb.Image masks[{name!r}]: mask_data holds NaN or infinity")
+        if arr.min() < 0 or arr.max() > 255:
+            raise MediaError(f"wandb.Image masks[{name!r}]: class ids must be 0..255 (W&B's limit)")
+        return cls(str(name), arr.astype(np.uint8), labels)
+
+    def png(self) -> bytes:
+        """The class ids as an 8-bit gray PNG (what was logged)."""
+        return encode_png(self.ids)
+
+    def overlay_png(self) -> bytes:
+        """RGBA: each class in its colour at 60% opacity, class 0 transparent."""
+        palette = np.zeros((256, 4), dtype=np.uint8)
+        for i in range(1, 256):
+            palette[i, :3] = MASK_COLORS[(i - 1) % len(MASK_COLORS)]
+            palette[i, 3] = 153
+        return encode_png(palette[self.ids])
+
+    def colors(self) -> dict[str, str]:
+        """The overlay's colour of each class present or labelled (``#rrggbb``)."""
+        ids = sorted({int(i) for i in np.unique(self.ids)} | {int(k) for k in self.class_labels if k.isdigit()})
+        return {str(i): "#{:02x}{:02x}{:02x}".format(*MASK_COLORS[(i - 1) % len(MASK_COLORS)]) for i in ids if i > 0}
 
 
 class Html:
