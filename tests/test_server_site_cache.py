@@ -38,19 +38,26 @@ def _app(ledger, tmp_path, **kw):
 
 
 def test_get_requests_never_rebuild_the_site(ledger, tmp_path):
+    """A GET builds no site: the catalog comes from the index, a run the build has not reached is
+    built for its request in memory (#46), and the site on disk changes only by the timer."""
     app = _app(ledger, tmp_path, site_refresh=3600)  # the timer does not come round during the test
     site: LiveSite = app.state.site
     with TestClient(app) as c:
-        assert c.get("/").status_code == 200 and site.builds == 1
+        assert c.get("/").status_code == 200
+        _until(lambda: site.builds == 1)
         with labledger.start_run("second", ledger=ledger) as run:
             run.log(1, loss=0.5)
+        served = sorted(p.relative_to(site.dir) for p in site.dir.rglob("*"))
         for path in ("/", "/index.html", "/data/catalog.js", f"/data/runs/{run.id}.js", "/run.html"):
-            c.get(path)
-        assert site.builds == 1 and "second" not in c.get("/data/catalog.js").text
+            assert c.get(path).status_code == 200, path
+        assert site.builds == 1 and "second" in c.get("/data/catalog.js").text
+        assert sorted(p.relative_to(site.dir) for p in site.dir.rglob("*")) == served
+        assert not (site.dir / "data" / "runs" / f"{run.id}.js").exists()
         site.nudge()  # what the timer (or an API write) does
         _until(lambda: site.builds == 2)
-        response = c.get("/data/catalog.js")
-        assert "second" in response.text and response.headers["x-labledger-site-build"] == "2"
+        response = c.get(f"/data/runs/{run.id}.js")
+        assert response.status_code == 200 and (site.dir / "data" / "runs" / f"{run.id}.js").is_file()
+        assert response.headers["x-labledger-site-build"] == "2"
 
 
 def test_an_api_write_brings_the_pages_up_to_date_without_a_get_building(ledger, tmp_path):
@@ -67,6 +74,7 @@ def test_a_failing_build_keeps_serving_the_last_complete_one_and_recovers(ledger
     site: LiveSite = app.state.site
     with TestClient(app) as c:
         assert c.get("/").status_code == 200
+        _until(lambda: site.builds == 1)
         served = site.dir
         spare = tmp_path / "cache" / ("b" if served.name == "a" else "a")
         spare.mkdir(exist_ok=True)
@@ -78,11 +86,15 @@ def test_a_failing_build_keeps_serving_the_last_complete_one_and_recovers(ledger
         assert "not empty" in site.last_error and str(spare) not in site.last_error
         for path in ("/", "/data/catalog.js", "/run.html"):
             assert c.get(path).status_code == 200, path
-        assert site.dir == served and "second" not in c.get("/data/catalog.js").text
+        # the catalog comes from the index and the run's page is built for its request (#46)
+        assert site.dir == served and "second" in c.get("/data/catalog.js").text
+        assert c.get(f"/data/runs/{run.id}.js").status_code == 200
+        assert not (served / "data" / "runs" / f"{run.id}.js").exists()
         (spare / "not-a-site.txt").unlink()
         site.nudge()  # a failed build is tried again on the next round
-        _until(lambda: "second" in c.get("/data/catalog.js").text)
+        _until(lambda: site.builds == 2)
         assert site.last_error is None and site.dir == spare
+        assert (spare / "data" / "runs" / f"{run.id}.js").is_file()
 
 
 def test_pages_read_while_a_run_logs_are_always_complete(ledger, tmp_path):
@@ -91,6 +103,7 @@ def test_pages_read_while_a_run_logs_are_always_complete(ledger, tmp_path):
     statuses: list[int] = []
     with TestClient(app) as c:
         c.get("/")
+        _until(lambda: site.builds == 1)
         stop = threading.Event()
 
         def read() -> None:

@@ -1,18 +1,28 @@
 """The static site's pages, served live: ``/`` is the catalog, ``/data/...js`` come from the ledger.
 
-The server keeps a site of its own (in a temporary folder, or ``site_cache``) and refreshes it on
-its own timer, never on a request (#17): a background thread looks at the ledger every
-``min_interval`` seconds (sooner after a write through the API) and, when it changed (a run started, finished or logged, the index was
-written) or at least every ``full_interval`` seconds, rebuilds with
-:func:`labledger.site.build_site`. It builds into the folder that is *not* being served (two
-generations, ``a/`` and ``b/``, each updated incrementally), and switches to it only once the build
-is complete, so a page is always served from the last complete build: a build in progress, or one
-that fails (its error is kept in :attr:`LiveSite.last_error`), changes nothing a reader sees. Only
-one build runs at a time, and the thread waits at least as long as the last build took before the
-next one, so the builder takes at most half of one core however large the ledger. Before the
-first build has finished, a page waits for it (up to :data:`FIRST_BUILD_WAIT` seconds, then 503).
-The builder starts with the server (``labledger serve``) or, for an app made without
-``build_site_at_start``, when the first page is asked for.
+The server answers at once and builds its site in the background (#46). A page (``*.html``,
+``static/``) is answered from the package (:func:`labledger.site.build.shell_files`, the bytes the
+builder writes); ``data/catalog.js`` is composed from the index on request (every run of the index,
+with the details of each run whose pages are built:
+:func:`labledger.site.build.catalog_payload`, the builder's own catalog), so a run that starts
+shows in the catalog within :data:`CATALOG_TTL` seconds, build or no build. A run's data files
+(``data/runs/<id>.js``, its evaluations, tests, batches, curves, diff side, images) come from the
+last complete build, else from the build in progress once it has written them, else they are built
+for that request, in memory, by :func:`labledger.site.build.build_run` (what the builder does per
+run), and kept a few seconds for the page's other requests. The files made from every run
+(``data/compare.js``, ``data/lineage.js``, ``data/diff/<id>.paired.js``) answer 503 with
+``Retry-After`` until the first build is complete (the page asks again, ``LL.load`` in common.js).
+
+The site itself is kept by a background thread, on its own timer, never because of a request (#17):
+it looks at the ledger every ``min_interval`` seconds (sooner after a write through the API) and,
+when it changed (a run started, finished or logged, the index was written) or at least every
+``full_interval`` seconds, rebuilds with :func:`labledger.site.build_site`, newest runs first. It
+builds into the folder that is *not* being served (two generations, ``a/`` and ``b/``, each updated
+incrementally) and switches to it only once the build is complete; a build that fails (its error is
+kept in :attr:`LiveSite.last_error`) changes nothing a reader sees. Only one build runs at a time,
+it gives way to requests being answered, and the thread waits at least as long as the last build
+took before the next one, so the builder takes at most half of one core however large the ledger.
+A GET writes nothing: a run built for a request lives in memory only.
 
 The pages are the static site's own: they build the DOM with ``textContent`` from data files whose
 JSON has ``<`` escaped, so a string from a run shows as text; the server adds a
@@ -29,6 +39,7 @@ import tempfile
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -40,10 +51,25 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from labledger.errors import LedgerError
 from labledger.server.context import TOKEN_COOKIE, ServerContext
 from labledger.server.envelope import ApiError
+from labledger.site.output import SiteWriter
 
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$")
-#: Seconds a page waits for the server's first site build before answering 503.
-FIRST_BUILD_WAIT = 60.0
+#: Seconds a composed catalog is answered again before the index is read anew (a run built for a
+#: request is in the next catalog at once).
+CATALOG_TTL = 1.0
+#: Seconds the files of a run built for a request are kept for the page's other requests.
+DEMAND_TTL = 5.0
+#: Runs built for requests kept in memory at most (the least recently asked for goes first) ...
+DEMAND_RUNS = 32
+#: ... and their bytes at most.
+DEMAND_BYTES = 64 * 2**20
+#: Seconds the builder waits, after each run, while requests are being answered.
+GIVE_WAY_S = 1.0
+#: ``Retry-After`` of a file made from every run before the first build is complete.
+RETRY_AFTER_S = 3
+#: Data files a run's build writes (``data/<kind>/<run>...``; ``diff/<run>.paired.js`` is made from
+#: every run, not by its own build).
+_RUN_KINDS = ("runs", "evals", "tests", "batches", "curves", "diff")
 PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -86,8 +112,68 @@ def _tree_stats(folder: Path, depth: int = 3) -> list[Any]:
     return out
 
 
+class _Stopped(Exception):
+    """Raised inside a build when the server stops (the build is resumed by the next one)."""
+
+
+class MemoryWriter(SiteWriter):
+    """A :class:`~labledger.site.output.SiteWriter` that keeps what it is given in memory (a run
+    built for a request: nothing is written to disk): ``data`` maps a path in the site to its bytes,
+    or to the file a copy would copy."""
+
+    def __init__(self, nowhere: Path):
+        super().__init__(nowhere)  # a folder that does not exist: no manifest, nothing kept
+        self.data: dict[str, bytes | Path] = {}
+        self.size = 0
+
+    def begin(self) -> None:
+        pass
+
+    def write(self, rel: str, data: bytes) -> bool:
+        self._produce(rel, {"size": len(data)})
+        self.data[rel] = data
+        self.written.append(rel)
+        self.size += len(data)
+        return True
+
+    def copy(self, rel: str, src: Path) -> bool:
+        self._produce(rel, {"size": 0})
+        self.data[rel] = src
+        self.written.append(rel)
+        return True
+
+    def forget_since(self, mark: int) -> None:
+        for rel in self.produced_since(mark):
+            got = self.data.pop(rel, None)
+            if isinstance(got, bytes):
+                self.size -= len(got)
+        super().forget_since(mark)
+
+
+def run_of(rel: str) -> str | None:
+    """The run whose own build makes the site file ``rel`` (None for a file made from every run).
+
+    >>> run_of("data/runs/abc.js"), run_of("data/evals/abc/test.js"), run_of("images/abc/a.png")
+    ('abc', 'abc', 'abc')
+    >>> run_of("data/compare.js"), run_of("data/diff/abc.paired.js"), run_of("index.html")
+    (None, None, None)
+    """
+    parts = rel.split("/")
+    if parts[0] == "images" and len(parts) > 2:
+        return parts[1]
+    if parts[0] != "data" or len(parts) < 3 or parts[1] not in _RUN_KINDS:
+        return None
+    if len(parts) > 3:
+        return parts[2]
+    name = parts[2]
+    if not name.endswith(".js") or name.endswith(".paired.js") or parts[1] not in ("runs", "diff"):
+        return None
+    return name[: -len(".js")]
+
+
 class LiveSite:
-    """A site kept up to date from the ledger by a background thread (see the module docstring)."""
+    """A site kept up to date from the ledger by a background thread, answered before it is built
+    (see the module docstring)."""
 
     def __init__(
         self,
@@ -107,7 +193,6 @@ class LiveSite:
         self._start_lock = threading.Lock()
         self._current: Path | None = None
         self._signature: Any = None
-        self._first = threading.Event()  # set once the first build has been tried
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -116,6 +201,23 @@ class LiveSite:
         self.builds = 0
         self.failures = 0
         self.last_error: str | None = None
+        # what requests are answered from before (and besides) the last complete build
+        self._state = threading.Lock()
+        self._shell: dict[str, bytes | Path] | None = None
+        self._fingerprint: str | None = None
+        self._fresh: dict[str, Path] = {}  # file of the build in progress -> its folder
+        self._current_runs: set[str] = set()  # runs whose files the last complete build holds
+        self._building_runs: set[str] = set()  # ... the build in progress has written
+        self._entries: dict[str, dict[str, Any]] = {}  # run id -> catalog entry, as last built
+        self._comparisons: dict[str, Any] = {}
+        self._built_version = 0  # bumped as the builder adds entries
+        self._demand_version = 0  # bumped as a request builds a run
+        self._catalog_lock = threading.Lock()
+        self._catalog: tuple[Any, int, int, float, bytes] | None = None
+        self._demand_lock = threading.Lock()
+        self._demand: OrderedDict[str, tuple[float, dict[str, bytes | Path], int]] = OrderedDict()
+        self._serving = 0  # requests composing or building now (the builder gives way)
+        self.demand_builds = 0
 
     @property
     def root(self) -> Path:
@@ -146,7 +248,6 @@ class LiveSite:
     def _loop(self) -> None:
         while not self._stop.is_set():
             built = self.refresh()
-            self._first.set()
             # rest at least as long as the build took (bounded duty; the first build, which imports
             # the builder and writes every file, does not count), then until min_interval is up or
             # the server wrote to the ledger (nudge)
@@ -187,19 +288,47 @@ class LiveSite:
             if not (force or due or self.last_error or signature != self._signature):
                 return False
             spare = self.root / next(g for g in _GENERATIONS if self._current is None or self.root / g != self._current)
+            with self._state:
+                self._fresh = {}
+                self._building_runs = set()
             try:
-                build_site(self.ctx.ledger(), spare)
+                result = build_site(
+                    self.ctx.ledger(), spare, on_run=lambda info, pages: self._built(spare, info, pages)
+                )
+            except _Stopped:
+                return False
             except Exception as exc:  # noqa: BLE001 - the server stays up and serves the last build
                 self._failed(exc, spare)
                 return False
             finally:
                 self.build_seconds = time.monotonic() - started
-            self._current = spare
+            with self._state:
+                self._current = spare
+                self._current_runs = self._building_runs
+                self._building_runs = set()
+                self._fresh = {}
+                self._comparisons = result.comparisons
+                self._built_version += 1
             self._signature = signature
             self.built_at = started
             self.builds += 1
             self.last_error = None
             return True
+
+    def _built(self, folder: Path, info: Any, pages: Any) -> None:
+        """``build_site``'s ``on_run``: the run's files in ``folder`` are answered from now on; the
+        builder then gives way to requests being answered (for at most :data:`GIVE_WAY_S`)."""
+        with self._state:
+            for rel in pages.outputs:
+                self._fresh[rel] = folder
+            self._building_runs.add(info.id)
+            self._entries[info.id] = pages.catalog
+            self._built_version += 1
+        deadline = time.monotonic() + GIVE_WAY_S
+        while self._serving and time.monotonic() < deadline and not self._stop.is_set():
+            time.sleep(0.005)
+        if self._stop.is_set():
+            raise _Stopped
 
     def _failed(self, exc: BaseException, out: Path | None) -> None:
         shown = self.ctx.redact(str(exc))
@@ -207,25 +336,164 @@ class LiveSite:
             shown = shown.replace(str(out), "<site>")
         self.last_error = shown if isinstance(exc, LedgerError) else f"{type(exc).__name__}: {shown}"
         self.failures += 1
+        with self._state:
+            self._fresh = {}
+            self._building_runs = set()
 
-    def wait_first(self, timeout: float = FIRST_BUILD_WAIT) -> Path | None:
-        """The folder to serve: the last complete build, waiting (without building) for the first."""
-        if self._current is None:
-            self.start()
-            self._first.wait(timeout)
-        return self._current
-
-    def resolve(self, rel: str, folder: Path) -> Path:
-        """The file for URL path ``rel`` inside ``folder`` (404 for anything else)."""
+    # -- answering ----------------------------------------------------------------------------------
+    def check(self, rel: str) -> None:
+        """404 for a URL path ``rel`` that names no file of a site."""
         parts = rel.split("/")
         if not parts or not all(_PART.match(p) and ".." not in p for p in parts):
             raise ApiError(404, "no such page")
         if not (parts[0] in ("static", "data", "images") or (len(parts) == 1 and parts[0].endswith(".html"))):
             raise ApiError(404, "no such page")
-        return folder.joinpath(*parts)
+
+    def resolve(self, rel: str, folder: Path) -> Path:
+        """The file for URL path ``rel`` inside ``folder`` (404 for anything else)."""
+        self.check(rel)
+        return folder.joinpath(*rel.split("/"))
+
+    def content(self, rel: str) -> bytes | Path:
+        """What ``rel`` answers with: bytes, or the file that holds them (404, or 503 for a file
+        made from every run before the first build is complete)."""
+        self.check(rel)
+        if not rel.startswith(("data/", "images/")):
+            got = self.shell().get(rel)
+            if got is None:
+                raise ApiError(404, f"no such page or data file: /{rel}")
+            return got
+        if rel == "data/catalog.js":
+            return self.catalog()
+        current = self._current
+        if current is not None:
+            path = self.resolve(rel, current)
+            if path.is_file():
+                return path
+        with self._state:
+            folder = self._fresh.get(rel)
+            run = run_of(rel)
+            known = run is not None and (
+                run in self._building_runs or (current is not None and run in self._current_runs)
+            )
+        if folder is not None:
+            return self.resolve(rel, folder)
+        if run is not None and not known:
+            files = self.run_files(run)
+            if files is not None and rel in files:
+                return files[rel]
+        if run is None and current is None:
+            why = f" (the last build failed: {self.last_error})" if self.last_error else ""
+            raise ApiError(
+                503,
+                f"the site is being built from the ledger; /{rel} is made from every run, ask again in a moment{why}",
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        raise ApiError(404, f"no such page or data file: /{rel}")
+
+    def shell(self) -> dict[str, bytes | Path]:
+        """The site's pages and static files (made once)."""
+        if self._shell is None:
+            from labledger.site.build import shell_files
+
+            with self._start_lock:
+                if self._shell is None:
+                    self._shell = shell_files()
+        return self._shell
+
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            from labledger.site.build import builder_fingerprint
+
+            self._fingerprint = builder_fingerprint()
+        return self._fingerprint
+
+    def _index_stamp(self, book: Any) -> Any:
+        root = getattr(book, "root", None)
+        if self.ctx.objects is not None or root is None:
+            return None
+        return tuple(_stat(Path(root) / name) for name in ("ledger.db", "ledger.db-wal"))
+
+    def catalog(self) -> bytes:
+        """``data/catalog.js`` from the index: every run, with the details of those built (by the
+        builder or for a request). Composed again when a run was built for a request, else at most
+        every :data:`CATALOG_TTL` seconds (and not at all while the index and the builds stand)."""
+        from labledger.site.build import catalog_payload
+        from labledger.site.output import js_assignment
+        from labledger.site.rundata import run_basics
+        from labledger.store.run import check_name
+
+        book = self.ctx.ledger()
+        with self._catalog_lock:
+            stamp = self._index_stamp(book)
+            built, demanded = self._built_version, self._demand_version
+            cached = self._catalog
+            if cached is not None and cached[2] == demanded:
+                same = stamp is not None and cached[0] == stamp and cached[1] == built
+                if same or time.monotonic() - cached[3] < CATALOG_TTL:
+                    return cached[4]
+            self._serving += 1
+            try:
+                started = time.monotonic()
+                entries = []
+                with self._state:
+                    known = dict(self._entries)
+                    comparisons = self._comparisons
+                for info in book.runs():
+                    try:
+                        check_name(info.id)
+                    except LedgerError:
+                        continue  # the builder leaves it out too
+                    entry = known.get(info.id)
+                    entries.append({**entry, **run_basics(info)} if entry is not None else run_basics(info))
+                data = js_assignment("catalog", catalog_payload(book, entries, comparisons))
+            finally:
+                self._serving -= 1
+            self._catalog = (stamp, built, demanded, started, data)
+            return data
+
+    def run_files(self, run_id: str) -> dict[str, bytes | Path] | None:
+        """The site files of one run, built for a request in memory (kept :data:`DEMAND_TTL`
+        seconds); None when the index has no such run."""
+        from labledger.site.build import SiteBuild, build_run
+
+        with self._demand_lock:
+            kept = self._demand.get(run_id)
+            if kept is not None and time.monotonic() - kept[0] < DEMAND_TTL:
+                self._demand.move_to_end(run_id)
+                return kept[1]
+            book = self.ctx.ledger()
+            try:
+                info = book.info(run_id)
+            except LedgerError:
+                return None
+            if info.id != run_id:  # (a prefix or a name: not a file of the site)
+                return None
+            self._serving += 1
+            try:
+                nowhere = self.root / "in-memory-never-written"
+                writer = MemoryWriter(nowhere)
+                result = SiteBuild(out=nowhere, index=nowhere / "index.html", runs=[])
+                pages = build_run(writer, book, info, result, fingerprint=self.fingerprint())
+            finally:
+                self._serving -= 1
+            if pages is None:
+                return None
+            self.demand_builds += 1
+            with self._state:
+                self._entries[run_id] = pages.catalog
+            self._demand_version += 1
+            self._demand[run_id] = (time.monotonic(), writer.data, writer.size)
+            self._demand.move_to_end(run_id)
+            total = sum(k[2] for k in self._demand.values())
+            while len(self._demand) > 1 and (len(self._demand) > DEMAND_RUNS or total > DEMAND_BYTES):
+                _, dropped = self._demand.popitem(last=False)
+                total -= dropped[2]
+            return writer.data
 
     def close(self) -> None:
-        """Stop the builder (waiting for a build in progress) and remove a temporary cache."""
+        """Stop the builder (a build in progress stops after its current run) and remove a
+        temporary cache."""
         self._stop.set()
         self._wake.set()
         thread = self._thread
@@ -240,22 +508,22 @@ async def site_file(request: Request) -> Response:
     site: LiveSite = request.app.state.site
     ctx.require_read(request)
     rel = request.scope["path"].lstrip("/") or "index.html"
-    site.resolve(rel, Path("."))  # 404 for a path outside the site before any waiting
+    site.check(rel)  # 404 for a path outside the site before any work
+    site.start()
 
-    def work() -> tuple[Path, bytes]:
-        folder = site.wait_first()
-        if folder is None:
-            why = f" (the last build failed: {site.last_error})" if site.last_error else ""
-            raise ApiError(503, f"the site is being built from the ledger; reload in a moment{why}")
-        path = site.resolve(rel, folder)
+    def work() -> bytes:
+        got = site.content(rel)
+        if isinstance(got, bytes):
+            return got
         try:
-            return path, path.read_bytes()
+            return got.read_bytes()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ApiError(404, f"no such page or data file: /{rel}") from None
 
-    path, data = await run_in_threadpool(work)
-    suffix = path.suffix.lower()
-    media = _TYPES.get(suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    data = await run_in_threadpool(work)
+    name = rel.rsplit("/", 1)[-1]
+    suffix = os.path.splitext(name)[1].lower()
+    media = _TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
     headers = {
         "Cache-Control": "no-store" if rel.startswith("data/") or suffix == ".html" else "no-cache",
         "X-Labledger-Site-Build": str(site.builds),

@@ -104,23 +104,59 @@
   /* ---------------------------------------------------------------- data files */
   /** @type {Record<string, Promise<any>>} */
   var pending = {};
+  /* Tries of a data file that `labledger serve` answers 503 (it is building the site and says when
+     to ask again, Retry-After): at most LOAD_TRIES, each after at most LOAD_WAIT_MAX seconds. */
+  var LOAD_TRIES = 200;
+  var LOAD_WAIT_MAX = 10;
+  /**
+   * Milliseconds to wait before asking for src again when a server answers it 503, else null (a
+   * page from file://, another failure).
+   * @param {string} src
+   * @returns {Promise<number | null>}
+   */
+  function retryAfter(src) {
+    if (!/^https?:$/.test(location.protocol) || typeof fetch === "undefined") return Promise.resolve(null);
+    // eslint-disable-next-line no-restricted-syntax -- only under http(s): the status of a file labledger serve refused
+    return fetch(src, { method: "HEAD", cache: "no-store", credentials: "same-origin" }).then(
+      function (r) {
+        if (r.status !== 503) return null;
+        var after = Number(r.headers.get("Retry-After"));
+        return Math.min(Math.max(after > 0 ? after : 3, 1), LOAD_WAIT_MAX) * 1000;
+      },
+      /** @returns {number | null} */
+      function () {
+        return null;
+      }
+    );
+  }
   /** Load a data file with a <script> tag (works from file://); resolves to its payload. */
   LL.load = function (key, src) {
     if (Object.prototype.hasOwnProperty.call(window.LABLEDGER, key)) return Promise.resolve(window.LABLEDGER[key]);
     if (pending[key]) return pending[key];
     pending[key] = new Promise(function (resolve, reject) {
-      var s = document.createElement("script");
-      s.src = src;
-      s.async = true;
-      s.onload = function () {
-        if (Object.prototype.hasOwnProperty.call(window.LABLEDGER, key)) resolve(window.LABLEDGER[key]);
-        else reject(new Error(src + " did not define " + key));
-      };
-      s.onerror = function () {
-        delete pending[key];
-        reject(new Error("Could not load " + src + ". Is the site folder complete?"));
-      };
-      document.head.appendChild(s);
+      var tries = 0;
+      function attempt() {
+        var s = document.createElement("script");
+        s.src = src;
+        s.async = true;
+        s.onload = function () {
+          if (Object.prototype.hasOwnProperty.call(window.LABLEDGER, key)) resolve(window.LABLEDGER[key]);
+          else reject(new Error(src + " did not define " + key));
+        };
+        s.onerror = function () {
+          s.remove();
+          retryAfter(src).then(function (wait) {
+            if (wait !== null && ++tries < LOAD_TRIES) {
+              setTimeout(attempt, wait);
+              return;
+            }
+            delete pending[key];
+            reject(new Error("Could not load " + src + ". Is the site folder complete?"));
+          });
+        };
+        document.head.appendChild(s);
+      }
+      attempt();
     });
     return pending[key];
   };
