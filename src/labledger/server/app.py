@@ -184,7 +184,7 @@ def create_app(
     ``["127.0.0.1:8765", "localhost:8765"]``) refuses requests naming any other ``Host``.
     The live site's builder starts with the server when ``build_site_at_start`` (``labledger
     serve``), else with the first page request; either way it rebuilds on its own timer, never
-    because of a request (:mod:`labledger.server.pages`).
+    because of a request, and pages answer while it builds (:mod:`labledger.server.pages`).
 
     >>> import tempfile, labledger
     >>> from starlette.testclient import TestClient
@@ -259,7 +259,10 @@ def create_app(
         task = asyncio.create_task(reaper())
         restoring = asyncio.create_task(restore()) if ctx.objects is not None else None
         if build_site_at_start:
-            site.start()  # the live site is rebuilt on its own timer, never by a request (#17)
+            # the pages are made before the server listens, so the first page answers at once (#46);
+            # the site is built in the background, on its own timer, never by a request (#17)
+            await run_in_threadpool(site.shell)
+            site.start()
         try:
             yield
         finally:
