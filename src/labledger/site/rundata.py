@@ -1,11 +1,17 @@
 """The run page's data: config, curves of every scalar, trainer history, validation per epoch with
-the selected epoch, checkpoints, notes and files (``data/runs/<run>.js``)."""
+the selected epoch, checkpoints, notes, files, and the media a ``labledger.wandb`` run logged
+(images, tables, histograms; ``data/runs/<run>.js``)."""
 
 from __future__ import annotations
 
+import fnmatch
 import math
+import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 from labledger.store.compressed import record_exists
 from labledger.store.ledger import RunInfo
@@ -221,6 +227,212 @@ def files_view(view: RunView) -> dict[str, Any]:
     }
 
 
+#: The media section's bounds: steps per image or histogram key (evenly thinned, the first and the
+#: last kept), images per step, the last steps of each table key, rows per table (the page pages
+#: them), characters per text cell.
+MAX_MEDIA_STEPS = 200
+MAX_IMAGES_PER_STEP = 32
+MAX_TABLE_STEPS = 20
+MAX_TABLE_ROWS = 1000
+MAX_CELL_CHARS = 1000
+#: A file reference the site can copy to ``images/<run>/<ref>`` (what ``LL.imageSrc`` accepts).
+SAFE_REF = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+
+
+def thin(n: int, cap: int) -> list[int]:
+    """At most ``cap`` of the positions ``0..n-1``, evenly spaced, the first and the last kept.
+
+    >>> thin(5, 10), thin(10, 4)
+    ([0, 1, 2, 3, 4], [0, 3, 6, 9])
+    """
+    if n <= cap:
+        return list(range(n))
+    if cap <= 1:
+        return [n - 1]
+    return sorted({round(i * (n - 1) / (cap - 1)) for i in range(cap)})
+
+
+class _Media:
+    """What the media section refers to: the run's files (``files/...``) the site copies."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = run_dir
+        self.refs: dict[str, None] = {}
+
+    def ref(self, path: Any) -> str | None:
+        """The reference under ``files/`` of a stored file (``files/media/k/0-0.png``), registered
+        for copying; None for a path that is not a file of the run's ``files/`` folder."""
+        if not isinstance(path, str) or not path.startswith("files/"):
+            return None
+        ref = path[len("files/") :]
+        if not SAFE_REF.match(ref) or ".." in ref.split("/") or not (self.dir / path).is_file():
+            return None
+        self.refs[ref] = None
+        return ref
+
+    def image(self, f: Mapping[str, Any]) -> dict[str, Any] | None:
+        ref = self.ref(f.get("path"))
+        if ref is None:
+            return None
+        out: dict[str, Any] = {"ref": ref, "caption": f.get("caption")}
+        shape = f.get("shape")
+        if isinstance(shape, list) and len(shape) >= 2:
+            out["h"], out["w"] = shape[0], shape[1]
+        masks = []
+        for m in f.get("masks") or []:
+            overlay = self.ref(m.get("overlay")) if isinstance(m, Mapping) else None
+            if overlay is not None:
+                masks.append(
+                    {
+                        "name": str(m.get("name")),
+                        "overlay": overlay,
+                        "labels": m.get("class_labels") or {},
+                        "colors": m.get("colors") or {},
+                    }
+                )
+        if masks:
+            out["masks"] = masks
+        return out
+
+    def cell(self, v: Any) -> Any:
+        """A table cell for the page: an image as ``{"image": ref, "caption"}``, long text cut."""
+        if isinstance(v, Mapping) and v.get("_type") == "image-file":
+            img = self.image(v)
+            return {"image": img["ref"], "caption": img.get("caption")} if img else "(image missing)"
+        if isinstance(v, str) and len(v) > MAX_CELL_CHARS:
+            return v[:MAX_CELL_CHARS] + "…"
+        if isinstance(v, (Mapping, list)):
+            text = orjson.dumps(v, default=str).decode()
+            return v if len(text) <= MAX_CELL_CHARS else text[:MAX_CELL_CHARS] + "…"
+        return v if not (isinstance(v, float) and not math.isfinite(v)) else str(v)
+
+
+def _table_rows(view: RunView, rec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The first :data:`MAX_TABLE_ROWS` rows of a logged table (its JSONL file or its result set)."""
+    rows: list[dict[str, Any]] = []
+    if isinstance(rec.get("results"), str):
+        try:
+            for row in view.results(rec["results"]):
+                rows.append(row)
+                if len(rows) >= MAX_TABLE_ROWS:
+                    break
+        except Exception:  # noqa: BLE001 - a result set gone or unreadable: the table says so
+            return []
+        return rows
+    path = rec.get("path")
+    if not isinstance(path, str) or ".." in path.split("/") or not path.startswith("files/"):
+        return rows
+    try:
+        with open(view.dir / path, "rb") as fh:
+            for line in fh:
+                if line.strip():
+                    row = orjson.loads(line)
+                    if isinstance(row, dict):
+                        rows.append(row)
+                if len(rows) >= MAX_TABLE_ROWS:
+                    break
+    except (OSError, orjson.JSONDecodeError):
+        pass
+    return rows
+
+
+def media_view(view: RunView) -> dict[str, Any] | None:
+    """The images, tables and histograms a run logged (``media.jsonl``, written by
+    ``labledger.wandb``), per key and step, bounded (see :data:`MAX_MEDIA_STEPS` and the others):
+    images as references under the run's ``files/`` (the site copies them to
+    ``images/<run>/<ref>``: ``files`` lists them), tables as columns and rows with images in cells,
+    histograms as bin edges and counts. None when the run logged none."""
+    if not record_exists(view.dir / "media.jsonl"):
+        return None
+    images: dict[str, list[Mapping[str, Any]]] = {}
+    tables: dict[str, list[Mapping[str, Any]]] = {}
+    hists: dict[str, list[Mapping[str, Any]]] = {}
+    for entry in view.records("media"):
+        key, kind = entry.get("key"), entry.get("kind")
+        if not isinstance(key, str):
+            continue
+        by = {"image": images, "table": tables, "histogram": hists}.get(str(kind))
+        if by is not None:
+            by.setdefault(key, []).append(entry)
+    if not (images or tables or hists):
+        return None
+    media = _Media(view.dir)
+    out: dict[str, Any] = {"images": [], "tables": [], "histograms": []}
+    for key, recs in images.items():
+        steps, items, more = [], [], []
+        for i in thin(len(recs), MAX_MEDIA_STEPS):
+            files = [f for f in recs[i].get("files") or [] if isinstance(f, Mapping)]
+            shown = [img for img in (media.image(f) for f in files[:MAX_IMAGES_PER_STEP]) if img]
+            steps.append(recs[i].get("step"))
+            items.append(shown)
+            more.append(max(0, len(files) - MAX_IMAGES_PER_STEP))
+        out["images"].append({"key": key, "logged": len(recs), "steps": steps, "items": items, "more": more})
+    for key, recs in tables.items():
+        shown_tables = []
+        for rec in recs[-MAX_TABLE_STEPS:]:
+            rows = _table_rows(view, rec)
+            columns = [str(c) for c in rec.get("columns") or []] or list(dict.fromkeys(k for r in rows for k in r))
+            shown_tables.append(
+                {
+                    "step": rec.get("step"),
+                    "columns": columns,
+                    "rows": rec.get("rows", len(rows)),
+                    "data": [[media.cell(r.get(c)) for c in columns] for r in rows],
+                    "results": rec.get("results"),
+                }
+            )
+        out["tables"].append({"key": key, "logged": len(recs), "tables": shown_tables})
+    for key, recs in hists.items():
+        picked = [recs[i] for i in thin(len(recs), MAX_MEDIA_STEPS)]
+        out["histograms"].append(
+            {
+                "key": key,
+                "logged": len(recs),
+                "steps": [r.get("step") for r in picked],
+                "bins": [[_finite(b) for b in r.get("bins") or []] for r in picked],
+                "counts": [[_finite(c) for c in r.get("counts") or []] for r in picked],
+            }
+        )
+    out["files"] = list(media.refs)
+    return out
+
+
+def media_refs(payload: Mapping[str, Any]) -> list[str]:
+    """The files (relative to the run's ``files/``) a run payload's media section shows: the site
+    copies each to ``images/<run>/<ref>``."""
+    media = payload.get("media")
+    return list(media.get("files") or []) if isinstance(media, Mapping) else []
+
+
+def step_metrics(view: RunView, keys: Iterable[str]) -> dict[str, str]:
+    """Which scalar is the x axis of which (``define_metric(name, step_metric=...)``, kept by
+    ``labledger.wandb`` in ``files/wandb-metrics.json``; a later definition wins, globs as W&B's).
+
+    Only scalars the run logged are named, on both sides.
+    """
+    path = view.dir / "files" / "wandb-metrics.json"
+    if not path.is_file():
+        return {}
+    try:
+        defs = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    names = list(keys)
+    known = set(names)
+    out: dict[str, str] = {}
+    for d in defs if isinstance(defs, list) else []:
+        if not isinstance(d, Mapping) or not isinstance(d.get("name"), str):
+            continue
+        axis = d.get("step_metric")
+        for k in names:
+            if k != axis and fnmatch.fnmatchcase(k, d["name"]):
+                if isinstance(axis, str) and axis in known:
+                    out[k] = axis
+                else:
+                    out.pop(k, None)
+    return out
+
+
 def run_basics(info: RunInfo) -> dict[str, Any]:
     """The fields of a run the catalog and every page show."""
     summary = info.summary or {}
@@ -270,6 +482,9 @@ def run_payload(
         "config": config,
         "scalars": series,
         "scalar_steps": steps,
+        # scalar -> the scalar that is its x axis (define_metric(step_metric=...))
+        "step_metrics": step_metrics(view, series),
+        "media": media_view(view),
         # how many scalar records the page has: a live page asks the server for those after it
         "cursor": {"scalars": len(records)},
         "system": system_view(view.records("system")) if record_exists(view.dir / "system.jsonl") else None,

@@ -399,6 +399,62 @@ interface LineagePayload {
 }
 /** Run, batch and test pages' payloads: read field by field by run.js, batches.js and test.js. */
 type RunPayload = Record<string, any>;
+
+/* ------------------------------------------------------------------ the run page's media (media.js) */
+/** A mask over an image: its overlay file (under the run's files/), class names and colours by id. */
+interface RunMediaMask {
+  name: string;
+  overlay: string;
+  labels: Record<string, string>;
+  colors: Record<string, string>;
+}
+/** An image: its file under the run's files/ (the site has it at images/<run>/<ref>). */
+interface RunMediaImage {
+  ref: string;
+  caption?: string | null;
+  w?: number;
+  h?: number;
+  masks?: RunMediaMask[];
+}
+/** One image key: the steps shown, their images, and how many images of each step are left out. */
+interface RunMediaImages {
+  key: string;
+  logged: number;
+  steps: Num[];
+  items: RunMediaImage[][];
+  more: number[];
+}
+/** A table cell: a value, or an image as {image: ref, caption}. */
+type RunMediaCell = Json | { image: string; caption?: string | null };
+interface RunMediaTable {
+  step: Num;
+  columns: string[];
+  /** Rows logged (data holds at most the first 1,000). */
+  rows: number;
+  data: RunMediaCell[][];
+  /** The result set the table was stored as (rows with id, task, gold and a prediction). */
+  results?: string | null;
+}
+interface RunMediaTables {
+  key: string;
+  logged: number;
+  tables: RunMediaTable[];
+}
+/** One histogram key: per step shown, its bin edges (one more than counts) and counts. */
+interface RunMediaHistograms {
+  key: string;
+  logged: number;
+  steps: Num[];
+  bins: Num[][];
+  counts: Num[][];
+}
+interface RunMedia {
+  images: RunMediaImages[];
+  tables: RunMediaTables[];
+  histograms: RunMediaHistograms[];
+  /** The files the site copies to images/<run>/ (relative to the run's files/). */
+  files: string[];
+}
 type BatchesToc = Record<string, any>;
 type BatchesChunk = Record<string, any>;
 type TestPayload = Record<string, any>;
@@ -574,6 +630,8 @@ interface LLNamespace {
   vtable(opts: any): any;
   where: any;
   diffDoc?: (a: any, b: any) => any;
+  /** The run page's media section (media.js); null when the run logged no images, tables or histograms. */
+  mediaSection?: (run: RunPayload) => HTMLElement | null;
   reliabilityChart(
     series: ReliabilitySeries[],
     opts?: { label?: string; xLabel?: string; yLabel?: string }

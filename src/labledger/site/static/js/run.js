@@ -33,6 +33,40 @@
     ];
   }
 
+  /**
+   * A scalar's points against its x axis: the step, or the scalar define_metric(step_metric=...)
+   * named (run.step_metrics; its value at the same step), sorted by that value, steps without it left out.
+   * @returns {{x: number[], y: Num[], axis: string | null}}
+   */
+  function pointsOf(run, k) {
+    var s = run.scalars[k];
+    var steps = typeof s.x === "number" ? run.scalar_steps[s.x] : s.x;
+    var axis = (run.step_metrics || {})[k];
+    var a = axis ? run.scalars[axis] : null;
+    if (!a) return { x: steps, y: s.y, axis: null };
+    var at = new Map();
+    var aSteps = typeof a.x === "number" ? run.scalar_steps[a.x] : a.x;
+    aSteps.forEach(function (st, i) {
+      if (typeof a.y[i] === "number" && isFinite(a.y[i])) at.set(st, a.y[i]);
+    });
+    var pts = [];
+    steps.forEach(function (st, i) {
+      if (at.has(st)) pts.push([at.get(st), s.y[i], i]);
+    });
+    pts.sort(function (p, q) {
+      return p[0] - q[0] || p[2] - q[2];
+    });
+    return {
+      x: pts.map(function (p) {
+        return p[0];
+      }),
+      y: pts.map(function (p) {
+        return p[1];
+      }),
+      axis: axis,
+    };
+  }
+
   function curvesSection(run, state) {
     var keys = Object.keys(run.scalars || {});
     var sec = LL.section("Curves", "curves");
@@ -69,21 +103,21 @@
       if (!keys.length && !hasBatches)
         grid.appendChild(h("p", { class: "muted" }, "This run logged no per-step scalars."));
       keys.forEach(function (k, i) {
-        var raw = run.scalars[k];
-        var s = { x: typeof raw.x === "number" ? run.scalar_steps[raw.x] : raw.x, y: raw.y };
+        var s = pointsOf(run, k);
+        var picks = hasBatches && !s.axis; // a point's x is an optimizer step
         grid.appendChild(
           (charts[k] = LL.lineChart({
             title: k,
             x: s.x,
-            xLabel: "optimizer step",
+            xLabel: s.axis ? s.axis + " (define_metric step_metric)" : "optimizer step",
             smoothing: state.smoothing,
             series: [{ label: k, values: s.y, color: LL.palette[i % LL.palette.length] }],
-            onPick: hasBatches
+            onPick: picks
               ? function (idx, step) {
                   location.href = LL.link("batches.html", { run: run.id, step: step });
                 }
               : null,
-            pickHint: hasBatches ? "Click a point to open the microbatches of that optimizer step." : "",
+            pickHint: picks ? "Click a point to open the microbatches of that optimizer step." : "",
             pickLabel: function (idx, step) {
               return "Click: microbatches of optimizer step " + step + " (" + k + " = " + LL.fmt.exact(s.y[idx]) + ")";
             },
@@ -155,9 +189,8 @@
       });
       if (keys.length !== before) return draw();
       keys.forEach(function (k) {
-        var s = run.scalars[k];
-        var x = typeof s.x === "number" ? run.scalar_steps[s.x] : s.x;
-        if (charts[k]) charts[k].setData(x, [s.y]);
+        var p = pointsOf(run, k);
+        if (charts[k]) charts[k].setData(p.x, [p.y]);
       });
     };
     return sec;
@@ -665,6 +698,7 @@
         var sections = [
           pagesSection(run),
           curves,
+          LL.mediaSection ? LL.mediaSection(run) : null,
           systemSection(run),
           validationSection(run),
           historySection(run),
