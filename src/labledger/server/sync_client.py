@@ -529,11 +529,21 @@ class _Sessions:
         self.make = make
 
     def each(self, fn: Callable[[Any, _Session], bool], items: list[Any], serial: bool) -> list[bool]:
-        """``fn(item, session)`` for every item, in up to ``WORKERS`` threads (one by one with
-        ``serial`` or a single item); the results in order. The first error stops the items not
-        yet begun, and is raised once those under way have ended."""
-        if serial or len(items) < 2 or WORKERS < 2:
-            return [fn(item, self.all[0]) for item in items]
+        """``fn(item, session)`` for every item (it returns whether it sent anything); the results
+        in order. One by one until an item sends something (a sync with nothing to send costs no
+        threads), the rest in up to ``WORKERS`` threads (one by one with ``serial``). The first
+        error stops the items not yet begun, and is raised once those under way have ended."""
+        done: list[bool] = []
+        for item in items:
+            done.append(fn(item, self.all[0]))
+            if done[-1] and not serial and WORKERS > 1:
+                break
+        rest = items[len(done) :]
+        if len(rest) < 2:
+            return done + [fn(item, self.all[0]) for item in rest]
+        return done + self._threads(fn, rest)
+
+    def _threads(self, fn: Callable[[Any, _Session], bool], items: list[Any]) -> list[bool]:
         from concurrent.futures import ThreadPoolExecutor
 
         lock = threading.Lock()
