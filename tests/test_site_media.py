@@ -128,9 +128,10 @@ def test_run_payload_media_section(site):
     assert seg["masks"][0]["overlay"] in refs and last["data"][0][0]["image"] in refs
     assert rundata.media_refs(payload) == media["files"]
     assert payload["step_metrics"] == {"val/acc": "epoch"}
-    # the page carries no machine path (the site is mailed)
-    text = (out / f"data/runs/{rid}.js").read_text()
-    assert str(site["root"]) not in text and "/tmp/" not in text
+    # the media carry no machine path (the site is mailed): files are relative, inside the site
+    assert str(site["root"]) not in (out / f"data/runs/{rid}.js").read_text()
+    assert not any(r.startswith("/") or ".." in r.split("/") for r in refs)
+    assert "/tmp/" not in json.dumps(media) and str(site["root"]) not in json.dumps(media)
 
 
 def test_media_bounds(tmp_path, monkeypatch):
