@@ -48,6 +48,7 @@ from labledger.metrics.prepared import MeanPrepared, Prepared, cell_codes
 from labledger.metrics.ranking import RankingArrays, exact_match_prepared, ranking_prepared, set_f1_values
 from labledger.metrics.registry import Metric, MetricSpec, parse_metric
 from labledger.metrics.regression import regression_prepared
+from labledger.metrics.usage import field_prepared
 from labledger.schema import MetricId
 
 #: Metrics computed when none are asked for, by task kind.
@@ -283,6 +284,12 @@ def prepare_task(metric: Metric, params: dict[str, Any], td: TaskData, cache: Ta
         if not isinstance(td, RankingTask):
             raise _not_for(metric, td)
         return ranking_prepared(metric.name, params, cache.ranking(td))
+    if metric.needs == "fields":  # a numeric field of the rows (cost, tokens, latency)
+        field = params.get("field")
+        if field is not None and field not in td.extras:
+            have = ", ".join(sorted(td.extras)) or "none"
+            raise MetricInputError(f"task '{td.task}' has no field '{field}' in its rows (extra fields: {have})")
+        return field_prepared(metric.name, params, td.extras[field] if field is not None else [])
     if metric.name == "set_f1" and isinstance(td, SetTask):
         return MeanPrepared(
             metric="set_f1",

@@ -1,7 +1,7 @@
 """The metric registry: every metric, by name, built in one place from the metric modules' lists.
 
 The entries (:class:`~labledger.metrics.entry.Metric`) come from the explicit lists
-``classification.METRICS``, ``ranking.METRICS`` and ``regression.METRICS``, and the short names
+``classification.METRICS``, ``ranking.METRICS``, ``regression.METRICS`` and ``usage.METRICS``, and the short names
 from :data:`labledger.schema.ids.ALIASES`; :data:`REGISTRY` is the one object that holds them (nothing
 registers itself on import). Each metric turns its inputs into a prepared object
 (:mod:`labledger.metrics.prepared`), which computes its value under any item weights.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labledger.errors import DuplicateMetricError, MetricInputError, UnknownMetricError
-from labledger.metrics import classification, ranking, regression
+from labledger.metrics import classification, ranking, regression, usage
 from labledger.metrics.entry import Metric, format_value
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared, WeightsPrepared
 from labledger.schema.ids import ALIASES, MetricId
@@ -61,7 +61,9 @@ class MetricRegistry:
 
 
 #: The registry of every metric labledger computes.
-REGISTRY = MetricRegistry([*classification.METRICS, *ranking.METRICS, *regression.METRICS], aliases=ALIASES)
+REGISTRY = MetricRegistry(
+    [*classification.METRICS, *ranking.METRICS, *regression.METRICS, *usage.METRICS], aliases=ALIASES
+)
 
 
 def register(metric: Metric) -> Metric:

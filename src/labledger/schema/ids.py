@@ -33,6 +33,8 @@ ALIASES: dict[str, tuple[str, dict[str, ParamValue]]] = {
         for m in ("precision", "recall", "f1")
     },
     "binary_f1": ("f1", {"average": "binary"}),
+    **{f"mean_{f}": ("field_mean", {"field": f}) for f in ("cost", "tokens_in", "tokens_out", "latency_ms")},
+    **{f"total_{f}": ("field_total", {"field": f}) for f in ("cost", "tokens_in", "tokens_out", "latency_ms")},
 }
 #: Metric labels as people write them in benchmark tables (lower-cased) -> (metric, parameters).
 LABELS: dict[str, tuple[str, dict[str, ParamValue]]] = {
