@@ -219,10 +219,7 @@ def test_run_page_media_in_chromium(browser, site):
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.locator("#media").screenshot(path=str(SHOTS / "run-media-1280.png"))
         # the image files are in the site (images/<run>/...), and they load from file://
-        copied = (out / "images" / rid / "media/samples/1-3.png").is_file()
-        if not copied:
-            assert [e for e in errors if "ERR_FILE_NOT_FOUND" not in e] == []
-            pytest.xfail("build.py does not copy the media files yet (rundata.media_refs: the hook is pending, #43)")
+        assert (out / "images" / rid / "media/samples/1-3.png").is_file()
         assert errors == [], errors
         page.locator("#media").scroll_into_view_if_needed()
         loaded = page.evaluate(

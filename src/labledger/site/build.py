@@ -43,7 +43,7 @@ from labledger.site.evaluations import eval_names, eval_payload, eval_summary
 from labledger.site.output import FORMAT, SiteWriter
 from labledger.site.packing import pack_catalog
 from labledger.site.pairs import write_paired
-from labledger.site.rundata import run_basics, run_payload
+from labledger.site.rundata import media_refs, run_basics, run_payload
 from labledger.store.compressed import record_state
 from labledger.store.index import index_fields
 from labledger.store.ledger import Ledger, RunInfo
@@ -597,10 +597,10 @@ def _build_run(
             result.warnings.append(f"run {run_id}: test folder {name!r} left out (unsafe name)")
             continue
         tests.append(write_breakdown(writer, view, name, summary, images))
-    for ref in sorted(set(batch_images) | set(images.found())):
-        writer.copy(f"images/{run_id}/{ref}", view.dir / "files" / ref)
     records = list(view.scalars())
     payload = run_payload(view, info, batches=batch_summary, evaluations=evaluations, tests=tests, scalars=records)
+    for ref in sorted(set(batch_images) | set(images.found()) | set(media_refs(payload))):
+        writer.copy(f"images/{run_id}/{ref}", view.dir / "files" / ref)
     writer.write_data(f"data/runs/{run_id}.js", f"runs/{run_id}", payload)
     curves = write_curves(writer, run_id, list(payload["scalars"]), records, info.started)
     from labledger.analysis.rundiff import run_sides
