@@ -86,31 +86,26 @@ def _prep(name: str) -> Any:
     return prep
 
 
+_DEFS = {
+    "field_mean": "Mean of the rows' numeric field {field} over the items that carry it (cost, tokens, "
+    "latency: lower is better); n_used counts those items.",
+    "field_total": "Sum over the items of the rows' numeric field {field} (an item without it counts 0): "
+    "n times its mean over all items (lower is better).",
+}
+
 METRICS: list[Metric] = [
     Metric(
-        name="field_mean",
-        definition="Mean of the rows' numeric field {field} over the items that carry it (cost, tokens, "
-        "latency: lower is better); n_used counts those items.",
+        name=name,
+        definition=definition,
         higher_is_better=False,
         needs="fields",
         kinds=KINDS,
-        prepare=_prep("field_mean"),
-        fn=field_mean,
+        prepare=_prep(name),
+        fn=field_mean if name == "field_mean" else field_total,
         params={"field": None},
         strategy="mean",
-    ),
-    Metric(
-        name="field_total",
-        definition="Sum over the items of the rows' numeric field {field} (an item without it counts 0): "
-        "n times its mean over all items (lower is better).",
-        higher_is_better=False,
-        needs="fields",
-        kinds=KINDS,
-        prepare=_prep("field_total"),
-        fn=field_total,
-        params={"field": None},
-        strategy="mean",
-    ),
+    )
+    for name, definition in _DEFS.items()
 ]
 
 __all__ = ["KINDS", "METRICS", "USAGE_FIELDS", "field_mean", "field_prepared", "field_total", "field_values"]

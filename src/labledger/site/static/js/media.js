@@ -118,6 +118,20 @@
     );
   }
 
+  /**
+   * A panel's title and how many of its logged steps it shows.
+   * @param {{key: string, logged: number, steps: number[]}} m
+   */
+  function panelHead(m) {
+    var shown = m.steps.length < m.logged ? ", " + m.steps.length + " shown (evenly spaced)" : "";
+    return h(
+      "div",
+      null,
+      h("h3", null, m.key),
+      h("p", { class: "muted" }, m.logged + " step" + (m.logged === 1 ? "" : "s") + " logged" + shown + ".")
+    );
+  }
+
   /** @param {any} run @param {RunMediaImages} m @param {number} n */
   function imagePanel(run, m, n) {
     var grid = h("div", { class: "media-grid" });
@@ -133,17 +147,7 @@
     var panel = h(
       "div",
       { class: "media-panel", dataset: { key: m.key, kind: "images" } },
-      h("h3", null, m.key),
-      h(
-        "p",
-        { class: "muted" },
-        m.logged +
-          " step" +
-          (m.logged === 1 ? "" : "s") +
-          " logged" +
-          (m.steps.length < m.logged ? ", " + m.steps.length + " shown (evenly spaced)" : "") +
-          "."
-      ),
+      panelHead(m),
       slider.box,
       grid,
       note
@@ -372,17 +376,7 @@
     var panel = h(
       "div",
       { class: "media-panel", dataset: { key: m.key, kind: "histogram" } },
-      h("h3", null, m.key),
-      h(
-        "p",
-        { class: "muted" },
-        m.logged +
-          " step" +
-          (m.logged === 1 ? "" : "s") +
-          " logged" +
-          (m.steps.length < m.logged ? ", " + m.steps.length + " shown (evenly spaced)" : "") +
-          "."
-      ),
+      panelHead(m),
       slider.box,
       bars,
       strip ? strip.el : null
