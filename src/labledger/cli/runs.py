@@ -449,9 +449,7 @@ def show_cmd(run, all_config, ledger_path, as_json):
                 justify="right" if col in ("step", "size") else "left",
             )
         for c in doc["checkpoints"]:
-            shown = c["path"]
-            if shown.startswith(str(view.dir.resolve()) + "/"):
-                shown = shown[len(str(view.dir.resolve())) + 1 :]
+            shown = view.display_path(c["path"])
             size = "-" if c.get("size") is None else f"{c['size']:,}"
             t.add_row(fmt_num(c.get("step")), escape(shown), size, (c["sha256"] or "-")[:SHA_SHOWN])
         base.console.print(t)

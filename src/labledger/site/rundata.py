@@ -467,7 +467,10 @@ def run_payload(
     meta = view.meta
     config = view.config
     history = list(view.history())
-    checkpoints = list(view.checkpoints())
+    checkpoints = [
+        {**c, **{k: view.display_path(c[k]) for k in ("path", "source") if isinstance(c.get(k), str)}}
+        for c in view.checkpoints()
+    ]
     validation = validation_view(history, meta, config)
     if validation and validation["selected"] is not None:
         chosen = history[validation["rows"][validation["selected"]["position"]]]

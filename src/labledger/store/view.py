@@ -127,6 +127,20 @@ class RunView:
                 rec["path"] = str(self.dir / path)
             yield rec
 
+    def display_path(self, path: str) -> str:
+        """``path`` relative to the run folder when it lies inside it (what ``show`` and the site print:
+        no machine path for a file the run holds), else as recorded.
+
+        >>> import tempfile, labledger
+        >>> with labledger.start_run("r", ledger=tempfile.mkdtemp()) as run:
+        ...     pass
+        >>> view = labledger.open_ledger(run.dir.parent.parent).run(run.id)
+        >>> view.display_path(str(view.dir.resolve() / "checkpoints" / "a.pt")), view.display_path("/elsewhere/b.pt")
+        ('checkpoints/a.pt', '/elsewhere/b.pt')
+        """
+        root = str(self.dir.resolve()) + "/"
+        return path[len(root) :] if path.startswith(root) else path
+
     def verified_checkpoints(self) -> Iterator[dict[str, Any]]:
         """Checkpoint records, each with ``state``: the file re-hashed against the recorded sha256.
 
