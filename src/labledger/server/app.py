@@ -259,8 +259,9 @@ def create_app(
         task = asyncio.create_task(reaper())
         restoring = asyncio.create_task(restore()) if ctx.objects is not None else None
         if build_site_at_start:
-            # the pages are made before the server listens, so the first page answers at once (#46);
-            # the site is built in the background, on its own timer, never by a request (#17)
+            # the pages are made before the server answers, so the first one answers at once, and the
+            # builder makes the catalog before it builds (#46); the site is built in the background,
+            # on its own timer, never because of a request (#17)
             await run_in_threadpool(site.shell)
             site.start()
         try:

@@ -5,7 +5,7 @@ The server answers at once and builds its site in the background (#46). A page (
 builder writes); ``data/catalog.js`` is composed from the index on request (every run of the index,
 with the details of each run whose pages are built:
 :func:`labledger.site.build.catalog_payload`, the builder's own catalog), so a run that starts
-shows in the catalog within :data:`CATALOG_TTL` seconds, build or no build. A run's data files
+shows in the catalog within seconds (:data:`CATALOG_REUSE`), build or no build. A run's data files
 (``data/runs/<id>.js``, its evaluations, tests, batches, curves, diff side, images) come from the
 last complete build, else from the build in progress once it has written them, else they are built
 for that request, in memory, by :func:`labledger.site.build.build_run` (what the builder does per
@@ -31,6 +31,7 @@ Content-Security-Policy header that allows scripts from this server only.
 
 from __future__ import annotations
 
+import contextlib
 import mimetypes
 import os
 import re
@@ -54,9 +55,10 @@ from labledger.server.envelope import ApiError
 from labledger.site.output import SiteWriter
 
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$")
-#: Seconds a composed catalog is answered again before the index is read anew (a run built for a
+#: A composed catalog is answered again, though the index or the builds changed, until it is this
+#: many times as old as it took to compose (at most a third of a core answers it; a run built for a
 #: request is in the next catalog at once).
-CATALOG_TTL = 1.0
+CATALOG_REUSE = 2.0
 #: Seconds the files of a run built for a request are kept for the page's other requests.
 DEMAND_TTL = 5.0
 #: Runs built for requests kept in memory at most (the least recently asked for goes first) ...
@@ -213,7 +215,7 @@ class LiveSite:
         self._built_version = 0  # bumped as the builder adds entries
         self._demand_version = 0  # bumped as a request builds a run
         self._catalog_lock = threading.Lock()
-        self._catalog: tuple[Any, int, int, float, bytes] | None = None
+        self._catalog: tuple[Any, int, int, float, bytes, float] | None = None
         self._demand_lock = threading.Lock()
         self._demand: OrderedDict[str, tuple[float, dict[str, bytes | Path], int]] = OrderedDict()
         self._serving = 0  # requests composing or building now (the builder gives way)
@@ -246,6 +248,10 @@ class LiveSite:
                 self._thread.start()
 
     def _loop(self) -> None:
+        # the catalog before the build, for the first page (an index that cannot be read now is read
+        # again by the first request)
+        with contextlib.suppress(Exception):
+            self.catalog(serving=False)
         while not self._stop.is_set():
             built = self.refresh()
             # rest at least as long as the build took (bounded duty; the first build, which imports
@@ -414,25 +420,42 @@ class LiveSite:
             return None
         return tuple(_stat(Path(root) / name) for name in ("ledger.db", "ledger.db-wal"))
 
-    def catalog(self) -> bytes:
+    def catalog(self, *, serving: bool = True) -> bytes:
         """``data/catalog.js`` from the index: every run, with the details of those built (by the
-        builder or for a request). Composed again when a run was built for a request, else at most
-        every :data:`CATALOG_TTL` seconds (and not at all while the index and the builds stand)."""
+        builder or for a request). Composed again at once when a run was built for a request (its
+        page reads its entry), else when the index or the builds changed and the last one is older
+        than :data:`CATALOG_REUSE` times what it took; while one request composes it, the others get
+        the one before. ``serving``: a request (the builder gives way to it)."""
         from labledger.site.build import catalog_payload
         from labledger.site.output import js_assignment
         from labledger.site.rundata import run_basics
         from labledger.store.run import check_name
 
         book = self.ctx.ledger()
-        with self._catalog_lock:
-            stamp = self._index_stamp(book)
-            built, demanded = self._built_version, self._demand_version
+        stamp = self._index_stamp(book)
+
+        def fresh(cached: tuple[Any, ...] | None) -> bool:
+            if cached is None or cached[2] != self._demand_version:
+                return False
+            if stamp is not None and cached[0] == stamp and cached[1] == self._built_version:
+                return True
+            return time.monotonic() - cached[3] < CATALOG_REUSE * cached[5]
+
+        cached = self._catalog
+        if cached is not None and fresh(cached):
+            return cached[4]
+        if cached is not None and cached[2] == self._demand_version:
+            if not self._catalog_lock.acquire(blocking=False):
+                return cached[4]  # being composed: the one before, seconds old
+        else:
+            self._catalog_lock.acquire()
+        try:
             cached = self._catalog
-            if cached is not None and cached[2] == demanded:
-                same = stamp is not None and cached[0] == stamp and cached[1] == built
-                if same or time.monotonic() - cached[3] < CATALOG_TTL:
-                    return cached[4]
-            self._serving += 1
+            if cached is not None and fresh(cached):
+                return cached[4]
+            built, demanded = self._built_version, self._demand_version
+            if serving:
+                self._serving += 1
             try:
                 started = time.monotonic()
                 entries = []
@@ -448,9 +471,12 @@ class LiveSite:
                     entries.append({**entry, **run_basics(info)} if entry is not None else run_basics(info))
                 data = js_assignment("catalog", catalog_payload(book, entries, comparisons))
             finally:
-                self._serving -= 1
-            self._catalog = (stamp, built, demanded, started, data)
+                if serving:
+                    self._serving -= 1
+            self._catalog = (stamp, built, demanded, started, data, time.monotonic() - started)
             return data
+        finally:
+            self._catalog_lock.release()
 
     def run_files(self, run_id: str) -> dict[str, bytes | Path] | None:
         """The site files of one run, built for a request in memory (kept :data:`DEMAND_TTL`
