@@ -454,8 +454,7 @@ class LiveSite:
             if cached is not None and fresh(cached):
                 return cached[4]
             built, demanded = self._built_version, self._demand_version
-            if serving:
-                self._serving += 1
+            self._serve(+1 if serving else 0)
             try:
                 started = time.monotonic()
                 entries = []
@@ -471,12 +470,17 @@ class LiveSite:
                     entries.append({**entry, **run_basics(info)} if entry is not None else run_basics(info))
                 data = js_assignment("catalog", catalog_payload(book, entries, comparisons))
             finally:
-                if serving:
-                    self._serving -= 1
+                self._serve(-1 if serving else 0)
             self._catalog = (stamp, built, demanded, started, data, time.monotonic() - started)
             return data
         finally:
             self._catalog_lock.release()
+
+    def _serve(self, delta: int) -> None:
+        """Count a request that starts (+1) or ends (-1) work the builder gives way to."""
+        if delta:
+            with self._state:
+                self._serving += delta
 
     def run_files(self, run_id: str) -> dict[str, bytes | Path] | None:
         """The site files of one run, built for a request in memory (kept :data:`DEMAND_TTL`
@@ -495,14 +499,14 @@ class LiveSite:
                 return None
             if info.id != run_id:  # (a prefix or a name: not a file of the site)
                 return None
-            self._serving += 1
+            self._serve(+1)
             try:
                 nowhere = self.root / "in-memory-never-written"
                 writer = MemoryWriter(nowhere)
                 result = SiteBuild(out=nowhere, index=nowhere / "index.html", runs=[])
                 pages = build_run(writer, book, info, result, fingerprint=self.fingerprint())
             finally:
-                self._serving -= 1
+                self._serve(-1)
             if pages is None:
                 return None
             self.demand_builds += 1
