@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -56,13 +57,17 @@ class ServerProcess:
     def start(self, timeout: float = 30.0) -> ServerProcess:
         args = json.dumps({"ledger": self.ledger, "port": self.port, **self.options})
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # the output goes to a file, not a pipe nobody reads (a full pipe would stop the server)
+        self.log = tempfile.TemporaryFile()  # closed by stop() and kill()
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", SCRIPT, args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            [sys.executable, "-c", SCRIPT, args], env=env, stdout=self.log, stderr=subprocess.STDOUT
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                out = self.proc.stdout.read().decode(errors="replace")
+                self.log.seek(0)
+                out = self.log.read().decode(errors="replace")
+                self.log.close()
                 raise RuntimeError(f"the server exited with {self.proc.returncode}:\n{out}")
             try:
                 if httpx.get(self.url + "/openapi.json", timeout=1.0).status_code == 200:
@@ -78,16 +83,24 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=30)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        log = getattr(self, "log", None)
+        if log is not None and not log.closed:
+            log.close()
 
     def stop(self) -> None:
         """SIGTERM (graceful shutdown), SIGKILL if it takes more than 20 s."""
         if self.proc is None or self.proc.poll() is not None:
+            self._close_log()
             return
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             self.kill()
+        self._close_log()
 
     def __enter__(self) -> ServerProcess:
         return self.start()

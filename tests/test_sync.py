@@ -138,6 +138,7 @@ def test_a_live_run_is_sent_incrementally_and_its_crash_shows_on_the_server(tmp_
             assert book.info(run_id).status == "running"
     finally:
         proc.kill()
+        proc.communicate(timeout=30)  # (waits, and closes the pipe)
         proc.wait()
     # the process died: the local ledger calls it crashed, and only the last chunk (at most) is resent
     second = sync_runs(local, server.url, token=TOKEN)
@@ -498,6 +499,7 @@ def test_server_killed_mid_sync_then_resumed(tmp_path):
     kept = part_bytes() // CHUNK * CHUNK
     assert kept >= CHUNK
     assert child.wait(timeout=60) == 1
+    child.communicate(timeout=30)  # (closes the pipe)
     srv = ServerProcess(root, port=srv.port, uploads_dir=tmp_path / "up", token=TOKEN, max_upload=1 << 30).start()
     try:
         report = sync_runs(local, srv.url, token=TOKEN)
@@ -530,6 +532,7 @@ def test_two_machines_watch_into_one_postgres_team_server(tmp_path, pg_url):
         ]
         for p in procs:
             assert p.wait(timeout=60) == 0
+            p.communicate(timeout=30)  # (closes the pipe)
         # each run's background sync exits once its run ended and is fully synced
         watch = [
             subprocess.Popen(
