@@ -262,6 +262,13 @@ def test_table_ranks_from_stored_predictions(digits_results, tmp_path):
     ), row
     plain = runner.invoke(main, ["table", "--json", "--ledger", ledger])
     assert "ranking" not in json.loads(plain.output)["rows"][0]  # only with --ranks
+    # the hand-off report carries the same ranks with --ranks
+    args = ["report", "--models", "logreg,nb,tree", "--suite", doc["suite"], "--variant", "raw", "--ledger", ledger]
+    report = runner.invoke(main, [*args, "--ranks"])
+    assert report.exit_code == 0, report.output
+    line = next(x for x in report.output.splitlines() if x.startswith("|") and "digits" in x)
+    assert "#1 [1–1] ≈1" in line and "#3 [2–3]" in line and "rank interval" in report.output
+    assert "#1 [" not in runner.invoke(main, args).output
 
 
 def test_table_ranks_says_why_a_row_is_not_ranked(tmp_path):

@@ -16,9 +16,15 @@ from labledger.cli.base import console, csv_list, handle_errors, ledger_option, 
 @click.option("--run", "runs", multiple=True, metavar="RUN", help="Also include this run (repeatable).")
 @click.option("--title", default=None, help="The report's title.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write to FILE (default: stdout).")
+@click.option(
+    "--ranks",
+    is_flag=True,
+    help="Rank each benchmark's columns on their stored predictions: #rank [joint 95% interval], and ≈1 for "
+    "those not separable from the row's best (labledger rank).",
+)
 @ledger_option
 @handle_errors
-def report_cmd(models, suite, variants, runs, title, out, ledger_path):
+def report_cmd(models, suite, variants, runs, title, out, ranks, ledger_path):
     """Write a Markdown hand-off: version tables, calibration recipes with provenance and in-sample
     flags, metric definitions, checkpoints and soup lineage, mixture audits, notes and limits."""
     from labledger.report import handoff
@@ -31,6 +37,7 @@ def report_cmd(models, suite, variants, runs, title, out, ledger_path):
         variants=csv_list(variants),
         runs=runs,
         title=title,
+        ranks=ranks,
     )
     if out:
         from labledger.store.jsonl import atomic_write

@@ -59,13 +59,17 @@ def handoff(
     variants: Sequence[str] = ("raw", "calibrated"),
     runs: Sequence[str] = (),
     title: str | None = None,
+    ranks: bool = False,
 ) -> str:
-    """The hand-off report as Markdown (see the module docstring).
+    """The hand-off report as Markdown (see the module docstring); ``ranks``: each version table's
+    columns ranked per benchmark on their stored predictions, with joint rank intervals and the tie
+    group of the best (as ``labledger table --ranks``).
 
     >>> # print(handoff(open_ledger(), models=["base", "v3", "v4"], suite="public"))
     """
     from labledger.analysis.benchmarks import read_entries, version_table
     from labledger.analysis.groups import paired_entry_test
+    from labledger.analysis.ranking import rank_entries
     from labledger.metrics.registry import get_metric
 
     if not models:
@@ -99,6 +103,7 @@ def handoff(
             variants=present,
             delta_from=models[0] if len(models) > 1 else None,
             paired_test=paired_entry_test,
+            ranker=rank_entries if ranks else None,
         )
         heading = "Version table" if s == suite else "Held-out / other suite"
         out.append(f"## {heading}: `{_md(s)}`\n")
