@@ -163,6 +163,23 @@ def test_disk_full_a_closed_ledger_still_lists_and_a_refused_run_leaves_no_folde
     assert [r.name for r in labledger.open_ledger(ledger_dir).runs()] == ["after", "done"]
 
 
+def test_disk_full_a_document_saved_into_a_run_is_one_line_and_stores_nothing(small_disk, tmp_path):
+    """`compare --save` on a full disk: one line that says the disk is full, exit 1, and the run's
+    evaluations as they were."""
+    ledger_dir = small_disk / "ledger"
+    rows = [{"id": str(i), "task": "t", "gold": "ab"[i % 2], "pred": "ab"[(i // 3) % 2]} for i in range(40)]
+    with labledger.start_run("m", ledger=ledger_dir) as run:
+        run.log_results("a", rows)
+        run.log_results("b", rows[::-1])
+    before = sorted(p.name for p in (run.dir / "evals").iterdir())
+    filler = fill(small_disk)
+    res = labledger_proc("compare", "m:a", "m:b", "--save", "m:a-vs-b", "--ledger", str(ledger_dir))
+    assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert res.stderr.startswith("Error: disk full: ") and "the disk is full" in res.stderr
+    assert sorted(p.name for p in (run.dir / "evals").iterdir()) == before
+    filler.unlink()
+
+
 def test_a_run_refused_for_its_config_leaves_no_folder(tmp_path):
     with labledger.start_run("first", ledger=tmp_path / "l"):
         pass

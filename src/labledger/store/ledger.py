@@ -22,6 +22,7 @@ import atexit
 import contextlib
 import fcntl
 import os
+import shutil
 import sqlite3
 import time
 import warnings
@@ -194,7 +195,9 @@ class Ledger:
         if any(name not in done for name, _ in MIGRATIONS):
             db.close()
             return None
-        self.read_only = f"{exc}"
+        free = shutil.disk_usage(db_path.parent).free
+        # why it is read-only, in the user's words: a disk with (almost) no room left is full
+        self.read_only = f"the disk is full, {free:,} bytes free" if free < 1 << 20 else f"{exc}"
         return db
 
     def _open_postgres(self, url: str, artifacts: str | os.PathLike[str] | None, create: bool) -> None:
@@ -290,7 +293,7 @@ class Ledger:
                 raise
         except sqlite3.OperationalError as exc:
             text = str(exc) if self.read_only is None else f"opened read-only: {self.read_only}"
-            if "disk is full" in text or "disk I/O error" in text:
+            if "disk is full" in text or "disk I/O error" in text or "the disk is full" in text:
                 kind = "disk full" if "full" in text else "write failed"
                 raise StorageError(
                     f"{kind}: {self.root / DB_NAME}: the index was not updated ({text}); free space and try again"
