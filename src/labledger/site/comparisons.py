@@ -25,6 +25,7 @@ import orjson
 
 from labledger.errors import LedgerError
 from labledger.inputs.records import finite_or_none
+from labledger.schema.ids import MetricId
 from labledger.store.jsonl import read_json
 from labledger.store.ledger import Ledger, RunInfo
 
@@ -195,6 +196,9 @@ def version_tables(ledger: Ledger, paired_test: Callable[..., Any] | None, warni
 
 def _metric_view(m: dict[str, Any]) -> dict[str, Any]:
     out = {k: m.get(k) for k in _METRIC_KEYS if k in m}
+    if isinstance(m.get("metric"), str) and isinstance(m.get("params"), dict):
+        # the name eval and compare print (quiet defaults left out): the page's label; key stays whole
+        out["label"] = MetricId(m["metric"], m["params"]).short
     mc = m.get("mcnemar")
     if isinstance(mc, dict):
         out["mcnemar"] = {k: mc.get(k) for k in ("b", "c", "statistic", "p_value", "method", "clusters") if k in mc}

@@ -120,6 +120,8 @@ interface AnalyticInterval {
 interface ComparisonMetric {
   metric: string;
   key: string;
+  /** The key as eval and compare print it (quiet default parameters left out). */
+  label?: string;
   params?: Record<string, Json>;
   definition?: string | null;
   higher_is_better?: boolean | null;

@@ -661,7 +661,11 @@
               "tr",
               null,
               h("td", null, t.task),
-              h("td", { title: m.definition || null }, m.key || m.metric),
+              h(
+                "td",
+                { title: (m.key || m.metric) + (m.definition ? ": " + m.definition : "") },
+                m.label || m.key || m.metric
+              ),
               h("td", { class: "n", title: LL.fmt.exact(m.a) }, LL.fmt.interval(m.a, null, null).value),
               h("td", { class: "n", title: LL.fmt.exact(m.b) }, LL.fmt.interval(m.b, null, null).value),
               h("td", { class: "n diff", title: isNum(m.diff) ? "a − b = " + LL.fmt.exact(m.diff) : null }, d.value),
