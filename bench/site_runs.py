@@ -158,27 +158,23 @@ def _open_once(browser: Any, out: Path, rel: str, wait: str | None, g: dict) -> 
     return loaded
 
 
-def add_run(ledger: Path) -> str:
+def add_run(ledger: Path, steps: int = 1000) -> str:
+    """A run of ``steps`` steps of 5 scalars added to ``ledger`` (the "+1 run" of a rebuild)."""
     import labledger
 
     with labledger.start_run("bench-new-run", config={"lr": 1e-3, "opt": "adam"}, ledger=ledger) as run:
-        for step in range(1, 1001):
+        for step in range(1, steps + 1):
             run.log(step, loss=1 / step, val_loss=1.1 / step, accuracy=1 - 1 / step, lr=1e-3, grad_norm=1.0)
         return run.id
 
 
 def remove_run(ledger: Path, run_id: str) -> None:
+    """Remove the run :func:`add_run` added, for good (deleted, then the trash emptied)."""
     import labledger
 
-    book = labledger.open_ledger(ledger)
-    try:
-        with book.transaction() as db:
-            for table in ("run_tags", "evaluations"):
-                db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
-            db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-        shutil.rmtree(book.run_dir(run_id), ignore_errors=True)
-    finally:
-        book.close()
+    with labledger.open_ledger(ledger) as book:
+        book.delete_run(run_id)
+        book.purge_trash()
 
 
 def curves_ledger(root: Path) -> tuple[Path, list[str]]:

@@ -82,27 +82,16 @@ def build(ledger: Path, out: Path, profile: str | None = None) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def add_run(ledger: Path, steps: int) -> str:
-    import labledger
+def _site_runs():
+    """bench/site_runs.py, loaded by its path (this folder is not on sys.path: bench/site.py would
+    stand for the standard library's ``site``): its add_run and remove_run are the rebuild's."""
+    import importlib.util
 
-    with labledger.start_run("bench-new-run", config={"lr": 1e-3, "opt": "adam"}, ledger=ledger) as run:
-        for step in range(1, steps + 1):
-            run.log(step, loss=1 / step, val_loss=1.1 / step, accuracy=1 - 1 / step, lr=1e-3, grad_norm=1.0)
-        return run.id
-
-
-def remove_run(ledger: Path, run_id: str) -> None:
-    import labledger
-
-    book = labledger.open_ledger(ledger)
-    try:
-        with book.transaction() as db:
-            for table in ("run_tags", "evaluations"):
-                db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
-            db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-        shutil.rmtree(book.run_dir(run_id), ignore_errors=True)
-    finally:
-        book.close()
+    spec = importlib.util.spec_from_file_location("bench_site_runs", os.path.join(_HERE, "site_runs.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main() -> None:
@@ -139,11 +128,11 @@ def main() -> None:
         print({"n": n, "cold": cold}, flush=True)
         plus_cell = "-"
         if not args.no_rebuild:
-            rid = add_run(ledger, args.steps)
+            rid = _site_runs().add_run(ledger, args.steps)
             try:
                 plus = build(ledger, out)
             finally:
-                remove_run(ledger, rid)
+                _site_runs().remove_run(ledger, rid)
             print({"n": n, "+1 run": plus}, flush=True)
             plus_cell = f"{plus['written']} files, {plus['wall']:.2f} s, {plus['cpu']:.2f} s CPU"
         lines.append(
