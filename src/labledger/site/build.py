@@ -37,7 +37,7 @@ import orjson
 from labledger.errors import DamagedLineWarning, LedgerError, SiteError
 from labledger.site.batches import CHUNK_BYTES, CHUNK_RECORDS, ImageIndex, write_batches
 from labledger.site.breakdown import breakdown_summaries, write_breakdown
-from labledger.site.comparisons import PairedTestCache, compare_payload, group_summaries
+from labledger.site.comparisons import PairedTestCache, compare_payload
 from labledger.site.curves import write_curves
 from labledger.site.evaluations import eval_names, eval_payload, eval_summary
 from labledger.site.output import FORMAT, SiteWriter
@@ -409,9 +409,7 @@ def _compare(
     into the ``evals`` folder of every run."""
     holders = {rid for rid, f in plain.items() if f.evals_with("comparison.json")}
     holders |= set(readable) - set(plain)
-    compare = compare_payload(book, [i for i in infos if i.id in holders], readable, paired, warnings)
-    groups = group_summaries([i for i in infos if i.id in readable])
-    return {**compare, "groups": groups}
+    return compare_payload(book, infos, readable, paired, warnings, holders=holders)
 
 
 def catalog_payload(book: Ledger, catalog_runs: list[dict[str, Any]], comparisons: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -362,8 +362,11 @@ def compare_payload(
     readable: dict[str, Path],
     paired_test: Callable[..., Any] | None,
     warnings: list[str],
+    holders: Collection[str] | None = None,
 ) -> dict[str, Any]:
-    """Everything ``compare.html`` shows. ``readable`` maps the site's readable runs to their folders.
+    """Everything ``compare.html`` shows. ``readable`` maps the site's readable runs to their folders;
+    ``holders``: the runs known to hold comparison documents (the others' ``evals`` folders are not
+    looked into; ``None``: every run's is).
 
     >>> import tempfile, labledger
     >>> book = labledger.open_ledger(tempfile.mkdtemp(), create=True)
@@ -372,7 +375,7 @@ def compare_payload(
     """
     documents: list[dict[str, Any]] = []
     for info in infos:
-        if info.id not in readable:
+        if info.id not in readable or (holders is not None and info.id not in holders):
             continue
         try:
             documents.extend(comparison_documents(info.id, info.name, readable[info.id]))
