@@ -1,5 +1,5 @@
 """Run files on S3-compatible object storage (#18), against a real S3-protocol server: ``moto`` in
-server mode on 127.0.0.1 (started by the fixture, stopped after), spoken to by boto3 over HTTP
+server mode on 127.0.0.1 (tests/moto_s3.py's fixture, started per module), spoken to by boto3 over HTTP
 with the endpoint and credentials from the standard AWS variables."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from moto_s3 import s3  # noqa: F401 (fixture)
 from postgres_server import pg_url, postgres_cluster  # noqa: F401 (fixtures)
-from server_process import free_port
 
 import labledger
 from labledger.cli import main
@@ -25,33 +25,6 @@ from labledger.store.manifest import CHUNK, run_files
 from labledger.store.objects import ObjectStore, read_file, restore_run, sync_to_objects
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    moto_server = pytest.importorskip("moto.server", reason='moto is not installed: pip install "moto[server]"')
-    boto3 = pytest.importorskip("boto3")
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    env = {
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        boto3.client("s3").create_bucket(Bucket="runs")
-        yield env
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        server.stop()
 
 
 def _sha(p: Path) -> str:

@@ -78,6 +78,7 @@ COMMANDS = {
         "trash",
         "Bring RUNs (ids, id prefixes or names of deleted runs) back from the trash: their index rows exactly as they were and their folders.",
     ),
+    "query": ("query", "Run SQL (DuckDB) over every ended run: views runs, scalars, results and metrics."),
     "rm": (
         "trash",
         "Move RUNs (ids, id prefixes or names) to the ledger's trash: their folders and index rows, in one step each. labledger restore brings them back; labledger gc removes them for good.",

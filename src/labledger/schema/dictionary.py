@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 import msgspec.inspect as mi
 
+from labledger.schema.dataset import DATASET_KINDS, SCHEMA_NAMES
 from labledger.schema.documents import KINDS, SCHEMA_VERSION
 from labledger.schema.records import INDEX_TABLES, RUN_FILES
 
@@ -134,8 +135,11 @@ def _rst(text: str) -> str:
 
 
 def dictionary_sections(kind: str | None = None) -> list[Section]:
-    """Every table of the dictionary (or only document ``kind``'s), in the order shown."""
+    """Every table of the dictionary (or only document ``kind``'s, or dataset ``kind``'s:
+    ``dataset-scalars``), in the order shown."""
     out: list[Section] = []
+    if kind in SCHEMA_NAMES:
+        return [dataset_section(SCHEMA_NAMES[kind])]
     if kind is None:
         listed = {struct for _, struct in RUN_FILES if not isinstance(struct, str)}
         for path, struct in RUN_FILES:
@@ -154,6 +158,7 @@ def dictionary_sections(kind: str | None = None) -> list[Section]:
             out.append(
                 Section("Index tables", table, "index-" + table, _first_line(struct), field_rows(struct), struct.EXTRA)
             )
+        out += [dataset_section(name) for name in DATASET_KINDS]
     kinds = [kind] if kind else list(KINDS)
     for k in kinds:
         for i, doc_part in enumerate(_nested(KINDS[k])):
@@ -168,6 +173,21 @@ def dictionary_sections(kind: str | None = None) -> list[Section]:
                 )
             )
     return out
+
+
+def dataset_section(name: str) -> Section:
+    """The table of one kind of the runs' open dataset (Parquet files, #46): its partitions, then its columns."""
+    spec = DATASET_KINDS[name]
+    rows = [
+        FieldRow(p, "string", "", "the run's id" if p == "run" else "the result set's name", True)
+        for p in spec.partitions
+    ]
+    rows += [FieldRow(c.name, c.type, "", c.meaning, False) for c in spec.columns]
+    about = (
+        f"`{spec.path}` (zstd Parquet): {spec.row}. Partition columns (`*`) come from the path; "
+        f"JSON Schema: `labledger schema dataset-{name}`."
+    )
+    return Section("The runs as an open dataset (Parquet)", f"dataset/kind={name}", f"dataset-{name}", about, rows)
 
 
 def _slug(text: str) -> str:
@@ -212,4 +232,4 @@ def dictionary_markdown(kind: str | None = None) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["FieldRow", "Section", "dictionary_markdown", "dictionary_sections", "field_rows"]
+__all__ = ["FieldRow", "Section", "dataset_section", "dictionary_markdown", "dictionary_sections", "field_rows"]

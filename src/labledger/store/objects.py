@@ -70,7 +70,8 @@ class ObjectStore:
     def key(self, *parts: str) -> str:
         return "/".join(p for p in (self.prefix, *parts) if p)
 
-    def _fail(self, what: str, exc: Exception) -> StorageError:
+    def fail(self, what: str, exc: Exception) -> StorageError:
+        """The error to raise when ``what`` failed with ``exc`` (names the store)."""
         return StorageError(f"{self.url}: {what} failed ({type(exc).__name__}: {exc})")
 
     def has(self, key: str) -> bool:
@@ -81,7 +82,7 @@ class ObjectStore:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return False
-            raise self._fail(f"HEAD {key}", exc) from None
+            raise self.fail(f"HEAD {key}", exc) from None
         return True
 
     def put_chunk(self, data: bytes, sha: str) -> None:
@@ -92,7 +93,7 @@ class ObjectStore:
         try:
             self.client.put_object(Bucket=self.bucket, Key=self.key("chunks", sha), Body=data, ChecksumSHA256=checksum)
         except (BotoCoreError, ClientError) as exc:
-            raise self._fail(f"upload of chunk {sha[:12]}", exc) from None
+            raise self.fail(f"upload of chunk {sha[:12]}", exc) from None
 
     def get(self, key: str) -> bytes | None:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -103,19 +104,37 @@ class ObjectStore:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return None
-            raise self._fail(f"GET {key}", exc) from None
+            raise self.fail(f"GET {key}", exc) from None
         except BotoCoreError as exc:
-            raise self._fail(f"GET {key}", exc) from None
+            raise self.fail(f"GET {key}", exc) from None
 
     def put_json(self, key: str, doc: Any) -> None:
+        self.put_bytes(key, orjson.dumps(doc))
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        """Upload ``data`` as the object ``key`` (S3 checks its ``ChecksumSHA256`` on arrival)."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        data = orjson.dumps(doc)
         checksum = base64.b64encode(hashlib.sha256(data).digest()).decode()
         try:
             self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ChecksumSHA256=checksum)
         except (BotoCoreError, ClientError) as exc:
-            raise self._fail(f"upload of {key}", exc) from None
+            raise self.fail(f"upload of {key}", exc) from None
+
+    def delete_keys(self, keys: list[str]) -> None:
+        """Delete the objects ``keys`` (1,000 a request); a key that is not there is no error."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        for i in range(0, len(keys), 1000):
+            part = [{"Key": k} for k in keys[i : i + 1000]]
+            try:
+                answer = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": part, "Quiet": True})
+            except (BotoCoreError, ClientError) as exc:
+                raise self.fail(f"deleting {len(part)} object(s)", exc) from None
+            errors = answer.get("Errors") or []
+            if errors:
+                e = errors[0]
+                raise StorageError(f"{self.url}: deleting {e.get('Key')} failed ({e.get('Code')}: {e.get('Message')})")
 
     def put_tail(self, run_id: str, data: bytes, sha: str) -> str:
         """Upload the short last chunk of a record file under the run; return its key."""
@@ -126,7 +145,7 @@ class ObjectStore:
         try:
             self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ChecksumSHA256=checksum)
         except (BotoCoreError, ClientError) as exc:
-            raise self._fail(f"upload of the last chunk {sha[:12]} of run {run_id}", exc) from None
+            raise self.fail(f"upload of the last chunk {sha[:12]} of run {run_id}", exc) from None
         return key
 
     def drop_tails(self, keys: set[str]) -> None:
@@ -237,6 +256,9 @@ class ObjectSyncReport:
     runs_sent: int = 0
     chunks_sent: int = 0
     bytes_sent: int = 0
+    #: Ended runs whose files of the open dataset (``dataset/``, #46) were written, and their bytes.
+    datasets_written: int = 0
+    dataset_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -245,19 +267,24 @@ class ObjectSyncReport:
             "chunks_sent": self.chunks_sent,
             "bytes_sent": self.bytes_sent,
             "files_sent": self.chunks_sent,
+            "datasets_written": self.datasets_written,
+            "dataset_bytes": self.dataset_bytes,
         }
 
 
 def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, client: Any = None) -> ObjectSyncReport:
     """Copy runs of a local ledger to ``s3://bucket/prefix``: new chunks, then each run's manifest.
 
-    Incremental (a chunk the run's manifest already names is not sent), idempotent, and safe while a
+    An ended run also gets its files of the open dataset (``<prefix>/dataset/``, see
+    :mod:`labledger.store.dataset`), written again only when its index rows or the sources of
+    those files changed (the manifest keeps a digest of them, ``"dataset"``). Incremental (a chunk the run's manifest already names is not sent), idempotent, and safe while a
     run is written (record files up to their last complete line). The manifest is written last, so
     a reader never sees a file whose chunks are not all there.
 
     >>> sync_to_objects(".labledger", "s3://lab-runs/team")   # doctest: +SKIP
     ObjectSyncReport(runs=3, runs_sent=1, chunks_sent=4, bytes_sent=2621440)
     """
+    from labledger.store.dataset import StoreSink, dataset_stamp, publish_run, source_files
     from labledger.store.ledger import Ledger
     from labledger.store.manifest import APPEND_ONLY, complete_size, index_rows, run_files
 
@@ -306,7 +333,17 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
                         sent += 1
                         report.bytes_sent += len(data)
                 files[rel] = entry
-            doc = {"run": info.id, "files": files, "index": index_rows(book, info.id)}
+            index = index_rows(book, info.id)
+            doc: dict[str, Any] = {"run": info.id, "files": files, "index": index}
+            if info.status != "running":  # the run's files of the open dataset (#46), when they changed
+                made = dataset_stamp(index, {rel: files.get(rel, {}).get("chunks") for rel in source_files(run_dir)})
+                written = old.get("dataset_files")
+                if old.get("dataset") != made:
+                    sizes = publish_run(book, info.id, StoreSink(store), index, previous=written)
+                    written = sorted(sizes)
+                    report.dataset_bytes += sum(sizes.values())
+                    report.datasets_written += 1
+                doc["dataset"], doc["dataset_files"] = made, written
             if doc != {k: old.get(k) for k in doc}:
                 store.put_json(store.key("runs", info.id, "manifest.json"), doc)
                 store.drop_tails(old_tails - tails(doc))
@@ -393,7 +430,7 @@ def ship_file(
                     f, store.bucket, key, Config=config, ExtraArgs={"ChecksumAlgorithm": "SHA256"}
                 )
         except (BotoCoreError, ClientError, OSError) as exc:
-            raise store._fail(f"upload of {rel} of run {run_id}", exc) from None
+            raise store.fail(f"upload of {rel} of run {run_id}", exc) from None
         record["object"] = key
     else:
         known = shared_chunks(doc)
@@ -448,7 +485,7 @@ def stored_runs(store: ObjectStore) -> list[str]:
         for page in pages:
             out += [p["Prefix"][len(prefix) :].rstrip("/") for p in page.get("CommonPrefixes", [])]
     except (BotoCoreError, ClientError) as exc:
-        raise store._fail(f"listing {prefix}", exc) from None
+        raise store.fail(f"listing {prefix}", exc) from None
     return sorted(out)
 
 
