@@ -3,6 +3,7 @@
 Reads (public unless ``--private``)::
 
     GET  /api/runs?group=&tag=&status=&name=&where=&sort=&offset=&limit=   where/sort: the query language
+    GET  /api/runs?cursor=&limit=&...   newest first, paged by key: each answer's "next" is the next cursor
     GET  /api/runs/{run}                      run = id, unique id prefix or unique name
     GET  /api/runs/{run}/{kind}?offset=&limit=   kind = batches | scalars | history | checkpoints | notes
     GET  /api/runs/{run}/{kind}?since=N       only what was logged after the first N (``next`` of the last page)
@@ -168,7 +169,31 @@ def _field(doc: dict[str, Any], name: str, kinds: tuple[type, ...], *, required:
 
 # -- reads -------------------------------------------------------------------------------------
 #: Query parameters of ``GET /api/runs``; any other is refused with 400, never ignored.
-LIST_RUNS_PARAMS = ("group", "tag", "status", "name", "where", "sort", "offset", "limit")
+LIST_RUNS_PARAMS = ("group", "tag", "status", "name", "where", "sort", "offset", "limit", "cursor")
+
+
+def encode_cursor(started: float, run_id: str) -> str:
+    """The cursor of the page after the run ``(started, run_id)`` (opaque to clients).
+
+    >>> decode_cursor(encode_cursor(1.5, "20261201-000000-abc"))
+    (1.5, '20261201-000000-abc')
+    """
+    import base64
+
+    return base64.urlsafe_b64encode(orjson.dumps([started, run_id])).decode().rstrip("=")
+
+
+def decode_cursor(text: str) -> tuple[float, str]:
+    """``(started, id)`` of a cursor from :func:`encode_cursor`; a 400 for anything else."""
+    import base64
+
+    try:
+        started, run_id = orjson.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        if isinstance(started, (int, float)) and not isinstance(started, bool) and isinstance(run_id, str):
+            return float(started), run_id
+    except (ValueError, TypeError):
+        pass
+    raise ApiError(400, f"query parameter 'cursor' is not a cursor this server gave ({text[:40]!r})")
 
 
 async def list_runs(request: Request) -> Response:
@@ -183,6 +208,30 @@ async def list_runs(request: Request) -> Response:
         raise ApiError(400, f"query parameter 'status' must be one of {', '.join(RUN_STATUSES)}; got {status[:40]!r}")
     offset = int_param(request, "offset", 0, low=0, high=10**9)
     limit = int_param(request, "limit", 1000, low=1, high=10000)
+    if "cursor" in q:  # paging by key (#46): only this page's rows are read from the index
+        if q.get("sort") or q.get("offset"):
+            raise ApiError(400, "'cursor' pages in the default order (newest first): pass no 'sort' or 'offset'")
+        after = decode_cursor(q["cursor"]) if q["cursor"] else None
+
+        def page():
+            docs = ctx.ledger().run_dicts(
+                name=q.get("name") or None,
+                group=q.get("group") or None,
+                tag=q.get("tag") or None,
+                status=status,
+                where=q.get("where") or None,
+                after=after,
+                limit=limit + 1,
+            )
+            more = len(docs) > limit
+            docs = docs[:limit]
+            for d in docs:
+                d.pop("dir")
+            last = docs[-1] if docs else None
+            nxt = encode_cursor(last["started"], last["id"]) if more and last else None
+            return {"limit": limit, "count": len(docs), "next": nxt, "runs": docs}
+
+        return ok(await run_in_threadpool(page))
 
     def work():
         docs = ctx.ledger().run_dicts(  # the index rows straight to dicts (#12)

@@ -121,6 +121,11 @@ def openapi_document(version: str) -> dict[str, Any]:
                     _q("sort", "Sort keys, comma-separated, '-' for descending, e.g. -eval.test.accuracy"),
                     OFFSET,
                     _q("limit", "Runs per page", {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000}),
+                    _q(
+                        "cursor",
+                        "Page by key, newest first (no sort or offset): empty for the first page, then the "
+                        "'next' of the page before; only that page's runs are read from the index, and no total is given",
+                    ),
                 ],
                 "responses": {"200": _json("#/components/schemas/RunList", "Runs"), **_errors(400, 401, 403)},
             },
@@ -459,7 +464,9 @@ def openapi_document(version: str) -> dict[str, Any]:
             "type": "object",
             "properties": {
                 "ok": {"const": True},
-                "total": {"type": "integer"},
+                "total": {"type": "integer", "description": "every matching run (paging by offset)"},
+                "count": {"type": "integer", "description": "runs in this page (paging by cursor)"},
+                "next": {"type": ["string", "null"], "description": "the cursor of the next page (null: none)"},
                 "runs": {"type": "array", "items": {"type": "object"}},
             },
         },

@@ -553,9 +553,16 @@ class Ledger:
         status: str | None = None,
         where: str | None = None,
         sort: str | list[str] | None = None,
+        after: tuple[float, str] | None = None,
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
         """The runs of :meth:`runs` as the dicts of :meth:`RunInfo.to_dict`, made straight from the
         index rows (what ``labledger runs --json`` prints: no objects in between, #12).
+
+        ``after`` and ``limit`` page through the runs in their default order (newest first) by
+        key, not by position: at most ``limit`` runs that come after the run whose ``(started,
+        id)`` is ``after``, read from the index with the rest of the query (no run before the page
+        is read). They take no ``sort``.
 
         >>> import tempfile, labledger
         >>> d = tempfile.mkdtemp()
@@ -564,7 +571,9 @@ class Ledger:
         >>> book.run_dicts(where="config.lr = 0.1") == [r.to_dict() for r in book.runs(where="config.lr = 0.1")]
         True
         """
-        rows = self._select(name, group, tag, status, where, sort)
+        if (after is not None or limit is not None) and sort:
+            raise LedgerError("paging by key (after=, limit=) takes the default order: no sort")
+        rows = self._select(name, group, tag, status, where, sort, after=after, limit=limit)
         tags = self._tags_of([r[0] for r in rows])
         runs_dir = str(self.root / "runs")
         import orjson
@@ -599,16 +608,26 @@ class Ledger:
         status: str | None,
         where: str | None,
         sort: str | list[str] | None,
+        *,
+        after: tuple[float, str] | None = None,
+        limit: int | None = None,
     ) -> list[tuple[Any, ...]]:
-        """The index rows (:attr:`_COLUMNS`) of :meth:`runs`."""
+        """The index rows (:attr:`_COLUMNS`) of :meth:`runs` (a page of them by key: see :meth:`run_dicts`)."""
         if self.reap_on_read:
             self.reap()
+        page, page_params = "", []
+        if after is not None:
+            page = "WHERE (started < ? OR (started = ? AND id < ?)) "
+            page_params = [after[0], after[0], after[1]]
+        if limit is not None:
+            page_params.append(limit)
+        tail = "ORDER BY started DESC, id DESC" + (" LIMIT ?" if limit is not None else "")
         unfiltered = name is None and group is None and tag is None and status is None
         if unfiltered and not sort and (where is None or not str(where).strip()):
             # Every run, newest first: what compile_query selects without a filter or a sort (a
             # test checks they agree), without importing the query language.
             every: list[tuple[Any, ...]] = self.db.execute(
-                f"SELECT {self._COLUMNS} FROM runs ORDER BY started DESC, id DESC"
+                f"SELECT {self._COLUMNS} FROM runs {page}{tail}", page_params
             ).fetchall()
             return every
         from labledger.store.query import compile_query, prepare
@@ -624,6 +643,9 @@ class Ledger:
             extra = parse(" and ".join(filters))
             node = extra if node is None else Bool("and", (extra, node))
         sql, params = compile_query(node, keys, columns=self._COLUMNS, dialect=self.dialect, now=time.time())
+        if after is not None or limit is not None:  # the default order, restated outside the query
+            sql = f"SELECT * FROM ({sql}) q {page}{tail}"
+            params = [*params, *page_params]
         rows: list[tuple[Any, ...]] = self.db.execute(sql, params).fetchall()
         return rows
 
