@@ -344,9 +344,10 @@ def test_every_string_is_escaped_in_data_files_and_absent_from_pages(site):
 def test_run_page_data(site):
     out, a = site["out"], site["ids"]["alpha"]
     run = data(out, f"data/runs/{a}.js")
-    assert set(run["scalars"]) == {"loss", "lr", "grad_norm"}
-    assert run["scalar_steps"] == [list(range(1, 29))]  # one step list, shared by the three scalars
-    assert run["scalars"]["loss"]["x"] == 0 and len(run["scalars"]["grad_norm"]["y"]) == 28
+    # the page draws each scalar from its summaries (data/curves/<run>/<k>.js), not from the records
+    assert set(run["scalars"]) == {"loss", "lr", "grad_norm"} and run["cursor"] == {"scalars": 28}
+    grad = data(out, f"data/curves/{a}/{run['scalars'].index('grad_norm')}.js")
+    assert grad["widths"] == [1] and grad["top"]["b"] == list(range(1, 29)) and grad["top"]["n"] == [1] * 28
     assert run["config"]["comment"] == XSS[0]
     assert [n["text"] for n in run["notes"]] == [XSS[0], XSS[1]]
     val = run["validation"]

@@ -595,12 +595,11 @@ def _build_run(
             result.warnings.append(f"run {run_id}: test folder {name!r} left out (unsafe name)")
             continue
         tests.append(write_breakdown(writer, view, name, summary, images))
-    records = list(view.scalars())
-    payload = run_payload(view, info, batches=batch_summary, evaluations=evaluations, tests=tests, scalars=records)
+    curves = write_curves(writer, run_id, view.scalars, info.started)
+    payload = run_payload(view, info, batches=batch_summary, evaluations=evaluations, tests=tests, curves=curves)
     for ref in sorted(set(batch_images) | set(images.found()) | set(media_refs(payload))):
         writer.copy(f"images/{run_id}/{ref}", view.dir / "files" / ref)
     writer.write_data(f"data/runs/{run_id}.js", f"runs/{run_id}", payload)
-    curves = write_curves(writer, run_id, list(payload["scalars"]), records, info.started)
     from labledger.analysis.rundiff import run_sides
 
     writer.write_data(
@@ -614,7 +613,7 @@ def _build_run(
         "tests": [t["name"] for t in tests],
         "history": len(payload["history"]),
         "checkpoints": len(payload["checkpoints"]),
-        "scalars": curves,
+        "scalars": curves.names,
     }
     from labledger.analysis.lineage import run_facts
 

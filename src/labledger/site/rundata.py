@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from labledger.site.curves import Curves
 from labledger.store.compressed import record_exists
 from labledger.store.ledger import RunInfo
 from labledger.store.view import RunView
@@ -42,50 +43,6 @@ def higher_is_better(metric: str) -> bool:
     """
     name = metric.lower()
     return not any(word in name for word in LOWER_IS_BETTER)
-
-
-def scalar_series(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, list]]:
-    """Per-key ``{"x": steps, "y": values}`` (sorted by step, stable), keys in first-seen order."""
-    series: dict[str, dict[str, list]] = {}
-    unsorted = False
-    for rec in records:
-        step = rec.get("step")
-        if not is_number(step):
-            continue
-        for key, value in rec.items():
-            if key in ("step", "time") or not (is_number(value) or value is None):
-                continue
-            s = series.get(key)
-            if s is None:
-                s = series[key] = {"x": [], "y": []}
-            elif s["x"] and step < s["x"][-1]:
-                unsorted = True
-            s["x"].append(step)
-            s["y"].append(None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value)
-    if unsorted:
-        for s in series.values():
-            order = sorted(range(len(s["x"])), key=s["x"].__getitem__)
-            s["x"] = [s["x"][i] for i in order]
-            s["y"] = [s["y"][i] for i in order]
-    return series
-
-
-def share_steps(series: dict[str, dict[str, list]]) -> tuple[dict[str, dict[str, Any]], list[list]]:
-    """Store each distinct step list once: ``x`` becomes an index into the returned list.
-
-    >>> share_steps({"a": {"x": [1, 2], "y": [0.5, 0.4]}, "b": {"x": [1, 2], "y": [3, 4]}})
-    ({'a': {'x': 0, 'y': [0.5, 0.4]}, 'b': {'x': 0, 'y': [3, 4]}}, [[1, 2]])
-    """
-    steps: list[list] = []
-    out = {}
-    for key, s in series.items():
-        try:
-            i = steps.index(s["x"])
-        except ValueError:
-            i = len(steps)
-            steps.append(s["x"])
-        out[key] = {"x": i, "y": s["y"]}
-    return out, steps
 
 
 def _finite(v: Any) -> Any:
@@ -459,11 +416,13 @@ def run_payload(
     batches: dict[str, Any] | None,
     evaluations: list[dict[str, Any]],
     tests: list[dict[str, Any]],
-    scalars: list[dict[str, Any]] | None = None,
+    curves: Curves,
 ) -> dict[str, Any]:
-    """Everything ``run.html`` shows, as one JSON-ready dict (``scalars``: the run's scalar records,
-    when the caller has read them already; ``cursor.scalars``: how many records it holds, the
-    ``since`` a page in ``labledger serve`` asks the API for while the run logs)."""
+    """Everything ``run.html`` shows, as one JSON-ready dict. ``curves``: what
+    :func:`labledger.site.curves.write_curves` wrote of the run's scalars (the page draws each from
+    ``data/curves/<run>/<k>.js``, ``scalars`` naming them in that order); ``cursor.scalars``: how
+    many records the run's scalar file held, the ``since`` a page in ``labledger serve`` asks the
+    API for while the run logs."""
     meta = view.meta
     config = view.config
     history = list(view.history())
@@ -477,19 +436,16 @@ def run_payload(
         for c in checkpoints:
             if c.get("step") is not None and c.get("step") == chosen.get("step"):
                 c["selected"] = True
-    records = list(view.scalars()) if scalars is None else scalars
-    series, steps = share_steps(scalar_series(records))
     return {
         **run_basics(info),
         "meta": {k: v for k, v in meta.items() if k not in ("notes",)},
         "config": config,
-        "scalars": series,
-        "scalar_steps": steps,
+        "scalars": curves.names,
         # scalar -> the scalar that is its x axis (define_metric(step_metric=...))
-        "step_metrics": step_metrics(view, series),
+        "step_metrics": step_metrics(view, curves.names),
         "media": media_view(view),
         # how many scalar records the page has: a live page asks the server for those after it
-        "cursor": {"scalars": len(records)},
+        "cursor": {"scalars": curves.records},
         "system": system_view(view.records("system")) if record_exists(view.dir / "system.jsonl") else None,
         "history": history,
         "validation": validation,

@@ -26,6 +26,80 @@
     return out;
   };
 
+  /**
+   * The buckets of a level of a scalar's summaries (site/curves.py) as rows:
+   * {b, w, n, mean, min, max, last, minfirst, rt, ex}; a step is [b * w, (b + 1) * w).
+   */
+  LL.bucketRows = function (/** @type {any} */ cols, /** @type {number} */ w) {
+    var out = [];
+    for (var i = 0; i < cols.b.length; i++) {
+      var mean = cols.mean[i];
+      out.push({
+        b: cols.b[i],
+        w: w,
+        n: cols.n[i],
+        mean: mean,
+        min: cols.min ? cols.min[i] : mean,
+        max: cols.max ? cols.max[i] : mean,
+        last: cols.last ? cols.last[i] : mean,
+        minfirst: cols.minfirst ? cols.minfirst[i] : 1,
+        rt: cols.rt ? cols.rt[i] : null,
+        ex: cols.ex ? cols.ex[i] : null,
+      });
+    }
+    return out;
+  };
+
+  /**
+   * The rows of scalar k of a run (its summaries `doc`, data/curves/<run>/<k>.js) for the steps
+   * [s0, s1) (widened to whole top-level buckets): the finest level with at most `limit` buckets there, its chunks loaded on demand,
+   * and the top level's rows on either side. Resolves to {rows, level} (level 0: the top alone).
+   */
+  LL.curveRange = function (
+    /** @type {string} */ runId,
+    /** @type {number} */ k,
+    /** @type {any} */ doc,
+    /** @type {number} */ s0,
+    /** @type {number} */ s1,
+    /** @type {number} */ limit
+  ) {
+    var top = LL.bucketRows(doc.top, doc.widths[0]);
+    var w0 = doc.widths[0];
+    s0 = Math.floor(s0 / w0) * w0; // whole top buckets, so the finer rows replace them exactly
+    s1 = (Math.floor((s1 - 1) / w0) + 1) * w0;
+    var level = 0;
+    for (var l = 1; l < doc.widths.length; l++) if ((s1 - s0) / doc.widths[l] <= limit) level = l;
+    if (level === 0) return Promise.resolve({ rows: top, level: 0 });
+    var w = doc.widths[level];
+    var need = [];
+    doc.chunks[level].forEach(function (/** @type {number[]} */ rg, /** @type {number} */ c) {
+      if ((rg[1] + 1) * w > s0 && rg[0] * w < s1) need.push(c);
+    });
+    return Promise.all(
+      need.map(function (c) {
+        return LL.data.curveChunk(runId, k, level, c);
+      })
+    ).then(function (parts) {
+      var fine = [];
+      parts.forEach(function (part) {
+        LL.bucketRows(part, w).forEach(function (r) {
+          if (r.b * w >= s0 && r.b * w < s1) fine.push(r);
+        });
+      });
+      var rows = top
+        .filter(function (r) {
+          return (r.b + 1) * w0 <= s0;
+        })
+        .concat(
+          fine,
+          top.filter(function (r) {
+            return r.b * w0 >= s1;
+          })
+        );
+      return { rows: rows, level: level };
+    });
+  };
+
   /** Tick labels with as many decimals as the tick spacing needs (uPlot's default rounds 1e-4 to 0). */
   function tickText(u, splits) {
     var finite = splits.filter(function (v) {
@@ -62,7 +136,7 @@
 
   /**
    * A line chart. opts: {title, x: [...], xLabel, series: [{label, values, color}], smoothing (0 = off),
-   * marks: [{x, label}], hlines: [{y, label}], onPick(index, x), pickHint, height}.
+   * marks: [{x, label}], hlines: [{y, label}], onPick(index, x), pickHint, height, onZoom(min, max, zoomed)}.
    * Returns the container element; element.chart is the uPlot instance.
    */
   LL.lineChart = function (opts) {
@@ -210,7 +284,8 @@
     box.appendChild(offNote);
     var ownRange = noteOffChart() || hlines.length > 0;
     var u = null,
-      downAt = null;
+      downAt = null,
+      zoomTimer = 0;
     var cfg = {
       width: 600,
       height: opts.height || 240,
@@ -226,6 +301,20 @@
       legend: { live: true },
       hooks: {
         draw: [drawMarks],
+        // opts.onZoom(min, max, zoomed): the x range shown changed (debounced; zoomed: less than
+        // the data's whole range), e.g. to load finer buckets of a scalar's summaries
+        setScale: [
+          function (/** @type {any} */ uu, /** @type {string} */ key) {
+            if (key !== "x" || !opts.onZoom) return;
+            clearTimeout(zoomTimer);
+            zoomTimer = setTimeout(function () {
+              var sx = uu.scales.x,
+                xs = opts.x;
+              if (sx.min === null || sx.max === null || !xs.length) return;
+              opts.onZoom(sx.min, sx.max, sx.min > xs[0] || sx.max < xs[xs.length - 1]);
+            }, 120);
+          },
+        ],
         setCursor: [
           function (uu) {
             if (!pickEl) return;

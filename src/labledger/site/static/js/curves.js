@@ -50,26 +50,7 @@
     return df < T975.length ? T975[df] : 1.96;
   }
 
-  /** Buckets of a run as rows: {b, w, n, mean, min, max, last, minfirst, rt, ex}. */
-  function bucketRows(cols, w) {
-    var out = [];
-    for (var i = 0; i < cols.b.length; i++) {
-      var mean = cols.mean[i];
-      out.push({
-        b: cols.b[i],
-        w: w,
-        n: cols.n[i],
-        mean: mean,
-        min: cols.min ? cols.min[i] : mean,
-        max: cols.max ? cols.max[i] : mean,
-        last: cols.last ? cols.last[i] : mean,
-        minfirst: cols.minfirst ? cols.minfirst[i] : 1,
-        rt: cols.rt ? cols.rt[i] : null,
-        ex: cols.ex ? cols.ex[i] : null,
-      });
-    }
-    return out;
-  }
+  var bucketRows = LL.bucketRows;
 
   /** Merge buckets into buckets `W` steps wide (W a multiple of each bucket's width). */
   function rebin(rows, W) {
@@ -586,42 +567,16 @@
             return Promise.resolve();
           }
           var w0 = s.doc.widths[0];
-          var s0 = inside[0].b * w0,
-            s1 = (inside[inside.length - 1].b + 1) * w0;
-          var level = 0;
-          for (var l = 1; l < s.doc.widths.length; l++) if ((s1 - s0) / s.doc.widths[l] <= TOP) level = l;
-          if (level === 0) {
-            s.rows = top;
-            s.level = 0;
-            return Promise.resolve();
-          }
-          var w = s.doc.widths[level];
-          var need = [];
-          s.doc.chunks[level].forEach(function (rg, c) {
-            if ((rg[1] + 1) * w > s0 && rg[0] * w < s1) need.push(c);
-          });
-          return Promise.all(
-            need.map(function (c) {
-              return LL.data.curveChunk(s.run.id, s.k, level, c);
-            })
-          ).then(function (parts) {
-            var fine = [];
-            parts.forEach(function (part) {
-              bucketRows(part, w).forEach(function (r) {
-                if (r.b * w >= s0 && r.b * w < s1) fine.push(r);
-              });
-            });
-            s.rows = top
-              .filter(function (r) {
-                return (r.b + 1) * w0 <= s0;
-              })
-              .concat(
-                fine,
-                top.filter(function (r) {
-                  return r.b * w0 >= s1;
-                })
-              );
-            s.level = level;
+          return LL.curveRange(
+            s.run.id,
+            s.k,
+            s.doc,
+            inside[0].b * w0,
+            (inside[inside.length - 1].b + 1) * w0,
+            TOP
+          ).then(function (got) {
+            s.rows = got.rows;
+            s.level = got.level;
           });
         });
         return Promise.all(jobs).then(function () {

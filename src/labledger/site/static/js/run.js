@@ -33,25 +33,80 @@
     ];
   }
 
+  /** Buckets shown at once on a chart (the top level's at most; a zoom loads the finest level with no more). */
+  var TOP = 2000;
+
+  /** A record's value of a scalar as the site stores it (a non-finite number or null: missing). */
+  function valueOf(v) {
+    return typeof v === "number" && isFinite(v) ? v : null;
+  }
+
+  /** A logged record as a bucket of one step (what a live page appends). */
+  function stepRow(step, v) {
+    var y = valueOf(v);
+    return { b: step, w: 1, n: y === null ? 0 : 1, mean: y, min: y, max: y, last: y, minfirst: 1 };
+  }
+
   /**
-   * A scalar's points against its x axis: the step, or the scalar define_metric(step_metric=...)
-   * named (run.step_metrics; its value at the same step), sorted by that value, steps without it left out.
-   * @returns {{x: number[], y: Num[], axis: string | null}}
+   * A chart's points from bucket rows: each bucket through its min and its max in the order they
+   * came (a bucket of one value: that value at its step), so a spike is never dropped.
+   * @returns {{x: number[], y: Num[], rows: any[]}}
    */
-  function pointsOf(run, k) {
-    var s = run.scalars[k];
-    var steps = typeof s.x === "number" ? run.scalar_steps[s.x] : s.x;
-    var axis = (run.step_metrics || {})[k];
-    var a = axis ? run.scalars[axis] : null;
-    if (!a) return { x: steps, y: s.y, axis: null };
-    var at = new Map();
-    var aSteps = typeof a.x === "number" ? run.scalar_steps[a.x] : a.x;
-    aSteps.forEach(function (st, i) {
-      if (typeof a.y[i] === "number" && isFinite(a.y[i])) at.set(st, a.y[i]);
+  function lineOf(rows) {
+    var x = [],
+      y = [],
+      at = [];
+    rows.forEach(function (r) {
+      var s = r.b * r.w;
+      if (r.n > 1 && r.min !== r.max) {
+        x.push(s, s + r.w / 2);
+        y.push(r.minfirst ? r.min : r.max, r.minfirst ? r.max : r.min);
+        at.push(r, r);
+      } else {
+        x.push(s);
+        y.push(r.n > 0 ? r.mean : null);
+        at.push(r);
+      }
     });
+    return { x: x, y: y, rows: at };
+  }
+
+  /** What a point of a chart stands for: one step's value, or a bucket's steps, mean, min and max. */
+  function rowText(k, r) {
+    if (r.w === 1 && r.n <= 1) return "optimizer step " + r.b + " (" + k + " = " + LL.fmt.exact(r.mean) + ")";
+    return (
+      "steps " +
+      LL.fmt.num(r.b * r.w) +
+      "–" +
+      LL.fmt.num((r.b + 1) * r.w - 1) +
+      " (" +
+      k +
+      ": " +
+      r.n +
+      " values, mean " +
+      LL.fmt.num(r.mean, 6) +
+      ", min " +
+      LL.fmt.exact(r.min) +
+      ", max " +
+      LL.fmt.exact(r.max) +
+      ")"
+    );
+  }
+
+  /**
+   * A scalar charted against the scalar define_metric(step_metric=...) named (run.step_metrics):
+   * each bucket's mean paired with the axis scalar's mean in the same step bucket (one step per
+   * bucket: the values at the same step), sorted by the axis value; buckets without it left out.
+   */
+  function pairedLine(doc, axisDoc) {
+    var at = new Map();
+    if (axisDoc.widths[0] === doc.widths[0])
+      LL.bucketRows(axisDoc.top, axisDoc.widths[0]).forEach(function (r) {
+        if (r.n > 0) at.set(r.b, r.mean);
+      });
     var pts = [];
-    steps.forEach(function (st, i) {
-      if (at.has(st)) pts.push([at.get(st), s.y[i], i]);
+    LL.bucketRows(doc.top, doc.widths[0]).forEach(function (r, i) {
+      if (at.has(r.b)) pts.push([at.get(r.b), r.n > 0 ? r.mean : null, i]);
     });
     pts.sort(function (p, q) {
       return p[0] - q[0] || p[2] - q[2];
@@ -63,12 +118,11 @@
       y: pts.map(function (p) {
         return p[1];
       }),
-      axis: axis,
     };
   }
 
   function curvesSection(run, state) {
-    var keys = Object.keys(run.scalars || {});
+    var keys = (run.scalars || []).slice();
     var sec = LL.section("Curves", "curves");
     var hasBatches = !!(run.batches && run.batches.count);
     var sel = h(
@@ -87,7 +141,7 @@
         h(
           "span",
           { class: "muted" },
-          "Drag across a chart to zoom, double-click to reset; hover for exact values." +
+          "Drag across a chart to zoom (finer buckets load), double-click to reset; hover for exact values." +
             (hasBatches ? " Click a point to open its microbatches." : "") +
             " Smoothing draws an extra line; the raw values stay on the chart."
         )
@@ -96,33 +150,86 @@
     var grid = h("div", { class: "charts", id: "curve-charts" });
     sec.appendChild(grid);
     /** @type {Record<string, any>} */
+    var docs = {}; // scalar name -> its summaries (data/curves/<run>/<k>.js); none for one logged live
+    /** @type {Record<string, any[]>} */
+    var added = {}; // scalar name -> the rows a live page appended
+    /** @type {Record<string, any>} */
     var charts = {}; // scalar name -> its chart, updated in place by `append`
+    var loaded = Promise.all(
+      keys.map(function (k, i) {
+        return LL.data.curve(run.id, i).then(function (doc) {
+          docs[k] = doc;
+        });
+      })
+    );
+    function chartOf(k, i) {
+      var doc = docs[k] || null,
+        axis = (run.step_metrics || {})[k],
+        axisDoc = axis ? docs[axis] : null;
+      if (axisDoc && doc) {
+        var paired = pairedLine(doc, axisDoc);
+        return LL.lineChart({
+          title: k,
+          x: paired.x,
+          xLabel: axis + " (define_metric step_metric)",
+          smoothing: state.smoothing,
+          series: [{ label: k, values: paired.y, color: LL.palette[i % LL.palette.length] }],
+        });
+      }
+      var top = doc ? LL.bucketRows(doc.top, doc.widths[0]) : [];
+      var view = { rows: top, level: 0, line: lineOf(top.concat(added[k] || [])), asked: "" };
+      var picks = hasBatches; // a point's x is an optimizer step
+      /** @type {any} */
+      var chart = LL.lineChart({
+        title: k,
+        x: view.line.x,
+        xLabel: "optimizer step",
+        smoothing: state.smoothing,
+        series: [{ label: k, values: view.line.y, color: LL.palette[i % LL.palette.length] }],
+        onPick: picks
+          ? function (idx) {
+              var r = view.line.rows[idx];
+              location.href = LL.link("batches.html", { run: run.id, step: r.b * r.w });
+            }
+          : undefined,
+        pickHint: picks ? "Click a point to open the microbatches of that optimizer step." : "",
+        pickLabel: function (idx) {
+          var r = view.line.rows[idx];
+          return r ? (picks ? "Click: microbatches of " : "") + rowText(k, r) : "";
+        },
+        onZoom: doc
+          ? function (x0, x1, zoomed) {
+              var ask = zoomed ? x0 + ":" + x1 : "";
+              if (ask === view.asked) return;
+              view.asked = ask;
+              var got = zoomed
+                ? LL.curveRange(run.id, i, doc, Math.floor(x0), Math.floor(x1) + 1, TOP)
+                : Promise.resolve({ rows: top, level: 0 });
+              got.then(function (g) {
+                if (view.asked !== ask || (g.level === view.level && g.rows === view.rows)) return;
+                view.rows = g.rows;
+                view.level = g.level;
+                chart.curveLevel = g.level;
+                show();
+              });
+            }
+          : undefined,
+      });
+      chart.curveLevel = 0;
+      function show() {
+        view.line = lineOf(view.rows.concat(added[k] || []));
+        chart.setData(view.line.x, [view.line.y]);
+      }
+      chart.show = show;
+      return chart;
+    }
     function draw() {
       LL.clear(grid);
       charts = {};
       if (!keys.length && !hasBatches)
         grid.appendChild(h("p", { class: "muted" }, "This run logged no per-step scalars."));
       keys.forEach(function (k, i) {
-        var s = pointsOf(run, k);
-        var picks = hasBatches && !s.axis; // a point's x is an optimizer step
-        grid.appendChild(
-          (charts[k] = LL.lineChart({
-            title: k,
-            x: s.x,
-            xLabel: s.axis ? s.axis + " (define_metric step_metric)" : "optimizer step",
-            smoothing: state.smoothing,
-            series: [{ label: k, values: s.y, color: LL.palette[i % LL.palette.length] }],
-            onPick: picks
-              ? function (idx, step) {
-                  location.href = LL.link("batches.html", { run: run.id, step: step });
-                }
-              : null,
-            pickHint: picks ? "Click a point to open the microbatches of that optimizer step." : "",
-            pickLabel: function (idx, step) {
-              return "Click: microbatches of optimizer step " + step + " (" + k + " = " + LL.fmt.exact(s.y[idx]) + ")";
-            },
-          }))
-        );
+        grid.appendChild((charts[k] = chartOf(k, i)));
       });
       if (hasBatches) {
         var holder = h(
@@ -165,7 +272,9 @@
       state.smoothing = Number(sel.value);
       draw();
     });
-    draw();
+    loaded.then(draw).catch(function (e) {
+      grid.appendChild(LL.callout("error", e.message));
+    });
     /**
      * Scalar records logged since the page's data (a live page in `labledger serve`): appended to
      * each scalar's chart in place (a zoomed-in chart keeps its range); a new scalar redraws all.
@@ -178,19 +287,15 @@
         Object.keys(rec).forEach(function (k) {
           var v = rec[k];
           if (k === "step" || k === "time" || !(typeof v === "number" || v === null)) return;
-          var s = run.scalars[k];
-          if (!s) {
-            s = run.scalars[k] = { x: [], y: [] };
-            keys.push(k);
-          } else if (typeof s.x === "number") s.x = run.scalar_steps[s.x].slice(); // no longer shared
-          s.x.push(step);
-          s.y.push(typeof v === "number" && isFinite(v) ? v : null);
+          if (keys.indexOf(k) < 0) keys.push(k);
+          (added[k] = added[k] || []).push(stepRow(step, v));
         });
       });
-      if (keys.length !== before) return draw();
-      keys.forEach(function (k) {
-        var p = pointsOf(run, k);
-        if (charts[k]) charts[k].setData(p.x, [p.y]);
+      loaded.then(function () {
+        if (keys.length !== before) return draw();
+        keys.forEach(function (k) {
+          if (charts[k] && charts[k].show) charts[k].show();
+        });
       });
     };
     return sec;
