@@ -517,6 +517,8 @@ interface LineChartOptions {
   marks?: { x: number; label?: string; color?: string }[];
   hlines?: { y: number; label?: string; color?: string }[];
   onPick?: (index: number, x: number) => void;
+  /** The x range shown changed (debounced); zoomed: less than the data's whole range. */
+  onZoom?: (min: number, max: number, zoomed: boolean) => void;
   pickHint?: string;
   pickLabel?: (index: number, x: number) => string;
   height?: number;
@@ -540,8 +542,6 @@ interface LLFormat {
     opts?: { digits?: number; decimals?: number; signed?: boolean }
   ): { value: string; ci: string };
   sharedDecimals(values: (Num | undefined)[], digits?: number): number;
-  /** The x range shown changed (debounced); zoomed: less than the data's whole range. */
-  onZoom?: (min: number, max: number, zoomed: boolean) => void;
   exact(v: unknown): string;
   pct(v: any): string;
   time(unix: any): string;
@@ -631,6 +631,17 @@ interface LLNamespace {
   readyKeys?: string[];
   ema(values: (number | null | undefined)[], alpha: number): Num[];
   lineChart(opts: LineChartOptions): ChartFigure;
+  /** The buckets of a level of a scalar's summaries as rows (static/js/charts.js). */
+  bucketRows(cols: any, w: number): any[];
+  /** The rows of a scalar's summaries for a step range, at the finest level that fits `limit`. */
+  curveRange(
+    runId: string,
+    k: number,
+    doc: any,
+    s0: number,
+    s1: number,
+    limit: number
+  ): Promise<{ rows: any[]; level: number }>;
   vtable(opts: any): any;
   where: any;
   diffDoc?: (a: any, b: any) => any;
@@ -648,14 +659,3 @@ interface Window {
   uPlot: any;
 }
 declare var uPlot: any;
-  /** The buckets of a level of a scalar's summaries as rows (static/js/charts.js). */
-  bucketRows(cols: any, w: number): any[];
-  /** The rows of a scalar's summaries for a step range, at the finest level that fits `limit`. */
-  curveRange(
-    runId: string,
-    k: number,
-    doc: any,
-    s0: number,
-    s1: number,
-    limit: number
-  ): Promise<{ rows: any[]; level: number }>;
