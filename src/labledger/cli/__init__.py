@@ -28,6 +28,10 @@ COMMANDS = {
         "compact",
         "Compress the record files of RUNs (default: every run that is not running) into verified zstd files in the zstd seekable format (X.jsonl.zst), as Run.finish does: each is decompressed and its sha256 checked before the JSONL is removed. Idempotent; a running run is skipped.",
     ),
+    "contamination": (
+        "contamination",
+        "Evaluation items found among RUN's training samples (exact and n-gram overlap), and the metric on clean vs overlapping items.",
+    ),
     "demo": ("demo", "Train two small PyTorch models on the digit stepping task and log everything."),
     "diff": (
         "diff",
