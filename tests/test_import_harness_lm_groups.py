@@ -1,10 +1,11 @@
 """lm-eval's group results and perplexity metrics (#44), from real lm-eval output.
 
-lm-eval's ``dummy`` model runs on tiny local tasks written here (nothing is downloaded): two
-groups, one weighted by size (``grp_size``: two multiple-choice tasks of 5 and 9 documents) and
-one not (``grp_eq``: a third task and ``grp_size`` as a subgroup), and a ``loglikelihood_rolling``
-task with ``word_perplexity``, ``byte_perplexity`` and ``bits_per_byte``. Every group value and
-perplexity is recomputed from the stored items and checked against lm-eval's own aggregate.
+lm-eval's ``dummy`` model runs on tiny local tasks (tests/harness_runs/lm_eval_groups_run.py; nothing is
+downloaded): two groups, one weighted by size (``grp_size``: two multiple-choice tasks of 5 and 9
+documents) and one not (``grp_eq``: a third task and ``grp_size`` as a subgroup), and a
+``loglikelihood_rolling`` task with ``word_perplexity``, ``byte_perplexity`` and ``bits_per_byte``. Every
+group value and every perplexity is recomputed from the stored items and checked against
+lm-eval's own aggregate.
 """
 
 from __future__ import annotations
@@ -30,87 +31,7 @@ from labledger.importers.lm_eval import _task_rows
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1"}
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-RUN = r'''
-import json, os, pathlib, sys
-d = pathlib.Path(sys.argv[1])
-tasks = d / "tasks"
-tasks.mkdir(parents=True, exist_ok=True)
-
-
-def mc(name, n, k):
-    rows = [{"question": f"{name} q{i}?", "choices": [f"c{j}" + "y" * j for j in range(k)], "answer": i % k} for i in range(n)]
-    (tasks / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (tasks / f"{name}.yaml").write_text(f"""task: {name}
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {tasks / f"{name}.jsonl"}
-test_split: test
-output_type: multiple_choice
-doc_to_text: "{{{{question}}}}"
-doc_to_choice: "{{{{choices}}}}"
-doc_to_target: "{{{{answer}}}}"
-metric_list:
-  - metric: acc
-  - metric: acc_norm
-metadata:
-  version: 1.0
-""")
-
-
-mc("mem_a", 5, 3)
-mc("mem_b", 9, 4)
-mc("mem_c", 4, 2)
-(tasks / "grp_size.yaml").write_text("""group: grp_size
-task: [mem_a, mem_b]
-aggregate_metric_list:
-  - metric: acc
-    weight_by_size: true
-  - metric: acc_norm
-    weight_by_size: true
-metadata:
-  version: 1.0
-""")
-(tasks / "grp_eq.yaml").write_text("""group: grp_eq
-task: [mem_c, grp_size]
-aggregate_metric_list:
-  - metric: acc
-    weight_by_size: false
-metadata:
-  version: 1.0
-""")
-text = [{"text": f"The quick brown fox {i} jumps over the lazy dog. " * (1 + i % 3)} for i in range(6)]
-(tasks / "ppl.jsonl").write_text("".join(json.dumps(r) + "\n" for r in text))
-(tasks / "ppl.yaml").write_text(f"""task: ppl
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {tasks / "ppl.jsonl"}
-test_split: test
-output_type: loglikelihood_rolling
-doc_to_text: ""
-doc_to_target: "{{{{text}}}}"
-metric_list:
-  - metric: word_perplexity
-  - metric: byte_perplexity
-  - metric: bits_per_byte
-metadata:
-  version: 1.0
-""")
-import lm_eval
-from lm_eval.loggers import EvaluationTracker
-from lm_eval.tasks import TaskManager
-
-res = lm_eval.simple_evaluate(
-    model="dummy", tasks=["grp_eq", "ppl"], task_manager=TaskManager(include_path=str(tasks)), log_samples=True,
-    bootstrap_iters=0, random_seed=0, numpy_random_seed=0, torch_random_seed=0,
-)
-tr = EvaluationTracker(output_path=str(d / "out"))
-samples = res.pop("samples")
-tr.save_results_aggregated(results=res, samples=samples)
-for t in res["configs"]:
-    tr.save_results_samples(task_name=t, samples=samples[t])
-'''
+RUNS = Path(__file__).parent / "harness_runs"
 
 
 @pytest.fixture(scope="module")
@@ -119,10 +40,8 @@ def out(tmp_path_factory) -> Path:
     if importlib.util.find_spec("lm_eval") is None:
         pytest.skip("lm-eval is not installed")
     root = tmp_path_factory.mktemp("lm_groups")
-    script = root / "run.py"
-    script.write_text(RUN)
     proc = subprocess.run(
-        [sys.executable, str(script), str(root)],
+        [sys.executable, str(RUNS / "lm_eval_groups_run.py"), str(root)],
         env={**os.environ, **OFFLINE},
         capture_output=True,
         text=True,

@@ -4,41 +4,31 @@ seed 0 into ``DIR/a/out`` and two-shot with seed 1 into ``DIR/b/out``, as ``lm_e
 ``doc_hash`` does not.
 
 Usage: ``python lm_eval_fewshot_run.py DIR``. Nothing is downloaded: the task reads a JSONL file this script
-writes, with the Hub disabled.
+writes (lm_eval_tasks.py), with the Hub disabled.
 """
 
 # ruff: noqa: E402  (the offline switches must be set before the harness is imported)
 
-import json
 import os
 import pathlib
 import sys
 
-os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_EVALUATE_OFFLINE="1")
+from lm_eval_tasks import OFFLINE, save_output, write_task
+
+os.environ.update(OFFLINE)
 d = pathlib.Path(sys.argv[1])
 tasks = d / "tasks"
-tasks.mkdir(parents=True, exist_ok=True)
-mc = [{"question": f"Is {i} even?", "choices": ["yes", "no", "maybe not"], "answer": i % 3} for i in range(12)]
-(tasks / "mc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mc))
-(tasks / "tiny_mc.yaml").write_text(f"""task: tiny_mc
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {tasks / "mc.jsonl"}
-    train: {tasks / "mc.jsonl"}
-test_split: test
-fewshot_split: train
-output_type: multiple_choice
-doc_to_text: "{{{{question}}}}"
-doc_to_choice: "{{{{choices}}}}"
-doc_to_target: "{{{{answer}}}}"
-metric_list:
-  - metric: acc
-metadata:
-  version: 1.0
-""")
+write_task(
+    tasks,
+    "tiny_mc",
+    [{"question": f"Is {i} even?", "choices": ["yes", "no", "maybe not"], "answer": i % 3} for i in range(12)],
+    doc_to_text="{{question}}",
+    doc_to_choice="{{choices}}",
+    doc_to_target="{{answer}}",
+    metrics=["acc"],
+    fewshot=True,
+)
 import lm_eval
-from lm_eval.loggers import EvaluationTracker
 from lm_eval.tasks import TaskManager
 
 tm = TaskManager(include_path=str(tasks))
@@ -55,7 +45,4 @@ for side, shots, seed in (("a", 0, 0), ("b", 2, 1)):
         torch_random_seed=seed,
         fewshot_random_seed=seed,
     )
-    tr = EvaluationTracker(output_path=str(d / side / "out"))
-    samples = res.pop("samples")
-    tr.save_results_aggregated(results=res, samples=samples)
-    tr.save_results_samples(task_name="tiny_mc", samples=samples["tiny_mc"])
+    save_output(res, d / side / "out")
