@@ -271,6 +271,54 @@ def test_table_ranks_from_stored_predictions(digits_results, tmp_path):
     assert "#1 [" not in runner.invoke(main, args).output
 
 
+def test_the_site_comparisons_page_shows_the_ranks_and_the_tie_group(digits_results, tmp_path, browser):
+    """The site's version table ranks each row as `table --ranks` does (the same document), the
+    Comparisons page shows `#r [lo–hi]` and `≈1` in each cell, and a rebuild reuses the cached ranks."""
+    from conftest import ARTIFACTS
+
+    from labledger.site import build_site, load_data_file
+
+    paths, _ = digits_results
+    ledger = str(tmp_path / "ledger")
+    runner = CliRunner()
+    for name in ("logreg", "nb", "tree"):
+        assert runner.invoke(main, ["import", paths[name], "--name", name, "--ledger", ledger]).exit_code == 0
+        args = ["eval", f"{name}:{name}", "--save", f"{name}:eval", "--model", name, "--ledger", ledger]
+        assert runner.invoke(main, args).exit_code == 0
+    cli = json.loads(runner.invoke(main, ["table", "--ranks", "--json", "--ledger", ledger]).output)
+    out = tmp_path / "site"
+    build_site(ledger, out)
+    _, payload = load_data_file(out / "data" / "compare.js")
+    [table] = payload["tables"]
+    assert table["rows"][0]["ranking"] == cli["rows"][0]["ranking"]
+    assert "rank interval" in table["definition"]
+    cached = json.loads((out / ".labledger-site.json").read_text())["paired_tests"].values()
+    assert [c["ranking"]["tie_group"] for c in cached if "ranking" in c] == [["logreg"]]  # beside the paired tests
+    from labledger.analysis import ranking
+
+    calls = []
+    real = ranking.rank_entries
+    ranking.rank_entries = lambda *a, **k: calls.append(1) or real(*a, **k)
+    try:
+        build_site(ledger, out)
+    finally:
+        ranking.rank_entries = real
+    assert calls == []
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    try:
+        page.goto((out / "compare.html").as_uri())
+        page.wait_for_selector("body[data-ready='1']")
+        cells = page.locator("table.version-table tbody tr").first.locator("td.n")
+        texts = cells.all_inner_texts()
+        assert texts[0].endswith("#1 [1–1] ≈1") and texts[1].endswith("#3 [2–3]") and texts[2].endswith("#2 [2–3]")
+        assert "not separable from the best" in cells.first.get_attribute("title")
+        assert cells.first.get_attribute("class") == "n tie-best"
+        (ARTIFACTS / "screenshots").mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "screenshots" / "compare-ranks.png"), full_page=True)
+    finally:
+        page.close()
+
+
 def test_table_ranks_says_why_a_row_is_not_ranked(tmp_path):
     from labledger.analysis.benchmarks import version_table
     from labledger.analysis.ranking import rank_entries

@@ -3,9 +3,11 @@ comparison documents of the site's runs, and summaries of the values recorded by
 
 - **Version tables**: one per suite of the benchmark ledger, every model in entry order and every
   variant present, the delta column from the first model to the last column, with significance
-  marks from :func:`labledger.analysis.groups.paired_entry_test` (paired bootstrap on stored predictions).
-  Paired tests are cached in the site manifest by the size and modification time of both prediction
-  files, so a rebuild does not resample again.
+  marks from :func:`labledger.analysis.groups.paired_entry_test` (paired bootstrap on stored predictions),
+  and each row's ranks with their joint intervals and the tie group of the best
+  (:func:`labledger.analysis.ranking.rank_entries`, as ``table --ranks``) where every column of the
+  row kept its predictions. Paired tests and rankings are cached in the site manifest by the size and
+  modification time of the prediction files, so a rebuild does not resample again.
 - **Comparison documents**: every ``evals/<name>/comparison.json`` (``ledger.save_evaluation(...,
   kind="comparison")``) of the runs in the site, reduced to what the page shows.
 - **Group summaries**: for each group with at least two runs in the site, the mean, sample standard
@@ -134,6 +136,30 @@ class PairedTestCache:
             self.errors.append(got["error"])
         return got.get("test")
 
+    def rank(self, entries: Sequence[Any], names: Sequence[str]) -> tuple[Any, str | None]:
+        """:func:`labledger.analysis.ranking.rank_entries` of a version-table row, memoised by every
+        prediction file's size and mtime: ``(RankingDoc, None)`` or ``(None, why not)``."""
+        import msgspec
+
+        from labledger.analysis.ranking import rank_entries
+        from labledger.schema import RankingDoc
+
+        key = hashlib.sha256(
+            orjson.dumps(
+                ["rank", [_file_key(e.results_path) for e in entries], [e.metric_id for e in entries], list(names)],
+                option=orjson.OPT_SORT_KEYS,
+            )
+        ).hexdigest()
+        if key in self.old:
+            self.new[key] = self.old[key]
+        elif key not in self.new:
+            doc, why = rank_entries(entries, names)
+            self.new[key] = {"ranking": msgspec.to_builtins(doc) if doc is not None else None, "why": why}
+        got = self.new[key]
+        if got.get("ranking") is None:
+            return None, got.get("why") or "not ranked"
+        return msgspec.convert(got["ranking"], RankingDoc), None
+
 
 def version_tables(ledger: Ledger, paired_test: Callable[..., Any] | None, warnings: list[str]) -> list[dict[str, Any]]:
     """One version table per suite of the benchmark ledger (see the module docstring).
@@ -174,6 +200,7 @@ def version_tables(ledger: Ledger, paired_test: Callable[..., Any] | None, warni
                 variants=variants,
                 delta_from=delta_from if len(models) > 1 or len(variants) > 1 else None,
                 paired_test=paired_test,
+                ranker=getattr(paired_test, "rank", None),
             )
         except LedgerError as exc:
             warnings.append(f"version table of suite {suite!r} left out: {exc}")

@@ -351,6 +351,17 @@ interface VersionTableRow {
   mde?: Num;
   warning?: string | null;
   significance?: string | null;
+  /** The row's columns ranked on their stored predictions (`table --ranks`; RankingDoc). */
+  ranking?: { systems: RankEntryView[]; n: number; clusters?: number | null; ci: number; tie_group: string[] } | null;
+}
+/** One column of a row's ranking (RankEntry). */
+interface RankEntryView {
+  name: string;
+  value: number;
+  rank: number;
+  rank_low: number;
+  rank_high: number;
+  tied_with_best: boolean;
 }
 interface VersionTable {
   suite: string;

@@ -71,6 +71,39 @@
     return t;
   }
 
+  /** The ranking entry of column `col` in a row ranked on its predictions (`table --ranks`).
+   * @param {VersionTableRow} row @param {string} col @returns {RankEntryView | null} */
+  function rankOf(row, col) {
+    if (!row.ranking) return null;
+    return (
+      row.ranking.systems.filter(function (e) {
+        return e.name === col;
+      })[0] || null
+    );
+  }
+  /** @param {VersionTableRow} row @param {RankEntryView | null} rk */
+  function rankTitle(row, rk) {
+    if (!rk || !row.ranking) return "";
+    var r = row.ranking;
+    return (
+      "; rank " +
+      rk.rank +
+      ", joint " +
+      LL.fmt.ciLabel(r.ci) +
+      " rank interval [" +
+      rk.rank_low +
+      ", " +
+      rk.rank_high +
+      "] over the row's " +
+      r.systems.length +
+      " columns (n = " +
+      r.n +
+      (r.clusters ? ", " + r.clusters + " clusters" : "") +
+      ")" +
+      (rk.tied_with_best ? "; not separable from the best" : "")
+    );
+  }
+
   /** @param {VersionTable} t @param {number} index */
   function versionTable(t, index) {
     var cols = t.columns,
@@ -127,7 +160,16 @@
             h("span", { class: "muted metric-id" }, "(" + r.metric_id + ")")
           ),
           cols.map(function (c) {
-            return h("td", { class: "n", title: valueTitle(r, c) }, pct(r.values[c]));
+            var rk = rankOf(r, c);
+            return h(
+              "td",
+              { class: "n" + (rk && rk.tied_with_best ? " tie-best" : ""), title: valueTitle(r, c) + rankTitle(r, rk) },
+              pct(r.values[c]),
+              rk
+                ? h("span", { class: "rank-mark" }, " #" + rk.rank + " [" + rk.rank_low + "–" + rk.rank_high + "]")
+                : null,
+              rk && rk.tied_with_best ? h("span", { class: "rank-tie" }, " ≈1") : null
+            );
           }),
           delta
             ? h(
