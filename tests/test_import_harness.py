@@ -441,3 +441,61 @@ def test_lm_eval_columns_equal_rows_on_real_output(outputs):
                 c = cols[filt][name]
                 assert (c.shape, c.spec) == (m.shape, m.spec)
                 assert (c.rows if m.shape == "skipped" else c.rows.rows()) == m.rows
+
+
+# ------------------------------------------------------------------------------------------------
+# the site's evaluation pages of harness sets (#44)
+
+#: Metrics of a classification task that mean nothing over the choice positions of multiple-choice rows
+#: (a harness's own f1 of label rows, lm-eval's, is not one of them).
+CHOICE_POSITION_METRICS = {"roc_auc", "ece", "brier", "log_loss", "balanced_accuracy", "f1", "per_class"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("harness", ["lm-eval", "inspect", "lighteval"])
+def test_site_evaluation_pages_show_the_harness_metrics_and_stderr_as_eval_does(outputs, tmp_path, harness):
+    """Each harness set's page: only the harness's own metrics (no ROC-AUC, ECE... over choice
+    positions), no reliability diagram or temperature illustration of choice rows, and the
+    harness's values and stderrs beside labledger's: the very ``harness`` block of ``eval --json``."""
+    from labledger.site import build_site, load_data_file
+
+    out = _need(outputs, harness)
+    ledger = tmp_path / "ledger"
+    runs = import_path(out / ("eval" if harness == "inspect" else "out"), ledger).runs
+    build_site(ledger, tmp_path / "site")
+    pages = 0
+    choice_sets = 0
+    for run in runs:
+        for key in run.counts:
+            name = key.split(":", 1)[1]
+            with open_ledger(ledger) as book:
+                meta = harness_meta(book.run(run.id).results_path(name))
+            _, page = load_data_file(tmp_path / "site" / "data" / "evals" / run.id / f"{name}.js")
+            (doc,) = [d["doc"] for d in page["documents"] if d["kind"] == "evaluation"]
+            for task, body in doc["tasks"].items():
+                assert [m["metric"] for m in body["metrics"]] == [harness_metrics(meta)[task][0].split(":")[0]]
+                if meta["metrics"][task].get("shape") == "choices":
+                    assert not CHOICE_POSITION_METRICS & {m["metric"] for m in body["metrics"]}
+                assert body.get("per_class") is None and body.get("confusion_matrix") is None
+            assert doc.get("suite") is None  # the set's tasks are one harness task's metrics, not benchmarks
+            res = CliRunner().invoke(main, ["eval", f"{run.id}:{name}", "--json", "--ledger", str(ledger)])
+            assert res.exit_code == 0, res.output
+            assert doc["harness"] == json.loads(res.output)["harness"]  # the CLI's payload, whole
+            for c in doc["harness"]["checks"]:
+                m = meta["metrics"][c["task"]]
+                assert (c["harness_value"], c["harness_stderr"]) == (m["value"], m["stderr"])
+            choices = {t for t, m in meta["metrics"].items() if m.get("shape") == "choices"}
+            for task in choices & set(page["rows"]["tasks"]):
+                view = page["rows"]["tasks"][task]
+                assert "reliability" not in view and "positions, not classes" in view["confusion_note"]
+                conf = view["confusion"]  # positions against positions: its diagonal is the harness's hits
+                assert all(label.isdigit() for label in conf["labels"])
+                hits = sum(conf["matrix"][i][i] for i in range(len(conf["labels"])))
+                assert hits / view["n"] == pytest.approx(meta["metrics"][task]["value"], abs=1e-9)
+                choice_sets += 1
+            if choices:
+                assert not (tmp_path / "site" / "data" / "evals" / run.id / f"{name}.logits.js").exists()
+            pages += 1
+    assert pages
+    if harness in ("lm-eval", "lighteval"):
+        assert choice_sets

@@ -356,6 +356,7 @@ def evaluate(
     positive: str | Mapping[str, str] | None = None,
     tolerance: float = TOLERANCE,
     item_draw_budget: float | None = ITEM_RESAMPLE_BUDGET,
+    suite: bool = True,
 ) -> Evaluation:
     """Evaluate rows, a ``results.jsonl`` path or a :class:`~labledger.inputs.results.ResultSet`.
 
@@ -366,7 +367,8 @@ def evaluate(
     ``headline``: ``{task: spec}`` overriding :data:`HEADLINE` for the suite mean.
     ``item_draw_budget``: metrics recomputed on every resampled item set (ROC-AUC, AP, ECE,
     correlations) get fewer resamples past this many item-draws (never under 200), and say so in
-    their stored value; None computes every resample.
+    their stored value; None computes every resample. ``suite=False``: no suite mean over the
+    tasks (they are alternative metrics of one benchmark, as a harness result set's are).
 
     >>> ev = evaluate([{"id": 1, "task": "r", "gold": 1.0, "pred": 0.5},
     ...                {"id": 2, "task": "r", "gold": -1.0, "pred": -1.5}], metrics=["mae"], resamples=0)
@@ -435,7 +437,7 @@ def evaluate(
         if fields:
             body.slices = _slices(td, specs, fields, ci=ci, resamples=resamples, seed=seed, budget=item_draw_budget)
         doc.tasks[name] = body
-    doc.suite = _suite(headline_samples, ci) if len(tasks) > 1 else None
+    doc.suite = _suite(headline_samples, ci) if suite and len(tasks) > 1 else None
     return Evaluation(doc)
 
 

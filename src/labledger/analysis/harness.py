@@ -2,9 +2,11 @@
 
 A result set imported from a harness (see :mod:`labledger.importers.harness`) keeps, in its
 ``meta.json`` under ``harness``, each metric's reported value and standard error and the labledger
-metric that recomputes it. :func:`harness_metrics` gives ``evaluate`` those metrics;
-:func:`harness_check` sets each recomputed value beside the harness's (``equal`` within 1e-9) and
-the harness's stderr beside labledger's CI, with a one-line :func:`stderr_note` where they differ.
+metric that recomputes it. :func:`set_metrics` decides what a stored set is evaluated and compared
+on (a harness set: those metrics only); :func:`evaluate_stored` is its evaluation as ``labledger
+eval`` and the site give it; :func:`harness_check` sets each recomputed value beside the harness's
+(``equal`` within 1e-9) and the harness's stderr beside labledger's CI, with a one-line
+:func:`stderr_note` where they differ.
 
 >>> meta = {"name": "lm-eval", "metrics": {"acc": {"metric": "accuracy", "value": 0.5, "stderr": 0.5}}}
 >>> harness_metrics(meta)
@@ -16,11 +18,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from labledger.metrics.registry import parse_metric
+
+if TYPE_CHECKING:
+    from labledger.schema import EvaluationDoc
 
 #: Recomputed values equal the harness's within this.
 TOLERANCE = 1e-9
@@ -45,6 +50,61 @@ def harness_meta(results_path: str | Path) -> dict[str, Any] | None:
 def harness_metrics(meta: Mapping[str, Any]) -> dict[str, list[str]]:
     """``{task: [metric spec]}``: the labledger metric recomputing each harness metric."""
     return {task: [m["metric"]] for task, m in meta["metrics"].items() if m.get("metric")}
+
+
+def set_metrics(results_path: str | Path) -> dict[str, list[str]] | None:
+    """The metrics a stored result set is evaluated and compared on when none are asked for.
+
+    An imported harness set gets the harness's own metrics only (:func:`harness_metrics`: the
+    labledger metric recomputing each one, ``accuracy`` for a multiple-choice metric), never the
+    defaults of its task kind: its choice rows are classification rows over choice positions
+    ``"0".."K-1"``, on which ROC-AUC, ECE, Brier, F1 or per-class counts mean nothing. ``{}`` for a
+    harness set none of whose metrics labledger recomputes; None for any other set (the defaults
+    per task kind, :data:`~labledger.analysis.tasks.DEFAULT_METRICS`).
+
+    >>> set_metrics("no/such/results.jsonl") is None
+    True
+    """
+    meta = harness_meta(results_path)
+    return None if meta is None else harness_metrics(meta)
+
+
+def evaluate_stored(
+    results_path: str | Path,
+    rows: Any = None,
+    *,
+    metrics: Any = None,
+    headline: Mapping[str, str] | None = None,
+    **options: Any,
+) -> EvaluationDoc:
+    """The evaluation of the result set stored at ``results_path`` (``rows``: the same set already
+    read, a :class:`~labledger.inputs.results.ResultSet`), as ``labledger eval`` prints it and the
+    site shows it; ``options`` go to :func:`~labledger.analysis.evaluation.evaluate`.
+
+    For an imported harness set: the harness's own metrics unless ``metrics`` are given
+    (:func:`set_metrics`), each one the headline of its task, no suite mean (the set's tasks are
+    one harness task's metrics, not benchmarks), and ``harness``: the harness's values and stderrs
+    beside labledger's (:func:`harness_check`). Any other set: :func:`evaluate` as it is.
+    """
+    from labledger.analysis.evaluation import evaluate
+    from labledger.schema import HarnessCheck
+
+    meta = harness_meta(results_path)
+    source = results_path if rows is None else rows
+    if meta is None:
+        return evaluate(source, metrics=metrics, headline=headline, **options).doc
+    own = harness_metrics(meta)
+    doc = evaluate(
+        source,
+        metrics=metrics or own,
+        headline=headline or {t: v[0] for t, v in own.items()},
+        suite=False,
+        **options,
+    ).doc
+    doc.harness = HarnessCheck(
+        name=meta["name"], version=meta.get("version"), checks=harness_check(doc.to_dict(), meta)
+    )
+    return doc
 
 
 def _entry(evaluation: Mapping[str, Any], task: str, spec: str) -> dict[str, Any] | None:
@@ -216,4 +276,12 @@ def harness_lines(checks: list[dict[str, Any]], harness: str) -> list[str]:
     return lines
 
 
-__all__ = ["harness_check", "harness_lines", "harness_meta", "harness_metrics", "stderr_note"]
+__all__ = [
+    "evaluate_stored",
+    "harness_check",
+    "harness_lines",
+    "harness_meta",
+    "harness_metrics",
+    "set_metrics",
+    "stderr_note",
+]

@@ -183,7 +183,7 @@ def run_comparisons(va: Any, vb: Any, *, resamples: int) -> list[dict[str, Any]]
     ``p`` (two-sided, per comparison: below 0.05 exactly when the 95% CI excludes 0) and ``p_adjusted``
     (Holm over the metrics and tasks of that result set, as ``compare`` adjusts; ``adjust`` and
     ``family`` say so). A result set imported from an evaluation harness is compared on the
-    harness's own metrics (:func:`~labledger.analysis.harness.harness_metrics`: ``accuracy`` for
+    harness's own metrics (:func:`~labledger.analysis.harness.set_metrics`: ``accuracy`` for
     lm-eval's ``acc``, ``mean`` for a scorer), not on every registry default of its row kind, and
     ``harness`` names the harness.
 
@@ -197,13 +197,13 @@ def run_comparisons(va: Any, vb: Any, *, resamples: int) -> list[dict[str, Any]]
     [('test', True)]
     """
     from labledger.analysis.evaluation import compare
-    from labledger.analysis.harness import harness_meta, harness_metrics
+    from labledger.analysis.harness import harness_meta, set_metrics
 
     out = []
     for name in sorted(set(va.results_names()) & set(vb.results_names())):
         entry: dict[str, Any] = {"results": name}
         meta = harness_meta(va.results_path(name))
-        metrics = harness_metrics(meta) if meta else None
+        metrics = set_metrics(va.results_path(name))
         if meta:
             entry["harness"] = meta.get("name")
         try:

@@ -21,7 +21,6 @@ from labledger.cli.base import (
 from labledger.schema import (
     ComparisonDoc,
     EvaluationDoc,
-    HarnessCheck,
     MetricDiff,
     MetricId,
     MetricValue,
@@ -365,7 +364,6 @@ def eval_command(
     reduced per item first (--repeats), for per-item mean metrics (default: accuracy).
     """
     prefetch(results)
-    from labledger.analysis.evaluation import evaluate
 
     _check_metrics(metrics)
     target = save_target(save)
@@ -375,9 +373,7 @@ def eval_command(
         raise click.UsageError("--replace applies with --model NAME (it replaces that model's benchmark entries)")
     path, shown = results_source(results, ledger_path)
     budget: dict[str, Any] = {"item_draw_budget": None} if all_resamples else {}
-    from labledger.analysis.harness import harness_check, harness_lines, harness_meta, harness_metrics
-
-    harness = harness_meta(path)
+    from labledger.analysis.harness import evaluate_stored, harness_lines
     from labledger.inputs.results import read_results
 
     # one read: rows that repeat ids with an epoch/sample field come back with their repeat column
@@ -402,10 +398,10 @@ def eval_command(
         else:
             _print_repeats(typed.to_dict())
         return
-    ev = evaluate(
+    doc = evaluate_stored(
+        path,
         rs,
-        metrics=list(metrics) or (harness_metrics(harness) if harness else None),
-        headline={t: v[0] for t, v in harness_metrics(harness).items()} if harness else None,
+        metrics=list(metrics) or None,
         by=list(by) or None,
         ci=ci,
         resamples=resamples,
@@ -414,12 +410,7 @@ def eval_command(
         positive=positive,
         **budget,
     )
-    doc = ev.doc
     doc.source = shown
-    if harness:
-        doc.harness = HarnessCheck(
-            name=harness["name"], version=harness.get("version"), checks=harness_check(doc.to_dict(), harness)
-        )
     saved = None
     if target is not None:
         from labledger.analysis.benchmarks import record_evaluation
@@ -691,13 +682,12 @@ def compare_command(
     _check_metrics(metrics)
     path_a, shown_a = results_source(a, ledger_path)
     path_b, shown_b = results_source(b, ledger_path)
-    from labledger.analysis.harness import harness_meta, harness_metrics
+    from labledger.analysis.harness import set_metrics
 
-    harness = harness_meta(path_a)
     cmp = compare(
         path_a,
         path_b,
-        metrics=list(metrics) or (harness_metrics(harness) if harness else None),
+        metrics=list(metrics) or set_metrics(path_a),
         unpaired=unpaired,
         ci=ci,
         resamples=resamples,

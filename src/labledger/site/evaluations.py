@@ -126,13 +126,15 @@ def _documents(folder: Path, run_id: str, run_name: str) -> list[dict[str, Any]]
 
 
 def _engine_document(results: Path, by: list[str]) -> dict[str, Any]:
-    """The evaluation of ``results`` (sliced ``by`` the given slice fields), computed now. A file the
-    engine refuses (a :class:`~labledger.errors.LedgerError`, or one it cannot read) gives a
-    document that says why, and the page shows the stored rows; any other error is a bug and raised."""
-    from labledger.analysis.evaluation import evaluate
+    """The evaluation of ``results`` (sliced ``by`` the given slice fields), computed now as
+    ``labledger eval`` computes it (:func:`~labledger.analysis.harness.evaluate_stored`: a harness
+    set on the harness's own metrics, with the harness's values and stderrs beside labledger's). A
+    file the engine refuses (a :class:`~labledger.errors.LedgerError`, or one it cannot read) gives
+    a document that says why, and the page shows the stored rows; any other error is a bug and raised."""
+    from labledger.analysis.harness import evaluate_stored
 
     try:
-        doc = evaluate(results, by=by or None).to_dict()
+        doc = evaluate_stored(results, by=by or None).to_dict()
     except (LedgerError, OSError) as exc:  # the site stands; this page says why
         return {
             "kind": "evaluation",
@@ -143,16 +145,22 @@ def _engine_document(results: Path, by: list[str]) -> dict[str, Any]:
     notes: list[str] = []
     return {
         "kind": "evaluation",
-        "origin": "computed at build time by labledger.analysis.evaluation",
+        "origin": "computed at build time, as labledger eval computes it",
         "doc": _thin(doc, notes),
         "thinned": notes,
     }
 
 
 class _TaskRows:
-    """Counts over one task's rows (no metric definitions involved)."""
+    """Counts over one task's rows (no metric definitions involved). ``choices``: the rows are a
+    harness's multiple-choice rows, whose labels are choice positions (``"0".."K-1"``) and whose
+    probabilities are a softmax over the choices' log-likelihoods: no reliability bins and no
+    logits for the temperature illustration (calibration over choice positions means nothing),
+    and the confusion counts are of the gold position against the chosen one (the first of highest
+    probability, as the harness's argmax), not against the stored prediction (the choice's text)."""
 
-    def __init__(self) -> None:
+    def __init__(self, choices: bool = False) -> None:
+        self.choices = choices
         self.n = 0
         self.labels: set[str] = set()
         self.kind: str | None = None
@@ -180,7 +188,8 @@ class _TaskRows:
             if gold is not None:
                 g = str(gold)
                 self.labels.add(g)
-                self.pairs[(g, pred)] = self.pairs.get((g, pred), 0) + 1
+                chosen = top if self.choices else pred  # a choice row's prediction is the choice's text
+                self.pairs[(g, chosen)] = self.pairs.get((g, chosen), 0) + 1
                 p_gold = values.get(g, 0.0)
                 ce = math.inf if p_gold <= 0 else -math.log(p_gold)
                 item = {
@@ -193,6 +202,8 @@ class _TaskRows:
                     "slices": row.get("slices"),
                 }
                 self._keep_worst(ce, seq, item)
+                if self.choices:
+                    return
                 conf = values[top]
                 b = min(RELIABILITY_BINS - 1, int(conf * RELIABILITY_BINS))
                 self.bins[b][0] += 1
@@ -259,7 +270,10 @@ class _TaskRows:
                 matrix[idx[g]][idx[p]] += c
             out["confusion"] = {"labels": order, "rows": "gold", "columns": "pred", "matrix": matrix}
             out["confusion_note"] = (
-                "counted from the stored rows: gold (rows) against the "
+                "counted from the stored rows: the gold choice's position (rows) against the chosen "
+                "position (0 = the first choice); positions, not classes"
+                if self.choices
+                else "counted from the stored rows: gold (rows) against the "
                 "stored prediction, else the label of highest probability"
             )
         if self.worst:
@@ -304,8 +318,23 @@ def _label(v: Any) -> str:
     return v if isinstance(v, str) else orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()
 
 
-def rows_view(results: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(rows view, logits by task)`` of a stored ``results.jsonl``, read one line at a time."""
+def choice_tasks(meta: Any) -> frozenset[str]:
+    """The tasks of a stored result set (its ``meta.json``) whose rows are a harness's
+    multiple-choice rows (shape ``choices``, see :mod:`labledger.importers.harness`).
+
+    >>> sorted(choice_tasks({"harness": {"metrics": {"acc": {"shape": "choices"}, "f1": {"shape": "labels"}}}}))
+    ['acc']
+    """
+    harness = meta.get("harness") if isinstance(meta, dict) else None
+    metrics = harness.get("metrics") if isinstance(harness, dict) else None
+    if not isinstance(metrics, dict):
+        return frozenset()
+    return frozenset(t for t, m in metrics.items() if isinstance(m, dict) and m.get("shape") == "choices")
+
+
+def rows_view(results: Path, choices: frozenset[str] = frozenset()) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(rows view, logits by task)`` of a stored ``results.jsonl``, read one line at a time;
+    ``choices``: its tasks of a harness's multiple-choice rows (:func:`choice_tasks`)."""
     from labledger.store.jsonl import read_jsonl
 
     tasks: dict[str, _TaskRows] = {}
@@ -328,7 +357,7 @@ def rows_view(results: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         task = task if isinstance(task, str) else "(no task)"
         tr = tasks.get(task)
         if tr is None:
-            tr = tasks[task] = _TaskRows()
+            tr = tasks[task] = _TaskRows(task in choices)
         tr.add(n, row)
     view = {
         "n": n,
@@ -352,7 +381,7 @@ def eval_payload(view: RunView, name: str) -> tuple[dict[str, Any], dict[str, An
     results = folder / "results.jsonl"
     rows = logits = None
     if results.is_file():
-        rows, logits = rows_view(results)
+        rows, logits = rows_view(results, choice_tasks(meta))
         if not any(d["kind"] == "evaluation" and "doc" in d for d in documents):
             by = [k for k, count in rows["slice_fields"].items() if 1 < count <= MAX_SLICE_VALUES]
             documents.insert(0, _engine_document(results, by))

@@ -87,6 +87,28 @@ interface EvaluationTask {
   confusion_matrix?: ConfusionMatrix | null;
   slices?: Record<string, Record<string, SliceBody>> | null;
 }
+/** One harness metric: what the harness reported beside labledger's recomputed value and interval
+    (labledger.analysis.harness.harness_check; `labledger eval --json`'s `harness.checks`). */
+interface HarnessCheckRow {
+  task: string;
+  metric: string;
+  harness_value: Num;
+  value: Num;
+  equal: boolean;
+  harness_stderr: Num;
+  stderr_method?: string | null;
+  ci_low: Num;
+  ci_high: Num;
+  n?: Num;
+  clusters?: Num;
+  epochs?: Json;
+  note?: string | null;
+}
+interface HarnessCheck {
+  name: string;
+  version?: string | null;
+  checks: HarnessCheckRow[];
+}
 interface EvaluationDoc {
   kind?: "evaluation";
   source?: string;
@@ -95,6 +117,7 @@ interface EvaluationDoc {
   resamples?: Num;
   seed?: Num;
   tasks: Record<string, EvaluationTask>;
+  harness?: HarnessCheck | null;
 }
 
 interface McNemar {

@@ -222,10 +222,105 @@
     ];
   }
 
+  /**
+   * The harness's own value and stderr of each metric beside labledger's recomputed value and
+   * interval, as `labledger eval` prints them (the document's `harness`).
+   * @param {HarnessCheck} hc
+   * @param {number | null | undefined} level
+   * @returns {Child[]}
+   */
+  function harnessView(hc, level) {
+    var who = hc.name + (hc.version ? " " + hc.version : "");
+    return [
+      h("h3", null, "Against what " + who + " reported"),
+      h(
+        "p",
+        { class: "muted" },
+        "The harness's value and standard error of each metric beside the value labledger recomputed from the " +
+          "stored items and its interval; a note says where the harness's stderr and labledger's interval disagree, and why."
+      ),
+      LL.table({
+        rows: hc.checks,
+        stack: true,
+        className: "harness-check",
+        columns: [
+          {
+            key: "task",
+            label: "Metric",
+            render: function (c) {
+              return h("strong", null, c.task);
+            },
+          },
+          {
+            key: "harness_value",
+            label: hc.name,
+            num: true,
+            render: function (c) {
+              return h(
+                "span",
+                { class: "num", title: LL.fmt.exact(c.harness_value) },
+                LL.fmt.interval(c.harness_value, null, null).value
+              );
+            },
+          },
+          {
+            key: "harness_stderr",
+            label: hc.name + " stderr",
+            num: true,
+            render: function (c) {
+              return h(
+                "span",
+                { class: "num", title: c.stderr_method || "" },
+                isNum(c.harness_stderr) ? LL.fmt.num(c.harness_stderr) : "–"
+              );
+            },
+          },
+          {
+            key: "value",
+            label: "labledger",
+            num: true,
+            render: function (c) {
+              return h(
+                "span",
+                { class: "num", title: LL.fmt.exact(c.value) },
+                LL.fmt.interval(c.value, c.ci_low, c.ci_high).value
+              );
+            },
+          },
+          {
+            key: "ci_low",
+            label: "labledger " + LL.fmt.ciLabel(level),
+            num: true,
+            render: function (c) {
+              return LL.fmt.interval(c.value, c.ci_low, c.ci_high).ci;
+            },
+          },
+          {
+            key: "equal",
+            label: "Value",
+            render: function (c) {
+              if (!isNum(c.harness_value)) return h("span", { class: "muted" }, "the harness reported none");
+              return c.equal ? "same" : h("strong", { class: "stat-warning" }, "DIFFERENT");
+            },
+          },
+          {
+            key: "note",
+            label: "Note",
+            render: function (c) {
+              return h("span", { class: "muted" }, c.note || "–");
+            },
+          },
+        ],
+      }),
+    ];
+  }
+
   /** @param {EvaluationDoc} doc */
   function evaluationView(doc) {
     /** @type {Child[]} */
     var parts = [];
+    if (doc.harness && doc.harness.checks && doc.harness.checks.length)
+      parts = parts.concat(harnessView(doc.harness, doc.ci));
     Object.keys(doc.tasks).forEach(function (task) {
       var t = doc.tasks[task];
       parts.push(h("h3", null, "Task: " + task + " (n = " + LL.fmt.num(t.n) + ")"));
@@ -947,6 +1042,29 @@
     return sec;
   }
 
+  /**
+   * The samples a harness run did not complete (inspect_ai's errored samples: the set's meta.json
+   * `harness.errored`), left out of every metric as the harness leaves them out; null when none.
+   * @param {Record<string, Json>} meta
+   * @returns {string | null}
+   */
+  function erroredNote(meta) {
+    var hm = meta.harness;
+    if (!hm || typeof hm !== "object" || Array.isArray(hm)) return null;
+    var ids = hm.errored;
+    if (!Array.isArray(ids) || !ids.length) return null;
+    var done = hm.samples_completed,
+      total = hm.samples_total;
+    return (
+      String(hm.name || "The harness") +
+      (isNum(done) && isNum(total)
+        ? " completed " + LL.fmt.num(done) + " of " + LL.fmt.num(total) + " samples (each epoch counted); "
+        : ": ") +
+      "these errored and are left out of every metric below, as the harness leaves them out: " +
+      ids.map(String).join(", ")
+    );
+  }
+
   LL.start(function () {
     var p = LL.params();
     return LL.data
@@ -977,6 +1095,8 @@
             meta.sha256 ? [" · results sha256 ", h("code", null, String(meta.sha256).slice(0, 16) + "…")] : ""
           )
         );
+        var errored = erroredNote(meta);
+        if (errored) main.appendChild(LL.callout("warn", errored));
         ev.documents.forEach(function (d, i) {
           main.appendChild(documentSection(d, i));
         });
