@@ -23,6 +23,7 @@ from labledger.importers import import_path
 SPLITS = Path(__file__).parent / "fixtures" / "helm" / "splits"
 FOLDER = SPLITS / "arith_words:model=simple_model1"
 METRICS = ("exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match")
+LEDGER: list[Path] = []  # the module fixture's ledger
 
 
 def _helm_stat(name: str, split: str, perturbation: dict | None) -> float:
@@ -46,6 +47,7 @@ def _instances(split: str) -> set[str]:
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
     ledger = tmp_path_factory.mktemp("helm") / "ledger"
+    LEDGER.append(ledger)
     (run,) = import_path(SPLITS, ledger).runs
     sets = {}
     with open_ledger(ledger) as book:
@@ -133,3 +135,71 @@ def test_unreadable_run_folder_fails_only_itself(tmp_path):
         import_path(bad, tmp_path / "alone")
     with open_ledger(tmp_path / "alone") as book:
         assert book.runs() == []
+
+
+def _columns(rows: list[dict]) -> dict[str, tuple[float, ...]]:
+    """Each metric's values in id order (the rows the comparison reads)."""
+    by: dict[str, dict[str, float]] = {}
+    for r in rows:
+        by.setdefault(r["task"], {})[r["id"]] = r["pred"]
+    return {t: tuple(v[k] for k in sorted(v)) for t, v in by.items()}
+
+
+def _holm(p: list[float]) -> list[float]:
+    """Holm's step-down adjustment, written out."""
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    out, running = [0.0] * len(p), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p) - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def test_alias_metrics_with_the_same_values_are_one_test_of_the_family(imported):
+    """HELM's alias metrics (several names for the same per-instance values) are one test each in
+    the multiple-comparison correction, and the family says so: the unperturbed test split against
+    HELM's robustness worst case (the same instances, paired)."""
+    from labledger.analysis.comparison import compare
+    from labledger.analysis.harness import set_metrics
+
+    run, sets = imported
+    a, b = "arith_words", "arith_words.robustness.worst"
+    cols_a, cols_b = _columns(sets[a][2]), _columns(sets[b][2])
+    firsts: dict[tuple, str] = {}
+    first_of = {m: firsts.setdefault((cols_a[m], cols_b[m]), m) for m in METRICS}
+    unique = sorted(set(first_of.values()), key=METRICS.index)
+    assert 1 < len(unique) < len(METRICS)  # the fixture has aliases and metrics that differ
+    with open_ledger(LEDGER[-1]) as book:
+        pa, pb = book.run(run.id).results_path(a), book.run(run.id).results_path(b)
+    doc = compare(pa, pb, metrics=set_metrics(pa), resamples=200).doc
+    entry = {t: body.metrics[0] for t, body in doc.tasks.items()}
+    aliases = [m for m in METRICS if first_of[m] != m]
+    assert doc.family.startswith(f"{len(unique)} tests, Holm ({len(METRICS)} compared metrics: {len(aliases)} with")
+    for m in aliases:
+        assert f"{m} = {first_of[m]}" in doc.family
+        e, f = entry[m], entry[first_of[m]]
+        assert (e.diff, e.ci_low, e.ci_high, e.p_value, e.p_adjusted) == (
+            f.diff,
+            f.ci_low,
+            f.ci_high,
+            f.p_value,
+            f.p_adjusted,
+        )
+    for m, adj in zip(unique, _holm([entry[m].p_value for m in unique])):
+        assert entry[m].p_adjusted == pytest.approx(adj, abs=1e-12)
+
+
+def test_the_eight_bbq_aliases_are_one_test(tmp_path):
+    """HELM's bbq run (HELM's own files): 8 metrics, every one the same values: one test."""
+    from labledger.analysis.rundiff import diff_runs
+
+    folder = next(p for p in (SPLITS.parent).iterdir() if p.name.startswith("bbq:"))
+    ledger = tmp_path / "ledger"
+    (first,) = import_path(folder, ledger).runs
+    (again,) = import_path(folder, ledger, again=True).runs
+    with open_ledger(ledger) as book:
+        (cmp,) = diff_runs(book, first.id, again.id, resamples=50)["comparisons"]
+    assert len(cmp["metrics"]) == 8
+    assert cmp["family"].startswith("1 test, Holm (8 compared metrics: 7 with the same values as another")
+    assert len({(m["p"], m["p_adjusted"]) for m in cmp["metrics"]}) == 1
+

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Literal, TypeVar
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -50,7 +51,7 @@ from labledger.inputs.results import (
     deferred_ids,
     load,
 )
-from labledger.metrics.prepared import Prepared
+from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared
 from labledger.metrics.registry import metric_key
 from labledger.metrics.resample import mcnemar
 from labledger.metrics.stats import adjust_p, clustered_mcnemar, family_note
@@ -242,6 +243,11 @@ def _compare(
         tasks={},
         pair_on="doc" if pair_on == "doc" else None,
     )
+    # a metric whose A and B values equal, item by item, those of one compared before (a
+    # harness's alias metrics: HELM's exact_match and prefix_exact_match on one-word answers) is
+    # the same test: its result is that one's, and it counts once in the family
+    firsts: dict[bytes, tuple[str, MetricDiff, list[MarginTest]]] = {}
+    aliases: dict[int, str] = {}  # id(entry) -> the first's label
     for name in tasks:
         ta, tb = ra[name], rb[name]
         if ta.kind != tb.kind:
@@ -261,6 +267,14 @@ def _compare(
             ready = partial(_prepared, metric, params, resamples=resamples, paired=paired, groups=groups)
             pa, pb = _both(pool, ready, (ta, cache_a), (tb, cache_b))
             key = metric_key(metric.name, params)
+            fp = _same_test_key(key, pa, pb, groups, paired) if len(tasks) > 1 else None
+            if fp is not None and fp in firsts:
+                first_task, first, first_tests = firsts[fp]
+                alias = msgspec.structs.replace(first)
+                aliases[id(alias)] = first_task
+                entries.append(alias)
+                tests.extend(msgspec.structs.replace(t) for t in first_tests)
+                continue
             s = metric_seed(seed, name, "compare", key)
             res = diff_interval(
                 pa,
@@ -301,6 +315,9 @@ def _compare(
                     **extra,
                 )
             )
+            mine: list[MarginTest] = []
+            if fp is not None:
+                firsts[fp] = (name, entries[-1], mine)
             for test, m in margins:
                 found = margin_test(
                     pa,
@@ -316,7 +333,8 @@ def _compare(
                     groups_a=ta.group,
                     groups_b=tb.group,
                 )
-                tests.append(MarginTest(metric=metric.name, key=key, **found))
+                mine.append(MarginTest(metric=metric.name, key=key, **found))
+            tests.extend(mine)
         doc.tasks[name] = TaskComparison(
             kind=ta.kind,
             paired=paired,
@@ -328,8 +346,37 @@ def _compare(
             prompts_differ=differ or None,
             flips=item_flips(ta, tb, sources=(a, b), cluster=cluster) if items else None,
         )
-    _adjust_comparison(doc, adjust)
+    _adjust_comparison(doc, adjust, aliases)
     return Comparison(doc)
+
+
+def _same_test_key(key: str, pa: Prepared, pb: Prepared, groups: np.ndarray | None, paired: bool) -> bytes | None:
+    """A digest of what a metric's test reads: its key, the per-item values (or count-table cells)
+    of A and B, the clusters, and whether it is paired; two metrics with the same digest are one
+    test. None for a prepared metric of another form (it is never merged with another).
+
+    >>> from labledger.metrics.prepared import MeanPrepared
+    >>> m = lambda v: MeanPrepared(metric="mean", params={}, n=len(v), n_used=len(v), values=np.array(v, dtype=float))
+    >>> _same_test_key("mean", m([1, 0]), m([0, 0]), None, True) == _same_test_key("mean", m([1, 0]), m([0, 0]), None, True)
+    True
+    >>> _same_test_key("mean", m([1, 0]), m([0, 0]), None, True) == _same_test_key("mean", m([0, 1]), m([0, 0]), None, True)
+    False
+    """
+    import hashlib
+
+    h = hashlib.sha256(orjson.dumps([key, paired]))
+    for p in (pa, pb):
+        if isinstance(p, MeanPrepared):
+            h.update(b"mean")
+            h.update(np.ascontiguousarray(p.values, dtype=np.float64).tobytes())
+            h.update(b"-" if p.mask is None else np.ascontiguousarray(p.mask, dtype=bool).tobytes())
+        elif isinstance(p, TablePrepared):
+            h.update(f"table{p.n_cells}".encode())
+            h.update(np.ascontiguousarray(p.get_cells(), dtype=np.int64).tobytes())
+        else:
+            return None
+    h.update(b"-" if groups is None else np.ascontiguousarray(groups, dtype=np.int64).tobytes())
+    return h.digest()
 
 
 def paired_positions(ids_a: np.ndarray, ids_b: np.ndarray) -> np.ndarray | None:
@@ -609,13 +656,32 @@ def _check_cluster(td: TaskData, values: list[Any] | None, cluster: str) -> list
     return values
 
 
-def _adjust_comparison(doc: ComparisonDoc, adjust: str) -> None:
-    """``p_adjusted`` on every compared metric (one family over tasks and metrics) and ``family``."""
+def _adjust_comparison(doc: ComparisonDoc, adjust: str, aliases: Mapping[int, str] | None = None) -> None:
+    """``p_adjusted`` on every compared metric (one family over tasks and metrics) and ``family``.
+
+    ``aliases``: the entries (by ``id``) that repeat, item by item, the values of a metric compared
+    before them (named by its task); each takes that metric's result and adjusted p and is not a
+    test of its own in the family, and ``family`` names them."""
+    aliases = aliases or {}
     tested = [e for body in doc.tasks.values() for e in body.metrics if e.p_value is not None]
-    for e, p in zip(tested, adjust_p([e.p_value for e in tested], adjust), strict=True):
-        e.p_adjusted = p
+    own = [e for e in tested if id(e) not in aliases]
+    adjusted = dict(zip((id(e) for e in own), adjust_p([e.p_value for e in own], adjust), strict=True))
+    first_of = {(t, e.key): e for t, body in doc.tasks.items() for e in body.metrics if id(e) not in aliases}
+    for body in doc.tasks.values():
+        for e in body.metrics:
+            if e.p_value is None:
+                continue
+            src = first_of[(aliases[id(e)], e.key)] if id(e) in aliases else e
+            e.p_adjusted = adjusted[id(src)]
     doc.adjust = adjust
-    doc.family = family_note(len(tested), adjust) if tested else None
+    doc.family = family_note(len(own), adjust) if tested else None
+    same = [(t, e, aliases[id(e)]) for t, body in doc.tasks.items() for e in body.metrics if id(e) in aliases]
+    if doc.family and same:
+        names = ", ".join(f"{t} = {first}" for t, _, first in same[:8]) + (", ..." if len(same) > 8 else "")
+        doc.family += (
+            f" ({len(tested)} compared metrics: {len(same)} with the same values as another on every item, "
+            f"A and B, counted as its one test: {names})"
+        )
     margins = [t for body in doc.tasks.values() for t in body.margin_tests or () if t.p_value is not None]
     for t, p in zip(margins, adjust_p([t.p_value for t in margins], adjust), strict=True):
         t.p_adjusted = p
