@@ -4,7 +4,7 @@ lm-eval's ``dummy`` model runs on tiny local tasks (tests/harness_runs/lm_eval_g
 downloaded): two groups, one weighted by size (``grp_size``: two multiple-choice tasks of 5 and 9
 documents) and one not (``grp_eq``: a third task and ``grp_size`` as a subgroup), and a
 ``loglikelihood_rolling`` task with ``word_perplexity``, ``byte_perplexity`` and ``bits_per_byte``. Every
-group value and every perplexity is recomputed from the stored items and checked against
+group value and stderr and every perplexity is recomputed from the stored items and checked against
 lm-eval's own aggregate.
 """
 
@@ -104,6 +104,61 @@ def test_group_values_recomputed_from_the_members_items_equal_lm_eval(out, impor
         assert f"{groups[g][f'{metric},none']:.6f}" in line
     *_, stored_notes = _set(ledger, run, "mem_a")
     assert [n for n in stored_notes if "group " in n] == [f"import: {n}" for n in lines]  # kept with the run
+
+
+def test_group_stderrs_recomputed_from_the_members_items_equal_lm_eval(out, imported):
+    from scipy.stats import sem
+
+    from labledger.importers.lm_eval import group_stderr
+
+    _, run = imported
+    data = _results(out)
+    groups = data["groups"]
+    per_item = {}
+    for task in ("mem_a", "mem_b", "mem_c"):
+        samples = [json.loads(x) for x in next(out.rglob(f"samples_{task}_*.jsonl")).read_text().splitlines()]
+        per_item[task] = {m: [s[m] for s in samples] for m in ("acc", "acc_norm")}
+        for m in ("acc", "acc_norm"):  # each task's stderr: scipy's standard error of the mean (ddof=1)
+            assert math.isclose(sem(per_item[task][m]), data["results"][task][f"{m}_stderr,none"], abs_tol=1e-12)
+
+    def pooled(tasks, m):  # lm-eval's pooled_sample_stderr, written out
+        n = [len(per_item[t][m]) for t in tasks]
+        se = [sem(per_item[t][m]) for t in tasks]
+        return math.sqrt(sum((k - 1) * e**2 * k for k, e in zip(n, se)) / (sum(n) - len(n)) / sum(n))
+
+    def unweighted(tasks, m):
+        return math.sqrt(sum(sem(per_item[t][m]) ** 2 for t in tasks)) / len(tasks)
+
+    for m in ("acc", "acc_norm"):
+        reported = groups["grp_size"][f"{m}_stderr,none"]
+        assert math.isclose(pooled(["mem_a", "mem_b"], m), reported, abs_tol=1e-9)
+        parts = [(0.0, len(per_item[t][m]), float(sem(per_item[t][m]))) for t in ("mem_a", "mem_b")]
+        assert math.isclose(group_stderr(parts, by_size=True), reported, abs_tol=1e-9)
+    reported = groups["grp_eq"]["acc_stderr,none"]
+    assert math.isclose(unweighted(["mem_c", "mem_a", "mem_b"], "acc"), reported, abs_tol=1e-9)
+    assert not math.isclose(pooled(["mem_c", "mem_a", "mem_b"], "acc"), reported, abs_tol=1e-9)
+    lines = [n for n in run.notes if n.startswith("group ")]
+    for line in lines:
+        g, metric = line.split(":")[0].split()[1], line.split(": ")[1].split()[0]
+        se = groups[g][f"{metric}_stderr,none"]
+        assert f"stderr {se:.6f} = lm-eval's {se:.6f}" in line, line
+    assert all("pooled_sample_stderr" in n for n in lines if n.startswith("group grp_size"))
+    assert "unweighted_mean_stderr" in next(n for n in lines if n.startswith("group grp_eq"))
+
+
+def test_a_group_stderr_lm_eval_formed_otherwise_is_shown_different_with_its_reason():
+    from labledger.importers.lm_eval import group_notes
+
+    data = {
+        "groups": {"g": {"acc,none": 0.5, "acc_stderr,none": 0.3}},
+        "group_subtasks": {"g": ["a", "b"]},
+    }
+    (line,) = group_notes(data, {("a", "none"): {"acc": (1.0, 4, 0.0)}, ("b", "none"): {"acc": (0.0, 4, 0.0)}})
+    assert "acc 0.500000 = lm-eval's 0.500000" in line
+    assert "stderr: lm-eval 0.300000, DIFFERENT from both recomputed from the tasks' items" in line
+    assert "pools the stderrs its tasks reported" in line
+    (line,) = group_notes(data, {("a", "none"): {"acc": (1.0, 1, None)}, ("b", "none"): {"acc": (0.0, 1, None)}})
+    assert "stderr 0.300000 as lm-eval reported it, not recomputed (a task has no stderr: one document)" in line
 
 
 def test_a_group_whose_member_is_not_imported_is_named_with_lm_evals_value(out, tmp_path):

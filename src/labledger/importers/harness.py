@@ -53,6 +53,9 @@ from labledger.store.run import result_rows_bytes, result_set_bytes
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
 
+#: ``(value, n, stderr)`` of a harness metric recomputed from a set's rows at import (the stderr
+#: as the harness forms it, None when it has none), for what the harness aggregates across tasks.
+ItemMean = tuple[float, int, float | None]
 #: The labledger metric that recomputes each row shape.
 SHAPE_METRIC = {"choices": "accuracy", "scores": "mean"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -156,9 +159,9 @@ class HarnessTask:
     metrics: list[HarnessMetric]
     info: dict[str, Any] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
-    #: ``{metric: (value, n)}`` recomputed from the rows at import, for what the harness aggregates
-    #: across tasks (lm-eval's groups); not stored with the set.
-    values: dict[str, tuple[float, int]] = field(default_factory=dict)
+    #: ``{metric: (value, n, stderr)}`` recomputed from the rows at import, for what the harness
+    #: aggregates across tasks (lm-eval's groups); not stored with the set.
+    values: dict[str, ItemMean] = field(default_factory=dict)
 
 
 def set_name(*parts: str) -> str:
@@ -255,7 +258,7 @@ class EncodedSet:
     files: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     error: LedgerError | None = None
-    values: dict[str, tuple[float, int]] = field(default_factory=dict)
+    values: dict[str, ItemMean] = field(default_factory=dict)
 
 
 def encode_task(task: HarnessTask, harness: str, version: str | None, path: Path) -> EncodedSet:

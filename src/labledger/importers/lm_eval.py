@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter, itemgetter
@@ -47,6 +47,7 @@ from labledger.importers.harness import (
     EncodedSet,
     HarnessMetric,
     HarnessTask,
+    ItemMean,
     as_float,
     encode_tasks,
     import_workers,
@@ -750,7 +751,7 @@ def _tasks_of(
     for filt, mets in by_filter.items():
         label = set_name(task) if filt == "none" and len(by_filter) == 1 else set_name(task, filt)
         kept = []
-        values: dict[str, tuple[float, int]] = {}
+        values: dict[str, ItemMean] = {}
         for m in mets.values():
             if m.shape == "skipped":
                 continue
@@ -774,7 +775,7 @@ def _tasks_of(
                     recomputed=recomputed, recomputed_from=f"{form} over the {len(lls)} documents' {LOGLIK} rows"
                 )
                 if recomputed is not None:
-                    values[m.name] = (recomputed, len(lls))
+                    values[m.name] = (recomputed, len(lls), None)
             elif m.shape == "scores" and m.name == LOGLIK and m.value is None:
                 m.stderr_method = None  # lm-eval reports no mean log-likelihood: labledger's own, with its CI
             value = _item_mean(m)
@@ -790,30 +791,36 @@ def _tasks_of(
     return out
 
 
-def _item_mean(m: HarnessMetric) -> tuple[float, int] | None:
-    """``(value, n)`` of a metric lm-eval aggregates by the mean over its items, from the rows
-    (``accuracy`` of a choices metric: the first highest probability against the gold, as
-    lm-eval's ``argmax``; the mean ``pred`` of a scores metric), for the groups' recomputation;
-    None for other shapes (a corpus metric, a perplexity)."""
+def _item_mean(m: HarnessMetric) -> ItemMean | None:
+    """``(value, n, stderr)`` of a metric lm-eval aggregates by the mean over its items, from the
+    rows (``accuracy`` of a choices metric: the first highest probability against the gold, as
+    lm-eval's ``argmax``; the mean ``pred`` of a scores metric) and its standard error as lm-eval's
+    ``mean_stderr`` forms it (sample sd with n - 1 over sqrt(n); None for one item), for the
+    groups' recomputation; None for other shapes (a corpus metric, a perplexity)."""
     rows = m.rows
     if not len(rows) or m.shape not in ("choices", "scores"):
         return None
     if isinstance(rows, ResultColumns):
         if m.shape == "scores":
-            pred = np.asarray(rows.fields["pred"], dtype=np.float64)
-            return float(pred.mean()), len(pred)
-        probs = rows.fields["probs"]
-        if not isinstance(probs, Probs):
-            return None
-        labels = np.asarray(probs.labels)[probs.matrix.argmax(axis=1)]
-        return float(np.mean(labels == np.asarray(rows.gold, dtype=str))), len(labels)
-    if m.shape == "scores":
-        return math.fsum(r["pred"] for r in rows) / len(rows), len(rows)
-    hits = 0
-    for r in rows:
-        p = r["probs"]
-        hits += max(p, key=p.__getitem__) == r["gold"]  # the first highest, in choice order
-    return hits / len(rows), len(rows)
+            per_item = np.asarray(rows.fields["pred"], dtype=np.float64)
+        else:
+            probs = rows.fields["probs"]
+            if not isinstance(probs, Probs):
+                return None
+            labels = np.asarray(probs.labels)[probs.matrix.argmax(axis=1)]
+            per_item = (labels == np.asarray(rows.gold, dtype=str)).astype(np.float64)
+    elif m.shape == "scores":
+        per_item = np.fromiter((r["pred"] for r in rows), dtype=np.float64, count=len(rows))
+    else:
+        hits = []
+        for r in rows:
+            p = r["probs"]
+            hits.append(max(p, key=p.__getitem__) == r["gold"])  # the first highest, in choice order
+        per_item = np.asarray(hits, dtype=np.float64)
+    n = len(per_item)
+    value = math.fsum(per_item.tolist()) / n
+    se = float(np.std(per_item, ddof=1)) / math.sqrt(n) if n > 1 else None
+    return value, n, se
 
 
 def _leaves(group: str, subtasks: dict[str, Any], seen: frozenset[str] = frozenset()) -> list[str]:
@@ -827,10 +834,59 @@ def _leaves(group: str, subtasks: dict[str, Any], seen: frozenset[str] = frozens
     return out
 
 
-def group_notes(data: dict[str, Any], values: dict[tuple[str, str], dict[str, tuple[float, int]]]) -> list[str]:
+def group_stderr(parts: Sequence[ItemMean], *, by_size: bool) -> float | None:
+    """A group's standard error from its tasks' ``(value, n, stderr)``, as lm-eval (0.4.13,
+    ``lm_eval.api.group``) forms it: weighted by size, ``pooled_sample_stderr`` (the tasks'
+    variances pooled, ``sqrt(Σ (n_i - 1) n_i se_i² / (N - k) / N)``); else
+    ``unweighted_mean_stderr`` (``sqrt(Σ se_i²) / k``). None when a task has no stderr.
+
+    >>> round(group_stderr([(0.5, 4, 0.25), (0.5, 4, 0.25)], by_size=True), 6)
+    0.176777
+    >>> round(group_stderr([(0.5, 4, 0.25), (0.5, 4, 0.25)], by_size=False), 6)
+    0.176777
+    """
+    ses = [se for _, _, se in parts]
+    if not parts or any(se is None for se in ses):
+        return None
+    known = [float(se) for se in ses if se is not None]
+    if not by_size:
+        return math.sqrt(math.fsum(se * se for se in known)) / len(known)
+    sizes = [n for _, n, _ in parts]
+    total = sum(sizes)
+    if total <= len(sizes):
+        return None
+    pooled = math.fsum((n - 1) * se * se * n for n, se in zip(sizes, known)) / (total - len(sizes))
+    return math.sqrt(pooled / total)
+
+
+def _stderr_note(reported: float | None, parts: Sequence[ItemMean], by_size: bool | None) -> str:
+    """The group stderr's part of a :func:`group_notes` line: lm-eval's beside the one recomputed
+    from the tasks' items with the weighting that gave its value (``by_size`` None: neither did)."""
+    if reported is None:
+        return ""
+    pooled, unweighted = group_stderr(parts, by_size=True), group_stderr(parts, by_size=False)
+    mine = pooled if by_size else unweighted if by_size is not None else None
+    how = (
+        "the tasks' stderrs pooled (lm-eval's pooled_sample_stderr)"
+        if by_size
+        else "the root of the tasks' summed squared stderrs over their number (lm-eval's unweighted_mean_stderr)"
+    )
+    if mine is not None and abs(mine - reported) <= 1e-9:
+        return f"; stderr {mine:.6f} = lm-eval's {reported:.6f}, {how}, each task's from its items (sd with n - 1 / sqrt(n))"
+    if pooled is None or unweighted is None:
+        return f"; stderr {reported:.6f} as lm-eval reported it, not recomputed (a task has no stderr: one document)"
+    return (
+        f"; stderr: lm-eval {reported:.6f}, DIFFERENT from both recomputed from the tasks' items (pooled "
+        f"{pooled:.6f}, unweighted {unweighted:.6f}): lm-eval pools the stderrs its tasks reported, which differ "
+        "from the items' when a task's stderr is not the sample sd / sqrt(n) (a bootstrap, or another release's formula)"
+    )
+
+
+def group_notes(data: dict[str, Any], values: dict[tuple[str, str], dict[str, ItemMean]]) -> list[str]:
     """One line per group metric lm-eval reported (``groups``, an ``aggregate_metric_list``):
     its value beside the one recomputed from the member tasks' items (``values``: ``{(task,
-    filter): {metric: (value, n)}}`` of the stored sets), weighted as lm-eval weights them.
+    filter): {metric: (value, n, stderr)}}`` of the stored sets), weighted as lm-eval weights them,
+    and its stderr beside the one recomputed the same way (:func:`group_stderr`).
 
     lm-eval (0.4.13) averages a group's metric over every task under it, subgroups' included, each
     weighted by its number of documents (``weight_by_size: true``) or not; earlier releases average
@@ -839,7 +895,7 @@ def group_notes(data: dict[str, Any], values: dict[tuple[str, str], dict[str, tu
     are equal), or that none does, with both values.
 
     >>> data = {"groups": {"g": {"acc,none": 0.5, "acc_stderr,none": "N/A"}}, "group_subtasks": {"g": ["a", "b"]}}
-    >>> group_notes(data, {("a", "none"): {"acc": (1.0, 2)}, ("b", "none"): {"acc": (0.0, 2)}})[0]
+    >>> group_notes(data, {("a", "none"): {"acc": (1.0, 2, 0.0)}, ("b", "none"): {"acc": (0.0, 2, 0.0)}})[0]
     "group g: acc 0.500000 = lm-eval's 0.500000, recomputed from the 4 documents of its 2 tasks (a, b) weighted by size (lm-eval's weight_by_size: true; or false: the same for equal sizes)"
     """
     raw_sub = data.get("group_subtasks")
@@ -860,6 +916,7 @@ def group_notes(data: dict[str, Any], values: dict[tuple[str, str], dict[str, tu
             value = as_float(raw)
             if not filt or metric.endswith("_stderr") or value is None:
                 continue
+            reported_se = as_float(reported.get(f"{metric}_stderr,{filt}"))
             head = f"group {group}: {metric}{'' if filt == 'none' else f' ({filt})'}"
             parts = {t: values.get((t, filt), {}).get(metric) for t in leaves}
             missing = [t for t, v in parts.items() if v is None]
@@ -868,40 +925,44 @@ def group_notes(data: dict[str, Any], values: dict[tuple[str, str], dict[str, tu
                 out.append(f"{head} = {value:.6f} as lm-eval reported it; not recomputed here ({why})")
                 continue
             vals = [v for v in parts.values() if v is not None]
-            n = sum(k for _, k in vals)
-            by_size = sum(v * k for v, k in vals) / n if n else math.nan
-            equal = sum(v for v, _ in vals) / len(vals)
+            n = sum(k for _, k, _ in vals)
+            by_size = sum(v * k for v, k, _ in vals) / n if n else math.nan
+            equal = sum(v for v, _, _ in vals) / len(vals)
             # earlier releases: the direct members, a subgroup as one member (its own value)
             direct: list[float] = []
             for child in subtasks.get(group) or ():
                 sub = [parts[t] for t in _leaves(child, subtasks)] if child in subtasks else [parts[str(child)]]
                 got = [v for v in sub if v is not None]
-                size = sum(k for _, k in got)
+                size = sum(k for _, k, _ in got)
                 if not got or len(got) < len(sub) or not size:
                     direct = []
                     break
-                direct.append(sum(v * k for v, k in got) / size)  # a subgroup: its size-weighted value
+                direct.append(sum(v * k for v, k, _ in got) / size)  # a subgroup: its size-weighted value
             members = f"the {n} documents of its {len(leaves)} tasks ({', '.join(leaves[:6])}{', ...' if len(leaves) > 6 else ''})"
-            sizes_equal = len({k for _, k in vals}) == 1
+            sizes_equal = len({k for _, k, _ in vals}) == 1
             if abs(by_size - value) <= 1e-9:
                 how = "weighted by size (lm-eval's weight_by_size: true" + (
                     "; or false: the same for equal sizes)" if sizes_equal else ")"
                 )
-                out.append(f"{head} {by_size:.6f} = lm-eval's {value:.6f}, recomputed from {members} {how}")
+                se = _stderr_note(reported_se, vals, True)
+                out.append(f"{head} {by_size:.6f} = lm-eval's {value:.6f}, recomputed from {members} {how}{se}")
             elif abs(equal - value) <= 1e-9:
+                se = _stderr_note(reported_se, vals, False)
                 out.append(
                     f"{head} {equal:.6f} = lm-eval's {value:.6f}, recomputed from {members}, each task weighted "
-                    "equally (lm-eval's weight_by_size: false)"
+                    f"equally (lm-eval's weight_by_size: false){se}"
                 )
             elif direct and abs(sum(direct) / len(direct) - value) <= 1e-9:
+                se = _stderr_note(reported_se, vals, None)
                 out.append(
                     f"{head} {sum(direct) / len(direct):.6f} = lm-eval's {value:.6f}, recomputed from {members}: the "
-                    "mean of its direct members, a subgroup counted once (weight_by_size: false, before lm-eval 0.4.13)"
+                    f"mean of its direct members, a subgroup counted once (weight_by_size: false, before lm-eval 0.4.13){se}"
                 )
             else:
+                se = _stderr_note(reported_se, vals, None)
                 out.append(
                     f"{head}: lm-eval {value:.6f}, DIFFERENT from both weightings recomputed from {members} "
-                    f"(by size {by_size:.6f}, equal {equal:.6f}): a member's documents or values differ from lm-eval's"
+                    f"(by size {by_size:.6f}, equal {equal:.6f}): a member's documents or values differ from lm-eval's{se}"
                 )
     return out
 
@@ -922,7 +983,7 @@ def _run_for(
     notes: list[str] = []
     run_notes: list[str] = []
     errors: list[LedgerError] = []
-    recomputed: dict[tuple[str, str], dict[str, tuple[float, int]]] = {}
+    recomputed: dict[tuple[str, str], dict[str, ItemMean]] = {}
     version = data.get("lm_eval_version")
 
     raw_n = data.get("n-samples")
