@@ -203,3 +203,18 @@ def test_the_eight_bbq_aliases_are_one_test(tmp_path):
     assert cmp["family"].startswith("1 test, Holm (8 compared metrics: 7 with the same values as another")
     assert len({(m["p"], m["p_adjusted"]) for m in cmp["metrics"]}) == 1
 
+
+def test_a_suite_holds_the_run_once_from_its_unperturbed_test_split(imported):
+    """Splits and perturbations are alternatives of one HELM run, not benchmarks of a suite's mean."""
+    from labledger.analysis.benchmarks import read_entries
+    from labledger.importers.harness import suite_entries
+
+    run, _ = imported
+    with open_ledger(LEDGER[-1]) as book:
+        added, notes = suite_entries(book, [run.id], suite="helm", resamples=0)
+        entries = read_entries(book, suite="helm")
+    assert added == 1 and [e.benchmark for e in entries] == ["arith_words"]
+    assert entries[0].value == pytest.approx(_helm_stat("exact_match", "test", None), abs=1e-9)
+    (note,) = notes
+    assert note.startswith("arith_words:model=simple_model1: one benchmark in the suite, from arith_words;")
+    assert all(name in note for name in EXPECTED if name != "arith_words")

@@ -81,15 +81,16 @@ def import_cmd(path, name, group, fmt, copy, again, suite, partial, salvage, led
         partial=partial,
         salvage=salvage,
     )
-    added = None
+    added, suite_notes = None, []
     if suite is not None:
         from labledger import open_ledger
         from labledger.importers.harness import suite_entries
 
         with open_ledger(resolve_ledger_path(ledger_path)) as book:
-            added = suite_entries(book, result.run_ids, suite=suite)
+            added, suite_notes = suite_entries(book, result.run_ids, suite=suite)
     if as_json:
-        emit_json({**result.to_dict(), **({"suite": suite, "suite_entries": added} if suite else {})})
+        extra = {"suite": suite, "suite_entries": added, "suite_notes": suite_notes} if suite else {}
+        emit_json({**result.to_dict(), **extra})
         _exit_on_task_errors(result)
         return
     how = "copied" if copy else "referenced"
@@ -117,6 +118,8 @@ def import_cmd(path, name, group, fmt, copy, again, suite, partial, salvage, led
         console.print(
             f"Added {added} entries to suite '{suite}' (labledger table --suite {suite})", markup=False, highlight=False
         )
+        for text in suite_notes:
+            console.print(f"  note: {text}", markup=False, highlight=False)
     _exit_on_task_errors(result)
 
 

@@ -510,29 +510,68 @@ def store_harness_run(
     return ImportedRun(run.id, run.name, run.group, counts, fields, list(notes), [str(e) for e in errors])
 
 
-def suite_entries(ledger: Ledger, run_ids: Sequence[str], *, suite: str, resamples: int = 1000, seed: int = 0) -> int:
-    """Evaluate every harness result set of ``run_ids`` and add one benchmark entry per set (its
-    first metric, the harness's primary one) to ``suite``: model = run name, benchmark = set name,
-    category = harness. Then ``labledger table --suite SUITE`` is the version table across models and
-    tasks, with paired tests on the stored items. Each entry points at ``evals/<set>.suite/``: the
-    primary metric's rows with their task named after the set (what a version table pairs on), and
-    their evaluation. Returns the number of entries added.
+def suite_sets(names: Sequence[str], metas: Mapping[str, Mapping[str, Any] | None]) -> tuple[list[str], list[str]]:
+    """``(sets, notes)``: the result sets of one run that stand for a benchmark each in a suite.
+
+    A harness task stored as several sets (lm-eval's filters of one task, HELM's splits and
+    perturbations) is one benchmark, not several: its set marked ``primary`` at import (lm-eval's
+    first filter, HELM's unperturbed test split), else its first stored set, stands for it, and a
+    note names the sets left out. Sets without harness meta, or none of whose metrics labledger
+    recomputes, are left out without a note.
+
+    >>> m = lambda f, p: {"name": "lm-eval", "task": "gsm", "filter": f, "primary": p, "metrics": {"em": {"metric": "mean"}}}
+    >>> suite_sets(["gsm.flex", "gsm.strict"], {"gsm.flex": m("flex", False), "gsm.strict": m("strict", True)})
+    (['gsm.strict'], ["gsm: one benchmark in the suite, from gsm.strict; its other sets are alternatives of the same task (gsm.flex), not benchmarks of their own: not in the suite's mean"])
+    """
+    by_task: dict[tuple[str, str], list[str]] = {}
+    for name in names:
+        meta = metas.get(name)
+        if name.endswith(".suite") or not meta or not any(m.get("metric") for m in meta["metrics"].values()):
+            continue  # no metric labledger recomputes (a corpus-level one reported only)
+        by_task.setdefault((str(meta.get("name")), str(meta.get("task", name))), []).append(name)
+    chosen, notes = [], []
+    for (_, task), sets in by_task.items():
+        head = next((n for n in sets if (metas[n] or {}).get("primary")), sets[0])
+        chosen.append(head)
+        others = [n for n in sets if n != head]
+        if others:
+            notes.append(
+                f"{task}: one benchmark in the suite, from {head}; its other sets are alternatives of the same "
+                f"task ({', '.join(others)}), not benchmarks of their own: not in the suite's mean"
+            )
+    return chosen, notes
+
+
+def suite_entries(
+    ledger: Ledger, run_ids: Sequence[str], *, suite: str, resamples: int = 1000, seed: int = 0
+) -> tuple[int, list[str]]:
+    """Evaluate the harness result sets of ``run_ids`` and add one benchmark entry per harness
+    task (:func:`suite_sets`: alternative filters, splits and perturbations of one task are one
+    benchmark) to ``suite``, from its set's first metric (the harness's primary one): model = run
+    name, benchmark = set name, category = harness. Then ``labledger table --suite SUITE`` is the
+    version table across models and tasks, with paired tests on the stored items. Each entry
+    points at ``evals/<set>.suite/``: the primary metric's rows with their task named after the set
+    (what a version table pairs on), and their evaluation (as ``labledger eval`` makes it, the
+    harness's value beside labledger's). Returns the number of entries added and the notes of
+    :func:`suite_sets` (each once).
     """
     from labledger.analysis.benchmarks import Entry, add_entries
-    from labledger.analysis.evaluation import evaluate
-    from labledger.analysis.harness import harness_meta, harness_metrics
+    from labledger.analysis.harness import evaluate_stored, harness_meta, harness_metrics
     from labledger.store.jsonl import atomic_write, dumps_line, write_json
 
     entries = []
+    notes: list[str] = []
     for run_id in run_ids:
         view = ledger.run(run_id)
-        for set_name_ in view.results_names():
+        names = view.results_names()
+        metas = {n: harness_meta(view.results_path(n)) for n in names}
+        chosen, said = suite_sets(names, metas)
+        notes.extend(n for n in said if n not in notes)
+        for set_name_ in chosen:
             path = view.results_path(set_name_)
-            meta = harness_meta(path)
-            if not meta or not harness_metrics(meta) or set_name_.endswith(".suite"):
-                continue  # no metric labledger recomputes (a corpus-level one reported only)
+            meta = metas[set_name_]
+            assert meta is not None  # suite_sets keeps harness sets only
             head = next(iter(harness_metrics(meta)))
-            spec = meta["metrics"][head]["metric"]
             eval_name = f"{set_name_[:122]}.suite"
             out = path.parent.parent / eval_name
             out.mkdir(exist_ok=True)
@@ -543,10 +582,7 @@ def suite_entries(ledger: Ledger, run_ids: Sequence[str], *, suite: str, resampl
                 out / "meta.json",
                 {"name": eval_name, "harness": {**meta, "metrics": {set_name_: meta["metrics"][head]}}},
             )
-            doc = evaluate(
-                out / "results.jsonl", metrics=[spec], headline={set_name_: spec}, resamples=resamples, seed=seed
-            ).to_dict()
-            doc["harness"] = {"name": meta["name"], "version": meta.get("version"), "metric": head}
+            doc = evaluate_stored(out / "results.jsonl", resamples=resamples, seed=seed).to_dict()
             ledger.save_evaluation(view.id, eval_name, doc)
             body = doc["tasks"][set_name_]
             e = next(x for x in body["metrics"] if x["key"] == body["headline"])
@@ -570,4 +606,4 @@ def suite_entries(ledger: Ledger, run_ids: Sequence[str], *, suite: str, resampl
                     source=f"{meta['name']} import ({head})",
                 )
             )
-    return add_entries(ledger, entries) if entries else 0
+    return (add_entries(ledger, entries) if entries else 0), notes

@@ -241,7 +241,14 @@ def _task(folder: Path) -> tuple[list[HarnessTask], dict[str, Any], str, list[st
             set_name(*parts, *suffix),
             run_name,
             metrics,
-            info={**info, "split": split, "sub_split": sub_split, "perturbation": desc},
+            info={
+                **info,
+                "split": split,
+                "sub_split": sub_split,
+                "perturbation": desc,
+                # the unperturbed test split stands for the run in a suite
+                "primary": desc is None and not suffix and split in ("test", None) and sub_split is None,
+            },
             files=files,
         )
 

@@ -748,7 +748,7 @@ def _tasks_of(
     task: str, samples: Path, by_filter: dict[str, dict[str, HarnessMetric]], results: dict[str, Any]
 ) -> list[HarnessTask]:
     out = []
-    for filt, mets in by_filter.items():
+    for rank, (filt, mets) in enumerate(by_filter.items()):
         label = set_name(task) if filt == "none" and len(by_filter) == 1 else set_name(task, filt)
         kept = []
         values: dict[str, ItemMean] = {}
@@ -783,7 +783,8 @@ def _tasks_of(
                 values[m.name] = value
             kept.append(m)
         skipped = sorted(m.name for m in mets.values() if m.shape == "skipped")
-        info: dict[str, Any] = {"filter": filt, "skipped_metrics": skipped}
+        # the first filter lm-eval wrote (its filter_list order) stands for the task in a suite
+        info: dict[str, Any] = {"filter": filt, "primary": rank == 0, "skipped_metrics": skipped}
         gold_from = sorted({g for m in kept for g in m.extra.get("gold_from") or ()})
         if gold_from:
             info["gold_from"] = gold_from
