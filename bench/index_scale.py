@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """The index at scale (issue 46, item 4): ``labledger runs --where`` on 10,000 and 100,000 runs.
 
-The ledger holds only index rows (runs with their query fields, tags, one stored evaluation with
-its metric value per run), written in one transaction as an import writes them: the query reads
-the index and never a run's folder, so the folders are left out (bench/runs.py builds them, with
+The ledger holds index rows (runs with their query fields, tags, one stored evaluation with
+its metric value per run), written in one transaction as an import writes them, and an empty
+folder per run: the query reads the index and never a run's files (only whether its folder is
+there), so the files are left out (bench/runs.py builds them, with
 1,000 steps each, and times the same query at 10,000 runs against MLflow). The data are those of
 bench/runs.py: 12 config keys (lr in {1e-4, 3e-4, 1e-3, 3e-3}, opt in {adam, sgd}, ...), the
 last/min/max of 5 scalars, eval.test.accuracy.
@@ -114,6 +115,9 @@ def build(root: Path, n: int) -> float:
                 (eid, acc, acc - 0.02, acc + 0.02),
             )
     ledger.close()
+    runs_dir = root / "runs"  # each run's folder, empty: `runs` marks a run whose folder is gone
+    for rid, *_ in runs:
+        (runs_dir / rid).mkdir()
     return time.perf_counter() - t0
 
 

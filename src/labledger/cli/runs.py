@@ -222,8 +222,10 @@ def runs_cmd(group, tag, status, name, where, sort, columns, limit, ledger_path,
     filters = {"name": name, "group": group, "tag": tag, "status": status, "where": where, "sort": sort}
     if as_json:  # the index rows straight to dicts, no RunInfo in between (#12)
         docs = ledger.run_dicts(**filters)[:limit]
-        for run_id in _gone(ledger, [doc["id"] for doc in docs]):
-            next(doc for doc in docs if doc["id"] == run_id)["missing"] = True  # its folder is gone
+        gone = set(_gone(ledger, [doc["id"] for doc in docs]))
+        for doc in docs:
+            if doc["id"] in gone:
+                doc["missing"] = True  # its folder is gone
         if extra and docs:
             fields = {row["id"]: row for row in ledger.runs_table(where=where, sort=sort, columns=extra).to_pylist()}
             for doc in docs:

@@ -716,15 +716,22 @@ _HOW = {"number": "a number", "text": "a quoted value", "boolean": "true or fals
 
 
 def field_kinds(db: Any, name: str) -> dict[str, tuple[int, Any]]:
-    """The kinds of value the runs hold in JSON field ``name``: ``{kind: (runs, an example)}``."""
-    rows = db.execute(
-        "SELECT kind, COUNT(*), MIN(num), MIN(str) FROM run_fields WHERE key = ? GROUP BY kind", (name,)
-    ).fetchall()
+    """The kinds of value the runs hold in JSON field ``name``: ``{kind: (runs, an example)}``.
+
+    Each count is read from one of ``run_fields``' indexes alone: numbers and booleans from
+    ``(key, kind, num)``, text from ``(key, str)`` (only text values have a ``str``)."""
     out: dict[str, tuple[int, Any]] = {}
-    for kind, count, num, text in rows:
-        if kind in KIND_NAMES:
-            example = text if kind == 1 else bool(num) if kind == 2 else num
-            out[KIND_NAMES[kind]] = (int(count), example)
+    for kind, label in KIND_NAMES.items():
+        if kind == 1:
+            count, value = db.execute(
+                "SELECT COUNT(*), MIN(str) FROM run_fields WHERE key = ? AND str IS NOT NULL", (name,)
+            ).fetchone()
+        else:
+            count, value = db.execute(
+                "SELECT COUNT(*), MIN(num) FROM run_fields WHERE key = ? AND kind = ?", (name, kind)
+            ).fetchone()
+        if count:
+            out[label] = (int(count), bool(value) if kind == 2 else value)
     return out
 
 
