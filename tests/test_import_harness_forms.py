@@ -4,8 +4,9 @@ lm-eval: its ``dummy`` model on four tiny local tasks (tests/harness_runs/lm_eva
 winogrande's form with the gold index from a ``doc_to_text`` field and from a ``doc_to_text``
 function, a gold given as the answer's text, and the usual form; and a task that cannot be read
 fails only itself. inspect_ai: ``mockllm/model`` with a dict-valued scorer, two epoch reducers and
-errored samples (tests/harness_runs/inspect_forms_run.py). Every recomputed value is checked
-against what the harness reported. Offline: nothing is downloaded.
+errored samples (tests/harness_runs/inspect_forms_run.py), and the site's page of that set in a
+browser. Every recomputed value is checked against what the harness reported. Offline: nothing is
+downloaded.
 """
 
 from __future__ import annotations
@@ -315,3 +316,36 @@ def test_inspect_unreadable_log_fails_only_itself(inspect_forms, tmp_path, fault
         import_path(bad, tmp_path / "alone")
     with open_ledger(tmp_path / "alone") as book:
         assert book.runs() == []
+
+
+@pytest.mark.browser
+def test_the_evaluation_page_shows_inspects_values_stderrs_and_errored_samples(inspect_forms, tmp_path, browser):
+    """In a real browser (headless Chromium, from file://): the page of inspect's set names the
+    errored samples and sets each of inspect's values and stderrs beside labledger's."""
+    from inspect_ai.log import read_eval_log
+
+    from labledger.site import build_site
+
+    own = read_eval_log(str(inspect_forms))
+    stderr = {f"{s.name}.{s.reducer}": s.metrics["stderr"].value for s in own.results.scores}
+    (run,) = import_path(inspect_forms, tmp_path / "ledger").runs
+    build_site(tmp_path / "ledger", tmp_path / "site")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    try:
+        page.goto((tmp_path / "site" / "eval.html").as_uri() + f"#run={run.id}&name=forms-qa")
+        page.wait_for_selector("body[data-ready='1']", timeout=15000)
+        callout = page.locator(".callout").first.inner_text()
+        assert "completed 12 of 16 samples" in callout and callout.endswith("q3, q6")
+        rows = page.locator("table.harness-check tbody tr")
+        assert rows.count() == len(stderr) == 6
+        for i in range(rows.count()):
+            cells = rows.nth(i).locator("td").all_inner_texts()
+            metric, se = cells[0], cells[2]
+            assert float(se) == pytest.approx(stderr[metric], rel=1e-3), metric  # shown to 4 digits
+            assert cells[5] == "same"
+        assert errors == []
+    finally:
+        page.close()
