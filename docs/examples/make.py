@@ -190,6 +190,32 @@ def sweep_rows(rng: np.random.Generator, n: int, prefix: str) -> list[dict]:
     return rows
 
 
+def cost_rows(rng: np.random.Generator, right: float, price: float, tokens: float) -> list[dict]:
+    """400 multiple-choice questions in 80 passages answered by one model: each answer right with
+    probability ``right`` (a passage shares a difficulty), its output tokens gamma-distributed around
+    ``tokens``, its cost those tokens at ``price`` dollars each, its latency growing with them."""
+    hard = np.random.default_rng(5).normal(0, 0.8, 80)
+    out = []
+    for i in range(400):
+        g = "ABCD"[i % 4]
+        logit = np.log(right / (1 - right)) - hard[i // 5]
+        ok = rng.random() < 1 / (1 + np.exp(-logit))
+        toks = int(rng.gamma(4.0, tokens / 4.0)) + 1
+        out.append(
+            {
+                "id": f"q{i}",
+                "task": "mcqa",
+                "gold": g,
+                "pred": g if ok else "ABCD"[(i + 1) % 4],
+                "group": f"p{i // 5}",
+                "tokens_out": toks,
+                "cost": _r(toks * price, 8),
+                "latency_ms": _r(40 + toks * 0.9 + rng.exponential(15), 1),
+            }
+        )
+    return out
+
+
 def smoke_report(rng: np.random.Generator) -> dict:
     history: list[dict] = []
     f1 = 0.80
@@ -315,6 +341,15 @@ def main() -> None:
     b = metrics_rows(np.random.default_rng(1), skill=1.0)
     write_jsonl(HERE / "metrics" / "a.jsonl", [r for r in a if r["task"] == "sentiment"])
     write_jsonl(HERE / "metrics" / "b.jsonl", [r for r in b if r["task"] == "sentiment"])
+    for name, right, price, tokens in (
+        ("small", 0.70, 0.15e-6, 420),
+        ("medium", 0.80, 0.60e-6, 380),
+        ("medium-old", 0.74, 0.60e-6, 560),
+        ("large", 0.82, 3.0e-6, 350),
+    ):
+        write_jsonl(
+            HERE / "metrics" / f"{name}.jsonl", cost_rows(np.random.default_rng(len(name)), right, price, tokens)
+        )
     write_jsonl(HERE / "calibration" / "results.jsonl", calibration_rows(np.random.default_rng(1)))
     (HERE / "calibration" / "v4_recipe.toml").write_text(V4_RECIPE)
     rng = np.random.default_rng(0)

@@ -43,6 +43,10 @@ COMMANDS = {
     ),
     "export": ("runs", "Export a run's records as JSONL (exactly as logged), Parquet or CSV (flattened)."),
     "forensics": ("sweep", "Every binary confusion matrix consistent with recorded accuracy and weighted F1."),
+    "frontier": (
+        "ranking",
+        "The cost-quality frontier of RESULTS (two or more files or RUN:NAME on the same items), with paired intervals on both axes.",
+    ),
     "gc": (
         "trash",
         "Empty the trash for good: RUNs of it, else the runs deleted more than --older-than ago, else all. Files kept for other runs go once no run uses them.",

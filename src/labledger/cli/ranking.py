@@ -1,4 +1,5 @@
-"""``labledger rank``: k systems on the same items, each with a rank interval, and the tie group of the best."""
+"""``labledger rank``: k systems on the same items, each with a rank interval, and the tie group of the best;
+``labledger frontier``: their cost–quality frontier with paired intervals on both axes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import click
 from labledger.cli.base import emit_json, handle_errors, json_option, ledger_option, main
 from labledger.cli.evaluation import console, escape, prefetch, resolve_results
 from labledger.schema import RankingDoc
-from labledger.schema.format import format_value
+from labledger.schema.format import format_ci, format_p, format_value
 
 
 def _print_ranking(doc: RankingDoc) -> None:
@@ -116,4 +117,113 @@ def rank_command(
     _print_ranking(doc)
 
 
-__all__ = ["rank_command"]
+def _print_frontier(doc: dict) -> None:
+    from rich.table import Table
+
+    metric, cost = doc["metric"], doc["cost"]
+    pct = f"{doc['ci']:.0%}"
+    first = doc["systems"][0]
+    console.print(
+        escape(f"task '{doc['task']}': {metric} against {cost}, n={first['quality']['n']:,}; frontier: ")
+        + escape(" -> ".join(doc["frontier"])),
+        highlight=False,
+    )
+    t = Table()
+    for col in ("system", metric, f"{pct} CI", cost, f"{pct} CI ", "frontier"):
+        t.add_column(escape(col), justify="left" if col in ("system", "frontier") else "right")
+    for s in doc["systems"]:
+        q, c = s["quality"], s["cost"]
+        where = (
+            "yes" if s["on_frontier"] else f"no: {s['dominated_by']}" + (" (clearly)" if s["clearly_dominated"] else "")
+        )
+        t.add_row(
+            escape(s["name"]),
+            format_value(q["value"]),
+            format_ci(q["ci_low"], q["ci_high"]),
+            format_value(c["value"]),
+            format_ci(c["ci_low"], c["ci_high"]),
+            escape(where),
+        )
+    console.print(t, highlight=False)
+    pairs = [(f"{x['from']} -> {x['to']}", x) for x in doc["steps"]] + [
+        (f"{s['dominated_by']} vs {s['name']}", s["versus_dominator"]) for s in doc["systems"] if not s["on_frontier"]
+    ]
+    if pairs:
+        p = Table(
+            title="paired on the same items (second minus first; dominator minus dominated)", title_justify="left"
+        )
+        for col in ("pair", f"Δ {metric}", f"{pct} CI", "p", f"Δ {cost}", f"{pct} CI ", "p "):
+            p.add_column(escape(col), justify="left" if col == "pair" else "right")
+        for label, d in pairs:
+            q, c = d["quality"], d["cost"]
+            p.add_row(
+                escape(label),
+                format_value(q["diff"], signed=True),
+                format_ci(q["ci_low"], q["ci_high"], signed=True),
+                format_p(q["p_value"]),
+                format_value(c["diff"], signed=True),
+                format_ci(c["ci_low"], c["ci_high"], signed=True),
+                format_p(c["p_value"]),
+            )
+        console.print(p, highlight=False)
+    console.print(f"[dim]{escape(doc['note'])}[/dim]", highlight=False)
+
+
+@main.command("frontier")
+@click.argument("results", nargs=-1, required=True)
+@click.option(
+    "--metric", default="accuracy", show_default=True, metavar="NAME", help="The quality axis (a registry metric)."
+)
+@click.option(
+    "--cost",
+    default="mean_cost",
+    show_default=True,
+    metavar="NAME",
+    help="The cost axis: mean_cost, mean_latency_ms, mean_tokens_out, ... (field_mean:field=F for any row field).",
+)
+@click.option("--task", default=None, metavar="T", help="The task (needed when the results share several).")
+@click.option(
+    "--name", "names", multiple=True, metavar="NAME", help="A name per RESULTS, in order (default: the refs)."
+)
+@click.option("--ci", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True, help="Interval level.")
+@click.option("--resamples", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
+@json_option
+@ledger_option
+@handle_errors
+def frontier_command(results, metric, cost, task, names, ci, resamples, seed, as_json, ledger_path) -> None:
+    """The cost-quality frontier of RESULTS (two or more files or RUN:NAME on the same items), with paired intervals on both axes.
+
+    Each system's quality metric and cost metric with intervals; the systems no other beats on both
+    axes (the frontier, from the cheapest); each step along it and each dominated system against
+    its cheapest dominator as paired differences on the same items, with intervals and p-values.
+
+    \b
+    Examples:
+      labledger frontier small:test medium:test large:test --metric accuracy --cost mean_cost
+      labledger frontier a.jsonl b.jsonl --cost mean_latency_ms --json
+    """
+    if len(results) < 2:
+        raise click.UsageError("frontier needs at least two RESULTS")
+    if names and len(names) != len(results):
+        raise click.UsageError(f"--name given {len(names)} times for {len(results)} RESULTS")
+    from labledger.analysis.frontier import cost_frontier
+
+    found = [resolve_results(ref, ledger_path) for ref in results]
+    doc = cost_frontier(
+        [path for path, *_ in found],
+        names=list(names) or [shown for _, shown, *_ in found],
+        metric=metric,
+        cost=cost,
+        task=task,
+        ci=ci,
+        resamples=resamples,
+        seed=seed,
+    )
+    if as_json:
+        emit_json(doc)
+        return
+    _print_frontier(doc)
+
+
+__all__ = ["frontier_command", "rank_command"]

@@ -7,6 +7,14 @@ without exponent (0.0509 -> ``0.051``, 0.0012 -> ``0.0012``, 0.23 -> ``0.23``, 1
 ['–', '< 0.001', '0.051', '0.0012', '0.23', '1.0']
 >>> format_ci(0.41234, 0.5), format_ci(None, 0.5)
 ('[0.4123, 0.5000]', '–')
+
+Values and intervals have ``digits`` decimals (4), except where that would leave fewer than
+``digits`` significant digits of a magnitude under ``10**-(digits-1)`` (a cost of $0.000238 per
+item): then ``digits`` significant digits, as the site shows them (``LL.fmt.decimals``). Magnitudes
+under :data:`SMALL` are rounding noise and keep ``digits`` decimals.
+
+>>> format_value(0.000238), format_ci(0.000227, 0.0002481), format_value(3e-17)
+('0.0002380', '[0.0002270, 0.0002481]', '0.0000')
 """
 
 from __future__ import annotations
@@ -15,6 +23,19 @@ import math
 from decimal import ROUND_HALF_EVEN, Decimal
 
 DASH = "–"
+#: Below this magnitude a value is shown with the fixed decimals (floating-point noise, not a cost).
+SMALL = 1e-9
+
+
+def decimals(ref: float | None, digits: int = 4) -> int:
+    """Decimals for a value of magnitude ``ref``: ``digits``, or ``digits`` significant digits when
+    ``SMALL <= |ref| < 10**-(digits-1)`` (see the module docstring)."""
+    if ref is None or not math.isfinite(ref):
+        return digits
+    a = abs(ref)
+    if SMALL <= a < 10.0 ** -(digits - 1):
+        return digits - 1 - math.floor(math.log10(a))
+    return digits
 
 
 def format_p(p: float | None) -> str:
@@ -44,15 +65,17 @@ def format_value(v: float | None, digits: int = 4, *, signed: bool = False) -> s
         return DASH
     if isinstance(v, float) and math.isnan(v):
         return "nan"
-    return f"{v:+.{digits}f}" if signed else f"{v:.{digits}f}"
+    d = decimals(v, digits)
+    return f"{v:+.{d}f}" if signed else f"{v:.{d}f}"
 
 
 def format_ci(low: float | None, high: float | None, digits: int = 4, *, signed: bool = False) -> str:
     """An interval ``[low, high]`` (``–`` when either end is missing); ``signed`` adds ``+``."""
     if low is None or high is None:
         return DASH
-    spec = f"+.{digits}f" if signed else f".{digits}f"
+    d = decimals(max(abs(low), abs(high)), digits)
+    spec = f"+.{d}f" if signed else f".{d}f"
     return f"[{low:{spec}}, {high:{spec}}]"
 
 
-__all__ = ["DASH", "format_ci", "format_p", "format_value"]
+__all__ = ["DASH", "SMALL", "decimals", "format_ci", "format_p", "format_value"]
