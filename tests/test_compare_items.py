@@ -1,9 +1,11 @@
 """``compare --items`` lists the items that flipped between A and B, and ``--pair-on doc`` pairs the same
 documents asked with other prompts (#44).
 
-The plain case: two scikit-learn models on load_digits. The harness case: lm-eval's own ``dummy`` model run
+The plain case: two scikit-learn models on load_digits. The harness cases: lm-eval's own ``dummy`` model run
 zero-shot and two-shot on one local task (tests/harness_runs/lm_eval_fewshot_run.py), checked against the
-per-sample ``acc`` lm-eval wrote. Offline: nothing is downloaded.
+per-sample ``acc`` lm-eval wrote; inspect_ai's ``mockllm/model`` as two models on a task with a cluster
+field (tests/harness_runs/inspect_pair_run.py), checked against inspect's per-sample scores, by cluster
+and on the site. Offline: nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -283,3 +285,64 @@ def test_lm_eval_zero_and_two_shot_items(fewshot, tmp_path) -> None:
     res = _invoke(*refs, "--pair-on", "doc", "--items")
     assert res.exit_code == 0 and "Note: 12 paired items have different prompts" in res.output
     assert f"items: {len(a_only)} A right & B wrong, {len(b_only)} A wrong & B right" in res.output
+
+
+@pytest.fixture(scope="module")
+def inspect_pair(tmp_path_factory) -> Path:
+    """inspect_ai's two ``.eval`` logs (``a``, ``b``) of one task with a cluster field (about 10 s)."""
+    if importlib.util.find_spec("inspect_ai") is None:
+        pytest.skip("inspect_ai is not installed")
+    root = tmp_path_factory.mktemp("inspect_pair")
+    proc = subprocess.run(
+        [sys.executable, str(RUNS / "inspect_pair_run.py"), str(root)],
+        env={**os.environ, **OFFLINE, "INSPECT_DISPLAY": "none", "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root
+
+
+@pytest.mark.slow
+def test_inspect_items_that_flipped_by_cluster_and_on_the_site(inspect_pair, tmp_path) -> None:
+    """The items inspect scored differently for two models, as inspect's own logs say, listed by
+    ``compare --items``, limited to one ``stderr(cluster=)`` cluster, and on the site's Comparisons page."""
+    from inspect_ai.log import read_eval_log
+
+    from labledger.site import build_site, load_data_file
+
+    ledger = tmp_path / "ledger"
+    logs = {}
+    for side in "ab":
+        (log_path,) = (inspect_pair / side).glob("*.eval")
+        logs[side] = {str(s.id): s for s in read_eval_log(str(log_path)).samples}
+        import_path(log_path, ledger, name=f"model-{side}")
+    right = {side: {k: s.scores["includes"].value == "C" for k, s in logs[side].items()} for side in "ab"}
+    passage = {k: s.metadata["passage"] for k, s in logs["a"].items()}
+    flipped = {k for k in right["a"] if right["a"][k] != right["b"][k]}
+    assert flipped and len({passage[k] for k in flipped}) > 1  # the run flips items in several clusters
+    refs = ("model-a:odd-qa", "model-b:odd-qa", "--ledger", ledger, "--resamples", "0", "--items", "--json")
+    res = _invoke(*refs)
+    assert res.exit_code == 0, res.output
+    flips = json.loads(res.output)["tasks"]["includes"]["flips"]
+    assert {x["id"] for x in flips["items"]} == flipped
+    assert (flips["a_better"], flips["b_better"]) == (
+        sum(right["a"][k] for k in flipped),
+        sum(right["b"][k] for k in flipped),
+    )
+    for x in flips["items"]:  # both outputs, the gold and the prompt, as inspect logged them
+        assert x["output_a"] == logs["a"][x["id"]].output.completion
+        assert x["output_b"] == logs["b"][x["id"]].output.completion
+        assert x["target"] == logs["a"][x["id"]].target and x["prompt"] == logs["a"][x["id"]].input
+        assert x["cluster"] == passage[x["id"]]
+    one = passage[min(flipped)]
+    res = _invoke(*refs, "--cluster", one, "--save", "model-a:vs-b")
+    assert res.exit_code == 0, res.output
+    flips = json.loads(res.output)["tasks"]["includes"]["flips"]
+    assert flips["cluster"] == one and {x["id"] for x in flips["items"]} == {k for k in flipped if passage[k] == one}
+    build_site(ledger, tmp_path / "site")
+    _, data = load_data_file(tmp_path / "site" / "data" / "compare.js")
+    (doc,) = data["comparisons"]
+    (task,) = doc["tasks"]
+    assert [x["id"] for x in task["flips"]["items"]] == [x["id"] for x in flips["items"]]
