@@ -488,8 +488,8 @@ def _print_comparison(
             _print_flips(task, body, items_limit)
     family = (
         f"; {level} and p per comparison (unadjusted: p < {1 - doc.ci:.2g} exactly when the CI excludes 0, up to "
-        f"1/B); p ({doc.adjust}): adjusted over {escape(doc.family or '')}, the n.s. mark reads it"
-        if adjusted
+        f"1/B); p ({doc.adjust}): adjusted over {escape(doc.family)}, the n.s. mark reads it"
+        if adjusted and doc.family
         else (f"; {escape(doc.family)}" if doc.family else "")
     )
     console.print(
