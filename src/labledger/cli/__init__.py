@@ -96,6 +96,10 @@ COMMANDS = {
     "select-epoch": ("sweep", "Pick the epoch of RUN's history with the best METRIC (ties: the earliest)."),
     "serve": ("serve", "Serve the ledger: live pages at /, a JSON API at /api, uploads at /upload and /uploads/NAME."),
     "show": ("runs", "Show one run: meta, config, files, counts, last scalars, checkpoints (sha256)."),
+    "signal": (
+        "groups",
+        "Which benchmarks tell a run's checkpoints apart: signal-to-noise and monotonicity per task of RESULTS at successive checkpoints.",
+    ),
     "site": ("site", "Write (or update) the static site of the ledger in the folder OUT."),
     "soup": ("checkpoints", "Weighted average of CHECKPOINTS (same keys, shapes, dtypes), streamed tensor by tensor."),
     "sweep": ("sweep", "Sweep a decision threshold over RESULTS and select one under gates; write the report."),

@@ -219,3 +219,98 @@ def noise_cmd(group, metric, results, task, seed_keys, ci, alpha, power, ledger_
     )
     console.print(t, highlight=False)
     console.print(f"[dim]{escape(r['definition'])}[/]", highlight=False)
+
+
+@main.command("signal")
+@click.argument("results", nargs=-1, required=True)
+@click.option("--metric", default=None, metavar="NAME", help="The metric (default: each task's headline).")
+@click.option(
+    "--task", "tasks", multiple=True, metavar="T", help="A task (benchmark); repeatable (default: every shared one)."
+)
+@click.option("--ci", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True, help="Interval level.")
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0.001, 0.5),
+    default=0.05,
+    show_default=True,
+    help="Level of the adjacent steps' tests.",
+)
+@click.option("--resamples", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
+@ledger_option
+@json_option
+@handle_errors
+def signal_cmd(results, metric, tasks, ci, alpha, resamples, seed, ledger_path, as_json):
+    """Which benchmarks tell a run's checkpoints apart: signal-to-noise and monotonicity per task of RESULTS at successive checkpoints.
+
+    RESULTS are result sets of the same items at three or more checkpoints, in training order: files,
+    RUN:NAME, or RUN:PATTERN (RUN:val-* takes every matching set of the run, in natural order). Per
+    task: the metric at each checkpoint, the spread over the checkpoints against one checkpoint's item
+    noise (SNR), Kendall's tau against the order, and the adjacent steps that are separable (paired,
+    Holm-adjusted).
+    """
+    from labledger.analysis.signal import checkpoint_signal
+    from labledger.cli.base import resolve_ledger_path
+    from labledger.cli.evaluation import resolve_results
+    from labledger.schema.format import format_ci, format_p, format_value
+    from labledger.store.refs import expand_results
+
+    refs = [r for ref in results for r in expand_results(ref, resolve_ledger_path(ledger_path) if ":" in ref else None)]
+    found = [resolve_results(ref, ledger_path) for ref in refs]
+    doc = checkpoint_signal(
+        [path for path, *_ in found],
+        names=refs,
+        metric=metric,
+        task=list(tasks) or None,
+        ci=ci,
+        resamples=resamples,
+        seed=seed,
+        alpha=alpha,
+    )
+    if as_json:
+        emit_json(doc)
+        return
+    console.print(f"{len(refs)} checkpoints: {escape(', '.join(refs))}", highlight=False)
+    t = Table(title="signal and noise per task", title_justify="left")
+    for col in (
+        "task",
+        "metric",
+        "n",
+        "first",
+        "last",
+        "signal (SD)",
+        "noise (SE)",
+        "SNR",
+        "tau",
+        "p (tau)",
+        "separable steps",
+    ):
+        t.add_column(col, justify="left" if col in ("task", "metric") else "right")
+    for e in doc["tasks"]:
+        pts = e["checkpoints"]
+        mono = e["monotonicity"]
+        t.add_row(
+            escape(e["task"]),
+            escape(e["metric"]),
+            f"{e['n']:,}",
+            format_value(pts[0]["value"]),
+            format_value(pts[-1]["value"]),
+            format_value(e["signal"]),
+            format_value(e["noise"]),
+            "-" if e["snr"] is None else f"{e['snr']:.2f}",
+            "-" if mono["tau"] is None else f"{mono['tau']:+.2f}",
+            format_p(mono["p_value"]),
+            f"{e['separable_steps']} of {len(e['adjacent'])}",
+        )
+    console.print(t, highlight=False)
+    for e in doc["tasks"]:
+        steps = ", ".join(
+            f"{format_value(s['diff'], signed=True)} {format_ci(s['ci_low'], s['ci_high'], signed=True)}"
+            + (" *" if s.get("p_adjusted") is not None and s["p_adjusted"] < alpha else "")
+            for s in e["adjacent"]
+        )
+        console.print(f"{escape(e['task'])} steps: {steps}", highlight=False)
+    console.print(
+        f"[dim]* = separable at alpha {alpha:g} (Holm over the task's steps). {escape(doc['definition'])}[/]",
+        highlight=False,
+    )

@@ -73,4 +73,35 @@ def resolve_results(ref: str | os.PathLike[str], ledger: str | os.PathLike[str] 
         return ResultsRef(view.results_path(name), shown, view.id, name, view.name, text)
 
 
-__all__ = ["ResultsRef", "resolve_results"]
+def expand_results(ref: str, ledger: str | os.PathLike[str] | None = None) -> list[str]:
+    """``RUN:PATTERN`` with a ``*`` or ``?`` in the pattern: ``RUN:NAME`` of each stored result set
+    of the run whose name matches, in natural order (``val-2`` before ``val-10``); anything else as
+    given. A pattern that matches nothing raises :class:`~labledger.errors.UnknownNameError`.
+
+    >>> import tempfile, pathlib, labledger
+    >>> d = pathlib.Path(tempfile.mkdtemp()) / "ledger"
+    >>> with labledger.start_run("r", ledger=d) as run:
+    ...     for k in (10, 2, 1):
+    ...         _ = run.log_results(f"val-{k}", [{"id": "1", "task": "t", "gold": "a", "pred": "a"}])
+    >>> expand_results("r:val-*", d)
+    ['r:val-1', 'r:val-2', 'r:val-10']
+    """
+    import fnmatch
+    import re
+
+    run, sep, pattern = ref.partition(":")
+    if not sep or not any(c in pattern for c in "*?") or Path(ref).exists():
+        return [ref]
+    from labledger.errors import UnknownNameError
+    from labledger.store.ledger import Ledger, default_ledger_path
+
+    with Ledger(ledger if ledger is not None else default_ledger_path()) as book:
+        names = book.run(run).results_names()
+    found = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+    if not found:
+        raise UnknownNameError(f"result set of run {run} matching", pattern, names)
+    found.sort(key=lambda n: [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in re.split(r"(\d+)", n)])
+    return [f"{run}:{n}" for n in found]
+
+
+__all__ = ["ResultsRef", "expand_results", "resolve_results"]
