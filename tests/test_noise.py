@@ -13,6 +13,7 @@ from sklearn.metrics import accuracy_score
 import labledger
 from labledger.analysis.noise import noise_floor, seed_noise
 from labledger.cli import main
+from labledger.errors import MetricInputError
 
 
 def _setup_scores(rng, k, n, seed_sd=0.3, item_sd=1.5):
@@ -137,3 +138,92 @@ def test_compare_groups_gives_no_interval_on_two_recorded_seeds_and_names_non_se
     assert any("2 seeds cannot support a t interval" in w for w in res.warnings)
     assert any("group 'new' differ in hidden, not only in seeds" in w for w in res.warnings)
     assert not any("group 'base' differ" in w for w in res.warnings)
+
+
+def test_repeats_add_a_level_that_matches_the_expected_mean_squares():
+    """(seeds x items x repeats): the crossed design with replication, by hand."""
+    rng = np.random.default_rng(5)
+    k, n, r = 4, 30, 3
+    x = (
+        rng.normal(0, 0.5, k)[:, None, None]
+        + rng.normal(0, 2, n)[None, :, None]
+        + rng.normal(0, 0.7, (k, n))[:, :, None]
+        + rng.normal(0, 1.0, (k, n, r))
+    )
+    out = seed_noise(x)
+    cells = x.mean(axis=2)
+    g = cells.mean()
+    ms_seed = n * r * np.var(cells.mean(axis=1), ddof=1)
+    ms_item = k * r * np.var(cells.mean(axis=0), ddof=1)
+    resid = cells - cells.mean(axis=1)[:, None] - cells.mean(axis=0)[None, :] + g
+    ms_int = r * (resid**2).sum() / ((k - 1) * (n - 1))
+    ms_err = ((x - cells[:, :, None]) ** 2).sum() / (k * n * (r - 1))
+    c = out["components"]
+    assert c["repeat"] == pytest.approx(ms_err)
+    assert c["seed_x_item"] == pytest.approx(max(0, (ms_int - ms_err) / r))
+    assert c["seed"] == pytest.approx(max(0, (ms_seed - ms_int) / (n * r)))
+    assert c["item"] == pytest.approx((ms_item - ms_int) / (k * r))
+    assert out["seed_sd"]["value"] == pytest.approx(np.std(x.mean(axis=(1, 2)), ddof=1))
+    # one repeat is the two-way table: the same numbers as before
+    flat = seed_noise(x[:, :, :1])
+    assert "repeat" not in flat["components"] and flat["n_repeats"] == 1
+    assert flat["components"] == seed_noise(x[:, :, 0])["components"]
+
+
+def test_noise_command_on_runs_with_epochs(tmp_path):
+    """inspect-style rows (each item scored in 3 epochs per run, stored as one row with the mean as
+    ``pred`` and the epochs' scores in ``epochs``): the run's value is its mean over items and epochs,
+    and the noise floor shows the repeat share; a results file that repeats ids by ``epoch`` reads the
+    same matrix, and one lacking an epoch is one line."""
+    from labledger.analysis.noise import item_repeat_scores
+
+    rng = np.random.default_rng(6)
+    p = rng.uniform(0.3, 0.95, 120)
+    means = []
+    for s in range(5):
+        right = (rng.random((120, 3)) < p[:, None]).astype(float)
+        rows = [
+            {"id": f"q{i}", "task": "qa", "gold": 1.0, "pred": float(right[i].mean()), "epochs": right[i].tolist()}
+            for i in range(120)
+        ]
+        with labledger.start_run(f"e{s}", group="epochs", config={"seed": s}, ledger=tmp_path) as run:
+            run.log_results("test", rows)
+        means.append(right.mean())
+    args = ["noise", "epochs", "--metric", "mean", "--ledger", str(tmp_path)]
+    r = CliRunner().invoke(main, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["n_repeats"] == 3 and doc["n_items"] == 120 and "repeat" in doc["shares"]
+    assert sorted(x["value"] for x in doc["runs"]) == pytest.approx(sorted(means))
+    text = CliRunner().invoke(main, args)
+    assert "5 seeds x 120 items x 3 repeats" in text.output and "repeat" in text.output
+    # the same scores as rows that repeat ids by epoch, in a file
+    flat = [
+        {"id": f"q{i}", "task": "qa", "gold": "y", "pred": "y" if right[i, e] else "n", "epoch": e + 1}
+        for i in range(120)
+        for e in range(3)
+    ]
+    path = tmp_path / "epochs.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in flat))
+    ids, matrix, _ = item_repeat_scores(path, "exact_match", None)
+    assert matrix.shape == (120, 3) and matrix[ids.index("q7")].tolist() == right[7].tolist()
+    path.write_text("".join(json.dumps(x) + "\n" for x in flat[:-1]))
+    with pytest.raises(MetricInputError, match="item 'q119' lacks a repeat"):
+        item_repeat_scores(path, "exact_match", None)
+
+
+@pytest.mark.simulation
+def test_the_aa_interval_covers_two_new_runs_with_repeats():
+    """With 3 sampled answers per item per run, the A/A interval still covers two new runs at its level."""
+    rng = np.random.default_rng(7)
+    hits, reps = 0, 2000
+    for _ in range(reps):
+        item = rng.normal(1.0, 1.5, 200)
+        shift = rng.normal(0, 0.3, 7)
+        p = 1 / (1 + np.exp(-(item[None, :] + shift[:, None])))
+        x = (rng.random((7, 200, 3)) < p[:, :, None]).astype(float)
+        half = seed_noise(x[:5])["aa"]["half_width"]
+        a, b = x[5].mean(), x[6].mean()
+        hits += abs(a - b) <= half
+    print(f"coverage {hits / reps:.3f}")
+    assert 0.93 <= hits / reps <= 0.97

@@ -52,7 +52,7 @@ DEFINITION = (
     "per-item scores of a mean metric, seeds x items; seed_sd: SD over seeds of a run's metric on these "
     "items (chi-square interval, k-1 df); aa: prediction interval of the difference of two new runs "
     "(t on k-1 df times seed_sd*sqrt(2)); components: two-way crossed expected mean squares of one item's "
-    "score (seed, item, seed x item); unseen_share: seed main effect over the A/A variance of a run's "
+    "score (seed, item, seed x item, and repeat when each item was scored several times per run); unseen_share: seed main effect over the A/A variance of a run's "
     "metric, the part a paired item test of two single runs does not see; mde[r]: (t(1-alpha/2)+t(power)) "
     "on k-1 df times seed_sd*sqrt(2/r), paired on these items"
 )
@@ -61,26 +61,45 @@ DEFINITION = (
 def seed_noise(
     scores: Any, *, ci: float = 0.95, alpha: float = 0.05, power: float = 0.8, seeds: Sequence[int] = (1, 3, 5)
 ) -> dict[str, Any]:
-    """The noise floor of a (seeds x items) matrix of per-item scores (see the module docstring)."""
+    """The noise floor of a (seeds x items) matrix of per-item scores (see the module docstring), or
+    of a (seeds x items x repeats) array when each run scored every item several times (inspect's
+    epochs, sampled generations): a run's metric is then its mean over items and repeats, and the
+    decomposition gains a ``repeat`` component (the within-cell variance), the crossed design with
+    replication (seed ``n*r*s2_seed + r*s2_sxi + s2_rep``, item ``k*r*s2_item + r*s2_sxi +
+    s2_rep``, seed x item ``r*s2_sxi + s2_rep``, within ``s2_rep``).
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(1)
+    >>> x = rng.normal(0, 1, (5, 60, 4)) + rng.normal(0, 2, 60)[None, :, None]
+    >>> r = seed_noise(x)
+    >>> sorted(r["components"]), r["n_repeats"], round(r["shares"]["repeat"], 2)
+    (['item', 'repeat', 'seed', 'seed_x_item'], 4, 0.21)
+    """
     from scipy import stats
 
     x = np.asarray(scores, dtype=np.float64)
-    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
-        raise MetricInputError(f"the noise floor needs at least 2 seeds and 2 items; got {x.shape[0]} x {x.shape[-1]}")
+    if x.ndim == 2:
+        x = x[:, :, None]
+    if x.ndim != 3 or x.shape[0] < 2 or x.shape[1] < 2 or x.shape[2] < 1:
+        raise MetricInputError(f"the noise floor needs at least 2 seeds and 2 items; got {x.shape[0]} x {x.shape[1]}")
     if not np.isfinite(x).all():
         raise MetricInputError("per-item scores must be finite")
-    k, n = x.shape
-    seed_means, item_means = x.mean(axis=1), x.mean(axis=0)
-    grand = float(x.mean())
-    ms_seed = n * float(seed_means.var(ddof=1))
-    ms_item = k * float(item_means.var(ddof=1))
-    resid = x - seed_means[:, None] - item_means[None, :] + grand
-    ms_res = float((resid**2).sum()) / ((k - 1) * (n - 1))
+    k, n, reps = x.shape
+    cells = x.mean(axis=2)
+    seed_means, item_means = cells.mean(axis=1), cells.mean(axis=0)
+    grand = float(cells.mean())
+    ms_seed = n * reps * float(seed_means.var(ddof=1))
+    ms_item = k * reps * float(item_means.var(ddof=1))
+    resid = cells - seed_means[:, None] - item_means[None, :] + grand
+    ms_int = reps * float((resid**2).sum()) / ((k - 1) * (n - 1))
+    ms_err = float(((x - cells[:, :, None]) ** 2).sum()) / (k * n * (reps - 1)) if reps > 1 else 0.0
     parts = {
-        "seed": max(0.0, (ms_seed - ms_res) / n),
-        "item": max(0.0, (ms_item - ms_res) / k),
-        "seed_x_item": ms_res,
+        "seed": max(0.0, (ms_seed - ms_int) / (n * reps)),
+        "item": max(0.0, (ms_item - ms_int) / (k * reps)),
+        "seed_x_item": max(0.0, (ms_int - ms_err) / reps) if reps > 1 else ms_int,
     }
+    if reps > 1:
+        parts["repeat"] = ms_err
     total = sum(parts.values())
     df = k - 1
     sd = float(seed_means.std(ddof=1))
@@ -92,12 +111,13 @@ def seed_noise(
     sd_low = math.sqrt(df * sd**2 / stats.chi2.ppf(q, df)) if show else None
     sd_high = math.sqrt(df * sd**2 / stats.chi2.ppf(1 - q, df)) if show else None
     half = float(stats.t.ppf(q, df)) * sd * math.sqrt(2) if show else None
-    aa_var = parts["seed"] + parts["seed_x_item"] / n
+    aa_var = parts["seed"] + parts["seed_x_item"] / n + parts.get("repeat", 0.0) / (n * reps)
     factor = float(stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df))
     return {
         "value": grand,
         "n_seeds": k,
         "n_items": n,
+        "n_repeats": reps,
         "df": df,
         "ci": ci,
         "seed_sd": {"value": sd, "low": sd_low, "high": sd_high},
@@ -163,6 +183,52 @@ class NoiseFloor:
         }
 
 
+def _epoch_scores(td: Any, values: np.ndarray) -> np.ndarray | None:
+    """The rows' ``epochs`` (a list of numbers per row, one length) as an items x epochs matrix,
+    when each item's value is the mean of its epochs (as inspect's imports store them); else None."""
+    column = td.extras.get("epochs") if hasattr(td, "extras") else None
+    if column is None:
+        return None
+    lists = list(column)
+    if not lists or not all(isinstance(e, list) and e for e in lists) or len({len(e) for e in lists}) != 1:
+        return None
+    try:
+        x = np.asarray(lists, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if x.shape[1] < 2 or not np.isfinite(x).all() or not np.allclose(x.mean(axis=1), values, rtol=0, atol=1e-9):
+        return None
+    return x
+
+
+def item_repeat_scores(path: Any, metric: str, task: str | None) -> tuple[list[str], np.ndarray, str]:
+    """``(ids in sorted order, an items x repeats matrix of per-item scores, the task)`` of one
+    result set. Repeats are rows that repeat an id with an ``epoch`` (or ``sample``) field, every
+    item having every repeat, or one row per item whose value is the mean of its ``epochs`` list
+    (inspect's imports); otherwise one column."""
+    from labledger.analysis.power import task_item_values
+    from labledger.inputs.results import read_results
+
+    rs = read_results(path, repeats=True)
+    values, td, task_name = task_item_values(rs, metric, task)
+    ids = [str(i) for i in td.ids.tolist()]
+    per_epoch = _epoch_scores(td, values)
+    if per_epoch is not None:  # one row per item, its repeats in ``epochs`` (inspect's imports)
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        return [ids[i] for i in order], per_epoch[order], task_name
+    reps = [repr(r) for r in td.repeat.tolist()] if td.repeat is not None else ["0"] * len(ids)
+    keys = sorted(set(ids))
+    levels = sorted(set(reps))
+    pos_i, pos_r = {k: j for j, k in enumerate(keys)}, {k: j for j, k in enumerate(levels)}
+    out = np.full((len(keys), len(levels)), np.nan)
+    for i, r, value in zip(ids, reps, values.tolist(), strict=True):
+        out[pos_i[i], pos_r[r]] = value
+    if np.isnan(out).any():
+        j = int(np.argwhere(np.isnan(out))[0][0])
+        raise MetricInputError(f"item {keys[j]!r} lacks a repeat: every item needs every {rs.repeat_field} value")
+    return keys, out, task_name
+
+
 def noise_floor(
     ledger: Any,
     group: str,
@@ -180,8 +246,6 @@ def noise_floor(
     each run's stored result set ``results`` (default: its only one). Raises
     :class:`~labledger.errors.LedgerError` when the runs differ in a config key that is not a seed
     key, lack per-item scores, or do not share their items."""
-    from labledger.analysis.power import item_scores
-
     infos = [i for i in ledger.runs(group=group) if i.status == "finished"]
     if len(infos) < 2:
         raise LedgerError(
@@ -195,7 +259,9 @@ def noise_floor(
             f"the runs of group '{group}' differ in {shown}, not only in seeds; name the seed keys with "
             f"--seed-key, or compare them as setups (labledger compare-groups)"
         )
-    rows, ids0, task_name = [], None, ""
+    rows: list[np.ndarray] = []
+    ids0: list[str] | None = None
+    task_name = ""
     for v in views:
         names = v.results_names()
         name = results if results is not None else (names[0] if len(names) == 1 else None)
@@ -203,17 +269,20 @@ def noise_floor(
             have = ", ".join(names) or "none"
             raise LedgerError(f"run {v.id} ({v.name}): choose a stored result set with --results (it has: {have})")
         try:
-            vals, _, ids, task_name = item_scores(v.results_path(name), metric, task)
+            key, matrix, task_name = item_repeat_scores(v.results_path(name), metric, task)
         except MetricInputError as exc:
             raise LedgerError(f"run {v.id} ({v.name}) results '{name}': {exc}") from None
-        order = np.argsort(np.asarray(ids, dtype=object))
-        key = [ids[i] for i in order]
         if ids0 is None:
             ids0 = key
         elif key != ids0:
             raise LedgerError(f"run {v.id} ({v.name}) results '{name}' cover other items than run {views[0].id}")
-        rows.append(np.asarray(vals, dtype=np.float64)[order])
-    result = seed_noise(np.vstack(rows), ci=ci, alpha=alpha, power=power, seeds=seeds)
+        if rows and matrix.shape[1] != rows[0].shape[1]:
+            raise LedgerError(
+                f"run {v.id} ({v.name}) results '{name}' score each item {matrix.shape[1]} time(s), run "
+                f"{views[0].id} {rows[0].shape[1]}: the runs must repeat alike"
+            )
+        rows.append(matrix)
+    result = seed_noise(np.stack(rows), ci=ci, alpha=alpha, power=power, seeds=seeds)
     runs = [
         {
             "run": v.id,

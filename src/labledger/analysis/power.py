@@ -23,14 +23,13 @@ from labledger.errors import MetricInputError
 from labledger.metrics.stats import cluster_robust_se, mde, n_for_delta, paired_binary_variance, power_at
 
 
-def item_scores(source: Any, metric: str, task: str | None) -> tuple[np.ndarray, np.ndarray | None, list[str], str]:
-    """Per-item values of a mean metric (accuracy, exact match, ...) of one task, with groups and ids."""
+def task_item_values(rs: Any, metric: str, task: str | None) -> tuple[np.ndarray, Any, str]:
+    """``(per-item values, the task's data, its name)`` of a mean metric (accuracy, exact match, ...)
+    on the one task of a result set (or ``task``)."""
     from labledger.analysis.intervals import item_values
     from labledger.analysis.tasks import prepare_task, select_tasks, task_params
-    from labledger.inputs.results import load
     from labledger.metrics.registry import parse_metric
 
-    rs = load(source)
     names = select_tasks(rs, task) if task else list(rs)
     if len(names) != 1:
         raise MetricInputError(f"the result set has {len(names)} tasks ({', '.join(names)}): choose one with task=")
@@ -40,7 +39,15 @@ def item_scores(source: Any, metric: str, task: str | None) -> tuple[np.ndarray,
     item = item_values(prep)
     if item is None or item[1] is not None:
         raise MetricInputError(f"a per-item mean metric is needed (accuracy, exact_match...); got '{metric}'")
-    return item[0], td.group, [str(i) for i in td.ids.tolist()], names[0]
+    return item[0], td, names[0]
+
+
+def item_scores(source: Any, metric: str, task: str | None) -> tuple[np.ndarray, np.ndarray | None, list[str], str]:
+    """Per-item values of a mean metric (accuracy, exact match, ...) of one task, with groups and ids."""
+    from labledger.inputs.results import load
+
+    values, td, name = task_item_values(load(source), metric, task)
+    return values, td.group, [str(i) for i in td.ids.tolist()], name
 
 
 def _paired_omega2(a: np.ndarray, b: np.ndarray, groups: np.ndarray | None) -> float:

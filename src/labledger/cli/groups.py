@@ -181,7 +181,9 @@ def noise_cmd(group, metric, results, task, seed_keys, ci, alpha, power, ledger_
     keys = ", ".join(res.seed_keys) or "nothing"
     console.print(
         f"Noise floor of group '{escape(group)}': {escape(metric)} on task {escape(res.task)}, "
-        f"{r['n_seeds']} seeds x {r['n_items']} items (runs differ in: {escape(keys)})",
+        f"{r['n_seeds']} seeds x {r['n_items']} items"
+        + (f" x {r['n_repeats']} repeats" if r.get("n_repeats", 1) > 1 else "")
+        + f" (runs differ in: {escape(keys)})",
         highlight=False,
     )
     t = Table(show_header=False, box=None, pad_edge=False)
