@@ -218,3 +218,33 @@ def test_a_suite_holds_the_run_once_from_its_unperturbed_test_split(imported):
     (note,) = notes
     assert note.startswith("arith_words:model=simple_model1: one benchmark in the suite, from arith_words;")
     assert all(name in note for name in EXPECTED if name != "arith_words")
+
+
+def test_tokens_and_latency_per_instance_are_helms_usage_stats(imported):
+    """Each row carries HELM's num_prompt_tokens, num_output_tokens and inference_runtime of its
+    instance and split (mean over train trials; the runtime in ms), so mean_tokens_in and
+    mean_latency_ms read them (#45)."""
+    from labledger.analysis.evaluation import evaluate as ev_rows
+
+    _, sets = imported
+    per = json.loads((FOLDER / "per_instance_stats.json").read_text())
+    want: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for entry in per:
+        for s in entry["stats"]:
+            n = s["name"]
+            if n["name"] in ("num_prompt_tokens", "num_output_tokens", "inference_runtime") and not n.get(
+                "perturbation"
+            ):
+                want.setdefault((n["split"], entry["instance_id"]), {}).setdefault(n["name"], []).append(s["mean"])
+    checked = 0
+    for name, split in (("arith_words", "test"), ("arith_words.valid", "valid")):
+        rows = [r for r in sets[name][2] if r["task"] == "exact_match"]
+        for r in rows:
+            w = want[(split, r["id"])]
+            assert r["tokens_in"] == pytest.approx(sum(w["num_prompt_tokens"]) / len(w["num_prompt_tokens"]))
+            assert r["tokens_out"] == pytest.approx(sum(w["num_output_tokens"]) / len(w["num_output_tokens"]))
+            assert r["latency_ms"] == pytest.approx(1000 * sum(w["inference_runtime"]) / len(w["inference_runtime"]))
+            checked += 1
+        got = ev_rows(rows, metrics=["mean_tokens_in"], resamples=0).value("exact_match", "mean_tokens_in")
+        assert got == pytest.approx(sum(r["tokens_in"] for r in rows) / len(rows))
+    assert checked == len(_instances("test")) + len(_instances("valid"))

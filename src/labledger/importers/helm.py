@@ -122,6 +122,26 @@ _PERT_FLAGS = {"name", "robustness", "fairness", "computed_on"}
 _Values = dict[str, dict[str, dict[int, float]]]  # metric -> instance id -> train trial -> value
 
 
+#: HELM's per-instance usage stats -> the result row fields the usage metrics read (metrics.usage);
+#: ``inference_runtime`` is in seconds, ``latency_ms`` in milliseconds.
+USAGE_STATS = {"num_prompt_tokens": "tokens_in", "num_output_tokens": "tokens_out", "inference_runtime": "latency_ms"}
+
+
+def _usage_row(by_trial: dict[int, dict[str, float]]) -> dict[str, float]:
+    """One instance's usage fields: each the mean over the train trials that report it.
+
+    >>> _usage_row({0: {"tokens_in": 70.0, "latency_ms": 0.5}, 1: {"tokens_in": 72.0, "latency_ms": 0.7}})
+    {'tokens_in': 71.0, 'latency_ms': 600.0}
+    """
+    out: dict[str, float] = {}
+    for field in USAGE_STATS.values():
+        vals = [u[field] for u in by_trial.values() if field in u]
+        if vals:
+            mean = sum(vals) / len(vals)
+            out[field] = mean * 1000.0 if field == "latency_ms" else mean
+    return out
+
+
 def _task(folder: Path) -> tuple[list[HarnessTask], dict[str, Any], str, list[str]]:
     """One run folder's result sets: one per split (and sub-split) of the unperturbed instances,
     and per perturbation its perturbed copies and HELM's worst case; with the folder's settings,
@@ -161,6 +181,8 @@ def _task(folder: Path) -> tuple[list[HarnessTask], dict[str, Any], str, list[st
         }
     # (split, sub_split, perturbation key) -> metric -> instance id -> train trial -> value
     values: dict[tuple[Any, Any, str | None], _Values] = {}
+    # (split, sub_split, perturbation key) -> instance id -> train trial -> usage field -> value
+    usage: dict[tuple[Any, Any, str | None], dict[str, dict[int, dict[str, float]]]] = {}
     descs: dict[str, dict[str, Any]] = {}
     where = str(folder / "per_instance_stats.json")
     for i, entry in enumerate(per):
@@ -172,6 +194,11 @@ def _task(folder: Path) -> tuple[list[HarnessTask], dict[str, Any], str, list[st
             raise RecordError("must be an integer", source=where, field=f"[{i}].train_trial_index")
         for stat in entry.get("stats") or []:
             name, ctx = _context(stat, where)
+            if name in USAGE_STATS and stat.get("count"):
+                amount = as_float(stat.get("mean"))
+                if amount is not None:
+                    usage.setdefault(ctx, {}).setdefault(iid, {}).setdefault(trial, {})[USAGE_STATS[name]] = amount
+                continue
             if not SCORE.search(name) or not stat.get("count"):
                 continue
             mean = as_float(stat.get("mean"))
@@ -216,6 +243,7 @@ def _task(folder: Path) -> tuple[list[HarnessTask], dict[str, Any], str, list[st
                 vals = [by_trial[t] for t in sorted(by_trial)]
                 row = {"id": iid, "task": name, "gold": 1.0, "pred": sum(vals) / len(vals), "trials": vals}
                 row.update(docs.get((iid, doc_key), {}))
+                row.update(_usage_row(usage.get(ctx, {}).get(iid, {})))
                 rows.append(row)
             metrics.append(
                 HarnessMetric(

@@ -108,6 +108,9 @@ class _Sample(msgspec.Struct, gc=False):
     scores: dict[str, Any] | None = None
     metadata: Any = None
     error: _Error | None = None
+    model_usage: Any = None
+    working_time: Any = None
+    total_time: Any = None
 
 
 _SAMPLE = msgspec.json.Decoder(_Sample)
@@ -225,6 +228,7 @@ class EvalZip:
         out["output"] = None if s.output is None else {"completion": s.output.completion}
         out["scores"], out["metadata"] = s.scores, s.metadata
         out["error"] = None if s.error is None else {"message": s.error.message}
+        out["model_usage"], out["working_time"], out["total_time"] = s.model_usage, s.working_time, s.total_time
         return out
 
     def json(self, name: str) -> Any:
@@ -334,6 +338,41 @@ def _mean(v: list[float]) -> float:
     return sum(v) / len(v)
 
 
+#: Per-item usage fields carried from each sample (``cost``, ``tokens_in``, ... as metrics.usage names them).
+USAGE_FIELDS = ("tokens_in", "tokens_out", "cost", "latency_ms")
+
+
+def sample_usage(sample: dict[str, Any]) -> dict[str, float]:
+    """One inspect sample's usage: input and output tokens and cost summed over its models'
+    ``model_usage`` (cost only when a model reports ``total_cost``), and ``latency_ms`` from its
+    ``working_time`` (seconds; else ``total_time``).
+
+    >>> sample_usage({"model_usage": {"m": {"input_tokens": 10, "output_tokens": 4, "total_cost": 0.002}},
+    ...               "working_time": 0.25})
+    {'tokens_in': 10.0, 'tokens_out': 4.0, 'cost': 0.002, 'latency_ms': 250.0}
+    """
+    out: dict[str, float] = {}
+    usage = sample.get("model_usage")
+    if isinstance(usage, dict) and usage:
+        per = [u for u in usage.values() if isinstance(u, dict)]
+        for name, key in (("tokens_in", "input_tokens"), ("tokens_out", "output_tokens"), ("cost", "total_cost")):
+            vals = [u[key] for u in per if isinstance(u.get(key), (int, float)) and not isinstance(u.get(key), bool)]
+            if vals:
+                out[name] = float(sum(vals))
+    took = sample.get("working_time", sample.get("total_time"))
+    if isinstance(took, (int, float)) and not isinstance(took, bool):
+        out["latency_ms"] = float(took) * 1000.0
+    return out
+
+
+def _mean_usage(per_epoch: list[dict[str, float]], name: str) -> Any:
+    """The mean of a usage field over a sample's epochs (per attempt), or MISSING unless every epoch has it."""
+    vals = [u[name] for u in per_epoch if name in u]
+    if not per_epoch or len(vals) != len(per_epoch):
+        return MISSING
+    return sum(vals) / len(vals)
+
+
 #: The epoch reducers labledger applies itself when a log has no ``reductions`` (inspect's names).
 _REDUCE: dict[str, Callable[[list[float]], float]] = {"mean": _mean, "max": max, "min": min, "median": _median}
 
@@ -401,6 +440,7 @@ def _task_of(path: Path, header: dict[str, Any], samples, reductions) -> tuple[H
             )
             entry["raw"].append(sc.get("value"))
             entry["where"].append(where)
+            entry.setdefault("usage", []).append(sample_usage(s))
             out = s.get("output") or {}
             entry["predictions"].append(out.get("completion") if isinstance(out, dict) else None)
             entry["answers"].append(sc.get("answer"))
@@ -466,6 +506,10 @@ def _task_of(path: Path, header: dict[str, Any], samples, reductions) -> tuple[H
             "answer": [e["answers"] if len(e["answers"]) > 1 else e["answers"][0] for e in entries],
             "metadata": [e["metadata"] for e in entries],
         }
+        for usage_field in USAGE_FIELDS:
+            column = [_mean_usage(e["usage"], usage_field) for e in entries]
+            if any(v is not MISSING for v in column):
+                fields[usage_field] = column
         if cluster:
             fields["group"] = [str(e["metadata"][cluster]) if cluster in e["metadata"] else MISSING for e in entries]
         rows = ResultColumns(name, ids, [1.0] * len(ids), fields)
