@@ -377,6 +377,47 @@ def _kill_mid_sync(local: Path, server_root: Path, url: str, seed: int, kill) ->
 
 
 @pytest.mark.slow
+def test_a_server_started_after_a_kill_between_record_and_renames_finishes_them_at_start(tmp_path, monkeypatch):
+    """The batch stopped after the manifest recorded its files and before the renames; the next
+    server start puts them in place (no sync of the run needed)."""
+    from labledger.server import sync as S
+
+    local = tmp_path / "local"
+    rid = _images_run(local, "crash", 24)
+    root = tmp_path / "server"
+    Ledger(root, create=True).close()
+    run_dir = root / "runs" / rid
+    src = local / "runs" / rid
+    files = [(rel, (src / rel).read_bytes()) for rel in run_files(src)]
+    body = bytearray(_batch_body(files))
+    real = os.replace
+    done = []
+
+    def killed(a, b):
+        if len(done) == 3:
+            raise KeyboardInterrupt("killed")
+        done.append(b)
+        return real(a, b)
+
+    monkeypatch.setattr(S.os, "replace", killed)
+    doc = S._owned(run_dir, ledger_origin(local), "h", create=True)
+    with pytest.raises(KeyboardInterrupt):
+        plans = S._verify_batch(run_dir, doc, S._batch_entries(body, 1 << 40), memoryview(body))
+        S._commit_batch(run_dir, doc, S._write_batch(run_dir, plans))
+    monkeypatch.setattr(S.os, "replace", real)
+    assert S.unsettled(root / "runs") == [rid]
+    srv = ServerProcess(root, uploads_dir=tmp_path / "up", token=TOKEN).start()
+    try:
+        deadline = time.monotonic() + 20
+        while S.unsettled(root / "runs") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for rel, data in files:
+            assert (run_dir / rel).read_bytes() == data
+        assert S._scan_parts(run_dir) == ({}, {}) and S.unsettled(root / "runs") == []
+    finally:
+        srv.stop()
+
+
 def test_sync_of_many_small_files_killed_at_random_moments_resumes_and_verifies(tmp_path, server):
     """kill -9 of `labledger sync` at ten random moments while it sends runs of small files in
     batches: the next sync completes, every file is the local one, and nothing is pending."""

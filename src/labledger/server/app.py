@@ -254,8 +254,20 @@ def create_app(
         except (LedgerError, OSError) as exc:  # the store unreachable, a sync racing it: the runs stay as they are
             log.warning("could not restore synced runs from %s: %s", ctx.objects.url, exc)
 
+    async def settle() -> None:
+        """Batches whose renames a crash cut off are finished as the server starts, in the
+        background (a sync state request of such a run settles it first too) (#46)."""
+        try:
+            settled = await sync.settle_at_start(ctx.root / "runs")
+        except (LedgerError, OSError) as exc:  # a damaged manifest: that run's next sync settles or resends it
+            log.warning("could not finish interrupted sync batches: %s", exc)
+            return
+        if settled:
+            log.info("finished the renames of interrupted sync batches of %d run(s)", len(settled))
+
     @asynccontextmanager
     async def lifespan(app: Starlette):
+        settling = asyncio.create_task(settle())
         task = asyncio.create_task(reaper())
         restoring = asyncio.create_task(restore()) if ctx.objects is not None else None
         if build_site_at_start:
@@ -270,6 +282,8 @@ def create_app(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await settling
             if restoring is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await restoring

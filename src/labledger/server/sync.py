@@ -300,6 +300,34 @@ def settle(run_dir: Path, doc: dict[str, Any]) -> bool:
     return bool(touched)
 
 
+def unsettled(runs_dir: Path) -> list[str]:
+    """The runs of ``runs_dir`` that hold a batch's part files (a crash cut off its renames, or a
+    batch is under way): one ``scandir`` of the runs and one of each run's parts folder that exists."""
+    out: list[str] = []
+    try:
+        it = os.scandir(runs_dir)
+    except FileNotFoundError:
+        return out
+    with it:
+        for e in it:
+            if _RUN_ID.fullmatch(e.name) and _scan_parts(Path(e.path))[1]:
+                out.append(e.name)
+    return out
+
+
+async def settle_at_start(runs_dir: Path) -> list[str]:
+    """Finish, as the server starts, the renames of every batch a crash cut off (:func:`settle`,
+    each run under its lock), so a run's recorded files are in place without waiting for the run's
+    next sync. Returns the runs settled."""
+    done = []
+    for rid in await run_in_threadpool(unsettled, runs_dir):
+        async with _lock(rid):
+            doc = await run_in_threadpool(read_manifest, runs_dir / rid)
+            if doc is not None and await run_in_threadpool(settle, runs_dir / rid, doc):
+                done.append(rid)
+    return done
+
+
 def _make_parents(path: Path, run_dir: Path, touched: set[Path]) -> None:
     """Make the folders above ``path`` (inside ``run_dir``); each folder a new one was made in is
     added to ``touched`` (to be fsynced, so the new folder survives a crash)."""
