@@ -70,7 +70,13 @@ CASES = [
     (
         ["eval", "{a}", "--metric", "accuracy", "--metric", "f1:average=macro", "--by", "current"],
         0,
-        ["f1[average=macro]", "by current", "current=+1 (n=40)", "current=-1 (n=40)"],
+        [
+            "task 'hover' by current (95% CI)",
+            " metric             current   n   value            95% CI",
+            " accuracy           +1       40  0.9250  [0.8500, 1.0000]",
+            "                    -1       40  0.9250  [0.8250, 1.0000]",
+            " f1[average=macro]  +1       40  0.9246  [0.7998, 0.9750]",
+        ],
     ),
     (
         ["eval", "{a}", "--metric", "accuracy", "--definitions", "--resamples", "0"],

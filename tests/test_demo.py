@@ -459,6 +459,45 @@ def test_full_tests_are_evaluated_with_cis_by_current_state(demo, views):
     assert {e.model for e in entries} == {v.name for v in views}
 
 
+def test_eval_by_reads_at_80_columns(demo, views):
+    """``eval --by current`` on the demo's full test: slices as rows (one per slice value and metric,
+    the metric named on its first), every line within 80 columns, every value and interval as
+    ``--json`` has it (#43: it needed ~160 columns)."""
+    import re
+
+    summary, _ledger = demo
+    ref = f"{views[1].id}:full_test"
+    args = ["eval", ref, "--by", "current", "--resamples", "200", "--ledger", str(summary.ledger)]
+    runner = CliRunner()
+    shown = runner.invoke(main, args, env={"COLUMNS": "80"})
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    assert max(map(len, lines)) <= 80, shown.output
+    doc = orjson.loads(runner.invoke(main, [*args, "--json"]).stdout)
+    body = doc["tasks"]["digit_step"]
+    start = next(i for i, line in enumerate(lines) if line.startswith("task 'digit_step' by current (95% CI)"))
+    assert lines[start + 2].split() == ["metric", "current", "n", "value", "95%", "CI"]
+    rows, metric = [], None
+    for line in lines[start + 4 :]:
+        if not line.strip():
+            continue
+        if not line.startswith(" "):
+            break  # the table ends at the footer
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) == 5:
+            metric, cells = cells[0], cells[1:]
+        rows.append((metric, *cells))
+    expected = []
+    for head in body["metrics"]:
+        short = head["key"].replace(",zero_division=0", "").replace("[zero_division=0]", "")
+        for value, sbody in body["slices"]["current"].items():
+            m = next(x for x in sbody["metrics"] if x["key"] == head["key"])
+            ci = f"[{m['ci_low']:.4f}, {m['ci_high']:.4f}]"
+            expected.append((short, value, f"{sbody['n']:,}", f"{m['value']:.4f}", ci))
+    assert rows == expected
+    assert len(expected) == 10 * len(body["metrics"])
+
+
 def test_the_two_runs_are_compared_on_the_same_items(demo, views):
     summary, _ledger = demo
     body = summary.comparison["tasks"]["digit_step"]

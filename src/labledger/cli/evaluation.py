@@ -25,6 +25,7 @@ from labledger.schema import (
     MetricId,
     MetricValue,
     RepeatsDoc,
+    SliceBody,
     TaskComparison,
     ci_label,
     decode,
@@ -179,6 +180,45 @@ def _check_metrics(values: tuple[str, ...]) -> None:
         parse_metric(v)  # unknown names raise UnknownMetricError (exit 1, with suggestions)
 
 
+def _print_slices(task: str, fld: str, values: dict[str, SliceBody], heads: list[MetricValue], level: str) -> None:
+    """One ``--by FIELD`` table: slices as rows, metric by metric (the metric named on its first row),
+    each row the slice's value, its n, the metric's value and interval; a metric a slice lacks is
+    ``-``. The columns do not grow with the number of slices, so the table reads at 80 columns
+    (as ``diff``'s: a simple head, text columns that wrap, numbers that never do); the slices'
+    few-cluster warnings follow it once each.
+    """
+    from rich import box
+
+    st = _table(
+        title=escape(f"task '{task}' by {fld} ({level})"),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    st.add_column("metric", overflow="fold", min_width=12)
+    st.add_column(escape(fld), overflow="fold", min_width=min(len(fld), 12))
+    for col in ("n", "value", level):
+        st.add_column(col, justify="right", no_wrap=True)
+    shown: list[MetricValue] = []
+    for head in heads:
+        for i, (val, sbody) in enumerate(values.items()):
+            found = next((x for x in sbody.metrics if x.key == head.key), None)
+            if found is not None:
+                shown.append(found)
+            st.add_row(
+                escape(display_key(head)) if i == 0 else "",
+                escape(str(val)),
+                f"{sbody.n:,}",
+                _fmt(None if found is None else found.value),
+                "-" if found is None else _ci_cell(found),
+                end_section=i == len(values) - 1,
+            )
+    console.print(st)
+    for note in dict.fromkeys(e.warning for e in shown if e.warning):
+        console.print(f"[yellow]Warning:[/] {escape(note)}")
+
+
 def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None:
     level = ci_label(doc.ci)
     console.print(f"Results: {escape(shown)}")
@@ -236,17 +276,7 @@ def _print_evaluation(doc: EvaluationDoc, definitions: bool, shown: str) -> None
                 t.add_row(escape(str(lab)), *(f"{v:,}" for v in counts))
             console.print(t)
         for fld, values in (body.slices or {}).items():
-            st = _table(title=escape(f"task '{task}' by {fld} ({level})"), title_justify="left")
-            st.add_column("metric")
-            for val, sbody in values.items():
-                st.add_column(escape(f"{fld}={val} (n={sbody.n:,})"), justify="right")
-            for head in body.metrics:
-                cells = []
-                for sbody in values.values():
-                    found = next((x for x in sbody.metrics if x.key == head.key), None)
-                    cells.append("-" if found is None else f"{_fmt(found.value)} {_ci(found.ci_low, found.ci_high)}")
-                st.add_row(escape(display_key(head)), *cells)
-            console.print(st)
+            _print_slices(task, fld, values, body.metrics, level)
     suite = doc.suite
     if suite is not None and suite.value is not None:
         heads = ", ".join(f"{t}: {k}" for t, k in suite.tasks.items())
