@@ -55,6 +55,9 @@ def test_a_running_runs_page_fetches_only_what_was_logged_since(browser, tmp_pat
         page.evaluate("() => { LL.liveIntervalMs = 200; }")
         logged = page.evaluate("() => LL.live.cursor")
         assert logged >= 10  # what the page's data holds
+        fact = "(k) => document.querySelector(`[data-fact=${k}]`).textContent"
+        assert page.evaluate(f"() => ({fact})('steps')") == "9"
+        assert page.locator("#run-status").inner_text() == "running"
         # the user zooms into the loss chart; the lr chart stays whole
         page.wait_for_function(
             "() => document.querySelectorAll('#curve-charts figure.chart').length === 2"
@@ -73,9 +76,16 @@ def test_a_running_runs_page_fetches_only_what_was_logged_since(browser, tmp_pat
         )
         assert scales[zoomed] == [2, 5, 40]  # the new steps are in the chart, and the zoom is kept
         assert scales[1 - zoomed][1:] == [39, 40]  # the unzoomed chart grew with the data
+        # the header follows too (#43: it stayed at the page load's steps)
+        page.wait_for_function(f"() => ({fact})('steps') === '39'", timeout=30_000)
+        assert page.evaluate(f"() => ({fact})('duration')") != "–"  # to now while running
+        assert page.evaluate(f"() => ({fact})('ended')") == "–"
         run.finish()
         page.wait_for_function("() => !LL.live.running", timeout=30_000)
         assert "finished" in page.locator("#live-status").inner_text()
+        assert page.locator("#run-status").inner_text() == "finished"
+        assert page.evaluate(f"() => ({fact})('ended')") != "–"
+        assert page.evaluate(f"() => ({fact})('steps')") == "39"
         # every fetch asked for what came after the last one, never for the run's data file again
         since = [int(m.group(1)) for u in requests if (m := re.search(r"/scalars\?since=(\d+)", u))]
         assert since[0] == logged and since == sorted(since) and since[-1] == 40

@@ -7,15 +7,21 @@
     h = LL.h;
   var SMOOTHING = [0, 0.6, 0.8, 0.9, 0.95, 0.99];
 
-  function fact(k, v) {
-    return h("div", { class: "fact" }, h("span", { class: "fk" }, k), h("span", { class: "fv" }, v));
+  /** A header fact; `key` names its value (`data-fact`) for a live page to update. */
+  function fact(k, v, key) {
+    return h(
+      "div",
+      { class: "fact" },
+      h("span", { class: "fk" }, k),
+      h("span", key ? { class: "fv", "data-fact": key } : { class: "fv" }, v)
+    );
   }
 
   function header(run) {
     var meta = run.meta || {},
       git = meta.git || {};
     return [
-      h("h1", null, run.name, " ", LL.statusBadge(run.status)),
+      h("h1", null, run.name, " ", h("span", { id: "run-status" }, LL.statusBadge(run.status))),
       h("p", { class: "sub mono" }, run.id),
       h(
         "div",
@@ -23,9 +29,9 @@
         fact("Group", run.group || "–"),
         fact("Tags", (run.tags || []).length ? LL.chips(run.tags) : "–"),
         fact("Started", LL.fmt.time(run.started)),
-        fact("Ended", LL.fmt.time(run.ended)),
-        fact("Duration", LL.fmt.duration(run.duration)),
-        fact("Steps", LL.fmt.num(run.steps)),
+        fact("Ended", LL.fmt.time(run.ended), "ended"),
+        fact("Duration", LL.fmt.duration(run.duration), "duration"),
+        fact("Steps", LL.fmt.num(run.steps), "steps"),
         fact("Host", meta.host || "–"),
         fact("Git", git.commit ? String(git.commit).slice(0, 12) + (git.dirty ? " (dirty)" : "") : "–")
       ),
@@ -302,10 +308,32 @@
   }
 
   /**
+   * The header's live facts brought up to `info` (a `GET /api/runs/{run}` answer's `run`) and
+   * `steps` (the highest step the page has seen): the status badge, the end, the duration (to now
+   * while running) and the steps, which only grow (the index's summary may lag the records the page
+   * fetched).
+   */
+  function updateHeader(info, steps) {
+    var set = function (/** @type {string} */ key, /** @type {string} */ text) {
+      var el = document.querySelector('[data-fact="' + key + '"]');
+      if (el && el.textContent !== text) el.textContent = text;
+    };
+    var summary = info.summary || {};
+    if (typeof summary.steps === "number" && (steps === null || summary.steps > steps)) steps = summary.steps;
+    if (steps !== null) set("steps", LL.fmt.num(steps));
+    set("ended", LL.fmt.time(info.ended));
+    set("duration", LL.fmt.duration(info.duration));
+    var badge = document.getElementById("run-status");
+    if (badge && badge.textContent !== info.status) badge.replaceChildren(LL.statusBadge(info.status));
+    return steps;
+  }
+
+  /**
    * A running run's page served by `labledger serve` follows the run: every few seconds it asks the
    * API for the scalar records logged since its last fetch (`since`, the cursor of the run's data,
-   * then the `next` of each answer) and redraws the curves. The static site shows what the build
-   * read (reload after a rebuild for newer steps).
+   * then the `next` of each answer), redraws the curves and brings the header (status, end,
+   * duration, steps) up to date. The static site shows what the build read (reload after a rebuild
+   * for newer steps).
    */
   function follow(run, curves, status) {
     if (run.status !== "running") return;
@@ -315,6 +343,7 @@
     }
     var cursor = (run.cursor && run.cursor.scalars) || 0,
       added = 0,
+      steps = typeof run.steps === "number" ? run.steps : null,
       base = "api/runs/" + encodeURIComponent(run.id);
     LL.live = { cursor: cursor, fetches: 0, records: 0, running: true };
     function json(url) {
@@ -329,6 +358,9 @@
         .then(function (page) {
           LL.live.fetches += 1;
           if (page.count) curves.append(page.scalars);
+          page.scalars.forEach(function (/** @type {any} */ rec) {
+            if (typeof rec.step === "number" && (steps === null || rec.step > steps)) steps = rec.step;
+          });
           added += page.count;
           cursor = page.next;
           LL.live.cursor = cursor;
@@ -337,6 +369,7 @@
           return json(base).then(function (info) {
             var running = info.run.status === "running";
             LL.live.running = running;
+            steps = updateHeader(info.run, steps);
             status.textContent =
               (running ? "Following the run: " : "The run is " + info.run.status + ": ") +
               LL.fmt.num(added) +
