@@ -75,7 +75,10 @@ def test_import_wandb_offline_run(wandb_dirs, tmp_path):
     table = [json.loads(x) for x in view.file_path("tables/tab/5.jsonl").read_text().splitlines()]
     assert table == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]
     notes = [n["text"] for n in view.notes()]
-    assert notes[0] == "from W&B" and any("1 histogram value(s)" in n for n in notes)
+    assert notes[0] == "from W&B" and not any("histogram" in n for n in notes)
+    (hist,) = [m for m in view.records("media") if m["kind"] == "histogram"]  # as labledger.wandb logs one
+    assert hist["key"] == "hist" and hist["step"] == 5
+    assert hist["bins"] == theirs[3]["hist"]["bins"] and hist["counts"] == theirs[3]["hist"]["values"]
     assert view.meta["imported_from"]["format"] == "wandb"
     with pytest.raises(ImportSourceError, match="--again"):
         import_path(src, tmp_path / "ledger")

@@ -161,6 +161,15 @@ class WandbRunFile:
     summary: dict[str, Any] = field(default_factory=dict)
     metrics: list[dict[str, Any]] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    #: The environment records (host, os, python, program, args, root, git, ...), merged, with
+    #: wandb's own field names (``MessageToDict`` of ``EnvironmentRecord``).
+    environment: dict[str, Any] = field(default_factory=dict)
+    #: Each logged artifact: name, type, digest, description, aliases, metadata and its manifest's
+    #: files (``path``, ``size``, ``digest``).
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    #: Config keys W&B keeps for its own UI (``_wandb.visualize.<key>``: chart specs), left out of
+    #: ``config``.
+    internal_config: list[str] = field(default_factory=list)
     exit_code: int | None = None
     #: How many records were read (all of them, or those before ``damage``).
     records: int = 0
@@ -189,11 +198,18 @@ def regroup(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _config_dict(items: Any) -> dict[str, Any]:
+def _internal(key: str) -> bool:
+    """W&B's own config entries (``_wandb``, ``_wandb.visualize.<chart>``), not the user's config."""
+    return key == "_wandb" or key.startswith("_wandb.")
+
+
+def _config_dict(items: Any, internal: list[str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         key = _key(item)
-        if key == "_wandb":
+        if _internal(key):
+            if internal is not None and key != "_wandb" and key not in internal:
+                internal.append(key)
             continue
         value = _value(item)
         if isinstance(value, dict) and set(value) == {"value", "desc"}:
@@ -260,7 +276,7 @@ def _apply(out: WandbRunFile, rec: Any) -> None:
     kind = rec.WhichOneof("record_type")
     if kind == "run":
         r = rec.run
-        config = _config_dict(r.config.update)
+        config = _config_dict(r.config.update, out.internal_config)
         out.run = {
             "id": r.run_id,
             "project": r.project,
@@ -271,10 +287,14 @@ def _apply(out: WandbRunFile, rec: Any) -> None:
             "notes": r.notes,
             "tags": list(r.tags),
             "start_time": r.start_time.ToMicroseconds() / 1e6 if r.HasField("start_time") else None,
+            "resumed": bool(r.resumed or r.resume),
+            "starting_step": r.starting_step,
+            "sweep_id": r.sweep_id,
+            "host": r.host,
         }
         out.config.update(config)
     elif kind == "config":
-        out.config.update(_config_dict(rec.config.update))
+        out.config.update(_config_dict(rec.config.update, out.internal_config))
         for item in rec.config.remove:
             out.config.pop(_key(item), None)
     elif kind == "history":
@@ -286,8 +306,45 @@ def _apply(out: WandbRunFile, rec: Any) -> None:
             out.summary.pop(_key(item), None)
     elif kind == "metric":
         m = rec.metric
-        out.metrics.append({"name": m.name or m.glob_name, "step_metric": m.step_metric or None})
+        parts = [f.name for f, on in m.summary.ListFields() if on is True] if m.HasField("summary") else []
+        out.metrics.append(
+            {
+                "name": m.name or m.glob_name,
+                "step_metric": m.step_metric or None,
+                "summary": ",".join(parts) or None,
+                "goal": {1: "minimize", 2: "maximize"}.get(m.goal),
+                "hidden": bool(m.options.hidden) if m.HasField("options") else False,
+            }
+        )
     elif kind == "files":
         out.files.extend(f.path for f in rec.files.files)
+    elif kind == "environment":
+        env = _message_dict(rec.environment)
+        env.pop("writer_id", None)
+        out.environment.update(env)
+    elif kind == "artifact":
+        a = rec.artifact
+        out.artifacts.append(
+            {
+                "name": a.name,
+                "type": a.type,
+                "digest": a.digest,
+                "description": a.description or None,
+                "aliases": list(a.aliases),
+                "metadata": json.loads(a.metadata) if a.metadata else None,
+                "files": [
+                    {"path": c.path, "size": c.size, "digest": c.digest, "ref": c.ref or None}
+                    for c in a.manifest.contents
+                ],
+            }
+        )
     elif kind == "exit":
         out.exit_code = rec.exit.exit_code
+
+
+def _message_dict(message: Any) -> dict[str, Any]:
+    """A protobuf message as a dict with its proto field names (wandb's own names)."""
+    from google.protobuf.json_format import MessageToDict
+
+    out: dict[str, Any] = MessageToDict(message, preserving_proto_field_name=True)
+    return out
