@@ -10,16 +10,13 @@ and on the site. Offline: nothing is downloaded.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from harness_process import run_harness
 
 from labledger.analysis.comparison import compare, item_flips
 from labledger.analysis.tasks import hash_difference
@@ -27,9 +24,6 @@ from labledger.cli import main
 from labledger.errors import MetricInputError
 from labledger.importers import import_path
 from labledger.inputs.results import results_from_rows
-
-RUNS = Path(__file__).parent / "harness_runs"
-OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1"}
 
 
 def _write(path: Path, rows: list[dict]) -> Path:
@@ -235,17 +229,8 @@ def test_hash_difference_shows_where_hashes_part() -> None:
 @pytest.fixture(scope="module")
 def fewshot(tmp_path_factory) -> Path:
     """lm-eval's output, zero-shot (``a/out``) and two-shot (``b/out``), of one task (about 25 s)."""
-    if importlib.util.find_spec("lm_eval") is None:
-        pytest.skip("lm-eval is not installed")
     root = tmp_path_factory.mktemp("lm_fewshot")
-    proc = subprocess.run(
-        [sys.executable, str(RUNS / "lm_eval_fewshot_run.py"), str(root)],
-        env={**os.environ, **OFFLINE},
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_harness("lm_eval_fewshot_run.py", root, package="lm_eval")
     return root
 
 
@@ -290,17 +275,8 @@ def test_lm_eval_zero_and_two_shot_items(fewshot, tmp_path) -> None:
 @pytest.fixture(scope="module")
 def inspect_pair(tmp_path_factory) -> Path:
     """inspect_ai's two ``.eval`` logs (``a``, ``b``) of one task with a cluster field (about 10 s)."""
-    if importlib.util.find_spec("inspect_ai") is None:
-        pytest.skip("inspect_ai is not installed")
     root = tmp_path_factory.mktemp("inspect_pair")
-    proc = subprocess.run(
-        [sys.executable, str(RUNS / "inspect_pair_run.py"), str(root)],
-        env={**os.environ, **OFFLINE, "INSPECT_DISPLAY": "none", "NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_harness("inspect_pair_run.py", root, package="inspect_ai")
     return root
 
 

@@ -11,16 +11,13 @@ downloaded.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from harness_process import run_harness
 
 from labledger import open_ledger
 from labledger.analysis.evaluation import evaluate
@@ -29,25 +26,14 @@ from labledger.cli import main
 from labledger.errors import LedgerError, RecordError
 from labledger.importers import import_path
 
-RUNS = Path(__file__).parent / "harness_runs"
-OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1"}
 pytestmark = pytest.mark.slow  # each module fixture runs a harness (10-20 s)
 
 
 @pytest.fixture(scope="module")
 def forms(tmp_path_factory) -> Path:
     """lm-eval's output folder for the four tasks (about 20 s: lm-eval loads each local dataset)."""
-    if importlib.util.find_spec("lm_eval") is None:
-        pytest.skip("lm-eval is not installed")
     root = tmp_path_factory.mktemp("lm_forms")
-    proc = subprocess.run(
-        [sys.executable, str(RUNS / "lm_eval_forms_run.py"), str(root)],
-        env={**os.environ, **OFFLINE},
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_harness("lm_eval_forms_run.py", root, package="lm_eval")
     return root / "out"
 
 
@@ -160,17 +146,8 @@ def test_every_task_unreadable_stores_nothing(forms, tmp_path):
 @pytest.fixture(scope="module")
 def inspect_forms(tmp_path_factory) -> Path:
     """inspect_ai's ``.eval`` log of tests/harness_runs/inspect_forms_run.py (mockllm/model, about 10 s)."""
-    if importlib.util.find_spec("inspect_ai") is None:
-        pytest.skip("inspect_ai is not installed")
     root = tmp_path_factory.mktemp("inspect_forms")
-    proc = subprocess.run(
-        [sys.executable, str(RUNS / "inspect_forms_run.py"), str(root)],
-        env={**os.environ, **OFFLINE, "INSPECT_DISPLAY": "none", "NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_harness("inspect_forms_run.py", root, package="inspect_ai")
     (log,) = (root / "eval").glob("*.eval")
     return log
 
@@ -215,17 +192,8 @@ def test_inspect_dict_scorer_reducers_and_errored_samples(inspect_forms, tmp_pat
 @pytest.fixture(scope="module")
 def lighteval_forms(tmp_path_factory) -> Path:
     """lighteval's output folder of tests/harness_runs/lighteval_forms_run.py (dummy model, about 15 s)."""
-    if importlib.util.find_spec("lighteval") is None:
-        pytest.skip("lighteval is not installed")
     root = tmp_path_factory.mktemp("lighteval_forms")
-    proc = subprocess.run(
-        [sys.executable, str(RUNS / "lighteval_forms_run.py"), str(root)],
-        env={**os.environ, **OFFLINE},
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_harness("lighteval_forms_run.py", root, package="lighteval")
     return root / "out"
 
 

@@ -7,36 +7,22 @@ row holds each epoch's output and answer in epoch order, as inspect's own reader
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from harness_process import run_harness
 
 from labledger import open_ledger
 from labledger.importers import import_path
 
-RUNS = Path(__file__).parent / "harness_runs"
-OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "INSPECT_DISPLAY": "none", "NO_COLOR": "1"}
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def log(tmp_path_factory) -> Path:
-    if importlib.util.find_spec("inspect_ai") is None:
-        pytest.skip("inspect_ai is not installed")
     root = tmp_path_factory.mktemp("inspect_epochs")
-    proc = subprocess.run(
-        [sys.executable, str(RUNS / "inspect_forms_run.py"), str(root)],
-        env={**os.environ, **OFFLINE},
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_harness("inspect_forms_run.py", root, package="inspect_ai")
     (out,) = (root / "eval").glob("*.eval")
     return out
 

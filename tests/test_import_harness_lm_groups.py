@@ -10,16 +10,13 @@ lm-eval's own aggregate.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from harness_process import run_harness
 
 from labledger import open_ledger
 from labledger.analysis.evaluation import evaluate
@@ -28,26 +25,14 @@ from labledger.errors import ImportSourceError
 from labledger.importers import detect_format, import_path
 from labledger.importers.lm_eval import _task_rows
 
-OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1"}
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-
-RUNS = Path(__file__).parent / "harness_runs"
 
 
 @pytest.fixture(scope="module")
 def out(tmp_path_factory) -> Path:
     """lm-eval's output folder (about 30 s: lm-eval loads each local dataset)."""
-    if importlib.util.find_spec("lm_eval") is None:
-        pytest.skip("lm-eval is not installed")
     root = tmp_path_factory.mktemp("lm_groups")
-    proc = subprocess.run(
-        [sys.executable, str(RUNS / "lm_eval_groups_run.py"), str(root)],
-        env={**os.environ, **OFFLINE},
-        capture_output=True,
-        text=True,
-        timeout=250,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_harness("lm_eval_groups_run.py", root, package="lm_eval", timeout=250)
     return root / "out"
 
 

@@ -2,38 +2,24 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from harness_process import run_harness
 
 from labledger import open_ledger
 from labledger.cli import main
 from labledger.importers import import_path
 
-RUNS = Path(__file__).parent / "harness_runs"
-OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "INSPECT_DISPLAY": "none", "NO_COLOR": "1"}
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def log(tmp_path_factory) -> Path:
-    if importlib.util.find_spec("inspect_ai") is None:
-        pytest.skip("inspect_ai is not installed")
     root = tmp_path_factory.mktemp("inspect_usage")
-    proc = subprocess.run(
-        [sys.executable, str(RUNS / "inspect_usage_run.py"), str(root)],
-        env={**os.environ, **OFFLINE},
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_harness("inspect_usage_run.py", root, package="inspect_ai")
     (out,) = (root / "logs").glob("*.eval")
     return out
 
