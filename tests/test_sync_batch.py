@@ -182,6 +182,39 @@ def test_a_file_in_a_batch_whose_digest_differs_is_refused_and_nothing_is_kept(t
     assert not list((run_dir / ".sync-parts").iterdir())  # every part renamed, none left by the refusal
 
 
+def _killed_after_record(tmp_path: Path, monkeypatch, *, files: int, renames: int):
+    """A batch of a run of ``files`` files stopped where a kill -9 of the server can stop it: after
+    the manifest records the files, ``renames`` of them renamed into place. Returns ``(local
+    ledger, server root, the run's server folder, [(path, bytes)])``."""
+    from labledger.server import sync as S
+
+    local = tmp_path / "local"
+    rid = _images_run(local, "crash", files)
+    root = tmp_path / "server"
+    Ledger(root, create=True).close()
+    run_dir = root / "runs" / rid
+    src = local / "runs" / rid
+    sent = [(rel, (src / rel).read_bytes()) for rel in run_files(src)]
+    body = bytearray(_batch_body(sent))
+    real = os.replace
+    done = []
+
+    def killed(a, b):
+        if len(done) == renames:
+            raise KeyboardInterrupt("killed")
+        done.append(b)
+        return real(a, b)
+
+    monkeypatch.setattr(S.os, "replace", killed)
+    doc = S._owned(run_dir, ledger_origin(local), "h", create=True)
+    with pytest.raises(KeyboardInterrupt):
+        plans = S._verify_batch(run_dir, doc, S._batch_entries(body, 1 << 40), memoryview(body))
+        S._commit_batch(run_dir, doc, S._write_batch(run_dir, plans))
+    monkeypatch.setattr(S.os, "replace", real)
+    assert len(done) == renames
+    return local, root, run_dir, sent
+
+
 def test_a_server_killed_between_a_batchs_record_and_its_renames_settles_it(tmp_path, server, monkeypatch):
     """The batch's steps stopped where a kill -9 of the server can stop them: after the manifest
     records the files and before (some of) the renames. The state request finishes the renames
@@ -191,31 +224,10 @@ def test_a_server_killed_between_a_batchs_record_and_its_renames_settles_it(tmp_
     whole files are sent again."""
     from labledger.server import sync as S
 
-    local = tmp_path / "local"
-    rid = _images_run(local, "crash", 40)
-    origin = ledger_origin(local)
-    root = tmp_path / "server"
-    Ledger(root, create=True).close()
-    run_dir = root / "runs" / rid
+    local, root, run_dir, files = _killed_after_record(tmp_path, monkeypatch, files=40, renames=7)
+    rid = run_dir.name
     src = local / "runs" / rid
-    files = [(rel, (src / rel).read_bytes()) for rel in run_files(src)]
-    body = bytearray(_batch_body(files))
-    real = os.replace
-    done = []
-
-    def killed(a, b):
-        if len(done) == 7:
-            raise KeyboardInterrupt("killed")
-        done.append(b)
-        return real(a, b)
-
-    monkeypatch.setattr(S.os, "replace", killed)
-    doc = S._owned(run_dir, origin, "h", create=True)
-    with pytest.raises(KeyboardInterrupt):
-        plans = S._verify_batch(run_dir, doc, S._batch_entries(body, 1 << 40), memoryview(body))
-        S._commit_batch(run_dir, doc, S._write_batch(run_dir, plans))
-    monkeypatch.setattr(S.os, "replace", real)
-    assert len(done) == 7 and not (run_dir / files[-1][0]).exists()
+    assert not (run_dir / files[-1][0]).exists()
     state = S.run_state(run_dir)
     assert all(not f["changed"] for f in state["files"].values()) and set(state["files"]) == {r for r, _ in files}
     assert S.settle(run_dir, S.read_manifest(run_dir))
@@ -382,29 +394,8 @@ def test_a_server_started_after_a_kill_between_record_and_renames_finishes_them_
     server start puts them in place (no sync of the run needed)."""
     from labledger.server import sync as S
 
-    local = tmp_path / "local"
-    rid = _images_run(local, "crash", 24)
-    root = tmp_path / "server"
-    Ledger(root, create=True).close()
-    run_dir = root / "runs" / rid
-    src = local / "runs" / rid
-    files = [(rel, (src / rel).read_bytes()) for rel in run_files(src)]
-    body = bytearray(_batch_body(files))
-    real = os.replace
-    done = []
-
-    def killed(a, b):
-        if len(done) == 3:
-            raise KeyboardInterrupt("killed")
-        done.append(b)
-        return real(a, b)
-
-    monkeypatch.setattr(S.os, "replace", killed)
-    doc = S._owned(run_dir, ledger_origin(local), "h", create=True)
-    with pytest.raises(KeyboardInterrupt):
-        plans = S._verify_batch(run_dir, doc, S._batch_entries(body, 1 << 40), memoryview(body))
-        S._commit_batch(run_dir, doc, S._write_batch(run_dir, plans))
-    monkeypatch.setattr(S.os, "replace", real)
+    _, root, run_dir, files = _killed_after_record(tmp_path, monkeypatch, files=24, renames=3)
+    rid = run_dir.name
     assert S.unsettled(root / "runs") == [rid]
     srv = ServerProcess(root, uploads_dir=tmp_path / "up", token=TOKEN).start()
     try:
