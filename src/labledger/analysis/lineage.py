@@ -245,10 +245,13 @@ class _Index:
             if isinstance(inputs, list):
                 self.soups[info.id] = [i for i in inputs if isinstance(i, dict) and isinstance(i.get("sha256"), str)]
         self.used_by: dict[str, list[str]] = {}  # sha -> runs that started from it or souped it
+        self.nested: dict[str, list[str]] = {}  # run -> runs nested in it (kind "run": MLflow's parentRunId)
         for run_id, entries in self.inits.items():
             for e in entries:
                 if e["sha256"]:
                     self.used_by.setdefault(e["sha256"], []).append(run_id)
+                elif e["kind"] == "run" and e["name"]:
+                    self.nested.setdefault(e["name"], []).append(run_id)
         for run_id, inputs in self.soups.items():
             for i in inputs:
                 self.used_by.setdefault(i["sha256"], []).append(run_id)
@@ -260,10 +263,12 @@ class _Index:
     def parents(self, run_id: str) -> list[str]:
         shas = [e["sha256"] for e in self.inits.get(run_id, ()) if e["sha256"]]
         shas += [i["sha256"] for i in self.soups.get(run_id, ())]
-        return [r for s in shas for r, *_ in self.ckpts.get(s, ()) if r != run_id]
+        outer = [e["name"] for e in self.inits.get(run_id, ()) if e["kind"] == "run" and e["name"] != run_id]
+        return [r for s in shas for r, *_ in self.ckpts.get(s, ()) if r != run_id] + outer
 
     def children(self, run_id: str) -> list[str]:
-        return [r for s in self.by_run.get(run_id, ()) for r in self.used_by.get(s, ()) if r != run_id]
+        inner = [r for r in self.nested.get(run_id, ()) if r != run_id]
+        return [r for s in self.by_run.get(run_id, ()) for r in self.used_by.get(s, ()) if r != run_id] + inner
 
 
 def _resolve_focus(ledger: Ledger, index: _Index, ref: str) -> tuple[str, str | None]:
@@ -349,6 +354,12 @@ def _lineage(ledger: Ledger, index: _Index, ref: str, *, all_checkpoints: bool, 
             _add_checkpoint(graph, ledger, index, rid, sha, verify=verify)
     for rid in keep:
         for e in index.inits.get(rid, ()):
+            if e["kind"] == "run":  # nested in a run (MLflow's parentRunId): an edge between the runs
+                if f"run:{e['name']}" in graph.nodes:
+                    graph.edges.append(
+                        {"source": f"run:{e['name']}", "target": f"run:{rid}", "kind": "parent", "weight": None}
+                    )
+                continue
             _link_input(graph, index, rid, e, weight=None, kind="init")
         for i in index.soups.get(rid, ()):
             _link_input(graph, index, rid, {"sha256": i["sha256"], "path": i.get("path")}, i.get("weight"), "input")
@@ -567,6 +578,8 @@ def _init_text(graph: Lineage, inputs: Iterable[dict[str, Any]]) -> str:
         if src["type"] == "checkpoint":
             owner = graph.nodes.get(f"run:{src['run_id']}")
             what = f"{owner['name'] if owner else src['run_id']} ({src['sha256'][:12]})"
+        elif e.get("kind") == "parent":
+            what = f"nested in {src.get('name')}"
         else:
             what = str(src.get("name"))
         parts.append(f"{_num(e['weight'])} {what}" if e.get("weight") is not None else what)

@@ -305,9 +305,109 @@ def load(source: Source, stage: Ledger, opts: ImportOptions) -> list[ImportedRun
                 f"experiment(s) and {deleted_runs} deleted run(s) of active experiments."
             )
         several = len(runs) > 1
-        for exp, r in runs:
-            out.append(_import_run(client, db, source, stage, opts, exp, r, several, skipped_note))
+        models = _logged_models(client, [e.experiment_id for e in active])
+        ledger_ids: dict[str, str] = {}  # MLflow run id -> ledger run id, parents imported first
+        for exp, r in _parents_first(runs):
+            imported = _import_run(
+                client,
+                db,
+                source,
+                stage,
+                opts,
+                exp,
+                r,
+                several,
+                skipped_note,
+                models.get(r.info.run_id, []),
+                ledger_ids,
+            )
+            ledger_ids[r.info.run_id] = imported.id
+            out.append(imported)
     return out
+
+
+def _parents_first(runs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """``runs`` in their order, each run's parent (``mlflow.parentRunId``) moved before it."""
+    by_id = {r.info.run_id: (e, r) for e, r in runs}
+    done: dict[str, None] = {}
+
+    def place(run_id: str, seen: frozenset[str]) -> None:
+        if run_id in done or run_id in seen:
+            return
+        parent = by_id[run_id][1].data.tags.get("mlflow.parentRunId")
+        if parent in by_id:
+            place(parent, seen | {run_id})
+        done[run_id] = None
+
+    for _, r in runs:
+        place(r.info.run_id, frozenset())
+    return [by_id[i] for i in done]
+
+
+def _logged_models(client: Any, experiment_ids: list[str]) -> dict[str, list[Any]]:
+    """MLflow 3's logged models (``mlflow.<flavor>.log_model``) by the run that logged them. They
+    live outside the run's artifacts (``<experiment artifacts>/models/<model_id>/artifacts``)."""
+    search = getattr(client, "search_logged_models", None)
+    if search is None or not experiment_ids:  # MLflow 2: models are run artifacts
+        return {}
+    out: dict[str, list[Any]] = {}
+    for m in _paged(lambda token: search(experiment_ids=experiment_ids, max_results=PAGE, page_token=token)):
+        if m.source_run_id:
+            out.setdefault(m.source_run_id, []).append(m)
+    for models in out.values():
+        models.sort(key=lambda m: (m.creation_timestamp or 0, m.model_id))
+    return out
+
+
+def _model_record(source: Source, run: Any, model: Any, copy: bool) -> dict[str, Any]:
+    """What ``run.json`` ``mlflow.logged_models`` keeps of one logged model; with ``copy`` its files
+    are stored under ``files/models/<model_id>/``. Each local file is hashed (sha256, size)."""
+    import hashlib
+
+    status: Any = model.status
+    if isinstance(status, int) and not isinstance(status, bool):  # the SQL store gives the proto number
+        from mlflow.entities.logged_model_status import LoggedModelStatus
+
+        status = LoggedModelStatus.from_int(status)
+    status = getattr(status, "value", status)
+    rec: dict[str, Any] = {
+        "model_id": model.model_id,
+        "name": model.name,
+        "model_type": model.model_type,
+        "status": status,
+        "params": dict(model.params or {}),
+        "tags": dict(model.tags or {}),
+        "metrics": [
+            {"key": x.key, "value": x.value, "step": x.step, "timestamp": x.timestamp} for x in (model.metrics or [])
+        ],
+        "created": model.creation_timestamp / 1000.0 if model.creation_timestamp else None,
+        "artifact_location": model.artifact_location,
+        "flavors": None,
+        "files": [],
+        "copied": False,
+    }
+    where = _local_path(model.artifact_location)
+    if where is None or not where.is_dir():
+        return rec
+    for f in walk_files(where):
+        rel = f.relative_to(where).as_posix()
+        data = f.read_bytes()
+        rec["files"].append({"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        if rel == "MLmodel":
+            import yaml
+
+            try:
+                doc = yaml.safe_load(data)
+            except yaml.YAMLError as exc:
+                raise ImportSourceError(
+                    f"{f}: MLmodel of logged model {model.model_id} is not YAML ({exc})".replace("\n", " ")
+                ) from None
+            if isinstance(doc, dict) and isinstance(doc.get("flavors"), dict):
+                rec["flavors"] = sorted(doc["flavors"])
+        if copy:
+            run.log_file(f"models/{safe_relpath(model.model_id)}/{safe_relpath(rel)}", data)
+    rec["copied"] = copy
+    return rec
 
 
 def _import_run(
@@ -320,6 +420,8 @@ def _import_run(
     r: Any,
     several: bool,
     skipped_note: str | None,
+    models: list[Any],
+    ledger_ids: dict[str, str],
 ) -> ImportedRun:
     info, data = r.info, r.data
     tags = dict(data.tags)
@@ -411,6 +513,33 @@ def _import_run(
             fields["artifacts"] = f"{len(files)} file(s) copied under files/artifacts/"
         else:
             fields["artifacts"] = "referenced (run.json mlflow.artifact_uri)"
+        if models:
+            recs = [_model_record(source, run, m, opts.copy) for m in models]
+            run.meta["mlflow"]["logged_models"] = recs
+            fields["logged_models"] = (
+                f"{len(recs)} logged model(s) in run.json mlflow.logged_models (files with sha256)"
+                + ("; their files copied under files/models/<model_id>/" if opts.copy else "")
+            )
+            notes.append(
+                "MLflow logged models of this run: "
+                + "; ".join(
+                    f"{m['name']} ({m['model_id']}, {', '.join(m['flavors'] or []) or 'no flavors'}, "
+                    f"{len(m['files'])} file(s), "
+                    + (f"copied under files/models/{m['model_id']}/" if m["copied"] else f"at {m['artifact_location']}")
+                    + ")"
+                    for m in recs
+                )
+                + "."
+            )
+        parent = tags.get("mlflow.parentRunId")
+        if parent and parent in ledger_ids:
+            run.set_init({"kind": "run", "run_id": ledger_ids[parent]})
+            fields["tags"] += "; mlflow.parentRunId as lineage (nested in its parent run)"
+        elif parent:
+            notes.append(
+                f"Nested in MLflow run {parent}, which is not in this import (deleted, or in another store): "
+                "no lineage edge; run.json mlflow.tags keeps mlflow.parentRunId."
+            )
         if skipped_note:
             notes.append(skipped_note)
         status = STATUS.get(info.status)

@@ -170,7 +170,14 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
 
 
 def _init_entry(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """One stored init entry from a mapping (a checkpoint record or an entry read back)."""
+    """One stored init entry from a mapping (a checkpoint record or an entry read back). A mapping
+    ``{"kind": "run", "run_id": ID}`` (or ``"name": ID`` read back) is a run this run is nested in
+    (an MLflow parent run): stored as ``{"kind": "run", "name": ID}``, a lineage edge between the runs."""
+    if rec.get("kind") == "run":
+        parent = rec.get("run_id", rec.get("name"))
+        if not isinstance(parent, str) or not parent:
+            raise RecordError(f"a run entry names its run's id; got {parent!r}", field="init.run_id")
+        return {"kind": "run", "name": parent}
     sha = rec.get("sha256")
     if isinstance(sha, str) and _SHA_RE.match(sha):
         size = rec.get("size")
