@@ -616,6 +616,103 @@ def test_catalog_links_to_the_lineage_page(tab, lineage_site):
     tab.check()
 
 
+LONG_NAME = "fine-tune-of-the-large-model-with-a-very-long-descriptive-run-name"
+
+
+@pytest.fixture(scope="module")
+def long_lineage_site(tmp_path_factory):
+    """Two runs of one long name, each with a headline and a checkpoint with a long file name; a
+    fine-tune started from the first one's checkpoint."""
+    import labledger
+
+    root = tmp_path_factory.mktemp("browser-lineage-long")
+    book = root / "ledger"
+    ids, recs = [], []
+    for i in range(2):
+        with labledger.start_run(LONG_NAME, ledger=book) as run:
+            run.set_summary(validation_macro_f1_over_every_language=0.8123 + i / 100)
+            ckpt = root / f"checkpoint-epoch-0{i}-global-step-000123456-best-validation.safetensors"
+            ckpt.write_bytes(bytes([i]))
+            recs.append(run.log_checkpoint(ckpt, step=123456))
+        ids.append(run.id)
+    with labledger.start_run("ft", ledger=book, init=recs[0]) as run:
+        run.set_summary(accuracy=0.5)
+    ids.append(run.id)
+    build_site(book, root / "out")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return {"out": root / "out", "ids": ids}
+
+
+@pytest.mark.parametrize("viewport", ["desktop", "phone"])
+def test_lineage_labels_fit_their_nodes(browser, long_lineage_site, viewport):
+    """Every line of every node lies inside its node's box (#43: labels ran past their boxes); a
+    long name or file takes two lines, showing its start and its end; a cut line ends in "…" and
+    keeps its tail (a headline's value); the node's hover title has everything whole; same-named
+    runs differ by id."""
+    t = Tab(browser, long_lineage_site, viewport)
+    try:
+        page = t.open("lineage.html")
+        page.screenshot(path=str(SHOTS / f"lineage-long-{VIEWPORTS[viewport]['width']}.png"), full_page=True)
+        nodes = page.evaluate(
+            """() => [...document.querySelectorAll("svg.lineage-graph g.node")].map(g => {
+                const rect = g.querySelector("rect").getBBox();
+                const line = el => {
+                    const b = el.getBBox();
+                    return {text: el.textContent, full: el.dataset.full, box: [b.x, b.y, b.width, b.height]};
+                };
+                return {
+                    title: g.querySelector("title").textContent,
+                    rect: [rect.x, rect.y, rect.width, rect.height],
+                    name: [...g.querySelectorAll("text.name")].map(el => el.textContent),
+                    lines: [...g.querySelectorAll("text.line")].filter(el => el.textContent).map(line),
+                };
+            })"""
+        )
+        assert len(nodes) == 5  # 3 runs, 2 checkpoints
+        cut = 0
+        for node in nodes:
+            x, y, w, hgt = node["rect"]
+            assert len(node["lines"]) in (3, 4)
+            for line in node["lines"]:
+                lx, ly, lw, lh = line["box"]
+                assert x + 4 <= lx and lx + lw <= x + w - 4, (line, node["rect"])
+                assert y <= ly and ly + lh <= y + hgt, (line, node["rect"])
+            tops = [line["box"][1] for line in node["lines"]]
+            assert tops == sorted(tops) and len(set(tops)) == len(tops)  # stacked, never on each other
+            first, second = node["name"]
+            full = node["lines"][0]["full"]
+            assert full in node["title"]
+            if not second:
+                assert first == full
+            else:  # two lines: the start, then the rest or "…" and the end
+                cut += 1
+                assert full.startswith(first) and len(first) >= 20
+                assert second == full[len(first) :] or (second[0] == "…" and full.endswith(second[1:]))
+            for line in node["lines"][len(node["lines"]) - 2 :]:
+                if line["text"] != line["full"]:
+                    cut += 1
+                    head, tail = line["text"].split("…")
+                    assert line["full"].startswith(head) and line["full"].endswith(tail)
+                    assert line["full"] in node["title"]
+        assert cut >= 4  # the long names, the checkpoint files, the long headlines
+        names = [n for n in nodes if n["lines"][0]["full"] == LONG_NAME]
+        assert len(names) == 2
+        assert {n["lines"][-1]["text"] for n in names} == {f"run · {i[-6:]}" for i in long_lineage_site["ids"][:2]}
+        assert all(LONG_NAME in n["title"] and "validation_macro_f1_over_every_language" in n["title"] for n in names)
+        # a headline is cut in its metric's name, never its value
+        assert sorted(n["lines"][-2]["text"].split("…")[-1] for n in names) == [" 0.8123", " 0.8223"]
+        files = [n["name"] for n in nodes if n["lines"][-2]["full"].startswith("sha256 ")]
+        assert len(files) == 2 and all(f[1].endswith(".safetensors") for f in files), files
+        assert {f[0][:19] for f in files} == {"checkpoint-epoch-00", "checkpoint-epoch-01"}
+        ft = next(n for n in nodes if n["lines"][0]["full"] == "ft")
+        assert [line["text"] for line in ft["lines"]][:2] == ["ft", "accuracy 0.5"]  # short lines whole
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1  # the graph and the table scroll inside their own boxes
+        t.check()
+    finally:
+        t.close()
+
+
 def test_lineage_page_shows_xss_run_names_as_text(tab, lineage_site):
     tab.site = lineage_site
     page = tab.open("lineage.html")

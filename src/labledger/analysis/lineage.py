@@ -130,14 +130,26 @@ class Lineage:
         """A one-line label: run name and headline, checkpoint file and short sha256, soup weights."""
         n = self.nodes[node_id]
         if n["type"] in ("run", "soup"):
-            head = n.get("headline")
-            text = n["name"] + (f" ({head['metric']} {_num(head['value'])})" if head else "")
-            return text
+            head = self.headline_text(node_id)
+            return n["name"] + (f" ({head})" if head else "")
         if n["type"] == "checkpoint":
             step = f" step {n['step']}" if n.get("step") is not None else ""
             flag = " CHANGED" if n["state"] == "changed" else (" missing" if n["state"] == "missing" else "")
             return f"{n['file']} {n['sha256'][:12]}{step}{flag}"
         return str(n.get("name") or n.get("sha256", "")[:12])
+
+    def headline_text(self, node_id: str) -> str | None:
+        """A run or soup node's headline as ``"metric value"`` (4 significant digits), as its label
+        and the trajectory table show it; ``None`` for other nodes and runs without one.
+
+        >>> g = Lineage(focus="run:a", nodes={"run:a": {"type": "run", "name": "a",
+        ...     "headline": {"metric": "accuracy", "value": 0.96875}}})
+        >>> g.headline_text("run:a"), g.label("run:a")
+        ('accuracy 0.9688', 'a (accuracy 0.9688)')
+        """
+        n = self.nodes[node_id]
+        head = n.get("headline") if n["type"] in ("run", "soup") else None
+        return f"{head['metric']} {_num(head['value'])}" if head else None
 
     def mermaid(self) -> str:
         """A mermaid ``flowchart`` (renders where Markdown renders mermaid; reads as text elsewhere).

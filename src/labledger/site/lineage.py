@@ -18,7 +18,9 @@ def lineage_payload(
     facts: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """``{"nodes", "edges", "trajectory"}`` for ``data/lineage.js``; each node has a ``layer``
-    (0 for what has no parent; one more than its deepest parent) and a ``label``. ``infos`` (every
+    (0 for what has no parent; one more than its deepest parent), a one-line ``label`` (the hover
+    text), and the parts the page lays out on the node's lines: ``name``, ``headline``
+    (``"metric value"`` of a run or soup) and ``file`` (a checkpoint's file name). ``infos`` (every
     run of the ledger) and ``facts`` (:func:`labledger.analysis.lineage.run_facts` of runs by id)
     are what the builder has read already (see :func:`labledger.analysis.lineage.lineage_of`).
 
@@ -53,6 +55,8 @@ def lineage_payload(
                 "step": n.get("step"),
                 "state": n.get("state"),
                 "name": n.get("name"),
+                "headline": graph.headline_text(node_id),
+                "file": n.get("file"),
             }
         )
     rows = trajectory(book, graph, facts=facts)

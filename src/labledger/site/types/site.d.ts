@@ -421,6 +421,10 @@ interface LineageNode {
   step: number | null;
   state: string | null;
   name: string | null;
+  /** A run's or soup's headline, "metric value" (null: none, or another kind of node). */
+  headline: string | null;
+  /** A checkpoint's file name (null for other nodes). */
+  file: string | null;
 }
 interface LineageEdge {
   source: string;

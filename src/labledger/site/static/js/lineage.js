@@ -8,10 +8,11 @@
   var LL = window.LL,
     h = LL.h;
   var NS = "http://www.w3.org/2000/svg";
-  var W = 190,
-    H = 46,
+  var W = 220,
+    H = 80,
     GX = 30,
-    GY = 56;
+    GY = 56,
+    PAD = 8;
 
   /** @param {string} tag @param {Record<string, string | number>} attrs @returns {SVGElement} */
   function svg(tag, attrs) {
@@ -21,12 +22,123 @@
     });
     return el;
   }
-  /** @param {string} text @param {number} n */
-  function clip(text, n) {
-    return text.length > n ? text.slice(0, n - 1) + "…" : text;
+  /**
+   * A line as a head that may be cut and a tail always shown (a headline's value).
+   * @typedef {{head: string, tail: string}} NodeLine
+   */
+  /** @param {string} head @param {string} [tail] @returns {NodeLine} */
+  function line(head, tail) {
+    return { head: head, tail: tail || "" };
   }
 
-  /** @param {LineagePayload} data @returns {{ box: SVGElement, select: (id: string) => void }} */
+  /**
+   * What a node shows: its title (a run's or soup's name, a checkpoint's file, a starting point's
+   * name: on two lines when one is too narrow) and the lines under it, each cut to the node's
+   * width when drawn (the node's hover title has everything whole): a run's or soup's headline
+   * (the metric's name cut, never its value) and its kind with the end of its id (same-named runs
+   * differ there); a checkpoint's short sha256 and step.
+   * @param {LineageNode} n @returns {{title: string, lines: NodeLine[]}}
+   */
+  function nodeText(n) {
+    if (n.type === "run" || n.type === "soup") {
+      var head = n.headline || "no headline",
+        cut = n.headline ? head.lastIndexOf(" ") : -1;
+      return {
+        title: n.name || n.label,
+        lines: [
+          cut > 0 ? line(head.slice(0, cut), head.slice(cut)) : line(head),
+          line(n.type + (n.run_id ? " · " + n.run_id.slice(-6) : "")),
+        ],
+      };
+    }
+    if (n.type === "checkpoint") {
+      var state = n.state === "changed" ? " · CHANGED" : n.state === "missing" ? " · missing" : "";
+      return {
+        title: n.file || n.label,
+        lines: [
+          line("sha256 " + (n.sha256 || "").slice(0, 12)),
+          line("checkpoint" + (LL.isNum(n.step) ? " · step " + n.step : "") + state),
+        ],
+      };
+    }
+    return { title: n.name || n.label, lines: [line("external" + (n.sha256 ? " · " + n.sha256.slice(0, 12) : ""))] };
+  }
+
+  /**
+   * The longest `n` (up to `hi`) for which `fits(n)`, `fits` growing false once false.
+   * @param {number} hi @param {(n: number) => boolean} fits
+   */
+  function longest(hi, fits) {
+    var lo = 0;
+    while (lo < hi) {
+      var mid = Math.ceil((lo + hi) / 2);
+      if (fits(mid)) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+
+  /**
+   * Lay out each node's text to its width, measured as drawn (the graph must be in the page): the
+   * title on one line, else on two (the first broken after a "-", "_", ".", "/" or space near its
+   * end when there is one), the second, when the rest is still too wide, "…" and the title's end,
+   * so both ends of a long name or file show; each other line the longest start of its head that
+   * fits with "…" and its tail. Lines stack from the top; `data-full` keeps each whole.
+   * @param {SVGElement} box
+   */
+  function fitLabels(box) {
+    var room = W - 2 * PAD;
+    /** @param {SVGTextElement} t @param {string} text */
+    function width(t, text) {
+      t.textContent = text;
+      return t.getComputedTextLength();
+    }
+    box.querySelectorAll("g.node").forEach(function (g) {
+      var els = /** @type {SVGTextElement[]} */ (/** @type {unknown} */ (Array.from(g.querySelectorAll("text"))));
+      var first = els[0],
+        second = els[1],
+        full = first.getAttribute("data-full") || "";
+      if (width(first, full) <= room) {
+        second.textContent = "";
+      } else {
+        var n = longest(full.length, function (k) {
+          return width(first, full.slice(0, k)) <= room;
+        });
+        var sep = Math.max.apply(
+          null,
+          ["-", "_", ".", "/", " "].map(function (c) {
+            return full.lastIndexOf(c, n - 1) + 1;
+          })
+        );
+        if (sep > n * 0.6) n = sep;
+        first.textContent = full.slice(0, n);
+        var rest = full.slice(n);
+        if (width(second, rest) > room) {
+          var m = longest(rest.length, function (k) {
+            return width(second, "…" + rest.slice(rest.length - k)) <= room;
+          });
+          second.textContent = "…" + rest.slice(rest.length - m);
+        }
+      }
+      var y = 18;
+      els.forEach(function (t, i) {
+        if (i === 1 && !t.textContent) return t.setAttribute("visibility", "hidden");
+        t.removeAttribute("visibility");
+        t.setAttribute("y", String(y));
+        y += 17;
+        if (i < 2) return;
+        var head = t.getAttribute("data-head") || "",
+          tail = t.getAttribute("data-tail") || "";
+        if (width(t, head + tail) <= room) return;
+        var k = longest(head.length, function (c) {
+          return width(t, head.slice(0, c) + "…" + tail) <= room;
+        });
+        t.textContent = head.slice(0, k).trimEnd() + "…" + tail;
+      });
+    });
+  }
+
+  /** @param {LineagePayload} data @returns {{ box: SVGElement, select: (id: string) => void, fit: () => void }} */
   function drawGraph(data) {
     /** @type {Record<number, LineageNode[]>} */
     var layers = {};
@@ -109,18 +221,32 @@
         "data-id": n.id,
         transform: "translate(" + p.x + "," + p.y + ")",
       });
+      var text = nodeText(n);
       var title = svg("title", {});
       title.textContent =
-        n.label + (n.sha256 ? "\nsha256 " + n.sha256 : "") + (n.state === "changed" ? "\nCHANGED since logged" : "");
+        n.label +
+        (n.run_id && n.type !== "checkpoint" ? "\n" + n.type + " " + n.run_id : "") +
+        (n.sha256 ? "\nsha256 " + n.sha256 : "") +
+        (n.state === "changed" ? "\nCHANGED since logged" : "");
       g.appendChild(title);
       g.appendChild(svg("rect", { width: W, height: H, rx: n.type === "soup" ? 14 : 4 }));
-      var line1 = svg("text", { x: 8, y: 18 });
-      var line2 = svg("text", { x: 8, y: 36, class: "sub" });
-      var kind = n.type === "checkpoint" ? "checkpoint" : n.type === "external" ? "external" : n.type;
-      line1.textContent = clip(n.type === "checkpoint" ? n.label : n.name || n.label, 28);
-      line2.textContent = clip(kind + (n.type === "run" || n.type === "soup" ? " · " + n.label : ""), 32);
-      g.appendChild(line1);
-      g.appendChild(line2);
+      [text.title, ""].forEach(function (t, i) {
+        var el = svg("text", { x: PAD, y: 18 + 17 * i, class: "line name", "data-full": t });
+        el.textContent = t;
+        g.appendChild(el);
+      });
+      text.lines.forEach(function (l, i) {
+        var el = svg("text", {
+          x: PAD,
+          y: 35 + 17 * i,
+          class: "line sub",
+          "data-full": l.head + l.tail,
+          "data-head": l.head,
+          "data-tail": l.tail,
+        });
+        el.textContent = l.head + l.tail;
+        g.appendChild(el);
+      });
       if ((n.type === "run" || n.type === "soup") && n.run_id) {
         var link = svg("a", { href: LL.safeHref(LL.link("run.html", { run: n.run_id })), class: "node-link" });
         link.appendChild(g);
@@ -157,7 +283,13 @@
         if (el) el.classList.toggle("on-path", !!on[e.source] && !!on[e.target]);
       });
     }
-    return { box: box, select: select };
+    return {
+      box: box,
+      select: select,
+      fit: function () {
+        fitLabels(box);
+      },
+    };
   }
 
   /** @param {LineagePayload} data */
@@ -169,7 +301,7 @@
     });
     return h(
       "div",
-      { class: "table-scroll" },
+      { class: "scroll" },
       h(
         "table",
         { class: "trajectory" },
@@ -261,6 +393,7 @@
       main.appendChild(
         h("div", { class: "lineage-scroll" }, /** @type {Child} */ (/** @type {unknown} */ (graph.box)))
       );
+      graph.fit(); // measured in the page
       main.appendChild(LL.section("Trajectory", "trajectory", trajectoryTable(data)));
     });
   });
