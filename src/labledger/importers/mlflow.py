@@ -20,6 +20,8 @@ Each active MLflow run becomes one ledger run:
 | start_time / end_time (ms) | started / ended |
 | artifacts | referenced (``artifact_uri``), or with ``--copy`` copied under ``files/artifacts/`` when local |
 | dataset inputs | ``run.json`` ``mlflow.dataset_inputs`` |
+| MLflow 3 logged models of the run (``search_logged_models``: kept outside the run's artifacts) | ``run.json`` ``mlflow.logged_models`` (``model_id``, name, status, params, tags, metrics, flavors from ``MLmodel``, each local file's sha256 and size) and a note; with ``--copy`` the files under ``files/models/<model_id>/`` |
+| tag ``mlflow.parentRunId`` (a nested run) | lineage: ``init`` ``{"kind": "run", "name": <the parent's ledger id>}`` when the parent is in the import (parents are imported first), else a note |
 
 Deleted runs and experiments are not imported (a note on each imported run counts them).
 """
