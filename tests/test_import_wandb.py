@@ -316,3 +316,31 @@ def test_cli_refuses_a_damaged_file_in_one_line_and_salvages_it(wandb_dirs, tmp_
 
 def test_regroup_keeps_plain_nested_keys():
     assert regroup({"eval.acc": 1.0}) == {"eval.acc": 1.0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["protobuf", "json"])
+def test_a_record_that_does_not_decode_is_damage_never_skipped(wandb_dirs, tmp_path, kind):
+    """A chunk whose checksum holds but whose record is not a W&B protobuf (or holds a value that
+    is not JSON) is refused at its byte, never skipped; --salvage stops there too."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    src, path = _copy_run(wandb_dirs, tmp_path)
+    data = path.read_bytes()
+    if kind == "protobuf":
+        body, reason = b"\xff\xff\xff\xff", "a record that does not decode as a W&B record"
+    else:
+        rec = pb.Record()
+        item = rec.history.item.add()
+        item.key, item.value_json = "loss", "{not json"
+        body, reason = rec.SerializeToString(), "a history record with a value that is not JSON"
+    path.write_bytes(data + _chunk(1, body))
+    records = len(list(iter_records(data)))
+    with pytest.raises(ImportSourceError, match=rf"^{re.escape(str(path))}:{len(data)}: {reason}"):
+        import_path(src, tmp_path / "ledger")
+    assert labledger.open_ledger(tmp_path / "ledger").runs() == []
+    result = import_path(src, tmp_path / "ledger", salvage=True)
+    view = labledger.open_ledger(tmp_path / "ledger").run(result.run_ids[0])
+    (note,) = [n["text"] for n in view.notes() if n["text"].startswith("Salvaged")]
+    assert f":{len(data)}: {reason}" in note and f"Imported the {records} verified record(s)" in note
+    assert [r["step"] for r in view.scalars()] == [0, 1, 2] and view.status == "finished"
