@@ -20,7 +20,10 @@ with labledger.start_run("sgd-slow", config={"eta0": 0.0002, "epochs": 8}) as ru
         order = rng.permutation(len(X_train))
         clf.partial_fit(X_train[order], y_train[order], classes=classes)
         pred = clf.predict(X_test)
-        rows = [{"id": f"d{i}", "task": "digits", "gold": str(g), "pred": str(p)} for i, (g, p) in enumerate(zip(y_test, pred))]
+        rows = [
+            {"id": f"d{i}", "task": "digits", "gold": str(g), "pred": str(p)}
+            for i, (g, p) in enumerate(zip(y_test, pred))
+        ]
         rows += [
             {"id": f"z{i}", "task": "zeros", "gold": str(g), "pred": str(p)}
             for i, (g, p) in enumerate(zip(y_test, pred))
