@@ -140,6 +140,29 @@ def test_compare_groups_gives_no_interval_on_two_recorded_seeds_and_names_non_se
     assert not any("group 'base' differ" in w for w in res.warnings)
 
 
+def test_compare_groups_never_prints_an_interval_past_the_metrics_range(tmp_path):
+    """Four recorded accuracies near 1: the t interval over them reaches past 1.0; it is cut at the
+    range and marked (the JSON says so in the interval's note)."""
+    from labledger.analysis.groups import compare_groups
+    from labledger.metrics.stats import seed_t_interval
+
+    vals = (0.999, 0.96, 1.0, 0.995)
+    for group, shift in (("base", 0.0), ("new", -0.05)):
+        for k, v in enumerate(vals):
+            with labledger.start_run(f"{group}{k}", group=group, config={"seed": k}, ledger=tmp_path) as run:
+                run.log_history({"accuracy": v + shift})
+    assert seed_t_interval(vals)["high"] > 1.0  # what the interval was
+    res = compare_groups(labledger.open_ledger(tmp_path), baseline="base", groups=["new"], metrics=["accuracy"])
+    by = {s["group"]: s for s in res.summary}
+    assert by["base"]["interval"]["high"] == 1.0 and "cut at the metric's range" in by["base"]["interval"]["note"]
+    assert by["new"]["interval"]["high"] < 1.0 and "note" not in by["new"]["interval"]
+    r = CliRunner().invoke(
+        main,
+        ["compare-groups", "--baseline", "base", "--group", "new", "--metric", "accuracy", "--ledger", str(tmp_path)],
+    )
+    assert r.exit_code == 0 and "1.0000]†" in r.output and "† cut at the metric's range" in r.output
+
+
 def test_repeats_add_a_level_that_matches_the_expected_mean_squares():
     """(seeds x items x repeats): the crossed design with replication, by hand."""
     rng = np.random.default_rng(5)

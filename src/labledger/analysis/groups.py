@@ -170,7 +170,7 @@ def _seed_statistics(items, values, g: str, baseline: str, metric: str) -> dict[
     if mat is not None:
         out["interval"] = seed_group_interval(mat[1])
     elif vals:
-        out["interval"] = _enough_seeds(seed_t_interval(vals), len(vals))
+        out["interval"] = _in_range(_enough_seeds(seed_t_interval(vals), len(vals)), metric)
     if g == baseline:
         return out
     base = _seed_matrix(items.get((baseline, metric), []))
@@ -178,8 +178,20 @@ def _seed_statistics(items, values, g: str, baseline: str, metric: str) -> dict[
         out["diff_interval"] = compare_seed_groups(mat[1], base[1], paired=mat[0] == base[0])
     elif vals and values.get((baseline, metric)):
         fewest = min(len(vals), len(values[(baseline, metric)]))
-        out["diff_interval"] = _enough_seeds(welch_diff(vals, values[(baseline, metric)]), fewest)
+        welch = welch_diff(vals, values[(baseline, metric)])
+        out["diff_interval"] = _in_range(_enough_seeds(welch, fewest), metric, difference=True)
     return out
+
+
+def _in_range(interval: dict[str, Any], metric: str, *, difference: bool = False) -> dict[str, Any]:
+    """A t interval over recorded values kept inside the values the metric (or a difference of two)
+    can take, with a ``note`` when it was cut there (a t interval is symmetric, the metric is not)."""
+    from labledger.metrics.registry import clip_to_range
+
+    low, high, clipped = clip_to_range(metric, interval.get("low"), interval.get("high"), difference=difference)
+    if not clipped:
+        return interval
+    return {**interval, "low": low, "high": high, "note": "cut at the metric's range (the t interval reached past it)"}
 
 
 def _enough_seeds(interval: dict[str, Any], seeds: int) -> dict[str, Any]:

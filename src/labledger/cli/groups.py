@@ -68,7 +68,9 @@ def compare_groups_cmd(baseline, groups, metrics, results, task, include_unfinis
     t = Table(title=f"groups vs baseline '{baseline}'", title_justify="left")
 
     def ci(iv):
-        return "-" if not iv or iv.get("low") is None else f"[{iv['low']:.4f}, {iv['high']:.4f}]"
+        if not iv or iv.get("low") is None:
+            return "-"
+        return f"[{iv['low']:.4f}, {iv['high']:.4f}]" + ("†" if iv.get("note") else "")
 
     for col in (
         "group",
@@ -107,6 +109,11 @@ def compare_groups_cmd(baseline, groups, metrics, results, task, include_unfinis
         if iv
     ):
         console.print(f"[dim]CI: {escape(how)}[/]")
+    cut = {
+        iv["note"] for s in res.summary for iv in (s.get("interval"), s.get("diff_interval")) if iv and iv.get("note")
+    }
+    for note in sorted(cut):
+        console.print(f"[dim]† {escape(note)}[/]")
     pr = Table(title="per run", title_justify="left")
     pr.add_column("group")
     pr.add_column("run")

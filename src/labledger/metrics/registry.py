@@ -71,6 +71,44 @@ def register(metric: Metric) -> Metric:
     return REGISTRY.register(metric)
 
 
+#: The values a metric can take, where bounded: ``(low, high)``, ``None`` for no bound on that side.
+#: An interval from a normal or t approximation is kept inside them (:func:`clip_to_range`).
+RANGES: dict[str, tuple[float | None, float | None]] = {
+    **dict.fromkeys(
+        (
+            "acc5", "acc7", "accuracy", "average_precision", "balanced_accuracy", "brier", "ece", "exact_match",
+            "f1", "has0_acc", "has0_f1", "mrr", "ndcg", "non0_acc", "non0_f1", "precision", "recall",
+            "recall_at_k", "roc_auc", "set_f1", "zero_f1",
+        ),
+        (0.0, 1.0),
+    ),
+    **dict.fromkeys(("cohen_kappa", "mcc", "pearson", "spearman"), (-1.0, 1.0)),
+    **dict.fromkeys(("log_loss", "mae", "rmse"), (0.0, None)),
+}  # fmt: skip
+
+
+def clip_to_range(
+    metric: str, low: float | None, high: float | None, *, difference: bool = False
+) -> tuple[float | None, float | None, bool]:
+    """``(low, high, clipped)``: an interval of metric ``metric`` (a registry spec) kept inside the
+    values it can take (of a difference of two values with ``difference``: ``[lo - hi, hi - lo]``).
+
+    >>> clip_to_range("accuracy", 0.91, 1.07), clip_to_range("accuracy", -1.2, 0.4, difference=True)
+    ((0.91, 1.0, True), (-1.0, 0.4, True))
+    >>> clip_to_range("mean", -3.0, 9.0)
+    (-3.0, 9.0, False)
+    """
+    lo_b, hi_b = RANGES.get(parse_metric(metric).metric.name, (None, None))
+    if difference:
+        lo_b, hi_b = (
+            (lo_b - hi_b if lo_b is not None and hi_b is not None else None),
+            (hi_b - lo_b if lo_b is not None and hi_b is not None else None),
+        )
+    new_low = max(low, lo_b) if low is not None and lo_b is not None else low
+    new_high = min(high, hi_b) if high is not None and hi_b is not None else high
+    return new_low, new_high, (new_low, new_high) != (low, high)
+
+
 def get_metric(name: str) -> Metric:
     """The registry entry for ``name``; raises :class:`UnknownMetricError` naming the nearest ones.
 
@@ -191,6 +229,7 @@ def metrics_markdown() -> str:
 
 __all__ = [
     "ALIASES",
+    "RANGES",
     "REGISTRY",
     "MeanPrepared",
     "Metric",
@@ -199,6 +238,7 @@ __all__ = [
     "Prepared",
     "TablePrepared",
     "WeightsPrepared",
+    "clip_to_range",
     "get_metric",
     "list_metrics",
     "metric_key",
