@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import ARTIFACTS, CHROMIUM, sync_playwright
-from test_site_build import CHUNK, XSS, make_compare_ledger, make_site_ledger, results_rows
+from conftest import ARTIFACTS, CHROMIUM, make_batch, sync_playwright
+from test_site_build import CHUNK, XSS, make_compare_ledger, make_site_ledger, results_rows, tiny_png
 
 from labledger.site import build_site, load_data_file
 
@@ -538,6 +538,58 @@ def test_a_document_without_its_kinds_fields_is_reported_and_shown_as_stored(bro
     assert sec.locator("details[open] .jtree").count() == 1  # the document as stored, opened
     t.check()
     t.close()
+
+
+# -- the batches page at phone width (#43) ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def wide_batch_site(tmp_path_factory):
+    """One microbatch whose samples are as wide as they come: an unbroken 300-character token as
+    input, long label names, long field names and values, a nested JSON input, an image."""
+    import labledger
+
+    root = tmp_path_factory.mktemp("browser-batches-narrow")
+    labels = ("a_very_long_label_name_for_the_first_class", "second-class-with-a-long-name", "c")
+    with labledger.start_run("narrow", ledger=root / "ledger") as run:
+        rec = make_batch(1, n=4, labels=labels)
+        rec["samples"][0]["input"] = "token" * 60
+        rec["samples"][1]["input"] = {"text": "x" * 300, "image": "images/1-1.png"}
+        rec["samples"][2]["input"] = {"nested": {"list": list(range(40)), "key": "y" * 200}}
+        rec["samples"][3]["a_field_name_that_is_longer_than_the_label_column"] = "z" * 120
+        rec["a_batch_field_with_a_long_name"] = "w" * 150
+        run.log_batch(rec)
+        run.log_file("images/1-1.png", tiny_png(11))
+    build_site(root / "ledger", root / "out")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return {"out": root / "out", "ids": {"narrow": run.id}}
+
+
+@pytest.mark.parametrize("sample", [None, 0, 1, 2, 3])
+def test_batches_page_fits_a_phone(browser, wide_batch_site, sample):
+    """At 390x844 nothing sticks out sideways (#43: the page broke at 390 px): no page overflow,
+    every element of the batch within the window, the samples' caption across the card (not one
+    word per line in the first column), with or without a sample's fields open."""
+    t = Tab(browser, wide_batch_site, "phone")
+    try:
+        rid = wide_batch_site["ids"]["narrow"]
+        page = t.open(f"batches.html#run={rid}&mb=1" + ("" if sample is None else f"&sample={sample}"))
+        page.wait_for_selector("#samples tbody tr")
+        if sample is not None:
+            page.wait_for_selector("#sample-detail")
+        page.screenshot(path=str(SHOTS / f"batches-narrow-{sample}-390.png"), full_page=True)
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+        past = page.evaluate(
+            """() => [...document.querySelectorAll("main *")]
+                .filter(e => !e.closest(".scroll") || e.closest("#samples"))
+                .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
+                .map(e => e.tagName + "." + e.className)"""
+        )
+        assert past == []
+        caption = page.locator("#samples caption").bounding_box()
+        card = page.locator("#samples-section").bounding_box()
+        assert caption["width"] >= 0.8 * card["width"] and caption["height"] < 80, (caption, card)
+        t.check()
+    finally:
+        t.close()
 
 
 # -- lineage (#15) -------------------------------------------------------------------------------
