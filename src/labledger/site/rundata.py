@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from labledger.site.curves import Curves
+from labledger.site.shown_paths import shown_argv, shown_command, shown_path, shown_paths
 from labledger.store.compressed import record_exists
 from labledger.store.ledger import RunInfo
 from labledger.store.view import RunView
@@ -409,6 +410,47 @@ def run_basics(info: RunInfo) -> dict[str, Any]:
     }
 
 
+def project_folder(view: RunView) -> str:
+    """The folder that holds the run's ledger (``~/proj`` for ``~/proj/.labledger``): the site
+    shows machine paths relative to it (:mod:`labledger.site.shown_paths`)."""
+    return str(Path(view.ledger.root).resolve().parent)
+
+
+def shown_meta(meta: Mapping[str, Any], project: str) -> dict[str, Any]:
+    """``run.json`` as the run page's "Run record" shows it: without ``notes`` (a section of their
+    own), every machine path shortened (``cwd``, ``argv``, an import's source...; ``argv[0]`` by
+    its name), so a mailed site carries none; ``run.json`` keeps them whole.
+
+    >>> shown_meta({"cwd": "/p/sub", "argv": ["/v/bin/python", "/p/t.py"], "notes": "n", "host": "h"}, "/p")
+    {'cwd': 'sub', 'argv': ['python', 't.py'], 'host': 'h'}
+    """
+    out = shown_paths({k: v for k, v in meta.items() if k != "notes"}, project=project)
+    if isinstance(meta.get("argv"), list):
+        out["argv"] = shown_argv(meta["argv"], project=project)
+    return out
+
+
+def started_as(meta: Mapping[str, Any], project: str) -> dict[str, str | None] | None:
+    """How the run was started, for the run page's header: ``command`` (its ``argv`` as a shell
+    line, :func:`~labledger.site.shown_paths.shown_command`) and ``cwd`` (relative to the folder
+    holding the ledger, ``"."`` for that folder; ``None`` when not recorded); ``None`` without
+    ``argv`` (a run imported from a format that does not record it).
+
+    >>> started_as({"argv": ["/v/bin/labledger", "demo", "--quick"], "cwd": "/p"}, "/p")
+    {'command': 'labledger demo --quick', 'cwd': '.'}
+    >>> started_as({"cwd": "/p"}, "/p") is None
+    True
+    """
+    argv = meta.get("argv")
+    if not isinstance(argv, list) or not argv:
+        return None
+    cwd = meta.get("cwd")
+    return {
+        "command": shown_command(argv, project=project),
+        "cwd": shown_path(cwd, project=project) if isinstance(cwd, str) else None,
+    }
+
+
 def run_payload(
     view: RunView,
     info: RunInfo,
@@ -426,8 +468,16 @@ def run_payload(
     meta = view.meta
     config = view.config
     history = list(view.history())
+    project = project_folder(view)
     checkpoints = [
-        {**c, **{k: view.display_path(c[k]) for k in ("path", "source") if isinstance(c.get(k), str)}}
+        {
+            **c,
+            **{
+                k: shown_path(view.display_path(c[k]), project=project)
+                for k in ("path", "source")
+                if isinstance(c.get(k), str)
+            },
+        }
         for c in view.checkpoints()
     ]
     validation = validation_view(history, meta, config)
@@ -438,7 +488,8 @@ def run_payload(
                 c["selected"] = True
     return {
         **run_basics(info),
-        "meta": {k: v for k, v in meta.items() if k not in ("notes",)},
+        "meta": shown_meta(meta, project),
+        "started_as": started_as(meta, project),
         "config": config,
         "scalars": curves.names,
         # scalar -> the scalar that is its x axis (define_metric(step_metric=...))

@@ -35,8 +35,37 @@
         fact("Host", meta.host || "–"),
         fact("Git", git.commit ? String(git.commit).slice(0, 12) + (git.dirty ? " (dirty)" : "") : "–")
       ),
+      startedAs(run.started_as),
       run.error ? LL.callout("error", "Error: " + run.error) : null,
     ];
+  }
+
+  /**
+   * How the run was started: its command line and the folder it ran in, paths shortened by the
+   * build (relative to the folder holding the ledger, else "…/" and the last part), so a mailed
+   * site carries no machine path; null when the run did not record its command.
+   * @param {{command: string, cwd: string | null} | null | undefined} started
+   */
+  function startedAs(started) {
+    if (!started) return null;
+    var cwd = started.cwd;
+    return h(
+      "p",
+      {
+        class: "started-as",
+        id: "started-as",
+        title:
+          "Paths relative to the folder holding the ledger (…/ and the last part for others); run.json has them whole.",
+      },
+      h("span", { class: "fk" }, "Started as"),
+      " ",
+      h("code", null, started.command),
+      !cwd
+        ? null
+        : cwd === "."
+          ? " in the folder holding the ledger"
+          : [" in ", h("code", null, cwd), cwd.indexOf("…/") === 0 ? "" : " (under the folder holding the ledger)"]
+    );
   }
 
   /** Buckets shown at once on a chart (the top level's at most; a zoom loads the finest level with no more). */
@@ -847,7 +876,12 @@
           LL.section(
             "Run record",
             "meta",
-            h("p", { class: "muted" }, "run.json: where and how the run was made."),
+            h(
+              "p",
+              { class: "muted" },
+              "run.json: where and how the run was made. Paths are shown relative to the folder holding the " +
+                "ledger, others as …/ and their last part (the site carries no machine path); run.json has them whole."
+            ),
             LL.jsonTree(run.meta || {}, 1)
           ),
         ].filter(Boolean);
