@@ -6,11 +6,11 @@ after one new run (files written, time) at two ledger sizes, to see whether it d
 * Ledgers are bench/runs.py's (12 config keys, 5 scalars x 1,000 steps, one stored evaluation per
   run; real run folders, index rows written in one transaction), built once under ``--dir`` and
   reused.
-* Catalog (``--catalog-runs``, 10,000): the catalog page reads only ``data/catalog.js`` and the
-  static files. On the 2 shared cores here a full site of 10,000 runs takes most of an hour, so
-  this site holds the pages of one run and a ``data/catalog.js`` of every run, written with the
-  builder's own functions (``run_basics`` and ``_query_fields``: the same entries and query fields
-  a full build writes, minus per-run page counts that are zero in this ledger anyway).
+* Catalog (``--catalog-runs``, 10,000): the catalog page reads only the catalog (``data/catalog.js``
+  and its chunks) and the static files. On the 2 shared cores here a full site of 10,000 runs takes
+  most of an hour, so this site holds the pages of one run and the catalog of every run, written
+  with the builder's own functions (``run_basics`` and ``catalog_files``: the same entries and query
+  fields a full build writes, minus per-run page counts that are zero in this ledger anyway).
 * Curves: 20 runs of ``loss``, ``accuracy`` and ``examples_seen`` at 100,000 steps each (a spike in
   every run at a random step), written as run folders like bench/runs.py does, then a full site.
 * Rebuild (``--rebuild-runs``, 200 and 1,000): full sites; one new run (the Run API, 5 scalars x
@@ -148,7 +148,7 @@ def _open_once(browser: Any, out: Path, rel: str, wait: str | None, g: dict) -> 
         'Array.from(document.querySelectorAll(\'script[src^="static/"], link[href^="static/"]\'))'
         ".map(e => e.getAttribute('src') || e.getAttribute('href'))"
     )
-    keys = page.evaluate("Object.keys(window.LABLEDGER)")
+    keys = page.evaluate("Object.keys(window.LABLEDGER)" if wait else "LL.readyKeys")  # (read by then)
     loaded = sum((out / f).stat().st_size for f in static) + sum(
         (out / f"data/{k}.js").stat().st_size for k in keys if (out / f"data/{k}.js").exists()
     )
@@ -242,13 +242,13 @@ def curves_ledger(root: Path) -> tuple[Path, list[str]]:
     return ledger_dir, ids
 
 
-def catalog_site(ledger_dir: Path, out: Path) -> dict:
-    """A site with one run's pages and the catalog of every run (see the module docstring)."""
+def catalog_site(ledger_dir: Path, out: Path, chunk: int | None = None) -> dict:
+    """A site with one run's pages and the catalog of every run (see the module docstring): its head
+    and chunks as the builder writes them (``labledger.site.catalog.catalog_files``), ``chunk`` runs
+    a chunk (default: the builder's)."""
     import labledger
     from labledger.site import build_site
-    from labledger.site.build import _query_fields, _version, slim_entries
-    from labledger.site.output import js_assignment
-    from labledger.site.packing import pack_catalog
+    from labledger.site.catalog import CATALOG_CHUNK, catalog_files, catalog_query_fields
     from labledger.site.rundata import run_basics
 
     book = labledger.open_ledger(ledger_dir)
@@ -259,20 +259,22 @@ def catalog_site(ledger_dir: Path, out: Path) -> dict:
         entries = [
             {**run_basics(i), "batches": 0, "samples": 0, "evaluations": [], "tests": [], "history": 0} for i in infos
         ]
-        fields = _query_fields(book, entries)
+        fields = catalog_query_fields(book, entries)
         for e, row in zip(entries, fields["rows"]):
             e["checkpoints"] = 0
             e["scalars"] = [n[8:-5] for n, v in zip(fields["names"], row) if n.endswith(".last") and v is not None]
-        entries = slim_entries(entries, fields)
-        catalog = {"ledger": book.root.resolve().name, "runs": entries, "fields": fields, "labledger": _version()}
-        catalog.update(
-            groups=sorted({e["group"] for e in entries if e["group"]}),
-            tags=sorted({t for e in entries for t in e["tags"]}),
-        )
-        catalog["comparisons"] = {"tables": [], "documents": 0, "groups": []}
-        data = js_assignment("catalog", pack_catalog(catalog))
-        (out / "data/catalog.js").write_bytes(data)
-        return {"wall": time.perf_counter() - w, "cpu": cpu() - c, "bytes": len(data)}
+        comparisons = {"tables": [], "documents": 0, "groups": []}
+        files = catalog_files(book, entries, comparisons, chunk=chunk or CATALOG_CHUNK).files()
+        for rel, data in files.items():
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_bytes(data)
+        return {
+            "wall": time.perf_counter() - w,
+            "cpu": cpu() - c,
+            "bytes": sum(map(len, files.values())),
+            "head_bytes": len(files["data/catalog.js"]),
+            "files": len(files),
+        }
     finally:
         book.close()
 

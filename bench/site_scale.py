@@ -10,9 +10,12 @@ the smallest, and the rebuild after one new run (files written, wall, CPU) at ea
   the child's build.
 * Rebuild: after the cold build, one new run (the Run API, 5 scalars x 100 steps) is added to the
   ledger and the site built again into the same folder (the "+1 run" row); the run is removed after.
+  ``--rebuild-only`` keeps a site built before (brought up to date first, not timed as cold) and
+  times the rebuild after one new run alone; ``--profile FILE`` then profiles that rebuild.
 
     python bench/site_scale.py --sizes 1000,4000            # ~10 minutes on 2 shared cores
     python bench/site_scale.py --sizes 4000 --profile /tmp/site.prof
+    python bench/site_scale.py --sizes 10000 --rebuild-only --profile /tmp/rebuild.prof
 """
 
 from __future__ import annotations
@@ -101,6 +104,7 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp/labledger-bench-site-scale")
     ap.add_argument("--profile", help="write a cProfile of the largest cold build here")
     ap.add_argument("--no-rebuild", action="store_true")
+    ap.add_argument("--rebuild-only", action="store_true", help="keep the site built before; time the +1 run rebuild")
     ap.add_argument("--child-build", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child_build:
@@ -121,16 +125,18 @@ def main() -> None:
             t = runs_mod.build_labledger(ledger, n)
             print(f"ledger of {n} runs built in {t:.0f} s", flush=True)
         out = root / f"site-{n}"
-        shutil.rmtree(out, ignore_errors=True)
+        if not args.rebuild_only:
+            shutil.rmtree(out, ignore_errors=True)
         load = os.getloadavg()[0]
-        cold = build(ledger, out, args.profile if n == max(sizes) else None)
+        cold = build(ledger, out, args.profile if n == max(sizes) and not args.rebuild_only else None)
         cold_cpu[n] = cold["cpu"]
-        print({"n": n, "cold": cold}, flush=True)
+        print({"n": n, "cold" if not args.rebuild_only else "up to date": cold}, flush=True)
         plus_cell = "-"
         if not args.no_rebuild:
             rid = _site_runs().add_run(ledger, args.steps)
             try:
-                plus = build(ledger, out)
+                load = os.getloadavg()[0]
+                plus = build(ledger, out, args.profile if args.rebuild_only and n == max(sizes) else None)
             finally:
                 _site_runs().remove_run(ledger, rid)
             print({"n": n, "+1 run": plus}, flush=True)

@@ -138,21 +138,28 @@ def _until(ok, timeout: float = 60.0) -> None:
 
 
 def test_the_catalog_and_a_run_built_for_a_request_are_the_builds_own(tmp_path):
-    """One builder: once the build is complete, the catalog composed from the index is the bytes the
-    build wrote, and every file of a run built for a request is the bytes the build wrote."""
+    """One builder: once the build is complete, the catalog composed from the index (its head and
+    each chunk) is the bytes the build wrote, and every file of a run built for a request is the
+    bytes the build wrote."""
     ledger = tmp_path / "ledger"
-    ids = _ledger(ledger, 3)
+    ids = _ledger(ledger, 6)
     with labledger.start_run("tagged", ledger=ledger, group="g", tags=["t"]) as run:
         run.log(1, loss=0.5, acc=0.75)
     app = create_app(ledger, uploads_dir=tmp_path / "up", site_cache=tmp_path / "cache", site_refresh=3600)
     site: LiveSite = app.state.site
+    site.catalog_chunk = 2  # 7 runs: chunks 0, 1, 2 and one run in the head
     with TestClient(app) as c:
         before = c.get(f"/data/runs/{ids[0]}.js")  # may come before the build: built for the request
         _until(lambda: site.builds == 1)
         assert before.status_code == 200
+        built = sorted((site.dir / "data" / "catalog").iterdir())
+        assert [p.name for p in built] == ["0.js", "1.js", "2.js"]
         assert c.get("/data/catalog.js").content == (site.dir / "data" / "catalog.js").read_bytes()
+        for path in built:
+            assert c.get(f"/data/catalog/{path.name}").content == path.read_bytes(), path.name
+        assert c.get("/data/catalog/3.js").status_code == 404
         assert c.get("/data/compare.js").status_code == 200
-        for rid in [*ids, run.id]:
+        for rid in [*ids[:2], run.id]:
             files = site.run_files(rid)  # what a request gets for a run the build has not reached
             assert files is not None and f"data/runs/{rid}.js" in files and f"data/diff/{rid}.js" in files
             for rel, content in files.items():

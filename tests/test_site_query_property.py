@@ -18,7 +18,7 @@ from test_query import expressions, fill, run_rows, sorts
 
 import labledger
 from labledger.site import build_site
-from labledger.site.build import _query_fields, slim_entries
+from labledger.site.catalog import catalog_query_fields, slim_entries
 from labledger.site.packing import pack_catalog
 from labledger.site.rundata import run_basics
 from labledger.store.ledger import Ledger
@@ -51,7 +51,7 @@ def query_page(tmp_path_factory):
 def catalog_of(book: Ledger) -> dict:
     """The catalog ``build_site`` writes for the ledger's runs (entries and query fields), packed."""
     entries = [run_basics(i) for i in book.runs()]
-    fields = _query_fields(book, entries)
+    fields = catalog_query_fields(book, entries)
     return pack_catalog({"ledger": "random", "runs": slim_entries(entries, fields), "fields": fields})
 
 

@@ -35,11 +35,18 @@ def _split_runs(values: tuple[str, ...]) -> list[str]:
     help="Only these runs (id, unique id prefix or name; repeat the option or separate with commas).",
 )
 @click.option("--group", default=None, metavar="G", help="Only the runs of this group.")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="List every run's folder and check every file of the site (a change made by hand in a finished "
+    "run, a file removed from the site); by default a run whose index row and folder did not change is "
+    "carried over unread.",
+)
 @click.option("--open", "open_browser", is_flag=True, help="Open index.html in the default browser afterwards.")
 @ledger_option
 @json_option
 @handle_errors
-def site_cmd(out, runs, group, open_browser, ledger_path, as_json):
+def site_cmd(out, runs, group, full, open_browser, ledger_path, as_json):
     """Write (or update) the static site of the ledger in the folder OUT.
 
     OUT/index.html opens by double-clicking (file://, no server, no network): every run with its
@@ -48,7 +55,7 @@ def site_cmd(out, runs, group, open_browser, ledger_path, as_json):
     """
     from labledger.site import build_site
 
-    result = build_site(open_for_cli(ledger_path), out, runs=_split_runs(runs) or None, group=group)
+    result = build_site(open_for_cli(ledger_path), out, runs=_split_runs(runs) or None, group=group, full=full)
     if as_json:
         emit_json(result.to_dict())
     else:

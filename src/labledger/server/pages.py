@@ -2,9 +2,9 @@
 
 The server answers at once and builds its site in the background (#46). A page (``*.html``,
 ``static/``) is answered from the package (:func:`labledger.site.build.shell_files`, the bytes the
-builder writes); ``data/catalog.js`` is composed from the index on request (every run of the index,
-with the details of each run whose pages are built:
-:func:`labledger.site.build.catalog_payload`, the builder's own catalog), so a run that starts
+builder writes); the catalog, ``data/catalog.js`` and its chunks ``data/catalog/<k>.js``, is composed
+from the index on request (every run of the index, with the details of each run whose pages are
+built: :func:`labledger.site.catalog.catalog_files`, the builder's own catalog), so a run that starts
 shows in the catalog within seconds (:data:`CATALOG_REUSE`), build or no build. A run's data files
 (``data/runs/<id>.js``, its evaluations, tests, batches, curves, diff side, images) come from the
 last complete build, else from the build in progress once it has written them, else they are built
@@ -16,7 +16,9 @@ run), and kept a few seconds for the page's other requests. The files made from 
 The site itself is kept by a background thread, on its own timer, never because of a request (#17):
 it looks at the ledger every ``min_interval`` seconds (sooner after a write through the API) and,
 when it changed (a run started, finished or logged, the index was written) or at least every
-``full_interval`` seconds, rebuilds with :func:`labledger.site.build_site`, newest runs first. It
+``full_interval`` seconds, rebuilds with :func:`labledger.site.build_site`, newest runs first (the
+first build and then one at least every ``full_interval`` seconds is a full one: it lists every
+run's folder and checks every file of the site, so a change made by hand is picked up). It
 builds into the folder that is *not* being served (two generations, ``a/`` and ``b/``, each updated
 incrementally) and switches to it only once the build is complete; a build that fails (its error is
 kept in :attr:`LiveSite.last_error`) changes nothing a reader sees. Only one build runs at a time,
@@ -52,6 +54,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from labledger.errors import LedgerError
 from labledger.server.context import TOKEN_COOKIE, ServerContext
 from labledger.server.envelope import ApiError
+from labledger.site.catalog import CATALOG_CHUNK, HEAD
 from labledger.site.output import SiteWriter
 
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$")
@@ -191,6 +194,8 @@ class LiveSite:
         self._cleanup: weakref.finalize | None = None
         self.min_interval = min_interval
         self.full_interval = full_interval
+        #: runs per catalog chunk, of the catalog composed and of the site built
+        self.catalog_chunk = CATALOG_CHUNK
         self.lock = threading.Lock()  # one build at a time
         self._start_lock = threading.Lock()
         self._current: Path | None = None
@@ -199,6 +204,7 @@ class LiveSite:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.built_at: float | None = None  # time.monotonic() of the start of the build served
+        self._full_at: float | None = None  # ... of the last full build (build_site's full=True)
         self.build_seconds = 0.0
         self.builds = 0
         self.failures = 0
@@ -215,7 +221,7 @@ class LiveSite:
         self._built_version = 0  # bumped as the builder adds entries
         self._demand_version = 0  # bumped as a request builds a run
         self._catalog_lock = threading.Lock()
-        self._catalog: tuple[Any, int, int, float, bytes, float] | None = None
+        self._catalog: tuple[Any, int, int, float, dict[str, bytes], float] | None = None
         self._demand_lock = threading.Lock()
         self._demand: OrderedDict[str, tuple[float, dict[str, bytes | Path], int]] = OrderedDict()
         self._serving = 0  # requests composing or building now (the builder gives way)
@@ -286,6 +292,7 @@ class LiveSite:
         with self.lock:
             started = time.monotonic()
             due = self.built_at is None or started - self.built_at >= self.full_interval
+            full = self._full_at is None or started - self._full_at >= self.full_interval
             try:
                 signature = self.signature()
             except Exception as exc:  # noqa: BLE001 - a locked or vanished index: try again next round
@@ -299,7 +306,11 @@ class LiveSite:
                 self._building_runs = set()
             try:
                 result = build_site(
-                    self.ctx.ledger(), spare, on_run=lambda info, pages: self._built(spare, info, pages)
+                    self.ctx.ledger(),
+                    spare,
+                    full=full,
+                    catalog_chunk=self.catalog_chunk,
+                    on_run=lambda info, pages: self._built(spare, info, pages),
                 )
             except _Stopped:
                 return False
@@ -317,6 +328,8 @@ class LiveSite:
                 self._built_version += 1
             self._signature = signature
             self.built_at = started
+            if full:
+                self._full_at = started
             self.builds += 1
             self.last_error = None
             return True
@@ -369,8 +382,11 @@ class LiveSite:
             if got is None:
                 raise ApiError(404, f"no such page or data file: /{rel}")
             return got
-        if rel == "data/catalog.js":
-            return self.catalog()
+        if rel == HEAD or rel.startswith("data/catalog/"):
+            got = self.catalog().get(rel)
+            if got is None:
+                raise ApiError(404, f"no such page or data file: /{rel}")
+            return got
         current = self._current
         if current is not None:
             path = self.resolve(rel, current)
@@ -420,14 +436,13 @@ class LiveSite:
             return None
         return tuple(_stat(Path(root) / name) for name in ("ledger.db", "ledger.db-wal"))
 
-    def catalog(self, *, serving: bool = True) -> bytes:
-        """``data/catalog.js`` from the index: every run, with the details of those built (by the
-        builder or for a request). Composed again at once when a run was built for a request (its
+    def catalog(self, *, serving: bool = True) -> dict[str, bytes]:
+        """The catalog's files (its head and chunks, by path in the site) from the index: every run,
+        with the details of those built (by the builder or for a request). Composed again at once when a run was built for a request (its
         page reads its entry), else when the index or the builds changed and the last one is older
         than :data:`CATALOG_REUSE` times what it took; while one request composes it, the others get
         the one before. ``serving``: a request (the builder gives way to it)."""
-        from labledger.site.build import catalog_payload
-        from labledger.site.output import js_assignment
+        from labledger.site.catalog import catalog_files
         from labledger.site.rundata import run_basics
         from labledger.store.run import check_name
 
@@ -468,7 +483,7 @@ class LiveSite:
                         continue  # the builder leaves it out too
                     entry = known.get(info.id)
                     entries.append({**entry, **run_basics(info)} if entry is not None else run_basics(info))
-                data = js_assignment("catalog", catalog_payload(book, entries, comparisons))
+                data = catalog_files(book, entries, comparisons, chunk=self.catalog_chunk).files()
             finally:
                 self._serve(-1 if serving else 0)
             self._catalog = (stamp, built, demanded, started, data, time.monotonic() - started)

@@ -5,7 +5,7 @@ Layout (seed 004, extended to many runs)::
 
     OUT/index.html run.html batches.html eval.html test.html     pages (no data inside)
     OUT/static/...                                              scripts, styles, vendored uPlot
-    OUT/data/catalog.js                                         every run of the site
+    OUT/data/catalog.js, data/catalog/<k>.js                    every run of the site (site/catalog.py)
     OUT/data/runs/<run>.js                                      config, curves, history, ...
     OUT/data/batches/<run>/<index>.js, toc.js, loss.js          microbatches, loaded on demand
     OUT/data/evals/<run>/<name>.js (+ <name>.logits.js)         evaluation pages
@@ -37,20 +37,20 @@ import orjson
 from labledger.errors import DamagedLineWarning, LedgerError, SiteError
 from labledger.site.batches import CHUNK_BYTES, CHUNK_RECORDS, ImageIndex, write_batches
 from labledger.site.breakdown import breakdown_summaries, write_breakdown
+from labledger.site.catalog import CATALOG_CHUNK, HEAD, catalog_files, chunk_bounds, chunk_path
 from labledger.site.comparisons import PairedTestCache, compare_payload
 from labledger.site.curves import write_curves
 from labledger.site.evaluations import eval_names, eval_payload, eval_summary
 from labledger.site.output import FORMAT, SiteWriter
-from labledger.site.packing import pack_catalog
 from labledger.site.pairs import write_paired
 from labledger.site.rundata import media_refs, run_basics, run_payload
 from labledger.store.compressed import record_state
-from labledger.store.index import index_fields
 from labledger.store.ledger import Ledger, RunInfo
 from labledger.store.run import check_name
 from labledger.store.view import RunView
 
 PACKAGE = Path(__file__).resolve().parent
+SCHEMA = PACKAGE.parent / "schema"
 STATIC = PACKAGE / "static"
 TEMPLATES = PACKAGE / "templates"
 
@@ -91,8 +91,8 @@ class SiteBuild:
     bytes_written: int = 0
     elapsed_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
-    #: the catalog's ``comparisons`` (what :func:`catalog_payload` takes; ``labledger serve``
-    #: composes its catalog from the index with it)
+    #: the catalog's ``comparisons`` (what :func:`labledger.site.catalog.catalog_files` takes;
+    #: ``labledger serve`` composes its catalog from the index with it)
     comparisons: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -113,9 +113,12 @@ class SiteBuild:
 
 
 def builder_fingerprint() -> str:
-    """A hash of the builder's code, templates and static files: a new builder rebuilds all."""
-    h = hashlib.sha256(f"format {FORMAT}".encode())
-    for root in (PACKAGE,):
+    """A hash of the builder's code, templates and static files, of the schema the data dictionary
+    page is made from, and of the version the pages show: a new builder rebuilds all."""
+    from labledger import __version__
+
+    h = hashlib.sha256(f"format {FORMAT} {__version__}".encode())
+    for root in (PACKAGE, SCHEMA):
         for path in sorted(root.rglob("*")):
             if path.is_file() and path.suffix in (".py", ".html", ".js", ".css") and "__pycache__" not in path.parts:
                 h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
@@ -146,6 +149,11 @@ def _static_files() -> list[tuple[str, Path]]:
         for p in sorted(STATIC.rglob("*"))
         if p.is_file() and not p.name.startswith(".")
     ]
+
+
+def shell_paths() -> list[str]:
+    """The paths of :func:`shell_files`, without making them."""
+    return [p[0] for p in PAGES] + ["dictionary.html"] + [rel for rel, _ in _static_files()]
 
 
 def shell_files() -> dict[str, bytes | Path]:
@@ -248,19 +256,7 @@ def _walk(run_dir: str) -> _Folder:
 def _signatures(folder: _Folder, info: RunInfo, fingerprint: str, chunking: tuple[int, int]) -> tuple[str, str]:
     """(run signature, batches signature) from the run's files' sizes and mtimes and its index row."""
     run_h = hashlib.sha256(fingerprint.encode())
-    row: list[Any] = [
-        info.id,
-        info.name,
-        info.group,
-        info.tags,
-        info.status,
-        info.started,
-        info.ended,
-        info.host,
-        info.pid,
-    ]
-    row += [info.git_commit, info.git_dirty, info.error, info.summary]  # (the index row: not to_dict's clock)
-    run_h.update(orjson.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
+    run_h.update(orjson.dumps(_index_row(info), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
     files_h = hashlib.sha256()
     batches = False
     for rel, size, mtime in folder.files:
@@ -281,22 +277,86 @@ def _signatures(folder: _Folder, info: RunInfo, fingerprint: str, chunking: tupl
     return run_h.hexdigest(), batch_h.hexdigest()
 
 
+def quick_keys(book: Ledger, infos: list[RunInfo], runs_root: str, salt: str) -> dict[str, str]:
+    """Each run's *quick key*: what a rebuild compares to tell, without looking into the run's folder,
+    that the run did not change since the last build. It hashes the run's index row (every column a
+    write through labledger changes: status, times, summary, query fields, ``updated``; its tags),
+    the (name, kind, time) of each document stored for it (``save_evaluation``), one ``stat`` of its
+    folder (its modification time changes when a file is added, removed or replaced in it, as
+    ``run.json`` is at the end of a run) and ``salt`` (the builder's fingerprint and settings). A run
+    whose quick key is the one recorded by the last build is carried over from the manifest without
+    being read (see :func:`build_site`)."""
+    stored: dict[str, list[Any]] = {}
+    for rid, name, kind, created in book.db.execute("SELECT run_id, name, kind, created FROM evaluations"):
+        stored.setdefault(rid, []).append((name, kind, created))
+    rows = {row[0]: row for row in book.db.execute(f"SELECT {_QUICK_COLUMNS} FROM runs")}
+    out = {}
+    sha256 = hashlib.sha256
+    for info in infos:
+        try:
+            st = os.stat(os.path.join(runs_root, info.id))
+            folder: Any = (st.st_mtime_ns, st.st_ino, st.st_dev)
+        except OSError:
+            folder = None
+        docs = sorted(stored.get(info.id, ()))
+        text = f"{rows.get(info.id)!r}\0{info.tags!r}\0{docs!r}\0{folder!r}\0{salt}"
+        out[info.id] = sha256(text.encode()).hexdigest()
+    return out
+
+
+#: The index columns a run's quick key hashes (``heartbeat`` and ``counters`` change as a run lives,
+#: and a running run is always looked at).
+_QUICK_COLUMNS = (
+    "id, name, grp, status, started, ended, host, pid, git_commit, git_dirty, error, summary, updated, "
+    "fields, eval_fields"
+)
+
+
+def _index_row(info: RunInfo) -> list[Any]:
+    """The columns of a run's index row a page shows (not :meth:`RunInfo.to_dict`'s clock)."""
+    return [
+        info.id,
+        info.name,
+        info.group,
+        info.tags,
+        info.status,
+        info.started,
+        info.ended,
+        info.host,
+        info.pid,
+        info.git_commit,
+        info.git_dirty,
+        info.error,
+        info.summary,
+    ]
+
+
 def build_site(
     ledger: Ledger | str | os.PathLike[str],
     out: str | os.PathLike[str],
     *,
     runs: list[str] | tuple[str, ...] | None = None,
     group: str | None = None,
+    full: bool = False,
     chunk_records: int = CHUNK_RECORDS,
     chunk_bytes: int = CHUNK_BYTES,
+    catalog_chunk: int = CATALOG_CHUNK,
     on_run: Callable[[RunInfo, RunPages], None] | None = None,
 ) -> SiteBuild:
     """Build (or update) the static site of ``ledger`` in the folder ``out``.
 
     ``runs`` (ids, unique id prefixes or names) and ``group`` choose the runs; by default every run.
-    Files whose content did not change are not rewritten, and a run whose ledger files did not
-    change since the last build into ``out`` is not read again. ``out`` must be new, empty, or a
-    site built before (it is never cleared otherwise).
+    Files whose content did not change are not rewritten. ``out`` must be new, empty, or a site
+    built before (it is never cleared otherwise).
+
+    What a rebuild reads: a run that is not running and whose :func:`quick_keys` key (its index
+    row, its stored documents, one ``stat`` of its folder) is the one the last build recorded is
+    carried over from the manifest, its files trusted to be there; any other run's folder is listed
+    (sizes and modification times of every file) and the run is read again only if that listing
+    changed. ``full``: every run's folder is listed, and every file of the last build is checked
+    (one that is missing or of another size is written again): for a change made by hand that the
+    quick key does not see (a file edited in place, or inside a subfolder of a finished run), or a
+    file removed from the site.
 
     A run whose folder cannot be read (no ``run.json``, a corrupt line inside a JSONL file, ...)
     does not stop the build: its pages are left out, ``warnings`` names the run and the error, and
@@ -304,6 +364,7 @@ def build_site(
 
     The runs are built in the index's order (newest first); ``on_run(info, pages)`` is called as each
     run's files are in ``out`` (``labledger serve`` answers them from there before the build ends).
+    ``catalog_chunk``: runs per catalog chunk (:mod:`labledger.site.catalog`).
 
     >>> import tempfile, pathlib, labledger
     >>> d = tempfile.mkdtemp()
@@ -322,69 +383,78 @@ def build_site(
         writer = SiteWriter(out_path)
         out_path.mkdir(parents=True, exist_ok=True)
         fingerprint = builder_fingerprint()
+        chunking = (chunk_records, chunk_bytes)
         result = SiteBuild(out=out_path, index=out_path / "index.html", runs=[])
-        for rel, content in shell_files().items():
-            if isinstance(content, bytes):
-                writer.write(rel, content)
-            else:
-                writer.copy(rel, content)
+        same_builder = writer.old.get("fingerprint") == fingerprint
+        if full or not same_builder or not writer.carry(shell_paths()):
+            for rel, content in shell_files().items():
+                if isinstance(content, bytes):
+                    writer.write(rel, content)
+                else:
+                    writer.copy(rel, content)
         catalog_runs = []
         readable: dict[str, Path] = {}
-        folders: dict[str, _Folder] = {}
+        listings: dict[str, dict[str, Any]] = {}
         runs_root = str(book.run_dir("x").parent)
+        keys = quick_keys(book, infos, runs_root, f"{fingerprint}\0{chunking}")
         for info in infos:
-            built = build_run(
-                writer,
-                book,
-                info,
-                result,
-                fingerprint=fingerprint,
-                chunking=(chunk_records, chunk_bytes),
-                runs_root=runs_root,
-            )
+            built = _carried(writer, info, keys[info.id], runs_root, result) if not full else None
+            if built is None:
+                built = build_run(
+                    writer,
+                    book,
+                    info,
+                    result,
+                    fingerprint=fingerprint,
+                    chunking=chunking,
+                    runs_root=runs_root,
+                    quick=keys[info.id],
+                )
             if built is None:
                 continue
-            folders[info.id] = built.folder
             catalog_runs.append(built.catalog)
             if built.readable:
                 result.runs.append(info.id)
-                readable[info.id] = Path(built.folder.path)
+                readable[info.id] = built.path
+                listings[info.id] = built.listing
             if on_run is not None:
                 on_run(info, built)
         # what each readable run's listing says (a run with a link to a folder is looked at)
-        plain = {rid: folders[rid] for rid in readable if not folders[rid].odd}
+        plain = {rid: listing for rid, listing in listings.items() if not listing.get("odd")}
         paired_diffs = write_paired(
             writer.write_data,
             book,
             infos,
             readable,
-            writer.old.get("paired_diffs") if writer.old.get("fingerprint") == fingerprint else None,
+            writer.old.get("paired_diffs") if same_builder else None,
             result.warnings,
-            known_results={rid: sorted(f.evals_with("results.jsonl")) for rid, f in plain.items()},
+            known_results={rid: listing["results"] for rid, listing in plain.items()},
         )
-        paired = PairedTestCache(
-            writer.old.get("paired_tests") if writer.old.get("fingerprint") == fingerprint else None
-        )
-        compare = _compare(book, infos, readable, plain, paired, result.warnings)
+        paired = PairedTestCache(writer.old.get("paired_tests") if same_builder else None)
+        holders = {rid for rid, listing in plain.items() if listing["comparisons"]} | (set(readable) - set(plain))
+        compare = compare_payload(book, infos, readable, paired, result.warnings, holders=holders)
         writer.write_data("data/compare.js", "compare", compare)
-        from labledger.site.lineage import lineage_payload
-
-        try:
-            facts = {rid: writer.runs[rid]["lineage"] for rid in readable if "lineage" in writer.runs.get(rid, {})}
-            every = infos if runs is None and group is None else None  # (the whole ledger, listed)
-            writer.write_data(
-                "data/lineage.js", "lineage", lineage_payload(book, list(readable), infos=every, facts=facts)
-            )
-        except _UNREADABLE as exc:  # the lineage page says so; the rest of the site stands
-            result.warnings.append(f"the lineage page could not be built: {exc}")
-            writer.write_data("data/lineage.js", "lineage", {"nodes": [], "edges": [], "trajectory": []})
+        every = runs is None and group is None
+        lineage_key = _write_lineage(
+            writer, book, infos, readable, keys, result, fingerprint=fingerprint, every=every, full=full
+        )
         result.comparisons = {
             "tables": [t["suite"] for t in compare["tables"]],
             "documents": len(compare["comparisons"]),
             "groups": [g["group"] for g in compare["groups"]],
         }
-        writer.write_data("data/catalog.js", "catalog", catalog_payload(book, catalog_runs, result.comparisons))
-        writer.save({"fingerprint": fingerprint, "paired_tests": paired.new, "paired_diffs": paired_diffs})
+        catalog_cache = _write_catalog(
+            writer, book, catalog_runs, result.comparisons, fingerprint=fingerprint, chunk=catalog_chunk, full=full
+        )
+        writer.save(
+            {
+                "fingerprint": fingerprint,
+                "paired_tests": paired.new,
+                "paired_diffs": paired_diffs,
+                "catalog": catalog_cache,
+                "lineage": lineage_key,
+            }
+        )
         result.written = [out_path / rel for rel in writer.written]
         result.unchanged = len(writer.unchanged)
         result.removed = [out_path / rel for rel in writer.removed]
@@ -396,69 +466,111 @@ def build_site(
             book.close()
 
 
-def _compare(
+def _write_lineage(
+    writer: SiteWriter,
     book: Ledger,
     infos: list[RunInfo],
     readable: dict[str, Path],
-    plain: dict[str, _Folder],
-    paired: PairedTestCache,
-    warnings: list[str],
+    keys: dict[str, str],
+    result: SiteBuild,
+    *,
+    fingerprint: str,
+    every: bool,
+    full: bool,
+) -> str | None:
+    """Write ``data/lineage.js`` unless what it is made of is what the last build made it of (kept
+    then, unless ``full``): the site's runs and every run of the index (their quick keys and
+    signatures), the index's checkpoints and starting points, and the size and modification time of
+    each checkpoint file (the page marks a file changed since it was logged). Returns that key."""
+    from labledger.site.lineage import lineage_payload
+    from labledger.store.index import checkpoint_rows, init_rows
+
+    h = hashlib.sha256(f"{fingerprint}\0{every}\n".encode())
+    for info in infos:
+        sig = writer.runs.get(info.id, {}).get("sig") if info.id in readable else "-"
+        h.update(f"{info.id}\0{keys.get(info.id)}\0{sig}\n".encode())
+    runs_root = str(book.run_dir("x").parent)
+    for row in checkpoint_rows(book):
+        try:
+            st = os.stat(os.path.join(runs_root, row[0], row[2]))  # (a path inside the run, or absolute)
+            found: Any = (st.st_size, st.st_mtime_ns)
+        except (OSError, TypeError, ValueError):
+            found = None
+        h.update(f"{row!r}\0{found!r}\n".encode())
+    for start in init_rows(book):
+        h.update(f"{start!r}\n".encode())
+    key = h.hexdigest()
+    if not full and writer.old.get("lineage") == key and writer.carry(["data/lineage.js"]):
+        return key
+    try:
+        facts = {rid: writer.runs[rid]["lineage"] for rid in readable if "lineage" in writer.runs.get(rid, {})}
+        listed = infos if every else None  # (the whole ledger, listed)
+        writer.write_data(
+            "data/lineage.js", "lineage", lineage_payload(book, list(readable), infos=listed, facts=facts)
+        )
+    except _UNREADABLE as exc:  # the lineage page says so; the rest of the site stands
+        result.warnings.append(f"the lineage page could not be built: {exc}")
+        writer.write_data("data/lineage.js", "lineage", {"nodes": [], "edges": [], "trajectory": []})
+        return None
+    return key
+
+
+def _carried(writer: SiteWriter, info: RunInfo, quick: str, runs_root: str, result: SiteBuild) -> RunPages | None:
+    """The pages of a run carried over from the last build, its files trusted to be there, when the
+    run is not running and its quick key is the one recorded then; else None (it is looked at)."""
+    old = writer.old_runs.get(info.id)
+    if (
+        info.status == "running"
+        or not old
+        or old.get("quick") != quick
+        or "lineage" not in old
+        or "listing" not in old
+        or not writer.carry(old.get("outputs", []))
+    ):
+        return None
+    writer.runs[info.id] = old
+    result.skipped_runs.append(info.id)
+    path = info.dir if info.dir is not None else Path(runs_root, info.id)
+    return RunPages(old["catalog"], path, old["listing"], True, old.get("outputs", []))
+
+
+def _write_catalog(
+    writer: SiteWriter,
+    book: Ledger,
+    catalog_runs: list[dict[str, Any]],
+    comparisons: dict[str, Any],
+    *,
+    fingerprint: str,
+    chunk: int,
+    full: bool,
 ) -> dict[str, Any]:
-    """:func:`labledger.site.comparisons.compare_payload`, reading the comparison documents of
-    only the runs whose listing holds one (``plain``: the listings to trust) instead of looking
-    into the ``evals`` folder of every run."""
-    holders = {rid for rid, f in plain.items() if f.evals_with("comparison.json")}
-    holders |= set(readable) - set(plain)
-    return compare_payload(book, infos, readable, paired, warnings, holders=holders)
-
-
-def catalog_payload(book: Ledger, catalog_runs: list[dict[str, Any]], comparisons: dict[str, Any]) -> dict[str, Any]:
-    """``data/catalog.js``'s payload (packed) of the catalog entries ``catalog_runs`` (in the index's
-    order; each gains ``host`` and ``git_commit``) and the comparisons' summary ``comparisons``."""
-    query_fields = _query_fields(book, catalog_runs)
-    catalog = {
-        "ledger": book.root.resolve().name,
-        "runs": slim_entries(catalog_runs, query_fields),
-        "fields": query_fields,
-        "groups": sorted({r["group"] for r in catalog_runs if r["group"]}),
-        "tags": sorted({t for r in catalog_runs for t in r["tags"]}),
-        "comparisons": comparisons,
-        "labledger": _version(),
-    }
-    return pack_catalog(catalog)
-
-
-def _query_fields(book: Ledger, catalog_runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The index's queryable fields of the catalogued runs, for the catalog's filter box: field
-    names once and a row of values per run (null where a run has no such field); ``host`` and
-    ``git_commit`` are added to each catalog entry."""
-    found = index_fields(book, [r["id"] for r in catalog_runs])
-    rows: list[dict[str, Any]] = [{} for _ in catalog_runs]
-    names: dict[str, None] = {}
-    for i, entry in enumerate(catalog_runs):
-        indexed = found.get(entry["id"])
-        if indexed is None:
+    """Write the catalog's head and the chunks whose runs changed (a chunk whose runs have the quick
+    keys and signatures recorded with it, and whose file is there, is kept without being composed);
+    returns what the manifest keeps of it."""
+    old = writer.old.get("catalog") if writer.old.get("fingerprint") == fingerprint else None
+    old_keys = (old or {}).get("keys") or []
+    old_summaries = (old or {}).get("summaries") or []
+    keys: list[str | None] = []
+    for start, stop in chunk_bounds(len(catalog_runs), chunk):
+        h: Any = hashlib.sha256(f"{fingerprint}\0{chunk}".encode())
+        for entry in catalog_runs[start:stop]:
+            kept = writer.runs.get(entry["id"])
+            if kept is None or "unreadable" in entry:
+                h = None
+                break
+            h.update(f"{entry['id']}\0{kept.get('quick')}\0{kept.get('sig')}\n".encode())
+        keys.append(h.hexdigest() if h is not None else None)
+    kept_chunks: dict[int, dict[str, Any]] = {}
+    for k, key in enumerate(keys):
+        if key is None or k >= len(old_keys) or old_keys[k] != key or k >= len(old_summaries):
             continue
-        entry["host"], entry["git_commit"], rows[i] = indexed
-        names.update(dict.fromkeys(rows[i]))
-    order = sorted(names)
-    return {"names": order, "rows": [[row.get(n) for n in order] for row in rows]}
-
-
-def slim_entries(catalog_runs: list[dict[str, Any]], query_fields: dict[str, Any]) -> list[dict[str, Any]]:
-    """Catalog entries without ``last`` where the query fields carry ``scalars.<name>.last`` (the
-    page reads them there; at 10,000 runs the copy was a fifth of the catalog).
-
-    >>> slim_entries([{"id": "a", "last": {"loss": 0.2}}], {"names": ["scalars.loss.last"], "rows": [[0.2]]})
-    [{'id': 'a'}]
-    """
-    lasts = [i for i, n in enumerate(query_fields["names"]) if n.startswith("scalars.") and n.endswith(".last")]
-    out = []
-    for entry, row in zip(catalog_runs, query_fields["rows"]):
-        if entry.get("last") and any(row[i] is not None for i in lasts):
-            entry = {k: v for k, v in entry.items() if k != "last"}
-        out.append(entry)
-    return out
+        if (writer.keep if full else writer.carry)([chunk_path(k)]):
+            kept_chunks[k] = old_summaries[k]
+    catalog = catalog_files(book, catalog_runs, comparisons, chunk=chunk, kept=kept_chunks)
+    writer.write(HEAD, catalog.head)
+    for k, data in catalog.chunks.items():
+        writer.write(chunk_path(k), data)
+    return {"keys": keys, "summaries": catalog.summaries}
 
 
 def _short(reason: str, run_dir: Path) -> str:
@@ -467,21 +579,28 @@ def _short(reason: str, run_dir: Path) -> str:
     return reason.replace(str(run_dir) + os.sep, "").replace(str(run_dir), rel)
 
 
-def _version() -> str:
-    from labledger import __version__
-
-    return __version__
-
-
 @dataclass
 class RunPages:
-    """What :func:`build_run` made of one run: its catalog entry, its folder's listing, whether it
-    could be read (else the entry says why not), and the site files that hold its pages."""
+    """What :func:`build_run` made of one run: its catalog entry, its folder, what its folder's
+    listing says (:func:`_listing`), whether it could be read (else the entry says why not), and the
+    site files that hold its pages."""
 
     catalog: dict[str, Any]
-    folder: _Folder
+    path: Path
+    listing: dict[str, Any]
     readable: bool
     outputs: list[str]
+
+
+def _listing(folder: _Folder) -> dict[str, Any]:
+    """What the whole build needs of a run's listing (kept in the manifest with the run): the result
+    sets it holds (``evals/<name>/results.jsonl``), whether it holds a comparison document, and
+    whether it holds a link to a folder (then its listing is not the whole story)."""
+    return {
+        "results": sorted(folder.evals_with("results.jsonl")),
+        "comparisons": bool(folder.evals_with("comparison.json")),
+        "odd": folder.odd,
+    }
 
 
 def build_run(
@@ -493,12 +612,15 @@ def build_run(
     fingerprint: str | None = None,
     chunking: tuple[int, int] = (CHUNK_RECORDS, CHUNK_BYTES),
     runs_root: str | None = None,
+    quick: str | None = None,
 ) -> RunPages | None:
     """Write the pages of one run (``data/runs/<id>.js``, its evaluations, tests, batches, curves,
     diff side and images) with ``writer``: what :func:`build_site` does for each run, and what
-    ``labledger serve`` does for a run whose pages its build has not reached. A run that cannot be
-    read is left out (``result.warnings`` says why; its entry says ``unreadable``); None for a run
-    whose id cannot name a file."""
+    ``labledger serve`` does for a run whose pages its build has not reached. The run's folder is
+    listed; a run whose listing and index row are those the last build recorded is not read again
+    (its files are checked to be there). A run that cannot be read is left out (``result.warnings``
+    says why; its entry says ``unreadable``); None for a run whose id cannot name a file. ``quick``:
+    the run's :func:`quick_keys` key, recorded with it."""
     if not _safe_name(info.id):
         result.warnings.append(f"run id {info.id!r} is not a safe file name; left out")
         return None
@@ -511,12 +633,13 @@ def build_run(
     if "run.json" not in folder.names():
         reason = f"its folder {run_dir} is missing or has no run.json"
         result.warnings.append(f"run {info.id} ({info.name}) is in the index but {reason}; left out")
-        return RunPages({**run_basics(info), "unreadable": _short(reason, run_dir)}, folder, False, [])
+        return RunPages({**run_basics(info), "unreadable": _short(reason, run_dir)}, run_dir, {}, False, [])
     mark = writer.mark()
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", DamagedLineWarning)
             entry = _build_run(writer, book, info, folder, fingerprint, chunking, result)
+            entry["quick"], entry["listing"] = quick, _listing(folder)
         for w in caught:  # a damaged line is skipped, the run is built, and the build says where
             if issubclass(w.category, DamagedLineWarning):
                 result.warnings.append(f"run {info.id} ({info.name}): {w.message}")
@@ -529,8 +652,8 @@ def build_run(
         writer.runs.pop(info.id, None)
         if info.id in result.rebuilt_runs:
             result.rebuilt_runs.remove(info.id)
-        return RunPages({**run_basics(info), "unreadable": _short(reason, run_dir)}, folder, False, [])
-    return RunPages(entry["catalog"], folder, True, list(entry.get("outputs", [])))
+        return RunPages({**run_basics(info), "unreadable": _short(reason, run_dir)}, run_dir, {}, False, [])
+    return RunPages(entry["catalog"], run_dir, entry["listing"], True, list(entry.get("outputs", [])))
 
 
 def _build_run(

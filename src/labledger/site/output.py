@@ -115,7 +115,8 @@ def unpack_payload(payload: Any) -> Any:
 def load_data_file(path: str | os.PathLike[str]) -> tuple[str, Any]:
     """Read a data file written by :func:`js_assignment` back into ``(key, payload)`` (a packed
     payload is unpacked, :func:`packed_json`; a packed catalog comes back in its list-of-objects form,
-    :func:`labledger.site.packing.unpack_catalog`).
+    :func:`labledger.site.packing.unpack_catalog`, a catalog's head with the runs of its chunks, read
+    from the folder ``catalog/`` beside it: :func:`labledger.site.packing.join_catalog`).
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.js"
@@ -130,9 +131,15 @@ def load_data_file(path: str | os.PathLike[str]) -> tuple[str, Any]:
     end = rest.index(b"]=")
     key, payload = orjson.loads(rest[:end]), unpack_payload(orjson.loads(rest[end + 2 :]))
     if key == "catalog" and isinstance(payload, dict) and payload.get("packed"):
-        from labledger.site.packing import unpack_catalog
+        from labledger.site.packing import join_catalog
 
-        payload = unpack_catalog(payload)
+        chunks = []
+        for k in range(len(payload.get("chunks") or ())):
+            chunk_key, chunk = load_data_file(Path(path).parent / "catalog" / f"{k}.js")
+            if chunk_key != f"catalog/{k}":
+                raise SiteError(f"{path}: catalog chunk {k} holds {chunk_key!r}")
+            chunks.append(chunk)
+        payload = join_catalog(payload, chunks)
     return key, payload
 
 
@@ -314,6 +321,23 @@ class SiteWriter:
         for rel, entry in entries.items():
             self._produce(rel, entry)
         self.unchanged.extend(entries)
+        return True
+
+    def carry(self, rels: Iterable[str]) -> bool:
+        """Carry files of an unchanged run over from the last build without looking at them (the
+        manifest is trusted: a rebuild that checks, :meth:`keep`, writes a removed file again);
+        False if the last build did not write one of them."""
+        old = self.old_files
+        try:
+            entries = [(rel, old[rel]) for rel in rels]
+        except KeyError:
+            return False
+        files, order = self.files, self._order
+        for rel, entry in entries:
+            if rel not in files:
+                order.append(rel)
+            files[rel] = entry
+        self.unchanged.extend(rel for rel, _ in entries)
         return True
 
     def _produce(self, rel: str, entry: dict[str, Any]) -> None:

@@ -197,3 +197,19 @@ def unpack_catalog(packed: dict[str, Any]) -> dict[str, Any]:
         "rows": [list(r) for r in zip(*columns)] if columns else [[] for _ in range(f["n"])],
     }
     return out
+
+
+def join_catalog(head: dict[str, Any], chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The whole catalog in its list-of-objects form (:func:`labledger.site.packing.unpack_catalog`)
+    from the head's payload and its chunks' payloads (oldest first): runs newest first, query fields
+    named by the head's ``names``."""
+    parts = [unpack_catalog(head), *(unpack_catalog(c) for c in reversed(chunks))]
+    names = head.get("names", parts[0]["fields"]["names"])
+    out = {k: v for k, v in parts[0].items() if k not in ("runs", "fields")}
+    out["runs"] = [r for p in parts for r in p["runs"]]
+    rows = []
+    for p in parts:
+        where = {n: j for j, n in enumerate(p["fields"]["names"])}
+        rows += [[row[where[n]] if n in where else None for n in names] for row in p["fields"]["rows"]]
+    out["fields"] = {"names": list(names), "rows": rows}
+    return out

@@ -588,7 +588,12 @@ interface LLFormat {
 }
 
 interface LLData {
+  /** The whole catalog: its head and every chunk. */
   catalog(): Promise<CatalogPayload>;
+  /** The catalog's head (labledger/site/catalog.py): the newest runs, packed, and what the first paint needs. */
+  catalogHead(): Promise<any>;
+  /** Chunk k of the catalog (0: the oldest runs), packed. */
+  catalogChunk(k: number): Promise<any>;
   compare(): Promise<ComparePayload>;
   lineage(): Promise<LineagePayload>;
   run(id: string): Promise<RunPayload>;
@@ -616,6 +621,12 @@ interface LLNamespace {
   load(key: string, src: string): Promise<any>;
   unpackColumn(col: PackedColumn, n: number): any[];
   unpackCatalog(cat: any): CatalogPayload;
+  /** Every query field name of a catalog (its head's names). */
+  catalogNames(head: any): string[];
+  /** A part of the catalog (the head's runs or a chunk), its fields laid out by `names`. */
+  catalogPart(payload: any, names: string[]): CatalogPayload;
+  /** The catalog of the head's fields and the runs of `parts` (newest first). */
+  joinCatalog(head: any, parts: CatalogPayload[]): CatalogPayload;
   /** A gzip-packed data payload ({"encoding": "gzip+base64", "data"}) decompressed; any other as it is. */
   unpack(key: string, payload: any): Promise<any>;
   /** A running run's page in labledger serve: where its following stands (run.js). */
@@ -666,6 +677,8 @@ interface LLNamespace {
   start(fn: () => unknown): void;
   typing(ev: Event): boolean;
   readyAt?: number;
+  /** When the catalog page had every chunk of the catalog in (catalog.js). */
+  catalogLoadedAt?: number;
   readyKeys?: string[];
   ema(values: (number | null | undefined)[], alpha: number): Num[];
   lineChart(opts: LineChartOptions): ChartFigure;

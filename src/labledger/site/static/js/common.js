@@ -270,15 +270,89 @@
     out.unpacked = true;
     return out;
   };
+  /** Every query field name of a catalog (its head's `names`; a catalog of one file: its own). */
+  LL.catalogNames = function (head) {
+    return head.names || (head.fields && head.fields.names) || [];
+  };
+  /**
+   * One part of the catalog (the head's newest runs, or a chunk: labledger/site/catalog.py) as the
+   * pages read it, its query fields laid out by `names` (fields.columns[j][i]: field names[j] of the
+   * part's run i; null where the part has no such field).
+   */
+  LL.catalogPart = function (payload, names) {
+    var part = LL.unpackCatalog(payload),
+      n = part.runs.length;
+    /** @type {Record<string, any[]>} */
+    var own = {};
+    part.fields.names.forEach(function (/** @type {string} */ name, /** @type {number} */ j) {
+      own[name] = part.fields.columns[j];
+    });
+    return {
+      runs: part.runs,
+      fields: {
+        names: names,
+        columns: names.map(function (name) {
+          return own[name] || new Array(n).fill(null);
+        }),
+      },
+    };
+  };
+  /** The catalog of the head's fields and the runs of `parts` (LL.catalogPart's, newest first). */
+  LL.joinCatalog = function (head, parts) {
+    /** @type {any} */
+    var out = {},
+      k;
+    for (k in head)
+      if (Object.prototype.hasOwnProperty.call(head, k) && k !== "runs" && k !== "fields" && k !== "packed")
+        out[k] = head[k];
+    var names = LL.catalogNames(head);
+    out.runs = [].concat.apply(
+      [],
+      parts.map(function (p) {
+        return p.runs;
+      })
+    );
+    out.fields = {
+      names: names,
+      columns: names.map(function (/** @type {string} */ _, /** @type {number} */ j) {
+        return [].concat.apply(
+          [],
+          parts.map(function (p) {
+            return p.fields.columns[j];
+          })
+        );
+      }),
+    };
+    out.unpacked = true;
+    return out;
+  };
   /** @type {Promise<any> | null} */
   var catalogPromise = null;
   LL.data = {
+    /** The whole catalog: its head and every chunk. */
     catalog: function () {
       if (!catalogPromise)
-        catalogPromise = LL.load("catalog", "data/catalog.js").then(function (cat) {
-          return LL.unpackCatalog(cat);
+        catalogPromise = LL.data.catalogHead().then(function (head) {
+          var loads = [];
+          for (var k = (head.chunks || []).length - 1; k >= 0; k--) loads.push(LL.data.catalogChunk(k));
+          return Promise.all(loads).then(function (chunks) {
+            var names = LL.catalogNames(head);
+            var parts = [LL.catalogPart(head, names)].concat(
+              chunks.map(function (c) {
+                return LL.catalogPart(c, names);
+              })
+            );
+            return LL.joinCatalog(head, parts);
+          });
         });
       return catalogPromise;
+    },
+    catalogHead: function () {
+      return LL.load("catalog", "data/catalog.js");
+    },
+    catalogChunk: function (k) {
+      if (!(k >= 0 && k === Math.floor(k))) throw new Error("bad catalog chunk");
+      return LL.load("catalog/" + k, "data/catalog/" + k + ".js");
     },
     compare: function () {
       return LL.load("compare", "data/compare.js");
