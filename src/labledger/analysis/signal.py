@@ -20,7 +20,7 @@ Given result sets of the same items at successive checkpoints (in training order
 ...          for t, p in (("easy", 0.5 + 0.1 * k), ("flat", 0.6)) for i in range(300)] for k in range(4)]
 >>> doc = checkpoint_signal(sets, resamples=200)
 >>> [(t["task"], t["snr"] > 1, t["monotonicity"]["tau"]) for t in doc["tasks"]]
-[('easy', True, 1.0), ('flat', False, -0.3333333333333333)]
+[('easy', True, 1.0), ('flat', False, 0.3333333333333334)]
 """
 
 from __future__ import annotations
