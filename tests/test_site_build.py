@@ -795,3 +795,21 @@ def test_a_damaged_run_is_left_out_and_the_others_are_built(tmp_path, damage):
     manifest = json.loads((out / MANIFEST).read_bytes())
     assert all(ids["alpha"] not in rel for rel in manifest["files"])
     assert ids["alpha"] not in manifest["runs"]
+
+
+def test_a_change_to_what_pages_are_computed_with_rebuilds_them(tmp_path, monkeypatch):
+    """The builder's fingerprint covers labledger's code, not only the site package: a changed
+    evaluation (analysis/), metric or reader gives another fingerprint, so a rebuild remakes every
+    page instead of keeping what the earlier code computed."""
+    import shutil
+
+    from labledger.site import build as B
+
+    copy = tmp_path / "labledger"
+    shutil.copytree(B.PACKAGE.parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(B, "PACKAGE", copy / "site")
+    before = B.builder_fingerprint()
+    assert B.builder_fingerprint() == before
+    target = copy / "analysis" / "harness.py"
+    target.write_text(target.read_text() + "\n# changed\n")
+    assert B.builder_fingerprint() != before

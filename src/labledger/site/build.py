@@ -50,7 +50,6 @@ from labledger.store.run import check_name
 from labledger.store.view import RunView
 
 PACKAGE = Path(__file__).resolve().parent
-SCHEMA = PACKAGE.parent / "schema"
 STATIC = PACKAGE / "static"
 TEMPLATES = PACKAGE / "templates"
 
@@ -113,15 +112,17 @@ class SiteBuild:
 
 
 def builder_fingerprint() -> str:
-    """A hash of the builder's code, templates and static files, of the schema the data dictionary
-    page is made from, and of the version the pages show: a new builder rebuilds all."""
+    """A hash of labledger's code (the builder, its templates and static files, and what the pages
+    are computed with: the evaluation, the metrics, the readers, the schema the data dictionary page
+    is made from) and of the version the pages show: a changed labledger rebuilds all, so no page
+    keeps what an earlier one computed."""
     from labledger import __version__
 
     h = hashlib.sha256(f"format {FORMAT} {__version__}".encode())
-    for root in (PACKAGE, SCHEMA):
-        for path in sorted(root.rglob("*")):
-            if path.is_file() and path.suffix in (".py", ".html", ".js", ".css") and "__pycache__" not in path.parts:
-                h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    root = PACKAGE.parent
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".html", ".js", ".css") and "__pycache__" not in path.parts:
+            h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 
