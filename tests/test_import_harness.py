@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from harness_process import OFFLINE, RUNS
 
 from labledger import open_ledger
 from labledger.analysis.evaluation import compare, evaluate
@@ -27,19 +28,10 @@ from labledger.cli import main
 from labledger.errors import ComparisonError, ImportSourceError, RecordError
 from labledger.importers import detect_format, import_path
 
-RUNS = Path(__file__).parent / "harness_runs"
 # The session fixture runs four real harnesses side by side (~1-2 min on 2 cores); its setup counts
 # against the first test's timeout, so the module gets the fixture's own 600 s bound, not 120 s.
 pytestmark = pytest.mark.timeout(600)
 HELM = Path(__file__).parent / "fixtures" / "helm"
-OFFLINE = {
-    "HF_HUB_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_EVALUATE_OFFLINE": "1",
-    "INSPECT_DISPLAY": "none",
-    "NO_COLOR": "1",
-}
 
 
 def _installed(module: str) -> bool:
