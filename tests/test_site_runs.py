@@ -358,7 +358,7 @@ def test_ten_thousand_run_catalog_opens_without_errors(browser, tmp_path):
         page.locator("#where").fill("config.lr < 1e-3 and config.opt = 'adam'")
         page.locator("#where").press("Enter")
         expected = sum(1 for i, r in enumerate(rows) if r[0] < 1e-3 and r[1] == "adam")
-        assert page.locator(".controls .muted[aria-live]").inner_text().startswith(f"{expected} of 10000")
+        assert page.locator(".controls .muted[aria-live]").inner_text().startswith(f"{expected:,} of 10,000")
         page.locator(".vtable-box").evaluate("el => el.scrollTop = el.scrollHeight")
         page.wait_for_timeout(100)
         assert page.locator("table.runs tbody tr").count() < 100

@@ -78,7 +78,7 @@
       h(
         "p",
         { class: "sub" },
-        total + " run" + (total === 1 ? "" : "s") + " from ledger ",
+        LL.fmt.num(total) + " run" + (total === 1 ? "" : "s") + " from ledger ",
         h("code", null, cat.ledger || ""),
         ". Click a run for its curves, microbatches and evaluations."
       )
@@ -422,7 +422,11 @@
     }
     function counted(/** @type {number} */ shown) {
       count.textContent =
-        shown + " of " + runs.length + " shown" + (complete ? "" : ", of " + total + " runs (loading)");
+        LL.fmt.num(shown) +
+        " of " +
+        LL.fmt.num(runs.length) +
+        " shown" +
+        (complete ? "" : ", of " + LL.fmt.num(total) + " runs (loading)");
       progress.hidden = complete;
       progress.textContent = complete
         ? ""
