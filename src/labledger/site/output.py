@@ -171,6 +171,8 @@ class SiteWriter:
         self.removed: list[str] = []
         self.bytes_written = 0
         self._building = False
+        #: Folders this writer made or found (one ``mkdir`` each, not one per file written in it).
+        self._folders: set[Path] = set()
 
     # -- manifest -------------------------------------------------------------------------------
     def _read_manifest(self) -> dict[str, Any]:
@@ -273,6 +275,11 @@ class SiteWriter:
         except (FileNotFoundError, NotADirectoryError):
             return False
 
+    def _folder(self, folder: Path) -> None:
+        if folder not in self._folders:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._folders.add(folder)
+
     def write(self, rel: str, data: bytes) -> bool:
         """Write ``data`` to ``out/rel`` unless the same bytes are already there. True if written."""
         entry = {"sha256": sha256_bytes(data), "size": len(data)}
@@ -282,7 +289,7 @@ class SiteWriter:
             return False
         self.begin()
         path = self.out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._folder(path.parent)
         atomic_write(path, data, fsync=False)
         self.written.append(rel)
         self.bytes_written += len(data)
@@ -302,7 +309,7 @@ class SiteWriter:
             return False
         self.begin()
         path = self.out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._folder(path.parent)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         shutil.copyfile(src, tmp)
         os.replace(tmp, path)
