@@ -87,13 +87,7 @@ class ObjectStore:
 
     def put_chunk(self, data: bytes, sha: str) -> None:
         """Upload one chunk as ``chunks/<sha256>`` (S3 checks ``ChecksumSHA256`` on arrival)."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        checksum = base64.b64encode(bytes.fromhex(sha)).decode()
-        try:
-            self.client.put_object(Bucket=self.bucket, Key=self.key("chunks", sha), Body=data, ChecksumSHA256=checksum)
-        except (BotoCoreError, ClientError) as exc:
-            raise self.fail(f"upload of chunk {sha[:12]}", exc) from None
+        self.put_bytes(self.key("chunks", sha), data, sha=sha, what=f"upload of chunk {sha[:12]}")
 
     def get(self, key: str) -> bytes | None:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -111,15 +105,17 @@ class ObjectStore:
     def put_json(self, key: str, doc: Any) -> None:
         self.put_bytes(key, orjson.dumps(doc))
 
-    def put_bytes(self, key: str, data: bytes) -> None:
-        """Upload ``data`` as the object ``key`` (S3 checks its ``ChecksumSHA256`` on arrival)."""
+    def put_bytes(self, key: str, data: bytes, *, sha: str | None = None, what: str | None = None) -> None:
+        """Upload ``data`` as the object ``key``; S3 checks its ``ChecksumSHA256`` on arrival (``sha``:
+        the data's sha256 in hex when known). ``what`` names the upload in the error."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        checksum = base64.b64encode(hashlib.sha256(data).digest()).decode()
+        digest = bytes.fromhex(sha) if sha is not None else hashlib.sha256(data).digest()
+        checksum = base64.b64encode(digest).decode()
         try:
             self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ChecksumSHA256=checksum)
         except (BotoCoreError, ClientError) as exc:
-            raise self.fail(f"upload of {key}", exc) from None
+            raise self.fail(what or f"upload of {key}", exc) from None
 
     def delete_keys(self, keys: list[str]) -> None:
         """Delete the objects ``keys`` (1,000 a request); a key that is not there is no error."""
@@ -138,14 +134,8 @@ class ObjectStore:
 
     def put_tail(self, run_id: str, data: bytes, sha: str) -> str:
         """Upload the short last chunk of a record file under the run; return its key."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         key = self.key("runs", run_id, "tails", sha)
-        checksum = base64.b64encode(bytes.fromhex(sha)).decode()
-        try:
-            self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ChecksumSHA256=checksum)
-        except (BotoCoreError, ClientError) as exc:
-            raise self.fail(f"upload of the last chunk {sha[:12]} of run {run_id}", exc) from None
+        self.put_bytes(key, data, sha=sha, what=f"upload of the last chunk {sha[:12]} of run {run_id}")
         return key
 
     def drop_tails(self, keys: set[str]) -> None:
