@@ -33,6 +33,7 @@ from labledger.analysis.threads import chunk_map
 from labledger.metrics.analytic import analytic_interval as _analytic_interval
 from labledger.metrics.analytic import influence, paired_analytic, use_analytic
 from labledger.metrics.prepared import MeanPrepared, Prepared, TablePrepared
+from labledger.metrics.registry import clip_to_range
 from labledger.metrics.resample import (
     Interval,
     PairedResult,
@@ -92,6 +93,8 @@ def value_interval(
     """(interval, bootstrap draws or None, resamples used) of one metric on its items."""
     if resamples and use_analytic(prep, groups):
         iv = _analytic_interval(prep, ci=ci, groups=groups)
+        if iv is not None and not isinstance(iv, dict):
+            iv.low, iv.high, _ = clip_to_range(prep.metric, iv.low, iv.high)
         if iv is not None:
             return iv, None, resamples
     used = resamples_for(prep, resamples, groups, budget=budget)
@@ -215,7 +218,30 @@ def value_notes(
     prep: Prepared, iv: Interval, groups: np.ndarray | None, ci: float, draws: np.ndarray | None = None
 ) -> dict[str, Any]:
     """:func:`interval_notes` for one value, after the BCa upgrade of a non-mean bootstrap interval
-    below :data:`BCA_BELOW` units and from 5 clusters (it covers better there in bench/stats_coverage.py)."""
+    below :data:`BCA_BELOW` units and from 5 clusters (it covers better there in bench/stats_coverage.py).
+    The analytic interval beside it is kept inside the values the metric can take (a t interval of a
+    cluster-robust SE is symmetric; accuracy is not: :func:`~labledger.metrics.registry.clip_to_range`).
+
+    >>> from labledger.metrics import prepare
+    >>> gold = [1] * 60
+    >>> prep = prepare("accuracy", gold=gold, pred=[0 if i == 3 else 1 for i in range(60)])
+    >>> groups = np.repeat(np.arange(6), 10)
+    >>> iv, _, _ = value_interval(prep, ci=0.95, resamples=200, seed=0, groups=groups)
+    >>> value_notes(prep, iv, groups, 0.95)["analytic"].high
+    1.0
+    """
+    out = _value_notes(prep, iv, groups, ci, draws)
+    an = out.get("analytic")
+    if an is not None:
+        low, high, clipped = clip_to_range(prep.metric, an.low, an.high)
+        if clipped:
+            out["analytic"] = msgspec.structs.replace(an, low=low, high=high)
+    return out
+
+
+def _value_notes(
+    prep: Prepared, iv: Interval, groups: np.ndarray | None, ci: float, draws: np.ndarray | None
+) -> dict[str, Any]:
     if groups is None and prep.metric == "accuracy" and isinstance(prep, TablePrepared) and prep.columns is None:
         # the Wilson interval of its correct items, from the count table's diagonal: the per-item
         # correctness (the cells and a 0/1 float per item) is never made
