@@ -239,6 +239,7 @@ def child(case: str, source: str, out: str) -> dict:
         files = sorted(Path(source).rglob("run-*.wandb"))
         histories = [read_wandb_file(f).history for f in files]
         elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - c0
         points = sum(1 for h in histories for row in h for k in row if not k.startswith("_"))
         records, stored = None, None
     elif case == "trackio-get-logs":
