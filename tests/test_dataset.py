@@ -401,3 +401,43 @@ def test_serve_with_s3_artifacts_publishes_each_synced_run_that_ended(tmp_path, 
 
     _check_against_api(book, {k: d.to_table() for k, d in kind_datasets(url).items()}, ids)
     book.close()
+
+
+def test_a_run_finished_through_the_api_of_an_s3_server_is_published_and_a_deleted_one_removed(tmp_path, s3):
+    from starlette.testclient import TestClient
+
+    from labledger.server import create_app
+
+    token = "dataset-api-token-0123456789abcdef"
+    auth = {"Authorization": f"Bearer {token}"}
+    url = "s3://runs/api-dataset"
+    root = tmp_path / "server"
+    app = create_app(root, uploads_dir=tmp_path / "up", token=token, artifacts=url, site_refresh=0.0)
+    store = ObjectStore(url)
+
+    def keys(run_id: str) -> list[str]:
+        found = store.client.list_objects_v2(Bucket="runs", Prefix="api-dataset/dataset/")
+        return sorted(o["Key"] for o in found.get("Contents", []) if f"/run={run_id}/" in o["Key"])
+
+    with TestClient(app) as c:
+        run = c.post("/api/runs", json={"name": "remote", "config": {"lr": 0.01}}, headers=auth).json()["run"]
+        r = c.post(
+            f"/api/runs/{run['id']}/scalars", json=[{"step": 1, "loss": 0.9}, {"step": 2, "loss": 0.5}], headers=auth
+        )
+        assert r.status_code == 200, r.text
+        assert keys(run["id"]) == []  # running: not published
+        r = c.post(f"/api/runs/{run['id']}/finish", json={}, headers=auth)
+        assert r.status_code == 200, r.text
+        written = keys(run["id"])
+        assert r.json()["dataset"] == {"files": len(written)}
+        assert f"api-dataset/dataset/kind=runs/run={run['id']}/part-0.parquet" in written
+        assert f"api-dataset/dataset/kind=scalars/run={run['id']}/part-0.parquet" in written
+        from labledger.store.dataset_query import kind_datasets
+
+        scalars = kind_datasets(url)["scalars"].to_table().to_pylist()
+        assert sorted((s["step"], s["key"], s["value"]) for s in scalars if s["run"] == run["id"]) == [
+            (1, "loss", 0.9),
+            (2, "loss", 0.5),
+        ]
+        assert c.delete(f"/api/runs/{run['id']}", headers=auth).status_code == 200
+        assert keys(run["id"]) == []

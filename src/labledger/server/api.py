@@ -20,6 +20,12 @@ Writes (``Authorization: Bearer <token>``)::
     POST /api/runs/{id}/history               JSON list or JSON lines of objects
     POST /api/runs/{id}/notes                 {"text": "..."}
     POST /api/runs/{id}/finish                {"status": "finished" | "failed" | "killed", "error": ...}
+    DELETE /api/runs/{run}                    to the ledger's trash, as ``labledger rm``
+
+With ``--artifacts s3://bucket/prefix`` a run that finishes through the API gets its files of the open
+dataset (``labledger query``, ``docs/query.md``) as a synced run does: the answer's ``dataset``
+says how many were written, or why none was (the run has finished either way); a deleted run's
+files are removed.
 
 Records are validated with the library's own checks (:func:`labledger.inputs.records.validate_batch`,
 ``clean_scalars``) before anything is written: a bad record answers 400 naming the record
@@ -28,6 +34,7 @@ Records are validated with the library's own checks (:func:`labledger.inputs.rec
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import orjson
@@ -35,7 +42,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from labledger.errors import RecordError
+from labledger.errors import LedgerError, RecordError
 from labledger.inputs.records import clean_scalars, validate_batch
 from labledger.schema import STORED_KINDS, NewerDocumentError, decode
 from labledger.server.context import OpenRun, ServerContext
@@ -43,6 +50,8 @@ from labledger.server.envelope import ApiError, JSONResponse, dumps, ok
 from labledger.store.jsonl import read_json
 from labledger.store.ledger import RUN_STATUSES
 from labledger.store.run import Run, check_name
+
+log = logging.getLogger("labledger.server")
 
 #: Record kinds readable page by page: file, default page size, largest page.
 RECORD_KINDS = {
@@ -290,6 +299,7 @@ async def delete_run(request: Request) -> Response:
             if run_id in ctx.open_runs:
                 raise ApiError(409, f"run {run_id} is running on this server; finish it before removing it")
         entry = book.delete_run(run_id)
+        ctx.unpublish(run_id)
         return {
             "run": {"id": entry.id, "name": entry.name, "status": entry.status},
             **({"note": note} if note else {}),
@@ -628,4 +638,13 @@ async def finish_run(request: Request) -> Response:
                     entry.ledger.close()
             return {"id": run.id, "status": run.status, "ended": run.meta["ended"]}
 
-    return ok({"run": await run_in_threadpool(work)})
+    done = await run_in_threadpool(work)
+    body: dict[str, Any] = {"run": done}
+    if ctx.objects is not None:  # the ended run's files of the open dataset (#46), as a sync's are
+        try:
+            body["dataset"] = {"files": await run_in_threadpool(ctx.publish, done["id"])}
+        except (ApiError, LedgerError) as exc:  # the run has ended all the same: say what was not written
+            message = exc.message if isinstance(exc, ApiError) else str(exc)
+            log.warning("run %s ended but its dataset files were not written: %s", done["id"], message)
+            body["dataset"] = {"files": 0, "error": ctx.redact(message)}
+    return ok(body)

@@ -123,6 +123,31 @@ class ServerContext:
                     book.close()
             self._ledgers.clear()
 
+    # -- the open dataset (#46) -----------------------------------------------------------------
+    def publish(self, run_id: str, tables: dict[str, Any] | None = None) -> int:
+        """Write an ended run's files of the open dataset to this server's object store and return
+        how many were written (0 without an object store, or for a run still running).
+
+        ``tables``: the run's index rows as a sync sends them (default: read from the index). A run
+        whose files cannot be made from its records (a record file that does not parse) is a 400
+        naming it; a store that refuses the write raises its ``StorageError`` (a 507)."""
+        if self.objects is None:
+            return 0
+        from labledger.errors import RecordError
+        from labledger.store.dataset import StoreSink, publish_run
+
+        try:
+            return len(publish_run(self.ledger(), run_id, StoreSink(self.objects), tables))
+        except RecordError as exc:
+            raise ApiError(400, f"run {run_id}: its dataset files cannot be made: {exc}") from None
+
+    def unpublish(self, run_id: str) -> None:
+        """Remove a run's files of the open dataset from this server's object store (if it has one)."""
+        if self.objects is not None:
+            from labledger.store.dataset import StoreSink
+
+            StoreSink(self.objects).drop_run(run_id)
+
     # -- tokens ---------------------------------------------------------------------------------
     def _presented(self, request: Request, *, cookie: bool) -> str | None:
         auth = request.headers.get("authorization")
