@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """The runs as an open dataset (issue 46, item 3): sync N runs to a real S3-protocol server (moto on
-127.0.0.1), then query the bucket with DuckDB, and check the answers against the ledger.
+127.0.0.1, in its own process), then query the bucket with DuckDB, and check the answers against the ledger.
 
 Each run is logged for real (``start_run``: 200 steps of 3 scalars, a result set of 100 rows, a
 stored evaluation), then ``labledger sync --to s3://...`` (``sync_to_objects``) copies the runs and
@@ -14,6 +14,7 @@ queries, each timed (wall, and CPU of this process: DuckDB and pyarrow run here)
 
     python bench/dataset.py                 # 1,000 runs
     python bench/dataset.py --runs 200
+    python bench/dataset.py --runs 200 --rtt-ms 20     # a store 20 ms away (a relay delays each way)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import argparse
 import importlib.resources
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -70,26 +72,74 @@ def make_runs(root: Path, n: int) -> None:
     book.close()
 
 
+#: A TCP relay that holds each piece of data for half the round trip in each direction: an object
+#: store at a network's distance (``--rtt-ms``), where moto on loopback answers in microseconds.
+RELAY = """
+import asyncio, sys
+listen, target, half = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]) / 2000
+
+async def pipe(reader, writer):
+    loop = asyncio.get_running_loop()
+    try:
+        while data := await reader.read(1 << 16):
+            due = loop.time() + half
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, asyncio.CancelledError):
+        pass
+    finally:
+        writer.close()
+
+async def client(reader, writer):
+    up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target)
+    await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+async def main():
+    server = await asyncio.start_server(client, "127.0.0.1", listen)
+    async with server:
+        await server.serve_forever()
+
+asyncio.run(main())
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int) -> None:
+    for _ in range(300):  # bounded: 30 s
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise SystemExit(f"nothing listens on 127.0.0.1:{port} after 30 s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--dir", default=None, help="where the ledger goes (default: a temporary folder, removed)")
+    ap.add_argument("--rtt-ms", type=float, default=0.0, help="a network round trip to the store (a relay adds it)")
     args = ap.parse_args()
-    import logging
-
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
-
     import labledger
     from labledger.store.dataset_query import run_query
     from labledger.store.objects import sync_to_objects
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    # moto in its own process, as an object store is: this process's CPU is labledger's alone
+    port = moto_port = free_port()
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    children = [subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], **quiet)]
+    wait_port(port)
+    if args.rtt_ms:
+        port = free_port()
+        children.append(
+            subprocess.Popen([sys.executable, "-c", RELAY, str(port), str(moto_port), str(args.rtt_ms)], **quiet)
+        )
+        wait_port(port)
     os.environ.update(
         AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}",
         AWS_ACCESS_KEY_ID="bench",
@@ -120,7 +170,7 @@ def main() -> None:
             )
         )
         print(
-            f"{args.runs:,} runs logged in {t_make:.1f} s; load {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores\n"
+            f"{args.runs:,} runs logged in {t_make:.1f} s; store round trip +{args.rtt_ms:g} ms; load {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores\n"
             f"sync to moto: {t1:.1f} s wall, {c1:.1f} s CPU ({first.datasets_written:,} runs' Parquet, "
             f"{first.dataset_bytes / 2**20:.1f} MiB; {first.chunks_sent:,} chunks)\n"
             f"sync again (nothing changed): {t2:.2f} s wall, {c2:.2f} s CPU ({second.datasets_written} Parquet written)\n"
@@ -153,7 +203,9 @@ def main() -> None:
             f"DuckDB httpfs read_parquet over the bucket: {t_h:.2f} s wall, {c_h:.2f} s CPU (same runs: {[r[0] for r in rows] == want})"
         )
     finally:
-        server.stop()
+        for child in children:
+            child.terminate()
+            child.wait(timeout=30)
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)
 

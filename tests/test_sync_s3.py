@@ -308,3 +308,24 @@ def test_a_store_that_fails_is_shipped_to_at_the_next_sync(tmp_path, s3):
         _stored_equals_local(ObjectStore(url), local, [run.id])
     finally:
         srv.stop()
+
+
+def test_a_direct_sync_of_many_runs_that_fails_raises_the_stores_error_and_the_next_one_sends_them_all(tmp_path, s3):
+    import boto3
+
+    from labledger.store import objects
+
+    local = tmp_path / "local"
+    ids = []
+    for i in range(objects.SYNC_THREADS * 2 + 1):  # more runs than run at once
+        with labledger.start_run(f"r{i}", ledger=local) as run:
+            run.log(1, loss=0.5 + i)
+        ids.append(run.id)
+    url = "s3://direct-later/p"  # not there yet: every upload fails
+    with pytest.raises(StorageError, match="direct-later"):
+        sync_to_objects(local, url)
+    boto3.client("s3").create_bucket(Bucket="direct-later")
+    report = sync_to_objects(local, url)
+    assert (report.runs, report.runs_sent, report.datasets_written) == (len(ids), len(ids), len(ids))
+    _stored_equals_local(ObjectStore(url), local, ids)
+    assert sync_to_objects(local, url).runs_sent == 0

@@ -390,6 +390,15 @@ def publish_run(
     the run's files had (what an earlier call returned), so that the sink need not look for them.
     A run that is still running is not published (its files, if any, are left as they are): ``{}``.
     """
+    files = dataset_files(book, run_id, tables)
+    if files:
+        sink.replace_run(run_id, files, previous)
+    return {rel: len(b) for rel, b in files.items()}
+
+
+def dataset_files(book: Ledger, run_id: str, tables: Mapping[str, Any] | None = None) -> dict[str, bytes]:
+    """The bytes of each of one run's files of the dataset, by path under the dataset's root
+    (``{}`` for a run still running): what :func:`publish_run` writes. ``tables`` as there."""
     if tables is None:
         from labledger.store.manifest import index_rows
 
@@ -397,9 +406,7 @@ def publish_run(
     rows = _table_rows(tables, "runs")
     if not rows or rows[0].get("status") == "running":
         return {}
-    files = {rel: parquet_bytes(t) for rel, t in run_tables(book, run_id, tables).items()}
-    sink.replace_run(run_id, files, previous)
-    return {rel: len(b) for rel, b in files.items()}
+    return {rel: parquet_bytes(t) for rel, t in run_tables(book, run_id, tables).items()}
 
 
 def stamp(parts: Any) -> str:

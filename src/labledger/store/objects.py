@@ -262,86 +262,117 @@ class ObjectSyncReport:
         }
 
 
+#: Runs that :func:`sync_to_objects` syncs at once. An object store answers each request after a
+#: network round trip, so the runs' requests overlap; the ledger is read by one thread at a time.
+SYNC_THREADS = 8
+
+
 def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, client: Any = None) -> ObjectSyncReport:
     """Copy runs of a local ledger to ``s3://bucket/prefix``: new chunks, then each run's manifest.
 
     An ended run also gets its files of the open dataset (``<prefix>/dataset/``, see
     :mod:`labledger.store.dataset`), written again only when its index rows or the sources of
-    those files changed (the manifest keeps a digest of them, ``"dataset"``). Incremental (a chunk the run's manifest already names is not sent), idempotent, and safe while a
-    run is written (record files up to their last complete line). The manifest is written last, so
-    a reader never sees a file whose chunks are not all there.
+    those files changed (the manifest keeps a digest of them, ``"dataset"``). Incremental (a chunk
+    the run's manifest already names is not sent), idempotent, and safe while a run is written
+    (record files up to their last complete line). The manifest is written last, so a reader never
+    sees a file whose chunks are not all there. Up to :data:`SYNC_THREADS` runs are synced at once;
+    a run that fails raises its error after the runs under way have finished, and no other run is
+    started (every run synced stays synced: the next sync sends the rest).
 
     >>> sync_to_objects(".labledger", "s3://lab-runs/team")   # doctest: +SKIP
     ObjectSyncReport(runs=3, runs_sent=1, chunks_sent=4, bytes_sent=2621440)
     """
-    from labledger.store.dataset import StoreSink, dataset_stamp, publish_run, source_files
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
     from labledger.store.ledger import Ledger
-    from labledger.store.manifest import APPEND_ONLY, complete_size, index_rows, run_files
 
     store = ObjectStore(url, client=client)
     book = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
     report = ObjectSyncReport()
+    lock = threading.Lock()
     try:
         infos = book.runs()
         if runs:
             wanted = {book.resolve(r) for r in runs}
             infos = [i for i in infos if i.id in wanted]
         report.runs = len(infos)
-        for info in infos:
-            run_dir = book.run_dir(info.id)
-            old = store.manifest(info.id) or {"files": {}}
-            known = shared_chunks(old)
-            old_tails = tails(old)
-            files: dict[str, Any] = {}
-            sent = 0
-            for rel in run_files(run_dir):
-                path = run_dir / rel
-                size = path.stat().st_size
-                if rel.endswith(".jsonl"):
-                    size = complete_size(path, size)
-                chunks: list[Any] = []
-                entry: dict[str, Any] = {"size": size, "chunks": chunks}
-                with open(path, "rb") as f:
-                    left = size
-                    while left > 0:
-                        data = f.read(min(CHUNK, left))
-                        if not data:
-                            break
-                        left -= len(data)
-                        sha = hashlib.sha256(data).hexdigest()
-                        chunks.append(sha)
-                        if rel in APPEND_ONLY and len(data) < CHUNK:  # a tail, superseded when the file grows
-                            entry["tail"] = store.key("runs", info.id, "tails", sha)
-                            if entry["tail"] in old_tails:
-                                continue
-                            store.put_tail(info.id, data, sha)
-                        elif sha in known:
-                            continue
-                        else:
-                            store.put_chunk(data, sha)
-                            known.add(sha)
-                        sent += 1
-                        report.bytes_sent += len(data)
-                files[rel] = entry
-            index = index_rows(book, info.id)
-            doc: dict[str, Any] = {"run": info.id, "files": files, "index": index}
-            if info.status != "running":  # the run's files of the open dataset (#46), when they changed
-                made = dataset_stamp(index, {rel: files.get(rel, {}).get("chunks") for rel in source_files(run_dir)})
-                written = old.get("dataset_files")
-                if old.get("dataset") != made:
-                    sizes = publish_run(book, info.id, StoreSink(store), index, previous=written)
-                    written = sorted(sizes)
-                    report.dataset_bytes += sum(sizes.values())
-                    report.datasets_written += 1
-                doc["dataset"], doc["dataset_files"] = made, written
-            if doc != {k: old.get(k) for k in doc}:
-                store.put_json(store.key("runs", info.id, "manifest.json"), doc)
-                store.drop_tails(old_tails - tails(doc))
-                report.runs_sent += 1
-            report.chunks_sent += sent
+        pool = ThreadPoolExecutor(SYNC_THREADS)
+        try:
+            for job in [pool.submit(_sync_run, store, book, lock, info) for info in infos]:
+                part = job.result()
+                report.runs_sent += part.runs_sent
+                report.chunks_sent += part.chunks_sent
+                report.bytes_sent += part.bytes_sent
+                report.datasets_written += part.datasets_written
+                report.dataset_bytes += part.dataset_bytes
+        finally:  # after an error: the runs not started are not started, those under way finish
+            pool.shutdown(cancel_futures=True)
     finally:
         if not isinstance(ledger, Ledger):
             book.close()
+    return report
+
+
+def _sync_run(store: ObjectStore, book: Any, lock: Any, info: Any) -> ObjectSyncReport:
+    """One run of :func:`sync_to_objects` (``lock`` held while ``book`` is read)."""
+    from labledger.store.dataset import StoreSink, dataset_files, dataset_stamp, source_files
+    from labledger.store.manifest import APPEND_ONLY, complete_size, index_rows, run_files
+
+    report = ObjectSyncReport()
+    run_dir = book.run_dir(info.id)
+    old = store.manifest(info.id) or {"files": {}}
+    known = shared_chunks(old)
+    old_tails = tails(old)
+    files: dict[str, Any] = {}
+    for rel in run_files(run_dir):
+        path = run_dir / rel
+        size = path.stat().st_size
+        if rel.endswith(".jsonl"):
+            size = complete_size(path, size)
+        chunks: list[Any] = []
+        entry: dict[str, Any] = {"size": size, "chunks": chunks}
+        with open(path, "rb") as f:
+            left = size
+            while left > 0:
+                data = f.read(min(CHUNK, left))
+                if not data:
+                    break
+                left -= len(data)
+                sha = hashlib.sha256(data).hexdigest()
+                chunks.append(sha)
+                if rel in APPEND_ONLY and len(data) < CHUNK:  # a tail, superseded when the file grows
+                    entry["tail"] = store.key("runs", info.id, "tails", sha)
+                    if entry["tail"] in old_tails:
+                        continue
+                    store.put_tail(info.id, data, sha)
+                elif sha in known:
+                    continue
+                else:
+                    store.put_chunk(data, sha)
+                    known.add(sha)
+                report.chunks_sent += 1
+                report.bytes_sent += len(data)
+        files[rel] = entry
+    with lock:
+        index = index_rows(book, info.id)
+    doc: dict[str, Any] = {"run": info.id, "files": files, "index": index}
+    if info.status != "running":  # the run's files of the open dataset (#46), when they changed
+        made = dataset_stamp(index, {rel: files.get(rel, {}).get("chunks") for rel in source_files(run_dir)})
+        written = old.get("dataset_files")
+        if old.get("dataset") != made:
+            with lock:
+                parts = dataset_files(book, info.id, index)
+            if parts:
+                StoreSink(store).replace_run(info.id, parts, written)
+            written = sorted(parts)
+            report.dataset_bytes += sum(len(b) for b in parts.values())
+            report.datasets_written += 1
+        doc["dataset"], doc["dataset_files"] = made, written
+    if doc != {k: old.get(k) for k in doc}:
+        store.put_json(store.key("runs", info.id, "manifest.json"), doc)
+        store.drop_tails(old_tails - tails(doc))
+        report.runs_sent += 1
     return report
 
 
