@@ -5,6 +5,7 @@ bucket, ``runs``."""
 
 from __future__ import annotations
 
+import importlib.resources
 import os
 
 import pytest
@@ -36,3 +37,21 @@ def s3(tmp_path_factory):
             else:
                 os.environ[k] = v
         server.stop()
+
+
+def duckdb_with_httpfs(env: dict[str, str]):
+    """A DuckDB connection with DuckDB's own httpfs extension loaded from its PyPI package (no
+    network), pointed at the moto endpoint."""
+    duckdb = pytest.importorskip("duckdb")
+    pkg = pytest.importorskip("duckdb_extension_httpfs", reason='needs duckdb-extension-httpfs (in ".[dev]")')
+    path = importlib.resources.files(pkg) / "extensions" / f"v{duckdb.__version__}" / "httpfs.duckdb_extension"
+    assert path.is_file(), f"duckdb-extension-httpfs has no build for duckdb {duckdb.__version__}"
+    con = duckdb.connect()
+    con.execute(f"LOAD '{path}'")
+    endpoint = env["AWS_ENDPOINT_URL"].removeprefix("http://")
+    con.execute(
+        "CREATE SECRET moto (TYPE s3, KEY_ID ?, SECRET ?, REGION ?, ENDPOINT ?, URL_STYLE 'path', USE_SSL false)".replace(
+            "?", "'{}'"
+        ).format(env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env["AWS_DEFAULT_REGION"], endpoint)
+    )
+    return con

@@ -5,7 +5,6 @@ by pyarrow and by DuckDB (its own httpfs extension against a real S3-protocol se
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 import math
 import subprocess
@@ -18,7 +17,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from moto_s3 import s3  # noqa: F401 (fixture)
+from moto_s3 import duckdb_with_httpfs, s3  # noqa: F401 (s3: a fixture)
 
 import labledger
 from labledger.cli import main
@@ -291,24 +290,6 @@ def test_each_kind_has_a_json_schema_that_its_rows_validate_against(ledger, tmp_
 
 
 # -- object storage ------------------------------------------------------------------------------
-def _duckdb_with_httpfs(env: dict[str, str]):
-    """A DuckDB connection with DuckDB's own httpfs extension loaded from its PyPI package (no
-    network), pointed at the moto endpoint."""
-    duckdb = pytest.importorskip("duckdb")
-    pkg = pytest.importorskip("duckdb_extension_httpfs", reason='needs duckdb-extension-httpfs (in ".[dev]")')
-    path = importlib.resources.files(pkg) / "extensions" / f"v{duckdb.__version__}" / "httpfs.duckdb_extension"
-    assert path.is_file(), f"duckdb-extension-httpfs has no build for duckdb {duckdb.__version__}"
-    con = duckdb.connect()
-    con.execute(f"LOAD '{path}'")
-    endpoint = env["AWS_ENDPOINT_URL"].removeprefix("http://")
-    con.execute(
-        "CREATE SECRET moto (TYPE s3, KEY_ID ?, SECRET ?, REGION ?, ENDPOINT ?, URL_STYLE 'path', USE_SSL false)".replace(
-            "?", "'{}'"
-        ).format(env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env["AWS_DEFAULT_REGION"], endpoint)
-    )
-    return con
-
-
 def test_sync_to_s3_publishes_the_dataset_that_duckdb_httpfs_and_pyarrow_read(ledger, s3, tmp_path):
     import shutil
 
@@ -322,7 +303,7 @@ def test_sync_to_s3_publishes_the_dataset_that_duckdb_httpfs_and_pyarrow_read(le
     assert first.datasets_written == len(_ended(book)) == len(ids) + 1
     assert sync_to_objects(root, url).datasets_written == 0  # unchanged: not written again
     # DuckDB with its own httpfs, reading the bucket as any analyst would: no labledger code
-    con = _duckdb_with_httpfs(s3)
+    con = duckdb_with_httpfs(s3)
     try:
         base = "s3://runs/team/dataset"
         sql = (
