@@ -329,3 +329,45 @@ def test_a_direct_sync_of_many_runs_that_fails_raises_the_stores_error_and_the_n
     assert (report.runs, report.runs_sent, report.datasets_written) == (len(ids), len(ids), len(ids))
     _stored_equals_local(ObjectStore(url), local, ids)
     assert sync_to_objects(local, url).runs_sent == 0
+
+
+def test_a_run_unchanged_since_its_last_sync_is_skipped_unless_its_manifest_in_the_store_changed(
+    tmp_path, s3, monkeypatch
+):
+    from labledger.store import objects
+
+    local = tmp_path / "local"
+    ids = []
+    for i in range(3):
+        with labledger.start_run(f"r{i}", ledger=local) as run:
+            run.log(1, loss=0.5 + i)
+        ids.append(run.id)
+    url = "s3://runs/skip"
+    assert sync_to_objects(local, url).runs_sent == 3
+    store = ObjectStore(url)
+    asked: list[str] = []
+    real = objects.ObjectStore.manifest
+
+    def counted(self, run_id):
+        asked.append(run_id)
+        return real(self, run_id)
+
+    monkeypatch.setattr(objects.ObjectStore, "manifest", counted)
+    # nothing changed: one listing of runs/, no run's manifest read, nothing sent
+    assert sync_to_objects(local, url).runs_sent == 0 and asked == []
+    # a manifest replaced in the store (another writer, damage): that run is compared and written again
+    key = store.key("runs", ids[1], "manifest.json")
+    store.put_json(key, {"run": ids[1], "files": {}})
+    assert sync_to_objects(local, url).runs_sent == 1 and asked == [ids[1]]
+    _stored_equals_local(store, local, ids)
+    # a run logged to again is compared; the cache lost: every run is compared, nothing sent
+    asked.clear()
+    book = labledger.open_ledger(local)
+    book.run(ids[2]).dir.joinpath("notes.md").write_text("seen\n")
+    book.close()
+    assert sync_to_objects(local, url).runs_sent == 1 and asked == [ids[2]]
+    for cache in (local / ".sync").glob("objects-*.json"):
+        cache.unlink()
+    asked.clear()
+    assert sync_to_objects(local, url).runs_sent == 0 and sorted(asked) == sorted(ids)
+    _stored_equals_local(store, local, ids)

@@ -102,20 +102,38 @@ class ObjectStore:
         except BotoCoreError as exc:
             raise self.fail(f"GET {key}", exc) from None
 
-    def put_json(self, key: str, doc: Any) -> None:
-        self.put_bytes(key, orjson.dumps(doc))
+    def put_json(self, key: str, doc: Any) -> str:
+        """Upload ``doc`` as JSON (see :meth:`put_bytes`); its ETag."""
+        return self.put_bytes(key, orjson.dumps(doc))
 
-    def put_bytes(self, key: str, data: bytes, *, sha: str | None = None, what: str | None = None) -> None:
-        """Upload ``data`` as the object ``key``; S3 checks its ``ChecksumSHA256`` on arrival (``sha``:
-        the data's sha256 in hex when known). ``what`` names the upload in the error."""
+    def put_bytes(self, key: str, data: bytes, *, sha: str | None = None, what: str | None = None) -> str:
+        """Upload ``data`` as the object ``key`` and return its ETag; S3 checks its ``ChecksumSHA256``
+        on arrival (``sha``: the data's sha256 in hex when known). ``what`` names the upload in the error."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         digest = bytes.fromhex(sha) if sha is not None else hashlib.sha256(data).digest()
         checksum = base64.b64encode(digest).decode()
         try:
-            self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ChecksumSHA256=checksum)
+            answer = self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ChecksumSHA256=checksum)
         except (BotoCoreError, ClientError) as exc:
             raise self.fail(what or f"upload of {key}", exc) from None
+        return str(answer.get("ETag", ""))
+
+    def manifest_etags(self) -> dict[str, str]:
+        """The ETag of every run's ``manifest.json`` in the store, by run id (one listing of ``runs/``)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        prefix = self.key("runs") + "/"
+        out: dict[str, str] = {}
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                for obj in page.get("Contents", []):
+                    run_id, _, name = obj["Key"][len(prefix) :].partition("/")
+                    if name == "manifest.json":
+                        out[run_id] = str(obj.get("ETag", ""))
+        except (BotoCoreError, ClientError) as exc:
+            raise self.fail(f"listing {prefix}", exc) from None
+        return out
 
     def delete_keys(self, keys: list[str]) -> None:
         """Delete the objects ``keys`` (1,000 a request); a key that is not there is no error."""
@@ -279,6 +297,12 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
     a run that fails raises its error after the runs under way have finished, and no other run is
     started (every run synced stays synced: the next sync sends the rest).
 
+    A run is skipped without reading anything of it from the store when its index rows and its
+    files' ``stat`` are what they were at its last sync from this ledger and its manifest in the
+    store is still the one written or read then (the ETags of one listing of ``runs/``; what was
+    synced is kept in ``<ledger>/.sync/objects-<digest of url>.json``, a cache: lost, every run
+    is compared again).
+
     >>> sync_to_objects(".labledger", "s3://lab-runs/team")   # doctest: +SKIP
     ObjectSyncReport(runs=3, runs_sent=1, chunks_sent=4, bytes_sent=2621440)
     """
@@ -286,6 +310,7 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
     from concurrent.futures import ThreadPoolExecutor
 
     from labledger.store.ledger import Ledger
+    from labledger.store.manifest import index_rows, run_file_stats, stat_key
 
     store = ObjectStore(url, client=client)
     book = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
@@ -297,10 +322,23 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
             wanted = {book.resolve(r) for r in runs}
             infos = [i for i in infos if i.id in wanted]
         report.runs = len(infos)
+        cache = _SyncedRuns(book.root / ".sync" / f"objects-{hashlib.sha256(store.url.encode()).hexdigest()[:16]}.json")
+        etags = store.manifest_etags() if cache.done else {}
         pool = ThreadPoolExecutor(SYNC_THREADS)
         try:
-            for job in [pool.submit(_sync_run, store, book, lock, info) for info in infos]:
-                part = job.result()
+            jobs = []
+            for info in infos:
+                index = index_rows(book, info.id)
+                found = run_file_stats(book.run_dir(info.id))
+                signature = hashlib.sha256(
+                    orjson.dumps([index, [(rel, stat_key(st)) for rel, st in found]])
+                ).hexdigest()
+                if cache.done.get(info.id) == [signature, etags.get(info.id)]:
+                    continue
+                jobs.append((info.id, signature, pool.submit(_sync_run, store, book, lock, info, index)))
+            for run_id, signature, job in jobs:
+                part, etag = job.result()
+                cache.done[run_id] = [signature, etag or etags.get(run_id)]
                 report.runs_sent += part.runs_sent
                 report.chunks_sent += part.chunks_sent
                 report.bytes_sent += part.bytes_sent
@@ -308,16 +346,44 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
                 report.dataset_bytes += part.dataset_bytes
         finally:  # after an error: the runs not started are not started, those under way finish
             pool.shutdown(cancel_futures=True)
+            cache.save()
     finally:
         if not isinstance(ledger, Ledger):
             book.close()
     return report
 
 
-def _sync_run(store: ObjectStore, book: Any, lock: Any, info: Any) -> ObjectSyncReport:
-    """One run of :func:`sync_to_objects` (``lock`` held while ``book`` is read)."""
+class _SyncedRuns:
+    """What :func:`sync_to_objects` synced from this ledger: per run, the signature of its index
+    rows and files, and the ETag of its manifest in the store then. Only a cache: one that cannot
+    be read is empty, and one that cannot be written is left as it was (the next sync compares
+    every run with the store)."""
+
+    def __init__(self, path: Path) -> None:
+        from labledger.store.jsonl import read_json
+
+        self.path = path
+        try:
+            doc = read_json(path)
+        except (OSError, LedgerError):
+            doc = None
+        self.done: dict[str, list[Any]] = (
+            doc["done"] if isinstance(doc, dict) and isinstance(doc.get("done"), dict) else {}
+        )
+
+    def save(self) -> None:
+        from labledger.store.jsonl import write_json
+
+        with contextlib.suppress(OSError, LedgerError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_json(self.path, {"done": self.done}, fsync=False)
+
+
+def _sync_run(store: ObjectStore, book: Any, lock: Any, info: Any, index: Any) -> tuple[ObjectSyncReport, str | None]:
+    """One run of :func:`sync_to_objects` (``index``: its index rows; ``lock`` held while ``book``
+    is read); what was sent, and the ETag of the manifest it wrote (``None``: it was unchanged)."""
     from labledger.store.dataset import StoreSink, dataset_files, dataset_stamp, source_files
-    from labledger.store.manifest import APPEND_ONLY, complete_size, index_rows, run_files
+    from labledger.store.manifest import APPEND_ONLY, complete_size, run_files
 
     report = ObjectSyncReport()
     run_dir = book.run_dir(info.id)
@@ -354,8 +420,6 @@ def _sync_run(store: ObjectStore, book: Any, lock: Any, info: Any) -> ObjectSync
                 report.chunks_sent += 1
                 report.bytes_sent += len(data)
         files[rel] = entry
-    with lock:
-        index = index_rows(book, info.id)
     doc: dict[str, Any] = {"run": info.id, "files": files, "index": index}
     if info.status != "running":  # the run's files of the open dataset (#46), when they changed
         made = dataset_stamp(index, {rel: files.get(rel, {}).get("chunks") for rel in source_files(run_dir)})
@@ -369,11 +433,12 @@ def _sync_run(store: ObjectStore, book: Any, lock: Any, info: Any) -> ObjectSync
             report.dataset_bytes += sum(len(b) for b in parts.values())
             report.datasets_written += 1
         doc["dataset"], doc["dataset_files"] = made, written
+    etag = None
     if doc != {k: old.get(k) for k in doc}:
-        store.put_json(store.key("runs", info.id, "manifest.json"), doc)
+        etag = store.put_json(store.key("runs", info.id, "manifest.json"), doc)
         store.drop_tails(old_tails - tails(doc))
         report.runs_sent += 1
-    return report
+    return report, etag
 
 
 def shared_chunks(doc: dict[str, Any]) -> set[str]:
