@@ -57,34 +57,16 @@ from labledger.metrics.resample import mcnemar
 from labledger.metrics.stats import adjust_p, clustered_mcnemar, family_note
 from labledger.schema import ComparisonDoc, McNemar, MetricDiff, MetricId, TaskComparison
 from labledger.schema.documents import FlippedItem, ItemFlips, MarginTest
+from labledger.schema.result import DocumentResult
 
 T = TypeVar("T")
 
 
-class Comparison:
-    """The result of :func:`compare`: a typed :class:`~labledger.schema.ComparisonDoc` plus accessors."""
+class Comparison(DocumentResult[ComparisonDoc]):
+    """The result of :func:`compare`: a typed :class:`~labledger.schema.ComparisonDoc` plus accessors
+    (``to_dict()`` is what ``labledger compare --json`` prints)."""
 
-    def __init__(self, doc: ComparisonDoc | dict[str, Any]):
-        from labledger.schema import decode
-
-        self.doc: ComparisonDoc = doc if isinstance(doc, ComparisonDoc) else decode(doc, type=ComparisonDoc)
-
-    @property
-    def document(self) -> dict[str, Any]:
-        """The document as builtins (kept for code written against the dict documents)."""
-        return self.doc.to_dict()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The comparison as one JSON-ready dict (what ``labledger compare --json`` prints)."""
-        return self.doc.to_dict()
-
-    def _repr_html_(self) -> str:
-        """Notebook display (the document's tables, :mod:`labledger.schema.html`)."""
-        return self.doc._repr_html_()
-
-    def to_json(self) -> str:
-        """The comparison as JSON text."""
-        return self.doc.to_json()
+    doc_type = ComparisonDoc
 
     def metric(self, task: str, key: str | MetricId) -> MetricDiff:
         """The difference of metric ``key`` on ``task``."""

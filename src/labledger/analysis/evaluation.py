@@ -64,6 +64,7 @@ from labledger.schema import (
     SuiteMean,
     TaskEvaluation,
 )
+from labledger.schema.result import DocumentResult
 
 _MISSING = "(missing)"
 
@@ -100,35 +101,16 @@ def _value_entry(
 # evaluate
 
 
-class Evaluation:
-    """The result of :func:`evaluate`: a typed :class:`~labledger.schema.EvaluationDoc` plus accessors.
+class Evaluation(DocumentResult[EvaluationDoc]):
+    """The result of :func:`evaluate`: a typed :class:`~labledger.schema.EvaluationDoc` plus accessors
+    (``to_dict()`` is what ``labledger eval --json`` prints).
 
     >>> ev = evaluate([{"id": 1, "task": "t", "gold": 1.0, "pred": 0.5}], metrics=["mae"], resamples=0)
     >>> ev.doc.tasks["t"].metrics[0].value, ev.metric("t", "mae").key
     (0.5, 'mae')
     """
 
-    def __init__(self, doc: EvaluationDoc | dict[str, Any]):
-        from labledger.schema import decode
-
-        self.doc: EvaluationDoc = doc if isinstance(doc, EvaluationDoc) else decode(doc, type=EvaluationDoc)
-
-    @property
-    def document(self) -> dict[str, Any]:
-        """The document as builtins (kept for code written against the dict documents)."""
-        return self.doc.to_dict()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The evaluation as one JSON-ready dict (what ``labledger eval --json`` prints)."""
-        return self.doc.to_dict()
-
-    def _repr_html_(self) -> str:
-        """Notebook display (the document's tables, :mod:`labledger.schema.html`)."""
-        return self.doc._repr_html_()
-
-    def to_json(self) -> str:
-        """The evaluation as JSON text."""
-        return self.doc.to_json()
+    doc_type = EvaluationDoc
 
     @property
     def tasks(self) -> dict[str, TaskEvaluation]:

@@ -44,6 +44,7 @@ from labledger.metrics.prepared import Prepared
 from labledger.metrics.resample import draws_p_value, percentile_interval, resample_values, rng_for
 from labledger.schema import SCHEMA_VERSION, CalibrationDoc, MetricId, decode, format_p
 from labledger.schema.documents import CalibrationValue
+from labledger.schema.result import DocumentResult
 from labledger.schema.values import ci_label
 
 OPTIMISTIC = "fitted on the evaluated items (optimistic)"
@@ -52,28 +53,10 @@ HELD_OUT = "held out"
 VARIANTS = ("raw", "calibrated", "cross-fitted")
 
 
-class CalibrationReport:
+class CalibrationReport(DocumentResult[CalibrationDoc]):
     """The result of :func:`report`: a typed :class:`~labledger.schema.CalibrationDoc`, Markdown, accessors."""
 
-    def __init__(self, doc: CalibrationDoc | dict[str, Any]):
-        self.doc: CalibrationDoc = doc if isinstance(doc, CalibrationDoc) else decode(doc, type=CalibrationDoc)
-
-    @property
-    def document(self) -> dict[str, Any]:
-        """The document as builtins (kept for code written against the dict documents)."""
-        return self.doc.to_dict()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report as one JSON-ready dict."""
-        return self.doc.to_dict()
-
-    def _repr_html_(self) -> str:
-        """Notebook display (the document's tables, :mod:`labledger.schema.html`)."""
-        return self.doc._repr_html_()
-
-    def to_json(self) -> str:
-        """The report as JSON text."""
-        return self.doc.to_json()
+    doc_type = CalibrationDoc
 
     def value(self, task: str, metric: str, variant: str = "calibrated") -> float | None:
         """The value of ``metric`` (a key, a spec or a bare name) for ``variant`` (raw, calibrated, cross-fitted)."""
