@@ -276,3 +276,17 @@ def test_dataframe_without_pandas_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.undo()
     pytest.importorskip("pandas")
     assert view.dataframe("scalars")["loss"].tolist() == [0.5]
+
+
+def test_the_module_map_of_layout_md_is_current():
+    spec = importlib.util.spec_from_file_location("gen_layout", REPO / "docs" / "gen_layout.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    text = (REPO / "docs" / "layout.md").read_text()
+    shown = text.split(gen.START, 1)[1].split(gen.END, 1)[0].strip()
+    assert shown == gen.module_map().strip(), (
+        "docs/layout.md's module map is out of date: run `python docs/gen_layout.py`"
+    )
+    every = {m.name for m in pkgutil.walk_packages(labledger.__path__, "labledger.")}
+    assert every and all(f"| `{name}` |" in shown for name in every)
