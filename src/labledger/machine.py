@@ -1,10 +1,14 @@
-"""What the machine lends a labledger process: the cores it may run on, and its C library."""
+"""What the machine lends a labledger process: the cores it may run on, its C library, and how its
+memory is managed (the C allocator's heap, Python's cyclic garbage collector)."""
 
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -76,3 +80,22 @@ def whole_pages(start: int, size: int) -> tuple[int, int]:
 
     page = mmap.PAGESIZE
     return -(-start // page) * page, (start + size) // page * page
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a process builds many acyclic objects at once (an
+    import's columns, the dicts of every run a query matched): each collection would walk them all
+    again, and can free none of them; restored after.
+
+    >>> with paused_gc():
+    ...     gc.isenabled()
+    False
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

@@ -64,24 +64,6 @@ _CHOICE_KEYS = [str(i) for i in range(64)]
 RESULTS_NAME = re.compile(r"^results_(.+)\.json$")
 
 
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while an import builds its columns (hundreds of
-    thousands of acyclic objects: each full collection would walk them all again); restored after.
-
-    >>> with paused_gc():
-    ...     gc.isenabled()
-    False
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def results_stamp(results: Path) -> str:
     """The ``<timestamp>`` of a ``results_<timestamp>.json`` file name.
 
@@ -345,7 +327,7 @@ def _worker_start() -> None:  # pragma: no cover - runs in the worker processes 
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError, TypeError):  # not Linux
         pass
-    gc.disable()  # what the importing process does while it builds columns (see paused_gc)
+    gc.disable()  # what the importing process does while it builds columns (see labledger.machine.paused_gc)
 
 
 @contextmanager

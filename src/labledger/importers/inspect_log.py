@@ -43,13 +43,13 @@ from labledger.importers.harness import (
     HarnessTask,
     as_float,
     item_hash,
-    paused_gc,
     set_name,
     store_harness_run,
     task_error,
 )
 from labledger.importers.source import ImportedRun, ImportOptions, Source, load_json
 from labledger.inputs.result_columns import MISSING, ResultColumns
+from labledger.machine import paused_gc
 from labledger.store.ledger import Ledger
 
 FORMAT = "inspect"

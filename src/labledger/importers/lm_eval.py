@@ -51,7 +51,6 @@ from labledger.importers.harness import (
     as_float,
     encode_tasks,
     import_workers,
-    paused_gc,
     pool_result,
     read_results,
     results_stamp,
@@ -65,6 +64,7 @@ from labledger.importers.harness import (
 from labledger.importers.harness import results_files as harness_results_files
 from labledger.importers.source import ImportedRun, ImportOptions, Source, load_jsonl
 from labledger.inputs.result_columns import MISSING, Probs, ResultColumns
+from labledger.machine import paused_gc
 from labledger.store.ledger import Ledger
 
 if TYPE_CHECKING:
