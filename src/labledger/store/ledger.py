@@ -376,12 +376,21 @@ class Ledger:
             self._heartbeat.discard(run_id)
 
     def _tags_of(self, ids: list[str]) -> dict[str, list[str]]:
+        """Each run's tags by id (in tag order), for the runs of ``ids``: one statement for them all
+        (the ids as one JSON array on SQLite, one array parameter on PostgreSQL)."""
         tags: dict[str, list[str]] = {i: [] for i in ids}
-        for chunk in range(0, len(ids), 500):
-            part = ids[chunk : chunk + 500]
-            q = f"SELECT run_id, tag FROM run_tags WHERE run_id IN ({','.join('?' * len(part))}) ORDER BY tag"
-            for run_id, tag in self.db.execute(q, part):
-                tags[run_id].append(tag)
+        if not ids:
+            return tags
+        ids_param: Any
+        if self.dialect == "postgresql":
+            q, ids_param = "SELECT run_id, tag FROM run_tags WHERE run_id = ANY(?) ORDER BY tag", list(ids)
+        else:
+            from json import dumps
+
+            q = "SELECT run_id, tag FROM run_tags WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY tag"
+            ids_param = dumps(ids)
+        for run_id, tag in self.db.execute(q, (ids_param,)):
+            tags[run_id].append(tag)
         return tags
 
     def _rows_to_info(self, rows: list[tuple[Any, ...]]) -> list[RunInfo]:
@@ -578,27 +587,30 @@ class Ledger:
         runs_dir = str(self.root / "runs")
         import orjson
 
+        from labledger.machine import paused_gc
+
         loads = orjson.loads
-        return [
-            {
-                "id": rid,
-                "name": name_,
-                "group": grp,
-                "tags": tags[rid],
-                "status": status_,
-                "started": started,
-                "ended": ended,
-                "duration": run_duration(started, ended, status_),
-                "host": host,
-                "pid": pid,
-                "git_commit": commit,
-                "git_dirty": None if dirty is None else bool(dirty),
-                "error": error,
-                "summary": loads(summary or "{}"),
-                "dir": f"{runs_dir}/{rid}",  # str(RunInfo.dir), without a Path per run
-            }
-            for rid, name_, grp, status_, started, ended, host, pid, commit, dirty, error, summary in rows
-        ]
+        with paused_gc():  # thousands of acyclic dicts: no collection would free any
+            return [
+                {
+                    "id": rid,
+                    "name": name_,
+                    "group": grp,
+                    "tags": tags[rid],
+                    "status": status_,
+                    "started": started,
+                    "ended": ended,
+                    "duration": run_duration(started, ended, status_),
+                    "host": host,
+                    "pid": pid,
+                    "git_commit": commit,
+                    "git_dirty": None if dirty is None else bool(dirty),
+                    "error": error,
+                    "summary": loads(summary or "{}"),
+                    "dir": f"{runs_dir}/{rid}",  # str(RunInfo.dir), without a Path per run
+                }
+                for rid, name_, grp, status_, started, ended, host, pid, commit, dirty, error, summary in rows
+            ]
 
     def _select(
         self,

@@ -715,54 +715,62 @@ _PLURAL = {"number": "numbers", "text": "text", "boolean": "booleans"}
 _HOW = {"number": "a number", "text": "a quoted value", "boolean": "true or false"}
 
 
-def field_kinds(db: Any, name: str) -> dict[str, tuple[int, Any]]:
-    """The kinds of value the runs hold in JSON field ``name``: ``{kind: (runs, an example)}``.
+def held_kinds(db: Any, name: str) -> list[str]:
+    """The kinds of value (number, text, boolean: in that order) that some run holds in JSON field
+    ``name``: one look-up of ``run_fields``' ``(key, kind, num)`` index per kind, no count."""
+    probe = "SELECT 1 FROM run_fields WHERE key = ? AND kind = ? LIMIT 1"
+    return [label for kind, label in KIND_NAMES.items() if db.execute(probe, (name, kind)).fetchone() is not None]
 
-    Each count is read from one of ``run_fields``' indexes alone: numbers and booleans from
-    ``(key, kind, num)``, text from ``(key, str)`` (only text values have a ``str``)."""
-    out: dict[str, tuple[int, Any]] = {}
-    for kind, label in KIND_NAMES.items():
-        if kind == 1:
-            count, value = db.execute(
-                "SELECT COUNT(*), MIN(str) FROM run_fields WHERE key = ? AND str IS NOT NULL", (name,)
-            ).fetchone()
-        else:
-            count, value = db.execute(
-                "SELECT COUNT(*), MIN(num) FROM run_fields WHERE key = ? AND kind = ?", (name, kind)
-            ).fetchone()
-        if count:
-            out[label] = (int(count), bool(value) if kind == 2 else value)
-    return out
+
+def kind_count(db: Any, name: str, label: str) -> tuple[int, Any]:
+    """How many runs hold a value of kind ``label`` in JSON field ``name``, and an example (the least).
+
+    Read from one of ``run_fields``' indexes alone: numbers and booleans from ``(key, kind, num)``,
+    text from ``(key, str)`` (only text values have a ``str``)."""
+    kind = next(k for k, v in KIND_NAMES.items() if v == label)
+    if kind == 1:
+        count, value = db.execute(
+            "SELECT COUNT(*), MIN(str) FROM run_fields WHERE key = ? AND str IS NOT NULL", (name,)
+        ).fetchone()
+    else:
+        count, value = db.execute(
+            "SELECT COUNT(*), MIN(num) FROM run_fields WHERE key = ? AND kind = ?", (name, kind)
+        ).fetchone()
+    return int(count), bool(value) if kind == 2 else value
 
 
 def check_value_kinds(db: Any, text: str, node: Node) -> None:
     """A comparison of a JSON field with a value of a kind that no run holds there is an error
     (``config.lr < 0.05`` where every run's ``lr`` is text matches nothing); when only some runs
-    hold another kind, a :class:`~labledger.errors.QueryWarning` says how many the test skips."""
+    hold another kind, a :class:`~labledger.errors.QueryWarning` says how many the test skips.
+
+    The runs are counted only for those messages: a field whose runs all hold the kind compared
+    with costs one index look-up per kind."""
     import warnings
 
     from labledger.errors import QueryWarning
 
-    seen: dict[str, dict[str, tuple[int, Any]]] = {}
+    seen: dict[str, list[str]] = {}
     for t in predicates_in(node):
         f = t.field
         if f.column is not None or t.op in ("null", "has") or not f.name.startswith(PREFIXES):
             continue
         wanted = {"text"} if t.op == "~" else {_kind(v) for v in t.values}
-        held = seen[f.name] if f.name in seen else seen.setdefault(f.name, field_kinds(db, f.name))
+        held = seen[f.name] if f.name in seen else seen.setdefault(f.name, held_kinds(db, f.name))
         if not held:
             continue
-        if not wanted & held.keys():
-            kinds = [k for k in KIND_NAMES.values() if k in held]  # number, text, boolean
-            most = max(kinds, key=lambda k: held[k][0])  # the first of the most common
+        if not wanted.intersection(held):
+            counts = {k: kind_count(db, f.name, k)[0] for k in held}
+            most = max(held, key=lambda k: counts[k])  # the first of the most common
             raise _caret(
                 text,
                 f.pos,
-                f"{f.name!r} holds {' and '.join(_PLURAL[k] for k in kinds)}, never "
+                f"{f.name!r} holds {' and '.join(_PLURAL[k] for k in held)}, never "
                 f"{' or '.join(_PLURAL[k] for k in sorted(wanted))}: compare it with {_HOW[most]}",
             )
-        for kind, (count, example) in held.items():
+        for kind in held:
             if kind not in wanted:
+                count, example = kind_count(db, f.name, kind)
                 warnings.warn(
                     f"{f.name!r} holds {_PLURAL[kind]} in {count} run(s) (e.g. {example!r}), which "
                     f"'{f.name} {t.op} ...' does not match",
@@ -796,12 +804,7 @@ def runs_table(
         now=__import__("time").time(),
     )
     rows = ledger.db.execute(sql, params).fetchall()
-    tags: dict[str, list[str]] = {r[0]: [] for r in rows}
-    for chunk in range(0, len(rows), 500):
-        part = [r[0] for r in rows[chunk : chunk + 500]]
-        q = f"SELECT run_id, tag FROM run_tags WHERE run_id IN ({','.join('?' * len(part))}) ORDER BY tag"
-        for run_id, tag in ledger.db.execute(q, part):
-            tags[run_id].append(tag)
+    tags = ledger._tags_of([r[0] for r in rows])
     records = []
     for rid, name, grp, status, started, duration, host, commit, fields, evals in rows:
         merged = {**orjson.loads(fields or "{}"), **orjson.loads(evals or "{}")}
