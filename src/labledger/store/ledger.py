@@ -376,21 +376,22 @@ class Ledger:
             self._heartbeat.discard(run_id)
 
     def _tags_of(self, ids: list[str]) -> dict[str, list[str]]:
-        """Each run's tags by id (in tag order), for the runs of ``ids``: one statement for them all
-        (the ids as one JSON array on SQLite, one array parameter on PostgreSQL)."""
+        """Each run's tags by id, sorted (by code point, as the index sorts text), for the runs of
+        ``ids``: one statement for them all, the ids one JSON array that the database unpacks."""
+        from json import dumps
+
         tags: dict[str, list[str]] = {i: [] for i in ids}
         if not ids:
             return tags
-        ids_param: Any
         if self.dialect == "postgresql":
-            q, ids_param = "SELECT run_id, tag FROM run_tags WHERE run_id = ANY(?) ORDER BY tag", list(ids)
+            q = "SELECT run_id, tag FROM run_tags WHERE run_id = ANY(ARRAY(SELECT json_array_elements_text(?::json)))"
         else:
-            from json import dumps
-
-            q = "SELECT run_id, tag FROM run_tags WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY tag"
-            ids_param = dumps(ids)
-        for run_id, tag in self.db.execute(q, (ids_param,)):
+            q = "SELECT run_id, tag FROM run_tags WHERE run_id IN (SELECT value FROM json_each(?))"
+        for run_id, tag in self.db.execute(q, (dumps(ids),)).fetchall():
             tags[run_id].append(tag)
+        for several in tags.values():
+            if len(several) > 1:
+                several.sort()
         return tags
 
     def _rows_to_info(self, rows: list[tuple[Any, ...]]) -> list[RunInfo]:
