@@ -216,6 +216,46 @@ def test_the_migration_fills_the_table_from_the_json_columns(book):
     assert [r.name for r in book.runs(where="config.flag = false and eval.t.f1 < 0.3")] == ["x"]
 
 
+def test_the_covering_migration_on_an_index_that_holds_runs(book):
+    """m010 on a ledger made before it (a PostgreSQL team ledger too): the same answers after; on
+    PostgreSQL the value indexes carry the run id, the primary key the value, and the planner has
+    statistics over each key and its values (SQLite's indexes hold the key already: no change)."""
+    for i, (lr, opt) in enumerate([(1e-4, "adam"), (3e-3, "sgd"), (1e-4, "sgd"), (5e-4, "adam")]):
+        with labledger.start_run(f"r{i}", config={"lr": lr, "opt": opt}, ledger=book) as run:
+            run.log(1, loss=1.0 / (i + 1))
+    query = {"where": "config.lr < 1e-3 and config.opt = 'adam'", "sort": "-scalars.loss.min"}
+    before = [r.name for r in book.runs(**query)]
+    assert before == ["r0", "r3"]
+    if book.dialect == "postgresql":  # the indexes and key as m008 made them
+        for statement in (
+            "DROP STATISTICS run_fields_key_str",
+            "DROP STATISTICS run_fields_key_num",
+            "DROP INDEX run_fields_num",
+            "CREATE INDEX run_fields_num ON run_fields(key, kind, num)",
+            "DROP INDEX run_fields_str",
+            "CREATE INDEX run_fields_str ON run_fields(key, str) WHERE str IS NOT NULL",
+            "ALTER TABLE run_fields DROP CONSTRAINT run_fields_pkey",
+            "ALTER TABLE run_fields ADD CONSTRAINT run_fields_pkey PRIMARY KEY (run_id, key)",
+        ):
+            book.db.execute(statement)
+    book.db.execute("DELETE FROM _migrations WHERE name = 'm010_run_fields_covering'")
+    assert migrate(book.db) == ["m010_run_fields_covering"]
+    assert [r.name for r in book.runs(**query)] == before
+    assert table_rows(book.db) == expected_rows(book.db)
+    if book.dialect == "postgresql":
+        q = "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'run_fields'"
+        defs = dict(book.db.execute(q).fetchall())
+        assert defs["run_fields_num"].endswith("(key, kind, num) INCLUDE (run_id)")
+        assert "(key, str) INCLUDE (run_id) WHERE" in defs["run_fields_str"]
+        assert defs["run_fields_pkey"].endswith("(run_id, key) INCLUDE (kind, num, str)")
+        stats = {r[0] for r in book.db.execute("SELECT stxname FROM pg_statistic_ext").fetchall()}
+        assert {"run_fields_key_str", "run_fields_key_num"} <= stats
+        # the primary key still decides conflicts: a run's fields rewritten in place
+        new_fields = '{"config.opt": "adam", "config.lr": 1e-5}'
+        book.db.execute("UPDATE runs SET fields = ? WHERE name = 'r1'", (new_fields,))
+        assert [r.name for r in book.runs(**query)] == ["r0", "r3", "r1"]  # r1's loss is gone: last
+
+
 def test_run_dicts_are_the_runs_to_dict_and_dir_is_made_on_first_use(tmp_path):
     from labledger.store.ledger import RunInfo
 
