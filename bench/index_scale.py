@@ -12,8 +12,15 @@ last/min/max of 5 scalars, eval.test.accuracy.
 Each query is one process, cold (a fresh interpreter, imports included), 3 reps after a warm-up;
 wall and CPU (user + sys of the child) are reported, and the ratio of 100,000 to 10,000 runs.
 
+With ``--postgres`` the index is a PostgreSQL database (team mode): a throwaway server started as
+the tests start it (tests/postgres_server.py: initdb and pg_ctl from Debian's packages, in a
+temporary folder, on 127.0.0.1), one database per size, built afresh (then ``VACUUM ANALYZE``, what
+autovacuum does within a minute of such a load) and stopped at the end; the run folders are under
+``--dir``. The CPU column is the client's alone (the server's is not in it).
+
     python bench/index_scale.py                       # 10,000 and 100,000 runs (builds once)
     python bench/index_scale.py --runs 1000,10000     # other sizes
+    python bench/index_scale.py --postgres            # the same on PostgreSQL
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -40,13 +48,14 @@ SORT = "-eval.test.accuracy"
 SCALARS = ("loss", "val_loss", "accuracy", "lr", "grad_norm")
 
 
-def build(root: Path, n: int) -> float:
-    """An index of ``n`` finished runs; returns seconds."""
+def build(root: Path, n: int, url: str | None = None) -> float:
+    """An index of ``n`` finished runs (in the PostgreSQL database ``url``, with the run folders
+    under ``root``, when given); returns seconds."""
     import labledger
     from labledger.store.fields import ScalarStats, dumps_fields, run_fields
 
     t0 = time.perf_counter()
-    ledger = labledger.open_ledger(root, create=True)
+    ledger = labledger.open_ledger(url or root, create=True, artifacts=root if url else None)
     runs, tags, evals = [], [], []
     base = 1_790_000_000.0
     for i in range(n):
@@ -104,21 +113,37 @@ def build(root: Path, n: int) -> float:
             runs,
         )
         db.executemany("INSERT INTO run_tags (run_id, tag) VALUES (?, ?)", tags)
-        for rid, acc in evals:
-            eid = db.execute(
-                "INSERT INTO evaluations (run_id, name, kind, created, n_rows) VALUES (?, 'test', 'evaluation', 0, 1000)",
-                (rid,),
-            ).lastrowid
-            db.execute(
-                "INSERT INTO metric_values (eval_id, task, slice, metric, params, value, ci_low, ci_high, n) "
-                "VALUES (?, 'test', '', 'accuracy', '{}', ?, ?, ?, 1000)",
-                (eid, acc, acc - 0.02, acc + 0.02),
-            )
+        db.executemany(
+            "INSERT INTO evaluations (run_id, name, kind, created, n_rows) VALUES (?, 'test', 'evaluation', 0, 1000)",
+            [(rid,) for rid, _ in evals],
+        )
+        eval_ids = dict(db.execute("SELECT run_id, id FROM evaluations").fetchall())
+        db.executemany(
+            "INSERT INTO metric_values (eval_id, task, slice, metric, params, value, ci_low, ci_high, n) "
+            "VALUES (?, 'test', '', 'accuracy', '{}', ?, ?, ?, 1000)",
+            [(eval_ids[rid], acc, acc - 0.02, acc + 0.02) for rid, acc in evals],
+        )
     ledger.close()
+    if url:  # what autovacuum does within a minute of the load: statistics, and the visibility map
+        import psycopg  # that lets an index-only scan skip the table
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE")
     runs_dir = root / "runs"  # each run's folder, empty: `runs` marks a run whose folder is gone
     for rid, *_ in runs:
-        (runs_dir / rid).mkdir()
+        (runs_dir / rid).mkdir(exist_ok=True)
     return time.perf_counter() - t0
+
+
+def start_postgres() -> Any:
+    """A throwaway PostgreSQL server, started as the tests start theirs (tests/postgres_server.py)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(_HERE), "tests"))
+    from postgres_server import INSTALL_HINT, Cluster, find_bin
+
+    bin_dir = find_bin()
+    if bin_dir is None:
+        raise SystemExit(INSTALL_HINT)
+    return Cluster(bin_dir)
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
@@ -139,35 +164,51 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp/labledger-bench-index")
     ap.add_argument("--runs", default="10000,100000")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--postgres", action="store_true", help="the index in a throwaway PostgreSQL server")
     args = ap.parse_args()
     sizes = [int(s) for s in args.runs.split(",")]
     env = {**os.environ}
     exe = shutil.which("labledger") or "labledger"
     rows = []
+    cluster = start_postgres() if args.postgres else None
     load0 = os.getloadavg()[0]
-    for n in sizes:
-        root = Path(args.dir) / str(n)
-        if not (root / "built.json").exists():
-            shutil.rmtree(root, ignore_errors=True)
-            print(f"building {n:,} runs under {root} ...", flush=True)
-            secs = build(root / "ledger", n)
-            (root / "built.json").write_text(json.dumps({"seconds": secs}))
-        cmd = [exe, "runs", "--ledger", str(root / "ledger"), "--where", WHERE, "--sort", SORT, "--json"]
-        timed(cmd, env)  # warm the page cache
-        reps = [timed(cmd, env) for _ in range(args.reps)]
-        found = len(orjson.loads(reps[-1][2])["runs"])
-        rows.append(
-            (
-                n,
-                found,
-                statistics.median(r[0] for r in reps),
-                statistics.median(r[1] for r in reps),
-                min(r[0] for r in reps),
+    try:
+        for n in sizes:
+            if cluster is not None:
+                root = Path(args.dir) / f"postgres-{n}"
+                shutil.rmtree(root, ignore_errors=True)
+                ledger = cluster.new_database()
+                print(f"building {n:,} runs in PostgreSQL (run folders under {root}) ...", flush=True)
+                build(root, n, ledger)
+                env["LABLEDGER_ARTIFACTS"] = str(root)
+            else:
+                root = Path(args.dir) / str(n)
+                ledger = str(root / "ledger")
+                if not (root / "built.json").exists():
+                    shutil.rmtree(root, ignore_errors=True)
+                    print(f"building {n:,} runs under {root} ...", flush=True)
+                    secs = build(root / "ledger", n)
+                    (root / "built.json").write_text(json.dumps({"seconds": secs}))
+            cmd = [exe, "runs", "--ledger", ledger, "--where", WHERE, "--sort", SORT, "--json"]
+            timed(cmd, env)  # warm the page cache
+            reps = [timed(cmd, env) for _ in range(args.reps)]
+            found = len(orjson.loads(reps[-1][2])["runs"])
+            rows.append(
+                (
+                    n,
+                    found,
+                    statistics.median(r[0] for r in reps),
+                    statistics.median(r[1] for r in reps),
+                    min(r[0] for r in reps),
+                )
             )
-        )
+    finally:
+        if cluster is not None:
+            cluster.close()
     load1 = os.getloadavg()[0]
+    backend = "PostgreSQL" if args.postgres else "SQLite"
     print(
-        f'labledger runs --where "{WHERE}" --sort {SORT} --json (one process, imports included); load {load0:.1f} -> {load1:.1f}, {os.cpu_count()} cores'
+        f'labledger runs --where "{WHERE}" --sort {SORT} --json on {backend} (one process, imports included); load {load0:.1f} -> {load1:.1f}, {os.cpu_count()} cores'
     )
     print(f"{'runs':>8}  {'match':>6}  {'wall median s':>13}  {'CPU median s':>12}  {'wall best s':>11}")
     for n, found, wall, cpu, best in rows:
