@@ -20,7 +20,12 @@ staged as an Artifact; ``wandb sync`` itself needs W&B's server) and MLflow's ``
 the same checkpoint to a local ``mlflow server --workers 1``; a missing package is a row saying
 so. ``--quick`` runs it all in a few minutes. Nothing is asserted.
 
-    python bench/sync.py --only checkpoint --repeat 3 --no-peers   # the checkpoint beside cp, 3 times
+    python bench/sync.py --only checkpoint,floor --repeat 3 --no-peers   # the checkpoint beside cp and the floor, 3 times
+
+Each repeat of the checkpoint section is followed by the verified-copy floor (``section_floor``:
+loopback TCP and sha256, no HTTP, no disk) and a line with the goal's ratio (#46): the sync's
+speed over the one-stream floor's, both from that repeat; the last line lists every repeat's.
+``--only floor`` measures the floor alone.
 
 The load average is printed beside every row: on a shared machine the wall times (and so the
 percentage of ``cp``) follow it; the CPU columns are the comparable figures.
@@ -360,6 +365,7 @@ def section_checkpoint(
     halves = two_halves(args, base, url, cli, cli_env, srv, n, cp_speed)
     return [
         {
+            "checkpoint": True,
             "what": f"checkpoint {args.checkpoint_mib} MiB: {speed:.0f} MiB/s, {100 * speed / cp_speed:.0f}% of cp "
             f"(faster of 2: {cp_speed:.0f} MiB/s, {cp_cpu:.2f} s CPU; the other {args.checkpoint_mib / max(cps)[0]:.0f}; "
             f"dd+fsync {args.checkpoint_mib / dd:.0f} MiB/s); log_checkpoint {logged:.2f} s ({logged_cpu:.2f} CPU); "
@@ -448,22 +454,20 @@ s.close()
 FLOOR_VARIANTS = ((1, 1), (1, 0), (2, 2))
 
 
-def section_floor(args: argparse.Namespace, base: Path) -> list[dict]:
+def section_floor(args: argparse.Namespace, src: Path) -> list[dict]:
     """What a verified copy over loopback costs on this machine without anything of labledger's:
-    sender processes ``sendfile`` the file over TCP on 127.0.0.1 (one connection each, for a part
-    of the file each), this process receives each connection into four 4 MiB buffers and
+    sender processes ``sendfile`` the file ``src`` over TCP on 127.0.0.1 (one connection each, for
+    a part of the file each), this process receives each connection into four 4 MiB buffers and
     sha256-hashes each 1 MiB in other threads (no HTTP, no disk write). Three variants
-    (:data:`FLOOR_VARIANTS`): one stream hashed in a second thread (the design labledger's server
-    has); one stream not hashed (the loopback transfer alone); two streams hashed by two threads
-    (both cores hashing: the fastest a hashed copy can be here). The checkpoint rows' sync cannot
-    be faster than the fastest hashed floor plus the disk; the last row is sha256 alone over the
-    file in this process (one core)."""
+    (:data:`FLOOR_VARIANTS`), once each: one stream hashed in a second thread (the floor the
+    checkpoint rows are compared with, :func:`ratio_rows`); one stream not hashed (the loopback
+    transfer alone); two streams hashed by two threads (both cores hashing). The last row is
+    sha256 alone over the file in this process (one core)."""
     import hashlib
     import mmap
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    src = checkpoint_file(base / "floor.bin", args.checkpoint_mib)
     size = src.stat().st_size
 
     def one(streams: int, hashers: int) -> dict:
@@ -527,9 +531,10 @@ def section_floor(args: argparse.Namespace, base: Path) -> list[dict]:
             "bytes": size,
             "rss": 0,  # a sender's ru_maxrss is the bench process it was forked from
             "load": load,
+            "floor": (streams, hashers),
         }
 
-    rows = [one(streams, hashers) for _ in range(args.repeat) for streams, hashers in FLOOR_VARIANTS]
+    rows = [one(streams, hashers) for streams, hashers in FLOOR_VARIANTS]
     with open(src, "rb") as f:  # sha256 alone, one core (the file in the page cache)
         view = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
         load = load1()
@@ -548,8 +553,26 @@ def section_floor(args: argparse.Namespace, base: Path) -> list[dict]:
             }
         )
         view.release()
-    src.unlink()
     return rows
+
+
+def ratio_rows(args: argparse.Namespace, rows: list[dict], n: int) -> list[dict]:
+    """The goal's figure for repeat ``n`` (#46): the speed of the checkpoint's ``labledger sync``
+    (the whole process) over the one-stream hashed floor's, both measured in this repeat, and
+    over the two-stream floor's. A line of text (no columns)."""
+    sync = next((r for r in rows if r.get("checkpoint")), None)
+    floors = {r["floor"]: r for r in rows if "floor" in r}
+    one, two = floors.get((1, 1)), floors.get((2, 2))
+    if sync is None or one is None:
+        return []
+    speed = args.checkpoint_mib / sync["wall"]
+    text = (
+        f"  repeat {n + 1}: sync / floor (1 stream hashed) = {speed:.0f} / {args.checkpoint_mib / one['wall']:.0f} "
+        f"MiB/s = {100 * one['wall'] / sync['wall']:.0f}% (goal >= 80%)"
+    )
+    if two is not None:
+        text += f"; / floor (2 streams hashed) = {100 * two['wall'] / sync['wall']:.0f}%"
+    return [{"what": text, "ratio": one["wall"] / sync["wall"], "load": sync["load"]}]
 
 
 def section_noop(args: argparse.Namespace, base: Path, sync: list[str], env: dict, srv: subprocess.Popen) -> list[dict]:
@@ -722,8 +745,12 @@ def main() -> None:
     ap.add_argument("--peer-steps", type=int, default=100_000, help="Scalar steps of the W&B offline run.")
     ap.add_argument("--mlflow", default="mlflow", help="The mlflow executable for `mlflow server`.")
     ap.add_argument("--no-peers", action="store_true")
-    ap.add_argument("--only", default="run,checkpoint,noop,small,log", help="Sections, comma-separated (default: all).")
-    ap.add_argument("--repeat", type=int, default=1, help="Times the checkpoint section runs.")
+    ap.add_argument(
+        "--only",
+        default="run,checkpoint,noop,small,log",
+        help="Sections, comma-separated: run, checkpoint (with the floor), floor, noop, small, log (default: all).",
+    )
+    ap.add_argument("--repeat", type=int, default=1, help="Times the checkpoint and floor sections run.")
     args = ap.parse_args()
     if args.quick:
         args.steps, args.batches, args.checkpoint_mib = 100_000, 10_000, 256
@@ -768,6 +795,7 @@ def main() -> None:
         sync = [sys.executable, "-c", CLIENT, url]  # then the ledger, then the token
         if "run" in only:
             rows += section_run(args, base, sync, env, srv)
+        cli, cli_env = [], {}
         if "checkpoint" in only:
             # the CLI with compiled bytecode, as an install has it (this machine may set
             # PYTHONDONTWRITEBYTECODE): the warm-up sync of an empty ledger fills the cache
@@ -776,9 +804,25 @@ def main() -> None:
             cli = [sys.executable, "-m", "labledger"]
             Ledger(base / "empty", create=True).close()
             child([*cli, "sync", "--ledger", str(base / "empty"), "--to", url, "--token", TOKEN, "--json"], cli_env)
+        if "checkpoint" in only or "floor" in only:
+            # each repeat: the checkpoint rows, then the floor's in the same minute, then their ratio
+            src = checkpoint_file(base / "floor.bin", args.checkpoint_mib)
+            ratios = []
             for n in range(args.repeat):
-                rows += section_checkpoint(args, base, url, cli, cli_env, srv, n)
-            rows += section_floor(args, base)
+                got = section_checkpoint(args, base, url, cli, cli_env, srv, n) if "checkpoint" in only else []
+                got += section_floor(args, src)
+                ratio = ratio_rows(args, got, n)
+                rows += got + ratio
+                ratios += [r["ratio"] for r in ratio]
+            if ratios:
+                rows.append(
+                    {
+                        "what": "sync / floor (1 stream hashed), each repeat: "
+                        + ", ".join(f"{100 * r:.0f}%" for r in ratios)
+                        + f"; median {100 * sorted(ratios)[len(ratios) // 2]:.0f}% (goal >= 80%)"
+                    }
+                )
+            src.unlink()
         if "noop" in only:
             rows += section_noop(args, base, sync, env, srv)
         if "small" in only:
