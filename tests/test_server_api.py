@@ -295,12 +295,12 @@ def test_a_new_run_shows_and_a_running_runs_curves_grow_without_a_rebuild(world,
         catalog = served_when(c, "/data/catalog.js", tmp_path, lambda d: any(r["id"] == run.id for r in d["runs"]))
         assert next(r for r in catalog["runs"] if r["id"] == run.id)["status"] == "running"
         # the run page draws its curves from their summaries (site/curves.py), built for the request
-        curve = f"/data/curves/{run.id}/0.js"
-        doc = served_when(c, curve, tmp_path, lambda d: d["points"] == 5)
+        curve = f"/data/curves/{run.id}.js"  # a short run's scalars: all in its curve file
+        doc = served_when(c, curve, tmp_path, lambda d: d["scalars"][0]["points"] == 5)["scalars"][0]
         assert doc["name"] == "loss" and doc["top"]["mean"] == [1.0, 0.5, 1 / 3, 0.25, 0.2]
         for step in range(6, 11):
             run.log(step, loss=1.0 / step)
-        served_when(c, curve, tmp_path, lambda d: d["points"] == 10)
+        served_when(c, curve, tmp_path, lambda d: d["scalars"][0]["points"] == 10)
     finally:
         run.finish()
     served_when(

@@ -24,6 +24,7 @@ import labledger
 from labledger.cli import main
 from labledger.errors import RunNotFoundError, SiteError
 from labledger.site import build_site, load_data_file
+from labledger.site.curves import read_curve
 from labledger.site.output import MANIFEST
 
 XSS = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
@@ -344,9 +345,9 @@ def test_every_string_is_escaped_in_data_files_and_absent_from_pages(site):
 def test_run_page_data(site):
     out, a = site["out"], site["ids"]["alpha"]
     run = data(out, f"data/runs/{a}.js")
-    # the page draws each scalar from its summaries (data/curves/<run>/<k>.js), not from the records
+    # the page draws each scalar from its summaries (data/curves/<run>.js), not from the records
     assert set(run["scalars"]) == {"loss", "lr", "grad_norm"} and run["cursor"] == {"scalars": 28}
-    grad = data(out, f"data/curves/{a}/{run['scalars'].index('grad_norm')}.js")
+    grad = read_curve(out, a, run["scalars"].index("grad_norm"))
     assert grad["widths"] == [1] and grad["top"]["b"] == list(range(1, 29)) and grad["top"]["n"] == [1] * 28
     assert run["config"]["comment"] == XSS[0]
     assert [n["text"] for n in run["notes"]] == [XSS[0], XSS[1]]
@@ -426,7 +427,7 @@ def test_rebuild_after_a_new_run_rewrites_only_what_changed(tmp_path):
         f"data/batches/{run.id}/loss.js",
         f"data/batches/{run.id}/0.js",
         f"data/batches/{run.id}/1.js",
-        f"data/curves/{run.id}/0.js",  # its one scalar's summaries (#12)
+        f"data/curves/{run.id}.js",  # its one scalar's summaries (#12), in its curve file (#47)
         f"data/diff/{run.id}.js",  # what the diff view compares (#12)
     }
     changed = {k for k in after if before.get(k) != after[k]}
@@ -468,6 +469,7 @@ def test_runs_left_out_are_removed_and_selection(site, tmp_path):
     assert result.runs == [a]
     removed = {p.relative_to(out).as_posix() for p in result.removed}
     assert f"data/runs/{x}.js" in removed and not (out / f"data/runs/{x}.js").exists()
+    assert f"data/curves/{x}.js" in removed and not (out / f"data/curves/{x}.js").exists()
     assert (out / f"data/runs/{a}.js").exists()
     assert [r["id"] for r in data(out, "data/catalog.js")["runs"]] == [a]
     assert build_site(site["ledger"], tmp_path / "g", group=XSS[1]).runs == [x]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from labledger.site import curves
-from labledger.site.curves import FINE_BUCKETS, TOP_BUCKETS, widths_for, write_curves
+from labledger.site.curves import FINE_BUCKETS, TOP_BUCKETS, read_curve, widths_for, write_curves
 from labledger.site.output import SiteWriter, load_data_file
 
 
@@ -105,7 +105,7 @@ def test_streamed_levels_are_the_sorted_buckets(tmp_path, monkeypatch, shuffle, 
     assert found.examples == "examples_seen"
     assert len(reads) == (1 if pass_bytes > 1 else 4)  # one scalar a reading when nothing fits
     for k, name in enumerate(found.names):
-        _, doc = load_data_file(tmp_path / f"site/data/curves/r/{k}.js")
+        doc = read_curve(tmp_path / "site", "r", k)
         pts = [r["step"] for r in recs if name in r]
         assert doc["name"] == name and doc["points"] == len(pts)
         assert (doc["first"], doc["last"]) == (min(pts), max(pts))
@@ -152,6 +152,55 @@ def test_memory_is_bounded_by_the_finest_level(tmp_path):
     assert max(seen) <= 2 * FINE_BUCKETS + 2
 
 
+def test_a_short_runs_scalars_are_in_its_curve_file_and_a_long_ones_have_files_of_their_own(tmp_path):
+    """A scalar of one level goes in the run's curve file; one with finer levels gets its own file
+    and chunks (the run's folder); a short run is one file and no folder (#47)."""
+    recs = [{"step": s, "time": float(s), "loss": 1.0 / (1 + s)} for s in range(3000)]
+    for s in range(0, 2000, 100):
+        recs[s]["val"] = 2.0 / (1 + s)
+    w = SiteWriter(tmp_path / "site")
+    assert write_curves(w, "long", lambda: iter(recs), 0.0).names == ["loss", "val"]
+    short = [{"step": s, "time": float(s), "loss": 1.0 / (1 + s), "lr": 0.1} for s in range(100)]
+    assert write_curves(w, "short", lambda: iter(short), 0.0).names == ["loss", "lr"]
+    assert w.written == [
+        *(f"data/curves/long/0/1-{c}.js" for c in range(2)),
+        "data/curves/long/0.js",
+        "data/curves/long.js",
+        "data/curves/short.js",
+    ]
+    key, file = load_data_file(tmp_path / "site/data/curves/long.js")
+    assert key == "curves/long" and file["scalars"][0] == {"name": "loss", "own": True}
+    assert file["scalars"][1]["name"] == "val" and file["scalars"][1]["widths"] == [1]
+    assert not (tmp_path / "site/data/curves/short").exists()
+    for run, data in (("long", recs), ("short", short)):
+        for k, name in enumerate(["loss", "val"] if run == "long" else ["loss", "lr"]):
+            doc = read_curve(tmp_path / "site", run, k)
+            assert doc["name"] == name and doc["points"] == sum(name in r for r in data)
+            same(doc["top"], oracle(data, name, doc["widths"][0], 0.0, None))
+
+
+def test_the_curve_file_holds_at_most_inline_bytes_of_summaries(tmp_path, monkeypatch):
+    """Scalars of one level go in the run's curve file while they fit INLINE_BYTES; the others get
+    files of their own, and each scalar reads back the same either way."""
+    recs = [{"step": s, "time": 0.0, "a": s * 0.5, "b": 1.0 / (1 + s), "c": float(s % 7)} for s in range(500)]
+    whole = SiteWriter(tmp_path / "whole")
+    write_curves(whole, "r", lambda: iter(recs), 0.0)
+    assert whole.written == ["data/curves/r.js"]
+    entries = load_data_file(tmp_path / "whole/data/curves/r.js")[1]["scalars"]
+    sizes = [len(curves.dumps(e)) for e in entries]
+    monkeypatch.setattr(curves, "INLINE_BYTES", sizes[0] + sizes[2])  # a and c fit; b does not
+    split = SiteWriter(tmp_path / "split")
+    write_curves(split, "r", lambda: iter(recs), 0.0)
+    assert split.written == ["data/curves/r/1.js", "data/curves/r.js"]
+    assert [e.get("own", False) for e in load_data_file(tmp_path / "split/data/curves/r.js")[1]["scalars"]] == [
+        False,
+        True,
+        False,
+    ]
+    for k in range(3):
+        assert read_curve(tmp_path / "split", "r", k) == read_curve(tmp_path / "whole", "r", k) == entries[k]
+
+
 def test_the_run_page_of_200k_steps_draws_the_top_level_and_zoom_loads_a_finer_one(browser, tmp_path):
     """From ``file://``: the run page draws each scalar from its top level (no record in the page's
     data), and a zoom loads the chunks of the finest level that fits the visible range, only those."""
@@ -162,9 +211,13 @@ def test_the_run_page_of_200k_steps_draws_the_top_level_and_zoom_loads_a_finer_o
     with labledger.start_run("long", ledger=tmp_path / "ledger") as run:
         for step in range(steps):
             run.log(step, loss=1.0 / (1 + step) + (9.0 if step == 150_001 else 0.0))
+            if step < 2000 and step % 100 == 0:  # a scalar of one level: in the run's curve file
+                run.log(step, val=2.0 / (1 + step))
     build_site(tmp_path / "ledger", tmp_path / "site")
     _, doc = load_data_file(tmp_path / f"site/data/curves/{run.id}/0.js")
     assert doc["widths"] == [128, 16, 1] and len(doc["chunks"][2]) == steps // 2000
+    _, file = load_data_file(tmp_path / f"site/data/curves/{run.id}.js")
+    assert file["scalars"][0] == {"name": "loss", "own": True} and file["scalars"][1]["points"] == 20
     assert (tmp_path / f"site/data/runs/{run.id}.js").stat().st_size < 20_000  # no records in it
     page = browser.new_page()
     requests: list[str] = []
@@ -175,6 +228,9 @@ def test_the_run_page_of_200k_steps_draws_the_top_level_and_zoom_loads_a_finer_o
         page.goto((tmp_path / "site" / "run.html").as_uri() + f"#run={run.id}")
         chart = "document.querySelector('#curve-charts figure.chart')"
         page.wait_for_function(f"() => {chart}?.chart")
+        val = "document.querySelectorAll('#curve-charts figure.chart')[1]"
+        page.wait_for_function(f"() => {val}?.chart")
+        assert page.evaluate(f"() => {val}.chart.data[0]") == list(range(0, 2000, 100))
         top = page.evaluate(f"() => {chart}.chart.data[0].length")
         assert top <= 2 * 2000 and page.evaluate(f"() => {chart}.curveLevel") == 0
         assert max(page.evaluate(f"() => {chart}.chart.data[1]")) > 9  # the spike, at the top level
@@ -188,6 +244,8 @@ def test_the_run_page_of_200k_steps_draws_the_top_level_and_zoom_loads_a_finer_o
         # the range widened to whole top-level buckets (149,888-151,039): two chunks of 2,000 steps
         assert loaded == ["2-74.js", "2-75.js"]
         assert all(u.startswith("file://") for u in requests)
+        curve_files = sorted(u.split("/data/curves/", 1)[1] for u in requests if "/data/curves/" in u)
+        assert curve_files == [f"{run.id}.js", f"{run.id}/0.js", f"{run.id}/0/2-74.js", f"{run.id}/0/2-75.js"]
         page.dblclick("#curve-charts figure.chart .u-over")
         page.wait_for_function(f"() => {chart}.curveLevel === 0")
         assert errors == []

@@ -160,6 +160,8 @@ def run_of(rel: str) -> str | None:
 
     >>> run_of("data/runs/abc.js"), run_of("data/evals/abc/test.js"), run_of("images/abc/a.png")
     ('abc', 'abc', 'abc')
+    >>> run_of("data/curves/abc.js"), run_of("data/curves/abc/0.js")
+    ('abc', 'abc')
     >>> run_of("data/compare.js"), run_of("data/diff/abc.paired.js"), run_of("index.html")
     (None, None, None)
     """
@@ -171,7 +173,7 @@ def run_of(rel: str) -> str | None:
     if len(parts) > 3:
         return parts[2]
     name = parts[2]
-    if not name.endswith(".js") or name.endswith(".paired.js") or parts[1] not in ("runs", "diff"):
+    if not name.endswith(".js") or name.endswith(".paired.js") or parts[1] not in ("runs", "diff", "curves"):
         return None
     return name[: -len(".js")]
 

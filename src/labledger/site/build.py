@@ -11,7 +11,8 @@ Layout (seed 004, extended to many runs)::
     OUT/data/evals/<run>/<name>.js (+ <name>.logits.js)         evaluation pages
     OUT/data/tests/<run>/<name>.js, <name>/<part>.js            test breakdowns (cells grid)
     OUT/data/compare.js                                         version tables, comparisons, groups
-    OUT/data/curves/<run>/<k>.js, <k>/<level>-<chunk>.js         multi-resolution scalar summaries
+    OUT/data/curves/<run>.js                                    multi-resolution scalar summaries
+    OUT/data/curves/<run>/<k>.js, <k>/<level>-<chunk>.js        a long run's: per scalar and chunk
     OUT/data/diff/<run>.js                                      what ``labledger diff`` compares
     OUT/data/diff/<run>.paired.js                               its paired comparisons (site/pairs.py)
     OUT/images/<run>/<path under the run's files/>              images the samples refer to

@@ -22,11 +22,23 @@ comparing those, so the records can be read once, in file order, a block at a ti
 allows (at most about ``2 * FINE_BUCKETS`` buckets of 120 bytes), coarsened two by two as the steps
 grow; a run whose scalars need more than :data:`PASS_BYTES` together is read again for the rest.
 
-Files (``data/curves/<run>/``)::
+Files::
 
-    <k>.js            the k-th scalar of the run (the order of the catalog's ``scalars``): its
-                      widths, the bucket range of each chunk of the finer levels, and the top level
-    <k>/<l>-<c>.js    chunk c of level l (at most CHUNK_BUCKETS non-empty buckets), loaded on zoom
+    data/curves/<run>.js          the run's curve file: ``scalars``, one entry per scalar in the
+                                  order of the catalog's ``scalars`` (the k-th: scalar k); an entry
+                                  is the scalar's summaries (below) when they are one level and fit
+                                  the file (:data:`INLINE_BYTES` of summaries at most), else
+                                  ``{"name", "own": true}``: they are in the run's folder
+    data/curves/<run>/<k>.js      scalar k's summaries, when not in the run's curve file
+    data/curves/<run>/<k>/<l>-<c>.js   chunk c of level l (at most CHUNK_BUCKETS non-empty
+                                  buckets), loaded on zoom
+
+A scalar's summaries: its name, the number of records (``points``), its first and last step, the
+run's start time, the examples key, the ``widths`` of its levels, the bucket range of each chunk of
+the finer levels (``chunks``) and the top level (``top``). A short run (every scalar's steps fit
+the top level at one step a bucket, as long as the summaries fit :data:`INLINE_BYTES`) is one file;
+a long one keeps a file per scalar and per chunk, so that a page loads the top levels of the
+scalars it draws and, on zoom, the chunks of the range it shows.
 
 Columns of a level (lists of equal length, only non-empty buckets): ``b`` bucket index, ``n``
 finite values, ``mean``, then ``min``, ``max``, ``last`` and ``minfirst`` (1 when the min came
@@ -38,13 +50,16 @@ the run logs ``examples_seen``).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeGuard
 
 import numpy as np
 
-from labledger.site.output import SiteWriter
+from labledger.errors import SiteError
+from labledger.site.output import SiteWriter, dumps, load_data_file
 
 #: At most this many buckets at the top level of a scalar.
 TOP_BUCKETS = 2000
@@ -52,6 +67,9 @@ TOP_BUCKETS = 2000
 LEVEL_FACTOR = 8
 #: Non-empty buckets per file of a finer level.
 CHUNK_BUCKETS = 2000
+#: Bytes of summaries the run's curve file holds at most: a scalar of one level goes in while it
+#: fits (the curves page, which draws one scalar of many runs, loads the whole file of each run).
+INLINE_BYTES = 64 << 10
 #: The levels stop before one would span more buckets than this (about 20 MB of files per scalar).
 FINE_BUCKETS = 1 << 18
 #: Scalars that count the examples seen so far (the curves page's "examples seen" x axis).
@@ -292,9 +310,9 @@ def summarize(
 
 @dataclass
 class Curves:
-    """What :func:`write_curves` found: the scalars in file order (``k`` of ``data/curves/<run>/<k>.js``;
-    the order they were first logged in), how many records the run's scalar file holds, and the
-    scalar that counts examples seen (or None)."""
+    """What :func:`write_curves` found: the scalars in file order (entry ``k`` of
+    ``data/curves/<run>.js``; the order they were first logged in), how many records the run's
+    scalar file holds, and the scalar that counts examples seen (or None)."""
 
     names: list[str]
     records: int
@@ -371,43 +389,60 @@ def write_curves(
     writer: SiteWriter, run_id: str, read: Callable[[], Iterable[Mapping[str, Any]]], started: float
 ) -> Curves:
     """Write the summaries of every scalar of a run, reading its scalar records with ``read()`` (called
-    again for a run whose scalars do not fit one reading's memory, see :data:`PASS_BYTES`).
+    again for a run whose scalars do not fit one reading's memory, see :data:`PASS_BYTES`): the run's
+    curve file, and a file per scalar (and its chunks) for those that are not in it (see the module
+    docstring). A run without scalars has no file.
 
     >>> import pathlib, tempfile
     >>> w = SiteWriter(pathlib.Path(tempfile.mkdtemp()) / "site")
-    >>> write_curves(w, "r1", lambda: ({"step": s, "time": 0.0, "loss": 1 / (s + 1)} for s in range(3000)), 0.0)
+    >>> write_curves(w, "r1", lambda: ({"step": s, "time": 0.0, "loss": 1 / (s + 1)} for s in range(100)), 0.0)
+    Curves(names=['loss'], records=100, examples=None)
+    >>> write_curves(w, "r2", lambda: ({"step": s, "time": 0.0, "loss": 1 / (s + 1)} for s in range(3000)), 0.0)
     Curves(names=['loss'], records=3000, examples=None)
     >>> w.written
-    ['data/curves/r1/0/1-0.js', 'data/curves/r1/0/1-1.js', 'data/curves/r1/0.js']
+    ['data/curves/r1.js', 'data/curves/r2/0/1-0.js', 'data/curves/r2/0/1-1.js', 'data/curves/r2/0.js', 'data/curves/r2.js']
     """
     names: list[str] = []
     todo: set[str] | None = None
     records = 0
     ex_key: str | None = None
+    entries: dict[int, bytes] = {}
+    room = INLINE_BYTES
     while True:
         scalars, deferred, n, ex = _scan(read, names, todo)
         if todo is None:
             records, ex_key = n, ex
         for name, scalar in scalars.items():
-            _write_scalar(writer, run_id, names.index(name), name, scalar, started, ex_key)
+            k = names.index(name)
+            doc = _write_scalar(writer, run_id, k, name, scalar, started, ex_key, room)
+            if doc is not None:
+                entries[k] = doc
+                room -= len(doc)
+            else:
+                entries[k] = dumps({"name": name, "own": True})
         if not deferred:
-            return Curves(names, records, ex_key)
+            break
         todo = set(deferred)
+    if names:
+        body = b'{"scalars":[' + b",".join(entries[k] for k in range(len(names))) + b"]}"
+        writer.write_data(f"data/curves/{run_id}.js", f"curves/{run_id}", raw_json=body)
+    return Curves(names, records, ex_key)
 
 
 def _write_scalar(
-    writer: SiteWriter, run_id: str, k: int, name: str, scalar: _Scalar, started: float, ex_key: str | None
-) -> None:
+    writer: SiteWriter,
+    run_id: str,
+    k: int,
+    name: str,
+    scalar: _Scalar,
+    started: float,
+    ex_key: str | None,
+    room: int,
+) -> bytes | None:
+    """Scalar ``k``'s summaries as JSON when they are one level of at most ``room`` bytes (they go
+    in the run's curve file), else None: they are written to their own file and its chunks."""
     widths, levels = scalar.levels(started, ex_key is not None)
     chunks: list[list[list[int]] | None] = [None]
-    for level, buckets in enumerate(levels[1:], start=1):
-        ranges = []
-        for c, start in enumerate(range(0, len(buckets["b"]), CHUNK_BUCKETS)):
-            part = {col: v[start : start + CHUNK_BUCKETS] for col, v in buckets.items()}
-            ranges.append([part["b"][0], part["b"][-1]])
-            key = f"curves/{run_id}/{k}/{level}-{c}"
-            writer.write_data(f"data/{key}.js", key, part)
-        chunks.append(ranges)
     payload = {
         "name": name,
         "points": scalar.points,
@@ -419,4 +454,41 @@ def _write_scalar(
         "chunks": chunks,
         "top": levels[0],
     }
+    if len(levels) == 1:
+        doc = dumps(payload)
+        if len(doc) <= room:
+            return doc
+    for level, buckets in enumerate(levels[1:], start=1):
+        ranges = []
+        for c, start in enumerate(range(0, len(buckets["b"]), CHUNK_BUCKETS)):
+            part = {col: v[start : start + CHUNK_BUCKETS] for col, v in buckets.items()}
+            ranges.append([part["b"][0], part["b"][-1]])
+            key = f"curves/{run_id}/{k}/{level}-{c}"
+            writer.write_data(f"data/{key}.js", key, part)
+        chunks.append(ranges)
     writer.write_data(f"data/curves/{run_id}/{k}.js", f"curves/{run_id}/{k}", payload)
+    return None
+
+
+def read_curve(site: str | os.PathLike[str], run_id: str, k: int) -> dict[str, Any]:
+    """The summaries of scalar ``k`` of run ``run_id`` in the site folder ``site``, from where the
+    page loads them (``LL.data.curve`` in common.js): entry ``k`` of the run's curve file, or the
+    scalar's own file when the entry says so.
+
+    >>> import pathlib, tempfile
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "site"
+    >>> _ = write_curves(SiteWriter(out), "r1", lambda: ({"step": s, "loss": 0.5} for s in range(100)), 0.0)
+    >>> doc = read_curve(out, "r1", 0)
+    >>> doc["name"], doc["widths"], doc["top"]["b"][:3]
+    ('loss', [1], [0, 1, 2])
+    """
+    folder = Path(site, "data", "curves")
+    key, payload = load_data_file(folder / f"{run_id}.js")
+    if key != f"curves/{run_id}":
+        raise SiteError(f"{folder / run_id}.js holds {key!r}")
+    entry = payload["scalars"][k]
+    if entry.get("own"):
+        key, entry = load_data_file(folder / run_id / f"{k}.js")
+        if key != f"curves/{run_id}/{k}":
+            raise SiteError(f"{folder / run_id / str(k)}.js holds {key!r}")
+    return dict(entry)

@@ -462,7 +462,7 @@ def run_payload(
 ) -> dict[str, Any]:
     """Everything ``run.html`` shows, as one JSON-ready dict. ``curves``: what
     :func:`labledger.site.curves.write_curves` wrote of the run's scalars (the page draws each from
-    ``data/curves/<run>/<k>.js``, ``scalars`` naming them in that order); ``cursor.scalars``: how
+    entry k of ``data/curves/<run>.js``, ``scalars`` naming them in that order); ``cursor.scalars``: how
     many records the run's scalar file held, the ``since`` a page in ``labledger serve`` asks the
     API for while the run logs."""
     meta = view.meta

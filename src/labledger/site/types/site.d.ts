@@ -353,6 +353,40 @@ interface PackedColumn {
   i?: string;
   w?: 1 | 2 | 4;
 }
+/** Columns of a level of a scalar's summaries (site/curves.py): only its non-empty buckets. */
+interface CurveLevel {
+  b: number[];
+  n: number[];
+  mean: Num[];
+  min?: Num[];
+  max?: Num[];
+  last?: Num[];
+  minfirst?: number[];
+  rt?: Num[];
+  ex?: Num[];
+}
+
+/** A scalar's summaries (data/curves/<run>.js's entry, or data/curves/<run>/<k>.js). */
+interface CurveDoc {
+  name: string;
+  points: number;
+  first: Num;
+  last: Num;
+  started: Num;
+  examples: string | null;
+  /** Bucket widths of the levels, the top first. */
+  widths: number[];
+  /** Per level, the [first, last] bucket of each chunk file (null for the top level). */
+  chunks: (number[][] | null)[];
+  top: CurveLevel;
+  own?: false;
+}
+
+/** A run's curve file (data/curves/<run>.js): scalar k's summaries, or where they are. */
+interface CurveFile {
+  scalars: (CurveDoc | { name: string; own: true })[];
+}
+
 interface CatalogPayload {
   runs: CatalogRun[];
   /** The query fields, one array per field (fields.columns[j][i]: field j of run i). */
@@ -604,8 +638,8 @@ interface LLData {
   logits(id: string, name: string): Promise<LogitsPayload>;
   test(id: string, name: string): Promise<TestPayload>;
   testPart(id: string, name: string, part: string): Promise<Record<string, any>>;
-  curve(id: string, k: number): Promise<any>;
-  curveChunk(id: string, k: number, level: number, c: number): Promise<any>;
+  curve(id: string, k: number): Promise<CurveDoc>;
+  curveChunk(id: string, k: number, level: number, c: number): Promise<CurveLevel>;
   diffSide(id: string): Promise<any>;
   diffPaired(id: string): Promise<any>;
 }

@@ -51,7 +51,7 @@
   };
 
   /**
-   * The rows of scalar k of a run (its summaries `doc`, data/curves/<run>/<k>.js) for the steps
+   * The rows of scalar k of a run (its summaries `doc`, LL.data.curve) for the steps
    * [s0, s1) (widened to whole top-level buckets): the finest level with at most `limit` buckets there, its chunks loaded on demand,
    * and the top level's rows on either side. Resolves to {rows, level} (level 0: the top alone).
    */

@@ -390,10 +390,20 @@
       checkId(name, "evaluation name");
       return LL.load("evals/" + id + "/" + name + "/logits", "data/evals/" + id + "/" + name + ".logits.js");
     },
+    /**
+     * The summaries of scalar k of a run (site/curves.py): entry k of the run's curve file
+     * data/curves/<run>.js, or, when that entry says they have their own file (a long run),
+     * data/curves/<run>/<k>.js.
+     */
     curve: function (id, k) {
       checkId(id);
       if (!(k >= 0 && k === Math.floor(k))) throw new Error("bad scalar index");
-      return LL.load("curves/" + id + "/" + k, "data/curves/" + id + "/" + k + ".js");
+      return LL.load("curves/" + id, "data/curves/" + id + ".js").then(function (/** @type {CurveFile} */ file) {
+        var entry = (file.scalars || [])[k];
+        if (!entry) throw new Error("data/curves/" + id + ".js has no scalar " + k);
+        if (!entry.own) return entry;
+        return LL.load("curves/" + id + "/" + k, "data/curves/" + id + "/" + k + ".js");
+      });
     },
     curveChunk: function (id, k, level, c) {
       checkId(id);

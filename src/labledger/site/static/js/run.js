@@ -185,7 +185,7 @@
     var grid = h("div", { class: "charts", id: "curve-charts" });
     sec.appendChild(grid);
     /** @type {Record<string, any>} */
-    var docs = {}; // scalar name -> its summaries (data/curves/<run>/<k>.js); none for one logged live
+    var docs = {}; // scalar name -> its summaries (LL.data.curve); none for one logged live
     /** @type {Record<string, any[]>} */
     var added = {}; // scalar name -> the rows a live page appended
     /** @type {Record<string, any>} */
