@@ -409,6 +409,7 @@ def test_a_server_started_after_a_kill_between_record_and_renames_finishes_them_
         srv.stop()
 
 
+@pytest.mark.timeout(360)  # ten syncs started and killed: a minute quiet, more on a loaded machine
 def test_sync_of_many_small_files_killed_at_random_moments_resumes_and_verifies(tmp_path, server):
     """kill -9 of `labledger sync` at ten random moments while it sends runs of small files in
     batches: the next sync completes, every file is the local one, and nothing is pending."""
@@ -424,6 +425,7 @@ def test_sync_of_many_small_files_killed_at_random_moments_resumes_and_verifies(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(360)  # ten servers killed and started again: a minute quiet, more on a loaded machine
 def test_a_server_killed_at_random_moments_of_batches_resumes_and_verifies(tmp_path):
     """kill -9 of the server at ten random moments while a sync sends runs of small files in
     batches; after each, the server starts again. Then one sync completes, with every file the
