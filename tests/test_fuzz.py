@@ -22,7 +22,8 @@ HERE = Path(__file__).resolve().parent
 SRC = str(Path(labledger.__file__).resolve().parents[1])
 
 
-@pytest.mark.slow
+@pytest.mark.scale  # minutes of CPU: `pytest -m scale`, a CI step of its own
+@pytest.mark.timeout(900)
 def test_fuzz_corpus_every_reader_fails_cleanly_or_reads_correctly():
     long = os.environ.get("LABLEDGER_FUZZ_LONG") == "1"
     cases = 20000 if long else 1200

@@ -1,8 +1,8 @@
 """Fuzzing the TensorBoard, MLflow and report importers, each on its own (#17; the corpus and its
 oracle: fuzz_importers.py). Every mutated file must import (exit 0) or fail with a one-line
 ``LedgerError`` (exit 1): no traceback, no signal, nothing over 30 s. A seeded sample runs in the
-default suite (MLflow's behind slow too: creating its store costs seconds); the big corpus is
-marked slow."""
+default suite (MLflow's behind slow too: creating its store costs seconds); the big corpus (minutes
+of CPU) is marked ``scale``: ``pytest -m scale``, a CI step of its own."""
 
 from __future__ import annotations
 
@@ -60,7 +60,8 @@ def test_fuzz_sample_each_importer_fails_cleanly_or_imports(importer, cases):
     fuzz(importer, cases, seed=7)
 
 
-@pytest.mark.slow
+@pytest.mark.scale
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize(("importer", "cases"), [("tensorboard", 300), ("report", 300), ("mlflow", 60)])
 def test_fuzz_corpus_each_importer_fails_cleanly_or_imports(importer, cases):
     pytest.importorskip({"tensorboard": "tensorboard", "mlflow": "mlflow", "report": "orjson"}[importer])

@@ -5,6 +5,7 @@ name (a name that starts with one underscore), so that each module can be read a
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -31,6 +32,7 @@ def _owner(name: str) -> str | None:
     return name or None
 
 
+@functools.cache  # each module parsed once for every test of this file
 def _imports(module: str) -> list[tuple[str, str | None]]:
     """What ``module`` imports of the package, as ``(module imported, name taken or None)``; imports
     under ``if TYPE_CHECKING:`` are left out (they never run)."""
