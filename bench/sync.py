@@ -44,6 +44,7 @@ import contextlib
 import json
 import shutil
 import socket
+import statistics
 import subprocess
 import tempfile
 import time
@@ -819,7 +820,7 @@ def main() -> None:
                     {
                         "what": "sync / floor (1 stream hashed), each repeat: "
                         + ", ".join(f"{100 * r:.0f}%" for r in ratios)
-                        + f"; median {100 * sorted(ratios)[len(ratios) // 2]:.0f}% (goal >= 80%)"
+                        + f"; median {100 * statistics.median(ratios):.0f}% (goal >= 80%)"
                     }
                 )
             src.unlink()
