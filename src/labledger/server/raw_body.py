@@ -8,11 +8,8 @@ the bytes, was most of the server's CPU. ``labledger serve``'s protocol
 ``Content-Length`` over plain HTTP the ASGI extension ``scope["extensions"]["labledger.raw_body"]``:
 a :class:`RawBody` whose :meth:`RawBody.take` stops the event loop reading the connection and hands
 back the body bytes already parsed and the socket's descriptor. The app then reads the rest itself,
-in a worker thread, straight into its own buffer: with the socket switched to blocking reads for
-that while (:func:`blocking`, :func:`recv_exact`: one ``recv`` per buffer, where the event loop's
-non-blocking socket took a ``poll`` and a short read per piece that had arrived), or with
-:func:`read_exact` where the switch is refused. The connection is closed after the response,
-since the HTTP parser never saw those bytes.
+in a worker thread, straight into its own buffer (:func:`read_exact`). The connection is closed
+after the response, since the HTTP parser never saw those bytes.
 
 An app that finds no extension (another server, Starlette's test client, TLS) streams the body
 the ordinary way; both paths must give the same result.
@@ -20,12 +17,8 @@ the ordinary way; both paths must give the same result.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
-import socket
-import struct
-from collections.abc import Iterator
 from typing import Any
 
 
@@ -102,65 +95,4 @@ def read_exact(sock_fd: int, view: memoryview, timeout: float) -> int:
     return got
 
 
-@contextlib.contextmanager
-def blocking(sock_fd: int, timeout: float) -> Iterator[socket.socket | None]:
-    """The connection ``sock_fd`` (the event loop's non-blocking socket, its reading paused) as a
-    blocking socket for :func:`recv_exact`, each of whose receives waits at most ``timeout``
-    seconds (``SO_RCVTIMEO``); on leaving, the socket is non-blocking again, as the event loop
-    needs it for the response. ``None`` where the platform refuses the timeout (the caller reads
-    with :func:`read_exact`). The blocking flag is the connection's own (a duplicate descriptor
-    shares it): nothing else may use the connection meanwhile.
-
-    >>> a, b = socket.socketpair()
-    >>> a.setblocking(False)
-    >>> with blocking(a.fileno(), 1.0) as sock:
-    ...     b.sendall(b"abcdef"); b.close()
-    ...     buf = bytearray(8)
-    ...     recv_exact(sock, memoryview(buf)), bytes(buf[:6])
-    (6, b'abcdef')
-    >>> a.getblocking()
-    False
-    """
-    sock = socket.socket(fileno=os.dup(sock_fd))
-    try:
-        try:
-            seconds = max(timeout, 0.001)
-            whole = int(seconds)
-            sock.setsockopt(
-                socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", whole, int((seconds - whole) * 1e6))
-            )
-        except (OSError, struct.error):
-            yield None
-            return
-        sock.setblocking(True)
-        try:
-            yield sock
-        finally:
-            sock.setblocking(False)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
-    finally:
-        sock.close()  # the duplicate descriptor only: the connection stays open
-
-
-def recv_exact(sock: socket.socket, view: memoryview) -> int:
-    """Receive from the blocking socket of :func:`blocking` into ``view`` until it is full or the
-    peer closes; return the bytes received (fewer than ``len(view)`` only at the end of the
-    stream). Each ``recv`` asks for all that is missing (``MSG_WAITALL``), so the kernel fills the
-    buffer in one call while the bytes flow. :class:`BodyStalled` when a receive got no byte for
-    the socket's timeout (a stall is so noticed after one to two timeouts); a reset connection
-    counts as the end of the stream."""
-    got = 0
-    while got < len(view):
-        try:
-            n = sock.recv_into(view[got:], 0, socket.MSG_WAITALL)
-        except (BlockingIOError, TimeoutError):  # SO_RCVTIMEO passed with nothing received
-            raise BodyStalled from None
-        except ConnectionError:
-            return got
-        if n == 0:
-            return got
-        got += n
-    return got
-
-
-__all__ = ["BodyStalled", "RawBody", "blocking", "read_exact", "recv_exact"]
+__all__ = ["BodyStalled", "RawBody", "read_exact"]

@@ -51,7 +51,7 @@ from starlette.responses import Response
 
 from labledger.errors import LedgerError, RecordError
 from labledger.server.envelope import ApiError, ok
-from labledger.server.raw_body import BodyStalled, blocking, read_exact, recv_exact
+from labledger.server.raw_body import BodyStalled, read_exact
 from labledger.store.index import replace_run_rows
 from labledger.store.jsonl import fsync_dir
 from labledger.store.manifest import (
@@ -1073,7 +1073,7 @@ def _read_chunks(
     ``DEPTH + 1`` page-aligned buffers. This thread only receives: each chunk is handed to a hashing
     thread as soon as it is in (``HASHERS``) and each full group to a writer thread (one write, to
     the disk directly where it can: :class:`Writeback`), and the next group is received into a free
-    buffer (hashlib, ``pwrite`` and the receive let go of the GIL). Hashing in this thread, while the
+    buffer (hashlib, ``pwrite`` and ``readv`` let go of the GIL). Hashing in this thread, while the
     bytes were in the CPU's cache, made the receive wait for it. A buffer is filled again only once
     its group is hashed and written, and the hashes are appended in the file's order. The whole
     chunks received before the body ended or stalled are kept. Returns the bytes the file holds."""
@@ -1110,9 +1110,7 @@ def _read_chunks(
 
     writer = ThreadPoolExecutor(1, thread_name_prefix="labledger-sync-write")
     hasher = ThreadPoolExecutor(HASHERS, thread_name_prefix="labledger-sync-hash")
-    stack = contextlib.ExitStack()
     try:
-        sock = stack.enter_context(blocking(sock_fd, timeout))
         ended = False
         while at < total and not ended:
             if len(jobs) == len(views):  # every buffer busy: wait for the oldest group
@@ -1127,8 +1125,7 @@ def _read_chunks(
                     view[fill : fill + take] = head[:take]
                     head = head[take:]
                     if take < want:
-                        rest = view[fill + take : fill + want]
-                        take += recv_exact(sock, rest) if sock is not None else read_exact(sock_fd, rest, timeout)
+                        take += read_exact(sock_fd, view[fill + take : fill + want], timeout)
                     if take < want:  # the client went away: a short chunk is not kept
                         ended = True
                         break
@@ -1143,7 +1140,6 @@ def _read_chunks(
                     at += fill
     finally:
         try:
-            stack.close()  # the socket non-blocking again before anything else can fail
             while jobs:
                 done(jobs.popleft())
         finally:
