@@ -1185,20 +1185,6 @@ async def get_file(request: Request) -> Response:
     return StreamingResponse(body(), media_type="application/octet-stream")
 
 
-def _publish(ctx: Any, run_id: str, tables: dict[str, Any]) -> None:
-    """Write the run's files of the open dataset to the server's object store (when it has ended).
-
-    A run whose files cannot be made from what was synced (a record file that does not parse) is
-    a 400 naming it; a store that fails is a 507 (the index is sent again by the next sync, since
-    the digest is recorded only after this)."""
-    from labledger.store.dataset import StoreSink, publish_run
-
-    try:
-        publish_run(ctx.ledger(), run_id, StoreSink(ctx.objects), tables)
-    except RecordError as exc:
-        raise ApiError(400, f"run {run_id}: its dataset files cannot be made: {exc}") from None
-
-
 async def put_index(request: Request) -> Response:
     """``POST /api/sync/runs/{run}/index``."""
     ctx = request.app.state.ctx
@@ -1222,7 +1208,7 @@ async def put_index(request: Request) -> Response:
         except RecordError as exc:
             raise ApiError(400, str(exc)) from None
         if ctx.objects is not None:  # an ended run's files of the open dataset (#46), before the answer
-            await run_in_threadpool(_publish, ctx, run_id, body["tables"])
+            await run_in_threadpool(ctx.publish, run_id, body["tables"])
         doc["index"] = body["digest"]
         await run_in_threadpool(write_manifest, run_dir, doc)
     return ok({"run": run_id, "index": body["digest"]})
