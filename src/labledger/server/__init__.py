@@ -1,7 +1,7 @@
 """``labledger serve``: the ledger over HTTP (live pages, a JSON API, uploads) and team mode.
 
 ``create_app`` builds the ASGI app (needs starlette; run it with uvicorn); ``push_file`` uploads a
-file to a server and checks the sha256 it stored (needs httpx only).
+file to a server and checks the sha256 it stored (the standard library's ``http.client`` only).
 """
 
 from __future__ import annotations

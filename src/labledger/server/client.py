@@ -1,16 +1,20 @@
-"""``push_file``: upload one file to a labledger server and check the sha256 it stored.
+"""labledger's HTTP client: :func:`connect` (the one way labledger opens a connection to a server,
+``http.client`` of the standard library: no third-party client to import, no certificate store
+loaded for plain http), and ``push_file``.
 
-The file is streamed (1 MiB at a time) with its Content-Length, hashed on the way, and the
-server's answer must name the same sha256 and size; anything else raises
-:class:`~labledger.errors.PushError` (the server's envelope message included).
+``push_file`` uploads one file to a labledger server and checks the sha256 it stored: the file is
+streamed (1 MiB at a time) with its Content-Length, hashed on the way, and the server's answer must
+name the same sha256 and size; anything else raises :class:`~labledger.errors.PushError` (the
+server's envelope message included).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import mimetypes
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -18,6 +22,19 @@ from urllib.parse import quote, urlsplit
 from labledger.errors import PushError
 
 CHUNK = 1 << 20
+
+
+def connect(url: str, timeout: float) -> Any:
+    """A new ``http.client`` connection to the server of ``url`` (http or https): 10 s at most to
+    connect, then ``timeout`` seconds for each read and write."""
+    import http.client
+
+    parts = urlsplit(url)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = kind(parts.hostname or "", parts.port, timeout=min(10.0, timeout))
+    conn.connect()
+    conn.sock.settimeout(timeout)
+    return conn
 
 
 def upload_url(to: str, name: str, *, overwrite: bool = False) -> str:
@@ -64,7 +81,7 @@ def push_file(
     >>> push_file("report.md", "http://127.0.0.1:8765", token="...")   # doctest: +SKIP
     {'ok': True, 'name': 'report.md', 'size': 1234, 'sha256': '...', 'verified': True, ...}
     """
-    import httpx
+    import http.client
 
     src = Path(path)
     if not src.is_file():
@@ -73,34 +90,43 @@ def push_file(
     total = src.stat().st_size
     url = upload_url(to, name, overwrite=overwrite)
     digest = hashlib.sha256()
-
-    def body() -> Iterator[bytes]:
+    headers = {"Content-Type": content_type or _guess_type(name), "Content-Length": str(total)}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    parts = urlsplit(url)
+    conn: Any = None
+    try:
+        conn = connect(url, timeout)
+        conn.putrequest("POST", f"{parts.path or '/'}?{parts.query}", skip_accept_encoding=True)
+        for key, value in headers.items():
+            conn.putheader(key, value)
+        conn.endheaders()
         sent = 0
         with open(src, "rb") as f:
             while chunk := f.read(CHUNK):
                 digest.update(chunk)
+                conn.send(chunk)
                 sent += len(chunk)
                 if on_progress is not None:
                     on_progress(sent, total)
-                yield chunk
-
-    headers = {"Content-Type": content_type or _guess_type(name), "Content-Length": str(total)}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
+        response = conn.getresponse()
+        status, body = response.status, response.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise PushError(f"upload of {src.name} to {url.split('?')[0]} failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        if conn is not None:
+            conn.close()
     try:
-        with httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0)) as client:
-            response = client.post(url, content=body(), headers=headers)
-    except httpx.HTTPError as exc:
-        raise PushError(f"upload of {src.name} to {url.split('?')[0]} failed: {exc}") from None
-    try:
-        doc = response.json()
+        doc = json.loads(body)
     except ValueError:
         doc = None
-    if response.status_code not in (200, 201) or not isinstance(doc, dict) or not doc.get("ok"):
-        message = doc.get("error") if isinstance(doc, dict) and doc.get("error") else response.text[:200]
-        if response.status_code == 409 and not overwrite:
+    if status not in (200, 201) or not isinstance(doc, dict) or not doc.get("ok"):
+        message = (
+            doc.get("error") if isinstance(doc, dict) and doc.get("error") else body[:200].decode(errors="replace")
+        )
+        if status == 409 and not overwrite:
             message = f"'{name}' already exists on the server; pass --overwrite to replace it"
-        raise PushError(f"the server refused {name} ({response.status_code}): {message}")
+        raise PushError(f"the server refused {name} ({status}): {message}")
     local = digest.hexdigest()
     if doc.get("sha256") != local or doc.get("size") != total:
         raise PushError(

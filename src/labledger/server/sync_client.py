@@ -29,6 +29,7 @@ from urllib.parse import quote, urlsplit
 import orjson
 
 from labledger.errors import LedgerError, StorageError, SyncConflictError, SyncDigestError, SyncError
+from labledger.server.client import connect
 from labledger.store.jsonl import read_json, write_json
 from labledger.store.ledger import Ledger
 from labledger.store.manifest import (
@@ -170,13 +171,9 @@ class _Cache:
 
 
 class _Session:
-    """The client's connection to one server: JSON calls over one kept-alive ``http.client``
-    connection, and file bodies each on a connection of their own (:meth:`put_file`).
-
-    ``http.client`` (the standard library) rather than httpx: an httpx client imports more and loads
-    the certificate store for an https context it makes even for plain http, on every
-    ``labledger sync`` (docs/performance.md).
-    """
+    """The client's connection to one server: JSON calls over one kept-alive connection
+    (:func:`labledger.server.client.connect`), and file bodies each on a connection of their own
+    (:meth:`put_file`)."""
 
     def __init__(self, to: str, token: str | None, origin: str, timeout: float):
         self.to = to
@@ -192,15 +189,8 @@ class _Session:
             self._conn = None
 
     def _connect(self) -> Any:
-        """A new connection to the server: ``timeout`` for each read and write, 10 s to connect."""
-        import http.client
-
-        parts = urlsplit(self.to)
-        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        conn = kind(parts.hostname or "", parts.port, timeout=min(10.0, self.timeout))
-        conn.connect()
-        conn.sock.settimeout(self.timeout)
-        return conn
+        """A new connection to the server (:func:`labledger.server.client.connect`)."""
+        return connect(self.to, self.timeout)
 
     def call(self, method: str, path: str, *, json: Any = None, data: bytes | None = None) -> dict[str, Any]:
         """One request with a JSON answer (a JSON body, or the bytes ``data``); a kept-alive
