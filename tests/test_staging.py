@@ -119,3 +119,49 @@ def test_a_run_start_killed_part_way_leaves_nothing_in_runs_and_the_next_start_s
     assert ran.is_dir() and not half.exists() and not committed.exists()
     assert verify_ledger(labledger.open_ledger(tmp_path)).ok
     assert not [p for p in (tmp_path / ledger.NEW_RUNS).iterdir() if p.is_dir()]
+
+
+def test_an_import_on_a_full_disk_names_the_ledger_and_changes_nothing(tmp_path, monkeypatch):
+    """The scratch ledger cannot be made (its index, or its folder): the one-line error names the
+    ledger the user gave, not the scratch folder, and the ledger is as it was."""
+    import errno
+    import sqlite3
+    from pathlib import Path
+
+    from labledger.errors import StorageError
+
+    with labledger.start_run("existing", ledger=tmp_path) as run:
+        run.log(1, loss=1.0)
+    before = _snapshot(tmp_path)
+    ledger = labledger.open_ledger(tmp_path)
+    connect = sqlite3.connect
+
+    def full(path, *args, **kwargs):
+        if ".staging" in str(path):
+            raise sqlite3.OperationalError("database or disk is full")
+        return connect(path, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", full)
+    with pytest.raises(StorageError) as caught, ledger.staging():
+        pass
+    assert str(caught.value) == (
+        f"disk full: {tmp_path}: nothing was imported (the import's scratch ledger could not be made: "
+        "database or disk is full); free space and try again"
+    )
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    mkdir = Path.mkdir
+
+    def no_space(self, *args, **kwargs):
+        if ".staging" in str(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", no_space)
+    with pytest.raises(StorageError, match=rf"^disk full: {tmp_path}: nothing was imported \(No space left"):
+        with ledger.staging():
+            pass
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    ledger.close()
+    assert _snapshot(tmp_path) == before
+    staging = tmp_path / ".staging"
+    assert not staging.exists() or not any(staging.iterdir())  # no scratch folder left

@@ -42,6 +42,7 @@ from labledger.errors import (
 )
 from labledger.store.dialect import STALE_HEARTBEAT_ERROR, Heartbeat, PostgresIndex, display_url, is_database_url
 from labledger.store.fields import ScalarStats, backfill_fields, dumps_fields, eval_fields_of_run, run_fields
+from labledger.store.files import disk_error
 from labledger.store.migrations import MIGRATIONS, migrate
 from labledger.store.runinfo import INDEX_COLUMNS as INDEX_COLUMNS
 from labledger.store.runinfo import RENAMED_COLUMNS, run_duration
@@ -842,12 +843,15 @@ class Ledger:
         the next import (and by ``labledger verify --repair``).
         """
         import secrets
-        import shutil
 
         base = self.root / ".staging"
         path = base / secrets.token_hex(6)
-        path.mkdir(parents=True)
-        lock_fd = os.open(path / ".import.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            path.mkdir(parents=True)
+            lock_fd = os.open(path / ".import.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:  # a full or read-only disk: the ledger is named, not the scratch folder
+            shutil.rmtree(path, ignore_errors=True)
+            raise disk_error(exc, self.root, "nothing was imported") from None
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         for other in base.iterdir():
             if (
@@ -860,6 +864,15 @@ class Ledger:
                 shutil.rmtree(other, ignore_errors=True)  # the rest never adopted
         try:
             stage = Ledger(path, create=True)
+        except StorageError as exc:  # the scratch ledger's index: the disk is full or failing
+            os.close(lock_fd)
+            shutil.rmtree(path, ignore_errors=True)
+            detail = str(exc).rpartition(" (")[2].rstrip(")") or str(exc)
+            kind = "disk full" if "full" in detail else "write failed"
+            raise StorageError(
+                f"{kind}: {self.root}: nothing was imported (the import's scratch ledger could not be made: "
+                f"{detail}); free space and try again"
+            ) from None
         except BaseException:
             os.close(lock_fd)
             shutil.rmtree(path, ignore_errors=True)
@@ -1238,3 +1251,4 @@ def _regexp(pattern: str, value: Any) -> bool | None:
 def _quote(value: str) -> str:
     """A text literal of the query language."""
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
