@@ -376,7 +376,7 @@ class Ledger:
         if self._heartbeat is not None and fields.get("status", "running") != "running":
             self._heartbeat.discard(run_id)
 
-    def _tags_of(self, ids: list[str]) -> dict[str, list[str]]:
+    def tags_of(self, ids: list[str]) -> dict[str, list[str]]:
         """Each run's tags by id, sorted (by code point, as the index sorts text), for the runs of
         ``ids``: one statement for them all, the ids one JSON array that the database unpacks."""
         from json import dumps
@@ -396,7 +396,7 @@ class Ledger:
         return tags
 
     def _rows_to_info(self, rows: list[tuple[Any, ...]]) -> list[RunInfo]:
-        tags = self._tags_of([r[0] for r in rows])
+        tags = self.tags_of([r[0] for r in rows])
         out = []
         runs_dir = self.root / "runs"  # each RunInfo makes its dir from it when asked (#12)
         # the standard library's parser: these few small documents do not pay for importing orjson;
@@ -585,7 +585,7 @@ class Ledger:
         if (after is not None or limit is not None) and sort:
             raise LedgerError("paging by key (after=, limit=) takes the default order: no sort")
         rows = self._select(name, group, tag, status, where, sort, after=after, limit=limit)
-        tags = self._tags_of([r[0] for r in rows])
+        tags = self.tags_of([r[0] for r in rows])
         runs_dir = str(self.root / "runs")
         import orjson
 

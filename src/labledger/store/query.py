@@ -804,7 +804,7 @@ def runs_table(
         now=__import__("time").time(),
     )
     rows = ledger.db.execute(sql, params).fetchall()
-    tags = ledger._tags_of([r[0] for r in rows])
+    tags = ledger.tags_of([r[0] for r in rows])
     records = []
     for rid, name, grp, status, started, duration, host, commit, fields, evals in rows:
         merged = {**orjson.loads(fields or "{}"), **orjson.loads(evals or "{}")}
