@@ -46,6 +46,7 @@ from labledger.site.output import FORMAT, SiteWriter
 from labledger.site.pairs import write_paired
 from labledger.site.rundata import media_refs, run_basics, run_payload
 from labledger.store.compressed import record_state
+from labledger.store.index import change_rows
 from labledger.store.ledger import Ledger, RunInfo
 from labledger.store.run import check_name
 from labledger.store.view import RunView
@@ -288,10 +289,7 @@ def quick_keys(book: Ledger, infos: list[RunInfo], runs_root: str, salt: str) ->
     ``run.json`` is at the end of a run) and ``salt`` (the builder's fingerprint and settings). A run
     whose quick key is the one recorded by the last build is carried over from the manifest without
     being read (see :func:`build_site`)."""
-    stored: dict[str, list[Any]] = {}
-    for rid, name, kind, created in book.db.execute("SELECT run_id, name, kind, created FROM evaluations"):
-        stored.setdefault(rid, []).append((name, kind, created))
-    rows = {row[0]: row for row in book.db.execute(f"SELECT {_QUICK_COLUMNS} FROM runs")}
+    rows, stored = change_rows(book)
     out = {}
     sha256 = hashlib.sha256
     for info in infos:
@@ -304,14 +302,6 @@ def quick_keys(book: Ledger, infos: list[RunInfo], runs_root: str, salt: str) ->
         text = f"{rows.get(info.id)!r}\0{info.tags!r}\0{docs!r}\0{folder!r}\0{salt}"
         out[info.id] = sha256(text.encode()).hexdigest()
     return out
-
-
-#: The index columns a run's quick key hashes (``heartbeat`` and ``counters`` change as a run lives,
-#: and a running run is always looked at).
-_QUICK_COLUMNS = (
-    "id, name, grp, status, started, ended, host, pid, git_commit, git_dirty, error, summary, updated, "
-    "fields, eval_fields"
-)
 
 
 def _index_row(info: RunInfo) -> list[Any]:

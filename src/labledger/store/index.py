@@ -65,6 +65,25 @@ def index_fields(book: Ledger, run_ids: Sequence[str] | None = None) -> dict[str
     return out
 
 
+#: The index columns that change whenever a write through labledger changes a run (``heartbeat``
+#: and ``counters`` change as a run lives, and are left out).
+CHANGE_COLUMNS = (
+    "id, name, grp, status, started, ended, host, pid, git_commit, git_dirty, error, summary, updated, "
+    "fields, eval_fields"
+)
+
+
+def change_rows(book: Ledger) -> tuple[dict[str, tuple[Any, ...]], dict[str, list[tuple[str, str, float]]]]:
+    """What tells that a run changed, from the index alone, for every run: its
+    :data:`CHANGE_COLUMNS` by id, and the ``(name, kind, created)`` of each document stored for it
+    (``save_evaluation``), by run id (a static site's rebuild compares them with the last build's)."""
+    stored: dict[str, list[tuple[str, str, float]]] = {}
+    for rid, name, kind, created in book.db.execute("SELECT run_id, name, kind, created FROM evaluations"):
+        stored.setdefault(rid, []).append((name, kind, created))
+    rows = {row[0]: tuple(row) for row in book.db.execute(f"SELECT {CHANGE_COLUMNS} FROM runs")}
+    return rows, stored
+
+
 def checkpoint_rows(book: Ledger) -> Iterator[tuple[str, Any, str, str, int]]:
     """Every logged checkpoint as ``(run_id, step, path, sha256, size)``, oldest first."""
     yield from book.db.execute("SELECT run_id, step, path, sha256, size FROM checkpoints ORDER BY created").fetchall()
