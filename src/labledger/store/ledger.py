@@ -1251,4 +1251,3 @@ def _regexp(pattern: str, value: Any) -> bool | None:
 def _quote(value: str) -> str:
     """A text literal of the query language."""
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
-
