@@ -815,3 +815,23 @@ def test_a_change_to_what_pages_are_computed_with_rebuilds_them(tmp_path, monkey
     target = copy / "analysis" / "harness.py"
     target.write_text(target.read_text() + "\n# changed\n")
     assert B.builder_fingerprint() != before
+
+
+def test_a_static_file_copied_on_a_full_disk_names_the_site_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    import errno
+    import shutil
+
+    from labledger.errors import StorageError
+    from labledger.site.output import SiteWriter
+
+    src = tmp_path / "asset.js"
+    src.write_text("x = 1;\n")
+    writer = SiteWriter(tmp_path / "site")
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(shutil, "copyfileobj", full)
+    with pytest.raises(StorageError, match=r"^disk full: .*/site/static/asset\.js: the file was not written"):
+        writer.copy("static/asset.js", src)
+    assert [p.name for p in (tmp_path / "site" / "static").iterdir()] == []

@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 
 from labledger.errors import SiteError
-from labledger.store.jsonl import atomic_write
+from labledger.store.jsonl import atomic_open, atomic_write
 
 MANIFEST = ".labledger-site.json"
 #: Left in the folder while a build writes; removed once the manifest is saved.
@@ -310,9 +310,8 @@ class SiteWriter:
         self.begin()
         path = self.out / rel
         self._folder(path.parent)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, path)
+        with atomic_open(path, fsync=False) as out, open(src, "rb") as f:  # a full disk: named, nothing left
+            shutil.copyfileobj(f, out, 1 << 20)
         self.written.append(rel)
         self.bytes_written += st.st_size
         return True
