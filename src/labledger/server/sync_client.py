@@ -43,7 +43,7 @@ from labledger.store.manifest import (
     range_hash,
     recorded_chunks,
     run_file_stats,
-    stat_key,
+    run_signature,
 )
 
 BATCH = 200
@@ -339,8 +339,7 @@ def sync_runs(
                 run_dir = book.run_dir(info.id)
                 found = run_file_stats(run_dir)
                 files = [rel for rel, _ in found]
-                stats = [stat_key(st) for _, st in found]
-                signature = hashlib.sha256(orjson.dumps([rows_digest, files, stats])).hexdigest()
+                signature = run_signature(rows_digest, found)
                 if trust_cache and cache.done.get(info.id) == signature and not dry_run:
                     continue
                 todo.append((info.id, run_dir, files, rows, rows_digest, signature))

@@ -287,6 +287,17 @@ def stat_key(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
+def run_signature(rows_digest: str, found: list[tuple[str, os.stat_result]]) -> str:
+    """What says a run has not changed since it was last synced: a digest of its index rows'
+    digest (``rows_digest``) and of its files' names and :func:`stat_key` (``found``:
+    :func:`run_file_stats`)."""
+    import orjson
+
+    files = [rel for rel, _ in found]
+    stats = [stat_key(st) for _, st in found]
+    return hashlib.sha256(orjson.dumps([rows_digest, files, stats])).hexdigest()
+
+
 def read_manifest(run_dir: Path) -> dict[str, Any] | None:
     """The ``.sync.json`` of a synced run folder, or ``None`` when the folder was never synced."""
     try:

@@ -310,7 +310,7 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
     from concurrent.futures import ThreadPoolExecutor
 
     from labledger.store.ledger import Ledger
-    from labledger.store.manifest import index_rows, run_file_stats, stat_key
+    from labledger.store.manifest import index_rows, run_file_stats, run_signature
 
     store = ObjectStore(url, client=client)
     book = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
@@ -330,9 +330,7 @@ def sync_to_objects(ledger: Any, url: str, *, runs: list[str] | None = None, cli
             for info in infos:
                 index = index_rows(book, info.id)
                 found = run_file_stats(book.run_dir(info.id))
-                signature = hashlib.sha256(
-                    orjson.dumps([index, [(rel, stat_key(st)) for rel, st in found]])
-                ).hexdigest()
+                signature = run_signature(hashlib.sha256(orjson.dumps(index)).hexdigest(), found)
                 if cache.done.get(info.id) == [signature, etags.get(info.id)]:
                     continue
                 jobs.append((info.id, signature, pool.submit(_sync_run, store, book, lock, info, index)))
