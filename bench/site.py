@@ -435,7 +435,11 @@ def main() -> None:
             if root.exists():
                 shutil.rmtree(root)
             run_id, gen_s = make_ledger(root, n)
-            src_bytes = (root / "runs" / run_id / "batches.jsonl").stat().st_size
+            # a finished run's records are compacted (batches.jsonl.zst): the bytes on disk either way
+            plain = root / "runs" / run_id / "batches.jsonl"
+            from labledger.store.compressed import compressed_path
+
+            src_bytes = (plain if plain.exists() else compressed_path(plain)).stat().st_size
             out = work / f"site-{n}"
             if out.exists():
                 shutil.rmtree(out)
@@ -518,7 +522,7 @@ def report(results: list[dict], peers: dict | None, markdown: bool) -> None:
             [
                 "microbatches",
                 "samples",
-                "batches.jsonl",
+                "batches on disk",
                 "build (cold)",
                 "peak RSS",
                 "site size",
